@@ -1,0 +1,61 @@
+# loopkit -- `make demo` and `make test` do all the set-up on a fresh machine.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+AGENTS := .cache/agents
+CLAUDE_CODE_VERSION := 2.1.197
+CODEX_VERSION       := 0.171.0
+export PATH := $(CURDIR)/$(BIN):$(CURDIR)/$(AGENTS)/node_modules/.bin:$(PATH)
+
+.PHONY: help install agents demo demo-claude test test-fast lint typecheck bench dist-check clean
+
+help: ## Show the targets
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F':.*?## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	@touch $@
+
+install: $(BIN)/.installed ## Create .venv and install loopkit with its test tools
+
+$(AGENTS)/.installed-$(CLAUDE_CODE_VERSION)-$(CODEX_VERSION):
+	@mkdir -p $(AGENTS)
+	npm install --prefix $(AGENTS) --no-audit --no-fund --loglevel=error \
+	  @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) @openai/codex@$(CODEX_VERSION)
+	@touch $@
+
+agents: $(AGENTS)/.installed-$(CLAUDE_CODE_VERSION)-$(CODEX_VERSION) ## Install the pinned claude and codex CLIs (npm)
+
+demo: install ## Run the demo loop offline (no API key needed)
+	$(BIN)/python -m loopkit.demo
+
+demo-claude: install agents ## The demo through the real Claude Code CLI against the scripted model server
+	$(BIN)/python -m loopkit.demo --provider claude
+
+test: install agents ## Install what the tests need and run them all
+	LOOPKIT_REQUIRE_AGENTS=1 $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+test-fast: install ## Unit and cli tests only
+	$(BIN)/python -m pytest -q tests/unit tests/cli $(PYTEST_ARGS)
+
+lint: install ## ruff and shellcheck
+	$(BIN)/ruff check loopkit tests bench
+	$(BIN)/ruff format --check loopkit
+	$(BIN)/shellcheck recipes/*.sh recipes/**/*.sh .ci/run 2>/dev/null || $(BIN)/shellcheck $$(git ls-files '*.sh') .ci/run
+
+typecheck: install ## mypy --strict on loopkit/
+	$(BIN)/mypy
+
+bench: install agents ## Benchmarks: figures and ratios against their targets
+	$(BIN)/python bench/run.py
+
+dist-check: install ## Build the wheel, install it in a fresh venv, run every --help, print every schema
+	bash .ci/dist-check
+
+clean: ## Remove the venv, caches and build output
+	rm -rf $(VENV) .cache dist build .pytest_cache .mypy_cache .ruff_cache

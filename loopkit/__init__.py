@@ -1,0 +1,6 @@
+"""loopkit: supervise coding agents from outside their own loop."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+SCHEMA_VERSION = 1

@@ -1,0 +1,52 @@
+"""Cancellation intent, persisted in the state folder so a loop stops at the next boundary.
+
+``lk cancel`` writes it; every later ``lk-decide`` answers cancelled (30) and a running
+``lk-invoke`` stops its worker as soon as it sees it; ``lk cancel --clear`` lifts it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+FILENAME = "cancel.json"
+
+
+def _path(state: Path) -> Path:
+    return state / FILENAME
+
+
+def request(state: Path, *, reason: str | None = None) -> dict[str, Any]:
+    intent = {
+        "reason": reason or "cancelled by a person",
+        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "pid": os.getpid(),
+    }
+    tmp = _path(state).with_suffix(".tmp")
+    tmp.write_text(json.dumps(intent) + "\n", encoding="utf-8")
+    os.replace(tmp, _path(state))
+    return intent
+
+
+def clear(state: Path) -> bool:
+    try:
+        _path(state).unlink()
+        return True
+    except FileNotFoundError:
+        return False
+
+
+def requested(state: Path) -> dict[str, Any] | None:
+    """The persisted intent, or None. A damaged file still counts as a request to stop."""
+    try:
+        raw = _path(state).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    try:
+        data = json.loads(raw)
+        return data if isinstance(data, dict) else {"reason": "cancelled"}
+    except json.JSONDecodeError:
+        return {"reason": "cancelled (intent file unreadable)"}

@@ -1,0 +1,69 @@
+"""lk: one door to every loopkit command.
+
+Usage: lk COMMAND [ARGS]...   (lk plan ... is the same as lk-plan ...)
+
+Subcommands load lazily, so `lk --help` imports nothing but click.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from typing import Any
+
+import click
+
+from loopkit.cli._entry import CONTEXT, Group
+from loopkit.exitcodes import SHARED_HELP
+
+#: name -> (module, attribute, one-line help)
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "plan": ("loopkit.cli.plan", "main", "Validate contracts and plans; pick and mark tasks."),
+    "invoke": ("loopkit.cli.invoke", "main", "Run one bounded worker attempt."),
+    "diff": ("loopkit.cli.diff", "main", "Collect the change from git; enforce scope."),
+    "verify": ("loopkit.cli.verify", "main", "Run the acceptance checks on this tree."),
+    "judge": ("loopkit.cli.judge", "main", "A read-only, grounded model judge for goals."),
+    "decide": ("loopkit.cli.decide", "main", "Decide the next step; append to the ledger."),
+    "report": ("loopkit.cli.report", "main", "Summarize the ledger."),
+    "cancel": ("loopkit.cli.cancel", "main", "Persist (or clear) the intent to cancel."),
+    "schema": ("loopkit.cli.schema", "main", "Print a published JSON Schema."),
+    "model-server": ("loopkit.testing.cli", "main", "Run the scripted model server."),
+}
+
+
+def _exists(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+class LazyGroup(Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [n for n, (mod, _, _) in COMMANDS.items() if _exists(mod)]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
+            return None
+        try:
+            module = importlib.import_module(entry[0])
+        except ModuleNotFoundError:
+            return None
+        cmd: click.Command = getattr(module, entry[1])
+        return cmd
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(n, COMMANDS[n][2]) for n in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings=CONTEXT, epilog=SHARED_HELP)
+@click.version_option(package_name="loopkit", prog_name="loopkit")
+def main(**_: Any) -> None:
+    """loopkit: supervise coding agents from outside their own loop.
+
+    Each command reads an attempt document on stdin (when piped), adds its section and
+    prints it on stdout; its exit status is the verdict. See `lk schema --list`.
+    """

@@ -1,0 +1,416 @@
+"""The loop contract (``loop.yaml`` or JSON): load, validate, apply a task's plan.
+
+Validation lists every problem at once, each with the JSON path it concerns, before any
+model is called. The rules are table-driven: a new key is one line in ``_FIELDS``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from loopkit.errors import BadInput
+
+CONTRACT_VERSION = 1
+PROVIDERS = ("claude", "codex", "command")
+SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
+DEFAULT_FILENAMES = ("loop.yaml", "loop.yml", "loop.json")
+#: Contracts larger than this are refused before parsing (no sane contract is this big).
+MAX_CONTRACT_BYTES = 1_000_000
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str  # JSON path, e.g. "$.budgets.attempts"
+    message: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"path": self.path, "message": self.message}
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+Check = Callable[[Any, str, list[Problem]], None]
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def positive_int(v: Any, where: str, out: list[Problem]) -> None:
+    if not _is_int(v):
+        out.append(Problem(where, f"expected an integer >= 1, got {_show(v)}"))
+    elif v < 1:
+        out.append(Problem(where, f"limit must be >= 1, got {v}"))
+
+
+def non_negative_int(v: Any, where: str, out: list[Problem]) -> None:
+    if not _is_int(v) or v < 0:
+        out.append(Problem(where, f"expected an integer >= 0, got {_show(v)}"))
+
+
+def positive_number(v: Any, where: str, out: list[Problem]) -> None:
+    if not _is_number(v):
+        out.append(Problem(where, f"expected a number > 0, got {_show(v)}"))
+    elif v <= 0:
+        out.append(Problem(where, f"limit must be > 0, got {v}"))
+
+
+def text(v: Any, where: str, out: list[Problem]) -> None:
+    if not isinstance(v, str) or not v.strip():
+        out.append(Problem(where, f"expected a non-empty string, got {_show(v)}"))
+
+
+def boolean(v: Any, where: str, out: list[Problem]) -> None:
+    if not isinstance(v, bool):
+        out.append(Problem(where, f"expected true or false, got {_show(v)}"))
+
+
+def string_list(v: Any, where: str, out: list[Problem]) -> None:
+    if not isinstance(v, list):
+        out.append(Problem(where, f"expected a list of strings, got {_show(v)}"))
+        return
+    for i, item in enumerate(v):
+        text(item, f"{where}[{i}]", out)
+
+
+def glob_list(v: Any, where: str, out: list[Problem]) -> None:
+    if not isinstance(v, list):
+        out.append(Problem(where, f"expected a list of globs, got {_show(v)}"))
+        return
+    for i, item in enumerate(v):
+        p = f"{where}[{i}]"
+        if not isinstance(item, str) or not item.strip():
+            out.append(Problem(p, f"expected a non-empty glob, got {_show(item)}"))
+            continue
+        reason = glob_escape_reason(item)
+        if reason:
+            out.append(Problem(p, f"glob {item!r} {reason}"))
+
+
+def one_of(*choices: str) -> Check:
+    def check(v: Any, where: str, out: list[Problem]) -> None:
+        if v not in choices:
+            out.append(Problem(where, f"expected one of {', '.join(choices)}, got {_show(v)}"))
+
+    return check
+
+
+def glob_escape_reason(glob: str) -> str | None:
+    """Why a glob reaches outside the repository, or None when it stays inside."""
+    g = glob.replace("\\", "/")
+    if g.startswith("/") or re.match(r"^[A-Za-z]:", g) or g.startswith("~"):
+        return "is absolute: scope globs are relative to the repository root"
+    if ".." in g.split("/"):
+        return "escapes the repository ('..')"
+    return None
+
+
+def _show(v: Any) -> str:
+    if isinstance(v, str):
+        return repr(v[:60])
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return str(v)
+    return (
+        type(v).__name__
+        if not isinstance(v, (list, dict))
+        else ("a list" if isinstance(v, list) else "a mapping")
+    )
+
+
+# Section -> key -> check. A key absent here is an unknown key.
+_SECTIONS: dict[str, dict[str, Check]] = {
+    "scope": {"writable": glob_list, "protected": glob_list, "always_allowed": glob_list},
+    "budgets": {
+        "attempts": positive_int,
+        "changed_files": positive_int,
+        "changed_lines": positive_int,
+        "wall_seconds": positive_number,
+        "cost_usd": positive_number,
+        "tokens": positive_int,
+        "turns": positive_int,
+        "verify_attempts": positive_int,
+        "same_failure": positive_int,
+        "timeouts": positive_int,
+        "verify_reserve_s": positive_number,
+    },
+    "worker": {
+        "provider": one_of(*PROVIDERS),
+        "model": text,
+        "command": text,
+        "max_turns": positive_int,
+        "max_cost_usd": positive_number,
+        "timeout": positive_number,
+        "sandbox": one_of(*SANDBOXES),
+        "allowed_tools": string_list,
+        "permission_mode": text,
+        "env_allow": string_list,
+        "breaker_repeats": positive_int,
+        "resume": boolean,
+        "extra_args": string_list,
+    },
+    "judge": {
+        "provider": one_of(*PROVIDERS),
+        "model": text,
+        "command": text,
+        "goal": text,
+        "timeout": positive_number,
+        "max_turns": positive_int,
+        "env_allow": string_list,
+    },
+    "plan": {"split_lines": positive_int, "split_files": positive_int},
+    "artifacts": {"retention_days": positive_number, "keep_completed": non_negative_int},
+}
+_TOP: dict[str, Check] = {
+    "version": lambda v, w, o: (
+        None
+        if v == CONTRACT_VERSION
+        else o.append(Problem(w, f"expected {CONTRACT_VERSION}, got {_show(v)}"))
+    ),
+    "kind": lambda v, w, o: (
+        None
+        if v == "loopkit/contract"
+        else o.append(Problem(w, f"expected 'loopkit/contract', got {_show(v)}"))
+    ),
+    "objective": text,
+    "memory": text,
+    "state_dir": text,
+    "allow_empty_change": boolean,
+}
+_CRITERION: dict[str, Check] = {
+    "name": text,
+    "run": text,
+    "timeout": positive_number,
+    "env": lambda v, w, o: (
+        None
+        if isinstance(v, dict)
+        and all(isinstance(k, str) and isinstance(x, str) for k, x in v.items())
+        else o.append(Problem(w, "expected a mapping of strings to strings"))
+    ),
+}
+
+DEFAULTS: dict[str, Any] = {
+    "scope": {"protected": [], "always_allowed": []},
+    "worker": {"provider": "command", "timeout": 900, "breaker_repeats": 3},
+    "plan": {"split_lines": 600, "split_files": 8},
+    "budgets": {"same_failure": 2},
+}
+DEFAULT_CHECK_TIMEOUT = 300
+
+
+def validate(data: Any) -> list[Problem]:
+    """Every problem in a contract document, in document order. Empty means valid."""
+    out: list[Problem] = []
+    if not isinstance(data, Mapping):
+        return [Problem("$", f"expected a mapping (the loop contract), got {_show(data)}")]
+    for key, value in data.items():
+        where = f"$.{key}"
+        if key in _TOP:
+            _TOP[key](value, where, out)
+        elif key in _SECTIONS:
+            _check_section(value, where, _SECTIONS[key], out)
+        elif key == "criteria":
+            _check_criteria(value, out)
+        else:
+            out.append(Problem(where, f"unknown key {key!r}"))
+    if "version" not in data:
+        out.append(Problem("$.version", f"missing: expected {CONTRACT_VERSION}"))
+    if "objective" not in data:
+        out.append(Problem("$.objective", "missing: say what the loop is for"))
+    if "criteria" not in data:
+        out.append(Problem("$.criteria", "missing: at least one acceptance check is required"))
+    scope = data.get("scope")
+    if not isinstance(scope, Mapping) or not scope.get("writable"):
+        if isinstance(scope, Mapping) or scope is None:
+            out.append(
+                Problem(
+                    "$.scope.writable", "no writable scope: list the globs the worker may change"
+                )
+            )
+    worker = data.get("worker")
+    if isinstance(worker, Mapping):
+        if (
+            worker.get("provider", DEFAULTS["worker"]["provider"]) == "command"
+            and "command" not in worker
+        ):
+            out.append(Problem("$.worker.command", "provider 'command' needs a command to run"))
+    judge = data.get("judge")
+    if isinstance(judge, Mapping):
+        if "provider" not in judge:
+            out.append(
+                Problem("$.judge.provider", "missing: expected one of " + ", ".join(PROVIDERS))
+            )
+        elif judge.get("provider") == "command" and "command" not in judge:
+            out.append(Problem("$.judge.command", "provider 'command' needs a command to run"))
+    return out
+
+
+def _check_section(value: Any, where: str, fields: dict[str, Check], out: list[Problem]) -> None:
+    if not isinstance(value, Mapping):
+        out.append(Problem(where, f"expected a mapping, got {_show(value)}"))
+        return
+    for key, v in value.items():
+        if key in fields:
+            fields[key](v, f"{where}.{key}", out)
+        else:
+            out.append(Problem(f"{where}.{key}", f"unknown key {key!r}"))
+
+
+def _check_criteria(value: Any, out: list[Problem]) -> None:
+    if not isinstance(value, list):
+        out.append(Problem("$.criteria", f"expected a list of checks, got {_show(value)}"))
+        return
+    if not value:
+        out.append(Problem("$.criteria", "no criteria: at least one acceptance check is required"))
+    seen: set[str] = set()
+    for i, item in enumerate(value):
+        where = f"$.criteria[{i}]"
+        if not isinstance(item, Mapping):
+            out.append(Problem(where, f"expected a mapping with name and run, got {_show(item)}"))
+            continue
+        for key in ("name", "run"):
+            if key not in item:
+                out.append(Problem(f"{where}.{key}", "missing"))
+        for key, v in item.items():
+            if key in _CRITERION:
+                _CRITERION[key](v, f"{where}.{key}", out)
+            else:
+                out.append(Problem(f"{where}.{key}", f"unknown key {key!r}"))
+        name = item.get("name")
+        if isinstance(name, str):
+            if name in seen:
+                out.append(Problem(f"{where}.name", f"duplicate check name {name!r}"))
+            seen.add(name)
+
+
+def with_defaults(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A validated contract with every default filled in (a new dict)."""
+    out = copy.deepcopy(dict(data))
+    out.pop("kind", None)
+    for section, defaults in DEFAULTS.items():
+        merged = dict(defaults)
+        merged.update(out.get(section) or {})
+        out[section] = merged
+    out.setdefault("budgets", {})
+    out.setdefault("allow_empty_change", False)
+    for check in out.get("criteria", []):
+        check.setdefault("timeout", DEFAULT_CHECK_TIMEOUT)
+    return out
+
+
+def parse_text(raw: bytes, source: str) -> Any:
+    """Parse a contract file's bytes (YAML, or JSON which YAML also reads)."""
+    if len(raw) > MAX_CONTRACT_BYTES:
+        raise BadInput(
+            source, f"file is {len(raw)} bytes; a contract is at most {MAX_CONTRACT_BYTES}"
+        )
+    if b"\x00" in raw:
+        raise BadInput(source, "binary data: expected a YAML or JSON loop contract")
+    try:
+        body = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BadInput(
+            source, f"not UTF-8 text (byte {e.start}): expected a YAML or JSON loop contract"
+        ) from None
+    if not body.strip():
+        raise BadInput(source, "empty file: expected a YAML or JSON loop contract")
+    if source.endswith(".json") or body.lstrip().startswith("{"):
+        try:
+            return json.loads(body)
+        except json.JSONDecodeError as e:
+            raise BadInput(
+                source, f"not JSON: {e.msg} at line {e.lineno} column {e.colno}"
+            ) from None
+    import yaml  # lazy: ~24 ms
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        return yaml.load(body, Loader=loader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise BadInput(source, f"not YAML: {problem}{where}") from None
+
+
+def read_file(path: str | os.PathLike[str]) -> Any:
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise BadInput(str(path), "no such file") from None
+    except IsADirectoryError:
+        raise BadInput(str(path), "is a directory, expected a contract file") from None
+    except OSError as e:
+        raise BadInput(str(path), f"cannot read: {e.strerror}") from None
+    return parse_text(raw, str(path))
+
+
+def load(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read and validate a contract; raise BadInput naming the first problem (exit 3)."""
+    data = read_file(path)
+    problems = validate(data)
+    if problems:
+        more = f" (and {len(problems) - 1} more; run lk-plan check)" if len(problems) > 1 else ""
+        raise BadInput(str(path), f"{problems[0].path}: {problems[0].message}{more}")
+    return with_defaults(data)
+
+
+def find_default(start: str | os.PathLike[str] = ".") -> Path | None:
+    """loop.yaml (or .yml/.json) in the current directory, if there is one."""
+    for name in DEFAULT_FILENAMES:
+        p = Path(start) / name
+        if p.is_file():
+            return p
+    return None
+
+
+def resolve(path: str | None, document: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The contract a command works under: --contract, else the piped attempt's, else ./loop.yaml."""
+    if path:
+        return load(path)
+    if document and isinstance(document.get("contract"), Mapping):
+        problems = validate(document["contract"])
+        if problems:
+            raise BadInput("<stdin>", f"$.contract{problems[0].path[1:]}: {problems[0].message}")
+        return with_defaults(document["contract"])
+    found = find_default()
+    if found is not None:
+        return load(found)
+    raise BadInput(
+        "--contract",
+        "no contract: pass --contract FILE, pipe an attempt document, or add loop.yaml",
+    )
+
+
+def apply_task(contract: Mapping[str, Any], task: Mapping[str, Any]) -> dict[str, Any]:
+    """The contract narrowed to one task: its scope replaces writable, its budget caps the diff."""
+    out = copy.deepcopy(dict(contract))
+    scope = task.get("scope") or []
+    if scope:
+        out["scope"] = dict(out.get("scope") or {})
+        out["scope"]["writable"] = list(scope)
+    budget = task.get("budget") or {}
+    budgets = dict(out.get("budgets") or {})
+    for src, dst in (("lines", "changed_lines"), ("files", "changed_files")):
+        if budget.get(src):
+            budgets[dst] = min(budgets.get(dst, budget[src]), budget[src])
+    out["budgets"] = budgets
+    if task.get("allow_empty"):
+        out["allow_empty_change"] = True
+    return out

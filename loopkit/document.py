@@ -1,0 +1,112 @@
+"""The attempt document: read it from stdin, start a new one, write it to stdout.
+
+Every command reads stdin only when it is a pipe or a file (never a terminal), validates
+what it reads, adds its own section and prints the whole document as one JSON line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping
+from typing import IO, Any
+
+from loopkit import SCHEMA_VERSION
+from loopkit.errors import BadInput
+
+ATTEMPT_KIND = "loopkit/attempt"
+#: Set to 1 to validate every document a command prints (tests set it).
+VALIDATE_OUTPUT_ENV = "LOOPKIT_VALIDATE_OUTPUT"
+MAX_STDIN_BYTES = 64 * 1024 * 1024
+
+
+def new_attempt(**sections: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = {"kind": ATTEMPT_KIND, "version": SCHEMA_VERSION}
+    doc.update({k: v for k, v in sections.items() if v is not None})
+    return doc
+
+
+def section(kind: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    """A section printed on its own: its fields plus kind and version."""
+    return {"kind": f"loopkit/{kind}", "version": SCHEMA_VERSION, **body}
+
+
+def stdin_has_data(stream: IO[str] | None = None) -> bool:
+    stream = stream if stream is not None else sys.stdin
+    if stream is None or stream.closed:
+        return False
+    try:
+        return not stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def read_attempt(
+    stream: IO[str] | None = None, *, source: str = "<stdin>"
+) -> dict[str, Any] | None:
+    """The piped attempt document, validated; None when nothing is piped (or it is empty)."""
+    stream = stream if stream is not None else sys.stdin
+    if not stdin_has_data(stream):
+        return None
+    raw = stream.read(MAX_STDIN_BYTES + 1)
+    if len(raw) > MAX_STDIN_BYTES:
+        raise BadInput(source, f"more than {MAX_STDIN_BYTES} bytes: expected one attempt document")
+    return parse_attempt(raw, source=source)
+
+
+def parse_attempt(raw: str | bytes, *, source: str = "<stdin>") -> dict[str, Any] | None:
+    if isinstance(raw, bytes):
+        if b"\x00" in raw:
+            raise BadInput(source, "binary data: expected a JSON attempt document")
+        try:
+            raw = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise BadInput(
+                source, f"not UTF-8 (byte {e.start}): expected a JSON attempt document"
+            ) from None
+    if not raw.strip():
+        return None
+    if "\x00" in raw:
+        raise BadInput(source, "binary data: expected a JSON attempt document")
+    try:
+        doc = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise BadInput(source, f"not JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    except RecursionError:
+        raise BadInput(source, "JSON nested too deeply") from None
+    if not isinstance(doc, dict):
+        raise BadInput(
+            source,
+            f"expected a JSON object (the attempt document), got {type(doc).__name__}",
+            path="$",
+        )
+    if doc.get("kind") != ATTEMPT_KIND:
+        raise BadInput(
+            source, f"expected kind {ATTEMPT_KIND!r}, got {doc.get('kind')!r}", path="$.kind"
+        )
+    from loopkit import schema
+
+    schema.validate(doc, "attempt", source=source)
+    return doc
+
+
+def dumps(document: Mapping[str, Any]) -> str:
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+
+
+def emit(
+    document: Mapping[str, Any], *, schema_name: str | None = None, stream: IO[str] | None = None
+) -> None:
+    """Write one document as one line of JSON on stdout (validated when the switch is on)."""
+    if os.environ.get(VALIDATE_OUTPUT_ENV) == "1":
+        from loopkit import schema
+
+        name = schema_name or str(document.get("kind", "")).removeprefix("loopkit/")
+        try:
+            schema.validate(document, name, source="<output>")
+        except BadInput as e:  # our own output is wrong: a bug, not the user's input
+            raise RuntimeError(f"output fails its schema: {e}") from None
+    out = stream if stream is not None else sys.stdout
+    out.write(dumps(document) + "\n")
+    out.flush()

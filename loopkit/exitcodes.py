@@ -1,0 +1,48 @@
+"""The exit codes every loopkit command shares: published API.
+
+A number here never changes meaning without a schema version bump.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    FAILED_CHECK = 1  # a verdict of "no": invalid plan, check failed, policy violated, NOT MET
+    USAGE = 2  # click's own usage errors
+    BAD_INPUT = 3  # not JSON, fails its schema, an invalid contract given to a command needing one
+    ENVIRONMENT = 4  # not a git repository, provider CLI not installed
+    INTERNAL = 70  # a bug in loopkit: never mistaken for a verdict
+    INTERRUPTED = 130
+
+    # lk-decide
+    COMPLETE = 0
+    RETRY = 10
+    REPLAN = 11
+    BLOCKED = 20
+    FAILED = 21
+    BUDGET_EXHAUSTED = 22
+    CANCELLED = 30
+
+
+#: Decision outcome -> exit code of lk-decide.
+OUTCOME_CODES: dict[str, ExitCode] = {
+    "complete": ExitCode.COMPLETE,
+    "retry": ExitCode.RETRY,
+    "replan": ExitCode.REPLAN,
+    "blocked": ExitCode.BLOCKED,
+    "failed": ExitCode.FAILED,
+    "budget_exhausted": ExitCode.BUDGET_EXHAUSTED,
+    "cancelled": ExitCode.CANCELLED,
+}
+
+#: The table every command's --help ends with.
+SHARED_HELP = """\b
+Exit codes shared by every command:
+  2   usage error
+  3   bad input (not JSON, fails its schema, invalid contract)
+  4   environment error (not a git repository, provider CLI missing)
+  70  internal error (a bug; see the log named on stderr)
+  130 interrupted"""
