@@ -5,6 +5,7 @@ Plumbing commands only, never porcelain whose output may change with configurati
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -66,3 +67,40 @@ def common_dir(root: str | os.PathLike[str]) -> Path:
     """The shared .git folder (the same for every worktree of a repository)."""
     p = Path(out(["rev-parse", "--git-common-dir"], cwd=root))
     return p if p.is_absolute() else (Path(root) / p).resolve()
+
+
+def index_path(root: str | os.PathLike[str]) -> Path:
+    """The index file git uses at ``root`` (honours ``GIT_INDEX_FILE``, worktrees)."""
+    p = Path(out(["rev-parse", "--git-path", "index"], cwd=root))
+    return p if p.is_absolute() else (Path(root) / p).resolve()
+
+
+def tree_hash(root: Path) -> str:
+    """A content hash of the working tree as it stands: a git tree id.
+
+    Tracked files and untracked files git does not ignore, with their modes and symlink
+    targets; ignored files (and loopkit's own state folder) are left out. Equal content
+    gives an equal hash in any clone, whatever the timestamps. The real index is never
+    touched: the work happens in a copy of it (the copy keeps git's stat cache, so only
+    files that changed are read again).
+    """
+    import shutil
+    import tempfile
+
+    real = index_path(root)
+    fd, tmp = tempfile.mkstemp(prefix="loopkit-index-", dir=real.parent)
+    os.close(fd)
+    try:
+        try:
+            # copy2 keeps the index's own mtime: entries that were "racily clean" stay so
+            # and git compares their content instead of trusting the stat data.
+            shutil.copy2(real, tmp)
+        except FileNotFoundError:
+            os.unlink(tmp)  # no index yet (fresh repository): git starts an empty one
+        env = {"GIT_INDEX_FILE": tmp}
+        quiet = ["-c", "advice.addEmbeddedRepo=false", "-c", "core.safecrlf=false"]
+        git([*quiet, "add", "-A", "--", "."], cwd=root, env=env)
+        return out(["write-tree"], cwd=root, env=env)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
