@@ -1,0 +1,100 @@
+"""The process door: timeouts and stops end whole process groups, nothing is orphaned."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+from loopkit import proc
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie still answers kill(0); treat it as gone.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _wait_gone(pid: int, seconds: float = 5.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_run_captures_merged_output_and_exit_code() -> None:
+    done = proc.run("echo out; echo err >&2; exit 3", shell=True)
+    assert done.exit_code == 3
+    assert b"out" in done.output and b"err" in done.output
+    assert not done.timed_out
+
+
+def test_run_writes_output_to_a_file(tmp_path: Path) -> None:
+    log = tmp_path / "logs" / "check.log"
+    done = proc.run([sys.executable, "-c", "print('hello')"], output=log)
+    assert done.exit_code == 0
+    assert log.read_text() == "hello\n"
+
+
+def test_timeout_kills_the_grandchild_too(tmp_path: Path) -> None:
+    pidfile = tmp_path / "grandchild.pid"
+    script = f"sleep 60 & echo $! > {pidfile}; wait"
+    start = time.monotonic()
+    done = proc.run(script, shell=True, timeout=0.5)
+    assert done.timed_out and done.exit_code is None
+    assert time.monotonic() - start < 5
+    assert _wait_gone(int(pidfile.read_text()))
+
+
+def test_leftover_background_process_is_reaped_after_a_normal_exit(tmp_path: Path) -> None:
+    pidfile = tmp_path / "bg.pid"
+    done = proc.run(f"(sleep 60 >/dev/null 2>&1 &  echo $! > {pidfile})", shell=True, timeout=10)
+    assert done.exit_code == 0
+    assert _wait_gone(int(pidfile.read_text()))
+
+
+def test_spawn_streams_lines_and_stops_on_timeout() -> None:
+    running = proc.spawn(
+        [sys.executable, "-u", "-c", "import time\nprint('a')\nprint('b')\ntime.sleep(60)"],
+        timeout=0.5,
+    )
+    lines = list(running.lines())
+    finished = running.wait()
+    assert lines == [b"a\n", b"b\n"]
+    assert finished.stopped == "timeout" and finished.timed_out
+    assert _wait_gone(running.pid)
+
+
+def test_spawn_should_stop_reason_is_kept(tmp_path: Path) -> None:
+    flag = tmp_path / "stop"
+    running = proc.spawn(
+        ["sleep", "60"],
+        should_stop=lambda: "cancelled" if flag.exists() else None,
+        poll_s=0.05,
+    )
+    flag.touch()
+    finished = running.wait()
+    assert finished.stopped == "cancelled"
+    assert finished.exit_code is None
+
+
+def test_spawn_feeds_stdin_and_closes_it() -> None:
+    running = proc.spawn(["cat"], stdin=b"handoff text\n")
+    assert list(running.lines()) == [b"handoff text\n"]
+    assert running.wait().exit_code == 0
+
+
+def test_capture_keeps_streams_apart_and_reports_missing_tools() -> None:
+    done = proc.capture(["sh", "-c", "echo o; echo e >&2"])
+    assert (done.stdout, done.stderr) == (b"o\n", b"e\n")
+    assert proc.capture(["no-such-tool-xyz"]).exit_code == 127
