@@ -1,0 +1,36 @@
+"""Worker providers: ``get(name)`` returns the adapter for claude, codex or command.
+
+Adding a provider is one module with a :class:`~loopkit.providers.base.Provider`
+subclass and one line in ``_REGISTRY``. The interface is documented in
+``loopkit.providers.base``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from loopkit.providers.base import Provider
+
+#: name -> "module:Class" (imported on first use, so a CLI starts fast)
+_REGISTRY: dict[str, str] = {
+    "claude": "loopkit.providers.claude:ClaudeProvider",
+    "codex": "loopkit.providers.codex:CodexProvider",
+    "command": "loopkit.providers.command:CommandProvider",
+}
+
+
+def names() -> list[str]:
+    return list(_REGISTRY)
+
+
+def get(name: str) -> Provider:
+    """The provider called ``name``; KeyError naming the known ones otherwise."""
+    try:
+        target = _REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"no provider {name!r}; one of: {', '.join(_REGISTRY)}") from None
+    module, cls = target.split(":")
+    provider: Provider = getattr(importlib.import_module(module), cls)()
+    return provider

@@ -1,0 +1,438 @@
+"""The one small interface every worker provider implements.
+
+A provider is the only code in loopkit that knows a worker CLI's flags and event shapes.
+It does three things, and each is usable on its own:
+
+1. **Build** the process: ``provider.build(spec) -> Invocation`` turns a :class:`RunSpec`
+   (prompt, working directory, model, limits, resume id, ``read_only``) into ``argv``, an
+   allow-listed ``env``, the bytes for stdin (``None`` means /dev/null) and the files to
+   write before the start (the command provider's handoff file). Nothing is started.
+
+   ``read_only=True`` is for a judge: claude gets only Read/Glob/Grep (writes and Bash
+   denied, ``--permission-mode default``), codex runs ``--sandbox read-only``.
+
+2. **Parse** the native stream incrementally: ``parser = provider.parser()``, then
+   ``events = parser.feed(line)`` for every stdout line as it arrives (bytes or str; a
+   partial or non-JSON line is tolerated), and ``state = parser.finish()`` at the end.
+   ``feed`` returns normalized :class:`Event` s (``tool_call``, ``tool_result``,
+   ``retry``, ``error``, ``message``, ``init``, ``result``) for live watchers such as the
+   breaker; ``parser.state`` (a :class:`RunState`) accumulates everything: session id,
+   model, final message, usage, cost, retries, the provider's own result/error fields,
+   and ``tool_calls`` -- a list of :class:`ToolCall` with ``name``, ``input``, ``ok``
+   (True / False / None while pending), ``error``, ``command`` (the shell command, when
+   the tool ran one), ``files_read`` and ``files_written``. ``state.files_read`` is the
+   de-duplicated list of files a *successful* tool call actually read (claude ``Read``;
+   codex ``cat``/``sed``/``head``/``nl``/... commands) -- what a judge cites as grounding.
+
+3. **Classify** the end: ``provider.classify(state, Exit(...)) -> Outcome`` maps the real
+   signals (exit status, result ``is_error``, ``api_error_status``, ``terminal_reason``,
+   ``turn.failed`` messages, who stopped the process) to one ``stop_reason``:
+   completed, max_turns, timeout, api_error, rate_limited, usage_limit, auth_error,
+   invalid_request, permission_denied, stuck, cancelled, crashed -- with ``is_error``,
+   a one-line ``error`` and ``resume_after`` (ISO time) for a usage limit.
+
+Typical use (what ``loopkit.invoke`` does, and what a read-only judge can do)::
+
+    from loopkit import proc, providers
+    from loopkit.providers.base import Exit, RunSpec
+
+    p = providers.get("claude")
+    inv = p.build(RunSpec(prompt="Is X done? Cite files.", cwd=repo, read_only=True))
+    running = proc.spawn(inv.argv, cwd=inv.cwd, env=inv.env, stdin=inv.stdin, timeout=300)
+    parser = p.parser()
+    for line in running.lines():
+        parser.feed(line)
+    done = running.wait()
+    state = parser.finish()
+    outcome = p.classify(state, Exit(exit_code=done.exit_code, stopped=done.stopped))
+    state.files_read, state.final_message, outcome.stop_reason
+
+``loopkit.invoke.run_worker(...)`` wraps exactly that loop (artifacts, timeout, breaker,
+cancellation) and returns the ``run`` record; a judge may call it with ``read_only=True``.
+``parse_transcript(path)`` normalizes a saved stream (provider detected from its content).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+#: stop_reason values (schemas/run.json). "completed" is the only one that is not an error.
+STOP_REASONS = (
+    "completed",
+    "max_turns",
+    "timeout",
+    "api_error",
+    "rate_limited",
+    "usage_limit",
+    "auth_error",
+    "invalid_request",
+    "permission_denied",
+    "stuck",
+    "cancelled",
+    "crashed",
+)
+
+#: Environment every worker gets when set (the rest of the parent's env is dropped).
+BASE_ENV = (
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TERM",
+    "TMPDIR",
+    "TZ",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "SSL_CERT_FILE",
+    "NODE_EXTRA_CA_CERTS",
+)
+
+#: Bounds that keep memory flat however long the stream is.
+MAX_TOOL_CALLS = 2000
+MAX_INPUT_CHARS = 2000
+MAX_ERROR_CHARS = 2000
+
+
+@dataclass
+class RunSpec:
+    """What one worker (or judge) run should do; providers read only what they know."""
+
+    prompt: str
+    cwd: Path = field(default_factory=Path.cwd)
+    model: str | None = None
+    max_turns: int | None = None
+    max_cost_usd: float | None = None
+    sandbox: str | None = None  # codex: read-only | workspace-write | danger-full-access
+    allowed_tools: list[str] | None = None  # claude --allowedTools
+    permission_mode: str | None = None  # claude --permission-mode (default acceptEdits)
+    resume: str | None = None  # a session id to continue
+    read_only: bool = False  # a judge: no writes, no shell
+    command: str | None = None  # the command provider's shell command
+    env_allow: list[str] = field(default_factory=list)  # more variable names to pass on
+    extra_args: list[str] = field(default_factory=list)
+    handoff_path: Path | None = None  # where the command provider's handoff file goes
+    attempt: int | None = None
+    task_id: str | None = None
+    environ: Mapping[str, str] | None = None  # the parent's env (default os.environ)
+
+    @classmethod
+    def from_section(
+        cls, section: Mapping[str, Any] | None, *, prompt: str, **overrides: Any
+    ) -> RunSpec:
+        """A spec from a contract's ``worker`` (or ``judge``) section; overrides win."""
+        s = dict(section or {})
+        kw: dict[str, Any] = {
+            "prompt": prompt,
+            "model": s.get("model"),
+            "max_turns": s.get("max_turns"),
+            "max_cost_usd": s.get("max_cost_usd"),
+            "sandbox": s.get("sandbox"),
+            "allowed_tools": s.get("allowed_tools"),
+            "permission_mode": s.get("permission_mode"),
+            "command": s.get("command"),
+            "env_allow": list(s.get("env_allow") or []),
+            "extra_args": list(s.get("extra_args") or []),
+        }
+        kw.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**kw)
+
+    def parent_env(self) -> Mapping[str, str]:
+        return self.environ if self.environ is not None else os.environ
+
+
+@dataclass
+class Invocation:
+    """A process ready to start: nothing has run yet."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+    stdin: bytes | None = None  # None: /dev/null
+    files: dict[Path, str] = field(default_factory=dict)  # written before the start
+    cost_trusted: bool = False  # the CLI talks to its vendor's own endpoint
+
+    def write_files(self) -> None:
+        for path, text in self.files.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, path)
+
+
+@dataclass
+class ToolCall:
+    """One tool use seen in the stream, completed by its result when that arrives."""
+
+    id: str | None
+    name: str
+    input: dict[str, Any]
+    ok: bool | None = None  # None: no result yet
+    error: str | None = None  # the tool's error text when it failed
+    command: str | None = None  # the shell command it ran, if any
+    files_read: list[str] = field(default_factory=list)
+    files_written: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "input": self.input,
+            "ok": self.ok,
+            "error": self.error,
+            "command": self.command,
+            "files_read": self.files_read,
+            "files_written": self.files_written,
+        }
+
+
+@dataclass
+class Event:
+    """A normalized event returned by ``StreamParser.feed``."""
+
+    kind: str  # init | message | tool_call | tool_result | retry | error | result
+    tool: ToolCall | None = None
+    text: str | None = None
+
+
+@dataclass
+class RunState:
+    """Everything learned from a stream so far (bounded in size)."""
+
+    session_id: str | None = None
+    model: str | None = None
+    final_message: str | None = None
+    turns: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+    cost_source: str | None = None
+    api_retries: int = 0
+    api_error_status: int | None = None  # the last HTTP status the CLI reported
+    result_seen: bool = False  # the provider printed its final result / turn end
+    result_is_error: bool | None = None
+    result_subtype: str | None = None
+    terminal_reason: str | None = None
+    errors: list[str] = field(default_factory=list)  # provider error messages, in order
+    permission_denials: list[dict[str, Any]] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)  # at most MAX_TOOL_CALLS kept
+    tool_call_count: int = 0
+    tool_errors: int = 0
+    lines: int = 0
+    bad_lines: int = 0
+    last_text: str | None = None  # last non-empty plain line (the command provider)
+    _files_read: dict[str, None] = field(default_factory=dict)
+    _files_written: dict[str, None] = field(default_factory=dict)
+
+    @property
+    def files_read(self) -> list[str]:
+        """Files successful tool calls read, first-read order, de-duplicated."""
+        return list(self._files_read)
+
+    @property
+    def files_written(self) -> list[str]:
+        return list(self._files_written)
+
+    @property
+    def commands(self) -> list[str]:
+        return [t.command for t in self.tool_calls if t.command]
+
+    def add_tool(self, call: ToolCall) -> None:
+        self.tool_call_count += 1
+        if len(self.tool_calls) < MAX_TOOL_CALLS:
+            self.tool_calls.append(call)
+
+    def settle(self, call: ToolCall, *, ok: bool, error: str | None = None) -> None:
+        call.ok = ok
+        if not ok:
+            self.tool_errors += 1
+            call.error = clip(error or "failed", MAX_ERROR_CHARS)
+            return
+        for f in call.files_read:
+            self._files_read.setdefault(f, None)
+        for f in call.files_written:
+            self._files_written.setdefault(f, None)
+
+    def add_error(self, message: str) -> None:
+        if len(self.errors) < 50:
+            self.errors.append(clip(message, MAX_ERROR_CHARS))
+
+
+@dataclass
+class Exit:
+    """How the process ended, as loopkit saw it."""
+
+    exit_code: int | None  # None when loopkit stopped it
+    stopped: str | None = None  # "timeout", "cancelled", "stuck", ... (who stopped it and why)
+    stderr_tail: str = ""
+
+
+@dataclass
+class Outcome:
+    stop_reason: str
+    is_error: bool
+    error: str | None = None
+    resume_after: str | None = None
+    claimed_complete: bool = False
+
+
+class StreamParser:
+    """Base parser: subclasses implement ``handle(obj)``; plain lines go to ``plain``."""
+
+    def __init__(self) -> None:
+        self.state = RunState()
+
+    def feed(self, line: bytes | str) -> list[Event]:
+        self.state.lines += 1
+        if isinstance(line, bytes):
+            line = line.decode("utf-8", "replace")
+        s = line.strip()
+        if not s:
+            return []
+        if s[0] != "{":
+            return self.plain(s)
+        try:
+            obj = json.loads(s)
+        except (ValueError, RecursionError):
+            self.state.bad_lines += 1
+            return self.plain(s)
+        if not isinstance(obj, dict):
+            return self.plain(s)
+        return self.handle(obj)
+
+    def handle(self, obj: dict[str, Any]) -> list[Event]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def plain(self, line: str) -> list[Event]:
+        self.state.last_text = clip(line, MAX_ERROR_CHARS)
+        return []
+
+    def finish(self) -> RunState:
+        return self.state
+
+
+class Provider:
+    """A worker CLI. Subclasses set ``name``, ``binary``, ``install_hint``."""
+
+    name: ClassVar[str] = ""
+    binary: ClassVar[str | None] = None
+    install_hint: ClassVar[str] = ""
+    #: Variable names (exact) and prefixes (ending in "_") of the provider's own settings.
+    env_names: ClassVar[tuple[str, ...]] = ()
+
+    def build(self, spec: RunSpec) -> Invocation:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def parser(self) -> StreamParser:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def classify(self, state: RunState, end: Exit) -> Outcome:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def env(self, spec: RunSpec, *, extra: Iterable[str] = ()) -> dict[str, str]:
+        """The allow-listed environment: base names, this provider's own, the contract's."""
+        return allowed_env(spec.parent_env(), (*self.env_names, *extra, *spec.env_allow))
+
+    def locate(self, inv: Invocation) -> str | None:
+        """The executable's path in the worker's PATH, or None when it is not installed."""
+        if not inv.argv:
+            return None
+        exe = inv.argv[0]
+        if os.sep in exe:
+            return exe if os.access(exe, os.X_OK) else None
+        return shutil.which(exe, path=inv.env.get("PATH"))
+
+
+def allowed_env(parent: Mapping[str, str], names: Sequence[str]) -> dict[str, str]:
+    exact = set(BASE_ENV) | {n for n in names if not n.endswith("_")}
+    prefixes = tuple(n for n in names if n.endswith("_"))
+    return {k: v for k, v in parent.items() if k in exact or (prefixes and k.startswith(prefixes))}
+
+
+def clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+def clip_input(value: Any) -> dict[str, Any]:
+    """A tool input kept small: long strings cut, so memory stays flat."""
+    if not isinstance(value, dict):
+        return {"value": clip(str(value), MAX_INPUT_CHARS)}
+    out: dict[str, Any] = {}
+    for k, v in value.items():
+        if isinstance(v, str):
+            out[k] = clip(v, MAX_INPUT_CHARS)
+        elif isinstance(v, (int, float, bool)) or v is None:
+            out[k] = v
+        else:
+            s = json.dumps(v, ensure_ascii=False)
+            out[k] = v if len(s) <= MAX_INPUT_CHARS else clip(s, MAX_INPUT_CHARS)
+    return out
+
+
+_HTTP_STATUS = re.compile(r"\b(4\d\d|5\d\d)\b")
+
+
+def http_status_in(text: str) -> int | None:
+    m = _HTTP_STATUS.search(text)
+    return int(m.group(1)) if m else None
+
+
+def is_vendor_url(url: str | None, vendor_hosts: Sequence[str]) -> bool:
+    """True when ``url`` is unset or points at one of the vendor's own hosts."""
+    if not url:
+        return True
+    from urllib.parse import urlparse
+
+    host = (urlparse(url).hostname or "").lower()
+    return any(host == h or host.endswith("." + h) for h in vendor_hosts)
+
+
+def parse_transcript(
+    path: str | os.PathLike[str], *, provider: str | None = None
+) -> tuple[str, RunState]:
+    """Normalize a saved stream: (provider name, state). The provider is detected if not given."""
+    from loopkit import providers
+
+    name = provider or detect(path)
+    parser = providers.get(name).parser()
+    with open(path, "rb") as f:
+        for line in f:
+            parser.feed(line)
+    return name, parser.finish()
+
+
+def detect(path: str | os.PathLike[str]) -> str:
+    """claude (stream-json or json), codex (exec --json) or command (anything else)."""
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f):
+            if n > 50:
+                break
+            s = raw.strip()
+            if not s.startswith(b"{"):
+                continue
+            try:
+                obj = json.loads(s)
+            except ValueError:
+                continue
+            t = obj.get("type") if isinstance(obj, dict) else None
+            if not isinstance(t, str):
+                continue
+            if t in ("system", "assistant", "user", "result", "stream_event"):
+                return "claude"
+            if "." in t or t in ("error",):
+                return "codex"
+    return "command"
