@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from loopkit import proc
@@ -75,19 +76,70 @@ def index_path(root: str | os.PathLike[str]) -> Path:
     return p if p.is_absolute() else (Path(root) / p).resolve()
 
 
-def tree_hash(root: Path) -> str:
-    """A content hash of the working tree as it stands: a git tree id.
+@dataclass(frozen=True)
+class Located:
+    """Where a repository is, found with one ``git rev-parse``."""
 
-    Tracked files and untracked files git does not ignore, with their modes and symlink
-    targets; ignored files (and loopkit's own state folder) are left out. Equal content
-    gives an equal hash in any clone, whatever the timestamps. The real index is never
-    touched: the work happens in a copy of it (the copy keeps git's stat cache, so only
-    files that changed are read again).
+    root: Path
+    index: Path
+    base: str | None  # the commit (or tree) asked for, resolved to an id; None if unknown
+
+
+def locate(
+    path: str | os.PathLike[str] = ".", *, base: str | None = None, unborn_ok: bool = True
+) -> Located:
+    """The repository root and index at ``path``, and ``base`` resolved (one git call).
+
+    Exit 4 when ``path`` is not in a git repository. A ``base`` that names nothing gives
+    ``base=None``, except ``HEAD`` in a repository without commits, which resolves to the
+    empty tree when ``unborn_ok``.
+    """
+    args = ["rev-parse", "--show-toplevel", "--git-path", "index"]
+    if base is not None:
+        args += ["--verify", "-q", "--end-of-options", f"{base}^{{commit}}"]
+    done = git(args, cwd=path, check=False)
+    lines = done.stdout.decode("utf-8", "surrogateescape").splitlines()
+    if len(lines) < 2:
+        raise EnvironmentProblem(f"{Path(path).resolve()}: not a git repository")
+    root = Path(lines[0])
+    index = Path(lines[1])
+    if not index.is_absolute():
+        index = (Path(path) / index).resolve()
+    resolved = lines[2] if len(lines) > 2 and done.exit_code == 0 else None
+    if base is not None and resolved is None:
+        tree = git(
+            ["rev-parse", "--verify", "-q", "--end-of-options", f"{base}^{{tree}}"],
+            cwd=path,
+            check=False,
+        )
+        if tree.exit_code == 0:
+            resolved = tree.stdout.decode().strip()
+        elif base == "HEAD" and unborn_ok:
+            resolved = empty_tree(root)
+    return Located(root=root, index=index, base=resolved)
+
+
+def empty_tree(root: str | os.PathLike[str]) -> str:
+    """The id of the empty tree in this repository's hash (sha1 or sha256)."""
+    return out(["hash-object", "-t", "tree", "--stdin"], cwd=root, input=b"")
+
+
+#: Folder names left out of every tree hash, whatever info/exclude says (loopkit's state).
+_NEVER_HASHED = (".loopkit",)
+
+
+@contextlib.contextmanager
+def worktree_index(root: Path, *, index: Path | None = None) -> Iterator[dict[str, str]]:
+    """A throwaway index holding the working tree as it stands; yields the env selecting it.
+
+    The real index is copied (so git's stat cache spares re-reading unchanged files) and
+    ``git add -A`` runs on the copy: tracked and untracked files, ignored ones left out.
+    The real index is never written.
     """
     import shutil
     import tempfile
 
-    real = index_path(root)
+    real = index if index is not None else index_path(root)
     fd, tmp = tempfile.mkstemp(prefix="loopkit-index-", dir=real.parent)
     os.close(fd)
     try:
@@ -99,8 +151,51 @@ def tree_hash(root: Path) -> str:
             os.unlink(tmp)  # no index yet (fresh repository): git starts an empty one
         env = {"GIT_INDEX_FILE": tmp}
         quiet = ["-c", "advice.addEmbeddedRepo=false", "-c", "core.safecrlf=false"]
-        git([*quiet, "add", "-A", "--", "."], cwd=root, env=env)
-        return out(["write-tree"], cwd=root, env=env)
+        never = [f":(exclude,top){name}" for name in _NEVER_HASHED]
+        git([*quiet, "add", "-A", "--", ".", *never], cwd=root, env=env)
+        yield env
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp + ".lock")
+
+
+def tree_hash(root: Path, *, index: Path | None = None) -> str:
+    """A content hash of the working tree as it stands: a git tree id.
+
+    Tracked files and untracked files git does not ignore, with their modes and symlink
+    targets; ignored files (and loopkit's own state folder) are left out. Equal content
+    gives an equal hash in any clone, whatever the timestamps. The real index is never
+    touched: the work happens in a copy of it (the copy keeps git's stat cache, so only
+    files that changed are read again).
+    """
+    with worktree_index(root, index=index) as env:
+        return out(["write-tree"], cwd=root, env=env)
+
+
+def worktree_diff(root: Path, base: str, *, index: Path | None = None) -> tuple[str, bytes]:
+    """The working tree's hash and its change against ``base``.
+
+    Returns ``(tree, records)`` where ``records`` is the ``-z`` output of ``git diff-index
+    --raw --numstat -M`` (renames found, binary files marked ``-``), tracked and untracked
+    files alike.
+    """
+    with worktree_index(root, index=index) as env:
+        tree = out(["write-tree"], cwd=root, env=env)
+        done = git(
+            [
+                "diff-index",
+                "--cached",
+                "-z",
+                "-M",
+                "--raw",
+                "--numstat",
+                "--no-ext-diff",
+                "--end-of-options",
+                base,
+            ],
+            cwd=root,
+            env=env,
+        )
+    return tree, done.stdout
