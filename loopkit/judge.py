@@ -1,0 +1,684 @@
+"""The judge: a read-only model decides a goal no command can check, and must show its work.
+
+A judge run goes through a provider in read-only mode (claude limited to reading tools,
+codex ``--sandbox read-only``). What it says counts only under three conditions:
+
+* its reply ends with a well-formed ``VERDICT:`` line (``loopkit.verdict``) and the run
+  ended normally -- a failed, cut or cancelled run is NOT_MET;
+* a MET is *grounded*: the judge's own event stream shows it opened at least one file
+  of the repository (a successful read tool call, or a read-only shell command such as
+  ``cat``/``sed``/``nl``/``rg``). A MET without one is ``grounded: false``,
+  ``trusted: false`` and counts as NOT_MET with the reason ``ungrounded``;
+* it changed nothing: the working tree's hash is taken before and after, and any change
+  (or a write the stream shows succeeding) refuses the verdict and reports what changed.
+
+Its explanation, bounded, becomes ``judge.feedback`` for the next attempt's handoff.
+The core raises ``LoopkitError`` subclasses and never prints.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
+
+from loopkit import verdict as verdicts
+from loopkit.errors import BadInput, EnvironmentProblem
+
+if TYPE_CHECKING:
+    from loopkit.providers.base import Outcome, RunState
+
+#: Why a verdict is NOT_MET (``judge.reason``); None when the judge's MET stands.
+NOT_MET = "not_met"  # the judge itself said NOT MET
+UNGROUNDED = "ungrounded"  # MET without a single file read
+NO_VERDICT = verdicts.NO_VERDICT  # no VERDICT line at all
+MALFORMED = verdicts.MALFORMED  # the last VERDICT line says something else
+TRUNCATED = "truncated"  # the stream ended before the provider's final result
+RUN_FAILED = "run_failed"  # the run failed: API error, max turns, timeout, cancelled, ...
+TREE_CHANGED = "tree_changed"  # the working tree's hash changed while the judge ran
+NOT_READ_ONLY = "not_read_only"  # the stream shows a write that succeeded
+REASONS = (
+    NOT_MET,
+    UNGROUNDED,
+    NO_VERDICT,
+    MALFORMED,
+    TRUNCATED,
+    RUN_FAILED,
+    TREE_CHANGED,
+    NOT_READ_ONLY,
+)
+
+DEFAULT_TIMEOUT_S = 600.0
+DEFAULT_MAX_TURNS = 25
+#: Bounds: what goes into the judge's prompt and what comes back as feedback.
+MAX_FEEDBACK_CHARS = 4000
+MAX_PROMPT_FILES = 60
+MAX_CHECK_TAIL_CHARS = 1500
+MAX_GOAL_CHARS = 4000
+#: Files that never count as reading the work: git's own and loopkit's state.
+_NOT_WORK = (".git", ".loopkit")
+
+
+# --------------------------------------------------------------------------- the goal
+
+
+@dataclass(frozen=True)
+class Goal:
+    text: str
+    source: str  # "--goal", "task", "contract"
+
+
+def goal_for(
+    *,
+    goal: str | None,
+    document: Mapping[str, Any] | None,
+    contract: Mapping[str, Any] | None,
+) -> Goal:
+    """The goal to judge: --goal, else the piped task's GOAL text, else ``judge.goal``."""
+    if goal is not None:
+        if not goal.strip():
+            raise BadInput("--goal", "empty: expected the goal to judge")
+        return Goal(goal.strip(), "--goal")
+    task = (document or {}).get("task")
+    if isinstance(task, Mapping) and task.get("kind") == "goal":
+        text = str(task.get("text") or "").strip()
+        text = text[5:].strip() if text.upper().startswith("GOAL:") else text
+        if not text:
+            raise BadInput("<stdin>", "the goal task has no text", path="$.task.text")
+        return Goal(text, "task")
+    judge = (contract or {}).get("judge")
+    if isinstance(judge, Mapping) and isinstance(judge.get("goal"), str) and judge["goal"].strip():
+        return Goal(judge["goal"].strip(), "contract")
+    raise BadInput(
+        "--goal",
+        "no goal to judge: pass --goal TEXT, pipe an attempt whose task is a GOAL, "
+        "or set judge.goal in the contract",
+    )
+
+
+# --------------------------------------------------------------------------- the prompt
+
+
+def build_prompt(
+    goal: str,
+    *,
+    root: str | os.PathLike[str] | None = None,
+    objective: str | None = None,
+    diff: Mapping[str, Any] | None = None,
+    verify: Mapping[str, Any] | None = None,
+) -> str:
+    """The judge's instructions: the goal, what changed, the checks, and how to answer.
+
+    Bounded: at most ``MAX_PROMPT_FILES`` changed files and ``MAX_CHECK_TAIL_CHARS`` of
+    each failing check's output. The worker's own claims are left out on purpose: the
+    judge looks at the files, not at what anyone says about them.
+    """
+    parts = [
+        "You are a strict, read-only judge. Decide whether the GOAL below is met in the "
+        + (f"repository at {root}." if root else "repository in the current directory."),
+        "You may only read: open files, list and search them. Do not create, edit, move "
+        "or delete anything, and run nothing that changes the repository.",
+        "",
+        "GOAL:",
+        bound(goal.strip(), MAX_GOAL_CHARS),
+    ]
+    if objective and objective.strip() and objective.strip() != goal.strip():
+        parts += ["", "CONTEXT (the loop's objective):", bound(objective.strip(), 1000)]
+    parts += ["", *_changes(diff)]
+    checks = _checks(verify)
+    if checks:
+        parts += ["", *checks]
+    parts += [
+        "",
+        "HOW TO JUDGE:",
+        "1. Open and read the files that decide the goal. A verdict given without opening "
+        "a file is not trusted, whatever it says.",
+        "2. Judge only what the files show, not what anyone claims about them.",
+        "3. Give your reasons. If the goal is not met, say concretely what is missing or "
+        "wrong, and where, so the next attempt can fix it.",
+        "4. End your reply with one line, exactly one of:",
+        "VERDICT: MET",
+        "VERDICT: NOT MET",
+        "Write the word VERDICT followed by a colon nowhere else in your reply.",
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def _changes(diff: Mapping[str, Any] | None) -> list[str]:
+    if not isinstance(diff, Mapping):
+        return ["WHAT CHANGED: not recorded; look at the repository as it is."]
+    files = [f for f in diff.get("files") or () if isinstance(f, Mapping)]
+    base = diff.get("base")
+    head = f"WHAT CHANGED (since {base}):" if base else "WHAT CHANGED:"
+    if not files:
+        return [head, "  nothing: the working tree is the same as its base."]
+    lines = [head]
+    for f in files[:MAX_PROMPT_FILES]:
+        lines.append(
+            f"  {f.get('status', '?')} {f.get('path')} (+{f.get('added', 0)} -{f.get('deleted', 0)})"
+        )
+    if len(files) > MAX_PROMPT_FILES:
+        lines.append(f"  ... and {len(files) - MAX_PROMPT_FILES} more files")
+    for v in (diff.get("violations") or ())[:10]:
+        if isinstance(v, Mapping):
+            lines.append(f"  scope violation: {v.get('rule')} {v.get('path')}")
+    return lines
+
+
+def _checks(verify: Mapping[str, Any] | None) -> list[str]:
+    if not isinstance(verify, Mapping):
+        return []
+    checks = [c for c in verify.get("checks") or () if isinstance(c, Mapping)]
+    if not checks:
+        return []
+    lines = ["CHECKS (run by loopkit on this tree):"]
+    for c in checks:
+        mark = "PASS" if c.get("passed") else "FAIL"
+        lines.append(f"  {mark} {c.get('name')}: {c.get('command')} (exit {c.get('exit_code')})")
+        tail = str(c.get("output_tail") or "").strip()
+        if not c.get("passed") and tail:
+            cut = tail[-MAX_CHECK_TAIL_CHARS:]
+            lines += ["    " + line for line in cut.splitlines()]
+    return lines
+
+
+# --------------------------------------------------------------------------- grounding
+
+
+def grounding(
+    paths: Iterable[str], *, root: str | os.PathLike[str] | None, state_dir: str | None = None
+) -> list[str]:
+    """The files that ground a verdict: read inside the repository, relative to its root.
+
+    Absolute paths under ``root`` become relative; paths outside it, escaping it with
+    ``..``, or inside ``.git`` / loopkit's state folder do not count. Without a root (a
+    transcript judged elsewhere) absolute paths are kept as they are.
+    """
+    top = Path(root).resolve() if root is not None else None
+    hidden = set(_NOT_WORK)
+    if state_dir and not os.path.isabs(state_dir) and PurePosixPath(state_dir).parts:
+        hidden.add(PurePosixPath(state_dir).parts[0])
+    out: dict[str, None] = {}
+    for raw in paths:
+        if not isinstance(raw, str) or not raw.strip():
+            continue
+        rel = _inside(raw.strip(), top)
+        if rel is None:
+            continue
+        parts = PurePosixPath(rel).parts
+        if not parts or (parts[0] in hidden and not os.path.isabs(rel)):
+            continue
+        out.setdefault(rel, None)
+    return list(out)
+
+
+def _inside(path: str, top: Path | None) -> str | None:
+    if os.path.isabs(path):
+        if top is None:
+            return os.path.normpath(path)
+        for candidate in {Path(path), Path(os.path.realpath(path))}:
+            try:
+                rel = candidate.relative_to(top)
+            except ValueError:
+                continue
+            return rel.as_posix() if rel.parts else None
+        return None
+    norm = os.path.normpath(path).replace(os.sep, "/")
+    if norm == "." or norm == ".." or norm.startswith("../"):
+        return None
+    return norm
+
+
+# --------------------------------------------------------------------------- the verdict
+
+
+@dataclass
+class Observed:
+    """What a judge run (or a saved transcript of one) showed, as loopkit saw it."""
+
+    provider: str
+    reply: str | None
+    files_read: list[str]  # grounding(): inside the repository
+    ended: bool  # the stream reached the provider's final result
+    failed: bool  # the run failed (API error, max turns, timeout, cancelled, crash)
+    stop_reason: str | None = None
+    error: str | None = None
+    files_written: list[str] = field(default_factory=list)  # writes the stream shows succeed
+    denied: list[str] = field(default_factory=list)  # tool calls the read-only mode refused
+    tree_before: str | None = None
+    tree_after: str | None = None
+    changes: list[dict[str, str]] = field(default_factory=list)
+
+
+def decide(observed: Observed) -> tuple[verdicts.Reading, str | None]:
+    """(what the reply says, why the verdict is NOT_MET or None when MET stands)."""
+    reading = verdicts.parse(observed.reply)
+    if observed.tree_before and observed.tree_after and observed.tree_before != observed.tree_after:
+        return reading, TREE_CHANGED
+    if observed.files_written:
+        return reading, NOT_READ_ONLY
+    if observed.failed:
+        return reading, RUN_FAILED
+    if not observed.ended:
+        return reading, TRUNCATED
+    if reading.reason is not None:
+        return reading, reading.reason
+    if reading.said == verdicts.NOT_MET:
+        return reading, NOT_MET
+    if not observed.files_read:
+        return reading, UNGROUNDED
+    return reading, None
+
+
+def section(
+    observed: Observed,
+    *,
+    goal: Goal | None = None,
+    model: str | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The ``judge`` section of the attempt document."""
+    reading, reason = decide(observed)
+    met = reason is None
+    grounded = bool(observed.files_read)
+    body: dict[str, Any] = {
+        "verdict": verdicts.MET if met else verdicts.NOT_MET,
+        "grounded": grounded,
+        "trusted": met or (reason == NOT_MET and grounded),
+        "files_read": list(observed.files_read),
+        "feedback": feedback(observed, reading, reason),
+        "provider": observed.provider,
+        "reason": reason,
+        "said": reading.said,
+        "verdict_line": reading.line,
+        "model": model,
+        "stop_reason": observed.stop_reason,
+        "error": observed.error,
+        "denied": list(observed.denied),
+        "files_written": list(observed.files_written),
+        "read_only": {
+            "checked": observed.tree_before is not None and observed.tree_after is not None,
+            "tree_before": observed.tree_before,
+            "tree_after": observed.tree_after,
+            "changed": bool(
+                observed.tree_before
+                and observed.tree_after
+                and observed.tree_before != observed.tree_after
+            ),
+            "changes": list(observed.changes),
+        },
+    }
+    if goal is not None:
+        body["goal"] = goal.text
+        body["goal_source"] = goal.source
+    if extra:
+        body.update(extra)
+    return body
+
+
+def feedback(observed: Observed, reading: verdicts.Reading, reason: str | None) -> str:
+    """What the next attempt's handoff carries: the judge's reasons, bounded."""
+    said = reading.reasons.strip()
+    if reason is None:
+        head = "The judge found the goal met."
+    elif reason == NOT_MET:
+        head = "The judge found the goal NOT met. Its reasons:"
+    elif reason == UNGROUNDED:
+        head = (
+            "The judge said MET without opening a single file; an ungrounded verdict is not "
+            "trusted, so the goal still counts as not met."
+        )
+    elif reason == TREE_CHANGED:
+        paths = ", ".join(f"{c['status']} {c['path']}" for c in observed.changes[:20])
+        head = (
+            "The judge changed the working tree"
+            + (f" ({paths})" if paths else "")
+            + "; its verdict is refused."
+        )
+    elif reason == NOT_READ_ONLY:
+        head = (
+            "The judge wrote "
+            + ", ".join(observed.files_written[:20])
+            + " although it runs read-only; its verdict is refused."
+        )
+    elif reason == RUN_FAILED:
+        head = f"The judge's run failed ({observed.stop_reason or 'error'}"
+        head += f": {observed.error})." if observed.error else ")."
+    elif reason == TRUNCATED:
+        head = "The judge's reply was cut short (no final result in its stream)."
+    elif reason == NO_VERDICT:
+        head = "The judge gave no VERDICT line, so the goal counts as not met."
+    else:
+        head = f"The judge's last VERDICT line is not a verdict: {reading.line!r}."
+    text = head if not said else f"{head}\n{said}"
+    return bound(text, MAX_FEEDBACK_CHARS)
+
+
+def bound(text: str, limit: int) -> str:
+    """Text cut to ``limit`` characters, keeping its head and (longer) tail."""
+    if len(text) <= limit:
+        return text
+    marker = "\n[... cut ...]\n"
+    keep = max(limit - len(marker), 0)
+    head = keep // 3
+    return text[:head] + marker + text[len(text) - (keep - head) :]
+
+
+def passed(body: Mapping[str, Any]) -> bool:
+    """Exit 0 material: a MET that is grounded (and so trusted)."""
+    return bool(
+        body.get("verdict") == verdicts.MET and body.get("grounded") and body.get("trusted")
+    )
+
+
+# --------------------------------------------------------------------------- running
+
+
+@dataclass
+class Settings:
+    """How to run the judge, from the contract's ``judge`` section and the flags."""
+
+    provider: str
+    model: str | None = None
+    timeout: float = DEFAULT_TIMEOUT_S
+    max_turns: int = DEFAULT_MAX_TURNS
+    command: str | None = None
+    env_allow: list[str] = field(default_factory=list)
+
+    @classmethod
+    def resolve(
+        cls,
+        contract: Mapping[str, Any] | None,
+        *,
+        provider: str | None = None,
+        model: str | None = None,
+    ) -> Settings:
+        judge = dict((contract or {}).get("judge") or {})
+        chosen = provider or judge.get("provider")
+        if not chosen:
+            raise BadInput(
+                "--provider",
+                "no judge provider: pass --provider claude|codex or set judge.provider "
+                "in the contract",
+            )
+        same = chosen == judge.get("provider")
+        return cls(
+            provider=str(chosen),
+            model=model or (judge.get("model") if same else None),
+            timeout=float(judge.get("timeout") or DEFAULT_TIMEOUT_S),
+            max_turns=int(judge.get("max_turns") or DEFAULT_MAX_TURNS),
+            command=judge.get("command") if same else None,
+            env_allow=list(judge.get("env_allow") or []),
+        )
+
+
+def observe(
+    provider: str,
+    state: RunState,
+    outcome: Outcome | None,
+    *,
+    root: str | os.PathLike[str] | None,
+) -> Observed:
+    """Turn a parsed stream (and how the run ended) into what the verdict is decided on."""
+    failed = outcome.is_error if outcome is not None else bool(state.result_is_error)
+    denied = [_denial(d) for d in state.permission_denials if isinstance(d, Mapping)] + [
+        f"{t.name}: {t.error}" for t in state.tool_calls if t.ok is False and _is_write(t.name)
+    ]
+    written = grounding(state.files_written, root=root) if root is not None else state.files_written
+    return Observed(
+        provider=provider,
+        reply=state.final_message,
+        files_read=grounding(state.files_read, root=root),
+        ended=bool(state.result_seen),
+        failed=failed,
+        stop_reason=outcome.stop_reason if outcome is not None else None,
+        error=outcome.error if outcome is not None and outcome.is_error else None,
+        files_written=list(written),
+        denied=denied[:50],
+    )
+
+
+def _denial(d: Mapping[str, Any]) -> str:
+    tool = str(d.get("tool") or "?")
+    inp = d.get("input")
+    target = ""
+    if isinstance(inp, Mapping):
+        target = str(inp.get("file_path") or inp.get("command") or inp.get("path") or "")
+    return f"{tool} {target}".strip()[:300]
+
+
+def _is_write(name: str) -> bool:
+    return name in ("Write", "Edit", "MultiEdit", "NotebookEdit", "apply_patch", "file_change")
+
+
+def tree_changes(root: Path, before: str, after: str) -> list[dict[str, str]]:
+    """What differs between two tree hashes: [{status, path}] (A, M, D, T)."""
+    from loopkit import git
+
+    if before == after:
+        return []
+    raw = git.out(
+        ["diff-tree", "-r", "--no-renames", "--name-status", "-z", before, after], cwd=root
+    )
+    fields = [f for f in raw.split("\0") if f]
+    return [{"status": fields[i], "path": fields[i + 1]} for i in range(0, len(fields) - 1, 2)][
+        :200
+    ]
+
+
+@dataclass
+class Run:
+    """A finished live judge run."""
+
+    observed: Observed
+    model: str | None
+    session_id: str | None
+    duration_s: float
+    transcript: str | None
+    argv: list[str]
+    tool_calls: int = 0
+
+
+def run(
+    prompt: str,
+    settings: Settings,
+    *,
+    root: Path,
+    artifacts: Path,
+    should_stop: Any = None,
+) -> Run:
+    """Run the judge read-only in ``root``; prove the tree unchanged; return what it showed.
+
+    Raises EnvironmentProblem (exit 4) when the provider's CLI is not installed.
+    """
+    from loopkit import git, proc, providers
+    from loopkit.providers.base import Exit, RunSpec
+
+    provider = providers.get(settings.provider)
+    spec = RunSpec(
+        prompt=prompt,
+        cwd=root,
+        model=settings.model,
+        max_turns=settings.max_turns,
+        sandbox="read-only",
+        read_only=True,
+        command=settings.command,
+        env_allow=settings.env_allow,
+        handoff_path=artifacts / "judge-prompt.md",
+    )
+    inv = provider.build(spec)
+    if provider.locate(inv) is None:
+        exe = inv.argv[0] if inv.argv else settings.provider
+        raise EnvironmentProblem(f"{exe}: not installed; {provider.install_hint}".rstrip("; "))
+    transcript = artifacts / "judge.jsonl"
+    stderr_path = artifacts / "judge.stderr"
+    before = git.tree_hash(root)
+    inv.write_files()
+    started = time.monotonic()
+    running = proc.spawn(
+        inv.argv,
+        cwd=inv.cwd,
+        env=inv.env,
+        stdin=inv.stdin,
+        stderr_path=stderr_path,
+        timeout=settings.timeout,
+        should_stop=should_stop,
+    )
+    parser = provider.parser()
+    with open(transcript, "wb") as sink:
+        for line in running.lines():
+            sink.write(line)
+            parser.feed(line)
+    done = running.wait()
+    state = parser.finish()
+    outcome = provider.classify(
+        state, Exit(exit_code=done.exit_code, stopped=done.stopped, stderr_tail=_tail(stderr_path))
+    )
+    after = git.tree_hash(root)
+    observed = observe(settings.provider, state, outcome, root=root)
+    observed.tree_before, observed.tree_after = before, after
+    observed.changes = tree_changes(root, before, after)
+    return Run(
+        observed=observed,
+        model=state.model or settings.model,
+        session_id=state.session_id,
+        duration_s=round(time.monotonic() - started, 3),
+        transcript=str(transcript),
+        argv=list(inv.argv),
+        tool_calls=state.tool_call_count,
+    )
+
+
+def _tail(path: Path, limit: int = 4000) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(size - limit, 0))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def from_transcript(
+    path: str | os.PathLike[str],
+    *,
+    provider: str | None = None,
+    root: str | os.PathLike[str] | None = None,
+) -> tuple[Observed, RunState]:
+    """Judge a saved judge transcript (claude stream-json or json, codex JSONL); runs nothing."""
+    from loopkit.providers import base
+
+    p = Path(path)
+    if not p.is_file():
+        raise BadInput(str(path), "no such file" if not p.exists() else "not a file")
+    if provider is None and base.detect(p) == "command":
+        raise BadInput(
+            str(path), "not a judge transcript: expected claude stream-json or codex JSONL"
+        )
+    name, state = base.parse_transcript(p, provider=provider)
+    if not state.lines:
+        raise BadInput(str(path), "empty: expected a judge transcript")
+    from loopkit import providers
+    from loopkit.providers.base import Exit
+
+    # A saved stream has no exit status: without its final result it was cut short.
+    outcome = (
+        providers.get(name).classify(state, Exit(exit_code=0 if not state.result_is_error else 1))
+        if state.result_seen
+        else None
+    )
+    cwd = getattr(state, "cwd", None)
+    observed = observe(name, state, outcome, root=root if root is not None else cwd)
+    return observed, state
+
+
+# --------------------------------------------------------------------------- one judgement
+
+
+def _contract(path: str | None, document: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The contract when one is given, piped or found; the judge can do without one."""
+    from loopkit import contract
+
+    piped = document is not None and isinstance(document.get("contract"), Mapping)
+    if path or piped or contract.find_default() is not None:
+        return contract.resolve(path, document)
+    return None
+
+
+def evaluate(
+    document: dict[str, Any] | None,
+    *,
+    contract_path: str | None = None,
+    goal: str | None = None,
+    provider: str | None = None,
+    model: str | None = None,
+    transcript: str | None = None,
+    cwd: str | os.PathLike[str] = ".",
+) -> dict[str, Any]:
+    """One judgement: the ``judge`` section for ``document`` (which gains an attempt_id).
+
+    With ``transcript`` a saved stream is judged and nothing runs (no contract, goal or
+    repository needed). Otherwise the judge runs live in the repository at ``cwd``.
+    """
+    if transcript is not None:
+        try:
+            the_goal: Goal | None = goal_for(goal=goal, document=document, contract=None)
+        except BadInput:
+            the_goal = None  # the goal is in the transcript's prompt; not needed to read it
+        observed, state = from_transcript(transcript, provider=provider)
+        return section(
+            observed,
+            goal=the_goal,
+            model=state.model,
+            extra={
+                "session_id": state.session_id,
+                "transcript": str(transcript),
+                "tool_calls": state.tool_call_count,
+            },
+        )
+
+    from loopkit import artifacts, cancel, git
+    from loopkit import state as states
+
+    contract = _contract(contract_path, document)
+    the_goal = goal_for(goal=goal, document=document, contract=contract)
+    settings = Settings.resolve(contract, provider=provider, model=model)
+    root = git.toplevel(cwd)
+    doc = document or {}
+    prompt = build_prompt(
+        the_goal.text,
+        root=root,
+        objective=(contract or {}).get("objective"),
+        diff=doc.get("diff"),
+        verify=doc.get("verify"),
+    )
+    state_dir = states.state_dir(root, configured=(contract or {}).get("state_dir"))
+    folder = artifacts.attempt_dir(state_dir, document)
+
+    def should_stop() -> str | None:
+        return "cancelled" if cancel.requested(state_dir) else None
+
+    done = run(prompt, settings, root=root, artifacts=folder, should_stop=should_stop)
+    return section(
+        done.observed,
+        goal=the_goal,
+        model=done.model,
+        extra={
+            "session_id": done.session_id,
+            "duration_s": done.duration_s,
+            "transcript": artifacts.relative(Path(done.transcript), root)
+            if done.transcript
+            else None,
+            "command": _shown_argv(done.argv),
+            "tool_calls": done.tool_calls,
+        },
+    )
+
+
+def _shown_argv(argv: list[str]) -> list[str]:
+    """The judge's argv as recorded: the (long) prompt argument cut short."""
+    return [a if len(a) <= 200 else a[:197] + "..." for a in argv]
