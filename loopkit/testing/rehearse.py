@@ -1,0 +1,141 @@
+"""The rehearsal kit: the environment and configuration that point the real ``claude``
+and ``codex`` CLIs at a scripted model server instead of a vendor's API.
+
+    env = claude_env(server.url, home=tmp / "claude-home", retries=2)
+    env = codex_home(server.url, tmp / "codex-home", retries=0)
+
+Both return only the variables to set; lay them over a copy of ``os.environ`` with
+``overlay()``, which also drops the variables that would send the CLIs elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+#: The API key both CLIs are given: the scripted server accepts anything.
+REHEARSAL_KEY = "loopkit-rehearsal"
+
+#: The model slug codex is told to use: it must be one of codex's own catalog or codex
+#: warns and offers no ``apply_patch`` tool.
+CODEX_MODEL = "gpt-5.5"
+
+#: Variables that would route a CLI to another backend or account; ``overlay`` drops them.
+ROUTING_VARS = (
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_MODEL",
+    "ANTHROPIC_SMALL_FAST_MODEL",
+    "CLAUDE_CODE_USE_BEDROCK",
+    "CLAUDE_CODE_USE_VERTEX",
+    "CLAUDE_CODE_USE_FOUNDRY",
+    "CLAUDE_CONFIG_DIR",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "CODEX_API_KEY",
+)
+
+
+def claude_env(
+    base_url: str,
+    home: str | Path,
+    *,
+    retries: int | None = None,
+    api_key: str = REHEARSAL_KEY,
+) -> dict[str, str]:
+    """Environment for ``claude -p`` talking to ``base_url`` with a private ``home``.
+
+    ``retries`` caps Claude Code's own retries of failed requests (its default, 10 with
+    backoff, makes an error that never clears take about three minutes).
+    """
+    home_path = Path(home)
+    home_path.mkdir(parents=True, exist_ok=True)
+    env = {
+        "HOME": str(home_path),
+        "ANTHROPIC_BASE_URL": base_url.rstrip("/"),
+        "ANTHROPIC_API_KEY": api_key,
+        # Without it the CLI reaches for outside hosts and makes an extra title request.
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+    }
+    if retries is not None:
+        env["CLAUDE_CODE_MAX_RETRIES"] = str(retries)
+    return env
+
+
+def codex_config(
+    base_url: str,
+    *,
+    model: str = CODEX_MODEL,
+    retries: int = 0,
+    stream_retries: int | None = None,
+    provider: str = "loopkit",
+    env_key: str = "LOOPKIT_MODEL_KEY",
+) -> str:
+    """The ``config.toml`` text that sends codex to ``base_url`` over the Responses API."""
+    url = base_url.rstrip("/")
+    if not url.endswith("/v1"):
+        url += "/v1"
+    streams = retries if stream_retries is None else stream_retries
+    return (
+        f"model = {_toml(model)}\n"
+        f"model_provider = {_toml(provider)}\n"
+        "\n"
+        f"[model_providers.{provider}]\n"
+        f"name = {_toml(provider)}\n"
+        f"base_url = {_toml(url)}\n"
+        f"env_key = {_toml(env_key)}\n"
+        'wire_api = "responses"\n'
+        f"request_max_retries = {int(retries)}\n"
+        f"stream_max_retries = {int(streams)}\n"
+        "\n"
+        "# Offline, analytics cost about 5 s a run and plugins reach for outside hosts.\n"
+        "[analytics]\n"
+        "enabled = false\n"
+        "\n"
+        "[features]\n"
+        "plugins = false\n"
+    )
+
+
+def codex_home(
+    base_url: str,
+    dir: str | Path,
+    *,
+    model: str = CODEX_MODEL,
+    retries: int = 0,
+    stream_retries: int | None = None,
+    api_key: str = REHEARSAL_KEY,
+) -> dict[str, str]:
+    """Write ``dir/config.toml`` for ``codex exec`` against ``base_url``; return its env.
+
+    ``retries`` caps codex's request retries and (unless ``stream_retries`` is given)
+    its stream reconnects.
+    """
+    home = Path(dir)
+    home.mkdir(parents=True, exist_ok=True)
+    env_key = "LOOPKIT_MODEL_KEY"
+    text = codex_config(
+        base_url, model=model, retries=retries, stream_retries=stream_retries, env_key=env_key
+    )
+    target = home / "config.toml"
+    tmp = home / ".config.toml.tmp"
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, target)
+    return {"CODEX_HOME": str(home), env_key: api_key}
+
+
+def overlay(env: Mapping[str, str], *, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``base`` (default ``os.environ``) without the routing variables, then ``env`` on top."""
+    merged = {
+        k: v for k, v in (os.environ if base is None else base).items() if k not in ROUTING_VARS
+    }
+    merged.update(env)
+    return merged
+
+
+def _toml(value: str) -> str:
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{escaped}"'
