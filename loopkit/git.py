@@ -151,8 +151,11 @@ def worktree_index(root: Path, *, index: Path | None = None) -> Iterator[dict[st
             os.unlink(tmp)  # no index yet (fresh repository): git starts an empty one
         env = {"GIT_INDEX_FILE": tmp}
         quiet = ["-c", "advice.addEmbeddedRepo=false", "-c", "core.safecrlf=false"]
-        never = [f":(exclude,top){name}" for name in _NEVER_HASHED]
-        git([*quiet, "add", "-A", "--", ".", *never], cwd=root, env=env)
+        git([*quiet, "add", "-A", "--", "."], cwd=root, env=env)
+        # Dropped afterwards, not excluded by pathspec: `add` fails on an exclude pathspec
+        # naming a folder info/exclude already ignores.
+        never = [f":(top){name}" for name in _NEVER_HASHED]
+        git(["rm", "-r", "--cached", "-q", "--ignore-unmatch", "--", *never], cwd=root, env=env)
         yield env
     finally:
         with contextlib.suppress(FileNotFoundError):
