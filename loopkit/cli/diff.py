@@ -1,0 +1,66 @@
+"""lk-diff: collect the change from git and check it against the contract's scope policy.
+
+Usage:  lk-diff [--contract loop.yaml] [--base REF]
+        ... | lk-diff | ...          (adds "diff" to the piped attempt document)
+
+Input:  an attempt document on stdin when piped (optional). The contract is --contract,
+        else the piped document's, else ./loop.yaml; without any, nothing is checked.
+        The base is the piped attempt's recorded diff.base, else --base, else HEAD.
+Output: one JSON line on stdout: the attempt document with "diff" added, or the diff
+        section alone ({"kind": "loopkit/diff", ...}) when nothing is piped.
+Exit codes: 0 within policy; 1 policy violated; 3 bad input; 4 not a git repository.
+"""
+
+from __future__ import annotations
+
+import click
+
+from loopkit.cli._entry import command
+from loopkit.exitcodes import SHARED_HELP
+
+EPILOG = (
+    """\b
+Exit codes:
+  0   the change is within the scope policy
+  1   the policy is violated (each violation is listed with its rule and path)
+"""
+    + SHARED_HELP
+)
+
+
+@command(epilog=EPILOG)
+@click.option("--contract", "contract_path", metavar="FILE", help="The loop contract (loop.yaml).")
+@click.option("--base", metavar="REF", help="Compare against REF (default: HEAD).")
+def main(contract_path: str | None, base: str | None) -> int:
+    """Collect the change (staged, unstaged and untracked, renames, deletions, binary files,
+    modes, symlinks) against a base, hash the working tree, and check the scope policy:
+    protected globs win over writable ones, always_allowed paths never violate, and the
+    changed_files / changed_lines budgets hold."""
+    import os
+
+    from loopkit import diff as core
+    from loopkit import document
+
+    doc = document.read_attempt()
+    recorded = (doc or {}).get("diff") or {}
+    chosen_base = recorded.get("base") or base
+    terms = _contract(contract_path, doc)
+    result = core.collect(os.getcwd(), contract=terms, base=chosen_base)
+    if terms is None:
+        click.echo("lk-diff: no contract: the scope policy was not checked", err=True)
+    for v in result.body["violations"]:
+        click.echo(f"lk-diff: {v['rule']}: {v['path']} ({v.get('detail', '')})", err=True)
+    if doc is not None:
+        doc["diff"] = result.body
+        document.emit(doc)
+    else:
+        document.emit(document.section("diff", result.body))
+    return 0 if result.within_policy else 1
+
+
+def _contract(path: str | None, doc: dict[str, object] | None) -> dict[str, object] | None:
+    from loopkit import contract
+
+    if path or (doc and isinstance(doc.get("contract"), dict)) or contract.find_default():
+        return contract.resolve(path, doc)
+    return None

@@ -1,0 +1,133 @@
+"""lk-verify: run the acceptance checks and record evidence bound to the working tree.
+
+Usage:  lk-verify [--contract loop.yaml] [--only NAME ...] [--fail-fast]
+        ... | lk-verify | ...        (adds "verify" to the piped attempt document)
+
+Input:  an attempt document on stdin when piped (optional; a terminal is never read).
+        The contract is --contract, else the piped document's, else ./loop.yaml.
+Output: one JSON line on stdout: the attempt document with "verify" added, or the verify
+        section alone ({"kind": "loopkit/verify", ...}) when nothing is piped. Each
+        check's full output is in the log named by checks[].log (under .loopkit/).
+        Progress (which check, elapsed time) goes to stderr when it is a terminal.
+Exit codes: 0 every check passed; 1 a check failed (or timed out); 3 bad input;
+        4 not a git repository.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from loopkit.cli._entry import command
+from loopkit.exitcodes import SHARED_HELP
+
+EPILOG = (
+    """\b
+Exit codes:
+  0   every check passed
+  1   a check failed or timed out (the evidence is still printed)
+"""
+    + SHARED_HELP
+)
+
+
+@command(epilog=EPILOG)
+@click.option("--contract", "contract_path", metavar="FILE", help="The loop contract (loop.yaml).")
+@click.option("--only", multiple=True, metavar="NAME", help="Run only the check NAME (repeatable).")
+@click.option("--fail-fast", is_flag=True, help="Stop at the first failing check.")
+def main(contract_path: str | None, only: tuple[str, ...], fail_fast: bool) -> int:
+    """Run the contract's acceptance checks in order, each in the repository root with its
+    timeout, and record per check its exit code, duration, output tail, output sha256 and
+    failure fingerprint, with the tree hash before and after the checks."""
+    import os
+
+    from loopkit import artifacts, contract, document, git, state
+    from loopkit import verify as core
+
+    doc = document.read_attempt()
+    terms = contract.resolve(contract_path, doc)
+    chosen = core.select(terms["criteria"], only)
+    root = git.toplevel(os.getcwd())
+    holder = doc if doc is not None else {}
+    log_dir = artifacts.attempt_dir(
+        state.state_dir(root, configured=terms.get("state_dir")), holder
+    )
+    ticker = _Ticker() if _stderr_is_terminal() else None
+    try:
+        result = core.run_checks(
+            root,
+            chosen,
+            log_dir=log_dir,
+            fail_fast=fail_fast,
+            progress=ticker.update if ticker else None,
+        )
+    finally:
+        if ticker:
+            ticker.close()
+    for c in result.body["checks"]:
+        if not c["passed"]:
+            why = "timed out" if c.get("timed_out") else f"exit {c['exit_code']}"
+            click.echo(f"lk-verify: {c['name']} failed ({why}); log: {c['log']}", err=True)
+        if c.get("changed_tree"):
+            click.echo(f"lk-verify: {c['name']} changed the working tree", err=True)
+    if doc is not None:
+        doc["verify"] = result.body
+        document.emit(doc)
+    else:
+        body = dict(result.body)
+        body["attempt_id"] = holder.get("attempt_id")
+        document.emit(document.section("verify", body))
+    return 0 if result.passed else 1
+
+
+def _stderr_is_terminal() -> bool:
+    import sys
+
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class _Ticker:
+    """One status line on a terminal's stderr: which check runs and for how long."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._line: tuple[int, int, str, float] | None = None
+        self._thread = threading.Thread(target=self._run, name="lk-verify-progress", daemon=True)
+        self._thread.start()
+
+    def update(self, event: str, index: int, total: int, name: str, check: Any) -> None:
+        import time
+
+        with self._lock:
+            if event == "start":
+                self._line = (index, total, name, time.monotonic())
+                self._draw()
+            else:
+                self._line = None
+                mark = "ok" if check and check.get("passed") else "FAILED"
+                secs = check.get("duration_s", 0.0) if check else 0.0
+                click.echo(f"\r\x1b[K[{index + 1}/{total}] {name}: {mark} ({secs:.1f}s)", err=True)
+
+    def _draw(self) -> None:
+        import time
+
+        if self._line is None:
+            return
+        index, total, name, started = self._line
+        elapsed = time.monotonic() - started
+        click.echo(f"\r\x1b[K[{index + 1}/{total}] {name} ... {elapsed:.0f}s", err=True, nl=False)
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            with self._lock:
+                self._draw()
+
+    def close(self) -> None:
+        self._stop.set()

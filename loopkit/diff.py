@@ -1,0 +1,177 @@
+"""The change, collected from git independently of what the worker says, and its policy check.
+
+Everything comes from one throwaway index holding the working tree as it stands (see
+``git.worktree_index``): staged and unstaged edits, untracked files git does not ignore,
+deletions, renames, binary files, mode changes and symlinks, with added/deleted lines per
+file, plus ``tree``, the content hash the rest of the evidence is bound to.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from loopkit import git, scope
+from loopkit.errors import BadInput
+
+STATUS = {
+    "A": "added",
+    "M": "modified",
+    "D": "deleted",
+    "R": "renamed",
+    "C": "copied",
+    "T": "type_changed",
+    "U": "unmerged",
+    "X": "unknown",
+}
+SYMLINK_MODE = "120000"
+SUBMODULE_MODE = "160000"
+
+
+@dataclass
+class _Raw:
+    status: str
+    old_mode: str
+    new_mode: str
+    new_id: str
+    path: str
+    old_path: str | None
+
+
+def _text(b: bytes) -> str:
+    return b.decode("utf-8", "surrogateescape")
+
+
+def parse_records(data: bytes) -> list[dict[str, Any]]:
+    """Files from ``git diff-index -z --raw --numstat`` output, in git's (path) order."""
+    fields = data.split(b"\0")
+    raws: list[_Raw] = []
+    stats: list[tuple[int | None, int | None]] = []
+    i, n = 0, len(fields)
+    while i < n:
+        f = fields[i]
+        if not f:
+            i += 1
+            continue
+        if f.startswith(b":"):
+            meta = f[1:].split(b" ")
+            letter = _text(meta[4][:1])
+            if letter in ("R", "C"):
+                old, new = _text(fields[i + 1]), _text(fields[i + 2])
+                i += 3
+            else:
+                old, new = None, _text(fields[i + 1])
+                i += 2
+            raws.append(
+                _Raw(
+                    status=STATUS.get(letter, "unknown"),
+                    old_mode=_text(meta[0]),
+                    new_mode=_text(meta[1]),
+                    new_id=_text(meta[3]),
+                    path=new,
+                    old_path=old,
+                )
+            )
+            continue
+        added, deleted, rest = f.split(b"\t", 2)
+        stats.append(
+            (
+                None if added == b"-" else int(added),
+                None if deleted == b"-" else int(deleted),
+            )
+        )
+        # A rename's numstat names both paths in the next two fields.
+        i += 3 if rest == b"" else 1
+    files: list[dict[str, Any]] = []
+    for k, r in enumerate(raws):
+        a, d = stats[k] if k < len(stats) else (0, 0)
+        entry: dict[str, Any] = {
+            "path": r.path,
+            "status": r.status,
+            "added": a or 0,
+            "deleted": d or 0,
+        }
+        if r.old_path is not None:
+            entry["old_path"] = r.old_path
+        if a is None or d is None:
+            entry["binary"] = True
+        if r.status not in ("added", "deleted") and r.old_mode != r.new_mode:
+            entry["old_mode"], entry["new_mode"] = r.old_mode, r.new_mode
+        elif r.status == "added":
+            entry["new_mode"] = r.new_mode
+        if r.new_mode == SYMLINK_MODE and r.status != "deleted":
+            entry["symlink"] = True
+            entry["_id"] = r.new_id
+        if SUBMODULE_MODE in (r.old_mode, r.new_mode):
+            entry["submodule"] = True
+        files.append(entry)
+    return files
+
+
+def _symlink_target(root: Path, path: str, blob: str) -> str:
+    try:
+        return os.readlink(root / path)
+    except OSError:  # changed since it was hashed: the recorded blob is the truth
+        return _text(git.git(["cat-file", "blob", blob], cwd=root).stdout)
+
+
+@dataclass
+class Result:
+    body: dict[str, Any]
+
+    @property
+    def within_policy(self) -> bool:
+        return bool(self.body["within_policy"])
+
+
+def collect(
+    cwd: str | os.PathLike[str],
+    *,
+    contract: Mapping[str, Any] | None,
+    base: str | None = None,
+) -> Result:
+    """The ``diff`` section for the repository at ``cwd`` against ``base`` (default HEAD)."""
+    asked = base or "HEAD"
+    where = git.locate(cwd, base=asked)
+    if where.base is None:
+        raise BadInput("--base", f"{asked!r} names no commit or tree in {where.root}")
+    tree, records = git.worktree_diff(where.root, where.base, index=where.index)
+    files = parse_records(records)
+    for f in files:
+        blob = f.pop("_id", None)
+        if f.get("symlink"):
+            f["symlink_target"] = _symlink_target(where.root, f["path"], str(blob))
+    policy = scope.Policy.from_contract(contract)
+    changes = [
+        scope.Change(
+            path=f["path"],
+            status=f["status"],
+            added=f["added"],
+            deleted=f["deleted"],
+            old_path=f.get("old_path"),
+            symlink_target=f.get("symlink_target"),
+        )
+        for f in files
+    ]
+    violations = scope.evaluate(policy, changes, root=str(where.root))
+    added = sum(f["added"] for f in files)
+    deleted = sum(f["deleted"] for f in files)
+    body: dict[str, Any] = {
+        "base": where.base,
+        "base_ref": asked,
+        "tree": tree,
+        "files": files,
+        "totals": {
+            "files": len(files),
+            "lines": added + deleted,
+            "added": added,
+            "deleted": deleted,
+        },
+        "violations": [v.as_dict() for v in violations],
+        "within_policy": not violations,
+        "policy": policy.as_dict() if policy is not None else None,
+    }
+    return Result(body)
