@@ -1,0 +1,334 @@
+"""lk-plan: validate the loop contract and plans; pick the next task; mark tasks; render guidance.
+
+Usage:
+  lk-plan check FILE [--contract loop.yaml] [--type auto|contract|tasks]
+  lk-plan next TASKS.md [--contract loop.yaml] [--task ID]
+  lk-plan mark TASKS.md --task ID --status done|parked|open [--reason TEXT]
+  lk-plan guidance [CONTRACT] [--output FILE]
+
+Input:
+  check     a loop contract (YAML/JSON) or a TASKS.md, told apart by extension, else by
+            content; FILE '-' reads stdin.
+  next      a TASKS.md and the contract (--contract, else ./loop.yaml). stdin is not read.
+  guidance  a contract file; with no file (or '-') a piped attempt document, whose
+            contract and task are rendered; else ./loop.yaml.
+
+Output:
+  check     one JSON document (schema problems.json): valid, every problem with its JSON
+            path (and line for a TASKS.md), and the parsed tasks.
+  next      one JSON attempt document (schema attempt.json): task and contract, with the
+            task's scope and budget applied to the contract.
+  mark      nothing on stdout; one line on stderr.
+  guidance  Markdown on stdout, or the block written into --output (replacing an earlier
+            block between loopkit's marker comments, else appended; other text kept).
+
+Exit codes:
+  check     0 valid, 1 invalid (every problem on stdout), 3 the file cannot be read.
+  next      0 a task was printed, 1 nothing ready (a summary on stderr), 3 bad input
+            (unreadable/garbled TASKS.md, invalid plan, invalid contract).
+  mark      0 marked (or already so), 1 the task's line changed between read and write
+            (nothing written: read and retry), 3 bad input (no such task id, bad file).
+  guidance  0 rendered, 3 invalid contract or document.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from loopkit.cli._entry import CONTEXT, Group
+from loopkit.exitcodes import SHARED_HELP
+
+PLAN_HELP = """\b
+Exit codes of lk-plan:
+  0   valid / a task was printed / marked / rendered
+  1   check: invalid (problems on stdout); next: nothing ready;
+      mark: the line changed under it (nothing written)
+  3   bad input (see the one line on stderr)"""
+
+
+@click.group(cls=Group, context_settings=CONTEXT, epilog=PLAN_HELP + "\n\n" + SHARED_HELP)
+def main() -> None:
+    """Validate the loop contract and TASKS.md plans; print the next ready task as an
+    attempt document; mark tasks done or parked; render agent guidance (AGENTS.md)."""
+
+
+def _say(message: str) -> None:
+    click.echo(f"lk-plan: {message}", err=True)
+
+
+def _read_input(file: str) -> tuple[bytes, str]:
+    """(bytes, source name); OS-level failures are bad input (exit 3)."""
+    from loopkit.errors import BadInput
+    from loopkit.plan import MAX_TASKS_BYTES
+
+    if file == "-":
+        raw = sys.stdin.buffer.read(MAX_TASKS_BYTES + 1) if hasattr(sys.stdin, "buffer") else b""
+        return raw, "<stdin>"
+    p = Path(file)
+    try:
+        if p.is_dir():
+            raise BadInput(file, "is a directory, expected a file")
+        if p.stat().st_size > MAX_TASKS_BYTES:
+            # Not read at all: the size alone answers.
+            return b"", file
+        return p.read_bytes(), file
+    except FileNotFoundError:
+        raise BadInput(file, "no such file") from None
+    except OSError as e:
+        raise BadInput(file, f"cannot read: {e.strerror}") from None
+
+
+def _looks_like_tasks(name: str, raw: bytes) -> bool:
+    lower = name.lower()
+    if lower.endswith((".md", ".markdown", ".txt")):
+        return True
+    if lower.endswith((".yaml", ".yml", ".json")):
+        return False
+    import re
+
+    return re.search(rb"(?m)^[ \t]*[-*+][ \t]+\[[ xX!]\]", raw[:65536]) is not None
+
+
+@main.command("check", context_settings=CONTEXT)
+@click.argument("file")
+@click.option(
+    "--contract",
+    "contract_path",
+    metavar="FILE",
+    help="For a TASKS.md: the contract whose split threshold and scope the plans must respect.",
+)
+@click.option(
+    "--type",
+    "kind",
+    type=click.Choice(["auto", "contract", "tasks"]),
+    default="auto",
+    show_default=True,
+    help="What FILE is (auto: by extension, else by content).",
+)
+def check_cmd(file: str, contract_path: str | None, kind: str) -> int:
+    """Validate a loop contract or a TASKS.md and list every problem as JSON.
+
+    Exit 0 valid, 1 invalid (the problems as JSON on stdout), 3 the file cannot be read.
+    """
+    from loopkit import contract as contracts
+    from loopkit import plan as plans
+    from loopkit.document import emit
+    from loopkit.errors import BadInput
+
+    raw, source = _read_input(file)
+    size = Path(file).stat().st_size if file != "-" else len(raw)
+    if kind == "auto":
+        kind = "tasks" if _looks_like_tasks(source, raw) else "contract"
+    problems: list[dict[str, Any]] = []
+    tasks: list[dict[str, Any]] | None = None
+    limit = plans.MAX_TASKS_BYTES if kind == "tasks" else contracts.MAX_CONTRACT_BYTES
+    if size > limit:
+        what = "a TASKS.md" if kind == "tasks" else "a contract"
+        problems.append(
+            {"path": "$", "message": f"file is {size} bytes; {what} is at most {limit}"}
+        )
+    elif kind == "contract":
+        try:
+            data = contracts.parse_text(raw, source)
+        except BadInput as e:
+            problems.append({"path": "$", "message": _content_message(e, source)})
+        else:
+            problems = [p.as_dict() for p in contracts.validate(data)]
+    else:
+        contract = contracts.load(contract_path) if contract_path else None
+        try:
+            parsed = plans.parse(raw, source=source)
+        except BadInput as e:
+            problems.append({"path": "$", "message": _content_message(e, source)})
+        else:
+            problems = [p.as_dict() for p in plans.check(parsed, contract=contract)]
+            ids = parsed.by_id()
+            tasks = []
+            for t in parsed.tasks:
+                d = t.as_dict(source=source)
+                d["ready"] = plans.is_ready(t, ids)
+                tasks.append(d)
+    doc: dict[str, Any] = {
+        "kind": "loopkit/problems",
+        "version": 1,
+        "file": source,
+        "type": kind,
+        "valid": not problems,
+        "problems": problems,
+    }
+    if tasks is not None:
+        doc["tasks"] = tasks
+    emit(doc, schema_name="problems")
+    if problems:
+        first = problems[0]
+        where = f"line {first['line']}: " if "line" in first else f"{first['path']}: "
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        _say(f"{source}: invalid {kind}: {where}{first['message']}{more}")
+        return 1
+    what = f"{len(tasks)} tasks" if tasks is not None else "contract"
+    _say(f"{source}: valid ({what})")
+    return 0
+
+
+def _content_message(e: Exception, source: str) -> str:
+    msg = str(e)
+    return msg[len(source) + 2 :] if msg.startswith(source + ": ") else msg
+
+
+@main.command("next", context_settings=CONTEXT)
+@click.argument("tasks_file", metavar="TASKS.md")
+@click.option(
+    "--contract", "contract_path", metavar="FILE", help="The loop contract (default ./loop.yaml)."
+)
+@click.option(
+    "--task",
+    "task_id",
+    metavar="ID",
+    help="Print this task (if it is ready) instead of the first ready one.",
+)
+def next_cmd(tasks_file: str, contract_path: str | None, task_id: str | None) -> int:
+    """Print the attempt document for the first ready task: open, its dependencies done.
+
+    A parked task blocks everything that depends on it. Exit 1 with a summary on stderr
+    when nothing is ready; exit 3 when the plan or the contract is invalid.
+    """
+    from loopkit import contract as contracts
+    from loopkit import plan as plans
+    from loopkit.document import emit, new_attempt
+    from loopkit.errors import BadInput
+
+    contract = contracts.resolve(contract_path, None)
+    raw = plans.read_bytes(tasks_file)
+    parsed = plans.parse(raw, source=tasks_file)
+    problems = plans.check(parsed, contract=contract)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise BadInput(
+            tasks_file,
+            f"invalid plan: {problems[0]}{more}; run lk-plan check {tasks_file}",
+        )
+    ids = parsed.by_id()
+    if task_id is not None:
+        task = ids.get(task_id)
+        if task is None:
+            raise BadInput("--task", f"no task {task_id!r} in {tasks_file}")
+        if not plans.is_ready(task, ids):
+            waits = plans.blocked_by(task, ids)
+            why = f"waits for {', '.join(waits)}" if waits else f"is {plans.effective_status(task)}"
+            _say(f"{task_id} is not ready: it {why}")
+            return 1
+    else:
+        found = plans.next_task(parsed)
+        if found is None:
+            _say(plans.summary(parsed))
+            return 1
+        task = found
+    task_doc = task.as_dict(source=tasks_file)
+    emit(new_attempt(task=task_doc, contract=contracts.apply_task(contract, task_doc)))
+    _say(f"next: {task.id} ({tasks_file} line {task.line})")
+    return 0
+
+
+@main.command("mark", context_settings=CONTEXT)
+@click.argument("tasks_file", metavar="TASKS.md")
+@click.option("--task", "task_id", required=True, metavar="ID", help="The task id.")
+@click.option(
+    "--status",
+    required=True,
+    type=click.Choice(["done", "parked", "open"]),
+    help="The new status.",
+)
+@click.option(
+    "--reason", metavar="TEXT", help="A short note kept on the line, e.g. why it was parked."
+)
+def mark_cmd(tasks_file: str, task_id: str, status: str, reason: str | None) -> int:
+    """Rewrite one task's line in TASKS.md: [x] done, [!] parked, [ ] open.
+
+    Every other byte of the file is kept. The write is atomic (temp file + rename) and is
+    refused, exit 1, if that line changed between read and write.
+    """
+    from loopkit import plan as plans
+
+    edit = plans.prepare_mark(tasks_file, task_id, status, reason=reason)
+    if not edit.changed:
+        _say(f"{task_id} is already {status} ({tasks_file} line {edit.index + 1})")
+        return 0
+    plans.commit_edit(edit)
+    _say(f"marked {task_id} {status} ({tasks_file} line {edit.index + 1})")
+    return 0
+
+
+@main.command("guidance", context_settings=CONTEXT)
+@click.argument("contract_file", metavar="[CONTRACT]", required=False)
+@click.option(
+    "--output",
+    "-o",
+    metavar="FILE",
+    help="Write into FILE (AGENTS.md, CLAUDE.md) instead of stdout.",
+)
+def guidance_cmd(contract_file: str | None, output: str | None) -> int:
+    """Render the agent guidance (objective, scope, required checks) as Markdown.
+
+    Budgets are left out: the loop enforces them, not the agent. With --output, only the
+    block between loopkit's marker comments is replaced; the rest of the file is kept.
+    """
+    from loopkit import contract as contracts
+    from loopkit import guidance
+
+    task = None
+    if contract_file in (None, "-"):
+        from loopkit.document import read_attempt
+
+        doc = read_attempt()
+        if doc is None and contract_file == "-":
+            from loopkit.errors import BadInput
+
+            raise BadInput("<stdin>", "empty: expected an attempt document (JSON)")
+        contract = contracts.resolve(None, doc)
+        task = doc.get("task") if doc else None
+    else:
+        contract = contracts.load(contract_file)
+    block = guidance.render(contract, task=task)
+    if output is None:
+        click.echo(block, nl=False)
+        return 0
+    _write_guidance(Path(output), block)
+    _say(f"wrote guidance to {output}")
+    return 0
+
+
+def _write_guidance(path: Path, block: str) -> None:
+    import os
+    import tempfile
+
+    from loopkit import guidance
+    from loopkit.errors import BadInput
+
+    try:
+        existing = path.read_bytes().decode("utf-8") if path.exists() else None
+    except UnicodeDecodeError:
+        raise BadInput(str(path), "not UTF-8 text: will not rewrite it") from None
+    except OSError as e:
+        raise BadInput(str(path), f"cannot read: {e.strerror}") from None
+    text = guidance.update(existing, block)
+    parent = path.parent if str(path.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:
+        raise BadInput(str(path), f"cannot write here: {e.strerror}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o7777)
+        else:
+            os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
