@@ -1,0 +1,88 @@
+"""The live breaker: one tool failing the same way K times in a row stops the worker.
+
+A worker that repeats one failing call (an Edit whose old text is not in the file, a
+test command that keeps dying the same way) makes no progress however long it runs. The
+breaker watches tool results as they stream in; for each tool it keeps the normalized
+error of its last failure and how many times in a row that tool has failed with it. A
+success of that tool, or a different error, starts the count again. At ``repeats``
+(contract ``worker.breaker_repeats``, default 3) it trips and names the repeated pair.
+
+Normalization removes what changes between otherwise identical failures: paths, numbers,
+hex ids, temp names, quoted snippets longer than a few words.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_REPEATS = 3
+
+_NOISE: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"\x1b\[[0-9;]*[A-Za-z]"), ""),  # ANSI colours
+    (re.compile(r"(?:[A-Za-z]:)?(?:/[\w.@+-]+)+/?"), "<path>"),
+    (re.compile(r"\b(?:tmp|temp)[\w.-]*", re.I), "<tmp>"),
+    (re.compile(r"\b0x[0-9a-f]+\b", re.I), "<hex>"),
+    (re.compile(r"\b[0-9a-f]{8,}\b", re.I), "<hex>"),
+    (re.compile(r"\b\d+(?:\.\d+)?(?:ms|s)?\b"), "<n>"),
+    (re.compile(r"\s+"), " "),
+)
+
+
+def normalize(error: str, *, limit: int = 300) -> str:
+    """The error text with the noise taken out: equal for failures that are the same."""
+    text = error.strip()
+    # Claude's Edit failure repeats the old text it looked for: keep only its first line.
+    text = text.split("\nString:")[0]
+    for pattern, repl in _NOISE:
+        text = pattern.sub(repl, text)
+    return text.strip()[:limit]
+
+
+@dataclass
+class Trip:
+    tool: str
+    error: str  # normalized
+    repeats: int
+    example: str  # the last raw error (clipped)
+    input: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "tool": self.tool,
+            "error": self.error,
+            "repeats": self.repeats,
+            "example": self.example,
+            "input": self.input,
+        }
+
+
+@dataclass
+class Breaker:
+    repeats: int = DEFAULT_REPEATS
+    tripped: Trip | None = None
+    _last: dict[str, tuple[str, int]] = field(default_factory=dict)
+
+    def observe(
+        self, tool: str, ok: bool, error: str | None = None, *, input: dict[str, Any] | None = None
+    ) -> Trip | None:
+        """Record one tool result; the Trip when this one makes K in a row (then sticky)."""
+        if self.tripped is not None:
+            return self.tripped
+        if ok:
+            self._last.pop(tool, None)
+            return None
+        key = normalize(error or "")
+        prev, count = self._last.get(tool, ("", 0))
+        count = count + 1 if prev == key else 1
+        self._last[tool] = (key, count)
+        if count >= self.repeats:
+            self.tripped = Trip(
+                tool=tool,
+                error=key,
+                repeats=count,
+                example=(error or "")[:500],
+                input=dict(input or {}),
+            )
+        return self.tripped

@@ -1,0 +1,109 @@
+"""lk-invoke: run one bounded worker attempt and print its normalized ``run`` record.
+
+Usage:  lk-plan next TASKS.md --contract loop.yaml | lk-invoke
+        lk-invoke --contract loop.yaml [--provider claude|codex|command] [--command CMD]
+                  [--model M] [--resume ID] [--timeout S]
+        lk-invoke --dry-run ...             print argv and handoff as JSON, run nothing
+        lk-invoke --transcript FILE         normalize a saved stream, run nothing
+
+Input:  an attempt document on stdin (read only when piped): its task, contract and, for a
+        retry, the previous attempt's verify/diff/judge/decision sections as feedback.
+Output: the attempt document with ``run`` added (schemas/run.json); with nothing piped,
+        the run section alone. The native stream, stderr and the handoff are saved under
+        .loopkit/artifacts/<attempt_id>/.
+
+Exit codes: 0 the worker ran and ended a turn normally; 1 it failed (error, timeout,
+        stuck, cancelled, max turns...) -- the record is still printed; 3 bad input;
+        4 the provider CLI is not installed (the message says how to install it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from loopkit.cli._entry import command
+from loopkit.exitcodes import SHARED_HELP
+
+EPILOG = (
+    """\b
+Exit codes:
+  0   the worker ran and ended a turn normally (stop_reason completed)
+  1   the worker failed: error, timeout, stuck, cancelled, max turns (record still printed)
+  4   the provider CLI is not installed (npm install -g @anthropic-ai/claude-code
+      or @openai/codex, or `make agents`)
+
+"""
+    + SHARED_HELP
+)
+
+
+@command(epilog=EPILOG)
+@click.option("--contract", "contract_path", metavar="FILE", help="The loop contract.")
+@click.option(
+    "--provider",
+    type=click.Choice(["claude", "codex", "command"]),
+    help="The worker (default: the contract's worker.provider).",
+)
+@click.option("--command", "command_", metavar="CMD", help="Shell command for the command worker.")
+@click.option("--model", metavar="M", help="Model for the worker (overrides worker.model).")
+@click.option("--resume", metavar="ID", help="Continue this session (claude/codex).")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="S",
+    help="Wall-clock limit in seconds (overrides worker.timeout; default 900).",
+)
+@click.option("--dry-run", is_flag=True, help="Print argv and handoff as JSON; run nothing.")
+@click.option(
+    "--transcript",
+    metavar="FILE",
+    help="Normalize a saved stream (claude stream-json/json, codex --json); run nothing.",
+)
+def main(
+    contract_path: str | None,
+    provider: str | None,
+    command_: str | None,
+    model: str | None,
+    resume: str | None,
+    timeout: float | None,
+    dry_run: bool,
+    transcript: str | None,
+) -> int:
+    """Run one bounded worker attempt (claude, codex or any command) and print its run record.
+
+    The worker gets a handoff built from the task, the contract and the previous attempt's
+    feedback; it is stopped on its timeout, on `lk cancel`, or when it repeats one failing
+    tool call (stop_reason stuck). Its native stream is saved under .loopkit/artifacts/.
+    """
+    import json
+
+    from loopkit import document, invoke
+
+    if transcript:
+        record = invoke.normalize_transcript(transcript, provider=provider)
+        document.emit(document.section("run", record))
+        return 0 if record["stop_reason"] == "completed" else 1
+    doc = document.read_attempt()
+    req = invoke.Request(
+        document=doc,
+        contract_path=contract_path,
+        provider=provider,
+        command=command_,
+        model=model,
+        resume=resume,
+        timeout=timeout,
+        cwd=Path.cwd(),
+    )
+    if dry_run:
+        click.echo(json.dumps(invoke.dry_run(req), ensure_ascii=False))
+        return 0
+    out = invoke.attempt(req)
+    if doc is None:
+        document.emit(document.section("run", out))
+        run = out
+    else:
+        document.emit(out)
+        run = out["run"]
+    return 0 if run["stop_reason"] == "completed" else 1

@@ -1,0 +1,212 @@
+"""The handoff: the prompt a worker starts from, built from evidence and bounded in size.
+
+It says what to do (the task, the contract's objective), where (writable scope, what is
+protected), how success is judged (the named checks), what went wrong last time (failing
+check tails, scope violations, the judge's and the decision's feedback) and the project's
+memory (short retrospectives of earlier parks, when the contract names a memory file).
+
+Every part has its own byte budget, so a 268 KB test log becomes a tail of a few hundred
+bytes and the whole handoff stays under ``MAX_BYTES`` however much evidence there is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+#: The whole handoff is cut to this many bytes (UTF-8).
+MAX_BYTES = 8 * 1024
+TAIL_BYTES = 700  # per failing check
+MAX_CHECKS = 4
+MAX_VIOLATIONS = 12
+FEEDBACK_BYTES = 900  # judge / decision feedback each
+MEMORY_BYTES = 1800
+TEXT_BYTES = 1500  # task text, objective
+
+#: Sections of a previous attempt carried as feedback (and dropped from a new attempt).
+PREVIOUS_SECTIONS = ("run", "diff", "verify", "judge", "decision")
+
+
+def cut(text: str, limit: int, *, keep: str = "head") -> str:
+    """``text`` within ``limit`` UTF-8 bytes, at a line boundary when one is near."""
+    raw = text.encode("utf-8")
+    if len(raw) <= limit:
+        return text
+    marker = "[... cut ...]"
+    room = max(limit - len(marker) - 1, 0)
+    if keep == "tail":
+        part = raw[len(raw) - room :].decode("utf-8", "ignore")
+        nl = part.find("\n")
+        if 0 <= nl < len(part) // 3:
+            part = part[nl + 1 :]
+        return f"{marker}\n{part}"
+    part = raw[:room].decode("utf-8", "ignore")
+    nl = part.rfind("\n")
+    if nl > len(part) * 2 // 3:
+        part = part[:nl]
+    return f"{part}\n{marker}"
+
+
+def _globs(items: Any) -> str:
+    if not items:
+        return "(none)"
+    return ", ".join(f"`{g}`" for g in items)
+
+
+def _task(task: Mapping[str, Any] | None) -> list[str]:
+    if not task:
+        return []
+    head = "# Goal" if task.get("kind") == "goal" else "# Task"
+    tid = f" ({task['id']})" if task.get("id") else ""
+    out = [f"{head}{tid}", cut(str(task.get("text", "")).strip(), TEXT_BYTES), ""]
+    if task.get("kind") == "goal":
+        out += ["A reviewer will check this goal by reading the code: make it true.", ""]
+    return out
+
+
+def _contract(contract: Mapping[str, Any] | None, task: Mapping[str, Any] | None) -> list[str]:
+    if not contract:
+        return []
+    out: list[str] = []
+    if contract.get("objective"):
+        out += ["## Objective", cut(str(contract["objective"]).strip(), TEXT_BYTES), ""]
+    scope = contract.get("scope") or {}
+    writable = list(scope.get("writable") or [])
+    if task and task.get("scope"):
+        writable = list(task["scope"])
+    out += ["## Scope", f"- You may change: {_globs(writable)}"]
+    if scope.get("always_allowed"):
+        out.append(f"- Also allowed: {_globs(scope['always_allowed'])}")
+    if scope.get("protected"):
+        out.append(f"- Never touch: {_globs(scope['protected'])}")
+    out.append("- Changes outside this scope are rejected and undone.")
+    out.append("")
+    checks = contract.get("criteria") or []
+    if checks:
+        out.append("## Done means these checks pass")
+        for c in checks[:20]:
+            out.append(f"- {c.get('name')}: `{cut(str(c.get('run', '')), 300)}`")
+        out.append("")
+    return out
+
+
+def _feedback(previous: Mapping[str, Any] | None) -> list[str]:
+    if not previous:
+        return []
+    out: list[str] = []
+    verify = previous.get("verify") or {}
+    failing = [c for c in verify.get("checks") or [] if not c.get("passed")]
+    for c in failing[:MAX_CHECKS]:
+        code = c.get("exit_code")
+        out.append(f"### Check `{c.get('name')}` failed (exit {code})")
+        tail = str(c.get("output_tail") or "").rstrip()
+        if tail:
+            out += ["```", cut(tail, TAIL_BYTES, keep="tail"), "```"]
+    if len(failing) > MAX_CHECKS:
+        out.append(f"({len(failing) - MAX_CHECKS} more failing checks not shown)")
+    diff = previous.get("diff") or {}
+    violations = diff.get("violations") or []
+    if violations:
+        out.append("### Scope violations (these changes were not allowed)")
+        for v in violations[:MAX_VIOLATIONS]:
+            out.append(f"- {v.get('path')}: {v.get('rule')}")
+        if len(violations) > MAX_VIOLATIONS:
+            out.append(f"- ... and {len(violations) - MAX_VIOLATIONS} more")
+    judge = previous.get("judge") or {}
+    if judge and (judge.get("verdict") != "MET" or not judge.get("grounded", True)):
+        out.append(f"### Reviewer: {judge.get('verdict', 'NOT_MET')}")
+        if judge.get("feedback"):
+            out.append(cut(str(judge["feedback"]).strip(), FEEDBACK_BYTES))
+    run = previous.get("run") or {}
+    if run.get("stuck"):
+        st = run["stuck"]
+        out.append(
+            f"### You were stopped for repeating a failing `{st.get('tool')}` call "
+            f"{st.get('repeats')} times: {cut(str(st.get('error', '')), 200)}. "
+            "Try a different approach."
+        )
+    elif run.get("stop_reason") in ("timeout", "max_turns"):
+        out.append(f"### The previous attempt ran out of time or turns ({run['stop_reason']}).")
+    decision = previous.get("decision") or {}
+    text = decision.get("feedback") or ""
+    if text:
+        out.append("### What to do differently")
+        out.append(cut(str(text).strip(), FEEDBACK_BYTES))
+    if not out:
+        return []
+    return ["## Feedback from the previous attempt", *out, ""]
+
+
+def _memory(memory: str | None) -> list[str]:
+    if not memory or not memory.strip():
+        return []
+    return [
+        "## Lessons from earlier attempts (memory)",
+        cut(memory.strip(), MEMORY_BYTES, keep="tail"),
+        "",
+    ]
+
+
+CLOSING = [
+    "## How to finish",
+    "- Make the smallest change that makes the checks pass; stay inside the scope.",
+    "- Do not commit, push, or install packages: loopkit verifies and commits.",
+    "- End with one short line saying what you changed, or what blocked you.",
+]
+
+
+def read_memory(root: Path, name: str | None) -> str | None:
+    """The memory file the contract names (relative to the repository root), if present."""
+    if not name:
+        return None
+    path = Path(name) if Path(name).is_absolute() else root / name
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            size = f.tell()
+            f.seek(max(0, size - 4 * MEMORY_BYTES))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+
+
+def previous_attempt(document: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The sections of a finished attempt in a piped document (None for a fresh one)."""
+    if not document:
+        return None
+    found = {k: document[k] for k in PREVIOUS_SECTIONS if isinstance(document.get(k), Mapping)}
+    return found or None
+
+
+def build(
+    *,
+    task: Mapping[str, Any] | None = None,
+    contract: Mapping[str, Any] | None = None,
+    previous: Mapping[str, Any] | None = None,
+    memory: str | None = None,
+    extra: Sequence[str] = (),
+    limit: int = MAX_BYTES,
+) -> str:
+    """The handoff text. Parts are dropped from the end of the priority list if over ``limit``."""
+    parts = [
+        _task(task),
+        _contract(contract, task),
+        _feedback(previous),
+        list(extra),
+        CLOSING,
+        _memory(memory),
+    ]
+    text = _join(parts)
+    # Over budget: shrink the memory first, then the feedback, then cut the whole.
+    if len(text.encode("utf-8")) > limit:
+        parts[5] = []
+        text = _join(parts)
+    if len(text.encode("utf-8")) > limit:
+        parts[2] = [cut("\n".join(parts[2]), limit // 3, keep="head"), ""]
+        text = _join(parts)
+    return cut(text, limit)
+
+
+def _join(parts: Sequence[Sequence[str]]) -> str:
+    return "\n".join(line for part in parts for line in part).strip() + "\n"

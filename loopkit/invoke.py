@@ -1,0 +1,406 @@
+"""One bounded worker attempt: handoff, limits, live parsing, breaker, side effects, record.
+
+``attempt(...)`` is what ``lk-invoke`` runs: it builds the handoff from the piped document
+(task, contract, the previous attempt's feedback, the memory file), starts the provider's
+CLI through ``proc.spawn`` with an allow-listed environment, saves its native stream under
+``.loopkit/artifacts/<attempt_id>/`` while parsing it line by line, stops the whole process
+group on the wall-clock timeout, on cancellation (``lk cancel``) or when the breaker trips,
+and turns what it saw into the ``run`` record (schemas/run.json).
+
+``execute(provider, spec, ...)`` is the reusable middle: any caller (the read-only judge)
+can run one provider invocation with the same limits and get the record and parsed state.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from loopkit.breaker import DEFAULT_REPEATS, Breaker
+from loopkit.errors import BadInput, EnvironmentProblem
+from loopkit.providers.base import (
+    Event,
+    Exit,
+    Invocation,
+    Outcome,
+    Provider,
+    RunSpec,
+    RunState,
+)
+
+DEFAULT_TIMEOUT_S = 900.0
+MAX_SIDE_EFFECTS = 100
+STREAM_NAME = "stream.jsonl"
+OUTPUT_NAME = "output.log"
+STDERR_NAME = "stderr.log"
+HANDOFF_NAME = "handoff.md"
+
+
+@dataclass
+class Result:
+    record: dict[str, Any]
+    state: RunState
+    outcome: Outcome
+    invocation: Invocation
+
+
+@dataclass
+class _Watch:
+    """Live observers fed every normalized event."""
+
+    breaker: Breaker | None
+    stop: Callable[[str], None]
+    side_effects: list[dict[str, Any]] = field(default_factory=list)
+
+    def __call__(self, event: Event) -> None:
+        tool = event.tool
+        if tool is None:
+            return
+        if event.kind == "tool_call" and tool.command:
+            from loopkit.providers.shell import side_effects
+
+            kinds = side_effects(tool.command)
+            if kinds and len(self.side_effects) < MAX_SIDE_EFFECTS:
+                self.side_effects.append(
+                    {"tool": tool.name, "command": tool.command[:500], "kinds": kinds}
+                )
+        elif event.kind == "tool_result" and self.breaker is not None and tool.ok is not None:
+            small = {k: v for k, v in tool.input.items() if not isinstance(v, str) or len(v) < 300}
+            if self.breaker.observe(tool.name, tool.ok, tool.error, input=small):
+                self.stop("stuck")
+
+
+def execute(
+    provider: Provider,
+    spec: RunSpec,
+    *,
+    artifacts: Path,
+    root: Path | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT_S,
+    breaker_repeats: int | None = DEFAULT_REPEATS,
+    should_stop: Callable[[], str | None] | None = None,
+) -> Result:
+    """Run one invocation to its end (or its limit) and return the normalized record."""
+    from loopkit import proc
+
+    artifacts.mkdir(parents=True, exist_ok=True)
+    if spec.handoff_path is None:
+        spec.handoff_path = artifacts / HANDOFF_NAME
+    inv = provider.build(spec)
+    if provider.binary and provider.locate(inv) is None:
+        raise EnvironmentProblem(f"{inv.argv[0]} not found on PATH: {provider.install_hint}")
+    inv.write_files()
+    if spec.handoff_path not in inv.files:
+        spec.handoff_path.write_text(spec.prompt, encoding="utf-8")
+    stream_path = artifacts / (OUTPUT_NAME if provider.name == "command" else STREAM_NAME)
+    stderr_path = artifacts / STDERR_NAME
+    parser = provider.parser()
+    started = time.monotonic()
+    try:
+        running = proc.spawn(
+            inv.argv,
+            cwd=inv.cwd,
+            env=inv.env,
+            stdin=inv.stdin,
+            stderr_path=stderr_path,
+            timeout=timeout,
+            should_stop=should_stop,
+        )
+    except FileNotFoundError:
+        raise EnvironmentProblem(f"{inv.argv[0]} not found: {provider.install_hint}") from None
+    watch = _Watch(breaker=Breaker(breaker_repeats) if breaker_repeats else None, stop=running.stop)
+    with open(stream_path, "wb") as sink:
+        for line in running.lines():
+            sink.write(line)
+            for event in parser.feed(line):
+                watch(event)
+    finished = running.wait()
+    state = parser.finish()
+    end = Exit(
+        exit_code=finished.exit_code,
+        stopped=finished.stopped,
+        stderr_tail=_tail(stderr_path),
+    )
+    outcome = provider.classify(state, end)
+    if finished.stopped == "stuck" and watch.breaker and watch.breaker.tripped:
+        trip = watch.breaker.tripped
+        outcome.error = (
+            f"stuck: {trip.tool} failed the same way {trip.repeats} times in a row: {trip.error}"
+        )
+    record = record_from(
+        provider.name,
+        state,
+        outcome,
+        argv=inv.argv,
+        exit_code=finished.exit_code,
+        duration_s=time.monotonic() - started,
+        transcript=_rel(stream_path, root),
+        cost_trusted=inv.cost_trusted,
+    )
+    record["side_effects"] = watch.side_effects
+    record["stuck"] = (
+        watch.breaker.tripped.as_dict() if watch.breaker and watch.breaker.tripped else None
+    )
+    record["handoff"] = _rel(spec.handoff_path, root)
+    record["stderr"] = _rel(stderr_path, root)
+    if record["effective_model"] is None and spec.model:
+        record["effective_model"] = spec.model
+    return Result(record=record, state=state, outcome=outcome, invocation=inv)
+
+
+def record_from(
+    provider: str,
+    state: RunState,
+    outcome: Outcome,
+    *,
+    argv: list[str] | None = None,
+    exit_code: int | None = None,
+    duration_s: float | None = None,
+    transcript: str | None = None,
+    cost_trusted: bool = False,
+) -> dict[str, Any]:
+    """The ``run`` section (schemas/run.json) from a parsed stream and its outcome."""
+    usd = state.cost_usd
+    record: dict[str, Any] = {
+        "provider": provider,
+        "command": list(argv or []),
+        "session_id": state.session_id,
+        "exit_code": exit_code,
+        "is_error": outcome.is_error,
+        "stop_reason": outcome.stop_reason,
+        "claimed_complete": outcome.claimed_complete,
+        "final_message": state.final_message,
+        "effective_model": state.model,
+        "usage": {
+            "input_tokens": state.input_tokens,
+            "output_tokens": state.output_tokens,
+            "turns": state.turns,
+            "tool_calls": state.tool_call_count,
+        },
+        "cost": {
+            "usd": usd,
+            "source": state.cost_source or f"not reported by {provider}",
+            "trusted": bool(cost_trusted and usd is not None),
+        },
+        "api_retries": state.api_retries,
+        "api_error_status": state.api_error_status,
+        "tool_errors": state.tool_errors,
+        "duration_s": round(duration_s, 3) if duration_s is not None else 0.0,
+        "transcript": transcript,
+        "resume_after": outcome.resume_after,
+        "error": outcome.error,
+        "side_effects": [],
+        "stuck": None,
+        "files_read": state.files_read[:200],
+        "files_written": state.files_written[:200],
+        "permission_denials": state.permission_denials,
+        "terminal_reason": state.terminal_reason,
+    }
+    return record
+
+
+def _tail(path: Path, limit: int = 4096) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - limit))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _rel(path: Path, root: Path | None) -> str:
+    if root is None:
+        return str(path)
+    from loopkit.artifacts import relative
+
+    return relative(path.resolve(), root.resolve())
+
+
+# --------------------------------------------------------------------------- lk-invoke
+
+
+@dataclass
+class Request:
+    """What lk-invoke was asked to do (flags win over the contract)."""
+
+    document: dict[str, Any] | None = None
+    contract_path: str | None = None
+    provider: str | None = None
+    command: str | None = None
+    model: str | None = None
+    resume: str | None = None
+    timeout: float | None = None
+    cwd: Path = field(default_factory=Path.cwd)
+    environ: Mapping[str, str] | None = None
+
+
+@dataclass
+class Plan:
+    provider: Provider
+    spec: RunSpec
+    contract: dict[str, Any] | None
+    worker: dict[str, Any]
+    timeout: float
+
+
+def _contract(req: Request) -> dict[str, Any] | None:
+    from loopkit import contract
+
+    if req.contract_path or (req.document and req.document.get("contract")):
+        return contract.resolve(req.contract_path, req.document)
+    found = contract.find_default(req.cwd)
+    return contract.load(found) if found is not None else None
+
+
+def plan(req: Request, *, root: Path | None = None) -> Plan:
+    """Resolve contract, provider and handoff; nothing is started."""
+    from loopkit import handoff, providers
+
+    contract = _contract(req)
+    if contract is not None and req.document and isinstance(req.document.get("task"), dict):
+        from loopkit.contract import apply_task
+
+        contract = apply_task(contract, req.document["task"])
+    worker = dict((contract or {}).get("worker") or {})
+    name = req.provider or ("command" if req.command else worker.get("provider") or "command")
+    try:
+        provider = providers.get(name)
+    except KeyError as e:
+        raise BadInput("--provider", str(e.args[0])) from None
+    command = req.command or (worker.get("command") if name == "command" else None)
+    if name == "command" and not command:
+        raise BadInput(
+            "--command",
+            "the command provider needs a command: --command CMD or worker.command in the contract",
+        )
+    doc = req.document or {}
+    task = doc.get("task") if isinstance(doc.get("task"), dict) else None
+    if not task and not contract and name != "command":
+        raise BadInput(
+            "<stdin>",
+            "nothing to hand off: pipe an attempt document with a task, or give --contract",
+        )
+    base = root or req.cwd
+    previous = handoff.previous_attempt(req.document)
+    memory = handoff.read_memory(base, (contract or {}).get("memory"))
+    prompt = handoff.build(task=task, contract=contract, previous=previous, memory=memory)
+    env = req.environ if req.environ is not None else os.environ
+    spec = RunSpec.from_section(
+        worker if worker.get("provider", name) == name else {},
+        prompt=prompt,
+        cwd=base,
+        model=req.model,
+        resume=req.resume,
+        command=command,
+        task_id=task.get("id") if task else None,
+        attempt=_attempt_number(req.document, env),
+        environ=env,
+    )
+    timeout = float(req.timeout or worker.get("timeout") or DEFAULT_TIMEOUT_S)
+    return Plan(provider=provider, spec=spec, contract=contract, worker=worker, timeout=timeout)
+
+
+def _attempt_number(document: Mapping[str, Any] | None, env: Mapping[str, str]) -> int | None:
+    raw = env.get("LOOPKIT_ATTEMPT")
+    if raw and raw.isdigit():
+        return int(raw)
+    decision = (document or {}).get("decision")
+    if isinstance(decision, Mapping) and isinstance(decision.get("attempt"), int):
+        return int(decision["attempt"]) + 1
+    return None
+
+
+def dry_run(req: Request) -> dict[str, Any]:
+    p = plan(req)
+    inv = p.provider.build(p.spec)
+    return {
+        "provider": p.provider.name,
+        "argv": inv.argv,
+        "cwd": str(inv.cwd),
+        "env": sorted(inv.env),
+        "stdin": "handoff" if inv.stdin is not None else "/dev/null",
+        "timeout_s": p.timeout,
+        "handoff": p.spec.prompt,
+    }
+
+
+def attempt(req: Request) -> dict[str, Any]:
+    """Run one attempt; return the document to print (attempt with ``run``, or run alone)."""
+    from loopkit import artifacts, cancel, git, state
+
+    root = git.toplevel(req.cwd)
+    req.cwd = root
+    p = plan(req, root=root)
+    state_path = state.state_dir(root, configured=(p.contract or {}).get("state_dir"))
+    doc = _fresh(req.document)
+    folder = artifacts.attempt_dir(state_path, doc)
+
+    def cancelled() -> str | None:
+        return "cancelled" if cancel.requested(state_path) else None
+
+    result = execute(
+        p.provider,
+        p.spec,
+        artifacts=folder,
+        root=root,
+        timeout=p.timeout,
+        breaker_repeats=int(p.worker.get("breaker_repeats") or DEFAULT_REPEATS),
+        should_stop=cancelled,
+    )
+    if req.document is None:
+        return {"attempt_id": doc["attempt_id"], **result.record}
+    doc["run"] = result.record
+    return doc
+
+
+def _fresh(document: dict[str, Any] | None) -> dict[str, Any]:
+    """A new attempt from a piped document: a finished attempt's sections are dropped."""
+    from loopkit import handoff
+
+    if document is None:
+        return {}
+    doc = {k: v for k, v in document.items() if k not in handoff.PREVIOUS_SECTIONS}
+    if handoff.previous_attempt(document):
+        doc.pop("attempt_id", None)
+        doc.pop("started_at", None)
+    doc.setdefault("started_at", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    return doc
+
+
+def normalize_transcript(path: str, *, provider: str | None = None) -> dict[str, Any]:
+    """The ``run`` record of a saved stream (claude stream-json or json, codex --json)."""
+    from loopkit import providers
+    from loopkit.breaker import Breaker as _Breaker
+    from loopkit.providers.base import detect
+
+    p = Path(path)
+    if not p.is_file():
+        raise BadInput(path, "no such file: expected a saved worker stream")
+    name = provider or detect(p)
+    prov = providers.get(name)
+    parser = prov.parser()
+    watch = _Watch(breaker=_Breaker(DEFAULT_REPEATS), stop=lambda _reason: None)
+    with open(p, "rb") as f:
+        for line in f:
+            for event in parser.feed(line):
+                watch(event)
+    state = parser.finish()
+    # A saved stream has no exit status: its own result line decides.
+    outcome = prov.classify(state, Exit(exit_code=0 if state.result_seen else None))
+    trip = watch.breaker.tripped if watch.breaker else None
+    if trip is not None and not state.result_seen:
+        outcome = Outcome(
+            "stuck",
+            True,
+            f"stuck: {trip.tool} failed the same way {trip.repeats} times in a row: {trip.error}",
+        )
+    record = record_from(name, state, outcome, transcript=str(path))
+    record["cost"]["source"] += " (from a transcript)" if state.cost_source else ""
+    record["side_effects"] = watch.side_effects
+    record["stuck"] = trip.as_dict() if trip is not None else None
+    return record

@@ -1,0 +1,120 @@
+"""What a shell command seen in a worker's stream does: files it reads, effects outside the tree.
+
+Best effort on purpose: it reads the words of a command line (``bash -lc '...'``
+unwrapped, split on ``&&``, ``||``, ``;`` and ``|``), never runs anything. A side effect is
+something a ``git reset`` cannot undo: a push, a network call, a package install.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+#: Commands whose file operands are read (cat FILE, sed -n 1,5p FILE, ...).
+_READERS = {"cat", "head", "tail", "less", "more", "nl", "wc", "bat", "sed", "grep", "rg", "awk"}
+#: Options of the readers that take a value (so the value is not a file).
+_VALUE_OPTS = {"-n", "-c", "-e", "-f", "-m", "-A", "-B", "-C", "-g", "-t", "--max-count"}
+_PATTERN_FIRST = {"grep", "rg", "sed", "awk"}
+
+_SEPARATORS = re.compile(r"&&|\|\||;|\||\n")
+
+#: (kind, pattern over one simple command) -- first match wins.
+_EFFECTS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("git_push", re.compile(r"^git\b.*\bpush\b")),
+    ("publish", re.compile(r"^(npm|yarn|pnpm)\s+publish\b|^twine\s+upload\b|^cargo\s+publish\b")),
+    (
+        "package_install",
+        re.compile(
+            r"^(sudo\s+)?(pip3?|uv\s+pip|python3?\s+-m\s+pip)\s+install\b"
+            r"|^(sudo\s+)?(apt|apt-get|yum|dnf|apk|brew|pacman|zypper)\s+(install|add|-S)\b"
+            r"|^(npm|pnpm)\s+(install|i|add|ci)\b|^yarn(\s+add|\s+install|\s*$)"
+            r"|^(cargo|go|gem)\s+install\b|^(pipx|uv\s+tool)\s+install\b|^poetry\s+add\b"
+        ),
+    ),
+    (
+        "network",
+        re.compile(
+            r"^(curl|wget|ssh|scp|sftp|rsync|nc|ncat|telnet|ftp|http|https|gh|aws|gcloud"
+            r"|az|kubectl|docker\s+(push|pull|login)|git\s+(fetch|pull|clone|remote\s+add))\b"
+        ),
+    ),
+)
+
+
+def unwrap(command: str) -> str:
+    """``bash -lc 'X'`` / ``sh -c "X"`` -> ``X`` (codex wraps every command like this)."""
+    s = command.strip()
+    for _ in range(3):
+        m = re.match(r"^(?:/\S*/)?(?:ba|z|da)?sh\s+-l?c\s+(.*)$", s, re.S)
+        if not m:
+            break
+        rest = m.group(1).strip()
+        try:
+            words = shlex.split(rest)
+        except ValueError:
+            return rest
+        s = words[0] if words else rest
+    return s
+
+
+def simple_commands(command: str) -> list[str]:
+    return [c.strip() for c in _SEPARATORS.split(unwrap(command)) if c.strip()]
+
+
+def _words(cmd: str) -> list[str]:
+    try:
+        words = shlex.split(cmd)
+    except ValueError:
+        words = cmd.split()
+    while words and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0]):
+        words.pop(0)  # FOO=bar cmd ...
+    return words
+
+
+def files_read_by(command: str) -> list[str]:
+    """Files a command line reads, by the words of its reading commands."""
+    out: list[str] = []
+    for cmd in simple_commands(command):
+        words = _words(cmd)
+        if not words:
+            continue
+        prog = words[0].rsplit("/", 1)[-1]
+        if prog not in _READERS:
+            continue
+        operands: list[str] = []
+        skip = False
+        explicit_script = False
+        for w in words[1:]:
+            if skip:
+                skip = False
+                continue
+            if w in ("-e", "-f") and prog in _PATTERN_FIRST:
+                explicit_script = True
+            if w in _VALUE_OPTS:
+                skip = True
+                continue
+            if w.startswith("-") and w != "-":
+                continue
+            if w.startswith(("<", ">", "2>")):
+                continue
+            operands.append(w)
+        if prog in _PATTERN_FIRST and not explicit_script and operands:
+            operands = operands[1:]
+        out.extend(o for o in operands if o != "-" and not re.search(r"[*?]", o))
+    return out
+
+
+def side_effects(command: str) -> list[str]:
+    """The kinds of outside effects in a command line ([] when it stays in the tree)."""
+    kinds: list[str] = []
+    for cmd in simple_commands(command):
+        words = _words(cmd)
+        if not words:
+            continue
+        line = " ".join([words[0].rsplit("/", 1)[-1], *words[1:]])
+        for kind, pattern in _EFFECTS:
+            if pattern.search(line):
+                if kind not in kinds:
+                    kinds.append(kind)
+                break
+    return kinds
