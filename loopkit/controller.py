@@ -1,0 +1,203 @@
+"""lk-decide's work, apart from its command line: contract, state, ledger, decision, record.
+
+The pure parts live in ``loopkit.decide`` (the decision) and ``loopkit.budget`` (history
+and admission); this module gathers their inputs from the world (the tree on disk, the
+cancellation intent, the ledger's index) and writes their results back (the ledger record,
+a checkpoint on exhaustion, artifact retention on completion). It prints nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from loopkit import budget, cancel, git, retention
+from loopkit import decide as decider
+from loopkit import ledger as ledgers
+from loopkit.errors import BadInput
+from loopkit.exitcodes import OUTCOME_CODES
+
+
+@dataclass
+class Result:
+    document: dict[str, Any]
+    code: int
+    summary: str
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Setup:
+    document: dict[str, Any]
+    contract: dict[str, Any]
+    root: Path
+    state: Path
+    ledger: ledgers.Ledger
+
+
+def _setup(
+    document: dict[str, Any] | None, contract_path: str | None, ledger_path: str | None
+) -> _Setup:
+    from loopkit import contract as contracts
+    from loopkit.artifacts import attempt_id
+    from loopkit.document import new_attempt
+    from loopkit.state import state_dir
+
+    doc = document if document is not None else new_attempt()
+    contract = contracts.resolve(contract_path, doc)
+    task = doc.get("task")
+    if isinstance(task, Mapping):
+        contract = contracts.apply_task(contract, task)
+    root = git.toplevel(".")
+    state = state_dir(root, configured=contract.get("state_dir"))
+    path = Path(ledger_path) if ledger_path else state / ledgers.DEFAULT_NAME
+    attempt_id(doc)
+    return _Setup(doc, contract, root, state, ledgers.Ledger(path))
+
+
+def decide(
+    document: dict[str, Any] | None,
+    *,
+    contract_path: str | None = None,
+    ledger_path: str | None = None,
+    trigger: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Result:
+    """Decide one attempt, append its record, and route its artifacts."""
+    s = _setup(document, contract_path, ledger_path)
+    doc = s.document
+    view = decider.inputs(doc, s.contract)
+    tree = git.tree_hash(s.root) if (doc.get("verify") or doc.get("diff")) else None
+    intent = cancel.requested(s.state)
+    tid = decider.task_id(view)
+    how = ledgers.detect_trigger(trigger, env if env is not None else os.environ)
+    warnings: list[str] = []
+    with s.ledger.transaction() as txn:
+        history = txn.history(tid)
+        decision = decider.decide(view, history, tree_on_disk=tree, cancel=intent)
+        record = decider.attempt_record(
+            view,
+            history,
+            decision,
+            tree_on_disk=tree,
+            cancel=intent,
+            trigger=how,
+            started_at=doc.get("started_at"),
+            recorded_at=ledgers.now_iso(),
+        )
+        txn.append(record)
+        if decision["outcome"] == "complete":
+            pruned = retention.on_complete(
+                s.state, tid, s.ledger.attempt_ids(tid), s.contract.get("artifacts")
+            )
+            if pruned:
+                warnings.append(f"pruned the bulky artifacts of {len(pruned)} completed attempt(s)")
+        elif decision["outcome"] == "budget_exhausted":
+            after = txn.history(tid)
+            path = ledgers.write_checkpoint(
+                s.state, tid, _checkpoint(tid, decision, after, s.contract)
+            )
+            warnings.append(f"checkpoint written to {path}")
+    warnings[:0] = [f"ledger {s.ledger.path}: {p}" for p in s.ledger.problems]
+    doc["decision"] = decision
+    summary = f"{decision['outcome']}"
+    if decision["failure_class"]:
+        summary += f" ({decision['failure_class']})"
+    summary += f", attempt {decision['attempt']}: {decision['reason'].splitlines()[0]}"
+    return Result(doc, int(OUTCOME_CODES[decision["outcome"]]), summary, warnings)
+
+
+def admit(
+    document: dict[str, Any] | None,
+    *,
+    contract_path: str | None = None,
+    ledger_path: str | None = None,
+    trigger: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Result:
+    """Admission before a run: reserve its share of the budgets, or refuse (22)."""
+    s = _setup(document, contract_path, ledger_path)
+    doc = s.document
+    view = decider.inputs(doc, s.contract)
+    tid = decider.task_id(view)
+    intent = cancel.requested(s.state)
+    if intent:
+        decision = decider.decide(view, None, tree_on_disk=None, cancel=intent)
+        with s.ledger.transaction() as txn:
+            decision["attempt"] = int(txn.history(tid).get("attempts") or 0) + 1
+        doc["decision"] = decision
+        return Result(doc, int(OUTCOME_CODES["cancelled"]), f"not admitted: {decision['reason']}")
+    how = ledgers.detect_trigger(trigger, env if env is not None else os.environ)
+    now = ledgers.now_iso()
+    warnings: list[str] = []
+    with s.ledger.transaction() as txn:
+        history = txn.history(tid)
+        admission = budget.admit(history, view.get("contract") or {}, now=now)
+        txn.append(decider.admission_record(view, history, admission, now=now, trigger=how))
+        refused = decider.admission_decision(admission)
+        if refused is not None:
+            path = ledgers.write_checkpoint(
+                s.state, tid, _checkpoint(tid, refused, history, s.contract)
+            )
+            warnings.append(f"checkpoint written to {path}")
+    warnings[:0] = [f"ledger {s.ledger.path}: {p}" for p in s.ledger.problems]
+    doc["admission"] = admission
+    if refused is not None:
+        doc["decision"] = refused
+        return Result(doc, int(OUTCOME_CODES["budget_exhausted"]), refused["reason"], warnings)
+    granted = ", ".join(f"{k} {v}" for k, v in admission["granted"].items() if v is not None)
+    return Result(
+        doc,
+        0,
+        f"admitted attempt {admission['attempt']}" + (f" ({granted})" if granted else ""),
+        warnings,
+    )
+
+
+def _checkpoint(
+    tid: str, decision: Mapping[str, Any], history: Mapping[str, Any], contract: Mapping[str, Any]
+) -> dict[str, Any]:
+    return {
+        "kind": "loopkit/checkpoint",
+        "version": 1,
+        "task_id": tid,
+        "at": ledgers.now_iso(),
+        "exit_reason": decision["reason"],
+        "outcome": decision["outcome"],
+        "exhausted": decision.get("exhausted") or [],
+        "used": {k: history.get(v) for k, v in budget.ACCUMULATING.items()},
+        "limits": budget.limits(contract),
+        "fractions": budget.fractions(history, contract),
+        "last_fingerprint": history.get("last_fingerprint"),
+        "last_outcome": history.get("last_outcome"),
+        "last_class": history.get("last_class"),
+        "cost_untrusted_usd": history.get("cost_untrusted_usd"),
+    }
+
+
+def replay_ledger(path: str) -> Result:
+    """Re-derive every decision of a ledger; code 1 when any record disagrees."""
+    p = Path(path)
+    if not p.is_file():
+        raise BadInput(path, "no such ledger file")
+    records, problems = ledgers.read(p)
+    disagreements = decider.replay(records)
+    doc = {
+        "kind": "loopkit/replay",
+        "version": 1,
+        "ledger": str(p),
+        "records": len(records),
+        "agree": not disagreements,
+        "disagreements": disagreements,
+        "problems": [x.as_dict() for x in problems],
+    }
+    bad = {d["line"] for d in disagreements}
+    summary = (
+        f"all {len(records)} recorded decisions re-derive"
+        if not disagreements
+        else f"{len(bad)} of {len(records)} records disagree with their re-derivation"
+    )
+    return Result(doc, 1 if disagreements else 0, summary, [str(x) for x in problems])

@@ -1,0 +1,582 @@
+"""The controller's decision: one attempt's evidence + the task's history -> the next step.
+
+``decide`` is a pure function. Everything it reads is an argument -- the attempt
+document (as ``inputs`` trims it), the task's folded history, the tree hash on disk and
+the cancellation intent -- and the ledger records exactly those arguments, so
+``lk-decide --replay`` re-derives every decision. Even the jitter of a backoff is derived
+from the attempt id and number, never from a clock or a random source.
+
+Order of the rules (the first that applies wins):
+
+1. cancellation (a persisted intent, or a run that was cancelled);
+2. completion: verification passed on the tree on disk, a change where one is required,
+   scope held, and for a goal a grounded, trusted MET -- whatever the worker claimed;
+3. the run's own failure class (transient, usage limit, auth, permission, invalid input,
+   timeout, stuck, crashed);
+4. the evidence: stale, scope, missing, failing (no progress / unsupported completion /
+   verification failure), no-op, the judge;
+5. budgets: a retry or replan that would need a spent budget becomes budget_exhausted.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+from loopkit import budget
+from loopkit import classify as fc
+from loopkit.exitcodes import OUTCOME_CODES
+
+#: The id of "the task" when a document carries no task section.
+DEFAULT_TASK_ID = "default"
+#: Bytes of a failing check's output carried into feedback (and kept in the ledger).
+TAIL_CHARS = 1500
+BACKOFF_BASE_S = 5.0
+BACKOFF_CAP_S = 300.0
+
+
+def task_id(document: Mapping[str, Any]) -> str:
+    task = document.get("task") or {}
+    return str(task.get("id") or DEFAULT_TASK_ID)
+
+
+def inputs(document: Mapping[str, Any], contract: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The part of an attempt document a decision reads: what the ledger keeps for replay.
+
+    Bulky fields (full transcripts, long outputs) are cut here, *before* deciding, so the
+    recorded inputs are exactly what the decision saw.
+    """
+    view: dict[str, Any] = {
+        "kind": "loopkit/attempt",
+        "version": 1,
+        "attempt_id": document.get("attempt_id"),
+    }
+    for key in ("task", "run", "diff", "verify", "judge"):
+        if isinstance(document.get(key), Mapping):
+            view[key] = copy.deepcopy(dict(document[key]))
+    run = view.get("run")
+    if run is not None:
+        if isinstance(run.get("final_message"), str):
+            run["final_message"] = run["final_message"][-TAIL_CHARS:]
+        run.pop("side_effects", None)
+    verify = view.get("verify")
+    if verify is not None:
+        for check in verify.get("checks") or []:
+            if isinstance(check.get("output_tail"), str):
+                check["output_tail"] = check["output_tail"][-TAIL_CHARS:]
+    judge = view.get("judge")
+    if judge is not None and isinstance(judge.get("feedback"), str):
+        judge["feedback"] = judge["feedback"][:TAIL_CHARS]
+    if contract is not None:
+        view["contract"] = {
+            k: copy.deepcopy(contract[k])
+            for k in ("budgets", "allow_empty_change", "scope", "worker", "criteria", "artifacts")
+            if k in contract
+        }
+    return view
+
+
+def _jitter(attempt_id: str | None, n: int) -> float:
+    """A number in [0, 1) fixed by the attempt: replays give the same backoff."""
+    digest = hashlib.sha256(f"{attempt_id or ''}:{n}".encode()).digest()
+    return float(int.from_bytes(digest[:8], "big")) / float(2**64)
+
+
+def backoff_s(attempt_id: str | None, streak: int) -> float:
+    """Exponential backoff with "equal jitter": half fixed, half jittered, capped."""
+    base: float = min(BACKOFF_CAP_S, BACKOFF_BASE_S * float(2 ** max(0, streak)))
+    return round(base / 2 + base / 2 * _jitter(attempt_id, streak + 1), 3)
+
+
+def _failing(verify: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [c for c in verify.get("checks") or [] if not c.get("passed")]
+
+
+def _failure_text(verify: Mapping[str, Any]) -> str:
+    failing = _failing(verify)
+    if not failing:
+        return f"verification failed (fingerprint {verify.get('fingerprint')})"
+    parts = []
+    for c in failing:
+        parts.append(f"check {c.get('name')!r} failed (exit {c.get('exit_code')})")
+    tail = str(failing[0].get("output_tail") or "").strip()
+    text = "; ".join(parts)
+    if tail:
+        text += f"\n--- output of {failing[0].get('name')!r} (tail) ---\n{tail[-TAIL_CHARS:]}"
+    return text
+
+
+def _decision(
+    outcome: str,
+    failure_class: str | None,
+    reason: str,
+    attempt: int,
+    *,
+    feedback: str = "",
+    backoff: float | None = None,
+    resume_after: str | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    out = {
+        "outcome": outcome,
+        "reason": reason,
+        "failure_class": failure_class,
+        "backoff_s": backoff,
+        "resume_after": resume_after,
+        "feedback": feedback,
+        "attempt": attempt,
+        "exit_code": int(OUTCOME_CODES[outcome]),
+    }
+    out.update(extra)
+    return out
+
+
+def evidence_state(document: Mapping[str, Any], tree_on_disk: str | None) -> dict[str, Any]:
+    """Whether verification and diff are present, current, and what they say."""
+    verify = document.get("verify") or None
+    diff = document.get("diff") or None
+    stale: list[str] = []
+    if verify is not None:
+        if tree_on_disk is None:
+            stale.append(
+                "the tree on disk could not be hashed, so the evidence cannot be bound to it"
+            )
+        elif verify.get("tree") != tree_on_disk:
+            stale.append(
+                f"verification ran on tree {str(verify.get('tree'))[:12]}, "
+                f"the tree on disk is {tree_on_disk[:12]}"
+            )
+        if diff is not None and diff.get("tree") and diff.get("tree") != verify.get("tree"):
+            stale.append(
+                f"the diff was taken on tree {str(diff.get('tree'))[:12]}, "
+                f"verification on {str(verify.get('tree'))[:12]}"
+            )
+    return {
+        "verified": verify is not None,
+        "passed": bool(verify and verify.get("passed")),
+        "fingerprint": verify.get("fingerprint") if verify else None,
+        "stale": bool(stale),
+        "stale_why": stale,
+    }
+
+
+def decide(
+    document: Mapping[str, Any],
+    history: Mapping[str, Any] | None,
+    *,
+    tree_on_disk: str | None,
+    cancel: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The decision section for one attempt. Pure and deterministic in its arguments."""
+    h = dict(history or budget.empty_history())
+    n = int(h.get("attempts") or 0) + 1
+    contract = document.get("contract") or {}
+    budgets = contract.get("budgets") or {}
+    task = document.get("task") or {}
+    run = document.get("run") or None
+    diff = document.get("diff") or None
+    judge = document.get("judge") or None
+    attempt_id = document.get("attempt_id")
+    claimed = bool(run and run.get("claimed_complete"))
+
+    # 1. Cancellation wins over everything: a person said stop.
+    if cancel:
+        why = cancel.get("reason") or "cancelled"
+        return _decision("cancelled", fc.CANCELLED, f"cancellation requested: {why}", n)
+    if run and run.get("stop_reason") == "cancelled":
+        return _decision("cancelled", fc.CANCELLED, "the worker's run was cancelled", n)
+
+    ev = evidence_state(document, tree_on_disk)
+    allow_empty = bool(contract.get("allow_empty_change") or task.get("allow_empty"))
+    changed = bool(diff and (diff.get("files") or (diff.get("totals") or {}).get("files")))
+    violations = _scope_violations(diff, budgets)
+    is_goal = task.get("kind") == "goal"
+    judge_ok = bool(
+        judge and judge.get("verdict") == "MET" and judge.get("grounded") and judge.get("trusted")
+    )
+
+    # 2. Completion needs every piece of evidence; the worker's claim is only recorded.
+    if (
+        ev["verified"]
+        and ev["passed"]
+        and not ev["stale"]
+        and diff is not None
+        and (changed or allow_empty)
+        and not violations
+        and (judge_ok or not is_goal)
+    ):
+        what = "a change" if changed else "no change (allowed)"
+        why = f"verification passed on the tree on disk with {what} inside scope"
+        if is_goal:
+            why += "; the judge's grounded verdict is MET"
+        if not claimed and run is not None:
+            why += " (the worker did not claim completion; the evidence decides)"
+        return _decision("complete", None, why, n)
+
+    cls, reason, feedback, extra = _classify(
+        document, h, ev, changed=changed, allow_empty=allow_empty, violations=violations
+    )
+    outcome, reason, extra = _act(cls, reason, h, budgets, run, attempt_id, extra)
+
+    # 5. A loop that would go on must still have budget for another attempt.
+    if outcome in ("retry", "replan"):
+        after = budget.fold(
+            h,
+            {
+                "type": "attempt",
+                "usage": budget.usage_of(document),
+                "evidence": ev,
+                "run": {"stop_reason": (run or {}).get("stop_reason")},
+                "decision": {"outcome": outcome, "failure_class": cls},
+            },
+        )
+        spent = budget.exhausted(after, contract)
+        if spent:
+            return _decision(
+                "budget_exhausted",
+                fc.BUDGET,
+                f"budget exhausted ({', '.join(spent)}) after attempt {n}; the attempt "
+                f"alone would be {outcome}: {reason}",
+                n,
+                feedback=feedback,
+                exhausted=spent,
+                cause=cls,
+            )
+    return _decision(outcome, cls, reason, n, feedback=feedback, **extra)
+
+
+def _scope_violations(
+    diff: Mapping[str, Any] | None, budgets: Mapping[str, Any]
+) -> list[dict[str, str]]:
+    if diff is None:
+        return []
+    out = [
+        {"rule": str(v.get("rule")), "path": str(v.get("path"))}
+        for v in diff.get("violations") or []
+    ]
+    totals = diff.get("totals") or {}
+    rules = {v["rule"] for v in out}
+    for key, limit_key in (("lines", "changed_lines"), ("files", "changed_files")):
+        limit = budgets.get(limit_key)
+        used = totals.get(key)
+        if limit and isinstance(used, int) and used > limit and limit_key not in rules:
+            out.append({"rule": limit_key, "path": f"{used} changed {key} > {limit}"})
+    if not out and diff.get("within_policy") is False:
+        out.append({"rule": "policy", "path": "(the diff reports the policy violated)"})
+    return out
+
+
+def _classify(
+    document: Mapping[str, Any],
+    h: Mapping[str, Any],
+    ev: Mapping[str, Any],
+    *,
+    changed: bool,
+    allow_empty: bool,
+    violations: list[dict[str, str]],
+) -> tuple[str, str, str, dict[str, Any]]:
+    """(class, reason, feedback, extra fields) for an attempt that did not complete."""
+    run = document.get("run") or None
+    verify = document.get("verify") or None
+    diff = document.get("diff") or None
+    judge = document.get("judge") or None
+    task = document.get("task") or {}
+    claimed = bool(run and run.get("claimed_complete"))
+    extra: dict[str, Any] = {}
+
+    # 3. The run's own failure.
+    run_class = fc.classify_run(run)
+    if run_class is not None and run is not None:
+        detail = run.get("error") or run.get("final_message") or ""
+        detail = str(detail).strip().splitlines()[0][:300] if str(detail).strip() else ""
+        reason = f"the worker's run ended with {run.get('stop_reason')}"
+        if detail:
+            reason += f": {detail}"
+        feedback = ""
+        if run_class == fc.STUCK:
+            stuck = run.get("stuck") or {}
+            feedback = (
+                "The previous attempt was stopped because it repeated the same failing action"
+                + (f" ({stuck.get('tool')}: {stuck.get('error')})" if stuck else "")
+                + ". Do not repeat it; take a different approach."
+            )
+        elif run_class == fc.TIMEOUT:
+            feedback = "The previous attempt ran out of time. Make a smaller, focused change."
+        return run_class, reason, feedback, extra
+
+    # 4. The evidence.
+    if verify is not None and ev["stale"]:
+        why = "; ".join(ev["stale_why"])
+        return (
+            fc.STALE_EVIDENCE,
+            f"stale evidence: {why}",
+            "The evidence does not describe the tree on disk: collect the diff and run "
+            "verification again before deciding.",
+            extra,
+        )
+    if violations:
+        listed = "; ".join(f"{v['rule']}: {v['path']}" for v in violations[:20])
+        return (
+            fc.SCOPE_VIOLATION,
+            f"scope violated ({len(violations)}): {listed}",
+            "The change broke the task's scope. Undo or avoid these: "
+            + listed
+            + ". Change only files inside the writable scope and keep the change within its size.",
+            {"violations": violations},
+        )
+    if verify is None:
+        return (
+            fc.VERIFICATION_FAILURE,
+            "no verification evidence: the attempt cannot complete without lk-verify",
+            "Nothing was verified. Run the acceptance checks.",
+            extra,
+        )
+    if not ev["passed"]:
+        fp = ev["fingerprint"]
+        failure = _failure_text(verify)
+        claim_note = (
+            " The worker claimed the task was complete, but the checks fail: the claim is "
+            "an unsupported completion."
+            if claimed
+            else ""
+        )
+        if fp is not None and fp == h.get("last_fingerprint"):
+            repeats = int(h.get("same_failure") or 0) + 1
+            extra["repeats"] = repeats
+            return (
+                fc.NO_PROGRESS,
+                f"no progress: the same failure fingerprint {fp} as the previous attempt "
+                f"(repeat {repeats})",
+                "The last hypothesis failed: the change did not alter the failure (same "
+                f"fingerprint {fp}). Rethink the cause before editing again."
+                + claim_note
+                + "\n"
+                + failure,
+                extra,
+            )
+        if claimed:
+            return (
+                fc.UNSUPPORTED_COMPLETION,
+                f"unsupported completion: the worker claimed done, verification failed ({fp})",
+                "Unsupported completion: you reported the task complete, but verification "
+                "fails. Do not claim completion until the checks pass.\n" + failure,
+                extra,
+            )
+        progress = " (a new fingerprint: progress)" if h.get("last_fingerprint") is not None else ""
+        return (
+            fc.VERIFICATION_FAILURE,
+            f"verification failed with fingerprint {fp}{progress}",
+            failure,
+            extra,
+        )
+    if diff is None:
+        return (
+            fc.VERIFICATION_FAILURE,
+            "no diff evidence: whether anything changed is unknown (run lk-diff)",
+            "Nothing shows what changed. Collect the diff.",
+            extra,
+        )
+    if not changed and not allow_empty:
+        return (
+            fc.NO_OP,
+            "no-op: the checks pass but nothing changed, and this task requires a change"
+            + (" (the worker claimed completion)" if claimed else ""),
+            "No file was changed. The task requires a change: the acceptance checks passing "
+            "on the unchanged tree do not complete it.",
+            extra,
+        )
+    if task.get("kind") == "goal":
+        if judge is None:
+            return (
+                fc.UNGROUNDED,
+                "a goal needs the judge's verdict and there is none (run lk-judge)",
+                "The goal has not been judged.",
+                extra,
+            )
+        if not judge.get("grounded") or not judge.get("trusted"):
+            what = "not grounded in files it read" if not judge.get("grounded") else "not trusted"
+            return (
+                fc.UNGROUNDED,
+                f"the judge's verdict ({judge.get('verdict')}) is {what}",
+                str(judge.get("feedback") or ""),
+                extra,
+            )
+        return (
+            fc.JUDGE_NOT_MET,
+            "the judge found the goal not met",
+            str(judge.get("feedback") or ""),
+            extra,
+        )
+    return fc.UNKNOWN, "the evidence fits no known class", "", extra
+
+
+def _act(
+    cls: str,
+    reason: str,
+    h: Mapping[str, Any],
+    budgets: Mapping[str, Any],
+    run: Mapping[str, Any] | None,
+    attempt_id: str | None,
+    extra: dict[str, Any],
+) -> tuple[str, str, dict[str, Any]]:
+    """The outcome for a class, refined by the task's history."""
+    outcome = fc.outcome_of(cls)
+    extra = dict(extra)
+    if cls == fc.TRANSIENT:
+        streak = int(h.get("transient_streak") or 0)
+        extra["backoff"] = backoff_s(attempt_id, streak)
+        if run and run.get("resume_after"):
+            extra["resume_after"] = run.get("resume_after")
+        reason += f" (transient failure {streak + 1} in a row)"
+    elif cls == fc.USAGE_LIMIT:
+        resume = (run or {}).get("resume_after")
+        extra["resume_after"] = resume
+        reason += f"; resume after {resume}" if resume else "; the reset time is unknown"
+    elif cls == fc.TIMEOUT:
+        before = int(h.get("timeouts") or 0)
+        limit = budgets.get("timeouts")
+        if limit and before + 1 >= int(limit):
+            outcome = "failed"
+            reason += f" (timeout {before + 1}, the timeouts limit is {limit})"
+        elif before >= 1:
+            outcome = "replan"
+            reason += f" (timeout {before + 1}: retried once already, replan)"
+    elif cls == fc.NO_PROGRESS:
+        limit = int(budgets.get("same_failure") or 2)
+        if int(extra.get("repeats") or 1) >= limit:
+            outcome = "failed"
+            reason += f"; the same failure came back {extra.get('repeats')} times (same_failure: {limit}): park"
+    elif cls == fc.UNKNOWN:
+        reason += "; artifacts kept whole"
+    extra.pop("repeats", None)
+    return outcome, reason, extra
+
+
+def attempt_record(
+    view: Mapping[str, Any],
+    history: Mapping[str, Any],
+    decision: Mapping[str, Any],
+    *,
+    tree_on_disk: str | None,
+    cancel: Mapping[str, Any] | None,
+    trigger: Mapping[str, Any],
+    started_at: str | None,
+    recorded_at: str,
+) -> dict[str, Any]:
+    """The ledger record of one decided attempt: a readable summary plus the exact inputs."""
+    from loopkit import ledger
+
+    return {
+        "type": "attempt",
+        "task_id": task_id(view),
+        "attempt": decision["attempt"],
+        "attempt_id": view.get("attempt_id"),
+        "trigger": dict(trigger),
+        "started_at": started_at,
+        "recorded_at": recorded_at,
+        **ledger.summarize(view),
+        "evidence": evidence_state(view, tree_on_disk),
+        "decision": dict(decision),
+        "reason": decision["reason"],
+        "inputs": {
+            "document": dict(view),
+            "history": dict(history),
+            "tree_on_disk": tree_on_disk,
+            "cancel": dict(cancel) if cancel else None,
+        },
+    }
+
+
+def admission_decision(admission: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The decision section an exhausted admission prints (None when admitted)."""
+    if admission.get("admitted"):
+        return None
+    spent = list(admission.get("exhausted") or [])
+    return _decision(
+        "budget_exhausted",
+        fc.BUDGET,
+        f"not admitted: budget exhausted ({', '.join(spent)}) before attempt "
+        f"{admission.get('attempt')}",
+        int(admission.get("attempt") or 1),
+        exhausted=spent,
+    )
+
+
+def admission_record(
+    view: Mapping[str, Any],
+    history: Mapping[str, Any],
+    admission: Mapping[str, Any],
+    *,
+    now: str,
+    trigger: Mapping[str, Any],
+) -> dict[str, Any]:
+    decision = admission_decision(admission)
+    return {
+        "type": "admission",
+        "task_id": task_id(view),
+        "attempt": admission["attempt"],
+        "attempt_id": None,
+        "trigger": dict(trigger),
+        "started_at": None,
+        "recorded_at": now,
+        "admission": dict(admission),
+        "decision": decision,
+        "reason": admission["reason"],
+        "inputs": {"document": dict(view), "history": dict(history), "now": now},
+    }
+
+
+def replay(records: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Re-derive every recorded decision (and history, and summary) from its inputs.
+
+    Returns the disagreements: each names the record's line, task, attempt, the field and
+    the recorded and derived values. Histories are re-folded from the ledger itself, so a
+    record whose recorded history was edited is caught as well as one whose evidence or
+    decision was.
+    """
+    from loopkit import ledger
+
+    out: list[dict[str, Any]] = []
+    histories: dict[str, dict[str, Any]] = {}
+
+    def differ(line: int, rec: Mapping[str, Any], what: str, recorded: Any, derived: Any) -> None:
+        if recorded != derived:
+            out.append(
+                {
+                    "line": line,
+                    "seq": rec.get("seq"),
+                    "task_id": rec.get("task_id"),
+                    "attempt": rec.get("attempt"),
+                    "field": what,
+                    "recorded": recorded,
+                    "derived": derived,
+                }
+            )
+
+    for line, rec in records:
+        inputs_ = rec.get("inputs") or {}
+        view = inputs_.get("document") or {}
+        tid = str(rec.get("task_id") or "")
+        derived_history = histories.get(tid) or budget.empty_history()
+        differ(line, rec, "task_id", tid, task_id(view))
+        differ(line, rec, "inputs.history", inputs_.get("history"), derived_history)
+        history = derived_history
+        if rec.get("type") == "admission":
+            admission = budget.admit(
+                history, view.get("contract") or {}, now=str(inputs_.get("now"))
+            )
+            differ(line, rec, "admission", rec.get("admission"), admission)
+            differ(line, rec, "decision", rec.get("decision"), admission_decision(admission))
+        else:
+            tree = inputs_.get("tree_on_disk")
+            decision = decide(view, history, tree_on_disk=tree, cancel=inputs_.get("cancel"))
+            differ(line, rec, "decision", rec.get("decision"), decision)
+            differ(line, rec, "reason", rec.get("reason"), decision["reason"])
+            differ(line, rec, "attempt", rec.get("attempt"), decision["attempt"])
+            differ(line, rec, "evidence", rec.get("evidence"), evidence_state(view, tree))
+            for key, value in ledger.summarize(view).items():
+                differ(line, rec, key, rec.get(key), value)
+        histories[tid] = budget.fold(derived_history, rec)
+    return out

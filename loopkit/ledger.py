@@ -1,0 +1,370 @@
+"""The ledger: an append-only JSON-lines file, one record per attempt, plus a derived index.
+
+Storage (argued in docs/decide.md):
+
+- ``ledger.jsonl`` is the record of truth: one JSON object per line, readable with jq.
+  A record is written with one ``write()`` on an ``O_APPEND`` descriptor and ``fsync``-ed
+  before the command reports its decision, under an exclusive ``flock`` -- so concurrent
+  loops never interleave bytes, and a record that was reported is on disk.
+- ``ledger.jsonl.idx/`` is an index derived from the ledger and rebuildable from it at
+  any time: one small file per task holding its folded history (``loopkit.budget.fold``),
+  and ``meta.json`` with the byte offset up to which the index has read the ledger. A
+  decision reads one task file and at most the few bytes appended since -- its cost
+  does not grow with the ledger.
+- A crash mid-write leaves a torn last line. Readers report it and skip it; the next
+  append starts on a fresh line so the torn bytes never glue onto a whole record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from loopkit import budget
+
+RECORD_KIND = "loopkit/ledger-record"
+DEFAULT_NAME = "ledger.jsonl"
+TRIGGERS = ("manual", "schedule", "event")
+
+
+def now_iso() -> str:
+    t = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
+
+
+def _safe(task_id: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", task_id)[:120] or "_"
+
+
+def atomic_write(path: Path, text: str, *, sync: bool = False) -> None:
+    """Write a file whole or not at all (temp file + rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix="." + path.name + ".", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+@dataclass
+class Problem:
+    """A line of the ledger that is not a whole record (torn by a crash, or damaged)."""
+
+    line: int | None
+    offset: int
+    message: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"line": self.line, "offset": self.offset, "message": self.message}
+
+    def __str__(self) -> str:
+        where = f"line {self.line}" if self.line else f"byte {self.offset}"
+        return f"{where}: {self.message}"
+
+
+def _parse_lines(
+    data: bytes, *, start_offset: int, start_line: int | None
+) -> Iterator[tuple[int | None, int, dict[str, Any] | None, Problem | None]]:
+    """(line number, end offset, record or None, problem or None) for each line in ``data``."""
+    pos = 0
+    line = start_line
+    while pos < len(data):
+        nl = data.find(b"\n", pos)
+        torn = nl < 0
+        end = len(data) if torn else nl + 1
+        chunk = data[pos:end].strip()
+        offset = start_offset + pos
+        if chunk:
+            if torn:
+                yield (
+                    line,
+                    start_offset + end,
+                    None,
+                    Problem(
+                        line, offset, f"torn last record ({len(chunk)} bytes, no newline): skipped"
+                    ),
+                )
+            else:
+                try:
+                    rec = json.loads(chunk)
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    rec = None
+                if isinstance(rec, dict) and rec.get("kind") == RECORD_KIND:
+                    yield line, start_offset + end, rec, None
+                else:
+                    yield (
+                        line,
+                        start_offset + end,
+                        None,
+                        Problem(
+                            line, offset, "not a whole ledger record (torn or damaged): skipped"
+                        ),
+                    )
+        pos = end
+        if line is not None:
+            line += 1
+
+
+def read(path: str | os.PathLike[str]) -> tuple[list[tuple[int, dict[str, Any]]], list[Problem]]:
+    """Every whole record with its line number, and the lines that are not (never fatal)."""
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        return [], []
+    records: list[tuple[int, dict[str, Any]]] = []
+    problems: list[Problem] = []
+    for line, _, rec, problem in _parse_lines(data, start_offset=0, start_line=1):
+        if rec is not None and line is not None:
+            records.append((line, rec))
+        elif problem is not None:
+            problems.append(problem)
+    return records, problems
+
+
+@dataclass
+class Ledger:
+    path: Path
+    problems: list[Problem] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.path = Path(self.path)
+
+    @property
+    def index_dir(self) -> Path:
+        return self.path.with_name(self.path.name + ".idx")
+
+    def _task_file(self, task_id: str) -> Path:
+        return self.index_dir / "tasks" / f"{_safe(task_id)}.json"
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        """Exclusive access to the ledger and its index (flock), index caught up first."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.index_dir.mkdir(parents=True, exist_ok=True)
+        lock_fd = os.open(self.index_dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            txn = Transaction(self)
+            txn.catch_up()
+            yield txn
+        finally:
+            os.close(lock_fd)  # closing releases the lock
+
+    def history(self, task_id: str) -> dict[str, Any]:
+        with self.transaction() as txn:
+            return txn.history(task_id)
+
+    def attempt_ids(self, task_id: str) -> list[str]:
+        path = self._task_file(task_id).with_suffix(".attempts")
+        try:
+            return [x for x in path.read_text(encoding="utf-8").split() if x]
+        except FileNotFoundError:
+            return []
+
+
+class Transaction:
+    """What one process may do while it holds the ledger's lock."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        self._meta_path = ledger.index_dir / "meta.json"
+        self._cache: dict[str, dict[str, Any]] = {}
+        self.meta = self._read_json(self._meta_path) or {"offset": 0, "seq": 0}
+
+    @staticmethod
+    def _read_json(path: Path) -> dict[str, Any] | None:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def _task(self, task_id: str) -> dict[str, Any]:
+        if task_id not in self._cache:
+            entry = self._read_json(self.ledger._task_file(task_id))
+            if entry is None or entry.get("task_id") != task_id:
+                entry = {"task_id": task_id, "offset": 0, "history": budget.empty_history()}
+            self._cache[task_id] = entry
+        return self._cache[task_id]
+
+    def history(self, task_id: str) -> dict[str, Any]:
+        return dict(self._task(task_id)["history"])
+
+    def _size(self) -> int:
+        try:
+            return self.ledger.path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def catch_up(self) -> None:
+        """Fold whatever the ledger holds beyond the index's offset (normally nothing)."""
+        size = self._size()
+        offset = int(self.meta.get("offset") or 0)
+        if size == offset:
+            return
+        if size < offset:  # the ledger was replaced or cut: rebuild the index from scratch
+            shutil.rmtree(self.ledger.index_dir / "tasks", ignore_errors=True)
+            self._cache.clear()
+            self.meta = {"offset": 0, "seq": 0}
+            offset = 0
+        with open(self.ledger.path, "rb") as f:
+            f.seek(offset)
+            data = f.read(size - offset)
+        touched: set[str] = set()
+        for _, end, rec, problem in _parse_lines(data, start_offset=offset, start_line=None):
+            if problem is not None:
+                self.ledger.problems.append(problem)
+                continue
+            assert rec is not None
+            tid = str(rec.get("task_id") or "")
+            entry = self._task(tid)
+            if end > int(entry.get("offset") or 0):
+                entry["history"] = budget.fold(entry["history"], rec)
+                entry["offset"] = end
+                touched.add(tid)
+                if rec.get("type") == "attempt" and rec.get("attempt_id"):
+                    self._add_attempt_id(tid, str(rec["attempt_id"]))
+            self.meta["seq"] = max(int(self.meta.get("seq") or 0), int(rec.get("seq") or 0))
+        for tid in touched:
+            self._save_task(tid)
+        self.meta["offset"] = size
+        atomic_write(self._meta_path, json.dumps(self.meta))
+
+    def _save_task(self, task_id: str) -> None:
+        atomic_write(self.ledger._task_file(task_id), json.dumps(self._task(task_id)))
+
+    def _add_attempt_id(self, task_id: str, attempt_id: str) -> None:
+        path = self.ledger._task_file(task_id).with_suffix(".attempts")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(attempt_id + "\n")
+
+    def append(self, record: dict[str, Any]) -> dict[str, Any]:
+        """Write one record durably (one write, fsync), then fold it into the index."""
+        seq = int(self.meta.get("seq") or 0) + 1
+        record = {"kind": RECORD_KIND, "version": 1, "seq": seq, **record}
+        record["seq"] = seq
+        data = (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+        fd = os.open(self.ledger.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                data = b"\n" + data  # a torn tail stays its own (skipped) line
+            written = os.write(fd, data)
+            while written < len(data):  # a short write is rare; finish the same record
+                written += os.write(fd, data[written:])
+            os.fsync(fd)
+            end = os.fstat(fd).st_size
+        finally:
+            os.close(fd)
+        tid = str(record.get("task_id") or "")
+        entry = self._task(tid)
+        entry["history"] = budget.fold(entry["history"], record)
+        entry["offset"] = end
+        self._save_task(tid)
+        if record.get("type") == "attempt" and record.get("attempt_id"):
+            self._add_attempt_id(tid, str(record["attempt_id"]))
+        self.meta = {"offset": end, "seq": seq}
+        atomic_write(self._meta_path, json.dumps(self.meta))
+        return record
+
+
+def write_checkpoint(state: Path, task_id: str, payload: Mapping[str, Any]) -> Path:
+    """The checkpoint left when a budget runs out: what was spent, what is left, why."""
+    path = state / "checkpoints" / f"{_safe(task_id)}.json"
+    atomic_write(path, json.dumps(dict(payload), indent=2) + "\n", sync=True)
+    return path
+
+
+def detect_trigger(option: str | None, env: Mapping[str, str]) -> dict[str, str]:
+    """What started the loop: the --trigger option, else the CI environment, else manual."""
+    if option:
+        return {"kind": option, "source": "--trigger"}
+    if env.get("LOOPKIT_TRIGGER") in TRIGGERS:
+        return {"kind": env["LOOPKIT_TRIGGER"], "source": "LOOPKIT_TRIGGER"}
+    gh = env.get("GITHUB_EVENT_NAME")
+    if gh:
+        kind = {"schedule": "schedule", "workflow_dispatch": "manual"}.get(gh, "event")
+        return {"kind": kind, "source": f"GITHUB_EVENT_NAME={gh}"}
+    gl = env.get("CI_PIPELINE_SOURCE")
+    if gl:
+        kind = {"schedule": "schedule", "web": "manual", "api": "manual"}.get(gl, "event")
+        return {"kind": kind, "source": f"CI_PIPELINE_SOURCE={gl}"}
+    if env.get("BUILDKITE_SOURCE") == "schedule":
+        return {"kind": "schedule", "source": "BUILDKITE_SOURCE=schedule"}
+    if env.get("CI"):
+        return {"kind": "event", "source": "CI"}
+    return {"kind": "manual", "source": "default"}
+
+
+def summarize(view: Mapping[str, Any]) -> dict[str, Any]:
+    """The record's readable summary of an attempt (derived from its inputs; replay checks it)."""
+    run = view.get("run") or None
+    diff = view.get("diff") or None
+    verify = view.get("verify") or None
+    judge = view.get("judge") or None
+    out: dict[str, Any] = {
+        "run": None,
+        "usage": budget.usage_of(view),
+        "diff": None,
+        "judge": None,
+    }
+    if run is not None:
+        out["run"] = {
+            k: run.get(k)
+            for k in (
+                "provider",
+                "command",
+                "effective_model",
+                "session_id",
+                "stop_reason",
+                "is_error",
+                "exit_code",
+                "claimed_complete",
+                "duration_s",
+                "transcript",
+            )
+        }
+        out["run"]["cost"] = run.get("cost")
+    if diff is not None:
+        totals = diff.get("totals") or {}
+        out["diff"] = {
+            "base": diff.get("base"),
+            "tree": diff.get("tree"),
+            "files": totals.get("files"),
+            "lines": totals.get("lines"),
+            "within_policy": diff.get("within_policy"),
+            "violations": len(diff.get("violations") or []),
+        }
+    if verify is not None:
+        out["verify"] = {
+            "tree": verify.get("tree"),
+            "passed": verify.get("passed"),
+            "fingerprint": verify.get("fingerprint"),
+            "checks": [
+                {"name": c.get("name"), "passed": c.get("passed"), "exit_code": c.get("exit_code")}
+                for c in verify.get("checks") or []
+            ],
+        }
+    else:
+        out["verify"] = None
+    if judge is not None:
+        out["judge"] = {k: judge.get(k) for k in ("verdict", "grounded", "trusted", "provider")}
+    return out
