@@ -128,6 +128,17 @@ def empty_tree(root: str | os.PathLike[str]) -> str:
 _NEVER_HASHED = (".loopkit",)
 
 
+def _maybe_hashed(root: Path, index: Path, name: str) -> bool:
+    """Could ``git add -A`` have put the folder ``name`` in the index? (False: surely not.)"""
+    if not (root / name).exists():
+        return False
+    try:
+        lines = (index.parent / "info" / "exclude").read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return True
+    return f"/{name}/" not in lines
+
+
 @contextlib.contextmanager
 def worktree_index(root: Path, *, index: Path | None = None) -> Iterator[dict[str, str]]:
     """A throwaway index holding the working tree as it stands; yields the env selecting it.
@@ -153,9 +164,11 @@ def worktree_index(root: Path, *, index: Path | None = None) -> Iterator[dict[st
         quiet = ["-c", "advice.addEmbeddedRepo=false", "-c", "core.safecrlf=false"]
         git([*quiet, "add", "-A", "--", "."], cwd=root, env=env)
         # Dropped afterwards, not excluded by pathspec: `add` fails on an exclude pathspec
-        # naming a folder info/exclude already ignores.
-        never = [f":(top){name}" for name in _NEVER_HASHED]
-        git(["rm", "-r", "--cached", "-q", "--ignore-unmatch", "--", *never], cwd=root, env=env)
+        # naming a folder info/exclude already ignores. Skipped (one git call saved) when
+        # the folder is absent or info/exclude beside the index already leaves it out.
+        never = [f":(top){name}" for name in _NEVER_HASHED if _maybe_hashed(root, real, name)]
+        if never:
+            git(["rm", "-r", "--cached", "-q", "--ignore-unmatch", "--", *never], cwd=root, env=env)
         yield env
     finally:
         with contextlib.suppress(FileNotFoundError):
