@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 import time
-import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,6 +20,9 @@ from loopkit.exitcodes import ExitCode
 
 
 def _crash_log() -> str:
+    import tempfile  # lazy: only a crash needs them (start-up is a feature)
+    import traceback
+
     stamp = time.strftime("%Y%m%dT%H%M%S")
     fd, path = tempfile.mkstemp(prefix=f"loopkit-crash-{stamp}-", suffix=".log")
     with os.fdopen(fd, "w") as f:

@@ -34,13 +34,15 @@ Exit codes:
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from loopkit.cli._entry import CONTEXT, Group
 from loopkit.exitcodes import SHARED_HELP
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 PLAN_HELP = """\b
 Exit codes of lk-plan:
@@ -62,6 +64,8 @@ def _say(message: str) -> None:
 
 def _read_input(file: str) -> tuple[bytes, str]:
     """(bytes, source name); OS-level failures are bad input (exit 3)."""
+    from pathlib import Path
+
     from loopkit.errors import BadInput
     from loopkit.plan import MAX_TASKS_BYTES
 
@@ -114,6 +118,8 @@ def check_cmd(file: str, contract_path: str | None, kind: str) -> int:
 
     Exit 0 valid, 1 invalid (the problems as JSON on stdout), 3 the file cannot be read.
     """
+    from pathlib import Path
+
     from loopkit import contract as contracts
     from loopkit import plan as plans
     from loopkit.document import emit
@@ -296,6 +302,8 @@ def guidance_cmd(contract_file: str | None, output: str | None) -> int:
     if output is None:
         click.echo(block, nl=False)
         return 0
+    from pathlib import Path
+
     _write_guidance(Path(output), block)
     _say(f"wrote guidance to {output}")
     return 0
@@ -304,6 +312,7 @@ def guidance_cmd(contract_file: str | None, output: str | None) -> int:
 def _write_guidance(path: Path, block: str) -> None:
     import os
     import tempfile
+    from pathlib import Path
 
     from loopkit import guidance
     from loopkit.errors import BadInput
