@@ -1,0 +1,285 @@
+# shellcheck shell=bash
+# loopkit recipes: the shared pieces of the ratchet (sourced by loop.sh, phased-loop.sh,
+# worktree.sh and loop.mk). Copy it with them; it needs bash, git, and jq or python3.
+#
+# Every function here either does its job or says why on stderr and returns non-zero.
+# None of them ever destroys work that was not first saved under refs/loopkit/.
+
+# Exit codes of the recipes themselves (lk-decide's own codes pass through unchanged:
+# 0 complete, 20 blocked, 21 failed, 22 budget exhausted, 30 cancelled).
+export LK_EXIT_NO_COMMIT=40 # a commit (or the save before a revert) failed: the loop stops
+export LK_EXIT_RUNAWAY=41   # more rounds than --max-rounds, or a task came back after it was handled
+export LK_EXIT_SETUP=4      # not a repository, a dirty tree, an unsafe RESET_PATHS entry
+
+lk_log() {
+    # One line on stderr, and the same line in the loop's own log under the state folder
+    # (which git ignores through .git/info/exclude: no `git add -A` sweeps it, no park
+    # reverts it).
+    local line
+    line="$(date -u +%Y-%m-%dT%H:%M:%SZ) ${LK_PROG:-loopkit}: $*"
+    printf '%s\n' "$line" >&2
+    if [ -n "${LK_STATE:-}" ] && [ -d "$LK_STATE" ]; then
+        printf '%s\n' "$line" >>"$LK_STATE/recipes.log" 2>/dev/null || true
+    fi
+}
+
+lk_die() {
+    # lk_die CODE MESSAGE...
+    local code=$1
+    shift
+    lk_log "error: $*"
+    exit "$code"
+}
+
+# --- JSON without a parser of our own: jq when present, else python3 ---------------
+
+lk_json() {
+    # lk_json FILE .dotted.path -> the value (strings raw, objects/lists as JSON);
+    # nothing for null, false or a missing field. FILE holds one JSON document.
+    local file=$1 path=$2
+    [ -s "$file" ] || return 0
+    if [ "${LK_JSON:-}" != python ] && command -v jq >/dev/null 2>&1; then
+        jq -r "($path) // empty | if type == \"object\" or type == \"array\" then tojson else . end" "$file"
+    else
+        "${LK_PYTHON:-python3}" - "$file" "$path" <<'PY'
+import json, sys
+with open(sys.argv[1], encoding="utf-8") as f:
+    value = json.loads(f.read().strip().splitlines()[-1])
+for key in sys.argv[2].lstrip(".").split("."):
+    value = value.get(key) if isinstance(value, dict) else None
+if value is None or value is False:
+    sys.exit(0)
+if isinstance(value, bool):
+    print("true")
+elif isinstance(value, (dict, list)):
+    print(json.dumps(value))
+else:
+    print(value)
+PY
+    fi
+}
+
+lk_task_doc() {
+    # lk_task_doc ID TEXT [KIND] -> a minimal attempt document holding one task.
+    local id=$1 text=$2 kind=${3:-task}
+    if [ "${LK_JSON:-}" != python ] && command -v jq >/dev/null 2>&1; then
+        jq -cn --arg id "$id" --arg text "$text" --arg kind "$kind" \
+            '{kind: "loopkit/attempt", version: 1, task: {id: $id, text: $text, kind: $kind}}'
+    else
+        "${LK_PYTHON:-python3}" -c '
+import json, sys
+print(json.dumps({"kind": "loopkit/attempt", "version": 1,
+                  "task": {"id": sys.argv[1], "text": sys.argv[2], "kind": sys.argv[3]}}))
+' "$id" "$text" "$kind"
+    fi
+}
+
+# --- the repository and the state folder -------------------------------------------
+
+lk_setup_state() {
+    # Sets LK_ROOT (the work tree root) and LK_STATE (the state folder), creates the
+    # folder and excludes it from git BEFORE anything is written there.
+    LK_ROOT=$(git rev-parse --show-toplevel 2>/dev/null) ||
+        lk_die "$LK_EXIT_SETUP" "$(pwd): not a git repository"
+    local chosen=${LOOPKIT_STATE_DIR:-.loopkit}
+    case $chosen in
+    /*) LK_STATE=$chosen ;;
+    *) LK_STATE=$LK_ROOT/$chosen ;;
+    esac
+    mkdir -p "$LK_STATE" || lk_die "$LK_EXIT_SETUP" "cannot create $LK_STATE"
+    local rel
+    case $LK_STATE in
+    "$LK_ROOT"/*) rel=${LK_STATE#"$LK_ROOT"/} ;;
+    *) rel= ;; # outside the work tree: nothing to exclude
+    esac
+    if [ -n "$rel" ]; then
+        local exclude
+        exclude=$(git rev-parse --git-path info/exclude) || return 1
+        case $exclude in /*) ;; *) exclude=$LK_ROOT/$exclude ;; esac
+        # Same pattern as loopkit's own state module, so the line is written once.
+        if ! grep -qxF "/${rel%/}/" "$exclude" 2>/dev/null; then
+            mkdir -p "$(dirname "$exclude")"
+            printf '# loopkit state: never committed, never reset\n/%s/\n' "${rel%/}" >>"$exclude"
+        fi
+    fi
+    export LOOPKIT_STATE_DIR=$LK_STATE
+}
+
+lk_tree_dirty() {
+    # True when the work tree has changes git would commit (ignored files do not count).
+    [ -n "$(git status --porcelain --untracked-files=all 2>/dev/null)" ]
+}
+
+lk_safe_name() {
+    # A task id made safe for a ref and a folder name.
+    local name
+    name=$(printf '%s' "$1" | tr -c 'A-Za-z0-9._-' '-' | sed -e 's/^[.-]*//' -e 's/\.\.*/./g' -e 's/\.lock$/-lock/')
+    printf '%s' "${name:-task}"
+}
+
+# --- RESET_PATHS: named ignored paths a revert must also reset -----------------------
+
+lk_reset_paths_check() {
+    # Refuse entries that could wipe something a revert must never touch. Records which
+    # entries are directories now (LK_RESET_DIRS), so a directory an attempt deleted
+    # still comes back -- empty.
+    LK_RESET_DIRS=" "
+    local p
+    for p in ${RESET_PATHS:-}; do
+        case $p in
+        /* | '~'* | . | ./ | .. | ../* | */.. | */../* | .git | .git/*)
+            lk_die "$LK_EXIT_SETUP" "RESET_PATHS entry '$p' is unsafe: use a path inside the repository"
+            ;;
+        esac
+        local stripped=${p%/}
+        stripped=${stripped#./}
+        [ -n "$stripped" ] || lk_die "$LK_EXIT_SETUP" "RESET_PATHS entry '$p' is empty"
+        case "$LK_STATE/" in
+        "$LK_ROOT/$stripped/"*) lk_die "$LK_EXIT_SETUP" "RESET_PATHS entry '$p' holds loopkit's state folder" ;;
+        esac
+        if [ -n "$(git ls-files -- "$stripped" 2>/dev/null)" ]; then
+            lk_die "$LK_EXIT_SETUP" "RESET_PATHS entry '$p' holds tracked files: git reset restores those; name only ignored paths"
+        fi
+        if [ "$p" != "${p%/}" ]; then
+            LK_RESET_DIRS="$LK_RESET_DIRS$stripped " # written as a directory: dir/
+        elif [ -d "$LK_ROOT/$stripped" ] && [ ! -L "$LK_ROOT/$stripped" ]; then
+            LK_RESET_DIRS="$LK_RESET_DIRS$stripped "
+        fi
+    done
+}
+
+lk_reset_paths() {
+    # Wipe every RESET_PATHS entry; a directory is recreated empty, never left missing.
+    local p stripped target
+    for p in ${RESET_PATHS:-}; do
+        stripped=${p%/}
+        stripped=${stripped#./}
+        target=$LK_ROOT/$stripped
+        if [ -L "$target" ]; then
+            rm -f -- "$target" || return 1
+        elif [ -d "$target" ]; then
+            rm -rf -- "$target" || return 1
+            mkdir -p -- "$target" || return 1
+        elif [ -e "$target" ]; then
+            rm -f -- "$target" || return 1
+        fi
+        case "${LK_RESET_DIRS:- }" in
+        *" $stripped "*) mkdir -p -- "$target" || return 1 ;;
+        esac
+        lk_log "reset $stripped"
+    done
+}
+
+# --- saving an attempt before any revert ---------------------------------------------
+
+lk_save_attempt() {
+    # lk_save_attempt TASK LABEL MESSAGE -> prints the ref that now holds the whole work
+    # tree (tracked and untracked files, not ignored ones) as a commit whose parent is
+    # HEAD. Uses a temporary index: the real index and the work tree are not touched.
+    local task label msg
+    task=$(lk_safe_name "$1")
+    label=$(lk_safe_name "$2")
+    msg=$3
+    local index tree commit ref n=1
+    index=$(git rev-parse --git-path "loopkit-save-$$.index") || return 1
+    case $index in /*) ;; *) index=$(pwd)/$index ;; esac
+    rm -f -- "$index"
+    if git rev-parse -q --verify HEAD >/dev/null; then
+        GIT_INDEX_FILE=$index git read-tree HEAD || { rm -f -- "$index"; return 1; }
+    fi
+    if ! GIT_INDEX_FILE=$index git -c advice.addEmbeddedRepo=false add -A -- . ||
+        ! tree=$(GIT_INDEX_FILE=$index git write-tree); then
+        rm -f -- "$index"
+        return 1
+    fi
+    rm -f -- "$index"
+    if git rev-parse -q --verify HEAD >/dev/null; then
+        commit=$(git commit-tree "$tree" -p HEAD -m "$msg") || return 1
+    else
+        commit=$(git commit-tree "$tree" -m "$msg") || return 1
+    fi
+    ref=refs/loopkit/$task/$label
+    while git rev-parse -q --verify "$ref" >/dev/null; do
+        n=$((n + 1))
+        ref=refs/loopkit/$task/$label-$n
+    done
+    # The empty old value makes update-ref refuse to overwrite a ref that appeared meanwhile.
+    git update-ref -m "loopkit: save attempt" "$ref" "$commit" "" || return 1
+    printf '%s\n' "$ref"
+}
+
+# --- committing ----------------------------------------------------------------------
+
+lk_commit_all() {
+    # lk_commit_all MESSAGE: `git add -A` and commit; hooks run. Returns non-zero unless a
+    # new commit really landed on HEAD (a hook that rejects it, a broken identity, an
+    # index.lock: all stop the loop).
+    local msg=$1 before after
+    before=$(git rev-parse -q --verify HEAD || true)
+    git add -A || return 1
+    git commit -q --allow-empty -m "$msg" || return 1
+    after=$(git rev-parse -q --verify HEAD || true)
+    [ -n "$after" ] && [ "$after" != "$before" ]
+}
+
+lk_commit_paths() {
+    # lk_commit_paths MESSAGE PATH...: commit just these paths (the checklist, the memory
+    # file) if they changed; paths git ignores or outside the work tree are skipped.
+    local msg=$1
+    shift
+    local p rel keep=()
+    for p in "$@"; do
+        [ -n "$p" ] && [ -e "$p" ] || continue
+        rel=$(git ls-files --full-name --others --exclude-standard --cached -- "$p" 2>/dev/null | head -n 1)
+        [ -n "$rel" ] || continue # ignored, or outside this work tree
+        keep+=("$p")
+    done
+    [ "${#keep[@]}" -gt 0 ] || return 0
+    git add -- "${keep[@]}" || return 1
+    if git diff --cached --quiet -- "${keep[@]}"; then
+        return 0
+    fi
+    local before after
+    before=$(git rev-parse -q --verify HEAD || true)
+    git commit -q -m "$msg" -- "${keep[@]}" || return 1
+    after=$(git rev-parse -q --verify HEAD || true)
+    [ "$after" != "$before" ]
+}
+
+# --- the memory file ------------------------------------------------------------------
+
+lk_one_line() {
+    # Squeeze text onto one bounded line.
+    printf '%s' "$1" | tr '\n\r\t' '   ' | sed -e 's/  */ /g' -e 's/^ //' | cut -c "1-${2:-300}"
+}
+
+lk_retrospective() {
+    # lk_retrospective MEMORY_FILE DOC OUTCOME REF: append a short, human-reviewable note
+    # on why a task was parked. Every later handoff carries the memory file.
+    local memory=$1 doc=$2 outcome=$3 ref=$4
+    [ -n "$memory" ] || return 0
+    local id text attempt klass reason feedback judge checks
+    id=$(lk_json "$doc" .task.id)
+    text=$(lk_json "$doc" .task.text)
+    attempt=$(lk_json "$doc" .decision.attempt)
+    klass=$(lk_json "$doc" .decision.failure_class)
+    reason=$(lk_json "$doc" .decision.reason)
+    feedback=$(lk_json "$doc" .decision.feedback)
+    judge=$(lk_json "$doc" .judge.feedback)
+    if command -v jq >/dev/null 2>&1 && [ "${LK_JSON:-}" != python ] && [ -s "$doc" ]; then
+        checks=$(jq -r '[.verify.checks[]? | select(.passed == false) | .name] | join(", ")' "$doc" 2>/dev/null || true)
+    else
+        checks=
+    fi
+    mkdir -p "$(dirname "$memory")"
+    {
+        printf '\n## %s parked: %s (%s)\n' "$(date -u +%Y-%m-%d)" "${id:-?}" "$outcome"
+        printf -- '- task: %s\n' "$(lk_one_line "${text:-?}" 200)"
+        printf -- '- attempts: %s\n' "${attempt:-?}"
+        printf -- '- last failure: %s%s\n' "${klass:-$outcome}" "${reason:+ — $(lk_one_line "$reason" 300)}"
+        [ -z "$checks" ] || printf -- '- failing checks: %s\n' "$(lk_one_line "$checks" 200)"
+        [ -z "$feedback" ] || printf -- '- feedback: %s\n' "$(lk_one_line "$feedback" 400)"
+        [ -z "$judge" ] || printf -- '- judge: %s\n' "$(lk_one_line "$judge" 400)"
+        printf -- '- the attempt is saved: git show %s\n' "$ref"
+    } >>"$memory"
+}

@@ -1,0 +1,270 @@
+#!/usr/bin/env bash
+# loop.sh -- one task, the ratchet.
+#
+#   lk-plan next TASKS.md --contract loop.yaml > next.json
+#   recipes/loop.sh [--tasks TASKS.md] next.json
+#   recipes/loop.sh --contract loop.yaml --task-id fix-parser --task "Fix blank lines"
+#
+# Each round: admission (lk-decide --admit), then lk-invoke | lk-diff | lk-verify
+# [| lk-judge for a GOAL] | lk-decide, one stage at a time, each stage's document kept
+# under .loopkit/runs/<task>/<run>/ so a failure mid-pipe is visible and replayable.
+#
+#   complete (0)        git add -A && git commit (hooks run). A commit that does not land
+#                       stops the loop: exit 40, the task NOT marked. With --tasks the
+#                       task is marked done only after its commit landed.
+#   retry/replan (10/11) the broken code stays on disk; the decided document (with its
+#                       feedback) is piped into the next lk-invoke; the worker's session
+#                       is resumed when it has one; a transient failure waits backoff_s.
+#   blocked/failed/     the whole work tree (untracked files too) is saved under
+#   exhausted (20/21/22) refs/loopkit/<task>/<attempt> BEFORE the revert; then git reset
+#                       --hard, git clean -fd, RESET_PATHS wiped (directories recreated
+#                       empty); a retrospective goes to the contract's memory file; the
+#                       task is parked (--tasks); memory and checklist are committed.
+#   cancelled (30)      the tree is saved under refs/loopkit/ and left as it is.
+#
+# Exit: 0 complete and committed; 20/21/22 parked; 30 cancelled; 40 a commit (or the save
+# before a revert) failed -- the loop stopped, nothing marked; 41 runaway (--max-rounds);
+# 4 setup (not a repository, dirty tree, unsafe RESET_PATHS); any other code is the exit
+# code of the loopkit command that failed (2 usage, 3 bad input, 4 environment, 70 bug).
+#
+# Environment: RESET_PATHS="data/ app.db" (ignored paths reset on park), LOOPKIT_STATE_DIR,
+# LK_RESUME=never (never pass --resume), LK_JSON=python (read JSON without jq).
+set -u
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=recipes/lib.sh
+. "$HERE/lib.sh"
+LK_PROG=loop.sh
+
+usage() {
+    sed -n '2,30s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+    cat <<'EOF'
+
+Options:
+  --contract FILE     the loop contract (default: the document's own, else ./loop.yaml)
+  --tasks FILE        the TASKS.md this task comes from: mark it done / parked
+  --task-id ID        start from a task given here instead of a document
+  --task TEXT         the task's text (with --task-id)
+  --goal              the task is a GOAL (judged by lk-judge after its checks pass)
+  --reset-path PATH   an ignored path to reset on park (repeatable; adds to RESET_PATHS)
+  --max-rounds N      a safety net over lk-decide's own budgets (default 50)
+  --allow-dirty       start even if the work tree has uncommitted changes
+EOF
+}
+
+abspath() {
+    case $1 in /*) printf '%s' "$1" ;; *) printf '%s/%s' "$(pwd)" "$1" ;; esac
+}
+
+contract='' tasks='' start='' task_id='' task_text='' task_kind=task max_rounds=50 allow_dirty=0
+while [ $# -gt 0 ]; do
+    case $1 in
+    --contract) contract=$(abspath "${2:?--contract needs a file}"); shift 2 ;;
+    --tasks) tasks=$(abspath "${2:?--tasks needs a file}"); shift 2 ;;
+    --task-id) task_id=${2:?--task-id needs an id}; shift 2 ;;
+    --task) task_text=${2:?--task needs text}; shift 2 ;;
+    --goal) task_kind=goal; shift ;;
+    --reset-path) RESET_PATHS="${RESET_PATHS:-} ${2:?--reset-path needs a path}"; shift 2 ;;
+    --max-rounds) max_rounds=${2:?--max-rounds needs a number}; shift 2 ;;
+    --allow-dirty) allow_dirty=1; shift ;;
+    -h | --help) usage; exit 0 ;;
+    -) start=-; shift ;;
+    -*) printf 'loop.sh: unknown option %s\n' "$1" >&2; usage >&2; exit 2 ;;
+    *) start=$(abspath "$1"); shift ;;
+    esac
+done
+case $max_rounds in '' | *[!0-9]*) printf 'loop.sh: --max-rounds needs a number\n' >&2; exit 2 ;; esac
+
+lk_setup_state
+cd "$LK_ROOT" || exit "$LK_EXIT_SETUP"
+lk_reset_paths_check
+trap 'lk_log "interrupted: the tree is left as it is"; exit 130' INT TERM
+
+# --- the start document ---------------------------------------------------------------
+run_id=$(date -u +%Y%m%dT%H%M%SZ)-$$
+tmp_start=$LK_STATE/runs/.start-$run_id.json
+mkdir -p "$LK_STATE/runs"
+if [ -n "$task_id" ]; then
+    lk_task_doc "$task_id" "${task_text:-$task_id}" "$task_kind" >"$tmp_start" ||
+        lk_die 3 "cannot build the start document"
+elif [ -n "$start" ] && [ "$start" != - ]; then
+    cp -- "$start" "$tmp_start" || lk_die 3 "$start: cannot read the start document"
+elif [ ! -t 0 ]; then
+    cat >"$tmp_start"
+else
+    usage >&2
+    exit 2
+fi
+task_id=$(lk_json "$tmp_start" .task.id)
+[ -n "$task_id" ] || lk_die 3 "the start document names no task (.task.id): give a document from lk-plan next, or --task-id"
+safe_task=$(lk_safe_name "$task_id")
+run_dir=$LK_STATE/runs/$safe_task/$run_id
+mkdir -p "$run_dir" || exit "$LK_EXIT_SETUP"
+mv -- "$tmp_start" "$run_dir/start.json"
+
+if [ "$allow_dirty" = 0 ] && lk_tree_dirty; then
+    lk_die "$LK_EXIT_SETUP" "the work tree has uncommitted changes; commit or stash them first (a park would revert them, a commit would sweep them in), or pass --allow-dirty"
+fi
+base=$(git rev-parse -q --verify HEAD) || lk_die "$LK_EXIT_SETUP" "the repository has no commit yet"
+
+cargs=()
+[ -z "$contract" ] || cargs=(--contract "$contract")
+
+# --- one stage: stdin from a file, stdout to a file, stderr shown and kept ------------------
+stage() {
+    # stage NAME IN OUT CMD... -> the command's exit code
+    local name=$1 in=$2 out=$3
+    shift 3
+    "$@" <"$in" >"$out" 2> >(tee "${out%.json}.err" >&2)
+    local rc=$?
+    lk_log "$task_id round $round: $name exited $rc ($out)"
+    return "$rc"
+}
+
+expect() {
+    # expect RC NAME OK-CODES...: stop the loop (tree left as it is) on any other code.
+    local rc=$1 name=$2
+    shift 2
+    local ok
+    for ok in "$@"; do [ "$rc" = "$ok" ] && return 0; done
+    lk_die "$rc" "$name failed with exit $rc; the tree is left as it is; see $run_dir"
+}
+
+memory_file() {
+    # The contract's memory file (relative to the repository root), from the newest document.
+    local doc m
+    for doc in "$@"; do
+        m=$(lk_json "$doc" .contract.memory)
+        if [ -n "$m" ]; then
+            case $m in /*) printf '%s' "$m" ;; *) printf '%s/%s' "$LK_ROOT" "$m" ;; esac
+            return 0
+        fi
+    done
+}
+
+save() {
+    # save OUTCOME -> the ref holding the tree; never returns on failure.
+    local ref
+    ref=$(lk_save_attempt "$task_id" "$attempt_label" "loopkit: $task_id attempt $attempt_label ($1), saved by loop.sh") ||
+        lk_die "$LK_EXIT_NO_COMMIT" "could not save the attempt under refs/loopkit/: NOT reverting anything"
+    lk_log "saved the work tree of $task_id attempt $attempt_label as $ref"
+    printf '%s' "$ref"
+}
+
+park() {
+    # park CODE OUTCOME DOC: save, revert, reset RESET_PATHS, retrospective, mark, commit.
+    local code=$1 outcome=$2 doc=$3 ref memory reason
+    ref=$(save "$outcome") || exit "$LK_EXIT_NO_COMMIT"
+    git reset -q --hard "$base" || lk_die "$LK_EXIT_NO_COMMIT" "git reset --hard failed (the attempt is saved as $ref)"
+    git clean -fdq || lk_die "$LK_EXIT_NO_COMMIT" "git clean -fd failed (the attempt is saved as $ref)"
+    lk_reset_paths || lk_die "$LK_EXIT_NO_COMMIT" "resetting RESET_PATHS failed (the attempt is saved as $ref)"
+    memory=$(memory_file "$doc" "$run_dir/start.json")
+    if [ -n "$memory" ]; then
+        lk_retrospective "$memory" "$doc" "$outcome" "$ref" ||
+            lk_die "$LK_EXIT_NO_COMMIT" "could not append the retrospective to $memory"
+    fi
+    if [ -n "$tasks" ]; then
+        reason=$(lk_one_line "$outcome: $(lk_json "$doc" .decision.reason)" 200)
+        lk-plan mark "$tasks" --task "$task_id" --status parked --reason "$reason" ||
+            lk_die "$LK_EXIT_NO_COMMIT" "lk-plan mark $task_id parked failed"
+    fi
+    lk_commit_paths "loopkit: park $task_id ($outcome)" "$memory" "$tasks" ||
+        lk_die "$LK_EXIT_NO_COMMIT" "the commit of the park record (memory, checklist) failed"
+    lk_log "parked $task_id ($outcome); the attempt is saved as $ref"
+    exit "$code"
+}
+
+complete() {
+    # complete DOC: commit everything; the task is marked done only once the commit landed.
+    local doc=$1 text attempt_id reason ref msg
+    text=$(lk_one_line "$(lk_json "$doc" .task.text)" 72)
+    attempt_id=$(lk_json "$doc" .attempt_id)
+    reason=$(lk_one_line "$(lk_json "$doc" .decision.reason)" 300)
+    msg=$(printf 'loopkit: %s: %s\n\n%s\n\nLoopkit-Task: %s\nLoopkit-Attempt: %s\n' \
+        "$task_id" "${text:-$task_id}" "${reason:-complete}" "$task_id" "${attempt_id:-$attempt_label}")
+    if ! lk_commit_all "$msg"; then
+        ref=$(save "complete, commit failed") || exit "$LK_EXIT_NO_COMMIT"
+        lk_die "$LK_EXIT_NO_COMMIT" "the commit of $task_id failed (a hook rejected it?): the loop stops; the green tree is left on disk and saved as $ref; the task is NOT marked done"
+    fi
+    lk_log "committed $task_id as $(git rev-parse --short HEAD)"
+    if [ -n "$tasks" ]; then
+        lk-plan mark "$tasks" --task "$task_id" --status "done" ||
+            lk_die "$LK_EXIT_NO_COMMIT" "$task_id is committed but lk-plan mark failed"
+        lk_commit_paths "loopkit: mark $task_id done" "$tasks" ||
+            lk_die "$LK_EXIT_NO_COMMIT" "$task_id is committed but the commit of its checklist mark failed"
+    fi
+    exit 0
+}
+
+# --- the rounds ---------------------------------------------------------------------------
+input=$run_dir/start.json
+last=$input
+round=0
+attempt_label=start
+session=
+lk_log "task $task_id: starting at $(git rev-parse --short HEAD); documents in $run_dir"
+while :; do
+    round=$((round + 1))
+    if [ "$round" -gt "$max_rounds" ]; then
+        ref=$(save "runaway") || exit "$LK_EXIT_NO_COMMIT"
+        lk_die "$LK_EXIT_RUNAWAY" "$task_id: more than $max_rounds rounds; stopped (tree left as it is, saved as $ref)"
+    fi
+    p=$run_dir/$round
+
+    stage admit "$input" "$p-admit.json" lk-decide --admit "${cargs[@]}"
+    rc=$?
+    if [ "$rc" = 22 ]; then
+        park 22 budget_exhausted "$last"
+    fi
+    expect "$rc" "lk-decide --admit" 0
+
+    rargs=()
+    if [ -n "$session" ] && [ "${LK_RESUME:-auto}" != never ]; then
+        rargs=(--resume "$session")
+    fi
+    stage invoke "$input" "$p-invoke.json" lk-invoke "${cargs[@]}" "${rargs[@]}"
+    expect $? lk-invoke 0 1
+    stage diff "$p-invoke.json" "$p-diff.json" lk-diff "${cargs[@]}" --base "$base"
+    expect $? lk-diff 0 1
+    stage verify "$p-diff.json" "$p-verify.json" lk-verify "${cargs[@]}"
+    vrc=$?
+    expect "$vrc" lk-verify 0 1
+    last=$p-verify.json
+    if [ "$vrc" = 0 ] && [ "$(lk_json "$last" .task.kind)" = goal ]; then
+        stage judge "$last" "$p-judge.json" lk-judge "${cargs[@]}"
+        expect $? lk-judge 0 1
+        last=$p-judge.json
+    fi
+    stage decide "$last" "$p-decide.json" lk-decide "${cargs[@]}"
+    drc=$?
+    last=$p-decide.json
+    attempt_label=$(lk_json "$last" .decision.attempt)
+    attempt_label=${attempt_label:-$round}
+    outcome=$(lk_json "$last" .decision.outcome)
+    lk_log "$task_id attempt $attempt_label: ${outcome:-?} -- $(lk_one_line "$(lk_json "$last" .decision.reason)" 200)"
+
+    case $drc in
+    0) complete "$last" ;;
+    10 | 11)
+        backoff=$(lk_json "$last" .decision.backoff_s)
+        case $backoff in
+        '' | 0 | 0.0 | *[!0-9.]*) ;;
+        *)
+            lk_log "$task_id: waiting ${backoff}s before the next attempt ($(lk_json "$last" .decision.failure_class))"
+            sleep "$backoff"
+            ;;
+        esac
+        session=$(lk_json "$last" .run.session_id)
+        input=$last
+        ;;
+    20) park 20 "${outcome:-blocked}" "$last" ;;
+    21) park 21 "${outcome:-failed}" "$last" ;;
+    22) park 22 "${outcome:-budget_exhausted}" "$last" ;;
+    30)
+        ref=$(save cancelled) || exit "$LK_EXIT_NO_COMMIT"
+        lk_log "$task_id: cancelled; the tree is left as it is (saved as $ref)"
+        exit 30
+        ;;
+    *) expect "$drc" lk-decide 0 10 11 20 21 22 30 ;;
+    esac
+done

@@ -1,0 +1,264 @@
+"""recipes/loop.sh end to end: real git repositories, the installed lk-* commands, a Python
+script as the worker (the ``command`` provider). Each regression test names the naive
+recipe it catches."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.recipes_helpers import Project, fail_message, make_project
+
+pytestmark = pytest.mark.slow
+
+GOOD = """
+Path("src").mkdir(exist_ok=True)
+Path("src/value.txt").write_text("good\\n")
+print("wrote the value")
+"""
+
+# Attempt 1 leaves a wrong value (the check fails); attempt 2 must see that broken file on
+# disk (retry in place) and the failure in its handoff (the feedback), then fixes it.
+BAD_THEN_GOOD = """
+Path("src").mkdir(exist_ok=True)
+if n == 1:
+    Path("src/value.txt").write_text("bad\\n")
+    print("first try")
+else:
+    assert Path("src/value.txt").read_text() == "bad\\n", "the broken code was not left on disk"
+    Path("src/value.txt").write_text("good\\n")
+    print("fixed it")
+"""
+
+# A worker that leaves debris and then crashes: lk-decide parks it (unknown -> failed).
+CRASH_WITH_DEBRIS = """
+Path("src").mkdir(exist_ok=True)
+Path("src/value.txt").write_text("half done\\n")
+Path("README.md").write_text("clobbered\\n")
+Path("tests").mkdir(exist_ok=True)
+Path("tests/test_stray.py").write_text("def test_stray():\\n    assert False\\n")
+Path("data").mkdir(exist_ok=True)
+Path("data/app.sqlite").write_text("schema drift\\n")
+Path("data/extra_table").write_text("more drift\\n")
+Path("cache.db").write_text("drift\\n")
+print("giving up", file=sys.stderr)
+sys.exit(3)
+"""
+
+
+def loop(project: Project, *args: str, task: str = "fix-value", **kw: object):
+    return project.run(
+        "loop.sh", "--contract", "loop.yaml", "--task-id", task, "--task", "Make value good", *args, **kw
+    )  # type: ignore[arg-type]
+
+
+def test_green_attempt_is_committed_with_exactly_the_work(tmp_path: Path) -> None:
+    p = make_project(tmp_path, GOOD)
+    before = p.head()
+    proc = loop(p)
+    assert proc.returncode == 0, fail_message(proc)
+    assert p.git("rev-parse", "HEAD~1").strip() == before
+    assert p.files() == {"README.md", "loop.yaml", "MEMORY.md", "src/value.txt"}
+    assert p.git("status", "--porcelain") == ""
+    msg = p.git("log", "-1", "--pretty=%B")
+    assert msg.startswith("loopkit: fix-value: Make value good")
+    assert "Loopkit-Task: fix-value" in msg
+    # Every stage's document is kept for a person to read.
+    for stage in ("admit", "invoke", "diff", "verify", "decide"):
+        assert p.docs("fix-value", stage), stage
+    assert p.decisions("fix-value")[-1]["outcome"] == "complete"
+
+
+def test_retry_in_place_keeps_broken_code_and_pipes_the_feedback(tmp_path: Path) -> None:
+    p = make_project(tmp_path, BAD_THEN_GOOD)
+    proc = loop(p)
+    assert proc.returncode == 0, fail_message(proc)
+    assert p.worker_calls() == 2
+    outcomes = [d["outcome"] for d in p.decisions("fix-value")]
+    assert outcomes[0] in ("retry", "replan") and outcomes[-1] == "complete"
+    # The second handoff carries the first attempt's failure (the check's name at least).
+    second = p.handoff(2)
+    assert "value" in second and second != p.handoff(1)
+    assert (p.root / "src/value.txt").read_text() == "good\n"
+    assert len(p.git("rev-list", "HEAD").split()) == 2  # one commit for the task, none for the red attempt
+
+
+def test_regression_1_state_is_never_committed_nor_reverted(tmp_path: Path) -> None:
+    # Naive variants caught: a loop that logs into the work tree (./loop.log, as the
+    # article's first version did) gets it swept in by `git add -A`; one that "cleans"
+    # with `git clean -fdx`/`-fdX` or commits with `git add -A -f` wipes or commits
+    # .loopkit/; one that does not write .git/info/exclude before its first log line
+    # commits that log on a fresh clone.
+    p = make_project(tmp_path, GOOD)
+    exclude = p.root / ".git" / "info" / "exclude"
+    exclude.write_text("")  # a fresh clone: nothing excluded yet
+    proc = loop(p, task="first")
+    assert proc.returncode == 0, fail_message(proc)
+    committed = p.all_committed_paths()
+    assert not [x for x in committed if x.startswith(".loopkit") or x.endswith(".log")], committed
+    assert p.files() == {"README.md", "loop.yaml", "MEMORY.md", "src/value.txt"}
+    log = p.state() / "recipes.log"
+    ledger_before = len(p.ledger())
+    assert ledger_before >= 1
+    log_before = log.read_text()
+    (p.state() / "notes.txt").write_text("kept by a person\n")
+
+    # Now a task that parks: its revert must not touch a byte of the state folder.
+    crash = tmp_path / "worker" / "crash.py"
+    crash.write_text(
+        "import sys\nfrom pathlib import Path\nPath('src/value.txt').write_text('x')\nsys.exit(5)\n"
+    )
+    data = json.loads((p.root / "loop.yaml").read_text())
+    data["worker"]["command"] = f"{sys.executable} {crash}"
+    (p.root / "loop.yaml").write_text(json.dumps(data))
+    p.git("commit", "-qam", "switch worker")
+    proc = loop(p, task="second")
+    assert proc.returncode == 21, fail_message(proc)
+    assert (p.state() / "notes.txt").read_text() == "kept by a person\n"
+    after = log.read_text()
+    assert after.startswith(log_before) and "parked second" in after
+    assert len(p.ledger()) > ledger_before
+    assert p.docs("first", "decide") and p.docs("second", "decide")
+    committed = p.all_committed_paths()
+    assert not [x for x in committed if x.startswith(".loopkit") or x.endswith(".log")], committed
+
+
+def test_regression_2_a_rejected_commit_stops_the_loop_loudly(tmp_path: Path) -> None:
+    # Naive variant caught: `git add -A; git commit -m ...; lk-plan mark ... done` (or a
+    # commit whose status is not checked): the hook's refusal goes unnoticed, the task is
+    # marked done and the loop carries on.
+    p = make_project(
+        tmp_path,
+        GOOD,
+        tasks="- [ ] Make value good {#fix-value}\n- [ ] Another {#another}\n",
+    )
+    hook = p.root / ".git" / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\necho 'hook: rejected' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    before = p.head()
+    proc = p.run("loop.sh", "--contract", "loop.yaml", "--tasks", "TASKS.md", "--task-id", "fix-value", "--task", "Make value good")
+    assert proc.returncode == 40, fail_message(proc)
+    assert "commit of fix-value failed" in proc.stderr
+    assert p.head() == before
+    assert p.task_line("fix-value").startswith("- [ ]")
+    # The green work is neither lost nor reverted: on disk, and saved under a ref.
+    assert (p.root / "src/value.txt").read_text() == "good\n"
+    refs = p.loopkit_refs()
+    assert refs and refs[0].startswith("refs/loopkit/fix-value/")
+    assert "src/value.txt" in p.files(refs[0])
+
+
+def test_regression_4_reset_paths_wiped_and_directories_recreated_empty(tmp_path: Path) -> None:
+    # Naive variants caught: `git reset --hard` alone leaves ignored state (the database)
+    # with the failed attempt's drift; `rm -rf "$path"` without recreating leaves the data
+    # directory missing, which breaks every later task that opens a file inside it.
+    p = make_project(
+        tmp_path,
+        CRASH_WITH_DEBRIS,
+        gitignore="data/\ncache.db\n",
+    )
+    (p.root / "data").mkdir()
+    (p.root / "data" / "app.sqlite").write_text("pristine\n")
+    (p.root / "cache.db").write_text("pristine\n")
+    proc = loop(p, env={"RESET_PATHS": "data cache.db"})
+    assert proc.returncode == 21, fail_message(proc)
+    assert (p.root / "data").is_dir(), "a wiped directory must come back"
+    assert list((p.root / "data").iterdir()) == [], "…and come back empty"
+    assert not (p.root / "cache.db").exists()
+
+
+def test_regression_4_a_deleted_data_directory_comes_back_empty(tmp_path: Path) -> None:
+    # Naive variant caught: deciding "directory or file" only at park time; an attempt that
+    # deleted the directory would leave it missing.
+    body = "import shutil\nshutil.rmtree('data')\nsys.exit(3)\n"
+    p = make_project(tmp_path, body, gitignore="data/\n")
+    (p.root / "data").mkdir()
+    (p.root / "data" / "seed").write_text("x")
+    proc = loop(p, "--reset-path", "data")
+    assert proc.returncode == 21, fail_message(proc)
+    assert (p.root / "data").is_dir() and not list((p.root / "data").iterdir())
+
+
+def test_regression_5_untracked_debris_is_gone_after_a_park_and_saved(tmp_path: Path) -> None:
+    # Naive variants caught: `git reset --hard` without `git clean -fd` leaves the stray
+    # test file that breaks the next task's test run; a revert without first saving the
+    # tree under refs/loopkit/ loses the attempt for good.
+    p = make_project(tmp_path, CRASH_WITH_DEBRIS, gitignore="data/\ncache.db\n")
+    before = p.head()
+    proc = loop(p)
+    assert proc.returncode == 21, fail_message(proc)
+    assert not (p.root / "tests" / "test_stray.py").exists()
+    assert not (p.root / "src" / "value.txt").exists()
+    assert (p.root / "README.md").read_text() == "# project\n"
+    # The park committed only its record (the retrospective), on top of the old HEAD.
+    assert p.git("rev-parse", "HEAD~1").strip() == before
+    assert p.git("status", "--porcelain") == ""
+    refs = p.loopkit_refs()
+    assert len(refs) == 1 and refs[0].startswith("refs/loopkit/fix-value/")
+    saved = p.files(refs[0])
+    assert {"tests/test_stray.py", "src/value.txt", "README.md"} <= saved
+    assert "data/app.sqlite" not in saved  # ignored state is RESET_PATHS' business
+    assert p.git("show", f"{refs[0]}:README.md") == "clobbered\n"
+    assert p.git("rev-parse", f"{refs[0]}^").strip() == before
+    memory = (p.root / "MEMORY.md").read_text()
+    assert "parked: fix-value" in memory and refs[0] in memory
+    assert "MEMORY.md" in p.git("show", "--name-only", "--pretty=format:", "HEAD")
+
+
+def test_regression_3_backoff_is_honoured(tmp_path: Path) -> None:
+    # Covered with the real claude CLI in test_recipes_backoff.py (a transient failure
+    # needs a provider that can report one); here: a decision without backoff never sleeps.
+    p = make_project(tmp_path, BAD_THEN_GOOD)
+    t0 = time.monotonic()
+    proc = loop(p)
+    assert proc.returncode == 0, fail_message(proc)
+    assert all(not d.get("backoff_s") for d in p.decisions("fix-value")[:-1])
+    assert "waiting" not in proc.stderr
+    assert time.monotonic() - t0 < 60
+
+
+def test_dirty_tree_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    # Naive variant caught: starting on a dirty tree, whose changes a park would revert
+    # and a commit would sweep into the task.
+    p = make_project(tmp_path, GOOD)
+    (p.root / "README.md").write_text("my unsaved edit\n")
+    proc = loop(p)
+    assert proc.returncode == 4, fail_message(proc)
+    assert "uncommitted changes" in proc.stderr
+    assert p.worker_calls() == 0
+    assert (p.root / "README.md").read_text() == "my unsaved edit\n"
+
+
+@pytest.mark.parametrize("bad", ["/etc", "..", "../x", ".git", ".", "README.md", ".loopkit"])
+def test_unsafe_reset_paths_are_refused(tmp_path: Path, bad: str) -> None:
+    p = make_project(tmp_path, GOOD)
+    proc = loop(p, "--reset-path", bad)
+    assert proc.returncode == 4, fail_message(proc)
+    assert "RESET_PATHS" in proc.stderr
+    assert p.worker_calls() == 0
+
+
+def test_without_jq_the_python_reader_gives_the_same_loop(tmp_path: Path) -> None:
+    p = make_project(tmp_path, BAD_THEN_GOOD)
+    proc = loop(p, env={"LK_JSON": "python"})
+    assert proc.returncode == 0, fail_message(proc)
+    assert p.worker_calls() == 2
+
+
+def test_cancel_stops_and_leaves_the_tree(tmp_path: Path) -> None:
+    body = """
+Path("src").mkdir(exist_ok=True)
+Path("src/value.txt").write_text("bad\\n")
+import subprocess
+subprocess.run(["lk", "cancel", "--reason", "stop please"], check=True)
+"""
+    p = make_project(tmp_path, body)
+    proc = loop(p)
+    assert proc.returncode == 30, fail_message(proc)
+    assert (p.root / "src/value.txt").read_text() == "bad\n"
+    assert p.loopkit_refs()
+    assert p.worker_calls() == 1
