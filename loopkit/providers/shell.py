@@ -15,6 +15,8 @@ _READERS = {"cat", "head", "tail", "less", "more", "nl", "wc", "bat", "sed", "gr
 #: Options of the readers that take a value (so the value is not a file).
 _VALUE_OPTS = {"-n", "-c", "-e", "-f", "-m", "-A", "-B", "-C", "-g", "-t", "--max-count"}
 _PATTERN_FIRST = {"grep", "rg", "sed", "awk"}
+#: "-n"/"-c" take a value for these; elsewhere they are flags (sed -n, grep -n, rg -n, cat -n).
+_N_TAKES_VALUE = {"head", "tail", "nl"}
 
 _SEPARATORS = re.compile(r"&&|\|\||;|\||\n")
 
@@ -90,7 +92,7 @@ def files_read_by(command: str) -> list[str]:
                 continue
             if w in ("-e", "-f") and prog in _PATTERN_FIRST:
                 explicit_script = True
-            if w in _VALUE_OPTS:
+            if w in _VALUE_OPTS and (w not in ("-n", "-c") or prog in _N_TAKES_VALUE):
                 skip = True
                 continue
             if w.startswith("-") and w != "-":
