@@ -1,0 +1,1 @@
+"""A tiny header parser (the example project for lk-plan)."""
