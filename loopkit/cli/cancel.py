@@ -1,0 +1,51 @@
+"""lk cancel: persist (or lift) the intent to stop the loop.
+
+Usage:  lk cancel [--reason TEXT]     every later lk-decide answers cancelled (30) and a
+                                      running lk-invoke stops its worker at once
+        lk cancel --clear             lift the intent
+        lk cancel --status            print the intent, if any
+
+Input:  none (the repository's state folder, .loopkit/).
+Output: one JSON line: {"kind": "loopkit/cancel", "version": 1, "requested": bool, ...}.
+Exit codes: 0 done; 1 --clear or --status found no intent; 4 not in a git repository.
+"""
+
+from __future__ import annotations
+
+import click
+
+from loopkit.cli._entry import command
+from loopkit.exitcodes import SHARED_HELP
+
+
+@command(epilog=SHARED_HELP)
+@click.option("--reason", metavar="TEXT", help="Why the loop should stop (recorded).")
+@click.option("--clear", is_flag=True, help="Lift a persisted cancellation.")
+@click.option("--status", is_flag=True, help="Only show whether cancellation is requested.")
+def main(reason: str | None, clear: bool, status: bool) -> int:
+    """Ask every loop in this repository to stop at its next boundary (or lift that)."""
+    import json
+
+    from loopkit import cancel
+    from loopkit.state import state_dir
+
+    state = state_dir(".")
+    body: dict[str, object] = {"kind": "loopkit/cancel", "version": 1}
+    if clear:
+        lifted = cancel.clear(state)
+        body.update(requested=False, cleared=lifted)
+        click.echo(json.dumps(body))
+        click.echo("lk cancel: " + ("cleared" if lifted else "nothing to clear"), err=True)
+        return 0 if lifted else 1
+    if status:
+        intent = cancel.requested(state)
+        body.update(requested=intent is not None, intent=intent)
+        click.echo(json.dumps(body))
+        return 0 if intent else 1
+    intent = cancel.request(state, reason=reason)
+    body.update(requested=True, intent=intent)
+    click.echo(json.dumps(body))
+    click.echo(
+        f"lk cancel: requested ({intent['reason']}); lift with `lk cancel --clear`", err=True
+    )
+    return 0

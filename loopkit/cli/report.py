@@ -1,0 +1,61 @@
+"""lk report: summarize the ledger for a person.
+
+Usage:  lk report [--ledger PATH] [--json | --html FILE]
+
+Input:  the ledger (.loopkit/ledger.jsonl unless --ledger names another).
+Output: a terminal table per task (attempts, outcome, why it stopped, cost, tokens, time)
+        and the loop's health; --json prints a loopkit/report document (schemas/report.json);
+        --html FILE writes one self-contained page with a timeline of attempts.
+Exit codes: 0 reported (torn or damaged ledger lines are reported and skipped);
+        3 --ledger names no file.
+"""
+
+from __future__ import annotations
+
+import click
+
+from loopkit.cli._entry import command
+from loopkit.exitcodes import SHARED_HELP
+
+
+@command(epilog=SHARED_HELP)
+@click.option(
+    "--ledger", "ledger_path", metavar="PATH", help="Ledger file [.loopkit/ledger.jsonl]."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--html", "html_path", metavar="FILE", help="Write a self-contained HTML page.")
+def main(ledger_path: str | None, as_json: bool, html_path: str | None) -> int:
+    """Summarize the ledger: per task, and the loop's health."""
+    from pathlib import Path
+
+    from loopkit import ledger, report
+    from loopkit.document import emit
+    from loopkit.errors import BadInput
+
+    if as_json and html_path:
+        raise click.UsageError("--json and --html exclude each other")
+    if ledger_path:
+        path = Path(ledger_path)
+        if not path.is_file():
+            raise BadInput(ledger_path, "no such ledger file")
+    else:
+        from loopkit.state import state_dir
+
+        path = state_dir(".") / ledger.DEFAULT_NAME
+    records, problems = ledger.read(path)
+    for p in problems:
+        click.echo(f"lk report: warning: {path}: {p}", err=True)
+    doc = report.build(
+        records,
+        [p.as_dict() for p in problems],
+        ledger=str(path),
+        generated_at=ledger.now_iso(),
+    )
+    if as_json:
+        emit(doc, schema_name="report")
+    elif html_path:
+        ledger.atomic_write(Path(html_path), report.page(doc))
+        click.echo(f"lk report: wrote {html_path}", err=True)
+    else:
+        click.echo(report.text(doc), nl=False)
+    return 0
