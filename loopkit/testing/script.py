@@ -19,10 +19,17 @@ A mapping gives separate scripts per API and options::
     turns: [...]            # both APIs, when no API-specific list is given
     exhausted: end          # past the last turn: end | repeat_last | error
 
+    sessions: [[...], {anthropic: [...]}]   # instead: one script per new conversation
+    exhausted: end
+
+With ``sessions``, each new conversation (a new session id from the client) gets the
+next script -- a loop's second attempt sees what a second attempt should -- and a resumed
+conversation keeps its own; conversations past the list get the last script.
+
 Turn keys: ``text``; ``tools`` (list of ``{name, input, id?}``; a string ``input`` is a
 custom tool call on the Responses API, e.g. ``apply_patch``); ``error`` (alias ``fail``:
-``{status, type?, message?, code?, headers?, body?, times?}``, without ``times`` it never
-clears); ``cut`` (``{after?, times?}`` or ``true``: close the stream after ``after``
+``{status, type?, message?, code?, headers?, body?, times?, in_stream?}``; without
+``times`` it never clears; ``in_stream`` sends it as an event inside a 200 stream); ``cut`` (``{after?, times?}`` or ``true``: close the stream after ``after``
 events, ``times`` times); ``delay`` (seconds before answering); ``stop_reason``;
 ``usage``. ``{{cwd}}`` in text and tool inputs becomes the client's working directory,
 read from the request.
@@ -51,9 +58,10 @@ EXHAUSTED = ("end", "repeat_last", "error")
 
 _TURN_KEYS = {"text", "tools", "error", "fail", "cut", "delay", "stop_reason", "usage", "note"}
 _TOOL_KEYS = {"name", "input", "id"}
-_ERROR_KEYS = {"status", "type", "message", "code", "headers", "body", "times"}
+_ERROR_KEYS = {"status", "type", "message", "code", "headers", "body", "times", "in_stream"}
 _CUT_KEYS = {"after", "times"}
-_TOP_KEYS = {"turns", "exhausted", *API_ALIASES}
+_SESSION_KEYS = {"turns", *API_ALIASES}
+_TOP_KEYS = {"sessions", "exhausted", *_SESSION_KEYS}
 
 
 @dataclass(frozen=True)
@@ -72,11 +80,18 @@ class Error:
     headers: Mapping[str, str] = field(default_factory=dict)
     body: Any = None  # sent as-is instead of the standard error envelope
     times: int | None = None  # None: never clears
+    #: Sent inside a 200 event stream (Anthropic ``event: error``, OpenAI
+    #: ``response.failed``) instead of as an HTTP status.
+    in_stream: bool = False
 
 
 @dataclass(frozen=True)
 class Cut:
-    after: int = 2  # events sent before the connection is closed
+    #: Events sent before the connection is closed. None: the API's default -- after
+    #: ``message_start`` and the first ``content_block_start`` (Anthropic), after
+    #: ``response.created`` (OpenAI: a client keeps any output item it already received,
+    #: so a later cut makes its retry count as the next turn).
+    after: int | None = None
     times: int = 1
 
 
@@ -97,12 +112,19 @@ class Turn:
 
 @dataclass(frozen=True)
 class Script:
-    anthropic: tuple[Turn, ...]
+    anthropic: tuple[Turn, ...]  # the (first) conversation's turns on each API
     openai: tuple[Turn, ...]
     exhausted: str = "end"
+    more: tuple[Script, ...] = ()  # the 2nd, 3rd, ... conversation's scripts (``sessions``)
 
-    def turns(self, api: str) -> tuple[Turn, ...]:
-        return self.anthropic if api == "anthropic" else self.openai
+    @property
+    def sessions(self) -> tuple[Script, ...]:
+        return (self, *self.more)
+
+    def turns(self, api: str, session: int = 0) -> tuple[Turn, ...]:
+        """The turns of conversation ``session`` (the last script serves any later one)."""
+        sc = self.sessions[min(session, len(self.more))]
+        return sc.anthropic if api == "anthropic" else sc.openai
 
 
 def load(path: str | Path) -> Script:
@@ -135,31 +157,57 @@ def from_data(data: Any, *, source: str = "script") -> Script:
     def bad(path: str, message: str) -> BadInput:
         return BadInput(source, message, path=path)
 
+    if isinstance(data, dict):
+        for key in data:
+            if key not in _TOP_KEYS:
+                raise bad(
+                    f"$.{key}", f"unknown key; expected one of: {', '.join(sorted(_TOP_KEYS))}"
+                )
+        exhausted = data.get("exhausted", "end")
+        if exhausted not in EXHAUSTED:
+            raise bad("$.exhausted", f"expected one of {', '.join(EXHAUSTED)}, got {exhausted!r}")
+        if "sessions" in data:
+            others = sorted(k for k in data if k not in ("sessions", "exhausted"))
+            if others:
+                raise bad(f"$.{others[0]}", "give the turns inside `sessions`, not beside it")
+            sessions = data["sessions"]
+            if not isinstance(sessions, list) or not sessions:
+                raise bad(
+                    "$.sessions", f"expected a non-empty list of scripts, got {_kind(sessions)}"
+                )
+            parts = [_session(s, f"$.sessions[{i}]", bad) for i, s in enumerate(sessions)]
+            first = parts[0]
+            more = tuple(
+                Script(anthropic=p[0], openai=p[1], exhausted=exhausted) for p in parts[1:]
+            )
+            return Script(anthropic=first[0], openai=first[1], exhausted=exhausted, more=more)
+        anthropic, openai = _session(data, "$", bad)
+        return Script(anthropic=anthropic, openai=openai, exhausted=exhausted)
+    anthropic, openai = _session(data, "$", bad)
+    return Script(anthropic=anthropic, openai=openai)
+
+
+def _session(data: Any, path: str, bad: Any) -> tuple[tuple[Turn, ...], tuple[Turn, ...]]:
+    """One conversation's turns per API: (anthropic, openai)."""
     if isinstance(data, list):
-        turns = _turns(data, "$", bad)
-        return Script(anthropic=turns, openai=turns)
+        turns = _turns(data, path, bad)
+        return turns, turns
     if not isinstance(data, dict):
-        raise bad("$", f"expected a list of turns or a mapping, got {_kind(data)}")
+        raise bad(path, f"expected a list of turns or a mapping, got {_kind(data)}")
+    keys = _TOP_KEYS if path == "$" else _SESSION_KEYS
     for key in data:
-        if key not in _TOP_KEYS:
-            raise bad(f"$.{key}", f"unknown key; expected one of: {', '.join(sorted(_TOP_KEYS))}")
-    common = _turns(data["turns"], "$.turns", bad) if "turns" in data else None
+        if key not in keys:
+            raise bad(f"{path}.{key}", f"unknown key; expected one of: {', '.join(sorted(keys))}")
+    common = _turns(data["turns"], f"{path}.turns", bad) if "turns" in data else None
     per_api: dict[str, tuple[Turn, ...]] = {}
     for key, api in API_ALIASES.items():
         if key in data:
             if api in per_api:
-                raise bad(f"$.{key}", f"the {api} turns are given twice")
-            per_api[api] = _turns(data[key], f"$.{key}", bad)
+                raise bad(f"{path}.{key}", f"the {api} turns are given twice")
+            per_api[api] = _turns(data[key], f"{path}.{key}", bad)
     if common is None and not per_api:
-        raise bad("$", "no turns: give `turns`, `anthropic` (claude) or `openai` (codex)")
-    exhausted = data.get("exhausted", "end")
-    if exhausted not in EXHAUSTED:
-        raise bad("$.exhausted", f"expected one of {', '.join(EXHAUSTED)}, got {exhausted!r}")
-    return Script(
-        anthropic=per_api.get("anthropic", common or ()),
-        openai=per_api.get("openai", common or ()),
-        exhausted=exhausted,
-    )
+        raise bad(path, "no turns: give `turns`, `anthropic` (claude) or `openai` (codex)")
+    return per_api.get("anthropic", common or ()), per_api.get("openai", common or ())
 
 
 def to_data(script: Script) -> dict[str, Any]:
@@ -189,9 +237,14 @@ def to_data(script: Script) -> dict[str, Any]:
                 err["body"] = e.body
             if e.times is not None:
                 err["times"] = e.times
+            if e.in_stream:
+                err["in_stream"] = True
             out["error"] = err
         if t.cut is not None:
-            out["cut"] = {"after": t.cut.after, "times": t.cut.times}
+            cut: dict[str, Any] = {"times": t.cut.times}
+            if t.cut.after is not None:
+                cut["after"] = t.cut.after
+            out["cut"] = cut
         if t.delay:
             out["delay"] = t.delay
         if t.stop_reason is not None:
@@ -200,11 +253,18 @@ def to_data(script: Script) -> dict[str, Any]:
             out["usage"] = dict(t.usage)
         return out
 
-    return {
-        "anthropic": [turn(t) for t in script.anthropic],
-        "openai": [turn(t) for t in script.openai],
-        "exhausted": script.exhausted,
-    }
+    def session(sc: Script) -> dict[str, Any]:
+        return {
+            "anthropic": [turn(t) for t in sc.anthropic],
+            "openai": [turn(t) for t in sc.openai],
+        }
+
+    if script.more:
+        return {
+            "sessions": [session(sc) for sc in (script, *script.more)],
+            "exhausted": script.exhausted,
+        }
+    return {**session(script), "exhausted": script.exhausted}
 
 
 def _kind(value: Any) -> str:
@@ -343,7 +403,11 @@ def _error(data: Any, path: str, bad: Any) -> Error:
                 raise bad(f"{path}.headers.{k}", f"expected a string, got {_kind(v)}")
             headers[str(k)] = str(v)
     times = _int(d["times"], f"{path}.times", bad, low=1) if "times" in d else None
+    in_stream = d.get("in_stream", False)
+    if not isinstance(in_stream, bool):
+        raise bad(f"{path}.in_stream", f"expected true or false, got {_kind(in_stream)}")
     return Error(
+        in_stream=in_stream,
         status=status,
         type=etype,
         message=message,
@@ -358,7 +422,7 @@ def _cut(data: Any, path: str, bad: Any) -> Cut:
     if data is True:
         return Cut()
     d = _mapping(data, path, bad, _CUT_KEYS)
-    after = _int(d["after"], f"{path}.after", bad, low=0) if "after" in d else 2
+    after = _int(d["after"], f"{path}.after", bad, low=0) if "after" in d else None
     times = _int(d["times"], f"{path}.times", bad, low=1) if "times" in d else 1
     return Cut(after=after, times=times)
 

@@ -22,6 +22,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,16 @@ def _fill(value: Any, cwd: str | None) -> Any:
     return value
 
 
+@dataclass(frozen=True)
+class Pick:
+    """The turn chosen for a request."""
+
+    session: int  # which of the script's conversations (0 unless it has ``sessions``)
+    index: int  # the turn's index: assistant turns already in the conversation
+    turn: Turn
+    exhausted: bool  # past the end of the script
+
+
 def _new_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:24]}"
 
@@ -148,7 +159,8 @@ class ModelServer:
         self.script = script
         self._lock = threading.Lock()
         self._requests: list[dict[str, Any]] = []
-        self._counters: dict[tuple[str, int, str], int] = {}
+        self._counters: dict[tuple[str, int, int, str], int] = {}
+        self._sessions: dict[tuple[str, str], int] = {}
         self._stopping = threading.Event()
         self._log_path = Path(log) if log is not None else None
         self._log_file = self._log_path.open("a", encoding="utf-8") if self._log_path else None
@@ -229,26 +241,34 @@ class ModelServer:
                 self._log_file.flush()
 
     # -- the script ------------------------------------------------------------------
-    def pick(self, api: str, body: Any) -> tuple[int, Turn, bool]:
-        """The turn for a request: (index, turn, past the end of the script)."""
-        turns = self.script.turns(api)
+    def session_index(self, api: str, session: str | None) -> int:
+        """Which of the script's conversations a client session is (0 without sessions)."""
+        if not self.script.more or not session:
+            return 0
+        with self._lock:
+            key = (api, session)
+            if key not in self._sessions:
+                self._sessions[key] = sum(1 for a, _ in self._sessions if a == api)
+            return self._sessions[key]
+
+    def pick(self, api: str, body: Any, *, session: str | None = None) -> Pick:
+        """The turn that answers a request."""
+        conversation = self.session_index(api, session)
+        turns = self.script.turns(api, conversation)
         index = assistant_turns(api, body)
         if index < len(turns):
-            return index, turns[index], False
-        if self.script.exhausted == "repeat_last":
-            return index, turns[-1], True
+            return Pick(conversation, index, turns[index], exhausted=False)
+        if self.script.exhausted == "repeat_last" and turns:
+            return Pick(conversation, index, turns[-1], exhausted=True)
         if self.script.exhausted == "error":
-            return (
-                index,
-                Turn(error=Error(status=400, message=f"the model script has no turn {index + 1}")),
-                True,
-            )
-        return index, Turn(text=END_TEXT), True
+            error = Error(status=400, message=f"the model script has no turn {index + 1}")
+            return Pick(conversation, index, Turn(error=error), exhausted=True)
+        return Pick(conversation, index, Turn(text=END_TEXT), exhausted=True)
 
-    def take(self, api: str, index: int, what: str, times: int | None) -> bool:
-        """Count one fault for (api, turn); False once it has been served ``times`` times."""
+    def take(self, api: str, pick: Pick, what: str, times: int | None) -> bool:
+        """Count one fault of a turn; False once it has been served ``times`` times."""
         with self._lock:
-            key = (api, index, what)
+            key = (api, pick.session, pick.index, what)
             n = self._counters.get(key, 0)
             if times is not None and n >= times:
                 return False
@@ -305,11 +325,13 @@ class _Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(data)
 
-    def _start_sse(self) -> None:
+    def _start_sse(self, headers: dict[str, str] | None = None) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("request-id", _new_id("req"))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
         self.end_headers()
 
     def _event(self, name: str, data: dict[str, Any]) -> None:
@@ -371,17 +393,30 @@ class _Handler(BaseHTTPRequestHandler):
         stream = bool(isinstance(body, dict) and body.get("stream"))
         if api == "openai":
             stream = True  # the Responses API clients here always stream
-        index, turn, exhausted = self.model.pick(api, body)
-        entry.update(api=api, turn=index, stream=stream, exhausted=exhausted)
+        pick = self.model.pick(api, body, session=entry["session"])
+        turn = pick.turn
+        entry.update(
+            api=api,
+            conversation=pick.session,
+            turn=pick.index,
+            stream=stream,
+            exhausted=pick.exhausted,
+        )
         if turn.delay:
             self.model.wait(turn.delay)
-        if turn.error is not None and self.model.take(api, index, "error", turn.error.times):
-            entry.update(served="error", status=turn.error.status)
+        if turn.error is not None and self.model.take(api, pick, "error", turn.error.times):
+            status = 200 if turn.error.in_stream else turn.error.status
+            entry.update(served="error", status=status, error_status=turn.error.status)
             self.model.record(entry)
-            self._send_error(api, turn.error)
+            model = body.get("model", "scripted") if isinstance(body, dict) else "scripted"
+            try:
+                self._send_error(api, turn.error, model=str(model))
+            except (BrokenPipeError, ConnectionResetError):
+                pass
             return
-        cut = turn.cut if turn.cut and self.model.take(api, index, "cut", turn.cut.times) else None
-        entry.update(served="cut" if cut else ("exhausted" if exhausted else "turn"), status=200)
+        cut = turn.cut if turn.cut and self.model.take(api, pick, "cut", turn.cut.times) else None
+        served = "cut" if cut else ("exhausted" if pick.exhausted else "turn")
+        entry.update(served=served, status=200)
         self.model.record(entry)
         cwd = client_cwd(body)
         model = body.get("model", "scripted") if isinstance(body, dict) else "scripted"
@@ -394,33 +429,25 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
     # -- errors ----------------------------------------------------------------------
-    def _send_error(self, api: str, error: Error) -> None:
-        if error.body is not None:
-            payload = error.body
-        elif api == "anthropic":
-            etype = error.type or _ANTHROPIC_ERROR_TYPES.get(
-                error.status, "api_error" if error.status >= 500 else "invalid_request_error"
-            )
-            payload = {
-                "type": "error",
-                "error": {
-                    "type": etype,
-                    "message": error.message or f"scripted {error.status} {etype}",
-                },
-            }
-        else:
-            etype = error.type or _OPENAI_ERROR_TYPES.get(
-                error.status, "server_error" if error.status >= 500 else "invalid_request_error"
-            )
-            payload = {
-                "error": {
-                    "type": etype,
-                    "code": error.code or _OPENAI_ERROR_CODES.get(error.status, etype),
-                    "message": error.message or f"scripted {error.status} {etype}",
-                    "param": None,
-                }
-            }
-        self._send_json(error.status, payload, dict(error.headers))
+    def _send_error(self, api: str, error: Error, *, model: str = "scripted") -> None:
+        payload = error.body if error.body is not None else _error_payload(api, error)
+        if not error.in_stream:
+            self._send_json(error.status, payload, dict(error.headers))
+            return
+        self._start_sse(dict(error.headers))
+        if api == "anthropic":
+            self._event("error", payload)
+            return
+        base = {"id": _new_id("resp"), "object": "response", "model": model}
+        self._event("response.created", {"type": "response.created", "response": base})
+        detail = payload.get("error", payload) if isinstance(payload, dict) else payload
+        self._event(
+            "response.failed",
+            {
+                "type": "response.failed",
+                "response": {**base, "status": "failed", "error": detail},
+            },
+        )
 
     # -- Anthropic Messages API --------------------------------------------------------
     def _anthropic(
@@ -516,12 +543,15 @@ class _Handler(BaseHTTPRequestHandler):
             )
         )
         events.append(("message_stop", {"type": "message_stop"}))
-        self._stream(events, cut)
+        self._stream(events, cut, default_cut=2)
 
-    def _stream(self, events: list[tuple[str, dict[str, Any]]], cut: Cut | None) -> None:
+    def _stream(
+        self, events: list[tuple[str, dict[str, Any]]], cut: Cut | None, *, default_cut: int
+    ) -> None:
         self._start_sse()
+        after = (default_cut if cut.after is None else cut.after) if cut is not None else 0
         for n, (name, data) in enumerate(events):
-            if cut is not None and n >= min(cut.after, len(events) - 1):
+            if cut is not None and n >= min(after, len(events) - 1):
                 self._cut_now()
                 return
             self._event(name, data)
@@ -581,7 +611,33 @@ class _Handler(BaseHTTPRequestHandler):
                 },
             )
         )
-        self._stream(events, cut)
+        self._stream(events, cut, default_cut=1)
+
+
+def _error_payload(api: str, error: Error) -> dict[str, Any]:
+    """The API's usual error envelope for a scripted error."""
+    if api == "anthropic":
+        etype = error.type or _ANTHROPIC_ERROR_TYPES.get(
+            error.status, "api_error" if error.status >= 500 else "invalid_request_error"
+        )
+        return {
+            "type": "error",
+            "error": {
+                "type": etype,
+                "message": error.message or f"scripted {error.status} {etype}",
+            },
+        }
+    etype = error.type or _OPENAI_ERROR_TYPES.get(
+        error.status, "server_error" if error.status >= 500 else "invalid_request_error"
+    )
+    return {
+        "error": {
+            "type": etype,
+            "code": error.code or _OPENAI_ERROR_CODES.get(error.status, etype),
+            "message": error.message or f"scripted {error.status} {etype}",
+            "param": None,
+        }
+    }
 
 
 def _openai_call(call: ToolCall, cwd: str | None) -> dict[str, Any]:
