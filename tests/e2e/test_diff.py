@@ -1,0 +1,301 @@
+"""lk-diff over real temporary git repositories: what changed, the tree hash, the policy."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from loopkit import git as lkgit
+from tests.conftest import git
+from tests.evidence_helpers import attempt, by_path, one_json, rules, run, write_contract
+
+
+@pytest.fixture
+def repo(git_repo: Path) -> Path:
+    """A repository with a few committed files of every kind."""
+    (git_repo / "src").mkdir()
+    (git_repo / "src" / "app.py").write_text("".join(f"line {i}\n" for i in range(10)))
+    (git_repo / "src" / "old_name.py").write_text("".join(f"keep {i}\n" for i in range(30)))
+    (git_repo / "src" / "gone.py").write_text("a\nb\n")
+    (git_repo / "run.sh").write_text("#!/bin/sh\necho hi\n")
+    (git_repo / "migrations").mkdir()
+    (git_repo / "migrations" / "0001.sql").write_text("create table t (x int);\n")
+    (git_repo / ".gitignore").write_text("*.log\nbuild/\n")
+    git(git_repo, "add", "-A")
+    git(git_repo, "commit", "-q", "-m", "files")
+    return git_repo
+
+
+def test_every_kind_of_change_is_collected(repo: Path) -> None:
+    # staged edit + a further unstaged edit of the same file
+    (repo / "src" / "app.py").write_text("".join(f"line {i}\n" for i in range(12)))
+    git(repo, "add", "src/app.py")
+    with open(repo / "src" / "app.py", "a") as f:
+        f.write("unstaged\n")
+    # a rename (staged through git mv) with a small edit
+    git(repo, "mv", "src/old_name.py", "src/new_name.py")
+    with open(repo / "src" / "new_name.py", "a") as f:
+        f.write("more\n")
+    (repo / "src" / "gone.py").unlink()  # deletion, not staged
+    (repo / "notes.txt").write_text("one\ntwo\nthree\n")  # untracked
+    (repo / "blob.bin").write_bytes(bytes(range(256)) * 4)  # untracked binary
+    os.chmod(repo / "run.sh", 0o755)  # mode change only
+    os.symlink("src/app.py", repo / "link")  # symlink inside the repo
+    (repo / "debug.log").write_text("ignored\n")  # ignored: never part of the change
+    (repo / "build").mkdir()
+    (repo / "build" / "out.o").write_text("ignored too\n")
+
+    done = run("lk-diff", cwd=repo)
+    assert done.returncode == 0, done.stderr  # no contract in the repo: nothing to violate
+    d = one_json(done.stdout, "diff")
+    assert d["kind"] == "loopkit/diff"
+    assert d["base"] == git(repo, "rev-parse", "HEAD").strip()
+    files = by_path(d)
+    assert set(files) == {
+        "src/app.py",
+        "src/new_name.py",
+        "src/gone.py",
+        "notes.txt",
+        "blob.bin",
+        "run.sh",
+        "link",
+    }
+    assert files["src/app.py"] == {
+        "path": "src/app.py",
+        "status": "modified",
+        "added": 3,
+        "deleted": 0,
+    }
+    assert files["src/new_name.py"]["status"] == "renamed"
+    assert files["src/new_name.py"]["old_path"] == "src/old_name.py"
+    assert (files["src/new_name.py"]["added"], files["src/new_name.py"]["deleted"]) == (1, 0)
+    assert (files["src/gone.py"]["status"], files["src/gone.py"]["deleted"]) == ("deleted", 2)
+    assert (files["notes.txt"]["status"], files["notes.txt"]["added"]) == ("added", 3)
+    assert files["blob.bin"]["binary"] is True
+    assert (files["blob.bin"]["added"], files["blob.bin"]["deleted"]) == (0, 0)
+    assert (files["run.sh"]["old_mode"], files["run.sh"]["new_mode"]) == ("100644", "100755")
+    assert (files["run.sh"]["added"], files["run.sh"]["deleted"]) == (0, 0)
+    assert files["link"]["symlink"] is True
+    assert files["link"]["symlink_target"] == "src/app.py"
+    assert d["totals"] == {"files": 7, "lines": 3 + 1 + 2 + 3 + 1, "added": 8, "deleted": 2}
+    assert d["violations"] == [] and d["within_policy"] is True and d["policy"] is None
+    assert "scope policy was not checked" in done.stderr
+    # The real index is untouched: the unstaged edit is still unstaged.
+    assert git(repo, "diff", "--name-only").split() == [
+        "run.sh",
+        "src/app.py",
+        "src/gone.py",
+        "src/new_name.py",
+    ]
+
+
+def test_tree_hash_is_content_only_same_in_another_clone_and_index_untouched(
+    repo: Path, tmp_path: Path
+) -> None:
+    other = tmp_path / "elsewhere" / "clone"
+    git(tmp_path, "clone", "-q", str(repo), str(other))
+    for r in (repo, other):
+        (r / "src" / "app.py").write_text("changed\n")
+        (r / "fresh.txt").write_text("new file\n")
+        (r / "x.log").write_text(f"ignored, differs: {r}\n")
+    os.utime(other / "fresh.txt", (1_000_000, 1_000_000))  # timestamps do not matter
+    index_before = (repo / ".git" / "index").read_bytes()
+    a = one_json(run("lk-diff", cwd=repo).stdout)
+    b = one_json(run("lk-diff", cwd=other).stdout)
+    assert a["tree"] == b["tree"] == lkgit.tree_hash(repo) == lkgit.tree_hash(other)
+    assert (repo / ".git" / "index").read_bytes() == index_before
+    assert not list((repo / ".git").glob("loopkit-index-*"))  # no scratch index left behind
+    # The hash is git's own tree id of that content: committing it reproduces it.
+    git(other, "add", "-A")
+    assert git(other, "write-tree").strip() == a["tree"]
+    # Any content change moves it.
+    (repo / "fresh.txt").write_text("new file!\n")
+    assert lkgit.tree_hash(repo) != a["tree"]
+
+
+def test_within_policy_exits_0_and_violations_exit_1_with_rule_and_path(repo: Path) -> None:
+    contract = write_contract(
+        repo,
+        writable=["src/**"],
+        protected=["migrations/**", "src/secrets/**"],
+        always_allowed=["tests/**", "loop.yaml"],
+    )
+    (repo / "src" / "app.py").write_text("ok\n")
+    (repo / "tests").mkdir()
+    (repo / "tests" / "test_app.py").write_text("def test(): pass\n")  # always allowed
+    done = run("lk-diff", "--contract", str(contract), cwd=repo)
+    assert done.returncode == 0, done.stdout
+    assert one_json(done.stdout)["within_policy"] is True
+
+    (repo / "migrations" / "0001.sql").write_text("drop table t;\n")  # protected touched
+    (repo / "README.md").write_text("outside writable\n")
+    (repo / "src" / "secrets").mkdir()
+    (repo / "src" / "secrets" / "key").write_text("protected wins over writable\n")
+    done = run("lk-diff", "--contract", str(contract), cwd=repo)
+    assert done.returncode == 1
+    d = one_json(done.stdout)
+    assert d["within_policy"] is False
+    assert rules(d) == {
+        ("protected", "migrations/0001.sql"),
+        ("outside_writable", "README.md"),
+        ("protected", "src/secrets/key"),
+    }
+    assert "protected: migrations/0001.sql" in done.stderr
+
+
+def test_deleted_protected_file_and_renames_out_of_scope_both_ends(repo: Path) -> None:
+    contract = write_contract(
+        repo, writable=["src/**"], protected=["migrations/**"], always_allowed=["loop.yaml"]
+    )
+    git(repo, "rm", "-q", "migrations/0001.sql")
+    git(repo, "mv", "src/old_name.py", "lib_old_name.py")  # into unwritable ground
+    git(repo, "mv", "run.sh", "src/run.sh")  # from unwritable ground
+    done = run("lk-diff", "--contract", str(contract), cwd=repo)
+    assert done.returncode == 1
+    d = one_json(done.stdout)
+    assert rules(d) == {
+        ("protected_deleted", "migrations/0001.sql"),
+        ("rename_out_of_scope", "lib_old_name.py"),
+        ("rename_out_of_scope", "run.sh"),
+    }
+    renamed = by_path(d)["lib_old_name.py"]
+    assert (renamed["status"], renamed["old_path"]) == ("renamed", "src/old_name.py")
+
+
+def test_symlinks_pointing_outside_or_into_protected_scope(repo: Path, tmp_path: Path) -> None:
+    contract = write_contract(
+        repo, writable=["src/**"], protected=["migrations/**"], always_allowed=["loop.yaml"]
+    )
+    os.symlink("/etc/passwd", repo / "src" / "abs_out")
+    os.symlink("../../outside", repo / "src" / "rel_out")
+    os.symlink(str(repo / "src" / "app.py"), repo / "src" / "abs_in")  # absolute but inside
+    os.symlink("../migrations/0001.sql", repo / "src" / "to_protected")
+    os.symlink("../migrations", repo / "src" / "to_protected_dir")
+    os.symlink("app.py", repo / "src" / "fine")
+    d = one_json(run("lk-diff", "--contract", str(contract), cwd=repo).stdout)
+    assert rules(d) == {
+        ("symlink_outside_repo", "src/abs_out"),
+        ("symlink_outside_repo", "src/rel_out"),
+        ("symlink_into_protected", "src/to_protected"),
+        ("symlink_into_protected", "src/to_protected_dir"),
+    }
+    assert by_path(d)["src/abs_out"]["symlink_target"] == "/etc/passwd"
+
+
+def test_budgets_on_files_and_lines_not_counting_always_allowed(repo: Path) -> None:
+    contract = write_contract(
+        repo,
+        writable=["src/**"],
+        always_allowed=["tests/**", "loop.yaml"],
+        budgets={"changed_files": 2, "changed_lines": 10},
+    )
+    (repo / "tests").mkdir()
+    for i in range(5):  # allowed files count toward neither budget
+        (repo / "tests" / f"test_{i}.py").write_text("x\n" * 50)
+    (repo / "src" / "a.py").write_text("x\n" * 4)
+    (repo / "src" / "b.py").write_text("x\n" * 4)
+    done = run("lk-diff", "--contract", str(contract), cwd=repo)
+    assert done.returncode == 0, done.stdout
+    (repo / "src" / "c.py").write_text("x\n" * 4)
+    done = run("lk-diff", "--contract", str(contract), cwd=repo)
+    assert done.returncode == 1
+    d = one_json(done.stdout)
+    assert rules(d) == {("changed_files", "*"), ("changed_lines", "*")}
+    details = {v["rule"]: v["detail"] for v in d["violations"]}
+    assert details["changed_files"] == "3 files changed; budget 2"
+    assert details["changed_lines"] == "12 lines changed; budget 10"
+    assert d["totals"]["files"] == 9  # the totals still count everything
+
+
+def test_in_a_pipe_adds_diff_and_prefers_the_recorded_base(repo: Path) -> None:
+    first = git(repo, "rev-parse", "HEAD").strip()
+    (repo / "src" / "app.py").write_text("committed by the worker\n")
+    git(repo, "commit", "-q", "-am", "worker commit")
+    (repo / "notes.txt").write_text("and an untracked file\n")
+    contract = json.loads(
+        json.dumps(
+            {
+                "version": 1,
+                "objective": "o",
+                "scope": {"writable": ["**"]},
+                "criteria": [{"name": "ok", "run": "true"}],
+            }
+        )
+    )
+    piped = attempt(
+        contract=contract,
+        attempt_id="a-1",
+        diff={
+            "base": first,
+            "tree": "0" * 40,
+            "files": [],
+            "totals": {"files": 0, "lines": 0},
+            "violations": [],
+            "within_policy": True,
+        },
+    )
+    done = run("lk-diff", "--base", "HEAD", cwd=repo, stdin=piped)
+    assert done.returncode == 0, done.stderr
+    doc = one_json(done.stdout, "attempt")
+    assert doc["kind"] == "loopkit/attempt" and doc["attempt_id"] == "a-1"
+    assert doc["diff"]["base"] == first  # the attempt's base, not --base
+    assert set(by_path(doc["diff"])) == {"src/app.py", "notes.txt"}
+    # Without a recorded base, --base decides.
+    done = run("lk-diff", "--base", "HEAD", cwd=repo, stdin=attempt(contract=contract))
+    assert set(by_path(one_json(done.stdout)["diff"])) == {"notes.txt"}
+
+
+def test_state_folder_never_shows_in_the_diff_or_the_tree(repo: Path) -> None:
+    before = lkgit.tree_hash(repo)
+    state = repo / ".loopkit" / "artifacts" / "x"
+    state.mkdir(parents=True)
+    (state / "log.txt").write_text("evidence\n")  # not even excluded yet
+    d = one_json(run("lk-diff", cwd=repo).stdout)
+    assert d["files"] == [] and d["tree"] == before
+    assert lkgit.tree_hash(repo) == before
+
+
+def test_repository_without_commits(tmp_path: Path) -> None:
+    repo = tmp_path / "fresh"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "a.txt").write_text("1\n2\n")
+    done = run("lk-diff", cwd=repo)
+    assert done.returncode == 0, done.stderr
+    d = one_json(done.stdout)
+    assert d["base"] == git(repo, "hash-object", "-t", "tree", "/dev/null").strip()
+    assert by_path(d)["a.txt"]["added"] == 2
+
+
+def test_not_a_repository_exits_4_and_a_bad_base_exits_3(repo: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "plain"
+    outside.mkdir()
+    done = run("lk-diff", cwd=outside)
+    assert done.returncode == 4
+    assert done.stdout == ""
+    assert "not a git repository" in done.stderr and "Traceback" not in done.stderr
+    done = run("lk-diff", "--base", "no-such-ref", cwd=repo)
+    assert done.returncode == 3
+    assert "no-such-ref" in done.stderr and done.stdout == ""
+
+
+def test_names_with_spaces_newlines_and_unicode(repo: Path) -> None:
+    odd = ["with space.txt", "tab\there.txt", "ünï côdé.txt", "new\nline.txt"]
+    for name in odd:
+        (repo / name).write_text("x\n")
+    d = one_json(run("lk-diff", cwd=repo).stdout)
+    assert set(by_path(d)) == set(odd)
+
+
+def test_a_clone_of_the_repository_gets_the_same_hash_as_the_committed_tree(
+    repo: Path, tmp_path: Path
+) -> None:
+    clean = tmp_path / "clean"
+    shutil.copytree(repo, clean, symlinks=True)
+    subprocess.run(["touch", str(clean / "src" / "app.py")], check=True)
+    assert lkgit.tree_hash(clean) == git(repo, "rev-parse", "HEAD^{tree}").strip()
