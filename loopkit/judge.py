@@ -19,6 +19,7 @@ The core raises ``LoopkitError`` subclasses and never prints.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -425,7 +426,9 @@ def observe(
     """Turn a parsed stream (and how the run ended) into what the verdict is decided on."""
     failed = outcome.is_error if outcome is not None else bool(state.result_is_error)
     denied = [_denial(d) for d in state.permission_denials if isinstance(d, Mapping)] + [
-        f"{t.name}: {t.error}" for t in state.tool_calls if t.ok is False and _is_write(t.name)
+        f"{t.command or t.name}: {(t.error or 'failed').splitlines()[-1]}"[:300]
+        for t in state.tool_calls
+        if t.ok is False and (_is_write(t.name) or _writes(t.command))
     ]
     written = grounding(state.files_written, root=root) if root is not None else state.files_written
     return Observed(
@@ -452,6 +455,17 @@ def _denial(d: Mapping[str, Any]) -> str:
 
 def _is_write(name: str) -> bool:
     return name in ("Write", "Edit", "MultiEdit", "NotebookEdit", "apply_patch", "file_change")
+
+
+_WRITING = re.compile(
+    r"(^|[^<>&0-9])>>?\s*[^&\s>]|\b(tee|rm|mv|cp|touch|mkdir|rmdir|truncate|chmod|ln|dd)\s"
+    r"|\bsed\s+(-[a-zA-Z]*i|--in-place)|\bgit\s+(add|commit|checkout|reset|restore|rm|mv|stash|apply)\b"
+)
+
+
+def _writes(command: str | None) -> bool:
+    """Whether a shell command line looks like it changes files (a judge must not)."""
+    return bool(command) and _WRITING.search(command or "") is not None
 
 
 def tree_changes(root: Path, before: str, after: str) -> list[dict[str, str]]:

@@ -1,0 +1,159 @@
+"""lk-judge end to end: the real claude and codex CLIs as read-only judges, scripted.
+
+Each test starts the scripted model server, runs the installed ``lk-judge`` in a real
+git repository and checks the verdict, its grounding, the read-only proof and the exit
+status.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from loopkit import schema
+from tests.agents_helpers import claude_bin, codex_bin, model_server
+from tests.judge_helpers import (
+    API_DOC,
+    GOAL,
+    attempt_with_goal,
+    docs_repo,
+    judge_env,
+    judge_turns,
+    lk_judge,
+    tree_files,
+)
+
+pytestmark = pytest.mark.agents
+
+PROVIDERS = ["claude", "codex"]
+
+
+@pytest.fixture(params=PROVIDERS)
+def provider(request: pytest.FixtureRequest) -> str:
+    (claude_bin if request.param == "claude" else codex_bin)()
+    return str(request.param)
+
+
+def judged(provider: str, repo: Path, tmp: Path, turns: list[dict], *args: str, stdin=None):
+    with model_server(turns, log=tmp / "requests.jsonl") as server:
+        done = lk_judge(
+            repo, judge_env(provider, server, tmp), "--provider", provider, *args, stdin=stdin
+        )
+        requests = server.model_requests()
+    assert done.stdout, done.stderr
+    schema.validate(done.doc, str(done.doc["kind"]).removeprefix("loopkit/"))
+    return done, requests
+
+
+def test_a_judge_that_reads_the_file_and_says_met(provider, git_repo, tmp_path):
+    repo = docs_repo(git_repo)
+    before = tree_files(repo)
+    turns = judge_turns(
+        provider, read="docs/api.md", reply="GET /health is documented.\nVERDICT: MET"
+    )
+    done, requests = judged(provider, repo, tmp_path, turns, "--goal", GOAL)
+    j = done.section
+    assert done.code == 0, done.stderr
+    assert (j["verdict"], j["grounded"], j["trusted"], j["reason"]) == ("MET", True, True, None)
+    assert j["files_read"] == ["docs/api.md"]
+    assert j["provider"] == provider
+    assert j["read_only"]["checked"] and not j["read_only"]["changed"]
+    assert j["read_only"]["tree_before"] == j["read_only"]["tree_after"]
+    assert tree_files(repo) == before
+    # The judge's own stream is kept for a later --transcript.
+    assert (repo / j["transcript"]).is_file()
+    # The prompt carried the goal and the demand for a verdict line.
+    first = json.dumps(requests[0])
+    assert GOAL in first and "VERDICT: NOT MET" in first
+
+
+def test_a_met_without_reading_is_ungrounded(provider, git_repo, tmp_path):
+    repo = docs_repo(git_repo)
+    turns = judge_turns(provider, reply="Looks documented to me.\nVERDICT: MET")
+    done, _ = judged(provider, repo, tmp_path, turns, "--goal", GOAL)
+    j = done.section
+    assert done.code == 1
+    assert j["verdict"] == "NOT_MET"
+    assert j["said"] == "MET"
+    assert (j["grounded"], j["trusted"], j["reason"]) == (False, False, "ungrounded")
+    assert j["files_read"] == []
+    assert "without opening a single file" in j["feedback"]
+
+
+def test_not_met_carries_its_reasons_into_the_attempt(provider, git_repo, tmp_path):
+    repo = docs_repo(git_repo)
+    reply = (
+        "docs/api.md documents GET /health but says nothing about the 503 answer when "
+        "the database is down.\nVERDICT: NOT MET"
+    )
+    turns = judge_turns(provider, read="docs/api.md", reply=reply)
+    doc = attempt_with_goal()
+    done, requests = judged(provider, repo, tmp_path, turns, stdin=json.dumps(doc))
+    assert done.code == 1
+    out = done.doc
+    assert out["kind"] == "loopkit/attempt" and out["task"] == doc["task"]
+    assert out["attempt_id"]
+    j = out["judge"]
+    assert (j["verdict"], j["said"], j["reason"]) == ("NOT_MET", "NOT_MET", "not_met")
+    assert j["grounded"] is True and j["trusted"] is True
+    assert j["goal"] == GOAL and j["goal_source"] == "task"
+    assert "503 answer when the database is down" in j["feedback"]
+    assert "VERDICT" not in j["feedback"]
+    # What changed (the piped diff) went into the judge's prompt.
+    first = json.dumps(requests[0])
+    assert "WHAT CHANGED" in first and "A docs/api.md (+5 -0)" in first
+
+
+def test_no_verdict_line_is_not_met(provider, git_repo, tmp_path):
+    repo = docs_repo(git_repo)
+    turns = judge_turns(provider, read="docs/api.md", reply="The route seems documented.")
+    done, _ = judged(provider, repo, tmp_path, turns, "--goal", GOAL)
+    j = done.section
+    assert done.code == 1
+    assert (j["verdict"], j["reason"], j["said"]) == ("NOT_MET", "no_verdict", None)
+    assert j["grounded"] is True  # it read, but never said
+    assert "no VERDICT line" in j["feedback"]
+
+
+def test_a_judge_that_tries_to_write_is_denied_and_the_tree_is_unchanged(
+    provider, git_repo, tmp_path
+):
+    repo = docs_repo(git_repo)
+    before = tree_files(repo)
+    turns = judge_turns(
+        provider,
+        write="docs/api.md",
+        read="docs/api.md",
+        reply="The route is documented.\nVERDICT: MET",
+    )
+    done, _ = judged(provider, repo, tmp_path, turns, "--goal", GOAL)
+    j = done.section
+    # The write never got through: the file is as it was, the tree hash unchanged.
+    assert tree_files(repo) == before
+    assert (repo / "docs" / "api.md").read_text() == API_DOC
+    assert j["read_only"]["changed"] is False and j["read_only"]["changes"] == []
+    assert j["files_written"] == []
+    if provider == "claude":
+        # claude lists the refused call among its permission denials.
+        assert any(d.startswith("Write") for d in j["denied"]), j
+    # codex's sandbox answers "Read-only file system" but its --json stream does not show
+    # the refused command at all: the tree hash is the proof that holds for both.
+    # Denied, so the verdict stands: it read the file and said MET.
+    assert done.code == 0, j
+    assert (j["verdict"], j["grounded"]) == ("MET", True)
+
+
+def test_a_judge_that_runs_out_of_time_is_not_met(provider, git_repo, tmp_path):
+    repo = docs_repo(git_repo)
+    (repo / "loop.yaml").write_text(
+        "version: 1\nobjective: document the routes\nscope: {writable: ['docs/**']}\n"
+        "criteria: [{name: t, run: 'true'}]\n"
+        f"judge: {{provider: {provider}, timeout: 2}}\n"
+    )
+    turns = [{"delay": 20, "text": "VERDICT: MET"}]
+    done, _ = judged(provider, repo, tmp_path, turns, "--goal", GOAL)
+    j = done.section
+    assert done.code == 1
+    assert (j["verdict"], j["reason"], j["stop_reason"]) == ("NOT_MET", "run_failed", "timeout")
