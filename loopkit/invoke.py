@@ -147,8 +147,10 @@ def execute(
     )
     record["handoff"] = _rel(spec.handoff_path, root)
     record["stderr"] = _rel(stderr_path, root)
-    if record["effective_model"] is None and spec.model:
-        record["effective_model"] = spec.model
+    if record["effective_model"] is None:
+        record["effective_model"] = inv.model or spec.model
+    record["files_read"] = [_inside(f, spec.cwd) for f in record["files_read"]]
+    record["files_written"] = [_inside(f, spec.cwd) for f in record["files_written"]]
     return Result(record=record, state=state, outcome=outcome, invocation=inv)
 
 
@@ -211,6 +213,17 @@ def _tail(path: Path, limit: int = 4096) -> str:
             return f.read().decode("utf-8", "replace")
     except OSError:
         return ""
+
+
+def _inside(path: str, root: Path) -> str:
+    """A path the worker named, relative to the repository when it is inside it."""
+    p = Path(path)
+    if not p.is_absolute():
+        return p.as_posix()
+    try:
+        return p.resolve().relative_to(root.resolve()).as_posix()
+    except (ValueError, OSError):
+        return path
 
 
 def _rel(path: Path, root: Path | None) -> str:

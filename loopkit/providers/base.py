@@ -165,6 +165,7 @@ class Invocation:
     stdin: bytes | None = None  # None: /dev/null
     files: dict[Path, str] = field(default_factory=dict)  # written before the start
     cost_trusted: bool = False  # the CLI talks to its vendor's own endpoint
+    model: str | None = None  # the model asked for (flag or the CLI's config), if known
 
     def write_files(self) -> None:
         for path, text in self.files.items():

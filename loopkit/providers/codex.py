@@ -71,6 +71,7 @@ class CodexProvider(Provider):
             cwd=spec.cwd,
             stdin=None,
             cost_trusted=is_vendor_url(base_url, VENDOR_HOSTS),
+            model=spec.model or config.get("model"),
         )
 
     def parser(self) -> CodexParser:
@@ -96,24 +97,28 @@ def provider_config(environ: Any) -> dict[str, str]:
         return _config_by_pattern(raw)
     except ValueError:
         return {}
+    out = {"model": str(data["model"])} if isinstance(data.get("model"), str) else {}
     name = data.get("model_provider")
     providers = data.get("model_providers") or {}
     chosen = providers.get(name) if isinstance(name, str) else None
-    if not isinstance(chosen, dict):
-        return {}
-    return {k: str(chosen[k]) for k in ("base_url", "env_key") if isinstance(chosen.get(k), str)}
+    if isinstance(chosen, dict):
+        out.update(
+            {k: str(chosen[k]) for k in ("base_url", "env_key") if isinstance(chosen.get(k), str)}
+        )
+    return out
 
 
 def _config_by_pattern(raw: str) -> dict[str, str]:
+    top = re.search(r'^\s*model\s*=\s*"([^"]+)"', raw.split("[", 1)[0], re.M)
     m = re.search(r'^\s*model_provider\s*=\s*"([^"]+)"', raw, re.M)
     if not m:
-        return {}
+        return {"model": top.group(1)} if top else {}
     section = re.search(
         rf"^\[model_providers\.{re.escape(m.group(1))}\]\s*$(.*?)(?=^\[|\Z)", raw, re.M | re.S
     )
     if not section:
         return {}
-    out: dict[str, str] = {}
+    out: dict[str, str] = {"model": top.group(1)} if top else {}
     for key in ("base_url", "env_key"):
         km = re.search(rf'^\s*{key}\s*=\s*"([^"]*)"', section.group(1), re.M)
         if km:

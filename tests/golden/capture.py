@@ -1,0 +1,173 @@
+"""Capture the golden streams: the real claude and codex CLIs, run through lk-invoke against
+the scripted model server, their saved native streams normalized by ``lk-invoke --transcript``.
+
+    .venv/bin/python tests/golden/capture.py [CASE ...]
+
+Writes tests/golden/<case>.jsonl (the stream, temporary paths replaced by /repo) and
+<case>.expected.json (the run record ``--transcript`` makes of it). Review the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent.parent))
+
+from tests.agents_helpers import claude_env_for, codex_env_for, model_server  # noqa: E402
+from tests.invoke_helpers import lk_invoke, lk_invoke_bin, write_contract  # noqa: E402
+
+WRITE = {"name": "Write", "input": {"file_path": "{{cwd}}/hello.py", "content": "print('hello')\n"}}
+READ = {"name": "Read", "input": {"file_path": "{{cwd}}/hello.py"}}
+EDIT = {
+    "name": "Edit",
+    "input": {"file_path": "{{cwd}}/hello.py", "old_string": "hello", "new_string": "hello, world"},
+}
+BAD_EDIT = {
+    "name": "Edit",
+    "input": {"file_path": "{{cwd}}/hello.py", "old_string": "absent text", "new_string": "x"},
+}
+PATCH = {
+    "name": "apply_patch",
+    "input": "*** Begin Patch\n*** Add File: hello.py\n+print('hello')\n*** End Patch\n",
+}
+
+
+def cat(cmd: str) -> dict[str, Any]:
+    return {"name": "exec_command", "input": {"cmd": cmd}}
+
+
+CASES: dict[str, dict[str, Any]] = {
+    "claude_write_edit": {
+        "provider": "claude",
+        "turns": [
+            {"text": "Creating hello.py.", "tools": [WRITE]},
+            {"tools": [READ]},
+            {"tools": [EDIT]},
+            {"tools": [{"name": "Bash", "input": {"command": "curl -s http://127.0.0.1:9/x"}}]},
+            {"text": "Wrote and edited hello.py."},
+        ],
+        "worker": {"allowed_tools": ["Bash(curl:*)"]},
+    },
+    "claude_max_turns": {
+        "provider": "claude",
+        "turns": [{"tools": [WRITE]}, {"tools": [READ]}, {"tools": [READ]}, {"text": "done"}],
+        "worker": {"max_turns": 2},
+    },
+    "claude_529_then_ok": {
+        "provider": "claude",
+        "turns": [{"error": {"status": 529, "times": 2}, "text": "All good."}],
+        "retries": 3,
+    },
+    "claude_500_forever": {
+        "provider": "claude",
+        "turns": [{"error": {"status": 500}}],
+        "retries": 1,
+    },
+    "claude_429": {
+        "provider": "claude",
+        "turns": [{"error": {"status": 429, "headers": {"x-should-retry": "false"}}}],
+        "retries": 0,
+    },
+    "claude_denied": {
+        "provider": "claude",
+        "turns": [
+            {"tools": [{"name": "Bash", "input": {"command": "git push origin main"}}]},
+            {"text": "I could not push."},
+        ],
+    },
+    "claude_stuck": {
+        "provider": "claude",
+        "turns": [{"tools": [WRITE]}, {"tools": [READ]}]
+        + [{"tools": [BAD_EDIT]} for _ in range(6)]
+        + [{"text": "gave up"}],
+    },
+    "codex_patch_exec": {
+        "provider": "codex",
+        "turns": [
+            {"text": "Creating hello.py.", "tools": [PATCH]},
+            {"tools": [cat("cat hello.py")]},
+            {"tools": [cat("pip install requests-nothing-here --dry-run || true")]},
+            {"text": "Done."},
+        ],
+    },
+    "codex_429": {
+        "provider": "codex",
+        "turns": [{"error": {"status": 429}}],
+    },
+    "codex_usage_limit": {
+        "provider": "codex",
+        "turns": [
+            {
+                "error": {
+                    "status": 429,
+                    "body": {
+                        "error": {
+                            "type": "usage_limit_reached",
+                            "message": "The usage limit has been reached",
+                            "plan_type": "plus",
+                            "resets_at": 1800000000,  # 2027-01-15T08:00:00Z
+                        }
+                    },
+                }
+            }
+        ],
+    },
+    "claude_usage_limit": {
+        "provider": "claude",
+        "turns": [
+            {"error": {"status": 429, "message": "Claude AI usage limit reached|1800000000"}}
+        ],
+        "retries": 0,
+    },
+    "codex_500_forever": {
+        "provider": "codex",
+        "turns": [{"error": {"status": 500}}],
+    },
+    "codex_stuck": {
+        "provider": "codex",
+        "turns": [{"tools": [cat("python3 -c 'import nothing_here'")]} for _ in range(6)]
+        + [{"text": "gave up"}],
+    },
+}
+
+
+def capture(name: str, case: dict[str, Any]) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="golden-"))
+    repo = tmp / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", "init"], cwd=repo, check=True)
+    worker = {"provider": case["provider"], **case.get("worker", {})}
+    contract = write_contract(tmp / "loop.yaml", worker=worker)
+    with model_server(case["turns"]) as server:
+        if case["provider"] == "claude":
+            env = claude_env_for(server, tmp / "home", retries=case.get("retries", 0))
+        else:
+            env = codex_env_for(server, tmp / "home", retries=case.get("retries", 0))
+        run = lk_invoke(["--contract", str(contract), "--timeout", "60"], cwd=repo, env=env)
+    stream = repo / run.run["transcript"]
+    text = stream.read_text(encoding="utf-8").replace(str(repo), "/repo")
+    out = HERE / f"{name}.jsonl"
+    out.write_text(text, encoding="utf-8")
+    done = subprocess.run(
+        [lk_invoke_bin(), "--transcript", out.name],
+        capture_output=True,
+        text=True,
+        cwd=HERE,
+    )
+    record = json.loads(done.stdout)
+    record.pop("transcript", None)
+    (HERE / f"{name}.expected.json").write_text(json.dumps(record, indent=2) + "\n")
+    print(f"{name}: live {run.run['stop_reason']}, transcript {record['stop_reason']}")
+
+
+if __name__ == "__main__":
+    wanted = sys.argv[1:] or list(CASES)
+    for case_name in wanted:
+        capture(case_name, CASES[case_name])
