@@ -438,7 +438,7 @@ def test_mark_keeps_every_other_byte(tmp_path: Path) -> None:
     new = path.read_bytes()
     old_lines, new_lines = plan.split_lines(raw), plan.split_lines(new)
     assert len(old_lines) == len(new_lines)
-    diff = [i for i, (a, b) in enumerate(zip(old_lines, new_lines)) if a != b]
+    diff = [i for i, (a, b) in enumerate(zip(old_lines, new_lines, strict=True)) if a != b]
     assert diff == [edit.index]
     assert new_lines[edit.index] == b"  - [!] Reference pages {#docs-ref} (parked: timeout)\r\n"
     assert path.stat().st_mode & 0o777 == 0o640
@@ -576,7 +576,7 @@ def _tasks_files(draw: st.DrawFn) -> bytes:
         if draw(st.booleans()):
             lines += ["  budget: 10 lines / 1 files", "  scope: src/a.py", "  end"]
     eols = [draw(st.sampled_from(["\n", "\r\n"])) for _ in lines]
-    body = "".join(line + eol for line, eol in zip(lines, eols))
+    body = "".join(line + eol for line, eol in zip(lines, eols, strict=True))
     if draw(st.booleans()):
         body = body.rstrip("\r\n")
     return body.encode("utf-8")
@@ -593,7 +593,7 @@ def test_parse_mark_parse_keeps_every_other_line(raw: bytes, data: st.DataObject
     new = plan.apply_edit(edit, raw)
     old_lines, new_lines = plan.split_lines(raw), plan.split_lines(new)
     assert len(old_lines) == len(new_lines)
-    for i, (a, b) in enumerate(zip(old_lines, new_lines)):
+    for i, (a, b) in enumerate(zip(old_lines, new_lines, strict=True)):
         if i != task.line - 1:
             assert a == b
     after = plan.parse(new)
