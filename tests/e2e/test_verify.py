@@ -1,0 +1,238 @@
+"""lk-verify over real temporary git repositories: checks, evidence, timeouts, the tree."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pty
+import select
+import subprocess
+import time
+from pathlib import Path
+
+from loopkit import git as lkgit
+from tests.conftest import git
+from tests.evidence_helpers import BIN, attempt, one_json, run, script, write_contract
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is gone for our purpose; read its state to tell.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][:1] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_pass_and_fail_with_full_evidence(git_repo: Path) -> None:
+    contract = write_contract(
+        git_repo,
+        criteria=[
+            {"name": "lint", "run": "echo all clean"},
+            {"name": "unit tests", "run": "echo 'FAILED test_x - assert 1 == 2' >&2; exit 3"},
+        ],
+        where=git_repo.parent,
+    )
+    done = run("lk-verify", "--contract", str(contract), cwd=git_repo)
+    assert done.returncode == 1, done.stderr
+    v = one_json(done.stdout, "verify")
+    assert v["kind"] == "loopkit/verify" and v["passed"] is False
+    assert v["tree"] == v["tree_after"] == lkgit.tree_hash(git_repo)
+    assert v["tree_changed"] is False
+    lint, unit = v["checks"]
+    assert (lint["name"], lint["exit_code"], lint["passed"], lint["fingerprint"]) == (
+        "lint",
+        0,
+        True,
+        None,
+    )
+    assert lint["output_tail"] == "all clean"
+    assert (unit["exit_code"], unit["passed"], unit["timed_out"]) == (3, False, False)
+    assert "assert 1 == 2" in unit["output_tail"]  # stderr is captured with stdout
+    assert unit["fingerprint"] and v["fingerprint"]
+    assert unit["duration_s"] >= 0
+    log = git_repo / unit["log"]
+    assert log.is_file() and log.is_relative_to(git_repo / ".loopkit" / "artifacts")
+    assert unit["output_sha256"] == hashlib.sha256(log.read_bytes()).hexdigest()
+    assert "unit tests failed (exit 3)" in done.stderr
+    # The logs never make the tree dirty.
+    assert git(git_repo, "status", "--porcelain") == ""
+
+    contract = write_contract(
+        git_repo, criteria=[{"name": "lint", "run": "true"}], where=git_repo.parent
+    )
+    done = run("lk-verify", "--contract", str(contract), cwd=git_repo)
+    assert done.returncode == 0
+    v = one_json(done.stdout)
+    assert v["passed"] is True and v["fingerprint"] is None
+
+
+def test_output_tail_is_bounded_and_the_log_is_whole(git_repo: Path) -> None:
+    contract = write_contract(
+        git_repo,
+        criteria=[{"name": "noisy", "run": "seq 1 100000; echo the end; exit 1"}],
+        where=git_repo.parent,
+    )
+    v = one_json(run("lk-verify", "--contract", str(contract), cwd=git_repo).stdout)
+    (c,) = v["checks"]
+    assert c["output_tail"].endswith("99999\n100000\nthe end")
+    assert len(c["output_tail"].splitlines()) <= 40
+    assert len(c["output_tail"].encode()) <= 4096
+    log = (git_repo / c["log"]).read_text()
+    assert log.startswith("1\n2\n3\n") and c["output_bytes"] == len(log.encode())
+
+
+def test_timeout_kills_the_whole_group_grandchildren_included(
+    git_repo: Path, tmp_path: Path
+) -> None:
+    pidfile = tmp_path / "grandchild.pid"
+    # The check starts a detached-looking grandchild that would outlive it, then hangs.
+    check = f"sh -c 'sleep 300 & echo $! > {pidfile}; wait' & wait"
+    contract = write_contract(
+        git_repo, criteria=[{"name": "hangs", "run": check, "timeout": 1}], where=tmp_path
+    )
+    started = time.monotonic()
+    done = run("lk-verify", "--contract", str(contract), cwd=git_repo)
+    assert time.monotonic() - started < 30
+    assert done.returncode == 1
+    (c,) = one_json(done.stdout)["checks"]
+    assert (c["timed_out"], c["exit_code"], c["passed"]) == (True, None, False)
+    assert c["fingerprint"]
+    assert "timed out" in done.stderr
+    pid = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid), f"grandchild {pid} outlived the timeout"
+
+
+def test_a_check_that_changes_the_tree_is_flagged(git_repo: Path) -> None:
+    contract = write_contract(
+        git_repo,
+        criteria=[
+            {"name": "clean", "run": "true"},
+            {"name": "writes", "run": "echo generated > generated.txt"},
+            {"name": "after", "run": "true"},
+        ],
+        where=git_repo.parent,
+    )
+    before = lkgit.tree_hash(git_repo)
+    done = run("lk-verify", "--contract", str(contract), cwd=git_repo)
+    assert done.returncode == 0
+    v = one_json(done.stdout)
+    assert v["tree"] == before
+    assert v["tree_changed"] is True and v["tree_after"] == lkgit.tree_hash(git_repo) != before
+    flags = [c.get("changed_tree", False) for c in v["checks"]]
+    assert flags == [False, True, False]
+    assert "writes changed the working tree" in done.stderr
+
+
+def test_only_and_no_stdin_at_all(git_repo: Path) -> None:
+    contract = write_contract(
+        git_repo,
+        criteria=[{"name": "a", "run": "exit 1"}, {"name": "b", "run": "echo b"}],
+        where=git_repo.parent,
+    )
+    # stdin closed outright, not merely empty: must neither block nor fail.
+    done = subprocess.run(
+        ["sh", "-c", f"exec {script('lk-verify')} --contract {contract} --only b <&-"],
+        cwd=git_repo,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    v = one_json(done.stdout)
+    assert [c["name"] for c in v["checks"]] == ["b"]
+    done = run("lk-verify", "--contract", str(contract), "--only", "nope", cwd=git_repo)
+    assert done.returncode == 3
+    assert "no check named 'nope'" in done.stderr and done.stdout == ""
+
+
+def test_fail_fast_skips_the_rest(git_repo: Path) -> None:
+    contract = write_contract(
+        git_repo,
+        criteria=[{"name": "a", "run": "exit 1"}, {"name": "b", "run": "true"}],
+        where=git_repo.parent,
+    )
+    v = one_json(run("lk-verify", "--contract", str(contract), "--fail-fast", cwd=git_repo).stdout)
+    assert [c["name"] for c in v["checks"]] == ["a"] and v["skipped"] == ["b"]
+
+
+def test_in_a_pipe_adds_verify_and_keeps_the_attempt_folder(git_repo: Path) -> None:
+    contract = {
+        "version": 1,
+        "objective": "o",
+        "scope": {"writable": ["**"]},
+        "criteria": [
+            {"name": "env", "run": 'test "$GREETING" = hello', "env": {"GREETING": "hello"}}
+        ],
+    }
+    done = run("lk-verify", cwd=git_repo, stdin=attempt(contract=contract, attempt_id="att-7"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    doc = one_json(done.stdout, "attempt")
+    assert doc["attempt_id"] == "att-7" and doc["verify"]["passed"] is True
+    assert doc["verify"]["checks"][0]["log"].startswith(".loopkit/artifacts/att-7/")
+
+
+def test_checks_run_in_the_repository_root_from_a_subdirectory(git_repo: Path) -> None:
+    (git_repo / "sub").mkdir()
+    (git_repo / "sub" / "keep").write_text("")
+    write_contract(git_repo, criteria=[{"name": "root", "run": "test -f README.md"}])
+    git(git_repo, "add", "-A")
+    git(git_repo, "commit", "-q", "-m", "contract")
+    contract = git_repo / "loop.yaml"
+    done = run("lk-verify", "--contract", str(contract), cwd=git_repo / "sub")
+    assert done.returncode == 0, done.stdout
+
+
+def test_bad_contract_exits_3_and_outside_a_repository_exits_4(tmp_path: Path) -> None:
+    bad = tmp_path / "loop.yaml"
+    bad.write_text("version: 1\nobjective: x\nscope: {writable: [src]}\ncriteria: []\n")
+    done = run("lk-verify", "--contract", str(bad), cwd=tmp_path)
+    assert done.returncode == 3 and "criteria" in done.stderr and done.stdout == ""
+    good = write_contract(tmp_path, name="good.yaml")
+    done = run("lk-verify", "--contract", str(good), cwd=tmp_path)
+    assert done.returncode == 4 and "not a git repository" in done.stderr
+
+
+def test_progress_only_when_stderr_is_a_terminal(git_repo: Path) -> None:
+    contract = write_contract(
+        git_repo, criteria=[{"name": "slowish", "run": "sleep 1.5"}], where=git_repo.parent
+    )
+    quiet = run("lk-verify", "--contract", str(contract), cwd=git_repo)
+    assert quiet.returncode == 0 and quiet.stderr == ""
+
+    master, slave = pty.openpty()
+    env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}")
+    p = subprocess.Popen(
+        [script("lk-verify"), "--contract", str(contract)],
+        cwd=git_repo,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        env=env,
+    )
+    os.close(slave)
+    seen = b""
+    out, _ = p.communicate(timeout=60)
+    while True:
+        ready, _, _ = select.select([master], [], [], 0.5)
+        if not ready:
+            break
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(master)
+    assert p.returncode == 0
+    text = seen.decode()
+    assert "[1/1] slowish ..." in text and "slowish: ok" in text
+    assert one_json(out.decode())["passed"] is True  # stdout stays pure JSON
