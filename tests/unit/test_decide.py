@@ -1,0 +1,487 @@
+"""The decision table: every failure class, its outcome and exit code; completion's gates."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from loopkit import budget, classify, decide, schema
+from loopkit.exitcodes import OUTCOME_CODES
+from tests import decide_helpers as h
+from tests.decide_helpers import OTHER_TREE, TREE
+
+
+def hist(**kw: Any) -> dict[str, Any]:
+    out = budget.empty_history()
+    out.update(kw)
+    return out
+
+
+def changed_passing(**kw: Any) -> dict[str, Any]:
+    return h.attempt(run=h.run(), diff=h.diff(), verify=h.verify(True), **kw)
+
+
+# (case id, document, history, tree on disk, cancel, outcome, failure class)
+TABLE: list[tuple[str, dict[str, Any], dict[str, Any], str | None, Any, str, str | None]] = [
+    ("complete", changed_passing(), hist(), TREE, None, "complete", None),
+    (
+        "complete-goal",
+        h.attempt(kind="goal", run=h.run(), diff=h.diff(), verify=h.verify(True), judge=h.judge()),
+        hist(),
+        TREE,
+        None,
+        "complete",
+        None,
+    ),
+    (
+        "complete-no-change-allowed",
+        h.attempt(allow_empty=True, run=h.run(), diff=h.diff(files=0), verify=h.verify(True)),
+        hist(),
+        TREE,
+        None,
+        "complete",
+        None,
+    ),
+    (
+        "cancel-intent",
+        changed_passing(),
+        hist(),
+        TREE,
+        {"reason": "stop"},
+        "cancelled",
+        "cancelled",
+    ),
+    (
+        "run-cancelled",
+        h.attempt(run=h.run("cancelled")),
+        hist(),
+        TREE,
+        None,
+        "cancelled",
+        "cancelled",
+    ),
+    ("transient-api", h.attempt(run=h.run("api_error")), hist(), TREE, None, "retry", "transient"),
+    (
+        "transient-throttle",
+        h.attempt(run=h.run("rate_limited")),
+        hist(),
+        TREE,
+        None,
+        "retry",
+        "transient",
+    ),
+    (
+        "usage-limit",
+        h.attempt(run=h.run("usage_limit", resume_after="2026-01-01T05:00:00Z")),
+        hist(),
+        TREE,
+        None,
+        "blocked",
+        "usage_limit",
+    ),
+    ("auth", h.attempt(run=h.run("auth_error")), hist(), TREE, None, "blocked", "auth"),
+    (
+        "permission",
+        h.attempt(run=h.run("permission_denied")),
+        hist(),
+        TREE,
+        None,
+        "blocked",
+        "permission",
+    ),
+    (
+        "invalid-input",
+        h.attempt(run=h.run("invalid_request")),
+        hist(),
+        TREE,
+        None,
+        "failed",
+        "invalid_input",
+    ),
+    ("timeout-first", h.attempt(run=h.run("timeout")), hist(), TREE, None, "retry", "timeout"),
+    (
+        "timeout-again",
+        h.attempt(run=h.run("timeout")),
+        hist(timeouts=1, attempts=1),
+        TREE,
+        None,
+        "replan",
+        "timeout",
+    ),
+    (
+        "timeout-limit",
+        h.attempt(run=h.run("timeout"), contract_=h.contract(timeouts=2)),
+        hist(timeouts=1, attempts=1),
+        TREE,
+        None,
+        "failed",
+        "timeout",
+    ),
+    ("stuck", h.attempt(run=h.run("stuck")), hist(), TREE, None, "replan", "stuck"),
+    ("crashed", h.attempt(run=h.run("crashed")), hist(), TREE, None, "failed", "unknown"),
+    (
+        "unsupported-completion",
+        h.attempt(run=h.run(claimed_complete=True), diff=h.diff(), verify=h.verify(False, "fpA")),
+        hist(),
+        TREE,
+        None,
+        "retry",
+        "unsupported_completion",
+    ),
+    (
+        "no-op",
+        h.attempt(run=h.run(claimed_complete=True), diff=h.diff(files=0), verify=h.verify(True)),
+        hist(),
+        TREE,
+        None,
+        "replan",
+        "no_op",
+    ),
+    (
+        "scope-violation",
+        h.attempt(
+            run=h.run(),
+            diff=h.diff(violations=[{"rule": "protected", "path": "migrations/001.sql"}]),
+            verify=h.verify(True),
+        ),
+        hist(),
+        TREE,
+        None,
+        "retry",
+        "scope_violation",
+    ),
+    (
+        "scope-too-big",
+        h.attempt(
+            run=h.run(),
+            diff=h.diff(files=1, lines=500),
+            verify=h.verify(True),
+            contract_=h.contract(changed_lines=100),
+        ),
+        hist(),
+        TREE,
+        None,
+        "retry",
+        "scope_violation",
+    ),
+    (
+        "verification-failure",
+        h.attempt(run=h.run(), diff=h.diff(), verify=h.verify(False, "fpB")),
+        hist(attempts=1, last_fingerprint="fpA"),
+        TREE,
+        None,
+        "retry",
+        "verification_failure",
+    ),
+    (
+        "no-progress",
+        h.attempt(run=h.run(), diff=h.diff(), verify=h.verify(False, "fpA")),
+        hist(attempts=1, last_fingerprint="fpA"),
+        TREE,
+        None,
+        "replan",
+        "no_progress",
+    ),
+    (
+        "no-progress-park",
+        h.attempt(run=h.run(), diff=h.diff(), verify=h.verify(False, "fpA")),
+        hist(attempts=2, last_fingerprint="fpA", same_failure=1),
+        TREE,
+        None,
+        "failed",
+        "no_progress",
+    ),
+    (
+        "stale-verify",
+        h.attempt(run=h.run(), diff=h.diff(), verify=h.verify(True)),
+        hist(),
+        OTHER_TREE,
+        None,
+        "retry",
+        "stale_evidence",
+    ),
+    (
+        "stale-diff-vs-verify",
+        h.attempt(run=h.run(), diff=h.diff(tree=OTHER_TREE), verify=h.verify(True)),
+        hist(),
+        TREE,
+        None,
+        "retry",
+        "stale_evidence",
+    ),
+    (
+        "unhashable-tree",
+        h.attempt(run=h.run(), diff=h.diff(), verify=h.verify(True)),
+        hist(),
+        None,
+        None,
+        "retry",
+        "stale_evidence",
+    ),
+    (
+        "ungrounded",
+        h.attempt(
+            kind="goal",
+            run=h.run(),
+            diff=h.diff(),
+            verify=h.verify(True),
+            judge=h.judge("MET", grounded=False),
+        ),
+        hist(),
+        TREE,
+        None,
+        "retry",
+        "ungrounded",
+    ),
+    (
+        "untrusted-judge",
+        h.attempt(
+            kind="goal",
+            run=h.run(),
+            diff=h.diff(),
+            verify=h.verify(True),
+            judge=h.judge("MET", trusted=False),
+        ),
+        hist(),
+        TREE,
+        None,
+        "retry",
+        "ungrounded",
+    ),
+    (
+        "goal-without-judge",
+        h.attempt(kind="goal", run=h.run(), diff=h.diff(), verify=h.verify(True)),
+        hist(),
+        TREE,
+        None,
+        "retry",
+        "ungrounded",
+    ),
+    (
+        "judge-not-met",
+        h.attempt(
+            kind="goal",
+            run=h.run(),
+            diff=h.diff(),
+            verify=h.verify(True),
+            judge=h.judge("NOT_MET"),
+        ),
+        hist(),
+        TREE,
+        None,
+        "retry",
+        "judge_not_met",
+    ),
+    (
+        "budget-attempts",
+        h.attempt(
+            run=h.run(),
+            diff=h.diff(),
+            verify=h.verify(False, "fpB"),
+            contract_=h.contract(attempts=3),
+        ),
+        hist(attempts=2, last_fingerprint="fpA"),
+        TREE,
+        None,
+        "budget_exhausted",
+        "budget",
+    ),
+    (
+        "unknown-stop-reason",
+        h.attempt(run={**h.run(), "stop_reason": "exploded", "is_error": True}),
+        hist(),
+        TREE,
+        None,
+        "failed",
+        "unknown",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("doc", "history", "tree", "cancel", "outcome", "failure_class"),
+    [pytest.param(*row[1:], id=row[0]) for row in TABLE],
+)
+def test_decision_table(
+    doc: dict[str, Any],
+    history: dict[str, Any],
+    tree: str | None,
+    cancel: Any,
+    outcome: str,
+    failure_class: str | None,
+) -> None:
+    d = decide.decide(doc, history, tree_on_disk=tree, cancel=cancel)
+    assert (d["outcome"], d["failure_class"]) == (outcome, failure_class), d["reason"]
+    assert d["exit_code"] == OUTCOME_CODES[outcome]
+    assert d["attempt"] == int(history.get("attempts") or 0) + 1
+    assert d["reason"]
+    schema.validate(d, "decision")
+
+
+def test_every_class_is_in_the_table_and_the_schema() -> None:
+    covered = {row[6] for row in TABLE if row[6] is not None}
+    assert covered == set(classify.CLASSES)
+    enum = set(schema.load("decision")["properties"]["failure_class"]["enum"]) - {None}
+    assert enum == set(classify.CLASSES)
+    for cls, (outcome, _) in classify.ACTIONS.items():
+        assert outcome in OUTCOME_CODES, cls
+
+
+def test_a_claim_of_done_is_not_completion() -> None:
+    doc = h.attempt(run=h.run(claimed_complete=True), diff=h.diff(), verify=h.verify(False, "fpX"))
+    d = decide.decide(doc, None, tree_on_disk=TREE)
+    assert d["outcome"] == "retry"
+    assert "unsupported completion" in d["feedback"].lower()
+    assert "ValueError" in d["feedback"]  # the failing check's output is carried
+
+
+def test_no_claim_but_evidence_completes() -> None:
+    doc = changed_passing()
+    doc["run"]["stop_reason"] = "max_turns"
+    d = decide.decide(doc, None, tree_on_disk=TREE)
+    assert d["outcome"] == "complete"
+    assert "evidence decides" in d["reason"]
+
+
+def test_stale_evidence_never_completes_even_when_passing() -> None:
+    doc = changed_passing()
+    for tree in (OTHER_TREE, None):
+        d = decide.decide(doc, None, tree_on_disk=tree)
+        assert d["outcome"] != "complete"
+        assert d["failure_class"] == "stale_evidence"
+
+
+def test_no_progress_feedback_says_the_hypothesis_failed() -> None:
+    doc = h.attempt(run=h.run(claimed_complete=True), diff=h.diff(), verify=h.verify(False, "fpA"))
+    d = decide.decide(doc, hist(attempts=1, last_fingerprint="fpA"), tree_on_disk=TREE)
+    assert d["outcome"] == "replan"
+    assert "hypothesis failed" in d["feedback"]
+    assert "unsupported completion" in d["feedback"]
+
+
+def test_same_failure_setting_moves_the_park() -> None:
+    doc = h.attempt(
+        run=h.run(),
+        diff=h.diff(),
+        verify=h.verify(False, "fpA"),
+        contract_=h.contract(same_failure=3),
+    )
+    history = hist(attempts=2, last_fingerprint="fpA", same_failure=1)
+    assert decide.decide(doc, history, tree_on_disk=TREE)["outcome"] == "replan"
+    history["same_failure"] = 2
+    assert decide.decide(doc, history, tree_on_disk=TREE)["outcome"] == "failed"
+
+
+def test_scope_violations_are_the_feedback() -> None:
+    v = [{"rule": "protected", "path": "migrations/001.sql"}, {"rule": "outside", "path": "x.py"}]
+    doc = h.attempt(run=h.run(), diff=h.diff(violations=v), verify=h.verify(True))
+    d = decide.decide(doc, None, tree_on_disk=TREE)
+    assert "migrations/001.sql" in d["feedback"] and "x.py" in d["feedback"]
+    assert d["violations"] == v
+
+
+def test_usage_limit_carries_resume_after_and_no_backoff() -> None:
+    doc = h.attempt(run=h.run("usage_limit", resume_after="2026-01-01T05:00:00Z"))
+    d = decide.decide(doc, None, tree_on_disk=TREE)
+    assert d["resume_after"] == "2026-01-01T05:00:00Z"
+    assert d["backoff_s"] is None
+
+
+def test_transient_backoff_is_deterministic_exponential_and_jittered() -> None:
+    doc = h.attempt(run=h.run("api_error"))
+    first = [
+        decide.decide(doc, hist(transient_streak=k), tree_on_disk=TREE)["backoff_s"]
+        for k in range(8)
+    ]
+    again = [
+        decide.decide(doc, hist(transient_streak=k), tree_on_disk=TREE)["backoff_s"]
+        for k in range(8)
+    ]
+    assert first == again
+    for k, b in enumerate(first):
+        base = min(decide.BACKOFF_CAP_S, decide.BACKOFF_BASE_S * 2**k)
+        assert base / 2 <= b <= base
+    assert first[3] > first[0]
+    other = h.attempt(run=h.run("api_error"), attempt_id="20260101T000000Z-ffffff")
+    jittered = [
+        decide.decide(other, hist(transient_streak=k), tree_on_disk=TREE)["backoff_s"]
+        for k in range(8)
+    ]
+    assert jittered != first
+
+
+def test_budget_exhaustion_keeps_the_cause_and_feedback() -> None:
+    doc = h.attempt(
+        run=h.run(), diff=h.diff(), verify=h.verify(False, "fpB"), contract_=h.contract(attempts=2)
+    )
+    d = decide.decide(doc, hist(attempts=1, last_fingerprint="fpA"), tree_on_disk=TREE)
+    assert d["outcome"] == "budget_exhausted" and d["exit_code"] == 22
+    assert d["exhausted"] == ["attempts"]
+    assert d["cause"] == "verification_failure"
+    assert "ValueError" in d["feedback"]
+
+
+def test_untrusted_cost_does_not_spend_the_cost_budget_but_tokens_do() -> None:
+    untrusted = h.run(cost={"usd": 50.0, "source": "cli-price-table", "trusted": False})
+    doc = h.attempt(
+        run=untrusted,
+        diff=h.diff(),
+        verify=h.verify(False, "fpB"),
+        contract_=h.contract(cost_usd=1),
+    )
+    assert decide.decide(doc, None, tree_on_disk=TREE)["outcome"] == "retry"
+    trusted = h.run(cost={"usd": 1.5, "source": "provider", "trusted": True})
+    doc = h.attempt(
+        run=trusted, diff=h.diff(), verify=h.verify(False, "fpB"), contract_=h.contract(cost_usd=1)
+    )
+    assert decide.decide(doc, None, tree_on_disk=TREE)["exhausted"] == ["cost_usd"]
+    doc = h.attempt(
+        run=untrusted, diff=h.diff(), verify=h.verify(False, "fpB"), contract_=h.contract(tokens=50)
+    )
+    assert decide.decide(doc, None, tree_on_disk=TREE)["exhausted"] == ["tokens"]
+
+
+def test_completion_wins_over_a_spent_budget() -> None:
+    doc = changed_passing(contract_=h.contract(attempts=1))
+    assert decide.decide(doc, None, tree_on_disk=TREE)["outcome"] == "complete"
+
+
+def test_decide_is_pure() -> None:
+    doc = h.attempt(run=h.run("api_error"), diff=h.diff(), verify=h.verify(False, "fpA"))
+    history = hist(attempts=1, last_fingerprint="fpA")
+    import copy
+
+    before = (copy.deepcopy(doc), copy.deepcopy(history))
+    a = decide.decide(doc, history, tree_on_disk=TREE)
+    b = decide.decide(doc, history, tree_on_disk=TREE)
+    assert a == b
+    assert (doc, history) == before
+
+
+def test_inputs_trims_bulk_and_keeps_what_decides() -> None:
+    full = changed_passing()
+    full["verify"]["checks"][0]["output_tail"] = "x" * 50_000
+    full["run"]["final_message"] = "y" * 50_000
+    full["run"]["side_effects"] = [{"kind": "network"}]
+    view = decide.inputs(full, h.contract())
+    assert len(view["verify"]["checks"][0]["output_tail"]) == decide.TAIL_CHARS
+    assert len(view["run"]["final_message"]) == decide.TAIL_CHARS
+    assert "side_effects" not in view["run"]
+    assert decide.decide(view, None, tree_on_disk=TREE) == decide.decide(
+        full, None, tree_on_disk=TREE
+    )
+    assert full["verify"]["checks"][0]["output_tail"] == "x" * 50_000  # the original is untouched
+
+
+def test_task_identity() -> None:
+    assert decide.task_id(changed_passing()) == "fix-parser"
+    assert decide.task_id({"kind": "loopkit/attempt", "version": 1}) == decide.DEFAULT_TASK_ID
+
+
+def test_classify_run_maps_every_stop_reason() -> None:
+    reasons = schema.load("run")["properties"]["stop_reason"]["enum"]
+    assert set(reasons) == set(classify.STOP_REASONS)
+    assert classify.classify_run(None) is None
+    assert classify.classify_run({"stop_reason": "completed", "is_error": False}) is None
+    assert classify.classify_run({"is_error": True}) == "unknown"
