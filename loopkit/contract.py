@@ -179,7 +179,7 @@ _SECTIONS: dict[str, dict[str, Check]] = {
 _TOP: dict[str, Check] = {
     "version": lambda v, w, o: (
         None
-        if v == CONTRACT_VERSION
+        if _is_int(v) and v == CONTRACT_VERSION  # `version: true` is not 1
         else o.append(Problem(w, f"expected {CONTRACT_VERSION}, got {_show(v)}"))
     ),
     "kind": lambda v, w, o: (

@@ -1,0 +1,215 @@
+"""The loop contract: every problem listed at once, defaults, parsing, applying a task."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopkit import contract, schema
+from loopkit.errors import BadInput
+from tests.plan_helpers import CONTRACT, CONTRACT_YAML, write
+
+
+def _with(**changes: Any) -> dict[str, Any]:
+    data = copy.deepcopy(CONTRACT)
+    for key, value in changes.items():
+        if value is None:
+            data.pop(key, None)
+        else:
+            data[key] = value
+    return data
+
+
+def _paths(data: Any) -> list[str]:
+    return [p.path for p in contract.validate(data)]
+
+
+def test_the_example_contract_is_valid() -> None:
+    assert contract.validate(CONTRACT) == []
+    schema.validate(contract.with_defaults(CONTRACT), "contract")
+
+
+@pytest.mark.parametrize(
+    ("changes", "path", "message"),
+    [
+        ({"objective": ""}, "$.objective", "non-empty string"),
+        ({"objective": "   "}, "$.objective", "non-empty string"),
+        ({"objective": None}, "$.objective", "missing"),
+        ({"criteria": []}, "$.criteria", "no criteria"),
+        ({"criteria": None}, "$.criteria", "missing"),
+        ({"criteria": "pytest"}, "$.criteria", "expected a list"),
+        ({"criteria": [{"name": "x"}]}, "$.criteria[0].run", "missing"),
+        (
+            {"criteria": [{"name": "x", "run": "a"}, {"name": "x", "run": "b"}]},
+            "$.criteria[1].name",
+            "duplicate",
+        ),
+        ({"criteria": [{"name": "x", "run": "a", "timeout": 0}]}, "$.criteria[0].timeout", "> 0"),
+        ({"criteria": [{"name": "x", "run": "a", "when": 1}]}, "$.criteria[0].when", "unknown key"),
+        ({"scope": {"writable": []}}, "$.scope.writable", "no writable scope"),
+        ({"scope": None}, "$.scope.writable", "no writable scope"),
+        ({"scope": {"writable": ["/etc/**"]}}, "$.scope.writable[0]", "is absolute"),
+        ({"scope": {"writable": ["~/x"]}}, "$.scope.writable[0]", "is absolute"),
+        ({"scope": {"writable": ["C:/x"]}}, "$.scope.writable[0]", "is absolute"),
+        ({"scope": {"writable": ["src/../../x"]}}, "$.scope.writable[0]", "escapes"),
+        (
+            {"scope": {"writable": ["src/**"], "protected": ["..\\x"]}},
+            "$.scope.protected[0]",
+            "escapes",
+        ),
+        ({"scope": {"writable": ["src/**"], "readonly": []}}, "$.scope.readonly", "unknown key"),
+        ({"budgets": {"attempts": 0}}, "$.budgets.attempts", ">= 1"),
+        ({"budgets": {"attempts": -3}}, "$.budgets.attempts", ">= 1"),
+        ({"budgets": {"attempts": 1.5}}, "$.budgets.attempts", "integer"),
+        ({"budgets": {"attempts": True}}, "$.budgets.attempts", "integer"),
+        ({"budgets": {"cost_usd": 0}}, "$.budgets.cost_usd", "> 0"),
+        ({"budgets": {"dollars": 5}}, "$.budgets.dollars", "unknown key"),
+        ({"budgets": [1, 2]}, "$.budgets", "expected a mapping"),
+        (
+            {"worker": {"provider": "gemini"}},
+            "$.worker.provider",
+            "expected one of claude, codex, command",
+        ),
+        ({"worker": {"provider": "command"}}, "$.worker.command", "needs a command"),
+        ({"worker": {}}, "$.worker.command", "needs a command"),
+        ({"judge": {"model": "x"}}, "$.judge.provider", "missing"),
+        ({"judge": {"provider": "command"}}, "$.judge.command", "needs a command"),
+        ({"plan": {"split_lines": 0}}, "$.plan.split_lines", ">= 1"),
+        ({"version": 2}, "$.version", "expected 1"),
+        ({"version": True}, "$.version", "expected 1"),
+        ({"version": "1"}, "$.version", "expected 1"),
+        ({"version": None}, "$.version", "missing"),
+        ({"kind": "loopkit/attempt"}, "$.kind", "loopkit/contract"),
+        ({"colour": "blue"}, "$.colour", "unknown key"),
+    ],
+)
+def test_each_problem(changes: dict[str, Any], path: str, message: str) -> None:
+    found = contract.validate(_with(**changes))
+    assert any(p.path == path and message in p.message for p in found), found
+
+
+def test_every_problem_is_listed_at_once() -> None:
+    bad = {
+        "version": 1,
+        "objective": "",
+        "scope": {"writable": [], "protected": ["../x"]},
+        "criteria": [],
+        "budgets": {"attempts": 0, "changed_files": -1},
+        "worker": {"provider": "command"},
+        "extra": 1,
+    }
+    paths = _paths(bad)
+    for expected in (
+        "$.objective",
+        "$.scope.protected[0]",
+        "$.scope.writable",
+        "$.criteria",
+        "$.budgets.attempts",
+        "$.budgets.changed_files",
+        "$.worker.command",
+        "$.extra",
+    ):
+        assert expected in paths
+    assert len(paths) >= 8
+
+
+@pytest.mark.parametrize("data", [None, [], "text", 3])
+def test_not_a_mapping(data: Any) -> None:
+    assert _paths(data) == ["$"]
+
+
+def test_hand_written_validator_agrees_with_the_schema_on_valid_documents() -> None:
+    # Whatever the validator accepts, the published schema accepts too (with defaults).
+    for changes in (
+        {},
+        {"judge": {"provider": "codex", "model": "m"}},
+        {"worker": {"provider": "claude", "max_turns": 3}},
+        {"plan": {"split_lines": 100, "split_files": 2}},
+        {"allow_empty_change": True, "memory": "MEMORY.md"},
+    ):
+        data = _with(**changes)
+        assert contract.validate(data) == []
+        schema.validate(data, "contract")
+        schema.validate(contract.with_defaults(data), "contract")
+
+
+def test_with_defaults_fills_in() -> None:
+    out = contract.with_defaults({**CONTRACT, "kind": "loopkit/contract"})
+    assert "kind" not in out
+    assert out["plan"] == {"split_lines": 600, "split_files": 8}
+    assert out["scope"]["protected"] == ["migrations/**"]
+    assert out["criteria"][0]["timeout"] == 300
+    assert out["allow_empty_change"] is False
+    assert out["budgets"]["same_failure"] == 2
+    assert CONTRACT["budgets"] == {"attempts": 4, "changed_files": 4, "changed_lines": 200}
+
+
+@pytest.mark.parametrize(
+    ("raw", "name", "message"),
+    [
+        (b"", "loop.yaml", "empty file"),
+        (b"\x00\x01", "loop.yaml", "binary data"),
+        (b"\xc3\x28", "loop.yaml", "not UTF-8"),
+        (b"a: [1, 2\n", "loop.yaml", "not YAML"),
+        (b'{"a": 1,}', "loop.json", "not JSON"),
+        (b"x" * (contract.MAX_CONTRACT_BYTES + 1), "loop.yaml", "at most"),
+    ],
+)
+def test_parse_text_errors(raw: bytes, name: str, message: str) -> None:
+    with pytest.raises(BadInput, match=message) as e:
+        contract.parse_text(raw, name)
+    assert str(e.value).startswith(name)
+
+
+def test_json_contract_accepted(tmp_path: Path) -> None:
+    import json
+
+    path = write(tmp_path, "loop.json", json.dumps(CONTRACT))
+    assert contract.load(path)["objective"] == CONTRACT["objective"]
+
+
+def test_load_names_the_first_problem_and_counts_the_rest(tmp_path: Path) -> None:
+    path = write(tmp_path, "loop.yaml", "version: 1\nobjective: ''\ncriteria: []\n")
+    with pytest.raises(BadInput) as e:
+        contract.load(path)
+    assert e.value.code == 3
+    assert str(e.value).startswith(f"{path}: $.objective")
+    assert "more; run lk-plan check" in str(e.value)
+
+
+def test_load_missing_and_directory(tmp_path: Path) -> None:
+    with pytest.raises(BadInput, match="no such file"):
+        contract.load(tmp_path / "nope.yaml")
+    with pytest.raises(BadInput, match="is a directory"):
+        contract.load(tmp_path)
+
+
+def test_resolve_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(BadInput, match="no contract"):
+        contract.resolve(None, None)
+    write(tmp_path, "loop.yaml", CONTRACT_YAML)
+    assert contract.resolve(None, None)["memory"] == "MEMORY.md"
+    doc = {"contract": {**CONTRACT, "objective": "from the document"}}
+    assert contract.resolve(None, doc)["objective"] == "from the document"
+    with pytest.raises(BadInput, match=r"\$\.contract\.objective"):
+        contract.resolve(None, {"contract": {**CONTRACT, "objective": ""}})
+
+
+def test_apply_task_narrows_scope_and_caps_budgets() -> None:
+    base = contract.with_defaults(CONTRACT)
+    out = contract.apply_task(
+        base,
+        {"scope": ["src/parser/a.py"], "budget": {"lines": 40, "files": 9}, "allow_empty": True},
+    )
+    assert out["scope"]["writable"] == ["src/parser/a.py"]
+    assert out["scope"]["protected"] == ["migrations/**"]
+    assert out["budgets"]["changed_lines"] == 40  # the smaller of 200 and 40
+    assert out["budgets"]["changed_files"] == 4  # the smaller of 4 and 9
+    assert out["allow_empty_change"] is True
+    assert base["scope"]["writable"] == ["src/**", "tests/**", "docs/**"]  # not mutated
+    schema.validate(out, "contract")
+    assert contract.apply_task(base, {"scope": [], "budget": {}}) == base
