@@ -605,9 +605,32 @@ def from_transcript(
         if state.result_seen
         else None
     )
-    cwd = getattr(state, "cwd", None)
-    observed = observe(name, state, outcome, root=root if root is not None else cwd)
+    observed = observe(name, state, outcome, root=root if root is not None else stream_cwd(p))
     return observed, state
+
+
+def stream_cwd(path: Path, *, lines: int = 20) -> str | None:
+    """The working directory a saved stream announces at its start (claude's init), if any.
+
+    Paths the judge read are made relative to it, as they would be in a live run.
+    """
+    import json
+
+    try:
+        with open(path, "rb") as f:
+            for n, raw in enumerate(f):
+                if n >= lines:
+                    break
+                try:
+                    obj = json.loads(raw)
+                except ValueError:
+                    continue
+                cwd = obj.get("cwd") if isinstance(obj, dict) else None
+                if isinstance(cwd, str) and os.path.isabs(cwd):
+                    return cwd
+    except OSError:
+        return None
+    return None
 
 
 # --------------------------------------------------------------------------- one judgement

@@ -19,10 +19,19 @@ from tests.agents_helpers import model_server, run_claude
 from tests.judge_helpers import GOAL, GOLDEN, docs_repo, judge_env, judge_turns, lk_judge
 
 CASES = {
-    "claude-met": ("claude", {"read": "docs/api.md", "reply": "GET /health is documented in docs/api.md.\nVERDICT: MET"}),
+    "claude-met": (
+        "claude",
+        {"read": "docs/api.md", "reply": "GET /health is documented in docs/api.md.\nVERDICT: MET"},
+    ),
     "claude-unread": ("claude", {"reply": "The route is surely documented.\nVERDICT: MET"}),
-    "claude-denied": ("claude", {"write": "docs/api.md", "read": "docs/api.md", "reply": "Documented.\nVERDICT: MET"}),
-    "codex-met": ("codex", {"read": "docs/api.md", "reply": "GET /health is documented in docs/api.md.\nVERDICT: MET"}),
+    "claude-denied": (
+        "claude",
+        {"write": "docs/api.md", "read": "docs/api.md", "reply": "Documented.\nVERDICT: MET"},
+    ),
+    "codex-met": (
+        "codex",
+        {"read": "docs/api.md", "reply": "GET /health is documented in docs/api.md.\nVERDICT: MET"},
+    ),
     "codex-not-met": (
         "codex",
         {
@@ -62,7 +71,9 @@ def main() -> None:
             tmp = Path(d)
             repo = docs_repo(_repo(tmp))
             with model_server(judge_turns(provider, **kw)) as server:
-                done = lk_judge(repo, judge_env(provider, server, tmp), "--provider", provider, "--goal", GOAL)
+                done = lk_judge(
+                    repo, judge_env(provider, server, tmp), "--provider", provider, "--goal", GOAL
+                )
             stream = repo / done.section["transcript"]
             (GOLDEN / f"{name}.jsonl").write_bytes(stream.read_bytes())
             print(name, done.code, done.section["reason"])
@@ -71,7 +82,18 @@ def main() -> None:
         repo = docs_repo(_repo(tmp))
         turns = [
             {"tools": [{"name": "Read", "input": {"file_path": "{{cwd}}/docs/api.md"}}]},
-            {"tools": [{"name": "Edit", "input": {"file_path": "{{cwd}}/docs/api.md", "old_string": "# API", "new_string": "# API (judged)"}}]},
+            {
+                "tools": [
+                    {
+                        "name": "Edit",
+                        "input": {
+                            "file_path": "{{cwd}}/docs/api.md",
+                            "old_string": "# API",
+                            "new_string": "# API (judged)",
+                        },
+                    }
+                ]
+            },
             {"text": "Fixed the title myself.\nVERDICT: MET"},
         ]
         with model_server(turns) as server:
