@@ -1,0 +1,120 @@
+"""lk-verify as a pre-commit hook, driven by the real pre-commit tool, offline."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import git
+from tests.evidence_helpers import BIN, write_contract
+
+HOOKS_FILE = Path(__file__).resolve().parents[2] / ".pre-commit-hooks.yaml"
+
+
+def _manifest() -> list[dict[str, Any]]:
+    data = yaml.safe_load(HOOKS_FILE.read_text())
+    assert isinstance(data, list)
+    return data
+
+
+def test_hooks_file_is_a_valid_pre_commit_manifest() -> None:
+    from pre_commit.clientlib import load_manifest
+
+    hooks = {h["id"]: h for h in load_manifest(str(HOOKS_FILE))}
+    verify = hooks["lk-verify"]
+    assert verify["entry"] == "lk-verify"
+    assert verify["language"] == "python"
+    assert verify["pass_filenames"] is False and verify["always_run"] is True
+
+
+def _precommit(repo: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "pre-commit"), *args],
+        cwd=repo,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture
+def hooked(git_repo: Path, tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A repository whose commits go through lk-verify via pre-commit (no network)."""
+    if not (BIN / "pre-commit").exists():
+        pytest.fail("pre-commit is not installed in the venv (make install)")
+    hook = dict(next(h for h in _manifest() if h["id"] == "lk-verify"))
+    # Offline: `repo: local` with the published hook's fields; `system` uses lk-verify from
+    # PATH instead of building a fresh virtualenv from the network.
+    hook["language"] = "system"
+    config = {"repos": [{"repo": "local", "hooks": [hook]}]}
+    (git_repo / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    write_contract(
+        git_repo,
+        criteria=[{"name": "value is good", "run": "grep -qx good value.txt", "timeout": 30}],
+    )
+    (git_repo / "value.txt").write_text("good\n")
+    env = dict(os.environ)
+    env["PATH"] = f"{BIN}{os.pathsep}{env['PATH']}"
+    env["PRE_COMMIT_HOME"] = str(tmp_path / "pre-commit-home")
+    env.pop("LOOPKIT_VALIDATE_OUTPUT", None)
+    git(git_repo, "add", "-A")
+    git(git_repo, "commit", "-q", "-m", "contract and hook config")
+    installed = _precommit(git_repo, "install", env=env)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    return git_repo, env
+
+
+def _commit(repo: Path, env: dict[str, str], message: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["git", "commit", "-m", message],
+        cwd=repo,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_failing_check_blocks_the_commit_and_a_fix_goes_through(
+    hooked: tuple[Path, dict[str, str]],
+) -> None:
+    repo, env = hooked
+    head = git(repo, "rev-parse", "HEAD")
+    (repo / "value.txt").write_text("bad\n")
+    git(repo, "add", "value.txt")
+    blocked = _commit(repo, env, "break it")
+    assert blocked.returncode != 0
+    out = blocked.stdout + blocked.stderr
+    assert "loopkit acceptance checks" in out and "Failed" in out
+    assert "value is good failed (exit 1)" in out
+    assert git(repo, "rev-parse", "HEAD") == head  # nothing was committed
+
+    (repo / "value.txt").write_text("good\n")
+    (repo / "other.txt").write_text("a real change\n")
+    git(repo, "add", "value.txt", "other.txt")
+    passed = _commit(repo, env, "fixed")
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert "Passed" in passed.stdout + passed.stderr
+    assert git(repo, "rev-parse", "HEAD") != head
+    assert git(repo, "log", "-1", "--format=%s").strip() == "fixed"
+    # The hook's logs stay out of git.
+    assert git(repo, "status", "--porcelain") == ""
+
+
+def test_pre_commit_run_of_the_hook(hooked: tuple[Path, dict[str, str]]) -> None:
+    repo, env = hooked
+    done = _precommit(repo, "run", "lk-verify", env=env)
+    assert done.returncode == 0, done.stdout
+    (repo / "value.txt").write_text("bad\n")
+    done = _precommit(repo, "run", "lk-verify", env=env)
+    assert done.returncode == 1 and "Failed" in done.stdout
