@@ -116,5 +116,10 @@ def test_pre_commit_run_of_the_hook(hooked: tuple[Path, dict[str, str]]) -> None
     done = _precommit(repo, "run", "lk-verify", env=env)
     assert done.returncode == 0, done.stdout
     (repo / "value.txt").write_text("bad\n")
+    # Unstaged edits are set aside by pre-commit: the hook checks what would be committed.
+    done = _precommit(repo, "run", "lk-verify", env=env)
+    assert done.returncode == 0, done.stdout
+    assert (repo / "value.txt").read_text() == "bad\n"  # and put back afterwards
+    git(repo, "add", "value.txt")
     done = _precommit(repo, "run", "lk-verify", env=env)
     assert done.returncode == 1 and "Failed" in done.stdout
