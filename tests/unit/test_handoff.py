@@ -1,0 +1,99 @@
+"""The handoff prompt: what it says, and that it stays small whatever the evidence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from loopkit import handoff
+
+CONTRACT = {
+    "objective": "Fix blank-line handling in parse_headers.",
+    "scope": {
+        "writable": ["src/parser/**"],
+        "protected": ["migrations/**"],
+        "always_allowed": ["tests/**"],
+    },
+    "criteria": [{"name": "regression", "run": "pytest tests/parser -q"}],
+}
+TASK = {"id": "fix-headers", "text": "Blank lines end the header block.", "kind": "task"}
+
+
+def test_task_contract_and_checks_are_all_there() -> None:
+    text = handoff.build(task=TASK, contract=CONTRACT)
+    assert "# Task (fix-headers)" in text and "Blank lines end the header block." in text
+    assert "Fix blank-line handling" in text
+    assert "`src/parser/**`" in text and "Never touch: `migrations/**`" in text
+    assert "regression: `pytest tests/parser -q`" in text
+    assert "Feedback" not in text
+
+
+def test_task_scope_replaces_the_writable_globs() -> None:
+    text = handoff.build(task={**TASK, "scope": ["src/only.py"]}, contract=CONTRACT)
+    assert "You may change: `src/only.py`" in text and "src/parser/**`," not in text
+
+
+def test_previous_failures_become_feedback_with_tails_only() -> None:
+    huge = "noise line\n" * 25_000 + "E   AssertionError: expected 2 headers, got 3\n"
+    assert len(huge) > 268_000
+    previous = {
+        "verify": {
+            "checks": [
+                {"name": "regression", "passed": False, "exit_code": 1, "output_tail": huge},
+                {"name": "lint", "passed": True, "exit_code": 0, "output_tail": "ok"},
+            ]
+        },
+        "diff": {"violations": [{"rule": "protected", "path": "migrations/001.sql"}]},
+        "judge": {"verdict": "NOT_MET", "grounded": True, "feedback": "No test covers CRLF."},
+        "decision": {"outcome": "retry", "feedback": "Add a regression test first."},
+        "run": {
+            "stop_reason": "stuck",
+            "stuck": {"tool": "Edit", "repeats": 3, "error": "String to replace not found"},
+        },
+    }
+    text = handoff.build(task=TASK, contract=CONTRACT, previous=previous)
+    assert len(text.encode()) <= handoff.MAX_BYTES
+    assert "expected 2 headers, got 3" in text  # the tail survives
+    assert text.count("noise line") < 100
+    assert "Check `regression` failed (exit 1)" in text and "`lint`" not in text
+    assert "migrations/001.sql: protected" in text
+    assert "No test covers CRLF." in text and "Add a regression test first." in text
+    assert "repeating a failing `Edit` call 3 times" in text
+
+
+def test_memory_is_carried_newest_last_and_bounded(tmp_path: Path) -> None:
+    (tmp_path / "MEMORY.md").write_text("old lesson\n" * 2000 + "NEWEST: run migrations first\n")
+    memory = handoff.read_memory(tmp_path, "MEMORY.md")
+    text = handoff.build(task=TASK, contract=CONTRACT, memory=memory)
+    assert "NEWEST: run migrations first" in text
+    assert len(text.encode()) <= handoff.MAX_BYTES
+    assert handoff.read_memory(tmp_path, "missing.md") is None
+    assert handoff.read_memory(tmp_path, None) is None
+
+
+def test_previous_attempt_is_found_only_when_sections_exist() -> None:
+    assert handoff.previous_attempt({"kind": "loopkit/attempt", "task": TASK}) is None
+    found = handoff.previous_attempt({"task": TASK, "verify": {"checks": []}})
+    assert found == {"verify": {"checks": []}}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    text=st.text(min_size=0, max_size=20_000),
+    tail=st.text(min_size=0, max_size=20_000),
+    memory=st.text(min_size=0, max_size=20_000),
+)
+def test_never_over_the_limit(text: str, tail: str, memory: str) -> None:
+    previous = {
+        "verify": {"checks": [{"name": "c", "passed": False, "output_tail": tail}] * 6},
+        "decision": {"feedback": text},
+    }
+    out = handoff.build(
+        task={**TASK, "text": text},
+        contract={**CONTRACT, "objective": text or "x"},
+        previous=previous,
+        memory=memory,
+    )
+    assert len(out.encode("utf-8")) <= handoff.MAX_BYTES
