@@ -563,20 +563,37 @@ def replay(records: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
         differ(line, rec, "task_id", tid, task_id(view))
         differ(line, rec, "inputs.history", inputs_.get("history"), derived_history)
         history = derived_history
+        derived: dict[str, Any] = dict(rec)
         if rec.get("type") == "admission":
             admission = budget.admit(
                 history, view.get("contract") or {}, now=str(inputs_.get("now"))
             )
-            differ(line, rec, "admission", rec.get("admission"), admission)
-            differ(line, rec, "decision", rec.get("decision"), admission_decision(admission))
+            derived.update(admission=admission, decision=admission_decision(admission))
         else:
             tree = inputs_.get("tree_on_disk")
             decision = decide(view, history, tree_on_disk=tree, cancel=inputs_.get("cancel"))
-            differ(line, rec, "decision", rec.get("decision"), decision)
-            differ(line, rec, "reason", rec.get("reason"), decision["reason"])
-            differ(line, rec, "attempt", rec.get("attempt"), decision["attempt"])
-            differ(line, rec, "evidence", rec.get("evidence"), evidence_state(view, tree))
-            for key, value in ledger.summarize(view).items():
-                differ(line, rec, key, rec.get(key), value)
-        histories[tid] = budget.fold(derived_history, rec)
+            derived.update(
+                decision=decision,
+                reason=decision["reason"],
+                attempt=decision["attempt"],
+                evidence=evidence_state(view, tree),
+                **ledger.summarize(view),
+            )
+        for key in (
+            "admission",
+            "decision",
+            "reason",
+            "attempt",
+            "evidence",
+            "run",
+            "usage",
+            "diff",
+            "verify",
+            "judge",
+        ):
+            if key in derived or key in rec:
+                differ(line, rec, key, rec.get(key), derived.get(key))
+        # Fold what the inputs re-derive, so one tampered record is reported once and the
+        # records after it are still checked against the true history.
+        histories[tid] = budget.fold(derived_history, derived)
     return out
