@@ -422,6 +422,7 @@ def observe(
     outcome: Outcome | None,
     *,
     root: str | os.PathLike[str] | None,
+    state_dir: str | None = None,
 ) -> Observed:
     """Turn a parsed stream (and how the run ended) into what the verdict is decided on."""
     failed = outcome.is_error if outcome is not None else bool(state.result_is_error)
@@ -434,7 +435,7 @@ def observe(
     return Observed(
         provider=provider,
         reply=state.final_message,
-        files_read=grounding(state.files_read, root=root),
+        files_read=grounding(state.files_read, root=root, state_dir=state_dir),
         ended=bool(state.result_seen),
         failed=failed,
         stop_reason=outcome.stop_reason if outcome is not None else None,
@@ -552,7 +553,8 @@ def run(
         state, Exit(exit_code=done.exit_code, stopped=done.stopped, stderr_tail=_tail(stderr_path))
     )
     after = git.tree_hash(root)
-    observed = observe(settings.provider, state, outcome, root=root)
+    state_rel = os.path.relpath(artifacts.parent.parent, root)
+    observed = observe(settings.provider, state, outcome, root=root, state_dir=state_rel)
     observed.tree_before, observed.tree_after = before, after
     observed.changes = tree_changes(root, before, after)
     return Run(
