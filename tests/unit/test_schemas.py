@@ -1,0 +1,120 @@
+"""Every published schema: valid against the 2020-12 metaschema, and its examples.
+
+Examples live in tests/examples/{valid,invalid}/<schema>/*.json. For ``common`` (which only
+holds shared ``$defs``) a file named ``<def>.<case>.json`` is checked against that def.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+from referencing import Registry, Resource
+
+from loopkit import schema
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+NAMES = schema.names()
+
+
+def _registry() -> Registry[Any]:
+    return Registry().with_resources(
+        (schema.BASE_URI + f"{n}.json", Resource.from_contents(schema.load(n))) for n in NAMES
+    )
+
+
+def _validator(name: str, file: Path) -> Draft202012Validator:
+    if name == "common":
+        target = {"$ref": f"{schema.BASE_URI}common.json#/$defs/{file.name.split('.')[0]}"}
+        return Draft202012Validator(target, registry=_registry())
+    return Draft202012Validator(schema.load(name), registry=_registry())
+
+
+def _examples(kind: str) -> list[Any]:
+    return [
+        pytest.param(p.parent.name, p, id=f"{p.parent.name}/{p.stem}")
+        for p in sorted((EXAMPLES / kind).glob("*/*.json"))
+    ]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_schema_passes_the_metaschema(name: str) -> None:
+    doc = schema.load(name)
+    Draft202012Validator.check_schema(doc)
+    assert doc["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert doc["$id"] == f"{schema.BASE_URI}{name}.json"
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n != "common"])
+def test_message_schemas_pin_kind_and_version(name: str) -> None:
+    props = schema.load(name).get("properties", {})
+    assert props.get("version") == {"const": 1}
+    assert "kind" in props
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_schema_has_valid_and_invalid_examples(name: str) -> None:
+    for kind in ("valid", "invalid"):
+        assert list((EXAMPLES / kind / name).glob("*.json")), f"add tests/examples/{kind}/{name}/"
+
+
+@pytest.mark.parametrize(("name", "file"), _examples("valid"))
+def test_valid_examples(name: str, file: Path) -> None:
+    assert name in NAMES, f"examples for a schema that does not exist: {name}"
+    doc = json.loads(file.read_text(encoding="utf-8"))
+    errors = list(_validator(name, file).iter_errors(doc))
+    assert errors == [], [e.message for e in errors]
+
+
+@pytest.mark.parametrize(("name", "file"), _examples("invalid"))
+def test_invalid_examples(name: str, file: Path) -> None:
+    assert name in NAMES, f"examples for a schema that does not exist: {name}"
+    doc = json.loads(file.read_text(encoding="utf-8"))
+    assert list(_validator(name, file).iter_errors(doc)), f"{file.name} should be invalid"
+
+
+def test_refs_resolve_locally() -> None:
+    # Validating a full attempt walks every $ref; nothing may be fetched over the network.
+    doc = json.loads((EXAMPLES / "valid/attempt/every-section.json").read_text())
+    schema.validate(doc, "attempt")
+    assert schema.errors({"kind": "loopkit/attempt", "version": 1, "task": {}}, "attempt")
+
+
+def test_the_spec_field_names_are_published() -> None:
+    """The names of SPEC.md's published surface exist in the section schemas."""
+    fields = {
+        "task": ["id", "text", "kind", "scope", "budget", "depends"],
+        "run": [
+            "provider", "command", "session_id", "exit_code", "is_error", "stop_reason",
+            "claimed_complete", "final_message", "effective_model", "usage", "cost",
+            "api_retries", "tool_errors", "duration_s", "transcript",
+        ],
+        "diff": ["base", "tree", "files", "totals", "violations", "within_policy"],
+        "verify": ["tree", "passed", "fingerprint", "checks"],
+        "judge": ["verdict", "grounded", "trusted", "files_read", "feedback", "provider"],
+        "decision": ["outcome", "reason", "failure_class", "backoff_s", "resume_after", "feedback", "attempt"],
+    }  # fmt: skip
+    for name, names in fields.items():
+        props = schema.load(name)["properties"]
+        missing = [f for f in names if f not in props]
+        assert not missing, f"{name}.json lacks {missing}"
+    run = schema.load("run")["properties"]
+    assert set(run["usage"]["properties"]) >= {"input_tokens", "output_tokens", "turns", "tool_calls"}
+    assert set(run["cost"]["properties"]) >= {"usd", "source", "trusted"}
+    check = schema.load("verify")["properties"]["checks"]["items"]["properties"]
+    assert set(check) >= {
+        "name", "command", "exit_code", "passed", "duration_s", "output_tail",
+        "output_sha256", "fingerprint", "log",
+    }  # fmt: skip
+    assert set(run["stop_reason"]["enum"]) >= {
+        "completed", "max_turns", "timeout", "api_error", "rate_limited", "usage_limit",
+        "auth_error", "permission_denied", "stuck", "cancelled", "crashed",
+    }  # fmt: skip
+    assert schema.load("judge")["properties"]["verdict"]["enum"] == ["MET", "NOT_MET"]
+    outcomes = schema.load("decision")["properties"]["outcome"]["enum"]
+    assert outcomes == [
+        "complete", "retry", "replan", "blocked", "failed", "budget_exhausted", "cancelled",
+    ]  # fmt: skip
