@@ -61,7 +61,8 @@ _TOOL_KEYS = {"name", "input", "id"}
 _ERROR_KEYS = {"status", "type", "message", "code", "headers", "body", "times", "in_stream"}
 _CUT_KEYS = {"after", "times"}
 _SESSION_KEYS = {"turns", *API_ALIASES}
-_TOP_KEYS = {"sessions", "exhausted", *_SESSION_KEYS}
+_TOP_KEYS = {"kind", "version", "sessions", "exhausted", *_SESSION_KEYS}
+KIND = "loopkit/model-script"
 
 
 @dataclass(frozen=True)
@@ -163,6 +164,11 @@ def from_data(data: Any, *, source: str = "script") -> Script:
                 raise bad(
                     f"$.{key}", f"unknown key; expected one of: {', '.join(sorted(_TOP_KEYS))}"
                 )
+        if data.get("kind", KIND) != KIND:
+            raise bad("$.kind", f"expected {KIND!r}, got {data['kind']!r}")
+        if data.get("version", 1) != 1:
+            raise bad("$.version", f"expected 1, got {data['version']!r}")
+        data = {k: v for k, v in data.items() if k not in ("kind", "version")}
         exhausted = data.get("exhausted", "end")
         if exhausted not in EXHAUSTED:
             raise bad("$.exhausted", f"expected one of {', '.join(EXHAUSTED)}, got {exhausted!r}")

@@ -277,3 +277,29 @@ def test_codex_home_writes_a_provider(tmp_path: Path) -> None:
 def test_overlay_drops_routing_variables() -> None:
     base = {"PATH": "/bin", "ANTHROPIC_AUTH_TOKEN": "real", "OPENAI_BASE_URL": "elsewhere"}
     assert rehearse.overlay({"HOME": "/h"}, base=base) == {"PATH": "/bin", "HOME": "/h"}
+
+
+# -- the published schema agrees with the loader -------------------------------------------
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+@pytest.mark.parametrize(
+    ("valid", "path"),
+    [
+        (kind == "valid", p)
+        for kind in ("valid", "invalid")
+        for p in sorted((EXAMPLES / kind / "model-script").glob("*.json"))
+    ],
+    ids=lambda v: v.name if isinstance(v, Path) else str(v),
+)
+def test_schema_and_loader_agree(valid: bool, path: Path) -> None:
+    from loopkit import schema
+
+    data = json.loads(path.read_text())
+    assert (schema.errors(data, "model-script") == []) is valid
+    if valid:
+        script.from_data(data, source=path.name)
+    else:
+        with pytest.raises(BadInput):
+            script.from_data(data, source=path.name)
