@@ -1,0 +1,306 @@
+"""lk-plan through click's CliRunner: exit codes, stdout validated against the schemas."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from loopkit import schema
+from loopkit.cli.plan import main
+from tests.plan_helpers import CONTRACT_YAML, TASKS_MD, small, write
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "parser-project"
+
+
+def run(*args: str, input: str | bytes | None = None) -> Result:
+    return CliRunner().invoke(main, list(args), input=input)
+
+
+def one_json(result: Result, name: str) -> dict[str, Any]:
+    lines = result.stdout.splitlines()
+    assert len(lines) == 1, result.stdout
+    doc: dict[str, Any] = json.loads(lines[0])
+    schema.validate(doc, name)
+    return doc
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    write(tmp_path, "loop.yaml", CONTRACT_YAML)
+    write(tmp_path, "TASKS.md", TASKS_MD)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+# --------------------------------------------------------------------------- check
+
+
+def test_check_valid_contract(project: Path) -> None:
+    r = run("check", "loop.yaml")
+    assert r.exit_code == 0, r.stderr
+    doc = one_json(r, "problems")
+    assert doc == {
+        "kind": "loopkit/problems",
+        "version": 1,
+        "file": "loop.yaml",
+        "type": "contract",
+        "valid": True,
+        "problems": [],
+    }
+    assert r.stderr == "lk-plan: loop.yaml: valid (contract)\n"
+
+
+def test_check_invalid_contract_lists_every_problem(project: Path) -> None:
+    write(
+        project,
+        "bad.yaml",
+        "version: 1\nobjective: ''\nscope: {writable: ['../x']}\ncriteria: []\n"
+        "budgets: {attempts: 0}\nworker: {provider: gemini}\ncolour: blue\n",
+    )
+    r = run("check", "bad.yaml")
+    assert r.exit_code == 1
+    doc = one_json(r, "problems")
+    assert doc["valid"] is False
+    paths = [p["path"] for p in doc["problems"]]
+    for expected in (
+        "$.objective",
+        "$.scope.writable[0]",
+        "$.criteria",
+        "$.budgets.attempts",
+        "$.worker.provider",
+        "$.colour",
+    ):
+        assert expected in paths
+    assert len(r.stderr.splitlines()) == 1
+    assert "invalid contract" in r.stderr and f"(and {len(paths) - 1} more)" in r.stderr
+
+
+def test_check_tasks(project: Path) -> None:
+    r = run("check", "TASKS.md", "--contract", "loop.yaml")
+    assert r.exit_code == 0, r.stderr
+    doc = one_json(r, "problems")
+    assert doc["type"] == "tasks" and doc["valid"] is True
+    assert [t["id"] for t in doc["tasks"]] == [
+        "setup",
+        "fix-blank-line-handling-in-parse-headers",
+        "docs",
+        "docs-ref",
+        "docs-tutorial",
+    ]
+    assert [t["ready"] for t in doc["tasks"]] == [False, True, False, False, False]
+
+
+def test_check_invalid_tasks_lists_every_problem_with_lines(project: Path) -> None:
+    text = TASKS_MD + "- [ ] big one\n  budget: 900 lines / 3 files\n  scope: src/**\n"
+    write(project, "TASKS.md", text)
+    r = run("check", "TASKS.md")
+    assert r.exit_code == 1
+    doc = one_json(r, "problems")
+    msgs = {(p["line"], p["task"], p["message"].split(":")[0]) for p in doc["problems"]}
+    assert (25, "big-one", "truncated plan") in msgs
+    assert any(p["message"].startswith("estimate 900 lines") for p in doc["problems"])
+    assert r.stderr.startswith("lk-plan: TASKS.md: invalid tasks: line ")
+
+
+def test_check_contract_scope_against_tasks(project: Path) -> None:
+    write(project, "TASKS.md", small("x", scope="lib/a.py"))
+    assert run("check", "TASKS.md").exit_code == 0
+    r = run("check", "TASKS.md", "--contract", "loop.yaml")
+    assert r.exit_code == 1
+    assert (
+        "outside the contract's writable scope" in one_json(r, "problems")["problems"][0]["message"]
+    )
+
+
+def test_check_detects_type_by_content_and_reads_stdin(project: Path) -> None:
+    write(project, "plan.txt", TASKS_MD)
+    shutil.copy(project / "loop.yaml", project / "contract")
+    assert one_json(run("check", "plan.txt"), "problems")["type"] == "tasks"
+    assert one_json(run("check", "contract"), "problems")["type"] == "contract"
+    r = run("check", "-", input=TASKS_MD)
+    assert r.exit_code == 0 and one_json(r, "problems")["file"] == "<stdin>"
+    r = run("check", "-", "--type", "contract", input=CONTRACT_YAML)
+    assert r.exit_code == 0 and one_json(r, "problems")["type"] == "contract"
+
+
+# --------------------------------------------------------------------------- next
+
+
+def test_next_prints_the_attempt_document(project: Path) -> None:
+    r = run("next", "TASKS.md", "--contract", "loop.yaml")
+    assert r.exit_code == 0, r.stderr
+    doc = one_json(r, "attempt")
+    assert doc["kind"] == "loopkit/attempt" and doc["version"] == 1
+    task = doc["task"]
+    assert task["id"] == "fix-blank-line-handling-in-parse-headers"
+    assert task["depends"] == ["setup"]
+    assert doc["contract"]["scope"]["writable"] == task["scope"]
+    assert doc["contract"]["scope"]["protected"] == ["migrations/**"]
+    assert doc["contract"]["budgets"]["changed_lines"] == 40
+    assert doc["contract"]["budgets"]["changed_files"] == 2
+    assert r.stderr == "lk-plan: next: fix-blank-line-handling-in-parse-headers (TASKS.md line 7)\n"
+
+
+def test_next_uses_loop_yaml_by_default(project: Path) -> None:
+    assert run("next", "TASKS.md").exit_code == 0
+
+
+def test_next_after_marks_walks_the_slices_then_says_nothing_ready(project: Path) -> None:
+    seen = []
+    for _ in range(3):
+        r = run("next", "TASKS.md")
+        assert r.exit_code == 0
+        task_id = one_json(r, "attempt")["task"]["id"]
+        seen.append(task_id)
+        assert run("mark", "TASKS.md", "--task", task_id, "--status", "done").exit_code == 0
+    assert seen == ["fix-blank-line-handling-in-parse-headers", "docs-ref", "docs-tutorial"]
+    r = run("next", "TASKS.md")
+    assert r.exit_code == 1
+    assert r.stdout == ""
+    assert r.stderr == "lk-plan: nothing ready: all 4 tasks are done\n"
+
+
+def test_parked_task_blocks_its_dependents(project: Path) -> None:
+    r = run(
+        "mark",
+        "TASKS.md",
+        "--task",
+        "fix-blank-line-handling-in-parse-headers",
+        "--status",
+        "parked",
+        "--reason",
+        "same failure twice",
+    )
+    assert r.exit_code == 0, r.stderr
+    r = run("next", "TASKS.md")
+    assert r.exit_code == 1 and r.stdout == ""
+    assert "1 parked (fix-blank-line-handling-in-parse-headers)" in r.stderr
+    assert "docs-ref behind parked fix-blank-line-handling-in-parse-headers" in r.stderr
+    assert len(r.stderr.splitlines()) == 1
+
+
+def test_next_task_option(project: Path) -> None:
+    r = run("next", "TASKS.md", "--task", "docs-ref")
+    assert r.exit_code == 1
+    assert (
+        "docs-ref is not ready: it waits for fix-blank-line-handling-in-parse-headers" in r.stderr
+    )
+    r = run("next", "TASKS.md", "--task", "fix-blank-line-handling-in-parse-headers")
+    assert r.exit_code == 0
+    assert run("next", "TASKS.md", "--task", "nope").exit_code == 3
+
+
+def test_next_refuses_an_invalid_plan(project: Path) -> None:
+    write(project, "TASKS.md", TASKS_MD.rstrip("\n").rsplit("\n", 1)[0] + "\n")  # drop the last end
+    r = run("next", "TASKS.md")
+    assert r.exit_code == 3
+    assert r.stdout == ""
+    assert "invalid plan: line" in r.stderr and "truncated plan" in r.stderr
+    assert "run lk-plan check TASKS.md" in r.stderr
+
+
+def test_next_over_threshold_is_refused(project: Path) -> None:
+    write(project, "TASKS.md", "- [ ] big\n  budget: 601 lines / 1 files\n  scope: src/**\n  end\n")
+    r = run("next", "TASKS.md")
+    assert r.exit_code == 3 and "over the split threshold" in r.stderr
+    write(project, "loop.yaml", CONTRACT_YAML + "plan: {split_lines: 1000}\n")
+    assert run("next", "TASKS.md").exit_code == 0
+
+
+def test_next_goal_task(project: Path) -> None:
+    write(project, "TASKS.md", "- [ ] GOAL: the docs read clearly {#docs}\n")
+    doc = one_json(run("next", "TASKS.md"), "attempt")
+    assert doc["task"]["kind"] == "goal" and doc["task"]["text"] == "the docs read clearly"
+    assert doc["contract"]["scope"]["writable"] == ["src/**", "tests/**", "docs/**"]
+
+
+# --------------------------------------------------------------------------- mark
+
+
+def test_mark_rewrites_only_that_line(project: Path) -> None:
+    before = (project / "TASKS.md").read_bytes()
+    r = run("mark", "TASKS.md", "--task", "docs-ref", "--status", "done")
+    assert r.exit_code == 0
+    assert r.stdout == ""
+    assert r.stderr == "lk-plan: marked docs-ref done (TASKS.md line 16)\n"
+    after = (project / "TASKS.md").read_bytes()
+    assert after == before.replace(b"  - [ ] Reference", b"  - [x] Reference")
+    r = run("mark", "TASKS.md", "--task", "docs-ref", "--status", "done")
+    assert r.exit_code == 0 and "already done" in r.stderr
+
+
+def test_mark_errors(project: Path) -> None:
+    r = run("mark", "TASKS.md", "--task", "ghost", "--status", "done")
+    assert r.exit_code == 3 and "no task with id 'ghost'" in r.stderr
+    r = run("mark", "TASKS.md", "--task", "setup", "--status", "finished")
+    assert r.exit_code == 2
+    r = run("mark", "missing.md", "--task", "setup", "--status", "done")
+    assert r.exit_code == 3 and "no such file" in r.stderr
+
+
+# --------------------------------------------------------------------------- guidance
+
+
+def test_guidance_to_stdout(project: Path) -> None:
+    r = run("guidance", "loop.yaml")
+    assert r.exit_code == 0
+    assert "## Objective" in r.stdout and "`pytest tests -q`" in r.stdout
+    assert "200" not in r.stdout  # changed_lines budget stays out
+
+
+def test_guidance_into_a_file_keeps_the_users_text(project: Path) -> None:
+    write(project, "AGENTS.md", "# Mine\n\nKeep this.\n")
+    assert run("guidance", "loop.yaml", "--output", "AGENTS.md").exit_code == 0
+    first = (project / "AGENTS.md").read_text()
+    assert first.startswith("# Mine\n\nKeep this.\n\n<!-- loopkit:guidance:begin")
+    write(project, "loop.yaml", CONTRACT_YAML.replace("pytest tests -q", "pytest -x"))
+    assert run("guidance", "loop.yaml", "-o", "AGENTS.md").exit_code == 0
+    second = (project / "AGENTS.md").read_text()
+    assert "pytest -x" in second and "pytest tests -q" not in second
+    assert second.count("loopkit:guidance:begin") == 1 and second.startswith("# Mine\n")
+
+
+def test_guidance_from_a_piped_attempt(project: Path) -> None:
+    attempt = run("next", "TASKS.md").stdout
+    r = run("guidance", input=attempt)
+    assert r.exit_code == 0, r.stderr
+    assert "## Your task: `fix-blank-line-handling-in-parse-headers`" in r.stdout
+    assert "- `src/parser/headers.py`" in r.stdout
+    assert "`docs/**`" not in r.stdout  # the task's scope replaced the contract's
+
+
+def test_guidance_invalid_contract(project: Path) -> None:
+    write(project, "bad.yaml", "version: 1\nobjective: x\n")
+    r = run("guidance", "bad.yaml")
+    assert r.exit_code == 3
+    assert r.stdout == ""
+    assert "bad.yaml: $.criteria" in r.stderr and len(r.stderr.splitlines()) == 1
+
+
+# --------------------------------------------------------------------------- the example project
+
+
+def test_example_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shutil.copytree(EXAMPLE, tmp_path / "p")
+    monkeypatch.chdir(tmp_path / "p")
+    assert run("check", "loop.yaml").exit_code == 0
+    assert run("check", "TASKS.md", "--contract", "loop.yaml").exit_code == 0
+    doc = one_json(run("next", "TASKS.md", "--contract", "loop.yaml"), "attempt")
+    assert doc["task"]["id"] == "blank-line"
+    assert doc["contract"]["scope"]["protected"] == ["loop.yaml", "TASKS.md"]
+    assert run("mark", "TASKS.md", "--task", "blank-line", "--status", "done").exit_code == 0
+    assert one_json(run("next", "TASKS.md"), "attempt")["task"]["id"] == "folded"
+
+
+def test_help_texts(project: Path) -> None:
+    r = run("--help")
+    assert r.exit_code == 0
+    for word in ("check", "next", "mark", "guidance", "Exit codes of lk-plan", "130 interrupted"):
+        assert word in r.stdout
+    for sub in ("check", "next", "mark", "guidance"):
+        assert run(sub, "--help").exit_code == 0
