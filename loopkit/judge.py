@@ -531,6 +531,8 @@ def run(
     transcript = artifacts / "judge.jsonl"
     stderr_path = artifacts / "judge.stderr"
     before = git.tree_hash(root)
+    # The prompt is kept beside the stream (the command provider also reads it from there).
+    (artifacts / "judge-prompt.md").write_text(prompt, encoding="utf-8")
     inv.write_files()
     started = time.monotonic()
     running = proc.spawn(

@@ -157,3 +157,26 @@ def test_a_judge_that_runs_out_of_time_is_not_met(provider, git_repo, tmp_path):
     j = done.section
     assert done.code == 1
     assert (j["verdict"], j["reason"], j["stop_reason"]) == ("NOT_MET", "run_failed", "timeout")
+
+
+def test_the_judge_uses_its_own_provider_and_model_from_the_contract(git_repo, tmp_path):
+    claude_bin()
+    repo = docs_repo(git_repo)
+    (repo / "loop.yaml").write_text(
+        "version: 1\nobjective: document the routes\nscope: {writable: ['docs/**']}\n"
+        "criteria: [{name: t, run: 'true'}]\n"
+        "worker: {provider: codex, model: gpt-5.5}\n"
+        "judge: {provider: claude, model: judge-model-7}\n"
+    )
+    turns = judge_turns("claude", read="docs/api.md", reply="Documented.\nVERDICT: MET")
+    with model_server(turns, log=tmp_path / "requests.jsonl") as server:
+        done = lk_judge(repo, judge_env("claude", server, tmp_path), "--goal", GOAL)
+        requests = server.model_requests("anthropic")
+    assert done.code == 0, done.stderr
+    j = done.section
+    assert j["provider"] == "claude"
+    assert "judge-model-7" in j["command"]
+    assert requests and all(r["body"]["model"] == "judge-model-7" for r in requests)
+    # The prompt is kept beside the judge's stream.
+    prompt = (repo / j["transcript"]).parent / "judge-prompt.md"
+    assert GOAL in prompt.read_text()
