@@ -5,7 +5,8 @@ Usage:  lk-model-server SCRIPT [--port 0] [--host 127.0.0.1] [--log FILE]
         lk-model-server SCRIPT --check
 
 Input:  SCRIPT, a YAML or JSON model script (a list of turns, or a mapping with
-        `anthropic` / `openai` turn lists); see docs/model-server.md.
+        `anthropic` / `openai` turn lists; schemas/model-script.json); `-` reads it from
+        stdin. See docs/model-server.md.
 Output: one JSON line on stdout once the server listens:
         {"url": "http://127.0.0.1:PORT", "port": PORT, "pid": PID, "log": FILE|null}
         With --env, the line also holds "env": the variables that point that CLI at the
@@ -20,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import threading
 from types import FrameType
 
@@ -77,7 +79,10 @@ def main(
     from loopkit.testing import rehearse, script
     from loopkit.testing.server import ModelServer
 
-    scr = script.load(script_path)
+    if script_path == "-":
+        scr = script.parse(sys.stdin.read(), source="<stdin>")
+    else:
+        scr = script.load(script_path)
     if check:
         click.echo(
             json.dumps(

@@ -162,6 +162,7 @@ class ModelServer:
         self._counters: dict[tuple[str, int, int, str], int] = {}
         self._sessions: dict[tuple[str, str], int] = {}
         self._stopping = threading.Event()
+        self._serving = threading.Event()
         self._log_path = Path(log) if log is not None else None
         self._log_file = self._log_path.open("a", encoding="utf-8") if self._log_path else None
         self._started = time.monotonic()
@@ -196,11 +197,17 @@ class ModelServer:
 
     def serve_forever(self) -> None:
         """Serve in the calling thread until ``stop()`` is called from another."""
-        self._httpd.serve_forever(poll_interval=0.05)
+        self._serving.set()
+        try:
+            self._httpd.serve_forever(poll_interval=0.05)
+        finally:
+            self._serving.clear()
 
     def stop(self) -> None:
+        """Stop serving (waiting answers are released), close the port and the log."""
         self._stopping.set()
-        self._httpd.shutdown() if self._thread is not None else None
+        if self._thread is not None or self._serving.is_set():
+            self._httpd.shutdown()
         self._httpd.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)
@@ -348,14 +355,32 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
     def _read_body(self) -> Any:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            raw = self._read_chunked()
+        else:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length > 0 else b""
+        if self.headers.get("Content-Encoding", "").lower() == "gzip":
+            import gzip
+
+            raw = gzip.decompress(raw)
         if not raw:
             return None
         try:
             return json.loads(raw)
         except ValueError:
             return raw.decode("utf-8", "replace")
+
+    def _read_chunked(self) -> bytes:
+        parts: list[bytes] = []
+        while True:
+            size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                    pass
+                return b"".join(parts)
+            parts.append(self.rfile.read(size))
+            self.rfile.readline()
 
     # -- verbs -----------------------------------------------------------------------
     def do_HEAD(self) -> None:

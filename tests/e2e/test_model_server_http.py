@@ -399,3 +399,50 @@ def test_console_script_port_in_use_exit_4(tmp_path: Path) -> None:
             env={**os.environ},
         )
     assert result.returncode == 4 and "cannot listen" in result.stderr
+
+
+def test_chunked_request_bodies() -> None:
+    with model_server(["chunked ok"]) as server:
+        host, port = server.url.removeprefix("http://").split(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=5)
+        body = json.dumps(messages(USER, stream=False)).encode()
+        conn.request(
+            "POST",
+            "/v1/messages",
+            iter([body[:10], body[10:]]),
+            {"Content-Type": "application/json"},
+            encode_chunked=True,
+        )
+        data = conn.getresponse().read()
+        conn.close()
+    assert json.loads(data)["content"][0]["text"] == "chunked ok"
+    assert server.model_requests()[0]["body"]["messages"] == [USER]
+
+
+def test_serve_forever_in_the_calling_thread_stops() -> None:
+    import threading
+
+    from loopkit.testing import ModelServer, from_data
+
+    server = ModelServer(from_data(["x"]))
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+    time.sleep(0.1)
+    assert post(server.url, "/v1/messages", messages(USER, stream=False))[0] == 200
+    server.stop()
+    t.join(timeout=5)
+    assert not t.is_alive()
+
+
+def test_console_script_reads_the_script_from_stdin() -> None:
+    result = subprocess.run(
+        [lk_model_server(), "-", "--check"],
+        input="- a\n- b\n",
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 0 and json.loads(result.stdout)["turns"] == {
+        "anthropic": 2,
+        "openai": 2,
+    }
