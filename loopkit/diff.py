@@ -127,13 +127,19 @@ class Result:
         return bool(self.body["within_policy"])
 
 
-def collect(
-    cwd: str | os.PathLike[str],
-    *,
-    contract: Mapping[str, Any] | None,
-    base: str | None = None,
-) -> Result:
-    """The ``diff`` section for the repository at ``cwd`` against ``base`` (default HEAD)."""
+@dataclass
+class Facts:
+    """What git says about the change, before any policy is applied."""
+
+    root: Path
+    base: str
+    base_ref: str
+    tree: str
+    files: list[dict[str, Any]]
+
+
+def gather(cwd: str | os.PathLike[str], *, base: str | None = None) -> Facts:
+    """The change in the repository at ``cwd`` against ``base`` (default HEAD)."""
     asked = base or "HEAD"
     where = git.locate(cwd, base=asked)
     if where.base is None:
@@ -144,6 +150,12 @@ def collect(
         blob = f.pop("_id", None)
         if f.get("symlink"):
             f["symlink_target"] = _symlink_target(where.root, f["path"], str(blob))
+    return Facts(root=where.root, base=where.base, base_ref=asked, tree=tree, files=files)
+
+
+def assess(facts: Facts, *, contract: Mapping[str, Any] | None) -> Result:
+    """The ``diff`` section: the facts and the contract's scope policy applied to them."""
+    files = facts.files
     policy = scope.Policy.from_contract(contract)
     changes = [
         scope.Change(
@@ -156,13 +168,13 @@ def collect(
         )
         for f in files
     ]
-    violations = scope.evaluate(policy, changes, root=str(where.root))
+    violations = scope.evaluate(policy, changes, root=str(facts.root))
     added = sum(f["added"] for f in files)
     deleted = sum(f["deleted"] for f in files)
     body: dict[str, Any] = {
-        "base": where.base,
-        "base_ref": asked,
-        "tree": tree,
+        "base": facts.base,
+        "base_ref": facts.base_ref,
+        "tree": facts.tree,
         "files": files,
         "totals": {
             "files": len(files),
@@ -175,3 +187,13 @@ def collect(
         "policy": policy.as_dict() if policy is not None else None,
     }
     return Result(body)
+
+
+def collect(
+    cwd: str | os.PathLike[str],
+    *,
+    contract: Mapping[str, Any] | None,
+    base: str | None = None,
+) -> Result:
+    """The ``diff`` section for the repository at ``cwd`` against ``base`` (default HEAD)."""
+    return assess(gather(cwd, base=base), contract=contract)

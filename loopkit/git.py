@@ -197,21 +197,36 @@ def worktree_diff(root: Path, base: str, *, index: Path | None = None) -> tuple[
     --raw --numstat -M`` (renames found, binary files marked ``-``), tracked and untracked
     files alike.
     """
+    import threading
+
     with worktree_index(root, index=index) as env:
-        tree = out(["write-tree"], cwd=root, env=env)
-        done = git(
-            [
-                "diff-index",
-                "--cached",
-                "-z",
-                "-M",
-                "--raw",
-                "--numstat",
-                "--no-ext-diff",
-                "--end-of-options",
-                base,
-            ],
-            cwd=root,
-            env=env,
+        # write-tree and diff-index only read the scratch index: run them side by side.
+        trees: list[str] = []
+        writer = threading.Thread(
+            target=lambda: trees.append(out(["write-tree"], cwd=root, env=env)),
+            name="loopkit-write-tree",
         )
+        writer.start()
+        try:
+            done = git(
+                [
+                    "diff-index",
+                    "--cached",
+                    "-z",
+                    "-M",
+                    "--raw",
+                    "--numstat",
+                    "--no-ext-diff",
+                    "--end-of-options",
+                    base,
+                ],
+                cwd=root,
+                env=env,
+            )
+        finally:
+            writer.join()
+        if not trees:
+            tree = out(["write-tree"], cwd=root, env=env)  # its error, raised here
+        else:
+            tree = trees[0]
     return tree, done.stdout

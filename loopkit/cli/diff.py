@@ -13,6 +13,9 @@ Exit codes: 0 within policy; 1 policy violated; 3 bad input; 4 not a git reposit
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import click
 
 from loopkit.cli._entry import command
@@ -44,8 +47,13 @@ def main(contract_path: str | None, base: str | None) -> int:
     doc = document.read_attempt()
     recorded = (doc or {}).get("diff") or {}
     chosen_base = recorded.get("base") or base
-    terms = _contract(contract_path, doc)
-    result = core.collect(os.getcwd(), contract=terms, base=chosen_base)
+    # git does the heavy lifting in a thread while the contract is read and validated.
+    facts = _Background(lambda: core.gather(os.getcwd(), base=chosen_base))
+    try:
+        terms = _contract(contract_path, doc)
+    finally:
+        facts.join()  # never leave git's scratch index behind, whatever went wrong
+    result = core.assess(facts.result(), contract=terms)
     if terms is None:
         click.echo("lk-diff: no contract: the scope policy was not checked", err=True)
     for v in result.body["violations"]:
@@ -64,3 +72,31 @@ def _contract(path: str | None, doc: dict[str, object] | None) -> dict[str, obje
     if path or (doc and isinstance(doc.get("contract"), dict)) or contract.find_default():
         return contract.resolve(path, doc)
     return None
+
+
+class _Background:
+    """Run ``work`` in a thread; ``result()`` joins it and re-raises what it raised."""
+
+    def __init__(self, work: Callable[[], Any]) -> None:
+        import threading
+
+        self._value: Any = None
+        self._error: BaseException | None = None
+
+        def target() -> None:
+            try:
+                self._value = work()
+            except BaseException as e:  # handed to the caller's thread
+                self._error = e
+
+        self._thread = threading.Thread(target=target, name="lk-diff-git", daemon=True)
+        self._thread.start()
+
+    def join(self) -> None:
+        self._thread.join()
+
+    def result(self) -> Any:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
