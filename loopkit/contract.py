@@ -336,6 +336,8 @@ def parse_text(raw: bytes, source: str) -> Any:
             raise BadInput(
                 source, f"not JSON: {e.msg} at line {e.lineno} column {e.colno}"
             ) from None
+        except RecursionError:
+            raise BadInput(source, "not a contract: JSON nested too deeply") from None
     import yaml  # lazy: ~24 ms
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

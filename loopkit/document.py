@@ -49,7 +49,12 @@ def read_attempt(
     stream = stream if stream is not None else sys.stdin
     if not stdin_has_data(stream):
         return None
-    raw = stream.read(MAX_STDIN_BYTES + 1)
+    try:
+        raw = stream.read(MAX_STDIN_BYTES + 1)
+    except UnicodeDecodeError as e:  # a text stdin fed binary bytes
+        raise BadInput(
+            source, f"not UTF-8 (byte {e.start}): expected a JSON attempt document"
+        ) from None
     if len(raw) > MAX_STDIN_BYTES:
         raise BadInput(source, f"more than {MAX_STDIN_BYTES} bytes: expected one attempt document")
     return parse_attempt(raw, source=source)
