@@ -140,7 +140,8 @@ def build_prompt(
         "2. Judge only what the files show, not what anyone claims about them.",
         "3. Give your reasons. If the goal is not met, say concretely what is missing or "
         "wrong, and where, so the next attempt can fix it.",
-        "4. End your reply with one line, exactly one of:",
+        "4. Be brief: a few sentences, at most a short list.",
+        "5. End your reply with one line, exactly one of:",
         "VERDICT: MET",
         "VERDICT: NOT MET",
         "Write the word VERDICT followed by a colon nowhere else in your reply.",
@@ -416,6 +417,33 @@ class Settings:
         )
 
 
+#: The longest reply read in full (the providers clip their final message to a few KB,
+#: keeping its head: the verdict line is at the end).
+MAX_REPLY_CHARS = 200_000
+
+
+class Reply:
+    """The judge's last message, in full, from the normalized events of its stream."""
+
+    def __init__(self) -> None:
+        self.text: str | None = None
+
+    def see(self, events: Iterable[Any]) -> None:
+        for event in events:
+            if getattr(event, "kind", None) == "message" and isinstance(event.text, str):
+                if event.text.strip():
+                    self.text = event.text.strip()[-MAX_REPLY_CHARS:]
+
+    def final(self, state: RunState) -> str | None:
+        """The full last message, unless the stream's final answer is another text."""
+        clipped = state.final_message
+        if self.text is None:
+            return clipped
+        if clipped is None or self.text.startswith(clipped.rstrip("\u2026")):
+            return self.text
+        return clipped
+
+
 def observe(
     provider: str,
     state: RunState,
@@ -423,6 +451,7 @@ def observe(
     *,
     root: str | os.PathLike[str] | None,
     state_dir: str | None = None,
+    reply: str | None = None,
 ) -> Observed:
     """Turn a parsed stream (and how the run ended) into what the verdict is decided on."""
     failed = outcome.is_error if outcome is not None else bool(state.result_is_error)
@@ -434,7 +463,7 @@ def observe(
     written = grounding(state.files_written, root=root) if root is not None else state.files_written
     return Observed(
         provider=provider,
-        reply=state.final_message,
+        reply=reply if reply is not None else state.final_message,
         files_read=grounding(state.files_read, root=root, state_dir=state_dir),
         ended=bool(state.result_seen),
         failed=failed,
@@ -545,10 +574,11 @@ def run(
         should_stop=should_stop,
     )
     parser = provider.parser()
+    reply = Reply()
     with open(transcript, "wb") as sink:
         for line in running.lines():
             sink.write(line)
-            parser.feed(line)
+            reply.see(parser.feed(line))
     done = running.wait()
     state = parser.finish()
     outcome = provider.classify(
@@ -556,7 +586,14 @@ def run(
     )
     after = git.tree_hash(root)
     state_rel = os.path.relpath(artifacts.parent.parent, root)
-    observed = observe(settings.provider, state, outcome, root=root, state_dir=state_rel)
+    observed = observe(
+        settings.provider,
+        state,
+        outcome,
+        root=root,
+        state_dir=state_rel,
+        reply=reply.final(state),
+    )
     observed.tree_before, observed.tree_after = before, after
     observed.changes = tree_changes(root, before, after)
     return Run(
@@ -597,10 +634,17 @@ def from_transcript(
         raise BadInput(
             str(path), "not a judge transcript: expected claude stream-json or codex JSONL"
         )
-    name, state = base.parse_transcript(p, provider=provider)
+    from loopkit import providers
+
+    name = provider or base.detect(p)
+    parser = providers.get(name).parser()
+    reply = Reply()
+    with open(p, "rb") as f:
+        for line in f:
+            reply.see(parser.feed(line))
+    state = parser.finish()
     if not state.lines:
         raise BadInput(str(path), "empty: expected a judge transcript")
-    from loopkit import providers
     from loopkit.providers.base import Exit
 
     # A saved stream has no exit status: without its final result it was cut short.
@@ -609,7 +653,13 @@ def from_transcript(
         if state.result_seen
         else None
     )
-    observed = observe(name, state, outcome, root=root if root is not None else stream_cwd(p))
+    observed = observe(
+        name,
+        state,
+        outcome,
+        root=root if root is not None else stream_cwd(p),
+        reply=reply.final(state),
+    )
     return observed, state
 
 

@@ -326,3 +326,42 @@ def test_observe_a_parsed_stream(tmp_path: Any) -> None:
     )
     assert failed_run.failed and failed_run.error == "HTTP 529: overloaded"
     assert judge.decide(failed_run)[1] == "run_failed"
+
+
+def test_a_long_reply_is_read_to_its_last_line(tmp_path: Any) -> None:
+    """Providers clip their final message; the judge reads the full text for its verdict."""
+    import json
+
+    long = "Reasons. " + "The route is described in detail. " * 2000 + "\nVERDICT: MET"
+    events = [
+        {"type": "system", "subtype": "init", "cwd": "/r", "session_id": "s"},
+        {
+            "type": "assistant",
+            "message": {
+                "id": "m1",
+                "content": [
+                    {
+                        "type": "tool_use",
+                        "id": "t1",
+                        "name": "Read",
+                        "input": {"file_path": "/r/docs/api.md"},
+                    }
+                ],
+            },
+        },
+        {
+            "type": "user",
+            "message": {
+                "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "# API"}]
+            },
+        },
+        {"type": "assistant", "message": {"id": "m2", "content": [{"type": "text", "text": long}]}},
+        {"type": "result", "subtype": "success", "is_error": False, "result": long},
+    ]
+    path = tmp_path / "judge.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    observed, state = judge.from_transcript(path)
+    assert state.final_message is not None and len(state.final_message) < len(long)
+    assert observed.reply == long.strip()
+    assert observed.files_read == ["docs/api.md"]  # relative to the announced cwd
+    assert judge.decide(observed)[1] is None
