@@ -1,0 +1,139 @@
+"""lk-invoke driving the real Codex CLI against the scripted model server."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.agents_helpers import codex_bin, codex_env_for, model_server
+from tests.invoke_helpers import Invoked, lk_invoke, pids_with, write_contract
+
+pytestmark = pytest.mark.agents
+
+PATCH = {
+    "name": "apply_patch",
+    "input": "*** Begin Patch\n*** Add File: hello.py\n+print('hello')\n*** End Patch\n",
+}
+
+
+def shell(cmd: str) -> dict[str, Any]:
+    return {"name": "exec_command", "input": {"cmd": cmd}}
+
+
+def run(
+    repo: Path,
+    tmp: Path,
+    turns: Any,
+    *,
+    worker: dict[str, Any] | None = None,
+    args: tuple[str, ...] = (),
+    home: str = "codex-home",
+    server: Any = None,
+) -> Invoked:
+    codex_bin()
+    contract = write_contract(tmp / "loop.yaml", worker={"provider": "codex", **(worker or {})})
+
+    def go(s: Any) -> Invoked:
+        env = codex_env_for(s, tmp / home, retries=0)
+        return lk_invoke(["--contract", str(contract), *args], cwd=repo, env=env)
+
+    if server is not None:
+        return go(server)
+    with model_server(turns) as s:
+        return go(s)
+
+
+def test_patches_a_file_and_runs_a_command(git_repo: Path, tmp_path: Path) -> None:
+    turns = [
+        {"text": "Creating.", "tools": [PATCH]},
+        {"tools": [shell("cat hello.py")]},
+        {"text": "Done."},
+    ]
+    r = run(git_repo, tmp_path, turns)
+    assert r.returncode == 0, r.stderr
+    rec = r.run
+    assert (git_repo / "hello.py").read_text() == "print('hello')\n"
+    assert rec["stop_reason"] == "completed" and rec["claimed_complete"] is True
+    assert rec["final_message"] == "Done."
+    assert rec["usage"]["tool_calls"] == 2 and rec["usage"]["input_tokens"] > 0
+    assert rec["files_read"] == ["hello.py"] and rec["files_written"] == ["hello.py"]
+    assert rec["effective_model"] == "gpt-5.5"
+    assert rec["cost"] == {"usd": None, "source": "not reported by codex", "trusted": False}
+    assert "--sandbox" in rec["command"]
+
+
+def test_resume_keeps_write_access(git_repo: Path, tmp_path: Path) -> None:
+    turns = [{"text": "Ready."}, {"tools": [PATCH]}, {"text": "Patched after resume."}]
+    with model_server(turns) as server:
+        first = run(git_repo, tmp_path, None, server=server)
+        assert first.returncode == 0, first.stderr
+        sid = first.run["session_id"]
+        second = run(git_repo, tmp_path, None, server=server, args=("--resume", sid))
+    assert second.returncode == 0, second.stderr
+    argv = second.run["command"]
+    assert argv.index("--sandbox") < argv.index("resume")
+    assert second.run["session_id"] == sid
+    assert second.run["final_message"] == "Patched after resume."
+    assert (git_repo / "hello.py").read_text() == "print('hello')\n"  # written, not read-only
+
+
+def test_server_error_that_never_clears(git_repo: Path, tmp_path: Path) -> None:
+    start = time.monotonic()
+    r = run(git_repo, tmp_path, [{"error": {"status": 500}}])
+    assert time.monotonic() - start < 30
+    assert r.returncode == 1
+    assert r.run["stop_reason"] == "api_error" and r.run["is_error"] is True
+
+
+def test_rate_limited(git_repo: Path, tmp_path: Path) -> None:
+    r = run(git_repo, tmp_path, [{"error": {"status": 429}}])
+    assert r.returncode == 1
+    assert r.run["stop_reason"] == "rate_limited" and r.run["resume_after"] is None
+    assert "429" in r.run["error"]
+
+
+def test_usage_limit_is_not_a_throttle(git_repo: Path, tmp_path: Path) -> None:
+    body = {
+        "error": {
+            "type": "usage_limit_reached",
+            "message": "The usage limit has been reached",
+            "plan_type": "plus",
+            "resets_at": 1800000000,
+        }
+    }
+    r = run(git_repo, tmp_path, [{"error": {"status": 429, "body": body}}])
+    assert r.returncode == 1
+    assert r.run["stop_reason"] == "usage_limit"
+    assert r.run["resume_after"] is not None and r.run["resume_after"].startswith("2027-01-1")
+
+
+def test_timeout_leaves_no_process_behind(git_repo: Path, tmp_path: Path) -> None:
+    home = "codex-timeout"
+    start = time.monotonic()
+    r = run(
+        git_repo,
+        tmp_path,
+        [{"tools": [shell("sleep 120")]}, {"text": "late"}],
+        args=("--timeout", "4"),
+        home=home,
+    )
+    assert time.monotonic() - start < 20
+    assert r.returncode == 1
+    assert r.run["stop_reason"] == "timeout"
+    time.sleep(0.3)
+    assert pids_with(str(tmp_path / home)) == []
+
+
+def test_stuck_command_is_stopped_by_the_breaker(git_repo: Path, tmp_path: Path) -> None:
+    turns = [{"tools": [shell("python3 -c 'import not_a_module'")]}] * 8 + [{"text": "gave up"}]
+    with model_server(turns) as server:
+        r = run(git_repo, tmp_path, None, server=server)
+        requests = len(server.model_requests("openai"))
+    assert r.returncode == 1
+    rec = r.run
+    assert rec["stop_reason"] == "stuck" and rec["stuck"]["repeats"] == 3
+    assert "No module named" in rec["stuck"]["error"]
+    assert requests <= 5
