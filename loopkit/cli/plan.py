@@ -52,7 +52,27 @@ Exit codes of lk-plan:
   3   bad input (see the one line on stderr)"""
 
 
-@click.group(cls=Group, context_settings=CONTEXT, epilog=PLAN_HELP + "\n\n" + SHARED_HELP)
+def _terminal_width() -> int:
+    """The help width shutil.get_terminal_size would give, without importing shutil
+    (with its compression modules: ~5 ms of start-up for every --help)."""
+    import os
+
+    try:
+        cols = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        cols = 0
+    if cols <= 0:
+        try:
+            cols = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            cols = 80
+    return max(min(cols, 100) - 2, 50)  # 100: CONTEXT["max_content_width"]
+
+
+SETTINGS = {**CONTEXT, "terminal_width": _terminal_width()}
+
+
+@click.group(cls=Group, context_settings=SETTINGS, epilog=PLAN_HELP + "\n\n" + SHARED_HELP)
 def main() -> None:
     """Validate the loop contract and TASKS.md plans; print the next ready task as an
     attempt document; mark tasks done or parked; render agent guidance (AGENTS.md)."""
@@ -97,7 +117,7 @@ def _looks_like_tasks(name: str, raw: bytes) -> bool:
     return re.search(rb"(?m)^[ \t]*[-*+][ \t]+\[[ xX!]\]", raw[:65536]) is not None
 
 
-@main.command("check", context_settings=CONTEXT)
+@main.command("check", context_settings=SETTINGS)
 @click.argument("file")
 @click.option(
     "--contract",
@@ -185,7 +205,7 @@ def _content_message(e: Exception, source: str) -> str:
     return msg[len(source) + 2 :] if msg.startswith(source + ": ") else msg
 
 
-@main.command("next", context_settings=CONTEXT)
+@main.command("next", context_settings=SETTINGS)
 @click.argument("tasks_file", metavar="TASKS.md")
 @click.option(
     "--contract", "contract_path", metavar="FILE", help="The loop contract (default ./loop.yaml)."
@@ -239,7 +259,7 @@ def next_cmd(tasks_file: str, contract_path: str | None, task_id: str | None) ->
     return 0
 
 
-@main.command("mark", context_settings=CONTEXT)
+@main.command("mark", context_settings=SETTINGS)
 @click.argument("tasks_file", metavar="TASKS.md")
 @click.option("--task", "task_id", required=True, metavar="ID", help="The task id.")
 @click.option(
@@ -268,7 +288,7 @@ def mark_cmd(tasks_file: str, task_id: str, status: str, reason: str | None) -> 
     return 0
 
 
-@main.command("guidance", context_settings=CONTEXT)
+@main.command("guidance", context_settings=SETTINGS)
 @click.argument("contract_file", metavar="[CONTRACT]", required=False)
 @click.option(
     "--output",

@@ -1,0 +1,111 @@
+"""Start-up cost of lk-plan against the bare interpreter of the same venv.
+
+Measures wall time of `python -c pass`, `lk-plan --help` and `lk-plan next TASKS.md
+--contract loop.yaml` (on examples/parser-project), interleaved over many rounds, and
+prints the medians and their ratios. Targets: --help <= 4x, next <= 8x. Exit 1 if missed.
+
+Bytecode is compiled first (`compileall`), as an installed wheel would have it, so the
+figures measure imports rather than compiling (PYTHONDONTWRITEBYTECODE would otherwise
+make every run recompile). Usage: python bench/bench_startup.py [--rounds N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import compileall
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+EXAMPLE = HERE.parent / "examples" / "parser-project"
+TARGETS = {"--help": 4.0, "next": 8.0}
+HEAVY = ("jsonschema", "git", "referencing")  # must not load at start-up of `next`
+
+
+def timed(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
+    start = time.perf_counter()
+    subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def heavy_imports(cmd: list[str], env: dict[str, str], cwd: Path) -> list[str]:
+    """Top-level packages from HEAVY that `cmd` imports (python -X importtime)."""
+    out = subprocess.run(
+        [sys.executable, "-X", "importtime", *cmd[1:]] if cmd[0] == sys.executable else
+        [sys.executable, "-X", "importtime", *cmd],
+        env=env, cwd=cwd, capture_output=True, text=True,
+    ).stderr  # fmt: skip
+    names = {
+        line.rsplit("|", 1)[-1].strip().split(".")[0] for line in out.splitlines() if "|" in line
+    }
+    return sorted(n for n in HEAVY if n in names)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=60)
+    args = parser.parse_args()
+
+    python = sys.executable
+    bindir = Path(python).parent
+    lk_plan = shutil.which("lk-plan", path=str(bindir))
+    if lk_plan is None:
+        print(f"lk-plan is not installed in {bindir} (run make install)", file=sys.stderr)
+        return 1
+    import loopkit
+
+    compileall.compile_dir(str(Path(loopkit.__file__).parent), quiet=1)
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPKIT_")}
+    with tempfile.TemporaryDirectory(prefix="lk-bench-") as tmp:
+        work = Path(tmp)
+        for name in ("loop.yaml", "TASKS.md"):
+            shutil.copy(EXAMPLE / name, work / name)
+        commands = {
+            "python -c pass": [python, "-c", "pass"],
+            "lk-plan --help": [lk_plan, "--help"],
+            "lk-plan next": [lk_plan, "next", "TASKS.md", "--contract", "loop.yaml"],
+        }
+        check = subprocess.run(commands["lk-plan next"], env=env, cwd=work, capture_output=True)
+        if check.returncode != 0:
+            print(f"lk-plan next failed: {check.stderr.decode()}", file=sys.stderr)
+            return 1
+        for cmd in commands.values():  # warm the page cache
+            for _ in range(3):
+                timed(cmd, env, work)
+        samples: dict[str, list[float]] = {k: [] for k in commands}
+        for _ in range(args.rounds):
+            for name, cmd in commands.items():
+                samples[name].append(timed(cmd, env, work))
+        heavy = heavy_imports(
+            [python, lk_plan, "next", "TASKS.md", "--contract", "loop.yaml"], env, work
+        )
+
+    medians = {k: statistics.median(v) * 1000 for k, v in samples.items()}
+    base = medians["python -c pass"]
+    ratios = {"--help": medians["lk-plan --help"] / base, "next": medians["lk-plan next"] / base}
+    print(f"rounds: {args.rounds} (interleaved), medians in ms")
+    for name, ms in medians.items():
+        print(f"  {name:<16} {ms:7.1f} ms")
+    missed = []
+    for key, ratio in ratios.items():
+        ok = ratio <= TARGETS[key]
+        print(
+            f"  ratio {key:<7} {ratio:5.2f}x  (target <= {TARGETS[key]:.0f}x)  {'ok' if ok else 'MISSED'}"
+        )
+        if not ok:
+            missed.append(key)
+    print(f"  heavy imports at start-up of next: {', '.join(heavy) if heavy else 'none'}")
+    if heavy:
+        missed.append("heavy imports")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
