@@ -226,3 +226,19 @@ def test_codex_resume_continues_with_write_access(git_repo: Path, tmp_path: Path
     assert (git_repo / "later.txt").read_text() == "x\n"
     assert [r["turn"] for r in server.model_requests()] == [0, 1, 2]
     assert second.session_id == first.session_id
+
+
+def test_sessions_give_each_fresh_claude_run_its_own_script(git_repo: Path, tmp_path: Path) -> None:
+    def write(name: str) -> dict[str, object]:
+        file = {"file_path": "{{cwd}}/" + name, "content": "x\n"}
+        return {"tools": [{"name": "Write", "input": file}]}
+
+    script = {"sessions": [[write("one.txt"), "Attempt one."], [write("two.txt"), "Attempt two."]]}
+    with model_server(script) as server:
+        one = run_claude(server, git_repo, "fix it", home=tmp_path / "h")
+        assert (git_repo / "one.txt").is_file() and not (git_repo / "two.txt").exists()
+        two = run_claude(server, git_repo, "fix it again", home=tmp_path / "h")
+    assert (one.result["result"], two.result["result"]) == ("Attempt one.", "Attempt two.")
+    assert (git_repo / "two.txt").is_file()
+    assert one.session_id != two.session_id
+    assert [r["conversation"] for r in server.model_requests()] == [0, 0, 1, 1]
