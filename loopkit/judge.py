@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import os
 import re
-import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from loopkit import verdict as verdicts
-from loopkit.errors import BadInput, EnvironmentProblem
+from loopkit.errors import BadInput
 
 if TYPE_CHECKING:
     from loopkit.providers.base import Outcome, RunState
@@ -59,6 +58,8 @@ MAX_FEEDBACK_CHARS = 4000
 MAX_PROMPT_FILES = 60
 MAX_CHECK_TAIL_CHARS = 1500
 MAX_GOAL_CHARS = 4000
+#: The judge's own folder inside the attempt's artifacts (prompt, stream, stderr).
+JUDGE_FOLDER = "judge"
 #: Files that never count as reading the work: git's own and loopkit's state.
 _NOT_WORK = (".git", ".loopkit")
 
@@ -532,16 +533,19 @@ def run(
     *,
     root: Path,
     artifacts: Path,
-    should_stop: Any = None,
+    should_stop: Callable[[], str | None] | None = None,
 ) -> Run:
     """Run the judge read-only in ``root``; prove the tree unchanged; return what it showed.
 
+    The run goes through ``invoke.execute`` (the same limits, breaker and process-group
+    handling as a worker); its files go to ``artifacts/judge/`` (prompt, stream, stderr).
     Raises EnvironmentProblem (exit 4) when the provider's CLI is not installed.
     """
-    from loopkit import git, proc, providers
-    from loopkit.providers.base import Exit, RunSpec
+    from loopkit import git, invoke, providers
+    from loopkit.providers.base import RunSpec
 
     provider = providers.get(settings.provider)
+    folder = artifacts / JUDGE_FOLDER
     spec = RunSpec(
         prompt=prompt,
         cwd=root,
@@ -551,71 +555,53 @@ def run(
         read_only=True,
         command=settings.command,
         env_allow=settings.env_allow,
-        handoff_path=artifacts / "judge-prompt.md",
+        handoff_path=folder / invoke.HANDOFF_NAME,
     )
-    inv = provider.build(spec)
-    if provider.locate(inv) is None:
-        exe = inv.argv[0] if inv.argv else settings.provider
-        raise EnvironmentProblem(f"{exe}: not installed; {provider.install_hint}".rstrip("; "))
-    transcript = artifacts / "judge.jsonl"
-    stderr_path = artifacts / "judge.stderr"
     before = git.tree_hash(root)
-    # The prompt is kept beside the stream (the command provider also reads it from there).
-    (artifacts / "judge-prompt.md").write_text(prompt, encoding="utf-8")
-    inv.write_files()
-    started = time.monotonic()
-    running = proc.spawn(
-        inv.argv,
-        cwd=inv.cwd,
-        env=inv.env,
-        stdin=inv.stdin,
-        stderr_path=stderr_path,
+    done = invoke.execute(
+        provider,
+        spec,
+        artifacts=folder,
+        root=root,
         timeout=settings.timeout,
         should_stop=should_stop,
     )
-    parser = provider.parser()
-    reply = Reply()
-    with open(transcript, "wb") as sink:
-        for line in running.lines():
-            sink.write(line)
-            reply.see(parser.feed(line))
-    done = running.wait()
-    state = parser.finish()
-    outcome = provider.classify(
-        state, Exit(exit_code=done.exit_code, stopped=done.stopped, stderr_tail=_tail(stderr_path))
-    )
     after = git.tree_hash(root)
-    state_rel = os.path.relpath(artifacts.parent.parent, root)
+    record = done.record
+    stream = root / str(record["transcript"]) if record.get("transcript") else None
     observed = observe(
         settings.provider,
-        state,
-        outcome,
+        done.state,
+        done.outcome,
         root=root,
-        state_dir=state_rel,
-        reply=reply.final(state),
+        state_dir=os.path.relpath(artifacts.parent.parent, root),
+        reply=_full_reply(settings.provider, stream, done.state),
     )
     observed.tree_before, observed.tree_after = before, after
     observed.changes = tree_changes(root, before, after)
     return Run(
         observed=observed,
-        model=state.model or settings.model,
-        session_id=state.session_id,
-        duration_s=round(time.monotonic() - started, 3),
-        transcript=str(transcript),
-        argv=list(inv.argv),
-        tool_calls=state.tool_call_count,
+        model=record.get("effective_model") or settings.model,
+        session_id=record.get("session_id"),
+        duration_s=float(record.get("duration_s") or 0.0),
+        transcript=str(stream) if stream is not None else None,
+        argv=list(record.get("command") or []),
+        tool_calls=done.state.tool_call_count,
     )
 
 
-def _tail(path: Path, limit: int = 4000) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(size - limit, 0))
-            return f.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
+def _full_reply(provider: str, stream: Path | None, state: RunState) -> str | None:
+    """The last message read again from the saved stream, in full."""
+    if stream is None or not stream.is_file():
+        return state.final_message
+    from loopkit import providers
+
+    parser = providers.get(provider).parser()
+    reply = Reply()
+    with open(stream, "rb") as f:
+        for line in f:
+            reply.see(parser.feed(line))
+    return reply.final(state)
 
 
 def from_transcript(

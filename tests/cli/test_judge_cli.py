@@ -139,7 +139,7 @@ def test_a_missing_provider_cli_exits_4(
     monkeypatch.chdir(git_repo)
     code, doc, err = invoke("--provider", "codex", "--goal", GOAL)
     assert (code, doc) == (4, None)
-    assert "codex" in err and "not installed" in err
+    assert "codex" in err and "install" in err
 
 
 def contract(repo: Path, command: str) -> None:
@@ -197,6 +197,6 @@ def test_a_command_judge_gets_the_prompt(git_repo: Path, monkeypatch: pytest.Mon
     j = doc["judge"]
     assert (j["verdict"], j["reason"]) == ("NOT_MET", "not_met")
     assert j["goal"] == GOAL
-    prompt = (repo / j["transcript"]).parent / "judge-prompt.md"
+    prompt = (repo / j["transcript"]).parent / "handoff.md"
     text = prompt.read_text()
     assert GOAL in text and "A docs/api.md (+5 -0)" in text and "VERDICT: MET" in text

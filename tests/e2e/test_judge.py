@@ -178,5 +178,5 @@ def test_the_judge_uses_its_own_provider_and_model_from_the_contract(git_repo, t
     assert "judge-model-7" in j["command"]
     assert requests and all(r["body"]["model"] == "judge-model-7" for r in requests)
     # The prompt is kept beside the judge's stream.
-    prompt = (repo / j["transcript"]).parent / "judge-prompt.md"
+    prompt = (repo / j["transcript"]).parent / "handoff.md"
     assert GOAL in prompt.read_text()

@@ -3,7 +3,7 @@
     .venv/bin/python -m tests.golden.judge.record      (needs `make agents`)
 
 Each case runs ``lk-judge`` in a fresh repository and keeps the judge's own native stream
-(``.loopkit/artifacts/<attempt>/judge.jsonl``) as ``<case>.jsonl``. ``claude-wrote`` is a
+(``.loopkit/artifacts/<attempt>/judge/stream.jsonl``) as ``<case>.jsonl``. ``claude-wrote`` is a
 claude *worker* run (acceptEdits) that writes before it answers: what a judge that was
 not read-only would leave behind. ``claude-cut`` is ``claude-met`` without its last line.
 The expected readings live in tests/cli/test_judge_cli.py.
