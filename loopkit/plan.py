@@ -22,10 +22,8 @@ import contextlib
 import os
 import re
 import stat
-import tempfile
 import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,14 +49,30 @@ _BUDGET_PART = re.compile(r"^~?\s*(?P<n>-?\d+)\s*(?P<unit>lines?|files?)$", re.I
 _GLOB_CHARS = set("*?[")
 
 
-@dataclass(frozen=True)
+# Plain classes rather than dataclasses: building five dataclasses costs milliseconds
+# at every start-up of `lk-plan next`.
+
+
 class PlanProblem:
     """One problem in a TASKS.md: a JSON path into the task list, a line, a message."""
 
-    path: str
-    message: str
-    line: int | None = None
-    task: str | None = None
+    __slots__ = ("line", "message", "path", "task")
+
+    def __init__(
+        self, path: str, message: str, line: int | None = None, task: str | None = None
+    ) -> None:
+        self.path = path
+        self.message = message
+        self.line = line
+        self.task = task
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PlanProblem) and self.as_dict() == other.as_dict()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"PlanProblem({self.as_dict()!r})"
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"path": self.path, "message": self.message}
@@ -73,30 +87,43 @@ class PlanProblem:
         return f"{where}{self.message}"
 
 
-@dataclass
 class Task:
     """One checklist item. ``line`` is 1-based and informational: the id is what is stable."""
 
-    text: str
-    kind: str
-    status: str
-    line: int
-    indent: int
-    id: str = ""
-    explicit_id: str | None = None
-    scope: list[str] = field(default_factory=list)
-    budget: dict[str, int] = field(default_factory=dict)
-    depends: list[str] = field(default_factory=list)
-    allow_empty: bool = False
-    accept: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    reason: str | None = None
-    has_plan: bool = False
-    ended: bool = False
-    end_line: int | None = None
-    parent: Task | None = None
-    slices: list[Task] = field(default_factory=list)
-    index: int = 0
+    def __init__(
+        self,
+        *,
+        text: str,
+        kind: str,
+        status: str,
+        line: int,
+        indent: int,
+        explicit_id: str | None = None,
+        reason: str | None = None,
+    ) -> None:
+        self.text = text
+        self.kind = kind  # task | goal
+        self.status = status  # open | done | parked (as written on its line)
+        self.line = line
+        self.indent = indent
+        self.id = ""
+        self.explicit_id = explicit_id
+        self.scope: list[str] = []
+        self.budget: dict[str, int] = {}
+        self.depends: list[str] = []
+        self.allow_empty = False
+        self.accept: list[str] = []
+        self.notes: list[str] = []
+        self.reason = reason
+        self.has_plan = False
+        self.ended = False
+        self.end_line: int | None = None
+        self.parent: Task | None = None
+        self.slices: list[Task] = []
+        self.index = 0
+
+    def __repr__(self) -> str:
+        return f"Task({self.id!r}, {self.status}, line {self.line})"
 
     def as_dict(self, *, source: str | None = None) -> dict[str, Any]:
         """The task as published in schemas/task.json."""
@@ -127,13 +154,15 @@ class Task:
         return out
 
 
-@dataclass
 class Plan:
     """A parsed TASKS.md: every item in document order (slices right after their parent)."""
 
-    tasks: list[Task]
-    problems: list[PlanProblem]
-    source: str = "TASKS.md"
+    def __init__(
+        self, *, tasks: list[Task], problems: list[PlanProblem], source: str = "TASKS.md"
+    ) -> None:
+        self.tasks = tasks
+        self.problems = problems
+        self.source = source
 
     def by_id(self) -> dict[str, Task]:
         return {t.id: t for t in self.tasks}
@@ -215,10 +244,12 @@ def _strip_eol(line: str) -> str:
 # --------------------------------------------------------------------------- parsing
 
 
-@dataclass
 class _Item:
-    mark: str
-    body: str  # everything after "[m]"
+    __slots__ = ("body", "mark")
+
+    def __init__(self, mark: str, body: str) -> None:
+        self.mark = mark
+        self.body = body  # everything after "[m]"
 
 
 def parse_item_line(line: str) -> tuple[int, _Item] | None:
@@ -797,16 +828,26 @@ def summary(plan: Plan) -> str:
 # --------------------------------------------------------------------------- marking
 
 
-@dataclass(frozen=True)
 class Edit:
     """A one-line rewrite prepared from the bytes read: applied only if that line is unchanged."""
 
-    path: Path
-    task_id: str
-    original: bytes
-    index: int  # 0-based line index
-    old_line: bytes
-    new_line: bytes
+    __slots__ = ("index", "new_line", "old_line", "original", "path", "task_id")
+
+    def __init__(
+        self,
+        path: Path,
+        task_id: str,
+        original: bytes,
+        index: int,
+        old_line: bytes,
+        new_line: bytes,
+    ) -> None:
+        self.path = path
+        self.task_id = task_id
+        self.original = original
+        self.index = index  # 0-based line index
+        self.old_line = old_line
+        self.new_line = new_line
 
     @property
     def changed(self) -> bool:
@@ -932,6 +973,8 @@ def commit_edit(edit: Edit) -> bool:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
+    import tempfile  # lazy: only marking writes (start-up of `next` is a feature)
+
     mode = stat.S_IMODE(os.stat(path).st_mode)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
