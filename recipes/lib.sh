@@ -44,7 +44,11 @@ lk_json() {
         "${LK_PYTHON:-python3}" - "$file" "$path" <<'PY'
 import json, sys
 with open(sys.argv[1], encoding="utf-8") as f:
-    value = json.loads(f.read().strip().splitlines()[-1])
+    text = f.read().strip()
+try:
+    value = json.loads(text)
+except ValueError:  # several lines: the last one is the newest document
+    value = json.loads(text.splitlines()[-1])
 for key in sys.argv[2].lstrip(".").split("."):
     value = value.get(key) if isinstance(value, dict) else None
 if value is None or value is False:
@@ -71,6 +75,24 @@ import json, sys
 print(json.dumps({"kind": "loopkit/attempt", "version": 1,
                   "task": {"id": sys.argv[1], "text": sys.argv[2], "kind": sys.argv[3]}}))
 ' "$id" "$text" "$kind"
+    fi
+}
+
+lk_contract_memory() {
+    # lk_contract_memory [CONTRACT]: the contract's top-level `memory` (a plain scalar), read
+    # from the file itself (default ./loop.yaml, loop.yml, loop.json): attempt documents made
+    # with --contract do not carry the contract.
+    local file=${1:-}
+    if [ -z "$file" ]; then
+        for file in loop.yaml loop.yml loop.json ''; do
+            [ -z "$file" ] || [ ! -f "$file" ] || break
+        done
+    fi
+    [ -n "$file" ] && [ -f "$file" ] || return 0
+    if [ "$(head -c 1 "$file")" = "{" ]; then
+        lk_json "$file" .memory
+    else
+        sed -n -E "s/^memory:[[:space:]]*[\"']?([^\"'#]*[^\"'#[:space:]])[\"']?[[:space:]]*(#.*)?$/\1/p" "$file" | head -n 1
     fi
 }
 

@@ -28,6 +28,7 @@
 # code of the loopkit command that failed (2 usage, 3 bad input, 4 environment, 70 bug).
 #
 # Environment: RESET_PATHS="data/ app.db" (ignored paths reset on park), LOOPKIT_STATE_DIR,
+# MEMORY_FILE (instead of the contract's `memory`),
 # LK_RESUME=never (never pass --resume), LK_JSON=python (read JSON without jq).
 set -u
 
@@ -131,15 +132,18 @@ expect() {
 }
 
 memory_file() {
-    # The contract's memory file (relative to the repository root), from the newest document.
-    local doc m
+    # The contract's memory file (relative to the repository root): MEMORY_FILE if set, else
+    # the newest document's contract, else the contract file's top-level `memory:` key.
+    local doc m=${MEMORY_FILE:-}
     for doc in "$@"; do
+        [ -z "$m" ] || break
         m=$(lk_json "$doc" .contract.memory)
-        if [ -n "$m" ]; then
-            case $m in /*) printf '%s' "$m" ;; *) printf '%s/%s' "$LK_ROOT" "$m" ;; esac
-            return 0
-        fi
     done
+    if [ -z "$m" ]; then
+        m=$(lk_contract_memory "${contract:-}")
+    fi
+    [ -n "$m" ] || return 0
+    case $m in /*) printf '%s' "$m" ;; *) printf '%s/%s' "$LK_ROOT" "$m" ;; esac
 }
 
 save() {

@@ -38,10 +38,17 @@ with open(STATE / "log", "a") as _f:
 """
 
 
-def recipe_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The test's environment with the venv's console scripts first on PATH."""
+def recipe_env(extra: dict[str, str] | None = None, *, validate: bool = False) -> dict[str, str]:
+    """The test's environment with the venv's console scripts first on PATH.
+
+    Output validation (LOOPKIT_VALIDATE_OUTPUT) costs about a second per command; each
+    command's own tests validate its output, so the recipe tests switch it off except
+    where a test asks for it (``validate=True``): inputs are validated by every command
+    on every run anyway.
+    """
     env = dict(os.environ)
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    env["LOOPKIT_VALIDATE_OUTPUT"] = "1" if validate else "0"
     env.pop("LOOPKIT_STATE_DIR", None)
     env.pop("RESET_PATHS", None)
     env.update(extra or {})
@@ -66,12 +73,13 @@ class Project:
         env: dict[str, str] | None = None,
         timeout: float = 120,
         cwd: Path | None = None,
+        validate: bool = False,
     ) -> subprocess.CompletedProcess[str]:
         cmd = [str(RECIPES / recipe), *args]
         return subprocess.run(
             cmd,
             cwd=cwd or self.root,
-            env=recipe_env(env),
+            env=recipe_env(env, validate=validate),
             capture_output=True,
             text=True,
             timeout=timeout,

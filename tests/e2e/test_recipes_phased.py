@@ -1,0 +1,103 @@
+"""recipes/phased-loop.sh end to end over a TASKS.md: tasks in order, dependencies, parks,
+the checklist only advancing past commits that landed, `lk report` at the end."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.recipes_helpers import fail_message, make_project
+
+pytestmark = pytest.mark.slow
+
+# Every src/*.txt must say "good" (an empty src/ fails: the glob stays literal).
+CHECK = [
+    {
+        "name": "all-good",
+        "run": 'for f in src/*.txt; do grep -qx good "$f" || exit 1; done',
+        "timeout": 30,
+    }
+]
+
+# Writes src/<task>.txt; the task "broken" always crashes (a park).
+WORKER = """
+if task == "broken":
+    Path("src").mkdir(exist_ok=True)
+    Path("src/broken.txt").write_text("half\\n")
+    Path("src/debris.tmp").write_text("x\\n")
+    sys.exit(4)
+Path("src").mkdir(exist_ok=True)
+Path(f"src/{task}.txt").write_text("good\\n")
+print(f"wrote src/{task}.txt")
+"""
+
+
+def plan(id_: str, text: str, depends: str | None = None, mark: str = " ") -> str:
+    dep = f"  depends: {depends}\n" if depends else ""
+    return f"- [{mark}] {text} {{#{id_}}}\n  budget: 10 lines / 2 files\n  scope: src/{id_}.txt, src/debris.tmp\n{dep}  end\n"
+
+
+def test_runs_every_ready_task_in_order_and_reports(tmp_path) -> None:
+    tasks = "# Tasks\n\n" + plan("alpha", "First") + plan("beta", "Second", depends="alpha")
+    p = make_project(tmp_path, WORKER, tasks=tasks, checks=CHECK)
+    proc = p.run("phased-loop.sh")
+    assert proc.returncode == 0, fail_message(proc)
+    assert p.task_line("alpha").startswith("- [x]")
+    assert p.task_line("beta").startswith("- [x]")
+    assert {"src/alpha.txt", "src/beta.txt"} <= p.files()
+    subjects = p.git("log", "--pretty=%s").splitlines()
+    # Each task: its commit, then the commit of its mark -- the mark never comes first.
+    assert subjects[:4] == [
+        "loopkit: mark beta done",
+        "loopkit: beta: Second",
+        "loopkit: mark alpha done",
+        "loopkit: alpha: First",
+    ]
+    assert p.git("status", "--porcelain") == ""
+    # The run ends with lk report (a table naming both tasks).
+    assert "alpha" in proc.stdout and "beta" in proc.stdout
+
+
+def test_a_parked_task_blocks_its_dependents_and_others_go_on(tmp_path) -> None:
+    tasks = (
+        plan("broken", "Will crash")
+        + plan("needs-broken", "Depends on the crash", depends="broken")
+        + plan("gamma", "Independent")
+    )
+    p = make_project(tmp_path, WORKER, tasks=tasks, checks=CHECK)
+    proc = p.run("phased-loop.sh", "TASKS.md")
+    assert proc.returncode == 1, fail_message(proc)
+    assert p.task_line("broken").startswith("- [!]")
+    assert p.task_line("needs-broken").startswith("- [ ]")
+    assert p.task_line("gamma").startswith("- [x]")
+    assert p.run_dirs("needs-broken") == []  # never started
+    # The park left nothing behind for gamma: no debris, no half-written file.
+    assert not (p.root / "src" / "debris.tmp").exists()
+    assert not (p.root / "src" / "broken.txt").exists()
+    assert "src/gamma.txt" in p.files()
+    assert any(r.startswith("refs/loopkit/broken/") for r in p.loopkit_refs())
+    memory = (p.root / "MEMORY.md").read_text()
+    assert "parked: broken" in memory
+    # The park record (mark + retrospective) is committed, so the next revert keeps it.
+    park_commit = p.git("log", "--pretty=%s", "--grep", "park broken").strip()
+    assert park_commit == "loopkit: park broken (failed)"
+    assert p.git("status", "--porcelain") == ""
+
+
+def test_regression_6_the_checklist_never_advances_past_a_commit_that_did_not_land(tmp_path) -> None:
+    # Naive variants caught: `git commit ... ; lk-plan mark ... done` (the mark does not
+    # check that the commit worked), and a phased loop that goes on to the next task after
+    # loop.sh failed to commit (the article's "five phases built fine and never got
+    # committed; the checklist advanced anyway").
+    tasks = plan("alpha", "First") + plan("beta", "Second")
+    p = make_project(tmp_path, WORKER, tasks=tasks, checks=CHECK)
+    hook = p.root / ".git" / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\necho 'hook: no' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    before = p.head()
+    proc = p.run("phased-loop.sh")
+    assert proc.returncode == 40, fail_message(proc)
+    assert p.head() == before
+    assert p.task_line("alpha").startswith("- [ ]")
+    assert p.task_line("beta").startswith("- [ ]")
+    assert p.worker_calls() == 1  # beta never started
+    assert p.run_dirs("beta") == []
