@@ -114,3 +114,47 @@ def attempt(
     }
     doc.update({k: v for k, v in sections.items() if v is not None})
     return doc
+
+
+def append_attempt(
+    ldg: Any, doc: dict[str, Any], *, tree: str = TREE, token: str = ""
+) -> dict[str, Any]:
+    """What lk-decide does under the ledger's lock: history, decision, record, append."""
+    from loopkit import decide
+
+    with ldg.transaction() as txn:
+        history = txn.history(decide.task_id(doc))
+        d = decide.decide(doc, history, tree_on_disk=tree)
+        rec = decide.attempt_record(
+            doc,
+            history,
+            d,
+            tree_on_disk=tree,
+            cancel=None,
+            trigger={"kind": "manual", "source": token or "default"},
+            started_at=None,
+            recorded_at="2026-01-01T00:00:00.000Z",
+        )
+        out: dict[str, Any] = txn.append(rec)
+        return out
+
+
+def writer_main() -> None:
+    """A child process for the crash and concurrency tests.
+
+    argv: LEDGER COUNT TASK. Appends COUNT attempt records for TASK; after each durable
+    append prints its token (pid-i) on stdout, so the parent knows which were completed.
+    """
+    import os
+    import sys
+
+    from loopkit.ledger import Ledger
+
+    path, count, task = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    ldg = Ledger(path)
+    print("ready", flush=True)
+    for i in range(count):
+        token = f"{os.getpid()}-{i}"
+        doc = attempt(task_id=task, run=run(), diff=diff(), verify=verify(False, f"fp{i % 3}"))
+        append_attempt(ldg, doc, token=token)
+        print(token, flush=True)
