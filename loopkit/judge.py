@@ -111,12 +111,14 @@ def build_prompt(
     objective: str | None = None,
     diff: Mapping[str, Any] | None = None,
     verify: Mapping[str, Any] | None = None,
+    tree: str | None = None,
 ) -> str:
     """The judge's instructions: the goal, what changed, the checks, and how to answer.
 
     Bounded: at most ``MAX_PROMPT_FILES`` changed files and ``MAX_CHECK_TAIL_CHARS`` of
-    each failing check's output. The worker's own claims are left out on purpose: the
-    judge looks at the files, not at what anyone says about them.
+    each failing check's output. Checks recorded for another ``tree`` than the current
+    one are marked stale. The worker's own claims are left out on purpose: the judge
+    looks at the files, not at what anyone says about them.
     """
     parts = [
         "You are a strict, read-only judge. Decide whether the GOAL below is met in the "
@@ -130,7 +132,7 @@ def build_prompt(
     if objective and objective.strip() and objective.strip() != goal.strip():
         parts += ["", "CONTEXT (the loop's objective):", bound(objective.strip(), 1000)]
     parts += ["", *_changes(diff)]
-    checks = _checks(verify)
+    checks = _checks(verify, tree)
     if checks:
         parts += ["", *checks]
     parts += [
@@ -171,13 +173,15 @@ def _changes(diff: Mapping[str, Any] | None) -> list[str]:
     return lines
 
 
-def _checks(verify: Mapping[str, Any] | None) -> list[str]:
+def _checks(verify: Mapping[str, Any] | None, tree: str | None) -> list[str]:
     if not isinstance(verify, Mapping):
         return []
     checks = [c for c in verify.get("checks") or () if isinstance(c, Mapping)]
     if not checks:
         return []
-    lines = ["CHECKS (run by loopkit on this tree):"]
+    stale = tree is not None and verify.get("tree") not in (None, tree)
+    where = "on an EARLIER state of the tree: stale" if stale else "on this tree"
+    lines = [f"CHECKS (run by loopkit {where}):"]
     for c in checks:
         mark = "PASS" if c.get("passed") else "FAIL"
         lines.append(f"  {mark} {c.get('name')}: {c.get('command')} (exit {c.get('exit_code')})")
@@ -328,7 +332,7 @@ def feedback(observed: Observed, reading: verdicts.Reading, reason: str | None) 
     if reason is None:
         head = "The judge found the goal met."
     elif reason == NOT_MET:
-        head = "The judge found the goal NOT met. Its reasons:"
+        head = "The judge found the goal NOT met." + (" Its reasons:" if said else "")
     elif reason == UNGROUNDED:
         head = (
             "The judge said MET without opening a single file; an ungrounded verdict is not "
@@ -500,7 +504,7 @@ def _writes(command: str | None) -> bool:
 
 
 def tree_changes(root: Path, before: str, after: str) -> list[dict[str, str]]:
-    """What differs between two tree hashes: [{status, path}] (A, M, D, T)."""
+    """What differs between two tree hashes: [{status, path}], statuses as lk-diff words."""
     from loopkit import git
 
     if before == after:
@@ -509,9 +513,13 @@ def tree_changes(root: Path, before: str, after: str) -> list[dict[str, str]]:
         ["diff-tree", "-r", "--no-renames", "--name-status", "-z", before, after], cwd=root
     )
     fields = [f for f in raw.split("\0") if f]
-    return [{"status": fields[i], "path": fields[i + 1]} for i in range(0, len(fields) - 1, 2)][
-        :200
-    ]
+    return [
+        {"status": _STATUS.get(fields[i][:1], fields[i]), "path": fields[i + 1]}
+        for i in range(0, len(fields) - 1, 2)
+    ][:200]
+
+
+_STATUS = {"A": "added", "M": "modified", "D": "deleted", "T": "type_changed"}
 
 
 @dataclass
@@ -534,6 +542,7 @@ def run(
     root: Path,
     artifacts: Path,
     should_stop: Callable[[], str | None] | None = None,
+    before: str | None = None,
 ) -> Run:
     """Run the judge read-only in ``root``; prove the tree unchanged; return what it showed.
 
@@ -557,7 +566,7 @@ def run(
         env_allow=settings.env_allow,
         handoff_path=folder / invoke.HANDOFF_NAME,
     )
-    before = git.tree_hash(root)
+    before = before or git.tree_hash(root)
     done = invoke.execute(
         provider,
         spec,
@@ -726,12 +735,14 @@ def evaluate(
     settings = Settings.resolve(contract, provider=provider, model=model)
     root = git.toplevel(cwd)
     doc = document or {}
+    before = git.tree_hash(root)
     prompt = build_prompt(
         the_goal.text,
         root=root,
         objective=(contract or {}).get("objective"),
         diff=doc.get("diff"),
         verify=doc.get("verify"),
+        tree=before,
     )
     state_dir = states.state_dir(root, configured=(contract or {}).get("state_dir"))
     folder = artifacts.attempt_dir(state_dir, document)
@@ -739,7 +750,9 @@ def evaluate(
     def should_stop() -> str | None:
         return "cancelled" if cancel.requested(state_dir) else None
 
-    done = run(prompt, settings, root=root, artifacts=folder, should_stop=should_stop)
+    done = run(
+        prompt, settings, root=root, artifacts=folder, should_stop=should_stop, before=before
+    )
     return section(
         done.observed,
         goal=the_goal,

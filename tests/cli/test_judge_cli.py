@@ -163,8 +163,8 @@ def test_a_judge_that_changes_the_tree_has_its_verdict_refused(
     ro = doc["read_only"]
     assert ro["checked"] and ro["changed"]
     assert ro["tree_before"] != ro["tree_after"]
-    assert ro["changes"] == [{"status": "M", "path": "docs/api.md"}]
-    assert "M docs/api.md" in doc["feedback"] and "refused" in doc["feedback"]
+    assert ro["changes"] == [{"status": "modified", "path": "docs/api.md"}]
+    assert "modified docs/api.md" in doc["feedback"] and "refused" in doc["feedback"]
 
 
 def test_a_command_judge_cannot_ground_a_met(

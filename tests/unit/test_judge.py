@@ -106,6 +106,12 @@ def test_the_prompt_holds_goal_changes_checks_and_the_demand() -> None:
     assert len(text) < 4000  # the 5000-character tail was cut
 
 
+def test_checks_on_another_tree_are_marked_stale() -> None:
+    assert "run by loopkit on this tree" in judge.build_prompt("g", verify=VERIFY, tree=TREE_A)
+    stale = judge.build_prompt("g", verify=VERIFY, tree=TREE_B)
+    assert "EARLIER state of the tree: stale" in stale
+
+
 def test_the_prompt_without_evidence_says_so() -> None:
     text = judge.build_prompt("docs read clearly")
     assert "WHAT CHANGED: not recorded" in text
@@ -224,13 +230,16 @@ def test_an_ungrounded_met_is_neither_grounded_nor_trusted() -> None:
 
 
 def test_a_changed_tree_refuses_and_reports() -> None:
-    changes = [{"status": "M", "path": "docs/api.md"}, {"status": "A", "path": "notes.txt"}]
+    changes = [
+        {"status": "modified", "path": "docs/api.md"},
+        {"status": "added", "path": "notes.txt"},
+    ]
     body = judge.section(seen(tree_after=TREE_B, changes=changes))
     validate(body)
     assert body["verdict"] == "NOT_MET" and body["trusted"] is False
     assert body["read_only"]["changed"] is True
     assert body["read_only"]["changes"] == changes
-    assert "M docs/api.md, A notes.txt" in body["feedback"]
+    assert "modified docs/api.md, added notes.txt" in body["feedback"]
 
 
 def test_no_proof_without_tree_hashes() -> None:
