@@ -7,14 +7,13 @@ needs a folder; later commands in the same pipe reuse it.
 from __future__ import annotations
 
 import os
-import secrets
 import time
 from pathlib import Path
 from typing import Any
 
 
 def new_attempt_id() -> str:
-    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(3)
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + os.urandom(3).hex()
 
 
 def attempt_id(document: dict[str, Any] | None) -> str:
