@@ -126,6 +126,8 @@ def main() -> int:
         )
         env = dict(os.environ, **GIT_ENV)
         env.pop("LOOPKIT_VALIDATE_OUTPUT", None)
+        # An installed package has its bytecode cached; let the warm-up write it.
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         lk = [str(BIN / "lk-diff"), "--contract", str(contract)]
         raw = ["sh", "-c", RAW]
         # Warm the page cache and git's stat cache once, then alternate the two.

@@ -10,6 +10,7 @@ end of the output -- together with how the check ended.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Iterable, Sequence
@@ -21,8 +22,8 @@ TAIL_LINES = 20
 #: At most this many signature lines (the first ones: later ones are usually fallout).
 MAX_LINES = 60
 
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_ANSI_TEXT = r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]"
+_CONTROL_TEXT = r"[\x00-\x08\x0b-\x1f\x7f]"
 
 _TEMP_ROOTS = (
     r"/tmp",
@@ -33,84 +34,93 @@ _TEMP_ROOTS = (
     r"/run/user/\d+",
 )
 _PATH_CHARS = r"[^\s'\"`:,;()\[\]{}<>|=]"
-_TEMP_PATH = re.compile(r"(?:" + "|".join(_TEMP_ROOTS) + r")(?:/" + _PATH_CHARS + "*)*")
-_ABS_PATH = re.compile(r"(?<![\w.~<>])(?:/" + _PATH_CHARS + "+)+")
-_WIN_PATH = re.compile(r"\b[A-Za-z]:\\(?:[^\s'\"`:,;()<>|\\]+\\)*")
+_TEMP_PATH_TEXT = r"(?:" + "|".join(_TEMP_ROOTS) + r")(?:/" + _PATH_CHARS + "*)*"
+_ABS_PATH_TEXT = r"(?<![\w.~<>])(?:/" + _PATH_CHARS + "+)+"
+_WIN_PATH_TEXT = r"\b[A-Za-z]:\\(?:[^\s'\"`:,;()<>|\\]+\\)*"
 
-_RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(p, f), r)
-    for p, r, f in (
-        # dates and times (before numbers are touched)
-        (
-            r"\b\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2}|\s?UTC)?",
-            "<time>",
-            0,
-        ),
-        (r"\b\d{4}[-/]\d{2}[-/]\d{2}\b", "<date>", 0),
-        (
-            r"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*,?\s+(?:\d{1,2}\s+)?"
-            r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?\s+\d{1,2}",
-            "<date>",
-            re.I,
-        ),
-        (r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b", "<time>", 0),
-        # identifiers that differ on every run
-        (r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", "<uuid>", re.I),
-        (r"\b0x[0-9a-f]+\b", "0x<addr>", re.I),
-        (r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{12,}\b", "<hex>", re.I),
-        (r"\b(pid|process|thread|tid|ppid)([\s:=#]+)\d+\b", r"\1\2<pid>", re.I),
-        (r"\b(localhost|127\.0\.0\.1|0\.0\.0\.0|\[::1?\]):\d+\b", r"\1:<port>", re.I),
-        (r"\b(tmp|temp)(?=[A-Za-z0-9_]*[\d_])[A-Za-z0-9_]{4,}", r"\1<tmp>", re.I),
-        (r"\bpytest-(?:of-[\w.-]+|\d+)", "pytest-<tmp>", 0),
-        # durations and sizes of the run
-        (
-            r"\b\d+(?:\.\d+)?\s?(?:ns|us|µs|ms|s|sec|secs|seconds?|m|min|mins|minutes?|h|hours?)\b",
-            "<dur>",
-            0,
-        ),
-        (r"\(\s*\d+(?:\.\d+)?\s*%\s*\)|\b\d+(?:\.\d+)?%", "<pct>", 0),
-        # line and column numbers
-        (r"(\.[A-Za-z0-9_]+):\d+(?::\d+)?\b", r"\1:<n>", 0),
-        (r"(\.(?:cs|fs|vb|c|cc|cpp|h|hpp|java|kt|scala))\(\d+(?:,\d+)?\)", r"\1:<n>", 0),
-        (r"\b(line|lines|col|column|ln)(\s+)\d+(?:\s*-\s*\d+)?", r"\1\2<n>", re.I),
-        # run counts in summary lines ("3 passed, 1 failed in 0.1s")
-        (
-            r"\b\d+ (passed|failed|errors?|skipped|warnings?|xfailed|xpassed|deselected|"
-            r"selected|tests?|items?|examples?|assertions?|specs?|pending|todo)\b",
-            r"<k> \1",
-            re.I,
-        ),
-        (r"\b(collected|ran|running)\s+\d+\b", r"\1 <k>", re.I),
-    )
+#: (pattern, replacement, flags), applied in order; compiled on first use (start-up matters).
+_RULE_TEXT: tuple[tuple[str, str, int], ...] = (
+    # dates and times (before numbers are touched)
+    (
+        r"\b\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2}|\s?UTC)?",
+        "<time>",
+        0,
+    ),
+    (r"\b\d{4}[-/]\d{2}[-/]\d{2}\b", "<date>", 0),
+    (
+        r"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*,?\s+(?:\d{1,2}\s+)?"
+        r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?\s+\d{1,2}",
+        "<date>",
+        re.I,
+    ),
+    (r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b", "<time>", 0),
+    # identifiers that differ on every run
+    (r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", "<uuid>", re.I),
+    (r"\b0x[0-9a-f]+\b", "0x<addr>", re.I),
+    (r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{12,}\b", "<hex>", re.I),
+    (r"\b(pid|process|thread|tid|ppid)([\s:=#]+)\d+\b", r"\1\2<pid>", re.I),
+    (r"\b(localhost|127\.0\.0\.1|0\.0\.0\.0|\[::1?\]):\d+\b", r"\1:<port>", re.I),
+    (r"\b(tmp|temp)(?=[A-Za-z0-9_]*[\d_])[A-Za-z0-9_]{4,}", r"\1<tmp>", re.I),
+    (r"\bpytest-(?:of-[\w.-]+|\d+)", "pytest-<tmp>", 0),
+    # durations and sizes of the run
+    (
+        r"\b\d+(?:\.\d+)?\s?(?:ns|us|µs|ms|s|sec|secs|seconds?|m|min|mins|minutes?|h|hours?)\b",
+        "<dur>",
+        0,
+    ),
+    (r"\(\s*\d+(?:\.\d+)?\s*%\s*\)|\b\d+(?:\.\d+)?%", "<pct>", 0),
+    # line and column numbers
+    (r"(\.[A-Za-z0-9_]+):\d+(?::\d+)?\b", r"\1:<n>", 0),
+    (r"(\.(?:cs|fs|vb|c|cc|cpp|h|hpp|java|kt|scala))\(\d+(?:,\d+)?\)", r"\1:<n>", 0),
+    (r"\b(line|lines|col|column|ln)(\s+)\d+(?:\s*-\s*\d+)?", r"\1\2<n>", re.I),
+    # run counts in summary lines ("3 passed, 1 failed in 0.1s")
+    (
+        r"\b\d+ (passed|failed|errors?|skipped|warnings?|xfailed|xpassed|deselected|"
+        r"selected|tests?|items?|examples?|assertions?|specs?|pending|todo)\b",
+        r"<k> \1",
+        re.I,
+    ),
+    (r"\b(collected|ran|running)\s+\d+\b", r"\1 <k>", re.I),
 )
 
-_SIGNAL = re.compile(
+
+@functools.cache
+def _rules() -> tuple[tuple[re.Pattern[str], str], ...]:
+    return tuple((re.compile(p, f), r) for p, r, f in _RULE_TEXT)
+
+
+_SIGNAL_TEXT = (
     r"error|fail|exception|traceback|assert|panic|fatal|abort|expected|unexpected|"
     r"not found|no such|cannot|can't|could not|denied|refused|undefined|invalid|"
-    r"segmentation|timed out|timeout|^E\s|^\s*>\s|^\s*File \"|^\s*at \S",
-    re.I,
+    r"segmentation|timed out|timeout|^E\s|^\s*>\s|^\s*File \"|^\s*at \S"
 )
 #: Lines that say a run is over rather than what went wrong.
-_SUMMARY = re.compile(r"^[=\-_*#~ ]*(?:<k> \w+[, ]*)+(?:in <dur>)?[=\-_*#~ ]*$|^[=\-_*#~ ]+$")
+_SUMMARY_TEXT = r"^[=\-_*#~ ]*(?:<k> \w+[, ]*)+(?:in <dur>)?[=\-_*#~ ]*$|^[=\-_*#~ ]+$"
+
+
+@functools.cache
+def _rx(text: str, flags: int = 0) -> re.Pattern[str]:
+    """Patterns compile on first use: a run where every check passes never pays for them."""
+    return re.compile(text, flags)
 
 
 def strip_ansi(text: str) -> str:
-    return _ANSI.sub("", text)
+    return _rx(_ANSI_TEXT).sub("", text)
 
 
 def normalize_line(line: str, *, roots: Sequence[str] = (), home: str | None = None) -> str:
     """One output line with the run-specific noise replaced by placeholders."""
-    s = _CONTROL.sub("", strip_ansi(line)).rstrip()
+    s = _rx(_CONTROL_TEXT).sub("", strip_ansi(line)).rstrip()
     for root in sorted((r.rstrip("/") for r in roots if r and r != "/"), key=len, reverse=True):
         s = s.replace(root, "<root>")
-    s = _TEMP_PATH.sub(lambda m: "<tmp>/" + m.group(0).rstrip("/").rsplit("/", 1)[-1], s)
+    s = _rx(_TEMP_PATH_TEXT).sub(lambda m: "<tmp>/" + m.group(0).rstrip("/").rsplit("/", 1)[-1], s)
     if home and home != "/":
         s = s.replace(home.rstrip("/"), "<home>")
     # Other absolute paths (interpreters, site-packages, build dirs) differ from machine
     # to machine: keep the file name, which is what a reader recognises.
-    s = _ABS_PATH.sub(lambda m: "<abs>/" + m.group(0).rstrip("/").rsplit("/", 1)[-1], s)
-    s = _WIN_PATH.sub("<abs>\\\\", s)
-    for rx, repl in _RULES:
+    s = _rx(_ABS_PATH_TEXT).sub(lambda m: "<abs>/" + m.group(0).rstrip("/").rsplit("/", 1)[-1], s)
+    s = _rx(_WIN_PATH_TEXT).sub("<abs>\\\\", s)
+    for rx, repl in _rules():
         s = rx.sub(repl, s)
     return " ".join(s.split())
 
@@ -127,10 +137,11 @@ def normalize(text: str, *, roots: Sequence[str] = (), home: str | None = None) 
 
 def signature(lines: Sequence[str]) -> list[str]:
     """The lines that describe the failure: error lines if any, else the output's end."""
+    summary, error = _rx(_SUMMARY_TEXT), _rx(_SIGNAL_TEXT, re.I)
     picked: list[str] = []
     seen: set[str] = set()
     for line in lines:
-        if _SUMMARY.match(line) or not _SIGNAL.search(line) or line in seen:
+        if summary.match(line) or not error.search(line) or line in seen:
             continue
         seen.add(line)
         picked.append(line)
@@ -138,7 +149,7 @@ def signature(lines: Sequence[str]) -> list[str]:
             break
     if picked:
         return picked
-    return [line for line in lines if not _SUMMARY.match(line)][-TAIL_LINES:]
+    return [line for line in lines if not summary.match(line)][-TAIL_LINES:]
 
 
 def _digest(parts: Iterable[str]) -> str:

@@ -94,9 +94,13 @@ def run_checks(
     fail_fast: bool = False,
     progress: Progress | None = None,
     env: Mapping[str, str] | None = None,
+    index: Path | None = None,
 ) -> Result:
-    """Run ``criteria`` in order in ``root``; the ``verify`` section."""
-    where = git.locate(root)
+    """Run ``criteria`` in order in the repository at ``root``; the ``verify`` section.
+
+    ``index`` (from ``git.locate``) spares a git call when the caller already knows it.
+    """
+    where = git.locate(root) if index is None else git.Located(root=root, index=index, base=None)
     before = git.tree_hash(where.root, index=where.index)
     current = before
     checks: list[dict[str, Any]] = []
@@ -162,3 +166,27 @@ def run_checks(
         "skipped": [str(c["name"]) for c in criteria[len(checks) :]],
     }
     return Result(body)
+
+
+def state_folder(where: git.Located, *, configured: str | None = None) -> Path:
+    """The state folder (``state.state_dir``), without git calls when it is already set up.
+
+    When the folder exists and ``info/exclude`` beside the index already leaves it out,
+    it is used as is; otherwise ``state.state_dir`` creates and excludes it.
+    """
+    from loopkit import state
+
+    chosen = os.environ.get(state.STATE_ENV) or configured or state.DEFAULT_NAME
+    path = Path(chosen) if os.path.isabs(chosen) else where.root / chosen
+    if path.is_dir():
+        try:
+            rel = path.resolve().relative_to(where.root.resolve()).as_posix()
+        except ValueError:
+            return path  # outside the work tree: nothing to exclude
+        try:
+            exclude = (where.index.parent / "info" / "exclude").read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            exclude = ""
+        if f"/{rel}/" in exclude.splitlines():
+            return path
+    return state.state_dir(where.root, configured=configured)

@@ -42,22 +42,23 @@ def main(contract_path: str | None, only: tuple[str, ...], fail_fast: bool) -> i
     failure fingerprint, with the tree hash before and after the checks."""
     import os
 
-    from loopkit import artifacts, contract, document, git, state
+    from loopkit import artifacts, contract, document, git
     from loopkit import verify as core
 
     doc = document.read_attempt()
     terms = contract.resolve(contract_path, doc)
     chosen = core.select(terms["criteria"], only)
-    root = git.toplevel(os.getcwd())
+    where = git.locate(os.getcwd())
     holder = doc if doc is not None else {}
     log_dir = artifacts.attempt_dir(
-        state.state_dir(root, configured=terms.get("state_dir")), holder
+        core.state_folder(where, configured=terms.get("state_dir")), holder
     )
     ticker = _Ticker() if _stderr_is_terminal() else None
     try:
         result = core.run_checks(
-            root,
+            where.root,
             chosen,
+            index=where.index,
             log_dir=log_dir,
             fail_fast=fail_fast,
             progress=ticker.update if ticker else None,
