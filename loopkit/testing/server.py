@@ -9,8 +9,9 @@ answered from a script, on 127.0.0.1, with the standard library alone.
 The turn is chosen from the conversation in the request -- the number of assistant
 turns it already holds -- so a client that re-sends a request (a retry, a resume, a
 cut stream re-sent without ``stream``) gets the same turn again, and a resumed session
-continues the script. Fault counters (``error.times``, ``cut.times``) are kept per API
-and turn for the server's lifetime.
+continues the script. Fault counters (``error.times``, ``cut.times``) are kept per API,
+conversation and turn for the server's lifetime. A request without ``stream`` gets one
+JSON answer (Claude Code re-sends a cut stream that way).
 """
 
 from __future__ import annotations
@@ -345,6 +346,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
         self.wfile.flush()
 
+    def _send_truncated(self, payload: Any) -> None:
+        """A JSON answer cut in half: the promised length, half the bytes, then a close."""
+        data = json.dumps(payload).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data[: len(data) // 2])
+        self._cut_now()
+
     def _cut_now(self) -> None:
         """Close the connection abruptly, mid-response."""
         self.wfile.flush()
@@ -416,8 +427,6 @@ class _Handler(BaseHTTPRequestHandler):
             )
             return
         stream = bool(isinstance(body, dict) and body.get("stream"))
-        if api == "openai":
-            stream = True  # the Responses API clients here always stream
         pick = self.model.pick(api, body, session=entry["session"])
         turn = pick.turn
         entry.update(
@@ -449,7 +458,7 @@ class _Handler(BaseHTTPRequestHandler):
             if api == "anthropic":
                 self._anthropic(turn, model=str(model), cwd=cwd, stream=stream, cut=cut)
             else:
-                self._openai(turn, model=str(model), cwd=cwd, cut=cut)
+                self._openai(turn, model=str(model), cwd=cwd, stream=stream, cut=cut)
         except (BrokenPipeError, ConnectionResetError):
             pass
 
@@ -506,15 +515,9 @@ class _Handler(BaseHTTPRequestHandler):
         }
         if not stream:
             if cut is not None:
-                data = json.dumps(message).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data[: len(data) // 2])
-                self._cut_now()
-                return
-            self._send_json(200, message)
+                self._send_truncated(message)
+            else:
+                self._send_json(200, message)
             return
         events: list[tuple[str, dict[str, Any]]] = [
             (
@@ -582,7 +585,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._event(name, data)
 
     # -- OpenAI Responses API ------------------------------------------------------------
-    def _openai(self, turn: Turn, *, model: str, cwd: str | None, cut: Cut | None) -> None:
+    def _openai(
+        self, turn: Turn, *, model: str, cwd: str | None, stream: bool, cut: Cut | None
+    ) -> None:
         response_id = _new_id("resp")
         items: list[dict[str, Any]] = []
         if turn.text is not None:
@@ -609,6 +614,13 @@ class _Handler(BaseHTTPRequestHandler):
             "total_tokens": inp + out,
         }
         base = {"id": response_id, "object": "response", "model": model}
+        if not stream:
+            response = {**base, "status": "completed", "output": items, "usage": full_usage}
+            if cut is not None:
+                self._send_truncated(response)
+            else:
+                self._send_json(200, response)
+            return
         events: list[tuple[str, dict[str, Any]]] = [
             (
                 "response.created",

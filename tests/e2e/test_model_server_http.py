@@ -446,3 +446,14 @@ def test_console_script_reads_the_script_from_stdin() -> None:
         "anthropic": 2,
         "openai": 2,
     }
+
+
+def test_openai_plain_json_without_stream() -> None:
+    turns = [{"text": "plain", "tools": [{"name": "exec_command", "input": {"cmd": "ls"}}]}]
+    with model_server(turns) as server:
+        status, headers, data = post(server.url, "/v1/responses", {"model": "m", "input": "hi"})
+    response = json.loads(data)
+    assert status == 200 and headers["content-type"] == "application/json"
+    assert response["status"] == "completed"
+    assert [item["type"] for item in response["output"]] == ["message", "function_call"]
+    assert response["usage"]["total_tokens"] == 120
