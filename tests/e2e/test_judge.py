@@ -14,6 +14,7 @@ import pytest
 
 from loopkit import schema
 from tests.agents_helpers import claude_bin, codex_bin, model_server
+from tests.conftest import git
 from tests.judge_helpers import (
     API_DOC,
     GOAL,
@@ -180,3 +181,51 @@ def test_the_judge_uses_its_own_provider_and_model_from_the_contract(git_repo, t
     # The prompt is kept beside the judge's stream.
     prompt = (repo / j["transcript"]).parent / "handoff.md"
     assert GOAL in prompt.read_text()
+
+
+@pytest.mark.parametrize(("read", "outcome", "code"), [(True, "complete", 0), (False, "retry", 10)])
+def test_in_the_pipe_only_a_grounded_met_completes_a_goal(read, outcome, code, git_repo, tmp_path):
+    """lk-diff | lk-verify | lk-judge | lk-decide on a GOAL task, claude as the judge."""
+    import os
+    import subprocess
+    import sys
+
+    claude_bin()
+    repo = docs_repo(git_repo)
+    (repo / "loop.yaml").write_text(
+        "version: 1\nobjective: document the routes\nscope: {writable: ['docs/**']}\n"
+        "criteria: [{name: documented, run: 'grep -q health docs/api.md'}]\n"
+        "judge: {provider: claude}\n"
+    )
+    git(repo, "add", "loop.yaml")
+    git(repo, "commit", "-q", "-m", "contract")
+    with (repo / "docs" / "api.md").open("a") as f:  # the worker's change
+        f.write("\n## Errors\n\n503 when the database is down.\n")
+    task = {"id": "health-docs", "text": f"GOAL: {GOAL}", "kind": "goal"}
+    doc = {"kind": "loopkit/attempt", "version": 1, "task": task}
+    turns = judge_turns(
+        "claude", read="docs/api.md" if read else None, reply="Documented.\nVERDICT: MET"
+    )
+    with model_server(turns, log=tmp_path / "requests.jsonl") as server:
+        env = judge_env("claude", server, tmp_path)
+        env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]
+        pipe = 'lk-diff | lk-verify | lk-judge | lk-decide; echo "${PIPESTATUS[*]}" >&2'
+        done = subprocess.run(
+            ["bash", "-c", pipe],
+            cwd=repo,
+            env=env,
+            input=json.dumps(doc),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        prompt = json.dumps(server.model_requests("anthropic")[0])
+    statuses = done.stderr.strip().splitlines()[-1].split()
+    assert statuses[:2] == ["0", "0"], done.stderr
+    assert statuses[2] == ("0" if read else "1")
+    assert statuses[3] == str(code), done.stderr
+    final = json.loads(done.stdout)
+    assert final["judge"]["grounded"] is read
+    assert final["decision"]["outcome"] == outcome
+    # The judge saw what changed and the check that ran on this tree.
+    assert "modified docs/api.md" in prompt and "PASS documented" in prompt
