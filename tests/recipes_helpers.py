@@ -52,6 +52,8 @@ def recipe_env(extra: dict[str, str] | None = None, *, validate: bool = False) -
     env.pop("LOOPKIT_STATE_DIR", None)
     env.pop("RESET_PATHS", None)
     env.update(extra or {})
+    if not env["PATH"].startswith(f"{BIN}{os.pathsep}"):
+        env["PATH"] = f"{BIN}{os.pathsep}{env['PATH']}"
     return env
 
 
