@@ -30,8 +30,19 @@ import click
 from loopkit.cli._entry import command
 from loopkit.exitcodes import SHARED_HELP
 
+EPILOG = (
+    """\b
+Exit codes:
+  0   stopped by SIGTERM or SIGINT (or --check passed)
+  3   the script is invalid (file, JSON path, what was expected)
+  4   the port cannot be bound
 
-@command(epilog=SHARED_HELP)
+"""
+    + SHARED_HELP
+)
+
+
+@command(epilog=EPILOG)
 @click.argument("script_path", metavar="SCRIPT")
 @click.option(
     "--port", type=int, default=0, show_default=True, help="Port to listen on; 0 picks a free one."

@@ -29,8 +29,9 @@ conversation keeps its own; conversations past the list get the last script.
 Turn keys: ``text``; ``tools`` (list of ``{name, input, id?}``; a string ``input`` is a
 custom tool call on the Responses API, e.g. ``apply_patch``); ``error`` (alias ``fail``:
 ``{status, type?, message?, code?, headers?, body?, times?, in_stream?}``; without
-``times`` it never clears; ``in_stream`` sends it as an event inside a 200 stream); ``cut`` (``{after?, times?}`` or ``true``: close the stream after ``after``
-events, ``times`` times); ``delay`` (seconds before answering); ``stop_reason``;
+``times`` it never clears; ``in_stream`` sends it as an event inside a 200 stream);
+``cut`` (``{after?, times?}`` or ``true``: close the stream after ``after`` events,
+``times`` times); ``delay`` (seconds before answering); ``stop_reason``;
 ``usage``. ``{{cwd}}`` in text and tool inputs becomes the client's working directory,
 read from the request.
 """
