@@ -533,6 +533,8 @@ class Run:
     transcript: str | None
     argv: list[str]
     tool_calls: int = 0
+    usage: dict[str, Any] = field(default_factory=dict)
+    cost: dict[str, Any] = field(default_factory=dict)
 
 
 def run(
@@ -596,6 +598,8 @@ def run(
         transcript=str(stream) if stream is not None else None,
         argv=list(record.get("command") or []),
         tool_calls=done.state.tool_call_count,
+        usage=dict(record.get("usage") or {}),
+        cost=dict(record.get("cost") or {}),
     )
 
 
@@ -765,6 +769,9 @@ def evaluate(
             else None,
             "command": _shown_argv(done.argv),
             "tool_calls": done.tool_calls,
+            # What the judge spent, for budgets that span runs (shapes as in run.json).
+            "usage": done.usage,
+            "cost": done.cost,
         },
     )
 

@@ -63,6 +63,9 @@ def test_a_judge_that_reads_the_file_and_says_met(provider, git_repo, tmp_path):
     assert j["read_only"]["checked"] and not j["read_only"]["changed"]
     assert j["read_only"]["tree_before"] == j["read_only"]["tree_after"]
     assert tree_files(repo) == before
+    # What the judge spent is on record; a price from a scripted server is never trusted.
+    assert j["usage"]["tool_calls"] == 1 and j["usage"]["output_tokens"] > 0
+    assert j["cost"]["trusted"] is False
     # The judge's own stream is kept for a later --transcript.
     assert (repo / j["transcript"]).is_file()
     # The prompt carried the goal and the demand for a verdict line.
