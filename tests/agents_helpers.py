@@ -25,6 +25,9 @@ Usage (a test module of any area):
   under ``make test`` and skip otherwise (``require_tool`` from tests/conftest.py).
 - codex's stdin is always /dev/null; claude runs with ``--permission-mode acceptEdits``
   (root refuses --dangerously-skip-permissions). Edit needs an earlier Read.
+- ``server.requests`` / ``server.model_requests("anthropic"|"openai")``: every request decoded
+  (``turn``, ``served``, ``status``, ``stream``, ``session``, ``body``); ``server.wait_for(n)``
+  blocks until n model requests arrived.
 - The ``scripted_server`` fixture: ``server = scripted_server(turns)`` -- started, stopped at
   teardown, its log in tmp_path/model-requests.jsonl.
 """

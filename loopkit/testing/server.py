@@ -159,6 +159,7 @@ class ModelServer:
     ) -> None:
         self.script = script
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
         self._requests: list[dict[str, Any]] = []
         self._counters: dict[tuple[str, int, int, str], int] = {}
         self._sessions: dict[tuple[str, str], int] = {}
@@ -247,6 +248,23 @@ class ModelServer:
             if self._log_file is not None:
                 self._log_file.write(json.dumps(entry, separators=(",", ":")) + "\n")
                 self._log_file.flush()
+            self._arrived.notify_all()
+
+    def wait_for(self, count: int = 1, *, api: str | None = None, timeout: float = 30.0) -> bool:
+        """Block until ``count`` model requests (of ``api``) have arrived; False on timeout."""
+
+        def enough() -> bool:
+            return (
+                sum(
+                    1
+                    for r in self._requests
+                    if r.get("turn") is not None and (api is None or r.get("api") == api)
+                )
+                >= count
+            )
+
+        with self._arrived:
+            return self._arrived.wait_for(enough, timeout=timeout)
 
     # -- the script ------------------------------------------------------------------
     def session_index(self, api: str, session: str | None) -> int:

@@ -457,3 +457,15 @@ def test_openai_plain_json_without_stream() -> None:
     assert response["status"] == "completed"
     assert [item["type"] for item in response["output"]] == ["message", "function_call"]
     assert response["usage"]["total_tokens"] == 120
+
+
+def test_wait_for_model_requests() -> None:
+    import threading
+
+    with model_server(["a"]) as server:
+        assert server.wait_for(1, timeout=0.2) is False
+        threading.Timer(
+            0.2, post, args=(server.url, "/v1/messages", messages(USER, stream=False))
+        ).start()
+        assert server.wait_for(1, api="anthropic", timeout=10) is True
+        assert server.wait_for(1, api="openai", timeout=0.1) is False
