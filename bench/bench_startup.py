@@ -4,6 +4,10 @@ Measures wall time of `python -c pass`, `lk-plan --help` and `lk-plan next TASKS
 --contract loop.yaml` (on examples/parser-project), interleaved over many rounds, and
 prints the medians and their ratios. Targets: --help <= 4x, next <= 8x. Exit 1 if missed.
 
+Two clocks per run: wall time, and the CPU time (user + sys) of the child process. On a
+quiet machine they agree; on a busy one wall time mostly measures the wait for a core,
+so the targets are judged on CPU time (start-up is CPU-bound: the files are cached).
+
 Bytecode is compiled first (`compileall`), as an installed wheel would have it, so the
 figures measure imports rather than compiling (PYTHONDONTWRITEBYTECODE would otherwise
 make every run recompile). Usage: python bench/bench_startup.py [--rounds N]
@@ -28,10 +32,16 @@ TARGETS = {"--help": 4.0, "next": 8.0}
 HEAVY = ("jsonschema", "git", "referencing")  # must not load at start-up of `next`
 
 
-def timed(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
+def timed(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the child) for one run of ``cmd``."""
     start = time.perf_counter()
-    subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - start
+    child = subprocess.Popen(
+        cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    _, _, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - start
+    child.returncode = 0  # reaped by wait4
+    return wall, usage.ru_utime + usage.ru_stime
 
 
 def heavy_imports(cmd: list[str], env: dict[str, str], cwd: Path) -> list[str]:
@@ -79,25 +89,34 @@ def main() -> int:
         for cmd in commands.values():  # warm the page cache
             for _ in range(3):
                 timed(cmd, env, work)
-        samples: dict[str, list[float]] = {k: [] for k in commands}
+        walls: dict[str, list[float]] = {k: [] for k in commands}
+        cpus: dict[str, list[float]] = {k: [] for k in commands}
         for _ in range(args.rounds):
             for name, cmd in commands.items():
-                samples[name].append(timed(cmd, env, work))
+                wall_s, cpu_s = timed(cmd, env, work)
+                walls[name].append(wall_s)
+                cpus[name].append(cpu_s)
         heavy = heavy_imports(
             [python, lk_plan, "next", "TASKS.md", "--contract", "loop.yaml"], env, work
         )
 
-    medians = {k: statistics.median(v) * 1000 for k, v in samples.items()}
-    base = medians["python -c pass"]
-    ratios = {"--help": medians["lk-plan --help"] / base, "next": medians["lk-plan next"] / base}
-    print(f"rounds: {args.rounds} (interleaved), medians in ms")
-    for name, ms in medians.items():
-        print(f"  {name:<16} {ms:7.1f} ms")
+    wall = {k: statistics.median(v) * 1000 for k, v in walls.items()}
+    cpu = {k: statistics.median(v) * 1000 for k, v in cpus.items()}
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(
+        f"rounds: {args.rounds} (interleaved), medians; load {load:.1f} on {os.cpu_count()} cores"
+    )
+    print(f"  {'':<16} {'wall':>9} {'cpu':>9}")
+    for name in commands:
+        print(f"  {name:<16} {wall[name]:6.1f} ms {cpu[name]:6.1f} ms")
     missed = []
-    for key, ratio in ratios.items():
-        ok = ratio <= TARGETS[key]
+    for key, name in (("--help", "lk-plan --help"), ("next", "lk-plan next")):
+        by_wall = wall[name] / wall["python -c pass"]
+        by_cpu = cpu[name] / cpu["python -c pass"]
+        ok = by_cpu <= TARGETS[key]
         print(
-            f"  ratio {key:<7} {ratio:5.2f}x  (target <= {TARGETS[key]:.0f}x)  {'ok' if ok else 'MISSED'}"
+            f"  ratio {key:<7} cpu {by_cpu:5.2f}x  wall {by_wall:5.2f}x"
+            f"  (target <= {TARGETS[key]:.0f}x)  {'ok' if ok else 'MISSED'}"
         )
         if not ok:
             missed.append(key)
