@@ -29,7 +29,8 @@ Usage (a test module of any area):
   (``turn``, ``served``, ``status``, ``stream``, ``session``, ``body``); ``server.wait_for(n)``
   blocks until n model requests arrived.
 - The ``scripted_server`` fixture: ``server = scripted_server(turns)`` -- started, stopped at
-  teardown, its log in tmp_path/model-requests.jsonl.
+  teardown, its log in tmp_path/model-requests-N.jsonl. To use it, import it into the test
+  module: ``from tests.agents_helpers import scripted_server_fixture  # noqa: F401``.
 """
 
 from __future__ import annotations
@@ -73,8 +74,8 @@ def model_server(data: ScriptLike, *, log: str | Path | None = None) -> Iterator
         server.stop()
 
 
-@pytest.fixture
-def scripted_server(tmp_path: Path) -> Iterator[Callable[[ScriptLike], ModelServer]]:
+@pytest.fixture(name="scripted_server")
+def scripted_server_fixture(tmp_path: Path) -> Iterator[Callable[[ScriptLike], ModelServer]]:
     """Factory fixture: ``scripted_server(turns)`` -> a started server, stopped at teardown."""
     started: list[ModelServer] = []
 

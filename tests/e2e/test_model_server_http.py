@@ -10,12 +10,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.agents_helpers import model_server
+from loopkit.testing.server import ModelServer
+from tests.agents_helpers import model_server, scripted_server_fixture  # noqa: F401
 
 SESSION = {"x-claude-code-session-id": "s-1"}
 
@@ -469,3 +471,9 @@ def test_wait_for_model_requests() -> None:
         ).start()
         assert server.wait_for(1, api="anthropic", timeout=10) is True
         assert server.wait_for(1, api="openai", timeout=0.1) is False
+
+
+def test_the_scripted_server_fixture(scripted_server: Callable[[Any], ModelServer]) -> None:
+    server = scripted_server(["from the fixture"])
+    _, _, data = post(server.url, "/v1/messages", messages(USER, stream=False))
+    assert json.loads(data)["content"][0]["text"] == "from the fixture"
