@@ -18,15 +18,16 @@ The core raises ``LoopkitError`` subclasses and never prints.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from loopkit import verdict as verdicts
-from loopkit.errors import BadInput
+from loopkit.errors import BadInput, Interrupted
 
 if TYPE_CHECKING:
     from loopkit.providers.base import Outcome, RunState
@@ -751,12 +752,17 @@ def evaluate(
     state_dir = states.state_dir(root, configured=(contract or {}).get("state_dir"))
     folder = artifacts.attempt_dir(state_dir, document)
 
-    def should_stop() -> str | None:
-        return "cancelled" if cancel.requested(state_dir) else None
+    signals: list[str] = []
 
-    done = run(
-        prompt, settings, root=root, artifacts=folder, should_stop=should_stop, before=before
-    )
+    def should_stop() -> str | None:
+        return "cancelled" if signals or cancel.requested(state_dir) else None
+
+    with _caught(signals):
+        done = run(
+            prompt, settings, root=root, artifacts=folder, should_stop=should_stop, before=before
+        )
+    if signals:
+        raise Interrupted(f"{signals[0]}: the judge's process group was ended")
     return section(
         done.observed,
         goal=the_goal,
@@ -774,6 +780,31 @@ def evaluate(
             "cost": done.cost,
         },
     )
+
+
+@contextlib.contextmanager
+def _caught(seen: list[str]) -> Iterator[None]:
+    """SIGINT/SIGTERM noted instead of raised while the judge runs.
+
+    The judge's CLI runs in a session of its own (so a timeout can end its whole group),
+    out of reach of the terminal's Ctrl-C: the watchdog ends it when a signal is noted.
+    """
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def note(signum: int, _frame: Any) -> None:
+        seen.append(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _shown_argv(argv: list[str]) -> list[str]:

@@ -8,6 +8,10 @@ status.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +27,7 @@ from tests.judge_helpers import (
     judge_env,
     judge_turns,
     lk_judge,
+    lk_judge_bin,
     tree_files,
 )
 
@@ -189,8 +194,6 @@ def test_the_judge_uses_its_own_provider_and_model_from_the_contract(git_repo, t
 @pytest.mark.parametrize(("read", "outcome", "code"), [(True, "complete", 0), (False, "retry", 10)])
 def test_in_the_pipe_only_a_grounded_met_completes_a_goal(read, outcome, code, git_repo, tmp_path):
     """lk-diff | lk-verify | lk-judge | lk-decide on a GOAL task, claude as the judge."""
-    import os
-    import subprocess
     import sys
 
     claude_bin()
@@ -232,3 +235,45 @@ def test_in_the_pipe_only_a_grounded_met_completes_a_goal(read, outcome, code, g
     assert final["decision"]["outcome"] == outcome
     # The judge saw what changed and the check that ran on this tree.
     assert "modified docs/api.md" in prompt and "PASS documented" in prompt
+
+
+def _processes_in(directory: Path) -> list[int]:
+    """Pids of live processes whose working directory is ``directory``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if Path(os.readlink(entry / "cwd")) == directory:
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_an_interrupted_judge_leaves_no_process_behind(git_repo, tmp_path):
+    claude_bin()
+    repo = docs_repo(git_repo)
+    turns = [{"delay": 30, "text": "VERDICT: MET"}]
+    with model_server(turns) as server:
+        env = judge_env("claude", server, tmp_path)
+        child = subprocess.Popen(
+            [lk_judge_bin(), "--provider", "claude", "--goal", GOAL],
+            cwd=repo,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 30
+        while not _processes_in(repo.resolve()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _processes_in(repo.resolve()), "the judge's CLI never started"
+        time.sleep(2)  # mid-request: the scripted model takes 30 s to answer
+        child.send_signal(signal.SIGTERM)
+        out, err = child.communicate(timeout=20)
+    assert child.returncode == 130, err
+    assert "SIGTERM" in err and out == ""
+    time.sleep(0.3)
+    assert _processes_in(repo.resolve()) == []
