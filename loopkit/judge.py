@@ -413,6 +413,8 @@ class Settings:
                 "in the contract",
             )
         same = chosen == judge.get("provider")
+        if chosen == "command" and not (same and judge.get("command")):
+            raise BadInput("--provider", "a command judge needs judge.command in the contract")
         return cls(
             provider=str(chosen),
             model=model or (judge.get("model") if same else None),

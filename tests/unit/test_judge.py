@@ -299,6 +299,8 @@ def test_settings_from_the_contract_and_flags() -> None:
     assert (s.provider, s.model) == ("claude", None)
     s = judge.Settings.resolve(c, model="gpt-y")
     assert s.model == "gpt-y"
+    with pytest.raises(BadInput, match="needs judge.command"):
+        judge.Settings.resolve(c, provider="command")
     with pytest.raises(BadInput, match="no judge provider"):
         judge.Settings.resolve({"worker": {"provider": "claude"}})
 
