@@ -12,7 +12,6 @@ fiction). Tokens always count. Wall time is the measured time of runs and checks
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
@@ -50,6 +49,9 @@ def empty_history() -> dict[str, Any]:
     }
 
 
+_EMPTY = empty_history()
+
+
 def usage_of(document: Mapping[str, Any]) -> dict[str, Any]:
     """What one attempt spent, read from its run and verify sections."""
     run = document.get("run") or {}
@@ -75,9 +77,10 @@ def usage_of(document: Mapping[str, Any]) -> dict[str, Any]:
 
 def fold(history: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, Any]:
     """The history after one ledger record (pure; the input is not changed)."""
-    h = copy.deepcopy(dict(history)) if history else empty_history()
-    for key, value in empty_history().items():
+    h = dict(history) if history else empty_history()
+    for key, value in _EMPTY.items():
         h.setdefault(key, value)
+    h["reserved"] = [dict(r) for r in h["reserved"]]  # the only nested value
     if record.get("type") == "admission":
         admission = record.get("admission") or {}
         if admission.get("admitted"):

@@ -228,6 +228,7 @@ class Transaction:
             f.seek(offset)
             data = f.read(size - offset)
         touched: set[str] = set()
+        new_ids: dict[str, list[str]] = {}
         for _, end, rec, problem in _parse_lines(data, start_offset=offset, start_line=None):
             if problem is not None:
                 self.ledger.problems.append(problem)
@@ -240,21 +241,23 @@ class Transaction:
                 entry["offset"] = end
                 touched.add(tid)
                 if rec.get("type") == "attempt" and rec.get("attempt_id"):
-                    self._add_attempt_id(tid, str(rec["attempt_id"]))
+                    new_ids.setdefault(tid, []).append(str(rec["attempt_id"]))
             self.meta["seq"] = max(int(self.meta.get("seq") or 0), int(rec.get("seq") or 0))
         for tid in touched:
             self._save_task(tid)
+        for tid, ids in new_ids.items():
+            self._add_attempt_id(tid, *ids)
         self.meta["offset"] = size
         atomic_write(self._meta_path, json.dumps(self.meta))
 
     def _save_task(self, task_id: str) -> None:
         atomic_write(self.ledger._task_file(task_id), json.dumps(self._task(task_id)))
 
-    def _add_attempt_id(self, task_id: str, attempt_id: str) -> None:
+    def _add_attempt_id(self, task_id: str, *attempt_ids: str) -> None:
         path = self.ledger._task_file(task_id).with_suffix(".attempts")
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a", encoding="utf-8") as f:
-            f.write(attempt_id + "\n")
+            f.write("".join(a + "\n" for a in attempt_ids))
 
     def append(self, record: dict[str, Any]) -> dict[str, Any]:
         """Write one record durably (one write, fsync), then fold it into the index."""
