@@ -23,6 +23,17 @@ lk_log() {
     fi
 }
 
+lk_note() {
+    # Like lk_log, but only into the log file (and stderr when LK_VERBOSE=1): the detail.
+    if [ "${LK_VERBOSE:-0}" = 1 ]; then
+        lk_log "$@"
+        return 0
+    fi
+    if [ -n "${LK_STATE:-}" ] && [ -d "$LK_STATE" ]; then
+        printf '%s %s: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "${LK_PROG:-loopkit}" "$*" >>"$LK_STATE/recipes.log" 2>/dev/null || true
+    fi
+}
+
 lk_die() {
     # lk_die CODE MESSAGE...
     local code=$1

@@ -29,7 +29,8 @@
 #
 # Environment: RESET_PATHS="data/ app.db" (ignored paths reset on park), LOOPKIT_STATE_DIR,
 # MEMORY_FILE (instead of the contract's `memory`),
-# LK_RESUME=never (never pass --resume), LK_JSON=python (read JSON without jq).
+# LK_RESUME=never (never pass --resume), LK_JSON=python (read JSON without jq), LK_VERBOSE=1
+# (every stage's exit on stderr too; it is always in .loopkit/recipes.log).
 set -u
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -50,6 +51,8 @@ Options:
   --reset-path PATH   an ignored path to reset on park (repeatable; adds to RESET_PATHS)
   --max-rounds N      a safety net over lk-decide's own budgets (default 50)
   --allow-dirty       start even if the work tree has uncommitted changes
+  --reproduce         first run the checks on the untouched tree (no worker): the ledger
+                      records the failure, so a first fix that fails the same way replans
 EOF
 }
 
@@ -57,7 +60,7 @@ abspath() {
     case $1 in /*) printf '%s' "$1" ;; *) printf '%s/%s' "$(pwd)" "$1" ;; esac
 }
 
-contract='' tasks='' start='' task_id='' task_text='' task_kind=task max_rounds=50 allow_dirty=0
+contract='' tasks='' start='' task_id='' task_text='' task_kind=task max_rounds=50 allow_dirty=0 reproduce=0
 while [ $# -gt 0 ]; do
     case $1 in
     --contract) contract=$(abspath "${2:?--contract needs a file}"); shift 2 ;;
@@ -68,6 +71,7 @@ while [ $# -gt 0 ]; do
     --reset-path) RESET_PATHS="${RESET_PATHS:-} ${2:?--reset-path needs a path}"; shift 2 ;;
     --max-rounds) max_rounds=${2:?--max-rounds needs a number}; shift 2 ;;
     --allow-dirty) allow_dirty=1; shift ;;
+    --reproduce) reproduce=1; shift ;;
     -h | --help) usage; exit 0 ;;
     -) start=-; shift ;;
     -*) printf 'loop.sh: unknown option %s\n' "$1" >&2; usage >&2; exit 2 ;;
@@ -118,7 +122,7 @@ stage() {
     shift 3
     "$@" <"$in" >"$out" 2> >(tee "${out%.json}.err" >&2)
     local rc=$?
-    lk_log "$task_id round $round: $name exited $rc ($out)"
+    lk_note "$task_id round $round: $name exited $rc ($out)"
     return "$rc"
 }
 
@@ -200,53 +204,15 @@ complete() {
     exit 0
 }
 
-# --- the rounds ---------------------------------------------------------------------------
-input=$run_dir/start.json
-last=$input
-round=0
-attempt_label=start
-session=
-lk_log "task $task_id: starting at $(git rev-parse --short HEAD); documents in $run_dir"
-while :; do
-    round=$((round + 1))
-    if [ "$round" -gt "$max_rounds" ]; then
-        ref=$(save "runaway") || exit "$LK_EXIT_NO_COMMIT"
-        lk_die "$LK_EXIT_RUNAWAY" "$task_id: more than $max_rounds rounds; stopped (tree left as it is, saved as $ref)"
-    fi
-    p=$run_dir/$round
-
-    stage admit "$input" "$p-admit.json" lk-decide --admit "${cargs[@]}"
-    rc=$?
-    if [ "$rc" = 22 ]; then
-        park 22 budget_exhausted "$last"
-    fi
-    expect "$rc" "lk-decide --admit" 0
-
-    rargs=()
-    if [ -n "$session" ] && [ "${LK_RESUME:-auto}" != never ]; then
-        rargs=(--resume "$session")
-    fi
-    stage invoke "$input" "$p-invoke.json" lk-invoke "${cargs[@]}" "${rargs[@]}"
-    expect $? lk-invoke 0 1
-    stage diff "$p-invoke.json" "$p-diff.json" lk-diff "${cargs[@]}" --base "$base"
-    expect $? lk-diff 0 1
-    stage verify "$p-diff.json" "$p-verify.json" lk-verify "${cargs[@]}"
-    vrc=$?
-    expect "$vrc" lk-verify 0 1
-    last=$p-verify.json
-    if [ "$vrc" = 0 ] && [ "$(lk_json "$last" .task.kind)" = goal ]; then
-        stage judge "$last" "$p-judge.json" lk-judge "${cargs[@]}"
-        expect $? lk-judge 0 1
-        last=$p-judge.json
-    fi
-    stage decide "$last" "$p-decide.json" lk-decide "${cargs[@]}"
-    drc=$?
+settle() {
+    # settle DECIDE-EXIT: act on a decision. Returns (to go round again) only on retry or
+    # replan, with `input` and `session` set for the next attempt; every other way exits.
+    local drc=$1 outcome backoff ref
     last=$p-decide.json
     attempt_label=$(lk_json "$last" .decision.attempt)
     attempt_label=${attempt_label:-$round}
     outcome=$(lk_json "$last" .decision.outcome)
     lk_log "$task_id attempt $attempt_label: ${outcome:-?} -- $(lk_one_line "$(lk_json "$last" .decision.reason)" 200)"
-
     case $drc in
     0) complete "$last" ;;
     10 | 11)
@@ -271,4 +237,68 @@ while :; do
         ;;
     *) expect "$drc" lk-decide 0 10 11 20 21 22 30 ;;
     esac
+}
+
+# --- the rounds ---------------------------------------------------------------------------
+input=$run_dir/start.json
+last=$input
+round=0
+attempt_label=start
+session=
+lk_log "task $task_id: starting at $(git rev-parse --short HEAD); documents in $run_dir"
+
+if [ "$reproduce" = 1 ]; then
+    # Round 0: the checks on the untouched tree, no worker. The ledger then holds the
+    # failure's fingerprint (a first fix that fails the same way is "no progress": replan)
+    # and the first handoff carries the failing output.
+    p=$run_dir/0
+    lk_log "$task_id: reproducing the failure on the untouched tree (no worker runs)"
+    stage diff "$input" "$p-diff.json" lk-diff "${cargs[@]}" --base "$base"
+    expect $? lk-diff 0 1
+    stage verify "$p-diff.json" "$p-verify.json" lk-verify "${cargs[@]}"
+    expect $? lk-verify 0 1
+    stage decide "$p-verify.json" "$p-decide.json" lk-decide "${cargs[@]}"
+    settle $?
+fi
+
+while :; do
+    round=$((round + 1))
+    if [ "$round" -gt "$max_rounds" ]; then
+        ref=$(save "runaway") || exit "$LK_EXIT_NO_COMMIT"
+        lk_die "$LK_EXIT_RUNAWAY" "$task_id: more than $max_rounds rounds; stopped (tree left as it is, saved as $ref)"
+    fi
+    p=$run_dir/$round
+
+    stage admit "$input" "$p-admit.json" lk-decide --admit "${cargs[@]}"
+    rc=$?
+    case $rc in
+    0) ;;
+    22) park 22 budget_exhausted "$last" ;;
+    30) # lk-decide --admit also refuses once `lk cancel` was asked
+        ref=$(save cancelled) || exit "$LK_EXIT_NO_COMMIT"
+        lk_log "$task_id: cancelled before attempt $round; the tree is left as it is (saved as $ref)"
+        exit 30
+        ;;
+    *) expect "$rc" "lk-decide --admit" 0 22 ;;
+    esac
+
+    rargs=()
+    if [ -n "$session" ] && [ "${LK_RESUME:-auto}" != never ]; then
+        rargs=(--resume "$session")
+    fi
+    stage invoke "$input" "$p-invoke.json" lk-invoke "${cargs[@]}" "${rargs[@]}"
+    expect $? lk-invoke 0 1
+    stage diff "$p-invoke.json" "$p-diff.json" lk-diff "${cargs[@]}" --base "$base"
+    expect $? lk-diff 0 1
+    stage verify "$p-diff.json" "$p-verify.json" lk-verify "${cargs[@]}"
+    vrc=$?
+    expect "$vrc" lk-verify 0 1
+    last=$p-verify.json
+    if [ "$vrc" = 0 ] && [ "$(lk_json "$last" .task.kind)" = goal ]; then
+        stage judge "$last" "$p-judge.json" lk-judge "${cargs[@]}"
+        expect $? lk-judge 0 1
+        last=$p-judge.json
+    fi
+    stage decide "$last" "$p-decide.json" lk-decide "${cargs[@]}"
+    settle $?
 done

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # phased-loop.sh -- the ratchet over a whole TASKS.md, one ready task after another.
 #
-#   recipes/phased-loop.sh [--contract loop.yaml] [--reset-path data/] [TASKS.md]
+#   recipes/phased-loop.sh [--contract loop.yaml] [--reset-path data/] [--reproduce] [TASKS.md]
 #
 # `lk-plan next` picks the first ready task (open, its dependencies done; a parked task
 # blocks its dependents) and hands out its attempt document with the task's scope applied
@@ -33,6 +33,7 @@ while [ $# -gt 0 ]; do
     --contract) contract=$(abspath "${2:?--contract needs a file}"); shift 2 ;;
     --reset-path) loop_args+=(--reset-path "${2:?--reset-path needs a path}"); shift 2 ;;
     --max-rounds) loop_args+=(--max-rounds "${2:?--max-rounds needs a number}"); shift 2 ;;
+    --reproduce) loop_args+=(--reproduce); shift ;;
     -h | --help) usage; exit 0 ;;
     -*) printf 'phased-loop.sh: unknown option %s\n' "$1" >&2; usage >&2; exit 2 ;;
     *) tasks=$(abspath "$1"); shift ;;
