@@ -485,3 +485,21 @@ def test_classify_run_maps_every_stop_reason() -> None:
     assert classify.classify_run(None) is None
     assert classify.classify_run({"stop_reason": "completed", "is_error": False}) is None
     assert classify.classify_run({"is_error": True}) == "unknown"
+
+
+def test_the_documented_table_matches_the_code() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "decide.md").read_text()
+    rows = {}
+    for line in doc.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 3 and cells[0].startswith("`") and cells[0].strip("`") in classify.ACTIONS:
+            rows[cells[0].strip("`")] = (cells[1], cells[2])
+    assert set(rows) == set(classify.CLASSES)
+    for cls, (outcome, code) in rows.items():
+        default = classify.ACTIONS[cls][0]
+        assert outcome.replace("_", " ").startswith(
+            default.replace("_", " ")
+        ) or outcome.startswith(default), cls
+        assert code.split(" ")[0] == str(int(OUTCOME_CODES[default])), cls
