@@ -65,30 +65,35 @@ def test_claude_writes_then_edits_a_file(git_repo: Path, tmp_path: Path) -> None
     )
 
 
-def test_codex_patches_then_runs_a_command(git_repo: Path, tmp_path: Path) -> None:
+def test_codex_writes_edits_and_runs_a_command(git_repo: Path, tmp_path: Path) -> None:
+    add = "*** Begin Patch\n*** Add File: hello.txt\n+hello\n*** End Patch\n"
+    edit = "*** Begin Patch\n*** Update File: hello.txt\n@@\n-hello\n+hello, world\n*** End Patch\n"
     turns = [
-        {
-            "text": "Creating the file.",
-            "tools": [
-                {
-                    "name": "apply_patch",
-                    "input": "*** Begin Patch\n*** Add File: hello.txt\n+hello\n*** End Patch\n",
-                }
-            ],
-        },
+        {"text": "Creating the file.", "tools": [{"name": "apply_patch", "input": add}]},
+        {"tools": [{"name": "apply_patch", "input": edit}]},
         {"tools": [{"name": "exec_command", "input": {"cmd": "cat hello.txt"}}]},
         {"text": "Done."},
     ]
     with model_server(turns) as server:
         run = run_codex(server, git_repo, "create hello.txt", home=tmp_path / "codex")
     assert run.returncode == 0, run.stderr
-    assert (git_repo / "hello.txt").read_text() == "hello\n"
-    kinds = [e["item"]["type"] for e in run.of_type("item.completed")]
-    assert kinds == ["agent_message", "file_change", "command_execution", "agent_message"]
-    command = run.of_type("item.completed")[2]["item"]
-    assert command["exit_code"] == 0 and "hello" in command["aggregated_output"]
-    assert run.of_type("turn.completed")[0]["usage"]["input_tokens"] == 300
-    assert [r["turn"] for r in server.model_requests("openai")] == [0, 1, 2]
+    assert (git_repo / "hello.txt").read_text() == "hello, world\n"
+    assert "?? hello.txt" in git(git_repo, "status", "--porcelain")
+    items = [e["item"] for e in run.of_type("item.completed")]
+    assert [i["type"] for i in items] == [
+        "agent_message",
+        "file_change",
+        "file_change",
+        "command_execution",
+        "agent_message",
+    ]
+    assert [c["kind"] for i in items[1:3] for c in i["changes"]] == ["add", "update"]
+    assert items[3]["exit_code"] == 0 and "hello, world" in items[3]["aggregated_output"]
+    assert run.of_type("turn.completed")[0]["usage"]["input_tokens"] == 400
+    assert [r["turn"] for r in server.model_requests("openai")] == [0, 1, 2, 3]
+    # the patch result came back as the custom tool's output
+    last = server.model_requests("openai")[-1]["body"]["input"]
+    assert any(i.get("type") == "custom_tool_call_output" for i in last)
 
 
 # -- claude: faults ------------------------------------------------------------------------
