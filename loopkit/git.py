@@ -139,6 +139,97 @@ def _maybe_hashed(root: Path, index: Path, name: str) -> bool:
     return f"/{name}/" not in lines
 
 
+def _scratch_copy(real: Path) -> str:
+    """A private copy of the index ``real`` beside it (an unused name if it has none yet).
+
+    The copy keeps the index's own mtime, so entries that were "racily clean" stay so
+    and git compares their content instead of trusting the stat data. (No shutil or
+    tempfile: their imports cost more than this whole function.)
+    """
+    for _ in range(100):
+        tmp = str(real.parent / f"loopkit-index-{os.getpid()}-{os.urandom(4).hex()}")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            continue
+        try:
+            src = os.open(real, os.O_RDONLY)
+        except FileNotFoundError:
+            os.close(fd)
+            os.unlink(tmp)  # no index yet (fresh repository): git starts an empty one
+            return tmp
+        try:
+            st = os.fstat(src)
+            while block := os.read(src, 1 << 20):
+                view = memoryview(block)
+                while view:
+                    view = view[os.write(fd, view) :]
+        finally:
+            os.close(src)
+            os.close(fd)
+        os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+        return tmp
+    raise GitError(f"cannot create a scratch index beside {real}")
+
+
+class TreeWatch:
+    """Hashes of the working tree, taken again and again through one scratch index.
+
+    The scratch index keeps git's stat cache warm between hashes, and when ``git add -A``
+    leaves it unwritten the tree cannot have changed, so ``git write-tree`` is skipped.
+    """
+
+    def __init__(self, root: Path, *, index: Path | None = None) -> None:
+        self.root = root
+        self.real = index if index is not None else index_path(root)
+        self.path = _scratch_copy(self.real)
+        self.env = {"GIT_INDEX_FILE": self.path}
+        self._last: str | None = None
+
+    def _stamp(self) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+    def refresh(self) -> bool:
+        """Bring the scratch index up to the working tree; False when nothing changed."""
+        before = self._stamp()
+        quiet = ["-c", "advice.addEmbeddedRepo=false", "-c", "core.safecrlf=false"]
+        git([*quiet, "add", "-A", "--", "."], cwd=self.root, env=self.env)
+        # Dropped afterwards, not excluded by pathspec: `add` fails on an exclude pathspec
+        # naming a folder info/exclude already ignores. Skipped (one git call saved) when
+        # the folder is absent or info/exclude beside the index already leaves it out.
+        never = [
+            f":(top){name}" for name in _NEVER_HASHED if _maybe_hashed(self.root, self.real, name)
+        ]
+        if never:
+            git(
+                ["rm", "-r", "--cached", "-q", "--ignore-unmatch", "--", *never],
+                cwd=self.root,
+                env=self.env,
+            )
+        return before is None or self._stamp() != before
+
+    def hash(self) -> str:
+        """The tree id of the working tree as it stands now."""
+        if self.refresh() or self._last is None:
+            self._last = out(["write-tree"], cwd=self.root, env=self.env)
+        return self._last
+
+    def close(self) -> None:
+        for p in (self.path, self.path + ".lock"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(p)
+
+    def __enter__(self) -> TreeWatch:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
 @contextlib.contextmanager
 def worktree_index(root: Path, *, index: Path | None = None) -> Iterator[dict[str, str]]:
     """A throwaway index holding the working tree as it stands; yields the env selecting it.
@@ -147,34 +238,9 @@ def worktree_index(root: Path, *, index: Path | None = None) -> Iterator[dict[st
     ``git add -A`` runs on the copy: tracked and untracked files, ignored ones left out.
     The real index is never written.
     """
-    import shutil
-    import tempfile
-
-    real = index if index is not None else index_path(root)
-    fd, tmp = tempfile.mkstemp(prefix="loopkit-index-", dir=real.parent)
-    os.close(fd)
-    try:
-        try:
-            # copy2 keeps the index's own mtime: entries that were "racily clean" stay so
-            # and git compares their content instead of trusting the stat data.
-            shutil.copy2(real, tmp)
-        except FileNotFoundError:
-            os.unlink(tmp)  # no index yet (fresh repository): git starts an empty one
-        env = {"GIT_INDEX_FILE": tmp}
-        quiet = ["-c", "advice.addEmbeddedRepo=false", "-c", "core.safecrlf=false"]
-        git([*quiet, "add", "-A", "--", "."], cwd=root, env=env)
-        # Dropped afterwards, not excluded by pathspec: `add` fails on an exclude pathspec
-        # naming a folder info/exclude already ignores. Skipped (one git call saved) when
-        # the folder is absent or info/exclude beside the index already leaves it out.
-        never = [f":(top){name}" for name in _NEVER_HASHED if _maybe_hashed(root, real, name)]
-        if never:
-            git(["rm", "-r", "--cached", "-q", "--ignore-unmatch", "--", *never], cwd=root, env=env)
-        yield env
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp + ".lock")
+    with TreeWatch(root, index=index) as watch:
+        watch.refresh()
+        yield watch.env
 
 
 def tree_hash(root: Path, *, index: Path | None = None) -> str:
@@ -186,8 +252,8 @@ def tree_hash(root: Path, *, index: Path | None = None) -> str:
     touched: the work happens in a copy of it (the copy keeps git's stat cache, so only
     files that changed are read again).
     """
-    with worktree_index(root, index=index) as env:
-        return out(["write-tree"], cwd=root, env=env)
+    with TreeWatch(root, index=index) as watch:
+        return watch.hash()
 
 
 def worktree_diff(root: Path, base: str, *, index: Path | None = None) -> tuple[str, bytes]:

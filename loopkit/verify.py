@@ -101,7 +101,20 @@ def run_checks(
     ``index`` (from ``git.locate``) spares a git call when the caller already knows it.
     """
     where = git.locate(root) if index is None else git.Located(root=root, index=index, base=None)
-    before = git.tree_hash(where.root, index=where.index)
+    with git.TreeWatch(where.root, index=where.index) as watch:
+        return _run(where, watch, criteria, log_dir, fail_fast, progress, env)
+
+
+def _run(
+    where: git.Located,
+    watch: git.TreeWatch,
+    criteria: Sequence[Mapping[str, Any]],
+    log_dir: Path,
+    fail_fast: bool,
+    progress: Progress | None,
+    env: Mapping[str, str] | None,
+) -> Result:
+    before = watch.hash()
     current = before
     checks: list[dict[str, Any]] = []
     base_env = dict(os.environ if env is None else env)
@@ -145,7 +158,7 @@ def run_checks(
             ),
             "log": artifacts.relative(log, where.root),
         }
-        after = git.tree_hash(where.root, index=where.index)
+        after = watch.hash()
         if after != current:
             entry["changed_tree"] = True
             entry["tree_after"] = after
@@ -190,3 +203,49 @@ def state_folder(where: git.Located, *, configured: str | None = None) -> Path:
         if f"/{rel}/" in exclude.splitlines():
             return path
     return state.state_dir(where.root, configured=configured)
+
+
+def load_contract(
+    path: str | None, document: Mapping[str, Any] | None, *, state: Path
+) -> dict[str, Any]:
+    """``contract.resolve``, with a validated contract file remembered by its content.
+
+    A commit hook runs lk-verify on every commit with the same loop.yaml: its parsed,
+    validated form is kept under ``<state>/cache/`` keyed by the file's bytes and
+    loopkit's own version, so the YAML parser need not even be imported next time.
+    """
+    import json
+
+    from loopkit import SCHEMA_VERSION, __version__, contract
+
+    if path:
+        file: Path | None = Path(path)
+    elif document is not None and isinstance(document.get("contract"), Mapping):
+        file = None
+    else:
+        file = contract.find_default()
+    if file is None:
+        return contract.resolve(path, document)
+    try:
+        raw = file.read_bytes()
+        rules = os.stat(contract.__file__)
+    except OSError:
+        return contract.resolve(path, document)
+    h = hashlib.sha256(raw)
+    h.update(f"\0{__version__}\0{SCHEMA_VERSION}\0{rules.st_mtime_ns}\0{rules.st_size}".encode())
+    cached = state / "cache" / f"contract-{h.hexdigest()[:32]}.json"
+    try:
+        data: dict[str, Any] = json.loads(cached.read_text(encoding="utf-8"))
+        if isinstance(data, dict) and data.get("criteria"):
+            return data
+    except (OSError, ValueError):
+        pass
+    data = contract.resolve(str(file), None)
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_name(f".{cached.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data), encoding="utf-8")
+        os.replace(tmp, cached)
+    except OSError:
+        pass  # a cache, never a reason to fail
+    return data

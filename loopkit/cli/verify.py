@@ -44,15 +44,22 @@ def main(contract_path: str | None, only: tuple[str, ...], fail_fast: bool) -> i
 
     from loopkit import artifacts, contract, document, git
     from loopkit import verify as core
+    from loopkit.errors import EnvironmentProblem
 
     doc = document.read_attempt()
-    terms = contract.resolve(contract_path, doc)
+    try:
+        where = git.locate(os.getcwd())
+    except EnvironmentProblem:
+        contract.resolve(contract_path, doc)  # a bad contract is reported first (exit 3)
+        raise
+    configured = ((doc or {}).get("contract") or {}).get("state_dir")
+    state = core.state_folder(where, configured=configured)
+    terms = core.load_contract(contract_path, doc, state=state)
+    if terms.get("state_dir") and terms.get("state_dir") != configured:
+        state = core.state_folder(where, configured=terms["state_dir"])
     chosen = core.select(terms["criteria"], only)
-    where = git.locate(os.getcwd())
     holder = doc if doc is not None else {}
-    log_dir = artifacts.attempt_dir(
-        core.state_folder(where, configured=terms.get("state_dir")), holder
-    )
+    log_dir = artifacts.attempt_dir(state, holder)
     ticker = _Ticker() if _stderr_is_terminal() else None
     try:
         result = core.run_checks(
