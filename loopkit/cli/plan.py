@@ -8,7 +8,8 @@ Usage:
 
 Input:
   check     a loop contract (YAML/JSON) or a TASKS.md, told apart by extension, else by
-            content; FILE '-' reads stdin.
+            content; FILE '-' reads stdin. A TASKS.md is checked against --contract,
+            else ./loop.yaml when there is one (the contract `next` would use).
   next      a TASKS.md and the contract (--contract, else ./loop.yaml). stdin is not read.
   guidance  a contract file; with no file (or '-') a piped attempt document, whose
             contract and task are rendered; else ./loop.yaml.
@@ -123,7 +124,8 @@ def _looks_like_tasks(name: str, raw: bytes) -> bool:
     "--contract",
     "contract_path",
     metavar="FILE",
-    help="For a TASKS.md: the contract whose split threshold and scope the plans must respect.",
+    help="For a TASKS.md: the contract whose split threshold and scope the plans must respect "
+    "(default ./loop.yaml when there is one, as for next).",
 )
 @click.option(
     "--type",
@@ -151,6 +153,7 @@ def check_cmd(file: str, contract_path: str | None, kind: str) -> int:
         kind = "tasks" if _looks_like_tasks(source, raw) else "contract"
     problems: list[dict[str, Any]] = []
     tasks: list[dict[str, Any]] | None = None
+    used: str | None = None
     limit = plans.MAX_TASKS_BYTES if kind == "tasks" else contracts.MAX_CONTRACT_BYTES
     if size > limit:
         what = "a TASKS.md" if kind == "tasks" else "a contract"
@@ -165,7 +168,10 @@ def check_cmd(file: str, contract_path: str | None, kind: str) -> int:
         else:
             problems = [p.as_dict() for p in contracts.validate(data)]
     else:
-        contract = contracts.load(contract_path) if contract_path else None
+        # The same contract `next` would use, so check and next never disagree.
+        found = contract_path or contracts.find_default()
+        contract = contracts.load(found) if found else None
+        used = str(found) if found else None
         try:
             parsed = plans.parse(raw, source=source)
         except BadInput as e:
@@ -187,6 +193,7 @@ def check_cmd(file: str, contract_path: str | None, kind: str) -> int:
         "problems": problems,
     }
     if tasks is not None:
+        doc["contract"] = used
         doc["tasks"] = tasks
     emit(doc, schema_name="problems")
     if problems:

@@ -109,12 +109,17 @@ def test_check_invalid_tasks_lists_every_problem_with_lines(project: Path) -> No
 
 def test_check_contract_scope_against_tasks(project: Path) -> None:
     write(project, "TASKS.md", small("x", scope="lib/a.py"))
-    assert run("check", "TASKS.md").exit_code == 0
-    r = run("check", "TASKS.md", "--contract", "loop.yaml")
+    (project / "loop.yaml").rename(project / "contract.yaml")
+    r = run("check", "TASKS.md")
+    assert r.exit_code == 0 and one_json(r, "problems")["contract"] is None
+    r = run("check", "TASKS.md", "--contract", "contract.yaml")
     assert r.exit_code == 1
-    assert (
-        "outside the contract's writable scope" in one_json(r, "problems")["problems"][0]["message"]
-    )
+    doc = one_json(r, "problems")
+    assert "outside the contract's writable scope" in doc["problems"][0]["message"]
+    assert doc["contract"] == "contract.yaml"
+    (project / "contract.yaml").rename(project / "loop.yaml")
+    r = run("check", "TASKS.md")  # ./loop.yaml is used by default, as by next
+    assert r.exit_code == 1 and one_json(r, "problems")["contract"] == "loop.yaml"
 
 
 def test_check_detects_type_by_content_and_reads_stdin(project: Path) -> None:
