@@ -554,9 +554,9 @@ def test_globs_overlap_agrees_with_brute_force(a: str, b: str) -> None:
 
 
 _texts = st.text(
-    alphabet=st.characters(
-        blacklist_categories=("Cs", "Cc"), blacklist_characters="\u2028\u2029\x85"
-    ),
+    # anything but surrogates and the two line-ending characters: tabs, form feeds,
+    # U+2028 and friends stay inside a line
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n\x00"),
     min_size=1,
     max_size=30,
 ).filter(lambda s: s.strip() != "")
@@ -602,3 +602,33 @@ def test_parse_mark_parse_keeps_every_other_line(raw: bytes, data: st.DataObject
     assert after.by_id()[task.id].text == task.text
     others = [(t.id, t.status, t.text, t.line) for t in after.tasks if t.id != task.id]
     assert others == [(t.id, t.status, t.text, t.line) for t in before.tasks if t.id != task.id]
+
+
+_markdownish = st.lists(
+    st.one_of(
+        _texts,
+        st.sampled_from(
+            ["- [ ] a", "- [x] b {#b}", "  - [!] c", "  budget: 5 lines", "  scope: a.py",
+             "  end", "```", "    - x.py", "  depends: b", "- [?] d", "  scope:", "GOAL:"]
+        ),
+    ),
+    max_size=12,
+).map("\n".join)  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(_markdownish, st.binary(max_size=200).map(lambda b: b.decode("latin-1"))))
+def test_parse_and_check_never_crash(text: str) -> None:
+    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    try:
+        p = plan.parse(raw)
+    except BadInput:
+        return
+    found = plan.check(p)
+    for problem in found:
+        assert problem.message and problem.path.startswith("$")
+    ids = [t.id for t in p.tasks]
+    assert len(ids) == len(set(ids)) or any("duplicate id" in x.message for x in found)
+    assert all(plan.ID_PATTERN.match(i) for i in ids)
+    plan.next_task(p)
+    plan.summary(p)
