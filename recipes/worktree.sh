@@ -1,0 +1,242 @@
+#!/usr/bin/env bash
+# worktree.sh -- one task, each attempt isolated in its own git worktree.
+#
+#   lk-plan next TASKS.md --contract loop.yaml > next.json
+#   recipes/worktree.sh [--tasks TASKS.md] next.json
+#   recipes/worktree.sh --contract loop.yaml --task-id fix-parser --task "Fix blank lines"
+#
+# Your checkout is never touched by an attempt: each one runs in a fresh worktree made
+# from the branch's head (LK_WORKTREES, default ${TMPDIR:-/tmp}/loopkit-worktrees), with
+# the ledger and documents kept in this checkout's .loopkit/ (LOOPKIT_STATE_DIR).
+#
+#   green (0)            commit in the worktree, then fast-forward the branch to it
+#                        (`git merge --ff-only`); the worktree is removed. A commit or a
+#                        fast-forward that fails stops the loop (exit 40), nothing marked.
+#   red (10/11)          the attempt's tree is saved under refs/loopkit/<task>/<attempt>,
+#                        the worktree removed; the next attempt starts clean from the
+#                        branch with the decided document (its feedback) piped in. No
+#                        --resume: a fresh tree is not the tree the session remembers.
+#   parked (20/21/22)    saved, worktree removed, retrospective into the memory file,
+#                        task parked (--tasks), memory and checklist committed.
+#   cancelled (30)       saved; the worktree is kept for a person to look at.
+#
+# RESET_PATHS here: ignored paths do not exist in a fresh worktree; directories named in
+# RESET_PATHS (data/) are created empty in each one, so the code can open files in them.
+#
+# Exit codes as loop.sh: 0 committed; 20/21/22 parked; 30 cancelled; 40 a commit or the
+# fast-forward failed; 41 runaway; 4 setup (dirty checkout, detached HEAD, ...).
+set -u
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=recipes/lib.sh
+. "$HERE/lib.sh"
+LK_PROG=worktree.sh
+
+usage() {
+    sed -n '2,30s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+}
+
+abspath() {
+    case $1 in /*) printf '%s' "$1" ;; *) printf '%s/%s' "$(pwd)" "$1" ;; esac
+}
+
+contract='' tasks='' start='' task_id='' task_text='' task_kind=task max_rounds=50
+while [ $# -gt 0 ]; do
+    case $1 in
+    --contract) contract=$(abspath "${2:?--contract needs a file}"); shift 2 ;;
+    --tasks) tasks=$(abspath "${2:?--tasks needs a file}"); shift 2 ;;
+    --task-id) task_id=${2:?--task-id needs an id}; shift 2 ;;
+    --task) task_text=${2:?--task needs text}; shift 2 ;;
+    --goal) task_kind=goal; shift ;;
+    --reset-path) RESET_PATHS="${RESET_PATHS:-} ${2:?--reset-path needs a path}"; shift 2 ;;
+    --max-rounds) max_rounds=${2:?--max-rounds needs a number}; shift 2 ;;
+    -h | --help) usage; exit 0 ;;
+    -*) printf 'worktree.sh: unknown option %s\n' "$1" >&2; usage >&2; exit 2 ;;
+    *) start=$(abspath "$1"); shift ;;
+    esac
+done
+case $max_rounds in '' | *[!0-9]*) printf 'worktree.sh: --max-rounds needs a number\n' >&2; exit 2 ;; esac
+
+lk_setup_state
+MAIN=$LK_ROOT
+cd "$MAIN" || exit "$LK_EXIT_SETUP"
+lk_reset_paths_check
+branch=$(git symbolic-ref -q --short HEAD) ||
+    lk_die "$LK_EXIT_SETUP" "HEAD is detached: check out the branch the attempts should land on"
+if lk_tree_dirty; then
+    lk_die "$LK_EXIT_SETUP" "the checkout has uncommitted changes; commit them first (a green attempt fast-forwards this branch)"
+fi
+
+run_id=$(date -u +%Y%m%dT%H%M%SZ)-$$
+mkdir -p "$LK_STATE/runs"
+tmp_start=$LK_STATE/runs/.start-$run_id.json
+if [ -n "$task_id" ]; then
+    lk_task_doc "$task_id" "${task_text:-$task_id}" "$task_kind" >"$tmp_start" || exit 3
+elif [ -n "$start" ]; then
+    cp -- "$start" "$tmp_start" || lk_die 3 "$start: cannot read the start document"
+elif [ ! -t 0 ]; then
+    cat >"$tmp_start"
+else
+    usage >&2
+    exit 2
+fi
+task_id=$(lk_json "$tmp_start" .task.id)
+[ -n "$task_id" ] || lk_die 3 "the start document names no task (.task.id)"
+safe_task=$(lk_safe_name "$task_id")
+run_dir=$LK_STATE/runs/$safe_task/$run_id
+mkdir -p "$run_dir"
+mv -- "$tmp_start" "$run_dir/start.json"
+
+cargs=()
+[ -z "$contract" ] || cargs=(--contract "$contract")
+wt_root=${LK_WORKTREES:-${TMPDIR:-/tmp}/loopkit-worktrees}
+mkdir -p "$wt_root" || lk_die "$LK_EXIT_SETUP" "cannot create $wt_root"
+wt=
+
+stage() {
+    local name=$1 in=$2 out=$3
+    shift 3
+    "$@" <"$in" >"$out" 2> >(tee "${out%.json}.err" >&2)
+    local rc=$?
+    lk_note "$task_id round $round: $name exited $rc ($out)"
+    return "$rc"
+}
+
+expect() {
+    local rc=$1 name=$2
+    shift 2
+    local ok
+    for ok in "$@"; do [ "$rc" = "$ok" ] && return 0; done
+    lk_die "$rc" "$name failed with exit $rc; the worktree $wt is kept; see $run_dir"
+}
+
+save() {
+    local ref
+    ref=$(cd "$wt" && lk_save_attempt "$task_id" "$attempt_label" "loopkit: $task_id attempt $attempt_label ($1), saved by worktree.sh") ||
+        lk_die "$LK_EXIT_NO_COMMIT" "could not save the attempt under refs/loopkit/; the worktree $wt is kept"
+    lk_log "saved $task_id attempt $attempt_label as $ref"
+    printf '%s' "$ref"
+}
+
+drop_worktree() {
+    git -C "$MAIN" worktree remove --force "$wt" || {
+        rm -rf -- "$wt"
+        git -C "$MAIN" worktree prune
+    }
+}
+
+park() {
+    # park CODE OUTCOME DOC: nothing to revert -- the checkout never saw the attempt.
+    local code=$1 outcome=$2 doc=$3 ref memory reason
+    ref=$(save "$outcome") || exit "$LK_EXIT_NO_COMMIT"
+    drop_worktree
+    memory=${MEMORY_FILE:-$(lk_json "$doc" .contract.memory)}
+    [ -n "$memory" ] || memory=$(lk_contract_memory "$contract")
+    if [ -n "$memory" ]; then
+        case $memory in /*) ;; *) memory=$MAIN/$memory ;; esac
+        lk_retrospective "$memory" "$doc" "$outcome" "$ref" || lk_die "$LK_EXIT_NO_COMMIT" "could not write $memory"
+    fi
+    if [ -n "$tasks" ]; then
+        reason=$(lk_one_line "$outcome: $(lk_json "$doc" .decision.reason)" 200)
+        lk-plan mark "$tasks" --task "$task_id" --status parked --reason "$reason" ||
+            lk_die "$LK_EXIT_NO_COMMIT" "lk-plan mark $task_id parked failed"
+    fi
+    lk_commit_paths "loopkit: park $task_id ($outcome)" "$memory" "$tasks" ||
+        lk_die "$LK_EXIT_NO_COMMIT" "the commit of the park record failed"
+    lk_log "parked $task_id ($outcome); the attempt is saved as $ref"
+    exit "$code"
+}
+
+complete() {
+    local doc=$1 text msg commit ref
+    text=$(lk_one_line "$(lk_json "$doc" .task.text)" 72)
+    msg=$(printf 'loopkit: %s: %s\n\n%s\n\nLoopkit-Task: %s\nLoopkit-Attempt: %s\n' \
+        "$task_id" "${text:-$task_id}" "$(lk_one_line "$(lk_json "$doc" .decision.reason)" 300)" \
+        "$task_id" "$(lk_json "$doc" .attempt_id)")
+    if ! (cd "$wt" && lk_commit_all "$msg"); then
+        ref=$(save "complete, commit failed") || exit "$LK_EXIT_NO_COMMIT"
+        lk_die "$LK_EXIT_NO_COMMIT" "the commit of $task_id failed in $wt (kept; saved as $ref); nothing marked"
+    fi
+    commit=$(git -C "$wt" rev-parse HEAD)
+    if ! git -C "$MAIN" merge -q --ff-only "$commit"; then
+        git update-ref "refs/loopkit/$safe_task/green-$run_id" "$commit" || true
+        lk_die "$LK_EXIT_NO_COMMIT" "$branch could not fast-forward to $commit (it moved?); the green commit is refs/loopkit/$safe_task/green-$run_id; worktree $wt kept; nothing marked"
+    fi
+    lk_log "fast-forwarded $branch to $(git -C "$MAIN" rev-parse --short HEAD) ($task_id)"
+    drop_worktree
+    if [ -n "$tasks" ]; then
+        lk-plan mark "$tasks" --task "$task_id" --status "done" ||
+            lk_die "$LK_EXIT_NO_COMMIT" "$task_id landed but lk-plan mark failed"
+        lk_commit_paths "loopkit: mark $task_id done" "$tasks" ||
+            lk_die "$LK_EXIT_NO_COMMIT" "$task_id landed but the commit of its checklist mark failed"
+    fi
+    exit 0
+}
+
+input=$run_dir/start.json
+last=$input
+round=0
+attempt_label=start
+lk_log "task $task_id: attempts in worktrees under $wt_root, landing on $branch"
+while :; do
+    round=$((round + 1))
+    [ "$round" -le "$max_rounds" ] || lk_die "$LK_EXIT_RUNAWAY" "$task_id: more than $max_rounds rounds; stopped"
+    p=$run_dir/$round
+    base=$(git -C "$MAIN" rev-parse HEAD)
+    wt=$(mktemp -d "$wt_root/$safe_task-$round-XXXXXX") || lk_die "$LK_EXIT_SETUP" "cannot create a worktree folder"
+    rmdir -- "$wt"
+    git -C "$MAIN" worktree add -q --detach "$wt" "$base" || lk_die "$LK_EXIT_SETUP" "git worktree add failed"
+    (LK_ROOT=$wt && lk_reset_paths) || lk_die "$LK_EXIT_SETUP" "could not create RESET_PATHS directories in $wt"
+
+    stage admit "$input" "$p-admit.json" lk-decide --admit "${cargs[@]}"
+    rc=$?
+    case $rc in
+    0) ;;
+    22) attempt_label=${attempt_label:-start}; park 22 budget_exhausted "$last" ;;
+    30) lk_log "$task_id: cancelled before attempt $round"; drop_worktree; exit 30 ;;
+    *) drop_worktree; expect "$rc" "lk-decide --admit" 0 22 30 ;;
+    esac
+
+    cd "$wt" || exit "$LK_EXIT_SETUP"
+    stage invoke "$input" "$p-invoke.json" lk-invoke "${cargs[@]}"
+    expect $? lk-invoke 0 1
+    stage diff "$p-invoke.json" "$p-diff.json" lk-diff "${cargs[@]}" --base "$base"
+    expect $? lk-diff 0 1
+    stage verify "$p-diff.json" "$p-verify.json" lk-verify "${cargs[@]}"
+    vrc=$?
+    expect "$vrc" lk-verify 0 1
+    last=$p-verify.json
+    if [ "$vrc" = 0 ] && [ "$(lk_json "$last" .task.kind)" = goal ]; then
+        stage judge "$last" "$p-judge.json" lk-judge "${cargs[@]}"
+        expect $? lk-judge 0 1
+        last=$p-judge.json
+    fi
+    stage decide "$last" "$p-decide.json" lk-decide "${cargs[@]}"
+    drc=$?
+    cd "$MAIN" || exit "$LK_EXIT_SETUP"
+    last=$p-decide.json
+    attempt_label=$(lk_json "$last" .decision.attempt)
+    attempt_label=${attempt_label:-$round}
+    outcome=$(lk_json "$last" .decision.outcome)
+    lk_log "$task_id attempt $attempt_label: ${outcome:-?} -- $(lk_one_line "$(lk_json "$last" .decision.reason)" 200)"
+    case $drc in
+    0) complete "$last" ;;
+    10 | 11)
+        ref=$(save "$outcome") || exit "$LK_EXIT_NO_COMMIT"
+        drop_worktree
+        backoff=$(lk_json "$last" .decision.backoff_s)
+        case $backoff in
+        '' | 0 | 0.0 | *[!0-9.]*) ;;
+        *) lk_log "$task_id: waiting ${backoff}s"; sleep "$backoff" ;;
+        esac
+        input=$last
+        ;;
+    20 | 21 | 22) park "$drc" "${outcome:-failed}" "$last" ;;
+    30)
+        ref=$(save cancelled) || exit "$LK_EXIT_NO_COMMIT"
+        lk_log "$task_id: cancelled; the worktree $wt is kept (saved as $ref)"
+        exit 30
+        ;;
+    *) expect "$drc" lk-decide 0 10 11 20 21 22 30 ;;
+    esac
+done

@@ -1,0 +1,78 @@
+"""recipes/worktree.sh: each attempt in its own git worktree; green fast-forwards the
+branch, red removes the worktree (its tree saved under refs/loopkit/)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.recipes_helpers import fail_message, make_project
+
+pytestmark = pytest.mark.slow
+
+# Call 1 writes a wrong value (red); call 2 -- in a fresh worktree -- writes the right one.
+# Each call records where it ran.
+WORKER = """
+(STATE / f"cwd-{n}").write_text(os.getcwd())
+Path("src").mkdir(exist_ok=True)
+assert Path("data").is_dir() and not any(Path("data").iterdir())  # RESET_PATHS: made, empty
+assert not Path("src/value.txt").exists(), "a fresh worktree must not hold the last attempt"
+Path("src/value.txt").write_text("bad\\n" if n == 1 else "good\\n")
+"""
+
+
+def _wt_run(p, tmp_path: Path, *args: str):
+    return p.run(
+        "worktree.sh",
+        "--contract",
+        "loop.yaml",
+        "--task-id",
+        "fix-value",
+        "--task",
+        "Make value good",
+        *args,
+        env={"LK_WORKTREES": str(tmp_path / "worktrees"), "RESET_PATHS": "data/"},
+    )
+
+
+def test_red_attempt_is_dropped_and_green_fast_forwards_the_branch(tmp_path: Path) -> None:
+    p = make_project(tmp_path, WORKER, gitignore="data/\n")
+    before = p.head()
+    proc = _wt_run(p, tmp_path)
+    assert proc.returncode == 0, fail_message(proc)
+    assert p.worker_calls() == 2
+    for n in (1, 2):
+        ran_in = Path((p.scratch / f"cwd-{n}").read_text())
+        assert ran_in.parent == tmp_path / "worktrees", ran_in
+    # The branch moved by a fast-forward: the new commit sits right on the old head.
+    assert p.git("rev-parse", "HEAD~1").strip() == before
+    assert p.git("log", "-1", "--pretty=%s").startswith("loopkit: fix-value:")
+    assert (p.root / "src/value.txt").read_text() == "good\n"
+    assert p.git("status", "--porcelain") == ""
+    # Every worktree is gone; the red attempt is kept under its ref.
+    assert len(p.git("worktree", "list").splitlines()) == 1
+    assert list((tmp_path / "worktrees").iterdir()) == []
+    (red,) = [r for r in p.loopkit_refs() if r.startswith("refs/loopkit/fix-value/")]
+    assert p.git("show", f"{red}:src/value.txt") == "bad\n"
+    # The ledger and documents live in the checkout's state folder, not in the worktrees.
+    assert [d["outcome"] for d in p.decisions("fix-value")][-1] == "complete"
+
+
+def test_a_parked_attempt_never_touches_the_checkout(tmp_path: Path) -> None:
+    body = """
+Path("src").mkdir(exist_ok=True)
+Path("src/value.txt").write_text("half\\n")
+Path("stray.txt").write_text("debris\\n")
+sys.exit(2)
+"""
+    p = make_project(tmp_path, body)
+    before = p.head()
+    proc = _wt_run(p, tmp_path)
+    assert proc.returncode == 21, fail_message(proc)
+    assert not (p.root / "src").exists() and not (p.root / "stray.txt").exists()
+    assert p.git("rev-parse", "HEAD~1").strip() == before  # only the park record landed
+    assert "parked: fix-value" in (p.root / "MEMORY.md").read_text()
+    assert len(p.git("worktree", "list").splitlines()) == 1
+    (ref,) = p.loopkit_refs()
+    assert {"src/value.txt", "stray.txt"} <= p.files(ref)
