@@ -15,29 +15,39 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 DEFAULT_REPEATS = 3
 
-_NOISE: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"\x1b\[[0-9;]*[A-Za-z]"), ""),  # ANSI colours
-    (re.compile(r"(?:[A-Za-z]:)?(?:/[\w.@+-]+)+/?"), "<path>"),
-    (re.compile(r"\b(?:tmp|temp)[\w.-]*", re.I), "<tmp>"),
-    (re.compile(r"\b0x[0-9a-f]+\b", re.I), "<hex>"),
-    (re.compile(r"\b[0-9a-f]{8,}\b", re.I), "<hex>"),
-    (re.compile(r"\b\d+(?:\.\d+)?(?:ms|s)?\b"), "<n>"),
-    (re.compile(r"\s+"), " "),
-)
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_PATH = re.compile(r"(?:[A-Za-z]:)?[/\\][\w.@+/\\-]+")
+_TMP = re.compile(r"\b(?:tmp|temp)[\w.-]*", re.I)
+_HEX = re.compile(r"\b0x[0-9a-f]+\b|\b(?=[a-f]*\d)(?=\d*[a-f])[0-9a-f]{8,}\b", re.I)
+_NUMBER = re.compile(r"\b\d+(?:\.\d+)?(?:ms|s)?\b")
 
 
 def normalize(error: str, *, limit: int = 300) -> str:
     """The error text with the noise taken out: equal for failures that are the same."""
-    text = error.strip()
+    return _normalize(error, limit)
+
+
+@lru_cache(maxsize=256)  # a stuck worker repeats the same text: normalize it once
+def _normalize(error: str, limit: int) -> str:
     # Claude's Edit failure repeats the old text it looked for: keep only its first line.
-    text = text.split("\nString:")[0]
-    for pattern, repl in _NOISE:
-        text = pattern.sub(repl, text)
-    return text.strip()[:limit]
+    text = error.split("\nString:", 1)[0][: limit * 2]
+    # Each pass runs only when its kind of noise can be there (this is on the live path).
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    if "/" in text or "\\" in text:
+        text = _PATH.sub("<path>", text)
+    low = text.lower()
+    if "tmp" in low or "temp" in low:
+        text = _TMP.sub("<tmp>", text)
+    text = _HEX.sub("<hex>", text)
+    if any(c.isdigit() for c in text):
+        text = _NUMBER.sub("<n>", text)
+    return " ".join(text.split())[:limit]
 
 
 @dataclass

@@ -69,8 +69,11 @@ class _Watch:
                     {"tool": tool.name, "command": tool.command[:500], "kinds": kinds}
                 )
         elif event.kind == "tool_result" and self.breaker is not None and tool.ok is not None:
+            if tool.ok:
+                self.breaker.observe(tool.name, True)
+                return
             small = {k: v for k, v in tool.input.items() if not isinstance(v, str) or len(v) < 300}
-            if self.breaker.observe(tool.name, tool.ok, tool.error, input=small):
+            if self.breaker.observe(tool.name, False, tool.error, input=small):
                 self.stop("stuck")
 
 

@@ -104,7 +104,7 @@ BASE_ENV = (
 
 #: Bounds that keep memory flat however long the stream is.
 MAX_TOOL_CALLS = 2000
-MAX_INPUT_CHARS = 2000
+MAX_INPUT_CHARS = 500
 MAX_ERROR_CHARS = 2000
 
 
@@ -175,7 +175,7 @@ class Invocation:
             os.replace(tmp, path)
 
 
-@dataclass
+@dataclass(slots=True)
 class ToolCall:
     """One tool use seen in the stream, completed by its result when that arrives."""
 
@@ -201,7 +201,7 @@ class ToolCall:
         }
 
 
-@dataclass
+@dataclass(slots=True)
 class Event:
     """A normalized event returned by ``StreamParser.feed``."""
 
@@ -299,21 +299,19 @@ class StreamParser:
 
     def feed(self, line: bytes | str) -> list[Event]:
         self.state.lines += 1
-        if isinstance(line, bytes):
-            line = line.decode("utf-8", "replace")
-        s = line.strip()
-        if not s:
-            return []
-        if s[0] != "{":
-            return self.plain(s)
-        try:
-            obj = json.loads(s)
-        except (ValueError, RecursionError):
-            self.state.bad_lines += 1
-            return self.plain(s)
-        if not isinstance(obj, dict):
-            return self.plain(s)
-        return self.handle(obj)
+        # json.loads reads UTF-8 bytes itself: no decode, no copy on the hot path.
+        head = line.lstrip()[:1]
+        if head == b"{" or head == "{":
+            try:
+                obj = json.loads(line)
+            except (ValueError, RecursionError):
+                self.state.bad_lines += 1
+                obj = None
+            if isinstance(obj, dict):
+                return self.handle(obj)
+        text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
+        text = text.strip()
+        return self.plain(text) if text else []
 
     def handle(self, obj: dict[str, Any]) -> list[Event]:  # pragma: no cover - abstract
         raise NotImplementedError

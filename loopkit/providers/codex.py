@@ -245,8 +245,8 @@ def _item_result(item: dict[str, Any]) -> tuple[bool, str | None]:
     if item.get("type") == "command_execution":
         code = item.get("exit_code")
         if (isinstance(code, int) and code != 0) or status in ("failed", "declined"):
-            out = str(item.get("aggregated_output") or "").strip()
-            tail = "\n".join(out.splitlines()[-5:])
+            out = str(item.get("aggregated_output") or "")[-2000:].strip()
+            tail = "\n".join(out.rsplit("\n", 5)[-5:])
             return False, f"exit {code}: {tail}" if tail else f"exit {code}"
         return True, None
     if status in ("failed", "declined"):

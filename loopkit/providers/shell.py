@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from functools import lru_cache
 
 #: Commands whose file operands are read (cat FILE, sed -n 1,5p FILE, ...).
 _READERS = {"cat", "head", "tail", "less", "more", "nl", "wc", "bat", "sed", "grep", "rg", "awk"}
@@ -18,6 +19,12 @@ _PATTERN_FIRST = {"grep", "rg", "sed", "awk"}
 #: "-n"/"-c" take a value for these; elsewhere they are flags (sed -n, grep -n, rg -n, cat -n).
 _N_TAKES_VALUE = {"head", "tail", "nl"}
 
+#: Cheap pre-checks: most commands mention no reader and no outside tool at all.
+_MAYBE_READS = re.compile(r"\b(" + "|".join(sorted(_READERS)) + r")\b")
+_MAYBE_EFFECTS = re.compile(
+    r"\b(push|publish|upload|install|add|ci|yarn|curl|wget|ssh|scp|sftp|rsync|nc|ncat|telnet"
+    r"|ftp|http|https|gh|aws|gcloud|az|kubectl|docker|fetch|pull|clone|remote)\b"
+)
 _SEPARATORS = re.compile(r"&&|\|\||;|\||\n")
 
 #: (kind, pattern over one simple command) -- first match wins.
@@ -43,6 +50,13 @@ _EFFECTS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 
+def _split(text: str) -> list[str]:
+    """shlex.split, without its cost when there is nothing to unquote."""
+    if not any(c in text for c in "'\"\\"):
+        return text.split()
+    return shlex.split(text)
+
+
 def unwrap(command: str) -> str:
     """``bash -lc 'X'`` / ``sh -c "X"`` -> ``X`` (codex wraps every command like this)."""
     s = command.strip()
@@ -52,7 +66,7 @@ def unwrap(command: str) -> str:
             break
         rest = m.group(1).strip()
         try:
-            words = shlex.split(rest)
+            words = _split(rest)
         except ValueError:
             return rest
         s = words[0] if words else rest
@@ -65,7 +79,7 @@ def simple_commands(command: str) -> list[str]:
 
 def _words(cmd: str) -> list[str]:
     try:
-        words = shlex.split(cmd)
+        words = _split(cmd)
     except ValueError:
         words = cmd.split()
     while words and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0]):
@@ -75,6 +89,13 @@ def _words(cmd: str) -> list[str]:
 
 def files_read_by(command: str) -> list[str]:
     """Files a command line reads, by the words of its reading commands."""
+    return list(_files_read_by(command))
+
+
+@lru_cache(maxsize=512)
+def _files_read_by(command: str) -> tuple[str, ...]:
+    if not _MAYBE_READS.search(command):
+        return ()
     out: list[str] = []
     for cmd in simple_commands(command):
         words = _words(cmd)
@@ -103,11 +124,18 @@ def files_read_by(command: str) -> list[str]:
         if prog in _PATTERN_FIRST and not explicit_script and operands:
             operands = operands[1:]
         out.extend(o for o in operands if o != "-" and not re.search(r"[*?]", o))
-    return out
+    return tuple(out)
 
 
 def side_effects(command: str) -> list[str]:
     """The kinds of outside effects in a command line ([] when it stays in the tree)."""
+    return list(_side_effects(command))
+
+
+@lru_cache(maxsize=512)
+def _side_effects(command: str) -> tuple[str, ...]:
+    if not _MAYBE_EFFECTS.search(command):
+        return ()
     kinds: list[str] = []
     for cmd in simple_commands(command):
         words = _words(cmd)
@@ -119,4 +147,4 @@ def side_effects(command: str) -> list[str]:
                 if kind not in kinds:
                     kinds.append(kind)
                 break
-    return kinds
+    return tuple(kinds)
