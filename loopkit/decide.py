@@ -539,7 +539,11 @@ def replay(records: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
     from loopkit import ledger
 
     out: list[dict[str, Any]] = []
-    histories: dict[str, dict[str, Any]] = {}
+    # Per task, the histories the next record may start from: folded from what the
+    # previous record's inputs re-derive, and folded from what it recorded. A tampered
+    # record then disagrees once, and the records after it still check cleanly whichever
+    # half of it (inputs or results) was edited.
+    histories: dict[str, list[dict[str, Any]]] = {}
 
     def differ(line: int, rec: Mapping[str, Any], what: str, recorded: Any, derived: Any) -> None:
         if recorded != derived:
@@ -559,10 +563,17 @@ def replay(records: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
         inputs_ = rec.get("inputs") or {}
         view = inputs_.get("document") or {}
         tid = str(rec.get("task_id") or "")
-        derived_history = histories.get(tid) or budget.empty_history()
+        candidates = histories.get(tid) or [budget.empty_history()]
+        recorded_history = inputs_.get("history")
         differ(line, rec, "task_id", tid, task_id(view))
-        differ(line, rec, "inputs.history", inputs_.get("history"), derived_history)
-        history = derived_history
+        resync: list[dict[str, Any]] = []
+        if recorded_history in candidates:
+            history = recorded_history
+        else:
+            differ(line, rec, "inputs.history", recorded_history, candidates[0])
+            history = candidates[0]
+            if isinstance(recorded_history, dict):  # a record lost upstream: follow the ledger
+                resync.append(budget.fold(recorded_history, rec))
         derived: dict[str, Any] = dict(rec)
         if rec.get("type") == "admission":
             admission = budget.admit(
@@ -593,7 +604,5 @@ def replay(records: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
         ):
             if key in derived or key in rec:
                 differ(line, rec, key, rec.get(key), derived.get(key))
-        # Fold what the inputs re-derive, so one tampered record is reported once and the
-        # records after it are still checked against the true history.
-        histories[tid] = budget.fold(derived_history, derived)
+        histories[tid] = [budget.fold(history, derived), budget.fold(history, rec), *resync]
     return out

@@ -154,6 +154,21 @@ def test_wrong_fix_replans_and_right_fix_completes(parser_repo: Path) -> None:
     assert code == 0, err
     assert json.loads(out)["agree"] is True
 
+    # Tamper with the recorded evidence of the replan: the wrong fix "passed".
+    lines = path.read_text().splitlines()
+    rec = json.loads(lines[1])
+    rec["inputs"]["document"]["verify"]["passed"] = True
+    rec["inputs"]["document"]["verify"]["fingerprint"] = None
+    tampered = repo / "tampered.jsonl"
+    tampered.write_text("\n".join([lines[0], json.dumps(rec), *lines[2:]]) + "\n")
+    code, out, err = step(["lk-decide", "--replay", str(tampered)], repo)
+    assert code == 1
+    report = json.loads(out)
+    assert {d["line"] for d in report["disagreements"]} == {2}
+    assert "decision" in {d["field"] for d in report["disagreements"]}
+    assert "line 2" in err
+    tampered.unlink()
+
     code, out, err = step(["lk", "report", "--json"], repo)
     assert code == 0, err
     (task,) = json.loads(out)["tasks"]

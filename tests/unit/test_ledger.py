@@ -209,3 +209,42 @@ def test_retention_ignores_unsafe_ids(tmp_path: Path) -> None:
     retention.on_complete(state, "t", ["../../outside.log", "/etc"], {"keep_completed": 0})
     assert outside.exists()
     assert os.path.exists("/etc")
+
+
+def _tamper(rec: dict[str, Any], how: str) -> None:
+    if how == "decision":
+        rec["decision"]["outcome"] = "complete"
+    elif how == "evidence":
+        rec["inputs"]["document"]["verify"]["fingerprint"] = "fpZ"
+    elif how == "history":
+        rec["inputs"]["history"]["attempts"] = 0
+    elif how == "cost":
+        rec["usage"]["cost_usd"] = 0.01
+    elif how == "tree":
+        rec["inputs"]["tree_on_disk"] = "c" * 40
+
+
+@pytest.mark.parametrize("how", ["decision", "evidence", "history", "cost", "tree"])
+def test_replay_finds_exactly_the_tampered_record(tmp_path: Path, how: str) -> None:
+    path = tmp_path / "ledger.jsonl"
+    ldg = ledger.Ledger(path)
+    for fp in ("A", "A", "B", "B"):
+        decided(ldg, failing(fp))
+    records, _ = ledger.read(path)
+    assert decide.replay(records) == []
+    _tamper(records[1][1], how)
+    found = decide.replay(records)
+    assert found, how
+    assert {d["line"] for d in found} == {2}, found
+
+
+def test_replay_finds_a_deleted_record_at_the_gap(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.jsonl"
+    ldg = ledger.Ledger(path)
+    for fp in ("A", "B", "C", "D", "E"):
+        decided(ldg, failing(fp))
+    records, _ = ledger.read(path)
+    del records[1]
+    found = decide.replay(records)
+    assert {d["line"] for d in found} == {3}
+    assert "inputs.history" in {d["field"] for d in found}
