@@ -227,12 +227,12 @@ def _inside(path: str, top: Path | None) -> str | None:
     if os.path.isabs(path):
         if top is None:
             return os.path.normpath(path)
-        for candidate in {Path(path), Path(os.path.realpath(path))}:
+        for candidate in (Path(os.path.normpath(path)), Path(os.path.realpath(path))):
             try:
                 rel = candidate.relative_to(top)
             except ValueError:
                 continue
-            return rel.as_posix() if rel.parts else None
+            return rel.as_posix() if rel.parts and ".." not in rel.parts else None
         return None
     norm = os.path.normpath(path).replace(os.sep, "/")
     if norm == "." or norm == ".." or norm.startswith("../"):

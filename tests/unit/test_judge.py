@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from loopkit import judge, schema
 from loopkit.document import section as as_section
@@ -299,7 +302,7 @@ def test_settings_from_the_contract_and_flags() -> None:
     assert (s.provider, s.model) == ("claude", None)
     s = judge.Settings.resolve(c, model="gpt-y")
     assert s.model == "gpt-y"
-    with pytest.raises(BadInput, match="needs judge.command"):
+    with pytest.raises(BadInput, match=r"needs judge\.command"):
         judge.Settings.resolve(c, provider="command")
     with pytest.raises(BadInput, match="no judge provider"):
         judge.Settings.resolve({"worker": {"provider": "claude"}})
@@ -376,3 +379,17 @@ def test_a_long_reply_is_read_to_its_last_line(tmp_path: Any) -> None:
     assert observed.reply == long.strip()
     assert observed.files_read == ["docs/api.md"]  # relative to the announced cwd
     assert judge.decide(observed)[1] is None
+
+
+segment = st.sampled_from(["docs", "a.md", "..", ".", ".git", ".loopkit", "src", "x y", ""])
+
+
+@given(st.lists(st.lists(segment, min_size=1, max_size=5), max_size=8), st.booleans())
+@settings(max_examples=200, deadline=None)
+def test_grounding_never_leaves_the_repository(parts: list[list[str]], absolute: bool) -> None:
+    root = PurePosixPath("/r/repo")
+    paths = [(str(root) + "/" if absolute else "") + "/".join(p) for p in parts]
+    for got in judge.grounding(paths, root=str(root)):
+        assert not got.startswith("/")
+        assert ".." not in PurePosixPath(got).parts
+        assert PurePosixPath(got).parts[0] not in (".git", ".loopkit", ".")
