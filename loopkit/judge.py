@@ -610,6 +610,9 @@ def _full_reply(provider: str, stream: Path | None, state: RunState) -> str | No
     """The last message read again from the saved stream, in full."""
     if stream is None or not stream.is_file():
         return state.final_message
+    if provider == "command":  # plain output: its tail is the reply, reasons included
+        text = _tail_text(stream, MAX_REPLY_CHARS).strip()
+        return text or state.final_message
     from loopkit import providers
 
     parser = providers.get(provider).parser()
@@ -782,6 +785,13 @@ def evaluate(
             "cost": done.cost,
         },
     )
+
+
+def _tail_text(path: Path, limit: int) -> str:
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        f.seek(max(f.tell() - limit, 0))
+        return f.read().decode("utf-8", "replace")
 
 
 @contextlib.contextmanager

@@ -188,7 +188,11 @@ def test_a_command_judge_cannot_ground_a_met(
 
 def test_a_command_judge_gets_the_prompt(git_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     repo = docs_repo(git_repo)
-    contract(repo, 'grep -c "VERDICT: NOT MET" "$LOOPKIT_HANDOFF"; echo "VERDICT: NOT MET"')
+    contract(
+        repo,
+        'grep -c "VERDICT: NOT MET" "$LOOPKIT_HANDOFF"; echo "The 503 case is missing.";'
+        ' echo "VERDICT: NOT MET"',
+    )
     monkeypatch.chdir(repo)
     piped = attempt_with_goal()
     code, doc, _ = invoke(stdin=json.dumps(piped))
@@ -197,6 +201,7 @@ def test_a_command_judge_gets_the_prompt(git_repo: Path, monkeypatch: pytest.Mon
     j = doc["judge"]
     assert (j["verdict"], j["reason"]) == ("NOT_MET", "not_met")
     assert j["goal"] == GOAL
+    assert "The 503 case is missing." in j["feedback"]  # the whole output is the reply
     prompt = (repo / j["transcript"]).parent / "handoff.md"
     text = prompt.read_text()
     assert GOAL in text and "A docs/api.md (+5 -0)" in text and "VERDICT: MET" in text
