@@ -112,10 +112,11 @@ def normalize_line(line: str, *, roots: Sequence[str] = (), home: str | None = N
     """One output line with the run-specific noise replaced by placeholders."""
     s = _rx(_CONTROL_TEXT).sub("", strip_ansi(line)).rstrip()
     for root in sorted((r.rstrip("/") for r in roots if r and r != "/"), key=len, reverse=True):
-        s = s.replace(root, "<root>")
+        if root in s:  # whole path components only: /p is not the start of /pytest
+            s = _rx(r"(?<![\w.-])" + re.escape(root) + r"(?![\w.-])").sub("<root>", s)
     s = _rx(_TEMP_PATH_TEXT).sub(lambda m: "<tmp>/" + m.group(0).rstrip("/").rsplit("/", 1)[-1], s)
-    if home and home != "/":
-        s = s.replace(home.rstrip("/"), "<home>")
+    if home and home != "/" and home in s:
+        s = _rx(r"(?<![\w.-])" + re.escape(home.rstrip("/")) + r"(?![\w.-])").sub("<home>", s)
     # Other absolute paths (interpreters, site-packages, build dirs) differ from machine
     # to machine: keep the file name, which is what a reader recognises.
     s = _rx(_ABS_PATH_TEXT).sub(lambda m: "<abs>/" + m.group(0).rstrip("/").rsplit("/", 1)[-1], s)
