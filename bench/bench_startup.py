@@ -4,9 +4,10 @@ Measures wall time of `python -c pass`, `lk-plan --help` and `lk-plan next TASKS
 --contract loop.yaml` (on examples/parser-project), interleaved over many rounds, and
 prints the medians and their ratios. Targets: --help <= 4x, next <= 8x. Exit 1 if missed.
 
-Two clocks per run: wall time, and the CPU time (user + sys) of the child process. On a
-quiet machine they agree; on a busy one wall time mostly measures the wait for a core,
-so the targets are judged on CPU time (start-up is CPU-bound: the files are cached).
+Two clocks per run: wall time (what a user waits; the targets are judged on it) and the
+CPU time (user + sys) of the child, printed as a cross-check. On a quiet machine they
+agree; on a busy one both inflate and the ratios wobble, so the load average is printed
+too, and so is the ratio of a bare `import click` -- the floor under any --help.
 
 Bytecode is compiled first (`compileall`), as an installed wheel would have it, so the
 figures measure imports rather than compiling (PYTHONDONTWRITEBYTECODE would otherwise
@@ -79,6 +80,7 @@ def main() -> int:
             shutil.copy(EXAMPLE / name, work / name)
         commands = {
             "python -c pass": [python, "-c", "pass"],
+            "import click": [python, "-c", "import click"],  # the floor for any --help
             "lk-plan --help": [lk_plan, "--help"],
             "lk-plan next": [lk_plan, "next", "TASKS.md", "--contract", "loop.yaml"],
         }
@@ -113,13 +115,16 @@ def main() -> int:
     for key, name in (("--help", "lk-plan --help"), ("next", "lk-plan next")):
         by_wall = wall[name] / wall["python -c pass"]
         by_cpu = cpu[name] / cpu["python -c pass"]
-        ok = by_cpu <= TARGETS[key]
+        ok = by_wall <= TARGETS[key]
         print(
-            f"  ratio {key:<7} cpu {by_cpu:5.2f}x  wall {by_wall:5.2f}x"
+            f"  ratio {key:<7} wall {by_wall:5.2f}x  cpu {by_cpu:5.2f}x"
             f"  (target <= {TARGETS[key]:.0f}x)  {'ok' if ok else 'MISSED'}"
         )
         if not ok:
             missed.append(key)
+    floor = cpu["import click"] / cpu["python -c pass"]
+    floor_wall = wall["import click"] / wall["python -c pass"]
+    print(f"  (for scale: importing click alone is {floor_wall:.2f}x wall, {floor:.2f}x cpu)")
     print(f"  heavy imports at start-up of next: {', '.join(heavy) if heavy else 'none'}")
     if heavy:
         missed.append("heavy imports")
