@@ -1,0 +1,90 @@
+"""lk-verify through click's CliRunner: documents, exit codes, the contract cache."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from loopkit import schema
+from loopkit.cli.verify import main
+from tests.evidence_helpers import attempt, write_contract
+
+
+@pytest.fixture
+def repo(git_repo: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(git_repo)
+    return git_repo
+
+
+def _invoke(*args: str, stdin: str | None = None) -> tuple[int, dict[str, object] | None, str]:
+    result = CliRunner().invoke(main, list(args), input=stdin)
+    doc = json.loads(result.stdout) if result.stdout.strip() else None
+    return result.exit_code, doc, result.stderr
+
+
+def test_default_contract_all_pass_then_one_fails(repo: Path) -> None:
+    write_contract(repo, criteria=[{"name": "a", "run": "true"}, {"name": "b", "run": "true"}])
+    code, doc, _ = _invoke()
+    assert code == 0 and doc is not None
+    schema.validate(doc, "verify")
+    assert doc["passed"] is True and doc["fingerprint"] is None
+    assert [c["name"] for c in doc["checks"]] == ["a", "b"]  # type: ignore[attr-defined]
+
+    write_contract(repo, criteria=[{"name": "a", "run": "true"}, {"name": "b", "run": "false"}])
+    code, doc, err = _invoke()
+    assert code == 1 and doc is not None
+    schema.validate(doc, "verify")
+    assert doc["passed"] is False and doc["fingerprint"]
+    assert "b failed (exit 1)" in err
+
+
+def test_contract_cache_follows_the_file_content(repo: Path) -> None:
+    write_contract(repo, criteria=[{"name": "first", "run": "true"}])
+    _invoke()
+    cached = list((repo / ".loopkit" / "cache").glob("contract-*.json"))
+    assert len(cached) == 1
+    assert json.loads(cached[0].read_text())["criteria"][0]["name"] == "first"
+    write_contract(repo, criteria=[{"name": "second", "run": "true"}])
+    code, doc, _ = _invoke()
+    assert code == 0 and doc is not None
+    assert [c["name"] for c in doc["checks"]] == ["second"]  # type: ignore[attr-defined]
+    # A cache entry that is not a contract is ignored, never trusted.
+    for p in (repo / ".loopkit" / "cache").glob("contract-*.json"):
+        p.write_text("[]")
+    code, doc, _ = _invoke()
+    assert code == 0 and doc is not None and doc["checks"][0]["name"] == "second"  # type: ignore[index]
+
+
+def test_piped_attempt_gets_a_verify_section(repo: Path) -> None:
+    contract = {
+        "version": 1,
+        "objective": "o",
+        "scope": {"writable": ["**"]},
+        "criteria": [{"name": "c", "run": "echo hello"}],
+    }
+    code, doc, _ = _invoke(stdin=attempt(contract=contract))
+    assert code == 0 and doc is not None
+    schema.validate(doc, "attempt")
+    assert doc["verify"]["checks"][0]["output_tail"] == "hello"  # type: ignore[index]
+    assert str(doc["attempt_id"]) in doc["verify"]["checks"][0]["log"]  # type: ignore[index]
+
+
+def test_no_contract_anywhere_exits_3(repo: Path) -> None:
+    code, doc, err = _invoke()
+    assert code == 3 and doc is None and "no contract" in err
+
+
+def test_only_unknown_name_exits_3(repo: Path) -> None:
+    write_contract(repo)
+    code, doc, err = _invoke("--only", "missing")
+    assert code == 3 and doc is None and "the contract has: ok" in err
+
+
+def test_help_documents_the_exit_codes() -> None:
+    result = CliRunner().invoke(main, ["--help"])
+    assert result.exit_code == 0
+    for text in ("--contract", "--only", "--fail-fast", "every check passed", "70"):
+        assert text in result.stdout
