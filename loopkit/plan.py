@@ -307,10 +307,12 @@ def parse(raw: bytes, *, source: str = "TASKS.md") -> Plan:
     tasks: list[Task] = []
     stack: list[Task] = []
     last_key: dict[int, str | None] = {}
+    owners: dict[int, Task] = {}  # problem index -> the task it concerns
     fence: str | None = None
 
     def close(task: Task) -> None:
         if task.has_plan and not task.ended:
+            owners[len(problems)] = task
             problems.append(
                 PlanProblem(
                     "",
@@ -344,8 +346,18 @@ def parse(raw: bytes, *, source: str = "TASKS.md") -> Plan:
         if item is not None:
             col, it = item
             pop_to(col)
-            status = STATUSES.get(it.mark)
-            if status is None:
+            kind, item_text, explicit, note_status, note_text = split_body(it.body)
+            task = Task(
+                text=item_text,
+                kind=kind,
+                status=STATUSES.get(it.mark, "open"),
+                line=lineno,
+                indent=col,
+                explicit_id=explicit,
+                reason=note_text if note_status else None,
+            )
+            if it.mark not in STATUSES:
+                owners[len(problems)] = task
                 problems.append(
                     PlanProblem(
                         "",
@@ -354,22 +366,13 @@ def parse(raw: bytes, *, source: str = "TASKS.md") -> Plan:
                         lineno,
                     )
                 )
-                status = "open"
-            kind, item_text, explicit, note_status, note_text = split_body(it.body)
-            task = Task(
-                text=item_text,
-                kind=kind,
-                status=status,
-                line=lineno,
-                indent=col,
-                explicit_id=explicit,
-                reason=note_text if note_status else None,
-            )
             if not item_text:
+                owners[len(problems)] = task
                 problems.append(PlanProblem("", "empty item: a task needs a text", lineno))
             if stack:
                 parent = stack[-1]
                 if parent.parent is not None:
+                    owners[len(problems)] = task
                     problems.append(
                         PlanProblem(
                             "",
@@ -378,6 +381,7 @@ def parse(raw: bytes, *, source: str = "TASKS.md") -> Plan:
                         )
                     )
                 elif parent.ended:
+                    owners[len(problems)] = task
                     problems.append(
                         PlanProblem(
                             "",
@@ -397,15 +401,18 @@ def parse(raw: bytes, *, source: str = "TASKS.md") -> Plan:
         if not stack:
             continue
         owner = stack[-1]
+        before = len(problems)
         _plan_line(owner, text.strip(), lineno, last_key, problems)
+        for k in range(before, len(problems)):
+            owners[k] = owner
     while stack:
         close(stack.pop())
-    _assign_ids(tasks, problems)
+    _assign_ids(tasks, problems, owners)
     for i, t in enumerate(tasks):
         t.index = i
     for p_i, p in enumerate(problems):
         if p.line is not None and not p.path:
-            at = _task_at(tasks, p.line)
+            at = owners.get(p_i) or _task_at(tasks, p.line)
             problems[p_i] = PlanProblem(
                 _path_of(at, p.line), p.message, p.line, at.id if at else None
             )
@@ -535,13 +542,14 @@ def _parse_budget(value: str, problem: Any) -> dict[str, int]:
     return out
 
 
-def _assign_ids(tasks: list[Task], problems: list[PlanProblem]) -> None:
+def _assign_ids(tasks: list[Task], problems: list[PlanProblem], owners: dict[int, Task]) -> None:
     """Explicit ids first, then slugs in document order; a repeated slug gets -2, -3, ..."""
     taken: dict[str, int] = {}
     for t in tasks:
         if t.explicit_id is None:
             continue
         if not ID_PATTERN.match(t.explicit_id):
+            owners[len(problems)] = t
             problems.append(
                 PlanProblem(
                     "",
@@ -553,6 +561,7 @@ def _assign_ids(tasks: list[Task], problems: list[PlanProblem]) -> None:
             t.explicit_id = None
             continue
         if t.explicit_id in taken:
+            owners[len(problems)] = t
             problems.append(
                 PlanProblem(
                     "",

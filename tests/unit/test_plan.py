@@ -632,3 +632,10 @@ def test_parse_and_check_never_crash(text: str) -> None:
     assert all(plan.ID_PATTERN.match(i) for i in ids)
     plan.next_task(p)
     plan.summary(p)
+
+
+def test_problems_name_the_task_they_belong_to() -> None:
+    text = "- [ ] big\n" + small("one", indent="  ") + "  scope: x.py\n  end\n- [?] odd {#Odd}\n"
+    found = {(p.line, p.task) for p in plan.check(parsed(text))}
+    assert (6, "big") in found  # the parent's line after its slices, not the slice's
+    assert (8, "odd") in found  # unknown mark and bad id both belong to the item itself
