@@ -316,3 +316,77 @@ lk_retrospective() {
         printf -- '- the attempt is saved: git show %s\n' "$ref"
     } >>"$memory"
 }
+
+# --- the ratchet's three ends: save, park, complete ------------------------------------
+# They read the caller's LK_TASK_ID, LK_BASE (the commit the attempts started from),
+# LK_LABEL (the attempt, for the ref's name), LK_TASKS (TASKS.md, may be empty),
+# LK_CONTRACT (the contract file, may be empty) and LK_RUN_DIR; park and complete exit.
+
+lk_memory_file() {
+    # The contract's memory file (relative to the repository root): MEMORY_FILE if set, else
+    # the newest document's contract, else the contract file's top-level `memory:` key.
+    local doc m=${MEMORY_FILE:-}
+    for doc in "$@"; do
+        [ -z "$m" ] || break
+        m=$(lk_json "$doc" .contract.memory)
+    done
+    if [ -z "$m" ]; then
+        m=$(lk_contract_memory "${LK_CONTRACT:-}")
+    fi
+    [ -n "$m" ] || return 0
+    case $m in /*) printf '%s' "$m" ;; *) printf '%s/%s' "$LK_ROOT" "$m" ;; esac
+}
+
+lk_save() {
+    # save OUTCOME -> the ref holding the tree; never returns on failure.
+    local ref
+    ref=$(lk_save_attempt "$LK_TASK_ID" "$LK_LABEL" "loopkit: $LK_TASK_ID attempt $LK_LABEL ($1), saved by ${LK_PROG:-a recipe}") ||
+        lk_die "$LK_EXIT_NO_COMMIT" "could not save the attempt under refs/loopkit/: NOT reverting anything"
+    lk_log "saved the work tree of $LK_TASK_ID attempt $LK_LABEL as $ref"
+    printf '%s' "$ref"
+}
+
+lk_park() {
+    # park CODE OUTCOME DOC: save, revert, reset RESET_PATHS, retrospective, mark, commit.
+    local code=$1 outcome=$2 doc=$3 ref memory reason
+    ref=$(lk_save "$outcome") || exit "$LK_EXIT_NO_COMMIT"
+    git reset -q --hard "$LK_BASE" || lk_die "$LK_EXIT_NO_COMMIT" "git reset --hard failed (the attempt is saved as $ref)"
+    git clean -fdq || lk_die "$LK_EXIT_NO_COMMIT" "git clean -fd failed (the attempt is saved as $ref)"
+    lk_reset_paths || lk_die "$LK_EXIT_NO_COMMIT" "resetting RESET_PATHS failed (the attempt is saved as $ref)"
+    memory=$(lk_memory_file "$doc" "${LK_RUN_DIR:-.}/start.json")
+    if [ -n "$memory" ]; then
+        lk_retrospective "$memory" "$doc" "$outcome" "$ref" ||
+            lk_die "$LK_EXIT_NO_COMMIT" "could not append the retrospective to $memory"
+    fi
+    if [ -n "${LK_TASKS:-}" ]; then
+        reason=$(lk_one_line "$outcome: $(lk_json "$doc" .decision.reason)" 200)
+        lk-plan mark "${LK_TASKS:-}" --task "$LK_TASK_ID" --status parked --reason "$reason" ||
+            lk_die "$LK_EXIT_NO_COMMIT" "lk-plan mark $LK_TASK_ID parked failed"
+    fi
+    lk_commit_paths "loopkit: park $LK_TASK_ID ($outcome)" "$memory" "${LK_TASKS:-}" ||
+        lk_die "$LK_EXIT_NO_COMMIT" "the commit of the park record (memory, checklist) failed"
+    lk_log "parked $LK_TASK_ID ($outcome); the attempt is saved as $ref"
+    exit "$code"
+}
+
+lk_complete() {
+    # complete DOC: commit everything; the task is marked done only once the commit landed.
+    local doc=$1 text attempt_id reason ref msg
+    text=$(lk_one_line "$(lk_json "$doc" .task.text)" 72)
+    attempt_id=$(lk_json "$doc" .attempt_id)
+    reason=$(lk_one_line "$(lk_json "$doc" .decision.reason)" 300)
+    msg=$(printf 'loopkit: %s: %s\n\n%s\n\nLoopkit-Task: %s\nLoopkit-Attempt: %s\n' \
+        "$LK_TASK_ID" "${text:-$LK_TASK_ID}" "${reason:-complete}" "$LK_TASK_ID" "${attempt_id:-$LK_LABEL}")
+    if ! lk_commit_all "$msg"; then
+        ref=$(lk_save "complete, commit failed") || exit "$LK_EXIT_NO_COMMIT"
+        lk_die "$LK_EXIT_NO_COMMIT" "the commit of $LK_TASK_ID failed (a hook rejected it?): the loop stops; the green tree is left on disk and saved as $ref; the task is NOT marked done"
+    fi
+    lk_log "committed $LK_TASK_ID as $(git rev-parse --short HEAD)"
+    if [ -n "${LK_TASKS:-}" ]; then
+        lk-plan mark "${LK_TASKS:-}" --task "$LK_TASK_ID" --status "done" ||
+            lk_die "$LK_EXIT_NO_COMMIT" "$LK_TASK_ID is committed but lk-plan mark failed"
+        lk_commit_paths "loopkit: mark $LK_TASK_ID done" "${LK_TASKS:-}" ||
+            lk_die "$LK_EXIT_NO_COMMIT" "$LK_TASK_ID is committed but the commit of its checklist mark failed"
+    fi
+    exit 0
+}

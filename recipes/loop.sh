@@ -114,6 +114,7 @@ base=$(git rev-parse -q --verify HEAD) || lk_die "$LK_EXIT_SETUP" "the repositor
 
 cargs=()
 [ -z "$contract" ] || cargs=(--contract "$contract")
+LK_TASK_ID=$task_id LK_BASE=$base LK_TASKS=$tasks LK_CONTRACT=$contract LK_RUN_DIR=$run_dir LK_LABEL=start
 
 # --- one stage: stdin from a file, stdout to a file, stderr shown and kept ------------------
 stage() {
@@ -135,86 +136,17 @@ expect() {
     lk_die "$rc" "$name failed with exit $rc; the tree is left as it is; see $run_dir"
 }
 
-memory_file() {
-    # The contract's memory file (relative to the repository root): MEMORY_FILE if set, else
-    # the newest document's contract, else the contract file's top-level `memory:` key.
-    local doc m=${MEMORY_FILE:-}
-    for doc in "$@"; do
-        [ -z "$m" ] || break
-        m=$(lk_json "$doc" .contract.memory)
-    done
-    if [ -z "$m" ]; then
-        m=$(lk_contract_memory "${contract:-}")
-    fi
-    [ -n "$m" ] || return 0
-    case $m in /*) printf '%s' "$m" ;; *) printf '%s/%s' "$LK_ROOT" "$m" ;; esac
-}
-
-save() {
-    # save OUTCOME -> the ref holding the tree; never returns on failure.
-    local ref
-    ref=$(lk_save_attempt "$task_id" "$attempt_label" "loopkit: $task_id attempt $attempt_label ($1), saved by loop.sh") ||
-        lk_die "$LK_EXIT_NO_COMMIT" "could not save the attempt under refs/loopkit/: NOT reverting anything"
-    lk_log "saved the work tree of $task_id attempt $attempt_label as $ref"
-    printf '%s' "$ref"
-}
-
-park() {
-    # park CODE OUTCOME DOC: save, revert, reset RESET_PATHS, retrospective, mark, commit.
-    local code=$1 outcome=$2 doc=$3 ref memory reason
-    ref=$(save "$outcome") || exit "$LK_EXIT_NO_COMMIT"
-    git reset -q --hard "$base" || lk_die "$LK_EXIT_NO_COMMIT" "git reset --hard failed (the attempt is saved as $ref)"
-    git clean -fdq || lk_die "$LK_EXIT_NO_COMMIT" "git clean -fd failed (the attempt is saved as $ref)"
-    lk_reset_paths || lk_die "$LK_EXIT_NO_COMMIT" "resetting RESET_PATHS failed (the attempt is saved as $ref)"
-    memory=$(memory_file "$doc" "$run_dir/start.json")
-    if [ -n "$memory" ]; then
-        lk_retrospective "$memory" "$doc" "$outcome" "$ref" ||
-            lk_die "$LK_EXIT_NO_COMMIT" "could not append the retrospective to $memory"
-    fi
-    if [ -n "$tasks" ]; then
-        reason=$(lk_one_line "$outcome: $(lk_json "$doc" .decision.reason)" 200)
-        lk-plan mark "$tasks" --task "$task_id" --status parked --reason "$reason" ||
-            lk_die "$LK_EXIT_NO_COMMIT" "lk-plan mark $task_id parked failed"
-    fi
-    lk_commit_paths "loopkit: park $task_id ($outcome)" "$memory" "$tasks" ||
-        lk_die "$LK_EXIT_NO_COMMIT" "the commit of the park record (memory, checklist) failed"
-    lk_log "parked $task_id ($outcome); the attempt is saved as $ref"
-    exit "$code"
-}
-
-complete() {
-    # complete DOC: commit everything; the task is marked done only once the commit landed.
-    local doc=$1 text attempt_id reason ref msg
-    text=$(lk_one_line "$(lk_json "$doc" .task.text)" 72)
-    attempt_id=$(lk_json "$doc" .attempt_id)
-    reason=$(lk_one_line "$(lk_json "$doc" .decision.reason)" 300)
-    msg=$(printf 'loopkit: %s: %s\n\n%s\n\nLoopkit-Task: %s\nLoopkit-Attempt: %s\n' \
-        "$task_id" "${text:-$task_id}" "${reason:-complete}" "$task_id" "${attempt_id:-$attempt_label}")
-    if ! lk_commit_all "$msg"; then
-        ref=$(save "complete, commit failed") || exit "$LK_EXIT_NO_COMMIT"
-        lk_die "$LK_EXIT_NO_COMMIT" "the commit of $task_id failed (a hook rejected it?): the loop stops; the green tree is left on disk and saved as $ref; the task is NOT marked done"
-    fi
-    lk_log "committed $task_id as $(git rev-parse --short HEAD)"
-    if [ -n "$tasks" ]; then
-        lk-plan mark "$tasks" --task "$task_id" --status "done" ||
-            lk_die "$LK_EXIT_NO_COMMIT" "$task_id is committed but lk-plan mark failed"
-        lk_commit_paths "loopkit: mark $task_id done" "$tasks" ||
-            lk_die "$LK_EXIT_NO_COMMIT" "$task_id is committed but the commit of its checklist mark failed"
-    fi
-    exit 0
-}
-
 settle() {
     # settle DECIDE-EXIT: act on a decision. Returns (to go round again) only on retry or
     # replan, with `input` and `session` set for the next attempt; every other way exits.
     local drc=$1 outcome backoff ref
     last=$p-decide.json
-    attempt_label=$(lk_json "$last" .decision.attempt)
-    attempt_label=${attempt_label:-$round}
+    LK_LABEL=$(lk_json "$last" .decision.attempt)
+    LK_LABEL=${LK_LABEL:-$round}
     outcome=$(lk_json "$last" .decision.outcome)
-    lk_log "$task_id attempt $attempt_label: ${outcome:-?} -- $(lk_one_line "$(lk_json "$last" .decision.reason)" 200)"
+    lk_log "$task_id attempt $LK_LABEL: ${outcome:-?} -- $(lk_one_line "$(lk_json "$last" .decision.reason)" 200)"
     case $drc in
-    0) complete "$last" ;;
+    0) lk_complete "$last" ;;
     10 | 11)
         backoff=$(lk_json "$last" .decision.backoff_s)
         case $backoff in
@@ -227,11 +159,11 @@ settle() {
         session=$(lk_json "$last" .run.session_id)
         input=$last
         ;;
-    20) park 20 "${outcome:-blocked}" "$last" ;;
-    21) park 21 "${outcome:-failed}" "$last" ;;
-    22) park 22 "${outcome:-budget_exhausted}" "$last" ;;
+    20) lk_park 20 "${outcome:-blocked}" "$last" ;;
+    21) lk_park 21 "${outcome:-failed}" "$last" ;;
+    22) lk_park 22 "${outcome:-budget_exhausted}" "$last" ;;
     30)
-        ref=$(save cancelled) || exit "$LK_EXIT_NO_COMMIT"
+        ref=$(lk_save cancelled) || exit "$LK_EXIT_NO_COMMIT"
         lk_log "$task_id: cancelled; the tree is left as it is (saved as $ref)"
         exit 30
         ;;
@@ -243,7 +175,6 @@ settle() {
 input=$run_dir/start.json
 last=$input
 round=0
-attempt_label=start
 session=
 lk_log "task $task_id: starting at $(git rev-parse --short HEAD); documents in $run_dir"
 
@@ -264,7 +195,7 @@ fi
 while :; do
     round=$((round + 1))
     if [ "$round" -gt "$max_rounds" ]; then
-        ref=$(save "runaway") || exit "$LK_EXIT_NO_COMMIT"
+        ref=$(lk_save "runaway") || exit "$LK_EXIT_NO_COMMIT"
         lk_die "$LK_EXIT_RUNAWAY" "$task_id: more than $max_rounds rounds; stopped (tree left as it is, saved as $ref)"
     fi
     p=$run_dir/$round
@@ -273,9 +204,9 @@ while :; do
     rc=$?
     case $rc in
     0) ;;
-    22) park 22 budget_exhausted "$last" ;;
+    22) lk_park 22 budget_exhausted "$last" ;;
     30) # lk-decide --admit also refuses once `lk cancel` was asked
-        ref=$(save cancelled) || exit "$LK_EXIT_NO_COMMIT"
+        ref=$(lk_save cancelled) || exit "$LK_EXIT_NO_COMMIT"
         lk_log "$task_id: cancelled before attempt $round; the tree is left as it is (saved as $ref)"
         exit 30
         ;;
