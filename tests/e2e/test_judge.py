@@ -154,7 +154,10 @@ def test_a_judge_that_tries_to_write_is_denied_and_the_tree_is_unchanged(
     assert (j["verdict"], j["grounded"]) == ("MET", True)
 
 
-def test_a_judge_that_runs_out_of_time_is_not_met(provider, git_repo, tmp_path):
+def test_a_judge_that_runs_out_of_time_is_not_met(git_repo, tmp_path):
+    # claude only: the timeout is loopkit's (a process-group kill), the same for any CLI.
+    claude_bin()
+    provider = "claude"
     repo = docs_repo(git_repo)
     (repo / "loop.yaml").write_text(
         "version: 1\nobjective: document the routes\nscope: {writable: ['docs/**']}\n"
