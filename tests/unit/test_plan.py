@@ -424,6 +424,8 @@ def test_task_document_matches_schema() -> None:
         (b"- [!] Fix it (parked: old)\n", "parked", None, b"- [!] Fix it (parked: old)\n"),
         (b"- [!] Fix it (parked: old)\n", "parked", "new", b"- [!] Fix it (parked: new)\n"),
         (b"- [ ] Fix it\n", "done", "in abc123", b"- [x] Fix it (done: in abc123)\n"),
+        (b"\xef\xbb\xbf- [ ] Fix it\n", "done", None, b"\xef\xbb\xbf- [x] Fix it\n"),
+        (b"-\t[ ]\tFix it\n", "parked", "r", b"-\t[!]\tFix it (parked: r)\n"),
     ],
 )
 def test_rewrite_line(line: bytes, status: str, reason: str | None, expected: bytes) -> None:
