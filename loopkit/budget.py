@@ -45,6 +45,7 @@ def empty_history() -> dict[str, Any]:
         "no_op_streak": 0,
         "last_outcome": None,
         "last_class": None,
+        "resume_after": None,
         "reserved": [],
     }
 
@@ -118,6 +119,10 @@ def fold(history: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, Any
     h["no_op_streak"] = h["no_op_streak"] + 1 if decision.get("failure_class") == "no_op" else 0
     h["last_outcome"] = decision.get("outcome")
     h["last_class"] = decision.get("failure_class")
+    # A usage limit's reset time holds until a later attempt gets through.
+    h["resume_after"] = (
+        decision.get("resume_after") if decision.get("outcome") == "blocked" else None
+    )
     return h
 
 
@@ -229,19 +234,25 @@ def admit(history: Mapping[str, Any], contract: Mapping[str, Any], *, now: str) 
         turns = min(int(turns), int(remaining["turns"])) if turns else int(remaining["turns"])
     granted["turns"] = turns
 
-    admitted = not short
+    blocked_until = history.get("resume_after")
+    t_resume, t_now = parse_time(blocked_until), parse_time(now)
+    blocked = bool(t_resume and t_now and t_now < t_resume)
+    admitted = not short and not blocked
+    if short:
+        reason = "budget exhausted: " + ", ".join(short)
+    elif blocked:
+        reason = f"blocked until {blocked_until} ({history.get('last_class')}): not before then"
+    else:
+        reason = "admitted: the next run's share is reserved"
     out: dict[str, Any] = {
         "admitted": admitted,
+        "blocked_until": blocked_until if blocked else None,
         "attempt": int(history.get("attempts") or 0) + len(live) + 1,
         "exhausted": short,
         "granted": granted,
         "verify_reserve_s": reserve,
         "remaining": remaining,
-        "reason": (
-            "admitted: the next run's share is reserved"
-            if admitted
-            else "budget exhausted: " + ", ".join(short)
-        ),
+        "reason": reason,
     }
     if admitted:
         out["reservation"] = {

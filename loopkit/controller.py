@@ -138,7 +138,7 @@ def admit(
         admission = budget.admit(history, view.get("contract") or {}, now=now)
         txn.append(decider.admission_record(view, history, admission, now=now, trigger=how))
         refused = decider.admission_decision(admission)
-        if refused is not None:
+        if refused is not None and refused["outcome"] == "budget_exhausted":
             path = ledgers.write_checkpoint(
                 s.state, tid, _checkpoint(tid, refused, history, s.contract)
             )
@@ -147,7 +147,7 @@ def admit(
     doc["admission"] = admission
     if refused is not None:
         doc["decision"] = refused
-        return Result(doc, int(OUTCOME_CODES["budget_exhausted"]), refused["reason"], warnings)
+        return Result(doc, int(OUTCOME_CODES[refused["outcome"]]), refused["reason"], warnings)
     granted = ", ".join(f"{k} {v}" for k, v in admission["granted"].items() if v is not None)
     return Result(
         doc,

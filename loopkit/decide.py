@@ -494,6 +494,15 @@ def admission_decision(admission: Mapping[str, Any]) -> dict[str, Any] | None:
     if admission.get("admitted"):
         return None
     spent = list(admission.get("exhausted") or [])
+    if not spent and admission.get("blocked_until"):
+        until = str(admission["blocked_until"])
+        return _decision(
+            "blocked",
+            fc.USAGE_LIMIT,
+            f"not admitted: {admission.get('reason')}",
+            int(admission.get("attempt") or 1),
+            resume_after=until,
+        )
     return _decision(
         "budget_exhausted",
         fc.BUDGET,

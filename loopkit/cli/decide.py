@@ -10,7 +10,8 @@ Output: the attempt document with ``decision`` added (--admit: with ``admission`
         and ``decision`` when refused), one JSON line; --replay prints a loopkit/replay
         document. One ledger record is appended per decision (and per admission).
 Exit codes: 0 complete, 10 retry, 11 replan, 20 blocked, 21 failed, 22 budget exhausted,
-        30 cancelled; --admit: 0 admitted, 22 exhausted; --replay: 0 all agree, 1 not.
+        30 cancelled; --admit: 0 admitted, 22 exhausted, 20 blocked until a usage limit
+        resets, 30 cancelled; --replay: 0 all agree, 1 not.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ Exit codes of lk-decide (the decision):
   21  failed            park the task
   22  budget exhausted  (--admit: the next run may not start; a checkpoint is written)
   30  cancelled         `lk cancel` was requested
+--admit exits 0 admitted, 22 exhausted, 20 blocked until resume_after, 30 cancelled.
 --replay exits 0 when every decision re-derives, 1 when any disagrees.
 
 """

@@ -177,3 +177,22 @@ def test_fold_totals_match_a_plain_sum(
     want = sum(u for u, tr, _, _ in items if u is not None and tr)
     assert abs(hist["cost_usd"] - want) < 1e-4
     assert hist["same_failure"] >= 0
+
+
+def test_a_usage_limit_blocks_admission_until_its_reset_time() -> None:
+    from loopkit import decide
+
+    c = h.contract(attempts=5)
+    blocked = record(
+        verified=False, fp=None, stop="usage_limit", outcome="blocked", cls="usage_limit"
+    )
+    blocked["decision"]["resume_after"] = "2026-01-01T05:00:00Z"
+    hist = budget.fold(budget.empty_history(), blocked)
+    early = budget.admit(hist, c, now="2026-01-01T04:59:00Z")
+    assert not early["admitted"] and early["blocked_until"] == "2026-01-01T05:00:00Z"
+    d = decide.admission_decision(early)
+    assert d is not None and d["outcome"] == "blocked" and d["exit_code"] == 20
+    assert d["resume_after"] == "2026-01-01T05:00:00Z"
+    assert budget.admit(hist, c, now="2026-01-01T05:00:01Z")["admitted"]
+    hist = budget.fold(hist, record())  # a later attempt got through: the block is gone
+    assert hist["resume_after"] is None
