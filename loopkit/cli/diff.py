@@ -33,7 +33,11 @@ Exit codes:
 
 @command(epilog=EPILOG)
 @click.option("--contract", "contract_path", metavar="FILE", help="The loop contract (loop.yaml).")
-@click.option("--base", metavar="REF", help="Compare against REF (default: HEAD).")
+@click.option(
+    "--base",
+    metavar="REF",
+    help="Compare against REF (default: HEAD). A piped attempt's recorded diff.base wins.",
+)
 def main(contract_path: str | None, base: str | None) -> int:
     """Collect the change (staged, unstaged and untracked, renames, deletions, binary files,
     modes, symlinks) against a base, hash the working tree, and check the scope policy:
