@@ -503,3 +503,13 @@ def test_the_documented_table_matches_the_code() -> None:
             default.replace("_", " ")
         ) or outcome.startswith(default), cls
         assert code.split(" ")[0] == str(int(OUTCOME_CODES[default])), cls
+
+
+def test_the_tree_the_checks_left_behind_is_current() -> None:
+    doc = changed_passing()
+    doc["verify"]["tree_after"] = OTHER_TREE  # e.g. a cache the checks wrote, not ignored
+    doc["verify"]["tree_changed"] = True
+    assert decide.decide(doc, None, tree_on_disk=OTHER_TREE)["outcome"] == "complete"
+    assert decide.decide(doc, None, tree_on_disk=TREE)["outcome"] == "complete"
+    d = decide.decide(doc, None, tree_on_disk="c" * 40)
+    assert d["failure_class"] == "stale_evidence"
