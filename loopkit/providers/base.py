@@ -291,6 +291,28 @@ class Outcome:
     claimed_complete: bool = False
 
 
+#: The C scanner behind json.loads, called directly: one JSON line is one object, and the
+#: wrapper's encoding detection and regex passes cost as much as a small line's parse.
+_SCAN = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+def _object(text: str) -> dict[str, Any] | None:
+    """The JSON object on one line, or None (not an object, not JSON, trailing garbage)."""
+    start = 0
+    if text[:1] != "{":
+        stripped = len(text) - len(text.lstrip())
+        if text[stripped : stripped + 1] != "{":
+            return None
+        start = stripped
+    try:
+        obj, end = _SCAN(text, start)
+    except (StopIteration, ValueError, RecursionError):
+        return None
+    if end != len(text) and text[end:].strip():
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
 class StreamParser:
     """Base parser: subclasses implement ``handle(obj)``; plain lines go to ``plain``."""
 
@@ -299,17 +321,15 @@ class StreamParser:
 
     def feed(self, line: bytes | str) -> list[Event]:
         self.state.lines += 1
-        # json.loads reads UTF-8 bytes itself: no decode, no copy on the hot path.
-        head = line.lstrip()[:1]
-        if head == b"{" or head == "{":
-            try:
-                obj = json.loads(line)
-            except (ValueError, RecursionError):
-                self.state.bad_lines += 1
-                obj = None
-            if isinstance(obj, dict):
-                return self.handle(obj)
-        text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
+        try:
+            text = line.decode("utf-8") if isinstance(line, bytes) else line
+        except UnicodeDecodeError:
+            text = line.decode("utf-8", "replace")  # type: ignore[union-attr]
+        obj = _object(text)
+        if obj is not None:
+            return self.handle(obj)
+        if text[:1] == "{" or text.lstrip()[:1] == "{":
+            self.state.bad_lines += 1
         text = text.strip()
         return self.plain(text) if text else []
 

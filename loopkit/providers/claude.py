@@ -34,6 +34,7 @@ from loopkit.providers.base import (
     http_status_in,
     is_vendor_url,
 )
+from loopkit.providers.shell import files_read_by
 
 DEFAULT_MAX_TURNS = 30
 READ_ONLY_TOOLS = ("Read", "Glob", "Grep")
@@ -254,8 +255,6 @@ def tool_call(block: dict[str, Any]) -> ToolCall:
         call.files_written.append(path)
     elif name == "Bash" and isinstance(raw.get("command"), str):
         call.command = raw["command"]
-        from loopkit.providers.shell import files_read_by
-
         call.files_read.extend(files_read_by(raw["command"]))
     return call
 

@@ -36,6 +36,7 @@ from loopkit.providers.base import (
     http_status_in,
     is_vendor_url,
 )
+from loopkit.providers.shell import files_read_by
 
 DEFAULT_SANDBOX = "workspace-write"
 VENDOR_HOSTS = ("openai.com", "chatgpt.com")
@@ -219,8 +220,6 @@ def _tool_call(item: dict[str, Any]) -> ToolCall:
     iid = item.get("id")
     if kind == "command_execution":
         command = str(item.get("command") or "")
-        from loopkit.providers.shell import files_read_by
-
         call = ToolCall(id=iid, name="shell", input={"command": clip(command, 2000)})
         call.command = command
         call.files_read.extend(files_read_by(command))
