@@ -33,6 +33,9 @@ from loopkit.exitcodes import OUTCOME_CODES
 DEFAULT_TASK_ID = "default"
 #: Bytes of a failing check's output carried into feedback (and kept in the ledger).
 TAIL_CHARS = 1500
+#: Characters of one argv element, and changed files, kept in the recorded inputs.
+ARG_CHARS = 400
+MAX_FILES = 50
 BACKOFF_BASE_S = 5.0
 BACKOFF_CAP_S = 300.0
 
@@ -61,6 +64,14 @@ def inputs(document: Mapping[str, Any], contract: Mapping[str, Any] | None) -> d
         if isinstance(run.get("final_message"), str):
             run["final_message"] = run["final_message"][-TAIL_CHARS:]
         run.pop("side_effects", None)
+        if isinstance(run.get("command"), list):  # argv may hold the whole handoff prompt
+            run["command"] = [
+                a if len(a) <= ARG_CHARS else a[:ARG_CHARS] + f"...({len(a)} chars)"
+                for a in map(str, run["command"])
+            ]
+    diff = view.get("diff")
+    if diff is not None and isinstance(diff.get("files"), list):
+        diff["files"] = diff["files"][:MAX_FILES]  # the totals keep the full count
     verify = view.get("verify")
     if verify is not None:
         for check in verify.get("checks") or []:

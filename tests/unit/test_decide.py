@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -513,3 +514,18 @@ def test_the_tree_the_checks_left_behind_is_current() -> None:
     assert decide.decide(doc, None, tree_on_disk=TREE)["outcome"] == "complete"
     d = decide.decide(doc, None, tree_on_disk="c" * 40)
     assert d["failure_class"] == "stale_evidence"
+
+
+def test_inputs_bound_the_record_size() -> None:
+    doc = h.attempt(
+        run=h.run(command=["claude", "-p", "x" * 20_000]),
+        diff=h.diff(files=500),
+        verify=h.verify(True),
+    )
+    view = decide.inputs(doc, h.contract())
+    assert len(json.dumps(view)) < 20_000
+    assert view["run"]["command"][2].endswith("(20000 chars)")
+    assert len(view["diff"]["files"]) == decide.MAX_FILES and view["diff"]["totals"]["files"] == 500
+    assert decide.decide(view, None, tree_on_disk=TREE) == decide.decide(
+        doc, None, tree_on_disk=TREE
+    )
