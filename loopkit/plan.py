@@ -922,7 +922,9 @@ def prepare_mark(
 ) -> Edit:
     """Read TASKS.md and prepare the rewrite of one task's line (nothing written yet)."""
     raw = read_bytes(path)
-    return plan_edit(raw, Path(path), task_id, status, reason, source=str(path))
+    # A symlinked TASKS.md is rewritten where it lives; replacing the link would cut it.
+    target = Path(os.path.realpath(path))
+    return plan_edit(raw, target, task_id, status, reason, source=str(path))
 
 
 def apply_edit(edit: Edit, raw: bytes) -> bytes:

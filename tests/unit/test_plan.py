@@ -641,3 +641,12 @@ def test_problems_name_the_task_they_belong_to() -> None:
     found = {(p.line, p.task) for p in plan.check(parsed(text))}
     assert (6, "big") in found  # the parent's line after its slices, not the slice's
     assert (8, "odd") in found  # unknown mark and bad id both belong to the item itself
+
+
+def test_mark_through_a_symlink_keeps_the_link(tmp_path: Path) -> None:
+    real = write(tmp_path, "real.md", TASKS_MD)
+    link = tmp_path / "TASKS.md"
+    link.symlink_to(real.name)
+    plan.mark(link, "docs-ref", "done")
+    assert link.is_symlink()
+    assert "- [x] Reference pages" in real.read_text()
