@@ -46,12 +46,20 @@ def group_alive(pgid: int) -> bool:
     return _signal_group(pgid, 0)
 
 
-def kill_group(pgid: int, *, grace_s: float = GRACE_S) -> None:
-    """SIGTERM the group, wait up to ``grace_s`` for it to go, then SIGKILL what is left."""
+def kill_group(
+    pgid: int, *, grace_s: float = GRACE_S, leader: subprocess.Popen[bytes] | None = None
+) -> None:
+    """SIGTERM the group, wait up to ``grace_s`` for it to go, then SIGKILL what is left.
+
+    ``leader`` (our own child) is reaped while waiting: an unreaped zombie still counts
+    as a member of its group and would make every stop take the whole grace period.
+    """
     if not _signal_group(pgid, signal.SIGTERM):
         return
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
+        if leader is not None:
+            leader.poll()
         if not group_alive(pgid):
             return
         time.sleep(0.02)
@@ -127,9 +135,12 @@ def run(
             code: int | None = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
-            kill_group(proc.pid)
+            kill_group(proc.pid, leader=proc)
             proc.wait()
             code = None
+        except BaseException:  # interrupted (Ctrl-C): the group is in its own session
+            kill_group(proc.pid, leader=proc)
+            raise
         if reap:
             _signal_group(proc.pid, signal.SIGKILL)
         captured = b""
