@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from loopkit import budget, classify, decide, schema
 from loopkit.exitcodes import OUTCOME_CODES
@@ -529,3 +531,62 @@ def test_inputs_bound_the_record_size() -> None:
     assert decide.decide(view, None, tree_on_disk=TREE) == decide.decide(
         doc, None, tree_on_disk=TREE
     )
+
+
+STOPS = [*classify.STOP_REASONS, "weird"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    stop=st.sampled_from(STOPS),
+    claimed=st.booleans(),
+    has_diff=st.booleans(),
+    files=st.integers(0, 3),
+    has_verify=st.booleans(),
+    passed=st.booleans(),
+    fp=st.sampled_from(["A", "B"]),
+    last_fp=st.sampled_from([None, "A"]),
+    same=st.integers(0, 3),
+    attempts=st.integers(0, 6),
+    disk=st.sampled_from([TREE, OTHER_TREE, None]),
+    goal=st.booleans(),
+    verdict=st.sampled_from([None, "MET", "NOT_MET"]),
+)
+def test_any_evidence_gives_one_valid_decision(
+    stop: str,
+    claimed: bool,
+    has_diff: bool,
+    files: int,
+    has_verify: bool,
+    passed: bool,
+    fp: str,
+    last_fp: str | None,
+    same: int,
+    attempts: int,
+    disk: str | None,
+    goal: bool,
+    verdict: str | None,
+) -> None:
+    r = h.run(stop if stop != "weird" else "completed", claimed_complete=claimed)
+    if stop == "weird":
+        r["stop_reason"], r["is_error"] = "weird", True
+    doc = h.attempt(
+        kind="goal" if goal else "task",
+        run=r,
+        diff=h.diff(files=files) if has_diff else None,
+        verify=h.verify(passed, fp) if has_verify else None,
+        judge=h.judge(verdict) if verdict else None,
+        contract_=h.contract(attempts=5),
+    )
+    history = hist(attempts=attempts, last_fingerprint=last_fp, same_failure=same)
+    d = decide.decide(doc, history, tree_on_disk=disk)
+    schema.validate(d, "decision")
+    assert d["exit_code"] == OUTCOME_CODES[d["outcome"]]
+    if d["outcome"] == "complete":
+        assert has_verify and passed and disk == TREE and has_diff and files > 0
+        assert not goal or verdict == "MET"
+        assert d["failure_class"] is None
+    else:
+        assert d["failure_class"] in classify.CLASSES
+    if d["outcome"] in ("retry", "replan"):
+        assert attempts + 1 < 5  # never past the attempts budget
