@@ -122,6 +122,27 @@ def _parse_lines(
             line += 1
 
 
+def _scan(
+    path: Path, start: int, stop: int, *, chunk: int = 8 << 20
+) -> Iterator[tuple[int | None, int, dict[str, Any] | None, Problem | None]]:
+    """``_parse_lines`` over bytes [start, stop) of a file, a chunk at a time (bounded memory)."""
+    with open(path, "rb") as f:
+        f.seek(start)
+        pos = start
+        carry = b""
+        while pos < stop:
+            block = f.read(min(chunk, stop - pos))
+            if not block:
+                break
+            pos += len(block)
+            data = carry + block
+            cut = data.rfind(b"\n") + 1 if pos < stop else len(data)
+            yield from _parse_lines(data[:cut], start_offset=pos - len(data), start_line=None)
+            carry = data[cut:]
+        if carry:
+            yield from _parse_lines(carry, start_offset=pos - len(carry), start_line=None)
+
+
 def read(path: str | os.PathLike[str]) -> tuple[list[tuple[int, dict[str, Any]]], list[Problem]]:
     """Every whole record with its line number, and the lines that are not (never fatal)."""
     try:
@@ -224,12 +245,9 @@ class Transaction:
             self._cache.clear()
             self.meta = {"offset": 0, "seq": 0}
             offset = 0
-        with open(self.ledger.path, "rb") as f:
-            f.seek(offset)
-            data = f.read(size - offset)
         touched: set[str] = set()
         new_ids: dict[str, list[str]] = {}
-        for _, end, rec, problem in _parse_lines(data, start_offset=offset, start_line=None):
+        for _, end, rec, problem in _scan(self.ledger.path, offset, size):
             if problem is not None:
                 self.ledger.problems.append(problem)
                 continue

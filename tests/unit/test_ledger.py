@@ -248,3 +248,20 @@ def test_replay_finds_a_deleted_record_at_the_gap(tmp_path: Path) -> None:
     found = decide.replay(records)
     assert {d["line"] for d in found} == {3}
     assert "inputs.history" in {d["field"] for d in found}
+
+
+def test_catch_up_reads_in_chunks_without_losing_a_line(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.jsonl"
+    ldg = ledger.Ledger(path)
+    for fp in "ABCDEFG":
+        decided(ldg, failing(fp))
+    with open(path, "ab") as f:
+        f.write(b'{"kind":"loopkit/ledger-record","torn')
+    size = path.stat().st_size
+    for chunk in (7, 100, 1000, 1 << 20):
+        got = list(ledger._scan(path, 0, size, chunk=chunk))
+        assert [r["seq"] for _, _, r, _ in got if r] == list(range(1, 8)), chunk
+        problems = [p for _, _, _, p in got if p]
+        assert len(problems) == 1 and "torn" in problems[0].message
+        ends = [end for _, end, r, _ in got if r]
+        assert ends[-1] == len(path.read_bytes().rsplit(b"\n", 1)[0]) + 1
