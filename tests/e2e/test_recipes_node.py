@@ -1,0 +1,96 @@
+"""recipes/other-languages/loop.mjs: the ratchet in Node.js, on the published surface only."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_recipes_loop import BAD_THEN_GOOD, CRASH_WITH_DEBRIS
+from tests.recipes_helpers import RECIPES, Project, make_project, recipe_env
+
+pytestmark = pytest.mark.slow
+LOOP_MJS = RECIPES / "other-languages" / "loop.mjs"
+
+
+def node(
+    p: Project, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("node")
+    if exe is None:
+        pytest.skip("node is not installed")
+    return subprocess.run(
+        [exe, str(LOOP_MJS), *args],
+        cwd=p.root,
+        env=recipe_env(env),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _msg(proc: subprocess.CompletedProcess[str]) -> str:
+    return f"exit {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+
+
+def test_node_loop_retries_in_place_then_commits_and_marks(tmp_path: Path) -> None:
+    p = make_project(tmp_path, BAD_THEN_GOOD, tasks="- [ ] Make value good {#fix-value}\n")
+    start = tmp_path / "next.json"
+    out = subprocess.run(
+        ["lk-plan", "next", "TASKS.md", "--contract", "loop.yaml"],
+        cwd=p.root,
+        env=recipe_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    start.write_text(out)
+    proc = node(p, "--tasks", "TASKS.md", str(start))
+    assert proc.returncode == 0, _msg(proc)
+    assert p.worker_calls() == 2
+    assert "value" in p.handoff(2)  # the failure rode into the second handoff
+    subjects = p.git("log", "--pretty=%s").splitlines()
+    assert subjects[:2] == ["loopkit: mark fix-value done", "loopkit: fix-value: Make value good"]
+    assert p.task_line("fix-value").startswith("- [x]")
+    assert p.git("status", "--porcelain") == ""
+    assert not [x for x in p.all_committed_paths() if x.startswith(".loopkit")]
+
+
+def test_node_loop_parks_saves_and_resets(tmp_path: Path) -> None:
+    p = make_project(tmp_path, CRASH_WITH_DEBRIS, gitignore="data/\ncache.db\n")
+    (p.root / "data").mkdir()
+    proc = node(
+        p,
+        "--contract",
+        "loop.yaml",
+        "--task-id",
+        "fix-value",
+        "--task",
+        "Make value good",
+        env={"RESET_PATHS": "data cache.db"},
+    )
+    assert proc.returncode == 21, _msg(proc)
+    assert not (p.root / "tests" / "test_stray.py").exists()
+    assert (p.root / "README.md").read_text() == "# project\n"
+    assert (p.root / "data").is_dir() and not list((p.root / "data").iterdir())
+    (ref,) = p.loopkit_refs()
+    assert {"tests/test_stray.py", "README.md"} <= p.files(ref)
+    assert "parked: fix-value" in (p.root / "MEMORY.md").read_text()
+    assert p.git("status", "--porcelain") == ""
+
+
+def test_node_loop_stops_when_the_commit_is_rejected(tmp_path: Path) -> None:
+    p = make_project(
+        tmp_path, "Path('src').mkdir(exist_ok=True)\nPath('src/value.txt').write_text('good\\n')\n"
+    )
+    hook = p.root / ".git" / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\nexit 1\n")
+    hook.chmod(0o755)
+    before = p.head()
+    proc = node(p, "--contract", "loop.yaml", "--task-id", "fix-value")
+    assert proc.returncode == 40, _msg(proc)
+    assert p.head() == before
+    assert (p.root / "src/value.txt").read_text() == "good\n"
