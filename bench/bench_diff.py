@@ -105,7 +105,15 @@ rm -f "$idx"
 
 def timed(argv: list[str], repo: Path, env: dict[str, str]) -> tuple[float, str]:
     start = time.perf_counter()
-    done = subprocess.run(argv, cwd=repo, env=env, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        argv,
+        cwd=repo,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     elapsed = time.perf_counter() - start
     if done.returncode not in (0, 1):
         raise SystemExit(f"{argv[0]} failed ({done.returncode}): {done.stderr.strip()[:500]}")

@@ -21,6 +21,9 @@ import click
 from loopkit.cli._entry import command
 from loopkit.exitcodes import SHARED_HELP
 
+#: Violations named on stderr (all of them are in the JSON document).
+MAX_SHOWN = 20
+
 EPILOG = (
     """\b
 Exit codes:
@@ -60,8 +63,11 @@ def main(contract_path: str | None, base: str | None) -> int:
     result = core.assess(facts.result(), contract=terms)
     if terms is None:
         click.echo("lk-diff: no contract: the scope policy was not checked", err=True)
-    for v in result.body["violations"]:
+    violations = result.body["violations"]
+    for v in violations[:MAX_SHOWN]:
         click.echo(f"lk-diff: {v['rule']}: {v['path']} ({v.get('detail', '')})", err=True)
+    if len(violations) > MAX_SHOWN:
+        click.echo(f"lk-diff: ... and {len(violations) - MAX_SHOWN} more violations", err=True)
     if doc is not None:
         doc["diff"] = result.body
         document.emit(doc)
