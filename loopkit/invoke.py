@@ -31,6 +31,7 @@ from loopkit.providers.base import (
     RunSpec,
     RunState,
 )
+from loopkit.providers.shell import side_effects
 
 DEFAULT_TIMEOUT_S = 900.0
 MAX_SIDE_EFFECTS = 100
@@ -60,9 +61,9 @@ class _Watch:
         tool = event.tool
         if tool is None:
             return
-        if event.kind == "tool_call" and tool.command:
-            from loopkit.providers.shell import side_effects
-
+        if event.kind == "tool_call":
+            if not tool.command:
+                return
             kinds = side_effects(tool.command)
             if kinds and len(self.side_effects) < MAX_SIDE_EFFECTS:
                 self.side_effects.append(
@@ -350,7 +351,6 @@ def attempt(req: Request) -> dict[str, Any]:
     from loopkit import artifacts, cancel, git, state
 
     root = git.toplevel(req.cwd)
-    req.cwd = root
     p = plan(req, root=root)
     state_path = state.state_dir(root, configured=(p.contract or {}).get("state_dir"))
     doc = _fresh(req.document)

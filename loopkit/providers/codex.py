@@ -220,19 +220,21 @@ def _tool_call(item: dict[str, Any]) -> ToolCall:
     iid = item.get("id")
     if kind == "command_execution":
         command = str(item.get("command") or "")
-        call = ToolCall(id=iid, name="shell", input={"command": clip(command, 2000)})
-        call.command = command
-        call.files_read.extend(files_read_by(command))
-        return call
-    if kind == "file_change":
-        changes = [c for c in item.get("changes") or () if isinstance(c, dict)]
-        call = ToolCall(
-            id=iid,
-            name="apply_patch",
-            input={"changes": [{"path": c.get("path"), "kind": c.get("kind")} for c in changes]},
+        return ToolCall(
+            iid,
+            "shell",
+            {"command": command if len(command) <= 2000 else clip(command, 2000)},
+            command=command,
+            files_read=files_read_by(command),
         )
-        call.files_written.extend(str(c["path"]) for c in changes if c.get("path"))
-        return call
+    if kind == "file_change":
+        changes = [c for c in item.get("changes") or () if isinstance(c, dict)][:200]
+        return ToolCall(
+            iid,
+            "apply_patch",
+            {"changes": changes},
+            files_written=[str(c["path"]) for c in changes if c.get("path")],
+        )
     if kind == "mcp_tool_call":
         name = f"mcp:{item.get('server')}/{item.get('tool')}"
         return ToolCall(id=iid, name=name, input=clip_input(item.get("arguments") or {}))
