@@ -216,21 +216,24 @@ def load_contract(
     """
     import json
 
-    from loopkit import SCHEMA_VERSION, __version__, contract
+    from loopkit import SCHEMA_VERSION, __version__
 
     if path:
         file: Path | None = Path(path)
     elif document is not None and isinstance(document.get("contract"), Mapping):
         file = None
     else:
+        from loopkit import contract
+
         file = contract.find_default()
     if file is None:
-        return contract.resolve(path, document)
+        return _resolve(path, document)
     try:
         raw = file.read_bytes()
-        rules = os.stat(contract.__file__)
+        # The validation rules are part of the key: a changed contract.py is a new cache.
+        rules = os.stat(Path(__file__).with_name("contract.py"))
     except OSError:
-        return contract.resolve(path, document)
+        return _resolve(path, document)
     h = hashlib.sha256(raw)
     h.update(f"\0{__version__}\0{SCHEMA_VERSION}\0{rules.st_mtime_ns}\0{rules.st_size}".encode())
     cached = state / "cache" / f"contract-{h.hexdigest()[:32]}.json"
@@ -240,7 +243,7 @@ def load_contract(
             return data
     except (OSError, ValueError):
         pass
-    data = contract.resolve(str(file), None)
+    data = _resolve(str(file), None)
     try:
         cached.parent.mkdir(parents=True, exist_ok=True)
         tmp = cached.with_name(f".{cached.name}.{os.getpid()}.tmp")
@@ -249,3 +252,9 @@ def load_contract(
     except OSError:
         pass  # a cache, never a reason to fail
     return data
+
+
+def _resolve(path: str | None, document: Mapping[str, Any] | None) -> dict[str, Any]:
+    from loopkit import contract  # only when the cache cannot answer (PyYAML is heavy)
+
+    return contract.resolve(path, document)

@@ -42,7 +42,7 @@ def main(contract_path: str | None, only: tuple[str, ...], fail_fast: bool) -> i
     failure fingerprint, with the tree hash before and after the checks."""
     import os
 
-    from loopkit import artifacts, contract, document, git
+    from loopkit import artifacts, document, git
     from loopkit import verify as core
     from loopkit.errors import EnvironmentProblem
 
@@ -50,6 +50,8 @@ def main(contract_path: str | None, only: tuple[str, ...], fail_fast: bool) -> i
     try:
         where = git.locate(os.getcwd())
     except EnvironmentProblem:
+        from loopkit import contract
+
         contract.resolve(contract_path, doc)  # a bad contract is reported first (exit 3)
         raise
     configured = ((doc or {}).get("contract") or {}).get("state_dir")
