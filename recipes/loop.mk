@@ -47,6 +47,9 @@ CONTRACT_ABS := $(if $(CONTRACT),$(abspath $(CONTRACT)))
 TASKS_ABS := $(if $(TASKS),$(abspath $(TASKS)))
 START_ABS := $(if $(START),$(abspath $(START)))
 CARGS := $(if $(CONTRACT_ABS),--contract "$(CONTRACT_ABS)")
+# Not $(MAKE) itself in the recipes: with .ONESHELL that would make `make -n loop` run the
+# whole loop; through this variable `make -n` only prints it.
+SUBMAKE = $(MAKE) -s --no-print-directory -f "$(THIS)"
 
 help:
 	@sed -n '2,24s/^# \{0,1\}//p' "$(THIS)"
@@ -123,7 +126,7 @@ loop:
 	    *) lk_die "$$rc" "lk-decide --admit failed with exit $$rc" ;;
 	    esac
 	    session_arg=; [ "$${LK_RESUME:-auto}" = never ] || session_arg=$$session
-	    $(MAKE) -s --no-print-directory -f "$(THIS)" round R="$$R" IN="$$in" BASE="$$LK_BASE" \
+	    $(SUBMAKE) round R="$$R" IN="$$in" BASE="$$LK_BASE" \
 	        SESSION="$$session_arg" CONTRACT="$(CONTRACT_ABS)" || lk_die "$$?" "round $$round failed; see $$LK_RUN_DIR"
 	    drc=$$(cat "$$R-decide.rc") last=$$R-decide.json
 	    LK_LABEL=$$(lk_json "$$last" .decision.attempt); LK_LABEL=$${LK_LABEL:-$$round}
@@ -160,7 +163,7 @@ phased:
 	    case $$handled in *" $$id "*) lk_die 41 "task $$id came back after it was handled" ;; esac
 	    handled="$$handled$$id "
 	    # The task's scope travels in its document: no CONTRACT= for the round.
-	    $(MAKE) -s --no-print-directory -f "$(THIS)" loop START="$$next" TASKS="$$tasks" CONTRACT= \
+	    $(SUBMAKE) loop START="$$next" TASKS="$$tasks" CONTRACT= \
 	        TASK_ID= STATUS="$$status"
 	    rc=$$(cat "$$status" 2>/dev/null || echo 70)
 	    case $$rc in

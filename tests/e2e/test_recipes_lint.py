@@ -1,0 +1,121 @@
+"""Every recipe passes its linter (shellcheck for the shell, node --check, make's parser),
+and the pre-commit snippet works with the real pre-commit tool."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.recipes_helpers import BIN, RECIPES, fail_message, make_project, recipe_env
+
+SHELL_RECIPES = sorted(RECIPES.rglob("*.sh"))
+
+
+def test_the_recipes_are_all_there() -> None:
+    names = {p.relative_to(RECIPES).as_posix() for p in RECIPES.rglob("*") if p.is_file()}
+    assert {
+        "lib.sh",
+        "loop.sh",
+        "phased-loop.sh",
+        "worktree.sh",
+        "loop.mk",
+        "pre-commit-config.yaml",
+        "github-actions/fan-out.yml",
+        "other-languages/loop.mjs",
+        "README.md",
+    } <= names
+
+
+def test_shellcheck_is_clean_on_every_shell_recipe() -> None:
+    shellcheck = BIN / "shellcheck"
+    if not shellcheck.exists():
+        pytest.fail("shellcheck is not installed in the venv (make install)")
+    done = subprocess.run(
+        [str(shellcheck), "-x", "-P", str(RECIPES), *map(str, SHELL_RECIPES)],
+        capture_output=True,
+        text=True,
+        cwd=RECIPES.parent,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("script", SHELL_RECIPES, ids=lambda p: p.name)
+def test_shell_recipes_parse_and_are_executable(script: Path) -> None:
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    if script.name != "lib.sh":  # sourced, not run
+        assert script.stat().st_mode & 0o111, f"{script.name} is not executable"
+        assert script.read_text().startswith("#!/usr/bin/env bash\n")
+
+
+@pytest.mark.parametrize(
+    "script", [p for p in SHELL_RECIPES if p.name != "lib.sh"], ids=lambda p: p.name
+)
+def test_help_runs_anywhere(script: Path, tmp_path: Path) -> None:
+    done = subprocess.run([str(script), "--help"], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "Exit" in done.stdout or "exit" in done.stdout
+
+
+def test_node_recipe_parses() -> None:
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    done = subprocess.run(
+        [node, "--check", str(RECIPES / "other-languages" / "loop.mjs")],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_makefile_recipe_parses_and_helps() -> None:
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    mk = str(RECIPES / "loop.mk")
+    done = subprocess.run(["make", "-s", "-f", mk, "help"], capture_output=True, text=True)
+    assert done.returncode == 0 and "phased" in done.stdout, done.stderr
+    # `make -n` prints the loop, runs nothing (no recursive $(MAKE) line forces it to run).
+    dry = subprocess.run(
+        ["make", "-n", "-f", mk, "loop", "TASK_ID=x"], capture_output=True, text=True, cwd=RECIPES
+    )
+    assert dry.returncode == 0, dry.stderr
+    assert "lk-decide --admit" in dry.stdout and dry.stderr == ""
+
+
+@pytest.mark.slow
+def test_pre_commit_snippet_blocks_a_failing_commit_and_lets_a_fixed_one_through(
+    tmp_path: Path,
+) -> None:
+    pre_commit = BIN / "pre-commit"
+    if not pre_commit.exists():
+        pytest.fail("pre-commit is not installed in the venv (make install)")
+    config = yaml.safe_load((RECIPES / "pre-commit-config.yaml").read_text())
+    assert config["repos"][0]["hooks"][0]["id"] == "lk-verify"
+    p = make_project(tmp_path, "pass\n")
+    shutil.copy(RECIPES / "pre-commit-config.yaml", p.root / ".pre-commit-config.yaml")
+    p.git("add", ".pre-commit-config.yaml")
+    p.git("commit", "-qm", "pre-commit config", "--no-verify")
+    env = recipe_env({"PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home")})
+    done = subprocess.run(
+        [str(pre_commit), "install"], cwd=p.root, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    (p.root / "src").mkdir()
+    (p.root / "src" / "value.txt").write_text("bad\n")
+    p.git("add", "-A")
+    blocked = subprocess.run(
+        ["git", "commit", "-qm", "bad"], cwd=p.root, env=env, capture_output=True, text=True
+    )
+    assert blocked.returncode != 0, fail_message(blocked)
+    assert "lk-verify" in blocked.stdout + blocked.stderr
+    (p.root / "src" / "value.txt").write_text("good\n")
+    p.git("add", "-A")
+    ok = subprocess.run(
+        ["git", "commit", "-qm", "good"], cwd=p.root, env=env, capture_output=True, text=True
+    )
+    assert ok.returncode == 0, fail_message(ok)
+    assert p.git("log", "-1", "--pretty=%s").strip() == "good"
