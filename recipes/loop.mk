@@ -121,7 +121,8 @@ loop:
 	    lk-decide --admit $(CARGS) <"$$in" >"$$R-admit.json"; rc=$$?
 	    case $$rc in
 	    0) ;;
-	    22) lk_park 22 budget_exhausted "$$in" ;;
+	    20) lk_park 20 blocked "$$R-admit.json" ;;
+	    22) lk_park 22 budget_exhausted "$$R-admit.json" ;;
 	    30) ref=$$(lk_save cancelled) || exit 40; lk_log "cancelled (saved as $$ref)"; exit 30 ;;
 	    *) lk_die "$$rc" "lk-decide --admit failed with exit $$rc" ;;
 	    esac

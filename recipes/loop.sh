@@ -204,13 +204,16 @@ while :; do
     rc=$?
     case $rc in
     0) ;;
-    22) lk_park 22 budget_exhausted "$last" ;;
+    # Admission refused: a spent budget (22), or -- beyond the published 0/22 -- a usage
+    # limit until its reset time (20). The admission document says why.
+    20) lk_park 20 blocked "$p-admit.json" ;;
+    22) lk_park 22 budget_exhausted "$p-admit.json" ;;
     30) # lk-decide --admit also refuses once `lk cancel` was asked
         ref=$(lk_save cancelled) || exit "$LK_EXIT_NO_COMMIT"
         lk_log "$task_id: cancelled before attempt $round; the tree is left as it is (saved as $ref)"
         exit 30
         ;;
-    *) expect "$rc" "lk-decide --admit" 0 22 ;;
+    *) expect "$rc" "lk-decide --admit" 0 20 22 30 ;;
     esac
 
     rargs=()

@@ -192,9 +192,10 @@ while :; do
     rc=$?
     case $rc in
     0) ;;
-    22) attempt_label=${attempt_label:-start}; park 22 budget_exhausted "$last" ;;
+    20) park 20 blocked "$p-admit.json" ;; # a usage limit until its reset time
+    22) park 22 budget_exhausted "$p-admit.json" ;;
     30) lk_log "$task_id: cancelled before attempt $round"; drop_worktree; exit 30 ;;
-    *) drop_worktree; expect "$rc" "lk-decide --admit" 0 22 30 ;;
+    *) drop_worktree; expect "$rc" "lk-decide --admit" 0 20 22 30 ;;
     esac
 
     cd "$wt" || exit "$LK_EXIT_SETUP"

@@ -244,9 +244,11 @@ async function main() {
   };
 
   for (let round = 1; round <= o.maxRounds; round++) {
-    const admit = run("lk-decide", ["--admit", ...cargs], { input, ok: [0, 22, 30] });
+    const admit = run("lk-decide", ["--admit", ...cargs], { input, ok: [0, 20, 22, 30] });
     keep(`${round}-admit.json`, admit.stdout);
-    if (admit.code === 22) return park(22, "budget_exhausted", last);
+    // Refused: a spent budget (22) or a usage limit until its reset time (20).
+    if (admit.code === 20) return park(20, "blocked", JSON.parse(admit.stdout));
+    if (admit.code === 22) return park(22, "budget_exhausted", JSON.parse(admit.stdout));
     if (admit.code === 30) {
       saveAttempt(root, task, label, `loopkit: ${task} (cancelled)`);
       return 30;

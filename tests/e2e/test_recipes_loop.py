@@ -249,3 +249,19 @@ subprocess.run(["lk", "cancel", "--reason", "stop please"], check=True)
     assert (p.root / "src/value.txt").read_text() == "bad\n"
     assert p.loopkit_refs()
     assert p.worker_calls() == 1
+
+
+def test_an_exhausted_budget_parks_and_saves_the_last_attempt(tmp_path: Path) -> None:
+    # Naive variant caught: treating exit 22 like a retry (the loop never ends) or like
+    # success; and reverting without saving the last attempt's tree first.
+    body = 'Path("src").mkdir(exist_ok=True)\nPath("src/value.txt").write_text(f"bad {n}\\n")\n'
+    p = make_project(tmp_path, body, budgets={"attempts": 1})
+    proc = loop(p)
+    assert proc.returncode == 22, fail_message(proc)
+    assert p.worker_calls() == 1
+    assert not (p.root / "src").exists()
+    (ref,) = p.loopkit_refs()
+    assert p.git("show", f"{ref}:src/value.txt") == "bad 1\n"
+    memory = (p.root / "MEMORY.md").read_text()
+    assert "parked: fix-value (budget_exhausted)" in memory
+    assert p.git("status", "--porcelain") == ""
