@@ -250,8 +250,8 @@ def decide(
             return _decision(
                 "budget_exhausted",
                 fc.BUDGET,
-                f"budget exhausted ({', '.join(spent)}) after attempt {n}; the attempt "
-                f"alone would be {outcome}: {reason}",
+                f"budget exhausted ({', '.join(spent)}) after attempt {n}; the attempt itself "
+                f"called for {outcome}: {reason}",
                 n,
                 feedback=feedback,
                 exhausted=spent,
