@@ -259,6 +259,8 @@ class RunState:
 
     def settle(self, call: ToolCall, *, ok: bool, error: str | None = None) -> None:
         call.ok = ok
+        if ok and not call.files_read and not call.files_written:
+            return
         if not ok:
             self.tool_errors += 1
             call.error = clip(error or "failed", MAX_ERROR_CHARS)

@@ -178,37 +178,40 @@ class CodexParser(StreamParser):
         return []
 
     def _item(self, item: dict[str, Any], *, done: bool) -> list[Event]:
-        st = self.state
         kind = item.get("type")
-        iid = str(item.get("id") or "")
+        if kind in _TOOL_ITEMS:
+            iid = item.get("id")
+            call = self._pending.pop(iid, None) if iid is not None else None
+            if call is not None:  # the usual case: started earlier, now done
+                if not done:
+                    self._pending[iid] = call
+                    return []
+                ok, error = _item_result(item)
+                self.state.settle(call, ok=ok, error=error)
+                return [Event("tool_result", call)]
+            call = _tool_call(item)
+            self.state.add_tool(call)
+            if not done:
+                if iid is not None:
+                    self._pending[iid] = call
+                return [Event("tool_call", call)]
+            ok, error = _item_result(item)
+            self.state.settle(call, ok=ok, error=error)
+            return [Event("tool_call", call), Event("tool_result", call)]
         if kind == "agent_message":
             text = item.get("text")
             if done and isinstance(text, str) and text.strip():
-                st.final_message = clip(text.strip(), 8000)
+                self.state.final_message = clip(text.strip(), 8000)
                 return [Event("message", text=text)]
             return []
-        if kind == "error":
-            if done:
-                msg = str(item.get("message") or "error")
-                st.add_error(msg)
-                return [Event("error", text=msg)]
-            return []
-        if kind not in ("command_execution", "file_change", "mcp_tool_call", "web_search"):
-            return []
-        events: list[Event] = []
-        call = self._pending.get(iid) if iid else None
-        if call is None:
-            call = _tool_call(item)
-            st.add_tool(call)
-            if iid and not done:
-                self._pending[iid] = call
-            events.append(Event("tool_call", tool=call))
-        if done:
-            self._pending.pop(iid, None)
-            ok, error = _item_result(item)
-            st.settle(call, ok=ok, error=error)
-            events.append(Event("tool_result", tool=call))
-        return events
+        if kind == "error" and done:
+            msg = str(item.get("message") or "error")
+            self.state.add_error(msg)
+            return [Event("error", text=msg)]
+        return []
+
+
+_TOOL_ITEMS = frozenset(("command_execution", "file_change", "mcp_tool_call", "web_search"))
 
 
 def _int(v: Any) -> int:
