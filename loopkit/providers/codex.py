@@ -130,7 +130,7 @@ def _config_by_pattern(raw: str) -> dict[str, str]:
 class CodexParser(StreamParser):
     def __init__(self) -> None:
         super().__init__()
-        self._pending: dict[str, ToolCall] = {}
+        self._pending: dict[Any, ToolCall] = {}
         self.turn_failed: str | None = None
         self.turn_completed = False
 
