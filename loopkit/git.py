@@ -139,6 +139,27 @@ def _maybe_hashed(root: Path, index: Path, name: str) -> bool:
     return f"/{name}/" not in lines
 
 
+def _copy_fd(src: int, dst: int, size: int) -> None:
+    """Copy ``size`` bytes in the kernel where it can (one call, no GIL held meanwhile)."""
+    done = 0
+    sendfile = getattr(os, "sendfile", None)
+    if sendfile is not None:
+        try:
+            while done < size:
+                sent = sendfile(dst, src, done, size - done)
+                if sent == 0:
+                    break
+                done += sent
+        except OSError:
+            pass  # not supported for these files: copy the rest by hand
+    os.lseek(src, done, os.SEEK_SET)
+    os.lseek(dst, done, os.SEEK_SET)
+    while block := os.read(src, 1 << 20):
+        view = memoryview(block)
+        while view:
+            view = view[os.write(dst, view) :]
+
+
 def _scratch_copy(real: Path) -> str:
     """A private copy of the index ``real`` beside it (an unused name if it has none yet).
 
@@ -160,10 +181,7 @@ def _scratch_copy(real: Path) -> str:
             return tmp
         try:
             st = os.fstat(src)
-            while block := os.read(src, 1 << 20):
-                view = memoryview(block)
-                while view:
-                    view = view[os.write(fd, view) :]
+            _copy_fd(src, fd, st.st_size)
         finally:
             os.close(src)
             os.close(fd)

@@ -184,6 +184,37 @@ class Change:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+class _Memo:
+    """A Policy's answers for paths, each computed once (a change names a path many times)."""
+
+    def __init__(self, policy: Policy) -> None:
+        self._p = policy
+        self._seen: dict[str, tuple[bool, bool, bool]] = {}
+
+    def _facts(self, path: str) -> tuple[bool, bool, bool]:
+        got = self._seen.get(path)
+        if got is None:
+            p = self._p
+            got = (
+                matches(path, p.always_allowed),
+                matches(path, p.protected),
+                matches(path, p.writable),
+            )
+            self._seen[path] = got
+        return got
+
+    def allowed(self, path: str) -> bool:
+        return self._facts(path)[0]
+
+    def is_protected(self, path: str) -> bool:
+        allowed, protected, _ = self._facts(path)
+        return protected and not allowed
+
+    def in_scope(self, path: str) -> bool:
+        allowed, protected, writable = self._facts(path)
+        return allowed or (writable and not protected)
+
+
 def symlink_escape(path: str, target: str, *, root: str | None = None) -> str | None:
     """Where a symlink at ``path`` points, repository-relative; None when it leaves the repository.
 
@@ -212,17 +243,18 @@ def evaluate(
     """Every violation of ``policy`` by ``changes``, in path order then budgets."""
     if policy is None:
         return []
+    memo = _Memo(policy)  # each path is classified once
     out: list[Violation] = []
     counted_files = counted_lines = 0
     for ch in changes:
         ends = [ch.path] if ch.old_path is None else [ch.old_path, ch.path]
-        if not all(policy.allowed(p) for p in ends):
+        if not all(memo.allowed(p) for p in ends):
             counted_files += 1
             counted_lines += ch.added + ch.deleted
         if ch.old_path is not None and ch.old_path != ch.path:
             for end in ends:
-                if not policy.in_scope(end):
-                    why = "protected" if policy.is_protected(end) else "outside writable"
+                if not memo.in_scope(end):
+                    why = "protected" if memo.is_protected(end) else "outside writable"
                     out.append(
                         Violation(
                             RENAME_OUT_OF_SCOPE,
@@ -230,12 +262,12 @@ def evaluate(
                             f"renamed {ch.old_path} -> {ch.path}; {end} is {why}",
                         )
                     )
-        elif policy.is_protected(ch.path):
+        elif memo.is_protected(ch.path):
             if ch.status == "deleted":
                 out.append(Violation(PROTECTED_DELETED, ch.path, "a protected file was deleted"))
             else:
                 out.append(Violation(PROTECTED, ch.path, f"protected path {ch.status}"))
-        elif not policy.in_scope(ch.path):
+        elif not memo.in_scope(ch.path):
             out.append(Violation(OUTSIDE_WRITABLE, ch.path, f"{ch.status} outside writable scope"))
         if ch.symlink_target is not None and ch.status != "deleted":
             where = symlink_escape(ch.path, ch.symlink_target, root=root)
@@ -247,7 +279,7 @@ def evaluate(
                         f"symlink to {ch.symlink_target} points outside the repository",
                     )
                 )
-            elif policy.is_protected(where) or policy.is_protected(where + "/"):
+            elif memo.is_protected(where) or memo.is_protected(where + "/"):
                 out.append(
                     Violation(
                         SYMLINK_PROTECTED,
