@@ -97,3 +97,39 @@ def test_eight_writers_at_once_every_record_whole(tmp_path: Path) -> None:
     assert shared == list(range(1, 61)), "concurrent decisions saw a stale history"
     assert ledger.Ledger(path).history("shared")["attempts"] == 60
     assert not decide.replay(records), "every concurrent decision re-derives"
+
+
+def test_eight_lk_decide_commands_at_once(git_repo: Path) -> None:
+    """The real command, 8 processes started together on one task: 8 whole records, 1..8."""
+    (git_repo / "loop.yaml").write_text(
+        "version: 1\nobjective: x\nscope: {writable: ['**']}\n"
+        "criteria: [{name: ok, run: 'true'}]\nbudgets: {attempts: 50}\n"
+    )
+    doc = h.attempt(task_id="together", run=h.run("api_error"), contract_={})
+    del doc["contract"]
+    lk_decide = str(Path(sys.executable).parent / "lk-decide")
+    doc_file = git_repo.parent / "attempt.json"
+    doc_file.write_text(json.dumps(doc))
+    procs = []
+    for _ in range(8):
+        with open(doc_file) as stdin:
+            procs.append(
+                subprocess.Popen(
+                    [lk_decide],
+                    cwd=git_repo,
+                    stdin=stdin,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+            )
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [10] * 8, [e for _, e in outs]
+    records, problems = ledger.read(git_repo / ".loopkit" / "ledger.jsonl")
+    assert problems == [] and len(records) == 8
+    assert sorted(r["attempt"] for _, r in records) == list(range(1, 9))
+    # each saw the streak before it: the backoffs grow in ledger order
+    streaks = [r["inputs"]["history"]["transient_streak"] for _, r in records]
+    assert streaks == list(range(8))
+    printed = sorted(json.loads(o)["decision"]["attempt"] for o, _ in outs)
+    assert printed == list(range(1, 9))
