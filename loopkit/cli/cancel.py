@@ -18,7 +18,14 @@ from loopkit.cli._entry import command
 from loopkit.exitcodes import SHARED_HELP
 
 
-@command(epilog=SHARED_HELP)
+EPILOG = (
+    "\b\nExit codes of lk cancel:\n  0   requested, cleared, or (--status) requested\n"
+    "  1   --clear or --status found no cancellation\n"
+    "  4   not in a git repository\n\n" + SHARED_HELP
+)
+
+
+@command(epilog=EPILOG)
 @click.option("--reason", metavar="TEXT", help="Why the loop should stop (recorded).")
 @click.option("--clear", is_flag=True, help="Lift a persisted cancellation.")
 @click.option("--status", is_flag=True, help="Only show whether cancellation is requested.")
