@@ -17,7 +17,6 @@ import click
 from loopkit.cli._entry import command
 from loopkit.exitcodes import SHARED_HELP
 
-
 EPILOG = (
     "\b\nExit codes of lk cancel:\n  0   requested, cleared, or (--status) requested\n"
     "  1   --clear or --status found no cancellation\n"

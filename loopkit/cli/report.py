@@ -17,7 +17,6 @@ import click
 from loopkit.cli._entry import command
 from loopkit.exitcodes import SHARED_HELP
 
-
 EPILOG = (
     "\b\nExit codes of lk report:\n  0   reported (torn or damaged ledger lines are skipped, "
     "with a warning)\n  3   --ledger names no file\n\n" + SHARED_HELP
