@@ -299,3 +299,23 @@ def test_a_clone_of_the_repository_gets_the_same_hash_as_the_committed_tree(
     shutil.copytree(repo, clean, symlinks=True)
     subprocess.run(["touch", str(clean / "src" / "app.py")], check=True)
     assert lkgit.tree_hash(clean) == git(repo, "rev-parse", "HEAD^{tree}").strip()
+
+
+def test_linked_worktree_and_verify_agree_on_the_tree(repo: Path, tmp_path: Path) -> None:
+    wt = tmp_path / "wt"
+    git(repo, "worktree", "add", "-q", str(wt), "-b", "side")
+    (wt / "src" / "app.py").write_text("in the worktree\n")
+    (wt / "new.txt").write_text("untracked\n")
+    d = one_json(run("lk-diff", cwd=wt).stdout)
+    assert set(by_path(d)) == {"src/app.py", "new.txt"}
+    contract = write_contract(wt, where=tmp_path)
+    v = one_json(run("lk-verify", "--contract", str(contract), cwd=wt).stdout)
+    assert v["tree"] == d["tree"]  # the same tree, whoever hashes it
+    # The main checkout is unaffected and its own hash is its committed tree.
+    assert lkgit.tree_hash(repo) == git(repo, "rev-parse", "HEAD^{tree}").strip()
+    assert git(wt, "status", "--porcelain", "--untracked-files=all").split() == [
+        "M",
+        "src/app.py",
+        "??",
+        "new.txt",
+    ]
