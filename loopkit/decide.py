@@ -89,16 +89,20 @@ def inputs(document: Mapping[str, Any], contract: Mapping[str, Any] | None) -> d
     return view
 
 
-def _jitter(attempt_id: str | None, n: int) -> float:
+def _jitter(attempt_id: str | None, attempt: int, streak: int) -> float:
     """A number in [0, 1) fixed by the attempt: replays give the same backoff."""
-    digest = hashlib.sha256(f"{attempt_id or ''}:{n}".encode()).digest()
+    digest = hashlib.sha256(f"{attempt_id or ''}:{attempt}:{streak}".encode()).digest()
     return float(int.from_bytes(digest[:8], "big")) / float(2**64)
 
 
-def backoff_s(attempt_id: str | None, streak: int) -> float:
-    """Exponential backoff with "equal jitter": half fixed, half jittered, capped."""
+def backoff_s(attempt_id: str | None, streak: int, *, attempt: int = 1) -> float:
+    """Exponential backoff with "equal jitter": half fixed, half jittered, capped.
+
+    ``streak`` is the number of transient failures in a row before this one; the jitter
+    comes from the attempt's id and number, so a replay computes the same value.
+    """
     base: float = min(BACKOFF_CAP_S, BACKOFF_BASE_S * float(2 ** max(0, streak)))
-    return round(base / 2 + base / 2 * _jitter(attempt_id, streak + 1), 3)
+    return round(base / 2 + base / 2 * _jitter(attempt_id, attempt, streak), 3)
 
 
 def _failing(verify: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -439,7 +443,7 @@ def _act(
     extra = dict(extra)
     if cls == fc.TRANSIENT:
         streak = int(h.get("transient_streak") or 0)
-        extra["backoff"] = backoff_s(attempt_id, streak)
+        extra["backoff"] = backoff_s(attempt_id, streak, attempt=int(h.get("attempts") or 0) + 1)
         if run and run.get("resume_after"):
             extra["resume_after"] = run.get("resume_after")
         reason += f" (transient failure {streak + 1} in a row)"
