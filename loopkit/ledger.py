@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from loopkit import budget
+from loopkit.errors import EnvironmentProblem
 
 RECORD_KIND = "loopkit/ledger-record"
 DEFAULT_NAME = "ledger.jsonl"
@@ -176,15 +177,28 @@ class Ledger:
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Transaction]:
-        """Exclusive access to the ledger and its index (flock), index caught up first."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.index_dir.mkdir(parents=True, exist_ok=True)
-        lock_fd = os.open(self.index_dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        """Exclusive access to the ledger and its index (flock), index caught up first.
+
+        A ledger that cannot be written (permissions, a full disk) is an environment
+        problem (exit 4): the decision is not printed, since it was not recorded.
+        """
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.index_dir.mkdir(parents=True, exist_ok=True)
+            lock_fd = os.open(self.index_dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise EnvironmentProblem(f"{self.path}: cannot open the ledger: {e.strerror}") from None
         try:
             fcntl.flock(lock_fd, fcntl.LOCK_EX)
             txn = Transaction(self)
-            txn.catch_up()
-            yield txn
+            try:
+                txn.catch_up()
+                yield txn
+            except OSError as e:
+                where = e.filename or self.path
+                raise EnvironmentProblem(
+                    f"{where}: cannot write the ledger: {e.strerror}"
+                ) from None
         finally:
             os.close(lock_fd)  # closing releases the lock
 

@@ -265,3 +265,12 @@ def test_catch_up_reads_in_chunks_without_losing_a_line(tmp_path: Path) -> None:
         assert len(problems) == 1 and "torn" in problems[0].message
         ends = [end for _, end, r, _ in got if r]
         assert ends[-1] == len(path.read_bytes().rsplit(b"\n", 1)[0]) + 1
+
+
+def test_an_unwritable_ledger_is_an_environment_problem(tmp_path: Path) -> None:
+    from loopkit.errors import EnvironmentProblem
+
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the ledger's folder should be")
+    with pytest.raises(EnvironmentProblem, match="cannot open the ledger"):
+        decided(ledger.Ledger(blocker / "ledger.jsonl"), failing("A"))
