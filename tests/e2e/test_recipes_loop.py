@@ -265,3 +265,27 @@ def test_an_exhausted_budget_parks_and_saves_the_last_attempt(tmp_path: Path) ->
     memory = (p.root / "MEMORY.md").read_text()
     assert "parked: fix-value (budget_exhausted)" in memory
     assert p.git("status", "--porcelain") == ""
+
+
+def test_a_worker_that_commits_on_its_own_is_reverted_and_its_commit_kept(tmp_path: Path) -> None:
+    # Naive variant caught: `git reset --hard HEAD` (not the commit the task started from)
+    # keeps a failed attempt that the worker committed itself; saving with the wrong parent
+    # would lose that commit once the branch is reset.
+    body = """
+import subprocess
+Path("src").mkdir(exist_ok=True)
+Path("src/value.txt").write_text("committed by the worker\\n")
+subprocess.run(["git", "add", "-A"], check=True)
+subprocess.run(["git", "-c", "user.name=w", "-c", "user.email=w@x", "commit", "-qm", "worker's own commit"], check=True)
+Path("src/later.txt").write_text("uncommitted\\n")
+sys.exit(9)
+"""
+    p = make_project(tmp_path, body)
+    before = p.head()
+    proc = loop(p)
+    assert proc.returncode == 21, fail_message(proc)
+    assert p.git("rev-parse", "HEAD~1").strip() == before  # base + the park record only
+    assert not (p.root / "src").exists()
+    (ref,) = p.loopkit_refs()
+    assert p.git("log", "--pretty=%s", f"{ref}~1", "-1").strip() == "worker's own commit"
+    assert {"src/value.txt", "src/later.txt"} <= p.files(ref)
