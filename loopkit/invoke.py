@@ -117,11 +117,18 @@ def execute(
     except FileNotFoundError:
         raise EnvironmentProblem(f"{inv.argv[0]} not found: {provider.install_hint}") from None
     watch = _Watch(breaker=Breaker(breaker_repeats) if breaker_repeats else None, stop=running.stop)
-    with open(stream_path, "wb") as sink:
-        for line in running.lines():
-            sink.write(line)
-            for event in parser.feed(line):
-                watch(event)
+    try:
+        with open(stream_path, "wb") as sink:
+            for line in running.lines():
+                sink.write(line)
+                for event in parser.feed(line):
+                    watch(event)
+    except BaseException:
+        # Interrupted (Ctrl-C, SIGTERM) or failing: the worker runs in a session of its
+        # own, so no signal reaches it unless loopkit ends its group here.
+        running.stop("cancelled")
+        running.wait()
+        raise
     finished = running.wait()
     state = parser.finish()
     end = Exit(

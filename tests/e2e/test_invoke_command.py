@@ -145,7 +145,7 @@ def test_cancellation_stops_a_running_worker(git_repo: Path, tmp_path: Path) -> 
             text=True,
         )
     deadline = time.monotonic() + 10
-    while not pids_with(marker)[1:] and time.monotonic() < deadline:
+    while not pids_with(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
     cancel.request(git_repo / ".loopkit", reason="test")
     out, _ = proc.communicate(timeout=15)
@@ -158,3 +158,28 @@ def test_cancellation_stops_a_running_worker(git_repo: Path, tmp_path: Path) -> 
 def test_not_a_git_repository_exits_4(tmp_path: Path) -> None:
     r = lk_invoke(["--command", "true"], cwd=tmp_path)
     assert r.returncode == 4 and "not a git repository" in r.stderr
+
+
+def test_terminating_lk_invoke_ends_its_worker(git_repo: Path, tmp_path: Path) -> None:
+    marker = f"k-{uuid.uuid4().hex[:12]}"
+    c = write_contract(
+        tmp_path / "loop.yaml", worker={"provider": "command", "command": "sleep 300"}
+    )
+    (tmp_path / "doc.json").write_text(attempt(marker))
+    with open(tmp_path / "doc.json") as stdin:
+        proc = subprocess.Popen(
+            [lk_invoke_bin(), "--contract", str(c)],
+            cwd=git_repo,
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+    deadline = time.monotonic() + 10
+    while not [p for p in pids_with(marker) if p != proc.pid] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.terminate()
+    proc.communicate(timeout=15)
+    assert proc.returncode == 130
+    assert pids_with(marker) == []
+    saved = list((git_repo / ".loopkit" / "artifacts").glob("*/handoff.md"))
+    assert len(saved) == 1  # a killed run keeps its artifacts
