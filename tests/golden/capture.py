@@ -19,7 +19,12 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 
-from tests.agents_helpers import claude_env_for, codex_env_for, model_server  # noqa: E402
+from tests.agents_helpers import (  # noqa: E402
+    claude_bin,
+    claude_env_for,
+    codex_env_for,
+    model_server,
+)
 from tests.invoke_helpers import lk_invoke, lk_invoke_bin, write_contract  # noqa: E402
 
 WRITE = {"name": "Write", "input": {"file_path": "{{cwd}}/hello.py", "content": "print('hello')\n"}}
@@ -137,6 +142,49 @@ CASES: dict[str, dict[str, Any]] = {
 }
 
 
+def capture_claude_json(name: str) -> None:
+    """``claude -p --output-format json``: the result object alone, on one line."""
+    tmp = Path(tempfile.mkdtemp(prefix="golden-"))
+    repo = tmp / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    turns = [{"text": "Creating hello.py.", "tools": [WRITE]}, {"text": "Wrote hello.py."}]
+    with model_server(turns) as server:
+        env = claude_env_for(server, tmp / "home", retries=0)
+        done = subprocess.run(
+            [
+                claude_bin(),
+                "-p",
+                "write hello.py",
+                "--output-format",
+                "json",
+                "--permission-mode",
+                "acceptEdits",
+                "--max-turns",
+                "5",
+            ],
+            cwd=repo,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    out = HERE / f"{name}.jsonl"
+    out.write_text(done.stdout.replace(str(repo), "/repo"), encoding="utf-8")
+    _expect(name, out)
+
+
+def _expect(name: str, out: Path) -> None:
+    done = subprocess.run(
+        [lk_invoke_bin(), "--transcript", out.name], capture_output=True, text=True, cwd=HERE
+    )
+    record = json.loads(done.stdout)
+    record.pop("transcript", None)
+    (HERE / f"{name}.expected.json").write_text(json.dumps(record, indent=2) + "\n")
+    print(f"{name}: transcript {record['stop_reason']}")
+
+
 def capture(name: str, case: dict[str, Any]) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="golden-"))
     repo = tmp / "repo"
@@ -155,19 +203,14 @@ def capture(name: str, case: dict[str, Any]) -> None:
     text = stream.read_text(encoding="utf-8").replace(str(repo), "/repo")
     out = HERE / f"{name}.jsonl"
     out.write_text(text, encoding="utf-8")
-    done = subprocess.run(
-        [lk_invoke_bin(), "--transcript", out.name],
-        capture_output=True,
-        text=True,
-        cwd=HERE,
-    )
-    record = json.loads(done.stdout)
-    record.pop("transcript", None)
-    (HERE / f"{name}.expected.json").write_text(json.dumps(record, indent=2) + "\n")
-    print(f"{name}: live {run.run['stop_reason']}, transcript {record['stop_reason']}")
+    print(f"{name}: live {run.run['stop_reason']}")
+    _expect(name, out)
 
 
 if __name__ == "__main__":
-    wanted = sys.argv[1:] or list(CASES)
+    wanted = sys.argv[1:] or [*CASES, "claude_json"]
     for case_name in wanted:
-        capture(case_name, CASES[case_name])
+        if case_name == "claude_json":
+            capture_claude_json(case_name)
+        else:
+            capture(case_name, CASES[case_name])
