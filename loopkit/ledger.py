@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -44,7 +45,11 @@ def now_iso() -> str:
 
 
 def _safe(task_id: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", task_id)[:120] or "_"
+    """A file name for a task id; ids that had to be changed get a hash, so none collide."""
+    safe = re.sub(r"[^A-Za-z0-9_-]", "_", task_id)[:100] or "_"
+    if safe != task_id:
+        safe += "-" + hashlib.sha256(task_id.encode()).hexdigest()[:12]
+    return safe
 
 
 def atomic_write(path: Path, text: str, *, sync: bool = False) -> None:
@@ -233,11 +238,30 @@ class Transaction:
 
     def _task(self, task_id: str) -> dict[str, Any]:
         if task_id not in self._cache:
-            entry = self._read_json(self.ledger._task_file(task_id))
+            path = self.ledger._task_file(task_id)
+            entry = self._read_json(path)
             if entry is None or entry.get("task_id") != task_id:
                 entry = {"task_id": task_id, "offset": 0, "history": budget.empty_history()}
+                if path.exists():  # damaged (e.g. by a power loss): rebuild it from the ledger
+                    entry = self._rebuild_task(task_id)
             self._cache[task_id] = entry
         return self._cache[task_id]
+
+    def _rebuild_task(self, task_id: str) -> dict[str, Any]:
+        """One task's index entry re-folded from the ledger (only when its file is damaged)."""
+        entry: dict[str, Any] = {"task_id": task_id, "offset": 0, "history": budget.empty_history()}
+        stop = int(self.meta.get("offset") or 0)
+        if stop and self.ledger.path.exists():
+            for _, end, rec, _ in _scan(self.ledger.path, 0, stop):
+                if rec is not None and str(rec.get("task_id") or "") == task_id:
+                    entry["history"] = budget.fold(entry["history"], rec)
+                    entry["offset"] = end
+        self.ledger.problems.append(
+            Problem(
+                None, 0, f"the index entry of task {task_id!r} was damaged: rebuilt from the ledger"
+            )
+        )
+        return entry
 
     def history(self, task_id: str) -> dict[str, Any]:
         return dict(self._task(task_id)["history"])

@@ -274,3 +274,27 @@ def test_an_unwritable_ledger_is_an_environment_problem(tmp_path: Path) -> None:
     blocker.write_text("a file where the ledger's folder should be")
     with pytest.raises(EnvironmentProblem, match="cannot open the ledger"):
         decided(ledger.Ledger(blocker / "ledger.jsonl"), failing("A"))
+
+
+def test_a_damaged_index_entry_is_rebuilt_from_the_ledger(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.jsonl"
+    ldg = ledger.Ledger(path)
+    decided(ldg, failing("A"))
+    decided(ldg, failing("A", task_id="other"))
+    decided(ldg, failing("A"))
+    task_file = ldg.index_dir / "tasks" / "fix-parser.json"
+    task_file.write_text('{"task_id": "fix-par')  # torn by a power loss
+    fresh = ledger.Ledger(path)
+    assert fresh.history("fix-parser")["attempts"] == 2
+    assert fresh.history("fix-parser")["same_failure"] == 1
+    assert any("rebuilt" in p.message for p in fresh.problems)
+    assert decided(fresh, failing("A"))["attempt"] == 3
+
+
+def test_task_ids_never_share_an_index_file(tmp_path: Path) -> None:
+    ldg = ledger.Ledger(tmp_path / "ledger.jsonl")
+    decided(ldg, failing("A", task_id="a/b"))
+    decided(ldg, failing("A", task_id="a_b"))
+    decided(ldg, failing("A", task_id="a_b"))
+    assert ldg.history("a/b")["attempts"] == 1
+    assert ldg.history("a_b")["attempts"] == 2
