@@ -141,16 +141,27 @@ class Facts:
 def gather(cwd: str | os.PathLike[str], *, base: str | None = None) -> Facts:
     """The change in the repository at ``cwd`` against ``base`` (default HEAD)."""
     asked = base or "HEAD"
-    where = git.locate(cwd, base=asked)
+    return gather_at(locate(cwd, base=asked), asked)
+
+
+def locate(cwd: str | os.PathLike[str], *, base: str) -> git.Located:
+    """The repository at ``cwd`` with ``base`` resolved (exit 3 when it names nothing)."""
+    where = git.locate(cwd, base=base)
     if where.base is None:
-        raise BadInput("--base", f"{asked!r} names no commit or tree in {where.root}")
+        raise BadInput("--base", f"{base!r} names no commit or tree in {where.root}")
+    return where
+
+
+def gather_at(where: git.Located, base_ref: str) -> Facts:
+    """The change in the located repository against its resolved base."""
+    assert where.base is not None
     tree, records = git.worktree_diff(where.root, where.base, index=where.index)
     files = parse_records(records)
     for f in files:
         blob = f.pop("_id", None)
         if f.get("symlink"):
             f["symlink_target"] = _symlink_target(where.root, f["path"], str(blob))
-    return Facts(root=where.root, base=where.base, base_ref=asked, tree=tree, files=files)
+    return Facts(root=where.root, base=where.base, base_ref=base_ref, tree=tree, files=files)
 
 
 def assess(facts: Facts, *, contract: Mapping[str, Any] | None) -> Result:

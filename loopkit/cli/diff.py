@@ -14,12 +14,15 @@ Exit codes: 0 within policy; 1 policy violated; 3 bad input; 4 not a git reposit
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from loopkit.cli._entry import command
 from loopkit.exitcodes import SHARED_HELP
+
+if TYPE_CHECKING:
+    from loopkit.git import Located
 
 #: Violations named on stderr (all of them are in the JSON document).
 MAX_SHOWN = 20
@@ -50,14 +53,23 @@ def main(contract_path: str | None, base: str | None) -> int:
 
     from loopkit import diff as core
     from loopkit import document
+    from loopkit.errors import EnvironmentProblem
 
     doc = document.read_attempt()
     recorded = (doc or {}).get("diff") or {}
-    chosen_base = recorded.get("base") or base
-    # git does the heavy lifting in a thread while the contract is read and validated.
-    facts = _Background(lambda: core.gather(os.getcwd(), base=chosen_base))
+    asked = recorded.get("base") or base or "HEAD"
     try:
-        terms = _contract(contract_path, doc)
+        where = core.locate(os.getcwd(), base=asked)
+    except EnvironmentProblem:
+        if contract_path or (doc and doc.get("contract")):
+            from loopkit import contract
+
+            contract.resolve(contract_path, doc)  # a bad contract is reported first (exit 3)
+        raise
+    # git does the heavy lifting in a thread while the contract is read and validated.
+    facts = _Background(lambda: core.gather_at(where, asked))
+    try:
+        terms = _contract(contract_path, doc, where)
     finally:
         facts.join()  # never leave git's scratch index behind, whatever went wrong
     result = core.assess(facts.result(), contract=terms)
@@ -76,12 +88,24 @@ def main(contract_path: str | None, base: str | None) -> int:
     return 0 if result.within_policy else 1
 
 
-def _contract(path: str | None, doc: dict[str, object] | None) -> dict[str, object] | None:
-    from loopkit import contract
+def _contract(
+    path: str | None, doc: dict[str, Any] | None, where: Located
+) -> dict[str, Any] | None:
+    """--contract, else the piped document's, else ./loop.yaml; None when there is none."""
+    from loopkit import verify
 
-    if path or (doc and isinstance(doc.get("contract"), dict)) or contract.find_default():
-        return contract.resolve(path, doc)
-    return None
+    if not path and doc and isinstance(doc.get("contract"), dict):
+        from loopkit import contract
+
+        return contract.resolve(None, doc)  # in memory: nothing to cache
+    if not path:
+        from loopkit import contract
+
+        if contract.find_default() is None:
+            return None
+    # A contract file: parsed and validated once per content (see lk-verify).
+    state = verify.state_folder(where)
+    return verify.load_contract(path, None, state=state)
 
 
 class _Background:
