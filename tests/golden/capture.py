@@ -130,6 +130,20 @@ CASES: dict[str, dict[str, Any]] = {
         ],
         "retries": 0,
     },
+    "claude_401": {
+        "provider": "claude",
+        "turns": [{"error": {"status": 401}}],
+        "retries": 0,
+    },
+    "claude_400": {
+        "provider": "claude",
+        "turns": [{"error": {"status": 400, "message": "prompt is too long"}}],
+        "retries": 0,
+    },
+    "codex_401": {
+        "provider": "codex",
+        "turns": [{"error": {"status": 401}}],
+    },
     "codex_500_forever": {
         "provider": "codex",
         "turns": [{"error": {"status": 500}}],

@@ -50,4 +50,6 @@ def test_golden_stop_reasons_cover_the_failure_classes() -> None:
         "usage_limit",
         "permission_denied",
         "stuck",
+        "auth_error",
+        "invalid_request",
     } <= reasons
