@@ -71,6 +71,7 @@ def build(
     near_limit_runs = 0
     runs = 0
     near_by_budget: Counter[str] = Counter()
+    triggers: Counter[str] = Counter()
     for _, rec in records:
         tid = str(rec.get("task_id") or "")
         t = tasks.setdefault(
@@ -107,6 +108,7 @@ def build(
                 continue
         else:
             runs += 1
+            triggers[str((rec.get("trigger") or {}).get("kind") or "manual")] += 1
             t["attempts"] += 1
             usage = rec.get("usage") or {}
             if usage.get("verified"):
@@ -154,6 +156,7 @@ def build(
             "share": round(near_limit_runs / runs, 4) if runs else 0.0,
             "by_budget": dict(near_by_budget),
         },
+        "triggers": dict(triggers),
         "p95_verify_attempts": _p95([t["verify_attempts"] for t in task_list if t["attempts"]]),
         "completed_tasks": len(completed),
         "cost_per_completed_task": {
@@ -213,6 +216,7 @@ def text(report: Mapping[str, Any]) -> str:
         "",
         f"loop health ({h['tasks']} tasks, {h['runs']} runs, {report['records']} records)",
         f"  termination reasons: {reasons}",
+        "  triggers: " + (", ".join(f"{k} {v}" for k, v in sorted(h["triggers"].items())) or "-"),
         f"  runs that used >{int(near['threshold'] * 100)}% of a budget: {near['runs']} "
         f"({near['share'] * 100:.0f}%)",
         f"  p95 verification attempts per task: {h['p95_verify_attempts'] if h['p95_verify_attempts'] is not None else '-'}",
