@@ -98,6 +98,11 @@ stage() {
     shift 3
     "$@" <"$in" >"$out" 2> >(tee "${out%.json}.err" >&2)
     local rc=$?
+    if [ ! -s "$out" ] && { [ "$rc" -lt 2 ] || { [ "$rc" -ge 10 ] && [ "$rc" -le 30 ]; }; }; then
+        # A verdict or a decision without its document is a bug, never a result to act on.
+        lk_log "$name exited $rc but printed no document: stopping"
+        rc=70
+    fi
     lk_note "$task_id round $round: $name exited $rc ($out)"
     return "$rc"
 }

@@ -52,7 +52,7 @@ def recipe_env(extra: dict[str, str] | None = None, *, validate: bool = False) -
     env.pop("LOOPKIT_STATE_DIR", None)
     env.pop("RESET_PATHS", None)
     env.update(extra or {})
-    if not env["PATH"].startswith(f"{BIN}{os.pathsep}"):
+    if str(BIN) not in env["PATH"].split(os.pathsep):
         env["PATH"] = f"{BIN}{os.pathsep}{env['PATH']}"
     return env
 

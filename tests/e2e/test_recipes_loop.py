@@ -51,7 +51,15 @@ sys.exit(3)
 
 def loop(project: Project, *args: str, task: str = "fix-value", **kw: object):
     return project.run(
-        "loop.sh", "--contract", "loop.yaml", "--task-id", task, "--task", "Make value good", *args, **kw
+        "loop.sh",
+        "--contract",
+        "loop.yaml",
+        "--task-id",
+        task,
+        "--task",
+        "Make value good",
+        *args,
+        **kw,
     )  # type: ignore[arg-type]
 
 
@@ -83,7 +91,9 @@ def test_retry_in_place_keeps_broken_code_and_pipes_the_feedback(tmp_path: Path)
     second = p.handoff(2)
     assert "value" in second and second != p.handoff(1)
     assert (p.root / "src/value.txt").read_text() == "good\n"
-    assert len(p.git("rev-list", "HEAD").split()) == 2  # one commit for the task, none for the red attempt
+    assert (
+        len(p.git("rev-list", "HEAD").split()) == 2
+    )  # one commit for the task, none for the red attempt
 
 
 def test_regression_1_state_is_never_committed_nor_reverted(tmp_path: Path) -> None:
@@ -139,7 +149,17 @@ def test_regression_2_a_rejected_commit_stops_the_loop_loudly(tmp_path: Path) ->
     hook.write_text("#!/bin/sh\necho 'hook: rejected' >&2\nexit 1\n")
     hook.chmod(0o755)
     before = p.head()
-    proc = p.run("loop.sh", "--contract", "loop.yaml", "--tasks", "TASKS.md", "--task-id", "fix-value", "--task", "Make value good")
+    proc = p.run(
+        "loop.sh",
+        "--contract",
+        "loop.yaml",
+        "--tasks",
+        "TASKS.md",
+        "--task-id",
+        "fix-value",
+        "--task",
+        "Make value good",
+    )
     assert proc.returncode == 40, fail_message(proc)
     assert "commit of fix-value failed" in proc.stderr
     assert p.head() == before
@@ -289,3 +309,22 @@ sys.exit(9)
     (ref,) = p.loopkit_refs()
     assert p.git("log", "--pretty=%s", f"{ref}~1", "-1").strip() == "worker's own commit"
     assert {"src/value.txt", "src/later.txt"} <= p.files(ref)
+
+
+def test_a_stage_that_prints_no_document_stops_the_loop(tmp_path: Path) -> None:
+    # Naive variant caught: trusting a stage's exit status alone. A broken lk-verify that
+    # exits 0 without its document must not lead to a commit. (The one stand-in in this
+    # suite: the real lk-verify never does this, which is why a shim plays it.)
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "lk-verify").write_text("#!/bin/sh\ncat >/dev/null\nexit 0\n")
+    (shim / "lk-verify").chmod(0o755)
+    p = make_project(tmp_path, GOOD)
+    before = p.head()
+    from tests.recipes_helpers import recipe_env
+
+    path = f"{shim}:{recipe_env()['PATH']}"
+    proc = loop(p, env={"PATH": path})
+    assert proc.returncode == 70, fail_message(proc)
+    assert "printed no document" in proc.stderr
+    assert p.head() == before
