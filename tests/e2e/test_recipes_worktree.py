@@ -37,10 +37,16 @@ def _wt_run(p, tmp_path: Path, *args: str):
 
 
 def test_red_attempt_is_dropped_and_green_fast_forwards_the_branch(tmp_path: Path) -> None:
-    p = make_project(tmp_path, WORKER, gitignore="data/\n")
+    p = make_project(
+        tmp_path, WORKER, gitignore="data/\n", tasks="- [ ] Make value good {#fix-value}\n"
+    )
     before = p.head()
-    proc = _wt_run(p, tmp_path)
+    proc = _wt_run(p, tmp_path, "--tasks", "TASKS.md")
     assert proc.returncode == 0, fail_message(proc)
+    # Marked done only after the fast-forward landed, in its own commit.
+    assert p.task_line("fix-value").startswith("- [x]")
+    assert p.git("log", "-1", "--pretty=%s").strip() == "loopkit: mark fix-value done"
+    p.git("reset", "-q", "--hard", "HEAD~1")  # look at the task's own commit below
     assert p.worker_calls() == 2
     for n in (1, 2):
         ran_in = Path((p.scratch / f"cwd-{n}").read_text())
