@@ -155,13 +155,14 @@ def locate(cwd: str | os.PathLike[str], *, base: str) -> git.Located:
 def gather_at(where: git.Located, base_ref: str) -> Facts:
     """The change in the located repository against its resolved base."""
     assert where.base is not None
-    tree, records = git.worktree_diff(where.root, where.base, index=where.index)
-    files = parse_records(records)
-    for f in files:
-        blob = f.pop("_id", None)
-        if f.get("symlink"):
-            f["symlink_target"] = _symlink_target(where.root, f["path"], str(blob))
-    return Facts(root=where.root, base=where.base, base_ref=base_ref, tree=tree, files=files)
+    with git.worktree_changes(where.root, where.base, index=where.index) as (records, tree):
+        files = parse_records(records)  # while git write-tree still runs
+        for f in files:
+            blob = f.pop("_id", None)
+            if f.get("symlink"):
+                f["symlink_target"] = _symlink_target(where.root, f["path"], str(blob))
+        tree_id = tree()
+    return Facts(root=where.root, base=where.base, base_ref=base_ref, tree=tree_id, files=files)
 
 
 def assess(facts: Facts, *, contract: Mapping[str, Any] | None) -> Result:

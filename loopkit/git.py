@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -274,23 +274,31 @@ def tree_hash(root: Path, *, index: Path | None = None) -> str:
         return watch.hash()
 
 
-def worktree_diff(root: Path, base: str, *, index: Path | None = None) -> tuple[str, bytes]:
-    """The working tree's hash and its change against ``base``.
+@contextlib.contextmanager
+def worktree_changes(
+    root: Path, base: str, *, index: Path | None = None
+) -> Iterator[tuple[bytes, Callable[[], str]]]:
+    """The working tree's change against ``base``, and a call that returns its hash.
 
-    Returns ``(tree, records)`` where ``records`` is the ``-z`` output of ``git diff-index
-    --raw --numstat -M`` (renames found, binary files marked ``-``), tracked and untracked
-    files alike.
+    Yields ``(records, tree)``: ``records`` is the ``-z`` output of ``git diff-index --raw
+    --numstat -M`` (renames found, binary files marked ``-``), tracked and untracked files
+    alike; ``tree()`` waits for ``git write-tree``, which runs meanwhile (both only read
+    the scratch index), so the caller can parse the records in the mean time.
     """
     import threading
 
     with worktree_index(root, index=index) as env:
-        # write-tree and diff-index only read the scratch index: run them side by side.
         trees: list[str] = []
         writer = threading.Thread(
             target=lambda: trees.append(out(["write-tree"], cwd=root, env=env)),
             name="loopkit-write-tree",
         )
         writer.start()
+
+        def tree() -> str:
+            writer.join()
+            return trees[0] if trees else out(["write-tree"], cwd=root, env=env)  # its error
+
         try:
             done = git(
                 [
@@ -307,10 +315,12 @@ def worktree_diff(root: Path, base: str, *, index: Path | None = None) -> tuple[
                 cwd=root,
                 env=env,
             )
+            yield done.stdout, tree
         finally:
-            writer.join()
-        if not trees:
-            tree = out(["write-tree"], cwd=root, env=env)  # its error, raised here
-        else:
-            tree = trees[0]
-    return tree, done.stdout
+            writer.join()  # the scratch index goes only once write-tree is done with it
+
+
+def worktree_diff(root: Path, base: str, *, index: Path | None = None) -> tuple[str, bytes]:
+    """The working tree's hash and its change against ``base`` (see ``worktree_changes``)."""
+    with worktree_changes(root, base, index=index) as (records, tree):
+        return tree(), records
