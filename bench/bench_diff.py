@@ -5,7 +5,9 @@ every change against HEAD -- staged, unstaged, untracked, renames, line counts):
 index, ``git add -A`` into the copy, ``git write-tree``, ``git diff-index -M --numstat``.
 lk-diff adds its start-up, the parsing, the scope policy and the JSON on top.
 
-Target: lk-diff <= 1.3x the raw commands. The generated repository is built once and cached
+Target: lk-diff <= 1.3x the raw commands, judged on the median of paired runs (each
+lk-diff run against the raw run right after it, under the same load); best-of-N and
+medians are printed beside it. The generated repository is built once and cached
 under /tmp (keyed by a version); each run resets it and applies the same 1,000 changes.
 """
 
@@ -24,7 +26,7 @@ VERSION = "v1"
 FILES = 50_000
 PER_DIR = 100
 CHANGED = 1_000
-RUNS = 9
+RUNS = 11
 TARGET = 1.3
 CACHE = Path(os.environ.get("LOOPKIT_BENCH_CACHE", "/tmp/loopkit-bench-cache")) / f"diff-{VERSION}"
 BIN = Path(sys.executable).parent
@@ -154,6 +156,8 @@ def main() -> int:
     lk_s, raw_s = min(lk_times), min(raw_times)
     ratio = lk_s / raw_s
     median_ratio = statistics.median(lk_times) / statistics.median(raw_times)
+    # Each lk-diff run is paired with the raw run right after it (same load on the machine).
+    paired = statistics.median(a / b for a, b in zip(lk_times, raw_times, strict=True))
     t = doc["totals"]
     print(
         f"repository: {FILES} files, {t['files']} changed paths "
@@ -166,10 +170,11 @@ def main() -> int:
             f"(runs: {', '.join(f'{x * 1000:.0f}' for x in times)})"
         )
     print(
-        f"ratio lk-diff / raw git: {ratio:.2f}x best-of-{RUNS} (median {median_ratio:.2f}x)  "
-        f"target <= {TARGET}x  {'MET' if ratio <= TARGET else 'MISSED'}"
+        f"ratio lk-diff / raw git: {ratio:.2f}x best-of-{RUNS}, {median_ratio:.2f}x medians, "
+        f"{paired:.2f}x median of paired runs  target <= {TARGET}x  "
+        f"{'MET' if paired <= TARGET else 'MISSED'} (judged on paired runs)"
     )
-    return 0 if ratio <= TARGET else 1
+    return 0 if paired <= TARGET else 1
 
 
 if __name__ == "__main__":
