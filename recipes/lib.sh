@@ -258,6 +258,9 @@ lk_commit_all() {
 lk_commit_paths() {
     # lk_commit_paths MESSAGE PATH...: commit just these paths (the checklist, the memory
     # file) if they changed; paths git ignores or outside the work tree are skipped.
+    # These bookkeeping commits hold no code, so they skip the hooks (--no-verify): a hook
+    # that runs the checks -- red at a park, by definition -- must not block the record of
+    # that very park. The task's own commit (lk_commit_all) always runs the hooks.
     local msg=$1
     shift
     local p rel keep=()
@@ -274,7 +277,7 @@ lk_commit_paths() {
     fi
     local before after
     before=$(git rev-parse -q --verify HEAD || true)
-    git commit -q -m "$msg" -- "${keep[@]}" || return 1
+    git commit -q --no-verify -m "$msg" -- "${keep[@]}" || return 1
     after=$(git rev-parse -q --verify HEAD || true)
     [ "$after" != "$before" ]
 }

@@ -83,7 +83,9 @@ def test_a_parked_task_blocks_its_dependents_and_others_go_on(tmp_path) -> None:
     assert p.git("status", "--porcelain") == ""
 
 
-def test_regression_6_the_checklist_never_advances_past_a_commit_that_did_not_land(tmp_path) -> None:
+def test_regression_6_the_checklist_never_advances_past_a_commit_that_did_not_land(
+    tmp_path,
+) -> None:
     # Naive variants caught: `git commit ... ; lk-plan mark ... done` (the mark does not
     # check that the commit worked), and a phased loop that goes on to the next task after
     # loop.sh failed to commit (the article's "five phases built fine and never got
@@ -101,3 +103,37 @@ def test_regression_6_the_checklist_never_advances_past_a_commit_that_did_not_la
     assert p.task_line("beta").startswith("- [ ]")
     assert p.worker_calls() == 1  # beta never started
     assert p.run_dirs("beta") == []
+
+
+def test_with_the_lk_verify_hook_installed_parks_are_recorded_and_green_commits_checked(
+    tmp_path,
+) -> None:
+    # The pre-commit snippet and the ratchet together: the task's commit goes through the
+    # lk-verify hook; the park's record (checklist + memory, no code) does not, or the red
+    # checks that caused the park would block its own record and stop the run.
+    import shutil
+    import subprocess
+
+    from tests.recipes_helpers import BIN, RECIPES, recipe_env
+
+    tasks = plan("broken", "Will crash") + plan("gamma", "Independent")
+    p = make_project(tmp_path, WORKER, tasks=tasks, checks=CHECK)
+    shutil.copy(RECIPES / "pre-commit-config.yaml", p.root / ".pre-commit-config.yaml")
+    p.git("add", ".pre-commit-config.yaml")
+    p.git("commit", "-qm", "hooks", "--no-verify")
+    env = {"PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home")}
+    subprocess.run(
+        [str(BIN / "pre-commit"), "install"],
+        cwd=p.root,
+        env=recipe_env(env),
+        check=True,
+        capture_output=True,
+    )
+    proc = p.run("phased-loop.sh", env=env)
+    assert proc.returncode == 1, fail_message(proc)  # one task parked
+    assert p.task_line("broken").startswith("- [!]")
+    assert p.task_line("gamma").startswith("- [x]")
+    assert "lk-verify" in proc.stdout + proc.stderr  # the hook ran on gamma's commit
+    subjects = p.git("log", "--pretty=%s").splitlines()
+    assert "loopkit: park broken (failed)" in subjects
+    assert "loopkit: gamma: Independent" in subjects
