@@ -404,6 +404,9 @@ def normalize_transcript(path: str, *, provider: str | None = None) -> dict[str,
     p = Path(path)
     if not p.is_file():
         raise BadInput(path, "no such file: expected a saved worker stream")
+    with open(p, "rb") as f:
+        if not f.read(4096).strip():
+            raise BadInput(path, "empty: expected a saved worker stream")
     name = provider or detect(p)
     prov = providers.get(name)
     parser = prov.parser()

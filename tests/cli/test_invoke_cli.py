@@ -56,6 +56,9 @@ def test_transcript_provider_can_be_forced(tmp_path: Path) -> None:
 def test_missing_transcript_is_bad_input(tmp_path: Path) -> None:
     rc, out, err = invoke(["--transcript", str(tmp_path / "nope.jsonl")])
     assert rc == 3 and out == "" and "nope.jsonl" in err
+    (tmp_path / "empty.jsonl").write_text("\n\n")
+    rc, out, err = invoke(["--transcript", str(tmp_path / "empty.jsonl")])
+    assert rc == 3 and out == "" and "empty" in err
 
 
 def test_dry_run_prints_argv_and_handoff_and_runs_nothing(
