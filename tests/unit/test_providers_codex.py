@@ -7,6 +7,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from loopkit import providers
 from loopkit.providers.base import Exit, RunSpec
@@ -190,3 +192,47 @@ def test_reset_at_a_clock_time_is_in_the_future() -> None:
     assert NOW < when <= NOW.replace(day=30, hour=23)
     dated = parse_reset("or try again at Jan 15th, 2027 8:00 AM.", now=NOW)
     assert dated is not None and dated.startswith("2027-01-1")
+
+
+_values = st.one_of(st.none(), st.integers(), st.text(max_size=12), st.lists(st.none(), max_size=2))
+_items = st.fixed_dictionaries(
+    {"type": st.sampled_from(["command_execution", "file_change", "agent_message", "error", "x"])},
+    optional={
+        "id": st.one_of(st.text(max_size=3), st.integers()),
+        "command": _values,
+        "exit_code": _values,
+        "status": _values,
+        "changes": _values,
+        "text": _values,
+    },
+)
+_events = st.one_of(
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(["item.started", "item.completed", "item.updated"])},
+        optional={"item": st.one_of(_items, _values)},
+    ),
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(["turn.completed", "turn.failed", "error", "thread.started"])},
+        optional={"usage": _values, "error": _values, "message": _values, "thread_id": _values},
+    ),
+).map(json.dumps)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(_events, st.text(max_size=40), st.binary(max_size=40)), max_size=25))
+def test_any_event_sequence_is_tolerated(lines: list[object]) -> None:
+    p = CodexParser()
+    for line in lines:
+        p.feed(line)  # type: ignore[arg-type]
+    state = p.finish()
+    assert state.tool_errors <= state.tool_call_count
+    outcome = providers.get("codex").classify(state, Exit(0))
+    assert outcome.stop_reason in (
+        "completed",
+        "crashed",
+        "api_error",
+        "rate_limited",
+        "usage_limit",
+        "auth_error",
+        "invalid_request",
+    )
