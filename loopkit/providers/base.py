@@ -47,8 +47,9 @@ Typical use (what ``loopkit.invoke`` does, and what a read-only judge can do)::
     outcome = p.classify(state, Exit(exit_code=done.exit_code, stopped=done.stopped))
     state.files_read, state.final_message, outcome.stop_reason
 
-``loopkit.invoke.run_worker(...)`` wraps exactly that loop (artifacts, timeout, breaker,
-cancellation) and returns the ``run`` record; a judge may call it with ``read_only=True``.
+``loopkit.invoke.execute(provider, spec, artifacts=...)`` wraps exactly that loop (timeout,
+breaker, cancellation, the saved stream) and returns a ``Result`` with the ``run`` record,
+the parsed state and the outcome; a judge calls it with ``RunSpec(read_only=True)``.
 ``parse_transcript(path)`` normalizes a saved stream (provider detected from its content).
 """
 
