@@ -144,6 +144,11 @@ CASES: dict[str, dict[str, Any]] = {
         "provider": "codex",
         "turns": [{"error": {"status": 401}}],
     },
+    "codex_cut_then_ok": {
+        "provider": "codex",
+        "turns": [{"cut": {"times": 1}, "text": "Done after a reconnect."}],
+        "retries": 2,
+    },
     "codex_500_forever": {
         "provider": "codex",
         "turns": [{"error": {"status": 500}}],
