@@ -76,7 +76,7 @@ _RULE_TEXT: tuple[tuple[str, str, int], ...] = (
     # run counts in summary lines ("3 passed, 1 failed in 0.1s")
     (
         r"\b\d+ (passed|failed|errors?|skipped|warnings?|xfailed|xpassed|deselected|"
-        r"selected|tests?|items?|examples?|assertions?|specs?|pending|todo)\b",
+        r"selected|tests?|items?|examples?|assertions?|specs?|pending|todo|total|ignored|measured)\b",
         r"<k> \1",
         re.I,
     ),
