@@ -10,7 +10,6 @@ the tree it started from.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -62,7 +61,7 @@ def _slug(name: str) -> str:
 
 def _sha256_file(path: Path) -> tuple[str, bytes]:
     """The file's sha256 and its last bytes (enough for the tail and the fingerprint)."""
-    h = hashlib.sha256()
+    h = fingerprint.sha256()
     size = path.stat().st_size
     with open(path, "rb") as f:
         while block := f.read(_CHUNK):
@@ -234,7 +233,7 @@ def load_contract(
         rules = os.stat(Path(__file__).with_name("contract.py"))
     except OSError:
         return _resolve(path, document)
-    h = hashlib.sha256(raw)
+    h = fingerprint.sha256(raw)
     h.update(f"\0{__version__}\0{SCHEMA_VERSION}\0{rules.st_mtime_ns}\0{rules.st_size}".encode())
     cached = state / "cache" / f"contract-{h.hexdigest()[:32]}.json"
     try:
