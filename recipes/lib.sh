@@ -157,8 +157,9 @@ lk_reset_paths_check() {
     # entries are directories now (LK_RESET_DIRS), so a directory an attempt deleted
     # still comes back -- empty.
     LK_RESET_DIRS=" "
-    local p
-    for p in ${RESET_PATHS:-}; do
+    local p entries=()
+    read -r -a entries <<<"${RESET_PATHS:-}" # split on blanks, never globbed
+    for p in ${entries[@]+"${entries[@]}"}; do
         case $p in
         /* | '~'* | . | ./ | .. | ../* | */.. | */../* | .git | .git/*)
             lk_die "$LK_EXIT_SETUP" "RESET_PATHS entry '$p' is unsafe: use a path inside the repository"
@@ -170,6 +171,9 @@ lk_reset_paths_check() {
         case "$LK_STATE/" in
         "$LK_ROOT/$stripped/"*) lk_die "$LK_EXIT_SETUP" "RESET_PATHS entry '$p' holds loopkit's state folder" ;;
         esac
+        if [ -L "$LK_ROOT/$stripped" ] || ! lk_physical_parent_inside "$LK_ROOT/$stripped"; then
+            lk_die "$LK_EXIT_SETUP" "RESET_PATHS entry '$p' is (or lies under) a symlink: name the real path inside the repository"
+        fi
         if [ -n "$(git ls-files -- "$stripped" 2>/dev/null)" ]; then
             lk_die "$LK_EXIT_SETUP" "RESET_PATHS entry '$p' holds tracked files: git reset restores those; name only ignored paths"
         fi
@@ -181,13 +185,30 @@ lk_reset_paths_check() {
     done
 }
 
+lk_physical_parent_inside() {
+    # True when the nearest existing folder above PATH, symlinks resolved, is inside
+    # LK_ROOT: an attempt may have turned a parent into a symlink to somewhere else.
+    local parent root
+    parent=$(dirname "$1")
+    while [ ! -d "$parent" ]; do parent=$(dirname "$parent"); done
+    parent=$(cd "$parent" 2>/dev/null && pwd -P) || return 1
+    root=$(cd "$LK_ROOT" && pwd -P) || return 1
+    case "$parent/" in "$root/"*) return 0 ;; esac
+    return 1
+}
+
 lk_reset_paths() {
     # Wipe every RESET_PATHS entry; a directory is recreated empty, never left missing.
-    local p stripped target
-    for p in ${RESET_PATHS:-}; do
+    local p stripped target entries=()
+    read -r -a entries <<<"${RESET_PATHS:-}"
+    for p in ${entries[@]+"${entries[@]}"}; do
         stripped=${p%/}
         stripped=${stripped#./}
         target=$LK_ROOT/$stripped
+        if ! lk_physical_parent_inside "$target"; then
+            lk_log "RESET_PATHS entry $stripped now lies outside the repository (a symlink?): left alone"
+            continue
+        fi
         if [ -L "$target" ]; then
             rm -f -- "$target" || return 1
         elif [ -d "$target" ]; then

@@ -328,3 +328,34 @@ def test_a_stage_that_prints_no_document_stops_the_loop(tmp_path: Path) -> None:
     assert proc.returncode == 70, fail_message(proc)
     assert "printed no document" in proc.stderr
     assert p.head() == before
+
+
+def test_reset_paths_never_follow_a_symlink_out_of_the_repository(tmp_path: Path) -> None:
+    # Naive variant caught: `rm -rf "$root/$path"` after an attempt turned a parent folder
+    # into a symlink to somewhere else -- the wipe would land outside the repository.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "cache.db").write_text("not yours\n")
+    body = f"""
+import os, shutil
+shutil.rmtree("store")
+os.symlink({str(outside)!r}, "store")
+sys.exit(3)
+"""
+    p = make_project(tmp_path, body, gitignore="store\n")
+    (p.root / "store").mkdir()
+    (p.root / "store" / "cache.db").write_text("drift\n")
+    proc = loop(p, "--reset-path", "store/cache.db")
+    assert proc.returncode == 21, fail_message(proc)
+    assert (outside / "cache.db").read_text() == "not yours\n"
+    assert "outside the repository" in proc.stderr
+
+
+def test_reset_paths_refuse_a_symlink_at_start(tmp_path: Path) -> None:
+    p = make_project(tmp_path, GOOD, gitignore="data\n")
+    (tmp_path / "elsewhere").mkdir()
+    (p.root / "data").symlink_to(tmp_path / "elsewhere")
+    proc = loop(p, env={"RESET_PATHS": "data/*"})  # quoted, never globbed
+    assert proc.returncode == 4, fail_message(proc)
+    assert "symlink" in proc.stderr
+    assert p.worker_calls() == 0
