@@ -105,6 +105,10 @@ function checkResetPaths(root, state, entries) {
         path.resolve(root, clean) === state || state.startsWith(path.resolve(root, clean) + path.sep)) {
       throw new Stop(EXIT.SETUP, `RESET_PATHS entry '${p}' is unsafe: use an ignored path inside the repository`);
     }
+    const full0 = path.join(root, clean);
+    if ((fs.existsSync(full0) && fs.lstatSync(full0).isSymbolicLink()) || !parentInside(root, full0)) {
+      throw new Stop(EXIT.SETUP, `RESET_PATHS entry '${p}' is (or lies under) a symlink: name the real path inside the repository`);
+    }
     if (git(["ls-files", "--", clean])) {
       throw new Stop(EXIT.SETUP, `RESET_PATHS entry '${p}' holds tracked files: name only ignored paths`);
     }
@@ -114,10 +118,23 @@ function checkResetPaths(root, state, entries) {
   return dirs;
 }
 
+// The nearest existing folder above `full`, symlinks resolved, lies inside the repository.
+function parentInside(root, full) {
+  let parent = path.dirname(full);
+  while (!fs.existsSync(parent)) parent = path.dirname(parent);
+  const real = fs.realpathSync(parent);
+  const top = fs.realpathSync(root);
+  return real === top || real.startsWith(top + path.sep);
+}
+
 function resetPaths(root, entries, dirs) {
   for (const p of entries) {
     const clean = p.replace(/\/+$/, "").replace(/^\.\//, "");
     const full = path.join(root, clean);
+    if (!parentInside(root, full)) {
+      log(`RESET_PATHS entry ${clean} now lies outside the repository (a symlink?): left alone`);
+      continue;
+    }
     fs.rmSync(full, { recursive: true, force: true });
     if (dirs.has(clean)) fs.mkdirSync(full, { recursive: true });
     log(`reset ${clean}`);
