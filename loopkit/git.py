@@ -94,6 +94,10 @@ def locate(
     ``base=None``, except ``HEAD`` in a repository without commits, which resolves to the
     empty tree when ``unborn_ok``.
     """
+    if base is None:
+        found = _discover(path)
+        if found is not None:
+            return found
     args = ["rev-parse", "--show-toplevel", "--git-path", "index"]
     if base is not None:
         args += ["--verify", "-q", "--end-of-options", f"{base}^{{commit}}"]
@@ -117,6 +121,58 @@ def locate(
         elif base == "HEAD" and unborn_ok:
             resolved = empty_tree(root)
     return Located(root=root, index=index, base=resolved)
+
+
+#: With any of these set, git's own discovery rules apply (so git is asked).
+_DISCOVERY_ENV = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_COMMON_DIR",
+    "GIT_CEILING_DIRECTORIES",
+    "GIT_DISCOVERY_ACROSS_FILESYSTEM",
+)
+
+
+def _discover(path: str | os.PathLike[str]) -> Located | None:
+    """The plain case of git's repository discovery, without starting git (about 7 ms here).
+
+    Only a ``.git`` folder of our own, with no worktree or bare setting in its config, is
+    recognised; anything else (a ``.git`` file, discovery variables, another owner) returns
+    None and git is asked.
+    """
+    if any(k in os.environ for k in _DISCOVERY_ENV):
+        return None
+    try:
+        here = os.path.realpath(path)
+    except OSError:
+        return None
+    if ".git" in here.split(os.sep):
+        return None
+    while True:
+        dotgit = os.path.join(here, ".git")
+        try:
+            st = os.stat(dotgit)
+        except OSError:
+            st = None
+        if st is not None:
+            if not os.path.isdir(dotgit) or st.st_uid != os.geteuid():
+                return None
+            try:
+                with open(os.path.join(dotgit, "config"), "rb") as f:
+                    config = f.read(65536).lower()
+            except OSError:
+                return None
+            if b"worktree" in config or b"bare = true" in config or b"bare=true" in config:
+                return None
+            if not os.path.isfile(os.path.join(dotgit, "HEAD")):
+                return None
+            chosen = os.environ.get("GIT_INDEX_FILE")
+            index = Path(os.path.abspath(chosen)) if chosen else Path(dotgit, "index")
+            return Located(root=Path(here), index=index, base=None)
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent
 
 
 def empty_tree(root: str | os.PathLike[str]) -> str:

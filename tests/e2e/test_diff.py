@@ -319,3 +319,19 @@ def test_linked_worktree_and_verify_agree_on_the_tree(repo: Path, tmp_path: Path
         "??",
         "new.txt",
     ]
+
+
+def test_repository_discovery_without_git_agrees_with_git(repo: Path, tmp_path: Path) -> None:
+    sub = repo / "src"
+    found = lkgit._discover(sub)
+    assert found is not None
+    top = git(sub, "rev-parse", "--show-toplevel").strip()
+    index = git(sub, "rev-parse", "--git-path", "index").strip()
+    assert found.root == Path(top)
+    assert found.index == (sub / index).resolve()
+    # Anything unusual is left to git itself: a .git file (linked worktree), not a repo.
+    wt = tmp_path / "wt2"
+    git(repo, "worktree", "add", "-q", str(wt))
+    assert lkgit._discover(wt) is None
+    assert lkgit.locate(wt).root == wt.resolve()
+    assert lkgit._discover(tmp_path) is None
