@@ -255,7 +255,10 @@ class TreeWatch:
 
     def __init__(self, root: Path, *, index: Path | None = None) -> None:
         self.root = root
-        self.real = index if index is not None else index_path(root)
+        if index is None:
+            found = _discover(root)
+            index = found.index if found is not None else index_path(root)
+        self.real = index
         self.path = _scratch_copy(self.real)
         self.env = {"GIT_INDEX_FILE": self.path}
         self._last: str | None = None
