@@ -31,6 +31,7 @@
 # MEMORY_FILE (instead of the contract's `memory`),
 # LK_RESUME=never (never pass --resume), LK_JSON=python (read JSON without jq), LK_VERBOSE=1
 # (every stage's exit on stderr too; it is always in .loopkit/recipes.log).
+# Portable to the bash 3.2 of macOS (no empty-array expansions under set -u).
 set -u
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -39,7 +40,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 LK_PROG=loop.sh
 
 usage() {
-    sed -n '2,30s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"
     cat <<'EOF'
 
 Options:
@@ -189,11 +190,11 @@ if [ "$reproduce" = 1 ]; then
     # and the first handoff carries the failing output.
     p=$run_dir/0
     lk_log "$task_id: reproducing the failure on the untouched tree (no worker runs)"
-    stage diff "$input" "$p-diff.json" lk-diff "${cargs[@]}" --base "$base"
+    stage diff "$input" "$p-diff.json" lk-diff ${cargs[@]+"${cargs[@]}"} --base "$base"
     expect $? lk-diff 0 1
-    stage verify "$p-diff.json" "$p-verify.json" lk-verify "${cargs[@]}"
+    stage verify "$p-diff.json" "$p-verify.json" lk-verify ${cargs[@]+"${cargs[@]}"}
     expect $? lk-verify 0 1
-    stage decide "$p-verify.json" "$p-decide.json" lk-decide "${cargs[@]}"
+    stage decide "$p-verify.json" "$p-decide.json" lk-decide ${cargs[@]+"${cargs[@]}"}
     settle $?
 fi
 
@@ -205,7 +206,7 @@ while :; do
     fi
     p=$run_dir/$round
 
-    stage admit "$input" "$p-admit.json" lk-decide --admit "${cargs[@]}"
+    stage admit "$input" "$p-admit.json" lk-decide --admit ${cargs[@]+"${cargs[@]}"}
     rc=$?
     case $rc in
     0) ;;
@@ -225,19 +226,19 @@ while :; do
     if [ -n "$session" ] && [ "${LK_RESUME:-auto}" != never ]; then
         rargs=(--resume "$session")
     fi
-    stage invoke "$input" "$p-invoke.json" lk-invoke "${cargs[@]}" "${rargs[@]}"
+    stage invoke "$input" "$p-invoke.json" lk-invoke ${cargs[@]+"${cargs[@]}"} ${rargs[@]+"${rargs[@]}"}
     expect $? lk-invoke 0 1
-    stage diff "$p-invoke.json" "$p-diff.json" lk-diff "${cargs[@]}" --base "$base"
+    stage diff "$p-invoke.json" "$p-diff.json" lk-diff ${cargs[@]+"${cargs[@]}"} --base "$base"
     expect $? lk-diff 0 1
-    stage verify "$p-diff.json" "$p-verify.json" lk-verify "${cargs[@]}"
+    stage verify "$p-diff.json" "$p-verify.json" lk-verify ${cargs[@]+"${cargs[@]}"}
     vrc=$?
     expect "$vrc" lk-verify 0 1
     last=$p-verify.json
     if [ "$vrc" = 0 ] && [ "$(lk_json "$last" .task.kind)" = goal ]; then
-        stage judge "$last" "$p-judge.json" lk-judge "${cargs[@]}"
+        stage judge "$last" "$p-judge.json" lk-judge ${cargs[@]+"${cargs[@]}"}
         expect $? lk-judge 0 1
         last=$p-judge.json
     fi
-    stage decide "$last" "$p-decide.json" lk-decide "${cargs[@]}"
+    stage decide "$last" "$p-decide.json" lk-decide ${cargs[@]+"${cargs[@]}"}
     settle $?
 done

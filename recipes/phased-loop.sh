@@ -20,7 +20,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 LK_PROG=phased-loop.sh
 
 usage() {
-    sed -n '2,15s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"
 }
 
 abspath() {
@@ -80,7 +80,7 @@ while :; do
     esac
     handled="$handled$id "
     lk_log "task $id ($(lk_json "$next" .task.kind)): $(lk_one_line "$(lk_json "$next" .task.text)" 120)"
-    "$HERE/loop.sh" --tasks "$tasks" "${loop_args[@]}" "$next"
+    "$HERE/loop.sh" --tasks "$tasks" ${loop_args[@]+"${loop_args[@]}"} "$next"
     rc=$?
     case $rc in
     0) completed=$((completed + 1)) ;;

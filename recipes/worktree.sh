@@ -33,7 +33,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 LK_PROG=worktree.sh
 
 usage() {
-    sed -n '2,30s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"
 }
 
 abspath() {
@@ -193,7 +193,7 @@ while :; do
     git -C "$MAIN" worktree add -q --detach "$wt" "$base" || lk_die "$LK_EXIT_SETUP" "git worktree add failed"
     (LK_ROOT=$wt && lk_reset_paths) || lk_die "$LK_EXIT_SETUP" "could not create RESET_PATHS directories in $wt"
 
-    stage admit "$input" "$p-admit.json" lk-decide --admit "${cargs[@]}"
+    stage admit "$input" "$p-admit.json" lk-decide --admit ${cargs[@]+"${cargs[@]}"}
     rc=$?
     case $rc in
     0) ;;
@@ -204,20 +204,20 @@ while :; do
     esac
 
     cd "$wt" || exit "$LK_EXIT_SETUP"
-    stage invoke "$input" "$p-invoke.json" lk-invoke "${cargs[@]}"
+    stage invoke "$input" "$p-invoke.json" lk-invoke ${cargs[@]+"${cargs[@]}"}
     expect $? lk-invoke 0 1
-    stage diff "$p-invoke.json" "$p-diff.json" lk-diff "${cargs[@]}" --base "$base"
+    stage diff "$p-invoke.json" "$p-diff.json" lk-diff ${cargs[@]+"${cargs[@]}"} --base "$base"
     expect $? lk-diff 0 1
-    stage verify "$p-diff.json" "$p-verify.json" lk-verify "${cargs[@]}"
+    stage verify "$p-diff.json" "$p-verify.json" lk-verify ${cargs[@]+"${cargs[@]}"}
     vrc=$?
     expect "$vrc" lk-verify 0 1
     last=$p-verify.json
     if [ "$vrc" = 0 ] && [ "$(lk_json "$last" .task.kind)" = goal ]; then
-        stage judge "$last" "$p-judge.json" lk-judge "${cargs[@]}"
+        stage judge "$last" "$p-judge.json" lk-judge ${cargs[@]+"${cargs[@]}"}
         expect $? lk-judge 0 1
         last=$p-judge.json
     fi
-    stage decide "$last" "$p-decide.json" lk-decide "${cargs[@]}"
+    stage decide "$last" "$p-decide.json" lk-decide ${cargs[@]+"${cargs[@]}"}
     drc=$?
     cd "$MAIN" || exit "$LK_EXIT_SETUP"
     last=$p-decide.json
