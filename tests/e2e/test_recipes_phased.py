@@ -137,3 +137,22 @@ def test_with_the_lk_verify_hook_installed_parks_are_recorded_and_green_commits_
     subjects = p.git("log", "--pretty=%s").splitlines()
     assert "loopkit: park broken (failed)" in subjects
     assert "loopkit: gamma: Independent" in subjects
+
+
+def test_lk_cancel_stops_the_whole_run_at_the_next_boundary(tmp_path) -> None:
+    # Naive variant caught: treating 30 as "park and go on to the next task".
+    worker = """
+import subprocess
+Path("src").mkdir(exist_ok=True)
+Path(f"src/{task}.txt").write_text("bad\\n")
+subprocess.run(["lk", "cancel", "--reason", "going home"], check=True)
+"""
+    tasks = plan("alpha", "First") + plan("beta", "Second")
+    p = make_project(tmp_path, worker, tasks=tasks, checks=CHECK)
+    proc = p.run("phased-loop.sh")
+    assert proc.returncode == 30, fail_message(proc)
+    assert p.worker_calls() == 1
+    assert p.task_line("alpha").startswith("- [ ]")  # neither done nor parked
+    assert p.task_line("beta").startswith("- [ ]")
+    assert (p.root / "src" / "alpha.txt").read_text() == "bad\n"  # left as it was
+    assert "loop health" in proc.stdout  # the report still closes the run
