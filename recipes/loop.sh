@@ -170,7 +170,7 @@ settle() {
     22) lk_park 22 "${outcome:-budget_exhausted}" "$last" ;;
     30)
         ref=$(lk_save cancelled) || exit "$LK_EXIT_NO_COMMIT"
-        lk_log "$task_id: cancelled; the tree is left as it is (saved as $ref)"
+        lk_log "$task_id: cancelled; the tree is left as it is (saved as $ref); 'lk cancel --clear' lifts the cancellation"
         exit 30
         ;;
     *) expect "$drc" lk-decide 0 10 11 20 21 22 30 ;;
@@ -216,7 +216,7 @@ while :; do
     22) lk_park 22 budget_exhausted "$p-admit.json" ;;
     30) # lk-decide --admit also refuses once `lk cancel` was asked
         ref=$(lk_save cancelled) || exit "$LK_EXIT_NO_COMMIT"
-        lk_log "$task_id: cancelled before attempt $round; the tree is left as it is (saved as $ref)"
+        lk_log "$task_id: cancelled before attempt $round; the tree is left as it is (saved as $ref); 'lk cancel --clear' lifts the cancellation"
         exit 30
         ;;
     *) expect "$rc" "lk-decide --admit" 0 20 22 30 ;;
