@@ -140,29 +140,40 @@ class Facts:
 
 def gather(cwd: str | os.PathLike[str], *, base: str | None = None) -> Facts:
     """The change in the repository at ``cwd`` against ``base`` (default HEAD)."""
-    asked = base or "HEAD"
-    return gather_at(locate(cwd, base=asked), asked)
-
-
-def locate(cwd: str | os.PathLike[str], *, base: str) -> git.Located:
-    """The repository at ``cwd`` with ``base`` resolved (exit 3 when it names nothing)."""
-    where = git.locate(cwd, base=base)
-    if where.base is None:
-        raise BadInput("--base", f"{base!r} names no commit or tree in {where.root}")
-    return where
+    return gather_at(git.locate(cwd), base or "HEAD")
 
 
 def gather_at(where: git.Located, base_ref: str) -> Facts:
-    """The change in the located repository against its resolved base."""
-    assert where.base is not None
-    with git.worktree_changes(where.root, where.base, index=where.index) as (records, tree):
-        files = parse_records(records)  # while git write-tree still runs
-        for f in files:
-            blob = f.pop("_id", None)
-            if f.get("symlink"):
-                f["symlink_target"] = _symlink_target(where.root, f["path"], str(blob))
-        tree_id = tree()
-    return Facts(root=where.root, base=where.base, base_ref=base_ref, tree=tree_id, files=files)
+    """The change in the located repository against ``base_ref`` (exit 3 if it names nothing).
+
+    The base is resolved by a git call of its own that runs while ``git add`` refreshes
+    the scratch index, off the critical path.
+    """
+    import threading
+
+    found: list[str | None] = []
+    resolver = threading.Thread(
+        target=lambda: found.append(git.resolve(where.root, base_ref)), name="lk-diff-base"
+    )
+    resolver.start()
+
+    def base_id() -> str:
+        resolver.join()
+        if not found or found[0] is None:
+            raise BadInput("--base", f"{base_ref!r} names no commit or tree in {where.root}")
+        return found[0]
+
+    try:
+        with git.worktree_changes(where.root, base_id, index=where.index) as (records, tree):
+            files = parse_records(records)  # while git write-tree still runs
+            for f in files:
+                blob = f.pop("_id", None)
+                if f.get("symlink"):
+                    f["symlink_target"] = _symlink_target(where.root, f["path"], str(blob))
+            tree_id = tree()
+    finally:
+        resolver.join()
+    return Facts(root=where.root, base=base_id(), base_ref=base_ref, tree=tree_id, files=files)
 
 
 def assess(facts: Facts, *, contract: Mapping[str, Any] | None) -> Result:

@@ -111,16 +111,33 @@ def locate(
         index = (Path(path) / index).resolve()
     resolved = lines[2] if len(lines) > 2 and done.exit_code == 0 else None
     if base is not None and resolved is None:
-        tree = git(
-            ["rev-parse", "--verify", "-q", "--end-of-options", f"{base}^{{tree}}"],
-            cwd=path,
-            check=False,
-        )
-        if tree.exit_code == 0:
-            resolved = tree.stdout.decode().strip()
-        elif base == "HEAD" and unborn_ok:
-            resolved = empty_tree(root)
+        resolved = _tree_or_empty(root, base, unborn_ok=unborn_ok)
     return Located(root=root, index=index, base=resolved)
+
+
+def resolve(root: Path, base: str, *, unborn_ok: bool = True) -> str | None:
+    """``base`` as a commit id (or a tree id); None when it names nothing (see ``locate``)."""
+    done = git(
+        ["rev-parse", "--verify", "-q", "--end-of-options", f"{base}^{{commit}}"],
+        cwd=root,
+        check=False,
+    )
+    if done.exit_code == 0:
+        return done.stdout.decode().strip()
+    return _tree_or_empty(root, base, unborn_ok=unborn_ok)
+
+
+def _tree_or_empty(root: Path, base: str, *, unborn_ok: bool) -> str | None:
+    tree = git(
+        ["rev-parse", "--verify", "-q", "--end-of-options", f"{base}^{{tree}}"],
+        cwd=root,
+        check=False,
+    )
+    if tree.exit_code == 0:
+        return tree.stdout.decode().strip()
+    if base == "HEAD" and unborn_ok:
+        return empty_tree(root)
+    return None
 
 
 #: With any of these set, git's own discovery rules apply (so git is asked).
@@ -335,18 +352,21 @@ def tree_hash(root: Path, *, index: Path | None = None) -> str:
 
 @contextlib.contextmanager
 def worktree_changes(
-    root: Path, base: str, *, index: Path | None = None
+    root: Path, base: str | Callable[[], str], *, index: Path | None = None
 ) -> Iterator[tuple[bytes, Callable[[], str]]]:
     """The working tree's change against ``base``, and a call that returns its hash.
 
     Yields ``(records, tree)``: ``records`` is the ``-z`` output of ``git diff-index --raw
     --numstat -M`` (renames found, binary files marked ``-``), tracked and untracked files
     alike; ``tree()`` waits for ``git write-tree``, which runs meanwhile (both only read
-    the scratch index), so the caller can parse the records in the mean time.
+    the scratch index), so the caller can parse the records in the mean time. ``base``
+    may be a call that returns the base's id, made once the index is up to date (so
+    it can be resolved while ``git add`` runs).
     """
     import threading
 
     with worktree_index(root, index=index) as env:
+        base_id = base() if callable(base) else base
         trees: list[str] = []
         writer = threading.Thread(
             target=lambda: trees.append(out(["write-tree"], cwd=root, env=env)),
@@ -369,7 +389,7 @@ def worktree_changes(
                     "--numstat",
                     "--no-ext-diff",
                     "--end-of-options",
-                    base,
+                    base_id,
                 ],
                 cwd=root,
                 env=env,

@@ -52,14 +52,14 @@ def main(contract_path: str | None, base: str | None) -> int:
     import os
 
     from loopkit import diff as core
-    from loopkit import document
+    from loopkit import document, git
     from loopkit.errors import EnvironmentProblem
 
     doc = document.read_attempt()
     recorded = (doc or {}).get("diff") or {}
     asked = recorded.get("base") or base or "HEAD"
     try:
-        where = core.locate(os.getcwd(), base=asked)
+        where = git.locate(os.getcwd())
     except EnvironmentProblem:
         if contract_path or (doc and doc.get("contract")):
             from loopkit import contract
