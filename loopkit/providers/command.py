@@ -5,7 +5,9 @@ Run:    /bin/sh -c COMMAND in the repository, the handoff on stdin AND in the fi
         ``LOOPKIT_TASK_ID`` and ``LOOPKIT_REPO`` are exported too. The environment is the
         allow-list (PATH, HOME, LANG, ...) plus the contract's ``worker.env_allow``.
 Stream: plain output; the last non-empty line is the final message.
-Result: exit 0 -> completed (claimed_complete); any other status -> crashed, with that
+Result: exit 0 -> completed (claimed_complete); exit 75 (EX_TEMPFAIL) -> api_error, a
+        transient failure that lk-decide retries with backoff (how a wrapper script says
+        "the model was overloaded, try later"); any other status -> crashed, with that
         status and the last line in ``error``. Timeout, cancellation and the breaker end
         the whole process group as for any provider.
 """
@@ -29,6 +31,8 @@ from loopkit.providers.base import (
     clip,
 )
 
+#: sysexits.h EX_TEMPFAIL: the worker's way of saying "transient, try again later".
+TEMPFAIL = 75
 HANDOFF_ENV = "LOOPKIT_HANDOFF"
 SHELL = "/bin/sh"
 
@@ -85,6 +89,8 @@ class CommandProvider(Provider):
         if end.exit_code == 0:
             return Outcome("completed", False, None, claimed_complete=True)
         last = state.last_text or _last_line(end.stderr_tail) or "no output"
+        if end.exit_code == TEMPFAIL:
+            return Outcome("api_error", True, clip(f"transient failure (exit 75): {last}", 500))
         if end.exit_code == 127:
             last = _last_line(end.stderr_tail) or last
             return Outcome("crashed", True, clip(f"command not found (exit 127): {last}", 500))

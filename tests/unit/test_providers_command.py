@@ -60,6 +60,18 @@ def test_exit_status_and_last_line_make_the_record() -> None:
     assert cmd.classify(state, Exit(None, "timeout")).stop_reason == "timeout"
 
 
+def test_exit_75_is_a_transient_failure_that_decide_retries_with_backoff() -> None:
+    from loopkit.classify import STOP_REASONS
+
+    cmd = providers.get("command")
+    p = CommandParser()
+    p.feed(b"model overloaded\n")
+    out = cmd.classify(p.finish(), Exit(75))
+    assert (out.stop_reason, out.is_error) == ("api_error", True)
+    assert "model overloaded" in (out.error or "")
+    assert STOP_REASONS["api_error"] == "transient"
+
+
 def test_allowed_env_prefixes_and_exact_names() -> None:
     env = allowed_env(
         {"PATH": "p", "ANTHROPIC_X": "1", "ANTHROPICX": "2", "FOO": "f"}, ["ANTHROPIC_", "FOO"]
