@@ -78,7 +78,11 @@ def main(contract_path: str | None, only: tuple[str, ...], fail_fast: bool) -> i
     for c in result.body["checks"]:
         if not c["passed"]:
             why = "timed out" if c.get("timed_out") else f"exit {c['exit_code']}"
-            click.echo(f"lk-verify: {c['name']} failed ({why}); log: {c['log']}", err=True)
+            click.echo(
+                f"lk-verify: {c['name']} failed ({why}); fingerprint {c['fingerprint']}; "
+                f"log: {c['log']}",
+                err=True,
+            )
         if c.get("changed_tree"):
             click.echo(f"lk-verify: {c['name']} changed the working tree", err=True)
     if doc is not None:

@@ -58,7 +58,7 @@ def test_pass_and_fail_with_full_evidence(git_repo: Path) -> None:
     log = git_repo / unit["log"]
     assert log.is_file() and log.is_relative_to(git_repo / ".loopkit" / "artifacts")
     assert unit["output_sha256"] == hashlib.sha256(log.read_bytes()).hexdigest()
-    assert "unit tests failed (exit 3)" in done.stderr
+    assert f"unit tests failed (exit 3); fingerprint {unit['fingerprint']}" in done.stderr
     # The logs never make the tree dirty.
     assert git(git_repo, "status", "--porcelain") == ""
 
