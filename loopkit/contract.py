@@ -206,7 +206,9 @@ _CRITERION: dict[str, Check] = {
 
 DEFAULTS: dict[str, Any] = {
     "scope": {"protected": [], "always_allowed": []},
-    "worker": {"provider": "command", "timeout": 900, "breaker_repeats": 3},
+    # No default provider: a contract used only for checks (pre-commit) names no worker;
+    # lk-invoke falls back to the command provider and asks for a command.
+    "worker": {"timeout": 900, "breaker_repeats": 3},
     "plan": {"split_lines": 600, "split_files": 8},
     "budgets": {"same_failure": 2},
 }
@@ -245,7 +247,7 @@ def validate(data: Any) -> list[Problem]:
     worker = data.get("worker")
     if isinstance(worker, Mapping):
         if (
-            worker.get("provider", DEFAULTS["worker"]["provider"]) == "command"
+            worker.get("provider") == "command"
             and "command" not in worker
         ):
             out.append(Problem("$.worker.command", "provider 'command' needs a command to run"))

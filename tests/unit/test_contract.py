@@ -74,7 +74,6 @@ def test_the_example_contract_is_valid() -> None:
             "expected one of claude, codex, command",
         ),
         ({"worker": {"provider": "command"}}, "$.worker.command", "needs a command"),
-        ({"worker": {}}, "$.worker.command", "needs a command"),
         ({"judge": {"model": "x"}}, "$.judge.provider", "missing"),
         ({"judge": {"provider": "command"}}, "$.judge.command", "needs a command"),
         ({"plan": {"split_lines": 0}}, "$.plan.split_lines", ">= 1"),
@@ -213,3 +212,17 @@ def test_apply_task_narrows_scope_and_caps_budgets() -> None:
     assert base["scope"]["writable"] == ["src/**", "tests/**", "docs/**"]  # not mutated
     schema.validate(out, "contract")
     assert contract.apply_task(base, {"scope": [], "budget": {}}) == base
+
+
+def test_defaults_never_invent_a_worker_provider() -> None:
+    # A checks-only contract (pre-commit) names no worker; filling in "command" without
+    # a command would make the emitted contract fail its own schema downstream.
+    from loopkit import contract as c
+    from loopkit import schema
+
+    data = {"version": 1, "objective": "x", "scope": {"writable": ["a/**"]},
+            "criteria": [{"name": "t", "run": "true"}]}
+    full = c.with_defaults(data)
+    assert "provider" not in full["worker"]
+    assert schema.errors(full, "contract") == []
+    assert c.validate({**data, "worker": {}}) == []
