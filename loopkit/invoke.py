@@ -378,6 +378,9 @@ def attempt(req: Request) -> dict[str, Any]:
     if req.document is None:
         return {"attempt_id": doc["attempt_id"], **result.record}
     doc["run"] = result.record
+    if p.contract is not None and not doc.get("contract"):
+        # Later commands (and the loop's scripts: memory, budgets) read the contract here.
+        doc["contract"] = p.contract
     return doc
 
 

@@ -94,6 +94,8 @@ def test_command_worker_with_a_piped_attempt(
     assert run["provider"] == "command" and run["stop_reason"] == "completed"
     assert run["claimed_complete"] is True and run["final_message"] == "ok"
     assert doc["task"]["id"] == "hello" and doc["attempt_id"]
+    # --contract with a document that had none: the contract travels on down the pipe.
+    assert doc["contract"]["objective"] == "Write hello.txt."
     assert (git_repo / "hello.txt").read_text() == "hello\n"
     saved = git_repo / run["handoff"]
     assert "Say hello." in saved.read_text()
