@@ -240,26 +240,30 @@ def _scratch_copy(real: Path) -> str:
     and git compares their content instead of trusting the stat data. (No shutil or
     tempfile: their imports cost more than this whole function.)
     """
-    for _ in range(100):
-        tmp = str(real.parent / f"loopkit-index-{os.getpid()}-{os.urandom(4).hex()}")
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            continue
-        try:
-            src = os.open(real, os.O_RDONLY)
-        except FileNotFoundError:
-            os.close(fd)
-            os.unlink(tmp)  # no index yet (fresh repository): git starts an empty one
+    # Beside the real index when git's folder is writable, else in the temporary folder.
+    for where in (str(real.parent), os.environ.get("TMPDIR") or "/tmp"):
+        for _ in range(50):
+            tmp = os.path.join(where, f"loopkit-index-{os.getpid()}-{os.urandom(4).hex()}")
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                continue
+            except OSError:
+                break  # not writable here: try the next folder
+            try:
+                src = os.open(real, os.O_RDONLY)
+            except FileNotFoundError:
+                os.close(fd)
+                os.unlink(tmp)  # no index yet (fresh repository): git starts an empty one
+                return tmp
+            try:
+                st = os.fstat(src)
+                _copy_fd(src, fd, st.st_size)
+            finally:
+                os.close(src)
+                os.close(fd)
+            os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
             return tmp
-        try:
-            st = os.fstat(src)
-            _copy_fd(src, fd, st.st_size)
-        finally:
-            os.close(src)
-            os.close(fd)
-        os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
-        return tmp
     raise GitError(f"cannot create a scratch index beside {real}")
 
 
