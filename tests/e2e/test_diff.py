@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -335,3 +336,26 @@ def test_repository_discovery_without_git_agrees_with_git(repo: Path, tmp_path: 
     assert lkgit._discover(wt) is None
     assert lkgit.locate(wt).root == wt.resolve()
     assert lkgit._discover(tmp_path) is None
+
+
+def test_tree_watch_sees_every_change_and_skips_write_tree_when_none(repo: Path) -> None:
+    # Files written in the same instant as an index are "racily clean" and make git
+    # rewrite it; settled files (the usual case) leave it alone.
+    past = time.time() - 60
+    for f in repo.rglob("*"):
+        if ".git" not in f.parts:
+            os.utime(f, (past, past), follow_symlinks=False)
+    git(repo, "update-index", "-q", "--refresh")
+    with lkgit.TreeWatch(repo) as watch:
+        first = watch.hash()
+        stamp = watch._stamp()
+        assert watch.hash() == first and watch._stamp() == stamp  # nothing rewritten
+        (repo / "src" / "app.py").write_text("X" * len((repo / "src" / "app.py").read_text()))
+        same_size = watch.hash()  # same size, same second: content is compared
+        assert same_size != first
+        os.chmod(repo / "run.sh", 0o755)
+        assert watch.hash() != same_size
+        os.chmod(repo / "run.sh", 0o644)
+        (repo / "src" / "app.py").write_text("".join(f"line {i}\n" for i in range(10)))
+        assert watch.hash() == first == lkgit.tree_hash(repo)
+    assert not list((repo / ".git").glob("loopkit-index-*"))
