@@ -366,6 +366,10 @@ def attempt(req: Request) -> dict[str, Any]:
     def cancelled() -> str | None:
         return "cancelled" if cancel.requested(state_path) else None
 
+    # Where the tree started: a worker that commits its own change must not hide it from
+    # lk-diff, which compares against this base when no other is given.
+    head = git.git(["rev-parse", "--verify", "-q", "HEAD"], cwd=root, check=False)
+    base = head.stdout.decode().strip() if head.exit_code == 0 else None
     result = execute(
         p.provider,
         p.spec,
@@ -375,9 +379,10 @@ def attempt(req: Request) -> dict[str, Any]:
         breaker_repeats=int(p.worker.get("breaker_repeats") or DEFAULT_REPEATS),
         should_stop=cancelled,
     )
+    record = {**result.record, "base": base} if base else dict(result.record)
     if req.document is None:
-        return {"attempt_id": doc["attempt_id"], **result.record}
-    doc["run"] = result.record
+        return {"attempt_id": doc["attempt_id"], **record}
+    doc["run"] = record
     if p.contract is not None and not doc.get("contract"):
         # Later commands (and the loop's scripts: memory, budgets) read the contract here.
         doc["contract"] = p.contract

@@ -5,7 +5,8 @@ Usage:  lk-diff [--contract loop.yaml] [--base REF]
 
 Input:  an attempt document on stdin when piped (optional). The contract is --contract,
         else the piped document's, else ./loop.yaml; without any, nothing is checked.
-        The base is the piped attempt's recorded diff.base, else --base, else HEAD.
+        The base is the piped attempt's recorded diff.base, else --base, else the commit
+        the worker started from (run.base, so a worker's own commits still count), else HEAD.
 Output: one JSON line on stdout: the attempt document with "diff" added, or the diff
         section alone ({"kind": "loopkit/diff", ...}) when nothing is piped.
 Exit codes: 0 within policy; 1 policy violated; 3 bad input; 4 not a git repository.
@@ -42,7 +43,8 @@ Exit codes:
 @click.option(
     "--base",
     metavar="REF",
-    help="Compare against REF (default: HEAD). A piped attempt's recorded diff.base wins.",
+    help="Compare against REF (default: the worker's starting commit, run.base, else HEAD). "
+    "A piped attempt's recorded diff.base wins.",
 )
 def main(contract_path: str | None, base: str | None) -> int:
     """Collect the change (staged, unstaged and untracked, renames, deletions, binary files,
@@ -57,7 +59,8 @@ def main(contract_path: str | None, base: str | None) -> int:
 
     doc = document.read_attempt()
     recorded = (doc or {}).get("diff") or {}
-    asked = recorded.get("base") or base or "HEAD"
+    started = ((doc or {}).get("run") or {}).get("base")  # HEAD before the worker ran
+    asked = recorded.get("base") or base or started or "HEAD"
     try:
         where = git.locate(os.getcwd())
     except EnvironmentProblem:
