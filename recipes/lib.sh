@@ -414,3 +414,25 @@ lk_complete() {
     fi
     exit 0
 }
+
+lk_abspath() {
+    # lk_abspath PATH: PATH made absolute against the current directory (no symlinks resolved)
+    case $1 in /*) printf '%s' "$1" ;; *) printf '%s/%s' "$(pwd)" "$1" ;; esac
+}
+
+lk_stage() {
+    # lk_stage NAME IN OUT CMD... -> the command's exit code. Runs one loopkit command with
+    # IN on stdin and its document in OUT (stderr kept beside it as OUT.err). Notes use the
+    # caller's $task_id and $round.
+    local name=$1 in=$2 out=$3
+    shift 3
+    "$@" <"$in" >"$out" 2> >(tee "${out%.json}.err" >&2)
+    local rc=$?
+    if [ ! -s "$out" ] && { [ "$rc" -lt 2 ] || { [ "$rc" -ge 10 ] && [ "$rc" -le 30 ]; }; }; then
+        # A verdict or a decision without its document is a bug, never a result to act on.
+        lk_log "$name exited $rc but printed no document: stopping"
+        rc=70
+    fi
+    lk_note "${task_id:-?} round ${round:-?}: $name exited $rc ($out)"
+    return "$rc"
+}

@@ -57,15 +57,12 @@ Options:
 EOF
 }
 
-abspath() {
-    case $1 in /*) printf '%s' "$1" ;; *) printf '%s/%s' "$(pwd)" "$1" ;; esac
-}
 
 contract='' tasks='' start='' task_id='' task_text='' task_kind=task max_rounds=50 allow_dirty=0 reproduce=0
 while [ $# -gt 0 ]; do
     case $1 in
-    --contract) contract=$(abspath "${2:?--contract needs a file}"); shift 2 ;;
-    --tasks) tasks=$(abspath "${2:?--tasks needs a file}"); shift 2 ;;
+    --contract) contract=$(lk_abspath "${2:?--contract needs a file}"); shift 2 ;;
+    --tasks) tasks=$(lk_abspath "${2:?--tasks needs a file}"); shift 2 ;;
     --task-id) task_id=${2:?--task-id needs an id}; shift 2 ;;
     --task) task_text=${2:?--task needs text}; shift 2 ;;
     --goal) task_kind=goal; shift ;;
@@ -76,7 +73,7 @@ while [ $# -gt 0 ]; do
     -h | --help) usage; exit 0 ;;
     -) start=-; shift ;;
     -*) printf 'loop.sh: unknown option %s\n' "$1" >&2; usage >&2; exit 2 ;;
-    *) start=$(abspath "$1"); shift ;;
+    *) start=$(lk_abspath "$1"); shift ;;
     esac
 done
 case $max_rounds in '' | *[!0-9]*) printf 'loop.sh: --max-rounds needs a number\n' >&2; exit 2 ;; esac
@@ -118,20 +115,6 @@ cargs=()
 LK_TASK_ID=$task_id LK_BASE=$base LK_TASKS=$tasks LK_CONTRACT=$contract LK_RUN_DIR=$run_dir LK_LABEL=start
 
 # --- one stage: stdin from a file, stdout to a file, stderr shown and kept ------------------
-stage() {
-    # stage NAME IN OUT CMD... -> the command's exit code
-    local name=$1 in=$2 out=$3
-    shift 3
-    "$@" <"$in" >"$out" 2> >(tee "${out%.json}.err" >&2)
-    local rc=$?
-    if [ ! -s "$out" ] && { [ "$rc" -lt 2 ] || { [ "$rc" -ge 10 ] && [ "$rc" -le 30 ]; }; }; then
-        # A verdict or a decision without its document is a bug, never a result to act on.
-        lk_log "$name exited $rc but printed no document: stopping"
-        rc=70
-    fi
-    lk_note "$task_id round $round: $name exited $rc ($out)"
-    return "$rc"
-}
 
 expect() {
     # expect RC NAME OK-CODES...: stop the loop (tree left as it is) on any other code.
@@ -190,11 +173,11 @@ if [ "$reproduce" = 1 ]; then
     # and the first handoff carries the failing output.
     p=$run_dir/0
     lk_log "$task_id: reproducing the failure on the untouched tree (no worker runs)"
-    stage diff "$input" "$p-diff.json" lk-diff ${cargs[@]+"${cargs[@]}"} --base "$base"
+    lk_stage diff "$input" "$p-diff.json" lk-diff ${cargs[@]+"${cargs[@]}"} --base "$base"
     expect $? lk-diff 0 1
-    stage verify "$p-diff.json" "$p-verify.json" lk-verify ${cargs[@]+"${cargs[@]}"}
+    lk_stage verify "$p-diff.json" "$p-verify.json" lk-verify ${cargs[@]+"${cargs[@]}"}
     expect $? lk-verify 0 1
-    stage decide "$p-verify.json" "$p-decide.json" lk-decide ${cargs[@]+"${cargs[@]}"}
+    lk_stage decide "$p-verify.json" "$p-decide.json" lk-decide ${cargs[@]+"${cargs[@]}"}
     settle $?
 fi
 
@@ -206,7 +189,7 @@ while :; do
     fi
     p=$run_dir/$round
 
-    stage admit "$input" "$p-admit.json" lk-decide --admit ${cargs[@]+"${cargs[@]}"}
+    lk_stage admit "$input" "$p-admit.json" lk-decide --admit ${cargs[@]+"${cargs[@]}"}
     rc=$?
     case $rc in
     0) ;;
@@ -226,19 +209,19 @@ while :; do
     if [ -n "$session" ] && [ "${LK_RESUME:-auto}" != never ]; then
         rargs=(--resume "$session")
     fi
-    stage invoke "$input" "$p-invoke.json" lk-invoke ${cargs[@]+"${cargs[@]}"} ${rargs[@]+"${rargs[@]}"}
+    lk_stage invoke "$input" "$p-invoke.json" lk-invoke ${cargs[@]+"${cargs[@]}"} ${rargs[@]+"${rargs[@]}"}
     expect $? lk-invoke 0 1
-    stage diff "$p-invoke.json" "$p-diff.json" lk-diff ${cargs[@]+"${cargs[@]}"} --base "$base"
+    lk_stage diff "$p-invoke.json" "$p-diff.json" lk-diff ${cargs[@]+"${cargs[@]}"} --base "$base"
     expect $? lk-diff 0 1
-    stage verify "$p-diff.json" "$p-verify.json" lk-verify ${cargs[@]+"${cargs[@]}"}
+    lk_stage verify "$p-diff.json" "$p-verify.json" lk-verify ${cargs[@]+"${cargs[@]}"}
     vrc=$?
     expect "$vrc" lk-verify 0 1
     last=$p-verify.json
     if [ "$vrc" = 0 ] && [ "$(lk_json "$last" .task.kind)" = goal ]; then
-        stage judge "$last" "$p-judge.json" lk-judge ${cargs[@]+"${cargs[@]}"}
+        lk_stage judge "$last" "$p-judge.json" lk-judge ${cargs[@]+"${cargs[@]}"}
         expect $? lk-judge 0 1
         last=$p-judge.json
     fi
-    stage decide "$last" "$p-decide.json" lk-decide ${cargs[@]+"${cargs[@]}"}
+    lk_stage decide "$last" "$p-decide.json" lk-decide ${cargs[@]+"${cargs[@]}"}
     settle $?
 done

@@ -23,20 +23,17 @@ usage() {
     awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"
 }
 
-abspath() {
-    case $1 in /*) printf '%s' "$1" ;; *) printf '%s/%s' "$(pwd)" "$1" ;; esac
-}
 
 contract='' tasks='' loop_args=()
 while [ $# -gt 0 ]; do
     case $1 in
-    --contract) contract=$(abspath "${2:?--contract needs a file}"); shift 2 ;;
+    --contract) contract=$(lk_abspath "${2:?--contract needs a file}"); shift 2 ;;
     --reset-path) loop_args+=(--reset-path "${2:?--reset-path needs a path}"); shift 2 ;;
     --max-rounds) loop_args+=(--max-rounds "${2:?--max-rounds needs a number}"); shift 2 ;;
     --reproduce) loop_args+=(--reproduce); shift ;;
     -h | --help) usage; exit 0 ;;
     -*) printf 'phased-loop.sh: unknown option %s\n' "$1" >&2; usage >&2; exit 2 ;;
-    *) tasks=$(abspath "$1"); shift ;;
+    *) tasks=$(lk_abspath "$1"); shift ;;
     esac
 done
 lk_setup_state

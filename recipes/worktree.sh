@@ -36,15 +36,12 @@ usage() {
     awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"
 }
 
-abspath() {
-    case $1 in /*) printf '%s' "$1" ;; *) printf '%s/%s' "$(pwd)" "$1" ;; esac
-}
 
 contract='' tasks='' start='' task_id='' task_text='' task_kind=task max_rounds=50
 while [ $# -gt 0 ]; do
     case $1 in
-    --contract) contract=$(abspath "${2:?--contract needs a file}"); shift 2 ;;
-    --tasks) tasks=$(abspath "${2:?--tasks needs a file}"); shift 2 ;;
+    --contract) contract=$(lk_abspath "${2:?--contract needs a file}"); shift 2 ;;
+    --tasks) tasks=$(lk_abspath "${2:?--tasks needs a file}"); shift 2 ;;
     --task-id) task_id=${2:?--task-id needs an id}; shift 2 ;;
     --task) task_text=${2:?--task needs text}; shift 2 ;;
     --goal) task_kind=goal; shift ;;
@@ -52,7 +49,7 @@ while [ $# -gt 0 ]; do
     --max-rounds) max_rounds=${2:?--max-rounds needs a number}; shift 2 ;;
     -h | --help) usage; exit 0 ;;
     -*) printf 'worktree.sh: unknown option %s\n' "$1" >&2; usage >&2; exit 2 ;;
-    *) start=$(abspath "$1"); shift ;;
+    *) start=$(lk_abspath "$1"); shift ;;
     esac
 done
 case $max_rounds in '' | *[!0-9]*) printf 'worktree.sh: --max-rounds needs a number\n' >&2; exit 2 ;; esac
@@ -93,19 +90,6 @@ wt_root=${LK_WORKTREES:-${TMPDIR:-/tmp}/loopkit-worktrees}
 mkdir -p "$wt_root" || lk_die "$LK_EXIT_SETUP" "cannot create $wt_root"
 wt=
 
-stage() {
-    local name=$1 in=$2 out=$3
-    shift 3
-    "$@" <"$in" >"$out" 2> >(tee "${out%.json}.err" >&2)
-    local rc=$?
-    if [ ! -s "$out" ] && { [ "$rc" -lt 2 ] || { [ "$rc" -ge 10 ] && [ "$rc" -le 30 ]; }; }; then
-        # A verdict or a decision without its document is a bug, never a result to act on.
-        lk_log "$name exited $rc but printed no document: stopping"
-        rc=70
-    fi
-    lk_note "$task_id round $round: $name exited $rc ($out)"
-    return "$rc"
-}
 
 expect() {
     local rc=$1 name=$2
@@ -193,7 +177,7 @@ while :; do
     git -C "$MAIN" worktree add -q --detach "$wt" "$base" || lk_die "$LK_EXIT_SETUP" "git worktree add failed"
     (LK_ROOT=$wt && lk_reset_paths) || lk_die "$LK_EXIT_SETUP" "could not create RESET_PATHS directories in $wt"
 
-    stage admit "$input" "$p-admit.json" lk-decide --admit ${cargs[@]+"${cargs[@]}"}
+    lk_stage admit "$input" "$p-admit.json" lk-decide --admit ${cargs[@]+"${cargs[@]}"}
     rc=$?
     case $rc in
     0) ;;
@@ -204,20 +188,20 @@ while :; do
     esac
 
     cd "$wt" || exit "$LK_EXIT_SETUP"
-    stage invoke "$input" "$p-invoke.json" lk-invoke ${cargs[@]+"${cargs[@]}"}
+    lk_stage invoke "$input" "$p-invoke.json" lk-invoke ${cargs[@]+"${cargs[@]}"}
     expect $? lk-invoke 0 1
-    stage diff "$p-invoke.json" "$p-diff.json" lk-diff ${cargs[@]+"${cargs[@]}"} --base "$base"
+    lk_stage diff "$p-invoke.json" "$p-diff.json" lk-diff ${cargs[@]+"${cargs[@]}"} --base "$base"
     expect $? lk-diff 0 1
-    stage verify "$p-diff.json" "$p-verify.json" lk-verify ${cargs[@]+"${cargs[@]}"}
+    lk_stage verify "$p-diff.json" "$p-verify.json" lk-verify ${cargs[@]+"${cargs[@]}"}
     vrc=$?
     expect "$vrc" lk-verify 0 1
     last=$p-verify.json
     if [ "$vrc" = 0 ] && [ "$(lk_json "$last" .task.kind)" = goal ]; then
-        stage judge "$last" "$p-judge.json" lk-judge ${cargs[@]+"${cargs[@]}"}
+        lk_stage judge "$last" "$p-judge.json" lk-judge ${cargs[@]+"${cargs[@]}"}
         expect $? lk-judge 0 1
         last=$p-judge.json
     fi
-    stage decide "$last" "$p-decide.json" lk-decide ${cargs[@]+"${cargs[@]}"}
+    lk_stage decide "$last" "$p-decide.json" lk-decide ${cargs[@]+"${cargs[@]}"}
     drc=$?
     cd "$MAIN" || exit "$LK_EXIT_SETUP"
     last=$p-decide.json
