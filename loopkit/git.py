@@ -13,6 +13,7 @@ from pathlib import Path
 
 from loopkit import proc
 from loopkit.errors import EnvironmentProblem, LoopkitError
+from loopkit.exitcodes import ExitCode
 
 #: Keep git from reading a user's pager, editor or locale into our parsing.
 _ENV_FIXES = {
@@ -24,7 +25,10 @@ _ENV_FIXES = {
 
 
 class GitError(LoopkitError):
-    """A git command failed where it should not have."""
+    """A git command failed where it should not have (a broken or unreadable repository):
+    an environment error (4), never mistaken for a verdict or a bug."""
+
+    code = ExitCode.ENVIRONMENT
 
 
 def _env(extra: Mapping[str, str] | None = None) -> dict[str, str]:

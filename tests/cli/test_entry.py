@@ -15,6 +15,7 @@ from loopkit.cli._entry import command
 from loopkit.cli.lk import COMMANDS
 from loopkit.cli.lk import main as lk
 from loopkit.errors import BadInput, EnvironmentProblem
+from loopkit.git import GitError
 from loopkit.exitcodes import ExitCode
 
 
@@ -33,6 +34,7 @@ def _cmd(exc: BaseException | None, code: int = 0) -> click.Command:
     [
         (BadInput("loop.yaml", "expected a list", path="$.criteria"), 3, "loop.yaml: $.criteria: expected a list"),
         (EnvironmentProblem("/tmp/x: not a git repository"), 4, "not a git repository"),
+        (GitError("git write-tree failed: fatal: bad object"), 4, "git write-tree failed"),
         (KeyboardInterrupt(), 130, "interrupted"),
         (ZeroDivisionError("boom"), 70, "internal error: ZeroDivisionError: boom"),
     ],
