@@ -15,8 +15,8 @@ from loopkit.cli._entry import command
 from loopkit.cli.lk import COMMANDS
 from loopkit.cli.lk import main as lk
 from loopkit.errors import BadInput, EnvironmentProblem
-from loopkit.git import GitError
 from loopkit.exitcodes import ExitCode
+from loopkit.git import GitError
 
 
 def _cmd(exc: BaseException | None, code: int = 0) -> click.Command:
