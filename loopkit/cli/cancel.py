@@ -6,7 +6,8 @@ Usage:  lk cancel [--reason TEXT]     every later lk-decide answers cancelled (3
         lk cancel --status            print the intent, if any
 
 Input:  none (the repository's state folder, .loopkit/).
-Output: one JSON line: {"kind": "loopkit/cancel", "version": 1, "requested": bool, ...}.
+Output: one JSON line: {"kind": "loopkit/cancel", "version": 1, "requested": bool, ...}
+        (schemas/cancel.json).
 Exit codes: 0 done; 1 --clear or --status found no intent; 4 not in a git repository.
 """
 
@@ -30,9 +31,8 @@ EPILOG = (
 @click.option("--status", is_flag=True, help="Only show whether cancellation is requested.")
 def main(reason: str | None, clear: bool, status: bool) -> int:
     """Ask every loop in this repository to stop at its next boundary (or lift that)."""
-    import json
-
     from loopkit import cancel
+    from loopkit.document import emit
     from loopkit.state import state_dir
 
     state = state_dir(".")
@@ -40,17 +40,17 @@ def main(reason: str | None, clear: bool, status: bool) -> int:
     if clear:
         lifted = cancel.clear(state)
         body.update(requested=False, cleared=lifted)
-        click.echo(json.dumps(body))
+        emit(body)
         click.echo("lk cancel: " + ("cleared" if lifted else "nothing to clear"), err=True)
         return 0 if lifted else 1
     if status:
         intent = cancel.requested(state)
         body.update(requested=intent is not None, intent=intent)
-        click.echo(json.dumps(body))
+        emit(body)
         return 0 if intent else 1
     intent = cancel.request(state, reason=reason)
     body.update(requested=True, intent=intent)
-    click.echo(json.dumps(body))
+    emit(body)
     click.echo(
         f"lk cancel: requested ({intent['reason']}); lift with `lk cancel --clear`", err=True
     )
