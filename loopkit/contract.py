@@ -246,10 +246,7 @@ def validate(data: Any) -> list[Problem]:
             )
     worker = data.get("worker")
     if isinstance(worker, Mapping):
-        if (
-            worker.get("provider") == "command"
-            and "command" not in worker
-        ):
+        if worker.get("provider") == "command" and "command" not in worker:
             out.append(Problem("$.worker.command", "provider 'command' needs a command to run"))
     judge = data.get("judge")
     if isinstance(judge, Mapping):
