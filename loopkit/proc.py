@@ -46,24 +46,73 @@ def group_alive(pgid: int) -> bool:
     return _signal_group(pgid, 0)
 
 
+def _escaped(pgid: int, known: set[int]) -> set[int]:
+    """Live descendants of ``pgid``'s leader (and of ``known``) outside its process group.
+
+    Claude Code, for one, starts its Bash tool in a session of its own: ending the
+    worker's group alone would leave that shell and its children running. Read from
+    /proc (nothing found where there is none).
+    """
+    parents: dict[int, list[int]] = {}
+    groups: dict[int, int] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return set()
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) < 3 or fields[0] == b"Z":
+            continue
+        pid = int(name)
+        parents.setdefault(int(fields[1]), []).append(pid)
+        groups[pid] = int(fields[2])
+    found: set[int] = set()
+    todo = [pgid, *known]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return {pid for pid in found | known if pid in groups and groups[pid] != pgid}
+
+
+def _signal_pids(pids: set[int], sig: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
 def kill_group(
     pgid: int, *, grace_s: float = GRACE_S, leader: subprocess.Popen[bytes] | None = None
 ) -> None:
     """SIGTERM the group, wait up to ``grace_s`` for it to go, then SIGKILL what is left.
 
+    Descendants that left the group (a new session of their own) are ended the same way.
     ``leader`` (our own child) is reaped while waiting: an unreaped zombie still counts
     as a member of its group and would make every stop take the whole grace period.
     """
-    if not _signal_group(pgid, signal.SIGTERM):
+    escaped = _escaped(pgid, set())
+    if not _signal_group(pgid, signal.SIGTERM) and not escaped:
         return
+    _signal_pids(escaped, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
         if leader is not None:
             leader.poll()
-        if not group_alive(pgid):
+        more = _escaped(pgid, escaped)
+        _signal_pids(more - escaped, signal.SIGTERM)
+        escaped = more
+        if not group_alive(pgid) and not escaped:
             return
         time.sleep(0.02)
     _signal_group(pgid, signal.SIGKILL)
+    _signal_pids(_escaped(pgid, escaped), signal.SIGKILL)
 
 
 def _popen(
@@ -187,6 +236,8 @@ class Running:
 
     def wait(self) -> Finished:
         code = self.proc.wait()
+        if self.stopped and self._watch is not None:
+            self._watch.join()  # a stop in progress ends what escaped the group too
         _signal_group(self.proc.pid, signal.SIGKILL)  # leave nothing behind
         if self.proc.stdout is not None:
             self.proc.stdout.close()
