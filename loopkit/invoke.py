@@ -326,6 +326,13 @@ def plan(req: Request, *, root: Path | None = None) -> Plan:
         environ=env,
     )
     timeout = float(req.timeout or worker.get("timeout") or DEFAULT_TIMEOUT_S)
+    # An admitted document (lk-decide --admit) carries the run's share of the wall-clock
+    # budget: the worker gets no more, so the verification reserve stays for the checks.
+    admission = doc.get("admission")
+    granted = admission.get("granted") if isinstance(admission, dict) else None
+    share = granted.get("timeout_s") if isinstance(granted, dict) else None
+    if not req.timeout and isinstance(share, (int, float)) and share > 0:
+        timeout = min(timeout, float(share))
     return Plan(provider=provider, spec=spec, contract=contract, worker=worker, timeout=timeout)
 
 

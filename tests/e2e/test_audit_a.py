@@ -37,3 +37,38 @@ def test_lk_cancel_prints_only_schema_valid_json(git_repo: Path) -> None:
         seen.append(doc["requested"])
     assert seen == [True, True, False, False, False]
     assert "cancel" in _run(["lk", "schema", "--list"], git_repo).stdout.split()
+
+
+def _project(repo: Path, worker: str, *, wall_seconds: int, check_timeout: int) -> None:
+    (repo / "loop.yaml").write_text(
+        "version: 1\nobjective: Write notes.\nscope: {writable: [\"notes/**\"]}\n"
+        f"criteria: [{{name: notes, run: \"test -f notes/a.txt\", timeout: {check_timeout}}}]\n"
+        f"budgets: {{attempts: 3, wall_seconds: {wall_seconds}}}\n"
+        f"worker: {{provider: command, command: \"{worker}\", timeout: 60}}\n"
+    )
+    (repo / "TASKS.md").write_text(
+        "- [ ] Write notes {#notes}\n  budget: 5 lines / 1 file\n  scope: notes/a.txt\n  end\n"
+    )
+
+
+def test_an_admitted_run_gets_only_its_granted_share(git_repo: Path) -> None:
+    """lk-plan next | lk-decide --admit | lk-invoke: the worker may not eat the time that
+    admission kept back for verification (wall 8 s - reserve 5 s = 3 s granted, not 60)."""
+    _project(git_repo, "sleep 20; mkdir -p notes; echo hi > notes/a.txt", wall_seconds=8,
+             check_timeout=5)  # fmt: skip
+    task = _run(["lk-plan", "next", "TASKS.md"], git_repo)
+    assert task.returncode == 0, task.stderr
+    admitted = _run(["lk-decide", "--admit"], git_repo, task.stdout)
+    assert admitted.returncode == 0, admitted.stderr
+    granted = json.loads(admitted.stdout)["admission"]["granted"]["timeout_s"]
+    assert 0 < granted <= 3.5
+    planned = _run(["lk-invoke", "--dry-run"], git_repo, admitted.stdout)
+    assert json.loads(planned.stdout)["timeout_s"] == granted
+    # Not piped through admission, or with an explicit --timeout, the worker's own limit holds.
+    assert json.loads(_run(["lk-invoke", "--dry-run"], git_repo, task.stdout).stdout)["timeout_s"] == 60
+    explicit = _run(["lk-invoke", "--dry-run", "--timeout", "7"], git_repo, admitted.stdout)
+    assert json.loads(explicit.stdout)["timeout_s"] == 7
+    ran = _run(["lk-invoke"], git_repo, admitted.stdout)
+    run = json.loads(ran.stdout)["run"]
+    assert ran.returncode == 1 and run["stop_reason"] == "timeout", ran.stderr
+    assert run["duration_s"] < 15
