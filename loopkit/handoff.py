@@ -138,12 +138,12 @@ def _feedback(previous: Mapping[str, Any] | None) -> list[str]:
     return ["## Feedback from the previous attempt", *out, ""]
 
 
-def _memory(memory: str | None) -> list[str]:
+def _memory(memory: str | None, limit: int = MEMORY_BYTES) -> list[str]:
     if not memory or not memory.strip():
         return []
     return [
         "## Lessons from earlier attempts (memory)",
-        cut(memory.strip(), MEMORY_BYTES, keep="tail"),
+        cut(memory.strip(), limit, keep="tail"),
         "",
     ]
 
@@ -198,12 +198,16 @@ def build(
         _memory(memory),
     ]
     text = _join(parts)
-    # Over budget: shrink the memory first, then the feedback, then cut the whole.
+    # Over budget: shrink the memory first (its newest part stays), then the feedback;
+    # drop the memory only if that is still not enough; then cut the whole.
     if len(text.encode("utf-8")) > limit:
-        parts[5] = []
+        parts[5] = _memory(memory, MEMORY_BYTES // 3)
         text = _join(parts)
     if len(text.encode("utf-8")) > limit:
         parts[2] = [cut("\n".join(parts[2]), limit // 3, keep="head"), ""]
+        text = _join(parts)
+    if len(text.encode("utf-8")) > limit:
+        parts[5] = []
         text = _join(parts)
     return cut(text, limit)
 
