@@ -22,7 +22,7 @@ _N_TAKES_VALUE = {"head", "tail", "nl"}
 #: Cheap pre-checks: most commands mention no reader and no outside tool at all.
 _MAYBE_READS = re.compile(r"\b(" + "|".join(sorted(_READERS)) + r")\b")
 _MAYBE_EFFECTS = re.compile(
-    r"\b(push|publish|upload|install|add|ci|yarn|curl|wget|ssh|scp|sftp|rsync|nc|ncat|telnet"
+    r"\b(push|publish|upload|install|add|ci|i|get|yarn|curl|wget|ssh|scp|sftp|rsync|nc|ncat|telnet"
     r"|ftp|http|https|gh|aws|gcloud|az|kubectl|docker|fetch|pull|clone|remote)\b"
 )
 _SEPARATORS = re.compile(r"&&|\|\||;|\||\n")
@@ -37,7 +37,8 @@ _EFFECTS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"^(sudo\s+)?(pip3?|uv\s+pip|python3?\s+-m\s+pip)\s+install\b"
             r"|^(sudo\s+)?(apt|apt-get|yum|dnf|apk|brew|pacman|zypper)\s+(install|add|-S)\b"
             r"|^(npm|pnpm)\s+(install|i|add|ci)\b|^yarn(\s+add|\s+install|\s*$)"
-            r"|^(cargo|go|gem)\s+install\b|^(pipx|uv\s+tool)\s+install\b|^poetry\s+add\b"
+            r"|^(cargo|go|gem)\s+install\b|^(pipx|uv\s+tool)\s+install\b|^(poetry|uv|cargo)\s+add\b"
+            r"|^go\s+get\b"
         ),
     ),
     (

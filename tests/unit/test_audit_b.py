@@ -39,3 +39,10 @@ def test_a_heavy_retry_still_carries_the_newest_memory() -> None:
     assert "## Lessons from earlier attempts (memory)" in text
     assert "parked: task-29 (failed)" in text  # the newest retrospective
     assert "### Check `check0` failed" in text
+
+
+def test_common_package_installs_are_side_effects() -> None:
+    from loopkit.providers.shell import side_effects
+
+    for command in ("npm i left-pad", "pnpm i", "uv add httpx", "cargo add serde", "go get x/y"):
+        assert side_effects(command) == ["package_install"], command
