@@ -59,7 +59,12 @@ def main(ledger_path: str | None, as_json: bool, html_path: str | None) -> int:
     if as_json:
         emit(doc, schema_name="report")
     elif html_path:
+        import os
+
         ledger.atomic_write(Path(html_path), report.page(doc))
+        mask = os.umask(0)  # a page to share: the usual mode, not the temp file's 0600
+        os.umask(mask)
+        os.chmod(html_path, 0o666 & ~mask)
         click.echo(f"lk report: wrote {html_path}", err=True)
     else:
         click.echo(report.text(doc), nl=False)

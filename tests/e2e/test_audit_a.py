@@ -72,3 +72,15 @@ def test_an_admitted_run_gets_only_its_granted_share(git_repo: Path) -> None:
     run = json.loads(ran.stdout)["run"]
     assert ran.returncode == 1 and run["stop_reason"] == "timeout", ran.stderr
     assert run["duration_s"] < 15
+
+
+def test_report_html_is_readable_like_any_file_the_user_writes(git_repo: Path) -> None:
+    page = git_repo.parent / "report.html"
+    old = os.umask(0o022)
+    try:
+        r = _run(["lk", "report", "--html", str(page)], git_repo)
+    finally:
+        os.umask(old)
+    assert r.returncode == 0, r.stderr
+    assert page.read_text().startswith("<!doctype html>")
+    assert page.stat().st_mode & 0o777 == 0o644
