@@ -10,13 +10,17 @@ Errors: ``result.is_error`` with ``api_error_status`` (an API failure after retr
         ``subtype: success`` -- never trust ``subtype`` alone), ``subtype:
         error_max_turns`` / ``terminal_reason: max_turns``, ``permission_denials``.
 Cost:   ``total_cost_usd`` is Claude Code's own price table for the model *name*: trusted
-        only when ANTHROPIC_BASE_URL is unset or the vendor's.
+        only when every base URL it would use (ANTHROPIC_BASE_URL, the Bedrock/Vertex ones,
+        from the environment or the ``env`` of its settings files) is unset or the vendor's.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Mapping
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, ClassVar
 
 from loopkit.providers.base import (
@@ -40,6 +44,13 @@ DEFAULT_MAX_TURNS = 30
 READ_ONLY_TOOLS = ("Read", "Glob", "Grep")
 WRITE_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit", "Bash", "WebFetch", "WebSearch")
 VENDOR_HOSTS = ("anthropic.com",)
+#: Base URLs Claude Code reads, with the hosts that are the real vendor's for each.
+BASE_URLS = {
+    "ANTHROPIC_BASE_URL": VENDOR_HOSTS,
+    "ANTHROPIC_BEDROCK_BASE_URL": ("amazonaws.com",),
+    "ANTHROPIC_VERTEX_BASE_URL": ("googleapis.com",),
+}
+MANAGED_SETTINGS = Path("/etc/claude-code/managed-settings.json")
 COST_SOURCE = "claude-code price table"
 
 
@@ -88,7 +99,7 @@ class ClaudeProvider(Provider):
             env=env,
             cwd=spec.cwd,
             stdin=None,
-            cost_trusted=is_vendor_url(env.get("ANTHROPIC_BASE_URL"), VENDOR_HOSTS),
+            cost_trusted=cost_trusted(env, spec.cwd),
         )
 
     def parser(self) -> ClaudeParser:
@@ -96,6 +107,35 @@ class ClaudeProvider(Provider):
 
     def classify(self, state: RunState, end: Exit) -> Outcome:
         return classify(state, end)
+
+
+def cost_trusted(env: Mapping[str, str], cwd: Path) -> bool:
+    """True when every base URL Claude Code would use is unset or its vendor's own.
+
+    The ``env`` of its settings files counts too: a proxy or another model's endpoint is
+    often set there, and the CLI then prices a model it never talked to.
+    """
+    sources = [env, *_settings_env(env, cwd)]
+    return all(
+        is_vendor_url(src.get(var), hosts) for src in sources for var, hosts in BASE_URLS.items()
+    )
+
+
+def _settings_env(env: Mapping[str, str], cwd: Path) -> list[dict[str, str]]:
+    config = env.get("CLAUDE_CONFIG_DIR") or (f"{env['HOME']}/.claude" if env.get("HOME") else "")
+    paths = [Path(config) / "settings.json"] if config else []
+    paths += [cwd / ".claude" / "settings.json", cwd / ".claude" / "settings.local.json"]
+    paths.append(MANAGED_SETTINGS)
+    found = []
+    for path in paths:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        section = data.get("env") if isinstance(data, dict) else None
+        if isinstance(section, dict):
+            found.append({str(k): str(v) for k, v in section.items() if isinstance(v, str)})
+    return found
 
 
 class ClaudeParser(StreamParser):
