@@ -19,6 +19,8 @@ ATTEMPT_KIND = "loopkit/attempt"
 #: Set to 1 to validate every document a command prints (tests set it).
 VALIDATE_OUTPUT_ENV = "LOOPKIT_VALIDATE_OUTPUT"
 MAX_STDIN_BYTES = 64 * 1024 * 1024
+#: The attempt document's sections; each may also be printed (and piped on) alone.
+SECTIONS = ("task", "run", "diff", "verify", "judge", "decision")
 
 
 def new_attempt(**sections: Any) -> dict[str, Any]:
@@ -75,7 +77,7 @@ def parse_attempt(raw: str | bytes, *, source: str = "<stdin>") -> dict[str, Any
     if "\x00" in raw:
         raise BadInput(source, "binary data: expected a JSON attempt document")
     try:
-        doc = json.loads(raw)
+        doc: object = json.loads(raw)
     except json.JSONDecodeError as e:
         raise BadInput(source, f"not JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
     except RecursionError:
@@ -86,6 +88,15 @@ def parse_attempt(raw: str | bytes, *, source: str = "<stdin>") -> dict[str, Any
             f"expected a JSON object (the attempt document), got {type(doc).__name__}",
             path="$",
         )
+    name = str(doc.get("kind", "")).removeprefix("loopkit/")
+    if name in SECTIONS and doc.get("version") == SCHEMA_VERSION:
+        # A section a command printed alone (`lk-invoke | lk-diff | ...` without lk-plan):
+        # the pipe goes on with an attempt document holding that section.
+        body = {k: v for k, v in doc.items() if k not in ("kind", "version")}
+        doc = new_attempt(**{name: body})
+        for key in ("attempt_id", "started_at"):  # the attempt's own, kept for the next command
+            if key in body:
+                doc[key] = body[key]
     if doc.get("kind") != ATTEMPT_KIND:
         raise BadInput(
             source, f"expected kind {ATTEMPT_KIND!r}, got {doc.get('kind')!r}", path="$.kind"

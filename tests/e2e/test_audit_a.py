@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from loopkit import schema
+from tests.conftest import git
 
 BIN = Path(sys.executable).parent
 
@@ -49,6 +50,8 @@ def _project(repo: Path, worker: str, *, wall_seconds: int, check_timeout: int) 
     (repo / "TASKS.md").write_text(
         "- [ ] Write notes {#notes}\n  budget: 5 lines / 1 file\n  scope: notes/a.txt\n  end\n"
     )
+    git(repo, "add", "loop.yaml", "TASKS.md")
+    git(repo, "commit", "-qm", "contract and plan")
 
 
 def test_an_admitted_run_gets_only_its_granted_share(git_repo: Path) -> None:
@@ -84,3 +87,27 @@ def test_report_html_is_readable_like_any_file_the_user_writes(git_repo: Path) -
     assert r.returncode == 0, r.stderr
     assert page.read_text().startswith("<!doctype html>")
     assert page.stat().st_mode & 0o777 == 0o644
+
+
+def test_a_pipe_may_start_with_any_command_run_alone(git_repo: Path) -> None:
+    """`lk-invoke --contract F | lk-diff | lk-verify | lk-decide`: the section a command
+    prints alone is carried on as an attempt document, not refused as bad input."""
+    _project(git_repo, "mkdir -p notes; echo hi > notes/a.txt", wall_seconds=600, check_timeout=5)
+    out = _run(["lk-invoke", "--contract", "loop.yaml"], git_repo)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["kind"] == "loopkit/run"
+    for cmd, code in (("lk-diff", 0), ("lk-verify", 0), ("lk-decide", 0)):
+        nxt = _run([cmd, "--contract", "loop.yaml"], git_repo, out.stdout)
+        assert nxt.returncode == code, (cmd, nxt.stderr)
+        out = nxt
+    doc = json.loads(out.stdout)
+    schema.validate(doc, "attempt")
+    assert doc["decision"]["outcome"] == "complete"
+    assert doc["attempt_id"] == doc["run"]["attempt_id"]  # one attempt, one artifacts folder
+    # A section printed alone and piped on: lk-verify alone, then lk-decide.
+    alone = _run(["lk-verify", "--contract", "loop.yaml"], git_repo)
+    decided = _run(["lk-decide", "--contract", "loop.yaml"], git_repo, alone.stdout)
+    assert decided.returncode == 10, decided.stderr  # no diff evidence: retry, not exit 3
+    # Anything else is still refused.
+    wrong = _run(["lk-decide"], git_repo, '{"kind": "loopkit/report", "version": 1}')
+    assert wrong.returncode == 3 and "$.kind" in wrong.stderr
