@@ -104,32 +104,42 @@ def execute(
     stderr_path = artifacts / STDERR_NAME
     parser = provider.parser()
     started = time.monotonic()
-    try:
-        running = proc.spawn(
-            inv.argv,
-            cwd=inv.cwd,
-            env=inv.env,
-            stdin=inv.stdin,
-            stderr_path=stderr_path,
-            timeout=timeout,
-            should_stop=should_stop,
+    already = should_stop() if should_stop is not None else None
+    if already:
+        # Asked to stop before the start (a persisted `lk cancel`): the worker never starts.
+        stream_path.write_bytes(b"")
+        stderr_path.write_bytes(b"")
+        watch = _Watch(breaker=None, stop=lambda reason: None)
+        finished = proc.Finished(exit_code=None, duration_s=0.0, stopped=already)
+    else:
+        try:
+            running = proc.spawn(
+                inv.argv,
+                cwd=inv.cwd,
+                env=inv.env,
+                stdin=inv.stdin,
+                stderr_path=stderr_path,
+                timeout=timeout,
+                should_stop=should_stop,
+            )
+        except FileNotFoundError:
+            raise EnvironmentProblem(f"{inv.argv[0]} not found: {provider.install_hint}") from None
+        watch = _Watch(
+            breaker=Breaker(breaker_repeats) if breaker_repeats else None, stop=running.stop
         )
-    except FileNotFoundError:
-        raise EnvironmentProblem(f"{inv.argv[0]} not found: {provider.install_hint}") from None
-    watch = _Watch(breaker=Breaker(breaker_repeats) if breaker_repeats else None, stop=running.stop)
-    try:
-        with open(stream_path, "wb") as sink:
-            for line in running.lines():
-                sink.write(line)
-                for event in parser.feed(line):
-                    watch(event)
-    except BaseException:
-        # Interrupted (Ctrl-C, SIGTERM) or failing: the worker runs in a session of its
-        # own, so no signal reaches it unless loopkit ends its group here.
-        running.stop("cancelled")
-        running.wait()
-        raise
-    finished = running.wait()
+        try:
+            with open(stream_path, "wb") as sink:
+                for line in running.lines():
+                    sink.write(line)
+                    for event in parser.feed(line):
+                        watch(event)
+        except BaseException:
+            # Interrupted (Ctrl-C, SIGTERM) or failing: the worker runs in a session of its
+            # own, so no signal reaches it unless loopkit ends its group here.
+            running.stop("cancelled")
+            running.wait()
+            raise
+        finished = running.wait()
     state = parser.finish()
     end = Exit(
         exit_code=finished.exit_code,

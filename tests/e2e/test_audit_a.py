@@ -111,3 +111,21 @@ def test_a_pipe_may_start_with_any_command_run_alone(git_repo: Path) -> None:
     # Anything else is still refused.
     wrong = _run(["lk-decide"], git_repo, '{"kind": "loopkit/report", "version": 1}')
     assert wrong.returncode == 3 and "$.kind" in wrong.stderr
+
+
+def test_a_worker_is_not_started_while_a_cancellation_is_in_force(git_repo: Path) -> None:
+    """`lk cancel`, then the loop's next lk-invoke: the worker must not run at all (a quick
+    command would otherwise finish its change before the watchdog's first look)."""
+    marker = git_repo.parent / "worker-ran"
+    _project(git_repo, f"touch {marker}", wall_seconds=600, check_timeout=5)
+    assert _run(["lk", "cancel", "--reason", "night over"], git_repo).returncode == 0
+    task = _run(["lk-plan", "next", "TASKS.md"], git_repo).stdout
+    ran = _run(["lk-invoke"], git_repo, task)
+    assert ran.returncode == 1, ran.stderr
+    run = json.loads(ran.stdout)["run"]
+    assert run["stop_reason"] == "cancelled" and run["exit_code"] is None
+    assert not marker.exists()
+    decided = _run(["lk-decide"], git_repo, ran.stdout)
+    assert decided.returncode == 30
+    assert _run(["lk", "cancel", "--clear"], git_repo).returncode == 0
+    assert _run(["lk-invoke"], git_repo, task).returncode == 0 and marker.exists()
