@@ -30,6 +30,25 @@ def state_dir(root: str | os.PathLike[str] | None = None, *, configured: str | N
     return path
 
 
+def configured_by_contract(start: str | os.PathLike[str] = ".") -> str | None:
+    """The ``state_dir`` the loop contract in ``start`` (./loop.yaml) names, if any.
+
+    For the commands that take no contract (lk cancel, lk report): they must find the
+    state where lk-decide and lk-invoke keep it. A contract that cannot be read names
+    none -- cancelling has to work with a broken contract too."""
+    from loopkit import contract
+    from loopkit.errors import LoopkitError
+
+    found = contract.find_default(start)
+    if found is None:
+        return None
+    try:
+        value = contract.load(found).get("state_dir")
+    except LoopkitError:
+        return None
+    return value if isinstance(value, str) and value else None
+
+
 def ensure_excluded(root: Path, pattern: str) -> None:
     exclude = git.common_dir(root) / "info" / "exclude"
     try:

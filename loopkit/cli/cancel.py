@@ -5,7 +5,7 @@ Usage:  lk cancel [--reason TEXT]     every later lk-decide answers cancelled (3
         lk cancel --clear             lift the intent
         lk cancel --status            print the intent, if any
 
-Input:  none (the repository's state folder, .loopkit/).
+Input:  none (the repository's state folder: .loopkit/, or the state_dir ./loop.yaml names).
 Output: one JSON line: {"kind": "loopkit/cancel", "version": 1, "requested": bool, ...}
         (schemas/cancel.json).
 Exit codes: 0 done; 1 --clear or --status found no intent; 4 not in a git repository.
@@ -33,9 +33,9 @@ def main(reason: str | None, clear: bool, status: bool) -> int:
     """Ask every loop in this repository to stop at its next boundary (or lift that)."""
     from loopkit import cancel
     from loopkit.document import emit
-    from loopkit.state import state_dir
+    from loopkit.state import configured_by_contract, state_dir
 
-    state = state_dir(".")
+    state = state_dir(".", configured=configured_by_contract("."))
     body: dict[str, object] = {"kind": "loopkit/cancel", "version": 1}
     if clear:
         lifted = cancel.clear(state)

@@ -2,7 +2,8 @@
 
 Usage:  lk report [--ledger PATH] [--json | --html FILE]
 
-Input:  the ledger (.loopkit/ledger.jsonl unless --ledger names another).
+Input:  the ledger (.loopkit/ledger.jsonl, or under the state_dir ./loop.yaml names, unless
+        --ledger names another).
 Output: a terminal table per task (attempts, outcome, why it stopped, cost, tokens, time)
         and the loop's health; --json prints a loopkit/report document (schemas/report.json);
         --html FILE writes one self-contained page with a timeline of attempts.
@@ -44,9 +45,9 @@ def main(ledger_path: str | None, as_json: bool, html_path: str | None) -> int:
         if not path.is_file():
             raise BadInput(ledger_path, "no such ledger file")
     else:
-        from loopkit.state import state_dir
+        from loopkit.state import configured_by_contract, state_dir
 
-        path = state_dir(".") / ledger.DEFAULT_NAME
+        path = state_dir(".", configured=configured_by_contract(".")) / ledger.DEFAULT_NAME
     records, problems = ledger.read(path)
     for p in problems:
         click.echo(f"lk report: warning: {path}: {p}", err=True)

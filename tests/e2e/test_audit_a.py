@@ -129,3 +129,25 @@ def test_a_worker_is_not_started_while_a_cancellation_is_in_force(git_repo: Path
     assert decided.returncode == 30
     assert _run(["lk", "cancel", "--clear"], git_repo).returncode == 0
     assert _run(["lk-invoke"], git_repo, task).returncode == 0 and marker.exists()
+
+
+def test_cancel_and_report_find_the_state_folder_the_contract_names(git_repo: Path) -> None:
+    """A contract with `state_dir`: lk-decide keeps its ledger and looks for the
+    cancellation there, so lk cancel must write it there and lk report read it there."""
+    _project(git_repo, "true", wall_seconds=600, check_timeout=5)
+    with (git_repo / "loop.yaml").open("a") as f:
+        f.write("state_dir: var/lk\n")
+    task = _run(["lk-plan", "next", "TASKS.md"], git_repo).stdout
+    assert _run(["lk-decide"], git_repo, task).returncode == 10
+    assert (git_repo / "var/lk/ledger.jsonl").is_file()
+    report = _run(["lk", "report", "--json"], git_repo)
+    assert [t["task_id"] for t in json.loads(report.stdout)["tasks"]] == ["notes"]
+    assert _run(["lk", "cancel", "--reason", "stop"], git_repo).returncode == 0
+    assert (git_repo / "var/lk/cancel.json").is_file()
+    assert _run(["lk-decide", "--admit"], git_repo, task).returncode == 30
+    assert _run(["lk-decide"], git_repo, task).returncode == 30
+    assert _run(["lk", "cancel", "--clear"], git_repo).returncode == 0
+    assert _run(["lk-decide", "--admit"], git_repo, task).returncode == 0
+    # A contract that cannot be read does not stop anyone from asking to stop.
+    (git_repo / "loop.yaml").write_text("version: [\n")
+    assert _run(["lk", "cancel"], git_repo).returncode == 0
