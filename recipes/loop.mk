@@ -127,7 +127,7 @@ loop:
 	    *) lk_die "$$rc" "lk-decide --admit failed with exit $$rc" ;;
 	    esac
 	    session_arg=; [ "$${LK_RESUME:-auto}" = never ] || session_arg=$$session
-	    $(SUBMAKE) round R="$$R" IN="$$in" BASE="$$LK_BASE" \
+	    $(SUBMAKE) round R="$$R" IN="$$R-admit.json" BASE="$$LK_BASE" \
 	        SESSION="$$session_arg" CONTRACT="$(CONTRACT_ABS)" || lk_die "$$?" "round $$round failed; see $$LK_RUN_DIR"
 	    drc=$$(cat "$$R-decide.rc") last=$$R-decide.json
 	    LK_LABEL=$$(lk_json "$$last" .decision.attempt); LK_LABEL=$${LK_LABEL:-$$round}

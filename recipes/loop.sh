@@ -209,7 +209,7 @@ while :; do
     if [ -n "$session" ] && [ "${LK_RESUME:-auto}" != never ]; then
         rargs=(--resume "$session")
     fi
-    lk_stage invoke "$input" "$p-invoke.json" lk-invoke ${cargs[@]+"${cargs[@]}"} ${rargs[@]+"${rargs[@]}"}
+    lk_stage invoke "$p-admit.json" "$p-invoke.json" lk-invoke ${cargs[@]+"${cargs[@]}"} ${rargs[@]+"${rargs[@]}"}
     expect $? lk-invoke 0 1
     lk_stage diff "$p-invoke.json" "$p-diff.json" lk-diff ${cargs[@]+"${cargs[@]}"} --base "$base"
     expect $? lk-diff 0 1

@@ -188,7 +188,7 @@ while :; do
     esac
 
     cd "$wt" || exit "$LK_EXIT_SETUP"
-    lk_stage invoke "$input" "$p-invoke.json" lk-invoke ${cargs[@]+"${cargs[@]}"}
+    lk_stage invoke "$p-admit.json" "$p-invoke.json" lk-invoke ${cargs[@]+"${cargs[@]}"}
     expect $? lk-invoke 0 1
     lk_stage diff "$p-invoke.json" "$p-diff.json" lk-diff ${cargs[@]+"${cargs[@]}"} --base "$base"
     expect $? lk-diff 0 1

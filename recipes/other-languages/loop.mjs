@@ -272,7 +272,7 @@ async function main() {
       return 30;
     }
     const resume = session && process.env.LK_RESUME !== "never" ? ["--resume", session] : [];
-    const invoked = run("lk-invoke", [...cargs, ...resume], { input, ok: [0, 1] });
+    const invoked = run("lk-invoke", [...cargs, ...resume], { input: admit.stdout, ok: [0, 1] });
     keep(`${round}-invoke.json`, invoked.stdout);
     const diffed = run("lk-diff", [...cargs, "--base", base], { input: invoked.stdout, ok: [0, 1] });
     keep(`${round}-diff.json`, diffed.stdout);

@@ -18,7 +18,7 @@ from tests.invoke_helpers import lk_invoke, pids_with, write_contract
 _DETACHED = (
     "import os, signal, sys, time\n"
     "os.setsid()\n"
-    "if sys.argv[2] == \"deaf\":\n"
+    'if sys.argv[2] == "deaf":\n'
     "    signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
     "time.sleep(300)\n"
 )
@@ -69,3 +69,56 @@ def test_cost_is_untrusted_when_the_base_url_comes_from_claude_settings(
     assert r.returncode == 0, r.stderr
     assert r.run["cost"]["usd"] is not None
     assert r.run["cost"]["trusted"] is False
+
+
+SLOW = """
+import time
+time.sleep(40)
+Path("src").mkdir(exist_ok=True)
+Path("src/value.txt").write_text("good\\n")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("recipe", ["loop.sh", "worktree.sh", "loop.mk", "loop.mjs"])
+def test_every_recipe_runs_the_worker_on_its_admitted_share(recipe: str, tmp_path: Path) -> None:
+    # Admission grants a run only what the wall-clock budget leaves after the checks'
+    # reserve; a recipe that pipes the document it had BEFORE admission into lk-invoke
+    # lets the worker run to worker.timeout (60 s here) and blow the 12 s budget.
+    import shutil
+    import subprocess
+
+    from tests.recipes_helpers import RECIPES, make_project, recipe_env
+
+    p = make_project(
+        tmp_path,
+        SLOW,
+        budgets={"wall_seconds": 12},
+        checks=[{"name": "value", "run": "grep -qx good src/value.txt", "timeout": 5}],
+    )
+    task = ["--contract", "loop.yaml", "--task-id", "slow", "--task", "Make value good"]
+    if recipe == "loop.mk":
+        if shutil.which("make") is None:
+            pytest.skip("GNU make is not installed")
+        cmd = ["make", "-f", str(RECIPES / "loop.mk"), "loop", "CONTRACT=loop.yaml", "TASK_ID=slow"]
+    elif recipe == "loop.mjs":
+        if shutil.which("node") is None:
+            pytest.skip("node is not installed")
+        cmd = ["node", str(RECIPES / "other-languages" / "loop.mjs"), *task]
+    else:
+        cmd = [str(RECIPES / recipe), *task]
+    start = time.monotonic()
+    subprocess.run(
+        cmd,
+        cwd=p.root,
+        env=recipe_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    elapsed = time.monotonic() - start
+    (first,) = sorted(p.state().glob("runs/slow/*/1-invoke.json"))
+    run = json.loads(first.read_text())["run"]
+    assert run["stop_reason"] == "timeout", run
+    assert run["duration_s"] < 15 and elapsed < 35, (run["duration_s"], elapsed)
