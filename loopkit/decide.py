@@ -208,7 +208,9 @@ def decide(
     ev = evidence_state(document, tree_on_disk)
     allow_empty = bool(contract.get("allow_empty_change") or task.get("allow_empty"))
     changed = bool(diff and (diff.get("files") or (diff.get("totals") or {}).get("files")))
-    violations = _scope_violations(diff, budgets)
+    violations = _scope_violations(diff, budgets) + _protected_changed_by_checks(
+        document.get("verify"), contract
+    )
     is_goal = task.get("kind") == "goal"
     judge_ok = bool(
         judge and judge.get("verdict") == "MET" and judge.get("grounded") and judge.get("trusted")
@@ -283,6 +285,24 @@ def _scope_violations(
     if not out and diff.get("within_policy") is False:
         out.append({"rule": "policy", "path": "(the diff reports the policy violated)"})
     return out
+
+
+def _protected_changed_by_checks(
+    verify: Mapping[str, Any] | None, contract: Mapping[str, Any]
+) -> list[dict[str, str]]:
+    """Protected paths a check itself changed (verify.changed_by_checks): the diff, taken
+    before the checks, never saw them, and the tree on disk now holds them."""
+    protected = (contract.get("scope") or {}).get("protected") or []
+    changed = (verify or {}).get("changed_by_checks") or []
+    if not protected or not changed:
+        return []
+    from loopkit import scope
+
+    return [
+        {"rule": "protected_changed_by_check", "path": str(path)}
+        for path in changed
+        if scope.matches(str(path), protected)
+    ]
 
 
 def _classify(

@@ -177,6 +177,16 @@ def _run(
         "checks": checks,
         "skipped": [str(c["name"]) for c in criteria[len(checks) :]],
     }
+    if current != before:
+        # What the checks themselves changed: the diff, taken before them, never saw it.
+        moved = git.git(
+            ["diff-tree", "-r", "-z", "--name-only", "--no-renames", before, current],
+            cwd=where.root,
+            check=False,
+        )
+        if moved.exit_code == 0:
+            names = moved.stdout.decode("utf-8", "surrogateescape").split("\0")
+            body["changed_by_checks"] = sorted(n for n in names if n)
     return Result(body)
 
 

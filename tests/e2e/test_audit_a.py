@@ -151,3 +151,34 @@ def test_cancel_and_report_find_the_state_folder_the_contract_names(git_repo: Pa
     # A contract that cannot be read does not stop anyone from asking to stop.
     (git_repo / "loop.yaml").write_text("version: [\n")
     assert _run(["lk", "cancel"], git_repo).returncode == 0
+
+
+def test_a_check_that_writes_a_protected_file_does_not_complete(git_repo: Path) -> None:
+    """The diff is taken before the checks; a check that then rewrites a protected file
+    leaves that change on disk. Completion needs scope held on the tree on disk."""
+    _project(git_repo, "mkdir -p notes; echo hi > notes/a.txt", wall_seconds=600, check_timeout=5)
+    text = (git_repo / "loop.yaml").read_text()
+    text = text.replace("scope: {writable: [\"notes/**\"]}",
+                        "scope: {writable: [\"notes/**\"], protected: [\"conf/**\"]}")  # fmt: skip
+    text = text.replace("run: \"test -f notes/a.txt\"",
+                        "run: \"test -f notes/a.txt && mkdir -p conf debris && echo x > conf/db"
+                        " && echo y > debris/cache\"")  # fmt: skip
+    (git_repo / "loop.yaml").write_text(text)
+    git(git_repo, "commit", "-qam", "protected conf")
+    out = _run(["lk-plan", "next", "TASKS.md"], git_repo)
+    for cmd in ("lk-invoke", "lk-diff", "lk-verify", "lk-decide"):
+        out = _run([cmd], git_repo, out.stdout)
+    doc = json.loads(out.stdout)
+    assert doc["verify"]["changed_by_checks"] == ["conf/db", "debris/cache"]
+    assert out.returncode == 10, out.stderr
+    assert doc["decision"]["failure_class"] == "scope_violation"
+    assert {"rule": "protected_changed_by_check", "path": "conf/db"} in doc["decision"]["violations"]
+    # Debris outside the protected scope (caches a check leaves) still lets it complete.
+    (git_repo / "loop.yaml").write_text(text.replace("echo x > conf/db && ", ""))
+    git(git_repo, "commit", "-qam", "no conf write")
+    for path in ("conf/db", "debris/cache"):
+        (git_repo / path).unlink()
+    out = _run(["lk-plan", "next", "TASKS.md"], git_repo)
+    for cmd in ("lk-diff", "lk-verify", "lk-decide"):
+        out = _run([cmd], git_repo, out.stdout)
+    assert out.returncode == 0, out.stderr
