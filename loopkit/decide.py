@@ -220,6 +220,7 @@ def decide(
     if (
         ev["verified"]
         and ev["passed"]
+        and not _checks_not_run(document.get("verify"), contract)
         and not ev["stale"]
         and diff is not None
         and (changed or allow_empty)
@@ -285,6 +286,13 @@ def _scope_violations(
     if not out and diff.get("within_policy") is False:
         out.append({"rule": "policy", "path": "(the diff reports the policy violated)"})
     return out
+
+
+def _checks_not_run(verify: Mapping[str, Any] | None, contract: Mapping[str, Any]) -> list[str]:
+    """The contract's acceptance checks the verify section has no result for (--only)."""
+    ran = {str(c.get("name")) for c in (verify or {}).get("checks") or []}
+    names = [str(c.get("name")) for c in contract.get("criteria") or [] if isinstance(c, Mapping)]
+    return [n for n in names if n not in ran]
 
 
 def _protected_changed_by_checks(
@@ -368,6 +376,14 @@ def _classify(
             fc.VERIFICATION_FAILURE,
             "no verification evidence: the attempt cannot complete without lk-verify",
             "Nothing was verified. Run the acceptance checks.",
+            extra,
+        )
+    unrun = _checks_not_run(verify, document.get("contract") or {})
+    if ev["passed"] and unrun:
+        return (
+            fc.VERIFICATION_FAILURE,
+            f"incomplete verification: {', '.join(unrun[:20])} did not run (lk-verify --only?)",
+            "Not every acceptance check ran: " + ", ".join(unrun[:20]) + ". Run them all.",
             extra,
         )
     if not ev["passed"]:

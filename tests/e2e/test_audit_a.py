@@ -182,3 +182,24 @@ def test_a_check_that_writes_a_protected_file_does_not_complete(git_repo: Path) 
     for cmd in ("lk-diff", "lk-verify", "lk-decide"):
         out = _run([cmd], git_repo, out.stdout)
     assert out.returncode == 0, out.stderr
+
+
+def test_evidence_from_lk_verify_only_does_not_complete(git_repo: Path) -> None:
+    """`lk-verify --only lint` runs one check of two: a pass there is not "verification
+    passed" -- the check that did not run may well fail."""
+    _project(git_repo, "mkdir -p notes; echo hi > notes/a.txt", wall_seconds=600, check_timeout=5)
+    text = (git_repo / "loop.yaml").read_text()
+    text = text.replace("criteria: [", "criteria: [{name: lint, run: \"true\"}, ")
+    text = text.replace("test -f notes/a.txt", "grep -q bye notes/a.txt")  # will fail
+    (git_repo / "loop.yaml").write_text(text)
+    git(git_repo, "commit", "-qam", "two checks")
+    planned = _run(["lk-plan", "next", "TASKS.md"], git_repo)
+    invoked = _run(["lk-invoke"], git_repo, planned.stdout)
+    diffed = _run(["lk-diff"], git_repo, invoked.stdout)
+    assert diffed.returncode == 0, diffed.stderr
+    partial = _run(["lk-verify", "--only", "lint"], git_repo, diffed.stdout)
+    assert partial.returncode == 0, partial.stderr
+    decided = _run(["lk-decide"], git_repo, partial.stdout)
+    assert decided.returncode == 10, decided.stderr
+    assert "notes did not run" in json.loads(decided.stdout)["decision"]["reason"]
+    assert _run(["lk-decide", "--replay", ".loopkit/ledger.jsonl"], git_repo).returncode == 0
