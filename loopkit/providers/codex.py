@@ -231,7 +231,8 @@ def _tool_call(item: dict[str, Any]) -> ToolCall:
             files_read=files_read_by(command),
         )
     if kind == "file_change":
-        changes = [c for c in item.get("changes") or () if isinstance(c, dict)][:200]
+        raw = item.get("changes")
+        changes = [c for c in raw if isinstance(c, dict)][:200] if isinstance(raw, list) else []
         return ToolCall(
             iid,
             "apply_patch",

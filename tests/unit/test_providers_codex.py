@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from loopkit import providers
@@ -220,6 +220,7 @@ _events = st.one_of(
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.one_of(_events, st.text(max_size=40), st.binary(max_size=40)), max_size=25))
+@example([json.dumps({"type": "item.completed", "item": {"type": "file_change", "changes": 1}})])
 def test_any_event_sequence_is_tolerated(lines: list[object]) -> None:
     p = CodexParser()
     for line in lines:
