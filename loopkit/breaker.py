@@ -4,7 +4,9 @@ A worker that repeats one failing call (an Edit whose old text is not in the fil
 test command that keeps dying the same way) makes no progress however long it runs. The
 breaker watches tool results as they stream in; for each tool it keeps the normalized
 error of its last failure and how many times in a row that tool has failed with it. A
-success of that tool, or a different error, starts the count again. At ``repeats``
+success of that tool, or a different error, starts the count again; so does a successful
+write of any file, because a failure repeated after the worker changed the tree is a new
+try (edit, rerun the tests), not the same call resubmitted unchanged. At ``repeats``
 (contract ``worker.breaker_repeats``, default 3) it trips and names the repeated pair.
 
 Normalization removes what changes between otherwise identical failures: paths, numbers,
@@ -75,13 +77,25 @@ class Breaker:
     _last: dict[str, tuple[str, int]] = field(default_factory=dict)
 
     def observe(
-        self, tool: str, ok: bool, error: str | None = None, *, input: dict[str, Any] | None = None
+        self,
+        tool: str,
+        ok: bool,
+        error: str | None = None,
+        *,
+        input: dict[str, Any] | None = None,
+        wrote: bool = False,
     ) -> Trip | None:
-        """Record one tool result; the Trip when this one makes K in a row (then sticky)."""
+        """Record one tool result; the Trip when this one makes K in a row (then sticky).
+
+        ``wrote``: the (successful) call changed files, which starts every count again.
+        """
         if self.tripped is not None:
             return self.tripped
         if ok:
-            self._last.pop(tool, None)
+            if wrote:
+                self._last.clear()
+            else:
+                self._last.pop(tool, None)
             return None
         key = normalize(error or "")
         prev, count = self._last.get(tool, ("", 0))

@@ -71,7 +71,7 @@ class _Watch:
                 )
         elif event.kind == "tool_result" and self.breaker is not None and tool.ok is not None:
             if tool.ok:
-                self.breaker.observe(tool.name, True)
+                self.breaker.observe(tool.name, True, wrote=bool(tool.files_written))
                 return
             small = {k: v for k, v in tool.input.items() if not isinstance(v, str) or len(v) < 300}
             if self.breaker.observe(tool.name, False, tool.error, input=small):

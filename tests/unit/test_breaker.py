@@ -44,6 +44,21 @@ def test_a_different_error_starts_again_and_other_tools_do_not_reset() -> None:
     assert b.observe("Edit", False, "File has not been read yet") is not None
 
 
+def test_a_successful_write_between_failures_starts_every_count_again() -> None:
+    # Edit, rerun the tests, same failure: a new try after a change, not the same call
+    # resubmitted unchanged. Reads in between (reference: the Edit resent right after
+    # re-reading the file) do not count as a change.
+    b = Breaker(3)
+    for _ in range(4):
+        assert b.observe("Bash", False, "exit 1: 1 failed in 0.12s") is None
+        b.observe("Edit", True, wrote=True)
+    b.observe("Edit", False, "String to replace not found")
+    b.observe("Read", True)
+    b.observe("Edit", False, "String to replace not found")
+    b.observe("Read", True)
+    assert b.observe("Edit", False, "String to replace not found") is not None
+
+
 @pytest.mark.parametrize(
     ("a", "b"),
     [
