@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import click
 import yaml
+from click.testing import CliRunner
 
 from loopkit import schema
 
@@ -102,3 +104,12 @@ def attempt(**sections: Any) -> str:
     doc: dict[str, Any] = {"kind": "loopkit/attempt", "version": 1}
     doc.update(sections)
     return json.dumps(doc)
+
+
+def cli(
+    command: click.Command, *args: str, stdin: str | None = None
+) -> tuple[int, dict[str, Any] | None, str]:
+    """Run a command through CliRunner: exit code, the JSON it printed (or None), stderr."""
+    result = CliRunner().invoke(command, list(args), input=stdin)
+    doc = json.loads(result.stdout) if result.stdout.strip() else None
+    return result.exit_code, doc, result.stderr

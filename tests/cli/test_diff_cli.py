@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 from loopkit import schema
 from loopkit.cli.diff import main
-from tests.evidence_helpers import attempt, write_contract
+from tests.evidence_helpers import attempt, cli, write_contract
 
 
 @pytest.fixture
@@ -19,10 +19,8 @@ def repo(git_repo: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return git_repo
 
 
-def _invoke(*args: str, stdin: str | None = None) -> tuple[int, dict[str, object] | None, str]:
-    result = CliRunner().invoke(main, list(args), input=stdin)
-    doc = json.loads(result.stdout) if result.stdout.strip() else None
-    return result.exit_code, doc, result.stderr
+def _invoke(*args: str, stdin: str | None = None) -> tuple[int, dict[str, Any] | None, str]:
+    return cli(main, *args, stdin=stdin)
 
 
 def test_alone_prints_the_diff_section(repo: Path) -> None:
