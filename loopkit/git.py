@@ -405,9 +405,3 @@ def worktree_changes(
             yield done.stdout, tree
         finally:
             writer.join()  # the scratch index goes only once write-tree is done with it
-
-
-def worktree_diff(root: Path, base: str, *, index: Path | None = None) -> tuple[str, bytes]:
-    """The working tree's hash and its change against ``base`` (see ``worktree_changes``)."""
-    with worktree_changes(root, base, index=index) as (records, tree):
-        return tree(), records
