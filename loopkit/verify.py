@@ -23,6 +23,8 @@ from loopkit.errors import BadInput
 #: The output tail kept in the document: at most this many lines and bytes (from the end).
 TAIL_LINES = 40
 TAIL_BYTES = 4096
+#: Bytes from the end of the output a fingerprint reads (a failure is told at the end).
+FINGERPRINT_WINDOW = 256 * 1024
 _CHUNK = 1 << 20
 
 #: progress(event, index, total, name, finished-check-or-None)
@@ -66,14 +68,9 @@ def _sha256_file(path: Path) -> tuple[str, bytes]:
     with open(path, "rb") as f:
         while block := f.read(_CHUNK):
             h.update(block)
-        f.seek(max(0, size - fingerprint_window()))
+        f.seek(max(0, size - FINGERPRINT_WINDOW))
         end = f.read()
     return h.hexdigest(), end
-
-
-def fingerprint_window() -> int:
-    """Bytes from the end of the output a fingerprint reads (a failure is told at the end)."""
-    return 256 * 1024
 
 
 @dataclass
