@@ -374,7 +374,11 @@ def attempt(req: Request) -> dict[str, Any]:
     """Run one attempt; return the document to print (attempt with ``run``, or run alone)."""
     from loopkit import artifacts, cancel, git, state
 
-    root = git.toplevel(req.cwd)
+    # Where the tree started: a worker that commits its own change must not hide it from
+    # lk-diff, which compares against this base when no other is given. One git call finds
+    # the root and the commit at HEAD (None in a repository without commits).
+    where = git.locate(req.cwd, base="HEAD", unborn_ok=False)
+    root, base = where.root, where.base
     p = plan(req, root=root)
     state_path = state.state_dir(root, configured=(p.contract or {}).get("state_dir"))
     doc = _fresh(req.document)
@@ -383,10 +387,6 @@ def attempt(req: Request) -> dict[str, Any]:
     def cancelled() -> str | None:
         return "cancelled" if cancel.requested(state_path) else None
 
-    # Where the tree started: a worker that commits its own change must not hide it from
-    # lk-diff, which compares against this base when no other is given.
-    head = git.git(["rev-parse", "--verify", "-q", "HEAD"], cwd=root, check=False)
-    base = head.stdout.decode().strip() if head.exit_code == 0 else None
     result = execute(
         p.provider,
         p.spec,
