@@ -69,6 +69,10 @@ class Trip:
             "input": self.input,
         }
 
+    def message(self) -> str:
+        """The run's error line for a worker stopped by this trip."""
+        return f"stuck: {self.tool} failed the same way {self.repeats} times in a row: {self.error}"
+
 
 @dataclass
 class Breaker:

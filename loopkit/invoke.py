@@ -149,9 +149,7 @@ def execute(
     outcome = provider.classify(state, end)
     if finished.stopped == "stuck" and watch.breaker and watch.breaker.tripped:
         trip = watch.breaker.tripped
-        outcome.error = (
-            f"stuck: {trip.tool} failed the same way {trip.repeats} times in a row: {trip.error}"
-        )
+        outcome.error = trip.message()
     record = record_from(
         provider.name,
         state,
@@ -423,7 +421,6 @@ def _fresh(document: dict[str, Any] | None) -> dict[str, Any]:
 def normalize_transcript(path: str, *, provider: str | None = None) -> dict[str, Any]:
     """The ``run`` record of a saved stream (claude stream-json or json, codex --json)."""
     from loopkit import providers
-    from loopkit.breaker import Breaker as _Breaker
     from loopkit.providers.base import detect
 
     p = Path(path)
@@ -435,7 +432,7 @@ def normalize_transcript(path: str, *, provider: str | None = None) -> dict[str,
     name = provider or detect(p)
     prov = providers.get(name)
     parser = prov.parser()
-    watch = _Watch(breaker=_Breaker(DEFAULT_REPEATS), stop=lambda _reason: None)
+    watch = _Watch(breaker=Breaker(DEFAULT_REPEATS), stop=lambda _reason: None)
     with open(p, "rb") as f:
         for line in f:
             for event in parser.feed(line):
@@ -445,11 +442,7 @@ def normalize_transcript(path: str, *, provider: str | None = None) -> dict[str,
     outcome = prov.classify(state, Exit(exit_code=0 if state.result_seen else None))
     trip = watch.breaker.tripped if watch.breaker else None
     if trip is not None and not state.result_seen:
-        outcome = Outcome(
-            "stuck",
-            True,
-            f"stuck: {trip.tool} failed the same way {trip.repeats} times in a row: {trip.error}",
-        )
+        outcome = Outcome("stuck", True, trip.message())
     record = record_from(name, state, outcome, transcript=str(path))
     record["cost"]["source"] += " (from a transcript)" if state.cost_source else ""
     record["side_effects"] = watch.side_effects
