@@ -83,8 +83,8 @@ def _say(message: str) -> None:
     click.echo(f"lk-plan: {message}", err=True)
 
 
-def _read_input(file: str) -> tuple[bytes, str]:
-    """(bytes, source name); OS-level failures are bad input (exit 3)."""
+def _read_input(file: str) -> tuple[bytes, str, int]:
+    """(bytes, source name, size); OS-level failures are bad input (exit 3)."""
     from pathlib import Path
 
     from loopkit.errors import BadInput
@@ -92,15 +92,16 @@ def _read_input(file: str) -> tuple[bytes, str]:
 
     if file == "-":
         raw = sys.stdin.buffer.read(MAX_TASKS_BYTES + 1) if hasattr(sys.stdin, "buffer") else b""
-        return raw, "<stdin>"
+        return raw, "<stdin>", len(raw)
     p = Path(file)
     try:
         if p.is_dir():
             raise BadInput(file, "is a directory, expected a file")
-        if p.stat().st_size > MAX_TASKS_BYTES:
+        size = p.stat().st_size
+        if size > MAX_TASKS_BYTES:
             # Not read at all: the size alone answers.
-            return b"", file
-        return p.read_bytes(), file
+            return b"", file, size
+        return p.read_bytes(), file, size
     except FileNotFoundError:
         raise BadInput(file, "no such file") from None
     except OSError as e:
@@ -140,15 +141,12 @@ def check_cmd(file: str, contract_path: str | None, kind: str) -> int:
 
     Exit 0 valid, 1 invalid (the problems as JSON on stdout), 3 the file cannot be read.
     """
-    from pathlib import Path
-
     from loopkit import contract as contracts
     from loopkit import plan as plans
     from loopkit.document import emit
     from loopkit.errors import BadInput
 
-    raw, source = _read_input(file)
-    size = Path(file).stat().st_size if file != "-" else len(raw)
+    raw, source, size = _read_input(file)
     if kind == "auto":
         kind = "tasks" if _looks_like_tasks(source, raw) else "contract"
     problems: list[dict[str, Any]] = []
