@@ -436,3 +436,27 @@ lk_stage() {
     lk_note "${task_id:-?} round ${round:-?}: $name exited $rc ($out)"
     return "$rc"
 }
+
+# shellcheck disable=SC2154 # cargs is the caller's, like expect
+lk_attempt() {
+    # lk_attempt P BASE [INVOKE-ARGS...] -> lk-decide's exit code. One admitted attempt:
+    # invoke (on P-admit.json), diff against BASE, verify, judge (a goal whose checks pass),
+    # decide into P-decide.json. Uses the caller's cargs (contract arguments) and its
+    # expect RC NAME OK-CODES..., which stops the loop on any other code.
+    local p=$1 base=$2 vrc last
+    shift 2
+    lk_stage invoke "$p-admit.json" "$p-invoke.json" lk-invoke ${cargs[@]+"${cargs[@]}"} "$@"
+    expect $? lk-invoke 0 1
+    lk_stage diff "$p-invoke.json" "$p-diff.json" lk-diff ${cargs[@]+"${cargs[@]}"} --base "$base"
+    expect $? lk-diff 0 1
+    lk_stage verify "$p-diff.json" "$p-verify.json" lk-verify ${cargs[@]+"${cargs[@]}"}
+    vrc=$?
+    expect "$vrc" lk-verify 0 1
+    last=$p-verify.json
+    if [ "$vrc" = 0 ] && [ "$(lk_json "$last" .task.kind)" = goal ]; then
+        lk_stage judge "$last" "$p-judge.json" lk-judge ${cargs[@]+"${cargs[@]}"}
+        expect $? lk-judge 0 1
+        last=$p-judge.json
+    fi
+    lk_stage decide "$last" "$p-decide.json" lk-decide ${cargs[@]+"${cargs[@]}"}
+}

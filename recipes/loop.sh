@@ -209,19 +209,6 @@ while :; do
     if [ -n "$session" ] && [ "${LK_RESUME:-auto}" != never ]; then
         rargs=(--resume "$session")
     fi
-    lk_stage invoke "$p-admit.json" "$p-invoke.json" lk-invoke ${cargs[@]+"${cargs[@]}"} ${rargs[@]+"${rargs[@]}"}
-    expect $? lk-invoke 0 1
-    lk_stage diff "$p-invoke.json" "$p-diff.json" lk-diff ${cargs[@]+"${cargs[@]}"} --base "$base"
-    expect $? lk-diff 0 1
-    lk_stage verify "$p-diff.json" "$p-verify.json" lk-verify ${cargs[@]+"${cargs[@]}"}
-    vrc=$?
-    expect "$vrc" lk-verify 0 1
-    last=$p-verify.json
-    if [ "$vrc" = 0 ] && [ "$(lk_json "$last" .task.kind)" = goal ]; then
-        lk_stage judge "$last" "$p-judge.json" lk-judge ${cargs[@]+"${cargs[@]}"}
-        expect $? lk-judge 0 1
-        last=$p-judge.json
-    fi
-    lk_stage decide "$last" "$p-decide.json" lk-decide ${cargs[@]+"${cargs[@]}"}
+    lk_attempt "$p" "$base" ${rargs[@]+"${rargs[@]}"}
     settle $?
 done

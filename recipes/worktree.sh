@@ -188,20 +188,7 @@ while :; do
     esac
 
     cd "$wt" || exit "$LK_EXIT_SETUP"
-    lk_stage invoke "$p-admit.json" "$p-invoke.json" lk-invoke ${cargs[@]+"${cargs[@]}"}
-    expect $? lk-invoke 0 1
-    lk_stage diff "$p-invoke.json" "$p-diff.json" lk-diff ${cargs[@]+"${cargs[@]}"} --base "$base"
-    expect $? lk-diff 0 1
-    lk_stage verify "$p-diff.json" "$p-verify.json" lk-verify ${cargs[@]+"${cargs[@]}"}
-    vrc=$?
-    expect "$vrc" lk-verify 0 1
-    last=$p-verify.json
-    if [ "$vrc" = 0 ] && [ "$(lk_json "$last" .task.kind)" = goal ]; then
-        lk_stage judge "$last" "$p-judge.json" lk-judge ${cargs[@]+"${cargs[@]}"}
-        expect $? lk-judge 0 1
-        last=$p-judge.json
-    fi
-    lk_stage decide "$last" "$p-decide.json" lk-decide ${cargs[@]+"${cargs[@]}"}
+    lk_attempt "$p" "$base"
     drc=$?
     cd "$MAIN" || exit "$LK_EXIT_SETUP"
     last=$p-decide.json
