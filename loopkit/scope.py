@@ -120,6 +120,10 @@ class Policy:
     always_allowed: tuple[str, ...] = ()
     changed_files: int | None = None
     changed_lines: int | None = None
+    #: Each path's (always_allowed, protected, writable) answers, computed once per path.
+    _seen: dict[str, tuple[bool, bool, bool]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @classmethod
     def from_contract(cls, contract: Mapping[str, Any] | None) -> Policy | None:
@@ -145,17 +149,28 @@ class Policy:
             "changed_lines": self.changed_lines,
         }
 
+    def _facts(self, path: str) -> tuple[bool, bool, bool]:
+        got = self._seen.get(path)
+        if got is None:
+            got = (
+                matches(path, self.always_allowed),
+                matches(path, self.protected),
+                matches(path, self.writable),
+            )
+            self._seen[path] = got
+        return got
+
     def allowed(self, path: str) -> bool:
-        return matches(path, self.always_allowed)
+        return self._facts(path)[0]
 
     def is_protected(self, path: str) -> bool:
-        return not self.allowed(path) and matches(path, self.protected)
+        allowed, protected, _ = self._facts(path)
+        return protected and not allowed
 
     def in_scope(self, path: str) -> bool:
         """May a change touch ``path``? (always_allowed, else not protected and writable)."""
-        if self.allowed(path):
-            return True
-        return not matches(path, self.protected) and matches(path, self.writable)
+        allowed, protected, writable = self._facts(path)
+        return allowed or (writable and not protected)
 
 
 @dataclass(frozen=True)
@@ -182,37 +197,6 @@ class Change:
     old_path: str | None = None
     symlink_target: str | None = None  # when the new side is a symlink
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-class _Memo:
-    """A Policy's answers for paths, each computed once (a change names a path many times)."""
-
-    def __init__(self, policy: Policy) -> None:
-        self._p = policy
-        self._seen: dict[str, tuple[bool, bool, bool]] = {}
-
-    def _facts(self, path: str) -> tuple[bool, bool, bool]:
-        got = self._seen.get(path)
-        if got is None:
-            p = self._p
-            got = (
-                matches(path, p.always_allowed),
-                matches(path, p.protected),
-                matches(path, p.writable),
-            )
-            self._seen[path] = got
-        return got
-
-    def allowed(self, path: str) -> bool:
-        return self._facts(path)[0]
-
-    def is_protected(self, path: str) -> bool:
-        allowed, protected, _ = self._facts(path)
-        return protected and not allowed
-
-    def in_scope(self, path: str) -> bool:
-        allowed, protected, writable = self._facts(path)
-        return allowed or (writable and not protected)
 
 
 def symlink_escape(path: str, target: str, *, root: str | None = None) -> str | None:
@@ -243,18 +227,17 @@ def evaluate(
     """Every violation of ``policy`` by ``changes``, in path order then budgets."""
     if policy is None:
         return []
-    memo = _Memo(policy)  # each path is classified once
     out: list[Violation] = []
     counted_files = counted_lines = 0
     for ch in changes:
         ends = [ch.path] if ch.old_path is None else [ch.old_path, ch.path]
-        if not all(memo.allowed(p) for p in ends):
+        if not all(policy.allowed(p) for p in ends):
             counted_files += 1
             counted_lines += ch.added + ch.deleted
         if ch.old_path is not None and ch.old_path != ch.path:
             for end in ends:
-                if not memo.in_scope(end):
-                    why = "protected" if memo.is_protected(end) else "outside writable"
+                if not policy.in_scope(end):
+                    why = "protected" if policy.is_protected(end) else "outside writable"
                     out.append(
                         Violation(
                             RENAME_OUT_OF_SCOPE,
@@ -262,12 +245,12 @@ def evaluate(
                             f"renamed {ch.old_path} -> {ch.path}; {end} is {why}",
                         )
                     )
-        elif memo.is_protected(ch.path):
+        elif policy.is_protected(ch.path):
             if ch.status == "deleted":
                 out.append(Violation(PROTECTED_DELETED, ch.path, "a protected file was deleted"))
             else:
                 out.append(Violation(PROTECTED, ch.path, f"protected path {ch.status}"))
-        elif not memo.in_scope(ch.path):
+        elif not policy.in_scope(ch.path):
             out.append(Violation(OUTSIDE_WRITABLE, ch.path, f"{ch.status} outside writable scope"))
         if ch.symlink_target is not None and ch.status != "deleted":
             where = symlink_escape(ch.path, ch.symlink_target, root=root)
@@ -279,7 +262,7 @@ def evaluate(
                         f"symlink to {ch.symlink_target} points outside the repository",
                     )
                 )
-            elif memo.is_protected(where) or memo.is_protected(where + "/"):
+            elif policy.is_protected(where) or policy.is_protected(where + "/"):
                 out.append(
                     Violation(
                         SYMLINK_PROTECTED,
