@@ -144,7 +144,7 @@ def execute(
     end = Exit(
         exit_code=finished.exit_code,
         stopped=finished.stopped,
-        stderr_tail=_tail(stderr_path),
+        stderr_tail=tail(stderr_path),
     )
     outcome = provider.classify(state, end)
     if finished.stopped == "stuck" and watch.breaker and watch.breaker.tripped:
@@ -224,7 +224,8 @@ def record_from(
     return record
 
 
-def _tail(path: Path, limit: int = 4096) -> str:
+def tail(path: Path, limit: int = 4096) -> str:
+    """The last ``limit`` bytes of a file as text ("" when it cannot be read)."""
     try:
         with open(path, "rb") as f:
             f.seek(0, 2)

@@ -611,7 +611,9 @@ def _full_reply(provider: str, stream: Path | None, state: RunState) -> str | No
     if stream is None or not stream.is_file():
         return state.final_message
     if provider == "command":  # plain output: its tail is the reply, reasons included
-        text = _tail_text(stream, MAX_REPLY_CHARS).strip()
+        from loopkit.invoke import tail
+
+        text = tail(stream, MAX_REPLY_CHARS).strip()
         return text or state.final_message
     from loopkit import providers
 
@@ -785,13 +787,6 @@ def evaluate(
             "cost": done.cost,
         },
     )
-
-
-def _tail_text(path: Path, limit: int) -> str:
-    with open(path, "rb") as f:
-        f.seek(0, os.SEEK_END)
-        f.seek(max(f.tell() - limit, 0))
-        return f.read().decode("utf-8", "replace")
 
 
 @contextlib.contextmanager
