@@ -41,10 +41,6 @@ class Reading:
     reason: str | None  # None when well-formed; else NO_VERDICT or MALFORMED
     reasons: str  # the reply without its decisive line: the judge's explanation
 
-    @property
-    def well_formed(self) -> bool:
-        return self.said is not None
-
 
 def value_of(line: str) -> VerdictValue | None:
     """The verdict a single line declares, or None when it is not exactly a verdict line."""
