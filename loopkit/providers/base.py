@@ -50,7 +50,7 @@ Typical use (what ``loopkit.invoke`` does, and what a read-only judge can do)::
 ``loopkit.invoke.execute(provider, spec, artifacts=...)`` wraps exactly that loop (timeout,
 breaker, cancellation, the saved stream) and returns a ``Result`` with the ``run`` record,
 the parsed state and the outcome; a judge calls it with ``RunSpec(read_only=True)``.
-``parse_transcript(path)`` normalizes a saved stream (provider detected from its content).
+``detect(path)`` names the provider of a saved stream from its content.
 """
 
 from __future__ import annotations
@@ -421,20 +421,6 @@ def is_vendor_url(url: str | None, vendor_hosts: Sequence[str]) -> bool:
 
     host = (urlparse(url).hostname or "").lower()
     return any(host == h or host.endswith("." + h) for h in vendor_hosts)
-
-
-def parse_transcript(
-    path: str | os.PathLike[str], *, provider: str | None = None
-) -> tuple[str, RunState]:
-    """Normalize a saved stream: (provider name, state). The provider is detected if not given."""
-    from loopkit import providers
-
-    name = provider or detect(path)
-    parser = providers.get(name).parser()
-    with open(path, "rb") as f:
-        for line in f:
-            parser.feed(line)
-    return name, parser.finish()
 
 
 def detect(path: str | os.PathLike[str]) -> str:
