@@ -205,15 +205,18 @@ def empty_tree(root: str | os.PathLike[str]) -> str:
 _NEVER_HASHED = (".loopkit",)
 
 
-def _maybe_hashed(root: Path, index: Path, name: str) -> bool:
-    """Could ``git add -A`` have put the folder ``name`` in the index? (False: surely not.)"""
-    if not (root / name).exists():
-        return False
+def info_excludes(index: Path, pattern: str) -> bool:
+    """Whether ``info/exclude`` beside ``index`` has the line ``pattern`` (False if unreadable)."""
     try:
         lines = (index.parent / "info" / "exclude").read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError):
-        return True
-    return f"/{name}/" not in lines
+        return False
+    return pattern in lines
+
+
+def _maybe_hashed(root: Path, index: Path, name: str) -> bool:
+    """Could ``git add -A`` have put the folder ``name`` in the index? (False: surely not.)"""
+    return (root / name).exists() and not info_excludes(index, f"/{name}/")
 
 
 def _copy_fd(src: int, dst: int, size: int) -> None:

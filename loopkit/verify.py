@@ -202,11 +202,7 @@ def state_folder(where: git.Located, *, configured: str | None = None) -> Path:
             rel = path.resolve().relative_to(where.root.resolve()).as_posix()
         except ValueError:
             return path  # outside the work tree: nothing to exclude
-        try:
-            exclude = (where.index.parent / "info" / "exclude").read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            exclude = ""
-        if f"/{rel}/" in exclude.splitlines():
+        if git.info_excludes(where.index, f"/{rel}/"):
             return path
     return state.state_dir(where.root, configured=configured)
 
