@@ -4,23 +4,12 @@ the commit the tree started from (run.base) and lk-diff compares against it."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import yaml
 
 from tests.conftest import git
-
-BIN = Path(sys.executable).parent
-
-
-def _run(cmd: list[str], repo: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(BIN / cmd[0]), *cmd[1:]], cwd=repo, input=stdin, capture_output=True, text=True,
-        env={**os.environ, "LOOPKIT_VALIDATE_OUTPUT": "1"}, check=False,
-    )
+from tests.evidence_helpers import run
 
 
 def test_a_committing_worker_is_still_diffed_against_where_it_started(git_repo: Path) -> None:
@@ -35,13 +24,13 @@ def test_a_committing_worker_is_still_diffed_against_where_it_started(git_repo: 
     start = git(git_repo, "rev-parse", "HEAD").strip()
     task = json.dumps({"kind": "loopkit/attempt", "version": 1,
                        "task": {"id": "notes", "text": "Add notes.", "kind": "task"}})
-    invoked = _run(["lk-invoke", "--contract", str(contract)], git_repo, task)
+    invoked = run("lk-invoke", "--contract", str(contract), cwd=git_repo, stdin=task)
     assert invoked.returncode == 0, invoked.stderr
     doc = json.loads(invoked.stdout)
     assert doc["run"]["base"] == start
     assert git(git_repo, "rev-parse", "HEAD").strip() != start  # the worker did commit
 
-    diffed = _run(["lk-diff"], git_repo, invoked.stdout)
+    diffed = run("lk-diff", cwd=git_repo, stdin=invoked.stdout)
     out = json.loads(diffed.stdout)
     assert out["diff"]["base"].startswith(start) or out["diff"]["base"] == start
     paths = {f["path"] for f in out["diff"]["files"]}
