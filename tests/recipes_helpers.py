@@ -77,7 +77,20 @@ class Project:
         cwd: Path | None = None,
         validate: bool = False,
     ) -> subprocess.CompletedProcess[str]:
-        cmd = [str(RECIPES / recipe), *args]
+        return self.execute(
+            [str(RECIPES / recipe), *args], env=env, timeout=timeout, cwd=cwd, validate=validate
+        )
+
+    def execute(
+        self,
+        cmd: list[str],
+        *,
+        env: dict[str, str] | None = None,
+        timeout: float = 120,
+        cwd: Path | None = None,
+        validate: bool = False,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run CMD in the project (stdin closed, output captured, the recipe environment)."""
         return subprocess.run(
             cmd,
             cwd=cwd or self.root,

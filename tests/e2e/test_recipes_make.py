@@ -10,7 +10,7 @@ import pytest
 
 from tests.e2e.test_recipes_loop import BAD_THEN_GOOD, CRASH_WITH_DEBRIS
 from tests.e2e.test_recipes_phased import CHECK, WORKER, plan
-from tests.recipes_helpers import RECIPES, Project, make_project, recipe_env
+from tests.recipes_helpers import RECIPES, Project, fail_message, make_project
 
 pytestmark = pytest.mark.slow
 
@@ -20,19 +20,11 @@ def make(
 ) -> subprocess.CompletedProcess[str]:
     if shutil.which("make") is None:
         pytest.skip("GNU make is not installed")
-    return subprocess.run(
+    return p.execute(
         ["make", "--no-print-directory", "-f", str(RECIPES / "loop.mk"), *args],
-        cwd=p.root,
-        env=recipe_env(env),
-        capture_output=True,
-        text=True,
+        env=env,
         timeout=180,
-        stdin=subprocess.DEVNULL,
     )
-
-
-def _msg(proc: subprocess.CompletedProcess[str]) -> str:
-    return f"exit {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
 
 
 def test_make_loop_retries_in_place_then_commits(tmp_path: Path) -> None:
@@ -46,7 +38,7 @@ def test_make_loop_retries_in_place_then_commits(tmp_path: Path) -> None:
         "TASK=Make 'value' \"good\"",
         f"STATUS={status}",
     )
-    assert proc.returncode == 0, _msg(proc)
+    assert proc.returncode == 0, fail_message(proc)
     assert status.read_text().strip() == "0"
     assert p.worker_calls() == 2
     assert p.git("log", "-1", "--pretty=%s").strip() == "loopkit: fix-value: Make 'value' \"good\""
@@ -71,7 +63,7 @@ def test_make_loop_parks_with_the_same_guarantees(tmp_path: Path) -> None:
         env={"RESET_PATHS": "data/ cache.db"},
     )
     assert proc.returncode != 0  # make reports any failing recipe as 2 ...
-    assert status.read_text().strip() == "21", _msg(proc)  # ... the loop's own code is here
+    assert status.read_text().strip() == "21", fail_message(proc)  # ... the loop's own code is here
     assert not (p.root / "tests" / "test_stray.py").exists()
     assert (p.root / "README.md").read_text() == "# project\n"
     assert (p.root / "data").is_dir() and not list((p.root / "data").iterdir())
@@ -90,7 +82,7 @@ def test_make_phased_goes_through_tasks_md(tmp_path: Path) -> None:
     )
     p = make_project(tmp_path, WORKER, tasks=tasks, checks=CHECK)
     proc = make(p, "phased", "TASKS=TASKS.md", "CONTRACT=loop.yaml")
-    assert proc.returncode != 0, _msg(proc)  # one task parked
+    assert proc.returncode != 0, fail_message(proc)  # one task parked
     assert p.task_line("alpha").startswith("- [x]")
     assert p.task_line("broken").startswith("- [!]")
     assert p.task_line("beta").startswith("- [x]")

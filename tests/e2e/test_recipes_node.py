@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.test_recipes_loop import BAD_THEN_GOOD, CRASH_WITH_DEBRIS
-from tests.recipes_helpers import RECIPES, Project, make_project, recipe_env
+from tests.recipes_helpers import RECIPES, Project, fail_message, make_project, recipe_env
 
 pytestmark = pytest.mark.slow
 LOOP_MJS = RECIPES / "other-languages" / "loop.mjs"
@@ -21,19 +21,7 @@ def node(
     exe = shutil.which("node")
     if exe is None:
         pytest.skip("node is not installed")
-    return subprocess.run(
-        [exe, str(LOOP_MJS), *args],
-        cwd=p.root,
-        env=recipe_env(env),
-        capture_output=True,
-        text=True,
-        timeout=180,
-        stdin=subprocess.DEVNULL,
-    )
-
-
-def _msg(proc: subprocess.CompletedProcess[str]) -> str:
-    return f"exit {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+    return p.execute([exe, str(LOOP_MJS), *args], env=env, timeout=180)
 
 
 def test_node_loop_retries_in_place_then_commits_and_marks(tmp_path: Path) -> None:
@@ -49,7 +37,7 @@ def test_node_loop_retries_in_place_then_commits_and_marks(tmp_path: Path) -> No
     ).stdout
     start.write_text(out)
     proc = node(p, "--tasks", "TASKS.md", str(start))
-    assert proc.returncode == 0, _msg(proc)
+    assert proc.returncode == 0, fail_message(proc)
     assert p.worker_calls() == 2
     assert "value" in p.handoff(2)  # the failure rode into the second handoff
     subjects = p.git("log", "--pretty=%s").splitlines()
@@ -72,7 +60,7 @@ def test_node_loop_parks_saves_and_resets(tmp_path: Path) -> None:
         "Make value good",
         env={"RESET_PATHS": "data cache.db"},
     )
-    assert proc.returncode == 21, _msg(proc)
+    assert proc.returncode == 21, fail_message(proc)
     assert not (p.root / "tests" / "test_stray.py").exists()
     assert (p.root / "README.md").read_text() == "# project\n"
     assert (p.root / "data").is_dir() and not list((p.root / "data").iterdir())
@@ -91,6 +79,6 @@ def test_node_loop_stops_when_the_commit_is_rejected(tmp_path: Path) -> None:
     hook.chmod(0o755)
     before = p.head()
     proc = node(p, "--contract", "loop.yaml", "--task-id", "fix-value")
-    assert proc.returncode == 40, _msg(proc)
+    assert proc.returncode == 40, fail_message(proc)
     assert p.head() == before
     assert (p.root / "src/value.txt").read_text() == "good\n"
