@@ -113,3 +113,16 @@ def cli(
     result = CliRunner().invoke(command, list(args), input=stdin)
     doc = json.loads(result.stdout) if result.stdout.strip() else None
     return result.exit_code, doc, result.stderr
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][:1] != "Z"
+    except FileNotFoundError:
+        return False

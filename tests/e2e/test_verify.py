@@ -12,20 +12,7 @@ from pathlib import Path
 
 from loopkit import git as lkgit
 from tests.conftest import git
-from tests.evidence_helpers import BIN, attempt, one_json, run, script, write_contract
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie is gone for our purpose; read its state to tell.
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ", 1)[1][:1] != "Z"
-    except FileNotFoundError:
-        return False
+from tests.evidence_helpers import BIN, alive, attempt, one_json, run, script, write_contract
 
 
 def test_pass_and_fail_with_full_evidence(git_repo: Path) -> None:
@@ -105,9 +92,9 @@ def test_timeout_kills_the_whole_group_grandchildren_included(
     assert "timed out" in done.stderr
     pid = int(pidfile.read_text())
     deadline = time.monotonic() + 5
-    while _alive(pid) and time.monotonic() < deadline:
+    while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(pid), f"grandchild {pid} outlived the timeout"
+    assert not alive(pid), f"grandchild {pid} outlived the timeout"
 
 
 def test_a_check_that_changes_the_tree_is_flagged(git_repo: Path) -> None:
