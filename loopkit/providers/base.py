@@ -169,11 +169,10 @@ class Invocation:
     model: str | None = None  # the model asked for (flag or the CLI's config), if known
 
     def write_files(self) -> None:
+        from loopkit.ledger import atomic_write
+
         for path, text in self.files.items():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_text(text, encoding="utf-8")
-            os.replace(tmp, path)
+            atomic_write(path, text)
 
 
 @dataclass(slots=True)

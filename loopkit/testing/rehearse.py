@@ -120,10 +120,9 @@ def codex_home(
     text = codex_config(
         base_url, model=model, retries=retries, stream_retries=stream_retries, env_key=env_key
     )
-    target = home / "config.toml"
-    tmp = home / ".config.toml.tmp"
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, target)
+    from loopkit.ledger import atomic_write
+
+    atomic_write(home / "config.toml", text)
     return {"CODEX_HOME": str(home), env_key: api_key}
 
 
