@@ -32,8 +32,6 @@ from loopkit.exitcodes import ExitCode
 
 #: A TASKS.md larger than this is refused before it is read (a plan is not a data file).
 MAX_TASKS_BYTES = 4 * 1024 * 1024
-DEFAULT_SPLIT_LINES = 600
-DEFAULT_SPLIT_FILES = 8
 STATUSES = {" ": "open", "x": "done", "X": "done", "!": "parked"}
 MARKS = {"open": " ", "done": "x", "parked": "!"}
 PLAN_KEYS = ("budget", "scope", "depends", "allow-empty", "accept", "note")
@@ -588,11 +586,11 @@ def _assign_ids(tasks: list[Task], problems: list[PlanProblem], owners: dict[int
 
 
 def threshold(contract: Mapping[str, Any] | None) -> tuple[int, int]:
-    plan = (contract or {}).get("plan") or {}
-    return (
-        int(plan.get("split_lines", DEFAULT_SPLIT_LINES)),
-        int(plan.get("split_files", DEFAULT_SPLIT_FILES)),
-    )
+    """(split_lines, split_files): the contract's, else the contract defaults."""
+    from loopkit.contract import DEFAULTS
+
+    plan = {**DEFAULTS["plan"], **((contract or {}).get("plan") or {})}
+    return int(plan["split_lines"]), int(plan["split_files"])
 
 
 def check(plan: Plan, *, contract: Mapping[str, Any] | None = None) -> list[PlanProblem]:
