@@ -384,6 +384,11 @@ def allowed_env(parent: Mapping[str, str], names: Sequence[str]) -> dict[str, st
     return {k: v for k, v in parent.items() if k in exact or (prefixes and k.startswith(prefixes))}
 
 
+def count(v: Any) -> int:
+    """A token or turn count as reported: a positive int, else 0."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
+
+
 def clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 

@@ -35,6 +35,7 @@ from loopkit.providers.base import (
     ToolCall,
     clip,
     clip_input,
+    count,
     http_status_in,
     is_vendor_url,
 )
@@ -262,9 +263,9 @@ class ClaudeParser(StreamParser):
             for name, mu in models.items():
                 if not isinstance(mu, dict):
                     continue
-                inp += _int(mu.get("inputTokens")) + _int(mu.get("cacheReadInputTokens"))
-                inp += _int(mu.get("cacheCreationInputTokens"))
-                out += _int(mu.get("outputTokens"))
+                inp += count(mu.get("inputTokens")) + count(mu.get("cacheReadInputTokens"))
+                inp += count(mu.get("cacheCreationInputTokens"))
+                out += count(mu.get("outputTokens"))
                 if st.model is None:
                     st.model = name
             st.input_tokens, st.output_tokens = inp, out
@@ -272,15 +273,11 @@ class ClaudeParser(StreamParser):
         usage = obj.get("usage")
         if isinstance(usage, dict):
             st.input_tokens = (
-                _int(usage.get("input_tokens"))
-                + _int(usage.get("cache_read_input_tokens"))
-                + _int(usage.get("cache_creation_input_tokens"))
+                count(usage.get("input_tokens"))
+                + count(usage.get("cache_read_input_tokens"))
+                + count(usage.get("cache_creation_input_tokens"))
             )
-            st.output_tokens = _int(usage.get("output_tokens"))
-
-
-def _int(v: Any) -> int:
-    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
+            st.output_tokens = count(usage.get("output_tokens"))
 
 
 def tool_call(block: dict[str, Any]) -> ToolCall:

@@ -33,6 +33,7 @@ from loopkit.providers.base import (
     ToolCall,
     clip,
     clip_input,
+    count,
     http_status_in,
     is_vendor_url,
 )
@@ -154,8 +155,8 @@ class CodexParser(StreamParser):
             self.turn_completed = True
             usage = obj.get("usage")
             if isinstance(usage, dict):
-                st.input_tokens += _int(usage.get("input_tokens"))
-                st.output_tokens += _int(usage.get("output_tokens"))
+                st.input_tokens += count(usage.get("input_tokens"))
+                st.output_tokens += count(usage.get("output_tokens"))
             return [Event("result", text=st.final_message)]
         if t == "turn.failed":
             st.result_seen = True
@@ -212,10 +213,6 @@ class CodexParser(StreamParser):
 
 
 _TOOL_ITEMS = frozenset(("command_execution", "file_change", "mcp_tool_call", "web_search"))
-
-
-def _int(v: Any) -> int:
-    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
 
 
 def _tool_call(item: dict[str, Any]) -> ToolCall:
