@@ -130,8 +130,8 @@ def test_timeout_ends_the_whole_process_group(git_repo: Path, tmp_path: Path) ->
     assert pids_with(marker) == []
 
 
-def test_cancellation_stops_a_running_worker(git_repo: Path, tmp_path: Path) -> None:
-    marker = f"c-{uuid.uuid4().hex[:12]}"
+def _sleeping_worker(git_repo: Path, tmp_path: Path, marker: str) -> subprocess.Popen[str]:
+    """lk-invoke running a ``sleep 300`` worker, returned once the worker has started."""
     c = write_contract(
         tmp_path / "loop.yaml", worker={"provider": "command", "command": "sleep 300"}
     )
@@ -142,11 +142,18 @@ def test_cancellation_stops_a_running_worker(git_repo: Path, tmp_path: Path) -> 
             cwd=git_repo,
             stdin=stdin,
             stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
         )
     deadline = time.monotonic() + 10
-    while not pids_with(marker) and time.monotonic() < deadline:
+    while not [p for p in pids_with(marker) if p != proc.pid] and time.monotonic() < deadline:
         time.sleep(0.05)
+    return proc
+
+
+def test_cancellation_stops_a_running_worker(git_repo: Path, tmp_path: Path) -> None:
+    marker = f"c-{uuid.uuid4().hex[:12]}"
+    proc = _sleeping_worker(git_repo, tmp_path, marker)
     cancel.request(git_repo / ".loopkit", reason="test")
     out, _ = proc.communicate(timeout=15)
     assert proc.returncode == 1
@@ -162,21 +169,7 @@ def test_not_a_git_repository_exits_4(tmp_path: Path) -> None:
 
 def test_terminating_lk_invoke_ends_its_worker(git_repo: Path, tmp_path: Path) -> None:
     marker = f"k-{uuid.uuid4().hex[:12]}"
-    c = write_contract(
-        tmp_path / "loop.yaml", worker={"provider": "command", "command": "sleep 300"}
-    )
-    (tmp_path / "doc.json").write_text(attempt(marker))
-    with open(tmp_path / "doc.json") as stdin:
-        proc = subprocess.Popen(
-            [lk_invoke_bin(), "--contract", str(c)],
-            cwd=git_repo,
-            stdin=stdin,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-    deadline = time.monotonic() + 10
-    while not [p for p in pids_with(marker) if p != proc.pid] and time.monotonic() < deadline:
-        time.sleep(0.05)
+    proc = _sleeping_worker(git_repo, tmp_path, marker)
     proc.terminate()
     proc.communicate(timeout=15)
     assert proc.returncode == 130
