@@ -814,10 +814,10 @@ def next_task(plan: Plan) -> Task | None:
 def summary(plan: Plan) -> str:
     """Why nothing is ready, in one line."""
     ids = plan.by_id()
-    leaves = [t for t in plan.tasks if not t.slices]
-    done = [t for t in leaves if t.status == "done" or effective_status(t) == "done"]
-    parked = [t for t in leaves if effective_status(t) == "parked"]
-    waiting = [t for t in leaves if effective_status(t) == "open" and not is_ready(t, ids)]
+    leaves = [t for t in plan.tasks if not t.slices]  # a leaf's effective status is its own
+    done = [t for t in leaves if t.status == "done"]
+    parked = [t for t in leaves if t.status == "parked"]
+    waiting = [t for t in leaves if t.status == "open" and not is_ready(t, ids)]
     if len(done) == len(leaves):
         return f"nothing ready: all {len(leaves)} tasks are done"
     parts = [f"{len(done)} done"]
