@@ -381,8 +381,14 @@ def find_default(start: str | os.PathLike[str] = ".") -> Path | None:
     return None
 
 
-def resolve(path: str | None, document: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The contract a command works under: --contract, else the piped attempt's, else ./loop.yaml."""
+def resolve(
+    path: str | None,
+    document: Mapping[str, Any] | None,
+    *,
+    start: str | os.PathLike[str] = ".",
+) -> dict[str, Any]:
+    """The contract a command works under: --contract, else the piped attempt's, else
+    loop.yaml in ``start``."""
     if path:
         return load(path)
     if document and isinstance(document.get("contract"), Mapping):
@@ -390,7 +396,7 @@ def resolve(path: str | None, document: Mapping[str, Any] | None) -> dict[str, A
         if problems:
             raise BadInput("<stdin>", f"$.contract{problems[0].path[1:]}: {problems[0].message}")
         return with_defaults(document["contract"])
-    found = find_default()
+    found = find_default(start)
     if found is not None:
         return load(found)
     raise BadInput(

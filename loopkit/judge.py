@@ -697,13 +697,15 @@ def stream_cwd(path: Path, *, lines: int = 20) -> str | None:
 # --------------------------------------------------------------------------- one judgement
 
 
-def _contract(path: str | None, document: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """The contract when one is given, piped or found; the judge can do without one."""
+def _contract(
+    path: str | None, document: Mapping[str, Any] | None, cwd: str | os.PathLike[str]
+) -> dict[str, Any] | None:
+    """The contract when one is given, piped or found in ``cwd``; the judge can do without one."""
     from loopkit import contract
 
     piped = document is not None and isinstance(document.get("contract"), Mapping)
-    if path or piped or contract.find_default() is not None:
-        return contract.resolve(path, document)
+    if path or piped or contract.find_default(cwd) is not None:
+        return contract.resolve(path, document, start=cwd)
     return None
 
 
@@ -742,7 +744,7 @@ def evaluate(
     from loopkit import artifacts, cancel, git
     from loopkit import state as states
 
-    contract = _contract(contract_path, document)
+    contract = _contract(contract_path, document, cwd)
     the_goal = goal_for(goal=goal, document=document, contract=contract)
     settings = Settings.resolve(contract, provider=provider, model=model)
     root = git.toplevel(cwd)

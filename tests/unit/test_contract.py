@@ -226,3 +226,17 @@ def test_defaults_never_invent_a_worker_provider() -> None:
     assert "provider" not in full["worker"]
     assert schema.errors(full, "contract") == []
     assert c.validate({**data, "worker": {}}) == []
+
+
+def test_resolve_finds_loop_yaml_where_it_is_told(tmp_path: Path) -> None:
+    # A caller working on another folder (lk-judge's cwd=) must find that folder's contract,
+    # not the one in the process's current directory.
+    from loopkit import contract as c
+
+    (tmp_path / "loop.yaml").write_text(
+        "version: 1\nobjective: elsewhere\nscope: {writable: ['a/**']}\n"
+        "criteria: [{name: t, run: 'true'}]\n"
+    )
+    assert c.resolve(None, None, start=tmp_path)["objective"] == "elsewhere"
+    with pytest.raises(BadInput, match="no contract"):
+        c.resolve(None, None, start=tmp_path / "missing")
