@@ -9,12 +9,12 @@ from __future__ import annotations
 import copy
 import json
 import os
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loopkit import globs
 from loopkit.errors import BadInput
 
 CONTRACT_VERSION = 1
@@ -94,7 +94,7 @@ def glob_list(v: Any, where: str, out: list[Problem]) -> None:
         if not isinstance(item, str) or not item.strip():
             out.append(Problem(p, f"expected a non-empty glob, got {_show(item)}"))
             continue
-        reason = glob_escape_reason(item)
+        reason = globs.escape_reason(item)
         if reason:
             out.append(Problem(p, f"glob {item!r} {reason}"))
 
@@ -105,16 +105,6 @@ def one_of(*choices: str) -> Check:
             out.append(Problem(where, f"expected one of {', '.join(choices)}, got {_show(v)}"))
 
     return check
-
-
-def glob_escape_reason(glob: str) -> str | None:
-    """Why a glob reaches outside the repository, or None when it stays inside."""
-    g = glob.replace("\\", "/")
-    if g.startswith("/") or re.match(r"^[A-Za-z]:", g) or g.startswith("~"):
-        return "is absolute: scope globs are relative to the repository root"
-    if ".." in g.split("/"):
-        return "escapes the repository ('..')"
-    return None
 
 
 def _show(v: Any) -> str:

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from loopkit import globs
 from loopkit.errors import BadInput, LoopkitError
 from loopkit.exitcodes import ExitCode
 
@@ -44,7 +45,6 @@ _EXPLICIT_ID = re.compile(r"\s*\{#(?P<id>[^{}\s]*)\}\s*$")
 _NOTE = re.compile(r"\s+\((?P<status>parked|done):\s*(?P<text>[^()]*)\)\s*$")
 _KEY = re.compile(r"^(?P<key>[A-Za-z][A-Za-z_-]*)\s*:(?P<value>.*)$")
 _BUDGET_PART = re.compile(r"^~?\s*(?P<n>-?\d+)\s*(?P<unit>lines?|files?)$", re.IGNORECASE)
-_GLOB_CHARS = set("*?[")
 
 
 # Plain classes rather than dataclasses: building five dataclasses costs milliseconds
@@ -502,7 +502,6 @@ def _plan_line(
 
 
 def _add_scope(task: Task, entries: Iterable[str], problem: Any) -> None:
-    from loopkit.contract import glob_escape_reason
 
     for raw in entries:
         entry = raw.strip().strip("`").strip()
@@ -510,7 +509,7 @@ def _add_scope(task: Task, entries: Iterable[str], problem: Any) -> None:
             continue
         if entry.endswith("/"):
             entry += "**"
-        reason = glob_escape_reason(entry)
+        reason = globs.escape_reason(entry)
         if reason:
             problem(f"scope {entry!r} {reason}")
             continue
@@ -690,13 +689,13 @@ def _check_slices(parent: Task, problem: Any) -> None:
     for s in parent.slices:
         if parent.scope:
             for g in s.scope:
-                if not any(globs_overlap(g, p) for p in parent.scope):
+                if not any(globs.overlap(g, p) for p in parent.scope):
                     problem(s, ".scope", f"scope {g!r} is outside its parent's scope")
     for i, a in enumerate(parent.slices):
         for b in parent.slices[i + 1 :]:
             for ga in a.scope:
                 for gb in b.scope:
-                    if globs_overlap(ga, gb):
+                    if globs.overlap(ga, gb):
                         problem(
                             b,
                             ".scope",
@@ -711,11 +710,9 @@ def _check_against_contract(tasks: list[Task], contract: Mapping[str, Any], prob
     protected = list(scope.get("protected") or [])
     for t in tasks:
         for g in t.scope:
-            if allowed and not any(globs_overlap(g, a) for a in allowed):
+            if allowed and not any(globs.overlap(g, a) for a in allowed):
                 problem(t, ".scope", f"scope {g!r} is outside the contract's writable scope")
-            elif not any(c in _GLOB_CHARS for c in g) and any(
-                globs_overlap(g, p) for p in protected
-            ):
+            elif globs.is_literal(g) and any(globs.overlap(g, p) for p in protected):
                 problem(t, ".scope", f"scope {g!r} is protected by the contract")
 
 
@@ -1006,125 +1003,3 @@ def mark(
     edit = prepare_mark(path, task_id, status, reason=reason)
     commit_edit(edit)
     return edit
-
-
-# --------------------------------------------------------------------------- globs
-
-
-def _tokens(glob: str) -> list[tuple[str, Any]]:
-    out: list[tuple[str, Any]] = []
-    i = 0
-    while i < len(glob):
-        c = glob[i]
-        if c == "*":
-            if glob.startswith("**", i):
-                out.append(("dstar", None))
-                i += 2
-                continue
-            out.append(("star", None))
-        elif c == "?":
-            out.append(("one", None))
-        elif c == "[":
-            j = glob.find("]", i + 2)
-            if j < 0:
-                out.append(("lit", c))
-            else:
-                spec = glob[i + 1 : j]
-                neg = spec[:1] in ("!", "^")
-                if neg:
-                    spec = spec[1:]
-                chars: set[str] = set()
-                k = 0
-                while k < len(spec):
-                    if k + 2 < len(spec) and spec[k + 1] == "-":
-                        lo, hi = ord(spec[k]), ord(spec[k + 2])
-                        chars.update(chr(x) for x in range(lo, min(hi, lo + 256) + 1))
-                        k += 3
-                    else:
-                        chars.add(spec[k])
-                        k += 1
-                out.append(("class", (neg, frozenset(chars))))
-                i = j + 1
-                continue
-        else:
-            out.append(("lit", c))
-        i += 1
-    return out
-
-
-def _variants(glob: str) -> list[list[tuple[str, Any]]]:
-    """'**/' matches zero or more whole directories: expand each into its two readings."""
-    g = glob[:-1] + "**" if glob.endswith("/") else glob
-    parts = g.split("**/")
-    if len(parts) > 4:  # keep the expansion small; extra '**/' read as '**' + '/'
-        return [_tokens(g)]
-    variants = [parts[0]]
-    for p in parts[1:]:
-        variants = [v + sep + p for v in variants for sep in ("", "\x00DSTAR/")]
-    out = []
-    for v in variants:
-        toks: list[tuple[str, Any]] = []
-        for k, piece in enumerate(v.split("\x00DSTAR")):
-            if k:
-                toks.append(("dstar", None))
-            toks.extend(_tokens(piece))
-        out.append(toks)
-    return out
-
-
-_OTHER = "\ue000"  # a character no glob names: stands for "any other character"
-
-
-def _accepts(tok: tuple[str, Any], c: str) -> bool:
-    kind, val = tok
-    if kind == "lit":
-        return bool(c == val)
-    if kind == "dstar":
-        return True
-    if c == "/":
-        return False
-    if kind in ("star", "one"):
-        return True
-    neg, chars = val
-    return (c not in chars) if neg else (c in chars)
-
-
-def _intersect(a: list[tuple[str, Any]], b: list[tuple[str, Any]]) -> bool:
-    alphabet = {"/", _OTHER}
-    for toks in (a, b):
-        for kind, val in toks:
-            if kind == "lit":
-                alphabet.add(val)
-            elif kind == "class":
-                alphabet.update(val[1])
-    seen: set[tuple[int, int]] = set()
-    todo = [(0, 0)]
-    while todo:
-        i, j = todo.pop()
-        if (i, j) in seen:
-            continue
-        seen.add((i, j))
-        if i == len(a) and j == len(b):
-            return True
-        ta = a[i] if i < len(a) else None
-        tb = b[j] if j < len(b) else None
-        if ta and ta[0] in ("star", "dstar"):
-            todo.append((i + 1, j))
-        if tb and tb[0] in ("star", "dstar"):
-            todo.append((i, j + 1))
-        if ta is None or tb is None:
-            continue
-        for c in alphabet:
-            if _accepts(ta, c) and _accepts(tb, c):
-                ni = i if ta[0] in ("star", "dstar") else i + 1
-                nj = j if tb[0] in ("star", "dstar") else j + 1
-                todo.append((ni, nj))
-    return False
-
-
-def globs_overlap(a: str, b: str) -> bool:
-    """True when some path matches both globs ('*' stays within a directory, '**' crosses)."""
-    a, b = a.strip().removeprefix("./"), b.strip().removeprefix("./")
-    if a == b:
-        return True
-    return any(_intersect(x, y) for x in _variants(a) for y in _variants(b))

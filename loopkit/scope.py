@@ -1,13 +1,6 @@
 """The scope policy: which paths a change may touch, and how big it may be.
 
-Globs are relative to the repository root and use ``/`` as the separator:
-
-- ``*`` matches within one path segment, ``?`` one character, ``[abc]`` a class;
-- ``**`` as a whole segment matches any number of segments, zero included
-  (``src/**/test_*.py`` matches ``src/test_a.py`` and ``src/a/b/test_c.py``);
-- a glob that matches a directory covers everything beneath it, as in ``.gitignore``
-  (``migrations`` and ``migrations/`` both cover ``migrations/0001.sql``);
-- dotfiles are matched like any other name.
+Globs mean what ``loopkit.globs`` says (the one engine lk-plan uses too).
 
 Rules, in order: a path matching ``always_allowed`` is never a violation; a path matching
 ``protected`` is one (protected wins over writable); otherwise it must match ``writable``.
@@ -15,12 +8,13 @@ Rules, in order: a path matching ``always_allowed`` is never a violation; a path
 
 from __future__ import annotations
 
-import functools
 import posixpath
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from loopkit.globs import matches
 
 #: Rule names, as they appear in ``violations[].rule``.
 PROTECTED = "protected"
@@ -33,84 +27,6 @@ TOO_MANY_FILES = "changed_files"
 TOO_MANY_LINES = "changed_lines"
 #: ``path`` of a violation about the whole change (a budget) rather than one file.
 WHOLE_CHANGE = "*"
-
-
-def _segment(glob: str) -> str:
-    """Regex for a glob segment without ``/`` (``*``, ``?``, ``[...]``, ``**`` inside a name)."""
-    out: list[str] = []
-    i, n = 0, len(glob)
-    while i < n:
-        c = glob[i]
-        if c == "*":
-            if glob.startswith("**", i):
-                out.append(".*")  # "a**b": crosses directories, like git's wildmatch
-                i += 2
-                continue
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            j = i + 1
-            if j < n and glob[j] in "!^":
-                j += 1
-            if j < n and glob[j] == "]":
-                j += 1
-            while j < n and glob[j] != "]":
-                j += 1
-            if j >= n:  # no closing bracket: a literal "["
-                out.append(re.escape(c))
-            else:
-                body = glob[i + 1 : j]
-                if body[:1] in ("!", "^"):
-                    body = "^" + body[1:]
-                body = body.replace("\\", "\\\\").replace("[", "\\[")
-                out.append(f"(?!/)[{body}]")
-                i = j
-        elif c == "\\" and i + 1 < n:
-            out.append(re.escape(glob[i + 1]))
-            i += 1
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return "".join(out)
-
-
-def normalize_glob(glob: str) -> str:
-    g = glob.strip()
-    while g.startswith("./"):
-        g = g[2:]
-    g = re.sub("/{2,}", "/", g)
-    if g.endswith("/"):
-        g += "**"
-    return g or "**"
-
-
-def glob_to_regex(glob: str) -> str:
-    """A regex (no anchors) matching the paths ``glob`` covers, directories' contents included."""
-    parts = normalize_glob(glob).split("/")
-    pieces: list[str] = []
-    for k, part in enumerate(parts):
-        last = k == len(parts) - 1
-        if part == "**":
-            # zero or more whole segments; the separator is folded into the repetition
-            pieces.append(".*" if last else "(?:[^/]*/)*")
-        else:
-            pieces.append(_segment(part) + ("" if last else "/"))
-    # A match on a directory covers what is under it.
-    return "".join(pieces) + "(?:/.*)?"
-
-
-@functools.lru_cache(maxsize=256)
-def _compiled(globs: tuple[str, ...]) -> re.Pattern[str] | None:
-    if not globs:
-        return None
-    return re.compile("|".join(f"(?:{glob_to_regex(g)})" for g in globs), re.DOTALL)
-
-
-def matches(path: str, globs: Iterable[str]) -> bool:
-    """Whether ``path`` (repository-relative, ``/``-separated) is covered by any glob."""
-    rx = _compiled(tuple(globs))
-    return bool(rx is not None and rx.fullmatch(path))
 
 
 @dataclass(frozen=True)

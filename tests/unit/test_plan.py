@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import fnmatch
-import itertools
 from pathlib import Path
 
 import pytest
@@ -479,77 +477,6 @@ def test_mark_twice_is_a_no_op(tmp_path: Path) -> None:
     path = write(tmp_path, "TASKS.md", TASKS_MD)
     assert plan.mark(path, "setup", "done").changed is False
     assert path.read_text() == TASKS_MD
-
-
-# --------------------------------------------------------------------------- globs
-
-
-@pytest.mark.parametrize(
-    ("a", "b", "overlap"),
-    [
-        ("src/a.py", "src/a.py", True),
-        ("src/a.py", "src/b.py", False),
-        ("src/**", "src/x/y/z.py", True),
-        ("src/*.py", "src/x/y.py", False),
-        ("src/*.py", "src/x.py", True),
-        ("**/test_*.py", "test_x.py", True),
-        ("**/test_*.py", "a/b/test_x.py", True),
-        ("docs/a/**", "docs/**/*.md", True),
-        ("docs/a/**", "docs/b/*.md", False),
-        ("src/[ab].py", "src/c.py", False),
-        ("src/[!ab].py", "src/c.py", True),
-        ("src/?.py", "src/ab.py", False),
-        ("lib/**", "src/**", False),
-        ("./src/a.py", "src/*.py", True),
-    ],
-)
-def test_globs_overlap(a: str, b: str, overlap: bool) -> None:
-    assert plan.globs_overlap(a, b) is overlap
-    assert plan.globs_overlap(b, a) is overlap
-
-
-_SEGMENTS = ["a", "b", "x.py", "y.md"]
-_PATHS = ["/".join(p) for n in (1, 2, 3) for p in itertools.product(_SEGMENTS, repeat=n)]
-
-
-def _matches(glob: str, path: str) -> bool:
-    """A reference matcher: '*' and '?' stay in one segment, '**/' is zero or more dirs."""
-    import re
-
-    rx = ""
-    i = 0
-    while i < len(glob):
-        if glob.startswith("**/", i):
-            rx += "(?:.*/)?"
-            i += 3
-        elif glob.startswith("**", i):
-            rx += ".*"
-            i += 2
-        elif glob[i] == "*":
-            rx += "[^/]*"
-            i += 1
-        elif glob[i] == "?":
-            rx += "[^/]"
-            i += 1
-        else:
-            rx += re.escape(glob[i])
-            i += 1
-    return re.fullmatch(rx, path) is not None
-
-
-_glob_part = st.sampled_from(["a", "b", "*", "**", "?.py", "x.py", "*.md", "y.*"])
-_globs = st.lists(_glob_part, min_size=1, max_size=3).map("/".join)
-
-
-@settings(max_examples=150, deadline=None)
-@given(_globs, _globs)
-def test_globs_overlap_agrees_with_brute_force(a: str, b: str) -> None:
-    witness = any(_matches(a, p) and _matches(b, p) for p in _PATHS)
-    if witness:
-        assert plan.globs_overlap(a, b)
-    # a claimed overlap is real for literal paths
-    if not any(c in a for c in "*?[") and plan.globs_overlap(a, b):
-        assert _matches(b, a) or fnmatch.fnmatchcase(a, b)
 
 
 # --------------------------------------------------------------------------- property: mark

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopkit.scope import Change, Policy, evaluate, matches, symlink_escape
+from loopkit.globs import matches
+from loopkit.scope import Change, Policy, evaluate, symlink_escape
 
 
 @pytest.mark.parametrize(
