@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from loopkit.files import atomic_write
+
 FILENAME = "cancel.json"
 
 
@@ -25,9 +27,7 @@ def request(state: Path, *, reason: str | None = None) -> dict[str, Any]:
         "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "pid": os.getpid(),
     }
-    tmp = _path(state).with_suffix(".tmp")
-    tmp.write_text(json.dumps(intent) + "\n", encoding="utf-8")
-    os.replace(tmp, _path(state))
+    atomic_write(_path(state), json.dumps(intent) + "\n")
     return intent
 
 

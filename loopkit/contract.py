@@ -352,47 +352,20 @@ def read_file(path: str | os.PathLike[str]) -> Any:
     return parse_text(raw, str(path))
 
 
-def load(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read and validate a contract; raise BadInput naming the first problem (exit 3)."""
-    data = read_file(path)
+def checked(data: Any, source: str, *, prefix: str = "$") -> dict[str, Any]:
+    """A parsed contract validated and with its defaults; BadInput naming the first
+    problem (exit 3) otherwise. ``prefix`` places the paths (``$.contract`` in a document)."""
     problems = validate(data)
     if problems:
+        first = problems[0]
         more = f" (and {len(problems) - 1} more; run lk-plan check)" if len(problems) > 1 else ""
-        raise BadInput(str(path), f"{problems[0].path}: {problems[0].message}{more}")
+        raise BadInput(source, f"{prefix}{first.path[1:]}: {first.message}{more}")
     return with_defaults(data)
 
 
-def find_default(start: str | os.PathLike[str] = ".") -> Path | None:
-    """loop.yaml (or .yml/.json) in the current directory, if there is one."""
-    for name in DEFAULT_FILENAMES:
-        p = Path(start) / name
-        if p.is_file():
-            return p
-    return None
-
-
-def resolve(
-    path: str | None,
-    document: Mapping[str, Any] | None,
-    *,
-    start: str | os.PathLike[str] = ".",
-) -> dict[str, Any]:
-    """The contract a command works under: --contract, else the piped attempt's, else
-    loop.yaml in ``start``."""
-    if path:
-        return load(path)
-    if document and isinstance(document.get("contract"), Mapping):
-        problems = validate(document["contract"])
-        if problems:
-            raise BadInput("<stdin>", f"$.contract{problems[0].path[1:]}: {problems[0].message}")
-        return with_defaults(document["contract"])
-    found = find_default(start)
-    if found is not None:
-        return load(found)
-    raise BadInput(
-        "--contract",
-        "no contract: pass --contract FILE, pipe an attempt document, or add loop.yaml",
-    )
+def load(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read and validate a contract file (exit 3 on the first problem)."""
+    return checked(read_file(path), str(path))
 
 
 def apply_task(contract: Mapping[str, Any], task: Mapping[str, Any]) -> dict[str, Any]:

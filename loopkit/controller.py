@@ -41,21 +41,17 @@ class _Setup:
 def _setup(
     document: dict[str, Any] | None, contract_path: str | None, ledger_path: str | None
 ) -> _Setup:
-    from loopkit import contract as contracts
     from loopkit.artifacts import attempt_id
     from loopkit.document import new_attempt
-    from loopkit.state import state_dir
+    from loopkit.workspace import Workspace
 
     doc = document if document is not None else new_attempt()
-    contract = contracts.resolve(contract_path, doc)
-    task = doc.get("task")
-    if isinstance(task, Mapping):
-        contract = contracts.apply_task(contract, task)
-    root = git.toplevel(".")
-    state = state_dir(root, configured=contract.get("state_dir"))
-    path = Path(ledger_path) if ledger_path else state / ledgers.DEFAULT_NAME
+    ws = Workspace.open(contract_path=contract_path, document=doc, require_contract=True)
+    contract = ws.contract or {}
+    ws.stamp(doc)
+    path = Path(ledger_path) if ledger_path else ws.state / ledgers.DEFAULT_NAME
     attempt_id(doc)
-    return _Setup(doc, contract, root, state, ledgers.Ledger(path))
+    return _Setup(doc, contract, ws.root, ws.state, ledgers.Ledger(path))
 
 
 def decide(

@@ -25,7 +25,7 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
-from loopkit import budget
+from loopkit import budget, globs
 from loopkit import classify as fc
 from loopkit.exitcodes import OUTCOME_CODES
 
@@ -304,12 +304,11 @@ def _protected_changed_by_checks(
     changed = (verify or {}).get("changed_by_checks") or []
     if not protected or not changed:
         return []
-    from loopkit import scope
 
     return [
         {"rule": "protected_changed_by_check", "path": str(path)}
         for path in changed
-        if scope.matches(str(path), protected)
+        if globs.matches(str(path), protected)
     ]
 
 

@@ -214,6 +214,22 @@ def info_excludes(index: Path, pattern: str) -> bool:
     return pattern in lines
 
 
+def exclude(root: Path, pattern: str) -> None:
+    """Add the line ``pattern`` to the repository's ``info/exclude`` (once)."""
+    path = common_dir(root) / "info" / "exclude"
+    try:
+        current = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        current = ""
+    if pattern in current.splitlines():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:
+        if current and not current.endswith("\n"):
+            f.write("\n")
+        f.write(f"# loopkit state: never committed, never reset\n{pattern}\n")
+
+
 def _maybe_hashed(root: Path, index: Path, name: str) -> bool:
     """Could ``git add -A`` have put the folder ``name`` in the index? (False: surely not.)"""
     return (root / name).exists() and not info_excludes(index, f"/{name}/")

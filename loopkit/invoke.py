@@ -281,24 +281,12 @@ class Plan:
     timeout: float
 
 
-def _contract(req: Request) -> dict[str, Any] | None:
-    from loopkit import contract
-
-    if req.contract_path or (req.document and req.document.get("contract")):
-        return contract.resolve(req.contract_path, req.document)
-    found = contract.find_default(req.cwd)
-    return contract.load(found) if found is not None else None
-
-
 def plan(req: Request, *, root: Path | None = None) -> Plan:
     """Resolve contract, provider and handoff; nothing is started."""
     from loopkit import handoff, providers
+    from loopkit.workspace import resolve_contract
 
-    contract = _contract(req)
-    if contract is not None and req.document and isinstance(req.document.get("task"), dict):
-        from loopkit.contract import apply_task
-
-        contract = apply_task(contract, req.document["task"])
+    contract = resolve_contract(req.contract_path, req.document, start=req.cwd, root=root).contract
     worker = dict((contract or {}).get("worker") or {})
     name = req.provider or ("command" if req.command else worker.get("provider") or "command")
     try:
@@ -371,7 +359,8 @@ def dry_run(req: Request) -> dict[str, Any]:
 
 def attempt(req: Request) -> dict[str, Any]:
     """Run one attempt; return the document to print (attempt with ``run``, or run alone)."""
-    from loopkit import artifacts, cancel, git, state
+    from loopkit import artifacts, cancel, git
+    from loopkit.workspace import state_folder
 
     # Where the tree started: a worker that commits its own change must not hide it from
     # lk-diff, which compares against this base when no other is given. One git call finds
@@ -379,7 +368,8 @@ def attempt(req: Request) -> dict[str, Any]:
     where = git.locate(req.cwd, base="HEAD", unborn_ok=False)
     root, base = where.root, where.base
     p = plan(req, root=root)
-    state_path = state.state_dir(root, configured=(p.contract or {}).get("state_dir"))
+    configured = (p.contract or {}).get("state_dir")
+    state_path = state_folder(root, where.index, env=req.environ, configured=configured)
     doc = _fresh(req.document)
     folder = artifacts.attempt_dir(state_path, doc)
 

@@ -697,18 +697,6 @@ def stream_cwd(path: Path, *, lines: int = 20) -> str | None:
 # --------------------------------------------------------------------------- one judgement
 
 
-def _contract(
-    path: str | None, document: Mapping[str, Any] | None, cwd: str | os.PathLike[str]
-) -> dict[str, Any] | None:
-    """The contract when one is given, piped or found in ``cwd``; the judge can do without one."""
-    from loopkit import contract
-
-    piped = document is not None and isinstance(document.get("contract"), Mapping)
-    if path or piped or contract.find_default(cwd) is not None:
-        return contract.resolve(path, document, start=cwd)
-    return None
-
-
 def evaluate(
     document: dict[str, Any] | None,
     *,
@@ -742,12 +730,13 @@ def evaluate(
         )
 
     from loopkit import artifacts, cancel, git
-    from loopkit import state as states
+    from loopkit.workspace import Workspace
 
-    contract = _contract(contract_path, document, cwd)
+    ws = Workspace.open(contract_path=contract_path, document=document, cwd=cwd)
+    contract = ws.contract
     the_goal = goal_for(goal=goal, document=document, contract=contract)
     settings = Settings.resolve(contract, provider=provider, model=model)
-    root = git.toplevel(cwd)
+    root = ws.root
     doc = document or {}
     before = git.tree_hash(root)
     prompt = build_prompt(
@@ -758,7 +747,7 @@ def evaluate(
         verify=doc.get("verify"),
         tree=before,
     )
-    state_dir = states.state_dir(root, configured=(contract or {}).get("state_dir"))
+    state_dir = ws.state
     folder = artifacts.attempt_dir(state_dir, document)
 
     signals: list[str] = []

@@ -24,7 +24,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from typing import Any
 
 from loopkit import budget
 from loopkit.errors import EnvironmentProblem
+from loopkit.files import atomic_write
 
 RECORD_KIND = "loopkit/ledger-record"
 DEFAULT_NAME = "ledger.jsonl"
@@ -50,23 +50,6 @@ def _safe(task_id: str) -> str:
     if safe != task_id:
         safe += "-" + hashlib.sha256(task_id.encode()).hexdigest()[:12]
     return safe
-
-
-def atomic_write(path: Path, text: str, *, sync: bool = False) -> None:
-    """Write a file whole or not at all (temp file + rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="." + path.name + ".", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            if sync:
-                f.flush()
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 @dataclass

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import stat
 import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -30,6 +29,7 @@ from typing import Any
 from loopkit import globs
 from loopkit.errors import BadInput, LoopkitError
 from loopkit.exitcodes import ExitCode
+from loopkit.files import atomic_write
 
 #: A TASKS.md larger than this is refused before it is read (a plan is not a data file).
 MAX_TASKS_BYTES = 4 * 1024 * 1024
@@ -972,28 +972,10 @@ def commit_edit(edit: Edit) -> bool:
                 edit = Edit(path, edit.task_id, current, again.index, edit.old_line, edit.new_line)
             if not edit.changed:
                 return False
-            _write_atomic(path, apply_edit(edit, current))
+            atomic_write(path, apply_edit(edit, current), sync=True, keep_mode=True)
             return True
     except FileNotFoundError:
         raise Conflict(f"{source}: removed while marking; nothing written") from None
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    import tempfile  # lazy: only marking writes (start-up of `next` is a feature)
-
-    mode = stat.S_IMODE(os.stat(path).st_mode)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def mark(

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from loopkit.ledger import atomic_write
+from loopkit.files import atomic_write
 
 DEFAULT_KEEP_COMPLETED = 10
 #: Files larger than this are "bulky" whatever their name.

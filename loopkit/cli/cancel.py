@@ -33,9 +33,9 @@ def main(reason: str | None, clear: bool, status: bool) -> int:
     """Ask every loop in this repository to stop at its next boundary (or lift that)."""
     from loopkit import cancel
     from loopkit.document import emit
-    from loopkit.state import configured_by_contract, state_dir
+    from loopkit.workspace import for_state_only
 
-    state = state_dir(".", configured=configured_by_contract("."))
+    state = for_state_only().state
     body: dict[str, object] = {"kind": "loopkit/cancel", "version": 1}
     if clear:
         lifted = cancel.clear(state)

@@ -167,9 +167,13 @@ def check_cmd(file: str, contract_path: str | None, kind: str) -> int:
             problems = [p.as_dict() for p in contracts.validate(data)]
     else:
         # The same contract `next` would use, so check and next never disagree.
-        found = contract_path or contracts.find_default()
-        contract = contracts.load(found) if found else None
-        used = str(found) if found else None
+        from pathlib import Path
+
+        from loopkit.workspace import resolve_contract
+
+        found = resolve_contract(contract_path, None, start=Path("."), root=None)
+        contract = found.contract
+        used = found.source
         try:
             parsed = plans.parse(raw, source=source)
         except BadInput as e:
@@ -227,12 +231,20 @@ def next_cmd(tasks_file: str, contract_path: str | None, task_id: str | None) ->
     A parked task blocks everything that depends on it. Exit 1 with a summary on stderr
     when nothing is ready; exit 3 when the plan or the contract is invalid.
     """
+    from pathlib import Path
+
     from loopkit import contract as contracts
     from loopkit import plan as plans
     from loopkit.document import emit, new_attempt
     from loopkit.errors import BadInput
+    from loopkit.workspace import resolve_contract
 
-    contract = contracts.resolve(contract_path, None)
+    resolved = resolve_contract(contract_path, None, start=Path("."), root=None)
+    if resolved.contract is None:
+        raise BadInput(
+            "--contract", "no contract: pass --contract FILE, or add loop.yaml to this folder"
+        )
+    contract = resolved.contract
     raw = plans.read_bytes(tasks_file)
     parsed = plans.parse(raw, source=tasks_file)
     problems = plans.check(parsed, contract=contract)
@@ -259,7 +271,9 @@ def next_cmd(tasks_file: str, contract_path: str | None, task_id: str | None) ->
             return 1
         task = found
     task_doc = task.as_dict(source=tasks_file)
-    emit(new_attempt(task=task_doc, contract=contracts.apply_task(contract, task_doc)))
+    doc = new_attempt(task=task_doc, contract=contracts.apply_task(contract, task_doc))
+    resolved.stamp(doc)  # the contract the loop starts with: later stages refuse a changed file
+    emit(doc)
     _say(f"next: {task.id} ({tasks_file} line {task.line})")
     return 0
 
@@ -319,7 +333,15 @@ def guidance_cmd(contract_file: str | None, output: str | None) -> int:
             from loopkit.errors import BadInput
 
             raise BadInput("<stdin>", "empty: expected an attempt document (JSON)")
-        contract = contracts.resolve(None, doc)
+        from pathlib import Path
+
+        from loopkit.workspace import resolve_contract
+
+        contract = resolve_contract(None, doc, start=Path("."), root=None).contract
+        if contract is None:
+            raise BadInput(
+                "--contract", "no contract: name a contract file, pipe a document, or add loop.yaml"
+            )
         task = doc.get("task") if doc else None
     else:
         contract = contracts.load(contract_file)
@@ -335,12 +357,9 @@ def guidance_cmd(contract_file: str | None, output: str | None) -> int:
 
 
 def _write_guidance(path: Path, block: str) -> None:
-    import os
-    import tempfile
-    from pathlib import Path
-
     from loopkit import guidance
     from loopkit.errors import BadInput
+    from loopkit.files import atomic_write
 
     try:
         existing = path.read_bytes().decode("utf-8") if path.exists() else None
@@ -349,20 +368,7 @@ def _write_guidance(path: Path, block: str) -> None:
     except OSError as e:
         raise BadInput(str(path), f"cannot read: {e.strerror}") from None
     text = guidance.update(existing, block)
-    parent = path.parent if str(path.parent) else Path(".")
     try:
-        fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".tmp")
+        atomic_write(path, text, keep_mode=True)
     except OSError as e:
         raise BadInput(str(path), f"cannot write here: {e.strerror}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
-        else:
-            os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

@@ -45,9 +45,9 @@ def main(ledger_path: str | None, as_json: bool, html_path: str | None) -> int:
         if not path.is_file():
             raise BadInput(ledger_path, "no such ledger file")
     else:
-        from loopkit.state import configured_by_contract, state_dir
+        from loopkit.workspace import for_state_only
 
-        path = state_dir(".", configured=configured_by_contract(".")) / ledger.DEFAULT_NAME
+        path = for_state_only().state / ledger.DEFAULT_NAME
     records, problems = ledger.read(path)
     for p in problems:
         click.echo(f"lk report: warning: {path}: {p}", err=True)
@@ -62,7 +62,9 @@ def main(ledger_path: str | None, as_json: bool, html_path: str | None) -> int:
     elif html_path:
         import os
 
-        ledger.atomic_write(Path(html_path), report.page(doc))
+        from loopkit.files import atomic_write
+
+        atomic_write(Path(html_path), report.page(doc))
         mask = os.umask(0)  # a page to share: the usual mode, not the temp file's 0600
         os.umask(mask)
         os.chmod(html_path, 0o666 & ~mask)

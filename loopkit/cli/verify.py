@@ -40,34 +40,22 @@ def main(contract_path: str | None, only: tuple[str, ...], fail_fast: bool) -> i
     """Run the contract's acceptance checks in order, each in the repository root with its
     timeout, and record per check its exit code, duration, output tail, output sha256 and
     failure fingerprint, with the tree hash before and after the checks."""
-    import os
-
-    from loopkit import artifacts, document, git
+    from loopkit import artifacts, document
     from loopkit import verify as core
-    from loopkit.errors import EnvironmentProblem
+    from loopkit.workspace import Workspace
 
     doc = document.read_attempt()
-    try:
-        where = git.locate(os.getcwd())
-    except EnvironmentProblem:
-        from loopkit import contract
-
-        contract.resolve(contract_path, doc)  # a bad contract is reported first (exit 3)
-        raise
-    configured = ((doc or {}).get("contract") or {}).get("state_dir")
-    state = core.state_folder(where, configured=configured)
-    terms = core.load_contract(contract_path, doc, state=state)
-    if terms.get("state_dir") and terms.get("state_dir") != configured:
-        state = core.state_folder(where, configured=terms["state_dir"])
+    ws = Workspace.open(contract_path=contract_path, document=doc, require_contract=True)
+    terms = ws.contract or {}
     chosen = core.select(terms["criteria"], only)
     holder = doc if doc is not None else {}
-    log_dir = artifacts.attempt_dir(state, holder)
+    log_dir = artifacts.attempt_dir(ws.state, holder)
     ticker = _Ticker() if _stderr_is_terminal() else None
     try:
         result = core.run_checks(
-            where.root,
+            ws.root,
             chosen,
-            index=where.index,
+            index=ws.index,
             log_dir=log_dir,
             fail_fast=fail_fast,
             progress=ticker.update if ticker else None,

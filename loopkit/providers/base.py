@@ -169,7 +169,7 @@ class Invocation:
     model: str | None = None  # the model asked for (flag or the CLI's config), if known
 
     def write_files(self) -> None:
-        from loopkit.ledger import atomic_write
+        from loopkit.files import atomic_write
 
         for path, text in self.files.items():
             atomic_write(path, text)

@@ -120,7 +120,7 @@ def codex_home(
     text = codex_config(
         base_url, model=model, retries=retries, stream_retries=stream_retries, env_key=env_key
     )
-    from loopkit.ledger import atomic_write
+    from loopkit.files import atomic_write
 
     atomic_write(home / "config.toml", text)
     return {"CODEX_HOME": str(home), env_key: api_key}

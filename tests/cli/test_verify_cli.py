@@ -43,7 +43,7 @@ def test_default_contract_all_pass_then_one_fails(repo: Path) -> None:
 def test_contract_cache_follows_the_file_content(repo: Path) -> None:
     write_contract(repo, criteria=[{"name": "first", "run": "true"}])
     _invoke()
-    cached = list((repo / ".loopkit" / "cache").glob("contract-*.json"))
+    cached = list((repo / ".git" / "loopkit" / "cache").glob("contract-*.json"))
     assert len(cached) == 1
     assert json.loads(cached[0].read_text())["criteria"][0]["name"] == "first"
     write_contract(repo, criteria=[{"name": "second", "run": "true"}])
@@ -51,7 +51,7 @@ def test_contract_cache_follows_the_file_content(repo: Path) -> None:
     assert code == 0 and doc is not None
     assert [c["name"] for c in doc["checks"]] == ["second"]  # type: ignore[attr-defined]
     # A cache entry that is not a contract is ignored, never trusted.
-    for p in (repo / ".loopkit" / "cache").glob("contract-*.json"):
+    for p in (repo / ".git" / "loopkit" / "cache").glob("contract-*.json"):
         p.write_text("[]")
     code, doc, _ = _invoke()
     assert code == 0 and doc is not None and doc["checks"][0]["name"] == "second"  # type: ignore[index]

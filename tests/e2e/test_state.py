@@ -6,39 +6,52 @@ from pathlib import Path
 
 import pytest
 
-from loopkit import state
+from loopkit import git as gits
 from loopkit.errors import EnvironmentProblem
+from loopkit.workspace import STATE_ENV, Workspace, state_folder
 from tests.conftest import git
 
 
-def test_state_dir_is_excluded_so_add_all_never_sweeps_it(git_repo: Path) -> None:
+def test_state_folder_is_excluded_so_add_all_never_sweeps_it(git_repo: Path) -> None:
     sub = git_repo / "src"
     sub.mkdir()
-    path = state.state_dir(sub)
+    path = Workspace.open(cwd=sub).state
     assert path == git_repo / ".loopkit"
     (path / "ledger.jsonl").write_text("{}\n")
     git(git_repo, "add", "-A")
     assert ".loopkit" not in git(git_repo, "diff", "--cached", "--name-only")
     # Idempotent: the exclude line is written once.
-    state.state_dir(git_repo)
+    state_folder(git_repo, gits.index_path(git_repo))
+    state_folder(git_repo)
     exclude = (git_repo / ".git" / "info" / "exclude").read_text()
     assert exclude.count("/.loopkit/") == 1
 
 
-def test_state_dir_survives_reset_and_clean(git_repo: Path) -> None:
-    path = state.state_dir(git_repo)
+def test_state_folder_survives_reset_and_clean(git_repo: Path) -> None:
+    path = state_folder(git_repo)
     (path / "keep.txt").write_text("x")
     git(git_repo, "reset", "-q", "--hard")
     git(git_repo, "clean", "-fdq")
     assert (path / "keep.txt").read_text() == "x"
 
 
-def test_state_dir_outside_a_repository_is_an_environment_error(tmp_path: Path) -> None:
+def test_a_workspace_outside_a_repository_is_an_environment_error(tmp_path: Path) -> None:
     with pytest.raises(EnvironmentProblem, match="not a git repository"):
-        state.state_dir(tmp_path)
+        Workspace.open(cwd=tmp_path)
 
 
 def test_env_override(git_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(state.STATE_ENV, "var/lk")
-    assert state.state_dir(git_repo) == git_repo / "var" / "lk"
+    monkeypatch.setenv(STATE_ENV, "var/lk")
+    assert Workspace.open(cwd=git_repo).state == git_repo / "var" / "lk"
     assert "/var/lk/" in (git_repo / ".git" / "info" / "exclude").read_text()
+
+
+def test_contract_state_dir_is_the_state_folder_of_every_command(git_repo: Path) -> None:
+    (git_repo / "loop.yaml").write_text(
+        "version: 1\nobjective: x\nstate_dir: var/lk\nscope: {writable: ['**']}\n"
+        "criteria: [{name: t, run: 'true'}]\n"
+    )
+    ws = Workspace.open(cwd=git_repo)
+    assert ws.state == git_repo / "var" / "lk"
+    exclude = (git_repo / ".git" / "info" / "exclude").read_text()
+    assert "/var/lk/" in exclude and "/.loopkit/" not in exclude

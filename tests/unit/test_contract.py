@@ -186,16 +186,18 @@ def test_load_missing_and_directory(tmp_path: Path) -> None:
         contract.load(tmp_path)
 
 
-def test_resolve_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    with pytest.raises(BadInput, match="no contract"):
-        contract.resolve(None, None)
+def test_resolve_order(tmp_path: Path) -> None:
+    from loopkit.workspace import resolve_contract
+
+    assert resolve_contract(None, None, start=tmp_path, root=None).contract is None
     write(tmp_path, "loop.yaml", CONTRACT_YAML)
-    assert contract.resolve(None, None)["memory"] == "MEMORY.md"
+    found = resolve_contract(None, None, start=tmp_path, root=None)
+    assert found.contract is not None and found.contract["memory"] == "MEMORY.md"
     doc = {"contract": {**CONTRACT, "objective": "from the document"}}
-    assert contract.resolve(None, doc)["objective"] == "from the document"
+    piped = resolve_contract(None, doc, start=tmp_path, root=None).contract
+    assert piped is not None and piped["objective"] == "from the document"
     with pytest.raises(BadInput, match=r"\$\.contract\.objective"):
-        contract.resolve(None, {"contract": {**CONTRACT, "objective": ""}})
+        resolve_contract(None, {"contract": {**CONTRACT, "objective": ""}}, start=tmp_path, root=None)
 
 
 def test_apply_task_narrows_scope_and_caps_budgets() -> None:
@@ -231,12 +233,12 @@ def test_defaults_never_invent_a_worker_provider() -> None:
 def test_resolve_finds_loop_yaml_where_it_is_told(tmp_path: Path) -> None:
     # A caller working on another folder (lk-judge's cwd=) must find that folder's contract,
     # not the one in the process's current directory.
-    from loopkit import contract as c
+    from loopkit.workspace import resolve_contract
 
     (tmp_path / "loop.yaml").write_text(
         "version: 1\nobjective: elsewhere\nscope: {writable: ['a/**']}\n"
         "criteria: [{name: t, run: 'true'}]\n"
     )
-    assert c.resolve(None, None, start=tmp_path)["objective"] == "elsewhere"
-    with pytest.raises(BadInput, match="no contract"):
-        c.resolve(None, None, start=tmp_path / "missing")
+    found = resolve_contract(None, None, start=tmp_path, root=None).contract
+    assert found is not None and found["objective"] == "elsewhere"
+    assert resolve_contract(None, None, start=tmp_path / "missing", root=None).contract is None

@@ -1,0 +1,45 @@
+"""Writing files so that a crash leaves the old content or the new, never half of one."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+#: The mode of a new file when ``keep_mode`` finds none to keep (0644, as git checks out).
+NEW_FILE_MODE = 0o644
+
+
+def atomic_write(
+    path: Path, data: str | bytes, *, sync: bool = False, keep_mode: bool = False
+) -> None:
+    """Write ``path`` whole or not at all (a temp file beside it, then a rename).
+
+    ``sync`` flushes to disk before the rename (a ledger checkpoint, a checklist);
+    ``keep_mode`` gives the new file the old one's permission bits (a user's file
+    rewritten in place keeps being executable, or private). Text is written as UTF-8,
+    line endings untouched.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = None
+    if keep_mode:
+        try:
+            mode = stat.S_IMODE(os.stat(path).st_mode)
+        except FileNotFoundError:
+            mode = NEW_FILE_MODE
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,348 @@
+"""The workspace: which repository, which contract, which task, which state folder.
+
+Every command builds one ``Workspace`` at its start and hands it to the core, so every
+command and recipe gives the same answers to the same flags, document and environment:
+
+- **root**: the top of the git work tree the command runs in (``git.locate``).
+- **contract**: ``--contract FILE`` > the piped attempt document's ``contract`` > a
+  ``loop.yaml`` (``.yml``, ``.json``) in the current folder, else at the root. The piped
+  document's task is **always** applied (its scope replaces ``writable``, its budget caps
+  the size budgets): no command can check a task against the whole contract by accident.
+- **snapshot**: the contract a loop started with. The first command that reads a contract
+  file records its sha256 in the document (``contract_source``); when a later stage is
+  given the same file with ``--contract`` and the file changed meanwhile (a worker edited
+  ``loop.yaml``), the command refuses (exit 3) instead of judging by the new rules.
+- **state**: ``$LOOPKIT_STATE_DIR`` > the contract's ``state_dir`` > ``.loopkit`` at the
+  root; created and excluded from git (``.git/info/exclude``) on first use, with every
+  cache and artifact inside it.
+
+``lk workspace --json`` prints these answers for scripts in any language.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from loopkit import git
+from loopkit.errors import BadInput, EnvironmentProblem
+
+STATE_ENV = "LOOPKIT_STATE_DIR"
+DEFAULT_STATE = ".loopkit"
+#: Where a document records the contract file it was built from (path and sha256).
+SOURCE_KEY = "contract_source"
+
+
+@dataclass
+class Workspace:
+    """The answers one command works with; built by ``Workspace.open``."""
+
+    root: Path
+    index: Path
+    document: dict[str, Any] | None = None
+    contract: dict[str, Any] | None = None
+    #: Where the contract came from: a file path, "<stdin>" (the piped document) or None.
+    contract_from: str | None = None
+    #: The contract file's sha256, when it came from a file.
+    contract_sha256: str | None = None
+    environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
+    _state: Path | None = field(default=None, repr=False)
+
+    # ------------------------------------------------------------------ building
+
+    @classmethod
+    def open(
+        cls,
+        *,
+        contract_path: str | None = None,
+        document: dict[str, Any] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        environ: Mapping[str, str] | None = None,
+        require_contract: bool = False,
+    ) -> Workspace:
+        """The workspace for a command run in ``cwd`` (default: the current folder).
+
+        A bad contract is reported (exit 3) before a missing repository (exit 4).
+        """
+        here = Path(cwd) if cwd is not None else Path.cwd()
+        env = environ if environ is not None else os.environ
+        try:
+            where = git.locate(here)
+        except EnvironmentProblem:
+            resolve_contract(contract_path, document, start=here, root=None)
+            raise
+        found = resolve_contract(contract_path, document, start=here, root=where.root)
+        if found.contract is None and require_contract:
+            raise BadInput(
+                "--contract",
+                "no contract: pass --contract FILE, pipe an attempt document, or add loop.yaml",
+            )
+        return cls(
+            root=where.root,
+            index=where.index,
+            document=document,
+            contract=found.contract,
+            contract_from=found.source,
+            contract_sha256=found.sha256,
+            environ=env,
+        )
+
+    # ------------------------------------------------------------------ answers
+
+    @property
+    def task(self) -> dict[str, Any] | None:
+        task = (self.document or {}).get("task")
+        return task if isinstance(task, dict) else None
+
+    @property
+    def state(self) -> Path:
+        """The state folder, created and excluded from git (once per workspace)."""
+        if self._state is None:
+            self._state = state_folder(
+                self.root, self.index, env=self.environ, configured=self.configured_state
+            )
+        return self._state
+
+    @property
+    def configured_state(self) -> str | None:
+        value = (self.contract or {}).get("state_dir")
+        return value if isinstance(value, str) and value else None
+
+    def state_path(self) -> Path:
+        """Where the state folder is, without creating it."""
+        return choose_state(self.root, env=self.environ, configured=self.configured_state)
+
+    def memory_file(self) -> Path | None:
+        memory = (self.contract or {}).get("memory")
+        if not isinstance(memory, str) or not memory:
+            return None
+        return self.root / memory
+
+    def stamp(self, document: dict[str, Any]) -> None:
+        """Record in ``document`` the contract this workspace works under (the snapshot
+        every later stage reads) and where it came from."""
+        Found(self.contract, self.contract_from, self.contract_sha256).stamp(document)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The answers, for ``lk workspace --json``."""
+        memory = self.memory_file()
+        return {
+            "kind": "loopkit/workspace",
+            "version": 1,
+            "root": str(self.root),
+            "state_dir": str(self.state_path()),
+            "contract": self.contract_from,
+            "contract_sha256": self.contract_sha256,
+            "memory": str(memory) if memory else None,
+            "task": (self.task or {}).get("id"),
+            "scope": (self.contract or {}).get("scope"),
+        }
+
+
+# --------------------------------------------------------------------------- contract
+
+
+@dataclass
+class Found:
+    """A resolved contract (task applied), where it came from, and its file's sha256."""
+
+    contract: dict[str, Any] | None
+    source: str | None
+    sha256: str | None
+
+    def stamp(self, document: dict[str, Any]) -> None:
+        if self.contract is not None and not isinstance(document.get("contract"), Mapping):
+            document["contract"] = self.contract
+        if self.source and self.sha256 and SOURCE_KEY not in document:
+            document[SOURCE_KEY] = {"path": self.source, "sha256": self.sha256}
+
+
+def find_default(*folders: Path | None) -> Path | None:
+    """loop.yaml (or .yml/.json) in the first of ``folders`` that has one."""
+    from loopkit.contract import DEFAULT_FILENAMES
+
+    for folder in folders:
+        if folder is None:
+            continue
+        for name in DEFAULT_FILENAMES:
+            p = folder / name
+            if p.is_file():
+                return p
+    return None
+
+
+def resolve_contract(
+    path: str | None,
+    document: Mapping[str, Any] | None,
+    *,
+    start: Path,
+    root: Path | None,
+) -> Found:
+    """--contract > the piped document's > ./loop.yaml (then the root's); the task applied."""
+    from loopkit import contract as contracts
+
+    piped = document.get("contract") if document is not None else None
+    task = document.get("task") if document is not None else None
+    if path:
+        raw = _read(path)
+        sha = _sha256(raw)
+        recorded = (document or {}).get(SOURCE_KEY)
+        if isinstance(piped, Mapping) and isinstance(recorded, Mapping):
+            if recorded.get("sha256") != sha:
+                raise BadInput(
+                    path,
+                    "the contract changed since this attempt started "
+                    f"(sha256 {str(recorded.get('sha256'))[:12]} then, {sha[:12]} now): "
+                    "the attempt is judged by the rules it started under; restart the loop "
+                    "to use the new contract",
+                )
+        return Found(_with_task(_parsed(raw, path, sha, root), task), path, sha)
+    if isinstance(piped, Mapping):
+        # Already checked against its schema when the document was read.
+        data = contracts.checked(piped, "<stdin>", prefix="$.contract")
+        recorded = (document or {}).get(SOURCE_KEY)
+        was = recorded if isinstance(recorded, Mapping) else {}
+        return Found(_with_task(data, task), was.get("path") or "<stdin>", was.get("sha256"))
+    default = find_default(start, root)
+    if default is None:
+        return Found(None, None, None)
+    raw = _read(str(default))
+    sha = _sha256(raw)
+    return Found(_with_task(_parsed(raw, str(default), sha, root), task), str(default), sha)
+
+
+def _parsed(raw: bytes, source: str, sha: str, root: Path | None) -> dict[str, Any]:
+    """The contract file's bytes parsed and checked, remembered by their content.
+
+    A commit hook runs lk-verify on every commit with the same loop.yaml: its checked
+    form is kept under the git folder (``loopkit/cache/``), keyed by the file's sha256 and
+    loopkit's version, so the YAML parser need not even be imported next time. The git
+    folder, not the state folder: a worker in the sandbox cannot write there, and without
+    one lk-diff reports any change under ``.git`` (a planted cache entry included).
+    """
+    from loopkit import contract as contracts
+
+    cached = _cache_file(root, sha)
+    if cached is not None:
+        try:
+            import json
+
+            data = json.loads(cached.read_text(encoding="utf-8"))
+            if isinstance(data, dict) and data.get("criteria"):
+                return data
+        except (OSError, ValueError):
+            pass
+    data = contracts.checked(contracts.parse_text(raw, source), source)
+    if cached is not None:
+        from loopkit.files import atomic_write
+
+        try:
+            atomic_write(cached, _dumps(data))
+        except OSError:
+            pass  # a cache, never a reason to fail
+    return data
+
+
+def _dumps(data: Any) -> str:
+    import json
+
+    return json.dumps(data, allow_nan=False)
+
+
+def _cache_file(root: Path | None, sha: str) -> Path | None:
+    if root is None:
+        return None
+    from loopkit import SCHEMA_VERSION, __version__
+
+    git_dir = root / ".git"
+    if not git_dir.is_dir():
+        return None  # a linked worktree or a submodule: no cache rather than a git call
+    # The validation rules are part of the key: a changed contract.py is a new cache.
+    rules = os.stat(Path(__file__).with_name("contract.py"))
+    key = _sha256(
+        f"{sha}\0{__version__}\0{SCHEMA_VERSION}\0{rules.st_mtime_ns}\0{rules.st_size}".encode()
+    )
+    return git_dir / "loopkit" / "cache" / f"contract-{key[:32]}.json"
+
+
+def _with_task(contract: dict[str, Any], task: Any) -> dict[str, Any]:
+    if isinstance(task, Mapping):
+        from loopkit.contract import apply_task
+
+        return apply_task(contract, task)
+    return contract
+
+
+def _read(path: str) -> bytes:
+    p = Path(path)
+    try:
+        return p.read_bytes()
+    except FileNotFoundError:
+        raise BadInput(path, "no such file") from None
+    except IsADirectoryError:
+        raise BadInput(path, "is a directory, expected a contract file") from None
+    except OSError as e:
+        raise BadInput(path, f"cannot read: {e.strerror}") from None
+
+
+def _sha256(raw: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(raw).hexdigest()
+
+
+# --------------------------------------------------------------------------- state folder
+
+
+def choose_state(
+    root: Path, *, env: Mapping[str, str] | None = None, configured: str | None = None
+) -> Path:
+    """$LOOPKIT_STATE_DIR > the contract's state_dir > .loopkit, relative to ``root``."""
+    environ = env if env is not None else os.environ
+    chosen = environ.get(STATE_ENV) or configured or DEFAULT_STATE
+    return Path(chosen) if os.path.isabs(chosen) else root / chosen
+
+
+def state_folder(
+    root: Path,
+    index: Path | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    configured: str | None = None,
+) -> Path:
+    """The state folder, created and excluded through ``info/exclude`` (no git call when
+    both are already so)."""
+    path = choose_state(root, env=env, configured=configured)
+    try:
+        rel = path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        path.mkdir(parents=True, exist_ok=True)
+        return path  # outside the work tree: nothing to exclude
+    pattern = f"/{rel}/"
+    if path.is_dir() and index is not None and git.info_excludes(index, pattern):
+        return path
+    git.exclude(root, pattern)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def for_state_only(cwd: str | os.PathLike[str] = ".") -> Workspace:
+    """The workspace of a command that needs only the state folder (lk cancel, lk report):
+    a contract that cannot be read names no state_dir -- cancelling must work with a
+    broken contract too."""
+    here = Path(cwd)
+    where = git.locate(here)
+    try:
+        found = resolve_contract(None, None, start=here, root=where.root)
+    except BadInput:
+        found = Found(None, None, None)
+    return Workspace(
+        root=where.root,
+        index=where.index,
+        contract=found.contract,
+        contract_from=found.source,
+        contract_sha256=found.sha256,
+    )
