@@ -157,7 +157,8 @@ class Found:
         if self.contract is not None and not isinstance(document.get("contract"), Mapping):
             document["contract"] = self.contract
         if self.source and self.sha256 and SOURCE_KEY not in document:
-            document[SOURCE_KEY] = {"path": self.source, "sha256": self.sha256}
+            path = self.source if self.source == "<stdin>" else os.path.abspath(self.source)
+            document[SOURCE_KEY] = {"path": path, "sha256": self.sha256}
 
 
 def find_default(*folders: Path | None) -> Path | None:
@@ -190,7 +191,9 @@ def resolve_contract(
         raw = _read(path)
         sha = _sha256(raw)
         recorded = (document or {}).get(SOURCE_KEY)
-        if isinstance(piped, Mapping) and isinstance(recorded, Mapping):
+        same_file = isinstance(recorded, Mapping) and recorded.get("path") == os.path.abspath(path)
+        if isinstance(piped, Mapping) and isinstance(recorded, Mapping) and same_file:
+            # The file this attempt started under: it must not have changed since.
             if recorded.get("sha256") != sha:
                 raise BadInput(
                     path,

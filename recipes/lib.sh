@@ -89,52 +89,32 @@ print(json.dumps({"kind": "loopkit/attempt", "version": 1,
     fi
 }
 
-lk_contract_memory() {
-    # lk_contract_memory [CONTRACT]: the contract's top-level `memory` (a plain scalar), read
-    # from the file itself (default ./loop.yaml, loop.yml, loop.json): attempt documents made
-    # with --contract do not carry the contract.
-    local file=${1:-}
-    if [ -z "$file" ]; then
-        for file in loop.yaml loop.yml loop.json ''; do
-            [ -z "$file" ] || [ ! -f "$file" ] || break
-        done
-    fi
-    [ -n "$file" ] && [ -f "$file" ] || return 0
-    if [ "$(head -c 1 "$file")" = "{" ]; then
-        lk_json "$file" .memory
-    else
-        sed -n -E "s/^memory:[[:space:]]*[\"']?([^\"'#]*[^\"'#[:space:]])[\"']?[[:space:]]*(#.*)?$/\1/p" "$file" | head -n 1
-    fi
-}
-
 # --- the repository and the state folder -------------------------------------------
 
 lk_setup_state() {
-    # Sets LK_ROOT (the work tree root) and LK_STATE (the state folder), creates the
-    # folder and excludes it from git BEFORE anything is written there.
-    LK_ROOT=$(git rev-parse --show-toplevel 2>/dev/null) ||
+    # lk_setup_state [CONTRACT [DOC]]: asks `lk workspace` (the answers every loopkit
+    # command uses) and sets LK_ROOT (the work tree root), LK_STATE (the state folder,
+    # created and excluded from git before anything is written there) and LK_MEMORY (the
+    # contract's memory file, may be empty). CONTRACT defaults to the caller's $contract;
+    # DOC is an attempt document whose contract and task apply.
+    local file=${1-${contract:-}} doc=${2:-/dev/null} out line key val rc
+    git rev-parse --show-toplevel >/dev/null 2>&1 ||
         lk_die "$LK_EXIT_SETUP" "$(pwd): not a git repository"
-    local chosen=${LOOPKIT_STATE_DIR:-.loopkit}
-    case $chosen in
-    /*) LK_STATE=$chosen ;;
-    *) LK_STATE=$LK_ROOT/$chosen ;;
-    esac
-    mkdir -p "$LK_STATE" || lk_die "$LK_EXIT_SETUP" "cannot create $LK_STATE"
-    local rel
-    case $LK_STATE in
-    "$LK_ROOT"/*) rel=${LK_STATE#"$LK_ROOT"/} ;;
-    *) rel= ;; # outside the work tree: nothing to exclude
-    esac
-    if [ -n "$rel" ]; then
-        local exclude
-        exclude=$(git rev-parse --git-path info/exclude) || return 1
-        case $exclude in /*) ;; *) exclude=$LK_ROOT/$exclude ;; esac
-        # Same pattern as loopkit's own state module, so the line is written once.
-        if ! grep -qxF "/${rel%/}/" "$exclude" 2>/dev/null; then
-            mkdir -p "$(dirname "$exclude")"
-            printf '# loopkit state: never committed, never reset\n/%s/\n' "${rel%/}" >>"$exclude"
-        fi
-    fi
+    out=$(lk workspace ${file:+--contract "$file"} <"$doc")
+    rc=$?
+    [ "$rc" = 0 ] || lk_die "$rc" "lk workspace failed (exit $rc): see the line above"
+    LK_ROOT= LK_STATE= LK_MEMORY=
+    while IFS= read -r line; do
+        key=${line%%=*}
+        val=${line#*=}
+        eval "val=$val" # lk workspace quotes every value for the shell
+        case $key in
+        root) LK_ROOT=$val ;;
+        state_dir) LK_STATE=$val ;;
+        memory) LK_MEMORY=$val ;;
+        esac
+    done <<<"$out"
+    [ -n "$LK_ROOT" ] && [ -n "$LK_STATE" ] || lk_die 70 "lk workspace gave no root or state folder"
     export LOOPKIT_STATE_DIR=$LK_STATE
 }
 
@@ -347,17 +327,17 @@ lk_retrospective() {
 # LK_CONTRACT (the contract file, may be empty) and LK_RUN_DIR; park and complete exit.
 
 lk_memory_file() {
-    # The contract's memory file (relative to the repository root): MEMORY_FILE if set, else
-    # the newest document's contract, else the contract file's top-level `memory:` key.
+    # The contract's memory file: MEMORY_FILE if set, else the newest document's contract,
+    # else the workspace's (LK_MEMORY, from lk_setup_state).
     local doc m=${MEMORY_FILE:-}
     for doc in "$@"; do
         [ -z "$m" ] || break
         m=$(lk_json "$doc" .contract.memory)
     done
     if [ -z "$m" ]; then
-        m=$(lk_contract_memory "${LK_CONTRACT:-}")
+        printf '%s' "${LK_MEMORY:-}"
+        return 0
     fi
-    [ -n "$m" ] || return 0
     case $m in /*) printf '%s' "$m" ;; *) printf '%s/%s' "$LK_ROOT" "$m" ;; esac
 }
 

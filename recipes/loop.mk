@@ -93,7 +93,7 @@ endif
 loop:
 	@$(LIB)
 	$(if $(STATUS),trap 'echo $$? >"$(abspath $(STATUS))"' EXIT)
-	lk_setup_state
+	lk_setup_state "$(CONTRACT_ABS)"
 	cd "$$LK_ROOT" || exit 4
 	lk_reset_paths_check
 	run_id=$$(date -u +%Y%m%dT%H%M%SZ)-$$$$
@@ -151,7 +151,7 @@ loop:
 # --- a whole TASKS.md ----------------------------------------------------------------------------
 phased:
 	@$(LIB)
-	lk_setup_state
+	lk_setup_state "$(CONTRACT_ABS)"
 	cd "$$LK_ROOT" || exit 4
 	tasks="$(or $(TASKS_ABS),$$LK_ROOT/TASKS.md)" contract="$(or $(CONTRACT_ABS),$$LK_ROOT/loop.yaml)"
 	mkdir -p "$$LK_STATE/runs"

@@ -98,6 +98,7 @@ else
     usage >&2
     exit 2
 fi
+lk_setup_state "$contract" "$tmp_start" # the document's contract may name another state_dir
 task_id=$(lk_json "$tmp_start" .task.id)
 [ -n "$task_id" ] || lk_die 3 "the start document names no task (.task.id): give a document from lk-plan next, or --task-id"
 safe_task=$(lk_safe_name "$task_id")

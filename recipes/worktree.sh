@@ -119,10 +119,8 @@ park() {
     local code=$1 outcome=$2 doc=$3 ref memory reason
     ref=$(save "$outcome") || exit "$LK_EXIT_NO_COMMIT"
     drop_worktree
-    memory=${MEMORY_FILE:-$(lk_json "$doc" .contract.memory)}
-    [ -n "$memory" ] || memory=$(lk_contract_memory "$contract")
+    memory=$(lk_memory_file "$doc")
     if [ -n "$memory" ]; then
-        case $memory in /*) ;; *) memory=$MAIN/$memory ;; esac
         lk_retrospective "$memory" "$doc" "$outcome" "$ref" || lk_die "$LK_EXIT_NO_COMMIT" "could not write $memory"
     fi
     if [ -n "$tasks" ]; then

@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "report": ("loopkit.cli.report", "main", "Summarize the ledger."),
     "cancel": ("loopkit.cli.cancel", "main", "Persist (or clear) the intent to cancel."),
     "schema": ("loopkit.cli.schema", "main", "Print a published JSON Schema."),
+    "workspace": ("loopkit.cli.workspace", "main", "Print the root, contract and state folder."),
     "model-server": ("loopkit.testing.cli", "main", "Run the scripted model server."),
 }
 

@@ -78,22 +78,14 @@ function parseArgs(argv) {
   return o;
 }
 
-// --- the state folder, excluded from git before anything is written ---------------------
-function setupState(root) {
-  const state = path.resolve(root, process.env.LOOPKIT_STATE_DIR || ".loopkit");
-  fs.mkdirSync(state, { recursive: true });
-  const rel = path.relative(root, state);
-  if (rel && !rel.startsWith("..") && !path.isAbsolute(rel)) {
-    const exclude = path.resolve(root, git(["rev-parse", "--git-path", "info/exclude"]));
-    const pattern = `/${rel.split(path.sep).join("/")}/`;
-    const current = fs.existsSync(exclude) ? fs.readFileSync(exclude, "utf8") : "";
-    if (!current.split("\n").includes(pattern)) {
-      fs.mkdirSync(path.dirname(exclude), { recursive: true });
-      fs.appendFileSync(exclude, `${current && !current.endsWith("\n") ? "\n" : ""}# loopkit state: never committed, never reset\n${pattern}\n`);
-    }
-  }
-  process.env.LOOPKIT_STATE_DIR = state;
-  return state;
+// --- the workspace: root, state folder, memory file, as every loopkit command sees them ---
+// `lk workspace --json` creates the state folder and excludes it from git before anything
+// is written there; the loop never re-derives what loopkit decides (schemas/workspace.json).
+function workspace(contract, doc) {
+  const args = ["workspace", "--json", ...(contract ? ["--contract", contract] : [])];
+  const ws = JSON.parse(run("lk", args, { input: doc ? JSON.stringify(doc) : "" }).stdout);
+  process.env.LOOPKIT_STATE_DIR = ws.state_dir;
+  return ws;
 }
 
 function checkResetPaths(root, state, entries) {
@@ -173,17 +165,9 @@ function commitPaths(message, paths) {
   git(["commit", "-q", "--no-verify", "-m", message, "--", ...keep]);
 }
 
-function memoryFile(root, doc, contractPath) {
-  let m = process.env.MEMORY_FILE || doc?.contract?.memory;
-  if (!m && contractPath && fs.existsSync(contractPath)) {
-    const text = fs.readFileSync(contractPath, "utf8");
-    try {
-      m = JSON.parse(text).memory;
-    } catch {
-      m = (text.match(/^memory:\s*["']?([^"'#\s]+)["']?\s*(#.*)?$/m) || [])[1];
-    }
-  }
-  return m ? path.resolve(root, m) : null;
+function memoryFile(root, doc, ws) {
+  const m = process.env.MEMORY_FILE || doc?.contract?.memory;
+  return m ? path.resolve(root, m) : ws.memory;
 }
 
 const oneLine = (s, n) => String(s ?? "").replace(/\s+/g, " ").trim().slice(0, n);
@@ -192,12 +176,13 @@ async function main() {
   const o = parseArgs(process.argv.slice(2));
   const root = git(["rev-parse", "--show-toplevel"], { code: EXIT.SETUP });
   process.chdir(root);
-  const state = setupState(root);
-  const resetDirs = checkResetPaths(root, state, o.resetPaths);
   let start;
   if (o.taskId) start = { kind: "loopkit/attempt", version: 1, task: { id: o.taskId, text: o.taskText || o.taskId, kind: o.kind || "task" } };
   else if (o.start) start = JSON.parse(fs.readFileSync(o.start, "utf8"));
   else throw new Stop(2, "give --task-id ID --task TEXT, or a start document");
+  const ws = workspace(o.contract, start);
+  const state = ws.state_dir;
+  const resetDirs = checkResetPaths(root, state, o.resetPaths);
   const task = start?.task?.id;
   if (!task) throw new Stop(3, "the start document names no task (.task.id)");
   if (git(["status", "--porcelain", "--untracked-files=all"])) {
@@ -220,7 +205,7 @@ async function main() {
     git(["reset", "-q", "--hard", base]);
     git(["clean", "-fdq"]);
     resetPaths(root, o.resetPaths, resetDirs);
-    const memory = memoryFile(root, doc, o.contract);
+    const memory = memoryFile(root, doc, ws);
     if (memory) {
       const d = doc?.decision ?? {};
       const lines = [

@@ -1,0 +1,47 @@
+"""lk workspace: what every loopkit command would work with here, for scripts to ask.
+
+Usage:  lk workspace [--contract loop.yaml] [--json]
+        ... | lk workspace --json     (a piped attempt document: its contract and task)
+
+Input:  an attempt document on stdin when piped (optional; a terminal is never read).
+Output: with --json, one JSON line (schemas/workspace.json): the repository root, the
+        state folder, the contract's source and sha256, the memory file, the task and the
+        scope in force. Without --json, the same as NAME=VALUE lines a shell can read.
+        The state folder is created and excluded from git, as any command would.
+Exit codes: 0 answered; 3 bad input (an invalid contract or document); 4 not a git
+        repository.
+"""
+
+from __future__ import annotations
+
+import click
+
+from loopkit.cli._entry import command
+from loopkit.exitcodes import SHARED_HELP
+
+
+@command(epilog=SHARED_HELP)
+@click.option("--contract", "contract_path", metavar="FILE", help="The loop contract (loop.yaml).")
+@click.option(
+    "--json", "as_json", is_flag=True, help="One JSON document instead of NAME=VALUE lines."
+)
+def main(contract_path: str | None, as_json: bool) -> int:
+    """Print the workspace every command resolves here: root, state folder, contract
+    (--contract > the piped document's > ./loop.yaml, the piped task applied), memory
+    file. Recipes and loops in other languages ask this instead of re-deriving it."""
+    from loopkit import document
+    from loopkit.workspace import Workspace
+
+    doc = document.read_attempt()
+    ws = Workspace.open(contract_path=contract_path, document=doc)
+    ws.state  # noqa: B018 -- created and excluded, as every command would
+    body = ws.as_dict()
+    if as_json:
+        document.emit(body)
+        return 0
+    import shlex
+
+    for key in ("root", "state_dir", "contract", "contract_sha256", "memory", "task"):
+        value = body.get(key)
+        click.echo(f"{key}={shlex.quote(str(value)) if value is not None else ''}")
+    return 0
