@@ -103,7 +103,7 @@ lk_setup_state() {
     out=$(lk workspace ${file:+--contract "$file"} <"$doc")
     rc=$?
     [ "$rc" = 0 ] || lk_die "$rc" "lk workspace failed (exit $rc): see the line above"
-    LK_ROOT= LK_STATE= LK_MEMORY=
+    LK_ROOT='' LK_STATE='' LK_MEMORY=''
     while IFS= read -r line; do
         key=${line%%=*}
         val=${line#*=}
@@ -324,7 +324,7 @@ lk_retrospective() {
 # --- the ratchet's three ends: save, park, complete ------------------------------------
 # They read the caller's LK_TASK_ID, LK_BASE (the commit the attempts started from),
 # LK_LABEL (the attempt, for the ref's name), LK_TASKS (TASKS.md, may be empty),
-# LK_CONTRACT (the contract file, may be empty) and LK_RUN_DIR; park and complete exit.
+# and LK_RUN_DIR; park and complete exit.
 
 lk_memory_file() {
     # The contract's memory file: MEMORY_FILE if set, else the newest document's contract,

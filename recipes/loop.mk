@@ -114,7 +114,7 @@ loop:
 	    lk_die "$$LK_EXIT_SETUP" "the work tree has uncommitted changes; commit them first"
 	fi
 	LK_BASE=$$(git rev-parse HEAD) || exit 4
-	LK_TASKS="$(TASKS_ABS)" LK_CONTRACT="$(CONTRACT_ABS)" LK_LABEL=start
+	LK_TASKS="$(TASKS_ABS)" LK_LABEL=start
 	in=$$LK_RUN_DIR/start.json session=
 	for round in $$(seq 1 $(MAX_ROUNDS)); do
 	    R=$$LK_RUN_DIR/$$round

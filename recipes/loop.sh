@@ -113,7 +113,7 @@ base=$(git rev-parse -q --verify HEAD) || lk_die "$LK_EXIT_SETUP" "the repositor
 
 cargs=()
 [ -z "$contract" ] || cargs=(--contract "$contract")
-LK_TASK_ID=$task_id LK_BASE=$base LK_TASKS=$tasks LK_CONTRACT=$contract LK_RUN_DIR=$run_dir LK_LABEL=start
+LK_TASK_ID=$task_id LK_BASE=$base LK_TASKS=$tasks LK_RUN_DIR=$run_dir LK_LABEL=start
 
 # --- one stage: stdin from a file, stdout to a file, stderr shown and kept ------------------
 
