@@ -164,6 +164,8 @@ _SECTIONS: dict[str, dict[str, Check]] = {
         "env_allow": string_list,
     },
     "plan": {"split_lines": positive_int, "split_files": positive_int},
+    # carry: ignored paths (a virtualenv, node_modules) the clean room links in
+    "verify": {"carry": glob_list, "env_allow": string_list},
     "artifacts": {"retention_days": positive_number, "keep_completed": non_negative_int},
 }
 _TOP: dict[str, Check] = {

@@ -158,7 +158,9 @@ def evidence_state(document: Mapping[str, Any], tree_on_disk: str | None) -> dic
             stale.append(
                 "the tree on disk could not be hashed, so the evidence cannot be bound to it"
             )
-        elif verify.get("tree") != tree_on_disk and verify.get("tree_after") != tree_on_disk:
+        elif verify.get("tree") != tree_on_disk and (
+            verify.get("clean_room") or verify.get("tree_after") != tree_on_disk
+        ):
             # The tree the checks ran on, or the one they left behind (a check's own
             # debris, e.g. caches not ignored), is current; anything else is not.
             stale.append(

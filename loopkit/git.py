@@ -297,8 +297,10 @@ class TreeWatch:
     leaves it unwritten the tree cannot have changed, so ``git write-tree`` is skipped.
     """
 
-    def __init__(self, root: Path, *, index: Path | None = None) -> None:
+    def __init__(self, root: Path, *, index: Path | None = None, skip: Sequence[str] = ()) -> None:
         self.root = root
+        #: Top-level names left out of every hash (a clean room's carried symlinks).
+        self.skip = tuple(skip)
         if index is None:
             found = _discover(root)
             index = found.index if found is not None else index_path(root)
@@ -324,7 +326,7 @@ class TreeWatch:
         # the folder is absent or info/exclude beside the index already leaves it out.
         never = [
             f":(top){name}" for name in _NEVER_HASHED if _maybe_hashed(self.root, self.real, name)
-        ]
+        ] + [f":(top,literal){name}" for name in self.skip if os.path.lexists(self.root / name)]
         if never:
             git(
                 ["rm", "-r", "--cached", "-q", "--ignore-unmatch", "--", *never],
@@ -349,6 +351,53 @@ class TreeWatch:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+
+def changed_paths(root: Path, old: str, new: str) -> list[tuple[str, str]]:
+    """The paths that differ between two trees, each with its status letter (A, M, D, T);
+    empty when git cannot tell (an unknown tree)."""
+    done = git(
+        ["diff-tree", "-r", "-z", "--name-status", "--no-renames", old, new],
+        cwd=root,
+        check=False,
+    )
+    if done.exit_code != 0:
+        return []
+    fields = done.stdout.decode("utf-8", "surrogateescape").split("\0")
+    return [(fields[i + 1], fields[i][:1]) for i in range(0, len(fields) - 1, 2) if fields[i]]
+
+
+def ensure_worktree(root: Path, path: Path, *, head: str | None) -> None:
+    """A linked worktree of the repository at ``root`` at ``path`` (made, or remade when
+    what is there is not ours), its HEAD detached at ``head`` (default: root's HEAD)."""
+    import shutil
+
+    marker = path / ".git"
+    ours = False
+    if marker.is_file():
+        try:
+            pointer = marker.read_text(encoding="utf-8").strip().removeprefix("gitdir:").strip()
+        except (OSError, UnicodeDecodeError):
+            pointer = ""
+        common = common_dir(root)
+        ours = bool(pointer) and Path(pointer).resolve().parent.parent == common.resolve()
+        ours = ours and Path(pointer).is_dir()
+    commit = head or out(["rev-parse", "--verify", "-q", "HEAD"], cwd=root)
+    if not ours:
+        if path.exists() or path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        git(["worktree", "prune"], cwd=root, check=False)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        git(["worktree", "add", "--detach", "--no-checkout", "-q", str(path), commit], cwd=root)
+    else:
+        git(["update-ref", "--no-deref", "HEAD", commit], cwd=path)
+
+
+def sync_worktree(path: Path, tree: str) -> None:
+    """Make the worktree at ``path`` hold exactly ``tree``: its files rewritten only where
+    they differ, everything untracked or ignored (nested repositories too) removed."""
+    git(["read-tree", "-u", "--reset", tree], cwd=path)
+    git(["clean", "-ffdxq"], cwd=path)
 
 
 @contextlib.contextmanager

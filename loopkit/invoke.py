@@ -359,7 +359,7 @@ def dry_run(req: Request) -> dict[str, Any]:
 
 def attempt(req: Request) -> dict[str, Any]:
     """Run one attempt; return the document to print (attempt with ``run``, or run alone)."""
-    from loopkit import artifacts, cancel, git
+    from loopkit import artifacts, cancel, cleanroom, git
     from loopkit.workspace import state_folder
 
     # Where the tree started: a worker that commits its own change must not hide it from
@@ -372,6 +372,9 @@ def attempt(req: Request) -> dict[str, Any]:
     state_path = state_folder(root, where.index, env=req.environ, configured=configured)
     doc = _fresh(req.document)
     folder = artifacts.attempt_dir(state_path, doc)
+    carry = list(((p.contract or {}).get("verify") or {}).get("carry") or [])
+    # The carried paths' fingerprints before the worker: lk-verify refuses them if moved.
+    carried = cleanroom.fingerprint(root, carry) if carry else None
 
     def cancelled() -> str | None:
         return "cancelled" if cancel.requested(state_path) else None
@@ -386,6 +389,8 @@ def attempt(req: Request) -> dict[str, Any]:
         should_stop=cancelled,
     )
     record = {**result.record, "base": base} if base else dict(result.record)
+    if carried is not None:
+        record["carry"] = carried
     if req.document is None:
         return {"attempt_id": doc["attempt_id"], **record}
     doc["run"] = record

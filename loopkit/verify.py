@@ -91,14 +91,78 @@ def run_checks(
     progress: Progress | None = None,
     env: Mapping[str, str] | None = None,
     index: Path | None = None,
+    skip: Sequence[str] = (),
 ) -> Result:
     """Run ``criteria`` in order in the repository at ``root``; the ``verify`` section.
 
-    ``index`` (from ``git.locate``) spares a git call when the caller already knows it.
+    ``index`` (from ``git.locate``) spares a git call when the caller already knows it;
+    ``skip`` names top-level paths left out of the tree hashes (a clean room's carried
+    symlinks).
     """
     where = git.locate(root) if index is None else git.Located(root=root, index=index, base=None)
-    with git.TreeWatch(where.root, index=where.index) as watch:
+    with git.TreeWatch(where.root, index=where.index, skip=skip) as watch:
         return _run(where, watch, criteria, log_dir, fail_fast, progress, env)
+
+
+def in_clean_room(
+    root: Path,
+    criteria: Sequence[Mapping[str, Any]],
+    *,
+    log_dir: Path,
+    head: str | None,
+    index: Path | None = None,
+    carry: Sequence[str] = (),
+    carry_before: Mapping[str, str] | None = None,
+    fail_fast: bool = False,
+    progress: Progress | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Result:
+    """Run ``criteria`` in the clean room synced to the working tree's tree (see
+    ``loopkit.cleanroom``); the ``verify`` section, bound to that tree.
+
+    A check that changes a file of the tree there (or deletes one) is listed in
+    ``changed_by_checks`` and the verification does not pass: the tree the recipe would
+    commit is not the one the checks left. New files (caches, build output) are debris of
+    the clean room, never committed. A carried path whose fingerprint moved since the
+    worker started fails the verification too.
+    """
+    from loopkit import cleanroom
+
+    tree = git.tree_hash(root, index=index)
+    room = cleanroom.prepare(root, tree, head=head, carry=carry)
+    result = run_checks(
+        room.path,
+        criteria,
+        log_dir=log_dir,
+        fail_fast=fail_fast,
+        progress=progress,
+        env=env,
+        skip=room.carried,
+    )
+    body = result.body
+    body["clean_room"] = True
+    problems: list[str] = []
+    if body["tree"] != tree:
+        problems.append(f"the clean room held tree {body['tree'][:12]}, not {tree[:12]}")
+        body["tree"] = tree
+    if body.get("tree_changed"):
+        moved = git.changed_paths(room.path, tree, body["tree_after"])
+        touched = sorted(p for p, status in moved if status != "A")
+        body["changed_by_checks"] = touched
+        body["debris"] = sorted(p for p, status in moved if status == "A")[:200]
+        if touched:
+            problems.append(
+                f"the checks changed {len(touched)} file(s) of the tree they verified "
+                f"({', '.join(touched[:5])}): no check ran on the tree they left"
+            )
+    moved_carry = cleanroom.changed_carry(carry_before, root, carry)
+    if moved_carry:
+        body["carry_changed"] = moved_carry
+        problems.append("carried paths changed since the worker started: " + ", ".join(moved_carry))
+    if problems:
+        body["passed"] = False
+        body["problems"] = problems
+    return result
 
 
 def _run(
@@ -176,12 +240,7 @@ def _run(
     }
     if current != before:
         # What the checks themselves changed: the diff, taken before them, never saw it.
-        moved = git.git(
-            ["diff-tree", "-r", "-z", "--name-only", "--no-renames", before, current],
-            cwd=where.root,
-            check=False,
+        body["changed_by_checks"] = sorted(
+            p for p, _ in git.changed_paths(where.root, before, current)
         )
-        if moved.exit_code == 0:
-            names = moved.stdout.decode("utf-8", "surrogateescape").split("\0")
-            body["changed_by_checks"] = sorted(n for n in names if n)
     return Result(body)

@@ -36,7 +36,17 @@ Exit codes:
 @click.option("--contract", "contract_path", metavar="FILE", help="The loop contract (loop.yaml).")
 @click.option("--only", multiple=True, metavar="NAME", help="Run only the check NAME (repeatable).")
 @click.option("--fail-fast", is_flag=True, help="Stop at the first failing check.")
-def main(contract_path: str | None, only: tuple[str, ...], fail_fast: bool) -> int:
+@click.option(
+    "--clean-room/--in-place",
+    "clean_room",
+    default=None,
+    help="Run the checks in a clean checkout of exactly the working tree's tree (the "
+    "default when an attempt document is piped: what a recipe commits), or in the working "
+    "tree itself (the default alone, e.g. in a commit hook).",
+)
+def main(
+    contract_path: str | None, only: tuple[str, ...], fail_fast: bool, clean_room: bool | None
+) -> int:
     """Run the contract's acceptance checks in order, each in the repository root with its
     timeout, and record per check its exit code, duration, output tail, output sha256 and
     failure fingerprint, with the tree hash before and after the checks."""
@@ -52,14 +62,29 @@ def main(contract_path: str | None, only: tuple[str, ...], fail_fast: bool) -> i
     log_dir = artifacts.attempt_dir(ws.state, holder)
     ticker = _Ticker() if _stderr_is_terminal() else None
     try:
-        result = core.run_checks(
-            ws.root,
-            chosen,
-            index=ws.index,
-            log_dir=log_dir,
-            fail_fast=fail_fast,
-            progress=ticker.update if ticker else None,
-        )
+        if clean_room if clean_room is not None else doc is not None:
+            run = (doc or {}).get("run") or {}
+            settings = terms.get("verify") or {}
+            result = core.in_clean_room(
+                ws.root,
+                chosen,
+                index=ws.index,
+                head=run.get("base"),
+                carry=list(settings.get("carry") or []),
+                carry_before=run.get("carry"),
+                log_dir=log_dir,
+                fail_fast=fail_fast,
+                progress=ticker.update if ticker else None,
+            )
+        else:
+            result = core.run_checks(
+                ws.root,
+                chosen,
+                index=ws.index,
+                log_dir=log_dir,
+                fail_fast=fail_fast,
+                progress=ticker.update if ticker else None,
+            )
     finally:
         if ticker:
             ticker.close()
@@ -73,6 +98,8 @@ def main(contract_path: str | None, only: tuple[str, ...], fail_fast: bool) -> i
             )
         if c.get("changed_tree"):
             click.echo(f"lk-verify: {c['name']} changed the working tree", err=True)
+    for problem in result.body.get("problems") or []:
+        click.echo(f"lk-verify: not verified: {problem}", err=True)
     if doc is not None:
         doc["verify"] = result.body
         document.emit(doc)

@@ -1,0 +1,136 @@
+"""The clean room: a checkout of exactly the attempt's tree, where its checks run.
+
+Verifying the working tree in place lets whatever the worker left beside its change vote:
+an ignored ``conftest.py`` that turns failures into passes, a stale ``__pycache__`` that
+hides broken source, a ``node_modules`` it patched. In a loop (an attempt document piped
+in), lk-verify instead runs the checks in a persistent linked worktree kept outside the
+repository, synced to the attempt's tree before each run:
+
+1. the tree is hashed from the working tree (tracked and untracked files, not ignored
+   ones: the same tree ``lk-diff`` saw and a recipe commits);
+2. ``git read-tree -u --reset TREE`` brings the clean room to it (git rewrites only the
+   files that differ, so the cost follows the size of the change), then
+   ``git clean -ffdx`` removes everything else -- ignored files, caches, nested
+   repositories;
+3. only the ignored paths the contract names (``verify.carry``: a virtualenv,
+   ``node_modules``) are brought in, as symlinks to the working tree's; their content
+   fingerprint is taken before the worker runs (lk-invoke) and compared here, so a worker
+   that patched them fails verification.
+
+The clean room lives outside the repository (``$LOOPKIT_CLEANROOM``, else the user cache
+folder), so no tool that looks upwards for its configuration (pytest's rootdir and
+conftest files, node's module resolution) can reach the working tree's files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from loopkit import git
+
+ROOM_ENV = "LOOPKIT_CLEANROOM"
+
+
+def home_of(root: Path) -> Path:
+    """Where the clean room of the work tree at ``root`` lives (one per work tree)."""
+    real = os.path.realpath(root)
+    key = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    name = f"{Path(real).name or 'repo'}-{key}"
+    chosen = os.environ.get(ROOM_ENV)
+    if chosen:
+        return Path(chosen) / name
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "loopkit" / "cleanroom" / name
+
+
+@dataclass(frozen=True)
+class Room:
+    """A clean room synced to ``tree`` (ready for the checks)."""
+
+    path: Path
+    tree: str
+    carried: tuple[str, ...]
+
+
+def prepare(
+    root: Path,
+    tree: str,
+    *,
+    head: str | None,
+    carry: Sequence[str] = (),
+) -> Room:
+    """Bring the clean room of ``root`` to exactly ``tree`` (plus the carried paths)."""
+    path = home_of(root)
+    git.ensure_worktree(root, path, head=head)
+    git.sync_worktree(path, tree)
+    carried = []
+    for rel in carry:
+        name = rel.strip().strip("/")
+        source = root / name
+        if not name or not (source.exists() or source.is_symlink()):
+            continue
+        target = path / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.is_symlink() or target.exists():
+            continue  # a tracked path of that name: the tree wins
+        os.symlink(source, target, target_is_directory=source.is_dir())
+        carried.append(name)
+    return Room(path=path, tree=tree, carried=tuple(carried))
+
+
+# --------------------------------------------------------------------------- carried paths
+
+
+def fingerprint(root: Path, paths: Iterable[str]) -> dict[str, str]:
+    """A content fingerprint of each carried path (file names, sizes, modes, mtimes and
+    symlink targets: cheap enough to take before every attempt, and any write shows)."""
+    out: dict[str, str] = {}
+    for rel in paths:
+        name = rel.strip().strip("/")
+        if not name:
+            continue
+        out[name] = _walk_digest(root / name)
+    return out
+
+
+def _walk_digest(top: Path) -> str:
+    h = hashlib.sha256()
+    try:
+        st = os.lstat(top)
+    except FileNotFoundError:
+        return "absent"
+    stack = [(top, st)]
+    while stack:
+        path, st = stack.pop()
+        rel = os.path.relpath(path, top)
+        h.update(
+            f"{rel}\0{st.st_mode}\0{st.st_size}\0{st.st_mtime_ns}\0".encode(
+                "utf-8", "surrogateescape"
+            )
+        )
+        if stat.S_ISLNK(st.st_mode):
+            h.update(os.readlink(path).encode("utf-8", "surrogateescape"))
+        elif stat.S_ISDIR(st.st_mode):
+            try:
+                entries = sorted(os.scandir(path), key=lambda e: e.name, reverse=True)
+            except OSError:
+                continue
+            for e in entries:
+                try:
+                    stack.append((Path(e.path), e.stat(follow_symlinks=False)))
+                except OSError:
+                    continue
+    return h.hexdigest()
+
+
+def changed_carry(before: Mapping[str, str] | None, root: Path, paths: Sequence[str]) -> list[str]:
+    """The carried paths whose fingerprint differs from the one taken before the worker."""
+    if not before:
+        return []
+    now = fingerprint(root, paths)
+    return [p for p, digest in now.items() if p in before and before[p] != digest]
