@@ -66,6 +66,7 @@ def decide(
     s = _setup(document, contract_path, ledger_path)
     doc = s.document
     view = decider.inputs(doc, s.contract)
+    view["verify_recorded"] = _recorded_verify(s.state, doc)
     tree = git.tree_hash(s.root) if (doc.get("verify") or doc.get("diff")) else None
     intent = cancel.requested(s.state)
     tid = decider.task_id(view)
@@ -104,6 +105,25 @@ def decide(
         summary += f" ({decision['failure_class']})"
     summary += f", attempt {decision['attempt']}: {decision['reason'].splitlines()[0]}"
     return Result(doc, int(OUTCOME_CODES[decision["outcome"]]), summary, warnings)
+
+
+def _recorded_verify(state: Path, doc: Mapping[str, Any]) -> str | None:
+    """Whether the piped verify section is the one lk-verify recorded for this attempt:
+    "match", "differs", "missing" (none recorded), or None (no verify section)."""
+    import json
+
+    from loopkit.verify import RECORD_NAME
+
+    verify = doc.get("verify")
+    attempt = doc.get("attempt_id")
+    if not isinstance(verify, Mapping) or not isinstance(attempt, str):
+        return None
+    try:
+        path = state / "artifacts" / attempt / RECORD_NAME
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "missing"
+    return "match" if recorded == verify else "differs"
 
 
 def admit(

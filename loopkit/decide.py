@@ -167,6 +167,15 @@ def evidence_state(document: Mapping[str, Any], tree_on_disk: str | None) -> dic
                 f"verification ran on tree {str(verify.get('tree'))[:12]}, "
                 f"the tree on disk is {tree_on_disk[:12]}"
             )
+        recorded = document.get("verify_recorded")
+        if recorded == "differs":
+            stale.append(
+                "the verify section differs from the evidence lk-verify recorded for this "
+                "attempt (edited after the checks ran?)"
+            )
+        elif recorded == "missing" and document.get("run"):
+            stale.append("lk-verify recorded no evidence for this attempt")
+        stale.extend(_foreign_checks(verify, document.get("contract")))
         if diff is not None and diff.get("tree") and diff.get("tree") != verify.get("tree"):
             stale.append(
                 f"the diff was taken on tree {str(diff.get('tree'))[:12]}, "
@@ -179,6 +188,26 @@ def evidence_state(document: Mapping[str, Any], tree_on_disk: str | None) -> dic
         "stale": bool(stale),
         "stale_why": stale,
     }
+
+
+def _foreign_checks(verify: Mapping[str, Any], contract: Any) -> list[str]:
+    """Checks in the evidence that are not the contract's: a name it does not have, or a
+    command other than the one it gives (the evidence is for other rules)."""
+    criteria = (contract or {}).get("criteria") if isinstance(contract, Mapping) else None
+    if not isinstance(criteria, list):
+        return []
+    runs = {str(c.get("name")): str(c.get("run")) for c in criteria if isinstance(c, Mapping)}
+    out = []
+    for check in verify.get("checks") or []:
+        name = str(check.get("name"))
+        if name not in runs:
+            out.append(f"the evidence holds a check {name!r} the contract does not have")
+        elif check.get("command") is not None and str(check.get("command")) != runs[name]:
+            out.append(
+                f"check {name!r} ran {str(check.get('command'))[:80]!r}, the contract says "
+                f"{runs[name][:80]!r}"
+            )
+    return out
 
 
 def decide(

@@ -9,7 +9,7 @@ file, plus ``tree``, the content hash the rest of the evidence is bound to.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -176,10 +176,24 @@ def gather_at(where: git.Located, base_ref: str) -> Facts:
     return Facts(root=where.root, base=base_id(), base_ref=base_ref, tree=tree_id, files=files)
 
 
-def assess(facts: Facts, *, contract: Mapping[str, Any] | None) -> Result:
-    """The ``diff`` section: the facts and the contract's scope policy applied to them."""
+def assess(
+    facts: Facts,
+    *,
+    contract: Mapping[str, Any] | None,
+    control: Sequence[str] = (),
+    drift: str | None = None,
+) -> Result:
+    """The ``diff`` section: the facts and the contract's scope policy applied to them.
+
+    ``control`` names the files that steer the loop (a change is a violation whatever
+    the globs say); ``drift`` says the contract file changed since the attempt started.
+    """
+    import dataclasses
+
     files = facts.files
     policy = scope.Policy.from_contract(contract)
+    if policy is not None and control:
+        policy = dataclasses.replace(policy, control=tuple(control))
     changes = [
         scope.Change(
             path=f["path"],
@@ -192,6 +206,8 @@ def assess(facts: Facts, *, contract: Mapping[str, Any] | None) -> Result:
         for f in files
     ]
     violations = scope.evaluate(policy, changes, root=str(facts.root))
+    if drift and not any(v.rule == scope.CONTROL_FILE for v in violations):
+        violations.append(scope.Violation(scope.CONTROL_FILE, "*", drift))
     added = sum(f["added"] for f in files)
     deleted = sum(f["deleted"] for f in files)
     body: dict[str, Any] = {

@@ -360,7 +360,7 @@ def dry_run(req: Request) -> dict[str, Any]:
 def attempt(req: Request) -> dict[str, Any]:
     """Run one attempt; return the document to print (attempt with ``run``, or run alone)."""
     from loopkit import artifacts, cancel, cleanroom, git
-    from loopkit.workspace import state_folder
+    from loopkit.workspace import clear_cache, state_folder
 
     # Where the tree started: a worker that commits its own change must not hide it from
     # lk-diff, which compares against this base when no other is given. One git call finds
@@ -388,6 +388,8 @@ def attempt(req: Request) -> dict[str, Any]:
         breaker_repeats=int(p.worker.get("breaker_repeats") or DEFAULT_REPEATS),
         should_stop=cancelled,
     )
+    # Whatever the worker wrote into the contract cache is never read as a checked contract.
+    clear_cache(root)
     record = {**result.record, "base": base} if base else dict(result.record)
     if carried is not None:
         record["carry"] = carried

@@ -22,6 +22,8 @@ PROTECTED_DELETED = "protected_deleted"
 OUTSIDE_WRITABLE = "outside_writable"
 RENAME_OUT_OF_SCOPE = "rename_out_of_scope"
 SYMLINK_OUTSIDE = "symlink_outside_repo"
+#: A file that steers the loop (the contract, TASKS.md, the memory file) was changed.
+CONTROL_FILE = "control_file"
 SYMLINK_PROTECTED = "symlink_into_protected"
 TOO_MANY_FILES = "changed_files"
 TOO_MANY_LINES = "changed_lines"
@@ -34,6 +36,8 @@ class Policy:
     writable: tuple[str, ...] = ("**",)
     protected: tuple[str, ...] = ()
     always_allowed: tuple[str, ...] = ()
+    #: Files that steer the loop: a change is a violation whatever the globs say.
+    control: tuple[str, ...] = ()
     changed_files: int | None = None
     changed_lines: int | None = None
     #: Each path's (always_allowed, protected, writable) answers, computed once per path.
@@ -147,6 +151,9 @@ def evaluate(
     counted_files = counted_lines = 0
     for ch in changes:
         ends = [ch.path] if ch.old_path is None else [ch.old_path, ch.path]
+        for end in ends:
+            if end in policy.control:
+                out.append(Violation(CONTROL_FILE, end, "a file that steers the loop changed"))
         if not all(policy.allowed(p) for p in ends):
             counted_files += 1
             counted_lines += ch.added + ch.deleted

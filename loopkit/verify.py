@@ -20,6 +20,8 @@ from typing import Any
 from loopkit import artifacts, fingerprint, git, proc
 from loopkit.errors import BadInput
 
+#: The verify section as lk-verify recorded it, in the attempt's artifact folder.
+RECORD_NAME = "verify.json"
 #: The output tail kept in the document: at most this many lines and bytes (from the end).
 TAIL_LINES = 40
 TAIL_BYTES = 4096

@@ -48,6 +48,8 @@ class Workspace:
     contract_from: str | None = None
     #: The contract file's sha256, when it came from a file.
     contract_sha256: str | None = None
+    #: Why the contract file on disk is not the one this attempt started under, if so.
+    contract_drift: str | None = None
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
     _state: Path | None = field(default=None, repr=False)
 
@@ -87,6 +89,7 @@ class Workspace:
             contract=found.contract,
             contract_from=found.source,
             contract_sha256=found.sha256,
+            contract_drift=found.drift,
             environ=env,
         )
 
@@ -114,6 +117,28 @@ class Workspace:
     def state_path(self) -> Path:
         """Where the state folder is, without creating it."""
         return choose_state(self.root, env=self.environ, configured=self.configured_state)
+
+    def control_files(self) -> list[str]:
+        """The files that steer the loop, repository-relative: the contract file, the
+        memory file and the task's TASKS.md. A worker may change none of them."""
+        out: list[str] = []
+        task_source = (self.task or {}).get("source") or {}
+        candidates = [
+            self.contract_from if self.contract_from != "<stdin>" else None,
+            str(self.memory_file()) if self.memory_file() else None,
+            task_source.get("file") if isinstance(task_source, Mapping) else None,
+        ]
+        for path in candidates:
+            if not path:
+                continue
+            full = Path(path) if os.path.isabs(path) else Path.cwd() / path
+            try:
+                rel = Path(os.path.abspath(full)).relative_to(os.path.abspath(self.root))
+            except ValueError:
+                continue
+            if rel.as_posix() not in out:
+                out.append(rel.as_posix())
+        return out
 
     def memory_file(self) -> Path | None:
         memory = (self.contract or {}).get("memory")
@@ -152,6 +177,8 @@ class Found:
     contract: dict[str, Any] | None
     source: str | None
     sha256: str | None
+    #: Set when the contract file changed since the attempt started: the snapshot rules.
+    drift: str | None = None
 
     def stamp(self, document: dict[str, Any]) -> None:
         if self.contract is not None and not isinstance(document.get("contract"), Mapping):
@@ -193,15 +220,18 @@ def resolve_contract(
         recorded = (document or {}).get(SOURCE_KEY)
         same_file = isinstance(recorded, Mapping) and recorded.get("path") == os.path.abspath(path)
         if isinstance(piped, Mapping) and isinstance(recorded, Mapping) and same_file:
-            # The file this attempt started under: it must not have changed since.
+            # The file this attempt started under: if it changed since (a worker edited
+            # it), the attempt is judged by the snapshot it started with, and lk-diff
+            # reports the change.
             if recorded.get("sha256") != sha:
-                raise BadInput(
-                    path,
-                    "the contract changed since this attempt started "
-                    f"(sha256 {str(recorded.get('sha256'))[:12]} then, {sha[:12]} now): "
-                    "the attempt is judged by the rules it started under; restart the loop "
-                    "to use the new contract",
+                data = contracts.checked(piped, "<stdin>", prefix="$.contract")
+                drift = (
+                    f"{path} changed since this attempt started (sha256 "
+                    f"{str(recorded.get('sha256'))[:12]} then, {sha[:12]} now)"
                 )
+                return Found(_with_task(data, task), path, str(recorded.get("sha256")), drift)
+            # Unchanged: the snapshot is the contract (no parsing, no cache to trust).
+            return Found(_with_task(contracts.checked(piped, path), task), path, sha)
         return Found(_with_task(_parsed(raw, path, sha, root), task), path, sha)
     if isinstance(piped, Mapping):
         # Already checked against its schema when the document was read.
@@ -247,6 +277,14 @@ def _parsed(raw: bytes, source: str, sha: str, root: Path | None) -> dict[str, A
         except OSError:
             pass  # a cache, never a reason to fail
     return data
+
+
+def clear_cache(root: Path) -> None:
+    """Forget every remembered contract: lk-invoke calls it once the worker has ended, so
+    nothing the worker wrote there is ever read as a checked contract."""
+    import shutil
+
+    shutil.rmtree(root / ".git" / "loopkit" / "cache", ignore_errors=True)
 
 
 def _dumps(data: Any) -> str:

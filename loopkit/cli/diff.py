@@ -56,7 +56,12 @@ def main(contract_path: str | None, base: str | None) -> int:
     ws = Workspace.open(contract_path=contract_path, document=doc)
     where = git.Located(root=ws.root, index=ws.index, base=None)
     terms = ws.contract
-    result = core.assess(core.gather_at(where, asked), contract=terms)
+    result = core.assess(
+        core.gather_at(where, asked),
+        contract=terms,
+        control=ws.control_files() if doc is not None else (),
+        drift=ws.contract_drift,
+    )
     if terms is None:
         click.echo("lk-diff: no contract: the scope policy was not checked", err=True)
     violations = result.body["violations"]

@@ -166,8 +166,15 @@ def test_a_check_that_writes_a_protected_file_does_not_complete(git_repo: Path) 
     (git_repo / "loop.yaml").write_text(text)
     git(git_repo, "commit", "-qam", "protected conf")
     out = _run(["lk-plan", "next", "TASKS.md"], git_repo)
-    for cmd in ("lk-invoke", "lk-diff", "lk-verify", "lk-decide"):
+    for cmd in ("lk-invoke", "lk-diff"):
         out = _run([cmd], git_repo, out.stdout)
+    # In the clean room a check's new files are its debris, never on disk nor committed.
+    room = _run(["lk-verify"], git_repo, out.stdout)
+    assert json.loads(room.stdout)["verify"]["debris"] == ["conf/db", "debris/cache"]
+    assert not (git_repo / "conf").exists()
+    # In place (a commit hook), the check's writes land in the working tree.
+    for cmd in (["lk-verify", "--in-place"], ["lk-decide"]):
+        out = _run(cmd, git_repo, out.stdout)
     doc = json.loads(out.stdout)
     assert doc["verify"]["changed_by_checks"] == ["conf/db", "debris/cache"]
     assert out.returncode == 10, out.stderr

@@ -1,0 +1,106 @@
+"""What judges the worker cannot be moved by the worker: the contract file it runs under,
+the contract cache, a hand-edited document."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.adversarial.helpers import loop, nothing_unverified_landed
+from tests.recipes_helpers import BIN, fail_message, make_project, recipe_env
+
+pytestmark = pytest.mark.slow
+
+# Broken code, and loop.yaml rewritten so that its only check always passes.
+REWRITE_CONTRACT = """
+import json
+Path("src").mkdir(exist_ok=True)
+Path("src/value.txt").write_text("bad\\n")
+data = json.loads(Path("loop.yaml").read_text())
+for c in data["criteria"]:
+    c["run"] = "echo ok"
+Path("loop.yaml").write_text(json.dumps(data))
+"""
+
+
+def test_a_rewritten_contract_does_not_change_the_checks(tmp_path: Path) -> None:
+    p = make_project(tmp_path, REWRITE_CONTRACT, budgets={"attempts": 2})
+    before = p.head()
+    proc = loop(p)
+    assert p.worker_calls() >= 1
+    assert proc.returncode != 0, fail_message(proc)
+    assert nothing_unverified_landed(p, before, tmp_path)
+    verify = p.docs("fix-value", "verify")[0]["verify"]
+    assert verify["checks"][0]["command"] == "grep -qx good src/value.txt"
+    diff = p.docs("fix-value", "diff")[0]["diff"]
+    assert any(v["rule"] == "control_file" for v in diff["violations"]), diff["violations"]
+
+
+# The contract cache keyed by content: a worker that writes entries for the contract's
+# exact bytes (it can compute every key) with a check that always passes.
+POISON_CACHE = """
+import glob, json, os
+Path("src").mkdir(exist_ok=True)
+Path("src/value.txt").write_text("bad\\n")
+data = json.loads(Path("loop.yaml").read_text())
+for c in data["criteria"]:
+    c["run"] = "echo ok"
+for folder in (".loopkit/cache", ".git/loopkit/cache"):
+    for entry in glob.glob(folder + "/contract-*.json"):
+        Path(entry).write_text(json.dumps(data))
+"""
+
+
+def test_a_poisoned_contract_cache_does_not_change_the_checks(tmp_path: Path) -> None:
+    p = make_project(tmp_path, POISON_CACHE, budgets={"attempts": 2})
+    # Fill the cache the way a commit hook would, so there is an entry to poison.
+    subprocess.run([str(BIN / "lk-verify")], cwd=p.root, env=recipe_env(), capture_output=True)
+    assert list((p.root / ".git/loopkit/cache").glob("contract-*.json"))
+    before = p.head()
+    proc = loop(p)
+    assert proc.returncode != 0, fail_message(proc)
+    assert nothing_unverified_landed(p, before, tmp_path)
+    for doc in p.docs("fix-value", "verify"):
+        assert doc["verify"]["checks"][0]["command"] == "grep -qx good src/value.txt"
+
+
+def _stage(cmd: str, cwd: Path, stdin: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / cmd), *args],
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=recipe_env(),
+        timeout=60,
+    )
+
+
+def test_a_hand_edited_verify_section_is_not_evidence(tmp_path: Path) -> None:
+    p = make_project(
+        tmp_path, 'Path("src").mkdir(exist_ok=True)\nPath("src/value.txt").write_text("bad\\n")\n'
+    )
+    start = json.dumps(
+        {"kind": "loopkit/attempt", "version": 1, "task": {"id": "t", "text": "t", "kind": "task"}}
+    )
+    out = _stage("lk-invoke", p.root, start, "--contract", "loop.yaml")
+    out = _stage("lk-diff", p.root, out.stdout, "--contract", "loop.yaml")
+    out = _stage("lk-verify", p.root, out.stdout, "--contract", "loop.yaml")
+    assert out.returncode == 1
+    doc = json.loads(out.stdout)
+    # The right tree hashes, a failing check turned into a pass by hand.
+    for check in doc["verify"]["checks"]:
+        check.update(passed=True, exit_code=0, fingerprint=None)
+    doc["verify"]["passed"] = True
+    decided = _stage("lk-decide", p.root, json.dumps(doc), "--contract", "loop.yaml")
+    assert decided.returncode != 0, decided.stderr
+    reason = json.loads(decided.stdout)["decision"]["reason"]
+    assert "differs from the evidence lk-verify recorded" in reason
+    # A check command that is not the contract's is not evidence either.
+    doc = json.loads(out.stdout)
+    doc["verify"]["checks"][0]["command"] = "echo ok"
+    decided = _stage("lk-decide", p.root, json.dumps(doc), "--contract", "loop.yaml")
+    assert decided.returncode != 0
