@@ -3,9 +3,10 @@
 Usage:  python -m loopkit.testing.demo [--provider command|claude] [--keep] [--dir DIR]
         python -m loopkit.testing.demo --recipes          (print where the recipes are)
 
-A fresh temporary git repository holds a header parser that fails on a blank line, its
-loop contract and a TASKS.md. The demo then runs the real recipe, ``recipes/loop.sh``,
-on the first task -- so what you watch IS the recipe working:
+A fresh temporary git repository holds the example project (``examples/parser-project``,
+shipped in the wheel as ``loopkit/testing/fixtures/parser-project``): a header parser
+that fails on a blank line, its loop contract and a TASKS.md. The demo then runs the real
+recipe, ``recipes/loop.sh``, on the first task -- so what you watch IS the recipe working:
 
 1. reproduce: the checks on the untouched tree fail (the ledger records the fingerprint);
 2. attempt 1: the worker strips whitespace -- the blank line still breaks the parser, the
@@ -36,88 +37,44 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from loopkit import contract
+
 TASK_ID = "blank-line"
 HEADERS = "src/parser/headers.py"
 PACKAGE = Path(__file__).resolve().parents[1]
 
-ORIGINAL = '''\
-"""Parse the header block of a message: ``Name: value`` lines, ended by a blank line."""
-
-from __future__ import annotations
-
-
-def parse_headers(text: str) -> dict[str, str]:
-    headers: dict[str, str] = {}
-    for line in text.splitlines():
-        name, value = line.split(":", 1)
-        headers[name.strip().lower()] = value.strip()
-    return headers
-'''
-
+LOOP_LINE = "    for line in text.splitlines():\n"
 # Attempt 1: a plausible guess that leaves the cause alone -- the blank line still reaches
 # the split, so the check fails exactly as before.
 WRONG_LINE = "        line = line.rstrip()  # stray whitespace breaks the split?\n"
-WRONG_FIX = ORIGINAL.replace(
-    "    for line in text.splitlines():\n",
-    "    for line in text.splitlines():\n" + WRONG_LINE,
-)
 # Attempt 2: the real cause -- a blank line ends the headers.
 RIGHT_LINES = "        if not line.strip():\n            break  # a blank line ends the headers\n"
-RIGHT_FIX = ORIGINAL.replace(
-    "    for line in text.splitlines():\n",
-    "    for line in text.splitlines():\n" + RIGHT_LINES,
-)
-
-TEST = """\
-import unittest
-
-from parser.headers import parse_headers
 
 
-class HeaderTests(unittest.TestCase):
-    def test_reads_name_value_lines(self) -> None:
-        self.assertEqual(
-            parse_headers("Host: example.org\\nAccept: */*"),
-            {"host": "example.org", "accept": "*/*"},
-        )
-
-    def test_blank_line_ends_headers(self) -> None:
-        message = "Host: example.org\\n\\nthis is the body: not a header\\n"
-        self.assertEqual(parse_headers(message), {"host": "example.org"})
-"""
-
-TASKS = """\
-# Tasks: parser example
-
-- [ ] Stop parse_headers failing on a blank line {#blank-line}
-  accept: a blank line ends the headers; the lines after it are not parsed
-  budget: 40 lines / 2 files
-  scope: src/parser/headers.py, tests/parser/test_headers.py
-  end
-- [ ] Join folded header lines (a line starting with a space continues the last header) {#folded}
-  depends: blank-line
-  budget: 60 lines / 2 files
-  scope: src/parser/headers.py, tests/parser/test_headers.py
-  end
-"""
+def fixture_dir() -> Path:
+    """The example project: inside the installed package (wheel), else the source tree's
+    examples/parser-project."""
+    for candidate in (
+        PACKAGE / "testing" / "fixtures" / "parser-project",
+        PACKAGE.parent / "examples" / "parser-project",
+    ):
+        if (candidate / "loop.yaml").is_file():
+            return candidate
+    raise FileNotFoundError("the parser project is missing from this installation")
 
 
-def contract_text(python: str, worker: Mapping[str, Any]) -> str:
-    check = f"PYTHONPATH=src {python} -m unittest discover -s tests/parser -t . 2>&1"
-    data = {
-        "version": 1,
-        "objective": "Fix blank-line handling in parse_headers and add a regression test.",
-        "scope": {
-            "writable": ["src/parser/**", "tests/parser/**"],
-            "protected": ["loop.yaml", "TASKS.md"],
-        },
-        "criteria": [{"name": "regression", "run": check, "timeout": 120}],
-        "budgets": {"attempts": 4, "changed_files": 4, "changed_lines": 200, "same_failure": 2},
-        "worker": dict(worker),
-        "memory": "MEMORY.md",
-    }
+def contract_text(path: Path, python: str, worker: Mapping[str, Any]) -> str:
+    """The example's loop contract (at ``path``) with the demo's check and worker.
+
+    The example checks with pytest; the demo runs the same tests with this interpreter's
+    unittest, so an installed wheel needs no test runner."""
+    data = contract.read_file(path)
+    check = f"PYTHONPATH=src {python} -m unittest discover -s tests/parser 2>&1"
+    data["criteria"] = [{"name": "regression", "run": check, "timeout": 120}]
+    data["worker"] = dict(worker)
     return (
-        "# The loop contract of the demo (JSON is YAML too).\n" + json.dumps(data, indent=2) + "\n"
+        "# The loop contract of examples/parser-project, with the demo's check and worker"
+        " (JSON is YAML too).\n" + json.dumps(data, indent=2) + "\n"
     )
 
 
@@ -132,12 +89,12 @@ def worker() -> int:
     if WRONG_LINE in code:
         if "hypothesis failed" not in handoff and "same" not in handoff:
             print("worker: expected feedback on the failed hypothesis", file=sys.stderr)
-        path.write_text(RIGHT_FIX, encoding="utf-8")
+        path.write_text(code.replace(WRONG_LINE, RIGHT_LINES), encoding="utf-8")
         print("Stop at the blank line that ends the headers (the last fix left the cause alone).")
     elif "if not line.strip()" in code:
         print("Nothing left to fix.")
     else:
-        path.write_text(WRONG_FIX, encoding="utf-8")
+        path.write_text(code.replace(LOOP_LINE, LOOP_LINE + WRONG_LINE), encoding="utf-8")
         print("Strip whitespace before splitting. Fixed: all tests pass now.")
     return 0
 
@@ -149,7 +106,6 @@ def claude_turns() -> list[dict[str, Any]]:
     """The model's side of the story. Attempt 2 resumes attempt 1's session, so its turns
     follow on (the server picks a turn by the assistant turns already in the conversation)."""
     path = "{{cwd}}/" + HEADERS
-    loop_line = "    for line in text.splitlines():\n"
     return [
         {
             "text": "Let me read the parser.",
@@ -161,8 +117,8 @@ def claude_turns() -> list[dict[str, Any]]:
                     "name": "Edit",
                     "input": {
                         "file_path": path,
-                        "old_string": loop_line,
-                        "new_string": loop_line + WRONG_LINE,
+                        "old_string": LOOP_LINE,
+                        "new_string": LOOP_LINE + WRONG_LINE,
                     },
                 }
             ]
@@ -223,16 +179,13 @@ def _env(base: Mapping[str, str]) -> dict[str, str]:
 
 
 def make_repo(root: Path, worker_spec: Mapping[str, Any]) -> Path:
+    """A git repository holding the example project, its contract set up for the demo."""
     repo = root / "parser-project"
-    (repo / "src" / "parser").mkdir(parents=True)
-    (repo / "tests" / "parser").mkdir(parents=True)
-    (repo / "src" / "parser" / "__init__.py").write_text('"""A tiny header parser."""\n')
-    (repo / HEADERS).write_text(ORIGINAL)
-    (repo / "tests" / "__init__.py").write_text("")
-    (repo / "tests" / "parser" / "__init__.py").write_text("")
-    (repo / "tests" / "parser" / "test_headers.py").write_text(TEST)
-    (repo / "loop.yaml").write_text(contract_text(sys.executable, worker_spec))
-    (repo / "TASKS.md").write_text(TASKS)
+    shutil.copytree(
+        fixture_dir(), repo, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache")
+    )
+    contract_path = repo / "loop.yaml"
+    contract_path.write_text(contract_text(contract_path, sys.executable, worker_spec))
     (repo / "MEMORY.md").write_text("# Memory: lessons from parked tasks\n")
     (repo / ".gitignore").write_text("__pycache__/\n")
     _git(repo, "init", "-q")
