@@ -29,7 +29,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import sysconfig
 import tempfile
@@ -37,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from loopkit import contract
+from loopkit import contract, git, ledger, proc, workspace
 
 TASK_ID = "blank-line"
 HEADERS = "src/parser/headers.py"
@@ -155,11 +154,6 @@ def _say(text: str = "") -> None:
     print(text, flush=True)
 
 
-def _git(repo: Path, *args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True)
-    return done.stdout
-
-
 def _env(base: Mapping[str, str]) -> dict[str, str]:
     env = dict(base)
     scripts = [str(Path(sys.executable).parent), sysconfig.get_path("scripts")]
@@ -188,27 +182,38 @@ def make_repo(root: Path, worker_spec: Mapping[str, Any]) -> Path:
     contract_path.write_text(contract_text(contract_path, sys.executable, worker_spec))
     (repo / "MEMORY.md").write_text("# Memory: lessons from parked tasks\n")
     (repo / ".gitignore").write_text("__pycache__/\n")
-    _git(repo, "init", "-q")
-    _git(repo, "config", "user.name", "loopkit demo")
-    _git(repo, "config", "user.email", "demo@loopkit.invalid")
-    _git(repo, "config", "commit.gpgsign", "false")
-    _git(repo, "config", "core.hooksPath", "/dev/null")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", "parser example: parse_headers fails on a blank line")
+    for args in (
+        ["init", "-q"],
+        ["config", "user.name", "loopkit demo"],
+        ["config", "user.email", "demo@loopkit.invalid"],
+        ["config", "commit.gpgsign", "false"],
+        ["config", "core.hooksPath", "/dev/null"],
+        ["add", "-A"],
+        ["commit", "-q", "-m", "parser example: parse_headers fails on a blank line"],
+    ):
+        git.git(args, cwd=repo)
     return repo
 
 
-def _ledger(repo: Path) -> list[dict[str, Any]]:
-    path = repo / ".loopkit" / "ledger.jsonl"
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            continue
-    return out
+def _records(repo: Path) -> list[dict[str, Any]]:
+    """The ledger's records (the demo's environment keeps the state in .loopkit/)."""
+    records, _ = ledger.read(repo / workspace.DEFAULT_STATE / ledger.DEFAULT_NAME)
+    return [record for _, record in records]
+
+
+def _show(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> int | None:
+    """Run ``argv`` and show its output (stdout and stderr) as it comes; its exit code."""
+    # The recipes tell their story on stderr, and proc.spawn reads stdout: bash merges them.
+    running = proc.spawn(["bash", "-c", 'exec "$@" 2>&1', "bash", *argv], cwd=cwd, env=env)
+    try:
+        for line in running.lines():
+            sys.stdout.buffer.write(line)
+            sys.stdout.buffer.flush()
+    except BaseException:  # interrupted: the child runs in a session of its own
+        running.stop("interrupted")
+        running.wait()
+        raise
+    return running.wait().exit_code
 
 
 def story_ok(records: Sequence[Mapping[str, Any]]) -> bool:
@@ -265,30 +270,26 @@ def run(provider: str, workdir: Path) -> int:
         _say("The bug: parse_headers raises ValueError on the blank line that ends the headers.")
         _say()
         start = workdir / "start.json"
-        nxt = subprocess.run(
-            ["lk-plan", "next", "TASKS.md", "--contract", "loop.yaml"],
-            cwd=repo,
-            env=env,
-            capture_output=True,
-            text=True,
+        nxt = proc.capture(
+            ["lk-plan", "next", "TASKS.md", "--contract", "loop.yaml"], cwd=repo, env=env
         )
-        if nxt.returncode != 0:
-            print(nxt.stderr, file=sys.stderr)
+        if nxt.exit_code != 0:
+            print(nxt.stderr.decode("utf-8", "replace"), file=sys.stderr)
             return 1
-        start.write_text(nxt.stdout)
+        start.write_bytes(nxt.stdout)
         _say(f"$ lk-plan next TASKS.md --contract loop.yaml > start.json   # task {TASK_ID}")
         _say("$ recipes/loop.sh --tasks TASKS.md --reproduce start.json")
-        loop = subprocess.run(
+        loop_code = _show(
             ["bash", str(recipes / "loop.sh"), "--tasks", "TASKS.md", "--reproduce", str(start)],
             cwd=repo,
             env=env,
         )
         _say()
-        records = _ledger(repo)
+        records = _records(repo)
         print_ledger(records)
         _say()
         _say("git log --oneline:")
-        for line in _git(repo, "log", "--oneline").splitlines():
+        for line in git.out(["log", "--oneline"], cwd=repo).splitlines():
             _say(f"  {line}")
         _say()
         _say("TASKS.md now:")
@@ -297,8 +298,8 @@ def run(provider: str, workdir: Path) -> int:
                 _say(f"  {line}")
         _say()
         _say("$ lk report")
-        subprocess.run(["lk", "report"], cwd=repo, env=env)
-        ok = loop.returncode == 0 and story_ok(records)
+        _show(["lk", "report"], cwd=repo, env=env)
+        ok = loop_code == 0 and story_ok(records)
         _say()
         if ok:
             _say(
@@ -307,7 +308,7 @@ def run(provider: str, workdir: Path) -> int:
             )
         else:
             _say(
-                f"The story did NOT hold (loop.sh exit {loop.returncode}); the documents of "
+                f"The story did NOT hold (loop.sh exit {loop_code}); the documents of "
                 f"every stage are in {repo / '.loopkit' / 'runs'}"
             )
         return 0 if ok else 1
