@@ -69,8 +69,7 @@ def test_demo_claude_tells_the_same_story_through_the_real_cli(tmp_path: Path) -
     assert "/v1/messages" in requests
 
 
-# loopkit.demo is the old name, still run by recipes/github-actions/fan-out.yml.
-@pytest.mark.parametrize("module", ["loopkit.testing.demo", "loopkit.demo"])
+@pytest.mark.parametrize("module", ["loopkit.testing.demo"])
 def test_demo_names_the_recipes_folder(module: str) -> None:
     out = subprocess.run(
         [sys.executable, "-m", module, "--recipes"],
