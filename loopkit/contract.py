@@ -289,6 +289,33 @@ def _check_criteria(value: Any, out: list[Problem]) -> None:
             seen.add(name)
 
 
+def control_warnings(data: Mapping[str, Any], *, contract_file: str) -> list[dict[str, str]]:
+    """Writable globs that cover a file steering the loop (the contract itself, TASKS.md,
+    the memory file, the state folder): in a loop a change there is a violation anyway,
+    so such a glob promises the worker what it will not get."""
+    import os
+
+    scope = data.get("scope") if isinstance(data.get("scope"), Mapping) else {}
+    writable = [g for g in (scope or {}).get("writable") or [] if isinstance(g, str)]
+    names = {
+        "the contract file": os.path.basename(contract_file) if contract_file != "-" else None,
+        "TASKS.md": "TASKS.md",
+        "the memory file": data.get("memory") if isinstance(data.get("memory"), str) else None,
+        "the state folder": (data.get("state_dir") or ".loopkit") + "/ledger.jsonl",
+    }
+    out = []
+    for i, glob in enumerate(writable):
+        for what, path in names.items():
+            if path and globs.matches(path, [glob]):
+                out.append(
+                    {
+                        "path": f"$.scope.writable[{i}]",
+                        "message": f"{glob!r} covers {what} ({path}); a worker may not change it",
+                    }
+                )
+    return out
+
+
 def with_defaults(data: Mapping[str, Any]) -> dict[str, Any]:
     """A validated contract with every default filled in (a new dict)."""
     out = copy.deepcopy(dict(data))

@@ -150,6 +150,7 @@ def check_cmd(file: str, contract_path: str | None, kind: str) -> int:
     if kind == "auto":
         kind = "tasks" if _looks_like_tasks(source, raw) else "contract"
     problems: list[dict[str, Any]] = []
+    warnings: list[dict[str, Any]] = []
     tasks: list[dict[str, Any]] | None = None
     used: str | None = None
     limit = plans.MAX_TASKS_BYTES if kind == "tasks" else contracts.MAX_CONTRACT_BYTES
@@ -165,6 +166,8 @@ def check_cmd(file: str, contract_path: str | None, kind: str) -> int:
             problems.append({"path": "$", "message": _content_message(e, source)})
         else:
             problems = [p.as_dict() for p in contracts.validate(data)]
+            if not problems:
+                warnings = contracts.control_warnings(data, contract_file=source)
     else:
         # The same contract `next` would use, so check and next never disagree.
         from pathlib import Path
@@ -194,6 +197,10 @@ def check_cmd(file: str, contract_path: str | None, kind: str) -> int:
         "valid": not problems,
         "problems": problems,
     }
+    if warnings:
+        doc["warnings"] = warnings
+        for w in warnings:
+            _say(f"{source}: warning: {w['path']}: {w['message']}")
     if tasks is not None:
         doc["contract"] = used
         doc["tasks"] = tasks

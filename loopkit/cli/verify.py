@@ -1,7 +1,11 @@
 """lk-verify: run the acceptance checks and record evidence bound to the working tree.
 
-Usage:  lk-verify [--contract loop.yaml] [--only NAME ...] [--fail-fast]
+Usage:  lk-verify [--contract loop.yaml] [--only NAME ...] [--fail-fast] [--in-place]
         ... | lk-verify | ...        (adds "verify" to the piped attempt document)
+
+        With a piped attempt (a loop) the checks run in a clean room: a checkout of
+        exactly the working tree's tree outside the repository, where no ignored file
+        takes part (docs/evidence.md). Alone (a commit hook) they run in place.
 
 Input:  an attempt document on stdin when piped (optional; a terminal is never read).
         The contract is --contract, else the piped document's, else ./loop.yaml.

@@ -309,3 +309,16 @@ def test_help_texts(project: Path) -> None:
         assert word in r.stdout
     for sub in ("check", "next", "mark", "guidance"):
         assert run(sub, "--help").exit_code == 0
+
+
+def test_check_warns_when_a_writable_glob_covers_what_steers_the_loop(project: Path) -> None:
+    write(project, "wide.yaml", CONTRACT_YAML.replace('writable: ["src/**"', 'writable: ["**"'))
+    r = run("check", "wide.yaml")
+    doc = one_json(r, "problems")
+    assert r.exit_code == 0 and doc["valid"] is True
+    messages = [w["message"] for w in doc["warnings"]]
+    assert any("the contract file (wide.yaml)" in m for m in messages), messages
+    assert any("TASKS.md" in m for m in messages)
+    assert "warning" in r.stderr
+    r = run("check", "loop.yaml")
+    assert "warnings" not in one_json(r, "problems")
