@@ -3,12 +3,13 @@
 Verifying the working tree in place lets whatever the worker left beside its change vote:
 an ignored ``conftest.py`` that turns failures into passes, a stale ``__pycache__`` that
 hides broken source, a ``node_modules`` it patched. In a loop (an attempt document piped
-in), lk-verify instead runs the checks in a persistent linked worktree kept outside the
+in), lk-verify instead runs the checks in a persistent checkout kept outside the
 repository, synced to the attempt's tree before each run:
 
 1. the tree is hashed from the working tree (tracked and untracked files, not ignored
    ones: the same tree ``lk-diff`` saw and a recipe commits);
-2. ``git read-tree -u --reset TREE`` brings the clean room to it (git rewrites only the
+2. ``git read-tree -u --reset TREE`` brings the clean room (a repository of its own that
+   borrows the repository's objects, with a fresh config and no hooks) to it (git rewrites only the
    files that differ, so the cost follows the size of the change), then
    ``git clean -ffdx`` removes everything else -- ignored files, caches, nested
    repositories;
@@ -24,10 +25,11 @@ conftest files, node's module resolution) can reach the working tree's files.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,15 +39,33 @@ ROOM_ENV = "LOOPKIT_CLEANROOM"
 
 
 def home_of(root: Path) -> Path:
-    """Where the clean room of the work tree at ``root`` lives (one per work tree)."""
-    real = os.path.realpath(root)
+    """Where the clean room of the repository at ``root`` lives (one per repository: its
+    worktrees share it, one verification at a time)."""
+    real = os.path.realpath(git.common_dir(root))
     key = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:16]
-    name = f"{Path(real).name or 'repo'}-{key}"
+    top = Path(real).parent if Path(real).name == ".git" else Path(real)
+    name = f"{top.name or 'repo'}-{key}"
     chosen = os.environ.get(ROOM_ENV)
     if chosen:
         return Path(chosen) / name
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(cache) / "loopkit" / "cleanroom" / name
+
+
+@contextlib.contextmanager
+def occupied(root: Path) -> Iterator[None]:
+    """Hold the clean room of ``root``'s repository for one verification (two loops in two
+    worktrees of one repository take turns)."""
+    import fcntl
+
+    lock = home_of(root).with_suffix(".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
 @dataclass(frozen=True)
@@ -66,7 +86,7 @@ def prepare(
 ) -> Room:
     """Bring the clean room of ``root`` to exactly ``tree`` (plus the carried paths)."""
     path = home_of(root)
-    git.ensure_worktree(root, path, head=head)
+    git.ensure_room(root, path, head=head)
     git.sync_worktree(path, tree)
     carried = []
     for rel in carry:

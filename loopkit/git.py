@@ -367,34 +367,33 @@ def changed_paths(root: Path, old: str, new: str) -> list[tuple[str, str]]:
     return [(fields[i + 1], fields[i][:1]) for i in range(0, len(fields) - 1, 2) if fields[i]]
 
 
-def ensure_worktree(root: Path, path: Path, *, head: str | None) -> None:
-    """A linked worktree of the repository at ``root`` at ``path`` (made, or remade when
-    what is there is not ours), its HEAD detached at ``head`` (default: root's HEAD)."""
+def ensure_room(root: Path, path: Path, *, head: str | None) -> None:
+    """A repository of its own at ``path`` that borrows the objects of the repository at
+    ``root`` (``objects/info/alternates``: nothing is copied), its HEAD detached at
+    ``head`` (default: root's HEAD). It has a fresh config and no hooks, and is not
+    registered in the repository (``git worktree list`` does not show it); remade when
+    what is there is not that."""
     import shutil
 
-    marker = path / ".git"
-    ours = False
-    if marker.is_file():
-        try:
-            pointer = marker.read_text(encoding="utf-8").strip().removeprefix("gitdir:").strip()
-        except (OSError, UnicodeDecodeError):
-            pointer = ""
-        common = common_dir(root)
-        ours = bool(pointer) and Path(pointer).resolve().parent.parent == common.resolve()
-        ours = ours and Path(pointer).is_dir()
-    commit = head or out(["rev-parse", "--verify", "-q", "HEAD"], cwd=root)
+    objects = str((common_dir(root) / "objects").resolve())
+    alternates = path / ".git" / "objects" / "info" / "alternates"
+    try:
+        ours = alternates.read_text(encoding="utf-8").strip() == objects
+    except (OSError, UnicodeDecodeError):
+        ours = False
     if not ours:
         if path.exists() or path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)
-        git(["worktree", "prune"], cwd=root, check=False)
         path.parent.mkdir(parents=True, exist_ok=True)
-        git(["worktree", "add", "--detach", "--no-checkout", "-q", str(path), commit], cwd=root)
-    else:
-        git(["update-ref", "--no-deref", "HEAD", commit], cwd=path)
+        git(["init", "-q", str(path)], cwd=path.parent)
+        alternates.parent.mkdir(parents=True, exist_ok=True)
+        alternates.write_text(objects + "\n", encoding="utf-8")
+    commit = head or out(["rev-parse", "--verify", "-q", "HEAD"], cwd=root)
+    git(["update-ref", "--no-deref", "HEAD", commit], cwd=path)
 
 
 def sync_worktree(path: Path, tree: str) -> None:
-    """Make the worktree at ``path`` hold exactly ``tree``: its files rewritten only where
+    """Make the work tree at ``path`` hold exactly ``tree``: its files rewritten only where
     they differ, everything untracked or ignored (nested repositories too) removed."""
     git(["read-tree", "-u", "--reset", tree], cwd=path)
     git(["clean", "-ffdxq"], cwd=path)

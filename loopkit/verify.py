@@ -94,16 +94,18 @@ def run_checks(
     env: Mapping[str, str] | None = None,
     index: Path | None = None,
     skip: Sequence[str] = (),
+    home: Path | None = None,
 ) -> Result:
     """Run ``criteria`` in order in the repository at ``root``; the ``verify`` section.
 
     ``index`` (from ``git.locate``) spares a git call when the caller already knows it;
     ``skip`` names top-level paths left out of the tree hashes (a clean room's carried
-    symlinks).
+    symlinks); ``home`` is the repository the evidence is about when ``root`` is its clean
+    room (log paths are recorded relative to it, and both paths are noise in fingerprints).
     """
     where = git.locate(root) if index is None else git.Located(root=root, index=index, base=None)
     with git.TreeWatch(where.root, index=where.index, skip=skip) as watch:
-        return _run(where, watch, criteria, log_dir, fail_fast, progress, env)
+        return _run(where, watch, criteria, log_dir, fail_fast, progress, env, home or root)
 
 
 def in_clean_room(
@@ -131,16 +133,18 @@ def in_clean_room(
     from loopkit import cleanroom
 
     tree = git.tree_hash(root, index=index)
-    room = cleanroom.prepare(root, tree, head=head, carry=carry)
-    result = run_checks(
-        room.path,
-        criteria,
-        log_dir=log_dir,
-        fail_fast=fail_fast,
-        progress=progress,
-        env=env,
-        skip=room.carried,
-    )
+    with cleanroom.occupied(root):
+        room = cleanroom.prepare(root, tree, head=head, carry=carry)
+        result = run_checks(
+            room.path,
+            criteria,
+            log_dir=log_dir,
+            fail_fast=fail_fast,
+            progress=progress,
+            env=env,
+            skip=room.carried,
+            home=root,
+        )
     body = result.body
     body["clean_room"] = True
     problems: list[str] = []
@@ -175,12 +179,18 @@ def _run(
     fail_fast: bool,
     progress: Progress | None,
     env: Mapping[str, str] | None,
+    home: Path,
 ) -> Result:
     before = watch.hash()
+    roots = sorted(
+        {str(p) for p in (where.root, home)} | {os.path.realpath(p) for p in (where.root, home)},
+        key=len,
+        reverse=True,
+    )
     current = before
     checks: list[dict[str, Any]] = []
     base_env = dict(os.environ if env is None else env)
-    home = os.path.expanduser("~")
+    user_home = os.path.expanduser("~")
     total = len(criteria)
     for i, c in enumerate(criteria):
         name = str(c["name"])
@@ -215,10 +225,10 @@ def _run(
                 end,
                 exit_code=done.exit_code,
                 timed_out=done.timed_out,
-                roots=[str(where.root), os.path.realpath(where.root)],
-                home=home,
+                roots=roots,
+                home=user_home,
             ),
-            "log": artifacts.relative(log, where.root),
+            "log": artifacts.relative(log, home),
         }
         after = watch.hash()
         if after != current:
