@@ -3,6 +3,15 @@
 Every child runs in a session of its own, so a timeout or a cancellation can end the
 whole process group -- grandchildren included -- with SIGTERM, then SIGKILL after a
 grace period. Output goes to a file, never only to a pipe a grandchild could hold open.
+
+Nothing outlives its run. On Linux loopkit makes itself a *child subreaper*
+(``PR_SET_CHILD_SUBREAPER``): a daemon that double-forks out of the worker's tree, into a
+session of its own, is re-parented to loopkit instead of init, so when the worker or a
+check ends, every descendant is found and ended -- in its group, out of it, or orphaned.
+A worker whose leader exits while a child keeps its output pipe open is ended the same
+way (the deadline holds whether or not the leader lives). And a loopkit command whose
+parent dies (``kill -9`` of the loop) gets SIGTERM (``PR_SET_PDEATHSIG``), which ends what
+it started.
 """
 
 from __future__ import annotations
@@ -20,6 +29,136 @@ from typing import IO
 
 #: Seconds between SIGTERM and SIGKILL when a group is stopped.
 GRACE_S = 2.0
+#: Seconds a worker's output may stay open after its leader exited (a child holding it).
+LINGER_S = 1.0
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+#: Leaders of the runs in progress in this process: their trees are not orphans.
+_ACTIVE: set[int] = set()
+_guarded = False
+_subreaper = False
+
+
+def _prctl(option: int, value: int) -> bool:
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(option, value, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False  # not Linux: no subreaper, groups and /proc are what there is
+
+
+def guard() -> None:
+    """For a loopkit command that starts workers or checks (never for a program that
+    embeds loopkit: its other children are its own): become a child subreaper, turn
+    SIGTERM into KeyboardInterrupt (so what was started is ended on the way out, exit
+    130), and receive SIGTERM when the parent dies. Once per process; where the OS has
+    neither, groups and /proc are what there is."""
+    global _guarded
+    if _guarded:
+        return
+    _guarded = True
+
+    def terminated(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    with contextlib.suppress(ValueError):  # not the main thread
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, terminated)
+    global _subreaper
+    _subreaper = _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    if _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM) and os.getppid() == 1:
+        os.kill(os.getpid(), signal.SIGTERM)  # the parent died before the request
+
+
+def now_ticks() -> int:
+    """The time since boot in the clock ticks /proc counts process start times in."""
+    try:
+        with open("/proc/uptime", "rb") as f:
+            up = float(f.read().split()[0])
+        return int(up * os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _children(pid: int, since: int = 0) -> dict[int, list[int]]:
+    """Every live process's children, from /proc (empty where there is no /proc); with
+    ``since``, a child of ``pid`` itself counts only when it started at or after it."""
+    parents: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return parents
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) < 20 or fields[0] == b"Z":
+            continue
+        parent = int(fields[1])
+        if parent == pid and since and int(fields[19]) < since:
+            continue  # a child of ours from before the run: not its leftover
+        parents.setdefault(parent, []).append(int(name))
+    return parents
+
+
+def orphans(since: int = 0) -> set[int]:
+    """Processes re-parented to this one (it is their subreaper) and everything under
+    them, leaving out the trees of the runs in progress. Empty unless ``guard`` made this
+    process a subreaper: then every child it did not start itself is such an orphan."""
+    if not _subreaper:
+        return set()
+    tree = _children(os.getpid(), since)
+    found: set[int] = set()
+    todo = [p for p in tree.get(os.getpid(), []) if p not in _ACTIVE]
+    while todo:
+        pid = todo.pop()
+        if pid in found:
+            continue
+        found.add(pid)
+        todo.extend(tree.get(pid, []))
+    return found
+
+
+def end_orphans(*, since: int = 0, grace_s: float = GRACE_S) -> None:
+    """SIGTERM what ``orphans`` finds (those started since ``since``, a ``now_ticks``
+    value), then SIGKILL what is left after ``grace_s``; reap."""
+    left = orphans(since)
+    if not left:
+        return
+    _signal_pids(left, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        _reap(left)
+        left = {p for p in left | orphans(since) if _alive(p)}
+        if not left:
+            return
+        time.sleep(0.02)
+    left |= orphans(since)
+    _signal_pids(left, signal.SIGKILL)
+    time.sleep(0.01)
+    _reap(left)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _reap(pids: set[int]) -> None:
+    """Collect the exit status of those of ``pids`` that became our children (orphans
+    re-parented to us): a zombie would otherwise stay in the process table."""
+    for pid in pids:
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)
 
 
 @dataclass
@@ -155,6 +294,7 @@ def run(
     group is ended too, so a check cannot leave a server behind.
     """
     start = time.monotonic()
+    since = now_ticks()
     out_path = Path(output) if output is not None else None
     if out_path is not None:
         out_path.parent.mkdir(parents=True, exist_ok=True)
@@ -174,24 +314,30 @@ def run(
             stdout=sink,
             stderr=subprocess.STDOUT,
         )
-        if input is not None and proc.stdin is not None:
-            with contextlib.suppress(BrokenPipeError):
-                proc.stdin.write(input)
-            with contextlib.suppress(BrokenPipeError):
-                proc.stdin.close()
-        timed_out = False
+        _ACTIVE.add(proc.pid)
         try:
-            code: int | None = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            kill_group(proc.pid, leader=proc)
-            proc.wait()
-            code = None
-        except BaseException:  # interrupted (Ctrl-C): the group is in its own session
-            kill_group(proc.pid, leader=proc)
-            raise
+            if input is not None and proc.stdin is not None:
+                with contextlib.suppress(BrokenPipeError):
+                    proc.stdin.write(input)
+                with contextlib.suppress(BrokenPipeError):
+                    proc.stdin.close()
+            timed_out = False
+            try:
+                code: int | None = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                kill_group(proc.pid, leader=proc)
+                proc.wait()
+                code = None
+            except BaseException:  # interrupted (Ctrl-C, SIGTERM): end all it started
+                kill_group(proc.pid, leader=proc)
+                end_orphans(since=since, grace_s=0.2)
+                raise
+        finally:
+            _ACTIVE.discard(proc.pid)
         if reap:
-            _signal_group(proc.pid, signal.SIGKILL)
+            kill_group(proc.pid, grace_s=0.2)  # what it left in its group or session
+            end_orphans(since=since, grace_s=0.2)  # and what double-forked out of its tree
         captured = b""
         if out_path is None:
             sink.seek(0)
@@ -217,6 +363,10 @@ class Running:
     stopped: str | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _watch: threading.Thread | None = None
+    #: Set once stdout reached its end (or the run was waited for).
+    closed: threading.Event = field(default_factory=threading.Event)
+    #: When it started, in ``now_ticks`` units: leftovers are what started since.
+    since: int = 0
 
     @property
     def pid(self) -> int:
@@ -228,17 +378,27 @@ class Running:
             if self.stopped is None:
                 self.stopped = reason
         kill_group(self.proc.pid)
+        end_orphans(since=self.since, grace_s=0.5)
 
     def lines(self) -> Iterator[bytes]:
         """stdout, one line at a time, until the child closes it (or is stopped)."""
         assert self.proc.stdout is not None
         yield from iter(self.proc.stdout.readline, b"")
+        self.closed.set()
+
+    def leftovers(self) -> None:
+        """End whatever the run left behind: its group, descendants that left it, and
+        orphans re-parented to loopkit (a double-forked daemon)."""
+        kill_group(self.proc.pid, grace_s=0.2)
+        end_orphans(since=self.since, grace_s=0.2)
 
     def wait(self) -> Finished:
         code = self.proc.wait()
-        if self.stopped and self._watch is not None:
+        self.closed.set()
+        if self._watch is not None:
             self._watch.join()  # a stop in progress ends what escaped the group too
-        _signal_group(self.proc.pid, signal.SIGKILL)  # leave nothing behind
+        _ACTIVE.discard(self.proc.pid)
+        self.leftovers()  # leave nothing behind
         if self.proc.stdout is not None:
             self.proc.stdout.close()
         return Finished(
@@ -264,8 +424,10 @@ def spawn(
 
     stdin is /dev/null unless ``stdin`` bytes are given (some CLIs wait for EOF on an open
     pipe). A watchdog stops the group at ``timeout`` or as soon as ``should_stop()``
-    returns a reason (e.g. "cancelled").
+    returns a reason (e.g. "cancelled"). When the leader exits but its output stays open
+    (a child holding the pipe), the leftovers are ended after ``LINGER_S``.
     """
+    since = now_ticks()
     err: int | IO[bytes]
     if stderr_path is not None:
         Path(stderr_path).parent.mkdir(parents=True, exist_ok=True)
@@ -290,25 +452,31 @@ def spawn(
             proc.stdin.write(stdin)
         with contextlib.suppress(BrokenPipeError):
             proc.stdin.close()
-    running = Running(proc=proc, started=time.monotonic())
+    running = Running(proc=proc, started=time.monotonic(), since=since)
+    _ACTIVE.add(proc.pid)
+    deadline = running.started + timeout if timeout is not None else None
 
-    if timeout is not None or should_stop is not None:
-        deadline = running.started + timeout if timeout is not None else None
-
-        def watch() -> None:
-            while proc.poll() is None:
-                if deadline is not None and time.monotonic() >= deadline:
-                    running.stop("timeout")
+    def watch() -> None:
+        exited: float | None = None
+        while not running.closed.wait(poll_s if exited is None else min(poll_s, 0.05)):
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                running.stop("timeout")
+                return
+            if should_stop is not None:
+                reason = should_stop()
+                if reason:
+                    running.stop(reason)
                     return
-                if should_stop is not None:
-                    reason = should_stop()
-                    if reason:
-                        running.stop(reason)
-                        return
-                time.sleep(poll_s)
+            if exited is None and proc.poll() is not None:
+                exited = now
+            elif exited is not None and now - exited >= LINGER_S:
+                # The leader is gone but its output is still open: a child holds it.
+                running.leftovers()
+                return
 
-        running._watch = threading.Thread(target=watch, name="loopkit-watchdog", daemon=True)
-        running._watch.start()
+    running._watch = threading.Thread(target=watch, name="loopkit-watchdog", daemon=True)
+    running._watch.start()
     return running
 
 

@@ -99,20 +99,10 @@ def main(
     if dry_run:
         click.echo(json.dumps(invoke.dry_run(req), ensure_ascii=False))
         return 0
-    import signal
+    from loopkit import proc
 
-    def terminated(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt  # the worker's group is ended on the way out (exit 130)
-
-    try:
-        previous = signal.signal(signal.SIGTERM, terminated)
-    except ValueError:  # not the main thread: leave signals to the embedding program
-        previous = None
-    try:
-        out = invoke.attempt(req)
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+    proc.guard()  # SIGTERM ends the worker's processes on the way out (exit 130)
+    out = invoke.attempt(req)
     if doc is None:
         document.emit(document.section("run", out))
         run = out

@@ -54,7 +54,7 @@ def main(
     """Run the contract's acceptance checks in order, each in the repository root with its
     timeout, and record per check its exit code, duration, output tail, output sha256 and
     failure fingerprint, with the tree hash before and after the checks."""
-    from loopkit import artifacts, document
+    from loopkit import artifacts, document, proc
     from loopkit import verify as core
     from loopkit.workspace import Workspace
 
@@ -64,6 +64,7 @@ def main(
     chosen = core.select(terms["criteria"], only)
     holder = doc if doc is not None else {}
     log_dir = artifacts.attempt_dir(ws.state, holder)
+    proc.guard()  # nothing a check starts outlives it, nor this command
     ticker = _Ticker() if _stderr_is_terminal() else None
     try:
         if clean_room if clean_room is not None else doc is not None:
