@@ -166,6 +166,11 @@ _SECTIONS: dict[str, dict[str, Check]] = {
     "plan": {"split_lines": positive_int, "split_files": positive_int},
     # carry: ignored paths (a virtualenv, node_modules) the clean room links in
     "verify": {"carry": glob_list, "env_allow": string_list},
+    "sandbox": {
+        "mode": one_of("auto", "required", "off"),
+        "network": boolean,
+        "writable": string_list,
+    },
     "artifacts": {"retention_days": positive_number, "keep_completed": non_negative_int},
 }
 _TOP: dict[str, Check] = {

@@ -209,7 +209,9 @@ def build(
     if len(text.encode("utf-8")) > limit:
         parts[5] = []
         text = _join(parts)
-    return cut(text, limit)
+    from loopkit.secrets import scrub
+
+    return str(scrub(cut(text, limit)))
 
 
 def _join(parts: Sequence[Sequence[str]]) -> str:

@@ -87,8 +87,13 @@ def execute(
     timeout: float | None = DEFAULT_TIMEOUT_S,
     breaker_repeats: int | None = DEFAULT_REPEATS,
     should_stop: Callable[[], str | None] | None = None,
+    jail: Jail | None = None,
 ) -> Result:
-    """Run one invocation to its end (or its limit) and return the normalized record."""
+    """Run one invocation to its end (or its limit) and return the normalized record.
+
+    With ``jail`` the worker starts inside the sandbox it describes (``run.sandbox``
+    records what was used, and why).
+    """
     from loopkit import proc
 
     artifacts.mkdir(parents=True, exist_ok=True)
@@ -102,6 +107,11 @@ def execute(
         spec.handoff_path.write_text(spec.prompt, encoding="utf-8")
     stream_path = artifacts / (OUTPUT_NAME if provider.name == "command" else STREAM_NAME)
     stderr_path = artifacts / STDERR_NAME
+    start_argv, start_env, sandboxed, scratch = inv.argv, inv.env, None, None
+    if jail is not None:
+        contained = jail.apply(provider, inv)
+        start_argv, start_env = contained.argv, contained.env
+        sandboxed, scratch = contained.record, contained.scratch
     parser = provider.parser()
     started = time.monotonic()
     already = should_stop() if should_stop is not None else None
@@ -114,9 +124,9 @@ def execute(
     else:
         try:
             running = proc.spawn(
-                inv.argv,
+                start_argv,
                 cwd=inv.cwd,
-                env=inv.env,
+                env=start_env,
                 stdin=inv.stdin,
                 stderr_path=stderr_path,
                 timeout=timeout,
@@ -140,6 +150,10 @@ def execute(
             running.wait()
             raise
         finished = running.wait()
+        if scratch is not None:
+            import shutil
+
+            shutil.rmtree(scratch, ignore_errors=True)
     state = parser.finish()
     end = Exit(
         exit_code=finished.exit_code,
@@ -161,6 +175,8 @@ def execute(
         cost_trusted=inv.cost_trusted,
     )
     record["side_effects"] = watch.side_effects
+    if sandboxed is not None:
+        record["sandbox"] = sandboxed
     record["stuck"] = (
         watch.breaker.tripped.as_dict() if watch.breaker and watch.breaker.tripped else None
     )
@@ -171,6 +187,42 @@ def execute(
     record["files_read"] = [_inside(f, spec.cwd) for f in record["files_read"]]
     record["files_written"] = [_inside(f, spec.cwd) for f in record["files_written"]]
     return Result(record=record, state=state, outcome=outcome, invocation=inv)
+
+
+@dataclass
+class Jail:
+    """Where a run's sandbox is: the repository, its git folders, the state folder and
+    the control files, and the contract's policy (``loopkit.containment``)."""
+
+    policy: Any
+    root: Path
+    git_dirs: list[Path]
+    state: Path
+    read_only: list[Path] = field(default_factory=list)
+    repo_writable: bool = True
+
+    def apply(self, provider: Provider, inv: Invocation) -> Any:
+        from loopkit import containment
+
+        inner, writable = provider.contained(inv) if self.policy.mode != "off" else (inv, [])
+        state = str(self.state.resolve())
+        visible = {
+            var: Path(value)
+            for var, value in inner.env.items()
+            if value.startswith(state + os.sep) and os.path.isfile(value)
+        }
+        return containment.contain(
+            inner.argv,
+            inner.env,
+            policy=self.policy,
+            root=self.root,
+            git_dirs=self.git_dirs,
+            state=self.state,
+            writable=writable,
+            read_only=self.read_only,
+            visible=visible,
+            repo_writable=self.repo_writable,
+        )
 
 
 def record_from(
@@ -379,6 +431,16 @@ def attempt(req: Request) -> dict[str, Any]:
     def cancelled() -> str | None:
         return "cancelled" if cancel.requested(state_path) else None
 
+    from loopkit import containment
+
+    jail = Jail(
+        policy=containment.Policy.of(p.contract),
+        root=root,
+        git_dirs=[where.index.parent, git.common_dir(root)],
+        state=state_path,
+        read_only=_control_files(root, req, p.contract),
+    )
+
     result = execute(
         p.provider,
         p.spec,
@@ -387,6 +449,7 @@ def attempt(req: Request) -> dict[str, Any]:
         timeout=p.timeout,
         breaker_repeats=int(p.worker.get("breaker_repeats") or DEFAULT_REPEATS),
         should_stop=cancelled,
+        jail=jail,
     )
     # Whatever the worker wrote into the contract cache is never read as a checked contract.
     clear_cache(root)
@@ -400,6 +463,34 @@ def attempt(req: Request) -> dict[str, Any]:
         # Later commands (and the loop's scripts: memory, budgets) read the contract here.
         doc["contract"] = p.contract
     return doc
+
+
+def _control_files(root: Path, req: Request, contract: Mapping[str, Any] | None) -> list[Path]:
+    """The files that steer the loop, inside the repository: read-only in the sandbox."""
+    from loopkit.workspace import SOURCE_KEY
+
+    doc = req.document or {}
+
+    def mapping(value: Any) -> Mapping[str, Any]:
+        return value if isinstance(value, Mapping) else {}
+
+    source = mapping(doc.get(SOURCE_KEY))
+    task_source = mapping(mapping(doc.get("task")).get("source"))
+    names = [
+        req.contract_path,
+        source.get("path"),
+        (contract or {}).get("memory"),
+        task_source.get("file"),
+    ]
+    out: list[Path] = []
+    for name in names:
+        if not isinstance(name, str) or name == "<stdin>":
+            continue
+        path = Path(name) if os.path.isabs(name) else (req.cwd / name)
+        path = Path(os.path.abspath(path))
+        if path.is_file() and path.is_relative_to(root.resolve()) and path not in out:
+            out.append(path)
+    return out
 
 
 def _fresh(document: dict[str, Any] | None) -> dict[str, Any]:

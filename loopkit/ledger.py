@@ -33,6 +33,7 @@ from typing import Any
 from loopkit import budget
 from loopkit.errors import EnvironmentProblem
 from loopkit.files import atomic_write
+from loopkit.secrets import scrub
 
 RECORD_KIND = "loopkit/ledger-record"
 DEFAULT_NAME = "ledger.jsonl"
@@ -301,7 +302,7 @@ class Transaction:
     def append(self, record: dict[str, Any]) -> dict[str, Any]:
         """Write one record durably (one write, fsync), then fold it into the index."""
         seq = int(self.meta.get("seq") or 0) + 1
-        record = {"kind": RECORD_KIND, "version": 1, "seq": seq, **record}
+        record = scrub({"kind": RECORD_KIND, "version": 1, "seq": seq, **record})
         record["seq"] = seq
         data = (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
         fd = os.open(self.ledger.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)

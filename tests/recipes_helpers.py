@@ -208,6 +208,8 @@ def make_project(
     root.mkdir()
     scratch = tmp_path / "worker"
     command = write_worker(scratch, worker_body)
+    # The worker keeps its own notes outside the repository: writable in its sandbox.
+    contract_kw.setdefault("sandbox", {"writable": [str(scratch)]})
     git(root, "init", "-q", "-b", "main")
     (root / "README.md").write_text("# project\n")
     (root / "loop.yaml").write_text(json.dumps(contract(command, **contract_kw), indent=2) + "\n")

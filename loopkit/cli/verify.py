@@ -65,6 +65,7 @@ def main(
     holder = doc if doc is not None else {}
     log_dir = artifacts.attempt_dir(ws.state, holder)
     proc.guard()  # nothing a check starts outlives it, nor this command
+    env = _check_env(terms, doc)
     ticker = _Ticker() if _stderr_is_terminal() else None
     try:
         if clean_room if clean_room is not None else doc is not None:
@@ -80,6 +81,7 @@ def main(
                 log_dir=log_dir,
                 fail_fast=fail_fast,
                 progress=ticker.update if ticker else None,
+                env=env,
             )
         else:
             result = core.run_checks(
@@ -89,6 +91,7 @@ def main(
                 log_dir=log_dir,
                 fail_fast=fail_fast,
                 progress=ticker.update if ticker else None,
+                env=env,
             )
     finally:
         if ticker:
@@ -117,6 +120,21 @@ def main(
         body["attempt_id"] = holder.get("attempt_id")
         document.emit(document.section("verify", body))
     return 0 if result.passed else 1
+
+
+def _check_env(terms: dict[str, Any], doc: dict[str, Any] | None) -> dict[str, str]:
+    """The checks' environment: the allow-list (loopkit.secrets) plus the contract's
+    ``verify.env_allow``, and LOOPKIT_TASK_ID when a task is piped."""
+    import os
+
+    from loopkit import secrets
+
+    names = [*secrets.CHECK_ENV, *((terms.get("verify") or {}).get("env_allow") or [])]
+    env = secrets.allowed_env(os.environ, names)
+    task = (doc or {}).get("task")
+    if isinstance(task, dict) and task.get("id"):
+        env["LOOPKIT_TASK_ID"] = str(task["id"])
+    return env
 
 
 def _stderr_is_terminal() -> bool:

@@ -64,6 +64,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from loopkit.secrets import allowed_env
+
 #: stop_reason values (schemas/run.json). "completed" is the only one that is not an error.
 STOP_REASONS = (
     "completed",
@@ -81,27 +83,6 @@ STOP_REASONS = (
 )
 
 #: Environment every worker gets when set (the rest of the parent's env is dropped).
-BASE_ENV = (
-    "PATH",
-    "HOME",
-    "LANG",
-    "LC_ALL",
-    "LC_CTYPE",
-    "TERM",
-    "TMPDIR",
-    "TZ",
-    "USER",
-    "LOGNAME",
-    "SHELL",
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "NO_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "no_proxy",
-    "SSL_CERT_FILE",
-    "NODE_EXTRA_CA_CERTS",
-)
 
 #: Bounds that keep memory flat however long the stream is.
 MAX_TOOL_CALLS = 2000
@@ -364,6 +345,12 @@ class Provider:
     def classify(self, state: RunState, end: Exit) -> Outcome:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def contained(self, inv: Invocation) -> tuple[Invocation, list[Path]]:
+        """The invocation to run inside loopkit's sandbox, and the paths it must be able
+        to write there (its sessions, its config); made to exist. Default: as built,
+        nothing more."""
+        return inv, []
+
     def env(self, spec: RunSpec, *, extra: Iterable[str] = ()) -> dict[str, str]:
         """The allow-listed environment: base names, this provider's own, the contract's."""
         return allowed_env(spec.parent_env(), (*self.env_names, *extra, *spec.env_allow))
@@ -376,12 +363,6 @@ class Provider:
         if os.sep in exe:
             return exe if os.access(exe, os.X_OK) else None
         return shutil.which(exe, path=inv.env.get("PATH"))
-
-
-def allowed_env(parent: Mapping[str, str], names: Sequence[str]) -> dict[str, str]:
-    exact = set(BASE_ENV) | {n for n in names if not n.endswith("_")}
-    prefixes = tuple(n for n in names if n.endswith("_"))
-    return {k: v for k, v in parent.items() if k in exact or (prefixes and k.startswith(prefixes))}
 
 
 def count(v: Any) -> int:

@@ -103,6 +103,22 @@ class ClaudeProvider(Provider):
             cost_trusted=cost_trusted(env, spec.cwd),
         )
 
+    def contained(self, inv: Invocation) -> tuple[Invocation, list[Path]]:
+        """Claude Code writes its sessions and settings to its config folder
+        (``CLAUDE_CONFIG_DIR``, else ``~/.claude`` and ``~/.claude.json``)."""
+        config = inv.env.get("CLAUDE_CONFIG_DIR")
+        if config:
+            Path(config).mkdir(parents=True, exist_ok=True)
+            return inv, [Path(config)]
+        home = inv.env.get("HOME")
+        if not home:
+            return inv, []
+        folder, state = Path(home) / ".claude", Path(home) / ".claude.json"
+        folder.mkdir(parents=True, exist_ok=True)
+        if not state.exists():
+            state.write_text("{}\n", encoding="utf-8")
+        return inv, [folder, state]
+
     def parser(self) -> ClaudeParser:
         return ClaudeParser()
 

@@ -76,6 +76,24 @@ class CodexProvider(Provider):
             model=spec.model or config.get("model"),
         )
 
+    def contained(self, inv: Invocation) -> tuple[Invocation, list[Path]]:
+        """Codex writes its sessions under ``CODEX_HOME`` (else ``~/.codex``). Its own
+        sandbox cannot start inside loopkit's as root (no uid map), and loopkit's is the
+        boundary: inside it, codex runs with ``--sandbox danger-full-access``."""
+        import dataclasses
+
+        argv = list(inv.argv)
+        if "--sandbox" in argv:
+            argv[argv.index("--sandbox") + 1] = "danger-full-access"
+        home = inv.env.get("CODEX_HOME") or (
+            os.path.join(inv.env["HOME"], ".codex") if inv.env.get("HOME") else None
+        )
+        paths = []
+        if home:
+            Path(home).mkdir(parents=True, exist_ok=True)
+            paths.append(Path(home))
+        return dataclasses.replace(inv, argv=argv), paths
+
     def parser(self) -> CodexParser:
         return CodexParser()
 

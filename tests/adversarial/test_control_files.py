@@ -14,6 +14,9 @@ from tests.recipes_helpers import BIN, fail_message, make_project, recipe_env
 
 pytestmark = pytest.mark.slow
 
+#: Without a sandbox: what loopkit detects must hold on its own.
+OFF = {"mode": "off"}
+
 # Broken code, and loop.yaml rewritten so that its only check always passes.
 REWRITE_CONTRACT = """
 import json
@@ -27,7 +30,7 @@ Path("loop.yaml").write_text(json.dumps(data))
 
 
 def test_a_rewritten_contract_does_not_change_the_checks(tmp_path: Path) -> None:
-    p = make_project(tmp_path, REWRITE_CONTRACT, budgets={"attempts": 2})
+    p = make_project(tmp_path, REWRITE_CONTRACT, sandbox=OFF, budgets={"attempts": 2})
     before = p.head()
     proc = loop(p)
     assert p.worker_calls() >= 1
@@ -55,7 +58,7 @@ for folder in (".loopkit/cache", ".git/loopkit/cache"):
 
 
 def test_a_poisoned_contract_cache_does_not_change_the_checks(tmp_path: Path) -> None:
-    p = make_project(tmp_path, POISON_CACHE, budgets={"attempts": 2})
+    p = make_project(tmp_path, POISON_CACHE, sandbox=OFF, budgets={"attempts": 2})
     # Fill the cache the way a commit hook would, so there is an entry to poison.
     subprocess.run([str(BIN / "lk-verify")], cwd=p.root, env=recipe_env(), capture_output=True)
     assert list((p.root / ".git/loopkit/cache").glob("contract-*.json"))
@@ -81,7 +84,9 @@ def _stage(cmd: str, cwd: Path, stdin: str, *args: str) -> subprocess.CompletedP
 
 def test_a_hand_edited_verify_section_is_not_evidence(tmp_path: Path) -> None:
     p = make_project(
-        tmp_path, 'Path("src").mkdir(exist_ok=True)\nPath("src/value.txt").write_text("bad\\n")\n'
+        tmp_path,
+        'Path("src").mkdir(exist_ok=True)\nPath("src/value.txt").write_text("bad\\n")\n',
+        sandbox=OFF,
     )
     start = json.dumps(
         {"kind": "loopkit/attempt", "version": 1, "task": {"id": "t", "text": "t", "kind": "task"}}
@@ -104,3 +109,16 @@ def test_a_hand_edited_verify_section_is_not_evidence(tmp_path: Path) -> None:
     doc["verify"]["checks"][0]["command"] = "echo ok"
     decided = _stage("lk-decide", p.root, json.dumps(doc), "--contract", "loop.yaml")
     assert decided.returncode != 0
+
+
+def test_in_the_sandbox_the_contract_cannot_even_be_written(tmp_path: Path) -> None:
+    p = make_project(tmp_path, REWRITE_CONTRACT, budgets={"attempts": 1})
+    original = (p.root / "loop.yaml").read_text()
+    before = p.head()
+    proc = loop(p)
+    assert proc.returncode != 0, fail_message(proc)
+    assert (p.root / "loop.yaml").read_text() == original
+    run = p.docs("fix-value", "invoke")[0]["run"]
+    assert run["sandbox"]["used"] is True
+    assert "Read-only file system" in (p.root / run["stderr"]).read_text() or run["stop_reason"] == "crashed"
+    assert nothing_unverified_landed(p, before, tmp_path)

@@ -12,6 +12,9 @@ from tests.recipes_helpers import fail_message, make_project
 
 pytestmark = pytest.mark.slow
 
+#: Without a sandbox: what loopkit detects must hold on its own.
+OFF = {"mode": "off"}
+
 TEST = "from src.calc import f\n\n\ndef test_f():\n    assert f() == 1\n"
 FILES = {
     "src/__init__.py": "",
@@ -43,6 +46,7 @@ def test_an_ignored_conftest_cannot_turn_a_failure_into_a_pass(tmp_path: Path) -
     p = make_project(
         tmp_path,
         CONFTEST,
+        sandbox=OFF,
         files=FILES,
         checks=[PYTEST],
         writable=["src/**"],
@@ -80,6 +84,7 @@ def test_a_stale_pyc_beside_broken_source_does_not_pass(tmp_path: Path) -> None:
     p = make_project(
         tmp_path,
         STALE_PYC,
+        sandbox=OFF,
         files=FILES,
         checks=[check],
         writable=["src/**"],
@@ -115,6 +120,7 @@ def test_a_check_that_rewrites_the_code_after_passing_blocks_completion(tmp_path
     p = make_project(
         tmp_path,
         ATEXIT,
+        sandbox=OFF,
         files=FILES,
         checks=[PYTEST],
         writable=["src/**", "tests/**"],
@@ -144,6 +150,7 @@ def test_a_carried_folder_patched_by_the_worker_fails_verification(tmp_path: Pat
     p = make_project(
         tmp_path,
         PATCH_VENDOR,
+        sandbox=OFF,
         files=files,
         checks=[check],
         writable=["src/**"],

@@ -18,48 +18,50 @@ from tests.recipes_helpers import BIN, make_project, recipe_env
 
 pytestmark = pytest.mark.slow
 
-# Writes the pid of a daemon that escaped twice (fork, setsid, fork) and sleeps; then the
-# worker itself exits at once.
+# A daemon that escaped twice (fork, setsid, fork) and beats: it rewrites a file every
+# 0.1 s for five minutes; then the worker itself exits at once. A beat that stops means
+# the daemon is gone, whether or not it ran in a PID namespace of its own.
 DAEMON = """
 import os, sys, time
-pidfile = sys.argv[1]
+beat = sys.argv[1]
 if os.fork() == 0:
     os.setsid()
     if os.fork() == 0:
         for fd in range(3):
             os.close(fd)
-        with open(pidfile, "w") as f:
-            f.write(str(os.getpid()))
-        time.sleep(300)
+        end = time.time() + 300
+        while time.time() < end:
+            with open(beat, "w") as f:
+                f.write(str(time.time()))
+            time.sleep(0.1)
     os._exit(0)
 time.sleep(0.5)
 """
 
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except (OSError, IndexError):
-        return False
+MODES = pytest.mark.parametrize("mode", ["off", "auto"])
 
 
-def wait_pid(path: Path, timeout: float = 10) -> int:
+def beating(path: Path, *, within: float = 10) -> bool:
+    """Whether the file is still being rewritten (waits up to ``within`` for it to stop)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not path.exists():
+            time.sleep(0.1)
+            continue
+        first = path.stat().st_mtime_ns
+        time.sleep(0.6)
+        if path.stat().st_mtime_ns == first:
+            return False
+    return True
+
+
+def started(path: Path, timeout: float = 15) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if path.exists() and path.read_text().strip():
-            return int(path.read_text())
+        if path.exists():
+            return
         time.sleep(0.05)
-    raise AssertionError(f"no pid in {path}")
-
-
-def gone(pid: int, timeout: float = 5) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not alive(pid):
-            return True
-        time.sleep(0.05)
-    return False
+    raise AssertionError(f"{path} never appeared")
 
 
 def _lk(cmd: str, cwd: Path, *args: str, stdin: str = "", timeout: float = 60):
@@ -67,67 +69,77 @@ def _lk(cmd: str, cwd: Path, *args: str, stdin: str = "", timeout: float = 60):
                           text=True, env=recipe_env(), timeout=timeout)
 
 
-def _script(tmp_path: Path) -> Path:
-    script = tmp_path / "daemon.py"
+def _project(tmp_path: Path, mode: str, **kw: object):
+    p = make_project(tmp_path, "pass\n", **kw)
+    data = json.loads((p.root / "loop.yaml").read_text())
+    data["sandbox"] = {"mode": mode, "writable": [str(p.scratch)]}
+    (p.root / "loop.yaml").write_text(json.dumps(data))
+    p.git("commit", "-qam", f"sandbox {mode}")
+    script = p.scratch / "daemon.py"
     script.write_text(DAEMON)
-    return script
+    return p, script
 
 
-def test_a_double_forked_daemon_does_not_outlive_the_worker(tmp_path: Path) -> None:
-    p = make_project(tmp_path, "pass\n")
-    pidfile = tmp_path / "daemon.pid"
-    cmd = f"{sys.executable} {_script(tmp_path)} {pidfile}"
-    done = _lk("lk-invoke", p.root, "--contract", "loop.yaml", "--command", cmd)
+@MODES
+def test_a_double_forked_daemon_does_not_outlive_the_worker(tmp_path: Path, mode: str) -> None:
+    p, script = _project(tmp_path, mode)
+    beat = p.scratch / "beat"
+    done = _lk("lk-invoke", p.root, "--contract", "loop.yaml", "--command",
+               f"{sys.executable} {script} {beat}")
     assert done.returncode in (0, 1), done.stderr
-    pid = wait_pid(pidfile)
-    assert gone(pid), f"daemon {pid} outlived lk-invoke"
+    started(beat)
+    assert not beating(beat), "the daemon outlived lk-invoke"
+    assert json.loads(done.stdout)["sandbox"]["used"] is (mode == "auto")
 
 
 def test_a_double_forked_daemon_does_not_outlive_a_check(tmp_path: Path) -> None:
-    pidfile = tmp_path / "daemon.pid"
-    check = {"name": "spawns", "run": f"{sys.executable} {_script(tmp_path)} {pidfile}",
-             "timeout": 30}
+    beat = tmp_path / "beat"
+    script = tmp_path / "daemon.py"
+    script.write_text(DAEMON)
+    check = {"name": "spawns", "run": f"{sys.executable} {script} {beat}", "timeout": 30}
     p = make_project(tmp_path, "pass\n", checks=[check])
     done = _lk("lk-verify", p.root)
     assert done.returncode == 0, done.stderr
-    pid = wait_pid(pidfile)
-    assert gone(pid), f"daemon {pid} outlived lk-verify"
+    started(beat)
+    assert not beating(beat), "the daemon outlived lk-verify"
 
 
-def test_the_deadline_holds_when_a_child_keeps_the_output_open(tmp_path: Path) -> None:
-    p = make_project(tmp_path, "pass\n")
-    pidfile = tmp_path / "child.pid"
-    # The leader exits at once; its child inherits stdout and sleeps for five minutes.
-    cmd = f"sh -c 'sleep 300 & echo $! > {pidfile}; exit 0'"
+@MODES
+def test_the_deadline_holds_when_a_child_keeps_the_output_open(tmp_path: Path, mode: str) -> None:
+    p, _ = _project(tmp_path, mode)
+    beat = p.scratch / "beat"
+    # The leader exits at once; its child inherits stdout and beats for five minutes.
+    cmd = f"sh -c '(while :; do date > {beat}; sleep 0.1; done) & exit 0'"
     start = time.monotonic()
     done = _lk("lk-invoke", p.root, "--contract", "loop.yaml", "--command", cmd,
                "--timeout", "3")
     took = time.monotonic() - start
     assert done.returncode in (0, 1), done.stderr
     assert took < 10, f"lk-invoke took {took:.1f}s with a 3s timeout"
-    assert gone(wait_pid(pidfile))
+    assert not beating(beat)
 
 
-def test_the_deadline_holds_for_a_worker_that_never_exits(tmp_path: Path) -> None:
-    p = make_project(tmp_path, "pass\n")
-    pidfile = tmp_path / "child.pid"
-    cmd = f"sh -c 'sleep 300 & echo $! > {pidfile}; sleep 300'"
+@MODES
+def test_the_deadline_holds_for_a_worker_that_never_exits(tmp_path: Path, mode: str) -> None:
+    p, _ = _project(tmp_path, mode)
+    beat = p.scratch / "beat"
+    cmd = f"sh -c '(while :; do date > {beat}; sleep 0.1; done) & sleep 300'"
     start = time.monotonic()
     done = _lk("lk-invoke", p.root, "--contract", "loop.yaml", "--command", cmd,
                "--timeout", "2")
     assert time.monotonic() - start < 10
     assert json.loads(done.stdout)["stop_reason"] == "timeout"
-    assert gone(wait_pid(pidfile))
+    assert not beating(beat)
 
 
-def test_kill_9_of_the_loop_ends_the_worker(tmp_path: Path) -> None:
-    pidfile = tmp_path / "worker.pid"
-    body = f"""
-import os, time
-Path({str(pidfile)!r}).write_text(str(os.getpid()))
-time.sleep(120)
-"""
-    p = make_project(tmp_path, body)
+@MODES
+def test_kill_9_of_the_loop_ends_the_worker(tmp_path: Path, mode: str) -> None:
+    p, _ = _project(tmp_path, mode)
+    beat = p.scratch / "beat"
+    data = json.loads((p.root / "loop.yaml").read_text())
+    data["worker"]["command"] = f"sh -c 'while :; do date > {beat}; sleep 0.1; done'"
+    (p.root / "loop.yaml").write_text(json.dumps(data))
+    p.git("commit", "-qam", "a worker that never ends")
     loop = subprocess.Popen(
         [str(Path(__file__).resolve().parents[2] / "recipes" / "loop.sh"), "--contract",
          "loop.yaml", "--task-id", "t", "--task", "T"],
@@ -135,14 +147,13 @@ time.sleep(120)
         stderr=subprocess.DEVNULL, start_new_session=True,
     )
     try:
-        worker = wait_pid(pidfile, timeout=30)
-        assert alive(worker)
+        started(beat, timeout=30)
+        assert beating(beat, within=2)
         os.kill(loop.pid, signal.SIGKILL)  # the loop's shell only, as an OOM killer would
         loop.wait()
-        assert gone(worker, timeout=10), "the worker outlived its killed loop"
+        assert not beating(beat), "the worker outlived its killed loop"
     finally:
-        with_group = loop.pid
         try:
-            os.killpg(with_group, signal.SIGKILL)
+            os.killpg(loop.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from loopkit import providers
-from loopkit.providers.base import Exit, RunSpec, allowed_env, detect
+from loopkit.providers.base import Exit, RunSpec, detect
 from loopkit.providers.command import CommandParser
 from loopkit.providers.shell import files_read_by, side_effects
+from loopkit.secrets import allowed_env
 
 
 def test_registry_knows_three_providers_and_refuses_others() -> None:

@@ -1,0 +1,128 @@
+"""Secrets stay where they are: what environment a child gets, and what loopkit writes.
+
+Children (the worker, the checks, the judge) get an allow-listed environment: the base
+names every tool needs (PATH, HOME, LANG, proxies, ...), plus what each asks for (a
+provider's own variables, the contract's ``worker.env_allow`` / ``verify.env_allow`` /
+``judge.env_allow``, a criterion's ``env``). Everything else -- an ``AWS_SECRET_ACCESS_KEY``
+in the user's shell -- is not passed on.
+
+And the *values* of the variables whose names look like secrets (KEY, TOKEN, SECRET,
+PASSWORD, CREDENTIAL, ...) in loopkit's own environment are replaced by ``[redacted]`` in
+everything loopkit writes or hands on: the documents it prints, the ledger, the handoff
+to the next worker, and so the memory file, the report and the commit messages built
+from them. A check that prints a token, or a worker that echoes one back, leaves no copy.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+#: What every child gets when its parent has it.
+BASE_ENV = (
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TERM",
+    "TMPDIR",
+    "TZ",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "SSL_CERT_FILE",
+    "NODE_EXTRA_CA_CERTS",
+)
+#: What checks get beside the base: the toolchains' own locations, never credentials.
+CHECK_ENV = (
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "PYTHONPATH",
+    "PYTHONDONTWRITEBYTECODE",
+    "PYTHONHASHSEED",
+    "CI",
+    "GOPATH",
+    "GOCACHE",
+    "GOFLAGS",
+    "CARGO_HOME",
+    "RUSTUP_HOME",
+    "NODE_PATH",
+    "JAVA_HOME",
+    "LD_LIBRARY_PATH",
+    "NO_COLOR",
+)
+SECRET_NAME = re.compile(
+    r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|PRIVATE|COOKIE|AUTH(?!OR)|SIGNATURE",
+    re.IGNORECASE,
+)
+#: Shorter values are not redacted: "1" or "true" would blank out half a log.
+MIN_SECRET_CHARS = 6
+REDACTED = "[redacted]"
+
+
+def allowed_env(parent: Mapping[str, str], names: Sequence[str]) -> dict[str, str]:
+    """``parent`` cut to the base names and ``names`` (an entry ending in ``_`` is a
+    prefix: ``OPENAI_`` passes every ``OPENAI_*``)."""
+    exact = set(BASE_ENV) | {n for n in names if not n.endswith("_")}
+    prefixes = tuple(n for n in names if n.endswith("_"))
+    return {k: v for k, v in parent.items() if k in exact or (prefixes and k.startswith(prefixes))}
+
+
+def secret_values(env: Mapping[str, str] | None = None) -> list[str]:
+    """The values of ``env``'s (default: this process's) variables named like secrets,
+    longest first (so a value containing another is replaced whole)."""
+    source = os.environ if env is None else env
+    found = {
+        v for k, v in source.items() if SECRET_NAME.search(k) and len(v.strip()) >= MIN_SECRET_CHARS
+    }
+    return sorted(found, key=len, reverse=True)
+
+
+class Scrubber:
+    """Replaces known secret values with ``[redacted]`` in text and in JSON-like data."""
+
+    def __init__(self, values: Iterable[str]) -> None:
+        values = [v for v in values if v]
+        self._rx = re.compile("|".join(re.escape(v) for v in values)) if values else None
+
+    def text(self, s: str) -> str:
+        return s if self._rx is None else self._rx.sub(REDACTED, s)
+
+    def data(self, value: Any) -> Any:
+        """A copy of ``value`` with every string scrubbed (dict keys too)."""
+        if self._rx is None:
+            return value
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {
+                self.text(k) if isinstance(k, str) else k: self.data(v) for k, v in value.items()
+            }
+        if isinstance(value, list):
+            return [self.data(v) for v in value]
+        return value
+
+
+_default: Scrubber | None = None
+
+
+def scrubber() -> Scrubber:
+    """The scrubber for this process's environment (built once)."""
+    global _default
+    if _default is None:
+        _default = Scrubber(secret_values())
+    return _default
+
+
+def scrub(value: Any) -> Any:
+    """``value`` (text or JSON-like data) with this process's secret values redacted."""
+    return scrubber().data(value)
