@@ -157,3 +157,26 @@ def test_kill_9_of_the_loop_ends_the_worker(tmp_path: Path, mode: str) -> None:
             os.killpg(loop.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+# --------------------------------------------------------------------------- no sandbox
+
+
+def test_required_refuses_clearly_where_no_sandbox_can_start(tmp_path: Path) -> None:
+    p, _ = _project(tmp_path, "required")
+    env = recipe_env({"LOOPKIT_BWRAP": str(tmp_path / "no-such-bwrap")})
+    done = subprocess.run([str(BIN / "lk-invoke"), "--contract", "loop.yaml"], cwd=p.root,
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 4, done.stderr
+    assert "sandbox required" in done.stderr and done.stderr.count("\n") == 1
+    assert p.worker_calls() == 0  # the worker never ran
+
+
+def test_auto_records_that_no_sandbox_was_used_and_why(tmp_path: Path) -> None:
+    p, _ = _project(tmp_path, "auto")
+    env = recipe_env({"LOOPKIT_BWRAP": str(tmp_path / "no-such-bwrap")})
+    done = subprocess.run([str(BIN / "lk-invoke"), "--contract", "loop.yaml"], cwd=p.root,
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    sandbox = json.loads(done.stdout)["sandbox"]
+    assert sandbox["used"] is False and "no-such-bwrap" in sandbox["reason"]
