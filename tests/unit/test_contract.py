@@ -242,3 +242,45 @@ def test_resolve_finds_loop_yaml_where_it_is_told(tmp_path: Path) -> None:
     found = resolve_contract(None, None, start=tmp_path, root=None).contract
     assert found is not None and found["objective"] == "elsewhere"
     assert resolve_contract(None, None, start=tmp_path / "missing", root=None).contract is None
+
+
+# --------------------------------------------------------------------------- the two validators
+
+_EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def _schema_problems(data: Any) -> list[str]:
+    from jsonschema import Draft202012Validator
+    from referencing import Registry, Resource
+
+    from loopkit import schema
+
+    registry: Registry[Any] = Registry().with_resources(
+        (schema.BASE_URI + f"{n}.json", Resource.from_contents(schema.load(n)))
+        for n in schema.names()
+    )
+    validator = Draft202012Validator(schema.load("contract"), registry=registry)
+    return [e.message for e in validator.iter_errors(data)]
+
+
+@pytest.mark.parametrize(
+    ("kind", "path"),
+    [
+        (kind, p)
+        for kind in ("valid", "invalid")
+        for p in sorted((_EXAMPLES / kind / "contract").glob("*.json"))
+    ],
+    ids=lambda v: v if isinstance(v, str) else v.stem,
+)
+def test_the_hand_written_validator_and_the_schema_agree(kind: str, path: Path) -> None:
+    """Both doors a contract comes through -- a file (contract.validate) and a piped
+    document (its JSON Schema) -- accept and refuse the same contracts."""
+    import json
+
+    data = json.loads(path.read_text())
+    by_hand = contract.validate(data)
+    by_schema = _schema_problems(data)
+    if kind == "valid":
+        assert by_hand == [] and by_schema == [], (by_hand, by_schema)
+    else:
+        assert by_hand and by_schema, (by_hand, by_schema)
