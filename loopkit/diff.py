@@ -115,7 +115,7 @@ def _symlink_target(root: Path, path: str, blob: str) -> str:
     try:
         return os.readlink(root / path)
     except OSError:  # changed since it was hashed: the recorded blob is the truth
-        return _text(git.git(["cat-file", "blob", blob], cwd=root).stdout)
+        return _text(git.blob(root, blob))
 
 
 @dataclass

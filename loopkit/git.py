@@ -353,6 +353,31 @@ class TreeWatch:
         self.close()
 
 
+def new_repository(path: Path, *, name: str, email: str, message: str) -> None:
+    """A repository at ``path`` whose first commit holds every file there (no hooks, no
+    signing): the demo's and a rehearsal's starting point."""
+    for args in (
+        ["init", "-q"],
+        ["config", "user.name", name],
+        ["config", "user.email", email],
+        ["config", "commit.gpgsign", "false"],
+        ["config", "core.hooksPath", "/dev/null"],
+        ["add", "-A"],
+        ["commit", "-q", "-m", message],
+    ):
+        git(args, cwd=path)
+
+
+def log_lines(root: Path) -> list[str]:
+    """``git log --oneline``: one line per commit, newest first."""
+    return out(["log", "--oneline"], cwd=root).splitlines()
+
+
+def blob(root: Path, object_id: str) -> bytes:
+    """The content of a blob (a file as git stored it)."""
+    return git(["cat-file", "blob", object_id], cwd=root).stdout
+
+
 def changed_paths(root: Path, old: str, new: str) -> list[tuple[str, str]]:
     """The paths that differ between two trees, each with its status letter (A, M, D, T);
     empty when git cannot tell (an unknown tree)."""

@@ -512,13 +512,9 @@ def tree_changes(root: Path, before: str, after: str) -> list[dict[str, str]]:
 
     if before == after:
         return []
-    raw = git.out(
-        ["diff-tree", "-r", "--no-renames", "--name-status", "-z", before, after], cwd=root
-    )
-    fields = [f for f in raw.split("\0") if f]
     return [
-        {"status": _STATUS.get(fields[i][:1], fields[i]), "path": fields[i + 1]}
-        for i in range(0, len(fields) - 1, 2)
+        {"status": _STATUS.get(status, status), "path": path}
+        for path, status in git.changed_paths(root, before, after)
     ][:200]
 
 

@@ -182,16 +182,12 @@ def make_repo(root: Path, worker_spec: Mapping[str, Any]) -> Path:
     contract_path.write_text(contract_text(contract_path, sys.executable, worker_spec))
     (repo / "MEMORY.md").write_text("# Memory: lessons from parked tasks\n")
     (repo / ".gitignore").write_text("__pycache__/\n")
-    for args in (
-        ["init", "-q"],
-        ["config", "user.name", "loopkit demo"],
-        ["config", "user.email", "demo@loopkit.invalid"],
-        ["config", "commit.gpgsign", "false"],
-        ["config", "core.hooksPath", "/dev/null"],
-        ["add", "-A"],
-        ["commit", "-q", "-m", "parser example: parse_headers fails on a blank line"],
-    ):
-        git.git(args, cwd=repo)
+    git.new_repository(
+        repo,
+        name="loopkit demo",
+        email="demo@loopkit.invalid",
+        message="parser example: parse_headers fails on a blank line",
+    )
     return repo
 
 
@@ -289,7 +285,7 @@ def run(provider: str, workdir: Path) -> int:
         print_ledger(records)
         _say()
         _say("git log --oneline:")
-        for line in git.out(["log", "--oneline"], cwd=repo).splitlines():
+        for line in git.log_lines(repo):
             _say(f"  {line}")
         _say()
         _say("TASKS.md now:")
