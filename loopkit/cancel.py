@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from loopkit.errors import EnvironmentProblem
 from loopkit.files import atomic_write
 
 FILENAME = "cancel.json"
@@ -27,7 +28,10 @@ def request(state: Path, *, reason: str | None = None) -> dict[str, Any]:
         "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "pid": os.getpid(),
     }
-    atomic_write(_path(state), json.dumps(intent) + "\n")
+    try:
+        atomic_write(_path(state), json.dumps(intent) + "\n")
+    except OSError as e:
+        raise EnvironmentProblem(f"cannot write {_path(state)}: {e.strerror}") from None
     return intent
 
 

@@ -358,15 +358,18 @@ def state_folder(
     both are already so)."""
     path = choose_state(root, env=env, configured=configured)
     try:
-        rel = path.resolve().relative_to(root.resolve()).as_posix()
-    except ValueError:
+        try:
+            rel = path.resolve().relative_to(root.resolve()).as_posix()
+        except ValueError:
+            path.mkdir(parents=True, exist_ok=True)
+            return path  # outside the work tree: nothing to exclude
+        pattern = f"/{rel}/"
+        if path.is_dir() and index is not None and git.info_excludes(index, pattern):
+            return path
+        git.exclude(root, pattern)
         path.mkdir(parents=True, exist_ok=True)
-        return path  # outside the work tree: nothing to exclude
-    pattern = f"/{rel}/"
-    if path.is_dir() and index is not None and git.info_excludes(index, pattern):
-        return path
-    git.exclude(root, pattern)
-    path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise EnvironmentProblem(f"cannot set up the state folder {path}: {e.strerror}") from None
     return path
 
 

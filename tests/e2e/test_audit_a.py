@@ -46,6 +46,7 @@ def _project(repo: Path, worker: str, *, wall_seconds: int, check_timeout: int) 
         f"criteria: [{{name: notes, run: \"test -f notes/a.txt\", timeout: {check_timeout}}}]\n"
         f"budgets: {{attempts: 3, wall_seconds: {wall_seconds}}}\n"
         f"worker: {{provider: command, command: \"{worker}\", timeout: 60}}\n"
+        f"sandbox: {{writable: [\"{repo.parent}\"]}}\n"
     )
     (repo / "TASKS.md").write_text(
         "- [ ] Write notes {#notes}\n  budget: 5 lines / 1 file\n  scope: notes/a.txt\n  end\n"

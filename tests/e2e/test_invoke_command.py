@@ -30,6 +30,7 @@ def test_handoff_on_stdin_and_in_a_file_and_the_record(git_repo: Path, tmp_path:
             "command": 'cat > "$LOOPKIT_REPO/../stdin.txt"; cp "$LOOPKIT_HANDOFF" ../file.txt; '
             "echo \"print('hello')\" > hello.py; echo task=$LOOPKIT_TASK_ID; echo wrote hello.py",
         },
+        sandbox={"writable": [str(tmp_path)]},
     )
     r = lk_invoke(["--contract", str(c)], cwd=git_repo, stdin=attempt())
     assert r.returncode == 0, r.stderr
@@ -53,6 +54,7 @@ def test_environment_is_an_allow_list(git_repo: Path, tmp_path: Path) -> None:
             "command": "env | sort > ../env.txt",
             "env_allow": ["MY_SETTING"],
         },
+        sandbox={"writable": [str(tmp_path)]},
     )
     import os
 

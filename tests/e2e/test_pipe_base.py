@@ -20,6 +20,7 @@ def test_a_committing_worker_is_still_diffed_against_where_it_started(git_repo: 
         "worker": {"provider": "command",
                    "command": "mkdir -p notes && echo hi > notes/a.txt && echo x > stray.txt"
                               " && git add -A && git commit -qm 'worker commit' && echo done"},
+        "sandbox": {"mode": "off"},  # in a sandbox .git is read-only: no worker commits
     }))
     start = git(git_repo, "rev-parse", "HEAD").strip()
     task = json.dumps({"kind": "loopkit/attempt", "version": 1,

@@ -263,7 +263,9 @@ Path("src/value.txt").write_text("bad\\n")
 import subprocess
 subprocess.run(["lk", "cancel", "--reason", "stop please"], check=True)
 """
-    p = make_project(tmp_path, body)
+    # The worker stands in for a person who cancels meanwhile: in the sandbox it could not
+    # reach the state folder (tests/adversarial/test_control_files.py).
+    p = make_project(tmp_path, body, sandbox={"mode": "off"})
     proc = loop(p)
     assert proc.returncode == 30, fail_message(proc)
     assert (p.root / "src/value.txt").read_text() == "bad\n"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -305,8 +306,12 @@ def test_a_double_forked_daemon_does_not_outlive_the_sandbox(git_repo: Path) -> 
 
 def test_control_a_double_forked_daemon_outlives_a_bare_run(git_repo: Path) -> None:
     marker = f"300.{os.getpid()}2"
-    done = proc.run(["sh", "-c", DAEMON.format(t=marker)], cwd=git_repo, env=base_env())
-    assert "started" in text(done)
+    # In a process of its own: a test process that ran a loopkit command in-process may
+    # have become a subreaper (loopkit.proc.guard), which ends such daemons too.
+    script = f"from loopkit import proc; import sys; sys.stdout.buffer.write(proc.run({['sh', '-c', DAEMON.format(t=marker)]!r}).output)"
+    out = subprocess.run([sys.executable, "-c", script], cwd=git_repo, env=base_env(),
+                         capture_output=True, text=True, check=True).stdout
+    assert "started" in out
     try:
         assert not _gone(marker, 0.5)  # what the sandbox prevents
     finally:
