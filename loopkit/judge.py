@@ -544,8 +544,12 @@ def run(
     artifacts: Path,
     should_stop: Callable[[], str | None] | None = None,
     before: str | None = None,
+    jail: Any = None,
 ) -> Run:
     """Run the judge read-only in ``root``; prove the tree unchanged; return what it showed.
+
+    ``jail`` (an ``invoke.Jail``) runs it in the worker's sandbox, the repository
+    read-only there too.
 
     The run goes through ``invoke.execute`` (the same limits, breaker and process-group
     handling as a worker); its files go to ``artifacts/judge/`` (prompt, stream, stderr).
@@ -575,6 +579,7 @@ def run(
         root=root,
         timeout=settings.timeout,
         should_stop=should_stop,
+        jail=jail,
     )
     after = git.tree_hash(root)
     record = done.record
@@ -751,9 +756,25 @@ def evaluate(
     def should_stop() -> str | None:
         return "cancelled" if signals or cancel.requested(state_dir) else None
 
+    from loopkit import containment
+    from loopkit.invoke import Jail
+
+    jail = Jail(
+        policy=containment.Policy.of(contract),
+        root=root,
+        git_dirs=[ws.index.parent, git.common_dir(root)],
+        state=state_dir,
+        repo_writable=False,
+    )
     with _caught(signals):
         done = run(
-            prompt, settings, root=root, artifacts=folder, should_stop=should_stop, before=before
+            prompt,
+            settings,
+            root=root,
+            artifacts=folder,
+            should_stop=should_stop,
+            before=before,
+            jail=jail,
         )
     if signals:
         raise Interrupted(f"{signals[0]}: the judge's process group was ended")

@@ -142,11 +142,12 @@ def test_a_missing_provider_cli_exits_4(
     assert "codex" in err and "install" in err
 
 
-def contract(repo: Path, command: str) -> None:
+def contract(repo: Path, command: str, *, sandbox: str = "auto") -> None:
     (repo / "loop.yaml").write_text(
         "version: 1\nobjective: document the routes\nscope: {writable: ['docs/**']}\n"
         "criteria: [{name: t, run: 'true'}]\n"
         f"judge: {{provider: command, command: {json.dumps(command)}, timeout: 20}}\n"
+        f"sandbox: {{mode: {sandbox}}}\n"
     )
 
 
@@ -154,7 +155,8 @@ def test_a_judge_that_changes_the_tree_has_its_verdict_refused(
     git_repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     repo = docs_repo(git_repo)
-    contract(repo, "echo '## GET /ready' >> docs/api.md; echo 'VERDICT: MET'")
+    # Without a sandbox the write lands, and is caught; in one it cannot land at all.
+    contract(repo, "echo '## GET /ready' >> docs/api.md; echo 'VERDICT: MET'", sandbox="off")
     monkeypatch.chdir(repo)
     code, doc, _ = invoke("--goal", GOAL)
     assert code == 1
@@ -165,6 +167,18 @@ def test_a_judge_that_changes_the_tree_has_its_verdict_refused(
     assert ro["tree_before"] != ro["tree_after"]
     assert ro["changes"] == [{"status": "modified", "path": "docs/api.md"}]
     assert "modified docs/api.md" in doc["feedback"] and "refused" in doc["feedback"]
+
+
+def test_in_the_sandbox_a_judge_cannot_change_the_tree(
+    git_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = docs_repo(git_repo)
+    before = (repo / "docs/api.md").read_text()
+    contract(repo, "echo '## GET /ready' >> docs/api.md || echo refused; echo 'VERDICT: MET'")
+    monkeypatch.chdir(repo)
+    code, doc, _ = invoke("--goal", GOAL)
+    assert (repo / "docs/api.md").read_text() == before
+    assert doc is not None and doc["read_only"]["changed"] is False
 
 
 def test_a_command_judge_cannot_ground_a_met(
