@@ -167,7 +167,12 @@ _SECTIONS: dict[str, dict[str, Check]] = {
     # carry: ignored paths (a virtualenv, node_modules) the clean room links in
     "verify": {"carry": glob_list, "env_allow": string_list},
     "sandbox": {
-        "mode": one_of("auto", "required", "off"),
+        # YAML reads a bare `off` as false: false means "off" too
+        "mode": lambda v, w, o: (
+            None
+            if v in ("auto", "required", "off") or v is False
+            else o.append(Problem(w, f"expected one of auto, required, off, got {_show(v)}"))
+        ),
         "network": boolean,
         "writable": string_list,
     },
@@ -333,6 +338,9 @@ def with_defaults(data: Mapping[str, Any]) -> dict[str, Any]:
     out.setdefault("allow_empty_change", False)
     for check in out.get("criteria", []):
         check.setdefault("timeout", DEFAULT_CHECK_TIMEOUT)
+    sandbox = out.get("sandbox")
+    if isinstance(sandbox, dict) and sandbox.get("mode") is False:
+        sandbox["mode"] = "off"
     return out
 
 

@@ -284,3 +284,13 @@ def test_the_hand_written_validator_and_the_schema_agree(kind: str, path: Path) 
         assert by_hand == [] and by_schema == [], (by_hand, by_schema)
     else:
         assert by_hand and by_schema, (by_hand, by_schema)
+
+
+def test_a_bare_yaml_off_turns_the_sandbox_off() -> None:
+    data = contract.parse_text(
+        b"version: 1\nobjective: o\nscope: {writable: ['**']}\n"
+        b"criteria: [{name: t, run: 'true'}]\nsandbox: {mode: off}\n",
+        "loop.yaml",
+    )
+    assert data["sandbox"]["mode"] is False  # how YAML reads it
+    assert contract.checked(data, "loop.yaml")["sandbox"]["mode"] == "off"
