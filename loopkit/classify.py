@@ -27,6 +27,8 @@ UNGROUNDED = "ungrounded"
 JUDGE_NOT_MET = "judge_not_met"
 BUDGET = "budget"
 CANCELLED = "cancelled"
+#: The worker changed loopkit's own record (the ledger, its index, the cancellation).
+TAMPERED = "tampered"
 UNKNOWN = "unknown"
 
 #: class -> (default outcome, one line on why). Order is the README table's order.
@@ -66,6 +68,11 @@ ACTIONS: dict[str, tuple[str, str]] = {
     JUDGE_NOT_MET: ("retry", "the judge found the goal not met: retry with its feedback"),
     BUDGET: ("budget_exhausted", "a budget across runs is spent: checkpoint and stop"),
     CANCELLED: ("cancelled", "a person asked the loop to stop"),
+    TAMPERED: (
+        "blocked",
+        "loopkit's state folder (ledger, index, cancellation) changed while the worker ran: "
+        "a person must look before the loop goes on",
+    ),
     UNKNOWN: (
         "failed",
         "an unrecognised failure (e.g. the worker crashed): park, artifacts kept whole",

@@ -67,6 +67,9 @@ def decide(
     doc = s.document
     view = decider.inputs(doc, s.contract)
     view["verify_recorded"] = _recorded_verify(s.state, doc)
+    run = doc.get("run")
+    if isinstance(run, Mapping) and run.get("state_seal"):
+        view["state_tampered"] = ledgers.tampered(run["state_seal"], s.state)
     tree = git.tree_hash(s.root) if (doc.get("verify") or doc.get("diff")) else None
     intent = cancel.requested(s.state)
     tid = decider.task_id(view)

@@ -235,6 +235,14 @@ def decide(
         return _decision("cancelled", fc.CANCELLED, f"cancellation requested: {why}", n)
     if run and run.get("stop_reason") == "cancelled":
         return _decision("cancelled", fc.CANCELLED, "the worker's run was cancelled", n)
+    tampered = document.get("state_tampered")
+    if tampered:
+        return _decision(
+            "blocked",
+            fc.TAMPERED,
+            "loopkit's state changed while the worker ran: " + "; ".join(map(str, tampered)),
+            n,
+        )
 
     ev = evidence_state(document, tree_on_disk)
     allow_empty = bool(contract.get("allow_empty_change") or task.get("allow_empty"))

@@ -433,6 +433,9 @@ def attempt(req: Request) -> dict[str, Any]:
 
     from loopkit import containment
 
+    from loopkit import ledger
+
+    sealed = ledger.seal(state_path)  # lk-decide refuses a ledger the worker touched
     jail = Jail(
         policy=containment.Policy.of(p.contract),
         root=root,
@@ -456,6 +459,7 @@ def attempt(req: Request) -> dict[str, Any]:
     record = {**result.record, "base": base} if base else dict(result.record)
     if carried is not None:
         record["carry"] = carried
+    record["state_seal"] = sealed
     if req.document is None:
         return {"attempt_id": doc["attempt_id"], **record}
     doc["run"] = record

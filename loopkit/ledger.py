@@ -37,6 +37,8 @@ from loopkit.secrets import scrub
 
 RECORD_KIND = "loopkit/ledger-record"
 DEFAULT_NAME = "ledger.jsonl"
+#: The derived index beside the default ledger (``Ledger.index_dir``).
+INDEX_NAME = DEFAULT_NAME + ".idx"
 TRIGGERS = ("manual", "schedule", "event")
 
 
@@ -327,6 +329,53 @@ class Transaction:
         self.meta = {"offset": end, "seq": seq}
         atomic_write(self._meta_path, json.dumps(self.meta))
         return record
+
+
+def seal(state: Path) -> dict[str, Any]:
+    """What the worker must not change in the state folder, condensed: the ledger's size
+    and sha256, the index's files, whether a cancellation is in force. lk-invoke takes it
+    before the worker starts; lk-decide compares (``tampered``)."""
+    h = hashlib.sha256()
+    path = state / DEFAULT_NAME
+    try:
+        with open(path, "rb") as f:
+            while block := f.read(1 << 20):
+                h.update(block)
+        ledger = f"{path.stat().st_size}:{h.hexdigest()}"
+    except OSError:
+        ledger = "absent"
+    index = hashlib.sha256()
+    for folder, _, files in sorted(os.walk(state / INDEX_NAME)):
+        for name in sorted(files):
+            p = os.path.join(folder, name)
+            try:
+                st = os.stat(p)
+            except OSError:
+                continue
+            index.update(
+                f"{p}\0{st.st_size}\0{st.st_mtime_ns}\0".encode("utf-8", "surrogateescape")
+            )
+    return {
+        "ledger": ledger,
+        "index": index.hexdigest(),
+        "cancel": (state / "cancel.json").exists(),
+    }
+
+
+def tampered(sealed: Any, state: Path) -> list[str]:
+    """What changed in the state folder since ``sealed`` (a ``seal``); empty when nothing.
+    A cancellation asked meanwhile is a person's right, not a change to refuse."""
+    if not isinstance(sealed, dict):
+        return []
+    now = seal(state)
+    out = []
+    if sealed.get("ledger") != now["ledger"]:
+        out.append(f"the ledger {state / DEFAULT_NAME} was rewritten")
+    if sealed.get("index") != now["index"]:
+        out.append(f"the ledger's index {state / INDEX_NAME} was changed")
+    if sealed.get("cancel") and not now["cancel"]:
+        out.append("the cancellation (cancel.json) was removed")
+    return out
 
 
 def write_checkpoint(state: Path, task_id: str, payload: Mapping[str, Any]) -> Path:

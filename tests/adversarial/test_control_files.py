@@ -122,3 +122,24 @@ def test_in_the_sandbox_the_contract_cannot_even_be_written(tmp_path: Path) -> N
     assert run["sandbox"]["used"] is True
     assert "Read-only file system" in (p.root / run["stderr"]).read_text() or run["stop_reason"] == "crashed"
     assert nothing_unverified_landed(p, before, tmp_path)
+
+
+# Without a sandbox the worker can reach the state folder: it rewrites the ledger (its
+# attempts would count from 1 again) and removes a cancellation.
+REWRITE_LEDGER = '''
+import os
+Path("src").mkdir(exist_ok=True)
+Path("src/value.txt").write_text("good\\n")
+Path(".loopkit/ledger.jsonl").write_text("")
+'''
+
+
+def test_a_worker_that_rewrites_the_ledger_stops_the_loop(tmp_path: Path) -> None:
+    p = make_project(tmp_path, REWRITE_LEDGER, sandbox=OFF)
+    before = p.head()
+    proc = loop(p)
+    assert proc.returncode == 20, fail_message(proc)
+    decision = p.decisions("fix-value")[-1]
+    assert decision["failure_class"] == "tampered", decision
+    assert "ledger" in decision["reason"]
+    assert p.head() == before or nothing_unverified_landed(p, before, tmp_path)
