@@ -64,6 +64,15 @@ TABLE: list[tuple[str, dict[str, Any], dict[str, Any], str | None, Any, str, str
         "cancelled",
         "cancelled",
     ),
+    (
+        "tampered",
+        {**changed_passing(), "state_tampered": ["the ledger .loopkit/ledger.jsonl was rewritten"]},
+        hist(),
+        TREE,
+        None,
+        "blocked",
+        "tampered",
+    ),
     ("transient-api", h.attempt(run=h.run("api_error")), hist(), TREE, None, "retry", "transient"),
     (
         "transient-throttle",
