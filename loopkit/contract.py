@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loopkit import globs
+from loopkit import globs, providers
 from loopkit.errors import BadInput
 
 CONTRACT_VERSION = 1
-PROVIDERS = ("claude", "codex", "command")
+#: The registered providers (loopkit.providers): contract validation follows the registry.
+PROVIDERS = tuple(providers.names())
 SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
 DEFAULT_FILENAMES = ("loop.yaml", "loop.yml", "loop.json")
 #: Contracts larger than this are refused before parsing (no sane contract is this big).

@@ -431,9 +431,7 @@ def attempt(req: Request) -> dict[str, Any]:
     def cancelled() -> str | None:
         return "cancelled" if cancel.requested(state_path) else None
 
-    from loopkit import containment
-
-    from loopkit import ledger
+    from loopkit import containment, ledger
 
     sealed = ledger.seal(state_path)  # lk-decide refuses a ledger the worker touched
     jail = Jail(

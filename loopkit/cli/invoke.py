@@ -23,6 +23,7 @@ from pathlib import Path
 
 import click
 
+from loopkit import providers
 from loopkit.cli._entry import command
 from loopkit.exitcodes import SHARED_HELP
 
@@ -43,7 +44,7 @@ Exit codes:
 @click.option("--contract", "contract_path", metavar="FILE", help="The loop contract.")
 @click.option(
     "--provider",
-    type=click.Choice(["claude", "codex", "command"]),
+    type=click.Choice(providers.names()),
     help="The worker (default: the contract's worker.provider).",
 )
 @click.option("--command", "command_", metavar="CMD", help="Shell command for the command worker.")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import click
 
+from loopkit import providers
 from loopkit.cli._entry import command
 from loopkit.exitcodes import SHARED_HELP
 
@@ -42,7 +43,7 @@ Exit codes:
 @click.option("--goal", metavar="TEXT", help="The goal to judge (else the task's GOAL text).")
 @click.option(
     "--provider",
-    type=click.Choice(["claude", "codex", "command"]),
+    type=click.Choice(providers.names()),
     help="The judge's provider (else the contract's judge.provider).",
 )
 @click.option("--model", metavar="M", help="The judge's model (else the contract's judge.model).")

@@ -1,7 +1,10 @@
 """Worker providers: ``get(name)`` returns the adapter for claude, codex or command.
 
 Adding a provider is one module with a :class:`~loopkit.providers.base.Provider`
-subclass and one line in ``_REGISTRY``. The interface is documented in
+subclass and one line in ``_REGISTRY``; everything else follows the registry: the
+contract's validation, the commands' ``--provider`` choices, transcript sniffing (each
+provider's ``sniff``), what it may write in the sandbox (``contained``) -- and a test
+holds the schemas' provider enums to it. The interface is documented in
 ``loopkit.providers.base``.
 """
 

@@ -345,6 +345,14 @@ class Provider:
     def classify(self, state: RunState, end: Exit) -> Outcome:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    #: The contract's worker keys this provider reads (beyond provider, model, timeout).
+    options: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def sniff(cls, line: Mapping[str, Any]) -> bool:
+        """Whether one JSON line of a saved stream is this provider's native event."""
+        return False
+
     def contained(self, inv: Invocation) -> tuple[Invocation, list[Path]]:
         """The invocation to run inside loopkit's sandbox, and the paths it must be able
         to write there (its sessions, its config); made to exist. Default: as built,
@@ -409,7 +417,11 @@ def is_vendor_url(url: str | None, vendor_hosts: Sequence[str]) -> bool:
 
 
 def detect(path: str | os.PathLike[str]) -> str:
-    """claude (stream-json or json), codex (exec --json) or command (anything else)."""
+    """The provider whose native stream ``path`` holds: the first registered provider
+    that recognises one of its first JSON lines (``Provider.sniff``), else command."""
+    from loopkit import providers
+
+    candidates = [providers.get(name) for name in providers.names()]
     with open(path, "rb") as f:
         for n, raw in enumerate(f):
             if n > 50:
@@ -421,11 +433,9 @@ def detect(path: str | os.PathLike[str]) -> str:
                 obj = json.loads(s)
             except ValueError:
                 continue
-            t = obj.get("type") if isinstance(obj, dict) else None
-            if not isinstance(t, str):
+            if not isinstance(obj, dict):
                 continue
-            if t in ("system", "assistant", "user", "result", "stream_event"):
-                return "claude"
-            if "." in t or t in ("error",):
-                return "codex"
+            for provider in candidates:
+                if provider.sniff(obj):
+                    return provider.name
     return "command"

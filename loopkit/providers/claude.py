@@ -103,6 +103,21 @@ class ClaudeProvider(Provider):
             cost_trusted=cost_trusted(env, spec.cwd),
         )
 
+    options: ClassVar[tuple[str, ...]] = (
+        "max_turns",
+        "max_cost_usd",
+        "allowed_tools",
+        "permission_mode",
+        "env_allow",
+        "resume",
+        "extra_args",
+    )
+
+    @classmethod
+    def sniff(cls, line: Mapping[str, Any]) -> bool:
+        """stream-json and json output: system/assistant/user/result events."""
+        return line.get("type") in ("system", "assistant", "user", "result", "stream_event")
+
     def contained(self, inv: Invocation) -> tuple[Invocation, list[Path]]:
         """Claude Code writes its sessions and settings to its config folder
         (``CLAUDE_CONFIG_DIR``, else ``~/.claude`` and ``~/.claude.json``)."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, ClassVar
@@ -75,6 +76,14 @@ class CodexProvider(Provider):
             cost_trusted=is_vendor_url(base_url, VENDOR_HOSTS),
             model=spec.model or config.get("model"),
         )
+
+    options: ClassVar[tuple[str, ...]] = ("sandbox", "env_allow", "resume", "extra_args")
+
+    @classmethod
+    def sniff(cls, line: Mapping[str, Any]) -> bool:
+        """exec --json events: dotted types (thread.started, item.completed, ...), error."""
+        t = line.get("type")
+        return isinstance(t, str) and ("." in t or t == "error")
 
     def contained(self, inv: Invocation) -> tuple[Invocation, list[Path]]:
         """Codex writes its sessions under ``CODEX_HOME`` (else ``~/.codex``). Its own

@@ -42,6 +42,7 @@ class CommandProvider(Provider):
     binary: ClassVar[str | None] = None
     install_hint: ClassVar[str] = "give the worker command in the contract (worker.command)"
     env_names: ClassVar[tuple[str, ...]] = ()
+    options: ClassVar[tuple[str, ...]] = ("command", "env_allow", "extra_args")
 
     def build(self, spec: RunSpec) -> Invocation:
         if not spec.command:

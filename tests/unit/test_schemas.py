@@ -118,3 +118,44 @@ def test_the_spec_field_names_are_published() -> None:
     assert outcomes == [
         "complete", "retry", "replan", "blocked", "failed", "budget_exhausted", "cancelled",
     ]  # fmt: skip
+
+
+def test_every_provider_list_follows_the_registry() -> None:
+    """Contract validation, the click choices and the schema enums name the registered
+    providers: a new provider is one module and one registry line."""
+    from loopkit import contract, providers
+    from loopkit.cli import invoke, judge
+
+    names = providers.names()
+    assert list(contract.PROVIDERS) == names
+    for cmd in (invoke.main, judge.main):
+        choice = next(p for p in cmd.params if p.name == "provider").type
+        assert list(choice.choices) == names  # type: ignore[attr-defined]
+
+    def enums(node: Any) -> list[list[Any]]:
+        found = []
+        if isinstance(node, dict):
+            if "enum" in node and "claude" in node["enum"]:
+                found.append([v for v in node["enum"] if v is not None])
+            for v in node.values():
+                found += enums(v)
+        elif isinstance(node, list):
+            for v in node:
+                found += enums(v)
+        return found
+
+    seen = [e for n in ("contract", "run", "judge") for e in enums(schema.load(n))]
+    assert seen and all(e == names for e in seen), seen
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted((Path(__file__).resolve().parents[1] / "golden").glob("*.jsonl")),
+    ids=lambda p: p.stem,
+)
+def test_each_provider_recognises_its_own_saved_stream(path: Path) -> None:
+    """Transcript sniffing is each provider's own (Provider.sniff), over the registry."""
+    from loopkit.providers.base import detect
+
+    owner = path.name.split("_", 1)[0]
+    assert detect(path) == (owner if owner in ("claude", "codex") else "command")
