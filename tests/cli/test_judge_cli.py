@@ -176,7 +176,7 @@ def test_in_the_sandbox_a_judge_cannot_change_the_tree(
     before = (repo / "docs/api.md").read_text()
     contract(repo, "echo '## GET /ready' >> docs/api.md || echo refused; echo 'VERDICT: MET'")
     monkeypatch.chdir(repo)
-    code, doc, _ = invoke("--goal", GOAL)
+    _, doc, _ = invoke("--goal", GOAL)
     assert (repo / "docs/api.md").read_text() == before
     assert doc is not None and doc["read_only"]["changed"] is False
 
