@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from loopkit import loader
 from loopkit.errors import EnvironmentProblem
 from loopkit.files import atomic_write
 
@@ -50,7 +51,7 @@ def requested(state: Path) -> dict[str, Any] | None:
     except FileNotFoundError:
         return None
     try:
-        data = json.loads(raw)
+        data = loader.json_loads(raw)
         return data if isinstance(data, dict) else {"reason": "cancelled"}
-    except json.JSONDecodeError:
+    except loader.LoadError:
         return {"reason": "cancelled (intent file unreadable)"}

@@ -7,14 +7,14 @@ model is called. The rules are table-driven: a new key is one line in ``_FIELDS`
 from __future__ import annotations
 
 import copy
-import json
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loopkit import globs, providers
+from loopkit import globs, loader, providers
 from loopkit.errors import BadInput
 
 CONTRACT_VERSION = 1
@@ -46,7 +46,10 @@ def _is_int(v: Any) -> bool:
 
 
 def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    # NaN compares false with every limit, so a NaN limit would be no limit at all.
+    if isinstance(v, float):
+        return math.isfinite(v)
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def positive_int(v: Any, where: str, out: list[Problem]) -> None:
@@ -361,25 +364,12 @@ def parse_text(raw: bytes, source: str) -> Any:
         ) from None
     if not body.strip():
         raise BadInput(source, "empty file: expected a YAML or JSON loop contract")
-    if source.endswith(".json") or body.lstrip().startswith("{"):
-        try:
-            return json.loads(body)
-        except json.JSONDecodeError as e:
-            raise BadInput(
-                source, f"not JSON: {e.msg} at line {e.lineno} column {e.colno}"
-            ) from None
-        except RecursionError:
-            raise BadInput(source, "not a contract: JSON nested too deeply") from None
-    import yaml  # lazy: ~24 ms
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        return yaml.load(body, Loader=loader)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise BadInput(source, f"not YAML: {problem}{where}") from None
+        if source.endswith(".json") or body.lstrip().startswith("{"):
+            return loader.json_loads(body)
+        return loader.yaml_load(body)
+    except loader.LoadError as e:
+        raise BadInput(source, str(e), path=e.path) from None
 
 
 def read_file(path: str | os.PathLike[str]) -> Any:

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Mapping
 from typing import IO, Any
 
-from loopkit import SCHEMA_VERSION
+from loopkit import SCHEMA_VERSION, loader
 from loopkit.errors import BadInput
 
 ATTEMPT_KIND = "loopkit/attempt"
@@ -77,11 +77,9 @@ def parse_attempt(raw: str | bytes, *, source: str = "<stdin>") -> dict[str, Any
     if "\x00" in raw:
         raise BadInput(source, "binary data: expected a JSON attempt document")
     try:
-        doc: object = json.loads(raw)
-    except json.JSONDecodeError as e:
-        raise BadInput(source, f"not JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
-    except RecursionError:
-        raise BadInput(source, "JSON nested too deeply") from None
+        doc: object = loader.json_loads(raw)
+    except loader.LoadError as e:
+        raise BadInput(source, str(e), path=e.path) from None
     if not isinstance(doc, dict):
         raise BadInput(
             source,
@@ -108,7 +106,9 @@ def parse_attempt(raw: str | bytes, *, source: str = "<stdin>") -> dict[str, Any
 
 
 def dumps(document: Mapping[str, Any]) -> str:
-    return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+    # allow_nan=False: NaN and Infinity are not JSON; a reader in another language fails
+    # on them, and loopkit refuses them on input (loopkit.loader).
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def emit(

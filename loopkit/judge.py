@@ -676,7 +676,7 @@ def stream_cwd(path: Path, *, lines: int = 20) -> str | None:
 
     Paths the judge read are made relative to it, as they would be in a live run.
     """
-    import json
+    from loopkit import loader
 
     try:
         with open(path, "rb") as f:
@@ -684,7 +684,7 @@ def stream_cwd(path: Path, *, lines: int = 20) -> str | None:
                 if n >= lines:
                     break
                 try:
-                    obj = json.loads(raw)
+                    obj = loader.json_loads(raw)
                 except ValueError:
                     continue
                 cwd = obj.get("cwd") if isinstance(obj, dict) else None

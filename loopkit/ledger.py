@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loopkit import budget
+from loopkit import budget, loader
 from loopkit.errors import EnvironmentProblem
 from loopkit.files import atomic_write
 from loopkit.secrets import scrub
@@ -94,10 +94,13 @@ def _parse_lines(
                     ),
                 )
             else:
+                why = "torn or damaged"
                 try:
-                    rec = json.loads(chunk)
-                except (json.JSONDecodeError, UnicodeDecodeError):
+                    rec = loader.json_loads(chunk)
+                except loader.LoadError as e:
                     rec = None
+                    if e.path is not None:  # whole JSON, but not strict: a NaN, a repeated key
+                        why = f"{e.problem} at {e.path}"
                 if isinstance(rec, dict) and rec.get("kind") == RECORD_KIND:
                     yield line, start_offset + end, rec, None
                 else:
@@ -105,9 +108,7 @@ def _parse_lines(
                         line,
                         start_offset + end,
                         None,
-                        Problem(
-                            line, offset, "not a whole ledger record (torn or damaged): skipped"
-                        ),
+                        Problem(line, offset, f"not a whole ledger record ({why}): skipped"),
                     )
         pos = end
         if line is not None:
@@ -217,8 +218,8 @@ class Transaction:
     @staticmethod
     def _read_json(path: Path) -> dict[str, Any] | None:
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
+            data = loader.json_loads(path.read_bytes())
+        except (FileNotFoundError, loader.LoadError):
             return None
         return data if isinstance(data, dict) else None
 
@@ -306,7 +307,8 @@ class Transaction:
         seq = int(self.meta.get("seq") or 0) + 1
         record = scrub({"kind": RECORD_KIND, "version": 1, "seq": seq, **record})
         record["seq"] = seq
-        data = (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+        line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        data = (line + "\n").encode()
         fd = os.open(self.ledger.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             size = os.fstat(fd).st_size
@@ -381,7 +383,7 @@ def tampered(sealed: Any, state: Path) -> list[str]:
 def write_checkpoint(state: Path, task_id: str, payload: Mapping[str, Any]) -> Path:
     """The checkpoint left when a budget runs out: what was spent, what is left, why."""
     path = state / "checkpoints" / f"{_safe(task_id)}.json"
-    atomic_write(path, json.dumps(dict(payload), indent=2) + "\n", sync=True)
+    atomic_write(path, json.dumps(dict(payload), indent=2, allow_nan=False) + "\n", sync=True)
     return path
 
 

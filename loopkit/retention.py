@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from loopkit import loader
 from loopkit.files import atomic_write
 
 DEFAULT_KEEP_COMPLETED = 10
@@ -74,10 +75,10 @@ def on_complete(
     now = time.time() if now is None else now
     book = state / "artifacts" / "completed.json"
     try:
-        entries: list[dict[str, Any]] = json.loads(book.read_text(encoding="utf-8"))
+        entries: list[dict[str, Any]] = loader.json_loads(book.read_bytes())
         if not isinstance(entries, list):
             entries = []
-    except (FileNotFoundError, json.JSONDecodeError):
+    except (FileNotFoundError, loader.LoadError):
         entries = []
     entries = [e for e in entries if e.get("task_id") != task_id]
     entries.append({"task_id": task_id, "at": now, "attempt_ids": attempt_ids, "pruned": False})

@@ -9,10 +9,10 @@ actually validated (it costs ~95 ms at start-up).
 from __future__ import annotations
 
 import functools
-import json
 from pathlib import Path
 from typing import Any
 
+from loopkit import loader
 from loopkit.errors import BadInput
 
 BASE_URI = "https://loopkit.dev/schema/v1/"
@@ -36,7 +36,7 @@ def load(name: str) -> dict[str, Any]:
     path = schema_dir() / f"{name}.json"
     if not path.is_file():
         raise KeyError(name)
-    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    data: dict[str, Any] = loader.json_loads(path.read_bytes())
     return data
 
 

@@ -45,6 +45,8 @@ from loopkit.exitcodes import SHARED_HELP
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from loopkit.errors import BadInput
+
 PLAN_HELP = """\b
 Exit codes of lk-plan:
   0   valid / a task was printed / marked / rendered
@@ -163,7 +165,7 @@ def check_cmd(file: str, contract_path: str | None, kind: str) -> int:
         try:
             data = contracts.parse_text(raw, source)
         except BadInput as e:
-            problems.append({"path": "$", "message": _content_message(e, source)})
+            problems.append({"path": e.path or "$", "message": _content_message(e, source)})
         else:
             problems = [p.as_dict() for p in contracts.validate(data)]
             if not problems:
@@ -216,9 +218,13 @@ def check_cmd(file: str, contract_path: str | None, kind: str) -> int:
     return 0
 
 
-def _content_message(e: Exception, source: str) -> str:
+def _content_message(e: BadInput, source: str) -> str:
+    """The message without the source and JSON path its ``problems`` entry names apart."""
     msg = str(e)
-    return msg[len(source) + 2 :] if msg.startswith(source + ": ") else msg
+    for prefix in (source, e.path):
+        if prefix and msg.startswith(prefix + ": "):
+            msg = msg[len(prefix) + 2 :]
+    return msg
 
 
 @main.command("next", context_settings=SETTINGS)

@@ -64,6 +64,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from loopkit import loader
 from loopkit.secrets import allowed_env
 
 #: stop_reason values (schemas/run.json). "completed" is the only one that is not an error.
@@ -276,7 +277,8 @@ class Outcome:
 
 #: The C scanner behind json.loads, called directly: one JSON line is one object, and the
 #: wrapper's encoding detection and regex passes cost as much as a small line's parse.
-_SCAN = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+#: Strict about numbers: a NaN cost or count is refused with the rest of its line.
+_SCAN = loader.scan_line
 
 
 def _object(text: str) -> dict[str, Any] | None:
@@ -430,7 +432,7 @@ def detect(path: str | os.PathLike[str]) -> str:
             if not s.startswith(b"{"):
                 continue
             try:
-                obj = json.loads(s)
+                obj = loader.json_loads(s)
             except ValueError:
                 continue
             if not isinstance(obj, dict):

@@ -16,13 +16,13 @@ Cost:   ``total_cost_usd`` is Claude Code's own price table for the model *name*
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, ClassVar
 
+from loopkit import loader
 from loopkit.providers.base import (
     Event,
     Exit,
@@ -161,7 +161,7 @@ def _settings_env(env: Mapping[str, str], cwd: Path) -> list[dict[str, str]]:
     found = []
     for path in paths:
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = loader.json_loads(path.read_bytes())
         except (OSError, ValueError):
             continue
         section = data.get("env") if isinstance(data, dict) else None

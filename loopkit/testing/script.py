@@ -142,14 +142,15 @@ def load(path: str | Path) -> Script:
 
 def parse(text: str, *, source: str = "script") -> Script:
     """Parse YAML or JSON text into a validated script."""
-    import yaml
+    from loopkit import loader
 
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise BadInput(source, f"not valid YAML or JSON{where}") from None
+        data = loader.yaml_load(text)
+    except loader.LoadError as e:
+        if e.path is None:  # the text does not parse at all
+            where = f" at line {e.line}" if e.line is not None else ""
+            raise BadInput(source, f"not valid YAML or JSON{where}") from None
+        raise BadInput(source, str(e), path=e.path) from None
     return from_data(data, source=source)
 
 

@@ -14,9 +14,10 @@ from click.testing import CliRunner
 from loopkit import schema
 from loopkit.cli.lk import main as lk
 from loopkit.cli.plan import main as lk_plan
-from tests.plan_helpers import CONTRACT_YAML, TASKS_MD
+from tests.plan_helpers import CONTRACT, CONTRACT_YAML, TASKS_MD
 
 BIG = 50 * 1024 * 1024
+CONTRACT_JSON = json.dumps(CONTRACT)
 GARBAGE = bytes(range(256)) * 64
 
 #: name -> file content
@@ -37,6 +38,14 @@ FILES: dict[str, bytes] = {
     "deep.yaml": b"[" * 100_000,
     "garbage.yaml": GARBAGE,
     "latin1.yaml": "objective: café\n".encode("latin-1"),
+    # a NaN or infinite limit would disable it; a repeated key hides one of two values
+    "nan-timeout.yaml": CONTRACT_YAML.replace("timeout: 300", "timeout: .nan").encode(),
+    "inf-budget.yaml": CONTRACT_YAML.replace("cost_usd: 5", "cost_usd: .inf").encode(),
+    "nan-timeout.json": CONTRACT_JSON.replace('"timeout": 300', '"timeout": NaN').encode(),
+    "huge-budget.json": CONTRACT_JSON.replace('"attempts": 4', '"attempts": 1e999').encode(),
+    "long-integer.json": CONTRACT_JSON.replace('"attempts": 4', '"attempts": ' + "9" * 5000).encode(),
+    "duplicate-key.yaml": CONTRACT_YAML.replace("memory:", "objective: again\nmemory:").encode(),
+    "duplicate-key.json": CONTRACT_JSON.replace('"version": 1', '"version": 1, "version": 1').encode(),
     "utf16.yaml": "version: 1\n".encode("utf-16"),
     "empty.md": b"",
     "garbage.md": GARBAGE,
@@ -121,6 +130,10 @@ for _cmd in ("invoke", "diff", "verify", "judge", "decide"):
         ("not-json", b"garbage{"),
         ("array", b"[]"),
         ("wrong-kind", b'{"kind": "x", "version": 1}'),
+        ("nan", b'{"kind": "loopkit/attempt", "version": 1, "run": {"duration_s": NaN}}'),
+        ("infinity", b'{"kind": "loopkit/attempt", "version": 1, "x": -Infinity}'),
+        ("long-integer", b'{"kind": "loopkit/attempt", "version": 1, "x": ' + b"1" * 5000 + b"}"),
+        ("duplicate-key", b'{"kind": "loopkit/attempt", "version": 1, "version": 1}'),
     ):
         CASES.append(
             Case(f"stdin-lk-{_cmd}-{_name}", lambda d, c=_cmd: [c], 3, stdin=_data, via_lk=True)
@@ -167,3 +180,45 @@ def test_bad_input(
         assert doc["valid"] is False and doc["problems"]
     elif not case.via_lk:
         assert result.stdout == ""
+
+
+#: A document that parses only with Python's lenient reader, and the JSON path it names.
+LENIENT_DOCUMENTS = {
+    "nan": (b'{"kind": "loopkit/attempt", "version": 1, "run": {"duration_s": NaN}}', "$.run.duration_s"),
+    "infinity": (b'{"kind": "loopkit/attempt", "version": 1, "x": [-Infinity]}', "$.x[0]"),
+    "duplicate-key": (b'{"kind": "loopkit/attempt", "version": 1,\n"version": 1}', "$.version"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("command", ["invoke", "diff", "verify", "judge", "decide"])
+@pytest.mark.parametrize("name", list(LENIENT_DOCUMENTS))
+def test_a_refused_number_or_key_is_named_with_its_path(
+    command: str, name: str, git_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(git_repo)
+    monkeypatch.setenv("LOOPKIT_STATE_DIR", str(git_repo / ".loopkit"))
+    data, path = LENIENT_DOCUMENTS[name]
+    result = CliRunner().invoke(lk, [command], input=data)
+    assert result.exit_code == 3, result.stderr
+    assert f": error: <stdin>: {path}: " in result.stderr, result.stderr
+    assert "line" in result.stderr and len(result.stderr.splitlines()) == 1
+    assert result.stdout == ""
+    assert not (git_repo / ".loopkit").exists()  # nothing written on the way out
+
+
+@pytest.mark.parametrize(
+    ("name", "path"),
+    [
+        ("nan-timeout.json", "$.criteria[0].timeout"),
+        ("huge-budget.json", "$.budgets.attempts"),
+        ("duplicate-key.json", "$.version"),
+        ("nan-timeout.yaml", "$.criteria[0].timeout"),
+        ("duplicate-key.yaml", "$.objective"),
+    ],
+)
+def test_check_names_the_refused_number_or_key(name: str, path: str, corpus: Path) -> None:
+    result = CliRunner().invoke(lk_plan, ["check", str(corpus / name)])
+    assert result.exit_code == 1, result.stderr
+    problem = json.loads(result.stdout)["problems"][0]
+    assert problem["path"] == path
+    assert " at line " in problem["message"] and not problem["message"].startswith("$")

@@ -294,3 +294,47 @@ def test_a_bare_yaml_off_turns_the_sandbox_off() -> None:
     )
     assert data["sandbox"]["mode"] is False  # how YAML reads it
     assert contract.checked(data, "loop.yaml")["sandbox"]["mode"] == "off"
+
+
+@pytest.mark.parametrize(
+    ("raw", "name", "where", "message"),
+    [
+        # A NaN limit compares false with everything: it would be no limit at all.
+        (b"version: 1\nworker:\n  timeout: .nan\n", "loop.yaml", "$.worker.timeout", "line 3"),
+        (b"budgets: {cost_usd: .inf}\n", "loop.yaml", "$.budgets.cost_usd", "line 1"),
+        (b"budgets: {wall_seconds: -.Inf}\n", "loop.yaml", "$.budgets.wall_seconds", "finite"),
+        (b"budgets: {wall_seconds: 1.0e+400}\n", "loop.yaml", "$.budgets.wall_seconds", "finite"),
+        (
+            b'{"version": 1,\n "worker": {"timeout": NaN}}',
+            "loop.json",
+            "$.worker.timeout",
+            "line 2 column 24",
+        ),
+        (b'{"budgets": {"cost_usd": Infinity}}', "loop.json", "$.budgets.cost_usd", "finite"),
+        (b'{"budgets": {"cost_usd": 1e400}}', "loop.json", "$.budgets.cost_usd", "finite"),
+        # A key given twice: the reader keeps one value, the reviewer reads the other.
+        (b"version: 1\nbudgets:\n  attempts: 2\n  attempts: 50\n", "loop.yaml", "$.budgets.attempts", "duplicate key 'attempts' at line 4"),
+        (b"objective: a\nobjective: b\n", "loop.yaml", "$.objective", "duplicate key 'objective' at line 2"),
+        (b'{"budgets": {"attempts": 2,\n "attempts": 50}}', "loop.json", "$.budgets.attempts", "duplicate key 'attempts' at line 2"),
+    ],
+)  # fmt: skip
+def test_parse_text_refuses_non_finite_numbers_and_repeated_keys(
+    raw: bytes, name: str, where: str, message: str
+) -> None:
+    with pytest.raises(BadInput) as e:
+        contract.parse_text(raw, name)
+    assert e.value.code == 3
+    assert str(e.value).startswith(f"{name}: {where}: "), str(e.value)
+    assert message in str(e.value)
+
+
+def test_yaml_merge_keys_may_still_be_overridden() -> None:
+    raw = b"base: &b {timeout: 5}\nworker:\n  <<: *b\n  timeout: 9\n"
+    assert contract.parse_text(raw, "loop.yaml")["worker"] == {"timeout": 9}
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_a_non_finite_limit_from_a_document_is_a_problem(value: float) -> None:
+    # Documents are parsed strictly too; this is the validator's own guard.
+    data = _with(budgets={"cost_usd": value}, worker={"provider": "claude", "timeout": value})
+    assert {"$.budgets.cost_usd", "$.worker.timeout"} <= set(_paths(data))

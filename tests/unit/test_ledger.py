@@ -298,3 +298,28 @@ def test_task_ids_never_share_an_index_file(tmp_path: Path) -> None:
     decided(ldg, failing("A", task_id="a_b"))
     assert ldg.history("a/b")["attempts"] == 1
     assert ldg.history("a_b")["attempts"] == 2
+
+
+def test_a_line_with_a_non_finite_number_is_skipped_not_folded(tmp_path: Path) -> None:
+    # A NaN cost folded into the history would make every cost comparison false: no limit.
+    path = tmp_path / "ledger.jsonl"
+    decided(ledger.Ledger(path), failing("A"))
+    rec = json.loads(path.read_text().splitlines()[0])
+    rec["seq"], rec["usage"]["cost_usd"] = 2, float("nan")
+    with open(path, "a") as f:
+        f.write(json.dumps(rec) + "\n")  # Python writes NaN unless told not to
+    records, problems = ledger.read(path)
+    assert [line for line, _ in records] == [1]
+    assert len(problems) == 1 and "$.usage.cost_usd" in problems[0].message
+    fresh = ledger.Ledger(path)
+    history = fresh.history("fix-parser")
+    assert history["attempts"] == 1 and fresh.problems
+    assert all(v == v for v in history.values() if isinstance(v, float))
+
+
+def test_a_record_with_a_non_finite_number_is_never_written(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.jsonl"
+    ldg = ledger.Ledger(path)
+    with ldg.transaction() as txn, pytest.raises(ValueError):
+        txn.append({"task_id": "t", "type": "attempt", "usage": {"cost_usd": float("inf")}})
+    assert not path.exists() or path.read_bytes() == b""
