@@ -38,6 +38,8 @@ MARKS = {"open": " ", "done": "x", "parked": "!"}
 PLAN_KEYS = ("budget", "scope", "depends", "allow-empty", "accept", "note")
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 MAX_SLUG = 48
+#: A budget is a count of lines or files: more digits than this is not an estimate.
+MAX_BUDGET_DIGITS = 12
 
 _ITEM = re.compile(r"^(?P<indent>[ \t]*)(?P<bullet>[-*+])[ \t]+\[(?P<mark>.)\](?P<rest>.*)$")
 _FENCE = re.compile(r"^[ \t]*(```|~~~)")
@@ -529,6 +531,9 @@ def _parse_budget(value: str, problem: Any) -> dict[str, int]:
             problem(f"budget: cannot read {part[:40]!r}: expected '<N> lines / <M> files'")
             continue
         unit = "lines" if m.group("unit").lower().startswith("line") else "files"
+        if len(m.group("n").lstrip("-")) > MAX_BUDGET_DIGITS:  # int() refuses 4,300 digits
+            problem(f"budget: {unit} {m.group('n')[:20]}... is too large")
+            continue
         n = int(m.group("n"))
         if n < 1:
             problem(f"budget: {unit} must be >= 1, got {n}")
@@ -717,29 +722,31 @@ def _check_against_contract(tasks: list[Task], contract: Mapping[str, Any], prob
 
 
 def _find_cycle(tasks: list[Task], ids: dict[str, Task]) -> list[str] | None:
+    """The first dependency cycle, depth first in document order; None when there is none.
+
+    Iterative (an explicit stack of edge iterators): a chain of thousands of tasks is a
+    plan like any other, not a RecursionError.
+    """
     edges = {t.id: [d for d in all_depends(t) if d in ids] for t in tasks}
-    state: dict[str, int] = {}
-    path: list[str] = []
-
-    def visit(n: str) -> list[str] | None:
-        state[n] = 1
-        path.append(n)
-        for d in edges.get(n, []):
-            if state.get(d) == 1:
-                return path[path.index(d) :]
-            if d not in state:
-                found = visit(d)
-                if found:
-                    return found
-        path.pop()
-        state[n] = 2
-        return None
-
+    state: dict[str, int] = {}  # 1: on the current path, 2: explored
     for t in tasks:
-        if t.id not in state:
-            found = visit(t.id)
-            if found:
-                return found
+        if t.id in state:
+            continue
+        state[t.id] = 1
+        path = [t.id]
+        stack = [iter(edges.get(t.id, []))]
+        while stack:
+            for d in stack[-1]:
+                if state.get(d) == 1:
+                    return path[path.index(d) :]
+                if d not in state:
+                    state[d] = 1
+                    path.append(d)
+                    stack.append(iter(edges.get(d, [])))
+                    break
+            else:
+                state[path.pop()] = 2
+                stack.pop()
     return None
 
 
@@ -748,28 +755,41 @@ def _find_cycle(tasks: list[Task], ids: dict[str, Task]) -> list[str] | None:
 
 def all_depends(t: Task) -> list[str]:
     """Declared dependencies plus the implied ones: a slice waits for the slice before it
-    and for whatever its parent waits for."""
+    and for whatever its parent waits for (nearest first, each once)."""
     deps = list(t.depends)
-    if t.parent is not None:
-        i = t.parent.slices.index(t)
-        if i > 0 and t.parent.slices[i - 1].id not in deps:
-            deps.append(t.parent.slices[i - 1].id)
-        for d in all_depends(t.parent):
-            if d not in deps:
-                deps.append(d)
-    return deps
+    node = t
+    while node.parent is not None:  # up the parents in a loop: nesting depth is the file's
+        parent = node.parent
+        i = parent.slices.index(node)
+        if i > 0:
+            deps.append(parent.slices[i - 1].id)
+        deps.extend(parent.depends)
+        node = parent
+    return list(dict.fromkeys(deps))
 
 
 def effective_status(t: Task) -> str:
     """A parent with slices is done when every slice is, parked when any slice is."""
     if t.status != "open" or not t.slices:
         return t.status
-    statuses = [effective_status(s) for s in t.slices]
-    if "parked" in statuses:
-        return "parked"
-    if all(s == "done" for s in statuses):
-        return "done"
-    return "open"
+    found: dict[int, str] = {}
+    stack: list[tuple[Task, bool]] = [(t, False)]
+    while stack:  # post-order without recursion: slices first, then their parent
+        node, slices_done = stack.pop()
+        if node.status != "open" or not node.slices:
+            found[id(node)] = node.status
+        elif not slices_done:
+            stack.append((node, True))
+            stack.extend((s, False) for s in node.slices)
+        else:
+            statuses = [found[id(s)] for s in node.slices]
+            if "parked" in statuses:
+                found[id(node)] = "parked"
+            elif all(s == "done" for s in statuses):
+                found[id(node)] = "done"
+            else:
+                found[id(node)] = "open"
+    return found[id(t)]
 
 
 def blocked_by(t: Task, ids: Mapping[str, Task]) -> list[str]:
@@ -784,16 +804,22 @@ def is_ready(t: Task, ids: Mapping[str, Task]) -> bool:
 
 
 def parked_upstream(t: Task, ids: Mapping[str, Task], seen: set[str] | None = None) -> list[str]:
+    """The parked tasks ``t`` waits for, directly or through others (depth first)."""
     seen = seen if seen is not None else set()
     out: list[str] = []
-    for d in all_depends(t):
-        if d in seen or d not in ids:
-            continue
-        seen.add(d)
-        if effective_status(ids[d]) == "parked":
-            out.append(d)
+    stack = [iter(all_depends(t))]
+    while stack:
+        for d in stack[-1]:
+            if d in seen or d not in ids:
+                continue
+            seen.add(d)
+            if effective_status(ids[d]) == "parked":
+                out.append(d)
+            else:
+                stack.append(iter(all_depends(ids[d])))
+                break
         else:
-            out.extend(parked_upstream(ids[d], ids, seen))
+            stack.pop()
     return out
 
 

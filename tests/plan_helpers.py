@@ -91,3 +91,25 @@ def write(tmp: Path, name: str, text: str | bytes) -> Path:
     else:
         p.write_bytes(text)
     return p
+
+
+def chain(
+    n: int, *, backwards: bool = False, parked: int | None = None, cycle: bool = False
+) -> str:
+    """A TASKS.md of ``n`` tasks t0..t{n-1}, each depending on the one before it.
+
+    ``backwards``: each depends on the one after it instead (the ready task is the last);
+    ``parked``: that task is marked [!]; ``cycle``: the first also depends on the last.
+    """
+    out = []
+    for i in range(n):
+        dep = i + 1 if backwards else i - 1
+        lines = ["budget: 5 lines / 1 file", f"scope: src/f{i}.py"]
+        if 0 <= dep < n:
+            lines.append(f"depends: t{dep}")
+        elif cycle:
+            lines.append(f"depends: t{n - 1 if not backwards else 0}")
+        out.append(
+            item(f"Task {i} {{#t{i}}}", mark="!" if i == parked else " ", plan_lines=tuple(lines))
+        )
+    return "".join(out)

@@ -12,7 +12,7 @@ from click.testing import CliRunner, Result
 
 from loopkit import schema
 from loopkit.cli.plan import main
-from tests.plan_helpers import CONTRACT_YAML, TASKS_MD, small, write
+from tests.plan_helpers import CONTRACT_YAML, TASKS_MD, chain, small, write
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "parser-project"
 
@@ -322,3 +322,19 @@ def test_check_warns_when_a_writable_glob_covers_what_steers_the_loop(project: P
     assert "warning" in r.stderr
     r = run("check", "loop.yaml")
     assert "warnings" not in one_json(r, "problems")
+
+
+@pytest.mark.parametrize("n", [1000, 5000])
+def test_a_long_dependency_chain_is_a_plan_not_a_crash(project: Path, n: int) -> None:
+    # RecursionError used to end check and next with exit 70 (an internal error).
+    write(project, "TASKS.md", chain(n, backwards=True))
+    checked = run("check", "TASKS.md")
+    assert checked.exit_code == 0, checked.stderr
+    assert len(one_json(checked, "problems")["tasks"]) == n
+    nxt = run("next", "TASKS.md")
+    assert nxt.exit_code == 0, nxt.stderr
+    assert one_json(nxt, "attempt")["task"]["id"] == f"t{n - 1}"
+    write(project, "TASKS.md", chain(n, backwards=True, parked=n - 1))
+    blocked = run("next", "TASKS.md")
+    assert blocked.exit_code == 1, blocked.stderr
+    assert f"1 parked (t{n - 1})" in blocked.stderr

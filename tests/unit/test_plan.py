@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from loopkit import plan
 from loopkit.errors import BadInput
-from tests.plan_helpers import CONTRACT, TASKS_MD, item, parsed, problems, small, write
+from tests.plan_helpers import CONTRACT, TASKS_MD, chain, item, parsed, problems, small, write
 
 # --------------------------------------------------------------------------- parsing
 
@@ -326,6 +326,57 @@ def test_dependency_cycle() -> None:
         "b", plan_lines=("budget: 5 lines", "scope: b.py", "depends: a")
     )
     assert any("dependency cycle: a -> b -> a" in m for m in problems(text))
+
+
+@pytest.mark.parametrize("n", [1000, 5000])
+def test_a_long_dependency_chain_is_walked_without_recursion(n: int) -> None:
+    # Written backwards, so a depth-first walk goes all the way down from the first task.
+    p = parsed(chain(n, backwards=True))
+    assert plan.check(p) == []
+    assert plan.next_task(p).id == f"t{n - 1}"  # type: ignore[union-attr]
+    cyclic = parsed(chain(n, backwards=True, cycle=True))
+    [found] = [m for m in problems(chain(n, backwards=True, cycle=True)) if "cycle" in m]
+    assert found.startswith("dependency cycle: t0 -> t1 -> ") and found.endswith(f"t{n - 1} -> t0")
+    assert plan.next_task(cyclic) is None
+
+
+@pytest.mark.parametrize("n", [1000, 5000])
+def test_a_parked_task_at_the_end_of_a_long_chain_is_named(n: int) -> None:
+    p = parsed(chain(n, backwards=True, parked=n - 1))
+    ids = p.by_id()
+    assert plan.parked_upstream(ids["t0"], ids) == [f"t{n - 1}"]
+    expected = f"nothing ready: 0 done, 1 parked (t{n - 1}), {n - 1} blocked"
+    assert plan.summary(p).startswith(expected)
+
+
+def test_deeply_nested_items_are_walked_without_recursion() -> None:
+    text = "".join("  " * i + f"- [ ] level {i} {{#l{i}}}\n" for i in range(1200))
+    p = parsed(text)
+    ids = p.by_id()
+    assert any("slices do not nest" in m for m in problems(text))
+    assert plan.effective_status(ids["l0"]) == "open"
+    assert plan.all_depends(ids["l1199"])[:1] == []  # first slices: nothing before them
+    assert plan.next_task(p).id == "l1199"  # type: ignore[union-attr]
+    marked = text.replace("- [ ] level 1199 ", "- [!] level 1199 ")
+    assert plan.effective_status(parsed(marked).by_id()["l0"]) == "parked"
+
+
+def test_a_budget_too_long_for_an_integer_is_a_problem() -> None:
+    text = item("x", plan_lines=("budget: " + "9" * 5000 + " lines", "scope: src/a.py"))
+    assert any("is too large" in m for m in problems(text))
+
+
+def test_all_depends_lists_the_nearest_first_each_once() -> None:
+    text = (
+        item("a", plan_lines=("budget: 5 lines", "scope: a.py")) + item("b", plan_lines=("budget: 5 lines", "scope: b.py"))
+        + "- [ ] big {#big}\n  depends: a, b\n"
+        + small("one", scope="x.py", indent="  ")
+        + item("two", plan_lines=("budget: 5 lines", "scope: y.py", "depends: b"), indent="  ")
+        + "  end\n"
+    )  # fmt: skip
+    ids = parsed(text).by_id()
+    assert plan.all_depends(ids["two"]) == ["b", "one", "a"]
+    assert plan.all_depends(ids["one"]) == ["a", "b"]
 
 
 def test_contract_scope_is_respected() -> None:
