@@ -1,15 +1,27 @@
 """Per-attempt artifact folders under the state folder: transcripts, logs, diffs.
 
 An attempt is named once (``attempt_id`` in the document) by the first command that
-needs a folder; later commands in the same pipe reuse it.
+needs a folder; later commands in the same pipe reuse it. The id names a folder, so one
+read from a document must be a plain name (``SAFE_ID``): never ``../..``, never a path.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
+
+from loopkit.errors import BadInput
+
+#: An attempt id: one folder name (schemas/common.json#/$defs/attempt_id), never a path.
+SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def is_safe_id(value: object) -> bool:
+    """Whether ``value`` may name a folder under ``<state>/artifacts/``."""
+    return isinstance(value, str) and bool(SAFE_ID.fullmatch(value)) and ".." not in value
 
 
 def new_attempt_id() -> str:
@@ -17,12 +29,23 @@ def new_attempt_id() -> str:
 
 
 def attempt_id(document: dict[str, Any] | None) -> str:
-    """The document's attempt id, assigned (and stored in the document) if it has none."""
+    """The document's attempt id, assigned (and stored in the document) if it has none.
+
+    An id the document brings is checked before anything is named after it (exit 3).
+    """
     if document is None:
         return new_attempt_id()
     if not document.get("attempt_id"):
         document["attempt_id"] = new_attempt_id()
-    return str(document["attempt_id"])
+    value = document["attempt_id"]
+    if not is_safe_id(value):
+        shown = repr(value)[:80]
+        raise BadInput(
+            "<stdin>",
+            f"expected a plain name (letters, digits, '.', '_', '-'; at most 128), got {shown}",
+            path="$.attempt_id",
+        )
+    return str(value)
 
 
 def attempt_dir(state: Path, document: dict[str, Any] | None) -> Path:

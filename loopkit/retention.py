@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from loopkit import loader
+from loopkit.artifacts import is_safe_id
 from loopkit.files import atomic_write
 
 DEFAULT_KEEP_COMPLETED = 10
 #: Files larger than this are "bulky" whatever their name.
 BULKY_BYTES = 1 << 20
 _BULKY_NAME = re.compile(r"(transcript|stream|events)|\.(jsonl|ndjson|log)$", re.IGNORECASE)
-_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 PRUNED_NOTE = "PRUNED.txt"
 
 
@@ -90,7 +90,7 @@ def on_complete(
         if days is not None and now - float(entry.get("at") or 0) < float(days) * 86400:
             continue
         for aid in entry.get("attempt_ids") or []:
-            if _SAFE_ID.match(str(aid)):
+            if is_safe_id(aid):
                 folder = state / "artifacts" / str(aid)
                 if prune_dir(folder):
                     pruned.append(str(folder))

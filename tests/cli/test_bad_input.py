@@ -222,3 +222,29 @@ def test_check_names_the_refused_number_or_key(name: str, path: str, corpus: Pat
     problem = json.loads(result.stdout)["problems"][0]
     assert problem["path"] == path
     assert " at line " in problem["message"] and not problem["message"].startswith("$")
+
+
+@pytest.mark.parametrize("command", ["invoke", "verify", "judge", "decide"])
+def test_an_attempt_id_that_is_a_path_writes_nothing(
+    command: str, git_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The id names the artifact folder: "../../escaped" would be <repo>/escaped.
+    monkeypatch.chdir(git_repo)
+    monkeypatch.setenv("LOOPKIT_STATE_DIR", str(git_repo / ".loopkit"))
+    contract = {**CONTRACT, "criteria": [{"name": "ok", "run": "true", "timeout": 30}]}
+    contract["judge"] = {"provider": "command", "command": "echo MET"}
+    doc = {
+        "kind": "loopkit/attempt",
+        "version": 1,
+        "attempt_id": "../../escaped",
+        "contract": contract,
+        "task": {"id": "t", "text": "x", "kind": "goal"},
+    }
+    before = sorted(p.name for p in git_repo.parent.iterdir())
+    result = CliRunner().invoke(lk, [command], input=json.dumps(doc))
+    assert result.exit_code == 3, result.stderr
+    assert ": error: <stdin>: $.attempt_id: " in result.stderr
+    assert len(result.stderr.splitlines()) == 1 and result.stdout == ""
+    assert not (git_repo / "escaped").exists()
+    assert sorted(p.name for p in git_repo.parent.iterdir()) == before
+    assert not (git_repo / ".loopkit").exists()

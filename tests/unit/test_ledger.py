@@ -323,3 +323,17 @@ def test_a_record_with_a_non_finite_number_is_never_written(tmp_path: Path) -> N
     with ldg.transaction() as txn, pytest.raises(ValueError):
         txn.append({"task_id": "t", "type": "attempt", "usage": {"cost_usd": float("inf")}})
     assert not path.exists() or path.read_bytes() == b""
+
+
+@pytest.mark.parametrize("task_id", ["../../escaped", "/tmp/escaped", "..", "a/../../b"])
+def test_a_task_id_never_names_a_path_outside_the_state_folder(
+    tmp_path: Path, task_id: str
+) -> None:
+    state = tmp_path / "repo" / ".loopkit"
+    ldg = ledger.Ledger(state / "ledger.jsonl")
+    decided(ldg, failing("A", task_id=task_id))
+    checkpoint = ledger.write_checkpoint(state, task_id, {"why": "budget"})
+    assert checkpoint.parent == state / "checkpoints"
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert written and all(state in p.parents for p in written)
+    assert ldg.history(task_id)["attempts"] == 1
