@@ -94,16 +94,11 @@ def json_loads(text: str | bytes) -> Any:
         raise _located(text) or LoadError(f"not JSON: {e}") from None
 
 
-def scan_line(text: str, start: int = 0) -> tuple[Any, int]:
-    """``(value, end)`` of the JSON value at ``start`` (the C scanner, called directly).
-
-    Raises ``StopIteration`` when there is no value there and ``ValueError`` when it is
-    not strict JSON, like ``json.JSONDecoder.scan_once``.
-    """
-    return _SCAN(text, start)
-
-
-_SCAN: Callable[[str, int], tuple[Any, int]] = _LINE_DECODER.scan_once  # type: ignore[attr-defined]
+#: ``scan_line(text, start) -> (value, end)``: the JSON value at ``start``, read by the C
+#: scanner called directly (no wrapper: it runs once per line of a worker's stream).
+#: Raises ``StopIteration`` when there is no value there and ``ValueError`` when it is not
+#: strict JSON, like ``json.JSONDecoder.scan_once``.
+scan_line: Callable[[str, int], tuple[Any, int]] = _LINE_DECODER.scan_once  # type: ignore[attr-defined]
 
 
 # --------------------------------------------------------------------------- JSON: where

@@ -90,10 +90,10 @@ def test_yaml_that_does_not_load(text: str) -> None:
 
 
 def test_stream_lines_refuse_non_finite_numbers() -> None:
-    assert loader.scan_line('{"cost": 1.5}') == ({"cost": 1.5}, 13)
+    assert loader.scan_line('{"cost": 1.5}', 0) == ({"cost": 1.5}, 13)
     for bad in ('{"cost": NaN}', '{"cost": 1e999}'):
         with pytest.raises(ValueError):
-            loader.scan_line(bad)
+            loader.scan_line(bad, 0)
 
 
 _JSON = st.recursive(
