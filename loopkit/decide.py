@@ -28,6 +28,7 @@ from typing import Any
 from loopkit import budget, globs
 from loopkit import classify as fc
 from loopkit.exitcodes import OUTCOME_CODES
+from loopkit.text import clean
 
 #: The id of "the task" when a document carries no task section.
 DEFAULT_TASK_ID = "default"
@@ -136,11 +137,12 @@ def _decision(
 ) -> dict[str, Any]:
     out = {
         "outcome": outcome,
-        "reason": reason,
+        # Both quote worker and check output; loops print them and write them to memory.
+        "reason": clean(reason),
         "failure_class": failure_class,
         "backoff_s": backoff,
         "resume_after": resume_after,
-        "feedback": feedback,
+        "feedback": clean(feedback),
         "attempt": attempt,
         "exit_code": int(OUTCOME_CODES[outcome]),
     }

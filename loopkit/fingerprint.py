@@ -15,15 +15,14 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from loopkit.text import clean
+
 #: Hex characters kept from the sha256 (64 bits: collisions are not a practical concern).
 LENGTH = 16
 #: Lines of the output's end used when no line looks like an error.
 TAIL_LINES = 20
 #: At most this many signature lines (the first ones: later ones are usually fallout).
 MAX_LINES = 60
-
-_ANSI_TEXT = r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]"
-_CONTROL_TEXT = r"[\x00-\x08\x0b-\x1f\x7f]"
 
 _TEMP_ROOTS = (
     r"/tmp",
@@ -104,13 +103,9 @@ def _rx(text: str, flags: int = 0) -> re.Pattern[str]:
     return re.compile(text, flags)
 
 
-def strip_ansi(text: str) -> str:
-    return _rx(_ANSI_TEXT).sub("", text)
-
-
 def normalize_line(line: str, *, roots: Sequence[str] = (), home: str | None = None) -> str:
     """One output line with the run-specific noise replaced by placeholders."""
-    s = _rx(_CONTROL_TEXT).sub("", strip_ansi(line)).rstrip()
+    s = clean(line).rstrip()
     for root in sorted((r.rstrip("/") for r in roots if r and r != "/"), key=len, reverse=True):
         if root in s:  # whole path components only: /p is not the start of /pytest
             s = _rx(r"(?<![\w.-])" + re.escape(root) + r"(?![\w.-])").sub("<root>", s)

@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from loopkit.text import clean, cut
+
 #: The whole handoff is cut to this many bytes (UTF-8).
 MAX_BYTES = 8 * 1024
 TAIL_BYTES = 700  # per failing check
@@ -26,26 +28,6 @@ TEXT_BYTES = 1500  # task text, objective
 
 #: Sections of a previous attempt carried as feedback (and dropped from a new attempt).
 PREVIOUS_SECTIONS = ("run", "diff", "verify", "judge", "decision")
-
-
-def cut(text: str, limit: int, *, keep: str = "head") -> str:
-    """``text`` within ``limit`` UTF-8 bytes, at a line boundary when one is near."""
-    raw = text.encode("utf-8")
-    if len(raw) <= limit:
-        return text
-    marker = "[... cut ...]"
-    room = max(limit - len(marker) - 1, 0)
-    if keep == "tail":
-        part = raw[len(raw) - room :].decode("utf-8", "ignore")
-        nl = part.find("\n")
-        if 0 <= nl < len(part) // 3:
-            part = part[nl + 1 :]
-        return f"{marker}\n{part}"
-    part = raw[:room].decode("utf-8", "ignore")
-    nl = part.rfind("\n")
-    if nl > len(part) * 2 // 3:
-        part = part[:nl]
-    return f"{part}\n{marker}"
 
 
 def _globs(items: Any) -> str:
@@ -215,4 +197,6 @@ def build(
 
 
 def _join(parts: Sequence[Sequence[str]]) -> str:
-    return "\n".join(line for part in parts for line in part).strip() + "\n"
+    # Feedback, tails and memory come from worker and check output: no control sequences
+    # reach the prompt file or a person reading it.
+    return clean("\n".join(line for part in parts for line in part)).strip() + "\n"

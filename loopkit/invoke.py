@@ -32,6 +32,7 @@ from loopkit.providers.base import (
     RunState,
 )
 from loopkit.providers.shell import side_effects
+from loopkit.text import clean, file_tail
 
 DEFAULT_TIMEOUT_S = 900.0
 MAX_SIDE_EFFECTS = 100
@@ -158,7 +159,7 @@ def execute(
     end = Exit(
         exit_code=finished.exit_code,
         stopped=finished.stopped,
-        stderr_tail=tail(stderr_path),
+        stderr_tail=file_tail(stderr_path),
     )
     outcome = provider.classify(state, end)
     if finished.stopped == "stuck" and watch.breaker and watch.breaker.tripped:
@@ -246,7 +247,8 @@ def record_from(
         "is_error": outcome.is_error,
         "stop_reason": outcome.stop_reason,
         "claimed_complete": outcome.claimed_complete,
-        "final_message": state.final_message,
+        # The worker's words, shown later on terminals and in reports: no control sequences.
+        "final_message": clean(state.final_message) if state.final_message is not None else None,
         "effective_model": state.model,
         "usage": {
             "input_tokens": state.input_tokens,
@@ -265,7 +267,7 @@ def record_from(
         "duration_s": round(duration_s, 3) if duration_s is not None else 0.0,
         "transcript": transcript,
         "resume_after": outcome.resume_after,
-        "error": outcome.error,
+        "error": clean(outcome.error) if outcome.error is not None else None,
         "side_effects": [],
         "stuck": None,
         "files_read": state.files_read[:200],
@@ -274,17 +276,6 @@ def record_from(
         "terminal_reason": state.terminal_reason,
     }
     return record
-
-
-def tail(path: Path, limit: int = 4096) -> str:
-    """The last ``limit`` bytes of a file as text ("" when it cannot be read)."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, 2)
-            f.seek(max(0, f.tell() - limit))
-            return f.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
 
 
 def _inside(path: str, root: Path) -> str:

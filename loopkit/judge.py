@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from loopkit import verdict as verdicts
 from loopkit.errors import BadInput, Interrupted
+from loopkit.text import bound, clean, file_tail
 
 if TYPE_CHECKING:
     from loopkit.providers.base import Outcome, RunState
@@ -301,11 +302,11 @@ def section(
         "provider": observed.provider,
         "reason": reason,
         "said": reading.said,
-        "verdict_line": reading.line,
+        "verdict_line": clean(reading.line) if reading.line is not None else None,
         "model": model,
         "stop_reason": observed.stop_reason,
-        "error": observed.error,
-        "denied": list(observed.denied),
+        "error": clean(observed.error) if observed.error is not None else None,
+        "denied": [clean(d) for d in observed.denied],
         "files_written": list(observed.files_written),
         "read_only": {
             "checked": observed.tree_before is not None and observed.tree_after is not None,
@@ -362,17 +363,7 @@ def feedback(observed: Observed, reading: verdicts.Reading, reason: str | None) 
     else:
         head = f"The judge's last VERDICT line is not a verdict: {reading.line!r}."
     text = head if not said else f"{head}\n{said}"
-    return bound(text, MAX_FEEDBACK_CHARS)
-
-
-def bound(text: str, limit: int) -> str:
-    """Text cut to ``limit`` characters, keeping its head and (longer) tail."""
-    if len(text) <= limit:
-        return text
-    marker = "\n[... cut ...]\n"
-    keep = max(limit - len(marker), 0)
-    head = keep // 3
-    return text[:head] + marker + text[len(text) - (keep - head) :]
+    return bound(clean(text), MAX_FEEDBACK_CHARS)  # the reply is the judge's own words
 
 
 def passed(body: Mapping[str, Any]) -> bool:
@@ -612,9 +603,7 @@ def _full_reply(provider: str, stream: Path | None, state: RunState) -> str | No
     if stream is None or not stream.is_file():
         return state.final_message
     if provider == "command":  # plain output: its tail is the reply, reasons included
-        from loopkit.invoke import tail
-
-        text = tail(stream, MAX_REPLY_CHARS).strip()
+        text = file_tail(stream, MAX_REPLY_CHARS).strip()
         return text or state.final_message
     from loopkit import providers
 

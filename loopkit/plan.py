@@ -917,7 +917,10 @@ def rewrite_line(line: bytes, status: str, reason: str | None) -> bytes:
 
 
 def clean_reason(reason: str) -> str:
-    one = " ".join(reason.split())
+    """A reason as a note on one TASKS.md line: one line, no control sequences, no parens."""
+    from loopkit.text import clean  # lazy: only marking writes a note
+
+    one = clean(" ".join(reason.split()))
     one = one.replace("(", "[").replace(")", "]")
     return one[:200] if len(one) <= 200 else one[:197] + "..."
 

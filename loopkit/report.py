@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from loopkit import budget
+from loopkit.text import clean
 
 NEAR_LIMIT = 0.8
 #: Outcome -> colour of its box in the HTML timeline.
@@ -102,7 +103,7 @@ def build(
                         "outcome": "admitted",
                         "at": rec.get("recorded_at"),
                         "failure_class": None,
-                        "reason": rec.get("reason"),
+                        "reason": clean(str(rec["reason"])) if rec.get("reason") else None,
                     }
                 )
                 continue
@@ -127,9 +128,8 @@ def build(
         if decision is not None:
             t["outcome"] = decision.get("outcome")
             t["failure_class"] = decision.get("failure_class")
-            t["why"] = (
-                str(decision.get("reason") or "").splitlines()[0] if decision.get("reason") else ""
-            )
+            reason = clean(str(decision.get("reason") or ""))
+            t["why"] = reason.splitlines()[0] if reason.strip() else ""
             t["timeline"].append(
                 {
                     "attempt": rec.get("attempt"),
@@ -231,7 +231,8 @@ def text(report: Mapping[str, Any]) -> str:
         lines.append(
             f"  ledger problems: {len(report['problems'])} line(s) skipped (torn or damaged)"
         )
-    return "\n".join(lines) + "\n"
+    # Ledger lines are input (hand edits, older writers): nothing reaches the terminal raw.
+    return clean("\n".join(lines)) + "\n"
 
 
 def _box(a: Mapping[str, Any]) -> str:
@@ -269,7 +270,7 @@ def page(report: Mapping[str, Any]) -> str:
     near = h["runs_near_budget"]
     cpt = h["cost_per_completed_task"]
     reasons = ", ".join(f"{k}: {v}" for k, v in sorted(h["termination_reasons"].items())) or "-"
-    return f"""<!doctype html>
+    return clean(f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>loopkit report</title>
 <style>
 body{{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}}
@@ -293,4 +294,4 @@ table{{border-collapse:collapse}}td,th{{padding:4px 8px;border-bottom:1px solid 
 {"".join(rows)}
 </table>
 </body></html>
-"""
+""")

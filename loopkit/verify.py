@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loopkit import artifacts, fingerprint, git, proc
+from loopkit import artifacts, fingerprint, git, proc, text
 from loopkit.errors import BadInput
 
 #: The verify section as lk-verify recorded it, in the attempt's artifact folder.
@@ -44,19 +44,6 @@ def select(criteria: Sequence[Mapping[str, Any]], only: Sequence[str]) -> list[M
             "--only", f"no check named {unknown[0]!r}; the contract has: {', '.join(names)}"
         )
     return [c for c in criteria if c["name"] in only]
-
-
-def tail(data: bytes, *, lines: int = TAIL_LINES, limit: int = TAIL_BYTES) -> str:
-    """The end of an output: the last ``lines`` lines, at most ``limit`` bytes, colours removed."""
-    chunk = data[-limit * 2 :] if len(data) > limit * 2 else data
-    text = fingerprint.strip_ansi(chunk.decode("utf-8", "replace"))
-    kept = text.splitlines()[-lines:]
-    out = "\n".join(kept)
-    encoded = out.encode("utf-8")
-    if len(encoded) > limit:
-        out = encoded[-limit:].decode("utf-8", "ignore")
-        out = out.split("\n", 1)[1] if "\n" in out else out
-    return out
 
 
 def _slug(name: str) -> str:
@@ -216,7 +203,7 @@ def _run(
             "passed": passed,
             "timed_out": done.timed_out,
             "duration_s": round(done.duration_s, 3),
-            "output_tail": tail(end),
+            "output_tail": text.tail(end, lines=TAIL_LINES, limit=TAIL_BYTES),
             "output_sha256": digest,
             "output_bytes": log.stat().st_size,
             "fingerprint": None

@@ -17,6 +17,7 @@ import click
 
 from loopkit.errors import LoopkitError
 from loopkit.exitcodes import ExitCode
+from loopkit.text import clean
 
 
 def _crash_log() -> str:
@@ -30,7 +31,14 @@ def _crash_log() -> str:
     return path
 
 
+def say(prog: str, message: str) -> None:
+    """One message on stderr. Messages quote paths, reasons and output a worker chose, so
+    terminal control sequences are taken out first (see loopkit.text)."""
+    click.echo(f"{prog}: {clean(message)}", err=True)
+
+
 def _say(prog: str, message: str) -> None:
+    message = clean(message)
     first = message.strip().splitlines()[0] if message.strip() else "error"
     try:
         click.echo(f"{prog}: {first}", err=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import click
 
-from loopkit.cli._entry import command
+from loopkit.cli._entry import command, say
 from loopkit.exitcodes import SHARED_HELP
 
 EPILOG = (
@@ -41,7 +41,7 @@ def main(reason: str | None, clear: bool, status: bool) -> int:
         lifted = cancel.clear(state)
         body.update(requested=False, cleared=lifted)
         emit(body)
-        click.echo("lk cancel: " + ("cleared" if lifted else "nothing to clear"), err=True)
+        say("lk cancel", "cleared" if lifted else "nothing to clear")
         return 0 if lifted else 1
     if status:
         intent = cancel.requested(state)
@@ -51,7 +51,5 @@ def main(reason: str | None, clear: bool, status: bool) -> int:
     intent = cancel.request(state, reason=reason)
     body.update(requested=True, intent=intent)
     emit(body)
-    click.echo(
-        f"lk cancel: requested ({intent['reason']}); lift with `lk cancel --clear`", err=True
-    )
+    say("lk cancel", f"requested ({intent['reason']}); lift with `lk cancel --clear`")
     return 0

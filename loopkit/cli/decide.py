@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import click
 
-from loopkit.cli._entry import command
+from loopkit.cli._entry import command, say
 from loopkit.exitcodes import SHARED_HELP
 
 EPILOG = (
@@ -74,21 +74,21 @@ def main(
     if replay_path:
         result = controller.replay_ledger(replay_path)
         for problem in result.warnings:
-            click.echo(f"lk-decide: warning: {problem}", err=True)
+            say("lk-decide", f"warning: {problem}")
         for d in result.document["disagreements"]:
-            click.echo(
-                f"lk-decide: line {d['line']} (task {d['task_id']}, attempt {d['attempt']}): "
+            say(
+                "lk-decide",
+                f"line {d['line']} (task {d['task_id']}, attempt {d['attempt']}): "
                 f"recorded {d['field']} disagrees with the re-derived one",
-                err=True,
             )
         emit(result.document, schema_name="replay")
-        click.echo(f"lk-decide: {result.summary}", err=True)
+        say("lk-decide", result.summary)
         return result.code
     document = read_attempt(sys.stdin)
     run = controller.admit if admit else controller.decide
     result = run(document, contract_path=contract_path, ledger_path=ledger_path, trigger=trigger)
     for line in result.warnings:
-        click.echo(f"lk-decide: warning: {line}", err=True)
+        say("lk-decide", f"warning: {line}")
     emit(result.document)
-    click.echo(f"lk-decide: {result.summary}", err=True)
+    say("lk-decide", result.summary)
     return result.code

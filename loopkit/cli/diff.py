@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import click
 
-from loopkit.cli._entry import command
+from loopkit.cli._entry import command, say
 from loopkit.exitcodes import SHARED_HELP
 
 #: Violations named on stderr (all of them are in the JSON document).
@@ -63,12 +63,12 @@ def main(contract_path: str | None, base: str | None) -> int:
         drift=ws.contract_drift,
     )
     if terms is None:
-        click.echo("lk-diff: no contract: the scope policy was not checked", err=True)
+        say("lk-diff", "no contract: the scope policy was not checked")
     violations = result.body["violations"]
-    for v in violations[:MAX_SHOWN]:
-        click.echo(f"lk-diff: {v['rule']}: {v['path']} ({v.get('detail', '')})", err=True)
+    for v in violations[:MAX_SHOWN]:  # paths are the worker's choice: say() cleans them
+        say("lk-diff", f"{v['rule']}: {v['path']} ({v.get('detail', '')})")
     if len(violations) > MAX_SHOWN:
-        click.echo(f"lk-diff: ... and {len(violations) - MAX_SHOWN} more violations", err=True)
+        say("lk-diff", f"... and {len(violations) - MAX_SHOWN} more violations")
     if doc is not None:
         doc["diff"] = result.body
         document.emit(doc)

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from loopkit.cli._entry import CONTEXT, Group
+from loopkit.cli._entry import CONTEXT, Group, say
 from loopkit.exitcodes import SHARED_HELP
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ def main() -> None:
 
 
 def _say(message: str) -> None:
-    click.echo(f"lk-plan: {message}", err=True)
+    say("lk-plan", message)
 
 
 def _read_input(file: str) -> tuple[bytes, str, int]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import click
 
-from loopkit.cli._entry import command
+from loopkit.cli._entry import command, say
 from loopkit.exitcodes import SHARED_HELP
 
 EPILOG = (
@@ -50,7 +50,7 @@ def main(ledger_path: str | None, as_json: bool, html_path: str | None) -> int:
         path = for_state_only().state / ledger.DEFAULT_NAME
     records, problems = ledger.read(path)
     for p in problems:
-        click.echo(f"lk report: warning: {path}: {p}", err=True)
+        say("lk report", f"warning: {path}: {p}")
     doc = report.build(
         records,
         [p.as_dict() for p in problems],
@@ -68,7 +68,7 @@ def main(ledger_path: str | None, as_json: bool, html_path: str | None) -> int:
         mask = os.umask(0)  # a page to share: the usual mode, not the temp file's 0600
         os.umask(mask)
         os.chmod(html_path, 0o666 & ~mask)
-        click.echo(f"lk report: wrote {html_path}", err=True)
+        say("lk report", f"wrote {html_path}")
     else:
         click.echo(report.text(doc), nl=False)
     return 0

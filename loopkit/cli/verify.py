@@ -23,8 +23,9 @@ from typing import Any
 
 import click
 
-from loopkit.cli._entry import command
+from loopkit.cli._entry import command, say
 from loopkit.exitcodes import SHARED_HELP
+from loopkit.text import clean
 
 EPILOG = (
     """\b
@@ -99,19 +100,18 @@ def main(
     for c in result.body["checks"]:
         if not c["passed"]:
             why = "timed out" if c.get("timed_out") else f"exit {c['exit_code']}"
-            click.echo(
-                f"lk-verify: {c['name']} failed ({why}); fingerprint {c['fingerprint']}; "
-                f"log: {c['log']}",
-                err=True,
+            say(
+                "lk-verify",
+                f"{c['name']} failed ({why}); fingerprint {c['fingerprint']}; log: {c['log']}",
             )
         if c.get("changed_tree"):
-            click.echo(f"lk-verify: {c['name']} changed the working tree", err=True)
+            say("lk-verify", f"{c['name']} changed the working tree")
     # The evidence as recorded: lk-decide refuses a verify section that differs from it.
     from loopkit.files import atomic_write
 
     atomic_write(log_dir / core.RECORD_NAME, document.dumps(result.body))
     for problem in result.body.get("problems") or []:
-        click.echo(f"lk-verify: not verified: {problem}", err=True)
+        say("lk-verify", f"not verified: {problem}")
     if doc is not None:
         doc["verify"] = result.body
         document.emit(doc)
@@ -169,7 +169,8 @@ class _Ticker:
                 self._line = None
                 mark = "ok" if check and check.get("passed") else "FAILED"
                 secs = check.get("duration_s", 0.0) if check else 0.0
-                click.echo(f"\r\x1b[K[{index + 1}/{total}] {name}: {mark} ({secs:.1f}s)", err=True)
+                shown = clean(name)  # the line's own control codes only
+                click.echo(f"\r\x1b[K[{index + 1}/{total}] {shown}: {mark} ({secs:.1f}s)", err=True)
 
     def _draw(self) -> None:
         import time
@@ -178,7 +179,8 @@ class _Ticker:
             return
         index, total, name, started = self._line
         elapsed = time.monotonic() - started
-        click.echo(f"\r\x1b[K[{index + 1}/{total}] {name} ... {elapsed:.0f}s", err=True, nl=False)
+        shown = clean(name)
+        click.echo(f"\r\x1b[K[{index + 1}/{total}] {shown} ... {elapsed:.0f}s", err=True, nl=False)
 
     def _run(self) -> None:
         while not self._stop.wait(1.0):

@@ -66,6 +66,7 @@ from typing import Any, ClassVar
 
 from loopkit import loader
 from loopkit.secrets import allowed_env
+from loopkit.text import clip
 
 #: stop_reason values (schemas/run.json). "completed" is the only one that is not an error.
 STOP_REASONS = (
@@ -378,10 +379,6 @@ class Provider:
 def count(v: Any) -> int:
     """A token or turn count as reported: a positive int, else 0."""
     return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
-
-
-def clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
 def clip_input(value: Any) -> dict[str, Any]:

@@ -33,13 +33,13 @@ from loopkit.providers.base import (
     RunState,
     StreamParser,
     ToolCall,
-    clip,
     clip_input,
     count,
     http_status_in,
     is_vendor_url,
 )
 from loopkit.providers.shell import files_read_by
+from loopkit.text import clip
 
 DEFAULT_MAX_TURNS = 30
 READ_ONLY_TOOLS = ("Read", "Glob", "Grep")

@@ -32,13 +32,13 @@ from loopkit.providers.base import (
     RunState,
     StreamParser,
     ToolCall,
-    clip,
     clip_input,
     count,
     http_status_in,
     is_vendor_url,
 )
 from loopkit.providers.shell import files_read_by
+from loopkit.text import clip
 
 DEFAULT_SANDBOX = "workspace-write"
 VENDOR_HOSTS = ("openai.com", "chatgpt.com")

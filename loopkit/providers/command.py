@@ -28,8 +28,8 @@ from loopkit.providers.base import (
     RunSpec,
     RunState,
     StreamParser,
-    clip,
 )
+from loopkit.text import clip
 
 #: sysexits.h EX_TEMPFAIL: the worker's way of saying "transient, try again later".
 TEMPFAIL = 75

@@ -82,6 +82,16 @@ def test_bad_contract_file_exits_3(repo: Path) -> None:
     assert code == 3 and doc is None and "bad.yaml" in err
 
 
+def test_a_path_with_control_sequences_is_shown_clean_and_recorded_as_is(repo: Path) -> None:
+    contract = write_contract(repo, writable=["src/**"], always_allowed=["loop.yaml"])
+    name = "x\x1b]0;owned\x07\x1b[2J.py"
+    (repo / name).write_text("x\n")
+    code, doc, err = _invoke("--contract", str(contract))
+    assert code == 1 and doc is not None
+    assert doc["violations"][0]["path"] == name  # type: ignore[index]  # the evidence as is
+    assert "outside_writable: x.py" in err and "\x1b" not in err and "\x07" not in err
+
+
 def test_help_documents_the_exit_codes() -> None:
     result = CliRunner().invoke(main, ["--help"])
     assert result.exit_code == 0

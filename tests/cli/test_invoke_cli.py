@@ -53,6 +53,18 @@ def test_transcript_provider_can_be_forced(tmp_path: Path) -> None:
     assert rc == 0 and json.loads(out)["final_message"] == "final words"
 
 
+def test_the_final_message_carries_no_terminal_control_sequences(tmp_path: Path) -> None:
+    f = tmp_path / "out.log"
+    f.write_bytes(b"\x1b]0;owned\x07\x1b]52;c;cm0=\x1b\\\xc2\x9b2Jdone \x1b[1mnow\x1b[0m\r\n")
+    rc, out, _ = invoke(["--transcript", str(f), "--provider", "command"])
+    assert rc == 0 and json.loads(out)["final_message"] == "done now"
+    line = {"type": "result", "subtype": "success", "is_error": False, "result": "\x1b]0;t\x07ok"}
+    stream = tmp_path / "claude.jsonl"
+    stream.write_text(json.dumps(line) + "\n")
+    rc, out, _ = invoke(["--transcript", str(stream), "--provider", "claude"])
+    assert json.loads(out)["final_message"] == "ok"
+
+
 def test_missing_transcript_is_bad_input(tmp_path: Path) -> None:
     rc, out, err = invoke(["--transcript", str(tmp_path / "nope.jsonl")])
     assert rc == 3 and out == "" and "nope.jsonl" in err

@@ -116,3 +116,20 @@ def test_empty_and_missing(tmp_path: Path, git_repo: Path, monkeypatch: pytest.M
     assert json.loads(result.stdout)["tasks"] == []
     both = CliRunner().invoke(report_main, ["--json", "--html", "x.html"])
     assert both.exit_code == 2
+
+
+def test_reasons_from_the_ledger_reach_no_terminal_raw(ledger_path: Path, tmp_path: Path) -> None:
+    # A record from an older writer or a hand edit: its reason quotes raw worker output.
+    rec = json.loads(ledger_path.read_text().splitlines()[-1])
+    rec["seq"] += 1
+    rec["decision"]["reason"] = "\x1b]0;owned\x07\x1b[2Jgave up\x9b31m here"
+    with open(ledger_path, "a") as f:
+        f.write(json.dumps(rec) + "\n")
+    table = CliRunner().invoke(report_main, ["--ledger", str(ledger_path)])
+    assert "gave up here" in table.stdout
+    doc = json.loads(CliRunner().invoke(report_main, ["--ledger", str(ledger_path), "--json"]).stdout)
+    assert {t["task_id"]: t for t in doc["tasks"]}["docs"]["why"] == "gave up here"
+    page = tmp_path / "report.html"
+    CliRunner().invoke(report_main, ["--ledger", str(ledger_path), "--html", str(page)])
+    for shown in (table.stdout, page.read_text()):
+        assert not any(c in shown for c in "\x1b\x07\x9b")

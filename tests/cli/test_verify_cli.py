@@ -71,6 +71,18 @@ def test_piped_attempt_gets_a_verify_section(repo: Path) -> None:
     assert str(doc["attempt_id"]) in doc["verify"]["checks"][0]["log"]  # type: ignore[index]
 
 
+def test_check_output_and_names_reach_no_terminal_raw(repo: Path) -> None:
+    # A retitle, a clipboard write, colours and a C1 CSI (UTF-8 encoded), then the failure.
+    run = r"printf '\033]0;owned\007\033]52;c;cm0=\007\033[31mFAIL\033[0m \302\233Kx\r\n'; exit 1"
+    write_contract(repo, criteria=[{"name": "t\x1b]0;name\x07est", "run": run}])
+    code, doc, err = _invoke()
+    assert code == 1 and doc is not None
+    assert doc["checks"][0]["output_tail"] == "FAIL x"  # type: ignore[index]
+    assert doc["checks"][0]["name"] == "t\x1b]0;name\x07est"  # type: ignore[index]
+    assert "test failed (exit 1)" in err
+    assert "\x1b" not in err and "\x07" not in err
+
+
 def test_no_contract_anywhere_exits_3(repo: Path) -> None:
     code, doc, err = _invoke()
     assert code == 3 and doc is None and "no contract" in err

@@ -599,3 +599,17 @@ def test_any_evidence_gives_one_valid_decision(
         assert d["failure_class"] in classify.CLASSES
     if d["outcome"] in ("retry", "replan"):
         assert attempts + 1 < 5  # never past the attempts budget
+
+
+def test_reason_and_feedback_carry_no_terminal_control_sequences() -> None:
+    # Loops print the reason and write both into the memory file and commit messages.
+    tail = "\x1b]0;owned\x07\x1b[31mE   AssertionError\x1b[0m\x9b2J\x1bP+q\x1b\\"
+    run = h.run("crashed", error="\x1b]52;c;cm0=\x07crashed\r")
+    for doc, kept in (
+        (h.attempt(run=h.run(), diff=h.diff(), verify=h.verify(False, "fpX", tail=tail)), "E   "),
+        (h.attempt(run=run, diff=h.diff(), verify=h.verify(False, "fpY")), "crashed: crashed"),
+    ):
+        d = decide.decide(doc, None, tree_on_disk=TREE)
+        for field in ("reason", "feedback"):
+            assert "\x1b" not in d[field] and "\x9b" not in d[field] and "\r" not in d[field]
+        assert kept in d["feedback"] + d["reason"]

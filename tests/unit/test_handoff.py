@@ -97,3 +97,25 @@ def test_never_over_the_limit(text: str, tail: str, memory: str) -> None:
         memory=memory,
     )
     assert len(out.encode("utf-8")) <= handoff.MAX_BYTES
+
+
+#: What a hostile worker or check prints: a retitle, a clipboard write, a C1 CSI, a DCS.
+ESCAPES = "\x1b]0;owned\x07\x1b]52;c;cm0gLXJmIH4=\x1b\\\x9b2J\x1bPq#0\x1b\\"
+
+
+def test_no_terminal_control_sequence_reaches_the_handoff() -> None:
+    previous = {
+        "verify": {
+            "checks": [
+                {"name": "t", "passed": False, "exit_code": 1, "output_tail": ESCAPES + "E boom"}
+            ]
+        },
+        "judge": {"verdict": "NOT_MET", "feedback": ESCAPES + "no test"},
+        "decision": {"feedback": ESCAPES + "try again\r"},
+        "run": {"stuck": {"tool": "Bash", "repeats": 3, "error": ESCAPES + "denied"}},
+    }
+    text = handoff.build(
+        task=TASK, contract=CONTRACT, previous=previous, memory=ESCAPES + "lesson"
+    )
+    assert "E boom" in text and "no test" in text and "try again" in text and "lesson" in text
+    assert not any((ord(c) < 0x20 and c not in "\n\t") or 0x7F <= ord(c) <= 0x9F for c in text)

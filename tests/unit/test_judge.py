@@ -282,14 +282,6 @@ def test_feedback_says_why(kw: dict[str, Any], needle: str) -> None:
     assert needle in body["feedback"]
 
 
-def test_bound_keeps_head_and_tail() -> None:
-    text = "HEAD" + "x" * 10_000 + "TAIL"
-    cut = judge.bound(text, 300)
-    assert len(cut) <= 300 and cut.startswith("HEAD") and cut.endswith("TAIL")
-    assert "[... cut ...]" in cut
-    assert judge.bound("short", 300) == "short"
-
-
 # --------------------------------------------------------------------------- settings
 
 
@@ -393,3 +385,12 @@ def test_grounding_never_leaves_the_repository(parts: list[list[str]], absolute:
         assert not got.startswith("/")
         assert ".." not in PurePosixPath(got).parts
         assert PurePosixPath(got).parts[0] not in (".git", ".loopkit", ".")
+
+
+def test_the_judges_words_carry_no_terminal_control_sequences() -> None:
+    reply = "\x1b]0;owned\x07The 503\x9b2J case\x1b[1m is missing.\r\nVERDICT: NOT MET"
+    body = judge.section(seen(reply=reply, failed=True, error="\x1b]52;c;eA==\x07boom"))
+    validate(body)
+    for field in ("feedback", "error", "verdict_line"):
+        assert not any(c in str(body[field]) for c in "\x1b\x07\x9b\r"), field
+    assert "The 503 case is missing." in body["feedback"]

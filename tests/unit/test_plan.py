@@ -475,6 +475,13 @@ def test_task_document_matches_schema() -> None:
         (b"- [ ] Fix it\n", "done", "in abc123", b"- [x] Fix it (done: in abc123)\n"),
         (b"\xef\xbb\xbf- [ ] Fix it\n", "done", None, b"\xef\xbb\xbf- [x] Fix it\n"),
         (b"-\t[ ]\tFix it\n", "parked", "r", b"-\t[!]\tFix it (parked: r)\n"),
+        # a reason quoting worker output: no control sequence reaches TASKS.md
+        (
+            b"- [ ] Fix it\n",
+            "parked",
+            "\x1b]0;owned\x07stuck:\x1b[31m Bash\x9b2J\x1bPq\x1b\\ failed\r",
+            b"- [!] Fix it (parked: stuck: Bash failed)\n",
+        ),
     ],
 )
 def test_rewrite_line(line: bytes, status: str, reason: str | None, expected: bytes) -> None:

@@ -1,0 +1,95 @@
+"""Text loopkit shows or writes from worker and check output: cleaned and bounded.
+
+That output is untrusted. Besides colours it may carry terminal control sequences that
+retitle a window, rewrite what is on the screen, set the clipboard (OSC 52), plant links
+or hide text from the person reading. ``clean`` removes every one of them, and whatever
+loopkit prints on stderr or writes into a document, a handoff, TASKS.md, a report or the
+ledger from such output goes through it. The other helpers bound text to a size, each
+the way its callers need: ``clip`` (characters, an ellipsis), ``bound`` (head and tail),
+``cut`` (UTF-8 bytes, at a line), ``tail`` (the last lines of an output) and
+``file_tail`` (the last bytes of a file).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+#: Every terminal control sequence, then every control character left over.
+_CONTROL = re.compile(
+    # OSC, DCS, SOS, PM and APC strings (ESC ] P X ^ _ or their C1 forms), ended by BEL or ST
+    r"(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)"
+    # CSI: ESC [ (or C1 CSI), parameter bytes, intermediate bytes, one final byte
+    r"|(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
+    # any other escape sequence: ESC, intermediate bytes, one final character
+    r"|\x1b[ -/]*[0-~]"
+    # what is left: C0 controls but tab and newline, DEL, C1 controls (a lone ESC too)
+    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
+)
+
+
+def clean(text: str) -> str:
+    """``text`` without terminal control sequences or control characters (tab and
+    newline kept). An unterminated string sequence loses only its introducer, so the
+    text after it stays visible."""
+    return _CONTROL.sub("", text)
+
+
+def clip(text: str, limit: int) -> str:
+    """At most ``limit`` characters; a cut one ends with an ellipsis."""
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+def bound(text: str, limit: int) -> str:
+    """Text cut to ``limit`` characters, keeping its head and (longer) tail."""
+    if len(text) <= limit:
+        return text
+    marker = "\n[... cut ...]\n"
+    keep = max(limit - len(marker), 0)
+    head = keep // 3
+    return text[:head] + marker + text[len(text) - (keep - head) :]
+
+
+def cut(text: str, limit: int, *, keep: str = "head") -> str:
+    """``text`` within ``limit`` UTF-8 bytes, at a line boundary when one is near."""
+    raw = text.encode("utf-8")
+    if len(raw) <= limit:
+        return text
+    marker = "[... cut ...]"
+    room = max(limit - len(marker) - 1, 0)
+    if keep == "tail":
+        part = raw[len(raw) - room :].decode("utf-8", "ignore")
+        nl = part.find("\n")
+        if 0 <= nl < len(part) // 3:
+            part = part[nl + 1 :]
+        return f"{marker}\n{part}"
+    part = raw[:room].decode("utf-8", "ignore")
+    nl = part.rfind("\n")
+    if nl > len(part) * 2 // 3:
+        part = part[:nl]
+    return f"{part}\n{marker}"
+
+
+def tail(data: bytes, *, lines: int, limit: int) -> str:
+    """The end of an output: its last ``lines`` lines, at most ``limit`` bytes, cleaned."""
+    chunk = data[-limit * 2 :] if len(data) > limit * 2 else data
+    # A lone CR ends a line here, as it does for a terminal (progress bars).
+    text = clean(chunk.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n"))
+    kept = text.splitlines()[-lines:]
+    out = "\n".join(kept)
+    encoded = out.encode("utf-8")
+    if len(encoded) > limit:
+        out = encoded[-limit:].decode("utf-8", "ignore")
+        out = out.split("\n", 1)[1] if "\n" in out else out
+    return out
+
+
+def file_tail(path: str | os.PathLike[str], limit: int = 4096) -> str:
+    """The last ``limit`` bytes of a file as text ("" when it cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - limit))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
