@@ -134,6 +134,7 @@ _SECTIONS: dict[str, dict[str, Check]] = {
         "attempts": positive_int,
         "changed_files": positive_int,
         "changed_lines": positive_int,
+        "changed_bytes": positive_int,
         "wall_seconds": positive_number,
         "cost_usd": positive_number,
         "tokens": positive_int,
@@ -216,7 +217,9 @@ DEFAULTS: dict[str, Any] = {
     # lk-invoke falls back to the command provider and asks for a command.
     "worker": {"timeout": 900, "breaker_repeats": 3},
     "plan": {"split_lines": 600, "split_files": 8},
-    "budgets": {"same_failure": 2},
+    # changed_bytes: the new content a change may add (binary files too), 5 MB; task plans
+    # estimate lines and files, so this one is the contract's alone.
+    "budgets": {"same_failure": 2, "changed_bytes": 5_000_000},
 }
 DEFAULT_CHECK_TIMEOUT = 300
 

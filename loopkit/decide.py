@@ -319,7 +319,11 @@ def _scope_violations(
     ]
     totals = diff.get("totals") or {}
     rules = {v["rule"] for v in out}
-    for key, limit_key in (("lines", "changed_lines"), ("files", "changed_files")):
+    for key, limit_key in (
+        ("lines", "changed_lines"),
+        ("files", "changed_files"),
+        ("bytes", "changed_bytes"),
+    ):
         limit = budgets.get(limit_key)
         used = totals.get(key)
         if limit and isinstance(used, int) and used > limit and limit_key not in rules:

@@ -2,8 +2,9 @@
 
 Everything comes from one throwaway index holding the working tree as it stands (see
 ``git.worktree_index``): staged and unstaged edits, untracked files git does not ignore,
-deletions, renames, binary files, mode changes and symlinks, with added/deleted lines per
-file, plus ``tree``, the content hash the rest of the evidence is bound to.
+deletions, renames, binary files, mode changes and symlinks, with added/deleted lines and
+the new blob's size in bytes per file (from git's object store, binary files included),
+plus ``tree``, the content hash the rest of the evidence is bound to.
 """
 
 from __future__ import annotations
@@ -104,9 +105,10 @@ def parse_records(data: bytes) -> list[dict[str, Any]]:
             entry["new_mode"] = r.new_mode
         if r.new_mode == SYMLINK_MODE and r.status != "deleted":
             entry["symlink"] = True
-            entry["_id"] = r.new_id
         if SUBMODULE_MODE in (r.old_mode, r.new_mode):
             entry["submodule"] = True
+        if r.status != "deleted" and r.new_mode != SUBMODULE_MODE:
+            entry["_id"] = r.new_id  # the new blob: its size is what the change adds
         files.append(entry)
     return files
 
@@ -166,8 +168,11 @@ def gather_at(where: git.Located, base_ref: str) -> Facts:
     try:
         with git.worktree_changes(where.root, base_id, index=where.index) as (records, tree):
             files = parse_records(records)  # while git write-tree still runs
+            sizes = git.object_sizes(where.root, [f["_id"] for f in files if "_id" in f])
             for f in files:
                 blob = f.pop("_id", None)
+                if blob is not None:
+                    f["bytes"] = sizes.get(blob, 0)
                 if f.get("symlink"):
                     f["symlink_target"] = _symlink_target(where.root, f["path"], str(blob))
             tree_id = tree()
@@ -202,6 +207,7 @@ def assess(
             deleted=f["deleted"],
             old_path=f.get("old_path"),
             symlink_target=f.get("symlink_target"),
+            size=f.get("bytes", 0),
         )
         for f in files
     ]
@@ -220,6 +226,7 @@ def assess(
             "lines": added + deleted,
             "added": added,
             "deleted": deleted,
+            "bytes": sum(f.get("bytes", 0) for f in files),
         },
         "violations": [v.as_dict() for v in violations],
         "within_policy": not violations,

@@ -196,6 +196,24 @@ def _discover(path: str | os.PathLike[str]) -> Located | None:
         here = parent
 
 
+def object_sizes(root: str | os.PathLike[str], ids: Sequence[str]) -> dict[str, int]:
+    """The size in bytes of each object named, from git's object store (one ``cat-file``
+    for all of them, nothing read into memory); ids git does not have are left out."""
+    if not ids:
+        return {}
+    done = git(
+        ["cat-file", "--batch-check=%(objectname) %(objectsize)"],
+        cwd=root,
+        input="".join(f"{i}\n" for i in ids).encode(),
+    )
+    sizes: dict[str, int] = {}
+    for line in done.stdout.decode("ascii", "replace").splitlines():
+        name, _, size = line.partition(" ")
+        if size.isdigit():  # "<id> missing" has no size
+            sizes[name] = int(size)
+    return sizes
+
+
 def empty_tree(root: str | os.PathLike[str]) -> str:
     """The id of the empty tree in this repository's hash (sha1 or sha256)."""
     return out(["hash-object", "-t", "tree", "--stdin"], cwd=root, input=b"")

@@ -447,6 +447,8 @@ def summarize(view: Mapping[str, Any]) -> dict[str, Any]:
             "within_policy": diff.get("within_policy"),
             "violations": len(diff.get("violations") or []),
         }
+        if "bytes" in totals:  # absent from records older than the changed_bytes budget
+            out["diff"]["bytes"] = totals["bytes"]
     if verify is not None:
         out["verify"] = {
             "tree": verify.get("tree"),

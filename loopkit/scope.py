@@ -27,6 +27,7 @@ CONTROL_FILE = "control_file"
 SYMLINK_PROTECTED = "symlink_into_protected"
 TOO_MANY_FILES = "changed_files"
 TOO_MANY_LINES = "changed_lines"
+TOO_MANY_BYTES = "changed_bytes"
 #: ``path`` of a violation about the whole change (a budget) rather than one file.
 WHOLE_CHANGE = "*"
 
@@ -40,6 +41,7 @@ class Policy:
     control: tuple[str, ...] = ()
     changed_files: int | None = None
     changed_lines: int | None = None
+    changed_bytes: int | None = None
     #: Each path's (always_allowed, protected, writable) answers, computed once per path.
     _seen: dict[str, tuple[bool, bool, bool]] = field(
         default_factory=dict, init=False, repr=False, compare=False
@@ -58,6 +60,7 @@ class Policy:
             always_allowed=tuple(scope.get("always_allowed") or ()),
             changed_files=budgets.get("changed_files"),
             changed_lines=budgets.get("changed_lines"),
+            changed_bytes=budgets.get("changed_bytes"),
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -67,6 +70,7 @@ class Policy:
             "always_allowed": list(self.always_allowed),
             "changed_files": self.changed_files,
             "changed_lines": self.changed_lines,
+            "changed_bytes": self.changed_bytes,
         }
 
     def _facts(self, path: str) -> tuple[bool, bool, bool]:
@@ -116,6 +120,7 @@ class Change:
     deleted: int = 0
     old_path: str | None = None
     symlink_target: str | None = None  # when the new side is a symlink
+    size: int = 0  # bytes of the new content (0 for a deletion)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -149,6 +154,9 @@ def evaluate(
         return []
     out: list[Violation] = []
     counted_files = counted_lines = 0
+    # Every path's bytes count, always_allowed ones too: what is committed weighs the same
+    # wherever it lies, and a 200 MB file is not a test however it is named.
+    counted_bytes = sum(ch.size for ch in changes)
     for ch in changes:
         ends = [ch.path] if ch.old_path is None else [ch.old_path, ch.path]
         for end in ends:
@@ -207,6 +215,14 @@ def evaluate(
                 TOO_MANY_LINES,
                 WHOLE_CHANGE,
                 f"{counted_lines} lines changed; budget {policy.changed_lines}",
+            )
+        )
+    if policy.changed_bytes is not None and counted_bytes > policy.changed_bytes:
+        out.append(
+            Violation(
+                TOO_MANY_BYTES,
+                WHOLE_CHANGE,
+                f"{counted_bytes} bytes changed; budget {policy.changed_bytes}",
             )
         )
     return out

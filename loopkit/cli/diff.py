@@ -44,7 +44,8 @@ def main(contract_path: str | None, base: str | None) -> int:
     """Collect the change (staged, unstaged and untracked, renames, deletions, binary files,
     modes, symlinks) against a base, hash the working tree, and check the scope policy:
     protected globs win over writable ones, always_allowed paths never violate, and the
-    changed_files / changed_lines budgets hold."""
+    changed_files / changed_lines / changed_bytes budgets hold (changed_bytes: the new
+    content's size, binary files included; default 5 MB)."""
     from loopkit import diff as core
     from loopkit import document, git
     from loopkit.workspace import Workspace

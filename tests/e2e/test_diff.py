@@ -71,6 +71,7 @@ def test_every_kind_of_change_is_collected(repo: Path) -> None:
         "status": "modified",
         "added": 3,
         "deleted": 0,
+        "bytes": (repo / "src" / "app.py").stat().st_size,  # the whole new blob
     }
     assert files["src/new_name.py"]["status"] == "renamed"
     assert files["src/new_name.py"]["old_path"] == "src/old_name.py"
@@ -79,11 +80,22 @@ def test_every_kind_of_change_is_collected(repo: Path) -> None:
     assert (files["notes.txt"]["status"], files["notes.txt"]["added"]) == ("added", 3)
     assert files["blob.bin"]["binary"] is True
     assert (files["blob.bin"]["added"], files["blob.bin"]["deleted"]) == (0, 0)
+    assert files["blob.bin"]["bytes"] == 1024
+    assert "bytes" not in files["src/gone.py"]  # a deletion adds nothing
     assert (files["run.sh"]["old_mode"], files["run.sh"]["new_mode"]) == ("100644", "100755")
     assert (files["run.sh"]["added"], files["run.sh"]["deleted"]) == (0, 0)
     assert files["link"]["symlink"] is True
     assert files["link"]["symlink_target"] == "src/app.py"
-    assert d["totals"] == {"files": 7, "lines": 3 + 1 + 2 + 3 + 1, "added": 8, "deleted": 2}
+    assert files["link"]["bytes"] == len("src/app.py")  # a symlink's blob is its target
+    sizes = sum(f.get("bytes", 0) for f in files.values())
+    assert sizes == sum(os.lstat(repo / p).st_size for p in files if p != "src/gone.py")
+    assert d["totals"] == {
+        "files": 7,
+        "lines": 3 + 1 + 2 + 3 + 1,
+        "added": 8,
+        "deleted": 2,
+        "bytes": sizes,
+    }
     assert d["violations"] == [] and d["within_policy"] is True and d["policy"] is None
     assert "scope policy was not checked" in done.stderr
     # The real index is untouched: the unstaged edit is still unstaged.
@@ -211,6 +223,40 @@ def test_budgets_on_files_and_lines_not_counting_always_allowed(repo: Path) -> N
     assert details["changed_files"] == "3 files changed; budget 2"
     assert details["changed_lines"] == "12 lines changed; budget 10"
     assert d["totals"]["files"] == 9  # the totals still count everything
+
+
+def test_a_large_binary_breaks_changed_bytes_whatever_changed_lines_says(repo: Path) -> None:
+    # 200 MB of binary counts 0 lines: only its bytes can stop it from being committed.
+    contract = write_contract(
+        repo, writable=["**"], always_allowed=["assets/**"], budgets={"changed_lines": 100}
+    )
+    (repo / "assets").mkdir()
+    with open(repo / "assets" / "model.bin", "wb") as f:
+        f.truncate(200 * 1024 * 1024)  # sparse: cheap to write, 200 MB to git
+    (repo / "src" / "app.py").write_text("changed\n")
+    done = run("lk-diff", "--contract", str(contract), cwd=repo)
+    assert done.returncode == 1, done.stderr
+    d = one_json(done.stdout, "diff")
+    files = by_path(d)
+    assert files["assets/model.bin"]["binary"] is True
+    assert files["assets/model.bin"]["bytes"] == 200 * 1024 * 1024
+    assert d["totals"]["lines"] <= 100 and d["totals"]["bytes"] > 200 * 1024 * 1024
+    assert rules(d) == {("changed_bytes", "*")}  # the default budget: 5 MB
+    assert d["policy"]["changed_bytes"] == 5_000_000
+    assert "changed_bytes: * (" in done.stderr
+    (repo / "assets" / "model.bin").unlink()
+    done = run("lk-diff", "--contract", str(contract), cwd=repo)
+    assert done.returncode == 0, done.stdout
+
+
+def test_changed_bytes_budget_from_the_contract(repo: Path) -> None:
+    contract = write_contract(repo, writable=["**"], budgets={"changed_bytes": 1000})
+    (repo / "src" / "big.txt").write_text("x" * 999)
+    done = run("lk-diff", "--contract", str(contract), cwd=repo)
+    d = one_json(done.stdout, "diff")
+    assert done.returncode == 1 and rules(d) == {("changed_bytes", "*")}
+    used = d["totals"]["bytes"]
+    assert [v["detail"] for v in d["violations"]] == [f"{used} bytes changed; budget 1000"]
 
 
 def test_in_a_pipe_adds_diff_and_prefers_the_recorded_base(repo: Path) -> None:

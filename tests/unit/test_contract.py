@@ -328,6 +328,17 @@ def test_parse_text_refuses_non_finite_numbers_and_repeated_keys(
     assert message in str(e.value)
 
 
+def test_changed_bytes_budget_defaults_to_5_mb_and_is_the_contracts_alone() -> None:
+    assert contract.with_defaults(CONTRACT)["budgets"]["changed_bytes"] == 5_000_000
+    own = contract.with_defaults(_with(budgets={"changed_bytes": 1024}))
+    assert own["budgets"]["changed_bytes"] == 1024
+    schema.validate(own, "contract")
+    task = {"budget": {"lines": 10, "files": 1}}
+    assert contract.apply_task(own, task)["budgets"]["changed_bytes"] == 1024
+    for bad in (0, -1, 1.5, "5MB"):
+        assert "$.budgets.changed_bytes" in _paths(_with(budgets={"changed_bytes": bad}))
+
+
 def test_yaml_merge_keys_may_still_be_overridden() -> None:
     raw = b"base: &b {timeout: 5}\nworker:\n  <<: *b\n  timeout: 9\n"
     assert contract.parse_text(raw, "loop.yaml")["worker"] == {"timeout": 9}

@@ -613,3 +613,15 @@ def test_reason_and_feedback_carry_no_terminal_control_sequences() -> None:
         for field in ("reason", "feedback"):
             assert "\x1b" not in d[field] and "\x9b" not in d[field] and "\r" not in d[field]
         assert kept in d["feedback"] + d["reason"]
+
+
+def test_a_diff_over_changed_bytes_is_a_scope_violation_even_if_it_says_within_policy() -> None:
+    # lk-decide checks the totals against the budgets itself, as for lines and files.
+    diff = h.diff()
+    diff["totals"]["bytes"] = 200 * 1024 * 1024
+    doc = h.attempt(
+        run=h.run(), diff=diff, verify=h.verify(True), contract_=h.contract(changed_bytes=5_000_000)
+    )
+    d = decide.decide(doc, None, tree_on_disk=TREE)
+    assert (d["outcome"], d["failure_class"]) == ("retry", "scope_violation")
+    assert "changed_bytes" in d["reason"] + d["feedback"]

@@ -162,6 +162,21 @@ def test_budgets_exclude_always_allowed_paths() -> None:
     assert violations[1].detail == "60 lines changed; budget 50"
 
 
+def test_changed_bytes_counts_every_path_binary_and_always_allowed_too() -> None:
+    policy = Policy(writable=("src/**",), always_allowed=("tests/**",), changed_bytes=1000)
+    small = [Change("src/a.py", "modified", 1, 1, size=600)]
+    assert evaluate(policy, small) == []
+    big = [*small, Change("tests/data.bin", "added", 0, 0, size=401)]  # 0 lines: binary
+    violations = evaluate(policy, big)
+    assert [(v.rule, v.path, v.detail) for v in violations] == [
+        ("changed_bytes", "*", "1001 bytes changed; budget 1000")
+    ]
+    assert evaluate(policy, [*big, Change("src/b.py", "deleted", 0, 90)])  # deleting adds 0
+    assert evaluate(Policy(writable=("**",)), big) == []  # no budget, no limit
+    p = Policy.from_contract({"scope": {"writable": ["a/**"]}, "budgets": {"changed_bytes": 7}})
+    assert p is not None and p.changed_bytes == 7 and p.as_dict()["changed_bytes"] == 7
+
+
 def test_no_contract_no_policy_nothing_is_a_violation() -> None:
     assert evaluate(None, [Change("anything", "deleted")]) == []
     assert Policy.from_contract(None) is None
