@@ -1,8 +1,9 @@
 """lk-diff on a 50,000-file repository with 1,000 changed files vs the raw git commands.
 
 The raw side is the git plumbing that yields the same facts (the working tree's hash and
-every change against HEAD -- staged, unstaged, untracked, renames, line counts): copy the
-index, ``git add -A`` into the copy, ``git write-tree``, ``git diff-index -M --numstat``.
+every change against HEAD -- staged, unstaged, untracked, renames, line counts, the size
+of each new blob): copy the index, ``git add -A`` into the copy, ``git write-tree``,
+``git diff-index -M --numstat``, and ``git cat-file --batch-check`` over the new blobs.
 lk-diff adds its start-up, the parsing, the scope policy and the JSON on top.
 
 Target: lk-diff <= 1.3x the raw commands, judged on the median of paired runs (each
@@ -101,6 +102,9 @@ cp -p "$(git rev-parse --git-path index)" "$idx"
 GIT_INDEX_FILE=$idx git add -A -- .
 GIT_INDEX_FILE=$idx git write-tree
 GIT_INDEX_FILE=$idx git diff-index --cached -z -M --raw --numstat HEAD | wc -c
+GIT_INDEX_FILE=$idx git diff-index --cached --raw --no-renames HEAD |
+  awk '$2 != "000000" && $2 != "160000" {print $4}' |
+  git cat-file --batch-check='%(objectname) %(objectsize)' | wc -l
 rm -f "$idx"
 """
 

@@ -166,9 +166,10 @@ def gather_at(where: git.Located, base_ref: str) -> Facts:
         return found[0]
 
     try:
-        with git.worktree_changes(where.root, base_id, index=where.index) as (records, tree):
+        with git.worktree_changes(where.root, base_id, index=where.index) as changes:
+            records, tree, blob_sizes = changes
             files = parse_records(records)  # while git write-tree still runs
-            sizes = git.object_sizes(where.root, [f["_id"] for f in files if "_id" in f])
+            sizes = blob_sizes()
             for f in files:
                 blob = f.pop("_id", None)
                 if blob is not None:

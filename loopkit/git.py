@@ -196,7 +196,31 @@ def _discover(path: str | os.PathLike[str]) -> Located | None:
         here = parent
 
 
-def object_sizes(root: str | os.PathLike[str], ids: Sequence[str]) -> dict[str, int]:
+def new_blob_sizes(
+    root: str | os.PathLike[str], base: str, *, env: Mapping[str, str] | None = None
+) -> dict[str, int]:
+    """``{blob id: bytes}`` for every blob the index (``env``) holds that ``base`` does not
+    have at that path: the new side of the change, without rename detection or line
+    counts, so it is quick (no content is read), then ``object_sizes`` of those blobs."""
+    done = git(
+        ["diff-index", "--cached", "-z", "--raw", "--no-renames", "--end-of-options", base],
+        cwd=root,
+        env=env,
+    )
+    # Without renames each record is two fields: ":old-mode new-mode old-id new-id status"
+    # and the path (which may itself start with ":", so the fields are taken in pairs).
+    fields = done.stdout.split(b"\0")
+    ids = []
+    for meta in fields[0 : len(fields) - 1 : 2]:
+        _, new_mode, _, new_id = meta[1:].split(b" ")[:4]
+        if new_mode not in (b"000000", b"160000"):  # deleted, or a submodule's commit
+            ids.append(new_id.decode("ascii"))
+    return object_sizes(root, ids, env=env)
+
+
+def object_sizes(
+    root: str | os.PathLike[str], ids: Sequence[str], *, env: Mapping[str, str] | None = None
+) -> dict[str, int]:
     """The size in bytes of each object named, from git's object store (one ``cat-file``
     for all of them, nothing read into memory); ids git does not have are left out."""
     if not ids:
@@ -204,6 +228,7 @@ def object_sizes(root: str | os.PathLike[str], ids: Sequence[str]) -> dict[str, 
     done = git(
         ["cat-file", "--batch-check=%(objectname) %(objectsize)"],
         cwd=root,
+        env=env,
         input="".join(f"{i}\n" for i in ids).encode(),
     )
     sizes: dict[str, int] = {}
@@ -471,15 +496,18 @@ def tree_hash(root: Path, *, index: Path | None = None) -> str:
 @contextlib.contextmanager
 def worktree_changes(
     root: Path, base: str | Callable[[], str], *, index: Path | None = None
-) -> Iterator[tuple[bytes, Callable[[], str]]]:
-    """The working tree's change against ``base``, and a call that returns its hash.
+) -> Iterator[tuple[bytes, Callable[[], str], Callable[[], dict[str, int]]]]:
+    """The working tree's change against ``base``, a call that returns its hash, and one
+    that returns the sizes of the blobs it adds.
 
-    Yields ``(records, tree)``: ``records`` is the ``-z`` output of ``git diff-index --raw
-    --numstat -M`` (renames found, binary files marked ``-``), tracked and untracked files
-    alike; ``tree()`` waits for ``git write-tree``, which runs meanwhile (both only read
-    the scratch index), so the caller can parse the records in the mean time. ``base``
-    may be a call that returns the base's id, made once the index is up to date (so
-    it can be resolved while ``git add`` runs).
+    Yields ``(records, tree, sizes)``: ``records`` is the ``-z`` output of ``git diff-index
+    --raw --numstat -M`` (renames found, binary files marked ``-``), tracked and untracked
+    files alike; ``tree()`` waits for ``git write-tree`` and ``sizes()`` for the size of
+    every blob the change's new side names (``{id: bytes}``, see ``new_blob_sizes``).
+    Both run meanwhile (they only read the scratch index and the object store), so the
+    caller can parse the records in the mean time. ``base`` may be a call that returns
+    the base's id, made once the index is up to date (so it can be resolved while ``git
+    add`` runs).
     """
     import threading
 
@@ -491,10 +519,20 @@ def worktree_changes(
             name="loopkit-write-tree",
         )
         writer.start()
+        found: list[dict[str, int]] = []
+        sizer = threading.Thread(
+            target=lambda: found.append(new_blob_sizes(root, base_id, env=env)),
+            name="loopkit-blob-sizes",
+        )
+        sizer.start()
 
         def tree() -> str:
             writer.join()
             return trees[0] if trees else out(["write-tree"], cwd=root, env=env)  # its error
+
+        def sizes() -> dict[str, int]:
+            sizer.join()
+            return found[0] if found else new_blob_sizes(root, base_id, env=env)  # its error
 
         try:
             done = git(
@@ -512,6 +550,7 @@ def worktree_changes(
                 cwd=root,
                 env=env,
             )
-            yield done.stdout, tree
+            yield done.stdout, tree, sizes
         finally:
             writer.join()  # the scratch index goes only once write-tree is done with it
+            sizer.join()

@@ -234,12 +234,14 @@ def test_a_large_binary_breaks_changed_bytes_whatever_changed_lines_says(repo: P
     with open(repo / "assets" / "model.bin", "wb") as f:
         f.truncate(200 * 1024 * 1024)  # sparse: cheap to write, 200 MB to git
     (repo / "src" / "app.py").write_text("changed\n")
+    (repo / ":odd name").write_text("a path that looks like a raw diff record\n")
     done = run("lk-diff", "--contract", str(contract), cwd=repo)
     assert done.returncode == 1, done.stderr
     d = one_json(done.stdout, "diff")
     files = by_path(d)
     assert files["assets/model.bin"]["binary"] is True
     assert files["assets/model.bin"]["bytes"] == 200 * 1024 * 1024
+    assert files[":odd name"]["bytes"] == 41
     assert d["totals"]["lines"] <= 100 and d["totals"]["bytes"] > 200 * 1024 * 1024
     assert rules(d) == {("changed_bytes", "*")}  # the default budget: 5 MB
     assert d["policy"]["changed_bytes"] == 5_000_000
