@@ -134,6 +134,21 @@ def test_bad_yaml_names_the_line(tmp_path: Path) -> None:
         script.load(p)
 
 
+@pytest.mark.parametrize(
+    ("text", "path", "words"),
+    [
+        ("- text: hi\n  delay: .nan\n", "$[0].delay", "not a finite number"),
+        ("- text: hi\n  text: bye\n", "$[0].text", "duplicate key 'text' at line 2"),
+        ('[{"text": "hi", "delay": Infinity}]', "$[0].delay", "expected seconds >= 0"),
+    ],
+)
+def test_a_script_is_read_strictly(text: str, path: str, words: str) -> None:
+    with pytest.raises(BadInput) as info:
+        script.parse(text, source="s.yaml")
+    assert info.value.message.startswith(f"s.yaml: {path}: "), info.value.message
+    assert words in info.value.message
+
+
 def test_missing_file() -> None:
     with pytest.raises(BadInput, match="cannot read the script"):
         script.load("/nonexistent/script.yaml")
