@@ -183,10 +183,14 @@ def _error(problem: str, text: str, at: int, stack: list[list[Any]]) -> LoadErro
 
 
 def yaml_load(text: str) -> Any:
-    """Parse one YAML document strictly with the C loader when PyYAML has it."""
+    """Parse one YAML document strictly, with the C loader when PyYAML has it.
+
+    The C parser composes the node tree; ``_check_nodes`` walks it before anything is
+    constructed, so the checks cost no speed where a document is fine.
+    """
     import yaml  # lazy: ~24 ms
 
-    loader = _yaml_loader()(text)
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
     try:
         node = loader.get_single_node()
         if node is None:
@@ -211,19 +215,6 @@ def yaml_load(text: str) -> Any:
         raise LoadError(f"not YAML: {str(e).split(';')[0]}") from None
     finally:
         loader.dispose()
-
-
-_LOADER: Any = None
-
-
-def _yaml_loader() -> Any:
-    global _LOADER
-    if _LOADER is None:
-        import yaml
-
-        base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        _LOADER = type("StrictLoader", (base,), {})
-    return _LOADER
 
 
 def _check_nodes(loader: Any, root: Any) -> None:
