@@ -12,13 +12,15 @@ the way its callers need: ``clip`` (characters, an ellipsis), ``bound`` (head an
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 
 #: Every terminal control sequence, then every control character left over.
-_CONTROL = re.compile(
-    # OSC, DCS, SOS, PM and APC strings (ESC ] P X ^ _ or their C1 forms), ended by BEL or ST
-    r"(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)"
+_CONTROL_TEXT = (
+    # OSC, DCS, SOS, PM and APC strings (ESC ] P X ^ _ or their C1 forms), ended by BEL or ST;
+    # the body stops at any introducer too, so text full of them is still read once
+    r"(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x90\x98\x9c-\x9f]*(?:\x07|\x1b\\|\x9c)"
     # CSI: ESC [ (or C1 CSI), parameter bytes, intermediate bytes, one final byte
     r"|(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
     # any other escape sequence: ESC, intermediate bytes, one final character
@@ -28,11 +30,17 @@ _CONTROL = re.compile(
 )
 
 
+@functools.cache
+def _control() -> re.Pattern[str]:
+    """Compiled on first use: every command imports this module, few print worker output."""
+    return re.compile(_CONTROL_TEXT)
+
+
 def clean(text: str) -> str:
     """``text`` without terminal control sequences or control characters (tab and
     newline kept). An unterminated string sequence loses only its introducer, so the
     text after it stays visible."""
-    return _CONTROL.sub("", text)
+    return _control().sub("", text)
 
 
 def clip(text: str, limit: int) -> str:
