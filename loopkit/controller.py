@@ -113,8 +113,7 @@ def decide(
 def _recorded_verify(state: Path, doc: Mapping[str, Any]) -> str | None:
     """Whether the piped verify section is the one lk-verify recorded for this attempt:
     "match", "differs", "missing" (none recorded), or None (no verify section)."""
-    import json
-
+    from loopkit import loader
     from loopkit.verify import RECORD_NAME
 
     verify = doc.get("verify")
@@ -123,7 +122,7 @@ def _recorded_verify(state: Path, doc: Mapping[str, Any]) -> str | None:
         return None
     try:
         path = state / "artifacts" / attempt / RECORD_NAME
-        recorded = json.loads(path.read_text(encoding="utf-8"))
+        recorded = loader.json_loads(path.read_bytes())
     except (OSError, ValueError):
         return "missing"
     return "match" if recorded == verify else "differs"

@@ -261,9 +261,9 @@ def _parsed(raw: bytes, source: str, sha: str, root: Path | None) -> dict[str, A
     cached = _cache_file(root, sha)
     if cached is not None:
         try:
-            import json
+            from loopkit import loader
 
-            data = json.loads(cached.read_text(encoding="utf-8"))
+            data = loader.json_loads(cached.read_bytes())
             if isinstance(data, dict) and data.get("criteria"):
                 return data
         except (OSError, ValueError):
