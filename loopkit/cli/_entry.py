@@ -17,7 +17,6 @@ import click
 
 from loopkit.errors import LoopkitError
 from loopkit.exitcodes import ExitCode
-from loopkit.text import clean
 
 
 def _crash_log() -> str:
@@ -34,10 +33,14 @@ def _crash_log() -> str:
 def say(prog: str, message: str) -> None:
     """One message on stderr. Messages quote paths, reasons and output a worker chose, so
     terminal control sequences are taken out first (see loopkit.text)."""
+    from loopkit.text import clean  # lazy: --help never needs it
+
     click.echo(f"{prog}: {clean(message)}", err=True)
 
 
 def _say(prog: str, message: str) -> None:
+    from loopkit.text import clean
+
     message = clean(message)
     first = message.strip().splitlines()[0] if message.strip() else "error"
     try:

@@ -25,7 +25,6 @@ import click
 
 from loopkit.cli._entry import command, say
 from loopkit.exitcodes import SHARED_HELP
-from loopkit.text import clean
 
 EPILOG = (
     """\b
@@ -169,6 +168,8 @@ class _Ticker:
                 self._line = None
                 mark = "ok" if check and check.get("passed") else "FAILED"
                 secs = check.get("duration_s", 0.0) if check else 0.0
+                from loopkit.text import clean
+
                 shown = clean(name)  # the line's own control codes only
                 click.echo(f"\r\x1b[K[{index + 1}/{total}] {shown}: {mark} ({secs:.1f}s)", err=True)
 
@@ -179,6 +180,8 @@ class _Ticker:
             return
         index, total, name, started = self._line
         elapsed = time.monotonic() - started
+        from loopkit.text import clean
+
         shown = clean(name)
         click.echo(f"\r\x1b[K[{index + 1}/{total}] {shown} ... {elapsed:.0f}s", err=True, nl=False)
 
