@@ -28,13 +28,10 @@ def new_attempt_id() -> str:
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + os.urandom(3).hex()
 
 
-def attempt_id(document: dict[str, Any] | None) -> str:
-    """The document's attempt id, assigned (and stored in the document) if it has none.
-
-    An id the document brings is checked before anything is named after it (exit 3).
-    """
-    if document is None:
-        return new_attempt_id()
+def assign_attempt_id(document: dict[str, Any]) -> str:
+    """Give ``document`` an attempt id if it has none (it is written into the document),
+    and return the id. An id the document brings is checked before anything is named
+    after it (exit 3)."""
     if not document.get("attempt_id"):
         document["attempt_id"] = new_attempt_id()
     value = document["attempt_id"]
@@ -48,8 +45,13 @@ def attempt_id(document: dict[str, Any] | None) -> str:
     return str(value)
 
 
-def attempt_dir(state: Path, document: dict[str, Any] | None) -> Path:
-    path = state / "artifacts" / attempt_id(document)
+def attempt_dir(state: Path, attempt: str) -> Path:
+    """The artifact folder of the attempt ``attempt`` (made if missing)."""
+    if not is_safe_id(attempt):
+        raise BadInput(
+            "<stdin>", f"expected a plain name, got {attempt!r:.80}", path="$.attempt_id"
+        )
+    path = state / "artifacts" / attempt
     path.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -17,6 +17,7 @@ from typing import Any
 from loopkit import budget, cancel, git, retention
 from loopkit import decide as decider
 from loopkit import ledger as ledgers
+from loopkit.document import attach
 from loopkit.errors import BadInput
 from loopkit.exitcodes import OUTCOME_CODES
 
@@ -41,7 +42,7 @@ class _Setup:
 def _setup(
     document: dict[str, Any] | None, contract_path: str | None, ledger_path: str | None
 ) -> _Setup:
-    from loopkit.artifacts import attempt_id
+    from loopkit.artifacts import assign_attempt_id
     from loopkit.document import new_attempt
     from loopkit.workspace import Workspace
 
@@ -50,7 +51,7 @@ def _setup(
     contract = ws.contract or {}
     ws.stamp(doc)
     path = Path(ledger_path) if ledger_path else ws.state / ledgers.DEFAULT_NAME
-    attempt_id(doc)
+    assign_attempt_id(doc)
     return _Setup(doc, contract, ws.root, ws.state, ledgers.Ledger(path))
 
 
@@ -102,7 +103,7 @@ def decide(
             )
             warnings.append(f"checkpoint written to {path}")
     warnings[:0] = [f"ledger {s.ledger.path}: {p}" for p in s.ledger.problems]
-    doc["decision"] = decision
+    attach(doc, "decision", decision)
     summary = f"{decision['outcome']}"
     if decision["failure_class"]:
         summary += f" ({decision['failure_class']})"
@@ -146,7 +147,7 @@ def admit(
         decision = decider.decide(view, None, tree_on_disk=None, cancel=intent)
         with s.ledger.transaction() as txn:
             decision["attempt"] = int(txn.history(tid).get("attempts") or 0) + 1
-        doc["decision"] = decision
+        attach(doc, "decision", decision)
         return Result(doc, int(OUTCOME_CODES["cancelled"]), f"not admitted: {decision['reason']}")
     how = ledgers.detect_trigger(trigger, env if env is not None else os.environ)
     now = ledgers.now_iso()
@@ -164,7 +165,7 @@ def admit(
     warnings[:0] = [f"ledger {s.ledger.path}: {p}" for p in s.ledger.problems]
     doc["admission"] = admission
     if refused is not None:
-        doc["decision"] = refused
+        attach(doc, "decision", refused)
         return Result(doc, int(OUTCOME_CODES[refused["outcome"]]), refused["reason"], warnings)
     granted = ", ".join(f"{k} {v}" for k, v in admission["granted"].items() if v is not None)
     return Result(

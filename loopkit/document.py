@@ -34,6 +34,28 @@ def section(kind: str, body: Mapping[str, Any]) -> dict[str, Any]:
     return {"kind": f"loopkit/{kind}", "version": SCHEMA_VERSION, **body}
 
 
+def attach(
+    document: dict[str, Any] | None,
+    name: str,
+    body: Mapping[str, Any],
+    *,
+    attempt_id: str | None = None,
+) -> dict[str, Any]:
+    """What a command prints once its work is done: the piped attempt ``document`` with
+    its section ``name`` set to ``body``, or -- nothing piped -- the section alone
+    (``kind: loopkit/<name>``) carrying ``attempt_id`` so the next command of a pipe
+    stays in the same attempt. The one way every command adds its section."""
+    if name not in SECTIONS:
+        raise ValueError(f"no section {name!r}")
+    if document is not None:
+        document[name] = dict(body)
+        return document
+    alone = dict(body)
+    if attempt_id is not None:
+        alone.setdefault("attempt_id", attempt_id)
+    return section(name, alone)
+
+
 def stdin_has_data(stream: IO[str] | None = None) -> bool:
     stream = stream if stream is not None else sys.stdin
     if stream is None or stream.closed:

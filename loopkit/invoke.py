@@ -403,6 +403,7 @@ def dry_run(req: Request) -> dict[str, Any]:
 def attempt(req: Request) -> dict[str, Any]:
     """Run one attempt; return the document to print (attempt with ``run``, or run alone)."""
     from loopkit import artifacts, cancel, cleanroom, git
+    from loopkit.document import attach
     from loopkit.workspace import clear_cache, state_folder
 
     # Where the tree started: a worker that commits its own change must not hide it from
@@ -414,7 +415,7 @@ def attempt(req: Request) -> dict[str, Any]:
     configured = (p.contract or {}).get("state_dir")
     state_path = state_folder(root, where.index, env=req.environ, configured=configured)
     doc = _fresh(req.document)
-    folder = artifacts.attempt_dir(state_path, doc)
+    folder = artifacts.attempt_dir(state_path, artifacts.assign_attempt_id(doc))
     carry = list(((p.contract or {}).get("verify") or {}).get("carry") or [])
     # The carried paths' fingerprints before the worker: lk-verify refuses them if moved.
     carried = cleanroom.fingerprint(root, carry) if carry else None
@@ -451,7 +452,7 @@ def attempt(req: Request) -> dict[str, Any]:
     record["state_seal"] = sealed
     if req.document is None:
         return {"attempt_id": doc["attempt_id"], **record}
-    doc["run"] = record
+    attach(doc, "run", record)
     if p.contract is not None and not doc.get("contract"):
         # Later commands (and the loop's scripts: memory, budgets) read the contract here.
         doc["contract"] = p.contract

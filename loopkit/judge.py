@@ -738,7 +738,9 @@ def evaluate(
         tree=before,
     )
     state_dir = ws.state
-    folder = artifacts.attempt_dir(state_dir, document)
+    folder = artifacts.attempt_dir(
+        state_dir, artifacts.assign_attempt_id(document if document is not None else {})
+    )
 
     signals: list[str] = []
 

@@ -70,9 +70,5 @@ def main(contract_path: str | None, base: str | None) -> int:
         say("lk-diff", f"{v['rule']}: {v['path']} ({v.get('detail', '')})")
     if len(violations) > MAX_SHOWN:
         say("lk-diff", f"... and {len(violations) - MAX_SHOWN} more violations")
-    if doc is not None:
-        doc["diff"] = result.body
-        document.emit(doc)
-    else:
-        document.emit(document.section("diff", result.body))
+    document.emit(document.attach(doc, "diff", result.body))
     return 0 if result.within_policy else 1

@@ -84,7 +84,7 @@ def main(
 
     if transcript:
         record = invoke.normalize_transcript(transcript, provider=provider)
-        document.emit(document.section("run", record))
+        document.emit(document.attach(None, "run", record))
         return 0 if record["stop_reason"] == "completed" else 1
     doc = document.read_attempt()
     req = invoke.Request(
@@ -105,7 +105,7 @@ def main(
     proc.guard()  # SIGTERM ends the worker's processes on the way out (exit 130)
     out = invoke.attempt(req)
     if doc is None:
-        document.emit(document.section("run", out))
+        document.emit(document.attach(None, "run", out))
         run = out
     else:
         document.emit(out)

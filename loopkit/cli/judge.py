@@ -79,9 +79,5 @@ def main(
         model=model,
         transcript=transcript,
     )
-    if doc is not None:
-        doc["judge"] = body
-        document.emit(doc, schema_name="attempt")
-    else:
-        document.emit(document.section("judge", body), schema_name="judge")
+    document.emit(document.attach(doc, "judge", body))
     return 0 if core.passed(body) else 1

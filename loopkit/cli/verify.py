@@ -62,8 +62,8 @@ def main(
     ws = Workspace.open(contract_path=contract_path, document=doc, require_contract=True)
     terms = ws.contract or {}
     chosen = core.select(terms["criteria"], only)
-    holder = doc if doc is not None else {}
-    log_dir = artifacts.attempt_dir(ws.state, holder)
+    attempt = artifacts.assign_attempt_id(doc if doc is not None else {})
+    log_dir = artifacts.attempt_dir(ws.state, attempt)
     proc.guard()  # nothing a check starts outlives it, nor this command
     env = _check_env(terms, doc)
     ticker = _Ticker() if _stderr_is_terminal() else None
@@ -111,13 +111,7 @@ def main(
     atomic_write(log_dir / core.RECORD_NAME, document.dumps(result.body))
     for problem in result.body.get("problems") or []:
         say("lk-verify", f"not verified: {problem}")
-    if doc is not None:
-        doc["verify"] = result.body
-        document.emit(doc)
-    else:
-        body = dict(result.body)
-        body["attempt_id"] = holder.get("attempt_id")
-        document.emit(document.section("verify", body))
+    document.emit(document.attach(doc, "verify", result.body, attempt_id=attempt))
     return 0 if result.passed else 1
 
 
