@@ -102,7 +102,12 @@ def test_the_spec_field_names_are_published() -> None:
         missing = [f for f in names if f not in props]
         assert not missing, f"{name}.json lacks {missing}"
     run = schema.load("run")["properties"]
-    assert set(run["usage"]["properties"]) >= {"input_tokens", "output_tokens", "turns", "tool_calls"}
+    assert set(run["usage"]["properties"]) >= {
+        "input_tokens",
+        "output_tokens",
+        "turns",
+        "tool_calls",
+    }
     assert set(run["cost"]["properties"]) >= {"usd", "source", "trusted"}
     check = schema.load("verify")["properties"]["checks"]["items"]["properties"]
     assert set(check) >= {
@@ -159,3 +164,31 @@ def test_each_provider_recognises_its_own_saved_stream(path: Path) -> None:
 
     owner = path.name.split("_", 1)[0]
     assert detect(path) == (owner if owner in ("claude", "codex") else "command")
+
+
+@pytest.mark.parametrize(
+    ("name", "typed"),
+    [
+        ("task", "Task"),
+        ("run", "Run"),
+        ("diff", "Diff"),
+        ("verify", "Verify"),
+        ("judge", "Judge"),
+        ("decision", "Decision"),
+    ],
+)
+def test_each_typed_section_is_its_schema(name: str, typed: str) -> None:
+    """loopkit.sections and schemas/<name>.json list the same fields, and agree on which
+    are required."""
+    from loopkit import sections
+
+    cls = getattr(sections, typed)
+    doc = schema.load(name)
+    annotations = cls.__annotations__
+    assert set(annotations) == set(doc["properties"]), name
+    required = {
+        k
+        for k, v in annotations.items()
+        if str(getattr(v, "__forward_arg__", v)).startswith("Required[")
+    }
+    assert required == set(doc.get("required", [])) - set(), name
