@@ -416,6 +416,40 @@ def log_lines(root: Path) -> list[str]:
     return out(["log", "--oneline"], cwd=root).splitlines()
 
 
+def ref_component(name: str) -> str:
+    """``name`` (a task id) made safe for one component of a ref, as the recipes make it
+    (lib.sh's lk_safe_name): other characters become ``-``, no leading ``.`` or ``-``,
+    no ``..``, no ``.lock`` ending."""
+    import re
+
+    out = re.sub(r"[^A-Za-z0-9._-]", "-", name)
+    out = re.sub(r"^[.-]*", "", out)
+    out = re.sub(r"\.\.+", ".", out)
+    out = re.sub(r"\.lock$", "-lock", out)
+    return out or "task"
+
+
+def refs_under(root: Path, prefix: str) -> list[tuple[str, str, str]]:
+    """The refs under ``prefix`` (``refs/loopkit/<task>/``): (name, commit, subject),
+    oldest commit first."""
+    done = git(
+        [
+            "for-each-ref",
+            "--sort=committerdate",
+            "--format=%(refname)%00%(objectname)%00%(subject)",
+            prefix,
+        ],
+        cwd=root,
+        check=False,
+    )
+    out = []
+    for line in done.stdout.decode("utf-8", "surrogateescape").splitlines():
+        parts = line.split("\0")
+        if len(parts) == 3:
+            out.append((parts[0], parts[1], parts[2]))
+    return out
+
+
 def blob(root: Path, object_id: str) -> bytes:
     """The content of a blob (a file as git stored it)."""
     return git(["cat-file", "blob", object_id], cwd=root).stdout

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
 from loopkit import budget
-from loopkit.text import clean
+from loopkit.text import clean, clip
 
 NEAR_LIMIT = 0.8
 #: Outcome -> colour of its box in the HTML timeline.
@@ -295,3 +296,90 @@ table{{border-collapse:collapse}}td,th{{padding:4px 8px;border-bottom:1px solid 
 </table>
 </body></html>
 """)
+
+
+# --------------------------------------------------------------------------- one task
+
+
+def task_story(
+    records: list[Mapping[str, Any]],
+    task_id: str,
+    *,
+    refs: list[tuple[str, str, str]],
+    memory: str | None,
+) -> dict[str, Any]:
+    """One task's story for ``lk show``: every attempt (decision, failure class, reason,
+    duration, cost), where each attempt's tree is saved and how to restore it, and what
+    the memory file says about the task."""
+    attempts = []
+    for rec in records:
+        if rec.get("type") != "attempt" or rec.get("task_id") != task_id:
+            continue
+        decision = rec.get("decision") or {}
+        run = rec.get("run") or {}
+        usage = rec.get("usage") or {}
+        attempts.append(
+            {
+                "attempt": rec.get("attempt"),
+                "attempt_id": rec.get("attempt_id"),
+                "recorded_at": rec.get("recorded_at"),
+                "outcome": decision.get("outcome"),
+                "failure_class": decision.get("failure_class"),
+                "reason": decision.get("reason") or rec.get("reason"),
+                "duration_s": run.get("duration_s"),
+                "cost_usd": usage.get("cost_usd"),
+                "cost_trusted": usage.get("cost_trusted"),
+            }
+        )
+    saved = [
+        {"ref": name, "commit": commit, "subject": subject, "restore": f"git checkout {name} -- ."}
+        for name, commit, subject in refs
+    ]
+    notes = _memory_about(memory, task_id) if memory else []
+    return {
+        "kind": "loopkit/show",
+        "version": 1,
+        "task": task_id,
+        "attempts": attempts,
+        "saved": saved,
+        "memory": notes,
+    }
+
+
+def _memory_about(memory: str, task_id: str) -> list[str]:
+    """The memory file's sections whose heading names ``task_id``."""
+    out: list[str] = []
+    current: list[str] | None = None
+    for line in memory.splitlines():
+        if line.startswith("## "):
+            if current:
+                out.append("\n".join(current).strip())
+            current = [line] if re.search(rf"\b{re.escape(task_id)}\b", line) else None
+        elif current is not None:
+            current.append(line)
+    if current:
+        out.append("\n".join(current).strip())
+    return out
+
+
+def story_text(story: Mapping[str, Any]) -> str:
+    """``lk show`` for a person."""
+    lines = [f"task {story['task']}: {len(story['attempts'])} attempt(s)"]
+    for a in story["attempts"]:
+        cost = _money(a["cost_usd"]) + ("" if a["cost_trusted"] in (True, None) else "?")
+        secs = f"{a['duration_s']:.0f}s" if isinstance(a["duration_s"], (int, float)) else "-"
+        klass = f" ({a['failure_class']})" if a["failure_class"] else ""
+        lines.append(
+            f"  #{a['attempt']} {a['outcome']}{klass}  {secs}  {cost}  {clip(a['reason'] or '', 160)}"
+        )
+    if story["saved"]:
+        lines.append("saved trees (restore one with the command beside it):")
+        for s in story["saved"]:
+            lines.append(f"  {s['ref']}  {s['subject'][:60]}\n    {s['restore']}")
+    else:
+        lines.append("no saved trees under refs/loopkit/")
+    if story["memory"]:
+        lines.append("the memory file says:")
+        for note in story["memory"]:
+            lines.extend("  " + line for line in note.splitlines())
+    return "\n".join(lines) + "\n"

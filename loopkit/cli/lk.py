@@ -28,6 +28,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "cancel": ("loopkit.cli.cancel", "main", "Persist (or clear) the intent to cancel."),
     "schema": ("loopkit.cli.schema", "main", "Print a published JSON Schema."),
     "workspace": ("loopkit.cli.workspace", "main", "Print the root, contract and state folder."),
+    "init": ("loopkit.cli.init", "main", "Scaffold loop.yaml, TASKS.md and AGENTS.md here."),
+    "recipes": ("loopkit.cli.recipes", "main", "Where the ready-made loops are (--copy DIR)."),
+    "show": ("loopkit.cli.show", "main", "One task's attempts, saved trees and memory."),
     "model-server": ("loopkit.testing.cli", "main", "Run the scripted model server."),
 }
 

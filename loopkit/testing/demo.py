@@ -143,11 +143,10 @@ def claude_turns() -> list[dict[str, Any]]:
 
 
 def recipes_dir() -> Path:
-    """The recipes: inside the installed package (wheel), else the source tree's recipes/."""
-    for candidate in (PACKAGE / "recipes", PACKAGE.parent / "recipes"):
-        if (candidate / "loop.sh").is_file():
-            return candidate
-    raise FileNotFoundError("recipes/loop.sh not found next to the loopkit package")
+    """The recipes (``loopkit.scaffold.recipes_dir``)."""
+    from loopkit.scaffold import recipes_dir as found
+
+    return found()
 
 
 def _say(text: str = "") -> None:

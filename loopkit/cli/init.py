@@ -1,0 +1,45 @@
+"""lk init: scaffold loopkit in a project.
+
+Usage:  lk init [--force] [DIR]
+
+Detects the project (a Makefile test target, npm test, cargo test, go test, tox, pytest)
+and writes, in DIR (default: the current folder):
+  loop.yaml   a commented loop contract whose acceptance check runs the project's tests
+  TASKS.md    a checklist with one example plan
+  MEMORY.md   where the retrospectives of parked tasks go
+  AGENTS.md   the agent guidance rendered from the contract (lk-plan guidance)
+Both loop.yaml and TASKS.md pass `lk-plan check` as written. An existing file is left
+alone (said on stderr) unless --force.
+
+Output: the list of files on stderr; nothing on stdout.
+Exit codes: 0 written (or left alone); 3 DIR is not a folder.
+"""
+
+from __future__ import annotations
+
+import click
+
+from loopkit.cli._entry import command, say
+from loopkit.exitcodes import SHARED_HELP
+
+
+@command(epilog=SHARED_HELP)
+@click.argument("folder", metavar="[DIR]", default=".", required=False)
+@click.option("--force", is_flag=True, help="Overwrite files that exist.")
+def main(folder: str, force: bool) -> int:
+    """Write loop.yaml, TASKS.md, MEMORY.md and AGENTS.md for the project in DIR."""
+    from pathlib import Path
+
+    from loopkit import scaffold
+    from loopkit.errors import BadInput
+
+    root = Path(folder)
+    if not root.is_dir():
+        raise BadInput(folder, "not a folder")
+    project, written = scaffold.write(root, force=force)
+    say("lk init", f"{project.why}: the acceptance check runs `{project.test}`")
+    for w in written:
+        what = "left as it is (--force to overwrite)" if w.skipped else "written"
+        say("lk init", f"{w.path}: {what}")
+    say("lk init", "next: edit the objective and TASKS.md, then `lk-plan check TASKS.md`")
+    return 0

@@ -1,0 +1,171 @@
+"""Scaffolding for a new project: ``lk init`` writes a loop contract, a TASKS.md and the
+agent guidance that fit the project it finds.
+
+The project's test command is detected from the files at its root, most specific first:
+a ``Makefile`` with a ``test`` target, ``package.json`` with a ``test`` script,
+``Cargo.toml``, ``go.mod``, ``tox.ini``, then Python (``pyproject.toml``, ``setup.py``,
+``setup.cfg``, ``pytest.ini`` or a ``tests/`` folder) with pytest. The writable scope is
+the project's own top-level folders (not hidden ones, not vendored dependencies). What is
+written passes ``lk-plan check`` as it stands; nothing is ever overwritten unless asked.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: Top-level folders that are never the project's own source.
+_NOT_SOURCE = {
+    "node_modules",
+    "vendor",
+    "target",
+    "build",
+    "dist",
+    "venv",
+    "env",
+    "__pycache__",
+    "site-packages",
+}
+
+
+@dataclass
+class Project:
+    """What ``detect`` found: the kind, the test command, the writable folders."""
+
+    kind: str
+    test: str
+    writable: list[str] = field(default_factory=list)
+    why: str = ""
+
+
+def detect(root: Path) -> Project:
+    """The project at ``root``: its kind and test command (see the module docstring)."""
+    writable = _source_folders(root)
+    makefile = root / "Makefile"
+    if makefile.is_file() and re.search(
+        r"^test\s*:", makefile.read_text(encoding="utf-8", errors="replace"), re.M
+    ):
+        return Project("make", "make test", writable, "a Makefile with a test target")
+    package = root / "package.json"
+    if package.is_file():
+        try:
+            scripts = json.loads(package.read_text(encoding="utf-8")).get("scripts") or {}
+        except (ValueError, AttributeError):
+            scripts = {}
+        if isinstance(scripts, dict) and scripts.get("test"):
+            return Project("node", "npm test", writable, "package.json with a test script")
+    if (root / "Cargo.toml").is_file():
+        return Project("rust", "cargo test", writable, "Cargo.toml")
+    if (root / "go.mod").is_file():
+        return Project("go", "go test ./...", writable, "go.mod")
+    if (root / "tox.ini").is_file():
+        return Project("python", "tox -q", writable, "tox.ini")
+    python = ("pyproject.toml", "setup.py", "setup.cfg", "pytest.ini")
+    if any((root / name).is_file() for name in python) or (root / "tests").is_dir():
+        return Project("python", "python -m pytest -q", writable, "a Python project")
+    return Project("unknown", "make test", writable, "nothing recognised: edit the check")
+
+
+def _source_folders(root: Path) -> list[str]:
+    found = sorted(
+        p.name
+        for p in root.iterdir()
+        if p.is_dir() and not p.name.startswith(".") and p.name not in _NOT_SOURCE
+    )
+    return [f"{name}/**" for name in found] or ["src/**", "tests/**"]
+
+
+def contract_text(project: Project) -> str:
+    """A commented loop.yaml for ``project``."""
+    writable = ", ".join(json.dumps(g) for g in project.writable)
+    return f"""\
+# The loop contract: what the loop is for, what the agent may touch, what "done" means
+# and what it may spend. Check it with `lk-plan check loop.yaml`; the full schema is
+# `lk schema contract`. Detected: {project.why}.
+version: 1
+objective: Describe, in one sentence, what the agent should achieve.
+
+scope:
+  writable: [{writable}]   # what the agent may change
+  protected: []            # wins over writable (migrations/**, a lockfile, ...)
+
+criteria:                  # the acceptance checks: "done" means every one passes
+  - {{name: tests, run: {json.dumps(project.test)}, timeout: 600}}
+
+budgets:                   # across runs; exhaustion parks the task with a checkpoint
+  attempts: 4
+  changed_files: 10
+  changed_lines: 400
+  wall_seconds: 3600
+  same_failure: 2          # the same failure again after a new attempt: replan, then park
+
+worker:                    # claude, codex, or {{provider: command, command: "..."}}
+  provider: claude
+  max_turns: 30
+  timeout: 900
+
+sandbox:
+  mode: auto               # the worker runs sandboxed where the OS allows (required / off)
+
+memory: MEMORY.md          # short retrospectives of parked tasks, carried into every handoff
+"""
+
+
+TASKS_TEXT = """\
+# Tasks
+
+One item per task, in order. `- [ ]` open, `- [x]` done, `- [!]` parked; `GOAL:` at the
+start makes a judged goal. The indented plan is checked (`lk-plan check TASKS.md`): its
+size, its exact scope, what it depends on, and an `end` line.
+
+- [ ] Describe the first task here {#first-task}
+  budget: 40 lines / 2 files
+  scope: {scope}
+  end
+"""
+
+
+def recipes_dir() -> Path:
+    """The recipes: inside the installed package (wheel), else the source tree's recipes/."""
+    package = Path(__file__).resolve().parent
+    for candidate in (package / "recipes", package.parent / "recipes"):
+        if (candidate / "loop.sh").is_file():
+            return candidate
+    raise FileNotFoundError("recipes/loop.sh not found next to the loopkit package")
+
+
+@dataclass
+class Written:
+    path: Path
+    skipped: bool  # it existed and --force was not given
+
+
+def write(root: Path, *, force: bool = False) -> tuple[Project, list[Written]]:
+    """Write loop.yaml, TASKS.md, MEMORY.md and AGENTS.md at ``root`` (never overwriting
+    without ``force``); the project found and what was written."""
+    from loopkit import contract, guidance
+    from loopkit.files import atomic_write
+
+    project = detect(root)
+    ctext = contract_text(project)
+    data = contract.checked(contract.parse_text(ctext.encode(), "loop.yaml"), "loop.yaml")
+    tasks = TASKS_TEXT.replace("{scope}", project.writable[0].removesuffix("**"))
+    files = {
+        "loop.yaml": ctext,
+        "TASKS.md": tasks,
+        "MEMORY.md": "# Memory\n\nRetrospectives of parked tasks are appended here.\n",
+        "AGENTS.md": guidance.update(None, guidance.render(data)),
+    }
+    out = []
+    for name, text in files.items():
+        path = root / name
+        if path.exists() and not force:
+            out.append(Written(path, skipped=True))
+            continue
+        if name == "AGENTS.md" and path.exists():
+            text = guidance.update(path.read_text(encoding="utf-8"), guidance.render(data))
+        atomic_write(path, text, keep_mode=True)
+        out.append(Written(path, skipped=False))
+    return project, out
