@@ -93,3 +93,16 @@ def test_show_tells_a_parked_tasks_story(tmp_path: Path) -> None:
     assert (p.root / "src/value.txt").read_text() == "half\n"
     assert ref.startswith("refs/loopkit/fix-value/")
     assert lk(p.root, "show", "nothing-like-it").returncode == 1
+
+
+def test_a_source_checkout_runs_from_bin_without_installing(tmp_path: Path) -> None:
+    repo = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    env["PATH"] = f"{repo / 'bin'}{os.pathsep}{env['PATH']}"
+    env["LK_PYTHON"] = str(BIN / "python")  # an interpreter with the dependencies
+    for name in ("lk", "lk-plan", "lk-invoke", "lk-diff", "lk-verify", "lk-judge", "lk-decide",
+                 "lk-model-server"):
+        done = subprocess.run([name, "--help"], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=60)
+        assert done.returncode == 0, (name, done.stderr)
+        assert f"Usage: {name}" in done.stdout, (name, done.stdout[:200])
