@@ -210,7 +210,6 @@ def resolve_contract(
     root: Path | None,
 ) -> Found:
     """--contract > the piped document's > ./loop.yaml (then the root's); the task applied."""
-    from loopkit import contract as contracts
 
     piped = document.get("contract") if document is not None else None
     task = document.get("task") if document is not None else None
