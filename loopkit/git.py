@@ -1,6 +1,12 @@
 """The one module that talks to git (through ``loopkit.proc``).
 
 Plumbing commands only, never porcelain whose output may change with configuration.
+
+Every call runs with the configuration a worker could have written made harmless (see
+``neutral_settings``): no hook, no fsmonitor, no untracked cache, no replace objects, no
+clean/smudge/process filter that the repository's own config defines, no external diff
+or textconv. A worker with a shell can write ``.git/config``; nothing it writes there runs
+inside loopkit's own git calls.
 """
 
 from __future__ import annotations
@@ -15,13 +21,62 @@ from loopkit import proc
 from loopkit.errors import EnvironmentProblem, LoopkitError
 from loopkit.exitcodes import ExitCode
 
-#: Keep git from reading a user's pager, editor or locale into our parsing.
+#: Keep git from reading a user's pager, editor or locale into our parsing, and from
+#: reading objects through ``refs/replace/`` (a worker could otherwise make the base
+#: commit lk-diff compares against show any tree it likes).
 _ENV_FIXES = {
     "GIT_PAGER": "cat",
     "GIT_TERMINAL_PROMPT": "0",
     "LC_ALL": "C",
     "GIT_OPTIONAL_LOCKS": "0",
+    "GIT_NO_REPLACE_OBJECTS": "1",
 }
+
+#: Settings every git call gets, whatever the repository's config says. They are passed
+#: through ``GIT_CONFIG_COUNT`` (command-line scope: it wins over every config file, and
+#: unlike ``-c`` it takes a key as written, even a filter named ``a=b``).
+NEUTRAL_CONFIG: tuple[tuple[str, str], ...] = (
+    # No hook runs: post-index-change (git add), reference-transaction (update-ref),
+    # post-checkout (worktree add), pre-auto-gc... all of them worker-writable files.
+    ("core.hooksPath", "/dev/null"),
+    # No fsmonitor hook or daemon; the index's fsmonitor bits are not trusted either.
+    ("core.fsmonitor", "false"),
+    # A planted untracked cache in the index cannot hide untracked files from `add -A`.
+    ("core.untrackedCache", "false"),
+)
+
+#: The keys of a filter driver that run commands (``required=false``: with its commands
+#: emptied, a required driver would otherwise fail every call).
+_FILTER_KEYS = (("clean", ""), ("smudge", ""), ("process", ""), ("required", "false"))
+
+#: Config scopes whose filter drivers keep working: the user's global and system config
+#: (git-lfs installs itself there) and ``command`` (loopkit's own caller). Every other
+#: scope is neutralised: the repository's own config and whatever it includes (``git
+#: config --show-scope`` reports an included key with the scope of the including file).
+_TRUSTED_SCOPES = frozenset({"system", "global", "command"})
+
+#: Subcommands that never read a working-tree file's content, so no filter can run in
+#: them: no need to look for filter drivers first. (Not ``write-tree``: writing an index
+#: re-reads racily clean files through their clean filter.)
+_FILTER_FREE = frozenset(
+    {
+        "rev-parse",
+        "config",
+        "update-ref",
+        "symbolic-ref",
+        "diff-tree",
+        "ls-tree",
+        "for-each-ref",
+        "show-ref",
+        "commit-tree",
+        "merge-base",
+        "rev-list",
+        "mktree",
+    }
+)
+
+#: Subcommands that can show a diff: an external diff or a textconv command could run.
+_DIFFING = frozenset({"diff", "diff-index", "diff-tree", "diff-files", "log", "show"})
 
 
 class GitError(LoopkitError):
@@ -31,12 +86,99 @@ class GitError(LoopkitError):
     code = ExitCode.ENVIRONMENT
 
 
-def _env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+def _env(
+    extra: Mapping[str, str] | None = None, *, settings: Sequence[tuple[str, str]] = ()
+) -> dict[str, str]:
     env = dict(os.environ)
     env.update(_ENV_FIXES)
     if extra:
         env.update(extra)
+    # Appended after any the caller set: for a single-valued key the last one wins.
+    try:
+        n = max(int(env.get("GIT_CONFIG_COUNT") or 0), 0)
+    except ValueError:
+        n = 0
+    for key, value in (*NEUTRAL_CONFIG, *settings):
+        env[f"GIT_CONFIG_KEY_{n}"] = key
+        env[f"GIT_CONFIG_VALUE_{n}"] = value
+        n += 1
+    env["GIT_CONFIG_COUNT"] = str(n)
     return env
+
+
+def _subcommand(args: Sequence[str]) -> tuple[int, str]:
+    """Where the subcommand is in ``args`` (after ``-c KEY=VALUE`` and other options)."""
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in ("-c", "-C", "--config-env"):
+            i += 2
+        elif a.startswith("-"):
+            i += 1
+        else:
+            return i, a
+    return len(args), ""
+
+
+def _may_filter(sub: str, args: Sequence[str]) -> bool:
+    """Could ``git SUB ARGS`` run a filter driver (read or write a working-tree file)?"""
+    if sub in _FILTER_FREE:
+        return False
+    if sub == "cat-file":
+        return any(a in ("--filters", "--textconv") or a.startswith("--path") for a in args)
+    if sub == "diff-index":
+        return "--cached" not in args
+    return True
+
+
+def neutral_settings(cwd: str | os.PathLike[str]) -> list[tuple[str, str]]:
+    """Config settings that switch off every filter driver the repository's own config
+    defines (``.git/config``, ``config.worktree`` and the files they include).
+
+    Looked up again for every call that may run a filter, never cached: between two of
+    loopkit's git calls a check (code the worker wrote) may have added a driver. When
+    neither config file so much as mentions ``filter`` or ``include``, no git call is
+    needed to know there is none.
+    """
+    if not _may_define_filters(cwd):
+        return []
+    done = proc.capture(
+        ["git", "config", "-z", "--show-scope", "--get-regexp", r"^filter\."],
+        cwd=cwd,
+        env=_env(),
+    )
+    names: list[str] = []
+    fields = done.stdout.decode("utf-8", "surrogateescape").split("\0")
+    for scope, entry in zip(fields[0::2], fields[1::2], strict=False):
+        if scope in _TRUSTED_SCOPES:
+            continue
+        key = entry.split("\n", 1)[0]
+        # filter.<name>.<key>: the name is everything between the first and last dot.
+        first, last = key.find("."), key.rfind(".")
+        if first < last:
+            name = key[first + 1 : last]
+            if name not in names:
+                names.append(name)
+    return [(f"filter.{name}.{k}", v) for name in names for k, v in _FILTER_KEYS]
+
+
+def _may_define_filters(cwd: str | os.PathLike[str]) -> bool:
+    """False only when the repository's config files surely define no filter driver (a
+    section header naming one must contain ``filter``; an include, ``include``)."""
+    dirs = _git_dirs(cwd)
+    if dirs is None:
+        return True
+    for path in (dirs.common / "config", dirs.own / "config.worktree"):
+        try:
+            with open(path, "rb") as f:
+                text = f.read().lower()
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return True
+        if b"filter" in text or b"include" in text:
+            return True
+    return False
 
 
 def git(
@@ -47,12 +189,17 @@ def git(
     input: bytes | None = None,
     check: bool = True,
 ) -> proc.Captured:
-    done = proc.capture(["git", *args], cwd=cwd, env=_env(env), input=input)
+    at, sub = _subcommand(args)
+    argv = list(args)
+    if sub in _DIFFING:
+        argv[at + 1 : at + 1] = ["--no-ext-diff", "--no-textconv"]
+    settings = neutral_settings(cwd) if _may_filter(sub, args) else []
+    done = proc.capture(["git", *argv], cwd=cwd, env=_env(env, settings=settings), input=input)
     if done.exit_code == 127 and not done.stdout:
         raise EnvironmentProblem("git is not installed (or not on PATH)")
     if check and done.exit_code != 0:
         msg = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise GitError(f"git {args[0]} failed: {msg[-1] if msg else f'exit {done.exit_code}'}")
+        raise GitError(f"git {sub} failed: {msg[-1] if msg else f'exit {done.exit_code}'}")
     return done
 
 
@@ -237,6 +384,71 @@ def object_sizes(
         if size.isdigit():  # "<id> missing" has no size
             sizes[name] = int(size)
     return sizes
+
+
+@dataclass(frozen=True)
+class GitDirs:
+    """A work tree's git folders: its own (HEAD, the index; ``.git/worktrees/NAME`` for a
+    linked worktree) and the shared one (config, hooks, info, refs, modules)."""
+
+    own: Path
+    common: Path
+
+
+def _git_dirs(path: str | os.PathLike[str]) -> GitDirs | None:
+    """The git folders of the work tree at ``path``, found without starting git: a ``.git``
+    folder, or a ``.git`` file naming a linked worktree's folder. None when git's own
+    discovery must decide (discovery variables set, ``path`` inside a git folder)."""
+    if any(k in os.environ for k in _DISCOVERY_ENV):
+        return None
+    try:
+        here = os.path.realpath(path)
+    except OSError:
+        return None
+    if ".git" in here.split(os.sep):
+        return None
+    while True:
+        dotgit = os.path.join(here, ".git")
+        if os.path.isdir(dotgit):
+            own = dotgit
+            break
+        if os.path.isfile(dotgit):
+            try:
+                with open(dotgit, encoding="utf-8") as f:
+                    pointer = f.read().strip()
+            except (OSError, UnicodeDecodeError):
+                return None
+            if not pointer.startswith("gitdir:"):
+                return None
+            own = os.path.join(here, pointer[len("gitdir:") :].strip())
+            if not os.path.isdir(own):
+                return None
+            break
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent
+    common = own
+    try:
+        with open(os.path.join(own, "commondir"), encoding="utf-8") as f:
+            common = os.path.join(own, f.read().strip())
+    except FileNotFoundError:
+        pass
+    except (OSError, UnicodeDecodeError):
+        return None
+    return GitDirs(own=Path(os.path.normpath(own)), common=Path(os.path.normpath(common)))
+
+
+def git_dirs(root: str | os.PathLike[str]) -> GitDirs:
+    """The git folders of the work tree at ``root`` (asks git only in unusual set-ups)."""
+    found = _git_dirs(root)
+    if found is not None:
+        return found
+    lines = out(["rev-parse", "--absolute-git-dir", "--git-common-dir"], cwd=root).splitlines()
+    common = Path(lines[1])
+    return GitDirs(
+        own=Path(lines[0]), common=common if common.is_absolute() else Path(root) / common
+    )
 
 
 def empty_tree(root: str | os.PathLike[str]) -> str:
@@ -543,7 +755,6 @@ def worktree_changes(
                     "-M",
                     "--raw",
                     "--numstat",
-                    "--no-ext-diff",
                     "--end-of-options",
                     base_id,
                 ],
