@@ -6,7 +6,8 @@ Every call runs with the configuration a worker could have written made harmless
 ``neutral_settings``): no hook, no fsmonitor, no untracked cache, no replace objects, no
 clean/smudge/process filter that the repository's own config defines, no external diff
 or textconv. A worker with a shell can write ``.git/config``; nothing it writes there runs
-inside loopkit's own git calls.
+inside loopkit's own git calls. ``control_state`` is the other half: what lk-invoke records
+of ``.git`` before the worker starts, so that lk-diff can tell what the worker changed.
 """
 
 from __future__ import annotations
@@ -449,6 +450,205 @@ def git_dirs(root: str | os.PathLike[str]) -> GitDirs:
     return GitDirs(
         own=Path(lines[0]), common=common if common.is_absolute() else Path(root) / common
     )
+
+
+# --------------------------------------------------------------------------- control state
+
+#: ``control_state`` keys that say where the work tree's HEAD points.
+HEAD_KEY = ".git/HEAD"
+#: A control-state key whose value is loopkit's to change (lk-invoke drops the contract
+#: cache after each worker run): lk-invoke watches it around the worker instead.
+CACHE_PREFIX = ".git/loopkit/cache/"
+#: Folders of a submodule's git folder that hold its history, not its controls.
+_MODULE_DATA = frozenset({"objects", "refs", "logs", "lfs", "worktrees"})
+_MODULE_DATA_FILES = frozenset({"index", "HEAD", "ORIG_HEAD", "FETCH_HEAD", "packed-refs"})
+
+
+def control_state(
+    root: str | os.PathLike[str], *, since: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """What in the git folders steers git and loopkit: path -> content hash, for each file
+    a worker could change to move what judges it.
+
+    - the config (``config``, ``config.worktree``), ``commondir``, and whether ``.git`` is
+      a folder or points into a repository (which one);
+    - ``hooks/*`` (git runs only exact hook names: ``*.sample`` files are left out), with
+      the executable bit;
+    - ``info/*`` (``exclude``, ``attributes``, ``sparse-checkout``, ``grafts``...);
+    - ``modules/*`` (a submodule's config, hooks and info, not its history);
+    - ``loopkit/cache/*`` (the checked-contract cache);
+    - ``HEAD`` (its text: ``ref: refs/heads/main`` or a commit id), the branch it names
+      (the commit id it points at, loose or packed), and ``refs/replace/*``.
+
+    Keys are ``.git/``-relative paths (a linked worktree's own files as if its git folder
+    were ``.git``). Plain file reads, no git call (except for refs git keeps in a form
+    other than loose files and ``packed-refs``). With ``since`` (an earlier state), the
+    branch its HEAD named is read too, wherever HEAD points now.
+    """
+    dirs = git_dirs(root)
+    state: dict[str, str] = {}
+    dotgit = Path(root) / ".git"
+    if dotgit.is_dir() and not dotgit.is_symlink():
+        state[".git"] = "folder"
+    else:
+        # Which repository it points into; not which worktree (a retry may run in another).
+        state[".git"] = f"linked worktree of {dirs.common}"
+    files = [(dirs.common / "config", "config")]
+    if dirs.own != dirs.common:
+        files += [(dirs.own / "config.worktree", "config.worktree")]
+        files += [(dirs.own / "commondir", "commondir")]
+    else:
+        files += [(dirs.common / "config.worktree", "config.worktree")]
+    for path, key in files:
+        value = _digest(path)
+        if value != "absent":
+            state[f".git/{key}"] = value
+    _walk(dirs.common / "hooks", ".git/hooks", state, skip=lambda name: name.endswith(".sample"))
+    _walk(dirs.common / "info", ".git/info", state)
+    if dirs.own != dirs.common:
+        _walk(dirs.own / "info", f".git/worktrees/{dirs.own.name}/info", state)
+    _walk(dirs.common / "modules", ".git/modules", state, prune=_MODULE_DATA, skip=_module_data)
+    _walk(dirs.common / "loopkit" / "cache", CACHE_PREFIX.rstrip("/"), state)
+    try:
+        head = (dirs.own / "HEAD").read_text(encoding="utf-8", errors="surrogateescape").strip()
+    except OSError:
+        head = "absent"
+    state[HEAD_KEY] = head
+    for named in (head, (since or {}).get(HEAD_KEY, "")):
+        if named.startswith("ref:"):
+            ref = named[len("ref:") :].strip()
+            state[f".git/{ref}"] = _ref_value(root, dirs.common, ref)
+    for ref, value in _replace_refs(dirs.common).items():
+        state[f".git/{ref}"] = value
+    return state
+
+
+def _module_data(name: str) -> bool:
+    return name in _MODULE_DATA_FILES or name.endswith(".lock")
+
+
+def _digest(path: Path) -> str:
+    """sha256 of a file's kind, executable bit and content (of a symlink: its target)."""
+    import hashlib
+    import stat
+
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return "absent"
+    except OSError as e:
+        return f"unreadable: {e.strerror}"
+    h = hashlib.sha256()
+    if stat.S_ISLNK(st.st_mode):
+        h.update(b"link\0" + os.fsencode(os.readlink(path)))
+    elif stat.S_ISREG(st.st_mode):
+        h.update(b"file x\0" if st.st_mode & 0o111 else b"file -\0")
+        try:
+            with open(path, "rb") as f:
+                while block := f.read(1 << 20):
+                    h.update(block)
+        except OSError as e:
+            return f"unreadable: {e.strerror}"
+    else:
+        h.update(f"special {stat.S_IFMT(st.st_mode)}".encode())
+    return h.hexdigest()
+
+
+def _walk(
+    top: Path,
+    label: str,
+    state: dict[str, str],
+    *,
+    prune: frozenset[str] = frozenset(),
+    skip: Callable[[str], bool] | None = None,
+) -> None:
+    """Every file under ``top`` (symlinks not followed) into ``state`` as ``label/REL``."""
+    for folder, subdirs, names in os.walk(top):
+        subdirs[:] = sorted(d for d in subdirs if d not in prune)
+        for name in sorted(names):
+            if skip is not None and skip(name):
+                continue
+            path = Path(folder) / name
+            rel = path.relative_to(top).as_posix()
+            state[f"{label}/{rel}"] = _digest(path)
+        # A symlink to a folder is listed among subdirs but not walked: record it.
+        for d in subdirs:
+            path = Path(folder) / d
+            if path.is_symlink():
+                state[f"{label}/{path.relative_to(top).as_posix()}"] = _digest(path)
+
+
+def _ref_value(root: str | os.PathLike[str], common: Path, ref: str) -> str:
+    """The id a branch points at: its loose file, else its ``packed-refs`` line, else git's
+    answer (another ref store); ``absent`` for a branch without commits."""
+    try:
+        text = (common / ref).read_text(encoding="utf-8").strip()
+        if text:
+            return text
+    except (OSError, UnicodeDecodeError):
+        pass
+    packed = _packed_refs(common)
+    if ref in packed:
+        return packed[ref]
+    if not (common / "reftable").is_dir():
+        return "absent"
+    done = git(["rev-parse", "-q", "--verify", "--end-of-options", ref], cwd=root, check=False)
+    return done.stdout.decode().strip() or "absent"
+
+
+def _packed_refs(common: Path) -> dict[str, str]:
+    try:
+        raw = (common / "packed-refs").read_bytes()
+    except OSError:
+        return {}
+    found: dict[str, str] = {}
+    for line in raw.decode("utf-8", "surrogateescape").splitlines():
+        if not line or line[0] in "#^":
+            continue
+        value, _, name = line.partition(" ")
+        found[name] = value
+    return found
+
+
+def _replace_refs(common: Path) -> dict[str, str]:
+    """``refs/replace/*``: each makes git show another object in place of one."""
+    found = {k: v for k, v in _packed_refs(common).items() if k.startswith("refs/replace/")}
+    loose: dict[str, str] = {}
+    _walk(common / "refs" / "replace", "refs/replace", loose)
+    for name in loose:
+        try:
+            found[name] = (common / name).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            found[name] = "unreadable"
+    return found
+
+
+def control_digest(state: Mapping[str, str]) -> str:
+    """One sha256 over a whole control state (its full hashes)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for key in sorted(state):
+        h.update(f"{key}\0{state[key]}\n".encode("utf-8", "surrogateescape"))
+    return h.hexdigest()
+
+
+def short(value: str) -> str:
+    """A control-state value as the attempt document records it: a file's sha256 cut to
+    16 hex digits (the record's ``digest`` keeps the full strength), anything else as is."""
+    if len(value) == 64 and all(c in "0123456789abcdef" for c in value):
+        return value[:16]
+    return value
+
+
+def control_changes(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
+    """The keys whose value differs between two control states (either may be shortened
+    by ``short``), in order."""
+    return [
+        key
+        for key in sorted(set(before) | set(after))
+        if short(before.get(key, "absent")) != short(after.get(key, "absent"))
+    ]
 
 
 def empty_tree(root: str | os.PathLike[str]) -> str:
