@@ -139,6 +139,8 @@ class Facts:
     base_ref: str
     tree: str
     files: list[dict[str, Any]]
+    #: Nested repositories without a commit: in no tree, not even as a gitlink.
+    unborn: list[str] = dataclasses.field(default_factory=list)
     #: The git folders' control state (``git.control_state``), when it was asked for.
     git_control: dict[str, str] | None = None
 
@@ -180,7 +182,7 @@ def gather_at(
 
     try:
         with git.worktree_changes(where.root, base_id, index=where.index) as changes:
-            records, tree, blob_sizes = changes
+            records, tree, blob_sizes, unborn = changes
             files = parse_records(records)  # while git write-tree still runs
             sizes = blob_sizes()
             for f in files:
@@ -198,8 +200,36 @@ def gather_at(
         base_ref=base_ref,
         tree=tree_id,
         files=files,
+        unborn=unborn,
         git_control=control,
     )
+
+
+def nested_repositories(facts: Facts) -> list[scope.Violation]:
+    """A new gitlink records a commit of another repository, not its files: a clone of
+    the branch gets none of them. A nested repository without a commit is in no tree at
+    all. Either way the change is not what it looks like, wherever it is."""
+    out = [
+        scope.Violation(
+            scope.NESTED_REPOSITORY,
+            f["path"],
+            "a nested git repository, recorded as a gitlink: a clone gets none of its files",
+        )
+        for f in facts.files
+        if f.get("submodule")
+        and f["status"] != "deleted"
+        and f.get("new_mode") == SUBMODULE_MODE
+        and f.get("old_mode") != SUBMODULE_MODE
+    ]
+    out += [
+        scope.Violation(
+            scope.NESTED_REPOSITORY,
+            path,
+            "a nested git repository without a commit: its files are in no tree",
+        )
+        for path in facts.unborn
+    ]
+    return out
 
 
 def git_control_violations(
@@ -252,8 +282,9 @@ def assess(
     ``control`` names the files that steer the loop (a change is a violation whatever
     the globs say); ``drift`` says the contract file changed since the attempt started;
     ``git_control`` is what lk-invoke recorded of the git folders (``run.git_control``),
-    compared with ``facts.git_control``. Changes to the git folders are violations with
-    or without a contract: they are about what judges the change, not about its scope.
+    compared with ``facts.git_control``. Nested repositories and changes to the git
+    folders are violations with or without a contract: they are about whether the tree
+    is the change, not about its scope.
     """
     files = facts.files
     policy = scope.Policy.from_contract(contract)
@@ -274,6 +305,7 @@ def assess(
     violations = scope.evaluate(policy, changes, root=str(facts.root))
     if drift and not any(v.rule == scope.CONTROL_FILE for v in violations):
         violations.append(scope.Violation(scope.CONTROL_FILE, "*", drift))
+    violations += nested_repositories(facts)
     violations += git_control_violations(git_control, facts.git_control)
     added = sum(f["added"] for f in files)
     deleted = sum(f["deleted"] for f in files)

@@ -763,6 +763,9 @@ class TreeWatch:
         self.path = _scratch_copy(self.real)
         self.env = {"GIT_INDEX_FILE": self.path}
         self._last: str | None = None
+        #: Nested repositories without a commit, found by the last refresh: git cannot
+        #: record them (not even as a gitlink), so their files are in no tree hash.
+        self.unborn: list[str] = []
 
     def _stamp(self) -> tuple[int, int, int] | None:
         try:
@@ -775,7 +778,15 @@ class TreeWatch:
         """Bring the scratch index up to the working tree; False when nothing changed."""
         before = self._stamp()
         quiet = ["-c", "advice.addEmbeddedRepo=false", "-c", "core.safecrlf=false"]
-        git([*quiet, "add", "-A", "--", "."], cwd=self.root, env=self.env)
+        add = [*quiet, "add", "-A", "--", "."]
+        done = git(add, cwd=self.root, env=self.env, check=False)
+        self.unborn = _unborn_repositories(done) if done.exit_code != 0 else []
+        if self.unborn:
+            # Everything else is hashed; lk-diff reports the nested repositories.
+            left_out = [f":(top,exclude,literal){p}" for p in self.unborn]
+            git([*add, *left_out], cwd=self.root, env=self.env)
+        elif done.exit_code != 0:
+            git(add, cwd=self.root, env=self.env)  # its error, as any other failing call
         # Dropped afterwards, not excluded by pathspec: `add` fails on an exclude pathspec
         # naming a folder info/exclude already ignores. Skipped (one git call saved) when
         # the folder is absent or info/exclude beside the index already leaves it out.
@@ -831,6 +842,21 @@ def log_lines(root: Path) -> list[str]:
 def blob(root: Path, object_id: str) -> bytes:
     """The content of a blob (a file as git stored it)."""
     return git(["cat-file", "blob", object_id], cwd=root).stdout
+
+
+def _unborn_repositories(done: proc.Captured) -> list[str]:
+    """The nested repositories without a commit that made ``git add`` fail (empty when
+    anything else went wrong too)."""
+    import re
+
+    found: list[str] = []
+    for line in done.stderr.decode("utf-8", "surrogateescape").splitlines():
+        m = re.fullmatch(r"error: '(.+)/' does not have a commit checked out", line)
+        if m:
+            found.append(m.group(1))
+        elif line not in ("fatal: adding files failed",) and not line.startswith("hint:"):
+            return []
+    return sorted(found)
 
 
 def changed_paths(root: Path, old: str, new: str) -> list[tuple[str, str]]:
@@ -908,22 +934,25 @@ def tree_hash(root: Path, *, index: Path | None = None) -> str:
 @contextlib.contextmanager
 def worktree_changes(
     root: Path, base: str | Callable[[], str], *, index: Path | None = None
-) -> Iterator[tuple[bytes, Callable[[], str], Callable[[], dict[str, int]]]]:
-    """The working tree's change against ``base``, a call that returns its hash, and one
-    that returns the sizes of the blobs it adds.
+) -> Iterator[tuple[bytes, Callable[[], str], Callable[[], dict[str, int]], list[str]]]:
+    """The working tree's change against ``base``, a call that returns its hash, one that
+    returns the sizes of the blobs it adds, and the nested repositories left out.
 
-    Yields ``(records, tree, sizes)``: ``records`` is the ``-z`` output of ``git diff-index
-    --raw --numstat -M`` (renames found, binary files marked ``-``), tracked and untracked
-    files alike; ``tree()`` waits for ``git write-tree`` and ``sizes()`` for the size of
-    every blob the change's new side names (``{id: bytes}``, see ``new_blob_sizes``).
-    Both run meanwhile (they only read the scratch index and the object store), so the
-    caller can parse the records in the mean time. ``base`` may be a call that returns
-    the base's id, made once the index is up to date (so it can be resolved while ``git
-    add`` runs).
+    Yields ``(records, tree, sizes, unborn)``: ``records`` is the ``-z`` output of ``git
+    diff-index --raw --numstat -M`` (renames found, binary files marked ``-``), tracked
+    and untracked files alike; ``tree()`` waits for ``git write-tree`` and ``sizes()`` for
+    the size of every blob the change's new side names (``{id: bytes}``, see
+    ``new_blob_sizes``). Both run meanwhile (they only read the scratch index and the
+    object store), so the caller can parse the records in the mean time. ``unborn`` names
+    nested repositories without a commit (left out of the index, so of all three).
+    ``base`` may be a call that returns the base's id, made once the index is up to date
+    (so it can be resolved while ``git add`` runs).
     """
     import threading
 
-    with worktree_index(root, index=index) as env:
+    with TreeWatch(root, index=index) as watch:
+        watch.refresh()
+        env = watch.env
         base_id = base() if callable(base) else base
         trees: list[str] = []
         writer = threading.Thread(
@@ -961,7 +990,7 @@ def worktree_changes(
                 cwd=root,
                 env=env,
             )
-            yield done.stdout, tree, sizes
+            yield done.stdout, tree, sizes, list(watch.unborn)
         finally:
             writer.join()  # the scratch index goes only once write-tree is done with it
             sizer.join()
