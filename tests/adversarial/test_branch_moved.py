@@ -16,6 +16,9 @@ from tests.recipes_helpers import fail_message, make_project
 
 pytestmark = pytest.mark.slow
 
+#: Without a sandbox (in one, .git is read-only): what loopkit detects must hold on its own.
+OFF = {"mode": "off"}
+
 RESET_SOFT = """
 import subprocess
 Path("src").mkdir(exist_ok=True)
@@ -36,7 +39,7 @@ def _user_commits(p) -> list[str]:
 
 
 def test_a_soft_reset_does_not_drop_the_users_commits(tmp_path: Path) -> None:
-    p = make_project(tmp_path, RESET_SOFT, budgets={"attempts": 2})
+    p = make_project(tmp_path, RESET_SOFT, sandbox=OFF, budgets={"attempts": 2})
     mine = _user_commits(p)
     proc = loop(p)
     assert p.worker_calls() >= 1
@@ -73,7 +76,7 @@ subprocess.run(["git", "switch", "-q", "-c", "elsewhere"], check=True)
     ("body", "moved"), [(COMMIT, {"refs/heads/main"}), (SWITCH, {"HEAD"})], ids=["commit", "switch"]
 )
 def test_a_moved_branch_or_head_is_a_violation(tmp_path: Path, body: str, moved: set[str]) -> None:
-    p = make_project(tmp_path, body)
+    p = make_project(tmp_path, body, sandbox=OFF)
     start = p.head()
     done = attempt(p)
     run = section(done["lk-invoke"], "run")

@@ -17,6 +17,9 @@ from tests.recipes_helpers import fail_message, make_project
 
 pytestmark = pytest.mark.slow
 
+#: Without a sandbox (in one, .git is read-only): what loopkit detects must hold on its own.
+OFF = {"mode": "off"}
+
 GOOD = """
 Path("src").mkdir(exist_ok=True)
 Path("src/value.txt").write_text("good\\n")
@@ -70,7 +73,7 @@ Path("src/extra.py").write_text("X = 1\\n")
 
 
 def test_planted_hooks_filters_and_fsmonitor_never_run_in_loopkit(tmp_path: Path) -> None:
-    p = make_project(tmp_path, PLANT)
+    p = make_project(tmp_path, PLANT, sandbox=OFF)
     done = attempt(p)
     assert p.worker_calls() == 1
     ran = marker(p).read_text() if marker(p).exists() else ""
@@ -100,7 +103,7 @@ hook.chmod(0o755)
 
 
 def test_a_planted_pre_commit_hook_never_gets_a_green_attempt_committed(tmp_path: Path) -> None:
-    p = make_project(tmp_path, REWRITING_HOOK, budgets={"attempts": 2})
+    p = make_project(tmp_path, REWRITING_HOOK, sandbox=OFF, budgets={"attempts": 2})
     before = p.head()
     proc = loop(p)
     assert p.worker_calls() >= 1
@@ -126,7 +129,7 @@ with open(".git/info/exclude", "a") as f:
 
 
 def test_a_worker_line_in_info_exclude_is_a_violation(tmp_path: Path) -> None:
-    p = make_project(tmp_path, HIDE_CONFTEST)
+    p = make_project(tmp_path, HIDE_CONFTEST, sandbox=OFF)
     done = attempt(p)
     diff = section(done["lk-diff"], "diff")
     assert rules(diff).get("git_control_changed") == {".git/info/exclude"}, diff["violations"]
@@ -162,7 +165,7 @@ Path(".git/loopkit/cache/contract-planted.json").write_text(json.dumps(data))
 
 
 def test_a_planted_contract_cache_entry_is_a_violation(tmp_path: Path) -> None:
-    p = make_project(tmp_path, PLANT_CACHE)
+    p = make_project(tmp_path, PLANT_CACHE, sandbox=OFF)
     done = attempt(p)
     # lk-invoke empties the cache after the worker: what was planted is still reported.
     assert not (p.root / ".git/loopkit/cache/contract-planted.json").exists()
