@@ -9,6 +9,7 @@ plus ``tree``, the content hash the rest of the evidence is bound to.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -138,6 +139,10 @@ class Facts:
     base_ref: str
     tree: str
     files: list[dict[str, Any]]
+    #: Nested repositories without a commit: in no tree, not even as a gitlink.
+    unborn: list[str] = dataclasses.field(default_factory=list)
+    #: The git folders' control state (``git.control_state``), when it was asked for.
+    git_control: dict[str, str] | None = None
 
 
 def gather(cwd: str | os.PathLike[str], *, base: str | None = None) -> Facts:
@@ -145,13 +150,23 @@ def gather(cwd: str | os.PathLike[str], *, base: str | None = None) -> Facts:
     return gather_at(git.locate(cwd), base or "HEAD")
 
 
-def gather_at(where: git.Located, base_ref: str) -> Facts:
+def gather_at(
+    where: git.Located, base_ref: str, *, git_control: Mapping[str, Any] | None = None
+) -> Facts:
     """The change in the located repository against ``base_ref`` (exit 3 if it names nothing).
 
     The base is resolved by a git call of its own that runs while ``git add`` refreshes
-    the scratch index, off the critical path.
+    the scratch index, off the critical path. With ``git_control`` (what lk-invoke
+    recorded, ``run.git_control``), the git folders' control state is read too, before
+    any git call of this one.
     """
     import threading
+
+    control = None
+    if isinstance(git_control, Mapping):
+        paths = git_control.get("paths")
+        since = {str(k): str(v) for k, v in paths.items()} if isinstance(paths, Mapping) else {}
+        control = git.control_state(where.root, since=since)
 
     found: list[str | None] = []
     resolver = threading.Thread(
@@ -167,7 +182,7 @@ def gather_at(where: git.Located, base_ref: str) -> Facts:
 
     try:
         with git.worktree_changes(where.root, base_id, index=where.index) as changes:
-            records, tree, blob_sizes = changes
+            records, tree, blob_sizes, unborn = changes
             files = parse_records(records)  # while git write-tree still runs
             sizes = blob_sizes()
             for f in files:
@@ -179,7 +194,79 @@ def gather_at(where: git.Located, base_ref: str) -> Facts:
             tree_id = tree()
     finally:
         resolver.join()
-    return Facts(root=where.root, base=base_id(), base_ref=base_ref, tree=tree_id, files=files)
+    return Facts(
+        root=where.root,
+        base=base_id(),
+        base_ref=base_ref,
+        tree=tree_id,
+        files=files,
+        unborn=unborn,
+        git_control=control,
+    )
+
+
+def nested_repositories(facts: Facts) -> list[scope.Violation]:
+    """A new gitlink records a commit of another repository, not its files: a clone of
+    the branch gets none of them. A nested repository without a commit is in no tree at
+    all. Either way the change is not what it looks like, wherever it is."""
+    out = [
+        scope.Violation(
+            scope.NESTED_REPOSITORY,
+            f["path"],
+            "a nested git repository, recorded as a gitlink: a clone gets none of its files",
+        )
+        for f in facts.files
+        if f.get("submodule")
+        and f["status"] != "deleted"
+        and f.get("new_mode") == SUBMODULE_MODE
+        and f.get("old_mode") != SUBMODULE_MODE
+    ]
+    out += [
+        scope.Violation(
+            scope.NESTED_REPOSITORY,
+            path,
+            "a nested git repository without a commit: its files are in no tree",
+        )
+        for path in facts.unborn
+    ]
+    return out
+
+
+def git_control_violations(
+    started: Mapping[str, Any] | None, now: Mapping[str, str] | None
+) -> list[scope.Violation]:
+    """What changed in the git folders since lk-invoke recorded them (``run.git_control``)
+    before the worker started, and what lk-invoke saw change while it ran.
+
+    HEAD or its branch pointing elsewhere is ``head_moved``; any other change (a hook,
+    the config, ``info/exclude``, ``info/attributes``, a contract cache entry...) is
+    ``git_control_changed``. The contract cache is loopkit's to empty: only what lk-invoke
+    saw the worker write there counts.
+    """
+    if not isinstance(started, Mapping) or now is None:
+        return []
+    paths = started.get("paths")
+    if not isinstance(paths, Mapping):
+        return []
+    was = {str(k): str(v) for k, v in paths.items()}
+    keys = {str(k) for k in started.get("changed") or () if isinstance(k, str)}
+    during = set(keys)
+    if started.get("digest") != git.control_digest(now):
+        keys |= {k for k in git.control_changes(was, now) if not k.startswith(git.CACHE_PREFIX)}
+    head = was.get(git.HEAD_KEY, "")
+    branch = f".git/{head[len('ref:') :].strip()}" if head.startswith("ref:") else None
+    out: list[scope.Violation] = []
+    for key in sorted(keys):
+        before, after = git.short(was.get(key, "absent")), git.short(now.get(key, "absent"))
+        when = "while the worker ran" if key in during else "since the worker started"
+        if key in (git.HEAD_KEY, branch):
+            name = "HEAD" if key == git.HEAD_KEY else key.removeprefix(".git/")
+            moved = f"was {before}, now {after}" if before != after else "moved"
+            out.append(scope.Violation(scope.HEAD_MOVED, name, f"{name} {moved} {when}"))
+        else:
+            how = "added" if before == "absent" else "removed" if after == "absent" else "changed"
+            out.append(scope.Violation(scope.GIT_CONTROL_CHANGED, key, f"{how} {when}"))
+    return out
 
 
 def assess(
@@ -188,14 +275,17 @@ def assess(
     contract: Mapping[str, Any] | None,
     control: Sequence[str] = (),
     drift: str | None = None,
+    git_control: Mapping[str, Any] | None = None,
 ) -> Result:
     """The ``diff`` section: the facts and the contract's scope policy applied to them.
 
     ``control`` names the files that steer the loop (a change is a violation whatever
-    the globs say); ``drift`` says the contract file changed since the attempt started.
+    the globs say); ``drift`` says the contract file changed since the attempt started;
+    ``git_control`` is what lk-invoke recorded of the git folders (``run.git_control``),
+    compared with ``facts.git_control``. Nested repositories and changes to the git
+    folders are violations with or without a contract: they are about whether the tree
+    is the change, not about its scope.
     """
-    import dataclasses
-
     files = facts.files
     policy = scope.Policy.from_contract(contract)
     if policy is not None and control:
@@ -215,6 +305,8 @@ def assess(
     violations = scope.evaluate(policy, changes, root=str(facts.root))
     if drift and not any(v.rule == scope.CONTROL_FILE for v in violations):
         violations.append(scope.Violation(scope.CONTROL_FILE, "*", drift))
+    violations += nested_repositories(facts)
+    violations += git_control_violations(git_control, facts.git_control)
     added = sum(f["added"] for f in files)
     deleted = sum(f["deleted"] for f in files)
     body: dict[str, Any] = {

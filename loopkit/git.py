@@ -1,6 +1,13 @@
 """The one module that talks to git (through ``loopkit.proc``).
 
 Plumbing commands only, never porcelain whose output may change with configuration.
+
+Every call runs with the configuration a worker could have written made harmless (see
+``neutral_settings``): no hook, no fsmonitor, no untracked cache, no replace objects, no
+clean/smudge/process filter that the repository's own config defines, no external diff
+or textconv. A worker with a shell can write ``.git/config``; nothing it writes there runs
+inside loopkit's own git calls. ``control_state`` is the other half: what lk-invoke records
+of ``.git`` before the worker starts, so that lk-diff can tell what the worker changed.
 """
 
 from __future__ import annotations
@@ -15,13 +22,62 @@ from loopkit import proc
 from loopkit.errors import EnvironmentProblem, LoopkitError
 from loopkit.exitcodes import ExitCode
 
-#: Keep git from reading a user's pager, editor or locale into our parsing.
+#: Keep git from reading a user's pager, editor or locale into our parsing, and from
+#: reading objects through ``refs/replace/`` (a worker could otherwise make the base
+#: commit lk-diff compares against show any tree it likes).
 _ENV_FIXES = {
     "GIT_PAGER": "cat",
     "GIT_TERMINAL_PROMPT": "0",
     "LC_ALL": "C",
     "GIT_OPTIONAL_LOCKS": "0",
+    "GIT_NO_REPLACE_OBJECTS": "1",
 }
+
+#: Settings every git call gets, whatever the repository's config says. They are passed
+#: through ``GIT_CONFIG_COUNT`` (command-line scope: it wins over every config file, and
+#: unlike ``-c`` it takes a key as written, even a filter named ``a=b``).
+NEUTRAL_CONFIG: tuple[tuple[str, str], ...] = (
+    # No hook runs: post-index-change (git add), reference-transaction (update-ref),
+    # post-checkout (worktree add), pre-auto-gc... all of them worker-writable files.
+    ("core.hooksPath", "/dev/null"),
+    # No fsmonitor hook or daemon; the index's fsmonitor bits are not trusted either.
+    ("core.fsmonitor", "false"),
+    # A planted untracked cache in the index cannot hide untracked files from `add -A`.
+    ("core.untrackedCache", "false"),
+)
+
+#: The keys of a filter driver that run commands (``required=false``: with its commands
+#: emptied, a required driver would otherwise fail every call).
+_FILTER_KEYS = (("clean", ""), ("smudge", ""), ("process", ""), ("required", "false"))
+
+#: Config scopes whose filter drivers keep working: the user's global and system config
+#: (git-lfs installs itself there) and ``command`` (loopkit's own caller). Every other
+#: scope is neutralised: the repository's own config and whatever it includes (``git
+#: config --show-scope`` reports an included key with the scope of the including file).
+_TRUSTED_SCOPES = frozenset({"system", "global", "command"})
+
+#: Subcommands that never read a working-tree file's content, so no filter can run in
+#: them: no need to look for filter drivers first. (Not ``write-tree``: writing an index
+#: re-reads racily clean files through their clean filter.)
+_FILTER_FREE = frozenset(
+    {
+        "rev-parse",
+        "config",
+        "update-ref",
+        "symbolic-ref",
+        "diff-tree",
+        "ls-tree",
+        "for-each-ref",
+        "show-ref",
+        "commit-tree",
+        "merge-base",
+        "rev-list",
+        "mktree",
+    }
+)
+
+#: Subcommands that can show a diff: an external diff or a textconv command could run.
+_DIFFING = frozenset({"diff", "diff-index", "diff-tree", "diff-files", "log", "show"})
 
 
 class GitError(LoopkitError):
@@ -31,12 +87,99 @@ class GitError(LoopkitError):
     code = ExitCode.ENVIRONMENT
 
 
-def _env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+def _env(
+    extra: Mapping[str, str] | None = None, *, settings: Sequence[tuple[str, str]] = ()
+) -> dict[str, str]:
     env = dict(os.environ)
     env.update(_ENV_FIXES)
     if extra:
         env.update(extra)
+    # Appended after any the caller set: for a single-valued key the last one wins.
+    try:
+        n = max(int(env.get("GIT_CONFIG_COUNT") or 0), 0)
+    except ValueError:
+        n = 0
+    for key, value in (*NEUTRAL_CONFIG, *settings):
+        env[f"GIT_CONFIG_KEY_{n}"] = key
+        env[f"GIT_CONFIG_VALUE_{n}"] = value
+        n += 1
+    env["GIT_CONFIG_COUNT"] = str(n)
     return env
+
+
+def _subcommand(args: Sequence[str]) -> tuple[int, str]:
+    """Where the subcommand is in ``args`` (after ``-c KEY=VALUE`` and other options)."""
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in ("-c", "-C", "--config-env"):
+            i += 2
+        elif a.startswith("-"):
+            i += 1
+        else:
+            return i, a
+    return len(args), ""
+
+
+def _may_filter(sub: str, args: Sequence[str]) -> bool:
+    """Could ``git SUB ARGS`` run a filter driver (read or write a working-tree file)?"""
+    if sub in _FILTER_FREE:
+        return False
+    if sub == "cat-file":
+        return any(a in ("--filters", "--textconv") or a.startswith("--path") for a in args)
+    if sub == "diff-index":
+        return "--cached" not in args
+    return True
+
+
+def neutral_settings(cwd: str | os.PathLike[str]) -> list[tuple[str, str]]:
+    """Config settings that switch off every filter driver the repository's own config
+    defines (``.git/config``, ``config.worktree`` and the files they include).
+
+    Looked up again for every call that may run a filter, never cached: between two of
+    loopkit's git calls a check (code the worker wrote) may have added a driver. When
+    neither config file so much as mentions ``filter`` or ``include``, no git call is
+    needed to know there is none.
+    """
+    if not _may_define_filters(cwd):
+        return []
+    done = proc.capture(
+        ["git", "config", "-z", "--show-scope", "--get-regexp", r"^filter\."],
+        cwd=cwd,
+        env=_env(),
+    )
+    names: list[str] = []
+    fields = done.stdout.decode("utf-8", "surrogateescape").split("\0")
+    for scope, entry in zip(fields[0::2], fields[1::2], strict=False):
+        if scope in _TRUSTED_SCOPES:
+            continue
+        key = entry.split("\n", 1)[0]
+        # filter.<name>.<key>: the name is everything between the first and last dot.
+        first, last = key.find("."), key.rfind(".")
+        if first < last:
+            name = key[first + 1 : last]
+            if name not in names:
+                names.append(name)
+    return [(f"filter.{name}.{k}", v) for name in names for k, v in _FILTER_KEYS]
+
+
+def _may_define_filters(cwd: str | os.PathLike[str]) -> bool:
+    """False only when the repository's config files surely define no filter driver (a
+    section header naming one must contain ``filter``; an include, ``include``)."""
+    dirs = _git_dirs(cwd)
+    if dirs is None:
+        return True
+    for path in (dirs.common / "config", dirs.own / "config.worktree"):
+        try:
+            with open(path, "rb") as f:
+                text = f.read().lower()
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return True
+        if b"filter" in text or b"include" in text:
+            return True
+    return False
 
 
 def git(
@@ -47,12 +190,17 @@ def git(
     input: bytes | None = None,
     check: bool = True,
 ) -> proc.Captured:
-    done = proc.capture(["git", *args], cwd=cwd, env=_env(env), input=input)
+    at, sub = _subcommand(args)
+    argv = list(args)
+    if sub in _DIFFING:
+        argv[at + 1 : at + 1] = ["--no-ext-diff", "--no-textconv"]
+    settings = neutral_settings(cwd) if _may_filter(sub, args) else []
+    done = proc.capture(["git", *argv], cwd=cwd, env=_env(env, settings=settings), input=input)
     if done.exit_code == 127 and not done.stdout:
         raise EnvironmentProblem("git is not installed (or not on PATH)")
     if check and done.exit_code != 0:
         msg = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise GitError(f"git {args[0]} failed: {msg[-1] if msg else f'exit {done.exit_code}'}")
+        raise GitError(f"git {sub} failed: {msg[-1] if msg else f'exit {done.exit_code}'}")
     return done
 
 
@@ -239,6 +387,270 @@ def object_sizes(
     return sizes
 
 
+@dataclass(frozen=True)
+class GitDirs:
+    """A work tree's git folders: its own (HEAD, the index; ``.git/worktrees/NAME`` for a
+    linked worktree) and the shared one (config, hooks, info, refs, modules)."""
+
+    own: Path
+    common: Path
+
+
+def _git_dirs(path: str | os.PathLike[str]) -> GitDirs | None:
+    """The git folders of the work tree at ``path``, found without starting git: a ``.git``
+    folder, or a ``.git`` file naming a linked worktree's folder. None when git's own
+    discovery must decide (discovery variables set, ``path`` inside a git folder)."""
+    if any(k in os.environ for k in _DISCOVERY_ENV):
+        return None
+    try:
+        here = os.path.realpath(path)
+    except OSError:
+        return None
+    if ".git" in here.split(os.sep):
+        return None
+    while True:
+        dotgit = os.path.join(here, ".git")
+        if os.path.isdir(dotgit):
+            own = dotgit
+            break
+        if os.path.isfile(dotgit):
+            try:
+                with open(dotgit, encoding="utf-8") as f:
+                    pointer = f.read().strip()
+            except (OSError, UnicodeDecodeError):
+                return None
+            if not pointer.startswith("gitdir:"):
+                return None
+            own = os.path.join(here, pointer[len("gitdir:") :].strip())
+            if not os.path.isdir(own):
+                return None
+            break
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent
+    common = own
+    try:
+        with open(os.path.join(own, "commondir"), encoding="utf-8") as f:
+            common = os.path.join(own, f.read().strip())
+    except FileNotFoundError:
+        pass
+    except (OSError, UnicodeDecodeError):
+        return None
+    return GitDirs(own=Path(os.path.normpath(own)), common=Path(os.path.normpath(common)))
+
+
+def git_dirs(root: str | os.PathLike[str]) -> GitDirs:
+    """The git folders of the work tree at ``root`` (asks git only in unusual set-ups)."""
+    found = _git_dirs(root)
+    if found is not None:
+        return found
+    lines = out(["rev-parse", "--absolute-git-dir", "--git-common-dir"], cwd=root).splitlines()
+    common = Path(lines[1])
+    return GitDirs(
+        own=Path(lines[0]), common=common if common.is_absolute() else Path(root) / common
+    )
+
+
+# --------------------------------------------------------------------------- control state
+
+#: ``control_state`` keys that say where the work tree's HEAD points.
+HEAD_KEY = ".git/HEAD"
+#: A control-state key whose value is loopkit's to change (lk-invoke drops the contract
+#: cache after each worker run): lk-invoke watches it around the worker instead.
+CACHE_PREFIX = ".git/loopkit/cache/"
+#: Folders of a submodule's git folder that hold its history, not its controls.
+_MODULE_DATA = frozenset({"objects", "refs", "logs", "lfs", "worktrees"})
+_MODULE_DATA_FILES = frozenset({"index", "HEAD", "ORIG_HEAD", "FETCH_HEAD", "packed-refs"})
+
+
+def control_state(
+    root: str | os.PathLike[str], *, since: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """What in the git folders steers git and loopkit: path -> content hash, for each file
+    a worker could change to move what judges it.
+
+    - the config (``config``, ``config.worktree``), ``commondir``, and whether ``.git`` is
+      a folder or points into a repository (which one);
+    - ``hooks/*`` (git runs only exact hook names: ``*.sample`` files are left out), with
+      the executable bit;
+    - ``info/*`` (``exclude``, ``attributes``, ``sparse-checkout``, ``grafts``...);
+    - ``modules/*`` (a submodule's config, hooks and info, not its history);
+    - ``loopkit/cache/*`` (the checked-contract cache);
+    - ``HEAD`` (its text: ``ref: refs/heads/main`` or a commit id), the branch it names
+      (the commit id it points at, loose or packed), and ``refs/replace/*``.
+
+    Keys are ``.git/``-relative paths (a linked worktree's own files as if its git folder
+    were ``.git``). Plain file reads, no git call (except for refs git keeps in a form
+    other than loose files and ``packed-refs``). With ``since`` (an earlier state), the
+    branch its HEAD named is read too, wherever HEAD points now.
+    """
+    dirs = git_dirs(root)
+    state: dict[str, str] = {}
+    dotgit = Path(root) / ".git"
+    if dotgit.is_dir() and not dotgit.is_symlink():
+        state[".git"] = "folder"
+    else:
+        # Which repository it points into; not which worktree (a retry may run in another).
+        state[".git"] = f"linked worktree of {dirs.common}"
+    files = [(dirs.common / "config", "config")]
+    if dirs.own != dirs.common:
+        files += [(dirs.own / "config.worktree", "config.worktree")]
+        files += [(dirs.own / "commondir", "commondir")]
+    else:
+        files += [(dirs.common / "config.worktree", "config.worktree")]
+    for path, key in files:
+        value = _digest(path)
+        if value != "absent":
+            state[f".git/{key}"] = value
+    _walk(dirs.common / "hooks", ".git/hooks", state, skip=lambda name: name.endswith(".sample"))
+    _walk(dirs.common / "info", ".git/info", state)
+    if dirs.own != dirs.common:
+        _walk(dirs.own / "info", f".git/worktrees/{dirs.own.name}/info", state)
+    _walk(dirs.common / "modules", ".git/modules", state, prune=_MODULE_DATA, skip=_module_data)
+    _walk(dirs.common / "loopkit" / "cache", CACHE_PREFIX.rstrip("/"), state)
+    try:
+        head = (dirs.own / "HEAD").read_text(encoding="utf-8", errors="surrogateescape").strip()
+    except OSError:
+        head = "absent"
+    state[HEAD_KEY] = head
+    for named in (head, (since or {}).get(HEAD_KEY, "")):
+        if named.startswith("ref:"):
+            ref = named[len("ref:") :].strip()
+            state[f".git/{ref}"] = _ref_value(root, dirs.common, ref)
+    for ref, value in _replace_refs(dirs.common).items():
+        state[f".git/{ref}"] = value
+    return state
+
+
+def _module_data(name: str) -> bool:
+    return name in _MODULE_DATA_FILES or name.endswith(".lock")
+
+
+def _digest(path: Path) -> str:
+    """sha256 of a file's kind, executable bit and content (of a symlink: its target)."""
+    import hashlib
+    import stat
+
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return "absent"
+    except OSError as e:
+        return f"unreadable: {e.strerror}"
+    h = hashlib.sha256()
+    if stat.S_ISLNK(st.st_mode):
+        h.update(b"link\0" + os.fsencode(os.readlink(path)))
+    elif stat.S_ISREG(st.st_mode):
+        h.update(b"file x\0" if st.st_mode & 0o111 else b"file -\0")
+        try:
+            with open(path, "rb") as f:
+                while block := f.read(1 << 20):
+                    h.update(block)
+        except OSError as e:
+            return f"unreadable: {e.strerror}"
+    else:
+        h.update(f"special {stat.S_IFMT(st.st_mode)}".encode())
+    return h.hexdigest()
+
+
+def _walk(
+    top: Path,
+    label: str,
+    state: dict[str, str],
+    *,
+    prune: frozenset[str] = frozenset(),
+    skip: Callable[[str], bool] | None = None,
+) -> None:
+    """Every file under ``top`` (symlinks not followed) into ``state`` as ``label/REL``."""
+    for folder, subdirs, names in os.walk(top):
+        subdirs[:] = sorted(d for d in subdirs if d not in prune)
+        for name in sorted(names):
+            if skip is not None and skip(name):
+                continue
+            path = Path(folder) / name
+            rel = path.relative_to(top).as_posix()
+            state[f"{label}/{rel}"] = _digest(path)
+        # A symlink to a folder is listed among subdirs but not walked: record it.
+        for d in subdirs:
+            path = Path(folder) / d
+            if path.is_symlink():
+                state[f"{label}/{path.relative_to(top).as_posix()}"] = _digest(path)
+
+
+def _ref_value(root: str | os.PathLike[str], common: Path, ref: str) -> str:
+    """The id a branch points at: its loose file, else its ``packed-refs`` line, else git's
+    answer (another ref store); ``absent`` for a branch without commits."""
+    try:
+        text = (common / ref).read_text(encoding="utf-8").strip()
+        if text:
+            return text
+    except (OSError, UnicodeDecodeError):
+        pass
+    packed = _packed_refs(common)
+    if ref in packed:
+        return packed[ref]
+    if not (common / "reftable").is_dir():
+        return "absent"
+    done = git(["rev-parse", "-q", "--verify", "--end-of-options", ref], cwd=root, check=False)
+    return done.stdout.decode().strip() or "absent"
+
+
+def _packed_refs(common: Path) -> dict[str, str]:
+    try:
+        raw = (common / "packed-refs").read_bytes()
+    except OSError:
+        return {}
+    found: dict[str, str] = {}
+    for line in raw.decode("utf-8", "surrogateescape").splitlines():
+        if not line or line[0] in "#^":
+            continue
+        value, _, name = line.partition(" ")
+        found[name] = value
+    return found
+
+
+def _replace_refs(common: Path) -> dict[str, str]:
+    """``refs/replace/*``: each makes git show another object in place of one."""
+    found = {k: v for k, v in _packed_refs(common).items() if k.startswith("refs/replace/")}
+    loose: dict[str, str] = {}
+    _walk(common / "refs" / "replace", "refs/replace", loose)
+    for name in loose:
+        try:
+            found[name] = (common / name).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            found[name] = "unreadable"
+    return found
+
+
+def control_digest(state: Mapping[str, str]) -> str:
+    """One sha256 over a whole control state (its full hashes)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for key in sorted(state):
+        h.update(f"{key}\0{state[key]}\n".encode("utf-8", "surrogateescape"))
+    return h.hexdigest()
+
+
+def short(value: str) -> str:
+    """A control-state value as the attempt document records it: a file's sha256 cut to
+    16 hex digits (the record's ``digest`` keeps the full strength), anything else as is."""
+    if len(value) == 64 and all(c in "0123456789abcdef" for c in value):
+        return value[:16]
+    return value
+
+
+def control_changes(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
+    """The keys whose value differs between two control states (either may be shortened
+    by ``short``), in order."""
+    return [
+        key
+        for key in sorted(set(before) | set(after))
+        if short(before.get(key, "absent")) != short(after.get(key, "absent"))
+    ]
+
+
 def empty_tree(root: str | os.PathLike[str]) -> str:
     """The id of the empty tree in this repository's hash (sha1 or sha256)."""
     return out(["hash-object", "-t", "tree", "--stdin"], cwd=root, input=b"")
@@ -351,6 +763,9 @@ class TreeWatch:
         self.path = _scratch_copy(self.real)
         self.env = {"GIT_INDEX_FILE": self.path}
         self._last: str | None = None
+        #: Nested repositories without a commit, found by the last refresh: git cannot
+        #: record them (not even as a gitlink), so their files are in no tree hash.
+        self.unborn: list[str] = []
 
     def _stamp(self) -> tuple[int, int, int] | None:
         try:
@@ -363,7 +778,15 @@ class TreeWatch:
         """Bring the scratch index up to the working tree; False when nothing changed."""
         before = self._stamp()
         quiet = ["-c", "advice.addEmbeddedRepo=false", "-c", "core.safecrlf=false"]
-        git([*quiet, "add", "-A", "--", "."], cwd=self.root, env=self.env)
+        add = [*quiet, "add", "-A", "--", "."]
+        done = git(add, cwd=self.root, env=self.env, check=False)
+        self.unborn = _unborn_repositories(done) if done.exit_code != 0 else []
+        if self.unborn:
+            # Everything else is hashed; lk-diff reports the nested repositories.
+            left_out = [f":(top,exclude,literal){p}" for p in self.unborn]
+            git([*add, *left_out], cwd=self.root, env=self.env)
+        elif done.exit_code != 0:
+            git(add, cwd=self.root, env=self.env)  # its error, as any other failing call
         # Dropped afterwards, not excluded by pathspec: `add` fails on an exclude pathspec
         # naming a folder info/exclude already ignores. Skipped (one git call saved) when
         # the folder is absent or info/exclude beside the index already leaves it out.
@@ -455,6 +878,21 @@ def blob(root: Path, object_id: str) -> bytes:
     return git(["cat-file", "blob", object_id], cwd=root).stdout
 
 
+def _unborn_repositories(done: proc.Captured) -> list[str]:
+    """The nested repositories without a commit that made ``git add`` fail (empty when
+    anything else went wrong too)."""
+    import re
+
+    found: list[str] = []
+    for line in done.stderr.decode("utf-8", "surrogateescape").splitlines():
+        m = re.fullmatch(r"error: '(.+)/' does not have a commit checked out", line)
+        if m:
+            found.append(m.group(1))
+        elif line not in ("fatal: adding files failed",) and not line.startswith("hint:"):
+            return []
+    return sorted(found)
+
+
 def changed_paths(root: Path, old: str, new: str) -> list[tuple[str, str]]:
     """The paths that differ between two trees, each with its status letter (A, M, D, T);
     empty when git cannot tell (an unknown tree)."""
@@ -530,22 +968,25 @@ def tree_hash(root: Path, *, index: Path | None = None) -> str:
 @contextlib.contextmanager
 def worktree_changes(
     root: Path, base: str | Callable[[], str], *, index: Path | None = None
-) -> Iterator[tuple[bytes, Callable[[], str], Callable[[], dict[str, int]]]]:
-    """The working tree's change against ``base``, a call that returns its hash, and one
-    that returns the sizes of the blobs it adds.
+) -> Iterator[tuple[bytes, Callable[[], str], Callable[[], dict[str, int]], list[str]]]:
+    """The working tree's change against ``base``, a call that returns its hash, one that
+    returns the sizes of the blobs it adds, and the nested repositories left out.
 
-    Yields ``(records, tree, sizes)``: ``records`` is the ``-z`` output of ``git diff-index
-    --raw --numstat -M`` (renames found, binary files marked ``-``), tracked and untracked
-    files alike; ``tree()`` waits for ``git write-tree`` and ``sizes()`` for the size of
-    every blob the change's new side names (``{id: bytes}``, see ``new_blob_sizes``).
-    Both run meanwhile (they only read the scratch index and the object store), so the
-    caller can parse the records in the mean time. ``base`` may be a call that returns
-    the base's id, made once the index is up to date (so it can be resolved while ``git
-    add`` runs).
+    Yields ``(records, tree, sizes, unborn)``: ``records`` is the ``-z`` output of ``git
+    diff-index --raw --numstat -M`` (renames found, binary files marked ``-``), tracked
+    and untracked files alike; ``tree()`` waits for ``git write-tree`` and ``sizes()`` for
+    the size of every blob the change's new side names (``{id: bytes}``, see
+    ``new_blob_sizes``). Both run meanwhile (they only read the scratch index and the
+    object store), so the caller can parse the records in the mean time. ``unborn`` names
+    nested repositories without a commit (left out of the index, so of all three).
+    ``base`` may be a call that returns the base's id, made once the index is up to date
+    (so it can be resolved while ``git add`` runs).
     """
     import threading
 
-    with worktree_index(root, index=index) as env:
+    with TreeWatch(root, index=index) as watch:
+        watch.refresh()
+        env = watch.env
         base_id = base() if callable(base) else base
         trees: list[str] = []
         writer = threading.Thread(
@@ -577,14 +1018,13 @@ def worktree_changes(
                     "-M",
                     "--raw",
                     "--numstat",
-                    "--no-ext-diff",
                     "--end-of-options",
                     base_id,
                 ],
                 cwd=root,
                 env=env,
             )
-            yield done.stdout, tree, sizes
+            yield done.stdout, tree, sizes, list(watch.unborn)
         finally:
             writer.join()  # the scratch index goes only once write-tree is done with it
             sizer.join()

@@ -434,6 +434,9 @@ def attempt(req: Request) -> dict[str, Any]:
         read_only=_control_files(root, req, p.contract),
     )
 
+    # What steers git and loopkit under .git, before the worker (loopkit's own exclude
+    # line for the state folder is already written): lk-diff reports any change.
+    control = git.control_state(root)
     result = execute(
         p.provider,
         p.spec,
@@ -444,9 +447,12 @@ def attempt(req: Request) -> dict[str, Any]:
         should_stop=cancelled,
         jail=jail,
     )
+    # Seen before the contract cache is emptied, so a planted entry is still reported.
+    during = git.control_changes(control, git.control_state(root, since=control))
     # Whatever the worker wrote into the contract cache is never read as a checked contract.
     clear_cache(root)
     record = {**result.record, "base": base} if base else dict(result.record)
+    record["git_control"] = _git_control(req.document, control, during)
     if carried is not None:
         record["carry"] = carried
     record["state_seal"] = sealed
@@ -485,6 +491,29 @@ def _control_files(root: Path, req: Request, contract: Mapping[str, Any] | None)
         if path.is_file() and path.is_relative_to(root.resolve()) and path not in out:
             out.append(path)
     return out
+
+
+def _git_control(
+    document: Mapping[str, Any] | None, before: Mapping[str, str], during: list[str]
+) -> dict[str, Any]:
+    """``run.git_control``: the control state of .git as the task's first attempt found it
+    (a retry carries it on: what one attempt changed, the next cannot make the new
+    normal), and what changed while this worker ran."""
+    from loopkit import git, handoff
+
+    earlier = ((handoff.previous_attempt(document) or {}).get("run") or {}).get("git_control")
+    if (
+        isinstance(earlier, Mapping)
+        and isinstance(earlier.get("digest"), str)
+        and isinstance(earlier.get("paths"), Mapping)
+    ):
+        found = {"digest": earlier["digest"], "paths": dict(earlier["paths"])}
+    else:
+        found = {
+            "digest": git.control_digest(before),
+            "paths": {k: git.short(v) for k, v in before.items()},
+        }
+    return {**found, "changed": during}
 
 
 def _fresh(document: dict[str, Any] | None) -> dict[str, Any]:

@@ -25,6 +25,13 @@ SYMLINK_OUTSIDE = "symlink_outside_repo"
 #: A file that steers the loop (the contract, TASKS.md, the memory file) was changed.
 CONTROL_FILE = "control_file"
 SYMLINK_PROTECTED = "symlink_into_protected"
+#: A new gitlink or a nested repository: the commit would not hold the files.
+NESTED_REPOSITORY = "nested_repository"
+#: A file under .git that steers git or loopkit (hooks, config, info/, modules/, the
+#: contract cache) changed since lk-invoke recorded it.
+GIT_CONTROL_CHANGED = "git_control_changed"
+#: HEAD, or the branch it names, no longer points where it did when the worker started.
+HEAD_MOVED = "head_moved"
 TOO_MANY_FILES = "changed_files"
 TOO_MANY_LINES = "changed_lines"
 TOO_MANY_BYTES = "changed_bytes"

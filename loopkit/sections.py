@@ -71,6 +71,7 @@ class Run(TypedDict, total=False):
     carry: NotRequired[dict[str, Any]]
     sandbox: NotRequired[dict[str, Any]]
     state_seal: NotRequired[dict[str, Any]]
+    git_control: NotRequired[dict[str, Any]]
 
 
 class Diff(TypedDict, total=False):

@@ -7,6 +7,9 @@ Input:  an attempt document on stdin when piped (optional). The contract is --co
         else the piped document's, else ./loop.yaml; without any, nothing is checked.
         The base is the piped attempt's recorded diff.base, else --base, else the commit
         the worker started from (run.base, so a worker's own commits still count), else HEAD.
+        With the piped attempt's run.git_control (what lk-invoke recorded of .git before
+        the worker), any change to hooks, config, info/, modules/, the contract cache,
+        HEAD or its branch is a violation; so is a nested repository, always.
 Output: one JSON line on stdout: the attempt document with "diff" added, or the diff
         section alone ({"kind": "loopkit/diff", ...}) when nothing is piped.
 Exit codes: 0 within policy; 1 policy violated; 3 bad input; 4 not a git repository.
@@ -45,7 +48,10 @@ def main(contract_path: str | None, base: str | None) -> int:
     modes, symlinks) against a base, hash the working tree, and check the scope policy:
     protected globs win over writable ones, always_allowed paths never violate, and the
     changed_files / changed_lines / changed_bytes budgets hold (changed_bytes: the new
-    content's size, binary files included; default 5 MB)."""
+    content's size, binary files included; default 5 MB). A nested repository (a new
+    gitlink) is a violation wherever it is, and in a loop so is any change under .git that
+    steers git or loopkit since lk-invoke recorded it (hooks, config, info/, modules/, the
+    contract cache: git_control_changed; HEAD or its branch: head_moved)."""
     from loopkit import diff as core
     from loopkit import document, git
     from loopkit.workspace import Workspace
@@ -57,11 +63,13 @@ def main(contract_path: str | None, base: str | None) -> int:
     ws = Workspace.open(contract_path=contract_path, document=doc)
     where = git.Located(root=ws.root, index=ws.index, base=None)
     terms = ws.contract
+    started = ((doc or {}).get("run") or {}).get("git_control")  # .git before the worker
     result = core.assess(
-        core.gather_at(where, asked),
+        core.gather_at(where, asked, git_control=started),
         contract=terms,
         control=ws.control_files() if doc is not None else (),
         drift=ws.contract_drift,
+        git_control=started,
     )
     if terms is None:
         say("lk-diff", "no contract: the scope policy was not checked")

@@ -1,0 +1,159 @@
+"""The pure parts of the .git defences: how a control state is compared, reported and
+shortened, which git calls need the filter lookup, and how nested repositories read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from loopkit import diff, git, proc
+
+SHA = "a" * 64
+BASE = "1" * 40
+MOVED = "2" * 40
+STARTED = {
+    ".git": "folder",
+    ".git/config": SHA,
+    ".git/info/exclude": "b" * 64,
+    ".git/loopkit/cache/contract-x.json": "c" * 64,
+    git.HEAD_KEY: "ref: refs/heads/main",
+    ".git/refs/heads/main": BASE,
+}
+
+
+def _record(state: dict[str, str], changed: list[str] | None = None) -> dict[str, object]:
+    return {
+        "digest": git.control_digest(state),
+        "paths": {k: git.short(v) for k, v in state.items()},
+        "changed": changed or [],
+    }
+
+
+def _found(started: dict[str, str], now: dict[str, str], **kw: list[str]) -> set[tuple[str, str]]:
+    return {(v.rule, v.path) for v in diff.git_control_violations(_record(started, **kw), now)}
+
+
+def test_an_unchanged_state_has_no_violation() -> None:
+    assert _found(STARTED, dict(STARTED)) == set()
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({".git/config": "d" * 64}, {("git_control_changed", ".git/config")}),
+        ({".git/hooks/pre-commit": "e" * 64}, {("git_control_changed", ".git/hooks/pre-commit")}),
+        ({".git/info/exclude": None}, {("git_control_changed", ".git/info/exclude")}),
+        ({".git/refs/heads/main": MOVED}, {("head_moved", "refs/heads/main")}),
+        ({git.HEAD_KEY: "ref: refs/heads/other"}, {("head_moved", "HEAD")}),
+        ({git.HEAD_KEY: BASE}, {("head_moved", "HEAD")}),
+        # loopkit empties its cache after the worker: that is no violation.
+        ({".git/loopkit/cache/contract-x.json": None}, set()),
+    ],
+)
+def test_each_change_is_reported_by_its_rule(
+    change: dict[str, str | None], expected: set[tuple[str, str]]
+) -> None:
+    now = dict(STARTED)
+    for key, value in change.items():
+        if value is None:
+            now.pop(key)
+        else:
+            now[key] = value
+    assert _found(STARTED, now) == expected
+
+
+def test_what_changed_while_the_worker_ran_counts_even_when_gone_since() -> None:
+    now = {k: v for k, v in STARTED.items() if "cache" not in k}
+    planted = ".git/loopkit/cache/contract-planted.json"
+    assert _found(STARTED, now, changed=[planted]) == {("git_control_changed", planted)}
+
+
+def test_no_record_no_comparison() -> None:
+    assert diff.git_control_violations(None, dict(STARTED)) == []
+    assert diff.git_control_violations({"digest": "x"}, dict(STARTED)) == []
+
+
+def test_short_cuts_only_sha256_hex() -> None:
+    assert git.short(SHA) == "a" * 16
+    assert git.short(BASE) == BASE
+    assert git.short("ref: refs/heads/main") == "ref: refs/heads/main"
+    assert git.control_changes({"k": git.short(SHA)}, {"k": SHA}) == []
+    assert git.control_changes({"k": "ref: refs/heads/ma"}, {"k": "ref: refs/heads/main"}) == ["k"]
+
+
+@pytest.mark.parametrize(
+    ("args", "may_filter"),
+    [
+        (["rev-parse", "HEAD"], False),
+        (["update-ref", "refs/x", BASE], False),
+        (["diff-index", "--cached", "-z", BASE], False),
+        (["diff-index", "-z", BASE], True),
+        (["-c", "advice.addEmbeddedRepo=false", "add", "-A"], True),
+        (["write-tree"], True),  # writing an index re-reads racily clean files
+        (["read-tree", "-u", "--reset", BASE], True),
+        (["cat-file", "blob", BASE], False),
+        (["cat-file", "--filters", "--path=x", BASE], True),
+    ],
+)
+def test_which_calls_look_up_filter_drivers(args: list[str], may_filter: bool) -> None:
+    at, sub = git._subcommand(args)
+    assert args[at] == sub
+    assert git._may_filter(sub, args) is may_filter
+
+
+def test_every_call_gets_the_neutral_settings_after_the_callers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "user.name")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", "me")
+    env = git._env(settings=[("filter.a=b.clean", "")])
+    pairs = [
+        (env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"])
+        for i in range(int(env["GIT_CONFIG_COUNT"]))
+    ]
+    assert pairs == [("user.name", "me"), *git.NEUTRAL_CONFIG, ("filter.a=b.clean", "")]
+    assert env["GIT_NO_REPLACE_OBJECTS"] == "1"
+
+
+def test_unborn_nested_repositories_are_read_from_gits_complaint() -> None:
+    err = (
+        b"error: 'src/lib/' does not have a commit checked out\n"
+        b"error: 'a b/' does not have a commit checked out\n"
+        b"fatal: adding files failed\n"
+    )
+    assert git._unborn_repositories(proc.Captured(128, b"", err)) == ["a b", "src/lib"]
+    other = err + b'error: open("x"): Permission denied\n'
+    assert git._unborn_repositories(proc.Captured(128, b"", other)) == []
+
+
+def _facts(files: list[dict[str, object]], unborn: list[str] | None = None) -> diff.Facts:
+    files = [{"added": 0, "deleted": 0, **f} for f in files]
+    return diff.Facts(
+        root=Path("/r"), base=BASE, base_ref="HEAD", tree=BASE, files=files, unborn=unborn or []
+    )
+
+
+def test_new_gitlinks_and_unborn_repositories_are_nested_repositories() -> None:
+    files = [
+        {"path": "lib", "status": "added", "new_mode": "160000", "submodule": True},
+        {
+            "path": "vendor",
+            "status": "type_changed",
+            "old_mode": "100644",
+            "new_mode": "160000",
+            "submodule": True,
+        },
+        # An existing submodule moved to another commit: the scope rules decide.
+        {"path": "ext", "status": "modified", "submodule": True},
+        {"path": "old", "status": "deleted", "submodule": True},
+    ]
+    found = {(v.rule, v.path) for v in diff.nested_repositories(_facts(files, ["sub"]))}
+    assert found == {
+        ("nested_repository", "lib"),
+        ("nested_repository", "vendor"),
+        ("nested_repository", "sub"),
+    }
+    result = diff.assess(_facts(files, ["sub"]), contract=None)
+    assert result.within_policy is False
