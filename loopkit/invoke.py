@@ -89,6 +89,7 @@ def execute(
     breaker_repeats: int | None = DEFAULT_REPEATS,
     should_stop: Callable[[], str | None] | None = None,
     jail: Jail | None = None,
+    progress: Any = None,
 ) -> Result:
     """Run one invocation to its end (or its limit) and return the normalized record.
 
@@ -144,6 +145,8 @@ def execute(
                     sink.write(line)
                     for event in parser.feed(line):
                         watch(event)
+                        if progress is not None:
+                            progress.event(event, parser.state)
         except BaseException:
             # Interrupted (Ctrl-C, SIGTERM) or failing: the worker runs in a session of its
             # own, so no signal reaches it unless loopkit ends its group here.
@@ -313,6 +316,8 @@ class Request:
     timeout: float | None = None
     cwd: Path = field(default_factory=Path.cwd)
     environ: Mapping[str, str] | None = None
+    #: Live lines for a person (``loopkit.progress.Progress``); None: silent.
+    progress: Any = None
 
 
 @dataclass
@@ -446,7 +451,10 @@ def attempt(req: Request) -> dict[str, Any]:
         breaker_repeats=int(p.worker.get("breaker_repeats") or DEFAULT_REPEATS),
         should_stop=cancelled,
         jail=jail,
+        progress=req.progress,
     )
+    if req.progress is not None:
+        req.progress.finished(str(result.record.get("stop_reason")), result.state)
     # Seen before the contract cache is emptied, so a planted entry is still reported.
     during = git.control_changes(control, git.control_state(root, since=control))
     # Whatever the worker wrote into the contract cache is never read as a checked contract.

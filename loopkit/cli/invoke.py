@@ -2,7 +2,7 @@
 
 Usage:  lk-plan next TASKS.md --contract loop.yaml | lk-invoke
         lk-invoke --contract loop.yaml [--provider claude|codex|command] [--command CMD]
-                  [--model M] [--resume ID] [--timeout S]
+                  [--model M] [--resume ID] [--timeout S] [--quiet]
         lk-invoke --dry-run ...             print argv and handoff as JSON, run nothing
         lk-invoke --transcript FILE         normalize a saved stream, run nothing
 
@@ -10,7 +10,9 @@ Input:  an attempt document on stdin (read only when piped): its task, contract 
         retry, the previous attempt's verify/diff/judge/decision sections as feedback.
 Output: the attempt document with ``run`` added (schemas/run.json); with nothing piped,
         the run section alone. The native stream, stderr and the handoff are saved under
-        .loopkit/artifacts/<attempt_id>/.
+        .loopkit/artifacts/<attempt_id>/. While the worker runs, stderr gets one line per
+        tool call, API retry and error, with the elapsed time and the tokens and cost so
+        far (throttled; coloured on a terminal unless NO_COLOR; --quiet: none).
 
 Exit codes: 0 the worker ran and ended a turn normally; 1 it failed (error, timeout,
         stuck, cancelled, max turns...) -- the record is still printed; 3 bad input;
@@ -62,6 +64,9 @@ Exit codes:
     metavar="FILE",
     help="Normalize a saved stream (claude stream-json/json, codex --json); run nothing.",
 )
+@click.option(
+    "--quiet", "-q", is_flag=True, help="No live progress lines on stderr while the worker runs."
+)
 def main(
     contract_path: str | None,
     provider: str | None,
@@ -71,6 +76,7 @@ def main(
     timeout: float | None,
     dry_run: bool,
     transcript: str | None,
+    quiet: bool,
 ) -> int:
     """Run one bounded worker attempt (claude, codex or any command) and print its run record.
 
@@ -97,6 +103,10 @@ def main(
         timeout=timeout,
         cwd=Path.cwd(),
     )
+    if not quiet:
+        from loopkit.progress import Progress
+
+        req.progress = Progress("lk-invoke")
     if dry_run:
         click.echo(json.dumps(invoke.dry_run(req), ensure_ascii=False))
         return 0

@@ -69,6 +69,18 @@ def test_writes_and_edits_a_file(git_repo: Path, tmp_path: Path) -> None:
     assert rec["cost"]["trusted"] is False  # a local base URL: the price is fiction
     stream = (git_repo / rec["transcript"]).read_text()
     assert '"type":"result"' in stream
+    # A person watching stderr saw the work as it happened (throttled, so at least one
+    # tool line and always the end).
+    assert "lk-invoke: [" in r.stderr and "hello.py" in r.stderr
+    assert "the worker's run ended: completed" in r.stderr
+    assert "\x1b[" not in r.stderr  # not a terminal: no colour
+
+
+def test_quiet_prints_no_progress(git_repo: Path, tmp_path: Path) -> None:
+    turns = [{"text": "Creating.", "tools": [WRITE]}, {"text": "Done."}]
+    r = run(git_repo, tmp_path, turns, args=("--quiet",))
+    assert r.returncode == 0, r.stderr
+    assert "lk-invoke: [" not in r.stderr
 
 
 def test_max_turns(git_repo: Path, tmp_path: Path) -> None:
