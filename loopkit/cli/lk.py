@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "init": ("loopkit.cli.init", "main", "Scaffold loop.yaml, TASKS.md and AGENTS.md here."),
     "recipes": ("loopkit.cli.recipes", "main", "Where the ready-made loops are (--copy DIR)."),
     "show": ("loopkit.cli.show", "main", "One task's attempts, saved trees and memory."),
+    "status": ("loopkit.cli.status", "main", "What is running now (--watch to follow it)."),
     "model-server": ("loopkit.testing.cli", "main", "Run the scripted model server."),
 }
 

@@ -106,3 +106,39 @@ def test_a_source_checkout_runs_from_bin_without_installing(tmp_path: Path) -> N
                               text=True, timeout=60)
         assert done.returncode == 0, (name, done.stderr)
         assert f"Usage: {name}" in done.stdout, (name, done.stdout[:200])
+
+
+def test_status_follows_a_running_loop_from_the_state_folder(tmp_path: Path) -> None:
+    import time
+
+    body = """
+import time
+Path("src").mkdir(exist_ok=True)
+Path("src/value.txt").write_text("good\\n")
+(STATE / "started").write_text("1")
+time.sleep(4)
+"""
+    p = make_project(tmp_path, body)
+    assert lk(p.root, "status").returncode == 1  # nothing ran yet
+    loop = subprocess.Popen(
+        [str(Path(__file__).resolve().parents[2] / "recipes" / "loop.sh"), "--contract",
+         "loop.yaml", "--task-id", "fix-value", "--task", "Fix"],
+        cwd=p.root, env=recipe_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while not (p.scratch / "started").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        now = json.loads(lk(p.root, "status", "--json").stdout)
+        assert now["task"] == "fix-value" and now["round"] == 1
+        assert now["running"] is (now["pid"] is not None)
+        assert now["last_document"] == "admit"
+        assert now["stage"] == ("invoke" if now["running"] else None)
+        text = lk(p.root, "status").stdout
+        assert text.startswith("fix-value:") and "round 1" in text
+    finally:
+        assert loop.wait(timeout=60) == 0
+    done = json.loads(lk(p.root, "status", "--json").stdout)
+    assert done["running"] is False and done["last_document"] == "decide"
+    assert done["spent"]["attempts"] == 1
