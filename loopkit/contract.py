@@ -419,4 +419,26 @@ def apply_task(contract: Mapping[str, Any], task: Mapping[str, Any]) -> dict[str
     out["budgets"] = budgets
     if task.get("allow_empty"):
         out["allow_empty_change"] = True
+    # The task's own acceptance checks (TASKS.md `check:` lines) run beside the criteria,
+    # named task-1, task-2, ...; they must pass whatever the criteria did at the base.
+    own = [c for c in task.get("checks") or [] if isinstance(c, str) and c.strip()]
+    if own:
+        criteria = [c for c in out.get("criteria") or [] if not is_task_check(c.get("name"))]
+        criteria += [
+            {"name": f"{TASK_CHECK_PREFIX}{i}", "run": cmd, "timeout": DEFAULT_CHECK_TIMEOUT}
+            for i, cmd in enumerate(own, 1)
+        ]
+        out["criteria"] = criteria
     return out
+
+
+#: The names of a task's own checks among the criteria: task-1, task-2, ...
+TASK_CHECK_PREFIX = "task-"
+
+
+def is_task_check(name: object) -> bool:
+    return (
+        isinstance(name, str)
+        and name.startswith(TASK_CHECK_PREFIX)
+        and name[len(TASK_CHECK_PREFIX) :].isdigit()
+    )

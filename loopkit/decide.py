@@ -107,7 +107,13 @@ def backoff_s(attempt_id: str | None, streak: int, *, attempt: int = 1) -> float
 
 
 def _failing(verify: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return [c for c in verify.get("checks") or [] if not c.get("passed")]
+    """The failing checks the attempt answers for (not those already failing at the base)."""
+    required = verify.get("required")
+    return [
+        c
+        for c in verify.get("checks") or []
+        if not c.get("passed") and (required is None or c.get("name") in required)
+    ]
 
 
 def _failure_text(verify: Mapping[str, Any]) -> str:

@@ -357,10 +357,17 @@ def seal(state: Path) -> dict[str, Any]:
             index.update(
                 f"{p}\0{st.st_size}\0{st.st_mtime_ns}\0".encode("utf-8", "surrogateescape")
             )
+    baseline = {}  # what must pass (loopkit.verify.baseline): trusted only as sealed here
+    for result in sorted((state / "baseline").glob("*.json")):
+        try:
+            baseline[result.name] = hashlib.sha256(result.read_bytes()).hexdigest()
+        except OSError:
+            continue
     return {
         "ledger": ledger,
         "index": index.hexdigest(),
         "cancel": (state / "cancel.json").exists(),
+        "baseline": baseline,
     }
 
 
@@ -377,6 +384,9 @@ def tampered(sealed: Any, state: Path) -> list[str]:
         out.append(f"the ledger's index {state / INDEX_NAME} was changed")
     if sealed.get("cancel") and not now["cancel"]:
         out.append("the cancellation (cancel.json) was removed")
+    for name, digest in (sealed.get("baseline") or {}).items():
+        if now["baseline"].get(name) != digest:
+            out.append(f"the base results {state / 'baseline' / name} were changed")
     return out
 
 

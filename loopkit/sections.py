@@ -30,6 +30,7 @@ class Task(TypedDict, total=False):
     slices: NotRequired[list[Any]]
     reason: NotRequired[str | None]
     parent: NotRequired[str]
+    checks: NotRequired[list[Any]]
     ready: NotRequired[bool]
     accept: NotRequired[list[Any]]
     notes: NotRequired[list[Any]]
@@ -107,6 +108,9 @@ class Verify(TypedDict, total=False):
     debris: NotRequired[list[Any]]
     carry_changed: NotRequired[list[Any]]
     problems: NotRequired[list[Any]]
+    baseline: NotRequired[dict[str, Any]]
+    required: NotRequired[list[Any]]
+    known_failures: NotRequired[list[Any]]
 
 
 class Judge(TypedDict, total=False):

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from loopkit import artifacts, fingerprint, git, proc, text
-from loopkit.errors import BadInput
+from loopkit.errors import BadInput, LoopkitError
 
 #: The verify section as lk-verify recorded it, in the attempt's artifact folder.
 RECORD_NAME = "verify.json"
@@ -243,3 +243,88 @@ def _run(
             p for p, _ in git.changed_paths(where.root, before, current)
         )
     return Result(body)
+
+
+# --------------------------------------------------------------------------- the ratchet
+
+#: Where the criteria's results on a base tree are kept, in the state folder.
+BASELINE_FOLDER = "baseline"
+
+
+def baseline(
+    root: Path,
+    state: Path,
+    base: str,
+    criteria: Sequence[Mapping[str, Any]],
+    *,
+    log_dir: Path,
+    env: Mapping[str, str] | None = None,
+    carry: Sequence[str] = (),
+    sealed: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The contract's criteria run on the untouched tree of commit ``base`` (in the clean
+    room), remembered by tree and commands: a task's later attempts, and the next task
+    that starts from the same tree, reuse them -- but only a result that was there, with
+    the same content, when lk-invoke sealed the state folder (``sealed``: name -> sha256):
+    one the worker wrote is never read, it is run again."""
+    import json
+
+    from loopkit import cleanroom
+    from loopkit.contract import is_task_check
+    from loopkit.files import atomic_write
+    from loopkit.loader import json_loads
+
+    plain = [c for c in criteria if not is_task_check(c.get("name"))]
+    tree = git.resolve(root, f"{base}^{{tree}}") or base
+    key = fingerprint.sha256(
+        json.dumps([tree, [[c["name"], c["run"]] for c in plain]]).encode()
+    ).hexdigest()[:32]
+    cached = state / BASELINE_FOLDER / f"{key}.json"
+    try:
+        raw = cached.read_bytes()
+        trusted = (sealed or {}).get(cached.name) == fingerprint.sha256(raw).hexdigest()
+        found = json_loads(raw) if trusted else None
+        if isinstance(found, dict) and isinstance(found.get("checks"), list):
+            return found
+    except (OSError, ValueError, LoopkitError):
+        pass
+    with cleanroom.occupied(root):
+        room = cleanroom.prepare(root, tree, head=base, carry=carry)
+        result = run_checks(
+            room.path, plain, log_dir=log_dir / "baseline", env=env, skip=room.carried, home=root
+        )
+    out = {
+        "tree": tree,
+        "checks": [
+            {"name": c["name"], "passed": c["passed"], "fingerprint": c["fingerprint"]}
+            for c in result.body["checks"]
+        ],
+    }
+    atomic_write(cached, json.dumps(out, allow_nan=False))
+    return out
+
+
+def ratchet(body: dict[str, Any], base: Mapping[str, Any]) -> None:
+    """Never worse than the base: what must pass is the task's own checks and every
+    criterion that passed on the untouched tree; a criterion already failing there does
+    not block (it is reported with its fingerprint in ``known_failures``). If that leaves
+    nothing that must pass, every check must. The fingerprint follows the required
+    checks only, so a failure the task did not cause is not taken for no progress."""
+    from loopkit.contract import is_task_check
+
+    at_base = {str(c["name"]): bool(c["passed"]) for c in base.get("checks") or []}
+    names = [str(c["name"]) for c in body["checks"]] + list(body.get("skipped") or [])
+    required = [n for n in names if is_task_check(n) or at_base.get(n, True)]
+    if not required:
+        required = names
+    body["baseline"] = dict(base)
+    body["required"] = required
+    body["known_failures"] = [
+        {"name": c["name"], "fingerprint": c["fingerprint"]}
+        for c in body["checks"]
+        if not c["passed"] and c["name"] not in required
+    ]
+    must = [c for c in body["checks"] if c["name"] in required]
+    ran_all = not set(required) & set(body.get("skipped") or [])
+    body["passed"] = bool(ran_all and all(c["passed"] for c in must) and not body.get("problems"))
+    body["fingerprint"] = fingerprint.combine((c["name"], c["fingerprint"]) for c in must)

@@ -83,6 +83,19 @@ def main(
                 progress=ticker.update if ticker else None,
                 env=env,
             )
+            if run.get("base") and not only:
+                # Never worse than the base: the criteria's results on the untouched tree.
+                base = core.baseline(
+                    ws.root,
+                    ws.state,
+                    str(run["base"]),
+                    chosen,
+                    log_dir=log_dir,
+                    env=env,
+                    carry=list(settings.get("carry") or []),
+                    sealed=(run.get("state_seal") or {}).get("baseline"),
+                )
+                core.ratchet(result.body, base)
         else:
             result = core.run_checks(
                 ws.root,
