@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -284,23 +284,22 @@ def parse(raw: bytes, *, source: str = "TASKS.md") -> Plan:
     everything else wrong is a problem in the returned plan (see ``check``)."""
     body = decode(raw, source)
     lines = body.split("\n")
-    problems: list[PlanProblem] = []
+    found: list[tuple[Task, int, str]] = []  # (the task it concerns, line, message)
     tasks: list[Task] = []
     stack: list[Task] = []
     last_key: dict[int, str | None] = {}
-    owners: dict[int, Task] = {}  # problem index -> the task it concerns
     fence: str | None = None
+
+    def note(task: Task, line: int, message: str) -> None:
+        found.append((task, line, message))
 
     def close(task: Task) -> None:
         if task.has_plan and not task.ended:
-            owners[len(problems)] = task
-            problems.append(
-                PlanProblem(
-                    "",
-                    "truncated plan: no 'end' marker line after its plan; a plan without "
-                    "its end marker is refused",
-                    task.line,
-                )
+            note(
+                task,
+                task.line,
+                "truncated plan: no 'end' marker line after its plan; a plan without "
+                "its end marker is refused",
             )
 
     def pop_to(col: int) -> None:
@@ -338,37 +337,22 @@ def parse(raw: bytes, *, source: str = "TASKS.md") -> Plan:
                 reason=note_text if note_status else None,
             )
             if it.mark not in STATUSES:
-                owners[len(problems)] = task
-                problems.append(
-                    PlanProblem(
-                        "",
-                        f"unknown status mark [{it.mark}]: expected [ ] open, [x] done or "
-                        "[!] parked",
-                        lineno,
-                    )
+                note(
+                    task,
+                    lineno,
+                    f"unknown status mark [{it.mark}]: expected [ ] open, [x] done or [!] parked",
                 )
             if not item_text:
-                owners[len(problems)] = task
-                problems.append(PlanProblem("", "empty item: a task needs a text", lineno))
+                note(task, lineno, "empty item: a task needs a text")
             if stack:
                 parent = stack[-1]
                 if parent.parent is not None:
-                    owners[len(problems)] = task
-                    problems.append(
-                        PlanProblem(
-                            "",
-                            "slices do not nest: a slice cannot hold slices of its own",
-                            lineno,
-                        )
-                    )
+                    note(task, lineno, "slices do not nest: a slice cannot hold slices of its own")
                 elif parent.ended:
-                    owners[len(problems)] = task
-                    problems.append(
-                        PlanProblem(
-                            "",
-                            f"slice after the 'end' marker of its parent (line {parent.end_line})",
-                            lineno,
-                        )
+                    note(
+                        task,
+                        lineno,
+                        f"slice after the 'end' marker of its parent (line {parent.end_line})",
                     )
                 task.parent = parent
                 parent.slices.append(task)
@@ -381,42 +365,28 @@ def parse(raw: bytes, *, source: str = "TASKS.md") -> Plan:
         pop_to(col)
         if not stack:
             continue
-        owner = stack[-1]
-        before = len(problems)
-        _plan_line(owner, text.strip(), lineno, last_key, problems)
-        for k in range(before, len(problems)):
-            owners[k] = owner
+        _plan_line(stack[-1], text.strip(), lineno, last_key, note)
     while stack:
         close(stack.pop())
-    _assign_ids(tasks, problems, owners)
+    _assign_ids(tasks, note)
     for i, t in enumerate(tasks):
         t.index = i
-    for p_i, p in enumerate(problems):
-        if p.line is not None and not p.path:
-            at = owners.get(p_i) or _task_at(tasks, p.line)
-            problems[p_i] = PlanProblem(
-                _path_of(at, p.line), p.message, p.line, at.id if at else None
-            )
+    # Built only now: a problem names its task's index and id, known once all are read.
+    problems = [
+        PlanProblem(f"$.tasks[{t.index}]", message, line, t.id) for t, line, message in found
+    ]
     return Plan(tasks=tasks, problems=problems, source=source)
 
 
-def _task_at(tasks: list[Task], line: int) -> Task | None:
-    found = None
-    for t in tasks:
-        if t.line <= line:
-            found = t
-    return found
-
-
-def _path_of(task: Task | None, line: int) -> str:
-    return f"$.tasks[{task.index}]" if task is not None else "$"
-
-
 def _plan_line(
-    task: Task, line: str, lineno: int, last_key: dict[int, str | None], out: list[PlanProblem]
+    task: Task,
+    line: str,
+    lineno: int,
+    last_key: dict[int, str | None],
+    note: Callable[[Task, int, str], None],
 ) -> None:
     def problem(message: str) -> None:
-        out.append(PlanProblem("", message, lineno))
+        note(task, lineno, message)
 
     if task.ended:
         problem(f"plan line after the 'end' marker (line {task.end_line}): {line[:60]!r}")
@@ -525,32 +495,26 @@ def _parse_budget(value: str, problem: Any) -> dict[str, int]:
     return out
 
 
-def _assign_ids(tasks: list[Task], problems: list[PlanProblem], owners: dict[int, Task]) -> None:
+def _assign_ids(tasks: list[Task], note: Callable[[Task, int, str], None]) -> None:
     """Explicit ids first, then slugs in document order; a repeated slug gets -2, -3, ..."""
     taken: dict[str, int] = {}
     for t in tasks:
         if t.explicit_id is None:
             continue
         if not ID_PATTERN.match(t.explicit_id):
-            owners[len(problems)] = t
-            problems.append(
-                PlanProblem(
-                    "",
-                    f"id {{#{t.explicit_id}}}: expected lowercase letters, digits and '-' "
-                    "(starting with a letter or digit)",
-                    t.line,
-                )
+            note(
+                t,
+                t.line,
+                f"id {{#{t.explicit_id}}}: expected lowercase letters, digits and '-' "
+                "(starting with a letter or digit)",
             )
             t.explicit_id = None
             continue
         if t.explicit_id in taken:
-            owners[len(problems)] = t
-            problems.append(
-                PlanProblem(
-                    "",
-                    f"duplicate id {{#{t.explicit_id}}} (first on line {taken[t.explicit_id]})",
-                    t.line,
-                )
+            note(
+                t,
+                t.line,
+                f"duplicate id {{#{t.explicit_id}}} (first on line {taken[t.explicit_id]})",
             )
             continue
         t.id = t.explicit_id
