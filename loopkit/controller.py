@@ -1,9 +1,10 @@
 """lk-decide's work, apart from its command line: contract, state, ledger, decision, record.
 
-The pure parts live in ``loopkit.decide`` (the decision) and ``loopkit.budget`` (history
-and admission); this module gathers their inputs from the world (the tree on disk, the
-cancellation intent, the ledger's index) and writes their results back (the ledger record,
-a checkpoint on exhaustion, artifact retention on completion). It prints nothing.
+The pure parts live in ``loopkit.decide`` (the decision), ``loopkit.budget`` (history
+and admission) and ``loopkit.records`` (the ledger's records, their replay); this module
+gathers their inputs from the world (the tree on disk, the cancellation intent, the
+ledger's index) and writes their results back (the ledger record, a checkpoint on
+exhaustion, artifact retention on completion). It prints nothing.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from loopkit import ledger as ledgers
 from loopkit.document import attach
 from loopkit.errors import BadInput
 from loopkit.exitcodes import OUTCOME_CODES
+from loopkit.records import admission_decision, admission_record, attempt_record, replay
 
 
 @dataclass
@@ -79,7 +81,7 @@ def decide(
     with s.ledger.transaction() as txn:
         history = txn.history(tid)
         decision = decider.decide(view, history, tree_on_disk=tree, cancel=intent)
-        record = decider.attempt_record(
+        record = attempt_record(
             view,
             history,
             decision,
@@ -155,8 +157,8 @@ def admit(
     with s.ledger.transaction() as txn:
         history = txn.history(tid)
         admission = budget.admit(history, view.get("contract") or {}, now=now)
-        txn.append(decider.admission_record(view, history, admission, now=now, trigger=how))
-        refused = decider.admission_decision(admission)
+        txn.append(admission_record(view, history, admission, now=now, trigger=how))
+        refused = admission_decision(admission)
         if refused is not None and refused["outcome"] == "budget_exhausted":
             path = ledgers.write_checkpoint(
                 s.state, tid, _checkpoint(tid, refused, history, s.contract)
@@ -203,7 +205,7 @@ def replay_ledger(path: str) -> Result:
     if not p.is_file():
         raise BadInput(path, "no such ledger file")
     records, problems = ledgers.read(p)
-    disagreements = decider.replay(records)
+    disagreements = replay(records)
     doc = {
         "kind": "loopkit/replay",
         "version": 1,

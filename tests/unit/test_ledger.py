@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from loopkit import budget, decide, ledger, retention, schema
+from loopkit.records import attempt_record, replay
 from tests import decide_helpers as h
 from tests.decide_helpers import TREE
 
@@ -19,7 +20,7 @@ def decided(ldg: ledger.Ledger, doc: dict[str, Any], *, tree: str = TREE) -> dic
     with ldg.transaction() as txn:
         history = txn.history(decide.task_id(doc))
         d = decide.decide(doc, history, tree_on_disk=tree)
-        rec = decide.attempt_record(
+        rec = attempt_record(
             doc,
             history,
             d,
@@ -231,9 +232,9 @@ def test_replay_finds_exactly_the_tampered_record(tmp_path: Path, how: str) -> N
     for fp in ("A", "A", "B", "B"):
         decided(ldg, failing(fp))
     records, _ = ledger.read(path)
-    assert decide.replay(records) == []
+    assert replay(records) == []
     _tamper(records[1][1], how)
-    found = decide.replay(records)
+    found = replay(records)
     assert found, how
     assert {d["line"] for d in found} == {2}, found
 
@@ -245,7 +246,7 @@ def test_replay_finds_a_deleted_record_at_the_gap(tmp_path: Path) -> None:
         decided(ldg, failing(fp))
     records, _ = ledger.read(path)
     del records[1]
-    found = decide.replay(records)
+    found = replay(records)
     assert {d["line"] for d in found} == {3}
     assert "inputs.history" in {d["field"] for d in found}
 
