@@ -4,7 +4,8 @@ The pure parts live in ``loopkit.decide`` (the decision), ``loopkit.budget`` (hi
 and admission) and ``loopkit.records`` (the ledger's records, their replay); this module
 gathers their inputs from the world (the tree on disk, the cancellation intent, the
 ledger's index) and writes their results back (the ledger record, a checkpoint on
-exhaustion, artifact retention on completion). It prints nothing.
+exhaustion with ``loopkit.checkpoint``, artifact retention on completion). It prints
+nothing.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loopkit import budget, cancel, git, retention
+from loopkit import budget, cancel, checkpoint, git, retention
 from loopkit import decide as decider
 from loopkit import ledger as ledgers
 from loopkit.document import attach
@@ -100,8 +101,8 @@ def decide(
                 warnings.append(f"pruned the bulky artifacts of {len(pruned)} completed attempt(s)")
         elif decision["outcome"] == "budget_exhausted":
             after = txn.history(tid)
-            path = ledgers.write_checkpoint(
-                s.state, tid, _checkpoint(tid, decision, after, s.contract)
+            path = checkpoint.write(
+                s.state, tid, checkpoint.build(tid, decision, after, s.contract)
             )
             warnings.append(f"checkpoint written to {path}")
     warnings[:0] = [f"ledger {s.ledger.path}: {p}" for p in s.ledger.problems]
@@ -160,8 +161,8 @@ def admit(
         txn.append(admission_record(view, history, admission, now=now, trigger=how))
         refused = admission_decision(admission)
         if refused is not None and refused["outcome"] == "budget_exhausted":
-            path = ledgers.write_checkpoint(
-                s.state, tid, _checkpoint(tid, refused, history, s.contract)
+            path = checkpoint.write(
+                s.state, tid, checkpoint.build(tid, refused, history, s.contract)
             )
             warnings.append(f"checkpoint written to {path}")
     warnings[:0] = [f"ledger {s.ledger.path}: {p}" for p in s.ledger.problems]
@@ -176,27 +177,6 @@ def admit(
         f"admitted attempt {admission['attempt']}" + (f" ({granted})" if granted else ""),
         warnings,
     )
-
-
-def _checkpoint(
-    tid: str, decision: Mapping[str, Any], history: Mapping[str, Any], contract: Mapping[str, Any]
-) -> dict[str, Any]:
-    return {
-        "kind": "loopkit/checkpoint",
-        "version": 1,
-        "task_id": tid,
-        "at": ledgers.now_iso(),
-        "exit_reason": decision["reason"],
-        "outcome": decision["outcome"],
-        "exhausted": decision.get("exhausted") or [],
-        "used": {k: history.get(v) for k, v in budget.ACCUMULATING.items()},
-        "limits": budget.limits(contract),
-        "fractions": budget.fractions(history, contract),
-        "last_fingerprint": history.get("last_fingerprint"),
-        "last_outcome": history.get("last_outcome"),
-        "last_class": history.get("last_class"),
-        "cost_untrusted_usd": history.get("cost_untrusted_usd"),
-    }
 
 
 def replay_ledger(path: str) -> Result:

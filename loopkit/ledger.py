@@ -47,7 +47,7 @@ def now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
 
 
-def _safe(task_id: str) -> str:
+def task_file_name(task_id: str) -> str:
     """A file name for a task id; ids that had to be changed get a hash, so none collide."""
     safe = re.sub(r"[^A-Za-z0-9_-]", "_", task_id)[:100] or "_"
     if safe != task_id:
@@ -165,7 +165,7 @@ class Ledger:
         return self.path.with_name(self.path.name + ".idx")
 
     def _task_file(self, task_id: str) -> Path:
-        return self.index_dir / "tasks" / f"{_safe(task_id)}.json"
+        return self.index_dir / "tasks" / f"{task_file_name(task_id)}.json"
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Transaction]:
@@ -378,13 +378,6 @@ def tampered(sealed: Any, state: Path) -> list[str]:
     if sealed.get("cancel") and not now["cancel"]:
         out.append("the cancellation (cancel.json) was removed")
     return out
-
-
-def write_checkpoint(state: Path, task_id: str, payload: Mapping[str, Any]) -> Path:
-    """The checkpoint left when a budget runs out: what was spent, what is left, why."""
-    path = state / "checkpoints" / f"{_safe(task_id)}.json"
-    atomic_write(path, json.dumps(dict(payload), indent=2, allow_nan=False) + "\n", sync=True)
-    return path
 
 
 def detect_trigger(option: str | None, env: Mapping[str, str]) -> dict[str, str]:

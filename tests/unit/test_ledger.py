@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from loopkit import budget, decide, ledger, retention, schema
+from loopkit import budget, checkpoint, decide, ledger, retention, schema
 from loopkit.records import attempt_record, replay
 from tests import decide_helpers as h
 from tests.decide_helpers import TREE
@@ -160,12 +160,6 @@ def test_reading_a_missing_ledger_is_empty(tmp_path: Path) -> None:
 def test_trigger_detection(option: str | None, env: dict[str, str], kind: str) -> None:
     t = ledger.detect_trigger(option, env)
     assert t["kind"] == kind and t["source"]
-
-
-def test_checkpoint_is_written_whole(tmp_path: Path) -> None:
-    path = ledger.write_checkpoint(tmp_path, "fix-parser", {"exit_reason": "attempts"})
-    assert json.loads(path.read_text()) == {"exit_reason": "attempts"}
-    assert [p.name for p in path.parent.iterdir()] == ["fix-parser.json"]
 
 
 def _artifacts(state: Path, attempt_id: str) -> Path:
@@ -333,8 +327,8 @@ def test_a_task_id_never_names_a_path_outside_the_state_folder(
     state = tmp_path / "repo" / ".loopkit"
     ldg = ledger.Ledger(state / "ledger.jsonl")
     decided(ldg, failing("A", task_id=task_id))
-    checkpoint = ledger.write_checkpoint(state, task_id, {"why": "budget"})
-    assert checkpoint.parent == state / "checkpoints"
+    written_to = checkpoint.write(state, task_id, {"why": "budget"})
+    assert written_to.parent == state / "checkpoints"
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert written and all(state in p.parents for p in written)
     assert ldg.history(task_id)["attempts"] == 1
