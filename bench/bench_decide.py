@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from loopkit import decide, ledger  # noqa: E402
+from loopkit.records import attempt_record  # noqa: E402
 from tests import decide_helpers as h  # noqa: E402
 
 SMALL, LARGE = 100, 100_000
@@ -38,7 +39,7 @@ def fill(path: Path, n: int) -> None:
     doc = h.attempt(task_id="hot", run=h.run(), diff=h.diff(), verify=h.verify(False, "fpA"))
     hist = ledger.Ledger(path.with_name("scratch.jsonl")).history("hot")
     d = decide.decide(doc, hist, tree_on_disk=h.TREE)
-    template = decide.attempt_record(
+    template = attempt_record(
         doc,
         hist,
         d,

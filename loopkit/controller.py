@@ -1,9 +1,11 @@
 """lk-decide's work, apart from its command line: contract, state, ledger, decision, record.
 
-The pure parts live in ``loopkit.decide`` (the decision) and ``loopkit.budget`` (history
-and admission); this module gathers their inputs from the world (the tree on disk, the
-cancellation intent, the ledger's index) and writes their results back (the ledger record,
-a checkpoint on exhaustion, artifact retention on completion). It prints nothing.
+The pure parts live in ``loopkit.decide`` (the decision), ``loopkit.budget`` (history
+and admission) and ``loopkit.records`` (the ledger's records, their replay); this module
+gathers their inputs from the world (the tree on disk, the cancellation intent, the
+ledger's index) and writes their results back (the ledger record, a checkpoint on
+exhaustion with ``loopkit.checkpoint``, artifact retention on completion). It prints
+nothing.
 """
 
 from __future__ import annotations
@@ -14,12 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loopkit import budget, cancel, git, retention
+from loopkit import budget, cancel, checkpoint, git, retention
 from loopkit import decide as decider
 from loopkit import ledger as ledgers
 from loopkit.document import attach
 from loopkit.errors import BadInput
 from loopkit.exitcodes import OUTCOME_CODES
+from loopkit.records import admission_decision, admission_record, attempt_record, replay
 
 
 @dataclass
@@ -79,7 +82,7 @@ def decide(
     with s.ledger.transaction() as txn:
         history = txn.history(tid)
         decision = decider.decide(view, history, tree_on_disk=tree, cancel=intent)
-        record = decider.attempt_record(
+        record = attempt_record(
             view,
             history,
             decision,
@@ -98,8 +101,8 @@ def decide(
                 warnings.append(f"pruned the bulky artifacts of {len(pruned)} completed attempt(s)")
         elif decision["outcome"] == "budget_exhausted":
             after = txn.history(tid)
-            path = ledgers.write_checkpoint(
-                s.state, tid, _checkpoint(tid, decision, after, s.contract)
+            path = checkpoint.write(
+                s.state, tid, checkpoint.build(tid, decision, after, s.contract)
             )
             warnings.append(f"checkpoint written to {path}")
     warnings[:0] = [f"ledger {s.ledger.path}: {p}" for p in s.ledger.problems]
@@ -155,11 +158,11 @@ def admit(
     with s.ledger.transaction() as txn:
         history = txn.history(tid)
         admission = budget.admit(history, view.get("contract") or {}, now=now)
-        txn.append(decider.admission_record(view, history, admission, now=now, trigger=how))
-        refused = decider.admission_decision(admission)
+        txn.append(admission_record(view, history, admission, now=now, trigger=how))
+        refused = admission_decision(admission)
         if refused is not None and refused["outcome"] == "budget_exhausted":
-            path = ledgers.write_checkpoint(
-                s.state, tid, _checkpoint(tid, refused, history, s.contract)
+            path = checkpoint.write(
+                s.state, tid, checkpoint.build(tid, refused, history, s.contract)
             )
             warnings.append(f"checkpoint written to {path}")
     warnings[:0] = [f"ledger {s.ledger.path}: {p}" for p in s.ledger.problems]
@@ -176,34 +179,13 @@ def admit(
     )
 
 
-def _checkpoint(
-    tid: str, decision: Mapping[str, Any], history: Mapping[str, Any], contract: Mapping[str, Any]
-) -> dict[str, Any]:
-    return {
-        "kind": "loopkit/checkpoint",
-        "version": 1,
-        "task_id": tid,
-        "at": ledgers.now_iso(),
-        "exit_reason": decision["reason"],
-        "outcome": decision["outcome"],
-        "exhausted": decision.get("exhausted") or [],
-        "used": {k: history.get(v) for k, v in budget.ACCUMULATING.items()},
-        "limits": budget.limits(contract),
-        "fractions": budget.fractions(history, contract),
-        "last_fingerprint": history.get("last_fingerprint"),
-        "last_outcome": history.get("last_outcome"),
-        "last_class": history.get("last_class"),
-        "cost_untrusted_usd": history.get("cost_untrusted_usd"),
-    }
-
-
 def replay_ledger(path: str) -> Result:
     """Re-derive every decision of a ledger; code 1 when any record disagrees."""
     p = Path(path)
     if not p.is_file():
         raise BadInput(path, "no such ledger file")
     records, problems = ledgers.read(p)
-    disagreements = decider.replay(records)
+    disagreements = replay(records)
     doc = {
         "kind": "loopkit/replay",
         "version": 1,

@@ -130,7 +130,7 @@ def _failure_text(verify: Mapping[str, Any]) -> str:
     return text
 
 
-def _decision(
+def decision(
     outcome: str,
     failure_class: str | None,
     reason: str,
@@ -141,6 +141,7 @@ def _decision(
     resume_after: str | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
+    """The fields of a decision section; ``extra`` adds others (``exhausted``, ``cause``, ...)."""
     out = {
         "outcome": outcome,
         # Both quote worker and check output; loops print them and write them to memory.
@@ -240,12 +241,12 @@ def decide(
     # 1. Cancellation wins over everything: a person said stop.
     if cancel:
         why = cancel.get("reason") or "cancelled"
-        return _decision("cancelled", fc.CANCELLED, f"cancellation requested: {why}", n)
+        return decision("cancelled", fc.CANCELLED, f"cancellation requested: {why}", n)
     if run and run.get("stop_reason") == "cancelled":
-        return _decision("cancelled", fc.CANCELLED, "the worker's run was cancelled", n)
+        return decision("cancelled", fc.CANCELLED, "the worker's run was cancelled", n)
     tampered = document.get("state_tampered")
     if tampered:
-        return _decision(
+        return decision(
             "blocked",
             fc.TAMPERED,
             "loopkit's state changed while the worker ran: " + "; ".join(map(str, tampered)),
@@ -280,7 +281,7 @@ def decide(
             why += "; the judge's grounded verdict is MET"
         if not claimed and run is not None:
             why += " (the worker did not claim completion; the evidence decides)"
-        return _decision("complete", None, why, n)
+        return decision("complete", None, why, n)
 
     cls, reason, feedback, extra = _classify(
         document, h, ev, changed=changed, allow_empty=allow_empty, violations=violations
@@ -301,7 +302,7 @@ def decide(
         )
         spent = budget.exhausted(after, contract)
         if spent:
-            return _decision(
+            return decision(
                 "budget_exhausted",
                 fc.BUDGET,
                 f"budget exhausted ({', '.join(spent)}) after attempt {n}; the attempt itself "
@@ -311,7 +312,7 @@ def decide(
                 exhausted=spent,
                 cause=cls,
             )
-    return _decision(outcome, cls, reason, n, feedback=feedback, **extra)
+    return decision(outcome, cls, reason, n, feedback=feedback, **extra)
 
 
 def _scope_violations(
@@ -555,166 +556,3 @@ def _act(
         reason += "; artifacts kept whole"
     extra.pop("repeats", None)
     return outcome, reason, extra
-
-
-def attempt_record(
-    view: Mapping[str, Any],
-    history: Mapping[str, Any],
-    decision: Mapping[str, Any],
-    *,
-    tree_on_disk: str | None,
-    cancel: Mapping[str, Any] | None,
-    trigger: Mapping[str, Any],
-    started_at: str | None,
-    recorded_at: str,
-) -> dict[str, Any]:
-    """The ledger record of one decided attempt: a readable summary plus the exact inputs."""
-    from loopkit import ledger
-
-    return {
-        "type": "attempt",
-        "task_id": task_id(view),
-        "attempt": decision["attempt"],
-        "attempt_id": view.get("attempt_id"),
-        "trigger": dict(trigger),
-        "started_at": started_at,
-        "recorded_at": recorded_at,
-        **ledger.summarize(view),
-        "evidence": evidence_state(view, tree_on_disk),
-        "decision": dict(decision),
-        "reason": decision["reason"],
-        "inputs": {
-            "document": dict(view),
-            "history": dict(history),
-            "tree_on_disk": tree_on_disk,
-            "cancel": dict(cancel) if cancel else None,
-        },
-    }
-
-
-def admission_decision(admission: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The decision section an exhausted admission prints (None when admitted)."""
-    if admission.get("admitted"):
-        return None
-    spent = list(admission.get("exhausted") or [])
-    if not spent and admission.get("blocked_until"):
-        until = str(admission["blocked_until"])
-        return _decision(
-            "blocked",
-            fc.USAGE_LIMIT,
-            f"not admitted: {admission.get('reason')}",
-            int(admission.get("attempt") or 1),
-            resume_after=until,
-        )
-    return _decision(
-        "budget_exhausted",
-        fc.BUDGET,
-        f"not admitted: budget exhausted ({', '.join(spent)}) before attempt "
-        f"{admission.get('attempt')}",
-        int(admission.get("attempt") or 1),
-        exhausted=spent,
-    )
-
-
-def admission_record(
-    view: Mapping[str, Any],
-    history: Mapping[str, Any],
-    admission: Mapping[str, Any],
-    *,
-    now: str,
-    trigger: Mapping[str, Any],
-) -> dict[str, Any]:
-    decision = admission_decision(admission)
-    return {
-        "type": "admission",
-        "task_id": task_id(view),
-        "attempt": admission["attempt"],
-        "attempt_id": None,
-        "trigger": dict(trigger),
-        "started_at": None,
-        "recorded_at": now,
-        "admission": dict(admission),
-        "decision": decision,
-        "reason": admission["reason"],
-        "inputs": {"document": dict(view), "history": dict(history), "now": now},
-    }
-
-
-def replay(records: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Re-derive every recorded decision (and history, and summary) from its inputs.
-
-    Returns the disagreements: each names the record's line, task, attempt, the field and
-    the recorded and derived values. Histories are re-folded from the ledger itself, so a
-    record whose recorded history was edited is caught as well as one whose evidence or
-    decision was.
-    """
-    from loopkit import ledger
-
-    out: list[dict[str, Any]] = []
-    # Per task, the histories the next record may start from: folded from what the
-    # previous record's inputs re-derive, and folded from what it recorded. A tampered
-    # record then disagrees once, and the records after it still check cleanly whichever
-    # half of it (inputs or results) was edited.
-    histories: dict[str, list[dict[str, Any]]] = {}
-
-    def differ(line: int, rec: Mapping[str, Any], what: str, recorded: Any, derived: Any) -> None:
-        if recorded != derived:
-            out.append(
-                {
-                    "line": line,
-                    "seq": rec.get("seq"),
-                    "task_id": rec.get("task_id"),
-                    "attempt": rec.get("attempt"),
-                    "field": what,
-                    "recorded": recorded,
-                    "derived": derived,
-                }
-            )
-
-    for line, rec in records:
-        inputs_ = rec.get("inputs") or {}
-        view = inputs_.get("document") or {}
-        tid = str(rec.get("task_id") or "")
-        candidates = histories.get(tid) or [budget.empty_history()]
-        recorded_history = inputs_.get("history")
-        differ(line, rec, "task_id", tid, task_id(view))
-        resync: list[dict[str, Any]] = []
-        if recorded_history in candidates:
-            history = recorded_history
-        else:
-            differ(line, rec, "inputs.history", recorded_history, candidates[0])
-            history = candidates[0]
-            if isinstance(recorded_history, dict):  # a record lost upstream: follow the ledger
-                resync.append(budget.fold(recorded_history, rec))
-        derived: dict[str, Any] = dict(rec)
-        if rec.get("type") == "admission":
-            admission = budget.admit(
-                history, view.get("contract") or {}, now=str(inputs_.get("now"))
-            )
-            derived.update(admission=admission, decision=admission_decision(admission))
-        else:
-            tree = inputs_.get("tree_on_disk")
-            decision = decide(view, history, tree_on_disk=tree, cancel=inputs_.get("cancel"))
-            derived.update(
-                decision=decision,
-                reason=decision["reason"],
-                attempt=decision["attempt"],
-                evidence=evidence_state(view, tree),
-                **ledger.summarize(view),
-            )
-        for key in (
-            "admission",
-            "decision",
-            "reason",
-            "attempt",
-            "evidence",
-            "run",
-            "usage",
-            "diff",
-            "verify",
-            "judge",
-        ):
-            if key in derived or key in rec:
-                differ(line, rec, key, rec.get(key), derived.get(key))
-        histories[tid] = [budget.fold(history, derived), budget.fold(history, rec), *resync]
-    return out

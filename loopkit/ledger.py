@@ -47,7 +47,7 @@ def now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
 
 
-def _safe(task_id: str) -> str:
+def task_file_name(task_id: str) -> str:
     """A file name for a task id; ids that had to be changed get a hash, so none collide."""
     safe = re.sub(r"[^A-Za-z0-9_-]", "_", task_id)[:100] or "_"
     if safe != task_id:
@@ -165,7 +165,7 @@ class Ledger:
         return self.path.with_name(self.path.name + ".idx")
 
     def _task_file(self, task_id: str) -> Path:
-        return self.index_dir / "tasks" / f"{_safe(task_id)}.json"
+        return self.index_dir / "tasks" / f"{task_file_name(task_id)}.json"
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Transaction]:
@@ -390,13 +390,6 @@ def tampered(sealed: Any, state: Path) -> list[str]:
     return out
 
 
-def write_checkpoint(state: Path, task_id: str, payload: Mapping[str, Any]) -> Path:
-    """The checkpoint left when a budget runs out: what was spent, what is left, why."""
-    path = state / "checkpoints" / f"{_safe(task_id)}.json"
-    atomic_write(path, json.dumps(dict(payload), indent=2, allow_nan=False) + "\n", sync=True)
-    return path
-
-
 def detect_trigger(option: str | None, env: Mapping[str, str]) -> dict[str, str]:
     """What started the loop: the --trigger option, else the CI environment, else manual."""
     if option:
@@ -416,61 +409,3 @@ def detect_trigger(option: str | None, env: Mapping[str, str]) -> dict[str, str]
     if env.get("CI"):
         return {"kind": "event", "source": "CI"}
     return {"kind": "manual", "source": "default"}
-
-
-def summarize(view: Mapping[str, Any]) -> dict[str, Any]:
-    """The record's readable summary of an attempt (derived from its inputs; replay checks it)."""
-    run = view.get("run") or None
-    diff = view.get("diff") or None
-    verify = view.get("verify") or None
-    judge = view.get("judge") or None
-    out: dict[str, Any] = {
-        "run": None,
-        "usage": budget.usage_of(view),
-        "diff": None,
-        "judge": None,
-    }
-    if run is not None:
-        out["run"] = {
-            k: run.get(k)
-            for k in (
-                "provider",
-                "command",
-                "effective_model",
-                "session_id",
-                "stop_reason",
-                "is_error",
-                "exit_code",
-                "claimed_complete",
-                "duration_s",
-                "transcript",
-            )
-        }
-        out["run"]["cost"] = run.get("cost")
-    if diff is not None:
-        totals = diff.get("totals") or {}
-        out["diff"] = {
-            "base": diff.get("base"),
-            "tree": diff.get("tree"),
-            "files": totals.get("files"),
-            "lines": totals.get("lines"),
-            "within_policy": diff.get("within_policy"),
-            "violations": len(diff.get("violations") or []),
-        }
-        if "bytes" in totals:  # absent from records older than the changed_bytes budget
-            out["diff"]["bytes"] = totals["bytes"]
-    if verify is not None:
-        out["verify"] = {
-            "tree": verify.get("tree"),
-            "passed": verify.get("passed"),
-            "fingerprint": verify.get("fingerprint"),
-            "checks": [
-                {"name": c.get("name"), "passed": c.get("passed"), "exit_code": c.get("exit_code")}
-                for c in verify.get("checks") or []
-            ],
-        }
-    else:
-        out["verify"] = None
-    if judge is not None:
-        out["judge"] = {k: judge.get(k) for k in ("verdict", "grounded", "trusted", "provider")}
-    return out

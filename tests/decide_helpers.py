@@ -120,12 +120,12 @@ def append_attempt(
     ldg: Any, doc: dict[str, Any], *, tree: str = TREE, token: str = ""
 ) -> dict[str, Any]:
     """What lk-decide does under the ledger's lock: history, decision, record, append."""
-    from loopkit import decide
+    from loopkit import decide, records
 
     with ldg.transaction() as txn:
         history = txn.history(decide.task_id(doc))
         d = decide.decide(doc, history, tree_on_disk=tree)
-        rec = decide.attempt_record(
+        rec = records.attempt_record(
             doc,
             history,
             d,

@@ -68,10 +68,11 @@ def main(
     The judge's reasons, bounded, go into judge.feedback for the next attempt.
     """
     from loopkit import document
-    from loopkit import judge as core
+    from loopkit.judge.ruling import passed
+    from loopkit.judge.running import evaluate
 
     doc = document.read_attempt()
-    body = core.evaluate(
+    body = evaluate(
         doc,
         contract_path=contract_path,
         goal=goal,
@@ -80,4 +81,4 @@ def main(
         transcript=transcript,
     )
     document.emit(document.attach(doc, "judge", body))
-    return 0 if core.passed(body) else 1
+    return 0 if passed(body) else 1

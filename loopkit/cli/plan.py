@@ -90,7 +90,7 @@ def _read_input(file: str) -> tuple[bytes, str, int]:
     from pathlib import Path
 
     from loopkit.errors import BadInput
-    from loopkit.plan import MAX_TASKS_BYTES
+    from loopkit.plan.parsing import MAX_TASKS_BYTES
 
     if file == "-":
         raw = sys.stdin.buffer.read(MAX_TASKS_BYTES + 1) if hasattr(sys.stdin, "buffer") else b""
@@ -144,9 +144,11 @@ def check_cmd(file: str, contract_path: str | None, kind: str) -> int:
     Exit 0 valid, 1 invalid (the problems as JSON on stdout), 3 the file cannot be read.
     """
     from loopkit import contract as contracts
-    from loopkit import plan as plans
     from loopkit.document import emit
     from loopkit.errors import BadInput
+    from loopkit.plan.checking import check
+    from loopkit.plan.parsing import MAX_TASKS_BYTES, parse
+    from loopkit.plan.readiness import is_ready
 
     raw, source, size = _read_input(file)
     if kind == "auto":
@@ -155,7 +157,7 @@ def check_cmd(file: str, contract_path: str | None, kind: str) -> int:
     warnings: list[dict[str, Any]] = []
     tasks: list[dict[str, Any]] | None = None
     used: str | None = None
-    limit = plans.MAX_TASKS_BYTES if kind == "tasks" else contracts.MAX_CONTRACT_BYTES
+    limit = MAX_TASKS_BYTES if kind == "tasks" else contracts.MAX_CONTRACT_BYTES
     if size > limit:
         what = "a TASKS.md" if kind == "tasks" else "a contract"
         problems.append(
@@ -180,16 +182,16 @@ def check_cmd(file: str, contract_path: str | None, kind: str) -> int:
         contract = found.contract
         used = found.source
         try:
-            parsed = plans.parse(raw, source=source)
+            parsed = parse(raw, source=source)
         except BadInput as e:
             problems.append({"path": "$", "message": _content_message(e, source)})
         else:
-            problems = [p.as_dict() for p in plans.check(parsed, contract=contract)]
+            problems = [p.as_dict() for p in check(parsed, contract=contract)]
             ids = parsed.by_id()
             tasks = []
             for t in parsed.tasks:
                 d = t.as_dict(source=source)
-                d["ready"] = plans.is_ready(t, ids)
+                d["ready"] = is_ready(t, ids)
                 tasks.append(d)
     doc: dict[str, Any] = {
         "kind": "loopkit/problems",
@@ -247,9 +249,11 @@ def next_cmd(tasks_file: str, contract_path: str | None, task_id: str | None) ->
     from pathlib import Path
 
     from loopkit import contract as contracts
-    from loopkit import plan as plans
     from loopkit.document import emit, new_attempt
     from loopkit.errors import BadInput
+    from loopkit.plan.checking import check
+    from loopkit.plan.parsing import parse, read_bytes
+    from loopkit.plan.readiness import blocked_by, effective_status, is_ready, next_task, summary
     from loopkit.workspace import resolve_contract
 
     resolved = resolve_contract(contract_path, None, start=Path("."), root=None)
@@ -258,9 +262,9 @@ def next_cmd(tasks_file: str, contract_path: str | None, task_id: str | None) ->
             "--contract", "no contract: pass --contract FILE, or add loop.yaml to this folder"
         )
     contract = resolved.contract
-    raw = plans.read_bytes(tasks_file)
-    parsed = plans.parse(raw, source=tasks_file)
-    problems = plans.check(parsed, contract=contract)
+    raw = read_bytes(tasks_file)
+    parsed = parse(raw, source=tasks_file)
+    problems = check(parsed, contract=contract)
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise BadInput(
@@ -272,15 +276,15 @@ def next_cmd(tasks_file: str, contract_path: str | None, task_id: str | None) ->
         task = ids.get(task_id)
         if task is None:
             raise BadInput("--task", f"no task {task_id!r} in {tasks_file}")
-        if not plans.is_ready(task, ids):
-            waits = plans.blocked_by(task, ids)
-            why = f"waits for {', '.join(waits)}" if waits else f"is {plans.effective_status(task)}"
+        if not is_ready(task, ids):
+            waits = blocked_by(task, ids)
+            why = f"waits for {', '.join(waits)}" if waits else f"is {effective_status(task)}"
             _say(f"{task_id} is not ready: it {why}")
             return 1
     else:
-        found = plans.next_task(parsed)
+        found = next_task(parsed)
         if found is None:
-            _say(plans.summary(parsed))
+            _say(summary(parsed))
             return 1
         task = found
     task_doc = task.as_dict(source=tasks_file)
@@ -309,13 +313,13 @@ def mark_cmd(tasks_file: str, task_id: str, status: str, reason: str | None) -> 
     Every other byte of the file is kept. The write is atomic (temp file + rename) and is
     refused, exit 1, if that line changed between read and write.
     """
-    from loopkit import plan as plans
+    from loopkit.plan.marking import commit_edit, prepare_mark
 
-    edit = plans.prepare_mark(tasks_file, task_id, status, reason=reason)
+    edit = prepare_mark(tasks_file, task_id, status, reason=reason)
     if not edit.changed:
         _say(f"{task_id} is already {status} ({tasks_file} line {edit.index + 1})")
         return 0
-    plans.commit_edit(edit)
+    commit_edit(edit)
     _say(f"marked {task_id} {status} ({tasks_file} line {edit.index + 1})")
     return 0
 

@@ -338,3 +338,24 @@ def test_a_long_dependency_chain_is_a_plan_not_a_crash(project: Path, n: int) ->
     blocked = run("next", "TASKS.md")
     assert blocked.exit_code == 1, blocked.stderr
     assert f"1 parked (t{n - 1})" in blocked.stderr
+
+
+def test_next_loads_neither_marking_nor_file_writing(project: Path) -> None:
+    # `lk-plan next` runs at every turn of a loop: it imports only what picking a task needs.
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from loopkit.cli.plan import main\n"
+        "try:\n    main(['next', 'TASKS.md'])\nexcept SystemExit:\n    pass\n"
+        "loaded = [m for m in ('loopkit.plan.marking', 'loopkit.files', 'tempfile')"
+        " if m in sys.modules]\n"
+        "print('LOADED=' + ','.join(loaded))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "LOOPKIT_VALIDATE_OUTPUT"}  # as run
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
+    assert out.stdout.strip().splitlines()[-1] == "LOADED=", out.stderr
+    assert "lk-plan: next: " in out.stderr

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from loopkit import decide, ledger, report, schema
+from loopkit import decide, ledger, records, report, schema
 from loopkit.cli.report import main as report_main
 from tests import decide_helpers as h
 from tests.decide_helpers import TREE
@@ -37,7 +37,7 @@ def write_ledger(path: Path) -> None:
             hist = txn.history(decide.task_id(doc))
             d = decide.decide(doc, hist, tree_on_disk=TREE)
             txn.append(
-                decide.attempt_record(
+                records.attempt_record(
                     doc,
                     hist,
                     d,

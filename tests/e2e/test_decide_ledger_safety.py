@@ -11,7 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from loopkit import decide, ledger
+from loopkit import ledger
+from loopkit.records import replay
 from tests import decide_helpers as h
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,7 +97,7 @@ def test_eight_writers_at_once_every_record_whole(tmp_path: Path) -> None:
     shared = [r["attempt"] for _, r in records if r["task_id"] == "shared"]
     assert shared == list(range(1, 61)), "concurrent decisions saw a stale history"
     assert ledger.Ledger(path).history("shared")["attempts"] == 60
-    assert not decide.replay(records), "every concurrent decision re-derives"
+    assert not replay(records), "every concurrent decision re-derives"
 
 
 def test_eight_lk_decide_commands_at_once(git_repo: Path) -> None:

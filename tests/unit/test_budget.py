@@ -180,7 +180,7 @@ def test_fold_totals_match_a_plain_sum(
 
 
 def test_a_usage_limit_blocks_admission_until_its_reset_time() -> None:
-    from loopkit import decide
+    from loopkit import records
 
     c = h.contract(attempts=5)
     blocked = record(
@@ -190,7 +190,7 @@ def test_a_usage_limit_blocks_admission_until_its_reset_time() -> None:
     hist = budget.fold(budget.empty_history(), blocked)
     early = budget.admit(hist, c, now="2026-01-01T04:59:00Z")
     assert not early["admitted"] and early["blocked_until"] == "2026-01-01T05:00:00Z"
-    d = decide.admission_decision(early)
+    d = records.admission_decision(early)
     assert d is not None and d["outcome"] == "blocked" and d["exit_code"] == 20
     assert d["resume_after"] == "2026-01-01T05:00:00Z"
     assert budget.admit(hist, c, now="2026-01-01T05:00:01Z")["admitted"]

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from loopkit import budget, decide, ledger, retention, schema
+from loopkit import budget, checkpoint, decide, ledger, retention, schema
+from loopkit.records import attempt_record, replay
 from tests import decide_helpers as h
 from tests.decide_helpers import TREE
 
@@ -19,7 +20,7 @@ def decided(ldg: ledger.Ledger, doc: dict[str, Any], *, tree: str = TREE) -> dic
     with ldg.transaction() as txn:
         history = txn.history(decide.task_id(doc))
         d = decide.decide(doc, history, tree_on_disk=tree)
-        rec = decide.attempt_record(
+        rec = attempt_record(
             doc,
             history,
             d,
@@ -161,12 +162,6 @@ def test_trigger_detection(option: str | None, env: dict[str, str], kind: str) -
     assert t["kind"] == kind and t["source"]
 
 
-def test_checkpoint_is_written_whole(tmp_path: Path) -> None:
-    path = ledger.write_checkpoint(tmp_path, "fix-parser", {"exit_reason": "attempts"})
-    assert json.loads(path.read_text()) == {"exit_reason": "attempts"}
-    assert [p.name for p in path.parent.iterdir()] == ["fix-parser.json"]
-
-
 def _artifacts(state: Path, attempt_id: str) -> Path:
     folder = state / "artifacts" / attempt_id
     folder.mkdir(parents=True)
@@ -231,9 +226,9 @@ def test_replay_finds_exactly_the_tampered_record(tmp_path: Path, how: str) -> N
     for fp in ("A", "A", "B", "B"):
         decided(ldg, failing(fp))
     records, _ = ledger.read(path)
-    assert decide.replay(records) == []
+    assert replay(records) == []
     _tamper(records[1][1], how)
-    found = decide.replay(records)
+    found = replay(records)
     assert found, how
     assert {d["line"] for d in found} == {2}, found
 
@@ -245,7 +240,7 @@ def test_replay_finds_a_deleted_record_at_the_gap(tmp_path: Path) -> None:
         decided(ldg, failing(fp))
     records, _ = ledger.read(path)
     del records[1]
-    found = decide.replay(records)
+    found = replay(records)
     assert {d["line"] for d in found} == {3}
     assert "inputs.history" in {d["field"] for d in found}
 
@@ -332,8 +327,8 @@ def test_a_task_id_never_names_a_path_outside_the_state_folder(
     state = tmp_path / "repo" / ".loopkit"
     ldg = ledger.Ledger(state / "ledger.jsonl")
     decided(ldg, failing("A", task_id=task_id))
-    checkpoint = ledger.write_checkpoint(state, task_id, {"why": "budget"})
-    assert checkpoint.parent == state / "checkpoints"
+    written_to = checkpoint.write(state, task_id, {"why": "budget"})
+    assert written_to.parent == state / "checkpoints"
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert written and all(state in p.parents for p in written)
     assert ldg.history(task_id)["attempts"] == 1

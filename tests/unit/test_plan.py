@@ -635,3 +635,26 @@ def test_mark_through_a_symlink_keeps_the_link(tmp_path: Path) -> None:
     plan.mark(link, "docs-ref", "done")
     assert link.is_symlink()
     assert "- [x] Reference pages" in real.read_text()
+
+
+# --------------------------------------------------------------------------- the package
+
+
+def test_every_name_of_the_package_is_the_one_its_module_defines() -> None:
+    import ast
+    import importlib
+
+    init = Path(plan.__file__)
+    imported = {
+        alias.name: node.module.rsplit(".", 1)[-1]
+        for node in ast.walk(ast.parse(init.read_text()))
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(plan.__name__)
+        for alias in node.names
+    }
+    assert imported == plan._HOMES  # what mypy sees is what __getattr__ loads
+    for name, home in plan._HOMES.items():
+        module = importlib.import_module(f"{plan.__name__}.{home}")
+        assert getattr(plan, name) is getattr(module, name), name
+    assert set(plan._HOMES) <= set(dir(plan))
+    with pytest.raises(AttributeError):
+        _ = plan.no_such_name

@@ -1,0 +1,153 @@
+"""What a judge run showed: the files it read (its grounding), the writes it tried, the tree.
+
+A file grounds a verdict only when the judge read it inside the repository: paths
+outside it, escaping it with ``..``, or inside ``.git`` / loopkit's state folder do not
+count. A write the stream shows succeeding, or a changed tree hash, is recorded here and
+refused by the ruling (``loopkit.judge.ruling``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from loopkit.providers.base import Outcome, RunState
+
+#: Files that never count as reading the work: git's own and loopkit's state.
+_NOT_WORK = (".git", ".loopkit")
+
+
+def grounding(
+    paths: Iterable[str], *, root: str | os.PathLike[str] | None, state_dir: str | None = None
+) -> list[str]:
+    """The files that ground a verdict: read inside the repository, relative to its root.
+
+    Absolute paths under ``root`` become relative; paths outside it, escaping it with
+    ``..``, or inside ``.git`` / loopkit's state folder do not count. Without a root (a
+    transcript judged elsewhere) absolute paths are kept as they are.
+    """
+    top = Path(root).resolve() if root is not None else None
+    hidden = set(_NOT_WORK)
+    if state_dir and not os.path.isabs(state_dir) and PurePosixPath(state_dir).parts:
+        hidden.add(PurePosixPath(state_dir).parts[0])
+    out: dict[str, None] = {}
+    for raw in paths:
+        if not isinstance(raw, str) or not raw.strip():
+            continue
+        rel = _inside(raw.strip(), top)
+        if rel is None:
+            continue
+        parts = PurePosixPath(rel).parts
+        if not parts or (parts[0] in hidden and not os.path.isabs(rel)):
+            continue
+        out.setdefault(rel, None)
+    return list(out)
+
+
+def _inside(path: str, top: Path | None) -> str | None:
+    if os.path.isabs(path):
+        if top is None:
+            return os.path.normpath(path)
+        for candidate in (Path(os.path.normpath(path)), Path(os.path.realpath(path))):
+            try:
+                rel = candidate.relative_to(top)
+            except ValueError:
+                continue
+            return rel.as_posix() if rel.parts and ".." not in rel.parts else None
+        return None
+    norm = os.path.normpath(path).replace(os.sep, "/")
+    if norm == "." or norm == ".." or norm.startswith("../"):
+        return None
+    return norm
+
+
+@dataclass
+class Observed:
+    """What a judge run (or a saved transcript of one) showed, as loopkit saw it."""
+
+    provider: str
+    reply: str | None
+    files_read: list[str]  # grounding(): inside the repository
+    ended: bool  # the stream reached the provider's final result
+    failed: bool  # the run failed (API error, max turns, timeout, cancelled, crash)
+    stop_reason: str | None = None
+    error: str | None = None
+    files_written: list[str] = field(default_factory=list)  # writes the stream shows succeed
+    denied: list[str] = field(default_factory=list)  # tool calls the read-only mode refused
+    tree_before: str | None = None
+    tree_after: str | None = None
+    changes: list[dict[str, str]] = field(default_factory=list)
+
+
+def observe(
+    provider: str,
+    state: RunState,
+    outcome: Outcome | None,
+    *,
+    root: str | os.PathLike[str] | None,
+    state_dir: str | None = None,
+    reply: str | None = None,
+) -> Observed:
+    """Turn a parsed stream (and how the run ended) into what the verdict is decided on."""
+    failed = outcome.is_error if outcome is not None else bool(state.result_is_error)
+    denied = [_denial(d) for d in state.permission_denials if isinstance(d, Mapping)] + [
+        f"{t.command or t.name}: {(t.error or 'failed').splitlines()[-1]}"[:300]
+        for t in state.tool_calls
+        if t.ok is False and (_is_write(t.name) or _writes(t.command))
+    ]
+    written = grounding(state.files_written, root=root) if root is not None else state.files_written
+    return Observed(
+        provider=provider,
+        reply=reply if reply is not None else state.final_message,
+        files_read=grounding(state.files_read, root=root, state_dir=state_dir),
+        ended=bool(state.result_seen),
+        failed=failed,
+        stop_reason=outcome.stop_reason if outcome is not None else None,
+        error=outcome.error if outcome is not None and outcome.is_error else None,
+        files_written=list(written),
+        denied=denied[:50],
+    )
+
+
+def _denial(d: Mapping[str, Any]) -> str:
+    tool = str(d.get("tool") or "?")
+    inp = d.get("input")
+    target = ""
+    if isinstance(inp, Mapping):
+        target = str(inp.get("file_path") or inp.get("command") or inp.get("path") or "")
+    return f"{tool} {target}".strip()[:300]
+
+
+def _is_write(name: str) -> bool:
+    return name in ("Write", "Edit", "MultiEdit", "NotebookEdit", "apply_patch", "file_change")
+
+
+_WRITING = re.compile(
+    r"(^|[^<>&0-9])>>?\s*[^&\s>]|\b(tee|rm|mv|cp|touch|mkdir|rmdir|truncate|chmod|ln|dd)\s"
+    r"|\bsed\s+(-[a-zA-Z]*i|--in-place)|\bgit\s+(add|commit|checkout|reset|restore|rm|mv|stash|apply)\b"
+)
+
+
+def _writes(command: str | None) -> bool:
+    """Whether a shell command line looks like it changes files (a judge must not)."""
+    return bool(command) and _WRITING.search(command or "") is not None
+
+
+def tree_changes(root: Path, before: str, after: str) -> list[dict[str, str]]:
+    """What differs between two tree hashes: [{status, path}], statuses as lk-diff words."""
+    from loopkit import git
+
+    if before == after:
+        return []
+    return [
+        {"status": _STATUS.get(status, status), "path": path}
+        for path, status in git.changed_paths(root, before, after)
+    ][:200]
+
+
+_STATUS = {"A": "added", "M": "modified", "D": "deleted", "T": "type_changed"}

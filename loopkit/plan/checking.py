@@ -1,0 +1,176 @@
+"""Checking the plans of a TASKS.md: every problem, in document order.
+
+The parse problems first, then what only the whole plan shows: plans missing where others
+have them, budgets over the split threshold (and the slices that split them), dependencies
+unknown or cyclic, scopes outside the contract's writable scope or on its protected paths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from loopkit import globs
+from loopkit.plan.parsing import Plan, PlanProblem, Task
+from loopkit.plan.readiness import all_depends
+
+
+def threshold(contract: Mapping[str, Any] | None) -> tuple[int, int]:
+    """(split_lines, split_files): the contract's, else the contract defaults."""
+    from loopkit.contract import DEFAULTS
+
+    plan = {**DEFAULTS["plan"], **((contract or {}).get("plan") or {})}
+    return int(plan["split_lines"]), int(plan["split_files"])
+
+
+def check(plan: Plan, *, contract: Mapping[str, Any] | None = None) -> list[PlanProblem]:
+    """Every problem in a parsed plan (parse problems first), in document order."""
+    split_lines_, split_files_ = threshold(contract)
+    out = list(plan.problems)
+    tasks = plan.tasks
+    ids = plan.by_id()
+
+    def problem(task: Task, where: str, message: str) -> None:
+        out.append(PlanProblem(f"$.tasks[{task.index}]{where}", message, task.line, task.id))
+
+    if not tasks:
+        out.append(
+            PlanProblem("$.tasks", "no tasks: expected checklist items such as '- [ ] Fix ...'")
+        )
+        return out
+    planned = any(t.has_plan for t in tasks)
+    for t in tasks:
+        if planned and not t.has_plan and t.status == "open":
+            problem(
+                t,
+                "",
+                "no plan: other items carry plans, so this open item needs one too "
+                "(budget:, scope:, end) -- or the file was cut short",
+            )
+        if t.has_plan and not t.slices:
+            if not t.scope:
+                problem(t, ".scope", "plan has no scope: list the files or globs it may change")
+            if not t.budget:
+                problem(
+                    t, ".budget", "plan has no budget: expected 'budget: <N> lines / <M> files'"
+                )
+        for dep in t.depends:
+            if dep == t.id:
+                problem(t, ".depends", "a task cannot depend on itself")
+            elif t.parent is not None and dep == t.parent.id:
+                problem(t, ".depends", "a slice cannot depend on its own parent")
+            elif dep not in ids:
+                problem(t, ".depends", f"depends on unknown task {dep!r}")
+            elif t.parent is not None and ids[dep].parent is t.parent and ids[dep].index > t.index:
+                problem(
+                    t,
+                    ".depends",
+                    f"slices run in their written order: {t.id!r} cannot depend on the later "
+                    f"slice {dep!r}",
+                )
+        if _over(t, split_lines_, split_files_) and not t.slices:
+            est = _estimate(t)
+            if t.parent is not None:
+                problem(
+                    t,
+                    ".budget",
+                    f"slice estimate {est} is over the split threshold ({split_lines_} lines or "
+                    f"{split_files_} files): make it smaller",
+                )
+            else:
+                problem(
+                    t,
+                    ".budget",
+                    f"estimate {est} is over the split threshold ({split_lines_} lines or "
+                    f"{split_files_} files): split it into slices (nested items with disjoint "
+                    "scopes)",
+                )
+        if t.slices:
+            _check_slices(t, problem)
+    cycle = _find_cycle(tasks, ids)
+    if cycle:
+        first = ids[cycle[0]]
+        problem(first, ".depends", "dependency cycle: " + " -> ".join([*cycle, cycle[0]]))
+    if contract is not None:
+        _check_against_contract(tasks, contract, problem)
+    out.sort(key=lambda p: p.line if p.line is not None else 10**9)
+    return out
+
+
+def _estimate(t: Task) -> str:
+    parts = []
+    if "lines" in t.budget:
+        parts.append(f"{t.budget['lines']} lines")
+    if "files" in t.budget:
+        parts.append(f"{t.budget['files']} files")
+    if len(t.scope) > t.budget.get("files", 0):
+        parts.append(f"{len(t.scope)} scope entries")
+    return " / ".join(parts)
+
+
+def _over(t: Task, max_lines: int, max_files: int) -> bool:
+    return (
+        t.budget.get("lines", 0) > max_lines
+        or t.budget.get("files", 0) > max_files
+        or len(t.scope) > max_files
+    )
+
+
+def _check_slices(parent: Task, problem: Any) -> None:
+    for s in parent.slices:
+        if parent.scope:
+            for g in s.scope:
+                if not any(globs.overlap(g, p) for p in parent.scope):
+                    problem(s, ".scope", f"scope {g!r} is outside its parent's scope")
+    for i, a in enumerate(parent.slices):
+        for b in parent.slices[i + 1 :]:
+            for ga in a.scope:
+                for gb in b.scope:
+                    if globs.overlap(ga, gb):
+                        problem(
+                            b,
+                            ".scope",
+                            f"slice scopes must be disjoint: {gb!r} overlaps {ga!r} of slice "
+                            f"{a.id!r}",
+                        )
+
+
+def _check_against_contract(tasks: list[Task], contract: Mapping[str, Any], problem: Any) -> None:
+    scope = contract.get("scope") or {}
+    allowed = list(scope.get("writable") or []) + list(scope.get("always_allowed") or [])
+    protected = list(scope.get("protected") or [])
+    for t in tasks:
+        for g in t.scope:
+            if allowed and not any(globs.overlap(g, a) for a in allowed):
+                problem(t, ".scope", f"scope {g!r} is outside the contract's writable scope")
+            elif globs.is_literal(g) and any(globs.overlap(g, p) for p in protected):
+                problem(t, ".scope", f"scope {g!r} is protected by the contract")
+
+
+def _find_cycle(tasks: list[Task], ids: dict[str, Task]) -> list[str] | None:
+    """The first dependency cycle, depth first in document order; None when there is none.
+
+    Iterative (an explicit stack of edge iterators): a chain of thousands of tasks is a
+    plan like any other, not a RecursionError.
+    """
+    edges = {t.id: [d for d in all_depends(t) if d in ids] for t in tasks}
+    state: dict[str, int] = {}  # 1: on the current path, 2: explored
+    for t in tasks:
+        if t.id in state:
+            continue
+        state[t.id] = 1
+        path = [t.id]
+        stack = [iter(edges.get(t.id, []))]
+        while stack:
+            for d in stack[-1]:
+                if state.get(d) == 1:
+                    return path[path.index(d) :]
+                if d not in state:
+                    state[d] = 1
+                    path.append(d)
+                    stack.append(iter(edges.get(d, [])))
+                    break
+            else:
+                state[path.pop()] = 2
+                stack.pop()
+    return None
