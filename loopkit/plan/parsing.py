@@ -20,7 +20,7 @@ from loopkit.errors import BadInput
 #: A TASKS.md larger than this is refused before it is read (a plan is not a data file).
 MAX_TASKS_BYTES = 4 * 1024 * 1024
 STATUSES = {" ": "open", "x": "done", "X": "done", "!": "parked"}
-PLAN_KEYS = ("budget", "scope", "depends", "allow-empty", "accept", "note")
+PLAN_KEYS = ("budget", "scope", "depends", "allow-empty", "accept", "check", "note")
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 MAX_SLUG = 48
 #: A budget is a count of lines or files: more digits than this is not an estimate.
@@ -100,6 +100,7 @@ class Task:
         self.depends: list[str] = []
         self.allow_empty = False
         self.accept: list[str] = []
+        self.checks: list[str] = []  # check: lines, the task's own acceptance commands
         self.notes: list[str] = []
         self.reason = reason
         self.has_plan = False
@@ -127,6 +128,8 @@ class Task:
             out["allow_empty"] = True
         if self.accept:
             out["accept"] = list(self.accept)
+        if self.checks:
+            out["checks"] = list(self.checks)
         if self.notes:
             out["notes"] = list(self.notes)
         if self.reason is not None:
@@ -444,6 +447,12 @@ def _plan_line(
             task.accept.append(value)
         else:
             problem("accept: expected the acceptance statement")
+    elif key == "check":
+        command = value.strip().strip("`").strip()
+        if command:
+            task.checks.append(command)
+        else:
+            problem("check: expected a shell command (the task's own acceptance check)")
     elif key == "note":
         task.notes.append(value)
     else:

@@ -658,3 +658,29 @@ def test_every_name_of_the_package_is_the_one_its_module_defines() -> None:
     assert set(plan._HOMES) <= set(dir(plan))
     with pytest.raises(AttributeError):
         _ = plan.no_such_name
+
+
+def test_check_lines_are_the_tasks_own_acceptance_commands() -> None:
+    parsed = plan.parse(
+        b"- [ ] Fix the parser {#fix}\n"
+        b"  budget: 20 lines / 1 file\n"
+        b"  scope: src/parser.py\n"
+        b"  check: `pytest -q tests/test_parser.py`\n"
+        b"  check: python -c 'import parser'\n"
+        b"  end\n"
+    )
+    (task,) = parsed.tasks
+    assert task.as_dict()["checks"] == ["pytest -q tests/test_parser.py", "python -c 'import parser'"]
+    assert not plan.check(parsed)
+    from loopkit.contract import apply_task
+
+    contract = {"criteria": [{"name": "suite", "run": "make test", "timeout": 300}]}
+    applied = apply_task(contract, task.as_dict())
+    assert [c["name"] for c in applied["criteria"]] == ["suite", "task-1", "task-2"]
+    # applying twice (every stage applies the piped task) changes nothing more
+    assert apply_task(applied, task.as_dict())["criteria"] == applied["criteria"]
+
+
+def test_an_empty_check_line_is_a_problem() -> None:
+    parsed = plan.parse(b"- [ ] T {#t}\n  budget: 5 lines / 1 file\n  scope: a.py\n  check:\n  end\n")
+    assert any("check: expected a shell command" in str(p) for p in parsed.problems + plan.check(parsed))
