@@ -18,7 +18,8 @@ from typing import Any
 
 #: Budgets that accumulate across attempts (contract ``budgets`` key -> history key).
 ACCUMULATING: dict[str, str] = {
-    "attempts": "attempts",
+    # a transient failure (overloaded, throttled) does not spend an attempt
+    "attempts": "spent_attempts",
     "wall_seconds": "wall_s",
     "cost_usd": "cost_usd",
     "tokens": "tokens",
@@ -31,7 +32,8 @@ RESERVATION_GRACE_S = 300.0
 
 def empty_history() -> dict[str, Any]:
     return {
-        "attempts": 0,
+        "attempts": 0,  # every attempt run (its number)
+        "spent_attempts": 0,  # the ones the attempts budget counts: all but transient
         "verify_attempts": 0,
         "cost_usd": 0.0,
         "cost_untrusted_usd": 0.0,
@@ -43,6 +45,10 @@ def empty_history() -> dict[str, Any]:
         "timeouts": 0,
         "transient_streak": 0,
         "no_op_streak": 0,
+        "last_violations": None,  # the previous attempt's scope violations, as a signature
+        "same_violation": 0,
+        "last_crash": None,  # the previous attempt's crash, as a signature
+        "same_crash": 0,
         "last_outcome": None,
         "last_class": None,
         "resume_after": None,
@@ -91,6 +97,9 @@ def fold(history: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, Any
     decision = record.get("decision") or {}
     evidence = record.get("evidence") or {}
     h["attempts"] += 1
+    stop = (record.get("run") or {}).get("stop_reason")
+    if stop not in TRANSIENT_STOPS:
+        h["spent_attempts"] += 1
     if h["reserved"]:
         h["reserved"] = h["reserved"][1:]
     usd = usage.get("cost_usd")
@@ -110,12 +119,15 @@ def fold(history: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, Any
         else:
             h["same_failure"] = 0
         h["last_fingerprint"] = fp
-    stop = (record.get("run") or {}).get("stop_reason")
     if stop == "timeout":
         h["timeouts"] += 1
-    h["transient_streak"] = (
-        h["transient_streak"] + 1 if stop in ("api_error", "rate_limited") else 0
-    )
+    h["transient_streak"] = h["transient_streak"] + 1 if stop in TRANSIENT_STOPS else 0
+    sig = violation_signature(decision.get("violations"))
+    h["same_violation"] = h["same_violation"] + 1 if sig and sig == h["last_violations"] else 0
+    h["last_violations"] = sig
+    crash = crash_signature(record.get("run")) if stop == "crashed" else None
+    h["same_crash"] = h["same_crash"] + 1 if crash and crash == h["last_crash"] else 0
+    h["last_crash"] = crash
     h["no_op_streak"] = h["no_op_streak"] + 1 if decision.get("failure_class") == "no_op" else 0
     h["last_outcome"] = decision.get("outcome")
     h["last_class"] = decision.get("failure_class")
@@ -126,6 +138,46 @@ def fold(history: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, Any
     return h
 
 
+#: Stop reasons of a transient failure: retried with backoff, no attempt spent.
+TRANSIENT_STOPS = ("api_error", "rate_limited")
+
+
+def violation_signature(violations: Any) -> str | None:
+    """The set of scope violations as one comparable string (None for none)."""
+    if not isinstance(violations, list) or not violations:
+        return None
+    pairs = sorted(f"{v.get('rule')}:{v.get('path')}" for v in violations if isinstance(v, Mapping))
+    return "\n".join(pairs) or None
+
+
+def crash_signature(run: Any) -> str | None:
+    """A crash as one comparable string: its exit status and its last line, noise
+    removed (paths, numbers, addresses), so the same crash in another run compares equal."""
+    if not isinstance(run, Mapping):
+        return None
+    from loopkit import fingerprint
+
+    text = str(run.get("error") or run.get("final_message") or "")
+    return fingerprint.of_output(
+        text.encode("utf-8", "replace"), exit_code=run.get("exit_code"), timed_out=False
+    )
+
+
+def used(history: Mapping[str, Any]) -> dict[str, Any]:
+    """What each accumulating budget has used so far (by budget name)."""
+    return {
+        name: spent_attempts(history) if name == "attempts" else history.get(key)
+        for name, key in ACCUMULATING.items()
+    }
+
+
+def spent_attempts(history: Mapping[str, Any]) -> int:
+    """The attempts the attempts budget counts (a history from before transient failures
+    were told apart counts them all)."""
+    spent = history.get("spent_attempts")
+    return int(history.get("attempts") or 0) if spent is None else int(spent)
+
+
 def limits(contract: Mapping[str, Any] | None) -> dict[str, float]:
     budgets = (contract or {}).get("budgets") or {}
     return {k: float(budgets[k]) for k in ACCUMULATING if budgets.get(k) is not None}
@@ -134,17 +186,18 @@ def limits(contract: Mapping[str, Any] | None) -> dict[str, float]:
 def exhausted(history: Mapping[str, Any], contract: Mapping[str, Any] | None) -> list[str]:
     """Accumulating budgets that are spent (used >= limit), in a fixed order."""
     out = []
+    spent = used(history)
     for name, limit in limits(contract).items():
-        if float(history.get(ACCUMULATING[name]) or 0) >= limit:
+        if float(spent[name] or 0) >= limit:
             out.append(name)
     return out
 
 
 def fractions(history: Mapping[str, Any], contract: Mapping[str, Any] | None) -> dict[str, float]:
     """How much of each accumulating budget is used (0.0 .. >1.0)."""
+    spent = used(history)
     return {
-        name: round(float(history.get(ACCUMULATING[name]) or 0) / limit, 4)
-        for name, limit in limits(contract).items()
+        name: round(float(spent[name] or 0) / limit, 4) for name, limit in limits(contract).items()
     }
 
 
@@ -198,7 +251,7 @@ def admit(history: Mapping[str, Any], contract: Mapping[str, Any], *, now: str) 
         remaining[name] = round(value, 6)
         return value
 
-    attempts_left = left("attempts", float(history.get("attempts") or 0) + len(live))
+    attempts_left = left("attempts", float(spent_attempts(history)) + len(live))
     if attempts_left is not None and attempts_left < 1:
         short.append("attempts")
     verify_left = left("verify_attempts", float(history.get("verify_attempts") or 0))

@@ -33,7 +33,7 @@ def build(
         "exit_reason": decision["reason"],
         "outcome": decision["outcome"],
         "exhausted": decision.get("exhausted") or [],
-        "used": {k: history.get(v) for k, v in budget.ACCUMULATING.items()},
+        "used": budget.used(history),
         "limits": budget.limits(contract),
         "fractions": budget.fractions(history, contract),
         "last_fingerprint": history.get("last_fingerprint"),

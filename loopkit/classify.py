@@ -27,6 +27,8 @@ UNGROUNDED = "ungrounded"
 JUDGE_NOT_MET = "judge_not_met"
 BUDGET = "budget"
 CANCELLED = "cancelled"
+#: The worker's process crashed (a non-zero exit nothing else explains).
+CRASHED = "crashed"
 #: The worker changed loopkit's own record (the ledger, its index, the cancellation).
 TAMPERED = "tampered"
 UNKNOWN = "unknown"
@@ -68,6 +70,11 @@ ACTIONS: dict[str, tuple[str, str]] = {
     JUDGE_NOT_MET: ("retry", "the judge found the goal not met: retry with its feedback"),
     BUDGET: ("budget_exhausted", "a budget across runs is spent: checkpoint and stop"),
     CANCELLED: ("cancelled", "a person asked the loop to stop"),
+    CRASHED: (
+        "retry",
+        "the worker crashed: retried with the tail of its output as feedback; the same crash "
+        "again is no progress (replan, then park); parked otherwise only by the budgets",
+    ),
     TAMPERED: (
         "blocked",
         "loopkit's state folder (ledger, index, cancellation) changed while the worker ran: "
@@ -95,7 +102,7 @@ STOP_REASONS: dict[str, str | None] = {
     "permission_denied": PERMISSION,
     "stuck": STUCK,
     "cancelled": CANCELLED,
-    "crashed": UNKNOWN,
+    "crashed": CRASHED,
 }
 
 

@@ -142,8 +142,11 @@ _SECTIONS: dict[str, dict[str, Check]] = {
         "verify_attempts": positive_int,
         "same_failure": positive_int,
         "timeouts": positive_int,
+        "transient": positive_int,
         "verify_reserve_s": positive_number,
     },
+    # transient failures wait base_s, doubling, up to max_s (with jitter)
+    "backoff": {"base_s": positive_number, "max_s": positive_number},
     "worker": {
         "provider": one_of(*PROVIDERS),
         "model": text,

@@ -39,6 +39,13 @@ ARG_CHARS = 400
 MAX_FILES = 50
 BACKOFF_BASE_S = 5.0
 BACKOFF_CAP_S = 300.0
+#: Transient failures in a row before the loop is blocked (budgets.transient).
+DEFAULT_TRANSIENT = 5
+
+
+def _same_crash(run: Mapping[str, Any], h: Mapping[str, Any]) -> bool:
+    last = h.get("last_crash")
+    return last is not None and budget.crash_signature(run) == last
 
 
 def task_id(document: Mapping[str, Any]) -> str:
@@ -84,7 +91,15 @@ def inputs(document: Mapping[str, Any], contract: Mapping[str, Any] | None) -> d
     if contract is not None:
         view["contract"] = {
             k: copy.deepcopy(contract[k])
-            for k in ("budgets", "allow_empty_change", "scope", "worker", "criteria", "artifacts")
+            for k in (
+                "budgets",
+                "allow_empty_change",
+                "scope",
+                "worker",
+                "criteria",
+                "artifacts",
+                "backoff",
+            )
             if k in contract
         }
     return view
@@ -96,13 +111,21 @@ def _jitter(attempt_id: str | None, attempt: int, streak: int) -> float:
     return float(int.from_bytes(digest[:8], "big")) / float(2**64)
 
 
-def backoff_s(attempt_id: str | None, streak: int, *, attempt: int = 1) -> float:
+def backoff_s(
+    attempt_id: str | None,
+    streak: int,
+    *,
+    attempt: int = 1,
+    base_s: float = BACKOFF_BASE_S,
+    max_s: float = BACKOFF_CAP_S,
+) -> float:
     """Exponential backoff with "equal jitter": half fixed, half jittered, capped.
 
     ``streak`` is the number of transient failures in a row before this one; the jitter
-    comes from the attempt's id and number, so a replay computes the same value.
+    comes from the attempt's id and number, so a replay computes the same value. The
+    contract's ``backoff: {base_s, max_s}`` sets the start and the cap.
     """
-    base: float = min(BACKOFF_CAP_S, BACKOFF_BASE_S * float(2 ** max(0, streak)))
+    base: float = min(max_s, base_s * float(2 ** max(0, min(streak, 60))))
     return round(base / 2 + base / 2 * _jitter(attempt_id, attempt, streak), 3)
 
 
@@ -286,7 +309,9 @@ def decide(
     cls, reason, feedback, extra = _classify(
         document, h, ev, changed=changed, allow_empty=allow_empty, violations=violations
     )
-    outcome, reason, extra = _act(cls, reason, h, budgets, run, attempt_id, extra)
+    outcome, reason, extra = _act(
+        cls, reason, h, budgets, run, attempt_id, extra, backoff=contract.get("backoff")
+    )
 
     # 5. A loop that would go on must still have budget for another attempt.
     if outcome in ("retry", "replan"):
@@ -400,6 +425,24 @@ def _classify(
             )
         elif run_class == fc.TIMEOUT:
             feedback = "The previous attempt ran out of time. Make a smaller, focused change."
+        elif run_class == fc.CRASHED:
+            tail = str(run.get("final_message") or "").strip()[-1500:]
+            feedback = (
+                f"The previous attempt crashed (exit {run.get('exit_code')}): {detail or '?'}"
+                + (f"\nIts last output:\n{tail}" if tail and tail != detail else "")
+                + "\nFind why before changing the code again."
+            )
+            if _same_crash(run, h):
+                repeats = int(h.get("same_crash") or 0) + 1
+                extra["repeats"] = repeats
+                return (
+                    fc.NO_PROGRESS,
+                    f"no progress: the same crash as the previous attempt (repeat {repeats}): "
+                    f"{detail}",
+                    "The worker crashed the same way again: the approach does not work. "
+                    "Rethink it.\n" + feedback,
+                    extra,
+                )
         return run_class, reason, feedback, extra
 
     # 4. The evidence.
@@ -414,6 +457,17 @@ def _classify(
         )
     if violations:
         listed = "; ".join(f"{v['rule']}: {v['path']}" for v in violations[:20])
+        sig = budget.violation_signature(violations)
+        if sig is not None and sig == h.get("last_violations"):
+            repeats = int(h.get("same_violation") or 0) + 1
+            return (
+                fc.NO_PROGRESS,
+                f"no progress: the same scope violations as the previous attempt "
+                f"(repeat {repeats}): {listed}",
+                "The same scope violations again: the approach needs a change the scope does "
+                "not allow. Find another way, inside the scope: " + listed,
+                {"violations": violations, "repeats": repeats},
+            )
         return (
             fc.SCOPE_VIOLATION,
             f"scope violated ({len(violations)}): {listed}",
@@ -524,16 +578,29 @@ def _act(
     run: Mapping[str, Any] | None,
     attempt_id: str | None,
     extra: dict[str, Any],
+    backoff: Mapping[str, Any] | None = None,
 ) -> tuple[str, str, dict[str, Any]]:
     """The outcome for a class, refined by the task's history."""
     outcome = fc.outcome_of(cls)
     extra = dict(extra)
     if cls == fc.TRANSIENT:
         streak = int(h.get("transient_streak") or 0)
-        extra["backoff"] = backoff_s(attempt_id, streak, attempt=int(h.get("attempts") or 0) + 1)
+        shape = backoff or {}
+        extra["backoff"] = backoff_s(
+            attempt_id,
+            streak,
+            attempt=int(h.get("attempts") or 0) + 1,
+            base_s=float(shape.get("base_s") or BACKOFF_BASE_S),
+            max_s=float(shape.get("max_s") or BACKOFF_CAP_S),
+        )
         if run and run.get("resume_after"):
             extra["resume_after"] = run.get("resume_after")
-        reason += f" (transient failure {streak + 1} in a row)"
+        most = int(budgets.get("transient") or DEFAULT_TRANSIENT)
+        reason += f" (transient failure {streak + 1} in a row; no attempt spent)"
+        if streak + 1 >= most:
+            outcome = "blocked"
+            extra.pop("backoff", None)
+            reason += f": budgets.transient ({most}) reached, a person should look"
     elif cls == fc.USAGE_LIMIT:
         resume = (run or {}).get("resume_after")
         extra["resume_after"] = resume

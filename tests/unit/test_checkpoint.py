@@ -15,7 +15,12 @@ def test_checkpoint_is_written_whole(tmp_path: Path) -> None:
 
 
 def test_a_checkpoint_says_what_was_spent_what_is_left_and_why() -> None:
-    history = {**budget.empty_history(), "attempts": 3, "last_fingerprint": "fpB"}
+    history = {
+        **budget.empty_history(),
+        "attempts": 3,
+        "spent_attempts": 3,
+        "last_fingerprint": "fpB",
+    }
     decision = {
         "outcome": "budget_exhausted",
         "reason": "budget exhausted (attempts) after attempt 3",

@@ -18,6 +18,8 @@ from tests.decide_helpers import OTHER_TREE, TREE
 def hist(**kw: Any) -> dict[str, Any]:
     out = budget.empty_history()
     out.update(kw)
+    if "attempts" in kw and "spent_attempts" not in kw:
+        out["spent_attempts"] = kw["attempts"]  # none of them transient
     return out
 
 
@@ -131,7 +133,8 @@ TABLE: list[tuple[str, dict[str, Any], dict[str, Any], str | None, Any, str, str
         "timeout",
     ),
     ("stuck", h.attempt(run=h.run("stuck")), hist(), TREE, None, "replan", "stuck"),
-    ("crashed", h.attempt(run=h.run("crashed")), hist(), TREE, None, "failed", "unknown"),
+    ("crashed", h.attempt(run=h.run("crashed")), hist(), TREE, None, "retry", "crashed"),
+    ("unknown-stop", h.attempt(run=h.run("exploded")), hist(), TREE, None, "failed", "unknown"),
     (
         "unsupported-completion",
         h.attempt(run=h.run(claimed_complete=True), diff=h.diff(), verify=h.verify(False, "fpA")),
@@ -400,8 +403,53 @@ def test_usage_limit_carries_resume_after_and_no_backoff() -> None:
     assert d["backoff_s"] is None
 
 
+def test_transient_failures_spend_no_attempt_and_have_their_own_budget() -> None:
+    doc = h.attempt(run=h.run("api_error"), contract_=h.contract(attempts=2, transient=3))
+    # Two transient failures already: the attempts budget (2) is not what stops it.
+    d = decide.decide(doc, hist(attempts=2, spent_attempts=0, transient_streak=1), tree_on_disk=TREE)
+    assert (d["outcome"], d["failure_class"]) == ("retry", "transient") and d["backoff_s"]
+    d = decide.decide(doc, hist(attempts=3, spent_attempts=0, transient_streak=2), tree_on_disk=TREE)
+    assert (d["outcome"], d["failure_class"]) == ("blocked", "transient")
+    assert "budgets.transient (3)" in d["reason"]
+
+
+def test_the_backoff_follows_the_contract() -> None:
+    shape = {**h.contract(transient=100), "backoff": {"base_s": 1, "max_s": 4}}
+    doc = h.attempt(run=h.run("api_error"), contract_=shape)
+    waits = [decide.decide(doc, hist(transient_streak=k), tree_on_disk=TREE)["backoff_s"]
+             for k in range(6)]
+    assert 0.5 <= waits[0] <= 1 and all(w <= 4 for w in waits) and waits[5] >= 2
+
+
+def test_the_same_violations_again_are_no_progress_then_park() -> None:
+    bad = [{"rule": "protected", "path": "migrations/0001.sql"}]
+    doc = h.attempt(run=h.run(), diff=h.diff(violations=bad), verify=h.verify(True))
+    first = decide.decide(doc, hist(), tree_on_disk=TREE)
+    assert first["failure_class"] == "scope_violation"
+    sig = budget.violation_signature(first["violations"])
+    again = decide.decide(doc, hist(attempts=1, last_violations=sig), tree_on_disk=TREE)
+    assert (again["outcome"], again["failure_class"]) == ("replan", "no_progress")
+    third = decide.decide(
+        doc, hist(attempts=2, last_violations=sig, same_violation=1), tree_on_disk=TREE
+    )
+    assert (third["outcome"], third["failure_class"]) == ("failed", "no_progress")
+
+
+def test_a_crash_is_retried_with_its_output_and_the_same_crash_is_no_progress() -> None:
+    run = h.run("crashed", exit_code=2, error="ImportError: no module named parser",
+                final_message="Traceback ...\nImportError: no module named parser")
+    doc = h.attempt(run=run)
+    d = decide.decide(doc, hist(), tree_on_disk=TREE)
+    assert (d["outcome"], d["failure_class"]) == ("retry", "crashed")
+    assert "ImportError" in d["feedback"] and "exit 2" in d["feedback"]
+    again = decide.decide(
+        doc, hist(attempts=1, last_crash=budget.crash_signature(run)), tree_on_disk=TREE
+    )
+    assert (again["outcome"], again["failure_class"]) == ("replan", "no_progress")
+
+
 def test_transient_backoff_is_deterministic_exponential_and_jittered() -> None:
-    doc = h.attempt(run=h.run("api_error"))
+    doc = h.attempt(run=h.run("api_error"), contract_=h.contract(transient=100))
     first = [
         decide.decide(doc, hist(transient_streak=k), tree_on_disk=TREE)["backoff_s"]
         for k in range(8)
@@ -597,8 +645,8 @@ def test_any_evidence_gives_one_valid_decision(
         assert d["failure_class"] is None
     else:
         assert d["failure_class"] in classify.CLASSES
-    if d["outcome"] in ("retry", "replan"):
-        assert attempts + 1 < 5  # never past the attempts budget
+    if d["outcome"] in ("retry", "replan") and stop not in budget.TRANSIENT_STOPS:
+        assert attempts + 1 < 5  # never past the attempts budget (a transient spends none)
 
 
 def test_reason_and_feedback_carry_no_terminal_control_sequences() -> None:
