@@ -125,7 +125,7 @@ def fold(history: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, Any
     sig = violation_signature(decision.get("violations"))
     h["same_violation"] = h["same_violation"] + 1 if sig and sig == h["last_violations"] else 0
     h["last_violations"] = sig
-    crash = crash_signature(record.get("run")) if stop == "crashed" else None
+    crash = decision.get("crash") if stop == "crashed" else None
     h["same_crash"] = h["same_crash"] + 1 if crash and crash == h["last_crash"] else 0
     h["last_crash"] = crash
     h["no_op_streak"] = h["no_op_streak"] + 1 if decision.get("failure_class") == "no_op" else 0

@@ -426,6 +426,7 @@ def _classify(
         elif run_class == fc.TIMEOUT:
             feedback = "The previous attempt ran out of time. Make a smaller, focused change."
         elif run_class == fc.CRASHED:
+            extra["crash"] = budget.crash_signature(run)  # the next attempt compares
             tail = str(run.get("final_message") or "").strip()[-1500:]
             feedback = (
                 f"The previous attempt crashed (exit {run.get('exit_code')}): {detail or '?'}"

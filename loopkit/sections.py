@@ -135,6 +135,7 @@ class Judge(TypedDict, total=False):
     error: NotRequired[str | None]
     denied: NotRequired[list[Any]]
     files_written: NotRequired[list[Any]]
+    citations: NotRequired[list[Any]]
     read_only: NotRequired[dict[str, Any]]
     duration_s: NotRequired[float]
     transcript: NotRequired[str | None]
@@ -160,3 +161,4 @@ class Decision(TypedDict, total=False):
     exhausted: NotRequired[list[Any]]
     cause: NotRequired[str | None]
     violations: NotRequired[list[Any]]
+    crash: NotRequired[str | None]

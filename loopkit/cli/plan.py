@@ -147,6 +147,7 @@ def check_cmd(file: str, contract_path: str | None, kind: str) -> int:
     from loopkit.document import emit
     from loopkit.errors import BadInput
     from loopkit.plan.checking import check
+    from loopkit.plan.checking import warnings as goal_warnings
     from loopkit.plan.parsing import MAX_TASKS_BYTES, parse
     from loopkit.plan.readiness import is_ready
 
@@ -187,6 +188,7 @@ def check_cmd(file: str, contract_path: str | None, kind: str) -> int:
             problems.append({"path": "$", "message": _content_message(e, source)})
         else:
             problems = [p.as_dict() for p in check(parsed, contract=contract)]
+            warnings = goal_warnings(parsed, contract=contract)
             ids = parsed.by_id()
             tasks = []
             for t in parsed.tasks:
@@ -203,8 +205,9 @@ def check_cmd(file: str, contract_path: str | None, kind: str) -> int:
     }
     if warnings:
         doc["warnings"] = warnings
-        for w in warnings:
-            _say(f"{source}: warning: {w['path']}: {w['message']}")
+        if not problems:  # the problems come first; warnings only for a valid file
+            for w in warnings:
+                _say(f"{source}: warning: {w['path']}: {w['message']}")
     if tasks is not None:
         doc["contract"] = used
         doc["tasks"] = tasks

@@ -82,6 +82,55 @@ class Observed:
     tree_before: str | None = None
     tree_after: str | None = None
     changes: list[dict[str, str]] = field(default_factory=list)
+    #: ``CITE: path:line: text`` lines of the reply, each checked against the tree.
+    citations: list[dict[str, Any]] = field(default_factory=list)
+
+
+#: A citation line in a judge's reply: ``CITE: path:line: exact text``.
+_CITE = re.compile(r"^\s*CITE:\s*(?P<path>[^:\n]+?):(?P<line>\d+):[ \t]?(?P<text>.*?)\s*$", re.M)
+#: At most this many citations are checked (a reply is bounded anyway).
+MAX_CITATIONS = 50
+
+
+def citations(
+    reply: str | None, *, root: str | os.PathLike[str] | None, state_dir: str | None = None
+) -> list[dict[str, Any]]:
+    """Each ``CITE: path:line: text`` of ``reply``, checked against the tree on disk: the
+    file is inside the repository (not .git, not the state folder), the line exists, and
+    the cited text is on it (whitespace at the ends aside). Any judge can show its work
+    this way -- a command judge too, which has no recorded file reads."""
+    out: list[dict[str, Any]] = []
+    for m in _CITE.finditer(reply or ""):
+        if len(out) >= MAX_CITATIONS:
+            break
+        path, number, text = m.group("path").strip(), int(m.group("line")), m.group("text")
+        entry: dict[str, Any] = {"path": path[:300], "line": number, "text": text[:300]}
+        inside = grounding([path], root=root, state_dir=state_dir) if root is not None else []
+        why = None
+        if root is None:
+            why = "no tree to check it against"
+        elif not inside:
+            why = "not a file of the repository"
+        elif not text.strip():
+            why = "no text cited"
+        else:
+            try:
+                lines = (Path(root) / inside[0]).read_text(encoding="utf-8").splitlines()
+            except (OSError, UnicodeDecodeError):
+                lines = None
+            if lines is None:
+                why = "the file cannot be read"
+            elif not 1 <= number <= len(lines):
+                why = f"the file has {len(lines)} lines"
+            elif text.strip() not in lines[number - 1]:
+                why = "the text is not on that line"
+            else:
+                entry["path"] = inside[0]
+        entry["ok"] = why is None
+        if why:
+            entry["why"] = why
+        out.append(entry)
+    return out
 
 
 def observe(
@@ -101,6 +150,7 @@ def observe(
         if t.ok is False and (_is_write(t.name) or _writes(t.command))
     ]
     written = grounding(state.files_written, root=root) if root is not None else state.files_written
+    text = reply if reply is not None else state.final_message
     return Observed(
         provider=provider,
         reply=reply if reply is not None else state.final_message,
@@ -111,6 +161,7 @@ def observe(
         error=outcome.error if outcome is not None and outcome.is_error else None,
         files_written=list(written),
         denied=denied[:50],
+        citations=citations(text, root=root, state_dir=state_dir),
     )
 
 

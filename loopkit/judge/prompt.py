@@ -91,7 +91,11 @@ def build_prompt(
         "HOW TO JUDGE:",
         "1. Open and read the files that decide the goal. A verdict given without opening "
         "a file is not trusted, whatever it says.",
-        "2. Judge only what the files show, not what anyone claims about them.",
+        "2. Judge only what the files show, not what anyone claims about them. Show your "
+        "work: for each thing that decides the verdict, write a line "
+        "`CITE: path:line: exact text` quoting that line of that file (path relative to "
+        "the repository). Every citation is checked against the files; one that does not "
+        "match makes the verdict untrusted.",
         "3. Give your reasons. If the goal is not met, say concretely what is missing or "
         "wrong, and where, so the next attempt can fix it.",
         "4. Be brief: a few sentences, at most a short list.",

@@ -24,6 +24,7 @@ TRUNCATED = "truncated"  # the stream ended before the provider's final result
 RUN_FAILED = "run_failed"  # the run failed: API error, max turns, timeout, cancelled, ...
 TREE_CHANGED = "tree_changed"  # the working tree's hash changed while the judge ran
 NOT_READ_ONLY = "not_read_only"  # the stream shows a write that succeeded
+MISCITED = "miscited"  # a CITE line that does not match the tree on disk
 REASONS = (
     NOT_MET,
     UNGROUNDED,
@@ -33,6 +34,7 @@ REASONS = (
     RUN_FAILED,
     TREE_CHANGED,
     NOT_READ_ONLY,
+    MISCITED,
 )
 
 #: The longest feedback the next attempt is handed.
@@ -54,9 +56,17 @@ def decide(observed: Observed) -> tuple[verdicts.Reading, str | None]:
         return reading, reading.reason
     if reading.said == verdicts.NOT_MET:
         return reading, NOT_MET
-    if not observed.files_read:
+    if any(not c.get("ok") for c in observed.citations):
+        return reading, MISCITED
+    if not grounded_by(observed):
         return reading, UNGROUNDED
     return reading, None
+
+
+def grounded_by(observed: Observed) -> list[str]:
+    """What grounds the verdict: the files the judge read, and those it cited correctly."""
+    cited = [str(c["path"]) for c in observed.citations if c.get("ok")]
+    return list(dict.fromkeys([*observed.files_read, *cited]))
 
 
 def section(
@@ -69,7 +79,7 @@ def section(
     """The ``judge`` section of the attempt document."""
     reading, reason = decide(observed)
     met = reason is None
-    grounded = bool(observed.files_read)
+    grounded = bool(grounded_by(observed)) and reason != MISCITED
     body: dict[str, Any] = {
         "verdict": verdicts.MET if met else verdicts.NOT_MET,
         "grounded": grounded,
@@ -85,6 +95,7 @@ def section(
         "error": clean(observed.error) if observed.error is not None else None,
         "denied": [clean(d) for d in observed.denied],
         "files_written": list(observed.files_written),
+        "citations": list(observed.citations),
         "read_only": {
             "checked": observed.tree_before is not None and observed.tree_after is not None,
             "tree_before": observed.tree_before,
@@ -114,8 +125,17 @@ def feedback(observed: Observed, reading: verdicts.Reading, reason: str | None) 
         head = "The judge found the goal NOT met." + (" Its reasons:" if said else "")
     elif reason == UNGROUNDED:
         head = (
-            "The judge said MET without opening a single file; an ungrounded verdict is not "
-            "trusted, so the goal still counts as not met."
+            "The judge said MET without opening a single file or citing one line of it; an "
+            "ungrounded verdict is not trusted, so the goal still counts as not met."
+        )
+    elif reason == MISCITED:
+        wrong = [
+            f"{c['path']}:{c['line']} ({c.get('why')})" for c in observed.citations if not c["ok"]
+        ]
+        head = (
+            "The judge cited what is not in the tree ("
+            + ", ".join(wrong[:10])
+            + "); a verdict that misquotes the work is not trusted."
         )
     elif reason == TREE_CHANGED:
         paths = ", ".join(f"{c['status']} {c['path']}" for c in observed.changes[:20])

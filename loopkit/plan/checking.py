@@ -174,3 +174,22 @@ def _find_cycle(tasks: list[Task], ids: dict[str, Task]) -> list[str] | None:
                 state[path.pop()] = 2
                 stack.pop()
     return None
+
+
+def warnings(plan: Plan, *, contract: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """What is valid but will not go as it seems: a GOAL item (decided by a judge) under a
+    contract that names no judge -- lk-judge would refuse to run, and the goal could
+    never complete."""
+    judge = (contract or {}).get("judge")
+    if contract is None or (isinstance(judge, Mapping) and judge.get("provider")):
+        return []
+    return [
+        {
+            "path": f"$.tasks[{t.index}]",
+            "line": t.line,
+            "message": f"{t.id} is a GOAL, decided by a judge, and the contract names none: "
+            "set judge.provider (claude, codex, or command with judge.command)",
+        }
+        for t in plan.tasks
+        if t.kind == "goal" and t.status == "open"
+    ]

@@ -219,3 +219,39 @@ def test_a_command_judge_gets_the_prompt(git_repo: Path, monkeypatch: pytest.Mon
     prompt = (repo / j["transcript"]).parent / "handoff.md"
     text = prompt.read_text()
     assert GOAL in text and "A docs/api.md (+5 -0)" in text and "VERDICT: MET" in text
+
+
+def test_a_command_judge_that_cites_the_work_can_ground_a_met(
+    git_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = docs_repo(git_repo)
+    line_no, line = next(
+        (i, text) for i, text in enumerate((repo / "docs/api.md").read_text().splitlines(), 1)
+        if text.strip()
+    )
+    contract(repo, f"echo 'CITE: docs/api.md:{line_no}: {line.strip()}'; echo 'VERDICT: MET'")
+    monkeypatch.chdir(repo)
+    code, doc, _ = invoke("--goal", GOAL)
+    assert code == 0, doc
+    assert doc is not None and doc["grounded"] is True and doc["verdict"] == "MET"
+    assert doc["citations"] == [
+        {"path": "docs/api.md", "line": line_no, "text": line.strip(), "ok": True}
+    ]
+
+
+def test_a_citation_that_does_not_match_the_tree_makes_the_verdict_untrusted(
+    git_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = docs_repo(git_repo)
+    contract(
+        repo,
+        "echo 'CITE: docs/api.md:1: GET /ready returns 200'; "
+        "echo 'CITE: ../../etc/passwd:1: root'; echo 'VERDICT: MET'",
+    )
+    monkeypatch.chdir(repo)
+    code, doc, _ = invoke("--goal", GOAL)
+    assert code == 1 and doc is not None
+    assert (doc["verdict"], doc["reason"], doc["grounded"]) == ("NOT_MET", "miscited", False)
+    whys = [c.get("why") for c in doc["citations"]]
+    assert whys == ["the text is not on that line", "not a file of the repository"]
+    assert "cited what is not in the tree" in doc["feedback"]

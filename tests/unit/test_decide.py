@@ -442,9 +442,8 @@ def test_a_crash_is_retried_with_its_output_and_the_same_crash_is_no_progress() 
     d = decide.decide(doc, hist(), tree_on_disk=TREE)
     assert (d["outcome"], d["failure_class"]) == ("retry", "crashed")
     assert "ImportError" in d["feedback"] and "exit 2" in d["feedback"]
-    again = decide.decide(
-        doc, hist(attempts=1, last_crash=budget.crash_signature(run)), tree_on_disk=TREE
-    )
+    assert d["crash"] == budget.crash_signature(run)
+    again = decide.decide(doc, hist(attempts=1, last_crash=d["crash"]), tree_on_disk=TREE)
     assert (again["outcome"], again["failure_class"]) == ("replan", "no_progress")
 
 

@@ -684,3 +684,16 @@ def test_check_lines_are_the_tasks_own_acceptance_commands() -> None:
 def test_an_empty_check_line_is_a_problem() -> None:
     parsed = plan.parse(b"- [ ] T {#t}\n  budget: 5 lines / 1 file\n  scope: a.py\n  check:\n  end\n")
     assert any("check: expected a shell command" in str(p) for p in parsed.problems + plan.check(parsed))
+
+
+def test_a_goal_needs_a_judge_in_the_contract() -> None:
+    parsed = plan.parse(
+        b"- [ ] GOAL: the docs explain it {#docs}\n  budget: 5 lines / 1 file\n  scope: docs/a.md\n  end\n"
+    )
+    from loopkit.plan.checking import warnings
+
+    bare = {"scope": {"writable": ["docs/**"]}}
+    assert not plan.check(parsed, contract=bare)  # valid: a warning, not a problem
+    (warned,) = warnings(parsed, contract=bare)
+    assert "docs is a GOAL" in warned["message"] and warned["line"] == 1
+    assert warnings(parsed, contract={**bare, "judge": {"provider": "codex"}}) == []
