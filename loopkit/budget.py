@@ -53,6 +53,7 @@ def empty_history() -> dict[str, Any]:
         "last_class": None,
         "resume_after": None,
         "reserved": [],
+        "epoch": 0,  # how often a person reopened the task (a new budget each time)
     }
 
 
@@ -88,6 +89,13 @@ def fold(history: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, Any
     for key, value in _EMPTY.items():
         h.setdefault(key, value)
     h["reserved"] = [dict(r) for r in h["reserved"]]  # the only nested value
+    if record.get("type") == "reopen":
+        # A person reopened a parked task: a new budget epoch. The attempt numbers go on
+        # (the ledger's records stay unique); everything the budgets count starts again.
+        fresh = empty_history()
+        fresh["attempts"] = h["attempts"]
+        fresh["epoch"] = int(h.get("epoch") or 0) + 1
+        return fresh
     if record.get("type") == "admission":
         admission = record.get("admission") or {}
         if admission.get("admitted"):

@@ -346,7 +346,10 @@ def _scope_violations(
     if diff is None:
         return []
     out = [
-        {"rule": str(v.get("rule")), "path": str(v.get("path"))}
+        # A whole-change violation (a size budget) says its numbers, not "*".
+        {"rule": str(v.get("rule")), "path": str(v.get("detail") or v.get("path"))}
+        if str(v.get("path")) == "*"
+        else {"rule": str(v.get("rule")), "path": str(v.get("path"))}
         for v in diff.get("violations") or []
     ]
     totals = diff.get("totals") or {}
@@ -359,7 +362,7 @@ def _scope_violations(
         limit = budgets.get(limit_key)
         used = totals.get(key)
         if limit and isinstance(used, int) and used > limit and limit_key not in rules:
-            out.append({"rule": limit_key, "path": f"{used} changed {key} > {limit}"})
+            out.append({"rule": limit_key, "path": f"{used} {key} changed; budget {limit}"})
     if not out and diff.get("within_policy") is False:
         out.append({"rule": "policy", "path": "(the diff reports the policy violated)"})
     return out

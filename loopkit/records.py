@@ -156,6 +156,28 @@ def admission_record(
     }
 
 
+def reopen_record(
+    task_id: str, history: Mapping[str, Any], *, reason: str, now: str
+) -> dict[str, Any]:
+    """A task reopened by a person (``lk-plan mark --status open`` on a parked task): a
+    new budget epoch starts for it -- the attempts, the same-failure streaks and the
+    spend the budgets count begin again (``budget.fold``)."""
+    epoch = int(history.get("epoch") or 0) + 1
+    return {
+        "type": "reopen",
+        "task_id": task_id,
+        "attempt": int(history.get("attempts") or 0) + 1,
+        "attempt_id": None,
+        "trigger": {"kind": "manual", "source": "lk-plan mark --status open"},
+        "started_at": None,
+        "recorded_at": now,
+        "decision": None,
+        "reason": reason or f"reopened: budget epoch {epoch}",
+        "epoch": epoch,
+        "inputs": {"document": {"task": {"id": task_id}}, "history": dict(history)},
+    }
+
+
 def replay(records: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
     """Re-derive every recorded decision (and history, and summary) from its inputs.
 
@@ -201,6 +223,10 @@ def replay(records: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
             if isinstance(recorded_history, dict):  # a record lost upstream: follow the ledger
                 resync.append(budget.fold(recorded_history, rec))
         derived: dict[str, Any] = dict(rec)
+        if rec.get("type") == "reopen":
+            # A new epoch: nothing to re-derive but the history it starts.
+            histories[tid] = [budget.fold(history, rec)]
+            continue
         if rec.get("type") == "admission":
             admission = budget.admit(
                 history, view.get("contract") or {}, now=str(inputs_.get("now"))

@@ -324,7 +324,31 @@ def mark_cmd(tasks_file: str, task_id: str, status: str, reason: str | None) -> 
         return 0
     commit_edit(edit)
     _say(f"marked {task_id} {status} ({tasks_file} line {edit.index + 1})")
+    if status == "open" and b"[!]" in edit.old_line:
+        _reopen(tasks_file, task_id, reason)
     return 0
+
+
+def _reopen(tasks_file: str, task_id: str, reason: str | None) -> None:
+    """A parked task reopened by a person starts a new budget epoch, recorded in the
+    ledger of the repository TASKS.md is in (none outside a repository: nothing spent)."""
+    from pathlib import Path
+
+    from loopkit import ledger, records
+    from loopkit.errors import EnvironmentProblem
+    from loopkit.workspace import for_state_only
+
+    try:
+        ws = for_state_only(Path(tasks_file).resolve().parent)
+    except EnvironmentProblem:
+        return
+    book = ledger.Ledger(ws.state / ledger.DEFAULT_NAME)
+    with book.transaction() as txn:
+        record = records.reopen_record(
+            task_id, txn.history(task_id), reason=reason or "", now=ledger.now_iso()
+        )
+        txn.append(record)
+    _say(f"{task_id}: a new budget epoch ({record['epoch']}) starts in {book.path}")
 
 
 @main.command("guidance", context_settings=SETTINGS)

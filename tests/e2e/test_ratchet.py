@@ -89,3 +89,44 @@ Path("src/value.txt").write_text("good\\n" if n > 1 else "bad\\n")
     assert len(list((p.root / ".loopkit/baseline").glob("*.json"))) == 1
     logs = list((p.root / ".loopkit/artifacts").glob("*/baseline/verify-*.log"))
     assert len(logs) == 2  # two criteria, run once at the base for both attempts
+
+
+WRONG_THREE_TIMES = """
+Path("src").mkdir(exist_ok=True)
+Path("src/value.txt").write_text("good\\n" if n > 3 else f"wrong {n}\\n")
+"""
+
+TASKS = """\
+- [ ] Make value good {#value}
+  budget: 5 lines / 1 file
+  scope: src/value.txt
+  end
+"""
+
+
+def test_a_reopened_task_gets_a_fresh_budget(tmp_path: Path) -> None:
+    import subprocess
+
+    from tests.recipes_helpers import BIN, recipe_env
+
+    check = [{"name": "value", "run": "grep -qx good src/value.txt", "timeout": 30}]
+    p = make_project(tmp_path, WRONG_THREE_TIMES, checks=check, tasks=TASKS,
+                     budgets={"attempts": 3, "same_failure": 3})
+    first = p.run("phased-loop.sh", "TASKS.md")
+    assert first.returncode == 1, fail_message(first)  # the only task parked
+    assert p.task_line("value").startswith("- [!]")
+    assert p.worker_calls() == 3
+    reopen = subprocess.run([str(BIN / "lk-plan"), "mark", "TASKS.md", "--task", "value",
+                             "--status", "open"], cwd=p.root, env=recipe_env(),
+                            capture_output=True, text=True)
+    assert reopen.returncode == 0 and "new budget epoch (1)" in reopen.stderr, reopen.stderr
+    p.git("commit", "-qam", "reopen value")
+    second = p.run("phased-loop.sh", "TASKS.md")
+    assert second.returncode == 0, fail_message(second)
+    assert p.task_line("value").startswith("- [x]")
+    assert p.worker_calls() == 4
+    types = [r["type"] for r in p.ledger()]
+    assert "reopen" in types
+    replay = subprocess.run([str(BIN / "lk-decide"), "--replay", ".loopkit/ledger.jsonl"],
+                            cwd=p.root, env=recipe_env(), capture_output=True, text=True)
+    assert replay.returncode == 0, replay.stdout + replay.stderr

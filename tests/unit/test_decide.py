@@ -672,3 +672,11 @@ def test_a_diff_over_changed_bytes_is_a_scope_violation_even_if_it_says_within_p
     d = decide.decide(doc, None, tree_on_disk=TREE)
     assert (d["outcome"], d["failure_class"]) == ("retry", "scope_violation")
     assert "changed_bytes" in d["reason"] + d["feedback"]
+
+
+def test_a_broken_size_budget_says_its_numbers() -> None:
+    over = [{"rule": "changed_lines", "path": "*", "detail": "24 lines changed; budget 20"}]
+    doc = h.attempt(run=h.run(), diff=h.diff(violations=over), verify=h.verify(True))
+    d = decide.decide(doc, hist(), tree_on_disk=TREE)
+    assert "24 lines changed; budget 20" in d["reason"]
+    assert "24 lines changed; budget 20" in d["feedback"]
