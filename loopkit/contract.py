@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -109,6 +109,16 @@ def one_of(*choices: str) -> Check:
             out.append(Problem(where, f"expected one of {', '.join(choices)}, got {_show(v)}"))
 
     return check
+
+
+def _did_you_mean(key: object, known: Iterable[str]) -> str:
+    """``; did you mean 'budgets'?`` for a near miss, else nothing."""
+    import difflib
+
+    if not isinstance(key, str):
+        return ""
+    close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def _show(v: Any) -> str:
@@ -241,7 +251,8 @@ def validate(data: Any) -> list[Problem]:
         elif key == "criteria":
             _check_criteria(value, out)
         else:
-            out.append(Problem(where, f"unknown key {key!r}"))
+            known = [*_TOP, *_SECTIONS, "criteria"]
+            out.append(Problem(where, f"unknown key {key!r}{_did_you_mean(key, known)}"))
     if "version" not in data:
         out.append(Problem("$.version", f"missing: expected {CONTRACT_VERSION}"))
     if "objective" not in data:
@@ -279,7 +290,9 @@ def _check_section(value: Any, where: str, fields: dict[str, Check], out: list[P
         if key in fields:
             fields[key](v, f"{where}.{key}", out)
         else:
-            out.append(Problem(f"{where}.{key}", f"unknown key {key!r}"))
+            out.append(
+                Problem(f"{where}.{key}", f"unknown key {key!r}{_did_you_mean(key, fields)}")
+            )
 
 
 def _check_criteria(value: Any, out: list[Problem]) -> None:
@@ -301,7 +314,11 @@ def _check_criteria(value: Any, out: list[Problem]) -> None:
             if key in _CRITERION:
                 _CRITERION[key](v, f"{where}.{key}", out)
             else:
-                out.append(Problem(f"{where}.{key}", f"unknown key {key!r}"))
+                out.append(
+                    Problem(
+                        f"{where}.{key}", f"unknown key {key!r}{_did_you_mean(key, _CRITERION)}"
+                    )
+                )
         name = item.get("name")
         if isinstance(name, str):
             if name in seen:

@@ -355,3 +355,18 @@ def test_a_non_finite_limit_from_a_document_is_a_problem(value: float) -> None:
     # Documents are parsed strictly too; this is the validator's own guard.
     data = _with(budgets={"cost_usd": value}, worker={"provider": "claude", "timeout": value})
     assert {"$.budgets.cost_usd", "$.worker.timeout"} <= set(_paths(data))
+
+
+@pytest.mark.parametrize(
+    ("doc", "where", "hint"),
+    [
+        ({"budget": {"attempts": 3}}, "$.budget", "did you mean 'budgets'?"),
+        ({"budgets": {"atempts": 3}}, "$.budgets.atempts", "did you mean 'attempts'?"),
+        ({"criteria": [{"name": "t", "run": "true", "timout": 5}]}, "$.criteria[0].timout",
+         "did you mean 'timeout'?"),
+    ],
+)
+def test_an_unknown_key_suggests_the_near_miss(doc: dict, where: str, hint: str) -> None:  # type: ignore[type-arg]
+    data = {**CONTRACT, **doc}
+    problems = contract.validate(data)
+    assert any(p.path == where and p.message.endswith(hint) for p in problems), problems
