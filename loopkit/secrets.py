@@ -77,6 +77,35 @@ def allowed_env(parent: Mapping[str, str], names: Sequence[str]) -> dict[str, st
     return {k: v for k, v in parent.items() if k in exact or (prefixes and k.startswith(prefixes))}
 
 
+def outside_hook_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` without the environment pre-commit built for loopkit itself.
+
+    With the remote form of the hook (``repo: <loopkit's URL>``), pre-commit installs
+    loopkit in a virtualenv of its own and puts it first on PATH (and in VIRTUAL_ENV).
+    The checks must run with the user's tools -- their pytest, not a missing one -- so
+    when this interpreter lives in pre-commit's store, that environment is taken out."""
+    import sys
+
+    store = os.environ.get("PRE_COMMIT_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+        "pre-commit",
+    )
+    prefix = os.path.realpath(sys.prefix)
+    if not prefix.startswith(os.path.realpath(store) + os.sep):
+        return env
+    own = {os.path.join(sys.prefix, "bin"), os.path.join(prefix, "bin")}
+    out = dict(env)
+    if "PATH" in out:
+        out["PATH"] = os.pathsep.join(
+            p
+            for p in out["PATH"].split(os.pathsep)
+            if os.path.realpath(p) not in own and p not in own
+        )
+    if out.get("VIRTUAL_ENV") and os.path.realpath(out["VIRTUAL_ENV"]) == prefix:
+        del out["VIRTUAL_ENV"]
+    return out
+
+
 def secret_values(env: Mapping[str, str] | None = None) -> list[str]:
     """The values of ``env``'s (default: this process's) variables named like secrets,
     longest first (so a value containing another is replaced whole)."""

@@ -1,6 +1,8 @@
 """lk-verify: run the acceptance checks and record evidence bound to the working tree.
 
 Usage:  lk-verify [--contract loop.yaml] [--only NAME ...] [--fail-fast] [--in-place]
+                  [--summary]      (a commit hook: a summary for a person, the document
+                                    into the state folder)
         ... | lk-verify | ...        (adds "verify" to the piped attempt document)
 
         With a piped attempt (a loop) the checks run in a clean room: a checkout of
@@ -48,8 +50,18 @@ Exit codes:
     "default when an attempt document is piped: what a recipe commits), or in the working "
     "tree itself (the default alone, e.g. in a commit hook).",
 )
+@click.option(
+    "--summary",
+    is_flag=True,
+    help="For a person (a commit hook): a short summary on stdout -- each check, and the "
+    "tail of a failing one -- and the JSON document into the state folder (verify-last.json).",
+)
 def main(
-    contract_path: str | None, only: tuple[str, ...], fail_fast: bool, clean_room: bool | None
+    contract_path: str | None,
+    only: tuple[str, ...],
+    fail_fast: bool,
+    clean_room: bool | None,
+    summary: bool,
 ) -> int:
     """Run the contract's acceptance checks in order, each in the repository root with its
     timeout, and record per check its exit code, duration, output tail, output sha256 and
@@ -124,8 +136,31 @@ def main(
     atomic_write(log_dir / core.RECORD_NAME, document.dumps(result.body))
     for problem in result.body.get("problems") or []:
         say("lk-verify", f"not verified: {problem}")
-    document.emit(document.attach(doc, "verify", result.body, attempt_id=attempt))
+    out = document.attach(doc, "verify", result.body, attempt_id=attempt)
+    if summary:
+        atomic_write(ws.state / "verify-last.json", document.dumps(out) + "\n")
+        click.echo(_summary(result.body, ws.state / "verify-last.json", ws.root), nl=False)
+    else:
+        document.emit(out)
     return 0 if result.passed else 1
+
+
+def _summary(body: dict[str, Any], saved: Any, root: Any) -> str:
+    """The checks for a person: one line each, the tail of a failing one under it."""
+    import os
+
+    from loopkit.text import clean
+
+    lines = []
+    for c in body["checks"]:
+        mark = "ok" if c["passed"] else ("TIMED OUT" if c.get("timed_out") else "FAILED")
+        lines.append(f"{mark:>9}  {c['name']}  ({c['duration_s']:.1f}s)  {c['command']}")
+        if not c["passed"]:
+            tail = clean(c.get("output_tail") or "").splitlines()[-15:]
+            lines.extend("           | " + t for t in tail)
+    verdict = "all checks passed" if body["passed"] else "a check failed: the commit is blocked"
+    lines.append(f"lk-verify: {verdict} (the evidence: {os.path.relpath(saved, root)})")
+    return "\n".join(lines) + "\n"
 
 
 def _check_env(terms: dict[str, Any], doc: dict[str, Any] | None) -> dict[str, str]:
@@ -136,7 +171,7 @@ def _check_env(terms: dict[str, Any], doc: dict[str, Any] | None) -> dict[str, s
     from loopkit import secrets
 
     names = [*secrets.CHECK_ENV, *((terms.get("verify") or {}).get("env_allow") or [])]
-    env = secrets.allowed_env(os.environ, names)
+    env = secrets.outside_hook_env(secrets.allowed_env(os.environ, names))
     task = (doc or {}).get("task")
     if isinstance(task, dict) and task.get("id"):
         env["LOOPKIT_TASK_ID"] = str(task["id"])

@@ -27,7 +27,7 @@ def test_hooks_file_is_a_valid_pre_commit_manifest() -> None:
 
     hooks = {h["id"]: h for h in load_manifest(str(HOOKS_FILE))}
     verify = hooks["lk-verify"]
-    assert verify["entry"] == "lk-verify"
+    assert verify["entry"] == "lk-verify --summary"  # a person reads it: a summary
     assert verify["language"] == "python"
     assert verify["pass_filenames"] is False and verify["always_run"] is True
 
@@ -97,6 +97,11 @@ def test_failing_check_blocks_the_commit_and_a_fix_goes_through(
     out = blocked.stdout + blocked.stderr
     assert "loopkit acceptance checks" in out and "Failed" in out
     assert "value is good failed (exit 1)" in out
+    # A person's summary, not a JSON line: the failing check with its tail; the document
+    # is kept in the state folder.
+    assert "FAILED  value is good" in out and "a check failed: the commit is blocked" in out
+    assert '{"kind"' not in out
+    assert (repo / ".loopkit" / "verify-last.json").is_file()
     assert git(repo, "rev-parse", "HEAD") == head  # nothing was committed
 
     (repo / "value.txt").write_text("good\n")
