@@ -504,9 +504,16 @@ def control_state(
         if value != "absent":
             state[f".git/{key}"] = value
     _walk(dirs.common / "hooks", ".git/hooks", state, skip=lambda name: name.endswith(".sample"))
-    _walk(dirs.common / "info", ".git/info", state)
+    # info/refs is git's own listing for dumb transports, rewritten by a background
+    # `git gc` (after any commit): it steers nothing, and must not look like a worker.
+    _walk(dirs.common / "info", ".git/info", state, skip=_NOT_CONTROL.__contains__)
     if dirs.own != dirs.common:
-        _walk(dirs.own / "info", f".git/worktrees/{dirs.own.name}/info", state)
+        _walk(
+            dirs.own / "info",
+            f".git/worktrees/{dirs.own.name}/info",
+            state,
+            skip=_NOT_CONTROL.__contains__,
+        )
     _walk(dirs.common / "modules", ".git/modules", state, prune=_MODULE_DATA, skip=_module_data)
     _walk(dirs.common / "loopkit" / "cache", CACHE_PREFIX.rstrip("/"), state)
     try:
@@ -521,6 +528,10 @@ def control_state(
     for ref, value in _replace_refs(dirs.common).items():
         state[f".git/{ref}"] = value
     return state
+
+
+#: Files in info/ git writes for itself (update-server-info): not control state.
+_NOT_CONTROL = frozenset({"refs"})
 
 
 def _module_data(name: str) -> bool:

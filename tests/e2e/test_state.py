@@ -55,3 +55,14 @@ def test_contract_state_dir_is_the_state_folder_of_every_command(git_repo: Path)
     assert ws.state == git_repo / "var" / "lk"
     exclude = (git_repo / ".git" / "info" / "exclude").read_text()
     assert "/var/lk/" in exclude and "/.loopkit/" not in exclude
+
+
+def test_git_s_own_info_refs_is_not_control_state(git_repo: Path) -> None:
+    """A background `git gc` (after any commit) rewrites .git/info/refs: that is git
+    talking to itself, never a worker moving what judges it."""
+    before = gits.control_state(git_repo)
+    git(git_repo, "update-server-info")
+    assert (git_repo / ".git" / "info" / "refs").exists()
+    assert gits.control_state(git_repo) == before
+    (git_repo / ".git" / "info" / "attributes").write_text("* filter=evil\n")
+    assert gits.control_state(git_repo) != before

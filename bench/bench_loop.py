@@ -1,0 +1,163 @@
+"""loopkit's own cost for one attempt through recipes/loop.sh, on a 10,000-file repository.
+
+The worker appends one line to one file and the only check is ``true``, so what is left
+is the supervisor: admission, lk-invoke (sandbox included), lk-diff, lk-verify (clean room
+and base results included), lk-decide, the commit of the verified tree. The naive ratchet
+does the same work with nothing checked: ``edit; true; git add -A; git commit``.
+
+overhead = loop.sh - naive, printed beside the floor every click command pays to start
+(a bare click command printing its help) and the sandbox's own start-up.
+
+Target: overhead <= 5x the click floor (the first step: <= 10x). Each run starts from the
+same commit of the cached repository; medians of paired runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+VERSION = "v1"
+FILES = 10_000
+PER_DIR = 100
+RUNS = 5
+TARGET, FIRST_STEP = 5.0, 10.0
+CACHE = Path(os.environ.get("LOOPKIT_BENCH_CACHE", "/tmp/loopkit-bench-cache")) / f"loop-{VERSION}"
+BIN = Path(sys.executable).parent
+RECIPES = Path(__file__).resolve().parents[1] / "recipes"
+ENV = {
+    "GIT_AUTHOR_NAME": "Bench",
+    "GIT_AUTHOR_EMAIL": "bench@example.invalid",
+    "GIT_COMMITTER_NAME": "Bench",
+    "GIT_COMMITTER_EMAIL": "bench@example.invalid",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args],
+        cwd=repo,
+        env={**os.environ, **ENV},
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+
+
+def build() -> Path:
+    repo = CACHE / "repo"
+    if (CACHE / "ready").exists():
+        return repo
+    shutil.rmtree(CACHE, ignore_errors=True)
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    for i in range(FILES):
+        p = repo / f"pkg{i // PER_DIR:03d}" / f"mod_{i % PER_DIR:03d}.py"
+        p.parent.mkdir(exist_ok=True)
+        p.write_text(f"value_{i} = {i}\n")
+    worker = "echo 'edit = 1' >> pkg000/mod_000.py"  # inline: /tmp is private in the sandbox
+    (repo / "loop.yaml").write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "objective": "bench",
+                "scope": {"writable": ["pkg000/**"]},
+                "criteria": [{"name": "t", "run": "true", "timeout": 60}],
+                "budgets": {"attempts": 3},
+                "worker": {"provider": "command", "command": worker, "timeout": 60},
+            }
+        )
+    )
+    (repo / ".gitignore").write_text("*.pyc\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "generated")
+    (CACHE / "ready").write_text(VERSION)
+    return repo
+
+
+def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(
+        argv, cwd=cwd, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL
+    )
+    took = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{argv[0]} failed ({done.returncode}): {done.stderr[-800:]}")
+    return took
+
+
+def main() -> int:
+    repo = build()
+    start = git(repo, "rev-parse", "HEAD").strip()
+    env = {**os.environ, **ENV, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("LOOPKIT_VALIDATE_OUTPUT", None)
+    naive = "set -e; echo 'edit = 1' >> pkg000/mod_000.py; true; git add -A; git commit -q -m naive"
+    floor_argv = [
+        sys.executable,
+        "-c",
+        "import click\n@click.command()\ndef m(): pass\nm()",
+        "--help",
+    ]
+    sandbox_argv = [
+        sys.executable,
+        "-c",
+        "from loopkit import sandbox; import sys; sys.exit(0 if sandbox.probe().available else 1)",
+    ]
+    loops, naives, floors = [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        env["LOOPKIT_CLEANROOM"] = str(Path(tmp) / "rooms")
+        for n in range(RUNS + 1):
+            for kind in ("loop", "naive"):
+                git(repo, "reset", "-q", "--hard", start)
+                git(repo, "clean", "-fdxq", "-e", ".loopkit")
+                shutil.rmtree(repo / ".loopkit", ignore_errors=True)
+                if kind == "loop":
+                    took = timed(
+                        [
+                            str(RECIPES / "loop.sh"),
+                            "--contract",
+                            "loop.yaml",
+                            "--task-id",
+                            f"t{n}",
+                            "--task",
+                            "edit",
+                        ],
+                        repo,
+                        env,
+                    )
+                    if n:
+                        loops.append(took)
+                else:
+                    took = timed(["sh", "-c", naive], repo, env)
+                    if n:
+                        naives.append(took)
+            floors.append(timed(floor_argv, repo, env))
+        sandbox_s = statistics.median(timed(sandbox_argv, repo, env) for _ in range(5))
+        git(repo, "reset", "-q", "--hard", start)
+    loop, bare, floor = (statistics.median(x) for x in (loops, naives, floors))
+    overhead = loop - bare
+    ratio = overhead / floor
+    print(
+        f"one attempt through loop.sh on {FILES} files: {loop * 1000:.0f} ms; naive ratchet "
+        f"{bare * 1000:.0f} ms; overhead {overhead * 1000:.0f} ms"
+    )
+    print(
+        f"click floor {floor * 1000:.0f} ms; overhead = {ratio:.1f}x the floor "
+        f"(target <= {TARGET:g}x, first step <= {FIRST_STEP:g}x)"
+    )
+    print(f"(the sandbox probe, once per process: {sandbox_s * 1000:.0f} ms)")
+    verdict = "ok" if ratio <= TARGET else ("first step ok" if ratio <= FIRST_STEP else "MISSED")
+    print(f"verdict: {verdict}")
+    return 0 if ratio <= TARGET else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
