@@ -5,11 +5,22 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import tempfile
 from pathlib import Path
 
 #: The mode of a new file when ``keep_mode`` finds none to keep (0644, as git checks out).
 NEW_FILE_MODE = 0o644
+
+
+def _temp_beside(path: Path) -> tuple[int, str]:
+    """A new private file beside ``path`` (no tempfile module: its import costs more than
+    this whole write, and a commit hook pays start-up on every commit)."""
+    for _ in range(100):
+        name = os.path.join(path.parent, f".{path.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp")
+        try:
+            return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), name
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {path}")
 
 
 def atomic_write(
@@ -29,7 +40,7 @@ def atomic_write(
             mode = stat.S_IMODE(os.stat(path).st_mode)
         except FileNotFoundError:
             mode = NEW_FILE_MODE
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = _temp_beside(path)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)
