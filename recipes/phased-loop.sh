@@ -11,7 +11,8 @@
 #
 # Exit: 0 every task done; 1 some task parked or left blocked; 30 cancelled; 40 a commit
 # failed (the run stops at once: the checklist never advances past a commit that did not
-# land); 41 a task came back after it was handled; other codes from the failing command.
+# land, or the branch moved under it); 41 a task came back after it was handled; other
+# codes from the failing command.
 set -u
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
