@@ -208,6 +208,86 @@ lk_safe_name() {
     printf '%s' "${name:-task}"
 }
 
+# --- one loop per work tree ---------------------------------------------------------------
+# Two loops on one checkout would save, revert and park each other's work. The lock is a
+# directory (mkdir is atomic everywhere; macOS has no flock(1)) holding the owner's pid and
+# start time; a lock whose owner is gone is taken over, and said so. A loop started by a
+# loop (phased-loop.sh -> loop.sh) runs under its parent's lock (LK_LOCK_OWNER).
+
+lk_proc_started() {
+    # lk_proc_started PID -> when the process started (empty without ps): a reused pid
+    # is not mistaken for the loop that held the lock.
+    command -v ps >/dev/null 2>&1 || return 0
+    ps -o lstart= -p "$1" 2>/dev/null | sed -e 's/^ *//' -e 's/ *$//'
+}
+
+lk_lock_alive() {
+    # lk_lock_alive LOCKDIR PID -> true when PID still runs and is the process that took it.
+    local started
+    # kill -0 fails for another user's process too: ps tells whether it exists at all.
+    kill -0 "$2" 2>/dev/null || { command -v ps >/dev/null 2>&1 && ps -p "$2" >/dev/null 2>&1; } || return 1
+    started=$(cat "$1/started" 2>/dev/null || true)
+    [ -z "$started" ] || [ "$(lk_proc_started "$2")" = "$started" ]
+}
+
+lk_lock() {
+    # Take $LK_STATE/loop.lock or refuse (exit 4) while another loop holds it. Released on
+    # exit (lk_on_exit, installed as the EXIT trap).
+    local lock=$LK_STATE/loop.lock pid waited=0 moved
+    LK_LOCK=
+    while ! mkdir "$lock" 2>/dev/null; do
+        pid=$(cat "$lock/pid" 2>/dev/null || true)
+        if [ -z "$pid" ] && [ "$waited" -lt 20 ]; then
+            waited=$((waited + 1)) # taken this very moment: its pid is on the way
+            sleep 0.1
+            continue
+        fi
+        if [ -n "$pid" ] && lk_lock_alive "$lock" "$pid"; then
+            if [ "$pid" = "${LK_LOCK_OWNER:-}" ]; then
+                return 0 # the loop that started this one holds it
+            fi
+            lk_die "$LK_EXIT_SETUP" "another loop (pid $pid) is running in this work tree ($LK_ROOT): one loop per work tree -- two would save, revert and park each other's work. Wait for it to end, or stop it (kill $pid)"
+        fi
+        # Gone (killed, or the machine restarted): take it over. Moved aside first, and
+        # checked: a loop that took it over meanwhile keeps its lock.
+        moved=$lock.stale-$$
+        rm -rf -- "$moved"
+        mv -- "$lock" "$moved" 2>/dev/null || continue
+        if [ -n "$pid" ] && [ "$(cat "$moved/pid" 2>/dev/null || true)" != "$pid" ]; then
+            mv -- "$moved" "$lock" 2>/dev/null || rm -rf -- "$moved"
+            continue
+        fi
+        rm -rf -- "$moved"
+        lk_log "took over the lock of a loop that is gone (pid ${pid:-unknown}): $lock"
+        waited=0
+    done
+    lk_proc_started $$ >"$lock/started" 2>/dev/null || true
+    if ! printf '%s\n' "$$" >"$lock/pid.part" || ! mv -f -- "$lock/pid.part" "$lock/pid"; then
+        lk_die "$LK_EXIT_SETUP" "cannot write $lock/pid"
+    fi
+    LK_LOCK=$lock
+    export LK_LOCK_OWNER=$$
+    trap lk_on_exit EXIT
+}
+
+lk_unlock() {
+    [ -n "${LK_LOCK:-}" ] || return 0
+    if [ "$(cat "$LK_LOCK/pid" 2>/dev/null || true)" = "$$" ]; then
+        rm -rf -- "$LK_LOCK"
+    fi
+    LK_LOCK=
+}
+
+lk_on_exit() {
+    # The EXIT trap: release the lock; write the exit code to LK_STATUS_FILE when set.
+    local rc=$?
+    lk_unlock
+    if [ -n "${LK_STATUS_FILE:-}" ]; then
+        printf '%s\n' "$rc" >"$LK_STATUS_FILE" 2>/dev/null || true
+    fi
+    return "$rc"
+}
+
 # --- RESET_PATHS: named ignored paths a revert must also reset -----------------------
 
 lk_reset_paths_check() {

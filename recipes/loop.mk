@@ -21,7 +21,7 @@
 # commit stops: 40, nothing marked), save the tree under refs/loopkit/ before any revert,
 # then the work tree back to where the task began + RESET_PATHS, the retrospective in the
 # memory file, the task marked only after its commit landed. A commit or a park refuses
-# when the branch moved (40).
+# when the branch moved (40); one loop per work tree (a second one: 4).
 #
 # make turns every failing recipe into its own exit status 2; the loop's real exit code
 # (0, 20, 21, 22, 30, 40, 41, or a command's) is written to STATUS=<file> when given.
@@ -55,7 +55,7 @@ CARGS := $(if $(CONTRACT_ABS),--contract "$(CONTRACT_ABS)")
 SUBMAKE = $(MAKE) -s --no-print-directory -f "$(THIS)"
 
 help:
-	@sed -n '2,26s/^# \{0,1\}//p' "$(THIS)"
+	@sed -n '2,27s/^# \{0,1\}//p' "$(THIS)"
 
 # --- one round: each stage's document made from the previous one ----------------------------
 ifneq ($(R),)
@@ -95,9 +95,11 @@ endif
 # --- one task -----------------------------------------------------------------------------------
 loop:
 	@$(LIB)
-	$(if $(STATUS),trap 'echo $$? >"$(abspath $(STATUS))"' EXIT)
+	LK_STATUS_FILE="$(if $(STATUS),$(abspath $(STATUS)))"
+	trap lk_on_exit EXIT
 	lk_setup_state "$(CONTRACT_ABS)"
 	cd "$$LK_ROOT" || exit 4
+	lk_lock
 	lk_reset_paths_check
 	run_id=$$(date -u +%Y%m%dT%H%M%SZ)-$$$$
 	mkdir -p "$$LK_STATE/runs"
@@ -153,6 +155,7 @@ phased:
 	@$(LIB)
 	lk_setup_state "$(CONTRACT_ABS)"
 	cd "$$LK_ROOT" || exit 4
+	lk_lock # held for the whole run: each task's loop runs under it
 	tasks="$(or $(TASKS_ABS),$$LK_ROOT/TASKS.md)" contract="$(or $(CONTRACT_ABS),$$LK_ROOT/loop.yaml)"
 	mkdir -p "$$LK_STATE/runs"
 	next=$$LK_STATE/runs/next.json status=$$LK_STATE/runs/make-status handled=' ' parked=0

@@ -32,12 +32,14 @@
 #
 # A commit or a park refuses when the branch moved since the task began (a commit made
 # meanwhile, the worker's own commit or `git reset`, a checkout): the tree is saved under
-# refs/loopkit/, nothing is reset, exit 40. Every git call runs with hooks, fsmonitor and
+# refs/loopkit/, nothing is reset, exit 40. One loop per work tree: a second loop on the
+# same checkout is refused at once (exit 4). Every git call runs with hooks, fsmonitor and
 # any filter driver added since the loop started switched off (lib.sh's lk_git).
 #
 # Exit: 0 complete and committed; 20/21/22 parked; 30 cancelled; 40 a commit (or the save
 # before a revert) failed -- the loop stopped, nothing marked; 41 runaway (--max-rounds);
-# 4 setup (not a repository, dirty tree, unsafe RESET_PATHS); any other code is the exit
+# 4 setup (not a repository, dirty tree, unsafe RESET_PATHS, another loop running here);
+# any other code is the exit
 # code of the loopkit command that failed (2 usage, 3 bad input, 4 environment, 70 bug).
 #
 # Environment: RESET_PATHS="data/ app.db" (ignored paths reset on park), LOOPKIT_STATE_DIR,
@@ -93,6 +95,7 @@ case $max_rounds in '' | *[!0-9]*) printf 'loop.sh: --max-rounds needs a number\
 
 lk_setup_state
 cd "$LK_ROOT" || exit "$LK_EXIT_SETUP"
+lk_lock # before anything is written: a second loop here is refused at once
 lk_reset_paths_check
 trap 'lk_log "interrupted: the tree is left as it is"; exit 130' INT TERM
 

@@ -392,3 +392,30 @@ def test_reset_paths_refuse_a_symlink_at_start(tmp_path: Path) -> None:
     assert "symlink" in proc.stderr
     assert p.worker_calls() == 0
 
+
+def test_one_loop_per_work_tree_a_lock_of_a_loop_that_is_gone_is_taken_over(
+    tmp_path: Path,
+) -> None:
+    # Naive variants caught: no lock (two loops park each other's work); a lock file that
+    # a killed loop leaves behind forever; a pid check alone (a reused pid holds the lock).
+    import os
+
+    p = make_project(tmp_path, GOOD)
+    lock = p.state() / "loop.lock"
+    lock.mkdir(parents=True)
+    (lock / "pid").write_text(f"{os.getpid()}\n")  # this test's own process: alive
+    proc = loop(p)
+    assert proc.returncode == 4, fail_message(proc)
+    assert f"another loop (pid {os.getpid()}) is running in this work tree" in proc.stderr
+    assert p.worker_calls() == 0 and p.run_dirs("fix-value") == []
+    # The same pid, but a process that started at another time: a reused pid, not the loop.
+    (lock / "started").write_text("Thu Jan  1 00:00:00 1970\n")
+    proc = loop(p)
+    assert proc.returncode == 0, fail_message(proc)
+    assert "took over the lock of a loop that is gone" in proc.stderr
+    assert not lock.exists()  # released on exit
+    lock.mkdir()
+    (lock / "pid").write_text("999999999\n")  # no such process
+    proc = loop(p, task="again")
+    assert "took over the lock of a loop that is gone (pid 999999999)" in proc.stderr
+    assert not lock.exists()
