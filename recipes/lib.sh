@@ -391,6 +391,20 @@ lk_live_tree() {
     printf '%s\n' "$tree"
 }
 
+lk_index_tree() {
+    # The tree the real index holds (what is staged), written from a copy: the index itself
+    # is not touched. Fails on unmerged paths.
+    local real index tree ok=0
+    real=$(lk_git_path index) || return 1
+    index=$(lk_git_path "loopkit-recipe-$$.index") || return 1
+    rm -f -- "$index"
+    if [ -f "$real" ]; then cp -- "$real" "$index" || return 1; fi
+    tree=$(GIT_INDEX_FILE=$index lk_git write-tree 2>/dev/null) || ok=1
+    rm -f -- "$index" "$index.lock"
+    [ "$ok" = 0 ] || return 1
+    printf '%s\n' "$tree"
+}
+
 lk_sync_to() {
     # lk_sync_to TREE-ISH [INDEX-TREE]: make the work tree hold exactly TREE-ISH and the
     # index INDEX-TREE (default TREE-ISH). Ignored files and the state folder are left alone.
@@ -419,8 +433,8 @@ lk_sync_to() {
 # --- saving an attempt before any revert ---------------------------------------------
 
 lk_save_parent() {
-    # The parent a saved tree gets: where the attempt began (LK_DIFF_BASE), or HEAD once
-    # the branch moved on from there
+    # The parent a saved tree gets: where the attempt began (LK_DIFF_BASE, the user's
+    # starting state under --allow-dirty), or HEAD once the branch moved on from there
     # (a commit since), or again the start when HEAD lost it (a reset): the commit the
     # task began from stays reachable from the saved ref whatever happened to the branch.
     local head
@@ -471,15 +485,37 @@ lk_begin() {
     #   LK_BRANCH      the branch HEAD is on (empty when detached)
     #   LK_DIFF_BASE   what the worker's change is measured from (lk-diff --base)
     #   LK_START_TREE  the tree a park brings the work tree back to
-    # A dirty work tree is refused unless ALLOW_DIRTY is 1.
+    #   LK_START_INDEX the tree a park brings the index back to (empty: LK_START_TREE)
+    # A dirty work tree is refused unless ALLOW_DIRTY is 1: then the user's starting state
+    # is saved as refs/loopkit/<task>/user-start (a commit on LK_BASE) and becomes the diff
+    # base -- the user's edits are not the worker's -- and a park restores it, staged
+    # changes included.
     LK_BASE=$(lk_git rev-parse -q --verify HEAD) ||
         lk_die "$LK_EXIT_SETUP" "the repository has no commit yet"
     LK_BRANCH=$(lk_git symbolic-ref -q HEAD || true)
     LK_DIFF_BASE=$LK_BASE
     LK_START_TREE=$(lk_git rev-parse "$LK_BASE^{tree}") || lk_die "$LK_EXIT_SETUP" "cannot read HEAD's tree"
-    if [ "${1:-0}" != 1 ] && lk_tree_dirty; then
+    LK_START_INDEX=
+    lk_tree_dirty || return 0
+    if [ "${1:-0}" != 1 ]; then
         lk_die "$LK_EXIT_SETUP" "the work tree has uncommitted changes; commit or stash them first (a park would revert them, a commit would sweep them in), or pass --allow-dirty"
     fi
+    local index_tree ref staged=
+    index_tree=$(lk_index_tree) ||
+        lk_die "$LK_EXIT_SETUP" "--allow-dirty: the index cannot be recorded (unmerged paths? finish or abort the merge first)"
+    ref=$(lk_save_attempt "$LK_TASK_ID" user-start "loopkit: the work tree as $LK_TASK_ID began (uncommitted changes, recorded by --allow-dirty)") ||
+        lk_die "$LK_EXIT_SETUP" "--allow-dirty: could not record the work tree under refs/loopkit/"
+    if ! LK_DIFF_BASE=$(lk_git rev-parse "$ref") || ! LK_START_TREE=$(lk_git rev-parse "$ref^{tree}"); then
+        lk_die "$LK_EXIT_SETUP" "--allow-dirty: cannot read $ref"
+    fi
+    LK_START_INDEX=$index_tree
+    if [ "$index_tree" != "$(lk_git rev-parse "$LK_BASE^{tree}")" ]; then
+        if ! staged=$(lk_git commit-tree "$index_tree" -p "$LK_BASE" -m "loopkit: the index as $LK_TASK_ID began (staged changes, recorded by --allow-dirty)") ||
+            ! staged=$(lk_keep_commit "$LK_TASK_ID" user-index "$staged"); then
+            lk_die "$LK_EXIT_SETUP" "--allow-dirty: could not record the index under refs/loopkit/"
+        fi
+    fi
+    lk_log "--allow-dirty: your uncommitted changes are recorded as $ref${staged:+ (what was staged as $staged)}; the worker's change is measured from there, and a park brings them back"
 }
 
 # --- committing ----------------------------------------------------------------------
@@ -559,8 +595,8 @@ lk_retrospective() {
 }
 
 # --- the ratchet's three ends: save, park, complete ------------------------------------
-# They read the caller's LK_TASK_ID, LK_BASE, LK_BRANCH, LK_DIFF_BASE, LK_START_TREE
-# (see lk_begin), LK_LABEL (the attempt, for the ref's name), LK_TASKS
+# They read the caller's LK_TASK_ID, LK_BASE, LK_BRANCH, LK_DIFF_BASE, LK_START_TREE and
+# LK_START_INDEX (see lk_begin), LK_LABEL (the attempt, for the ref's name), LK_TASKS
 # (TASKS.md, may be empty) and LK_RUN_DIR; lk_park and lk_complete exit.
 
 lk_memory_file() {
@@ -614,9 +650,11 @@ lk_park() {
     local code=$1 outcome=$2 doc=$3 ref
     ref=$(lk_save "$outcome") || exit "$LK_EXIT_NO_COMMIT"
     lk_branch_check "the revert of $LK_TASK_ID" "$ref"
-    lk_sync_to "$LK_START_TREE" ||
+    lk_sync_to "$LK_START_TREE" "${LK_START_INDEX:-}" ||
         lk_die "$LK_EXIT_NO_COMMIT" "bringing the work tree back to where $LK_TASK_ID began failed (the attempt is saved as $ref)"
-    if lk_tree_dirty; then
+    if [ -n "${LK_START_INDEX:-}" ]; then
+        lk_log "your uncommitted changes are back as they were when $LK_TASK_ID began (--allow-dirty)"
+    elif lk_tree_dirty; then
         lk_log "warning: files the attempt hid from git (its own ignore rules) are left on disk, not deleted: see git status"
     fi
     lk_reset_paths || lk_die "$LK_EXIT_NO_COMMIT" "resetting RESET_PATHS failed (the attempt is saved as $ref)"

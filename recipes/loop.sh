@@ -66,7 +66,10 @@ Options:
   --goal              the task is a GOAL (judged by lk-judge after its checks pass)
   --reset-path PATH   an ignored path to reset on park (repeatable; adds to RESET_PATHS)
   --max-rounds N      a safety net over lk-decide's own budgets (default 50)
-  --allow-dirty       start even if the work tree has uncommitted changes
+  --allow-dirty       start even if the work tree has uncommitted changes: they are saved
+                      as refs/loopkit/<task>/user-start, the worker's change is measured
+                      from there, a park restores them (staged ones staged); a commit
+                      lands them as a commit of their own before the task's
   --reproduce         first run the checks on the untouched tree (no worker): the ledger
                       records the failure, so a first fix that fails the same way replans
 EOF
