@@ -520,17 +520,6 @@ lk_begin() {
 
 # --- committing ----------------------------------------------------------------------
 
-lk_commit_all() {
-    # lk_commit_all MESSAGE: `git add -A` and commit. Returns non-zero unless a new commit
-    # really landed on HEAD (a broken identity, an index.lock: all stop the loop).
-    local msg=$1 before after
-    before=$(lk_git rev-parse -q --verify HEAD || true)
-    lk_git add -A || return 1
-    lk_git commit -q --allow-empty -m "$msg" || return 1
-    after=$(lk_git rev-parse -q --verify HEAD || true)
-    [ -n "$after" ] && [ "$after" != "$before" ]
-}
-
 lk_commit_paths() {
     # lk_commit_paths MESSAGE PATH...: commit just these paths (the checklist, the memory
     # file) if they changed; paths git ignores or outside the work tree are skipped. Like
