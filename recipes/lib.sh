@@ -91,65 +91,39 @@ print(json.dumps({"kind": "loopkit/attempt", "version": 1,
 
 # --- git, with nothing of the worker's running inside it --------------------------------
 # The worker has a shell in the repository: it can plant hooks (.git/hooks, core.hooksPath),
-# an fsmonitor command, or a filter driver (`[filter "x"] clean = ...` in .git/config and
-# `* filter=x` in .git/info/attributes) that would run inside the recipe's own git calls --
-# a `git add -A` runs clean filters, a checkout smudge filters, a commit its hooks. Every
-# git call of the recipes goes through lk_git: no hooks, no fsmonitor, no signing, and each
-# filter driver configured now gets the commands it had when the loop started (a user's
-# git-lfs keeps working) -- a driver added or changed since gets none.
-
-lk_git_filters_now() {
-    # NUL-separated records "key\nvalue" (or "key" alone) of every filter.* setting.
-    command git config -z --get-regexp '^filter\.' 2>/dev/null
-}
-
-lk_git_snapshot_filters() {
-    # Record the filter settings as the loop starts (once; children of a loop inherit it
-    # through LK_GIT_START_FILTERS, so a later task's loop.sh keeps the first snapshot).
-    local rec words=
-    while IFS= read -r -d '' rec; do
-        words="$words$(printf '%q' "$rec") "
-    done < <(lk_git_filters_now)
-    export LK_GIT_START_FILTERS="${words:- }"
-}
-
-lk_git_start_value() {
-    # lk_git_start_value KEY -> prints "=VALUE" (or "" for a bare boolean) and succeeds when
-    # KEY was set when the loop started; the last setting wins, as in git.
-    local rec found=1 value='' recs=()
-    eval "recs=(${LK_GIT_START_FILTERS:-})"
-    for rec in ${recs[@]+"${recs[@]}"}; do
-        case $rec in
-        "$1") found=0 value= ;;
-        "$1"$'\n'*) found=0 value="=${rec#*$'\n'}" ;;
-        esac
-    done
-    printf '%s' "$value"
-    return "$found"
-}
+# an fsmonitor command, a filter driver (`[filter "x"] clean = ...` in .git/config and
+# `* filter=x` in .git/info/attributes) or a replace ref that would run, or lie, inside the
+# recipe's own git calls -- a `git add -A` runs clean filters, a checkout smudge filters,
+# a commit its hooks, `BASE^{tree}` follows refs/replace/. Every git call of the recipes
+# goes through lk_git, with the settings loopkit's own git calls use (loopkit/git.py): no
+# hooks, no fsmonitor, no untracked cache, no replace objects, no signing, and no filter
+# driver that the repository's own config defines (.git/config, config.worktree and what
+# they include). Drivers of the user's global or system config (git-lfs) keep working.
+# The settings travel as GIT_CONFIG_KEY_n/VALUE_n (git >= 2.31): they win over every
+# config file and take a key as written, even a filter named `a=b`.
 
 lk_git() {
-    # git with hooks, fsmonitor, signing and any filter the worker could have planted off.
-    [ -n "${LK_GIT_START_FILTERS:-}" ] || lk_git_snapshot_filters
-    local args=(-c core.hooksPath=/dev/null -c core.fsmonitor=false -c commit.gpgSign=false)
-    local rec key name seen=$'\n' part value
-    while IFS= read -r -d '' rec; do
-        key=${rec%%$'\n'*}
-        name=${key#filter.}
-        name=${name%.*}
+    local cfg=(core.hooksPath /dev/null core.fsmonitor false core.untrackedCache false
+        commit.gpgSign false)
+    local scope entry key name seen=$'\n' n i vars=()
+    # Looked up on every call: between two of them a process of the worker's may add one.
+    while IFS= read -r -d '' scope && IFS= read -r -d '' entry; do
+        case $scope in system | global | command) continue ;; esac
+        key=${entry%%$'\n'*}
+        name=${key#*.} # filter.<name>.<key>: the name lies between the first and last dot
+        case $name in *.*) name=${name%.*} ;; *) continue ;; esac
         case $seen in *$'\n'"$name"$'\n'*) continue ;; esac
         seen="$seen$name"$'\n'
-        for part in clean smudge process required; do
-            if value=$(lk_git_start_value "filter.$name.$part"); then
-                args+=(-c "filter.$name.$part$value")
-            elif [ "$part" = required ]; then
-                args+=(-c "filter.$name.$part=false")
-            else
-                args+=(-c "filter.$name.$part=")
-            fi
-        done
-    done < <(lk_git_filters_now)
-    command git "${args[@]}" "$@"
+        cfg+=("filter.$name.clean" '' "filter.$name.smudge" '' "filter.$name.process" ''
+            "filter.$name.required" false)
+    done < <(command git config -z --show-scope --get-regexp '^filter\.' 2>/dev/null)
+    n=${GIT_CONFIG_COUNT:-0}
+    case $n in '' | *[!0-9]*) n=0 ;; esac
+    for ((i = 0; i < ${#cfg[@]}; i += 2)); do
+        vars+=("GIT_CONFIG_KEY_$n=${cfg[i]}" "GIT_CONFIG_VALUE_$n=${cfg[i + 1]}")
+        n=$((n + 1))
+    done
+    command env GIT_NO_REPLACE_OBJECTS=1 "${vars[@]}" "GIT_CONFIG_COUNT=$n" git "$@"
 }
 
 lk_git_path() {

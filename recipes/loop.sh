@@ -33,8 +33,8 @@
 # A commit or a park refuses when the branch moved since the task began (a commit made
 # meanwhile, the worker's own commit or `git reset`, a checkout): the tree is saved under
 # refs/loopkit/, nothing is reset, exit 40. One loop per work tree: a second loop on the
-# same checkout is refused at once (exit 4). Every git call runs with hooks, fsmonitor and
-# any filter driver added since the loop started switched off (lib.sh's lk_git).
+# same checkout is refused at once (exit 4). Every git call runs with hooks, fsmonitor,
+# replace objects and the repository's own filter drivers switched off (lib.sh's lk_git).
 #
 # Exit: 0 complete and committed; 20/21/22 parked; 30 cancelled; 40 a commit (or the save
 # before a revert) failed -- the loop stopped, nothing marked; 41 runaway (--max-rounds);

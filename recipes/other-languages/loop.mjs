@@ -23,8 +23,8 @@
 //   30           saved under refs/loopkit/, the tree left as it is.
 // A commit or a park refuses (40, the tree saved, nothing reset) when the branch moved
 // since the task began; one loop per work tree (the lock of lib.sh: a second loop, 4).
-// Every git call runs without hooks, fsmonitor, signing, or any filter driver added since
-// the loop started.
+// Every git call runs without hooks, fsmonitor, signing, replace objects, or a filter
+// driver of the repository's own config.
 // Exit codes: those of loop.sh (0, 20, 21, 22, 30, 40 commit failed, 41 runaway, 4 setup).
 
 import { spawnSync } from "node:child_process";
@@ -58,40 +58,42 @@ function run(cmd, args, { input, ok = [0], env } = {}) {
 }
 
 // --- git, with nothing of the worker's running inside it ---------------------------------
-// The worker can plant hooks, an fsmonitor command or a filter driver ([filter "x"] clean =
-// ... in .git/config, `* filter=x` in .git/info/attributes) that our own git calls would
-// run. Each filter driver configured now gets the commands it had when the loop started.
-const filterSettings = () => {
-  const done = spawnSync("git", ["config", "-z", "--get-regexp", "^filter\\."], { encoding: "utf8" });
-  return (done.stdout || "").split("\0").filter(Boolean).map((rec) => {
-    const nl = rec.indexOf("\n");
-    return nl < 0 ? [rec, null] : [rec.slice(0, nl), rec.slice(nl + 1)];
-  });
-};
-let startFilters = null;
-
-function gitArgs() {
-  startFilters ??= new Map(filterSettings());
-  const args = ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "commit.gpgSign=false"];
-  const names = new Set(filterSettings().map(([key]) => key.slice("filter.".length, key.lastIndexOf("."))));
+// The worker can plant hooks, an fsmonitor command, a filter driver ([filter "x"] clean =
+// ... in .git/config, `* filter=x` in .git/info/attributes) or a replace ref that our own
+// git calls would run or follow. Every call gets the settings loopkit's own git uses: no
+// hooks, fsmonitor, untracked cache, replace objects or signing, and no filter driver the
+// repository's own config defines (global and system ones, like git-lfs, keep working).
+function neutralEnv(base) {
+  const cfg = [["core.hooksPath", "/dev/null"], ["core.fsmonitor", "false"], ["core.untrackedCache", "false"], ["commit.gpgSign", "false"]];
+  const done = spawnSync("git", ["config", "-z", "--show-scope", "--get-regexp", "^filter\\."], { encoding: "utf8" });
+  const fields = (done.stdout || "").split("\0");
+  const names = new Set();
+  for (let i = 0; i + 1 < fields.length; i += 2) {
+    if (["system", "global", "command"].includes(fields[i])) continue;
+    const key = fields[i + 1].split("\n")[0];
+    const first = key.indexOf("."), last = key.lastIndexOf(".");
+    if (first < last) names.add(key.slice(first + 1, last));
+  }
   for (const name of names) {
-    for (const part of ["clean", "smudge", "process", "required"]) {
-      const key = `filter.${name}.${part}`;
-      if (startFilters.has(key)) {
-        const value = startFilters.get(key);
-        args.push("-c", value === null ? key : `${key}=${value}`);
-      } else {
-        args.push("-c", `${key}=${part === "required" ? "false" : ""}`);
-      }
+    for (const [part, value] of [["clean", ""], ["smudge", ""], ["process", ""], ["required", "false"]]) {
+      cfg.push([`filter.${name}.${part}`, value]);
     }
   }
-  return args;
+  const env = { ...base, GIT_NO_REPLACE_OBJECTS: "1" };
+  let n = Number.parseInt(env.GIT_CONFIG_COUNT ?? "0", 10) || 0;
+  for (const [key, value] of cfg) {
+    env[`GIT_CONFIG_KEY_${n}`] = key;
+    env[`GIT_CONFIG_VALUE_${n}`] = value;
+    n++;
+  }
+  env.GIT_CONFIG_COUNT = String(n);
+  return env;
 }
 
 function git(args, opts = {}) {
-  const done = spawnSync("git", [...gitArgs(), ...args], {
+  const done = spawnSync("git", args, {
     encoding: "utf8",
-    env: opts.env ?? process.env,
+    env: neutralEnv(opts.env ?? process.env),
     input: opts.input,
     stdio: [opts.input === undefined ? "ignore" : "pipe", "pipe", "pipe"],
     maxBuffer: 512 * 1024 * 1024,
@@ -316,7 +318,6 @@ async function main() {
   const o = parseArgs(process.argv.slice(2));
   const root = git(["rev-parse", "--show-toplevel"], { code: EXIT.SETUP });
   process.chdir(root);
-  gitArgs(); // the filter settings as the loop starts
   let start;
   if (o.taskId) start = { kind: "loopkit/attempt", version: 1, task: { id: o.taskId, text: o.taskText || o.taskId, kind: o.kind || "task" } };
   else if (o.start) start = JSON.parse(fs.readFileSync(o.start, "utf8"));
