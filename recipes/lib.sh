@@ -591,21 +591,30 @@ lk_short() {
 }
 
 lk_branch_check() {
-    # lk_branch_check WHAT REF: return when the branch is where the task began (HEAD at
-    # LK_BASE, on LK_BRANCH); otherwise say so and exit 40, touching nothing. A commit made
-    # meanwhile (by the user, or the worker's own), a reset (`git reset --soft HEAD~2`) or a
-    # checkout all move it: committing or reverting then would drop or bury someone's work.
-    # REF is where the work tree was saved (saved here when not given).
-    local what=$1 ref=${2:-} head branch where hint=''
+    # lk_branch_check WHAT [REF]: return when the branch is where the task began (HEAD at
+    # LK_BASE, on LK_BRANCH); otherwise say so and exit 40, committing and reverting
+    # nothing. A commit made meanwhile (by the user, or the worker's own), a reset
+    # (`git reset --soft HEAD~2`) or a checkout all move it: committing or reverting then
+    # would drop or bury someone's work. The work tree is saved first (REF, or saved here).
+    # One move is undone, since that loses nothing: a branch rewound to an ancestor of
+    # LK_BASE (commits dropped from it) is put back at LK_BASE; files and index stay.
+    local what=$1 ref=${2:-} head branch where back=''
     head=$(lk_git rev-parse -q --verify HEAD || true)
     branch=$(lk_git symbolic-ref -q HEAD || true)
     [ "$head" = "$LK_BASE" ] && [ "$branch" = "${LK_BRANCH:-}" ] && return 0
     [ -n "$ref" ] || ref=$(lk_save "branch moved") || exit "$LK_EXIT_NO_COMMIT"
     where="${LK_BRANCH:-HEAD (detached)} was at $(lk_short "$LK_BASE"), now ${branch:-HEAD (detached)} is at $(lk_short "${head:-none}")"
-    if [ -n "$head" ] && ! lk_git merge-base --is-ancestor "$LK_BASE" "$head" 2>/dev/null; then
-        hint=" The commit the task began from is no longer on it (kept: it is an ancestor of $ref); to put the branch back: git reset --keep $LK_BASE."
+    if [ -n "$head" ] && [ "$branch" = "${LK_BRANCH:-}" ] &&
+        lk_git merge-base --is-ancestor "$head" "$LK_BASE" 2>/dev/null; then
+        if lk_git update-ref -m "loopkit: $LK_TASK_ID: the branch back where the task began" HEAD "$LK_BASE" "$head"; then
+            back=" It had been rewound to an ancestor (its last commits dropped): it is back at $(lk_short "$LK_BASE"), where the task began; the files and the index are as they were."
+        else
+            back=" It had been rewound to an ancestor: to put it back, git reset --soft $LK_BASE."
+        fi
+    elif [ -n "$head" ] && ! lk_git merge-base --is-ancestor "$LK_BASE" "$head" 2>/dev/null; then
+        back=" The commit the task began from is no longer on it (it is kept: an ancestor of $ref)."
     fi
-    lk_die "$LK_EXIT_NO_COMMIT" "$what refused: the branch moved since $LK_TASK_ID began ($where: a commit made meanwhile, the worker's own commit or reset, or a checkout). Nothing is committed, reset or reverted: the work tree is left as it is and saved as $ref; the task is NOT marked.$hint"
+    lk_die "$LK_EXIT_NO_COMMIT" "$what refused: the branch moved since $LK_TASK_ID began ($where: a commit made meanwhile, the worker's own commit or reset, or a checkout). Nothing is committed or reverted: the work tree is left as it is and saved as $ref; the task is NOT marked.$back"
 }
 
 lk_park() {

@@ -354,7 +354,14 @@ async function main() {
     const now = git(["symbolic-ref", "-q", "HEAD"], { quiet: true }) ?? "";
     if (head === base && now === branch) return;
     ref ??= save("branch moved");
-    throw new Stop(EXIT.NO_COMMIT, `${what} refused: the branch moved since ${task} began (${branch || "HEAD"} was at ${short(base)}, now ${now || "HEAD"} is at ${short(head)}: a commit made meanwhile, the worker's own commit or reset, or a checkout). Nothing is committed, reset or reverted: the work tree is left as it is and saved as ${ref}; the task is NOT marked.`);
+    let back = "";
+    // A branch rewound to an ancestor of the base is put back (that loses nothing).
+    if (head && now === branch && git(["merge-base", "--is-ancestor", head, base], { quiet: true }) !== null) {
+      back = git(["update-ref", "-m", `loopkit: ${task}: the branch back where the task began`, "HEAD", base, head], { quiet: true }) !== null
+        ? ` It had been rewound to an ancestor: it is back at ${short(base)}, where the task began; the files and the index are as they were.`
+        : ` It had been rewound to an ancestor: to put it back, git reset --soft ${base}.`;
+    }
+    throw new Stop(EXIT.NO_COMMIT, `${what} refused: the branch moved since ${task} began (${branch || "HEAD"} was at ${short(base)}, now ${now || "HEAD"} is at ${short(head)}: a commit made meanwhile, the worker's own commit or reset, or a checkout). Nothing is committed or reverted: the work tree is left as it is and saved as ${ref}; the task is NOT marked.${back}`);
   };
 
   const park = (code, outcome, doc) => {
