@@ -1,7 +1,8 @@
-"""The user commits on the branch while an attempt runs (reproduction 9, first half; the
-worker plays the user). A park's `git reset --hard BASE` would throw that commit off the
-branch; a green commit would bury it under the task's. Both must refuse (exit 40), save
-the tree, reset nothing and keep the user's commit as the branch's head."""
+"""The user commits on the branch while an attempt runs (reproduction 9, first half). A
+park's `git reset --hard BASE` would throw that commit off the branch; a green commit
+would bury it under the task's. Both must refuse (exit 40), save the tree, revert nothing
+and keep the user's commit as the branch's head. The test plays the user: its commit
+lands while the attempt's checks run."""
 
 from __future__ import annotations
 
@@ -10,23 +11,14 @@ from pathlib import Path
 import pytest
 
 from tests.adversarial.helpers import loop
-from tests.recipes_helpers import fail_message, make_project
+from tests.recipes_helpers import fail_message, make_project, user_commits_during
 
 pytestmark = pytest.mark.slow
 
-#: Without a sandbox (in one, .git is read-only to the worker and nothing it starts
-#: outlives it): what the recipe does must hold on its own.
-OFF = {"mode": "off"}
-
-USER_COMMITS = """
-import subprocess
+WORKER = """
 Path("src").mkdir(exist_ok=True)
-Path("src/value.txt").write_text({value!r})
-Path("notes").mkdir(exist_ok=True)
-Path("notes/user.txt").write_text("written and committed by the user\\n")
-subprocess.run(["git", "add", "notes/user.txt"], check=True)
-subprocess.run(["git", "-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "the user's commit"], check=True)
-sys.exit({code})
+Path("src/value.txt").write_text(VALUE)
+sys.exit(CODE)
 """
 
 
@@ -38,19 +30,19 @@ sys.exit({code})
 def test_a_commit_made_during_the_attempt_is_never_dropped(
     tmp_path: Path, value: str, code: int, what: str
 ) -> None:
-    p = make_project(
-        tmp_path,
-        USER_COMMITS.format(value=value, code=code),
-        writable=["src/**", "notes/**"],
-        sandbox=OFF,
-    )
+    body = WORKER.replace("VALUE", repr(value)).replace("CODE", str(code))
+    p = make_project(tmp_path, body, budgets={"attempts": 1})
     before = p.head()
-    proc = loop(p)
+    user = user_commits_during(p)
+    try:
+        proc = loop(p)
+        user.wait(timeout=60)
+    finally:
+        user.kill()
     assert proc.returncode == 40, fail_message(proc)
     assert f"{what} of fix-value refused: the branch moved" in proc.stderr
     assert p.git("log", "-1", "--pretty=%s").strip() == "the user's commit"
     assert p.git("rev-parse", "HEAD~1").strip() == before
-    assert (p.root / "notes/user.txt").exists()
     assert (p.root / "src/value.txt").read_text() == value  # left as it is
     (ref,) = p.loopkit_refs()
     assert p.git("show", f"{ref}:src/value.txt") == value

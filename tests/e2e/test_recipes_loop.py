@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.recipes_helpers import Project, fail_message, make_project
+from tests.recipes_helpers import Project, fail_message, make_project, user_commits_during
 
 pytestmark = pytest.mark.slow
 
@@ -143,48 +143,39 @@ def test_regression_1_state_is_never_committed_nor_reverted(tmp_path: Path) -> N
     assert not [x for x in committed if x.startswith(".loopkit") or x.endswith(".log")], committed
 
 
-# A green attempt, during which the user commits work of their own on the branch.
-GOOD_WHILE_THE_USER_COMMITS = """
-import subprocess
-Path("src").mkdir(exist_ok=True)
-Path("src/value.txt").write_text("good\\n")
-Path("tests").mkdir(exist_ok=True)
-Path("tests/user_notes.txt").write_text("the user's own work\\n")
-subprocess.run(["git", "add", "tests/user_notes.txt"], check=True)
-subprocess.run(["git", "-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "my own work"], check=True)
-"""
-
-
 def test_regression_2_a_commit_whose_branch_moved_stops_the_loop_loudly(tmp_path: Path) -> None:
     # Naive variants caught: `git add -A; git commit -m ...; lk-plan mark ... done` commits
-    # on top of whatever the branch became meanwhile (here a commit the user made during
-    # the attempt), marks the task done and carries on; a commit whose status is not
-    # checked goes unnoticed the same way. The recipe commits with `update-ref` guarded by
-    # the commit the task began from: refused, exit 40, nothing marked, the tree saved.
-    # The worker stands in for the user: in the sandbox it could not reach .git.
+    # on top of whatever the branch became meanwhile (here a commit the user made while the
+    # checks ran), marks the task done and carries on; a commit whose status is not checked
+    # goes unnoticed the same way. The recipe commits with `update-ref` guarded by the
+    # commit the task began from: refused, exit 40, nothing marked, the tree saved.
     p = make_project(
         tmp_path,
-        GOOD_WHILE_THE_USER_COMMITS,
+        GOOD,
         tasks="- [ ] Make value good {#fix-value}\n- [ ] Another {#another}\n",
-        sandbox={"mode": "off"},
     )
     before = p.head()
-    proc = p.run(
-        "loop.sh",
-        "--contract",
-        "loop.yaml",
-        "--tasks",
-        "TASKS.md",
-        "--task-id",
-        "fix-value",
-        "--task",
-        "Make value good",
-    )
+    user = user_commits_during(p)
+    try:
+        proc = p.run(
+            "loop.sh",
+            "--contract",
+            "loop.yaml",
+            "--tasks",
+            "TASKS.md",
+            "--task-id",
+            "fix-value",
+            "--task",
+            "Make value good",
+        )
+        user.wait(timeout=60)
+    finally:
+        user.kill()
     assert proc.returncode == 40, fail_message(proc)
     assert "the commit of fix-value refused: the branch moved" in proc.stderr
     assert "NOT marked" in proc.stderr
     # The user's commit is the branch's head, untouched; nothing was committed on it.
-    assert p.git("log", "-1", "--pretty=%s").strip() == "my own work"
+    assert p.git("log", "-1", "--pretty=%s").strip() == "the user's commit"
     assert p.git("rev-parse", "HEAD~1").strip() == before
     assert p.task_line("fix-value").startswith("- [ ]")
     # The green work is neither lost nor reverted: on disk, and saved under a ref.

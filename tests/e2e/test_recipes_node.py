@@ -9,12 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_recipes_loop import (
-    BAD_THEN_GOOD,
-    CRASH_WITH_DEBRIS,
-    GOOD_WHILE_THE_USER_COMMITS,
+from tests.e2e.test_recipes_loop import BAD_THEN_GOOD, CRASH_WITH_DEBRIS, GOOD
+from tests.recipes_helpers import (
+    RECIPES,
+    Project,
+    fail_message,
+    make_project,
+    recipe_env,
+    user_commits_during,
 )
-from tests.recipes_helpers import RECIPES, Project, fail_message, make_project, recipe_env
 
 pytestmark = pytest.mark.slow
 LOOP_MJS = RECIPES / "other-languages" / "loop.mjs"
@@ -76,14 +79,19 @@ def test_node_loop_parks_saves_and_resets(tmp_path: Path) -> None:
 
 
 def test_node_loop_stops_when_the_branch_moved_and_loses_nothing(tmp_path: Path) -> None:
-    # A green attempt during which the user commits on the branch: the commit is refused
-    # (40), the user's commit stays the branch's head, the green tree stays on disk, saved.
-    p = make_project(tmp_path, GOOD_WHILE_THE_USER_COMMITS, sandbox={"mode": "off"})
+    # A green attempt while the user commits on the branch: the commit is refused (40),
+    # the user's commit stays the branch's head, the green tree stays on disk, saved.
+    p = make_project(tmp_path, GOOD)
     before = p.head()
-    proc = node(p, "--contract", "loop.yaml", "--task-id", "fix-value")
+    user = user_commits_during(p)
+    try:
+        proc = node(p, "--contract", "loop.yaml", "--task-id", "fix-value")
+        user.wait(timeout=60)
+    finally:
+        user.kill()
     assert proc.returncode == 40, fail_message(proc)
-    assert "the branch moved" in proc.stderr
-    assert p.git("log", "-1", "--pretty=%s").strip() == "my own work"
+    assert "the commit of fix-value refused: the branch moved" in proc.stderr
+    assert p.git("log", "-1", "--pretty=%s").strip() == "the user's commit"
     assert p.git("rev-parse", "HEAD~1").strip() == before
     assert (p.root / "src/value.txt").read_text() == "good\n"
     (ref,) = p.loopkit_refs()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.recipes_helpers import fail_message, make_project
+from tests.recipes_helpers import fail_message, make_project, user_commits_during
 
 pytestmark = pytest.mark.slow
 
@@ -83,35 +83,25 @@ def test_a_parked_task_blocks_its_dependents_and_others_go_on(tmp_path) -> None:
     assert p.git("status", "--porcelain") == ""
 
 
-# alpha's attempt is green, but meanwhile the user commits on the branch: its commit is
-# refused (the branch moved), so alpha's commit never lands. (The worker stands in for the
-# user: without a sandbox, where .git is read-only to it.)
-WORKER_WHILE_THE_USER_COMMITS = (
-    WORKER
-    + """
-if task == "alpha":
-    import subprocess
-    subprocess.run(["git", "-c", "user.name=u", "-c", "user.email=u@x", "commit", "-q",
-                    "--allow-empty", "-m", "my own work"], check=True)
-"""
-)
-
-
 def test_regression_6_the_checklist_never_advances_past_a_commit_that_did_not_land(
     tmp_path,
 ) -> None:
     # Naive variants caught: `git commit ... ; lk-plan mark ... done` (the mark does not
     # check that the commit worked), and a phased loop that goes on to the next task after
     # loop.sh failed to commit (the article's "five phases built fine and never got
-    # committed; the checklist advanced anyway").
+    # committed; the checklist advanced anyway"). Here alpha's commit is refused: the user
+    # committed on the branch while its checks ran.
     tasks = plan("alpha", "First") + plan("beta", "Second")
-    p = make_project(
-        tmp_path, WORKER_WHILE_THE_USER_COMMITS, tasks=tasks, checks=CHECK, sandbox={"mode": "off"}
-    )
+    p = make_project(tmp_path, WORKER, tasks=tasks, checks=CHECK)
     before = p.head()
-    proc = p.run("phased-loop.sh")
+    user = user_commits_during(p, task="alpha")
+    try:
+        proc = p.run("phased-loop.sh")
+        user.wait(timeout=60)
+    finally:
+        user.kill()
     assert proc.returncode == 40, fail_message(proc)
-    assert p.git("log", "-1", "--pretty=%s").strip() == "my own work"
+    assert p.git("log", "-1", "--pretty=%s").strip() == "the user's commit"
     assert p.git("rev-parse", "HEAD~1").strip() == before
     assert p.task_line("alpha").startswith("- [ ]")
     assert p.task_line("beta").startswith("- [ ]")
