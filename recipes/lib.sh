@@ -89,6 +89,51 @@ print(json.dumps({"kind": "loopkit/attempt", "version": 1,
     fi
 }
 
+# --- git, with nothing of the worker's running inside it --------------------------------
+# The worker has a shell in the repository: it can plant hooks (.git/hooks, core.hooksPath),
+# an fsmonitor command, a filter driver (`[filter "x"] clean = ...` in .git/config and
+# `* filter=x` in .git/info/attributes) or a replace ref that would run, or lie, inside the
+# recipe's own git calls -- a `git add -A` runs clean filters, a checkout smudge filters,
+# a commit its hooks, `BASE^{tree}` follows refs/replace/. Every git call of the recipes
+# goes through lk_git, with the settings loopkit's own git calls use (loopkit/git.py): no
+# hooks, no fsmonitor, no untracked cache, no replace objects, no signing, and no filter
+# driver that the repository's own config defines (.git/config, config.worktree and what
+# they include). Drivers of the user's global or system config (git-lfs) keep working.
+# The settings travel as GIT_CONFIG_KEY_n/VALUE_n (git >= 2.31): they win over every
+# config file and take a key as written, even a filter named `a=b`.
+
+lk_git() {
+    local cfg=(core.hooksPath /dev/null core.fsmonitor false core.untrackedCache false
+        commit.gpgSign false)
+    local scope entry key name seen=$'\n' n i vars=()
+    # Looked up on every call: between two of them a process of the worker's may add one.
+    while IFS= read -r -d '' scope && IFS= read -r -d '' entry; do
+        case $scope in system | global | command) continue ;; esac
+        key=${entry%%$'\n'*}
+        name=${key#*.} # filter.<name>.<key>: the name lies between the first and last dot
+        case $name in *.*) name=${name%.*} ;; *) continue ;; esac
+        case $seen in *$'\n'"$name"$'\n'*) continue ;; esac
+        seen="$seen$name"$'\n'
+        cfg+=("filter.$name.clean" '' "filter.$name.smudge" '' "filter.$name.process" ''
+            "filter.$name.required" false)
+    done < <(command git config -z --show-scope --get-regexp '^filter\.' 2>/dev/null)
+    n=${GIT_CONFIG_COUNT:-0}
+    case $n in '' | *[!0-9]*) n=0 ;; esac
+    for ((i = 0; i < ${#cfg[@]}; i += 2)); do
+        vars+=("GIT_CONFIG_KEY_$n=${cfg[i]}" "GIT_CONFIG_VALUE_$n=${cfg[i + 1]}")
+        n=$((n + 1))
+    done
+    command env GIT_NO_REPLACE_OBJECTS=1 "${vars[@]}" "GIT_CONFIG_COUNT=$n" git "$@"
+}
+
+lk_git_path() {
+    # lk_git_path NAME -> the absolute path of NAME inside this work tree's git folder.
+    local path
+    path=$(lk_git rev-parse --git-path "$1") || return 1
+    case $path in /*) ;; *) path=$(pwd)/$path ;; esac
+    printf '%s\n' "$path"
+}
+
 # --- the repository and the state folder -------------------------------------------
 
 lk_setup_state() {
@@ -98,7 +143,7 @@ lk_setup_state() {
     # contract's memory file, may be empty). CONTRACT defaults to the caller's $contract;
     # DOC is an attempt document whose contract and task apply.
     local file=${1-${contract:-}} doc=${2:-/dev/null} out line key val rc
-    git rev-parse --show-toplevel >/dev/null 2>&1 ||
+    lk_git rev-parse --show-toplevel >/dev/null 2>&1 ||
         lk_die "$LK_EXIT_SETUP" "$(pwd): not a git repository"
     out=$(lk workspace ${file:+--contract "$file"} <"$doc")
     rc=$?
@@ -118,9 +163,16 @@ lk_setup_state() {
     export LOOPKIT_STATE_DIR=$LK_STATE
 }
 
+lk_state_rel() {
+    # The state folder relative to the work tree root, when it lies inside it.
+    case "$LK_STATE/" in
+    "$LK_ROOT/"?*) printf '%s\n' "${LK_STATE#"$LK_ROOT/"}" ;;
+    esac
+}
+
 lk_tree_dirty() {
     # True when the work tree has changes git would commit (ignored files do not count).
-    [ -n "$(git status --porcelain --untracked-files=all 2>/dev/null)" ]
+    [ -n "$(lk_git status --porcelain --untracked-files=all 2>/dev/null)" ]
 }
 
 lk_safe_name() {
@@ -128,6 +180,86 @@ lk_safe_name() {
     local name
     name=$(printf '%s' "$1" | tr -c 'A-Za-z0-9._-' '-' | sed -e 's/^[.-]*//' -e 's/\.\.*/./g' -e 's/\.lock$/-lock/')
     printf '%s' "${name:-task}"
+}
+
+# --- one loop per work tree ---------------------------------------------------------------
+# Two loops on one checkout would save, revert and park each other's work. The lock is a
+# directory (mkdir is atomic everywhere; macOS has no flock(1)) holding the owner's pid and
+# start time; a lock whose owner is gone is taken over, and said so. A loop started by a
+# loop (phased-loop.sh -> loop.sh) runs under its parent's lock (LK_LOCK_OWNER).
+
+lk_proc_started() {
+    # lk_proc_started PID -> when the process started (empty without ps): a reused pid
+    # is not mistaken for the loop that held the lock.
+    command -v ps >/dev/null 2>&1 || return 0
+    ps -o lstart= -p "$1" 2>/dev/null | sed -e 's/^ *//' -e 's/ *$//'
+}
+
+lk_lock_alive() {
+    # lk_lock_alive LOCKDIR PID -> true when PID still runs and is the process that took it.
+    local started
+    # kill -0 fails for another user's process too: ps tells whether it exists at all.
+    kill -0 "$2" 2>/dev/null || { command -v ps >/dev/null 2>&1 && ps -p "$2" >/dev/null 2>&1; } || return 1
+    started=$(cat "$1/started" 2>/dev/null || true)
+    [ -z "$started" ] || [ "$(lk_proc_started "$2")" = "$started" ]
+}
+
+lk_lock() {
+    # Take $LK_STATE/loop.lock or refuse (exit 4) while another loop holds it. Released on
+    # exit (lk_on_exit, installed as the EXIT trap).
+    local lock=$LK_STATE/loop.lock pid waited=0 moved
+    LK_LOCK=
+    while ! mkdir "$lock" 2>/dev/null; do
+        pid=$(cat "$lock/pid" 2>/dev/null || true)
+        if [ -z "$pid" ] && [ "$waited" -lt 20 ]; then
+            waited=$((waited + 1)) # taken this very moment: its pid is on the way
+            sleep 0.1
+            continue
+        fi
+        if [ -n "$pid" ] && lk_lock_alive "$lock" "$pid"; then
+            if [ "$pid" = "${LK_LOCK_OWNER:-}" ]; then
+                return 0 # the loop that started this one holds it
+            fi
+            lk_die "$LK_EXIT_SETUP" "another loop (pid $pid) is running in this work tree ($LK_ROOT): one loop per work tree -- two would save, revert and park each other's work. Wait for it to end, or stop it (kill $pid)"
+        fi
+        # Gone (killed, or the machine restarted): take it over. Moved aside first, and
+        # checked: a loop that took it over meanwhile keeps its lock.
+        moved=$lock.stale-$$
+        rm -rf -- "$moved"
+        mv -- "$lock" "$moved" 2>/dev/null || continue
+        if [ -n "$pid" ] && [ "$(cat "$moved/pid" 2>/dev/null || true)" != "$pid" ]; then
+            mv -- "$moved" "$lock" 2>/dev/null || rm -rf -- "$moved"
+            continue
+        fi
+        rm -rf -- "$moved"
+        lk_log "took over the lock of a loop that is gone (pid ${pid:-unknown}): $lock"
+        waited=0
+    done
+    lk_proc_started $$ >"$lock/started" 2>/dev/null || true
+    if ! printf '%s\n' "$$" >"$lock/pid.part" || ! mv -f -- "$lock/pid.part" "$lock/pid"; then
+        lk_die "$LK_EXIT_SETUP" "cannot write $lock/pid"
+    fi
+    LK_LOCK=$lock
+    export LK_LOCK_OWNER=$$
+    trap lk_on_exit EXIT
+}
+
+lk_unlock() {
+    [ -n "${LK_LOCK:-}" ] || return 0
+    if [ "$(cat "$LK_LOCK/pid" 2>/dev/null || true)" = "$$" ]; then
+        rm -rf -- "$LK_LOCK"
+    fi
+    LK_LOCK=
+}
+
+lk_on_exit() {
+    # The EXIT trap: release the lock; write the exit code to LK_STATUS_FILE when set.
+    local rc=$?
+    lk_unlock
+    if [ -n "${LK_STATUS_FILE:-}" ]; then
+        printf '%s\n' "$rc" >"$LK_STATUS_FILE" 2>/dev/null || true
+    fi
+    return "$rc"
 }
 
 # --- RESET_PATHS: named ignored paths a revert must also reset -----------------------
@@ -154,7 +286,7 @@ lk_reset_paths_check() {
         if [ -L "$LK_ROOT/$stripped" ] || ! lk_physical_parent_inside "$LK_ROOT/$stripped"; then
             lk_die "$LK_EXIT_SETUP" "RESET_PATHS entry '$p' is (or lies under) a symlink: name the real path inside the repository"
         fi
-        if [ -n "$(git ls-files -- "$stripped" 2>/dev/null)" ]; then
+        if [ -n "$(lk_git ls-files -- "$stripped" 2>/dev/null)" ]; then
             lk_die "$LK_EXIT_SETUP" "RESET_PATHS entry '$p' holds tracked files: git reset restores those; name only ignored paths"
         fi
         if [ "$p" != "${p%/}" ]; then
@@ -204,82 +336,186 @@ lk_reset_paths() {
     done
 }
 
+# --- trees: what is on disk, and bringing the disk to a tree -----------------------------
+
+lk_live_tree() {
+    # The tree id of the work tree as it stands: tracked and untracked files, ignored ones
+    # and the state folder left out -- what lk-diff and lk-verify hash. Built in a temporary
+    # index seeded from HEAD, never from a copy of the real index (whose flags and stat data
+    # the worker can write: an assume-unchanged bit or a forged stat hides a change from git).
+    local index tree state ok=0
+    index=$(lk_git_path "loopkit-recipe-$$.index") || return 1
+    rm -f -- "$index" "$index.lock"
+    if lk_git rev-parse -q --verify HEAD >/dev/null; then
+        GIT_INDEX_FILE=$index lk_git read-tree HEAD || ok=1
+    fi
+    if [ "$ok" = 0 ]; then
+        GIT_INDEX_FILE=$index lk_git -c advice.addEmbeddedRepo=false add -A -- . || ok=1
+    fi
+    state=$(lk_state_rel)
+    if [ "$ok" = 0 ]; then
+        GIT_INDEX_FILE=$index lk_git rm -r --cached -q --ignore-unmatch -- \
+            ':(top,literal).loopkit' ${state:+":(top,literal)$state"} >/dev/null || ok=1
+    fi
+    if [ "$ok" = 0 ]; then
+        tree=$(GIT_INDEX_FILE=$index lk_git write-tree) || ok=1
+    fi
+    rm -f -- "$index" "$index.lock"
+    [ "$ok" = 0 ] || return 1
+    printf '%s\n' "$tree"
+}
+
+lk_index_tree() {
+    # The tree the real index holds (what is staged), written from a copy: the index itself
+    # is not touched. Fails on unmerged paths.
+    local real index tree ok=0
+    real=$(lk_git_path index) || return 1
+    index=$(lk_git_path "loopkit-recipe-$$.index") || return 1
+    rm -f -- "$index"
+    if [ -f "$real" ]; then cp -- "$real" "$index" || return 1; fi
+    tree=$(GIT_INDEX_FILE=$index lk_git write-tree 2>/dev/null) || ok=1
+    rm -f -- "$index" "$index.lock"
+    [ "$ok" = 0 ] || return 1
+    printf '%s\n' "$tree"
+}
+
+lk_sync_to() {
+    # lk_sync_to TREE-ISH [INDEX-TREE]: make the work tree hold exactly TREE-ISH and the
+    # index INDEX-TREE (default TREE-ISH). Ignored files and the state folder are left alone.
+    # The index is rebuilt from the tree first -- the worker may have written the real one
+    # (assume-unchanged or skip-worktree bits, forged stat data: a plain `git reset --hard`
+    # then leaves its files on disk, hidden from `git status`) -- then untracked debris is
+    # removed and every file whose content differs is written back. Only files that differ
+    # are written: unchanged files keep their timestamps (no full rebuild after). Debris
+    # goes first, under the ignore rules the save just used: a file the attempt hid with
+    # its own .gitignore (so not saved) is left on disk, never deleted.
+    local target=$1 index=${2:-$1} state
+    state=$(lk_state_rel)
+    lk_git read-tree "$target" || return 1
+    lk_git update-index -q --refresh >/dev/null 2>&1 || true # differing files are listed below
+    lk_git clean -fdq ${state:+-e "/$state/"} -- . || return 1
+    (
+        set -o pipefail
+        lk_git diff-files --name-only -z | lk_git checkout-index -f -u -z --stdin
+    ) || return 1
+    if [ "$index" != "$target" ]; then
+        lk_git read-tree "$index" || return 1
+        lk_git update-index -q --refresh >/dev/null 2>&1 || true
+    fi
+}
+
 # --- saving an attempt before any revert ---------------------------------------------
 
-lk_save_attempt() {
-    # lk_save_attempt TASK LABEL MESSAGE -> prints the ref that now holds the whole work
-    # tree (tracked and untracked files, not ignored ones) as a commit whose parent is
-    # HEAD. Uses a temporary index: the real index and the work tree are not touched.
-    local task label msg
+lk_save_parent() {
+    # The parent a saved tree gets: where the attempt began (LK_DIFF_BASE, the user's
+    # starting state under --allow-dirty), or HEAD once the branch moved on from there
+    # (a commit since), or again the start when HEAD lost it (a reset): the commit the
+    # task began from stays reachable from the saved ref whatever happened to the branch.
+    local head
+    head=$(lk_git rev-parse -q --verify HEAD) || return 0
+    if [ -z "${LK_BASE:-}" ]; then
+        printf '%s\n' "$head"
+    elif [ "$head" = "$LK_BASE" ]; then
+        printf '%s\n' "${LK_DIFF_BASE:-$LK_BASE}"
+    elif lk_git merge-base --is-ancestor "$LK_BASE" "$head" 2>/dev/null; then
+        printf '%s\n' "$head"
+    else
+        printf '%s\n' "${LK_DIFF_BASE:-$LK_BASE}"
+    fi
+}
+
+lk_keep_commit() {
+    # lk_keep_commit TASK LABEL COMMIT -> prints refs/loopkit/TASK/LABEL[-N], a new ref
+    # that now holds COMMIT (never an existing one overwritten).
+    local task label ref n=1
     task=$(lk_safe_name "$1")
     label=$(lk_safe_name "$2")
-    msg=$3
-    local index tree commit ref n=1
-    index=$(git rev-parse --git-path "loopkit-save-$$.index") || return 1
-    case $index in /*) ;; *) index=$(pwd)/$index ;; esac
-    rm -f -- "$index"
-    if git rev-parse -q --verify HEAD >/dev/null; then
-        GIT_INDEX_FILE=$index git read-tree HEAD || { rm -f -- "$index"; return 1; }
-    fi
-    if ! GIT_INDEX_FILE=$index git -c advice.addEmbeddedRepo=false add -A -- . ||
-        ! tree=$(GIT_INDEX_FILE=$index git write-tree); then
-        rm -f -- "$index"
-        return 1
-    fi
-    rm -f -- "$index"
-    if git rev-parse -q --verify HEAD >/dev/null; then
-        commit=$(git commit-tree "$tree" -p HEAD -m "$msg") || return 1
-    else
-        commit=$(git commit-tree "$tree" -m "$msg") || return 1
-    fi
     ref=refs/loopkit/$task/$label
-    while git rev-parse -q --verify "$ref" >/dev/null; do
+    while lk_git rev-parse -q --verify "$ref" >/dev/null; do
         n=$((n + 1))
         ref=refs/loopkit/$task/$label-$n
     done
     # The empty old value makes update-ref refuse to overwrite a ref that appeared meanwhile.
-    git update-ref -m "loopkit: save attempt" "$ref" "$commit" "" || return 1
+    lk_git update-ref -m "loopkit: save" "$ref" "$3" "" || return 1
     printf '%s\n' "$ref"
+}
+
+lk_save_attempt() {
+    # lk_save_attempt TASK LABEL MESSAGE -> prints the ref that now holds the whole work
+    # tree (tracked and untracked files, not ignored ones) as a commit (parent: see
+    # lk_save_parent). The real index and the work tree are not touched.
+    local tree parent commit
+    tree=$(lk_live_tree) || return 1
+    parent=$(lk_save_parent)
+    commit=$(lk_git commit-tree "$tree" ${parent:+-p "$parent"} -m "$3") || return 1
+    lk_keep_commit "$1" "$2" "$commit"
+}
+
+# --- where a task begins ------------------------------------------------------------------
+
+lk_begin() {
+    # lk_begin ALLOW_DIRTY: record where the task begins, for the ends of the ratchet:
+    #   LK_BASE        the commit at HEAD; a commit or a park refuses once HEAD left it
+    #   LK_BRANCH      the branch HEAD is on (empty when detached)
+    #   LK_DIFF_BASE   what the worker's change is measured from (lk-diff --base)
+    #   LK_START_TREE  the tree a park brings the work tree back to
+    #   LK_START_INDEX the tree a park brings the index back to (empty: LK_START_TREE)
+    # A dirty work tree is refused unless ALLOW_DIRTY is 1: then the user's starting state
+    # is saved as refs/loopkit/<task>/user-start (a commit on LK_BASE) and becomes the diff
+    # base -- the user's edits are not the worker's -- and a park restores it, staged
+    # changes included.
+    LK_BASE=$(lk_git rev-parse -q --verify HEAD) ||
+        lk_die "$LK_EXIT_SETUP" "the repository has no commit yet"
+    LK_BRANCH=$(lk_git symbolic-ref -q HEAD || true)
+    LK_DIFF_BASE=$LK_BASE
+    LK_START_TREE=$(lk_git rev-parse "$LK_BASE^{tree}") || lk_die "$LK_EXIT_SETUP" "cannot read HEAD's tree"
+    LK_START_INDEX=
+    lk_tree_dirty || return 0
+    if [ "${1:-0}" != 1 ]; then
+        lk_die "$LK_EXIT_SETUP" "the work tree has uncommitted changes; commit or stash them first (a park would revert them, a commit would sweep them in), or pass --allow-dirty"
+    fi
+    local index_tree ref staged=
+    index_tree=$(lk_index_tree) ||
+        lk_die "$LK_EXIT_SETUP" "--allow-dirty: the index cannot be recorded (unmerged paths? finish or abort the merge first)"
+    ref=$(lk_save_attempt "$LK_TASK_ID" user-start "loopkit: the work tree as $LK_TASK_ID began (uncommitted changes, recorded by --allow-dirty)") ||
+        lk_die "$LK_EXIT_SETUP" "--allow-dirty: could not record the work tree under refs/loopkit/"
+    if ! LK_DIFF_BASE=$(lk_git rev-parse "$ref") || ! LK_START_TREE=$(lk_git rev-parse "$ref^{tree}"); then
+        lk_die "$LK_EXIT_SETUP" "--allow-dirty: cannot read $ref"
+    fi
+    LK_START_INDEX=$index_tree
+    if [ "$index_tree" != "$(lk_git rev-parse "$LK_BASE^{tree}")" ]; then
+        if ! staged=$(lk_git commit-tree "$index_tree" -p "$LK_BASE" -m "loopkit: the index as $LK_TASK_ID began (staged changes, recorded by --allow-dirty)") ||
+            ! staged=$(lk_keep_commit "$LK_TASK_ID" user-index "$staged"); then
+            lk_die "$LK_EXIT_SETUP" "--allow-dirty: could not record the index under refs/loopkit/"
+        fi
+    fi
+    lk_log "--allow-dirty: your uncommitted changes are recorded as $ref${staged:+ (what was staged as $staged)}; the worker's change is measured from there, and a park brings them back"
 }
 
 # --- committing ----------------------------------------------------------------------
 
-lk_commit_all() {
-    # lk_commit_all MESSAGE: `git add -A` and commit; hooks run. Returns non-zero unless a
-    # new commit really landed on HEAD (a hook that rejects it, a broken identity, an
-    # index.lock: all stop the loop).
-    local msg=$1 before after
-    before=$(git rev-parse -q --verify HEAD || true)
-    git add -A || return 1
-    git commit -q --allow-empty -m "$msg" || return 1
-    after=$(git rev-parse -q --verify HEAD || true)
-    [ -n "$after" ] && [ "$after" != "$before" ]
-}
-
 lk_commit_paths() {
     # lk_commit_paths MESSAGE PATH...: commit just these paths (the checklist, the memory
-    # file) if they changed; paths git ignores or outside the work tree are skipped.
-    # These bookkeeping commits hold no code, so they skip the hooks (--no-verify): a hook
-    # that runs the checks -- red at a park, by definition -- must not block the record of
-    # that very park. The task's own commit (lk_commit_all) always runs the hooks.
+    # file) if they changed; paths git ignores or outside the work tree are skipped. Like
+    # every git call here, no hook runs (lk_git).
     local msg=$1
     shift
     local p rel keep=()
     for p in "$@"; do
         [ -n "$p" ] && [ -e "$p" ] || continue
-        rel=$(git ls-files --full-name --others --exclude-standard --cached -- "$p" 2>/dev/null | head -n 1)
+        rel=$(lk_git ls-files --full-name --others --exclude-standard --cached -- "$p" 2>/dev/null | head -n 1)
         [ -n "$rel" ] || continue # ignored, or outside this work tree
         keep+=("$p")
     done
     [ "${#keep[@]}" -gt 0 ] || return 0
-    git add -- "${keep[@]}" || return 1
-    if git diff --cached --quiet -- "${keep[@]}"; then
+    lk_git add -- "${keep[@]}" || return 1
+    if lk_git diff --cached --quiet --no-ext-diff -- "${keep[@]}"; then
         return 0
     fi
     local before after
-    before=$(git rev-parse -q --verify HEAD || true)
-    git commit -q --no-verify -m "$msg" -- "${keep[@]}" || return 1
-    after=$(git rev-parse -q --verify HEAD || true)
+    before=$(lk_git rev-parse -q --verify HEAD || true)
+    lk_git commit -q --no-verify -m "$msg" -- "${keep[@]}" || return 1
+    after=$(lk_git rev-parse -q --verify HEAD || true)
     [ "$after" != "$before" ]
 }
 
@@ -322,9 +558,9 @@ lk_retrospective() {
 }
 
 # --- the ratchet's three ends: save, park, complete ------------------------------------
-# They read the caller's LK_TASK_ID, LK_BASE (the commit the attempts started from),
-# LK_LABEL (the attempt, for the ref's name), LK_TASKS (TASKS.md, may be empty),
-# and LK_RUN_DIR; park and complete exit.
+# They read the caller's LK_TASK_ID, LK_BASE, LK_BRANCH, LK_DIFF_BASE, LK_START_TREE and
+# LK_START_INDEX (see lk_begin), LK_LABEL (the attempt, for the ref's name), LK_TASKS
+# (TASKS.md, may be empty) and LK_RUN_DIR; lk_park and lk_complete exit.
 
 lk_memory_file() {
     # The contract's memory file: MEMORY_FILE if set, else the newest document's contract,
@@ -342,21 +578,65 @@ lk_memory_file() {
 }
 
 lk_save() {
-    # save OUTCOME -> the ref holding the tree; never returns on failure.
-    local ref
-    ref=$(lk_save_attempt "$LK_TASK_ID" "$LK_LABEL" "loopkit: $LK_TASK_ID attempt $LK_LABEL ($1), saved by ${LK_PROG:-a recipe}") ||
+    # lk_save OUTCOME [LABEL] -> the ref holding the work tree; never returns on failure.
+    local ref label=${2:-$LK_LABEL}
+    ref=$(lk_save_attempt "$LK_TASK_ID" "$label" "loopkit: $LK_TASK_ID attempt $LK_LABEL ($1), saved by ${LK_PROG:-a recipe}") ||
         lk_die "$LK_EXIT_NO_COMMIT" "could not save the attempt under refs/loopkit/: NOT reverting anything"
     lk_log "saved the work tree of $LK_TASK_ID attempt $LK_LABEL as $ref"
     printf '%s' "$ref"
 }
 
+lk_short() {
+    lk_git rev-parse --short "$1" 2>/dev/null || printf '%s' "$1"
+}
+
+lk_branch_check() {
+    # lk_branch_check WHAT [REF]: return when the branch is where the task began (HEAD at
+    # LK_BASE, on LK_BRANCH); otherwise say so and exit 40, committing and reverting
+    # nothing. A commit made meanwhile (by the user, or the worker's own), a reset
+    # (`git reset --soft HEAD~2`) or a checkout all move it: committing or reverting then
+    # would drop or bury someone's work. The work tree is saved first (REF, or saved here).
+    # One move is undone, since that loses nothing: a branch rewound to an ancestor of
+    # LK_BASE (commits dropped from it) is put back at LK_BASE; files and index stay.
+    local what=$1 ref=${2:-} head branch where back=''
+    head=$(lk_git rev-parse -q --verify HEAD || true)
+    branch=$(lk_git symbolic-ref -q HEAD || true)
+    [ "$head" = "$LK_BASE" ] && [ "$branch" = "${LK_BRANCH:-}" ] && return 0
+    [ -n "$ref" ] || ref=$(lk_save "branch moved") || exit "$LK_EXIT_NO_COMMIT"
+    where="${LK_BRANCH:-HEAD (detached)} was at $(lk_short "$LK_BASE"), now ${branch:-HEAD (detached)} is at $(lk_short "${head:-none}")"
+    if [ -n "$head" ] && [ "$branch" = "${LK_BRANCH:-}" ] &&
+        lk_git merge-base --is-ancestor "$head" "$LK_BASE" 2>/dev/null; then
+        if lk_git update-ref -m "loopkit: $LK_TASK_ID: the branch back where the task began" HEAD "$LK_BASE" "$head"; then
+            back=" It had been rewound to an ancestor (its last commits dropped): it is back at $(lk_short "$LK_BASE"), where the task began; the files and the index are as they were."
+        else
+            back=" It had been rewound to an ancestor: to put it back, git reset --soft $LK_BASE."
+        fi
+    elif [ -n "$head" ] && ! lk_git merge-base --is-ancestor "$LK_BASE" "$head" 2>/dev/null; then
+        back=" The commit the task began from is no longer on it (it is kept: an ancestor of $ref)."
+    fi
+    lk_die "$LK_EXIT_NO_COMMIT" "$what refused: the branch moved since $LK_TASK_ID began ($where: a commit made meanwhile, the worker's own commit or reset, or a checkout). Nothing is committed or reverted: the work tree is left as it is and saved as $ref; the task is NOT marked.$back"
+}
+
 lk_park() {
-    # park CODE OUTCOME DOC: save, revert, reset RESET_PATHS, retrospective, mark, commit.
-    local code=$1 outcome=$2 doc=$3 ref memory reason
+    # park CODE OUTCOME DOC: save, check the branch, revert, reset RESET_PATHS, record.
+    local code=$1 outcome=$2 doc=$3 ref
     ref=$(lk_save "$outcome") || exit "$LK_EXIT_NO_COMMIT"
-    git reset -q --hard "$LK_BASE" || lk_die "$LK_EXIT_NO_COMMIT" "git reset --hard failed (the attempt is saved as $ref)"
-    git clean -fdq || lk_die "$LK_EXIT_NO_COMMIT" "git clean -fd failed (the attempt is saved as $ref)"
+    lk_branch_check "the revert of $LK_TASK_ID" "$ref"
+    lk_sync_to "$LK_START_TREE" "${LK_START_INDEX:-}" ||
+        lk_die "$LK_EXIT_NO_COMMIT" "bringing the work tree back to where $LK_TASK_ID began failed (the attempt is saved as $ref)"
+    if [ -n "${LK_START_INDEX:-}" ]; then
+        lk_log "your uncommitted changes are back as they were when $LK_TASK_ID began (--allow-dirty)"
+    elif lk_tree_dirty; then
+        lk_log "warning: files the attempt hid from git (its own ignore rules) are left on disk, not deleted: see git status"
+    fi
     lk_reset_paths || lk_die "$LK_EXIT_NO_COMMIT" "resetting RESET_PATHS failed (the attempt is saved as $ref)"
+    lk_park_record "$code" "$outcome" "$doc" "$ref"
+}
+
+lk_park_record() {
+    # lk_park_record CODE OUTCOME DOC REF: the retrospective, the parked mark, their commit;
+    # exits CODE.
+    local code=$1 outcome=$2 doc=$3 ref=$4 memory reason
     memory=$(lk_memory_file "$doc" "${LK_RUN_DIR:-.}/start.json")
     if [ -n "$memory" ]; then
         lk_retrospective "$memory" "$doc" "$outcome" "$ref" ||
@@ -373,25 +653,67 @@ lk_park() {
     exit "$code"
 }
 
-lk_complete() {
-    # complete DOC: commit everything; the task is marked done only once the commit landed.
-    local doc=$1 text attempt_id reason ref msg
+lk_commit_verified() {
+    # lk_commit_verified DOC: commit the tree the decided document's checks ran on
+    # (verify.tree: lk-decide completes only when it is the tree on disk, and lk-verify ran
+    # the checks in a clean checkout of exactly it) -- never a fresh `git add -A`, which
+    # would take whatever a process the worker left running wrote since. The commit
+    # (`git commit-tree`, no hook runs) goes on LK_DIFF_BASE and the branch moves to it from
+    # LK_BASE (`git update-ref` with the old value: refused if the branch moved meanwhile).
+    # Then the index and the work tree are brought to the commit; if the work tree changed
+    # since the checks ran, it is saved first under refs/loopkit/<task>/<attempt>-after-verify.
+    # Exits 40 (the task not marked) when the commit cannot land.
+    local doc=$1 tree text attempt_id reason msg new ref live
+    tree=$(lk_json "$doc" .verify.tree)
+    if [ -z "$tree" ] || [ "$(lk_git cat-file -t "$tree" 2>/dev/null)" != tree ]; then
+        ref=$(lk_save "complete, no verified tree") || exit "$LK_EXIT_NO_COMMIT"
+        lk_die "$LK_EXIT_NO_COMMIT" "the decided document names no tree its checks ran on (verify.tree '${tree:-}'): nothing committed; the work tree is left as it is and saved as $ref; the task is NOT marked done"
+    fi
+    lk_branch_check "the commit of $LK_TASK_ID"
     text=$(lk_one_line "$(lk_json "$doc" .task.text)" 72)
     attempt_id=$(lk_json "$doc" .attempt_id)
     reason=$(lk_one_line "$(lk_json "$doc" .decision.reason)" 300)
-    msg=$(printf 'loopkit: %s: %s\n\n%s\n\nLoopkit-Task: %s\nLoopkit-Attempt: %s\n' \
-        "$LK_TASK_ID" "${text:-$LK_TASK_ID}" "${reason:-complete}" "$LK_TASK_ID" "${attempt_id:-$LK_LABEL}")
-    if ! lk_commit_all "$msg"; then
+    msg=$(printf 'loopkit: %s: %s\n\n%s\n\nLoopkit-Task: %s\nLoopkit-Attempt: %s\nLoopkit-Tree: %s\n' \
+        "$LK_TASK_ID" "${text:-$LK_TASK_ID}" "${reason:-complete}" "$LK_TASK_ID" "${attempt_id:-$LK_LABEL}" "$tree")
+    if ! new=$(lk_git commit-tree "$tree" -p "${LK_DIFF_BASE:-$LK_BASE}" -m "$msg"); then
         ref=$(lk_save "complete, commit failed") || exit "$LK_EXIT_NO_COMMIT"
-        lk_die "$LK_EXIT_NO_COMMIT" "the commit of $LK_TASK_ID failed (a hook rejected it?): the loop stops; the green tree is left on disk and saved as $ref; the task is NOT marked done"
+        lk_die "$LK_EXIT_NO_COMMIT" "the commit of $LK_TASK_ID failed (no user.name / user.email?): the loop stops; the green tree is left on disk and saved as $ref; the task is NOT marked done"
     fi
-    lk_log "committed $LK_TASK_ID as $(git rev-parse --short HEAD)"
-    if [ -n "${LK_TASKS:-}" ]; then
-        lk-plan mark "${LK_TASKS:-}" --task "$LK_TASK_ID" --status "done" ||
-            lk_die "$LK_EXIT_NO_COMMIT" "$LK_TASK_ID is committed but lk-plan mark failed"
-        lk_commit_paths "loopkit: mark $LK_TASK_ID done" "${LK_TASKS:-}" ||
-            lk_die "$LK_EXIT_NO_COMMIT" "$LK_TASK_ID is committed but the commit of its checklist mark failed"
+    if ! lk_git update-ref -m "loopkit: $LK_TASK_ID complete" HEAD "$new" "$LK_BASE"; then
+        ref=$(lk_save "complete, branch moved") || exit "$LK_EXIT_NO_COMMIT"
+        lk_die "$LK_EXIT_NO_COMMIT" "the commit of $LK_TASK_ID refused: the branch moved while it was being committed; nothing is committed or reverted (the refused commit is $new); the work tree is left as it is and saved as $ref; the task is NOT marked done"
     fi
+    lk_log "committed $LK_TASK_ID as $(lk_short "$new"): the tree its checks ran on"
+    if ! live=$(lk_live_tree) || [ "$live" != "$tree" ]; then
+        ref=$(lk_save "changed after verification" "$LK_LABEL-after-verify") ||
+            lk_die "$LK_EXIT_NO_COMMIT" "$LK_TASK_ID is committed, but the work tree changed after its checks ran and could not be saved: left as it is; the task is NOT marked done"
+        lk_log "the work tree changed after the checks ran (a process the worker left running?): the commit holds the tree that was checked; what was on disk is saved as $ref"
+        lk_sync_to HEAD ||
+            lk_die "$LK_EXIT_NO_COMMIT" "$LK_TASK_ID is committed, but the work tree could not be brought to the commit (what was on disk is saved as $ref); the task is NOT marked done"
+    else
+        # The files are the commit's already: only the index follows (rebuilt, not trusted).
+        lk_git read-tree HEAD ||
+            lk_die "$LK_EXIT_NO_COMMIT" "$LK_TASK_ID is committed, but the index could not be brought to the commit; the task is NOT marked done"
+        lk_git update-index -q --refresh >/dev/null 2>&1 || true
+    fi
+    if lk_tree_dirty; then
+        lk_log "warning: the work tree still differs from the commit (is something still writing into it?): see git status"
+    fi
+}
+
+lk_mark_done() {
+    # The task is marked done only once its commit landed; the mark is committed on its own.
+    [ -n "${LK_TASKS:-}" ] || return 0
+    lk-plan mark "${LK_TASKS:-}" --task "$LK_TASK_ID" --status "done" ||
+        lk_die "$LK_EXIT_NO_COMMIT" "$LK_TASK_ID is committed but lk-plan mark failed"
+    lk_commit_paths "loopkit: mark $LK_TASK_ID done" "${LK_TASKS:-}" ||
+        lk_die "$LK_EXIT_NO_COMMIT" "$LK_TASK_ID is committed but the commit of its checklist mark failed"
+}
+
+lk_complete() {
+    # complete DOC: commit the verified tree, then mark the task done; exits 0.
+    lk_commit_verified "$1"
+    lk_mark_done
     exit 0
 }
 

@@ -16,9 +16,12 @@
 #   phased  every ready task of TASKS.md in turn (lk-plan next), then `lk report`.
 #
 # The ends of the ratchet are lib.sh's lk_complete and lk_park -- the same code as loop.sh:
-# commit only green (a failed commit stops: 40, nothing marked), save the tree under
-# refs/loopkit/ before any revert, git reset --hard + git clean -fd + RESET_PATHS, the
-# retrospective in the memory file, the task marked only after its commit landed.
+# commit only green, and exactly the tree its checks ran on (verify.tree, through
+# commit-tree + update-ref: no hook runs, the contract's criteria are the gate; a failed
+# commit stops: 40, nothing marked), save the tree under refs/loopkit/ before any revert,
+# then the work tree back to where the task began + RESET_PATHS, the retrospective in the
+# memory file, the task marked only after its commit landed. A commit or a park refuses
+# when the branch moved (40); one loop per work tree (a second one: 4).
 #
 # make turns every failing recipe into its own exit status 2; the loop's real exit code
 # (0, 20, 21, 22, 30, 40, 41, or a command's) is written to STATUS=<file> when given.
@@ -52,7 +55,7 @@ CARGS := $(if $(CONTRACT_ABS),--contract "$(CONTRACT_ABS)")
 SUBMAKE = $(MAKE) -s --no-print-directory -f "$(THIS)"
 
 help:
-	@sed -n '2,24s/^# \{0,1\}//p' "$(THIS)"
+	@sed -n '2,27s/^# \{0,1\}//p' "$(THIS)"
 
 # --- one round: each stage's document made from the previous one ----------------------------
 ifneq ($(R),)
@@ -92,9 +95,11 @@ endif
 # --- one task -----------------------------------------------------------------------------------
 loop:
 	@$(LIB)
-	$(if $(STATUS),trap 'echo $$? >"$(abspath $(STATUS))"' EXIT)
+	LK_STATUS_FILE="$(if $(STATUS),$(abspath $(STATUS)))"
+	trap lk_on_exit EXIT
 	lk_setup_state "$(CONTRACT_ABS)"
 	cd "$$LK_ROOT" || exit 4
+	lk_lock
 	lk_reset_paths_check
 	run_id=$$(date -u +%Y%m%dT%H%M%SZ)-$$$$
 	mkdir -p "$$LK_STATE/runs"
@@ -110,10 +115,7 @@ loop:
 	[ -n "$$LK_TASK_ID" ] || lk_die 3 "the start document names no task (.task.id)"
 	LK_RUN_DIR=$$LK_STATE/runs/$$(lk_safe_name "$$LK_TASK_ID")/make-$$run_id
 	mkdir -p "$$LK_RUN_DIR" && mv -- "$$start" "$$LK_RUN_DIR/start.json"
-	if lk_tree_dirty; then
-	    lk_die "$$LK_EXIT_SETUP" "the work tree has uncommitted changes; commit them first"
-	fi
-	LK_BASE=$$(git rev-parse HEAD) || exit 4
+	lk_begin 0
 	LK_TASKS="$(TASKS_ABS)" LK_LABEL=start
 	in=$$LK_RUN_DIR/start.json session=
 	for round in $$(seq 1 $(MAX_ROUNDS)); do
@@ -127,7 +129,7 @@ loop:
 	    *) lk_die "$$rc" "lk-decide --admit failed with exit $$rc" ;;
 	    esac
 	    session_arg=; [ "$${LK_RESUME:-auto}" = never ] || session_arg=$$session
-	    $(SUBMAKE) round R="$$R" IN="$$R-admit.json" BASE="$$LK_BASE" \
+	    $(SUBMAKE) round R="$$R" IN="$$R-admit.json" BASE="$$LK_DIFF_BASE" \
 	        SESSION="$$session_arg" CONTRACT="$(CONTRACT_ABS)" || lk_die "$$?" "round $$round failed; see $$LK_RUN_DIR"
 	    drc=$$(cat "$$R-decide.rc") last=$$R-decide.json
 	    LK_LABEL=$$(lk_json "$$last" .decision.attempt); LK_LABEL=$${LK_LABEL:-$$round}
@@ -153,6 +155,7 @@ phased:
 	@$(LIB)
 	lk_setup_state "$(CONTRACT_ABS)"
 	cd "$$LK_ROOT" || exit 4
+	lk_lock # held for the whole run: each task's loop runs under it
 	tasks="$(or $(TASKS_ABS),$$LK_ROOT/TASKS.md)" contract="$(or $(CONTRACT_ABS),$$LK_ROOT/loop.yaml)"
 	mkdir -p "$$LK_STATE/runs"
 	next=$$LK_STATE/runs/next.json status=$$LK_STATE/runs/make-status handled=' ' parked=0

@@ -9,22 +9,37 @@
 # [| lk-judge for a GOAL] | lk-decide, one stage at a time, each stage's document kept
 # under .loopkit/runs/<task>/<run>/ so a failure mid-pipe is visible and replayable.
 #
-#   complete (0)        git add -A && git commit (hooks run). A commit that does not land
-#                       stops the loop: exit 40, the task NOT marked. With --tasks the
+#   complete (0)        the tree the checks ran on (verify.tree) is committed -- never a
+#                       fresh `git add -A` -- with `git commit-tree` on the commit the task
+#                       began from, and the branch moved to it with `git update-ref` (old
+#                       value as a guard). No hook runs: the contract's criteria are the
+#                       gate. If the work tree changed after the checks ran, it is saved
+#                       under refs/loopkit/<task>/<attempt>-after-verify before the index
+#                       and the work tree are brought to the commit. A commit that does not
+#                       land stops the loop: exit 40, the task NOT marked. With --tasks the
 #                       task is marked done only after its commit landed.
 #   retry/replan (10/11) the broken code stays on disk; the decided document (with its
 #                       feedback) is piped into the next lk-invoke; the worker's session
 #                       is resumed when it has one; a transient failure waits backoff_s.
 #   blocked/failed/     the whole work tree (untracked files too) is saved under
-#   exhausted (20/21/22) refs/loopkit/<task>/<attempt> BEFORE the revert; then git reset
-#                       --hard, git clean -fd, RESET_PATHS wiped (directories recreated
-#                       empty); a retrospective goes to the contract's memory file; the
-#                       task is parked (--tasks); memory and checklist are committed.
+#   exhausted (20/21/22) refs/loopkit/<task>/<attempt> BEFORE the revert; then the index
+#                       and the work tree are brought back to where the task began (files
+#                       that differ rewritten, untracked debris removed), RESET_PATHS wiped
+#                       (directories recreated empty); a retrospective goes to the
+#                       contract's memory file; the task is parked (--tasks); memory and
+#                       checklist are committed.
 #   cancelled (30)      the tree is saved under refs/loopkit/ and left as it is.
+#
+# A commit or a park refuses when the branch moved since the task began (a commit made
+# meanwhile, the worker's own commit or `git reset`, a checkout): the tree is saved under
+# refs/loopkit/, nothing is reset, exit 40. One loop per work tree: a second loop on the
+# same checkout is refused at once (exit 4). Every git call runs with hooks, fsmonitor,
+# replace objects and the repository's own filter drivers switched off (lib.sh's lk_git).
 #
 # Exit: 0 complete and committed; 20/21/22 parked; 30 cancelled; 40 a commit (or the save
 # before a revert) failed -- the loop stopped, nothing marked; 41 runaway (--max-rounds);
-# 4 setup (not a repository, dirty tree, unsafe RESET_PATHS); any other code is the exit
+# 4 setup (not a repository, dirty tree, unsafe RESET_PATHS, another loop running here);
+# any other code is the exit
 # code of the loopkit command that failed (2 usage, 3 bad input, 4 environment, 70 bug).
 #
 # Environment: RESET_PATHS="data/ app.db" (ignored paths reset on park), LOOPKIT_STATE_DIR,
@@ -51,7 +66,10 @@ Options:
   --goal              the task is a GOAL (judged by lk-judge after its checks pass)
   --reset-path PATH   an ignored path to reset on park (repeatable; adds to RESET_PATHS)
   --max-rounds N      a safety net over lk-decide's own budgets (default 50)
-  --allow-dirty       start even if the work tree has uncommitted changes
+  --allow-dirty       start even if the work tree has uncommitted changes: they are saved
+                      as refs/loopkit/<task>/user-start, the worker's change is measured
+                      from there, a park restores them (staged ones staged); a commit
+                      lands them as a commit of their own before the task's
   --reproduce         first run the checks on the untouched tree (no worker): the ledger
                       records the failure, so a first fix that fails the same way replans
 EOF
@@ -80,6 +98,7 @@ case $max_rounds in '' | *[!0-9]*) printf 'loop.sh: --max-rounds needs a number\
 
 lk_setup_state
 cd "$LK_ROOT" || exit "$LK_EXIT_SETUP"
+lk_lock # before anything is written: a second loop here is refused at once
 lk_reset_paths_check
 trap 'lk_log "interrupted: the tree is left as it is"; exit 130' INT TERM
 
@@ -106,14 +125,12 @@ run_dir=$LK_STATE/runs/$safe_task/$run_id
 mkdir -p "$run_dir" || exit "$LK_EXIT_SETUP"
 mv -- "$tmp_start" "$run_dir/start.json"
 
-if [ "$allow_dirty" = 0 ] && lk_tree_dirty; then
-    lk_die "$LK_EXIT_SETUP" "the work tree has uncommitted changes; commit or stash them first (a park would revert them, a commit would sweep them in), or pass --allow-dirty"
-fi
-base=$(git rev-parse -q --verify HEAD) || lk_die "$LK_EXIT_SETUP" "the repository has no commit yet"
+LK_TASK_ID=$task_id LK_TASKS=$tasks LK_RUN_DIR=$run_dir LK_LABEL=start
+lk_begin "$allow_dirty"
+base=$LK_DIFF_BASE # what lk-diff measures the worker's change from
 
 cargs=()
 [ -z "$contract" ] || cargs=(--contract "$contract")
-LK_TASK_ID=$task_id LK_BASE=$base LK_TASKS=$tasks LK_RUN_DIR=$run_dir LK_LABEL=start
 
 # --- one stage: stdin from a file, stdout to a file, stderr shown and kept ------------------
 
@@ -166,7 +183,7 @@ input=$run_dir/start.json
 last=$input
 round=0
 session=
-lk_log "task $task_id: starting at $(git rev-parse --short HEAD); documents in $run_dir"
+lk_log "task $task_id: starting at $(lk_short HEAD); documents in $run_dir"
 
 if [ "$reproduce" = 1 ]; then
     # Round 0: the checks on the untouched tree, no worker. The ledger then holds the

@@ -11,7 +11,8 @@
 #
 # Exit: 0 every task done; 1 some task parked or left blocked; 30 cancelled; 40 a commit
 # failed (the run stops at once: the checklist never advances past a commit that did not
-# land); 41 a task came back after it was handled; other codes from the failing command.
+# land, or the branch moved under it); 41 a task came back after it was handled; 4 another
+# loop runs in this work tree; other codes from the failing command.
 set -u
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -46,6 +47,7 @@ fi
 [ -n "$contract" ] || lk_die 2 "no contract: pass --contract FILE or add loop.yaml"
 [ -f "$tasks" ] || lk_die 3 "$tasks: no such file"
 cd "$LK_ROOT" || exit "$LK_EXIT_SETUP"
+lk_lock # held for the whole run: each loop.sh it starts runs under it
 trap 'lk_log "interrupted"; exit 130' INT TERM
 
 report() {

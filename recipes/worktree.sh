@@ -9,9 +9,12 @@
 # from the branch's head (LK_WORKTREES, default ${TMPDIR:-/tmp}/loopkit-worktrees), with
 # the ledger and documents kept in this checkout's .loopkit/ (LOOPKIT_STATE_DIR).
 #
-#   green (0)            commit in the worktree, then fast-forward the branch to it
-#                        (`git merge --ff-only`); the worktree is removed. A commit or a
-#                        fast-forward that fails stops the loop (exit 40), nothing marked.
+#   green (0)            the tree the checks ran on (verify.tree) is committed in the
+#                        worktree (lib.sh's lk_commit_verified: commit-tree + update-ref, no
+#                        hook runs), then the branch fast-forwards to it (`git merge
+#                        --ff-only`, refused when the branch moved since the attempt began);
+#                        the worktree is removed. A commit or a fast-forward that fails stops
+#                        the loop (exit 40), nothing marked, the green commit kept.
 #   red (10/11)          the attempt's tree is saved under refs/loopkit/<task>/<attempt>,
 #                        the worktree removed; the next attempt starts clean from the
 #                        branch with the decided document (its feedback) piped in. No
@@ -24,7 +27,8 @@
 # RESET_PATHS (data/) are created empty in each one, so the code can open files in them.
 #
 # Exit codes as loop.sh: 0 committed; 20/21/22 parked; 30 cancelled; 40 a commit or the
-# fast-forward failed; 41 runaway; 4 setup (dirty checkout, detached HEAD, ...).
+# fast-forward failed; 41 runaway; 4 setup (dirty checkout, detached HEAD, another loop
+# running in this checkout, ...).
 set -u
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -57,9 +61,11 @@ case $max_rounds in '' | *[!0-9]*) printf 'worktree.sh: --max-rounds needs a num
 lk_setup_state
 MAIN=$LK_ROOT
 cd "$MAIN" || exit "$LK_EXIT_SETUP"
+lk_lock
 lk_reset_paths_check
-branch=$(git symbolic-ref -q --short HEAD) ||
+branch=$(lk_git symbolic-ref -q --short HEAD) ||
     lk_die "$LK_EXIT_SETUP" "HEAD is detached: check out the branch the attempts should land on"
+branch_ref=$(lk_git symbolic-ref -q HEAD)
 if lk_tree_dirty; then
     lk_die "$LK_EXIT_SETUP" "the checkout has uncommitted changes; commit them first (a green attempt fast-forwards this branch)"
 fi
@@ -89,6 +95,9 @@ cargs=()
 wt_root=${LK_WORKTREES:-${TMPDIR:-/tmp}/loopkit-worktrees}
 mkdir -p "$wt_root" || lk_die "$LK_EXIT_SETUP" "cannot create $wt_root"
 wt=
+# lib.sh's ends read these; LK_BASE (the branch's head when the attempt began) is set per
+# round, and inside an attempt's worktree HEAD is detached (LK_BRANCH empty).
+LK_TASK_ID=$task_id LK_TASKS=$tasks LK_RUN_DIR=$run_dir LK_LABEL=start LK_BRANCH=''
 
 
 expect() {
@@ -100,79 +109,54 @@ expect() {
 }
 
 save() {
-    local ref
-    ref=$(cd "$wt" && lk_save_attempt "$task_id" "$attempt_label" "loopkit: $task_id attempt $attempt_label ($1), saved by worktree.sh") ||
+    # save OUTCOME -> the ref holding the attempt's worktree (lib.sh's lk_save, run there).
+    (cd "$wt" && lk_save "$1") ||
         lk_die "$LK_EXIT_NO_COMMIT" "could not save the attempt under refs/loopkit/; the worktree $wt is kept"
-    lk_log "saved $task_id attempt $attempt_label as $ref"
-    printf '%s' "$ref"
 }
 
 drop_worktree() {
-    git -C "$MAIN" worktree remove --force "$wt" || {
-        rm -rf -- "$wt"
-        git -C "$MAIN" worktree prune
-    }
+    lk_git -C "$MAIN" worktree remove --force "$wt" || rm -rf -- "$wt"
+    lk_git -C "$MAIN" worktree prune
 }
 
 park() {
     # park CODE OUTCOME DOC: nothing to revert -- the checkout never saw the attempt.
-    local code=$1 outcome=$2 doc=$3 ref memory reason
-    ref=$(save "$outcome") || exit "$LK_EXIT_NO_COMMIT"
+    local ref
+    ref=$(save "$2") || exit "$LK_EXIT_NO_COMMIT"
     drop_worktree
-    memory=$(lk_memory_file "$doc")
-    if [ -n "$memory" ]; then
-        lk_retrospective "$memory" "$doc" "$outcome" "$ref" || lk_die "$LK_EXIT_NO_COMMIT" "could not write $memory"
-    fi
-    if [ -n "$tasks" ]; then
-        reason=$(lk_one_line "$outcome: $(lk_json "$doc" .decision.reason)" 200)
-        lk-plan mark "$tasks" --task "$task_id" --status parked --reason "$reason" ||
-            lk_die "$LK_EXIT_NO_COMMIT" "lk-plan mark $task_id parked failed"
-    fi
-    lk_commit_paths "loopkit: park $task_id ($outcome)" "$memory" "$tasks" ||
-        lk_die "$LK_EXIT_NO_COMMIT" "the commit of the park record failed"
-    lk_log "parked $task_id ($outcome); the attempt is saved as $ref"
-    exit "$code"
+    lk_park_record "$1" "$2" "$3" "$ref"
 }
 
 complete() {
-    local doc=$1 text msg commit ref
-    text=$(lk_one_line "$(lk_json "$doc" .task.text)" 72)
-    msg=$(printf 'loopkit: %s: %s\n\n%s\n\nLoopkit-Task: %s\nLoopkit-Attempt: %s\n' \
-        "$task_id" "${text:-$task_id}" "$(lk_one_line "$(lk_json "$doc" .decision.reason)" 300)" \
-        "$task_id" "$(lk_json "$doc" .attempt_id)")
-    if ! (cd "$wt" && lk_commit_all "$msg"); then
-        ref=$(save "complete, commit failed") || exit "$LK_EXIT_NO_COMMIT"
-        lk_die "$LK_EXIT_NO_COMMIT" "the commit of $task_id failed in $wt (kept; saved as $ref); nothing marked"
+    # The verified tree committed in the worktree, then the branch fast-forwarded to it.
+    local doc=$1 commit green head
+    (cd "$wt" && lk_commit_verified "$doc") || exit $?
+    commit=$(lk_git -C "$wt" rev-parse HEAD) || lk_die "$LK_EXIT_NO_COMMIT" "cannot read the commit in $wt"
+    head=$(lk_git rev-parse -q --verify HEAD || true)
+    if [ "$head" != "$LK_BASE" ] || [ "$(lk_git symbolic-ref -q HEAD || true)" != "$branch_ref" ] ||
+        ! lk_git merge -q --ff-only "$commit"; then
+        green=$(lk_keep_commit "$task_id" "green-$run_id" "$commit") || green=$commit
+        lk_die "$LK_EXIT_NO_COMMIT" "$branch could not fast-forward to $(lk_short "$commit") (it moved since the attempt began, from $(lk_short "$LK_BASE") to $(lk_short "${head:-none}"), or your edits in the checkout are in the way); the green commit is $green; worktree $wt kept; nothing marked"
     fi
-    commit=$(git -C "$wt" rev-parse HEAD)
-    if ! git -C "$MAIN" merge -q --ff-only "$commit"; then
-        git update-ref "refs/loopkit/$safe_task/green-$run_id" "$commit" || true
-        lk_die "$LK_EXIT_NO_COMMIT" "$branch could not fast-forward to $commit (it moved?); the green commit is refs/loopkit/$safe_task/green-$run_id; worktree $wt kept; nothing marked"
-    fi
-    lk_log "fast-forwarded $branch to $(git -C "$MAIN" rev-parse --short HEAD) ($task_id)"
+    lk_log "fast-forwarded $branch to $(lk_short HEAD) ($task_id)"
     drop_worktree
-    if [ -n "$tasks" ]; then
-        lk-plan mark "$tasks" --task "$task_id" --status "done" ||
-            lk_die "$LK_EXIT_NO_COMMIT" "$task_id landed but lk-plan mark failed"
-        lk_commit_paths "loopkit: mark $task_id done" "$tasks" ||
-            lk_die "$LK_EXIT_NO_COMMIT" "$task_id landed but the commit of its checklist mark failed"
-    fi
+    lk_mark_done
     exit 0
 }
 
 input=$run_dir/start.json
 last=$input
 round=0
-attempt_label=start
 lk_log "task $task_id: attempts in worktrees under $wt_root, landing on $branch"
 while :; do
     round=$((round + 1))
     [ "$round" -le "$max_rounds" ] || lk_die "$LK_EXIT_RUNAWAY" "$task_id: more than $max_rounds rounds; stopped"
     p=$run_dir/$round
-    base=$(git -C "$MAIN" rev-parse HEAD)
+    base=$(lk_git -C "$MAIN" rev-parse HEAD)
+    LK_BASE=$base LK_DIFF_BASE=$base
     wt=$(mktemp -d "$wt_root/$safe_task-$round-XXXXXX") || lk_die "$LK_EXIT_SETUP" "cannot create a worktree folder"
     rmdir -- "$wt"
-    git -C "$MAIN" worktree add -q --detach "$wt" "$base" || lk_die "$LK_EXIT_SETUP" "git worktree add failed"
+    lk_git -C "$MAIN" worktree add -q --detach "$wt" "$base" || lk_die "$LK_EXIT_SETUP" "git worktree add failed"
     (LK_ROOT=$wt && lk_reset_paths) || lk_die "$LK_EXIT_SETUP" "could not create RESET_PATHS directories in $wt"
 
     lk_stage admit "$input" "$p-admit.json" lk-decide --admit ${cargs[@]+"${cargs[@]}"}
@@ -190,10 +174,10 @@ while :; do
     drc=$?
     cd "$MAIN" || exit "$LK_EXIT_SETUP"
     last=$p-decide.json
-    attempt_label=$(lk_json "$last" .decision.attempt)
-    attempt_label=${attempt_label:-$round}
+    LK_LABEL=$(lk_json "$last" .decision.attempt)
+    LK_LABEL=${LK_LABEL:-$round}
     outcome=$(lk_json "$last" .decision.outcome)
-    lk_log "$task_id attempt $attempt_label: ${outcome:-?} -- $(lk_one_line "$(lk_json "$last" .decision.reason)" 200)"
+    lk_log "$task_id attempt $LK_LABEL: ${outcome:-?} -- $(lk_one_line "$(lk_json "$last" .decision.reason)" 200)"
     case $drc in
     0) complete "$last" ;;
     10 | 11)

@@ -246,3 +246,27 @@ def start_doc(project: Project, task_id: str, text: str, *, kind: str = "task") 
 
 def fail_message(proc: subprocess.CompletedProcess[str]) -> str:
     return f"exit {proc.returncode}\n--- stdout ---\n{proc.stdout[-3000:]}\n--- stderr ---\n{proc.stderr[-6000:]}"
+
+
+_USER_COMMITS = """
+import glob, os, subprocess, sys, time
+root, pattern, message = sys.argv[1:4]
+deadline = time.time() + 120
+while time.time() < deadline:
+    if any(os.path.getsize(f) for f in glob.glob(os.path.join(root, pattern))):
+        subprocess.run(["git", "-c", "user.name=u", "-c", "user.email=u@x", "commit", "-q",
+                        "--allow-empty", "-m", message], cwd=root, check=True)
+        break
+    time.sleep(0.005)
+"""
+
+
+def user_commits_during(
+    p: Project, *, task: str = "*", stage: str = "diff", message: str = "the user's commit"
+) -> subprocess.Popen[bytes]:
+    """A person committing on the branch while the loop runs: as soon as the first ``stage``
+    document of ``task`` is written (by default lk-diff's, so the checks are still to run),
+    an empty commit lands on the branch -- the tree on disk stays what the checks see. Wait
+    on (or kill) the returned process."""
+    pattern = os.path.join(".loopkit", "runs", task, "*", f"*-{stage}.json")
+    return subprocess.Popen([sys.executable, "-c", _USER_COMMITS, str(p.root), pattern, message])

@@ -8,14 +8,23 @@
 //
 // Each round: lk-decide --admit, then lk-invoke -> lk-diff -> lk-verify [-> lk-judge for a
 // goal] -> lk-decide, each stage's document kept under .loopkit/runs/<task>/node-<run>/.
-//   0 complete   git add -A && git commit (hooks run); a failed commit exits 40, nothing
-//                marked; --tasks: marked done only after the commit landed.
+//   0 complete   the tree the checks ran on (verify.tree) is committed -- never a fresh
+//                `git add -A` -- with git commit-tree + git update-ref (the old value as a
+//                guard; no hook runs: the contract's criteria are the gate); a work tree
+//                changed since the checks is saved under refs/loopkit/<task>/<attempt>-
+//                after-verify, then brought to the commit. A failed commit exits 40,
+//                nothing marked; --tasks: marked done only after the commit landed.
 //   10/11        the broken code stays; the decided document (its feedback) goes to the
 //                next lk-invoke; the session is resumed; backoff_s is slept.
-//   20/21/22     the whole tree is saved under refs/loopkit/<task>/<attempt>, then
-//                git reset --hard, git clean -fd, RESET_PATHS (directories recreated
-//                empty); a retrospective goes to the memory file; the task is parked.
+//   20/21/22     the whole tree is saved under refs/loopkit/<task>/<attempt>, then the
+//                index and work tree brought back to the base, untracked debris removed,
+//                RESET_PATHS (directories recreated empty); a retrospective goes to the
+//                memory file; the task is parked.
 //   30           saved under refs/loopkit/, the tree left as it is.
+// A commit or a park refuses (40, the tree saved, nothing reset) when the branch moved
+// since the task began; one loop per work tree (the lock of lib.sh: a second loop, 4).
+// Every git call runs without hooks, fsmonitor, signing, replace objects, or a filter
+// driver of the repository's own config.
 // Exit codes: those of loop.sh (0, 20, 21, 22, 30, 40 commit failed, 41 runaway, 4 setup).
 
 import { spawnSync } from "node:child_process";
@@ -48,13 +57,117 @@ function run(cmd, args, { input, ok = [0], env } = {}) {
   return { code: done.status, stdout: done.stdout };
 }
 
+// --- git, with nothing of the worker's running inside it ---------------------------------
+// The worker can plant hooks, an fsmonitor command, a filter driver ([filter "x"] clean =
+// ... in .git/config, `* filter=x` in .git/info/attributes) or a replace ref that our own
+// git calls would run or follow. Every call gets the settings loopkit's own git uses: no
+// hooks, fsmonitor, untracked cache, replace objects or signing, and no filter driver the
+// repository's own config defines (global and system ones, like git-lfs, keep working).
+function neutralEnv(base) {
+  const cfg = [["core.hooksPath", "/dev/null"], ["core.fsmonitor", "false"], ["core.untrackedCache", "false"], ["commit.gpgSign", "false"]];
+  const done = spawnSync("git", ["config", "-z", "--show-scope", "--get-regexp", "^filter\\."], { encoding: "utf8" });
+  const fields = (done.stdout || "").split("\0");
+  const names = new Set();
+  for (let i = 0; i + 1 < fields.length; i += 2) {
+    if (["system", "global", "command"].includes(fields[i])) continue;
+    const key = fields[i + 1].split("\n")[0];
+    const first = key.indexOf("."), last = key.lastIndexOf(".");
+    if (first < last) names.add(key.slice(first + 1, last));
+  }
+  for (const name of names) {
+    for (const [part, value] of [["clean", ""], ["smudge", ""], ["process", ""], ["required", "false"]]) {
+      cfg.push([`filter.${name}.${part}`, value]);
+    }
+  }
+  const env = { ...base, GIT_NO_REPLACE_OBJECTS: "1" };
+  let n = Number.parseInt(env.GIT_CONFIG_COUNT ?? "0", 10) || 0;
+  for (const [key, value] of cfg) {
+    env[`GIT_CONFIG_KEY_${n}`] = key;
+    env[`GIT_CONFIG_VALUE_${n}`] = value;
+    n++;
+  }
+  env.GIT_CONFIG_COUNT = String(n);
+  return env;
+}
+
 function git(args, opts = {}) {
-  const done = spawnSync("git", args, { encoding: "utf8", env: opts.env ?? process.env, stdio: ["ignore", "pipe", "pipe"] });
+  const done = spawnSync("git", args, {
+    encoding: "utf8",
+    env: neutralEnv(opts.env ?? process.env),
+    input: opts.input,
+    stdio: [opts.input === undefined ? "ignore" : "pipe", "pipe", "pipe"],
+    maxBuffer: 512 * 1024 * 1024,
+  });
   if (done.status !== 0) {
     if (opts.quiet) return null;
     throw new Stop(opts.code ?? EXIT.NO_COMMIT, `git ${args.join(" ")}: ${done.stderr.trim()}`);
   }
-  return done.stdout.trim();
+  return opts.raw ? done.stdout : done.stdout.trim();
+}
+
+const short = (rev) => git(["rev-parse", "--short", rev], { quiet: true }) ?? rev;
+
+// --- one loop per work tree: the lock lib.sh takes (a directory holding pid and start time)
+function procStarted(pid) {
+  const done = spawnSync("ps", ["-o", "lstart=", "-p", String(pid)], { encoding: "utf8" });
+  return done.status === 0 ? done.stdout.trim() : "";
+}
+
+function alive(lock, pid) {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  let started = "";
+  try {
+    started = fs.readFileSync(path.join(lock, "started"), "utf8").trim();
+  } catch {}
+  return !started || procStarted(pid) === started;
+}
+
+function takeLock(state) {
+  const lock = path.join(state, "loop.lock");
+  for (let waited = 0; ; ) {
+    try {
+      fs.mkdirSync(lock);
+      break;
+    } catch (err) {
+      if (err.code !== "EEXIST") throw new Stop(EXIT.SETUP, `cannot create ${lock}: ${err.message}`);
+    }
+    let pid = "";
+    try {
+      pid = fs.readFileSync(path.join(lock, "pid"), "utf8").trim();
+    } catch {}
+    if (!pid && waited < 20) {
+      waited++;
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 100);
+      continue;
+    }
+    if (pid && alive(lock, Number(pid))) {
+      throw new Stop(EXIT.SETUP, `another loop (pid ${pid}) is running in this work tree: one loop per work tree -- two would save, revert and park each other's work. Wait for it to end, or stop it (kill ${pid})`);
+    }
+    const moved = `${lock}.stale-${process.pid}`;
+    try {
+      fs.renameSync(lock, moved);
+    } catch {
+      continue;
+    }
+    fs.rmSync(moved, { recursive: true, force: true });
+    log(`took over the lock of a loop that is gone (pid ${pid || "unknown"}): ${lock}`);
+    waited = 0;
+  }
+  fs.writeFileSync(path.join(lock, "started"), procStarted(process.pid) + "\n");
+  fs.writeFileSync(path.join(lock, "pid.part"), `${process.pid}\n`);
+  fs.renameSync(path.join(lock, "pid.part"), path.join(lock, "pid"));
+  for (const signal of ["SIGINT", "SIGTERM"]) process.on(signal, () => process.exit(130));
+  process.on("exit", () => {
+    try {
+      if (fs.readFileSync(path.join(lock, "pid"), "utf8").trim() === String(process.pid)) {
+        fs.rmSync(lock, { recursive: true, force: true });
+      }
+    } catch {}
+  });
 }
 
 function parseArgs(argv) {
@@ -133,35 +246,64 @@ function resetPaths(root, entries, dirs) {
   }
 }
 
-// --- saving an attempt before any revert: a temporary index, the real one untouched -----
-function saveAttempt(root, task, label, message) {
-  const index = path.resolve(root, git(["rev-parse", "--git-path", `loopkit-save-${process.pid}.index`]));
+// --- trees: what is on disk, and bringing the disk to a tree --------------------------------
+// The tree of the work tree (tracked and untracked files, ignored ones and .loopkit left
+// out), built in a temporary index seeded from HEAD -- never from a copy of the real index,
+// whose flags and stat data the worker can write.
+function liveTree(root) {
+  const index = path.resolve(root, git(["rev-parse", "--git-path", `loopkit-recipe-${process.pid}.index`]));
   fs.rmSync(index, { force: true });
   const env = { ...process.env, GIT_INDEX_FILE: index };
   try {
     git(["read-tree", "HEAD"], { env });
-    git(["add", "-A", "--", "."], { env });
-    const tree = git(["write-tree"], { env });
-    const commit = git(["commit-tree", tree, "-p", "HEAD", "-m", message]);
-    const safe = (s) => String(s).replace(/[^A-Za-z0-9._-]/g, "-").replace(/^[.-]+/, "") || "x";
-    let ref = `refs/loopkit/${safe(task)}/${safe(label)}`;
-    for (let n = 2; git(["rev-parse", "-q", "--verify", ref], { quiet: true }) !== null; n++) {
-      ref = `refs/loopkit/${safe(task)}/${safe(label)}-${n}`;
-    }
-    git(["update-ref", ref, commit, ""]);
-    log(`saved the work tree as ${ref}`);
-    return ref;
+    git(["-c", "advice.addEmbeddedRepo=false", "add", "-A", "--", "."], { env });
+    git(["rm", "-r", "--cached", "-q", "--ignore-unmatch", "--", ":(top,literal).loopkit"], { env });
+    return git(["write-tree"], { env });
   } finally {
     fs.rmSync(index, { force: true });
+    fs.rmSync(`${index}.lock`, { force: true });
   }
+}
+
+// The work tree made to hold exactly `target`, the index `index` (default: target). The
+// index is rebuilt from the tree (not trusted), untracked debris is removed, only files
+// that differ are written back; ignored files and the state folder are left alone.
+function syncTo(target, index = target) {
+  git(["read-tree", target]);
+  git(["update-index", "-q", "--refresh"], { quiet: true });
+  git(["clean", "-fdq", "-e", "/.loopkit/", "--", "."]); // debris first, under the rules the save used
+  const differ = git(["diff-files", "--name-only", "-z"], { raw: true });
+  if (differ) git(["checkout-index", "-f", "-u", "-z", "--stdin"], { input: differ });
+  if (index !== target) {
+    git(["read-tree", index]);
+    git(["update-index", "-q", "--refresh"], { quiet: true });
+  }
+}
+
+// --- saving an attempt before any revert: the real index and the work tree untouched -----
+// The saved commit's parent is where the attempt began, or HEAD once the branch moved on
+// from there, so the commit the task began from stays reachable whatever the branch did.
+function saveAttempt(root, task, label, message, base) {
+  const tree = liveTree(root);
+  const head = git(["rev-parse", "HEAD"]);
+  const moved = head !== base && git(["merge-base", "--is-ancestor", base, head], { quiet: true }) !== null;
+  const parent = moved ? head : base;
+  const commit = git(["commit-tree", tree, "-p", parent, "-m", message]);
+  const safe = (s) => String(s).replace(/[^A-Za-z0-9._-]/g, "-").replace(/^[.-]+/, "") || "x";
+  let ref = `refs/loopkit/${safe(task)}/${safe(label)}`;
+  for (let n = 2; git(["rev-parse", "-q", "--verify", ref], { quiet: true }) !== null; n++) {
+    ref = `refs/loopkit/${safe(task)}/${safe(label)}-${n}`;
+  }
+  git(["update-ref", ref, commit, ""]);
+  log(`saved the work tree as ${ref}`);
+  return ref;
 }
 
 function commitPaths(message, paths) {
   const keep = paths.filter((p) => p && fs.existsSync(p) && git(["ls-files", "--others", "--cached", "--exclude-standard", "--", p], { quiet: true }));
   if (!keep.length) return;
   git(["add", "--", ...keep]);
-  if (spawnSync("git", ["diff", "--cached", "--quiet", "--", ...keep]).status === 0) return;
-  // Bookkeeping only (checklist, memory): no hooks, so a red check cannot block a park's record.
+  if (git(["diff", "--cached", "--quiet", "--no-ext-diff", "--", ...keep], { quiet: true }) !== null) return;
   git(["commit", "-q", "--no-verify", "-m", message, "--", ...keep]);
 }
 
@@ -182,6 +324,7 @@ async function main() {
   else throw new Stop(2, "give --task-id ID --task TEXT, or a start document");
   const ws = workspace(o.contract, start);
   const state = ws.state_dir;
+  takeLock(state);
   const resetDirs = checkResetPaths(root, state, o.resetPaths);
   const task = start?.task?.id;
   if (!task) throw new Stop(3, "the start document names no task (.task.id)");
@@ -189,6 +332,8 @@ async function main() {
     throw new Stop(EXIT.SETUP, "the work tree has uncommitted changes; commit them first");
   }
   const base = git(["rev-parse", "HEAD"], { code: EXIT.SETUP });
+  const branch = git(["symbolic-ref", "-q", "HEAD"], { quiet: true }) ?? "";
+  const baseTree = git(["rev-parse", `${base}^{tree}`], { code: EXIT.SETUP });
   const runDir = path.join(state, "runs", task.replace(/[^A-Za-z0-9._-]/g, "-"), `node-${new Date().toISOString().replace(/[-:.]/g, "")}-${process.pid}`);
   fs.mkdirSync(runDir, { recursive: true });
   const keep = (name, text) => fs.writeFileSync(path.join(runDir, name), text);
@@ -200,10 +345,29 @@ async function main() {
   let label = "start";
   let session = null;
 
+  const save = (outcome, name = label) =>
+    saveAttempt(root, task, name, `loopkit: ${task} attempt ${label} (${outcome}), saved by loop.mjs`, base);
+
+  // A commit or a revert refuses once the branch left the commit the task began from.
+  const branchCheck = (what, ref) => {
+    const head = git(["rev-parse", "-q", "--verify", "HEAD"], { quiet: true }) ?? "";
+    const now = git(["symbolic-ref", "-q", "HEAD"], { quiet: true }) ?? "";
+    if (head === base && now === branch) return;
+    ref ??= save("branch moved");
+    let back = "";
+    // A branch rewound to an ancestor of the base is put back (that loses nothing).
+    if (head && now === branch && git(["merge-base", "--is-ancestor", head, base], { quiet: true }) !== null) {
+      back = git(["update-ref", "-m", `loopkit: ${task}: the branch back where the task began`, "HEAD", base, head], { quiet: true }) !== null
+        ? ` It had been rewound to an ancestor: it is back at ${short(base)}, where the task began; the files and the index are as they were.`
+        : ` It had been rewound to an ancestor: to put it back, git reset --soft ${base}.`;
+    }
+    throw new Stop(EXIT.NO_COMMIT, `${what} refused: the branch moved since ${task} began (${branch || "HEAD"} was at ${short(base)}, now ${now || "HEAD"} is at ${short(head)}: a commit made meanwhile, the worker's own commit or reset, or a checkout). Nothing is committed or reverted: the work tree is left as it is and saved as ${ref}; the task is NOT marked.${back}`);
+  };
+
   const park = (code, outcome, doc) => {
-    const ref = saveAttempt(root, task, label, `loopkit: ${task} attempt ${label} (${outcome}), saved by loop.mjs`);
-    git(["reset", "-q", "--hard", base]);
-    git(["clean", "-fdq"]);
+    const ref = save(outcome);
+    branchCheck(`the revert of ${task}`, ref);
+    syncTo(baseTree);
     resetPaths(root, o.resetPaths, resetDirs);
     const memory = memoryFile(root, doc, ws);
     if (memory) {
@@ -229,16 +393,30 @@ async function main() {
     return code;
   };
 
+  // The tree the checks ran on (lk-decide completes only when it is the tree on disk),
+  // committed on the base; the branch moved to it only from the base.
   const complete = (doc) => {
-    const before = git(["rev-parse", "HEAD"]);
-    const msg = `loopkit: ${task}: ${oneLine(doc.task?.text ?? task, 72)}\n\n${oneLine(doc.decision?.reason, 300)}\n\nLoopkit-Task: ${task}\nLoopkit-Attempt: ${doc.attempt_id ?? label}\n`;
-    const added = spawnSync("git", ["add", "-A"], { stdio: "inherit" }).status;
-    const committed = added === 0 ? spawnSync("git", ["commit", "-q", "--allow-empty", "-m", msg], { stdio: "inherit" }).status : 1;
-    if (committed !== 0 || git(["rev-parse", "HEAD"]) === before) {
-      const ref = saveAttempt(root, task, label, `loopkit: ${task} attempt ${label} (complete, commit failed)`);
-      throw new Stop(EXIT.NO_COMMIT, `the commit of ${task} failed: the loop stops; the green tree is on disk and saved as ${ref}; the task is NOT marked done`);
+    const tree = doc.verify?.tree;
+    if (!tree || git(["cat-file", "-t", tree], { quiet: true }) !== "tree") {
+      const ref = save("complete, no verified tree");
+      throw new Stop(EXIT.NO_COMMIT, `the decided document names no tree its checks ran on (verify.tree): nothing committed; the work tree is saved as ${ref}; the task is NOT marked done`);
     }
-    log(`committed ${task} as ${git(["rev-parse", "--short", "HEAD"])}`);
+    branchCheck(`the commit of ${task}`);
+    const msg = `loopkit: ${task}: ${oneLine(doc.task?.text ?? task, 72)}\n\n${oneLine(doc.decision?.reason, 300)}\n\nLoopkit-Task: ${task}\nLoopkit-Attempt: ${doc.attempt_id ?? label}\nLoopkit-Tree: ${tree}\n`;
+    const commit = git(["commit-tree", tree, "-p", base, "-m", msg], { quiet: true });
+    if (commit === null || git(["update-ref", "-m", `loopkit: ${task} complete`, "HEAD", commit, base], { quiet: true }) === null) {
+      const ref = save("complete, commit failed");
+      throw new Stop(EXIT.NO_COMMIT, `the commit of ${task} failed (no identity, or the branch moved meanwhile): nothing committed; the green tree is on disk and saved as ${ref}; the task is NOT marked done`);
+    }
+    log(`committed ${task} as ${short("HEAD")}: the tree its checks ran on`);
+    if (liveTree(root) !== tree) {
+      const ref = save("changed after verification", `${label}-after-verify`);
+      log(`the work tree changed after the checks ran (a process the worker left running?): the commit holds the tree that was checked; what was on disk is saved as ${ref}`);
+      syncTo("HEAD");
+    } else {
+      git(["read-tree", "HEAD"]);
+      git(["update-index", "-q", "--refresh"], { quiet: true });
+    }
     if (o.tasks) {
       run("lk-plan", ["mark", o.tasks, "--task", task, "--status", "done"]);
       commitPaths(`loopkit: mark ${task} done`, [o.tasks]);
@@ -253,7 +431,7 @@ async function main() {
     if (admit.code === 20) return park(20, "blocked", JSON.parse(admit.stdout));
     if (admit.code === 22) return park(22, "budget_exhausted", JSON.parse(admit.stdout));
     if (admit.code === 30) {
-      saveAttempt(root, task, label, `loopkit: ${task} (cancelled)`);
+      save("cancelled");
       return 30;
     }
     const resume = session && process.env.LK_RESUME !== "never" ? ["--resume", session] : [];
@@ -287,13 +465,13 @@ async function main() {
         input = decided.stdout;
         break;
       case 30:
-        saveAttempt(root, task, label, `loopkit: ${task} attempt ${label} (cancelled)`);
+        save("cancelled");
         return 30;
       default:
         return park(decided.code, d.outcome, last);
     }
   }
-  saveAttempt(root, task, label, `loopkit: ${task} (runaway)`);
+  save("runaway");
   throw new Stop(EXIT.RUNAWAY, `more than ${o.maxRounds} rounds`);
 }
 

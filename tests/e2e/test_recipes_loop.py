@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.recipes_helpers import Project, fail_message, make_project
+from tests.recipes_helpers import Project, fail_message, make_project, user_commits_during
 
 pytestmark = pytest.mark.slow
 
@@ -74,6 +74,13 @@ def test_green_attempt_is_committed_with_exactly_the_work(tmp_path: Path) -> Non
     msg = p.git("log", "-1", "--pretty=%B")
     assert msg.startswith("loopkit: fix-value: Make value good")
     assert "Loopkit-Task: fix-value" in msg
+    # The commit is the tree the checks ran on; nothing changed after, nothing to save.
+    assert (
+        p.git("rev-parse", "HEAD^{tree}").strip()
+        == p.docs("fix-value", "decide")[-1]["verify"]["tree"]
+    )
+    assert f"Loopkit-Tree: {p.git('rev-parse', 'HEAD^{tree}').strip()}" in msg
+    assert p.loopkit_refs() == []
     # Every stage's document is kept for a person to read.
     for stage in ("admit", "invoke", "diff", "verify", "decide"):
         assert p.docs("fix-value", stage), stage
@@ -136,33 +143,40 @@ def test_regression_1_state_is_never_committed_nor_reverted(tmp_path: Path) -> N
     assert not [x for x in committed if x.startswith(".loopkit") or x.endswith(".log")], committed
 
 
-def test_regression_2_a_rejected_commit_stops_the_loop_loudly(tmp_path: Path) -> None:
-    # Naive variant caught: `git add -A; git commit -m ...; lk-plan mark ... done` (or a
-    # commit whose status is not checked): the hook's refusal goes unnoticed, the task is
-    # marked done and the loop carries on.
+def test_regression_2_a_commit_whose_branch_moved_stops_the_loop_loudly(tmp_path: Path) -> None:
+    # Naive variants caught: `git add -A; git commit -m ...; lk-plan mark ... done` commits
+    # on top of whatever the branch became meanwhile (here a commit the user made while the
+    # checks ran), marks the task done and carries on; a commit whose status is not checked
+    # goes unnoticed the same way. The recipe commits with `update-ref` guarded by the
+    # commit the task began from: refused, exit 40, nothing marked, the tree saved.
     p = make_project(
         tmp_path,
         GOOD,
         tasks="- [ ] Make value good {#fix-value}\n- [ ] Another {#another}\n",
     )
-    hook = p.root / ".git" / "hooks" / "pre-commit"
-    hook.write_text("#!/bin/sh\necho 'hook: rejected' >&2\nexit 1\n")
-    hook.chmod(0o755)
     before = p.head()
-    proc = p.run(
-        "loop.sh",
-        "--contract",
-        "loop.yaml",
-        "--tasks",
-        "TASKS.md",
-        "--task-id",
-        "fix-value",
-        "--task",
-        "Make value good",
-    )
+    user = user_commits_during(p)
+    try:
+        proc = p.run(
+            "loop.sh",
+            "--contract",
+            "loop.yaml",
+            "--tasks",
+            "TASKS.md",
+            "--task-id",
+            "fix-value",
+            "--task",
+            "Make value good",
+        )
+        user.wait(timeout=60)
+    finally:
+        user.kill()
     assert proc.returncode == 40, fail_message(proc)
-    assert "commit of fix-value failed" in proc.stderr
-    assert p.head() == before
+    assert "the commit of fix-value refused: the branch moved" in proc.stderr
+    assert "NOT marked" in proc.stderr
+    # The user's commit is the branch's head, untouched; nothing was committed on it.
+    assert p.git("log", "-1", "--pretty=%s").strip() == "the user's commit"
+    assert p.git("rev-parse", "HEAD~1").strip() == before
     assert p.task_line("fix-value").startswith("- [ ]")
     # The green work is neither lost nor reverted: on disk, and saved under a ref.
     assert (p.root / "src/value.txt").read_text() == "good\n"
@@ -289,28 +303,35 @@ def test_an_exhausted_budget_parks_and_saves_the_last_attempt(tmp_path: Path) ->
     assert p.git("status", "--porcelain") == ""
 
 
-def test_a_worker_that_commits_on_its_own_is_reverted_and_its_commit_kept(tmp_path: Path) -> None:
-    # Naive variant caught: `git reset --hard HEAD` (not the commit the task started from)
-    # keeps a failed attempt that the worker committed itself; saving with the wrong parent
-    # would lose that commit once the branch is reset.
+def test_a_worker_that_commits_on_its_own_stops_the_loop_and_loses_nothing(tmp_path: Path) -> None:
+    # Naive variants caught: `git reset --hard BASE` throws the worker's commit off the
+    # branch (and with it anything else committed meanwhile); `git reset --hard HEAD` keeps
+    # a failed attempt the worker committed itself. The branch moved: the park refuses,
+    # the tree is saved, nothing is reset, the loop stops and says why.
     body = """
 import subprocess
 Path("src").mkdir(exist_ok=True)
-Path("src/value.txt").write_text("committed by the worker\\n")
-subprocess.run(["git", "add", "-A"], check=True)
-subprocess.run(["git", "-c", "user.name=w", "-c", "user.email=w@x", "commit", "-qm", "worker's own commit"], check=True)
+if n == 1:
+    Path("src/value.txt").write_text("committed by the worker\\n")
+    subprocess.run(["git", "add", "-A"], check=True)
+    subprocess.run(["git", "-c", "user.name=w", "-c", "user.email=w@x", "commit", "-qm", "worker's own commit"], check=True)
 Path("src/later.txt").write_text("uncommitted\\n")
 sys.exit(9)
 """
-    p = make_project(tmp_path, body)
+    # Without a sandbox: in one, .git is read-only to the worker.
+    p = make_project(tmp_path, body, sandbox={"mode": "off"})
     before = p.head()
     proc = loop(p)
-    assert proc.returncode == 21, fail_message(proc)
-    assert p.git("rev-parse", "HEAD~1").strip() == before  # base + the park record only
-    assert not (p.root / "src").exists()
+    assert proc.returncode == 40, fail_message(proc)
+    assert "the revert of fix-value refused: the branch moved" in proc.stderr
+    assert p.git("log", "-1", "--pretty=%s").strip() == "worker's own commit"
+    assert p.git("rev-parse", "HEAD~1").strip() == before
+    assert (p.root / "src/later.txt").read_text() == "uncommitted\n"  # nothing reverted
     (ref,) = p.loopkit_refs()
-    assert p.git("log", "--pretty=%s", f"{ref}~1", "-1").strip() == "worker's own commit"
+    assert p.git("rev-parse", f"{ref}~1").strip() == p.head()  # the worker's commit kept
     assert {"src/value.txt", "src/later.txt"} <= p.files(ref)
+    assert ref in proc.stderr
+    assert "parked" not in (p.root / "MEMORY.md").read_text()
 
 
 def test_a_stage_that_prints_no_document_stops_the_loop(tmp_path: Path) -> None:
@@ -361,3 +382,31 @@ def test_reset_paths_refuse_a_symlink_at_start(tmp_path: Path) -> None:
     assert proc.returncode == 4, fail_message(proc)
     assert "symlink" in proc.stderr
     assert p.worker_calls() == 0
+
+
+def test_one_loop_per_work_tree_a_lock_of_a_loop_that_is_gone_is_taken_over(
+    tmp_path: Path,
+) -> None:
+    # Naive variants caught: no lock (two loops park each other's work); a lock file that
+    # a killed loop leaves behind forever; a pid check alone (a reused pid holds the lock).
+    import os
+
+    p = make_project(tmp_path, GOOD)
+    lock = p.state() / "loop.lock"
+    lock.mkdir(parents=True)
+    (lock / "pid").write_text(f"{os.getpid()}\n")  # this test's own process: alive
+    proc = loop(p)
+    assert proc.returncode == 4, fail_message(proc)
+    assert f"another loop (pid {os.getpid()}) is running in this work tree" in proc.stderr
+    assert p.worker_calls() == 0 and p.run_dirs("fix-value") == []
+    # The same pid, but a process that started at another time: a reused pid, not the loop.
+    (lock / "started").write_text("Thu Jan  1 00:00:00 1970\n")
+    proc = loop(p)
+    assert proc.returncode == 0, fail_message(proc)
+    assert "took over the lock of a loop that is gone" in proc.stderr
+    assert not lock.exists()  # released on exit
+    lock.mkdir()
+    (lock / "pid").write_text("999999999\n")  # no such process
+    proc = loop(p, task="again")
+    assert "took over the lock of a loop that is gone (pid 999999999)" in proc.stderr
+    assert not lock.exists()

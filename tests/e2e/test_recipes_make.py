@@ -88,3 +88,18 @@ def test_make_phased_goes_through_tasks_md(tmp_path: Path) -> None:
     assert p.task_line("beta").startswith("- [x]")
     assert "loop health" in proc.stdout
     assert p.git("status", "--porcelain") == ""
+
+
+def test_make_loop_is_refused_while_another_loop_runs_here(tmp_path: Path) -> None:
+    import os
+
+    p = make_project(tmp_path, BAD_THEN_GOOD)
+    lock = p.state() / "loop.lock"
+    lock.mkdir(parents=True)
+    (lock / "pid").write_text(f"{os.getpid()}\n")  # this test's own process: alive
+    status = tmp_path / "status"
+    proc = make(p, "loop", "CONTRACT=loop.yaml", "TASK_ID=fix-value", f"STATUS={status}")
+    assert status.read_text().strip() == "4", fail_message(proc)
+    assert "another loop" in proc.stderr
+    assert p.worker_calls() == 0
+    assert lock.exists()  # not ours to release

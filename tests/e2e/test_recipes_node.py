@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_recipes_loop import BAD_THEN_GOOD, CRASH_WITH_DEBRIS
-from tests.recipes_helpers import RECIPES, Project, fail_message, make_project, recipe_env
+from tests.e2e.test_recipes_loop import BAD_THEN_GOOD, CRASH_WITH_DEBRIS, GOOD
+from tests.recipes_helpers import (
+    RECIPES,
+    Project,
+    fail_message,
+    make_project,
+    recipe_env,
+    user_commits_during,
+)
 
 pytestmark = pytest.mark.slow
 LOOP_MJS = RECIPES / "other-languages" / "loop.mjs"
@@ -70,15 +78,45 @@ def test_node_loop_parks_saves_and_resets(tmp_path: Path) -> None:
     assert p.git("status", "--porcelain") == ""
 
 
-def test_node_loop_stops_when_the_commit_is_rejected(tmp_path: Path) -> None:
+def test_node_loop_stops_when_the_branch_moved_and_loses_nothing(tmp_path: Path) -> None:
+    # A green attempt while the user commits on the branch: the commit is refused (40),
+    # the user's commit stays the branch's head, the green tree stays on disk, saved.
+    p = make_project(tmp_path, GOOD)
+    before = p.head()
+    user = user_commits_during(p)
+    try:
+        proc = node(p, "--contract", "loop.yaml", "--task-id", "fix-value")
+        user.wait(timeout=60)
+    finally:
+        user.kill()
+    assert proc.returncode == 40, fail_message(proc)
+    assert "the commit of fix-value refused: the branch moved" in proc.stderr
+    assert p.git("log", "-1", "--pretty=%s").strip() == "the user's commit"
+    assert p.git("rev-parse", "HEAD~1").strip() == before
+    assert (p.root / "src/value.txt").read_text() == "good\n"
+    (ref,) = p.loopkit_refs()
+    assert "src/value.txt" in p.files(ref)
+
+
+def test_node_loop_commits_the_verified_tree_and_honours_the_lock(tmp_path: Path) -> None:
+    # A planted pre-commit hook that would rewrite the commit never runs; a live lock of
+    # another loop refuses the start (4), a stale one is taken over.
     p = make_project(
         tmp_path, "Path('src').mkdir(exist_ok=True)\nPath('src/value.txt').write_text('good\\n')\n"
     )
     hook = p.root / ".git" / "hooks" / "pre-commit"
-    hook.write_text("#!/bin/sh\nexit 1\n")
+    hook.write_text("#!/bin/sh\necho bad > src/value.txt\ngit add src/value.txt\n")
     hook.chmod(0o755)
-    before = p.head()
+    lock = p.root / ".loopkit" / "loop.lock"
+    lock.mkdir(parents=True)
+    (lock / "pid").write_text(f"{os.getpid()}\n")  # this test's own process: alive
     proc = node(p, "--contract", "loop.yaml", "--task-id", "fix-value")
-    assert proc.returncode == 40, fail_message(proc)
-    assert p.head() == before
-    assert (p.root / "src/value.txt").read_text() == "good\n"
+    assert proc.returncode == 4, fail_message(proc)
+    assert "another loop" in proc.stderr and p.worker_calls() == 0
+    (lock / "pid").write_text("999999999\n")  # gone
+    proc = node(p, "--contract", "loop.yaml", "--task-id", "fix-value")
+    assert proc.returncode == 0, fail_message(proc)
+    assert "took over the lock" in proc.stderr
+    assert not lock.exists()
+    assert p.git("show", "HEAD:src/value.txt") == "good\n"
+    assert p.git("status", "--porcelain") == ""

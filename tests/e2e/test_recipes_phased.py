@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.recipes_helpers import fail_message, make_project
+from tests.recipes_helpers import fail_message, make_project, user_commits_during
 
 pytestmark = pytest.mark.slow
 
@@ -89,28 +89,33 @@ def test_regression_6_the_checklist_never_advances_past_a_commit_that_did_not_la
     # Naive variants caught: `git commit ... ; lk-plan mark ... done` (the mark does not
     # check that the commit worked), and a phased loop that goes on to the next task after
     # loop.sh failed to commit (the article's "five phases built fine and never got
-    # committed; the checklist advanced anyway").
+    # committed; the checklist advanced anyway"). Here alpha's commit is refused: the user
+    # committed on the branch while its checks ran.
     tasks = plan("alpha", "First") + plan("beta", "Second")
     p = make_project(tmp_path, WORKER, tasks=tasks, checks=CHECK)
-    hook = p.root / ".git" / "hooks" / "pre-commit"
-    hook.write_text("#!/bin/sh\necho 'hook: no' >&2\nexit 1\n")
-    hook.chmod(0o755)
     before = p.head()
-    proc = p.run("phased-loop.sh")
+    user = user_commits_during(p, task="alpha")
+    try:
+        proc = p.run("phased-loop.sh")
+        user.wait(timeout=60)
+    finally:
+        user.kill()
     assert proc.returncode == 40, fail_message(proc)
-    assert p.head() == before
+    assert p.git("log", "-1", "--pretty=%s").strip() == "the user's commit"
+    assert p.git("rev-parse", "HEAD~1").strip() == before
     assert p.task_line("alpha").startswith("- [ ]")
     assert p.task_line("beta").startswith("- [ ]")
     assert p.worker_calls() == 1  # beta never started
     assert p.run_dirs("beta") == []
 
 
-def test_with_the_lk_verify_hook_installed_parks_are_recorded_and_green_commits_checked(
+def test_with_the_lk_verify_hook_installed_parks_are_recorded_and_green_committed(
     tmp_path,
 ) -> None:
-    # The pre-commit snippet and the ratchet together: the task's commit goes through the
-    # lk-verify hook; the park's record (checklist + memory, no code) does not, or the red
-    # checks that caused the park would block its own record and stop the run.
+    # The pre-commit snippet and the ratchet together: the snippet guards the user's own
+    # commits; the recipe's commits run no hook (a worker could plant one) -- the contract's
+    # criteria, run on exactly the committed tree, are their gate. A hook must not block a
+    # park's record either: at a park the checks are red by definition.
     import shutil
     import subprocess
 
@@ -133,10 +138,11 @@ def test_with_the_lk_verify_hook_installed_parks_are_recorded_and_green_commits_
     assert proc.returncode == 1, fail_message(proc)  # one task parked
     assert p.task_line("broken").startswith("- [!]")
     assert p.task_line("gamma").startswith("- [x]")
-    assert "lk-verify" in proc.stdout + proc.stderr  # the hook ran on gamma's commit
+    assert "loopkit acceptance checks" not in proc.stdout + proc.stderr  # no hook ran
     subjects = p.git("log", "--pretty=%s").splitlines()
     assert "loopkit: park broken (failed)" in subjects
     assert "loopkit: gamma: Independent" in subjects
+    assert p.git("status", "--porcelain") == ""
 
 
 def test_lk_cancel_stops_the_whole_run_at_the_next_boundary(tmp_path) -> None:

@@ -80,5 +80,34 @@ sys.exit(2)
     assert p.git("rev-parse", "HEAD~1").strip() == before  # only the park record landed
     assert "parked: fix-value" in (p.root / "MEMORY.md").read_text()
     assert len(p.git("worktree", "list").splitlines()) == 1
-    (ref,) = p.loopkit_refs()
-    assert {"src/value.txt", "stray.txt"} <= p.files(ref)
+    refs = p.loopkit_refs()  # every attempt's worktree, saved before it was removed
+    assert refs and all({"src/value.txt", "stray.txt"} <= p.files(ref) for ref in refs)
+
+
+def test_a_branch_that_moved_meanwhile_keeps_the_green_commit_and_stops(tmp_path: Path) -> None:
+    # The user commits on the branch while the attempt runs in its worktree: the green
+    # commit cannot fast-forward the branch. It is kept under refs/loopkit/, the loop stops
+    # (40), nothing is marked, the user's commit stays the branch's head.
+    body = """
+import subprocess
+common = subprocess.run(["git", "rev-parse", "--path-format=absolute", "--git-common-dir"],
+                        capture_output=True, text=True, check=True).stdout.strip()
+subprocess.run(["git", "-C", str(Path(common).parent), "-c", "user.name=u", "-c", "user.email=u@x",
+                "commit", "-q", "--allow-empty", "-m", "the user's commit"], check=True)
+Path("src").mkdir(exist_ok=True)
+Path("src/value.txt").write_text("good\\n")
+"""
+    # The worker stands in for the user: without a sandbox (the checkout is read-only in one).
+    p = make_project(
+        tmp_path, body, tasks="- [ ] Make value good {#fix-value}\n", sandbox={"mode": "off"}
+    )
+    before = p.head()
+    proc = _wt_run(p, tmp_path, "--tasks", "TASKS.md")
+    assert proc.returncode == 40, fail_message(proc)
+    assert "could not fast-forward" in proc.stderr
+    assert p.git("log", "-1", "--pretty=%s").strip() == "the user's commit"
+    assert p.git("rev-parse", "HEAD~1").strip() == before
+    assert p.task_line("fix-value").startswith("- [ ]")
+    (green,) = [r for r in p.loopkit_refs() if "/green-" in r]
+    assert p.git("show", f"{green}:src/value.txt") == "good\n"
+    assert p.git("rev-parse", f"{green}~1").strip() == before
