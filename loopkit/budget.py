@@ -96,6 +96,13 @@ def fold(history: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, Any
         fresh["attempts"] = h["attempts"]
         fresh["epoch"] = int(h.get("epoch") or 0) + 1
         return fresh
+    if record.get("type") == "interrupted":
+        # An attempt whose loop died before deciding: it counts, and frees its share.
+        h["attempts"] += 1
+        h["spent_attempts"] += 1
+        h["reserved"] = h["reserved"][1:]
+        h["last_outcome"] = "interrupted"
+        return h
     if record.get("type") == "admission":
         admission = record.get("admission") or {}
         if admission.get("admitted"):

@@ -132,6 +132,20 @@ def _recorded_verify(state: Path, doc: Mapping[str, Any]) -> str | None:
     return "match" if recorded == verify else "differs"
 
 
+def interrupted(task_id: str, *, reason: str, ledger_path: str | None = None) -> dict[str, Any]:
+    """Append an ``interrupted`` record for ``task_id`` (records.interrupted_record)."""
+    from loopkit import records
+    from loopkit.workspace import for_state_only
+
+    path = Path(ledger_path) if ledger_path else for_state_only().state / ledgers.DEFAULT_NAME
+    book = ledgers.Ledger(path)
+    with book.transaction() as txn:
+        record = records.interrupted_record(
+            task_id, txn.history(task_id), reason=reason, now=ledgers.now_iso()
+        )
+        return txn.append(record)
+
+
 def admit(
     document: dict[str, Any] | None,
     *,

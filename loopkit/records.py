@@ -178,6 +178,26 @@ def reopen_record(
     }
 
 
+def interrupted_record(
+    task_id: str, history: Mapping[str, Any], *, reason: str, now: str
+) -> dict[str, Any]:
+    """An attempt that never reached a decision (its loop was killed): the recipe that
+    found it saved its tree and restored the start. It counts as an attempt -- a loop
+    killed again and again still ends under its budgets -- and settles its reservation."""
+    return {
+        "type": "interrupted",
+        "task_id": task_id,
+        "attempt": int(history.get("attempts") or 0) + 1,
+        "attempt_id": None,
+        "trigger": {"kind": "manual", "source": "recovery at the next start"},
+        "started_at": None,
+        "recorded_at": now,
+        "decision": None,
+        "reason": reason or "interrupted: the loop ended before a decision",
+        "inputs": {"document": {"task": {"id": task_id}}, "history": dict(history)},
+    }
+
+
 def replay(records: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
     """Re-derive every recorded decision (and history, and summary) from its inputs.
 
@@ -223,7 +243,7 @@ def replay(records: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
             if isinstance(recorded_history, dict):  # a record lost upstream: follow the ledger
                 resync.append(budget.fold(recorded_history, rec))
         derived: dict[str, Any] = dict(rec)
-        if rec.get("type") == "reopen":
+        if rec.get("type") in ("reopen", "interrupted"):
             # A new epoch: nothing to re-derive but the history it starts.
             histories[tid] = [budget.fold(history, rec)]
             continue

@@ -231,6 +231,8 @@ lk_lock() {
             mv -- "$moved" "$lock" 2>/dev/null || rm -rf -- "$moved"
             continue
         fi
+        # An attempt in progress when it died: recovered below, once the lock is ours.
+        [ ! -f "$moved/attempt" ] || mv -f -- "$moved/attempt" "$LK_STATE/interrupted.attempt"
         rm -rf -- "$moved"
         lk_log "took over the lock of a loop that is gone (pid ${pid:-unknown}): $lock"
         waited=0
@@ -242,6 +244,50 @@ lk_lock() {
     LK_LOCK=$lock
     export LK_LOCK_OWNER=$$
     trap lk_on_exit EXIT
+    lk_recover
+}
+
+lk_mark_attempt() {
+    # What a loop that dies mid-attempt leaves for the next start: the task and where it
+    # began, beside the lock (removed with it at a normal end).
+    local lock=$LK_STATE/loop.lock
+    [ -d "$lock" ] || return 0
+    printf 'task=%s\nbase=%s\nstart_tree=%s\nstart_index=%s\n' \
+        "$LK_TASK_ID" "$LK_BASE" "$LK_START_TREE" "${LK_START_INDEX:-}" >"$lock/attempt.part" &&
+        mv -f -- "$lock/attempt.part" "$lock/attempt"
+}
+
+lk_recover() {
+    # After a loop that died mid-attempt (kill -9, a reboot): its tree is saved under
+    # refs/loopkit/<task>/interrupted[-n], the start it began from is restored, the ledger
+    # records the attempt as interrupted -- no --allow-dirty, no person. Idempotent: the
+    # marker goes once this is done, and a second start finds nothing to do.
+    local marker=$LK_STATE/interrupted.attempt task base start_tree start_index head ref saved
+    [ -f "$marker" ] || return 0
+    task=$(sed -n 's/^task=//p' "$marker")
+    base=$(sed -n 's/^base=//p' "$marker")
+    start_tree=$(sed -n 's/^start_tree=//p' "$marker")
+    start_index=$(sed -n 's/^start_index=//p' "$marker")
+    head=$(lk_git rev-parse -q --verify HEAD || true)
+    if [ -z "$task" ] || [ -z "$base" ] || [ "$head" != "$base" ]; then
+        lk_log "an interrupted loop ($task) left the branch at ${head:-?}, not where it began (${base:-?}): nothing restored"
+        rm -f -- "$marker"
+        return 0
+    fi
+    ref=$(lk_save_attempt "$task" interrupted "loopkit: $task interrupted (the loop died before a decision), saved at the next start") ||
+        lk_die "$LK_EXIT_NO_COMMIT" "could not save the interrupted attempt of $task: NOT restoring anything"
+    saved=$(lk_git rev-parse "$ref^{tree}" 2>/dev/null || true)
+    if [ "$saved" = "$start_tree" ]; then
+        lk_git update-ref -d "$ref" >/dev/null 2>&1 || true
+        lk_log "an interrupted loop ($task) left nothing to restore"
+    else
+        lk_sync_to "$start_tree" "${start_index:-$start_tree}" ||
+            lk_die "$LK_EXIT_NO_COMMIT" "could not restore the start of $task (the interrupted attempt is saved as $ref)"
+        lk_log "recovered an interrupted attempt of $task: saved as $ref, the tree is back where it began"
+    fi
+    lk-decide --interrupted "$task" --reason "the loop died before a decision; recovered at the next start" >/dev/null ||
+        lk_log "could not record the interrupted attempt of $task in the ledger"
+    rm -f -- "$marker"
 }
 
 lk_unlock() {

@@ -116,6 +116,7 @@ loop:
 	LK_RUN_DIR=$$LK_STATE/runs/$$(lk_safe_name "$$LK_TASK_ID")/make-$$run_id
 	mkdir -p "$$LK_RUN_DIR" && mv -- "$$start" "$$LK_RUN_DIR/start.json"
 	lk_begin 0
+	lk_mark_attempt
 	LK_TASKS="$(TASKS_ABS)" LK_LABEL=start
 	in=$$LK_RUN_DIR/start.json session=
 	for round in $$(seq 1 $(MAX_ROUNDS)); do
@@ -138,6 +139,7 @@ loop:
 	    case $$drc in
 	    0) lk_complete "$$last" ;;
 	    10 | 11)
+	        lk_save "$${outcome:-retry}" >/dev/null || exit 40
 	        backoff=$$(lk_json "$$last" .decision.backoff_s)
 	        case $$backoff in '' | 0 | 0.0 | *[!0-9.]*) ;; *) lk_log "waiting $${backoff}s"; sleep "$$backoff" ;; esac
 	        session=$$(lk_json "$$last" .run.session_id) in=$$last

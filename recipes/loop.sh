@@ -18,7 +18,8 @@
 #                       and the work tree are brought to the commit. A commit that does not
 #                       land stops the loop: exit 40, the task NOT marked. With --tasks the
 #                       task is marked done only after its commit landed.
-#   retry/replan (10/11) the broken code stays on disk; the decided document (with its
+#   retry/replan (10/11) the attempt's tree is saved under refs/loopkit/<task>/<attempt>;
+#                       the broken code stays on disk; the decided document (with its
 #                       feedback) is piped into the next lk-invoke; the worker's session
 #                       is resumed when it has one; a transient failure waits backoff_s.
 #   blocked/failed/     the whole work tree (untracked files too) is saved under
@@ -127,6 +128,7 @@ mv -- "$tmp_start" "$run_dir/start.json"
 
 LK_TASK_ID=$task_id LK_TASKS=$tasks LK_RUN_DIR=$run_dir LK_LABEL=start
 lk_begin "$allow_dirty"
+lk_mark_attempt # a loop killed from here on is recovered at the next start
 base=$LK_DIFF_BASE # what lk-diff measures the worker's change from
 
 cargs=()
@@ -155,6 +157,8 @@ settle() {
     case $drc in
     0) lk_complete "$last" ;;
     10 | 11)
+        # Every attempt is kept: the red tree is saved before the next one starts on it.
+        lk_save "${outcome:-retry}" >/dev/null || exit "$LK_EXIT_NO_COMMIT"
         backoff=$(lk_json "$last" .decision.backoff_s)
         case $backoff in
         '' | 0 | 0.0 | *[!0-9.]*) ;;

@@ -53,12 +53,22 @@ Exit codes of lk-decide (the decision):
 @click.option(
     "--replay", "replay_path", metavar="LEDGER", help="Re-derive every recorded decision."
 )
+@click.option(
+    "--interrupted",
+    "interrupted",
+    metavar="TASK",
+    help="Record that TASK's attempt never reached a decision (its loop died); the recipes "
+    "call it when they recover at the next start.",
+)
+@click.option("--reason", metavar="TEXT", help="With --interrupted: what was found.")
 def main(
     contract_path: str | None,
     ledger_path: str | None,
     trigger: str | None,
     admit: bool,
     replay_path: str | None,
+    interrupted: str | None,
+    reason: str | None,
 ) -> int:
     """Decide an attempt's next step from its evidence and the task's history.
 
@@ -84,6 +94,11 @@ def main(
         emit(result.document, schema_name="replay")
         say("lk-decide", result.summary)
         return result.code
+    if interrupted:
+        record = controller.interrupted(interrupted, reason=reason or "", ledger_path=ledger_path)
+        emit(record, schema_name="ledger-record")
+        say("lk-decide", f"{interrupted}: attempt {record['attempt']} recorded as interrupted")
+        return 0
     document = read_attempt(sys.stdin)
     run = controller.admit if admit else controller.decide
     result = run(document, contract_path=contract_path, ledger_path=ledger_path, trigger=trigger)

@@ -457,6 +457,7 @@ async function main() {
         return complete(last);
       case 10:
       case 11:
+        save(d.outcome); // every attempt is kept before the next one starts on its tree
         if (d.backoff_s > 0) {
           log(`waiting ${d.backoff_s}s before the next attempt`);
           await new Promise((r) => setTimeout(r, d.backoff_s * 1000));

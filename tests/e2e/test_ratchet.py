@@ -130,3 +130,53 @@ def test_a_reopened_task_gets_a_fresh_budget(tmp_path: Path) -> None:
     replay = subprocess.run([str(BIN / "lk-decide"), "--replay", ".loopkit/ledger.jsonl"],
                             cwd=p.root, env=recipe_env(), capture_output=True, text=True)
     assert replay.returncode == 0, replay.stdout + replay.stderr
+
+
+def test_a_killed_loop_is_recovered_by_a_plain_rerun(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from tests.recipes_helpers import RECIPES, recipe_env
+
+    # The first call leaves half a change and hangs (the loop is killed meanwhile); the
+    # second, in the rerun, does the job.
+    body = """
+import time
+Path("src").mkdir(exist_ok=True)
+if n == 1:
+    Path("src/value.txt").write_text("half\\n")
+    Path("src/stray.tmp").write_text("debris\\n")
+    (STATE / "hanging").write_text("1")
+    time.sleep(120)
+Path("src/value.txt").write_text("good\\n")
+"""
+    p = make_project(tmp_path, body)
+    argv = [str(RECIPES / "loop.sh"), "--contract", "loop.yaml", "--task-id", "fix-value",
+            "--task", "Fix"]
+    loop = subprocess.Popen(argv, cwd=p.root, env=recipe_env(), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.monotonic() + 30
+    while not (p.scratch / "hanging").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    os.killpg(loop.pid, signal.SIGKILL)  # the whole loop, worker included
+    loop.wait()
+    assert (p.root / "src/value.txt").read_text() == "half\n"  # left as it died
+    assert (p.root / ".loopkit/loop.lock").is_dir()  # and its lock with it
+
+    rerun = p.run("loop.sh", "--contract", "loop.yaml", "--task-id", "fix-value", "--task", "Fix")
+    assert rerun.returncode == 0, fail_message(rerun)
+    assert "recovered an interrupted attempt of fix-value" in rerun.stderr
+    refs = p.loopkit_refs()
+    saved = [r for r in refs if r.startswith("refs/loopkit/fix-value/interrupted")]
+    assert saved, refs
+    assert p.git("show", f"{saved[0]}:src/value.txt") == "half\n"  # nothing lost
+    assert not (p.root / "src/stray.tmp").exists()  # the debris is gone from the tree
+    assert (p.root / "src/value.txt").read_text() == "good\n"
+    assert [r["type"] for r in p.ledger()].count("interrupted") == 1
+    # Starting again changes nothing more: the recovery is done once.
+    again = p.run("loop.sh", "--contract", "loop.yaml", "--task-id", "other", "--task", "x")
+    assert "recovered an interrupted" not in again.stderr
+    assert [r["type"] for r in p.ledger()].count("interrupted") == 1
