@@ -180,3 +180,84 @@ Path("src/value.txt").write_text("good\\n")
     again = p.run("loop.sh", "--contract", "loop.yaml", "--task-id", "other", "--task", "x")
     assert "recovered an interrupted" not in again.stderr
     assert [r["type"] for r in p.ledger()].count("interrupted") == 1
+
+
+def _loop(p):  # type: ignore[no-untyped-def]
+    return p.run("loop.sh", "--contract", "loop.yaml", "--task-id", "fix-value", "--task", "Fix")
+
+
+def test_transient_failures_spend_no_attempt(tmp_path: Path) -> None:
+    # Overloaded twice (exit 75, EX_TEMPFAIL), then the fix: with attempts: 1.
+    body = """
+if n <= 2:
+    print("the model is overloaded"); sys.exit(75)
+Path("src").mkdir(exist_ok=True)
+Path("src/value.txt").write_text("good\\n")
+"""
+    p = make_project(tmp_path, body, budgets={"attempts": 1}, backoff={"base_s": 0.01, "max_s": 0.02})
+    proc = _loop(p)
+    assert proc.returncode == 0, fail_message(proc)
+    classes = [d["failure_class"] for d in p.decisions("fix-value")]
+    assert classes == ["transient", "transient", None]
+
+
+def test_the_same_protected_edit_every_time_parks_instead_of_retrying_to_the_end(
+    tmp_path: Path,
+) -> None:
+    body = """
+Path("src").mkdir(exist_ok=True)
+Path("src/value.txt").write_text("good\\n")
+Path("README.md").write_text("touched\\n")
+"""
+    p = make_project(tmp_path, body, budgets={"attempts": 10, "same_failure": 2})
+    proc = _loop(p)
+    assert proc.returncode == 21, fail_message(proc)
+    classes = [d["failure_class"] for d in p.decisions("fix-value")]
+    assert classes == ["scope_violation", "no_progress", "no_progress"]
+    assert p.worker_calls() == 3  # not 10
+
+
+def test_a_crash_is_retried_with_its_output_then_the_fix_lands(tmp_path: Path) -> None:
+    body = """
+Path("src").mkdir(exist_ok=True)
+if n == 1:
+    raise ImportError("no module named parser_helpers")
+Path("src/value.txt").write_text("good\\n")
+"""
+    p = make_project(tmp_path, body)
+    proc = _loop(p)
+    assert proc.returncode == 0, fail_message(proc)
+    first = p.decisions("fix-value")[0]
+    assert (first["outcome"], first["failure_class"]) == ("retry", "crashed")
+    assert "parser_helpers" in p.handoff(2)  # the crash's output is the next feedback
+
+
+GOAL_TASKS = """\
+- [ ] GOAL: src/value.txt says good {#goal}
+  budget: 5 lines / 1 file
+  scope: src/value.txt
+  end
+"""
+
+
+@pytest.mark.parametrize(("cited", "lands"), [("good", True), ("bad", False)])
+def test_a_command_judge_completes_a_goal_with_a_true_citation_only(
+    tmp_path: Path, cited: str, lands: bool
+) -> None:
+    body = """
+Path("src").mkdir(exist_ok=True)
+Path("src/value.txt").write_text("good\\n")
+"""
+    judge = f"echo 'CITE: src/value.txt:1: {cited}'; echo 'VERDICT: MET'"
+    p = make_project(
+        tmp_path,
+        body,
+        tasks=GOAL_TASKS,
+        budgets={"attempts": 1},
+        judge={"provider": "command", "command": judge},
+    )
+    proc = p.run("phased-loop.sh", "TASKS.md")
+    assert (proc.returncode == 0) is lands, fail_message(proc)
+    judged = p.docs("goal", "judge")[-1]["judge"]
+    assert judged["citations"][0]["ok"] is lands
+    assert p.task_line("goal").startswith("- [x]" if lands else "- [!]")
