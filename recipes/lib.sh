@@ -663,6 +663,20 @@ lk_branch_check() {
     lk_die "$LK_EXIT_NO_COMMIT" "$what refused: the branch moved since $LK_TASK_ID began ($where: a commit made meanwhile, the worker's own commit or reset, or a checkout). Nothing is committed or reverted: the work tree is left as it is and saved as $ref; the task is NOT marked.$back"
 }
 
+lk_notify() {
+    # lk_notify EVENT [DOC]: run $LK_NOTIFY (--notify CMD) with DOC on stdin and the event
+    # in LK_EVENT (complete, parked, blocked, cancelled, end) and the task in LK_TASK_ID.
+    # notify-send, ntfy, a webhook through curl: whatever the command does, its failure
+    # is said on stderr and never stops the loop.
+    [ -n "${LK_NOTIFY:-}" ] || return 0
+    local doc=${2:-/dev/null}
+    [ -f "$doc" ] || doc=/dev/null
+    if ! LK_EVENT=$1 LK_TASK_ID=${LK_TASK_ID:-} sh -c "$LK_NOTIFY" <"$doc" >/dev/null 2>&1; then
+        lk_log "warning: the notify command failed for '$1' ($LK_NOTIFY)"
+    fi
+    return 0
+}
+
 lk_park() {
     # park CODE OUTCOME DOC: save, check the branch, revert, reset RESET_PATHS, record.
     local code=$1 outcome=$2 doc=$3 ref
@@ -696,6 +710,7 @@ lk_park_record() {
     lk_commit_paths "loopkit: park $LK_TASK_ID ($outcome)" "$memory" "${LK_TASKS:-}" ||
         lk_die "$LK_EXIT_NO_COMMIT" "the commit of the park record (memory, checklist) failed"
     lk_log "parked $LK_TASK_ID ($outcome); the attempt is saved as $ref"
+    if [ "$code" = 20 ]; then lk_notify blocked "$doc"; else lk_notify parked "$doc"; fi
     exit "$code"
 }
 
@@ -760,6 +775,7 @@ lk_complete() {
     # complete DOC: commit the verified tree, then mark the task done; exits 0.
     lk_commit_verified "$1"
     lk_mark_done
+    lk_notify complete "$1"
     exit 0
 }
 

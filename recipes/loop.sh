@@ -44,6 +44,7 @@
 # code of the loopkit command that failed (2 usage, 3 bad input, 4 environment, 70 bug).
 #
 # Environment: RESET_PATHS="data/ app.db" (ignored paths reset on park), LOOPKIT_STATE_DIR,
+# LK_NOTIFY (as --notify),
 # MEMORY_FILE (instead of the contract's `memory`),
 # LK_RESUME=never (never pass --resume), LK_JSON=python (read JSON without jq), LK_VERBOSE=1
 # (every stage's exit on stderr too; it is always in .loopkit/recipes.log).
@@ -67,6 +68,9 @@ Options:
   --goal              the task is a GOAL (judged by lk-judge after its checks pass)
   --reset-path PATH   an ignored path to reset on park (repeatable; adds to RESET_PATHS)
   --max-rounds N      a safety net over lk-decide's own budgets (default 50)
+  --notify CMD        run CMD (sh -c) on complete, park, block and cancel, with the
+                      decided document on stdin and LK_EVENT set (also $LK_NOTIFY):
+                      notify-send, ntfy, a webhook through curl...
   --allow-dirty       start even if the work tree has uncommitted changes: they are saved
                       as refs/loopkit/<task>/user-start, the worker's change is measured
                       from there, a park restores them (staged ones staged); a commit
@@ -88,6 +92,7 @@ while [ $# -gt 0 ]; do
     --reset-path) RESET_PATHS="${RESET_PATHS:-} ${2:?--reset-path needs a path}"; shift 2 ;;
     --max-rounds) max_rounds=${2:?--max-rounds needs a number}; shift 2 ;;
     --allow-dirty) allow_dirty=1; shift ;;
+    --notify) export LK_NOTIFY=${2:?--notify needs a command}; shift 2 ;;
     --reproduce) reproduce=1; shift ;;
     -h | --help) usage; exit 0 ;;
     -) start=-; shift ;;
@@ -176,6 +181,7 @@ settle() {
     30)
         ref=$(lk_save cancelled) || exit "$LK_EXIT_NO_COMMIT"
         lk_log "$task_id: cancelled; the tree is left as it is (saved as $ref); 'lk cancel --clear' lifts the cancellation"
+        lk_notify cancelled "$last"
         exit 30
         ;;
     *) expect "$drc" lk-decide 0 10 11 20 21 22 30 ;;

@@ -32,6 +32,7 @@ while [ $# -gt 0 ]; do
     --reset-path) loop_args+=(--reset-path "${2:?--reset-path needs a path}"); shift 2 ;;
     --max-rounds) loop_args+=(--max-rounds "${2:?--max-rounds needs a number}"); shift 2 ;;
     --reproduce) loop_args+=(--reproduce); shift ;;
+    --notify) export LK_NOTIFY=${2:?--notify needs a command}; shift 2 ;;
     -h | --help) usage; exit 0 ;;
     -*) printf 'phased-loop.sh: unknown option %s\n' "$1" >&2; usage >&2; exit 2 ;;
     *) tasks=$(lk_abspath "$1"); shift ;;
@@ -97,6 +98,9 @@ while :; do
 done
 
 report
+summary=$LK_STATE/runs/report.json
+lk report --json >"$summary" 2>/dev/null || : >"$summary"
+lk_notify end "$summary" # the end of the run: the report on stdin
 open=$(grep -cE '^[[:space:]]*[-*+][[:space:]]+\[ \]' "$tasks" || true)
 lk_log "done: $completed completed, $parked parked in this run; ${open:-0} open item(s) left"
 if [ "$parked" -gt 0 ] || [ "${open:-0}" -gt 0 ]; then

@@ -142,3 +142,26 @@ time.sleep(4)
     done = json.loads(lk(p.root, "status", "--json").stdout)
     assert done["running"] is False and done["last_document"] == "decide"
     assert done["spent"]["attempts"] == 1
+
+
+def test_notify_runs_on_complete_and_park_with_the_document_on_stdin(tmp_path: Path) -> None:
+    good = """
+Path("src").mkdir(exist_ok=True)
+Path("src/value.txt").write_text("good\\n" if task == "good" else "bad\\n")
+"""
+    p = make_project(tmp_path, good, budgets={"attempts": 1})
+    log = tmp_path / "notified.jsonl"
+    notify = f'printf "%s " "$LK_EVENT" >> {log}; python3 -c "import json,sys; print(json.load(sys.stdin)[\\"decision\\"][\\"outcome\\"])" >> {log}'
+    ok = p.run("loop.sh", "--contract", "loop.yaml", "--task-id", "good", "--task", "g",
+               "--notify", notify)
+    assert ok.returncode == 0, fail_message(ok)
+    bad = p.run("loop.sh", "--contract", "loop.yaml", "--task-id", "bad", "--task", "b",
+                env={"LK_NOTIFY": notify})
+    assert bad.returncode in (21, 22), fail_message(bad)
+    lines = log.read_text().splitlines()
+    assert lines[0] == "complete complete"
+    assert lines[1].startswith("parked ")
+    # A failing notify command never stops the loop.
+    again = p.run("loop.sh", "--contract", "loop.yaml", "--task-id", "good2", "--task", "g",
+                  "--notify", "exit 3")
+    assert "the notify command failed" in again.stderr
