@@ -104,7 +104,7 @@ def test_eight_lk_decide_commands_at_once(git_repo: Path) -> None:
     """The real command, 8 processes started together on one task: 8 whole records, 1..8."""
     (git_repo / "loop.yaml").write_text(
         "version: 1\nobjective: x\nscope: {writable: ['**']}\n"
-        "criteria: [{name: ok, run: 'true'}]\nbudgets: {attempts: 50}\n"
+        "criteria: [{name: ok, run: 'true'}]\nbudgets: {attempts: 50, transient: 50}\n"
     )
     doc = h.attempt(task_id="together", run=h.run("api_error"), contract_={})
     del doc["contract"]

@@ -83,7 +83,7 @@ def test_show_tells_a_parked_tasks_story(tmp_path: Path) -> None:
     assert proc.returncode == 21, fail_message(proc)
     text = lk(p.root, "show", "fix-value")
     assert text.returncode == 0, text.stderr
-    assert "#1 failed (unknown)" in text.stdout
+    assert "#1 retry (crashed)" in text.stdout and "failed (no_progress)" in text.stdout
     assert "git checkout refs/loopkit/fix-value/" in text.stdout
     assert "parked: fix-value" in text.stdout  # the memory file's retrospective
     story = json.loads(lk(p.root, "show", "fix-value", "--json").stdout)

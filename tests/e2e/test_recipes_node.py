@@ -72,7 +72,7 @@ def test_node_loop_parks_saves_and_resets(tmp_path: Path) -> None:
     assert not (p.root / "tests" / "test_stray.py").exists()
     assert (p.root / "README.md").read_text() == "# project\n"
     assert (p.root / "data").is_dir() and not list((p.root / "data").iterdir())
-    (ref,) = p.loopkit_refs()
+    ref = p.loopkit_refs()[-1]  # every attempt is saved; the last one is the park's
     assert {"tests/test_stray.py", "README.md"} <= p.files(ref)
     assert "parked: fix-value" in (p.root / "MEMORY.md").read_text()
     assert p.git("status", "--porcelain") == ""
@@ -94,7 +94,7 @@ def test_node_loop_stops_when_the_branch_moved_and_loses_nothing(tmp_path: Path)
     assert p.git("log", "-1", "--pretty=%s").strip() == "the user's commit"
     assert p.git("rev-parse", "HEAD~1").strip() == before
     assert (p.root / "src/value.txt").read_text() == "good\n"
-    (ref,) = p.loopkit_refs()
+    ref = p.loopkit_refs()[-1]  # every attempt is saved; the last one is the park's
     assert "src/value.txt" in p.files(ref)
 
 
