@@ -31,6 +31,8 @@ class Result:
     code: int
     summary: str
     warnings: list[str] = field(default_factory=list)
+    #: Normal events a person may want to know of (a checkpoint written, artifacts pruned).
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -79,6 +81,7 @@ def decide(
     tid = decider.task_id(view)
     how = ledgers.detect_trigger(trigger, env if env is not None else os.environ)
     warnings: list[str] = []
+    notes: list[str] = []
     with s.ledger.transaction() as txn:
         history = txn.history(tid)
         decision = decider.decide(view, history, tree_on_disk=tree, cancel=intent)
@@ -98,20 +101,20 @@ def decide(
                 s.state, tid, s.ledger.attempt_ids(tid), s.contract.get("artifacts")
             )
             if pruned:
-                warnings.append(f"pruned the bulky artifacts of {len(pruned)} completed attempt(s)")
+                notes.append(f"pruned the bulky artifacts of {len(pruned)} completed attempt(s)")
         elif decision["outcome"] == "budget_exhausted":
             after = txn.history(tid)
             path = checkpoint.write(
                 s.state, tid, checkpoint.build(tid, decision, after, s.contract)
             )
-            warnings.append(f"checkpoint written to {path}")
+            notes.append(f"checkpoint written to {path}")
     warnings[:0] = [f"ledger {s.ledger.path}: {p}" for p in s.ledger.problems]
     attach(doc, "decision", decision)
     summary = f"{decision['outcome']}"
     if decision["failure_class"]:
         summary += f" ({decision['failure_class']})"
     summary += f", attempt {decision['attempt']}: {decision['reason'].splitlines()[0]}"
-    return Result(doc, int(OUTCOME_CODES[decision["outcome"]]), summary, warnings)
+    return Result(doc, int(OUTCOME_CODES[decision["outcome"]]), summary, warnings, notes)
 
 
 def _recorded_verify(state: Path, doc: Mapping[str, Any]) -> str | None:
@@ -169,6 +172,7 @@ def admit(
     how = ledgers.detect_trigger(trigger, env if env is not None else os.environ)
     now = ledgers.now_iso()
     warnings: list[str] = []
+    notes: list[str] = []
     with s.ledger.transaction() as txn:
         history = txn.history(tid)
         admission = budget.admit(history, view.get("contract") or {}, now=now)
@@ -178,12 +182,14 @@ def admit(
             path = checkpoint.write(
                 s.state, tid, checkpoint.build(tid, refused, history, s.contract)
             )
-            warnings.append(f"checkpoint written to {path}")
+            notes.append(f"checkpoint written to {path}")
     warnings[:0] = [f"ledger {s.ledger.path}: {p}" for p in s.ledger.problems]
     doc["admission"] = admission
     if refused is not None:
         attach(doc, "decision", refused)
-        return Result(doc, int(OUTCOME_CODES[refused["outcome"]]), refused["reason"], warnings)
+        return Result(
+            doc, int(OUTCOME_CODES[refused["outcome"]]), refused["reason"], warnings, notes
+        )
     granted = ", ".join(f"{k} {v}" for k, v in admission["granted"].items() if v is not None)
     return Result(
         doc,

@@ -497,6 +497,14 @@ def _classify(
         )
     if not ev["passed"]:
         fp = ev["fingerprint"]
+        # What a person reads: the failing check's own fingerprint (the one lk-verify
+        # printed) when one check failed; the attempt's combined one otherwise.
+        failing = _failing(verify)
+        shown = (
+            f"{failing[0].get('name')} {failing[0].get('fingerprint')}"
+            if len(failing) == 1 and failing[0].get("fingerprint")
+            else fp
+        )
         failure = _failure_text(verify)
         claim_note = (
             " The worker claimed the task was complete, but the checks fail: the claim is "
@@ -509,7 +517,7 @@ def _classify(
             extra["repeats"] = repeats
             return (
                 fc.NO_PROGRESS,
-                f"no progress: the same failure fingerprint {fp} as the previous attempt "
+                f"no progress: the same failure ({shown}) as the previous attempt "
                 f"(repeat {repeats})",
                 "The last hypothesis failed: the change did not alter the failure (same "
                 f"fingerprint {fp}). Rethink the cause before editing again."
@@ -521,7 +529,7 @@ def _classify(
         if claimed:
             return (
                 fc.UNSUPPORTED_COMPLETION,
-                f"unsupported completion: the worker claimed done, verification failed ({fp})",
+                f"unsupported completion: the worker claimed done, verification failed ({shown})",
                 "Unsupported completion: you reported the task complete, but verification "
                 "fails. Do not claim completion until the checks pass.\n" + failure,
                 extra,
@@ -529,7 +537,7 @@ def _classify(
         progress = " (a new fingerprint: progress)" if h.get("last_fingerprint") is not None else ""
         return (
             fc.VERIFICATION_FAILURE,
-            f"verification failed with fingerprint {fp}{progress}",
+            f"verification failed: {shown}{progress}",
             failure,
             extra,
         )

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from loopkit import budget
-from loopkit.text import clean, clip
+from loopkit.text import clean, clip, clip_words
 
 NEAR_LIMIT = 0.8
 #: Outcome -> colour of its box in the HTML timeline.
@@ -185,8 +185,14 @@ def _money(v: float | None) -> str:
     return "-" if v is None else f"${v:.2f}"
 
 
-def text(report: Mapping[str, Any]) -> str:
-    """A terminal table per task, then the loop's health."""
+def text(report: Mapping[str, Any], *, width: int | None = None) -> str:
+    """A terminal table per task, then the loop's health. ``width`` (default: the
+    terminal's, else 100) bounds each line: the reason column gets what is left, cut at a
+    word with an ellipsis."""
+    if width is None:
+        import shutil
+
+        width = shutil.get_terminal_size((100, 24)).columns
     rows = [
         ("task", "attempts", "outcome", "cost", "untrusted", "tokens", "time", "why it stopped")
     ]
@@ -200,14 +206,17 @@ def text(report: Mapping[str, Any]) -> str:
                 _money(t["cost_untrusted_usd"]) if t["cost_untrusted_usd"] else "-",
                 str(t["tokens"]),
                 f"{t['wall_s']:.0f}s",
-                (t["why"] or "")[:70],
+                t["why"] or "",
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    room = max(20, width - sum(widths) - 2 * len(widths))
     lines = []
     for r in rows:
         lines.append(
-            "  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1]
+            "  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True))
+            + "  "
+            + clip_words(r[-1], room)
         )
     h = report["health"]
     reasons = ", ".join(f"{k} {v}" for k, v in sorted(h["termination_reasons"].items())) or "-"

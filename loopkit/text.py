@@ -48,6 +48,18 @@ def clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
+def clip_words(text: str, limit: int) -> str:
+    """At most ``limit`` characters, cut at a word boundary when one is near, with an
+    ellipsis: for a person's table, never half a word."""
+    if len(text) <= limit:
+        return text
+    head = text[: max(1, limit - 1)]
+    space = head.rfind(" ")
+    if space >= limit // 2:
+        head = head[:space].rstrip(" ,;:")
+    return head + "\u2026"
+
+
 def bound(text: str, limit: int) -> str:
     """Text cut to ``limit`` characters, keeping its head and (longer) tail."""
     if len(text) <= limit:

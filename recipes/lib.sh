@@ -568,8 +568,13 @@ lk_commit_paths() {
 # --- the memory file ------------------------------------------------------------------
 
 lk_one_line() {
-    # Squeeze text onto one bounded line.
-    printf '%s' "$1" | tr '\n\r\t' '   ' | sed -e 's/  */ /g' -e 's/^ //' | cut -c "1-${2:-300}"
+    # Squeeze text onto one bounded line; a cut one ends with an ellipsis.
+    local text max=${2:-300}
+    text=$(printf '%s' "$1" | tr '\n\r\t' '   ' | sed -e 's/  */ /g' -e 's/^ //')
+    if [ "${#text}" -gt "$max" ]; then
+        text="${text:0:$((max - 1))}…"
+    fi
+    printf '%s' "$text"
 }
 
 lk_retrospective() {

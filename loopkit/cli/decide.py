@@ -104,6 +104,8 @@ def main(
     result = run(document, contract_path=contract_path, ledger_path=ledger_path, trigger=trigger)
     for line in result.warnings:
         say("lk-decide", f"warning: {line}")
+    for line in result.notes:
+        say("lk-decide", line)
     emit(result.document)
     say("lk-decide", result.summary)
     return result.code

@@ -86,3 +86,34 @@ def test_file_tail(tmp_path: Path) -> None:
     path.write_bytes(b"a" * 5000 + b"END")
     assert text.file_tail(path, 10) == "aaaaaaaEND"
     assert text.file_tail(tmp_path / "missing") == ""
+
+
+def test_clip_words_never_cuts_a_word_and_says_it_cut() -> None:
+    from loopkit.text import clip_words
+
+    reason = "budget exhausted (attempts) after attempt 3; the attempt itself called for replan"
+    cut = clip_words(reason, 40)
+    assert len(cut) <= 40 and cut.endswith("\u2026")
+    assert reason.startswith(cut[:-1]) and reason[len(cut) - 1] in " ;,:"
+    assert clip_words("short", 40) == "short"
+
+
+def test_the_report_table_fits_the_terminal() -> None:
+    from loopkit import report
+
+    why = "no progress: the same failure fingerprint as the previous attempt, repeat 2; park"
+    doc = {
+        "records": 6,
+        "problems": [],
+        "tasks": [{"task_id": "fix-parser", "attempts": 3, "outcome": "failed", "cost_usd": 1.5,
+                   "cost_untrusted_usd": 0, "tokens": 1200, "wall_s": 80, "why": why}],
+        "health": {"termination_reasons": {"failed": 1}, "triggers": {"manual": 3},
+                   "runs_near_budget": {"threshold": 0.8, "runs": 0, "share": 0.0},
+                   "cost_per_completed_task": {"trusted_usd": None, "untrusted_usd": None},
+                   "p95_verify_attempts": 1, "tasks": 1, "runs": 3},
+    }
+    table = report.text(doc, width=80).splitlines()
+    assert all(len(line) <= 80 for line in table[:2]), table[:2]
+    assert table[1].endswith("\u2026") and "repeat 2; park" not in table[1]
+    wide = report.text(doc, width=200).splitlines()
+    assert wide[1].endswith(why)
