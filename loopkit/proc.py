@@ -49,6 +49,16 @@ def _prctl(option: int, value: int) -> bool:
         return False  # not Linux: no subreaper, groups and /proc are what there is
 
 
+def _is_command() -> bool:
+    """Whether this process is a loopkit command (lk-invoke, lk, python -m loopkit.cli...),
+    not a program that runs one in-process (a test runner, an embedding tool), whose
+    other children are its own business."""
+    import sys
+
+    first = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return first.startswith("lk") or "loopkit" in (sys.argv[0] if sys.argv else "")
+
+
 def guard() -> None:
     """For a loopkit command that starts workers or checks (never for a program that
     embeds loopkit: its other children are its own): become a child subreaper, turn
@@ -56,7 +66,7 @@ def guard() -> None:
     130), and receive SIGTERM when the parent dies. Once per process; where the OS has
     neither, groups and /proc are what there is."""
     global _guarded
-    if _guarded:
+    if _guarded or not _is_command():
         return
     _guarded = True
 
