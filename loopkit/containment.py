@@ -64,36 +64,6 @@ class Contained:
     scratch: Path | None = None
 
 
-def tools_under_tmp(argv: Sequence[str], env: Mapping[str, str], *, root: Path) -> list[Path]:
-    """What the run needs from the host's /tmp, which the sandbox replaces by a private
-    one: a checkout cloned under /tmp keeps its virtualenv, node_modules and loopkit's
-    own code there. Shown read-only: the interpreter's prefix, loopkit's code, the
-    command's own file, and for each PATH entry under /tmp its parent folder (a venv's
-    root, a node_modules) -- never the repository (bound on its own) or /tmp itself."""
-    import sys
-
-    tmp = os.path.realpath(tempfile.gettempdir())
-    candidates: list[str] = [sys.prefix, str(Path(__file__).resolve().parent.parent)]
-    if argv and os.path.isabs(argv[0]):
-        candidates.append(os.path.dirname(argv[0]))
-    for entry in env.get("PATH", "").split(os.pathsep):
-        if entry:
-            candidates.append(os.path.dirname(entry.rstrip("/")) or entry)
-    top = os.path.realpath(root)
-    out: list[Path] = []
-    for raw in candidates:
-        real = os.path.realpath(raw)
-        inside_tmp = real.startswith(tmp + os.sep) or real.startswith("/tmp/")
-        if not inside_tmp or not os.path.isdir(real) or real in (tmp, "/tmp"):
-            continue
-        if real == top or real.startswith(top + os.sep) or top.startswith(real + os.sep):
-            continue  # the repository is bound by itself; a parent of it would cover it
-        path = Path(real)
-        if path not in out:
-            out.append(path)
-    return out
-
-
 def contain(
     argv: Sequence[str],
     env: Mapping[str, str],
@@ -146,7 +116,6 @@ def contain(
         read_only_extra=[
             *(p for p in (*git_dirs, *read_only) if os.path.lexists(p)),
             *shown,
-            *tools_under_tmp(argv, inner, root=root),
         ],
         network=policy.network,
         repo_writable=repo_writable,

@@ -54,7 +54,7 @@ def test_checks_run_outside_the_environment_pre_commit_built_for_loopkit(
 def test_what_a_run_needs_from_the_hosts_tmp_is_shown_read_only(tmp_path: Path) -> None:
     """A checkout cloned under /tmp keeps its venv and node_modules there; the sandbox's
     private /tmp would hide them from the worker."""
-    from loopkit.containment import tools_under_tmp
+    from loopkit.sandbox import tools_under_tmp
 
     venv = tmp_path / "clone" / ".venv"
     (venv / "bin").mkdir(parents=True)
