@@ -1,4 +1,5 @@
-"""Helpers for the evidence tests (lk-diff, lk-verify, pre-commit): contracts, runs, parsing."""
+"""Helpers for the evidence tests (lk-diff, lk-verify, pre-commit) and the pipes that carry the
+evidence on (lk-plan | lk-decide | lk-invoke | ...): contracts, runs, parsing."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import yaml
 from click.testing import CliRunner
 
 from loopkit import schema
+from tests.conftest import git
 
 BIN = Path(sys.executable).parent
 
@@ -78,6 +80,32 @@ def run(
         timeout=timeout,
         check=False,
     )
+
+
+def lk_run(cmd: list[str], cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run an installed command as a user drives it, every document it prints checked
+    against its schema (LOOPKIT_VALIDATE_OUTPUT=1)."""
+    return subprocess.run(
+        [str(BIN / cmd[0]), *cmd[1:]], cwd=cwd, input=stdin, capture_output=True, text=True,
+        env={**os.environ, "LOOPKIT_VALIDATE_OUTPUT": "1"}, check=False,
+    )  # fmt: skip
+
+
+def notes_project(repo: Path, worker: str, *, wall_seconds: int, check_timeout: int) -> None:
+    """A committed loop.yaml (the command ``worker``, one check) and TASKS.md (one task,
+    ``notes``): the worker is done when notes/a.txt exists."""
+    (repo / "loop.yaml").write_text(
+        "version: 1\nobjective: Write notes.\nscope: {writable: [\"notes/**\"]}\n"
+        f"criteria: [{{name: notes, run: \"test -f notes/a.txt\", timeout: {check_timeout}}}]\n"
+        f"budgets: {{attempts: 3, wall_seconds: {wall_seconds}}}\n"
+        f"worker: {{provider: command, command: \"{worker}\", timeout: 60}}\n"
+        f"sandbox: {{writable: [\"{repo.parent}\"]}}\n"
+    )
+    (repo / "TASKS.md").write_text(
+        "- [ ] Write notes {#notes}\n  budget: 5 lines / 1 file\n  scope: notes/a.txt\n  end\n"
+    )
+    git(repo, "add", "loop.yaml", "TASKS.md")
+    git(repo, "commit", "-qm", "contract and plan")
 
 
 def one_json(stdout: str, schema_name: str | None = None) -> dict[str, Any]:

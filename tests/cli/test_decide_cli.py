@@ -13,6 +13,7 @@ from loopkit import git, ledger, schema
 from loopkit.cli.cancel import main as cancel_main
 from loopkit.cli.decide import main as decide_main
 from tests import decide_helpers as h
+from tests.evidence_helpers import lk_run as _run
 
 LOOP_YAML = """\
 version: 1
@@ -129,6 +130,25 @@ def test_cancel_then_clear(repo: Path) -> None:
     assert runner.invoke(cancel_main, ["--status"]).exit_code == 1
     code, _, _ = decide(doc_for(repo, passed=False))
     assert code == 10
+
+
+def test_lk_cancel_prints_only_schema_valid_json(git_repo: Path) -> None:
+    """stdout carries only schema-valid JSON: lk cancel's lines have a published schema."""
+    seen = []
+    for args, code in (
+        (["--reason", "stop the night run"], 0),
+        (["--status"], 0),
+        (["--clear"], 0),
+        (["--clear"], 1),
+        (["--status"], 1),
+    ):
+        r = _run(["lk", "cancel", *args], git_repo)
+        assert r.returncode == code, (args, r.stderr)
+        doc = json.loads(r.stdout)
+        schema.validate(doc, "cancel")
+        seen.append(doc["requested"])
+    assert seen == [True, True, False, False, False]
+    assert "cancel" in _run(["lk", "schema", "--list"], git_repo).stdout.split()
 
 
 def test_admission_admits_then_refuses(repo: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from loopkit import decide, ledger, records, report, schema
 from loopkit.cli.report import main as report_main
 from tests import decide_helpers as h
 from tests.decide_helpers import TREE
+from tests.evidence_helpers import lk_run as _run
 
 
 def write_ledger(path: Path) -> None:
@@ -97,6 +99,18 @@ def test_html_page_is_self_contained(ledger_path: Path, tmp_path: Path) -> None:
     assert "<script src" not in text and "<link" not in text and "http" not in text
     assert text.count('class="box"') >= 5 + len(report.COLOURS)  # timeline + legend
     assert report.COLOURS["replan"] in text and report.COLOURS["blocked"] in text
+
+
+def test_report_html_is_readable_like_any_file_the_user_writes(git_repo: Path) -> None:
+    page = git_repo.parent / "report.html"
+    old = os.umask(0o022)
+    try:
+        r = _run(["lk", "report", "--html", str(page)], git_repo)
+    finally:
+        os.umask(old)
+    assert r.returncode == 0, r.stderr
+    assert page.read_text().startswith("<!doctype html>")
+    assert page.stat().st_mode & 0o777 == 0o644
 
 
 def test_torn_tail_is_reported_not_fatal(ledger_path: Path) -> None:

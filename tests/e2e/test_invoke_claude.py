@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -175,3 +176,23 @@ def test_stuck_worker_is_stopped_by_the_breaker(git_repo: Path, tmp_path: Path) 
     assert rec["tool_errors"] >= 3
     assert requests <= 6  # stopped long before the script's 11 turns
     assert pids_with(str(tmp_path / "home")) == []
+
+
+def test_cost_is_untrusted_when_the_base_url_comes_from_claude_settings(
+    git_repo: Path, tmp_path: Path
+) -> None:
+    # A proxy or another model's endpoint is often set in ~/.claude/settings.json, not in
+    # the environment: Claude Code then prices a model it never talked to.
+    claude_bin()
+    contract = write_contract(tmp_path / "loop.yaml", worker={"provider": "claude"})
+    with model_server(["Done."]) as server:
+        env = claude_env_for(server, tmp_path / "home", retries=0)
+        url = env.pop("ANTHROPIC_BASE_URL")
+        settings = tmp_path / "home" / ".claude" / "settings.json"
+        settings.parent.mkdir(parents=True, exist_ok=True)
+        settings.write_text(json.dumps({"env": {"ANTHROPIC_BASE_URL": url}}))
+        r = lk_invoke(["--contract", str(contract)], cwd=git_repo, env=env)
+        assert server.model_requests("anthropic")  # it did talk to the scripted server
+    assert r.returncode == 0, r.stderr
+    assert r.run["cost"]["usd"] is not None
+    assert r.run["cost"]["trusted"] is False

@@ -9,6 +9,8 @@ import uuid
 from pathlib import Path
 
 from loopkit import cancel
+from tests.evidence_helpers import lk_run as _run
+from tests.evidence_helpers import notes_project as _project
 from tests.invoke_helpers import lk_invoke, lk_invoke_bin, pids_with, write_contract
 
 
@@ -132,6 +134,29 @@ def test_timeout_ends_the_whole_process_group(git_repo: Path, tmp_path: Path) ->
     assert pids_with(marker) == []
 
 
+def test_an_admitted_run_gets_only_its_granted_share(git_repo: Path) -> None:
+    """lk-plan next | lk-decide --admit | lk-invoke: the worker may not eat the time that
+    admission kept back for verification (wall 8 s - reserve 5 s = 3 s granted, not 60)."""
+    _project(git_repo, "sleep 20; mkdir -p notes; echo hi > notes/a.txt", wall_seconds=8,
+             check_timeout=5)  # fmt: skip
+    task = _run(["lk-plan", "next", "TASKS.md"], git_repo)
+    assert task.returncode == 0, task.stderr
+    admitted = _run(["lk-decide", "--admit"], git_repo, task.stdout)
+    assert admitted.returncode == 0, admitted.stderr
+    granted = json.loads(admitted.stdout)["admission"]["granted"]["timeout_s"]
+    assert 0 < granted <= 3.5
+    planned = _run(["lk-invoke", "--dry-run"], git_repo, admitted.stdout)
+    assert json.loads(planned.stdout)["timeout_s"] == granted
+    # Not piped through admission, or with an explicit --timeout, the worker's own limit holds.
+    assert json.loads(_run(["lk-invoke", "--dry-run"], git_repo, task.stdout).stdout)["timeout_s"] == 60
+    explicit = _run(["lk-invoke", "--dry-run", "--timeout", "7"], git_repo, admitted.stdout)
+    assert json.loads(explicit.stdout)["timeout_s"] == 7
+    ran = _run(["lk-invoke"], git_repo, admitted.stdout)
+    run = json.loads(ran.stdout)["run"]
+    assert ran.returncode == 1 and run["stop_reason"] == "timeout", ran.stderr
+    assert run["duration_s"] < 15
+
+
 def _sleeping_worker(git_repo: Path, tmp_path: Path, marker: str) -> subprocess.Popen[str]:
     """lk-invoke running a ``sleep 300`` worker, returned once the worker has started."""
     c = write_contract(
@@ -162,6 +187,24 @@ def test_cancellation_stops_a_running_worker(git_repo: Path, tmp_path: Path) -> 
     run = json.loads(out)["run"]
     assert run["stop_reason"] == "cancelled"
     assert pids_with(marker) == []
+
+
+def test_a_worker_is_not_started_while_a_cancellation_is_in_force(git_repo: Path) -> None:
+    """`lk cancel`, then the loop's next lk-invoke: the worker must not run at all (a quick
+    command would otherwise finish its change before the watchdog's first look)."""
+    marker = git_repo.parent / "worker-ran"
+    _project(git_repo, f"touch {marker}", wall_seconds=600, check_timeout=5)
+    assert _run(["lk", "cancel", "--reason", "night over"], git_repo).returncode == 0
+    task = _run(["lk-plan", "next", "TASKS.md"], git_repo).stdout
+    ran = _run(["lk-invoke"], git_repo, task)
+    assert ran.returncode == 1, ran.stderr
+    run = json.loads(ran.stdout)["run"]
+    assert run["stop_reason"] == "cancelled" and run["exit_code"] is None
+    assert not marker.exists()
+    decided = _run(["lk-decide"], git_repo, ran.stdout)
+    assert decided.returncode == 30
+    assert _run(["lk", "cancel", "--clear"], git_repo).returncode == 0
+    assert _run(["lk-invoke"], git_repo, task).returncode == 0 and marker.exists()
 
 
 def test_not_a_git_repository_exits_4(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,8 @@ from loopkit import git as gits
 from loopkit.errors import EnvironmentProblem
 from loopkit.workspace import STATE_ENV, Workspace, state_folder
 from tests.conftest import git
+from tests.evidence_helpers import lk_run as _run
+from tests.evidence_helpers import notes_project as _project
 
 
 def test_state_folder_is_excluded_so_add_all_never_sweeps_it(git_repo: Path) -> None:
@@ -55,6 +58,28 @@ def test_contract_state_dir_is_the_state_folder_of_every_command(git_repo: Path)
     assert ws.state == git_repo / "var" / "lk"
     exclude = (git_repo / ".git" / "info" / "exclude").read_text()
     assert "/var/lk/" in exclude and "/.loopkit/" not in exclude
+
+
+def test_cancel_and_report_find_the_state_folder_the_contract_names(git_repo: Path) -> None:
+    """A contract with `state_dir`: lk-decide keeps its ledger and looks for the
+    cancellation there, so lk cancel must write it there and lk report read it there."""
+    _project(git_repo, "true", wall_seconds=600, check_timeout=5)
+    with (git_repo / "loop.yaml").open("a") as f:
+        f.write("state_dir: var/lk\n")
+    task = _run(["lk-plan", "next", "TASKS.md"], git_repo).stdout
+    assert _run(["lk-decide"], git_repo, task).returncode == 10
+    assert (git_repo / "var/lk/ledger.jsonl").is_file()
+    report = _run(["lk", "report", "--json"], git_repo)
+    assert [t["task_id"] for t in json.loads(report.stdout)["tasks"]] == ["notes"]
+    assert _run(["lk", "cancel", "--reason", "stop"], git_repo).returncode == 0
+    assert (git_repo / "var/lk/cancel.json").is_file()
+    assert _run(["lk-decide", "--admit"], git_repo, task).returncode == 30
+    assert _run(["lk-decide"], git_repo, task).returncode == 30
+    assert _run(["lk", "cancel", "--clear"], git_repo).returncode == 0
+    assert _run(["lk-decide", "--admit"], git_repo, task).returncode == 0
+    # A contract that cannot be read does not stop anyone from asking to stop.
+    (git_repo / "loop.yaml").write_text("version: [\n")
+    assert _run(["lk", "cancel"], git_repo).returncode == 0
 
 
 def test_git_s_own_info_refs_is_not_control_state(git_repo: Path) -> None:

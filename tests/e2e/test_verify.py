@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import pty
 import select
@@ -13,6 +14,8 @@ from pathlib import Path
 from loopkit import git as lkgit
 from tests.conftest import git
 from tests.evidence_helpers import BIN, alive, attempt, one_json, run, script, write_contract
+from tests.evidence_helpers import lk_run as _run
+from tests.evidence_helpers import notes_project as _project
 
 
 def test_pass_and_fail_with_full_evidence(git_repo: Path) -> None:
@@ -118,6 +121,44 @@ def test_a_check_that_changes_the_tree_is_flagged(git_repo: Path) -> None:
     assert "writes changed the working tree" in done.stderr
 
 
+def test_a_check_that_writes_a_protected_file_does_not_complete(git_repo: Path) -> None:
+    """The diff is taken before the checks; a check that then rewrites a protected file
+    leaves that change on disk. Completion needs scope held on the tree on disk."""
+    _project(git_repo, "mkdir -p notes; echo hi > notes/a.txt", wall_seconds=600, check_timeout=5)
+    text = (git_repo / "loop.yaml").read_text()
+    text = text.replace("scope: {writable: [\"notes/**\"]}",
+                        "scope: {writable: [\"notes/**\"], protected: [\"conf/**\"]}")  # fmt: skip
+    text = text.replace("run: \"test -f notes/a.txt\"",
+                        "run: \"test -f notes/a.txt && mkdir -p conf debris && echo x > conf/db"
+                        " && echo y > debris/cache\"")  # fmt: skip
+    (git_repo / "loop.yaml").write_text(text)
+    git(git_repo, "commit", "-qam", "protected conf")
+    out = _run(["lk-plan", "next", "TASKS.md"], git_repo)
+    for cmd in ("lk-invoke", "lk-diff"):
+        out = _run([cmd], git_repo, out.stdout)
+    # In the clean room a check's new files are its debris, never on disk nor committed.
+    room = _run(["lk-verify"], git_repo, out.stdout)
+    assert json.loads(room.stdout)["verify"]["debris"] == ["conf/db", "debris/cache"]
+    assert not (git_repo / "conf").exists()
+    # In place (a commit hook), the check's writes land in the working tree.
+    for cmd in (["lk-verify", "--in-place"], ["lk-decide"]):
+        out = _run(cmd, git_repo, out.stdout)
+    doc = json.loads(out.stdout)
+    assert doc["verify"]["changed_by_checks"] == ["conf/db", "debris/cache"]
+    assert out.returncode == 10, out.stderr
+    assert doc["decision"]["failure_class"] == "scope_violation"
+    assert {"rule": "protected_changed_by_check", "path": "conf/db"} in doc["decision"]["violations"]
+    # Debris outside the protected scope (caches a check leaves) still lets it complete.
+    (git_repo / "loop.yaml").write_text(text.replace("echo x > conf/db && ", ""))
+    git(git_repo, "commit", "-qam", "no conf write")
+    for path in ("conf/db", "debris/cache"):
+        (git_repo / path).unlink()
+    out = _run(["lk-plan", "next", "TASKS.md"], git_repo)
+    for cmd in ("lk-diff", "lk-verify", "lk-decide"):
+        out = _run([cmd], git_repo, out.stdout)
+    assert out.returncode == 0, out.stderr
+
+
 def test_only_and_no_stdin_at_all(git_repo: Path) -> None:
     contract = write_contract(
         git_repo,
@@ -138,6 +179,27 @@ def test_only_and_no_stdin_at_all(git_repo: Path) -> None:
     done = run("lk-verify", "--contract", str(contract), "--only", "nope", cwd=git_repo)
     assert done.returncode == 3
     assert "no check named 'nope'" in done.stderr and done.stdout == ""
+
+
+def test_evidence_from_lk_verify_only_does_not_complete(git_repo: Path) -> None:
+    """`lk-verify --only lint` runs one check of two: a pass there is not "verification
+    passed" -- the check that did not run may well fail."""
+    _project(git_repo, "mkdir -p notes; echo hi > notes/a.txt", wall_seconds=600, check_timeout=5)
+    text = (git_repo / "loop.yaml").read_text()
+    text = text.replace("criteria: [", "criteria: [{name: lint, run: \"true\"}, ")
+    text = text.replace("test -f notes/a.txt", "grep -q bye notes/a.txt")  # will fail
+    (git_repo / "loop.yaml").write_text(text)
+    git(git_repo, "commit", "-qam", "two checks")
+    planned = _run(["lk-plan", "next", "TASKS.md"], git_repo)
+    invoked = _run(["lk-invoke"], git_repo, planned.stdout)
+    diffed = _run(["lk-diff"], git_repo, invoked.stdout)
+    assert diffed.returncode == 0, diffed.stderr
+    partial = _run(["lk-verify", "--only", "lint"], git_repo, diffed.stdout)
+    assert partial.returncode == 0, partial.stderr
+    decided = _run(["lk-decide"], git_repo, partial.stdout)
+    assert decided.returncode == 10, decided.stderr
+    assert "notes did not run" in json.loads(decided.stdout)["decision"]["reason"]
+    assert _run(["lk-decide", "--replay", ".loopkit/ledger.jsonl"], git_repo).returncode == 0
 
 
 def test_fail_fast_skips_the_rest(git_repo: Path) -> None:

@@ -20,6 +20,18 @@ CONTRACT = {
 }
 TASK = {"id": "fix-headers", "text": "Blank lines end the header block.", "kind": "task"}
 
+#: Four checks and a long task: a retry whose feedback alone would fill the handoff.
+HEAVY_CONTRACT = {
+    "objective": "Fix blank-line handling in parse_headers.",
+    "scope": {"writable": ["src/parser/**"]},
+    "criteria": [{"name": f"check{i}", "run": f"pytest tests/{i} -q"} for i in range(4)],
+}
+HEAVY_TASK = {
+    "id": "fix-headers",
+    "text": "Blank lines end the header block. " * 40,
+    "kind": "task",
+}
+
 
 def test_task_contract_and_checks_are_all_there() -> None:
     text = handoff.build(task=TASK, contract=CONTRACT)
@@ -71,6 +83,35 @@ def test_memory_is_carried_newest_last_and_bounded(tmp_path: Path) -> None:
     assert len(text.encode()) <= handoff.MAX_BYTES
     assert handoff.read_memory(tmp_path, "missing.md") is None
     assert handoff.read_memory(tmp_path, None) is None
+
+
+def test_a_heavy_retry_still_carries_the_newest_memory() -> None:
+    tail = "FAILED tests/test_x.py::test_y - AssertionError: " + "z" * 120 + "\n"
+    previous = {
+        "verify": {
+            "passed": False,
+            "checks": [
+                {"name": f"check{i}", "passed": False, "exit_code": 1, "output_tail": tail * 40}
+                for i in range(4)
+            ],
+        },
+        "diff": {
+            "violations": [
+                {"rule": "protected", "path": f"migrations/{i:04}.sql"} for i in range(40)
+            ]
+        },
+        "judge": {"verdict": "NOT_MET", "feedback": "The docs do not say how headers end. " * 60},
+        "decision": {"outcome": "retry", "feedback": "Look at the blank line handling. " * 60},
+    }
+    memory = "# Memory\n" + "".join(
+        f"\n## 2026-01-{i:02} parked: task-{i} (failed)\n- last failure: no_progress\n"
+        for i in range(1, 30)
+    )
+    text = handoff.build(task=HEAVY_TASK, contract=HEAVY_CONTRACT, previous=previous, memory=memory)
+    assert len(text.encode()) <= handoff.MAX_BYTES
+    assert "## Lessons from earlier attempts (memory)" in text
+    assert "parked: task-29 (failed)" in text  # the newest retrospective
+    assert "### Check `check0` failed" in text
 
 
 def test_previous_attempt_is_found_only_when_sections_exist() -> None:

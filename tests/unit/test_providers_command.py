@@ -117,6 +117,11 @@ def test_side_effects(command: str, kinds: list[str]) -> None:
     assert side_effects(command) == kinds
 
 
+def test_common_package_installs_are_side_effects() -> None:
+    for command in ("npm i left-pad", "pnpm i", "uv add httpx", "cargo add serde", "go get x/y"):
+        assert side_effects(command) == ["package_install"], command
+
+
 def test_detect_plain_output_is_a_command(tmp_path: Path) -> None:
     f = tmp_path / "out.log"
     f.write_text("hello\nworld\n")
