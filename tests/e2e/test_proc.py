@@ -108,7 +108,7 @@ def _worker(marker: str, mode: str) -> list[str]:
 
 @pytest.mark.parametrize("mode", ["polite", "deaf"])
 def test_a_stopped_worker_leaves_no_process_in_another_session(mode: str) -> None:
-    marker = f"loopkit-audit-{mode}-{time.time_ns()}"
+    marker = f"loopkit-detached-{mode}-{time.time_ns()}"
     running = proc.spawn(_worker(marker, mode), timeout=1.5)
     time.sleep(0.5)
     assert len(pids_with(marker)) >= 3  # the shell and both escaped children
@@ -120,7 +120,7 @@ def test_a_stopped_worker_leaves_no_process_in_another_session(mode: str) -> Non
 
 
 def test_a_timed_out_check_leaves_no_process_in_another_session(tmp_path: Path) -> None:
-    marker = f"loopkit-audit-run-{time.time_ns()}"
+    marker = f"loopkit-detached-run-{time.time_ns()}"
     done = proc.run(_worker(marker, "polite"), timeout=1.5, output=tmp_path / "out.log")
     assert done.timed_out
     time.sleep(0.2)
