@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from loopkit import decide, ledger  # noqa: E402
 from loopkit.records import attempt_record  # noqa: E402
-from tests import decide_helpers as h  # noqa: E402
+from tests.helpers import decide as h  # noqa: E402
 
 SMALL, LARGE = 100, 100_000
 ROUNDS = 400

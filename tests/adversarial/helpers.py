@@ -7,7 +7,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from tests.recipes_helpers import Project, recipe_env
+from tests.helpers.recipes import Project, recipe_env
 
 
 def clone_passes_its_checks(p: Project, tmp: Path) -> bool:

@@ -7,7 +7,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from tests.recipes_helpers import BIN, Project, recipe_env
+from tests.helpers.recipes import BIN, Project, recipe_env
 
 STAGES = ("lk-invoke", "lk-diff", "lk-verify", "lk-decide")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.adversarial.helpers import loop
-from tests.recipes_helpers import Project, fail_message, make_project
+from tests.helpers.recipes import Project, fail_message, make_project
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.adversarial.helpers import loop
 from tests.adversarial.stages import attempt, rules, section
-from tests.recipes_helpers import fail_message, make_project
+from tests.helpers.recipes import fail_message, make_project
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.adversarial.helpers import loop, nothing_unverified_landed
-from tests.recipes_helpers import BIN, fail_message, make_project, recipe_env
+from tests.helpers.recipes import BIN, fail_message, make_project, recipe_env
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.recipes_helpers import BIN, make_project, recipe_env
+from tests.helpers.recipes import BIN, make_project, recipe_env
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.recipes_helpers import BIN, fail_message, make_project, recipe_env
+from tests.helpers.recipes import BIN, fail_message, make_project, recipe_env
 
 pytestmark = pytest.mark.slow
 

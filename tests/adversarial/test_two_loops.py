@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.recipes_helpers import RECIPES, fail_message, make_project, recipe_env
+from tests.helpers.recipes import RECIPES, fail_message, make_project, recipe_env
 
 pytestmark = pytest.mark.slow
 

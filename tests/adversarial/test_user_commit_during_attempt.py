@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.adversarial.helpers import loop
-from tests.recipes_helpers import fail_message, make_project, user_commits_during
+from tests.helpers.recipes import fail_message, make_project, user_commits_during
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.adversarial.helpers import loop
-from tests.recipes_helpers import fail_message, make_project
+from tests.helpers.recipes import fail_message, make_project
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from loopkit import schema
 from loopkit.cli.lk import main as lk
 from loopkit.cli.plan import main as lk_plan
-from tests.plan_helpers import CONTRACT, CONTRACT_YAML, TASKS_MD
+from tests.helpers.plan import CONTRACT, CONTRACT_YAML, TASKS_MD
 
 BIG = 50 * 1024 * 1024
 CONTRACT_JSON = json.dumps(CONTRACT)

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from loopkit import git, ledger, schema
 from loopkit.cli.cancel import main as cancel_main
 from loopkit.cli.decide import main as decide_main
-from tests import decide_helpers as h
-from tests.evidence_helpers import lk_run as _run
+from tests.helpers import decide as h
+from tests.helpers.evidence import lk_run as _run
 
 LOOP_YAML = """\
 version: 1

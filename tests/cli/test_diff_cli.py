@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from loopkit import schema
 from loopkit.cli.diff import main
-from tests.evidence_helpers import attempt, cli, write_contract
+from tests.helpers.evidence import attempt, cli, write_contract
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from loopkit import schema
 from loopkit.cli.judge import main
-from tests.judge_helpers import GOAL, GOLDEN, attempt_with_goal, docs_repo
+from tests.helpers.judge import GOAL, GOLDEN, attempt_with_goal, docs_repo
 
 # case -> (exit code, verdict, grounded, trusted, reason, files_read)
 GOLDEN_CASES: dict[str, tuple[int, str, bool, bool, str | None, list[str]]] = {

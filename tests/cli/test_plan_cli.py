@@ -12,7 +12,7 @@ from click.testing import CliRunner, Result
 
 from loopkit import schema
 from loopkit.cli.plan import main
-from tests.plan_helpers import CONTRACT_YAML, TASKS_MD, chain, small, write
+from tests.helpers.plan import CONTRACT_YAML, TASKS_MD, chain, small, write
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "parser-project"
 

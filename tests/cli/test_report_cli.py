@@ -12,9 +12,9 @@ from click.testing import CliRunner
 
 from loopkit import decide, ledger, records, report, schema
 from loopkit.cli.report import main as report_main
-from tests import decide_helpers as h
-from tests.decide_helpers import TREE
-from tests.evidence_helpers import lk_run as _run
+from tests.helpers import decide as h
+from tests.helpers.decide import TREE
+from tests.helpers.evidence import lk_run as _run
 
 
 def write_ledger(path: Path) -> None:

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from loopkit import schema
 from loopkit.cli.verify import main
-from tests.evidence_helpers import attempt, cli, write_contract
+from tests.helpers.evidence import attempt, cli, write_contract
 
 
 @pytest.fixture

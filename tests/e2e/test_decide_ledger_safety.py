@@ -13,10 +13,10 @@ from pathlib import Path
 
 from loopkit import ledger
 from loopkit.records import replay
-from tests import decide_helpers as h
+from tests.helpers import decide as h
 
 ROOT = Path(__file__).resolve().parents[2]
-WRITER = [sys.executable, "-c", "from tests.decide_helpers import writer_main; writer_main()"]
+WRITER = [sys.executable, "-c", "from tests.helpers.decide import writer_main; writer_main()"]
 
 
 def start_writer(path: Path, count: int, task: str) -> subprocess.Popen[str]:

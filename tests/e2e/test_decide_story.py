@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from loopkit import ledger, schema
-from tests.conftest import git
+from tests.helpers import git
 
 BIN = Path(sys.executable).parent
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "parser-project"

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from loopkit import git as lkgit
-from tests.conftest import git
-from tests.evidence_helpers import attempt, by_path, one_json, rules, run, write_contract
+from tests.helpers import git
+from tests.helpers.evidence import attempt, by_path, one_json, rules, run, write_contract
 
 
 @pytest.fixture

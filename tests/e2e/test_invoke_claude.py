@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.agents_helpers import claude_bin, claude_env_for, model_server
-from tests.invoke_helpers import Invoked, lk_invoke, pids_with, write_contract
+from tests.helpers.agents import claude_bin, claude_env_for, model_server
+from tests.helpers.invoke import Invoked, lk_invoke, pids_with, write_contract
 
 pytestmark = pytest.mark.agents
 

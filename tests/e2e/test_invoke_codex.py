@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from tests.agents_helpers import codex_bin, codex_env_for, model_server
-from tests.invoke_helpers import Invoked, lk_invoke, pids_with, write_contract
+from tests.helpers.agents import codex_bin, codex_env_for, model_server
+from tests.helpers.invoke import Invoked, lk_invoke, pids_with, write_contract
 
 pytestmark = pytest.mark.agents
 

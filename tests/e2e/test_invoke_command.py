@@ -9,9 +9,9 @@ import uuid
 from pathlib import Path
 
 from loopkit import cancel
-from tests.evidence_helpers import lk_run as _run
-from tests.evidence_helpers import notes_project as _project
-from tests.invoke_helpers import lk_invoke, lk_invoke_bin, pids_with, write_contract
+from tests.helpers.evidence import lk_run as _run
+from tests.helpers.evidence import notes_project as _project
+from tests.helpers.invoke import lk_invoke, lk_invoke_bin, pids_with, write_contract
 
 
 def attempt(task_id: str = "hello", **sections: object) -> str:

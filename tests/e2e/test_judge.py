@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from loopkit import schema
-from tests.agents_helpers import claude_bin, codex_bin, model_server
-from tests.conftest import git
-from tests.judge_helpers import (
+from tests.helpers import git
+from tests.helpers.agents import claude_bin, codex_bin, model_server
+from tests.helpers.judge import (
     API_DOC,
     GOAL,
     attempt_with_goal,

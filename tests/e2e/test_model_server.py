@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.agents_helpers import model_server, run_claude, run_codex
-from tests.conftest import git
+from tests.helpers import git
+from tests.helpers.agents import model_server, run_claude, run_codex
 
 pytestmark = pytest.mark.agents
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from loopkit.testing.server import ModelServer
-from tests.agents_helpers import model_server, scripted_server_fixture  # noqa: F401
+from tests.helpers.agents import model_server, scripted_server_fixture  # noqa: F401
 
 SESSION = {"x-claude-code-session-id": "s-1"}
 

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 from loopkit import schema
-from tests.evidence_helpers import lk_run as _run
-from tests.evidence_helpers import notes_project as _project
+from tests.helpers.evidence import lk_run as _run
+from tests.helpers.evidence import notes_project as _project
 
 
 def test_a_pipe_may_start_with_any_command_run_alone(git_repo: Path) -> None:

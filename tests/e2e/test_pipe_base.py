@@ -8,8 +8,8 @@ from pathlib import Path
 
 import yaml
 
-from tests.conftest import git
-from tests.evidence_helpers import run
+from tests.helpers import git
+from tests.helpers.evidence import run
 
 
 def test_a_committing_worker_is_still_diffed_against_where_it_started(git_repo: Path) -> None:

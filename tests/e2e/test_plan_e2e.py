@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from loopkit import plan
-from tests.plan_helpers import CONTRACT_YAML, small
+from tests.helpers.plan import CONTRACT_YAML, small
 
 BIN = Path(sys.executable).parent
 LK_PLAN = shutil.which("lk-plan", path=str(BIN)) or "lk-plan"

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import git
-from tests.evidence_helpers import BIN, write_contract
+from tests.helpers import git
+from tests.helpers.evidence import BIN, write_contract
 
 HOOKS_FILE = Path(__file__).resolve().parents[2] / ".pre-commit-hooks.yaml"
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from loopkit import proc
-from tests.evidence_helpers import alive
-from tests.invoke_helpers import pids_with
+from tests.helpers.evidence import alive
+from tests.helpers.invoke import pids_with
 
 
 def _wait_gone(pid: int, seconds: float = 5.0) -> bool:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.recipes_helpers import fail_message, make_project
+from tests.helpers.recipes import fail_message, make_project
 
 pytestmark = pytest.mark.slow
 
@@ -107,7 +107,7 @@ TASKS = """\
 def test_a_reopened_task_gets_a_fresh_budget(tmp_path: Path) -> None:
     import subprocess
 
-    from tests.recipes_helpers import BIN, recipe_env
+    from tests.helpers.recipes import BIN, recipe_env
 
     check = [{"name": "value", "run": "grep -qx good src/value.txt", "timeout": 30}]
     p = make_project(tmp_path, WRONG_THREE_TIMES, checks=check, tasks=TASKS,
@@ -138,7 +138,7 @@ def test_a_killed_loop_is_recovered_by_a_plain_rerun(tmp_path: Path) -> None:
     import subprocess
     import time
 
-    from tests.recipes_helpers import RECIPES, recipe_env
+    from tests.helpers.recipes import RECIPES, recipe_env
 
     # The first call leaves half a change and hangs (the loop is killed meanwhile); the
     # second, in the rerun, does the job.

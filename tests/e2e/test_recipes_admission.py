@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.recipes_helpers import RECIPES, make_project, recipe_env
+from tests.helpers.recipes import RECIPES, make_project, recipe_env
 
 SLOW = """
 import time

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from tests.e2e.test_recipes_phased import CHECK, WORKER, plan
-from tests.recipes_helpers import BIN, RECIPES, Project, git, make_project, recipe_env
+from tests.helpers.recipes import BIN, RECIPES, Project, git, make_project, recipe_env
 
 pytestmark = pytest.mark.slow
 WORKFLOW = RECIPES / "github-actions" / "fan-out.yml"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.agents_helpers import claude_bin, claude_env_for, model_server
-from tests.recipes_helpers import fail_message, make_project
+from tests.helpers.agents import claude_bin, claude_env_for, model_server
+from tests.helpers.recipes import fail_message, make_project
 
 pytestmark = [pytest.mark.agents, pytest.mark.slow]
 

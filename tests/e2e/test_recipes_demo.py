@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.recipes_helpers import RECIPES, recipe_env
+from tests.helpers.recipes import RECIPES, recipe_env
 
 pytestmark = pytest.mark.slow
 
@@ -59,7 +59,7 @@ def test_demo_tells_the_parser_story_with_the_command_worker(tmp_path: Path) -> 
 
 @pytest.mark.agents
 def test_demo_claude_tells_the_same_story_through_the_real_cli(tmp_path: Path) -> None:
-    from tests.agents_helpers import AGENTS_BIN, claude_bin
+    from tests.helpers.agents import AGENTS_BIN, claude_bin
 
     claude = claude_bin()
     path = f"{Path(claude).parent}:{AGENTS_BIN}:{recipe_env()['PATH']}"

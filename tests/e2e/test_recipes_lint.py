@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.recipes_helpers import BIN, RECIPES, fail_message, make_project, recipe_env
+from tests.helpers.recipes import BIN, RECIPES, fail_message, make_project, recipe_env
 
 SHELL_RECIPES = sorted(RECIPES.rglob("*.sh"))
 

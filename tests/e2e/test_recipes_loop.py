@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.recipes_helpers import Project, fail_message, make_project, user_commits_during
+from tests.helpers.recipes import Project, fail_message, make_project, user_commits_during
 
 pytestmark = pytest.mark.slow
 
@@ -344,7 +344,7 @@ def test_a_stage_that_prints_no_document_stops_the_loop(tmp_path: Path) -> None:
     (shim / "lk-verify").chmod(0o755)
     p = make_project(tmp_path, GOOD)
     before = p.head()
-    from tests.recipes_helpers import recipe_env
+    from tests.helpers.recipes import recipe_env
 
     path = f"{shim}:{recipe_env()['PATH']}"
     proc = loop(p, env={"PATH": path})

@@ -10,7 +10,7 @@ import pytest
 
 from tests.e2e.test_recipes_loop import BAD_THEN_GOOD, CRASH_WITH_DEBRIS
 from tests.e2e.test_recipes_phased import CHECK, WORKER, plan
-from tests.recipes_helpers import RECIPES, Project, fail_message, make_project
+from tests.helpers.recipes import RECIPES, Project, fail_message, make_project
 
 pytestmark = pytest.mark.slow
 

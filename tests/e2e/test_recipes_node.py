@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.test_recipes_loop import BAD_THEN_GOOD, CRASH_WITH_DEBRIS, GOOD
-from tests.recipes_helpers import (
+from tests.helpers.recipes import (
     RECIPES,
     Project,
     fail_message,

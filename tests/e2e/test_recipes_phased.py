@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.recipes_helpers import fail_message, make_project, user_commits_during
+from tests.helpers.recipes import fail_message, make_project, user_commits_during
 
 pytestmark = pytest.mark.slow
 
@@ -119,7 +119,7 @@ def test_with_the_lk_verify_hook_installed_parks_are_recorded_and_green_committe
     import shutil
     import subprocess
 
-    from tests.recipes_helpers import BIN, RECIPES, recipe_env
+    from tests.helpers.recipes import BIN, RECIPES, recipe_env
 
     tasks = plan("broken", "Will crash") + plan("gamma", "Independent")
     p = make_project(tmp_path, WORKER, tasks=tasks, checks=CHECK)

@@ -23,9 +23,9 @@ import pytest
 
 from loopkit import proc, sandbox
 from loopkit.testing import rehearse
-from tests.agents_helpers import AGENTS_BIN, claude_bin, codex_bin, model_server
-from tests.conftest import git
-from tests.invoke_helpers import pids_with
+from tests.helpers import git
+from tests.helpers.agents import AGENTS_BIN, claude_bin, codex_bin, model_server
+from tests.helpers.invoke import pids_with
 
 PY = sys.executable
 

@@ -10,9 +10,9 @@ import pytest
 from loopkit import git as gits
 from loopkit.errors import EnvironmentProblem
 from loopkit.workspace import STATE_ENV, Workspace, state_folder
-from tests.conftest import git
-from tests.evidence_helpers import lk_run as _run
-from tests.evidence_helpers import notes_project as _project
+from tests.helpers import git
+from tests.helpers.evidence import lk_run as _run
+from tests.helpers.evidence import notes_project as _project
 
 
 def test_state_folder_is_excluded_so_add_all_never_sweeps_it(git_repo: Path) -> None:

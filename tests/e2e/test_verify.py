@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 
 from loopkit import git as lkgit
-from tests.conftest import git
-from tests.evidence_helpers import BIN, alive, attempt, one_json, run, script, write_contract
-from tests.evidence_helpers import lk_run as _run
-from tests.evidence_helpers import notes_project as _project
+from tests.helpers import git
+from tests.helpers.evidence import BIN, alive, attempt, one_json, run, script, write_contract
+from tests.helpers.evidence import lk_run as _run
+from tests.helpers.evidence import notes_project as _project
 
 
 def test_pass_and_fail_with_full_evidence(git_repo: Path) -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git
-from tests.evidence_helpers import one_json, run, write_contract
+from tests.helpers import git
+from tests.helpers.evidence import one_json, run, write_contract
 
 CALC = "def add(a, b):\n    return a - b\n"
 TEST = """\

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.recipes_helpers import BIN, Project, fail_message, make_project, recipe_env
+from tests.helpers.recipes import BIN, Project, fail_message, make_project, recipe_env
 
 pytestmark = pytest.mark.slow
 

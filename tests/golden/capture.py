@@ -19,13 +19,13 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 
-from tests.agents_helpers import (  # noqa: E402
+from tests.helpers.agents import (  # noqa: E402
     claude_bin,
     claude_env_for,
     codex_env_for,
     model_server,
 )
-from tests.invoke_helpers import lk_invoke, lk_invoke_bin, write_contract  # noqa: E402
+from tests.helpers.invoke import lk_invoke, lk_invoke_bin, write_contract  # noqa: E402
 
 WRITE = {"name": "Write", "input": {"file_path": "{{cwd}}/hello.py", "content": "print('hello')\n"}}
 READ = {"name": "Read", "input": {"file_path": "{{cwd}}/hello.py"}}

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopkit import budget
-from tests import decide_helpers as h
+from tests.helpers import decide as h
 
 NOW = "2026-01-01T00:00:00Z"
 

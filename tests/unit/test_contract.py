@@ -10,7 +10,7 @@ import pytest
 
 from loopkit import contract, schema
 from loopkit.errors import BadInput
-from tests.plan_helpers import CONTRACT, CONTRACT_YAML, write
+from tests.helpers.plan import CONTRACT, CONTRACT_YAML, write
 
 
 def _with(**changes: Any) -> dict[str, Any]:

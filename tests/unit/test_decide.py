@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from loopkit import budget, classify, decide, schema
 from loopkit.exitcodes import OUTCOME_CODES
-from tests import decide_helpers as h
-from tests.decide_helpers import OTHER_TREE, TREE
+from tests.helpers import decide as h
+from tests.helpers.decide import OTHER_TREE, TREE
 
 
 def hist(**kw: Any) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from loopkit import contract, guidance
-from tests.plan_helpers import CONTRACT
+from tests.helpers.plan import CONTRACT
 
 
 @pytest.fixture

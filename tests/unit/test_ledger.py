@@ -11,8 +11,8 @@ import pytest
 
 from loopkit import budget, checkpoint, decide, ledger, retention, schema
 from loopkit.records import attempt_record, replay
-from tests import decide_helpers as h
-from tests.decide_helpers import TREE
+from tests.helpers import decide as h
+from tests.helpers.decide import TREE
 
 
 def decided(ldg: ledger.Ledger, doc: dict[str, Any], *, tree: str = TREE) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from loopkit import plan
 from loopkit.errors import BadInput
-from tests.plan_helpers import CONTRACT, TASKS_MD, chain, item, parsed, problems, small, write
+from tests.helpers.plan import CONTRACT, TASKS_MD, chain, item, parsed, problems, small, write
 
 # --------------------------------------------------------------------------- parsing
 

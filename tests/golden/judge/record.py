@@ -15,8 +15,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from tests.agents_helpers import model_server, run_claude
-from tests.judge_helpers import GOAL, GOLDEN, docs_repo, judge_env, judge_turns, lk_judge
+from tests.helpers.agents import model_server, run_claude
+from tests.helpers.judge import GOAL, GOLDEN, docs_repo, judge_env, judge_turns, lk_judge
 
 CASES = {
     "claude-met": (

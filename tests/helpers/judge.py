@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import git
+from tests.helpers import git
 
 GOAL = "the /health route is documented"
 API_DOC = '# API\n\n## GET /health\n\nReturns 200 and `{"ok": true}` when the service is up.\n'
-GOLDEN = Path(__file__).resolve().parent / "golden" / "judge"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "judge"
 
 
 def docs_repo(repo: Path) -> Path:
@@ -65,7 +65,7 @@ def judge_turns(
 
 def judge_env(provider: str, server: Any, tmp: Path) -> dict[str, str]:
     """The whole environment for lk-judge running ``provider`` against ``server``."""
-    from tests.agents_helpers import claude_env_for, codex_env_for
+    from tests.helpers.agents import claude_env_for, codex_env_for
 
     if provider == "claude":
         env = claude_env_for(server, tmp / "claude-home", retries=0)

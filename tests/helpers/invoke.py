@@ -16,7 +16,7 @@ import yaml
 
 from loopkit import schema
 
-GOLDEN = Path(__file__).resolve().parent / "golden"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 
 
 def lk_invoke_bin() -> str:

@@ -2,7 +2,7 @@
 
 Usage (a test module of any area):
 
-    from tests.agents_helpers import model_server, run_claude, run_codex
+    from tests.helpers.agents import model_server, run_claude, run_codex
 
     def test_writes_a_file(git_repo, tmp_path):
         turns = [
@@ -30,7 +30,7 @@ Usage (a test module of any area):
   blocks until n model requests arrived.
 - The ``scripted_server`` fixture: ``server = scripted_server(turns)`` -- started, stopped at
   teardown, its log in tmp_path/model-requests-N.jsonl. To use it, import it into the test
-  module: ``from tests.agents_helpers import scripted_server_fixture  # noqa: F401``.
+  module: ``from tests.helpers.agents import scripted_server_fixture  # noqa: F401``.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from loopkit.testing import script as scripts
 from loopkit.testing.server import ModelServer
 from tests.conftest import require_tool
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 AGENTS_BIN = REPO_ROOT / ".cache" / "agents" / "node_modules" / ".bin"
 
 ScriptLike = Any  # a list of turns, a mapping, or a loopkit.testing.script.Script

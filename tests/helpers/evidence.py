@@ -15,7 +15,7 @@ import yaml
 from click.testing import CliRunner
 
 from loopkit import schema
-from tests.conftest import git
+from tests.helpers import git
 
 BIN = Path(sys.executable).parent
 
