@@ -83,15 +83,11 @@ def outside_hook_env(env: dict[str, str]) -> dict[str, str]:
     With the remote form of the hook (``repo: <loopkit's URL>``), pre-commit installs
     loopkit in a virtualenv of its own and puts it first on PATH (and in VIRTUAL_ENV).
     The checks must run with the user's tools -- their pytest, not a missing one -- so
-    when this interpreter lives in pre-commit's store, that environment is taken out."""
+    when this interpreter lives in an environment pre-commit built, it is taken out."""
     import sys
 
-    store = os.environ.get("PRE_COMMIT_HOME") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
-        "pre-commit",
-    )
     prefix = os.path.realpath(sys.prefix)
-    if not prefix.startswith(os.path.realpath(store) + os.sep):
+    if not _pre_commit_venv(prefix):
         return env
     own = {os.path.join(sys.prefix, "bin"), os.path.join(prefix, "bin")}
     out = dict(env)
@@ -104,6 +100,23 @@ def outside_hook_env(env: dict[str, str]) -> dict[str, str]:
     if out.get("VIRTUAL_ENV") and os.path.realpath(out["VIRTUAL_ENV"]) == prefix:
         del out["VIRTUAL_ENV"]
     return out
+
+
+def _pre_commit_venv(prefix: str) -> bool:
+    """Whether ``prefix`` is a virtualenv pre-commit built for a hook: under its store
+    (PRE_COMMIT_HOME, else ~/.cache/pre-commit), or anywhere laid out as pre-commit lays
+    out its hook environments -- ``<store>/<repo...>/py_env-<version>`` beside the clone of
+    the hook's repository, which holds .pre-commit-hooks.yaml. ``pre-commit try-repo``
+    builds its environment in a temporary store of its own, away from PRE_COMMIT_HOME."""
+    store = os.environ.get("PRE_COMMIT_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+        "pre-commit",
+    )
+    if prefix.startswith(os.path.realpath(store) + os.sep):
+        return True
+    return os.path.basename(prefix).startswith("py_env-") and os.path.isfile(
+        os.path.join(os.path.dirname(prefix), ".pre-commit-hooks.yaml")
+    )
 
 
 def secret_values(env: Mapping[str, str] | None = None) -> list[str]:

@@ -51,6 +51,22 @@ def test_checks_run_outside_the_environment_pre_commit_built_for_loopkit(
     assert secrets.outside_hook_env(env) == env
 
 
+def test_checks_run_outside_the_environment_of_pre_commit_try_repo(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # try-repo builds the hook's venv in a temporary store of its own, not PRE_COMMIT_HOME:
+    # known by its layout, beside the clone of the hook's repository.
+    monkeypatch.setenv("PRE_COMMIT_HOME", str(tmp_path / "pre-commit"))
+    clone = tmp_path / "tmpxyz" / "repoabc"
+    venv = clone / "py_env-python3.11"
+    (venv / "bin").mkdir(parents=True)
+    monkeypatch.setattr(sys, "prefix", str(venv))
+    env = {"PATH": os.pathsep.join([str(venv / "bin"), "/usr/bin"]), "VIRTUAL_ENV": str(venv)}
+    assert secrets.outside_hook_env(env) == env  # no clone beside it: not pre-commit's
+    (clone / ".pre-commit-hooks.yaml").write_text("- id: lk-verify\n")
+    assert secrets.outside_hook_env(env) == {"PATH": "/usr/bin"}
+
+
 def test_what_a_run_needs_from_the_hosts_tmp_is_shown_read_only(tmp_path: Path) -> None:
     """A checkout cloned under /tmp keeps its venv and node_modules there; the sandbox's
     private /tmp would hide them from the worker."""
