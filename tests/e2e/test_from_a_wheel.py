@@ -1,0 +1,350 @@
+"""loopkit as a new user gets it: built into a wheel, installed in a fresh venv, used on a
+project of the user's own outside this repository (a tiny Python project tested with
+plain ``python3 -m unittest``, no pytest).
+
+The wheel is built and installed once per test session. Every command below comes from
+that venv alone: the test runner's own venv is taken off PATH, so nothing of the source
+tree (or its editable install) can stand in for what the wheel ships.
+
+- ``lk init`` writes a contract and a plan that ``lk-plan check`` accepts as written;
+- ``lk recipes --copy DIR`` gives runnable recipes;
+- a park through the copied ``loop.sh``, then ``lk show`` tells the attempt and how to
+  restore it;
+- ``lk status --json`` sees a running loop and its task;
+- ``pre-commit try-repo`` against a checkout of this repository (the remote form of the
+  hook, in pre-commit's own venv): a red tree is blocked with a short summary, the checks
+  run with the user's python, a green tree passes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.helpers import git
+
+pytestmark = [pytest.mark.slow]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEV_BIN = Path(sys.executable).parent  # the test runner's venv: pytest, build, pre-commit
+
+CALC = "def add(a, b):\n    return a + b\n"
+TESTS = """\
+import unittest
+
+import calc
+
+
+class CalcTest(unittest.TestCase):
+    def test_add(self):
+        self.assertEqual(calc.add(2, 3), 5)
+
+    def test_subtract(self):
+        self.assertEqual(calc.subtract(5, 3), 2)
+"""
+GOOD = CALC + "\n\ndef subtract(a, b):\n    return a - b\n"
+WRONG = CALC + "\n\ndef subtract(a, b):\n    return b - a\n"
+
+TASKS = """\
+# Tasks
+
+- [ ] Add subtract() to calc {#subtract}
+  budget: 10 lines / 1 file
+  scope: calc/
+  end
+"""
+
+
+@dataclass
+class Installed:
+    """The wheel and the fresh venv it was installed into."""
+
+    wheel: Path
+    venv: Path
+
+    @property
+    def bin(self) -> Path:
+        return self.venv / "bin"
+
+    def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        """This process's environment with the wheel's venv first on PATH and the test
+        runner's venv (where loopkit is installed from the source tree) off it."""
+        env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+        dev = {str(DEV_BIN), os.path.realpath(DEV_BIN)}
+        rest = [p for p in env.get("PATH", os.defpath).split(os.pathsep) if p and p not in dev]
+        env["PATH"] = os.pathsep.join([str(self.bin), *rest])
+        env["LOOPKIT_VALIDATE_OUTPUT"] = "0"  # each command's own tests validate its output
+        env.pop("LOOPKIT_STATE_DIR", None)
+        env.update(extra or {})
+        return env
+
+
+@pytest.fixture(scope="session")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    """loopkit's wheel, built from this checkout, installed into a fresh venv (no system
+    site-packages; its dependencies come from the package index). Built once a session."""
+    base = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--outdir", str(base / "dist"), str(REPO_ROOT)],
+        check=True, capture_output=True, text=True, timeout=300,
+    )
+    (wheel,) = (base / "dist").glob("loopkit-*.whl")
+    venv = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    done = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return Installed(wheel=wheel, venv=venv)
+
+
+def run(
+    installed: Installed,
+    cwd: Path,
+    *argv: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 60,
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        list(argv), cwd=cwd, env=installed.env(env), capture_output=True, text=True,
+        timeout=timeout, stdin=subprocess.DEVNULL,
+    )
+
+
+def out(proc: subprocess.CompletedProcess[str]) -> str:
+    return f"exit {proc.returncode}\n--- stdout ---\n{proc.stdout[-4000:]}\n--- stderr ---\n{proc.stderr[-6000:]}"
+
+
+def user_project(root: Path) -> Path:
+    """The user's project: a package, its unittest tests, a Makefile whose `test` target
+    runs them. A git repository on main with one commit."""
+    root.mkdir(parents=True)
+    git(root, "init", "-q", "-b", "main")
+    files = {
+        "README.md": "# calc\n",
+        "calc/__init__.py": CALC,
+        "tests/__init__.py": "",
+        "tests/test_calc.py": TESTS,
+        "Makefile": "test:\n\tpython3 -m unittest -q\n",
+        ".gitignore": "__pycache__/\n",
+    }
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "calc with a test for subtract")
+    return root
+
+
+@pytest.fixture
+def project(installed: Installed, tmp_path: Path) -> Path:
+    """The user's project after `lk init` and the first task written, committed."""
+    root = user_project(tmp_path / "calc")
+    done = run(installed, root, "lk", "init")
+    assert done.returncode == 0, out(done)
+    (root / "TASKS.md").write_text(TASKS)
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "loopkit's contract and plan")
+    return root
+
+
+def use_worker(root: Path, script: Path, body: str, **budgets: int) -> None:
+    """Point the contract at a `command` worker running ``body`` (Python, in the project),
+    with ``budgets`` on top of what `lk init` wrote; committed."""
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text(textwrap.dedent(body))
+    data = yaml.safe_load((root / "loop.yaml").read_text())
+    data["worker"] = {"provider": "command", "command": f"python3 {script}", "timeout": 60}
+    data["budgets"].update(budgets)
+    # The worker's script lives outside the repository: readable in its sandbox.
+    data["sandbox"]["writable"] = [str(script.parent)]
+    (root / "loop.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    git(root, "commit", "-qam", "a command worker")
+
+
+def copy_recipes(installed: Installed, into: Path) -> Path:
+    done = run(installed, into.parent, "lk", "recipes", "--copy", str(into))
+    assert done.returncode == 0, out(done)
+    return into
+
+
+def test_the_wheel_is_what_runs(installed: Installed, tmp_path: Path) -> None:
+    where = run(installed, tmp_path, "python3", "-c", "import loopkit, sys; print(loopkit.__file__); print(sys.prefix)")
+    module, prefix = where.stdout.split()
+    assert Path(prefix) == installed.venv
+    assert Path(module).is_relative_to(installed.venv) and "site-packages" in module
+    assert Path(run(installed, tmp_path, "sh", "-c", "command -v lk-verify").stdout.strip()) == (
+        installed.bin / "lk-verify"
+    )
+
+
+def test_init_writes_files_that_check_as_written(installed: Installed, tmp_path: Path) -> None:
+    root = user_project(tmp_path / "calc")
+    done = run(installed, root, "lk", "init")
+    assert done.returncode == 0, out(done)
+    assert "make test" in done.stderr  # the Makefile's test target was found
+    for name in ("loop.yaml", "TASKS.md", "MEMORY.md", "AGENTS.md"):
+        assert (root / name).is_file(), name
+    for name in ("loop.yaml", "TASKS.md"):
+        checked = run(installed, root, "lk-plan", "check", name)
+        assert checked.returncode == 0, out(checked)
+    assert 'run: "make test"' in (root / "loop.yaml").read_text()
+    # The check it wrote really runs the project's tests (red: subtract is still missing).
+    tests = run(installed, root, "make", "test")
+    assert tests.returncode != 0 and "subtract" in tests.stderr
+
+
+def test_recipes_copy_gives_runnable_loops(installed: Installed, tmp_path: Path) -> None:
+    where = run(installed, tmp_path, "lk", "recipes")
+    assert where.returncode == 0, out(where)
+    shipped = Path(where.stdout.strip())
+    assert shipped.is_relative_to(installed.venv)  # inside the installed package
+    mine = copy_recipes(installed, tmp_path / "recipes")
+    for name in ("loop.sh", "phased-loop.sh", "worktree.sh"):
+        assert os.access(mine / name, os.X_OK), name
+    assert (mine / "lib.sh").is_file()
+    helped = run(installed, tmp_path, str(mine / "loop.sh"), "--help")
+    assert helped.returncode == 0 and "--task-id" in helped.stdout, out(helped)
+
+
+def test_a_park_then_lk_show_tells_the_attempt_and_how_to_restore_it(
+    installed: Installed, project: Path, tmp_path: Path
+) -> None:
+    use_worker(
+        project, tmp_path / "worker" / "wrong.py",
+        f"""
+        from pathlib import Path
+        Path("calc/__init__.py").write_text({WRONG!r})
+        print("added subtract")
+        """,
+        attempts=1,
+    )
+    recipes = copy_recipes(installed, tmp_path / "recipes")
+    start = tmp_path / "next.json"
+    nxt = run(installed, project, "lk-plan", "next", "TASKS.md", "--contract", "loop.yaml")
+    assert nxt.returncode == 0, out(nxt)
+    start.write_text(nxt.stdout)
+    head = git(project, "rev-parse", "HEAD")
+    loop = run(installed, project, str(recipes / "loop.sh"), "--tasks", "TASKS.md", str(start),
+               timeout=120)
+    assert loop.returncode == 22, out(loop)  # the one attempt allowed is spent: parked
+    # Parked: the tree is back where the task began, the checklist and memory say so.
+    assert (project / "calc/__init__.py").read_text() == CALC
+    assert "- [!] Add subtract() to calc {#subtract}" in (project / "TASKS.md").read_text()
+    assert git(project, "rev-parse", "HEAD^") == head  # only the park's own commit
+
+    shown = run(installed, project, "lk", "show", "subtract")
+    assert shown.returncode == 0, out(shown)
+    assert "#1 budget_exhausted (budget)" in shown.stdout, shown.stdout
+    assert "git checkout refs/loopkit/subtract/1 -- ." in shown.stdout
+    assert "parked: subtract" in shown.stdout  # what the memory file says about it
+    story = json.loads(run(installed, project, "lk", "show", "subtract", "--json").stdout)
+    assert len(story["attempts"]) == 1
+    (saved,) = story["saved"]
+    # The restore command it prints brings the parked attempt back.
+    subprocess.run(saved["restore"], shell=True, cwd=project, check=True)
+    assert (project / "calc/__init__.py").read_text() == WRONG
+
+
+def test_lk_status_sees_a_running_loop(
+    installed: Installed, project: Path, tmp_path: Path
+) -> None:
+    use_worker(
+        project, tmp_path / "worker" / "slow.py",
+        f"""
+        import time
+        from pathlib import Path
+        time.sleep(4)
+        Path("calc/__init__.py").write_text({GOOD!r})
+        """,
+    )
+    recipes = copy_recipes(installed, tmp_path / "recipes")
+    loop = subprocess.Popen(
+        [str(recipes / "loop.sh"), "--contract", "loop.yaml", "--task-id", "subtract",
+         "--task", "Add subtract() to calc"],
+        cwd=project, env=installed.env(), stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        now: dict[str, object] = {}
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and loop.poll() is None:
+            seen = run(installed, project, "lk", "status", "--json")
+            if seen.returncode == 0:
+                now = json.loads(seen.stdout)
+                if now.get("running") and now.get("stage") == "invoke":
+                    break
+            time.sleep(0.2)
+        assert now.get("running") is True, now
+        assert now["task"] == "subtract" and now["stage"] == "invoke", now
+        text = run(installed, project, "lk", "status")
+        assert text.stdout.startswith("subtract:"), out(text)
+    finally:
+        stdout, stderr = loop.communicate(timeout=90)
+    assert loop.returncode == 0, f"exit {loop.returncode}\n{stdout}\n{stderr}"
+    after = json.loads(run(installed, project, "lk", "status", "--json").stdout)
+    assert after["running"] is False
+    assert (project / "calc/__init__.py").read_text() == GOOD
+    assert git(project, "status", "--porcelain") == ""
+
+
+# --- the remote form of the pre-commit hook ------------------------------------------
+
+
+def test_pre_commit_try_repo_blocks_a_red_tree_and_passes_a_green_one(
+    installed: Installed, project: Path, tmp_path: Path
+) -> None:
+    pre_commit = DEV_BIN / "pre-commit"
+    if not pre_commit.exists():
+        pytest.fail("pre-commit is not installed in the test venv (make install)")
+    # A second check: the checks run with the user's python (their venv, first on PATH),
+    # not the interpreter of the venv pre-commit built for the hook.
+    data = yaml.safe_load((project / "loop.yaml").read_text())
+    data["criteria"].append({
+        "name": "the user's python",
+        "run": f"python3 -c \"import sys; sys.exit(sys.prefix != '{installed.venv}')\"",
+        "timeout": 60,
+    })
+    (project / "loop.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    git(project, "commit", "-qam", "check the interpreter")
+    # The hook's repository is this checkout at its commit (an unpacked sdist has none).
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True,
+                          text=True)
+    if head.returncode != 0:
+        pytest.skip("not a git checkout of loopkit: pre-commit try-repo needs one")
+    ref = head.stdout.strip()
+
+    def try_repo() -> subprocess.CompletedProcess[str]:
+        return run(
+            installed, project, str(pre_commit), "try-repo", str(REPO_ROOT), "lk-verify",
+            "--ref", ref, "--verbose", "--all-files",
+            # try-repo builds the hook's venv in a temporary store of its own (each run
+            # anew), never under PRE_COMMIT_HOME: lk-verify must know it all the same.
+            env={"PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home")}, timeout=300,
+        )
+
+    red = try_repo()  # subtract is missing: the tests fail
+    text = red.stdout + red.stderr
+    assert red.returncode == 1, out(red)
+    assert "Failed" in text and "a check failed: the commit is blocked" in text, out(red)
+    assert "FAILED  tests" in text and "subtract" in text  # the failing check, its tail
+    assert "ok  the user's python" in text, out(red)  # not the hook venv's python3
+    hook = text[text.index("loopkit acceptance checks"):]
+    assert len(hook.splitlines()) < 40, hook
+    assert '{"kind"' not in text  # a person's summary; the document is in the state folder
+    assert (project / ".loopkit" / "verify-last.json").is_file()
+
+    (project / "calc/__init__.py").write_text(GOOD)
+    green = try_repo()
+    assert green.returncode == 0, out(green)
+    assert "Passed" in green.stdout + green.stderr
