@@ -384,7 +384,7 @@ def story_text(story: Mapping[str, Any]) -> str:
     if story["saved"]:
         lines.append("saved trees (restore one with the command beside it):")
         for s in story["saved"]:
-            lines.append(f"  {s['ref']}  {s['subject'][:60]}\n    {s['restore']}")
+            lines.append(f"  {s['ref']}  {clip_words(s['subject'], 60)}\n    {s['restore']}")
     else:
         lines.append("no saved trees under refs/loopkit/")
     if story["memory"]:
