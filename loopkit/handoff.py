@@ -44,6 +44,9 @@ def _task(task: Mapping[str, Any] | None) -> list[str]:
     out = [f"{head}{tid}", cut(str(task.get("text", "")).strip(), TEXT_BYTES), ""]
     if task.get("kind") == "goal":
         out += ["A reviewer will check this goal by reading the code: make it true.", ""]
+    notes = [str(n).strip() for n in task.get("notes") or [] if str(n).strip()]
+    if notes:
+        out += ["## Notes", *(f"- {cut(n, TEXT_BYTES)}" for n in notes[:20]), ""]
     return out
 
 

@@ -74,6 +74,23 @@ PY
     fi
 }
 
+lk_add_note() {
+    # lk_add_note DOC TEXT: append TEXT to the task's notes in the attempt document DOC
+    # (the handoff carries them to the worker).
+    local doc=$1 text=$2 tmp
+    tmp=$doc.note-$$
+    if [ "${LK_JSON:-}" != python ] && command -v jq >/dev/null 2>&1; then
+        jq -c --arg t "$text" '.task.notes = ((.task.notes // []) + [$t])' "$doc" >"$tmp"
+    else
+        "${LK_PYTHON:-python3}" -c '
+import json, sys
+doc = json.loads(open(sys.argv[1], encoding="utf-8").read().strip().splitlines()[-1])
+doc.setdefault("task", {}).setdefault("notes", []).append(sys.argv[2])
+print(json.dumps(doc))
+' "$doc" "$text" >"$tmp"
+    fi && mv -f -- "$tmp" "$doc"
+}
+
 lk_task_doc() {
     # lk_task_doc ID TEXT [KIND] -> a minimal attempt document holding one task.
     local id=$1 text=$2 kind=${3:-task}

@@ -204,9 +204,17 @@ if [ "$reproduce" = 1 ]; then
     lk_stage diff "$input" "$p-diff.json" lk-diff ${cargs[@]+"${cargs[@]}"} --base "$base"
     expect $? lk-diff 0 1
     lk_stage verify "$p-diff.json" "$p-verify.json" lk-verify ${cargs[@]+"${cargs[@]}"}
-    expect $? lk-verify 0 1
-    lk_stage decide "$p-verify.json" "$p-decide.json" lk-decide ${cargs[@]+"${cargs[@]}"}
-    settle $?
+    vrc=$?
+    expect "$vrc" lk-verify 0 1
+    if [ "$vrc" = 0 ]; then
+        # Already green: nothing to reproduce, no attempt spent; the worker is told.
+        lk_log "$task_id: the checks already pass on the untouched tree: no failure to reproduce, no attempt spent"
+        lk_add_note "$input" "The acceptance checks already pass on the untouched tree (reproduced before this attempt, no attempt spent): the change must keep them passing; make sure it is still needed." ||
+            lk_die 3 "cannot note the reproduction in $input"
+    else
+        lk_stage decide "$p-verify.json" "$p-decide.json" lk-decide ${cargs[@]+"${cargs[@]}"}
+        settle $?
+    fi
 fi
 
 while :; do

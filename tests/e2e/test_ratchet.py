@@ -261,3 +261,19 @@ Path("src/value.txt").write_text("good\\n")
     judged = p.docs("goal", "judge")[-1]["judge"]
     assert judged["citations"][0]["ok"] is lands
     assert p.task_line("goal").startswith("- [x]" if lands else "- [!]")
+
+
+def test_reproduce_on_a_green_task_costs_no_attempt_and_says_so(tmp_path: Path) -> None:
+    body = """
+Path("src").mkdir(exist_ok=True)
+Path("src/value.txt").write_text("good\\n")
+Path("src/extra.txt").write_text("more\\n")
+"""
+    files = {"src/value.txt": "good\n"}  # the check passes before any worker runs
+    p = make_project(tmp_path, body, files=files)
+    proc = p.run("loop.sh", "--contract", "loop.yaml", "--task-id", "fix-value", "--task", "F",
+                 "--reproduce")
+    assert proc.returncode == 0, fail_message(proc)
+    assert "the checks already pass on the untouched tree" in proc.stderr
+    assert [d["attempt"] for d in p.decisions("fix-value")] == [1]  # round 0 spent nothing
+    assert "already pass on the untouched tree" in p.handoff(1)
