@@ -79,6 +79,7 @@ def main(
     proc.guard()  # nothing a check starts outlives it, nor this command
     env = _check_env(terms, doc)
     ticker = _Ticker() if _stderr_is_terminal() else None
+    lines = None if ticker or summary else _lines
     try:
         if clean_room if clean_room is not None else doc is not None:
             run = (doc or {}).get("run") or {}
@@ -92,7 +93,7 @@ def main(
                 carry_before=run.get("carry"),
                 log_dir=log_dir,
                 fail_fast=fail_fast,
-                progress=ticker.update if ticker else None,
+                progress=ticker.update if ticker else lines,
                 env=env,
             )
             if run.get("base") and not only:
@@ -115,7 +116,7 @@ def main(
                 index=ws.index,
                 log_dir=log_dir,
                 fail_fast=fail_fast,
-                progress=ticker.update if ticker else None,
+                progress=ticker.update if ticker else lines,
                 env=env,
             )
     finally:
@@ -176,6 +177,16 @@ def _check_env(terms: dict[str, Any], doc: dict[str, Any] | None) -> dict[str, s
     if isinstance(task, dict) and task.get("id"):
         env["LOOPKIT_TASK_ID"] = str(task["id"])
     return env
+
+
+def _lines(event: str, index: int, total: int, name: str, check: Any) -> None:
+    """Progress off a terminal (a log, a recipe): one line as each check starts and ends."""
+    if event == "start":
+        say("lk-verify", f"[{index + 1}/{total}] {name} ...")
+    else:
+        mark = "ok" if check and check.get("passed") else "FAILED"
+        secs = check.get("duration_s", 0.0) if check else 0.0
+        say("lk-verify", f"[{index + 1}/{total}] {name}: {mark} ({secs:.1f}s)")
 
 
 def _stderr_is_terminal() -> bool:
