@@ -24,6 +24,11 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.bench_diff import GIT_ENV as ENV
+from bench.bench_diff import git
+
 VERSION = "v1"
 FILES = 10_000
 PER_DIR = 100
@@ -32,24 +37,6 @@ TARGET, FIRST_STEP = 5.0, 10.0
 CACHE = Path(os.environ.get("LOOPKIT_BENCH_CACHE", "/tmp/loopkit-bench-cache")) / f"loop-{VERSION}"
 BIN = Path(sys.executable).parent
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
-ENV = {
-    "GIT_AUTHOR_NAME": "Bench",
-    "GIT_AUTHOR_EMAIL": "bench@example.invalid",
-    "GIT_COMMITTER_NAME": "Bench",
-    "GIT_COMMITTER_EMAIL": "bench@example.invalid",
-    "GIT_CONFIG_NOSYSTEM": "1",
-}
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", *args],
-        cwd=repo,
-        env={**os.environ, **ENV},
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
 
 
 def build() -> Path:

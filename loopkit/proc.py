@@ -92,14 +92,14 @@ def now_ticks() -> int:
         return 0
 
 
-def _children(pid: int, since: int = 0) -> dict[int, list[int]]:
-    """Every live process's children, from /proc (empty where there is no /proc); with
-    ``since``, a child of ``pid`` itself counts only when it started at or after it."""
-    parents: dict[int, list[int]] = {}
+def _table() -> list[tuple[int, int, int, int]]:
+    """Every live (not zombie) process as (pid, parent, process group, start time in
+    clock ticks), read from /proc; empty where there is no /proc."""
+    out: list[tuple[int, int, int, int]] = []
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return parents
+        return out
     for name in entries:
         if not name.isdigit():
             continue
@@ -110,10 +110,18 @@ def _children(pid: int, since: int = 0) -> dict[int, list[int]]:
             continue
         if len(fields) < 20 or fields[0] == b"Z":
             continue
-        parent = int(fields[1])
-        if parent == pid and since and int(fields[19]) < since:
+        out.append((int(name), int(fields[1]), int(fields[2]), int(fields[19])))
+    return out
+
+
+def _children(pid: int, since: int = 0) -> dict[int, list[int]]:
+    """Every live process's children; with ``since``, a child of ``pid`` itself counts
+    only when it started at or after it."""
+    parents: dict[int, list[int]] = {}
+    for child, parent, _, started in _table():
+        if parent == pid and since and started < since:
             continue  # a child of ours from before the run: not its leftover
-        parents.setdefault(parent, []).append(int(name))
+        parents.setdefault(parent, []).append(child)
     return parents
 
 
@@ -204,23 +212,9 @@ def _escaped(pgid: int, known: set[int]) -> set[int]:
     """
     parents: dict[int, list[int]] = {}
     groups: dict[int, int] = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return set()
-    for name in entries:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if len(fields) < 3 or fields[0] == b"Z":
-            continue
-        pid = int(name)
-        parents.setdefault(int(fields[1]), []).append(pid)
-        groups[pid] = int(fields[2])
+    for pid, parent, group, _ in _table():
+        parents.setdefault(parent, []).append(pid)
+        groups[pid] = group
     found: set[int] = set()
     todo = [pgid, *known]
     while todo:
