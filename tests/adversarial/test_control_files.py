@@ -143,3 +143,31 @@ def test_a_worker_that_rewrites_the_ledger_stops_the_loop(tmp_path: Path) -> Non
     assert decision["failure_class"] == "tampered", decision
     assert "ledger" in decision["reason"]
     assert p.head() == before or nothing_unverified_landed(p, before, tmp_path)
+
+
+# In the sandbox (the default), the same worker finds no state folder to rewrite.
+REACH_STATE = '''
+import os
+Path("src").mkdir(exist_ok=True)
+Path("src/value.txt").write_text("good\\n")
+state = Path(".loopkit")
+seen = sorted(p.name for p in state.iterdir()) if state.is_dir() else []
+(STATE / "seen").write_text(" ".join(seen))
+for target in (state / "ledger.jsonl", state / "cancel.json"):
+    try:
+        target.write_text("")
+    except OSError as e:
+        (STATE / "refused").write_text(e.strerror or "refused")
+'''
+
+
+def test_in_the_sandbox_the_worker_cannot_see_or_touch_the_state_folder(tmp_path: Path) -> None:
+    p = make_project(tmp_path, REACH_STATE)
+    before = p.head()
+    proc = loop(p)
+    assert proc.returncode == 0, fail_message(proc)
+    assert (p.scratch / "seen").read_text() == ""  # an empty folder in its place
+    assert (p.scratch / "refused").read_text() == "Read-only file system"
+    assert p.decisions("fix-value")[-1]["outcome"] == "complete"  # not tampered
+    assert len(p.ledger()) >= 2 and not (p.root / ".loopkit/cancel.json").exists()
+    assert p.head() != before
