@@ -14,7 +14,8 @@ Input:  an attempt document on stdin when piped (optional; a terminal is never r
 Output: one JSON line on stdout: the attempt document with "verify" added, or the verify
         section alone ({"kind": "loopkit/verify", ...}) when nothing is piped. Each
         check's full output is in the log named by checks[].log (under .loopkit/).
-        Progress (which check, elapsed time) goes to stderr when it is a terminal.
+        Progress goes to stderr: a live line on a terminal, else a line as each check
+        starts and ends.
 Exit codes: 0 every check passed; 1 a check failed (or timed out); 3 bad input;
         4 not a git repository.
 """
