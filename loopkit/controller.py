@@ -76,7 +76,16 @@ def decide(
     run = doc.get("run")
     if isinstance(run, Mapping) and run.get("state_seal"):
         view["state_tampered"] = ledgers.tampered(run["state_seal"], s.state)
-    tree = git.tree_hash(s.root) if (doc.get("verify") or doc.get("diff")) else None
+    tree = None
+    if doc.get("verify") or doc.get("diff"):
+        from loopkit import statcache
+
+        seed = statcache.seed(s.state, (run or {}).get("state_seal"))
+        # Hashed through loopkit's own stat cache (the worker's index is never trusted
+        # after it ran), which keeps the result: the recipes' hash and the next attempt's
+        # start from it.
+        keep = statcache.path(s.state) if seed is not None else None
+        tree = git.tree_hash(s.root, seed=seed, keep=keep)
     intent = cancel.requested(s.state)
     tid = decider.task_id(view)
     how = ledgers.detect_trigger(trigger, env if env is not None else os.environ)

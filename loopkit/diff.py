@@ -151,14 +151,19 @@ def gather(cwd: str | os.PathLike[str], *, base: str | None = None) -> Facts:
 
 
 def gather_at(
-    where: git.Located, base_ref: str, *, git_control: Mapping[str, Any] | None = None
+    where: git.Located,
+    base_ref: str,
+    *,
+    git_control: Mapping[str, Any] | None = None,
+    seed: Path | None = None,
 ) -> Facts:
     """The change in the located repository against ``base_ref`` (exit 3 if it names nothing).
 
     The base is resolved by a git call of its own that runs while ``git add`` refreshes
     the scratch index, off the critical path. With ``git_control`` (what lk-invoke
     recorded, ``run.git_control``), the git folders' control state is read too, before
-    any git call of this one.
+    any git call of this one. ``seed``: the index the hash starts from
+    (``loopkit.statcache.seed``; default the real one).
     """
     import threading
 
@@ -181,7 +186,7 @@ def gather_at(
         return found[0]
 
     try:
-        with git.worktree_changes(where.root, base_id, index=where.index) as changes:
+        with git.worktree_changes(where.root, base_id, index=where.index, seed=seed) as changes:
             records, tree, blob_sizes, unborn = changes
             files = parse_records(records)  # while git write-tree still runs
             sizes = blob_sizes()

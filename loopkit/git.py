@@ -722,13 +722,20 @@ def _copy_fd(src: int, dst: int, size: int) -> None:
             view = view[os.write(dst, view) :]
 
 
-def _scratch_copy(real: Path) -> str:
-    """A private copy of the index ``real`` beside it (an unused name if it has none yet).
+#: A ``TreeWatch`` seed that is no index at all: every file is read and hashed, no stat
+#: data trusted.
+NO_INDEX = Path("/nonexistent/loopkit-no-index")
+
+
+def _scratch_copy(real: Path, source: Path | None = None) -> str:
+    """A private copy of the index ``source`` (default ``real``) beside ``real`` (an
+    unused name if there is no such index yet).
 
     The copy keeps the index's own mtime, so entries that were "racily clean" stay so
     and git compares their content instead of trusting the stat data. (No shutil or
     tempfile: their imports cost more than this whole function.)
     """
+    source = real if source is None else source
     # Beside the real index when git's folder is writable, else in the temporary folder.
     for where in (str(real.parent), os.environ.get("TMPDIR") or "/tmp"):
         for _ in range(50):
@@ -740,7 +747,9 @@ def _scratch_copy(real: Path) -> str:
             except OSError:
                 break  # not writable here: try the next folder
             try:
-                src = os.open(real, os.O_RDONLY)
+                if source == NO_INDEX:
+                    raise FileNotFoundError(source)
+                src = os.open(source, os.O_RDONLY)
             except FileNotFoundError:
                 os.close(fd)
                 os.unlink(tmp)  # no index yet (fresh repository): git starts an empty one
@@ -756,6 +765,11 @@ def _scratch_copy(real: Path) -> str:
     raise GitError(f"cannot create a scratch index beside {real}")
 
 
+def copy_index(source: Path, dest: Path) -> None:
+    """Copy the index ``source`` to ``dest`` (replaced in one step), keeping its mtime."""
+    os.replace(_scratch_copy(dest, source), dest)
+
+
 class TreeWatch:
     """Hashes of the working tree, taken again and again through one scratch index.
 
@@ -763,7 +777,16 @@ class TreeWatch:
     leaves it unwritten the tree cannot have changed, so ``git write-tree`` is skipped.
     """
 
-    def __init__(self, root: Path, *, index: Path | None = None, skip: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        index: Path | None = None,
+        skip: Sequence[str] = (),
+        seed: Path | None = None,
+    ) -> None:
+        """``seed``: the index whose stat data the scratch index starts from (default the
+        real one; see ``loopkit.statcache`` for one the worker cannot have written)."""
         self.root = root
         #: Top-level names left out of every hash (a clean room's carried symlinks).
         self.skip = tuple(skip)
@@ -771,7 +794,7 @@ class TreeWatch:
             found = _discover(root)
             index = found.index if found is not None else index_path(root)
         self.real = index
-        self.path = _scratch_copy(self.real)
+        self.path = _scratch_copy(self.real, seed)
         self.env = {"GIT_INDEX_FILE": self.path}
         self._last: str | None = None
         #: Nested repositories without a commit, found by the last refresh: git cannot
@@ -817,6 +840,11 @@ class TreeWatch:
         if self.refresh() or self._last is None:
             self._last = out(["write-tree"], cwd=self.root, env=self.env)
         return self._last
+
+    def keep(self, dest: Path) -> None:
+        """Leave a copy of the scratch index (its stat data as fresh as the last hash) at
+        ``dest``."""
+        copy_index(Path(self.path), dest)
 
     def close(self) -> None:
         for p in (self.path, self.path + ".lock"):
@@ -963,22 +991,32 @@ def worktree_index(root: Path, *, index: Path | None = None) -> Iterator[dict[st
         yield watch.env
 
 
-def tree_hash(root: Path, *, index: Path | None = None) -> str:
+def tree_hash(
+    root: Path, *, index: Path | None = None, seed: Path | None = None, keep: Path | None = None
+) -> str:
     """A content hash of the working tree as it stands: a git tree id.
 
     Tracked files and untracked files git does not ignore, with their modes and symlink
     targets; ignored files (and loopkit's own state folder) are left out. Equal content
     gives an equal hash in any clone, whatever the timestamps. The real index is never
     touched: the work happens in a copy of it (the copy keeps git's stat cache, so only
-    files that changed are read again).
+    files that changed are read again) -- or of ``seed``; with ``keep``, the index the hash
+    was taken with is left there too.
     """
-    with TreeWatch(root, index=index) as watch:
-        return watch.hash()
+    with TreeWatch(root, index=index, seed=seed) as watch:
+        tree = watch.hash()
+        if keep is not None:
+            watch.keep(keep)
+        return tree
 
 
 @contextlib.contextmanager
 def worktree_changes(
-    root: Path, base: str | Callable[[], str], *, index: Path | None = None
+    root: Path,
+    base: str | Callable[[], str],
+    *,
+    index: Path | None = None,
+    seed: Path | None = None,
 ) -> Iterator[tuple[bytes, Callable[[], str], Callable[[], dict[str, int]], list[str]]]:
     """The working tree's change against ``base``, a call that returns its hash, one that
     returns the sizes of the blobs it adds, and the nested repositories left out.
@@ -995,7 +1033,7 @@ def worktree_changes(
     """
     import threading
 
-    with TreeWatch(root, index=index) as watch:
+    with TreeWatch(root, index=index, seed=seed) as watch:
         watch.refresh()
         env = watch.env
         base_id = base() if callable(base) else base

@@ -428,8 +428,9 @@ def attempt(req: Request) -> dict[str, Any]:
     def cancelled() -> str | None:
         return "cancelled" if cancel.requested(state_path) else None
 
-    from loopkit import containment, ledger
+    from loopkit import containment, ledger, statcache
 
+    statcache.ensure(state_path, where.index)  # the first attempt's, from the user's index
     sealed = ledger.seal(state_path)  # lk-decide refuses a ledger the worker touched
     jail = Jail(
         policy=containment.Policy.of(p.contract),

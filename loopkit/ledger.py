@@ -335,8 +335,10 @@ class Transaction:
 
 def seal(state: Path) -> dict[str, Any]:
     """What the worker must not change in the state folder, condensed: the ledger's size
-    and sha256, the index's files, whether a cancellation is in force. lk-invoke takes it
-    before the worker starts; lk-decide compares (``tampered``)."""
+    and sha256, the index's files, whether a cancellation is in force, the base results
+    and the stat cache (loopkit.statcache). lk-invoke takes it before the worker starts;
+    lk-decide compares (``tampered``); the base results and the stat cache are only ever
+    used as sealed."""
     h = hashlib.sha256()
     path = state / DEFAULT_NAME
     try:
@@ -363,11 +365,14 @@ def seal(state: Path) -> dict[str, Any]:
             baseline[result.name] = hashlib.sha256(result.read_bytes()).hexdigest()
         except OSError:
             continue
+    from loopkit import statcache
+
     return {
         "ledger": ledger,
         "index": index.hexdigest(),
         "cancel": (state / "cancel.json").exists(),
         "baseline": baseline,
+        statcache.SEAL_KEY: statcache.digest(state),
     }
 
 

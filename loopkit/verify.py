@@ -82,17 +82,21 @@ def run_checks(
     index: Path | None = None,
     skip: Sequence[str] = (),
     home: Path | None = None,
+    synced: str | None = None,
 ) -> Result:
     """Run ``criteria`` in order in the repository at ``root``; the ``verify`` section.
 
     ``index`` (from ``git.locate``) spares a git call when the caller already knows it;
     ``skip`` names top-level paths left out of the tree hashes (a clean room's carried
     symlinks); ``home`` is the repository the evidence is about when ``root`` is its clean
-    room (log paths are recorded relative to it, and both paths are noise in fingerprints).
+    room (log paths are recorded relative to it, and both paths are noise in fingerprints);
+    ``synced`` is the tree git has just checked out there (a clean room's), taken as the
+    tree before the checks instead of hashing it again -- were it not, the hash after them
+    differs and the checks are said to have changed it: the verification fails.
     """
     where = git.locate(root) if index is None else git.Located(root=root, index=index, base=None)
     with git.TreeWatch(where.root, index=where.index, skip=skip) as watch:
-        return _run(where, watch, criteria, log_dir, fail_fast, progress, env, home or root)
+        return _run(where, watch, criteria, log_dir, fail_fast, progress, env, home or root, synced)
 
 
 def in_clean_room(
@@ -107,9 +111,12 @@ def in_clean_room(
     fail_fast: bool = False,
     progress: Progress | None = None,
     env: Mapping[str, str] | None = None,
+    tree: str | None = None,
 ) -> Result:
     """Run ``criteria`` in the clean room synced to the working tree's tree (see
-    ``loopkit.cleanroom``); the ``verify`` section, bound to that tree.
+    ``loopkit.cleanroom``); the ``verify`` section, bound to that tree. ``tree`` is that
+    tree when the caller has it (the one lk-diff checked: lk-decide completes only when
+    it is still the tree on disk), else the working tree is hashed here.
 
     A check that changes a file of the tree there (or deletes one) is listed in
     ``changed_by_checks`` and the verification does not pass: the tree the recipe would
@@ -119,7 +126,8 @@ def in_clean_room(
     """
     from loopkit import cleanroom
 
-    tree = git.tree_hash(root, index=index)
+    if tree is None:
+        tree = git.tree_hash(root, index=index)
     with cleanroom.occupied(root):
         room = cleanroom.prepare(root, tree, head=head, carry=carry)
         result = run_checks(
@@ -131,6 +139,7 @@ def in_clean_room(
             env=env,
             skip=room.carried,
             home=root,
+            synced=tree,
         )
     body = result.body
     body["clean_room"] = True
@@ -167,8 +176,9 @@ def _run(
     progress: Progress | None,
     env: Mapping[str, str] | None,
     home: Path,
+    synced: str | None = None,
 ) -> Result:
-    before = watch.hash()
+    before = synced or watch.hash()
     roots = sorted(
         {str(p) for p in (where.root, home)} | {os.path.realpath(p) for p in (where.root, home)},
         key=len,
@@ -291,7 +301,13 @@ def baseline(
     with cleanroom.occupied(root):
         room = cleanroom.prepare(root, tree, head=base, carry=carry)
         result = run_checks(
-            room.path, plain, log_dir=log_dir / "baseline", env=env, skip=room.carried, home=root
+            room.path,
+            plain,
+            log_dir=log_dir / "baseline",
+            env=env,
+            skip=room.carried,
+            home=root,
+            synced=tree,
         )
     out = {
         "tree": tree,

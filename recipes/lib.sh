@@ -74,6 +74,74 @@ PY
     fi
 }
 
+lk_doc() {
+    # lk_doc FILE: the fields the recipes act on, read from the attempt document FILE in
+    # one jq (or python3) call into LK_DOC_* variables -- empty for null, false or missing,
+    # objects and lists as JSON:
+    #   LK_DOC_TASK_ID .task.id            LK_DOC_OUTCOME  .decision.outcome
+    #   LK_DOC_TASK_TEXT .task.text        LK_DOC_ATTEMPT  .decision.attempt
+    #   LK_DOC_TASK_KIND .task.kind        LK_DOC_REASON   .decision.reason
+    #   LK_DOC_ATTEMPT_ID .attempt_id      LK_DOC_BACKOFF  .decision.backoff_s
+    #   LK_DOC_TREE .verify.tree           LK_DOC_CLASS    .decision.failure_class
+    #   LK_DOC_SESSION .run.session_id     LK_DOC_FEEDBACK .decision.feedback
+    #   LK_DOC_MEMORY .contract.memory     LK_DOC_JUDGE    .judge.feedback
+    #   LK_DOC_FAILING the names of the failing checks (.verify.checks), comma-separated
+    # A second call on the same FILE reads nothing (lk_add_note forgets it).
+    local file=$1 out
+    [ "${LK_DOC_FILE:-}" = "$file" ] && return 0
+    LK_DOC_FILE=
+    # shellcheck disable=SC2034 # read by the recipes that source this file
+    LK_DOC_TASK_ID='' LK_DOC_TASK_TEXT='' LK_DOC_TASK_KIND='' LK_DOC_ATTEMPT_ID='' LK_DOC_TREE='' \
+        LK_DOC_SESSION='' LK_DOC_MEMORY='' LK_DOC_OUTCOME='' LK_DOC_ATTEMPT='' LK_DOC_REASON='' \
+        LK_DOC_BACKOFF='' LK_DOC_CLASS='' LK_DOC_FEEDBACK='' LK_DOC_JUDGE='' LK_DOC_FAILING=''
+    [ -s "$file" ] || return 0
+    if [ "${LK_JSON:-}" != python ] && command -v jq >/dev/null 2>&1; then
+        out=$(jq -r 'def f(n; p): "LK_DOC_\(n)=" + ((p // "") | if type == "string" then . else tojson end | @sh);
+            f("TASK_ID"; .task.id), f("TASK_TEXT"; .task.text), f("TASK_KIND"; .task.kind),
+            f("ATTEMPT_ID"; .attempt_id), f("TREE"; .verify.tree), f("SESSION"; .run.session_id),
+            f("MEMORY"; .contract.memory), f("OUTCOME"; .decision.outcome),
+            f("ATTEMPT"; .decision.attempt), f("REASON"; .decision.reason),
+            f("BACKOFF"; .decision.backoff_s), f("CLASS"; .decision.failure_class),
+            f("FEEDBACK"; .decision.feedback), f("JUDGE"; .judge.feedback),
+            f("FAILING"; [.verify.checks[]? | select(.passed == false) | .name] | join(", "))' "$file") || return 1
+    else
+        out=$("${LK_PYTHON:-python3}" - "$file" <<'PY'
+import json, shlex, sys
+with open(sys.argv[1], encoding="utf-8") as f:
+    text = f.read().strip()
+try:
+    doc = json.loads(text)
+except ValueError:  # several lines: the last one is the newest document
+    doc = json.loads(text.splitlines()[-1])
+def get(path):
+    value = doc
+    for key in path.split("."):
+        value = value.get(key) if isinstance(value, dict) else None
+    if value is None or value is False:
+        return ""
+    if value is True:
+        return "true"
+    return json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+checks = (doc.get("verify") or {}).get("checks") or []
+fields = {
+    "TASK_ID": get("task.id"), "TASK_TEXT": get("task.text"), "TASK_KIND": get("task.kind"),
+    "ATTEMPT_ID": get("attempt_id"), "TREE": get("verify.tree"), "SESSION": get("run.session_id"),
+    "MEMORY": get("contract.memory"), "OUTCOME": get("decision.outcome"),
+    "ATTEMPT": get("decision.attempt"), "REASON": get("decision.reason"),
+    "BACKOFF": get("decision.backoff_s"), "CLASS": get("decision.failure_class"),
+    "FEEDBACK": get("decision.feedback"), "JUDGE": get("judge.feedback"),
+    "FAILING": ", ".join(str(c.get("name")) for c in checks
+                         if isinstance(c, dict) and c.get("passed") is False),
+}
+for name, value in fields.items():
+    print(f"LK_DOC_{name}={shlex.quote(value)}")
+PY
+) || return 1
+    fi
+    eval "$out" # every value is quoted for the shell (jq's @sh, shlex.quote)
+    LK_DOC_FILE=$file
+}
+
 lk_add_note() {
     # lk_add_note DOC TEXT: append TEXT to the task's notes in the attempt document DOC
     # (the handoff carries them to the worker).
@@ -88,22 +156,29 @@ doc = json.loads(open(sys.argv[1], encoding="utf-8").read().strip().splitlines()
 doc.setdefault("task", {}).setdefault("notes", []).append(sys.argv[2])
 print(json.dumps(doc))
 ' "$doc" "$text" >"$tmp"
-    fi && mv -f -- "$tmp" "$doc"
+    fi && mv -f -- "$tmp" "$doc" && LK_DOC_FILE=
+}
+
+lk_json_string() {
+    # lk_json_string TEXT -> TEXT as a JSON string, quotes included (bash alone, no process).
+    local s=$1 i oct c u
+    s=${s//\\/\\\\}
+    s=${s//\"/\\\"}
+    s=${s//$'\n'/\\n}
+    s=${s//$'\r'/\\r}
+    s=${s//$'\t'/\\t}
+    for ((i = 1; i < 32; i++)); do
+        printf -v oct '%03o' "$i"
+        printf -v c '%b' "\\$oct"
+        case $s in *"$c"*) printf -v u '\\u%04x' "$i" && s=${s//"$c"/"$u"} ;; esac
+    done
+    printf '"%s"' "$s"
 }
 
 lk_task_doc() {
     # lk_task_doc ID TEXT [KIND] -> a minimal attempt document holding one task.
-    local id=$1 text=$2 kind=${3:-task}
-    if [ "${LK_JSON:-}" != python ] && command -v jq >/dev/null 2>&1; then
-        jq -cn --arg id "$id" --arg text "$text" --arg kind "$kind" \
-            '{kind: "loopkit/attempt", version: 1, task: {id: $id, text: $text, kind: $kind}}'
-    else
-        "${LK_PYTHON:-python3}" -c '
-import json, sys
-print(json.dumps({"kind": "loopkit/attempt", "version": 1,
-                  "task": {"id": sys.argv[1], "text": sys.argv[2], "kind": sys.argv[3]}}))
-' "$id" "$text" "$kind"
-    fi
+    printf '{"kind":"loopkit/attempt","version":1,"task":{"id":%s,"text":%s,"kind":%s}}\n' \
+        "$(lk_json_string "$1")" "$(lk_json_string "$2")" "$(lk_json_string "${3:-task}")"
 }
 
 # --- git, with nothing of the worker's running inside it --------------------------------
@@ -156,16 +231,17 @@ lk_git_path() {
 lk_setup_state() {
     # lk_setup_state [CONTRACT [DOC]]: asks `lk workspace` (the answers every loopkit
     # command uses) and sets LK_ROOT (the work tree root), LK_STATE (the state folder,
-    # created and excluded from git before anything is written there) and LK_MEMORY (the
-    # contract's memory file, may be empty). CONTRACT defaults to the caller's $contract;
-    # DOC is an attempt document whose contract and task apply.
+    # created and excluded from git before anything is written there), LK_MEMORY (the
+    # contract's memory file, may be empty) and LK_WS_TASK (DOC's task id, may be empty).
+    # CONTRACT defaults to the caller's $contract; DOC is an attempt document whose
+    # contract and task apply.
     local file=${1-${contract:-}} doc=${2:-/dev/null} out line key val rc
     lk_git rev-parse --show-toplevel >/dev/null 2>&1 ||
         lk_die "$LK_EXIT_SETUP" "$(pwd): not a git repository"
     out=$(lk workspace ${file:+--contract "$file"} <"$doc")
     rc=$?
     [ "$rc" = 0 ] || lk_die "$rc" "lk workspace failed (exit $rc): see the line above"
-    LK_ROOT='' LK_STATE='' LK_MEMORY=''
+    LK_ROOT='' LK_STATE='' LK_MEMORY='' LK_WS_TASK=''
     while IFS= read -r line; do
         key=${line%%=*}
         val=${line#*=}
@@ -174,6 +250,7 @@ lk_setup_state() {
         root) LK_ROOT=$val ;;
         state_dir) LK_STATE=$val ;;
         memory) LK_MEMORY=$val ;;
+        task) export LK_WS_TASK=$val ;; # read by the recipes that source this file
         esac
     done <<<"$out"
     [ -n "$LK_ROOT" ] && [ -n "$LK_STATE" ] || lk_die 70 "lk workspace gave no root or state folder"
@@ -316,9 +393,11 @@ lk_unlock() {
 }
 
 lk_on_exit() {
-    # The EXIT trap: release the lock; write the exit code to LK_STATUS_FILE when set.
+    # The EXIT trap: release the lock; write the exit code to LK_STATUS_FILE when set;
+    # remove a start document not yet moved into the state folder (LK_TMP_START).
     local rc=$?
     lk_unlock
+    [ -z "${LK_TMP_START:-}" ] || rm -f -- "$LK_TMP_START"
     if [ -n "${LK_STATUS_FILE:-}" ]; then
         printf '%s\n' "$rc" >"$LK_STATUS_FILE" 2>/dev/null || true
     fi
@@ -402,14 +481,21 @@ lk_reset_paths() {
 # --- trees: what is on disk, and bringing the disk to a tree -----------------------------
 
 lk_live_tree() {
-    # The tree id of the work tree as it stands: tracked and untracked files, ignored ones
-    # and the state folder left out -- what lk-diff and lk-verify hash. Built in a temporary
-    # index seeded from HEAD, never from a copy of the real index (whose flags and stat data
-    # the worker can write: an assume-unchanged bit or a forged stat hides a change from git).
+    # lk_live_tree [KEEP] -> the tree id of the work tree as it stands: tracked and untracked
+    # files, ignored ones and the state folder left out -- what lk-diff and lk-verify hash.
+    # Built in a temporary index seeded from HEAD, never from a copy of the real index (whose
+    # flags and stat data the worker can write: an assume-unchanged bit or a forged stat
+    # hides a change from git). Right after an attempt (LK_FRESH_STAT, set by lk_attempt)
+    # it starts from the stat cache lk-decide has just left instead (loopkit.statcache: an
+    # index loopkit wrote once the worker had ended), so only files that changed since are
+    # read again. With KEEP (a path in the git folder) the index is left there: it holds the
+    # tree with stat data just taken from the files.
     local index tree state ok=0
     index=$(lk_git_path "loopkit-recipe-$$.index") || return 1
     rm -f -- "$index" "$index.lock"
-    if lk_git rev-parse -q --verify HEAD >/dev/null; then
+    if [ -n "${LK_FRESH_STAT:-}" ] && [ -f "$LK_FRESH_STAT" ]; then
+        cp -p -- "$LK_FRESH_STAT" "$index" || ok=1 # -p: its mtime (git's racy-entry rule)
+    elif lk_git rev-parse -q --verify HEAD >/dev/null; then
         GIT_INDEX_FILE=$index lk_git read-tree HEAD || ok=1
     fi
     if [ "$ok" = 0 ]; then
@@ -422,6 +508,9 @@ lk_live_tree() {
     fi
     if [ "$ok" = 0 ]; then
         tree=$(GIT_INDEX_FILE=$index lk_git write-tree) || ok=1
+    fi
+    if [ "$ok" = 0 ] && [ -n "${1:-}" ]; then
+        mv -f -- "$index" "$1" || ok=1
     fi
     rm -f -- "$index" "$index.lock"
     [ "$ok" = 0 ] || return 1
@@ -600,18 +689,9 @@ lk_retrospective() {
     local memory=$1 doc=$2 outcome=$3 ref=$4
     [ -n "$memory" ] || return 0
     local id text attempt klass reason feedback judge checks
-    id=$(lk_json "$doc" .task.id)
-    text=$(lk_json "$doc" .task.text)
-    attempt=$(lk_json "$doc" .decision.attempt)
-    klass=$(lk_json "$doc" .decision.failure_class)
-    reason=$(lk_json "$doc" .decision.reason)
-    feedback=$(lk_json "$doc" .decision.feedback)
-    judge=$(lk_json "$doc" .judge.feedback)
-    if command -v jq >/dev/null 2>&1 && [ "${LK_JSON:-}" != python ] && [ -s "$doc" ]; then
-        checks=$(jq -r '[.verify.checks[]? | select(.passed == false) | .name] | join(", ")' "$doc" 2>/dev/null || true)
-    else
-        checks=
-    fi
+    lk_doc "$doc" || true
+    id=$LK_DOC_TASK_ID text=$LK_DOC_TASK_TEXT attempt=$LK_DOC_ATTEMPT klass=$LK_DOC_CLASS
+    reason=$LK_DOC_REASON feedback=$LK_DOC_FEEDBACK judge=$LK_DOC_JUDGE checks=$LK_DOC_FAILING
     mkdir -p "$(dirname "$memory")"
     {
         printf '\n## %s parked: %s (%s)\n' "$(date -u +%Y-%m-%d)" "${id:-?}" "$outcome"
@@ -636,7 +716,8 @@ lk_memory_file() {
     local doc m=${MEMORY_FILE:-}
     for doc in "$@"; do
         [ -z "$m" ] || break
-        m=$(lk_json "$doc" .contract.memory)
+        lk_doc "$doc" || true
+        m=$LK_DOC_MEMORY
     done
     if [ -z "$m" ]; then
         printf '%s' "${LK_MEMORY:-}"
@@ -725,7 +806,8 @@ lk_park_record() {
             lk_die "$LK_EXIT_NO_COMMIT" "could not append the retrospective to $memory"
     fi
     if [ -n "${LK_TASKS:-}" ]; then
-        reason=$(lk_one_line "$outcome: $(lk_json "$doc" .decision.reason)" 200)
+        lk_doc "$doc" || true
+        reason=$(lk_one_line "$outcome: $LK_DOC_REASON" 200)
         lk-plan mark "${LK_TASKS:-}" --task "$LK_TASK_ID" --status parked --reason "$reason" ||
             lk_die "$LK_EXIT_NO_COMMIT" "lk-plan mark $LK_TASK_ID parked failed"
     fi
@@ -746,16 +828,17 @@ lk_commit_verified() {
     # Then the index and the work tree are brought to the commit; if the work tree changed
     # since the checks ran, it is saved first under refs/loopkit/<task>/<attempt>-after-verify.
     # Exits 40 (the task not marked) when the commit cannot land.
-    local doc=$1 tree text attempt_id reason msg new ref live
-    tree=$(lk_json "$doc" .verify.tree)
+    local doc=$1 tree text attempt_id reason msg new ref live fresh real
+    lk_doc "$doc" || lk_die "$LK_EXIT_NO_COMMIT" "$doc: cannot read the decided document; nothing committed"
+    tree=$LK_DOC_TREE
     if [ -z "$tree" ] || [ "$(lk_git cat-file -t "$tree" 2>/dev/null)" != tree ]; then
         ref=$(lk_save "complete, no verified tree") || exit "$LK_EXIT_NO_COMMIT"
         lk_die "$LK_EXIT_NO_COMMIT" "the decided document names no tree its checks ran on (verify.tree '${tree:-}'): nothing committed; the work tree is left as it is and saved as $ref; the task is NOT marked done"
     fi
     lk_branch_check "the commit of $LK_TASK_ID"
-    text=$(lk_one_line "$(lk_json "$doc" .task.text)" 72)
-    attempt_id=$(lk_json "$doc" .attempt_id)
-    reason=$(lk_one_line "$(lk_json "$doc" .decision.reason)" 300)
+    text=$(lk_one_line "$LK_DOC_TASK_TEXT" 72)
+    attempt_id=$LK_DOC_ATTEMPT_ID
+    reason=$(lk_one_line "$LK_DOC_REASON" 300)
     msg=$(printf 'loopkit: %s: %s\n\n%s\n\nLoopkit-Task: %s\nLoopkit-Attempt: %s\nLoopkit-Tree: %s\n' \
         "$LK_TASK_ID" "${text:-$LK_TASK_ID}" "${reason:-complete}" "$LK_TASK_ID" "${attempt_id:-$LK_LABEL}" "$tree")
     if ! new=$(lk_git commit-tree "$tree" -p "${LK_DIFF_BASE:-$LK_BASE}" -m "$msg"); then
@@ -767,21 +850,27 @@ lk_commit_verified() {
         lk_die "$LK_EXIT_NO_COMMIT" "the commit of $LK_TASK_ID refused: the branch moved while it was being committed; nothing is committed or reverted (the refused commit is $new); the work tree is left as it is and saved as $ref; the task is NOT marked done"
     fi
     lk_log "committed $LK_TASK_ID as $(lk_short "$new"): the tree its checks ran on"
-    if ! live=$(lk_live_tree) || [ "$live" != "$tree" ]; then
+    fresh=$(lk_git_path "loopkit-recipe-$$.live") || fresh=
+    if ! live=$(lk_live_tree "$fresh") || [ "$live" != "$tree" ]; then
+        [ -z "$fresh" ] || rm -f -- "$fresh"
         ref=$(lk_save "changed after verification" "$LK_LABEL-after-verify") ||
             lk_die "$LK_EXIT_NO_COMMIT" "$LK_TASK_ID is committed, but the work tree changed after its checks ran and could not be saved: left as it is; the task is NOT marked done"
         lk_log "the work tree changed after the checks ran (a process the worker left running?): the commit holds the tree that was checked; what was on disk is saved as $ref"
         lk_sync_to HEAD ||
             lk_die "$LK_EXIT_NO_COMMIT" "$LK_TASK_ID is committed, but the work tree could not be brought to the commit (what was on disk is saved as $ref); the task is NOT marked done"
-    else
+        if lk_tree_dirty; then
+            lk_log "warning: the work tree still differs from the commit (is something still writing into it?): see git status"
+        fi
+    elif ! real=$(lk_git_path index) || ! mv -f -- "$fresh" "$real"; then
         # The files are the commit's already: only the index follows (rebuilt, not trusted).
+        [ -z "$fresh" ] || rm -f -- "$fresh"
         lk_git read-tree HEAD ||
             lk_die "$LK_EXIT_NO_COMMIT" "$LK_TASK_ID is committed, but the index could not be brought to the commit; the task is NOT marked done"
         lk_git update-index -q --refresh >/dev/null 2>&1 || true
     fi
-    if lk_tree_dirty; then
-        lk_log "warning: the work tree still differs from the commit (is something still writing into it?): see git status"
-    fi
+    # Else the files are the commit's already, and the index that just hashed them -- built
+    # from HEAD and the files, not from the worker's index -- is the real one now: nothing
+    # is read twice.
 }
 
 lk_mark_done() {
@@ -823,26 +912,33 @@ lk_stage() {
     return "$rc"
 }
 
-# shellcheck disable=SC2154 # cargs is the caller's, like expect
+# shellcheck disable=SC2154 # cargs is the caller's
 lk_attempt() {
-    # lk_attempt P BASE [INVOKE-ARGS...] -> lk-decide's exit code. One admitted attempt:
-    # invoke (on P-admit.json), diff against BASE, verify, judge (a goal whose checks pass),
-    # decide into P-decide.json. Uses the caller's cargs (contract arguments) and its
-    # expect RC NAME OK-CODES..., which stops the loop on any other code.
-    local p=$1 base=$2 vrc last
-    shift 2
-    lk_stage invoke "$p-admit.json" "$p-invoke.json" lk-invoke ${cargs[@]+"${cargs[@]}"} "$@"
-    expect $? lk-invoke 0 1
-    lk_stage diff "$p-invoke.json" "$p-diff.json" lk-diff ${cargs[@]+"${cargs[@]}"} --base "$base"
-    expect $? lk-diff 0 1
-    lk_stage verify "$p-diff.json" "$p-verify.json" lk-verify ${cargs[@]+"${cargs[@]}"}
-    vrc=$?
-    expect "$vrc" lk-verify 0 1
-    last=$p-verify.json
-    if [ "$vrc" = 0 ] && [ "$(lk_json "$last" .task.kind)" = goal ]; then
-        lk_stage judge "$last" "$p-judge.json" lk-judge ${cargs[@]+"${cargs[@]}"}
-        expect $? lk-judge 0 1
-        last=$p-judge.json
+    # lk_attempt IN P BASE [ARGS...] -> the decision's exit code. One attempt, admission to
+    # decision, in one process (`lk attempt`: lk-decide --admit, lk-invoke, lk-diff --base
+    # BASE, lk-verify, lk-judge for a goal whose checks pass, lk-decide -- each stage the
+    # published command itself), on the document IN. Every stage's document is kept as
+    # P-<stage>.json beside its stderr (P-<stage>.err); LK_LAST names the last one written
+    # (P-decide.json, or P-admit.json when admission refused), LK_FRESH_STAT the stat cache
+    # lk-decide left (see lk_live_tree). ARGS go to lk attempt (--resume ID). Uses the
+    # caller's cargs (contract arguments).
+    local in=$1 p=$2 base=$3 rc stage
+    shift 3
+    LK_FRESH_STAT=
+    lk attempt --keep "$p" ${cargs[@]+"${cargs[@]}"} --base "$base" "$@" <"$in" >/dev/null
+    rc=$?
+    LK_LAST=
+    for stage in decide judge verify diff invoke admit; do
+        if [ -s "$p-$stage.json" ]; then
+            LK_LAST=$p-$stage.json
+            break
+        fi
+    done
+    if [ "$LK_LAST" = "$p-decide.json" ]; then
+        # lk-decide has just hashed the work tree through loopkit's stat cache and left it
+        # there; no worker has run since: lk_live_tree may start from it.
+        LK_FRESH_STAT=$LK_STATE/stat-index
     fi
-    lk_stage decide "$last" "$p-decide.json" lk-decide ${cargs[@]+"${cargs[@]}"}
+    lk_note "${task_id:-?} round ${round:-?}: lk attempt exited $rc (${LK_LAST:-no document})"
+    return "$rc"
 }

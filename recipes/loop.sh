@@ -5,9 +5,10 @@
 #   recipes/loop.sh [--tasks TASKS.md] next.json
 #   recipes/loop.sh --contract loop.yaml --task-id fix-parser --task "Fix blank lines"
 #
-# Each round: admission (lk-decide --admit), then lk-invoke | lk-diff | lk-verify
-# [| lk-judge for a GOAL] | lk-decide, one stage at a time, each stage's document kept
-# under .loopkit/runs/<task>/<run>/ so a failure mid-pipe is visible and replayable.
+# Each round is one `lk attempt`: admission (lk-decide --admit), then lk-invoke | lk-diff |
+# lk-verify [| lk-judge for a GOAL] | lk-decide -- the published commands themselves, run
+# one after another in one process -- each stage's document kept under
+# .loopkit/runs/<task>/<run>/ so a failure mid-pipe is visible and replayable.
 #
 #   complete (0)        the tree the checks ran on (verify.tree) is committed -- never a
 #                       fresh `git add -A` -- with `git commit-tree` on the commit the task
@@ -102,16 +103,11 @@ while [ $# -gt 0 ]; do
 done
 case $max_rounds in '' | *[!0-9]*) printf 'loop.sh: --max-rounds needs a number\n' >&2; exit 2 ;; esac
 
-lk_setup_state
-cd "$LK_ROOT" || exit "$LK_EXIT_SETUP"
-lk_lock # before anything is written: a second loop here is refused at once
-lk_reset_paths_check
-trap 'lk_log "interrupted: the tree is left as it is"; exit 130' INT TERM
-
-# --- the start document ---------------------------------------------------------------
-run_id=$(date -u +%Y%m%dT%H%M%SZ)-$$
-tmp_start=$LK_STATE/runs/.start-$run_id.json
-mkdir -p "$LK_STATE/runs"
+# --- the start document, then the workspace it names ------------------------------------
+# Built outside the repository first: its contract may name the state folder.
+LK_TMP_START=$(mktemp "${TMPDIR:-/tmp}/loopkit-start-XXXXXX") || exit "$LK_EXIT_SETUP"
+trap 'rm -f -- "$LK_TMP_START"' EXIT
+tmp_start=$LK_TMP_START
 if [ -n "$task_id" ]; then
     lk_task_doc "$task_id" "${task_text:-$task_id}" "$task_kind" >"$tmp_start" ||
         lk_die 3 "cannot build the start document"
@@ -123,13 +119,19 @@ else
     usage >&2
     exit 2
 fi
-lk_setup_state "$contract" "$tmp_start" # the document's contract may name another state_dir
-task_id=$(lk_json "$tmp_start" .task.id)
+lk_setup_state "$contract" "$tmp_start"
+cd "$LK_ROOT" || exit "$LK_EXIT_SETUP"
+lk_lock # before anything is written: a second loop here is refused at once
+lk_reset_paths_check
+trap 'lk_log "interrupted: the tree is left as it is"; exit 130' INT TERM
+
+run_id=$(date -u +%Y%m%dT%H%M%SZ)-$$
+task_id=$LK_WS_TASK
 [ -n "$task_id" ] || lk_die 3 "the start document names no task (.task.id): give a document from lk-plan next, or --task-id"
 safe_task=$(lk_safe_name "$task_id")
 run_dir=$LK_STATE/runs/$safe_task/$run_id
 mkdir -p "$run_dir" || exit "$LK_EXIT_SETUP"
-mv -- "$tmp_start" "$run_dir/start.json"
+mv -- "$tmp_start" "$run_dir/start.json" && LK_TMP_START=
 
 LK_TASK_ID=$task_id LK_TASKS=$tasks LK_RUN_DIR=$run_dir LK_LABEL=start
 lk_begin "$allow_dirty"
@@ -151,28 +153,29 @@ expect() {
 }
 
 settle() {
-    # settle DECIDE-EXIT: act on a decision. Returns (to go round again) only on retry or
-    # replan, with `input` and `session` set for the next attempt; every other way exits.
+    # settle EXIT [DOC]: act on a decision (DOC, default $p-decide.json; admission's refusal
+    # too). Returns (to go round again) only on retry or replan, with `input` and `session`
+    # set for the next attempt; every other way exits.
     local drc=$1 outcome backoff ref
-    last=$p-decide.json
-    LK_LABEL=$(lk_json "$last" .decision.attempt)
-    LK_LABEL=${LK_LABEL:-$round}
-    outcome=$(lk_json "$last" .decision.outcome)
-    lk_log "$task_id attempt $LK_LABEL: ${outcome:-?} -- $(lk_one_line "$(lk_json "$last" .decision.reason)" 200)"
+    last=${2:-$p-decide.json}
+    lk_doc "$last" || lk_die 70 "cannot read $last"
+    LK_LABEL=${LK_DOC_ATTEMPT:-$round}
+    outcome=$LK_DOC_OUTCOME
+    lk_log "$task_id attempt $LK_LABEL: ${outcome:-?} -- $(lk_one_line "$LK_DOC_REASON" 200)"
     case $drc in
     0) lk_complete "$last" ;;
     10 | 11)
         # Every attempt is kept: the red tree is saved before the next one starts on it.
         lk_save "${outcome:-retry}" >/dev/null || exit "$LK_EXIT_NO_COMMIT"
-        backoff=$(lk_json "$last" .decision.backoff_s)
+        backoff=$LK_DOC_BACKOFF
         case $backoff in
         '' | 0 | 0.0 | *[!0-9.]*) ;;
         *)
-            lk_log "$task_id: waiting ${backoff}s before the next attempt ($(lk_json "$last" .decision.failure_class))"
+            lk_log "$task_id: waiting ${backoff}s before the next attempt ($LK_DOC_CLASS)"
             sleep "$backoff"
             ;;
         esac
-        session=$(lk_json "$last" .run.session_id)
+        session=$LK_DOC_SESSION
         input=$last
         ;;
     20) lk_park 20 "${outcome:-blocked}" "$last" ;;
@@ -184,7 +187,7 @@ settle() {
         lk_notify cancelled "$last"
         exit 30
         ;;
-    *) expect "$drc" lk-decide 0 10 11 20 21 22 30 ;;
+    *) expect "$drc" "lk attempt" 0 10 11 20 21 22 30 ;;
     esac
 }
 
@@ -224,27 +227,16 @@ while :; do
         lk_die "$LK_EXIT_RUNAWAY" "$task_id: more than $max_rounds rounds; stopped (tree left as it is, saved as $ref)"
     fi
     p=$run_dir/$round
-
-    lk_stage admit "$input" "$p-admit.json" lk-decide --admit ${cargs[@]+"${cargs[@]}"}
-    rc=$?
-    case $rc in
-    0) ;;
-    # Admission refused: a spent budget (22), or -- beyond the published 0/22 -- a usage
-    # limit until its reset time (20). The admission document says why.
-    20) lk_park 20 blocked "$p-admit.json" ;;
-    22) lk_park 22 budget_exhausted "$p-admit.json" ;;
-    30) # lk-decide --admit also refuses once `lk cancel` was asked
-        ref=$(lk_save cancelled) || exit "$LK_EXIT_NO_COMMIT"
-        lk_log "$task_id: cancelled before attempt $round; the tree is left as it is (saved as $ref); 'lk cancel --clear' lifts the cancellation"
-        exit 30
-        ;;
-    *) expect "$rc" "lk-decide --admit" 0 20 22 30 ;;
-    esac
-
     rargs=()
     if [ -n "$session" ] && [ "${LK_RESUME:-auto}" != never ]; then
         rargs=(--resume "$session")
     fi
-    lk_attempt "$p" "$base" ${rargs[@]+"${rargs[@]}"}
-    settle $?
+    # Admission refusing -- a spent budget (22), a usage limit until its reset time (20),
+    # `lk cancel` (30) -- runs nothing; its document (P-admit.json) says why.
+    lk_attempt "$input" "$p" "$base" ${rargs[@]+"${rargs[@]}"}
+    rc=$?
+    case $rc in
+    0 | 10 | 11 | 20 | 21 | 22 | 30) settle "$rc" "$LK_LAST" ;;
+    *) expect "$rc" "lk attempt" 0 10 11 20 21 22 30 ;; # the failing stage is named above
+    esac
 done

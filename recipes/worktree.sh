@@ -159,31 +159,27 @@ while :; do
     lk_git -C "$MAIN" worktree add -q --detach "$wt" "$base" || lk_die "$LK_EXIT_SETUP" "git worktree add failed"
     (LK_ROOT=$wt && lk_reset_paths) || lk_die "$LK_EXIT_SETUP" "could not create RESET_PATHS directories in $wt"
 
-    lk_stage admit "$input" "$p-admit.json" lk-decide --admit ${cargs[@]+"${cargs[@]}"}
-    rc=$?
-    case $rc in
-    0) ;;
-    20) park 20 blocked "$p-admit.json" ;; # a usage limit until its reset time
-    22) park 22 budget_exhausted "$p-admit.json" ;;
-    30) lk_log "$task_id: cancelled before attempt $round"; drop_worktree; exit 30 ;;
-    *) drop_worktree; expect "$rc" "lk-decide --admit" 0 20 22 30 ;;
-    esac
-
     cd "$wt" || exit "$LK_EXIT_SETUP"
-    lk_attempt "$p" "$base"
+    # Admission refusing (20 a usage limit until its reset time, 22 a spent budget, 30
+    # cancelled) runs nothing; its document (P-admit.json) says why.
+    lk_attempt "$input" "$p" "$base"
     drc=$?
     cd "$MAIN" || exit "$LK_EXIT_SETUP"
-    last=$p-decide.json
-    LK_LABEL=$(lk_json "$last" .decision.attempt)
-    LK_LABEL=${LK_LABEL:-$round}
-    outcome=$(lk_json "$last" .decision.outcome)
-    lk_log "$task_id attempt $LK_LABEL: ${outcome:-?} -- $(lk_one_line "$(lk_json "$last" .decision.reason)" 200)"
+    case $drc in
+    0 | 10 | 11 | 20 | 21 | 22 | 30) ;;
+    *) expect "$drc" "lk attempt" 0 10 11 20 21 22 30 ;; # the failing stage is named above
+    esac
+    last=$LK_LAST
+    lk_doc "$last" || lk_die 70 "cannot read $last"
+    LK_LABEL=${LK_DOC_ATTEMPT:-$round}
+    outcome=$LK_DOC_OUTCOME
+    lk_log "$task_id attempt $LK_LABEL: ${outcome:-?} -- $(lk_one_line "$LK_DOC_REASON" 200)"
     case $drc in
     0) complete "$last" ;;
     10 | 11)
         ref=$(save "$outcome") || exit "$LK_EXIT_NO_COMMIT"
         drop_worktree
-        backoff=$(lk_json "$last" .decision.backoff_s)
+        backoff=$LK_DOC_BACKOFF
         case $backoff in
         '' | 0 | 0.0 | *[!0-9.]*) ;;
         *) lk_log "$task_id: waiting ${backoff}s"; sleep "$backoff" ;;
@@ -196,6 +192,5 @@ while :; do
         lk_log "$task_id: cancelled; the worktree $wt is kept (saved as $ref)"
         exit 30
         ;;
-    *) expect "$drc" lk-decide 0 10 11 20 21 22 30 ;;
     esac
 done

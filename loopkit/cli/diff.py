@@ -64,8 +64,11 @@ def main(contract_path: str | None, base: str | None) -> int:
     where = git.Located(root=ws.root, index=ws.index, base=None)
     terms = ws.contract
     started = ((doc or {}).get("run") or {}).get("git_control")  # .git before the worker
+    from loopkit import statcache
+
+    seed = statcache.seed(ws.state, ((doc or {}).get("run") or {}).get("state_seal"))
     result = core.assess(
-        core.gather_at(where, asked, git_control=started),
+        core.gather_at(where, asked, git_control=started, seed=seed),
         contract=terms,
         control=ws.control_files() if doc is not None else (),
         drift=ws.contract_drift,

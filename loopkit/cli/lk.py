@@ -24,6 +24,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "verify": ("loopkit.cli.verify", "main", "Run the acceptance checks on this tree."),
     "judge": ("loopkit.cli.judge", "main", "A read-only, grounded model judge for goals."),
     "decide": ("loopkit.cli.decide", "main", "Decide the next step; append to the ledger."),
+    "attempt": (
+        "loopkit.cli.attempt",
+        "main",
+        "One attempt, admission to decision, in one process.",
+    ),
     "report": ("loopkit.cli.report", "main", "Summarize the ledger."),
     "cancel": ("loopkit.cli.cancel", "main", "Persist (or clear) the intent to cancel."),
     "schema": ("loopkit.cli.schema", "main", "Print a published JSON Schema."),

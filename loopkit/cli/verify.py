@@ -6,8 +6,9 @@ Usage:  lk-verify [--contract loop.yaml] [--only NAME ...] [--fail-fast] [--in-p
         ... | lk-verify | ...        (adds "verify" to the piped attempt document)
 
         With a piped attempt (a loop) the checks run in a clean room: a checkout of
-        exactly the working tree's tree outside the repository, where no ignored file
-        takes part (docs/evidence.md). Alone (a commit hook) they run in place.
+        exactly the tree lk-diff checked (diff.tree; without one, the working tree's)
+        outside the repository, where no ignored file takes part (docs/evidence.md).
+        Alone (a commit hook) they run in place.
 
 Input:  an attempt document on stdin when piped (optional; a terminal is never read).
         The contract is --contract, else the piped document's, else ./loop.yaml.
@@ -96,9 +97,12 @@ def main(
                 fail_fast=fail_fast,
                 progress=ticker.update if ticker else lines,
                 env=env,
+                tree=_checked_tree(doc),
             )
-            if run.get("base") and not only:
+            if run.get("base") and not only and not result.passed:
                 # Never worse than the base: the criteria's results on the untouched tree.
+                # Asked only when a check failed: when every check passes, nothing can be
+                # worse than the base, and the tree is not checked out and run twice.
                 base = core.baseline(
                     ws.root,
                     ws.state,
@@ -246,3 +250,10 @@ class _Ticker:
 
     def close(self) -> None:
         self._stop.set()
+
+
+def _checked_tree(doc: dict[str, Any] | None) -> str | None:
+    """The tree lk-diff checked (diff.tree): the one to verify, so the scope policy and the
+    checks judge the same tree. None without one: the working tree is hashed instead."""
+    tree = ((doc or {}).get("diff") or {}).get("tree")
+    return tree if isinstance(tree, str) and tree else None

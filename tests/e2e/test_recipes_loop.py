@@ -337,7 +337,10 @@ sys.exit(9)
 def test_a_stage_that_prints_no_document_stops_the_loop(tmp_path: Path) -> None:
     # Naive variant caught: trusting a stage's exit status alone. A broken lk-verify that
     # exits 0 without its document must not lead to a commit. (The one stand-in in this
-    # suite: the real lk-verify never does this, which is why a shim plays it.)
+    # suite: the real lk-verify never does this, which is why a shim plays it. The shim is
+    # on PATH, so it is the --reproduce round that meets it, where the recipe runs each
+    # stage as a command of its own; inside `lk attempt` the same rule is held by
+    # tests/cli/test_attempt_cli.py.)
     shim = tmp_path / "shim"
     shim.mkdir()
     (shim / "lk-verify").write_text("#!/bin/sh\ncat >/dev/null\nexit 0\n")
@@ -347,7 +350,7 @@ def test_a_stage_that_prints_no_document_stops_the_loop(tmp_path: Path) -> None:
     from tests.helpers.recipes import recipe_env
 
     path = f"{shim}:{recipe_env()['PATH']}"
-    proc = loop(p, env={"PATH": path})
+    proc = loop(p, "--reproduce", env={"PATH": path})
     assert proc.returncode == 70, fail_message(proc)
     assert "printed no document" in proc.stderr
     assert p.head() == before

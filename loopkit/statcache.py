@@ -1,0 +1,77 @@
+"""The stat cache: loopkit's own index of the working tree, which the worker never wrote.
+
+git hashes a working tree fast by trusting an index's stat data: a file whose size,
+times and inode match its entry is not read again. The real index is the worker's to
+write -- an assume-unchanged bit or a forged stat entry hides a change from every hash
+taken through it -- and a hash that reads every file instead costs ~20 ms a thousand
+files. So loopkit keeps an index of its own, ``<state>/stat-index``:
+
+- lk-invoke makes it, before the first worker, from the real index as the user left it
+  (a task starts on a clean tree), and seals it with the state folder: its sha256 goes
+  into ``run.state_seal.stat_index``;
+- lk-diff and lk-decide take their tree hashes through a copy of it -- but only while its
+  content is what lk-invoke sealed; if it changed since (the worker wrote it), through no
+  index at all: every file is read, nothing trusted;
+- lk-decide leaves there the index its hash was taken with (the worker has ended: no one
+  else writes in between), which the recipes' own hash then starts from, and the next
+  lk-invoke seals. A stat cache the worker wrote is so never sealed, never trusted.
+
+Without a seal (a command run alone, not after lk-invoke) the real index serves, as git
+itself would.
+
+In the sandbox the state folder is out of the worker's sight altogether.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+NAME = "stat-index"
+#: The key of its sha256 in the state seal (``ledger.seal``).
+SEAL_KEY = "stat_index"
+
+
+def path(state: Path) -> Path:
+    return state / NAME
+
+
+def digest(state: Path) -> str:
+    """sha256 of the stat cache's content; ``absent`` when there is none."""
+    h = hashlib.sha256()
+    try:
+        with open(path(state), "rb") as f:
+            while block := f.read(1 << 20):
+                h.update(block)
+    except FileNotFoundError:
+        return "absent"
+    except OSError as e:
+        return f"unreadable: {e.strerror}"
+    return h.hexdigest()
+
+
+def ensure(state: Path, real_index: Path) -> None:
+    """Make the stat cache from the real index when there is none yet (before a worker
+    runs: lk-invoke). A copy that keeps the index's mtime, so git's racy-entry rule holds."""
+    if path(state).exists():
+        return
+    from loopkit import git
+
+    try:
+        git.copy_index(real_index, path(state))
+    except (OSError, git.GitError):
+        pass  # a cache: without it, hashes go through the real index as before
+
+
+def seed(state: Path, seal: Any) -> Path | None:
+    """What a tree hash after the worker starts from: the stat cache while it is what
+    lk-invoke sealed (``run.state_seal``), ``git.NO_INDEX`` once it changed, and None (the
+    real index) with no seal to go by."""
+    from loopkit import git
+
+    sealed = seal.get(SEAL_KEY) if isinstance(seal, Mapping) else None
+    if not isinstance(sealed, str) or not sealed:
+        return None
+    return path(state) if sealed != "absent" and digest(state) == sealed else git.NO_INDEX

@@ -1,0 +1,75 @@
+"""lk attempt's own rules, with a stage played by a stand-in (the real commands never
+break them, which is why a stand-in plays the broken one)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from loopkit.cli import attempt
+from loopkit.cli._entry import command
+
+DOC = '{"kind": "loopkit/attempt", "version": 1, "task": {"id": "t", "text": "x", "kind": "task"}}'
+ran: list[str] = []
+
+
+ANY = {"ignore_unknown_options": True, "allow_extra_args": True}
+
+
+@command(context_settings=ANY)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def _silent(args: tuple[str, ...]) -> int:
+    """A stage that exits 0 and prints nothing."""
+    ran.append("silent")
+    return 0
+
+
+@command(context_settings=ANY)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def _echo(args: tuple[str, ...]) -> int:
+    """A stage that passes its document on."""
+    ran.append("echo")
+    import sys
+
+    click.echo(sys.stdin.read().strip())
+    return 0
+
+
+def _stages(monkeypatch: pytest.MonkeyPatch, **which: object) -> None:
+    import sys
+    import types
+
+    for name, cmd in which.items():
+        mod = types.ModuleType(f"_lk_stage_{name}")
+        mod.main = cmd  # type: ignore[attr-defined]
+        monkeypatch.setitem(sys.modules, mod.__name__, mod)
+        monkeypatch.setitem(attempt._STAGES, name, mod.__name__)
+
+
+def test_a_stage_that_exits_0_without_its_document_stops_the_attempt_with_70(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Naive variant caught: trusting a stage's exit status alone -- a verdict without its
+    # document is a bug, never a result a recipe may act on (commit).
+    ran.clear()
+    _stages(monkeypatch, admit=_echo, invoke=_echo, diff=_echo, verify=_silent, decide=_echo)
+    result = CliRunner().invoke(attempt.main, [], input=DOC)
+    assert result.exit_code == 70, result.output
+    assert "lk-verify exited 0 but printed no document" in result.stderr
+    assert ran == ["echo", "echo", "echo", "silent"]  # lk-decide never ran
+
+
+def test_without_keep_nothing_is_written_and_the_last_document_is_printed(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    ran.clear()
+    _stages(monkeypatch, admit=_echo, invoke=_echo, diff=_echo, verify=_echo, decide=_echo)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(attempt.main, [], input=DOC)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == DOC
+    assert ran == ["echo"] * 5
+    assert list(tmp_path.iterdir()) == []

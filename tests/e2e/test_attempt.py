@@ -1,0 +1,158 @@
+"""lk attempt: the whole pipe of one attempt in one process, each stage the published
+command itself -- the same documents and the same verdict as the pipe of commands."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from loopkit import schema
+from tests.helpers import git
+from tests.helpers.evidence import lk_run, notes_project
+
+STAGES = ("admit", "invoke", "diff", "verify", "decide")
+
+
+def _kept(prefix: Path, stage: str) -> dict[str, Any]:
+    doc = json.loads((prefix.parent / f"{prefix.name}-{stage}.json").read_text())
+    schema.validate(doc, "attempt")
+    return doc
+
+
+def _pipe(repo: Path, doc: str) -> tuple[int, dict[str, Any]]:
+    """The same attempt as the recipes used to run it: one command a stage."""
+    code = 0
+    for cmd in (
+        ["lk-decide", "--admit"],
+        ["lk-invoke"],
+        ["lk-diff", "--base", "HEAD"],
+        ["lk-verify"],
+        ["lk-decide"],
+    ):
+        out = lk_run([*cmd, "--contract", "loop.yaml"], repo, doc)
+        code, doc = out.returncode, out.stdout
+    return code, json.loads(doc)
+
+
+def _task(repo: Path) -> str:
+    out = lk_run(["lk-plan", "next", "TASKS.md", "--contract", "loop.yaml"], repo)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_one_process_gives_the_pipes_documents_and_verdict(git_repo: Path, tmp_path: Path) -> None:
+    notes_project(
+        git_repo, "mkdir -p notes; echo hi > notes/a.txt", wall_seconds=600, check_timeout=5
+    )
+    task = _task(git_repo)
+    prefix = tmp_path / "runs" / "1"
+    out = lk_run(
+        ["lk", "attempt", "--contract", "loop.yaml", "--base", "HEAD", "--keep", str(prefix)],
+        git_repo,
+        task,
+    )
+    assert out.returncode == 0, out.stderr
+    last = json.loads(out.stdout)
+    assert last == _kept(prefix, "decide")
+    for stage in STAGES:  # every stage kept its document and its stderr
+        assert (prefix.parent / f"1-{stage}.err").is_file()
+    assert "admitted attempt 1" in (prefix.parent / "1-admit.err").read_text()
+    assert "complete" in (prefix.parent / "1-decide.err").read_text()
+    assert "complete" in out.stderr  # and stderr was shown as it came, too
+    # Each stage's document is the one before it with that stage's section added.
+    assert "run" in _kept(prefix, "invoke") and "diff" not in _kept(prefix, "invoke")
+    assert _kept(prefix, "diff")["run"] == _kept(prefix, "invoke")["run"]
+    assert _kept(prefix, "verify")["diff"] == _kept(prefix, "diff")["diff"]
+    assert last["verify"]["tree"] == last["diff"]["tree"]
+    folders = [p.name for p in (git_repo / ".loopkit" / "artifacts").iterdir() if p.is_dir()]
+    assert folders == [last["attempt_id"]]  # one attempt, one artifacts folder
+    ours = last
+
+    # The same task again, as a pipe of five commands, from the same start.
+    git(git_repo, "clean", "-fdxq", "-e", ".loopkit")
+    git(git_repo, "checkout", "-q", "--", ".")
+    code, theirs = _pipe(git_repo, _task(git_repo))
+    assert code == 0, theirs
+    assert theirs["decision"]["outcome"] == ours["decision"]["outcome"] == "complete"
+    assert theirs["verify"]["tree"] == ours["verify"]["tree"]
+    assert theirs["diff"]["files"] == ours["diff"]["files"]
+    assert theirs["verify"]["passed"] is ours["verify"]["passed"] is True
+
+
+def test_a_red_attempt_exits_with_the_decision_and_keeps_every_stage(
+    git_repo: Path, tmp_path: Path
+) -> None:
+    notes_project(git_repo, "echo nothing", wall_seconds=600, check_timeout=5)
+    prefix = tmp_path / "1"
+    out = lk_run(["lk", "attempt", "--contract", "loop.yaml", "--keep", str(prefix)], git_repo,
+                 _task(git_repo))  # fmt: skip
+    assert out.returncode == 10, out.stderr  # retry: the check failed
+    decided = _kept(prefix, "decide")
+    assert decided["decision"]["outcome"] == "retry"
+    assert decided["verify"]["passed"] is False
+
+
+def test_admission_refusing_runs_nothing_and_exits_with_its_code(
+    git_repo: Path, tmp_path: Path
+) -> None:
+    # A spent budget: the worker must not start (no invoke document, no artifacts).
+    notes_project(git_repo, "touch started; exit 1", wall_seconds=600, check_timeout=5)
+    task = _task(git_repo)
+    for n in range(1, 4):  # attempts: 3
+        lk_run(["lk", "attempt", "--contract", "loop.yaml", "--keep", str(tmp_path / str(n))],
+               git_repo, task)  # fmt: skip
+    (git_repo / "started").unlink(missing_ok=True)
+    prefix = tmp_path / "4"
+    out = lk_run(
+        ["lk", "attempt", "--contract", "loop.yaml", "--keep", str(prefix)], git_repo, task
+    )
+    assert out.returncode == 22, out.stderr
+    assert json.loads(out.stdout)["decision"]["outcome"] == "budget_exhausted"
+    assert _kept(prefix, "admit")["decision"]["outcome"] == "budget_exhausted"
+    assert not (tmp_path / "4-invoke.json").exists()
+    assert not (git_repo / "started").exists()
+
+
+def test_a_stage_that_fails_stops_the_attempt_with_its_own_code(
+    git_repo: Path, tmp_path: Path
+) -> None:
+    notes_project(
+        git_repo, "mkdir -p notes; echo hi > notes/a.txt", wall_seconds=600, check_timeout=5
+    )
+    prefix = tmp_path / "1"
+    out = lk_run(
+        [
+            "lk",
+            "attempt",
+            "--contract",
+            "loop.yaml",
+            "--base",
+            "no-such-ref",
+            "--keep",
+            str(prefix),
+        ],
+        git_repo,
+        _task(git_repo),
+    )
+    assert out.returncode not in (0, 1, 10, 11, 20, 21, 22, 30), out.stderr
+    assert "lk-diff failed with exit" in out.stderr
+    assert not (tmp_path / "1-verify.json").exists()  # nothing after the failing stage
+    assert (tmp_path / "1-diff.json").read_text() == ""  # it printed no document
+
+
+def test_bad_input_is_one_line_and_exit_3(git_repo: Path) -> None:
+    out = lk_run(["lk", "attempt"], git_repo, "not json")
+    assert out.returncode == 3
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_nothing_on_stdin_is_a_usage_error(git_repo: Path) -> None:
+    done = subprocess.run(
+        [str(Path(__import__("sys").executable).parent / "lk"), "attempt"],
+        cwd=git_repo, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "reads an attempt document" in done.stderr
