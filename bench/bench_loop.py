@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_diff import GIT_ENV as ENV
 from bench.bench_diff import git
+from bench.floor import CLICK_FLOOR
 
 VERSION = "v1"
 FILES = 10_000
@@ -87,12 +88,7 @@ def main() -> int:
     env = {**os.environ, **ENV, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     env.pop("LOOPKIT_VALIDATE_OUTPUT", None)
     naive = "set -e; echo 'edit = 1' >> pkg000/mod_000.py; true; git add -A; git commit -q -m naive"
-    floor_argv = [
-        sys.executable,
-        "-c",
-        "import click\n@click.command()\ndef m(): pass\nm()",
-        "--help",
-    ]
+    floor_argv = CLICK_FLOOR
     sandbox_argv = [
         sys.executable,
         "-c",
