@@ -123,6 +123,12 @@ class _Runner:
         cmd = importlib.import_module(_STAGES[name]).main
         prog = "lk-decide" if name == "admit" else f"lk-{name}"
         err = self.keep.with_name(f"{self.keep.name}-{name}.err") if self.keep else None
+        kept = self.keep.with_name(f"{self.keep.name}-{name}.json") if self.keep else None
+        if kept is not None:
+            # Opened as the stage starts, empty until it printed (as a shell redirect
+            # would): `lk status` reads the newest empty one as the stage in progress.
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            kept.write_bytes(b"")
         out = io.StringIO()
         saved = sys.stdin, sys.stdout
         sys.stdin, sys.stdout = _Input(text), out
@@ -132,10 +138,10 @@ class _Runner:
         finally:
             sys.stdin, sys.stdout = saved
         printed = out.getvalue()
-        if self.keep is not None:
+        if kept is not None:
             from loopkit.files import atomic_write
 
-            atomic_write(self.keep.with_name(f"{self.keep.name}-{name}.json"), printed)
+            atomic_write(kept, printed)
         if rc not in ok:
             self.going = False
             say("lk attempt", f"{prog} failed with exit {rc}; the attempt stops there")
