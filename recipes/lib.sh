@@ -283,8 +283,18 @@ lk_safe_name() {
 # loop (phased-loop.sh -> loop.sh) runs under its parent's lock (LK_LOCK_OWNER).
 
 lk_proc_started() {
-    # lk_proc_started PID -> when the process started (empty without ps): a reused pid
-    # is not mistaken for the loop that held the lock.
+    # lk_proc_started PID -> when the process started (empty when it cannot be told): a
+    # reused pid is not mistaken for the loop that held the lock. Linux: its start time in
+    # clock ticks since boot, read from /proc (no process started); elsewhere ps's lstart.
+    local line rest
+    if [ -r "/proc/$1/stat" ]; then
+        IFS= read -r line <"/proc/$1/stat" 2>/dev/null || return 0
+        rest=${line##*) } # after "pid (name) ": field 3 (state) onwards; 22 is starttime
+        # shellcheck disable=SC2086 # split into fields on purpose
+        set -- $rest
+        [ "$#" -ge 20 ] && printf 'ticks %s\n' "${20}"
+        return 0
+    fi
     command -v ps >/dev/null 2>&1 || return 0
     ps -o lstart= -p "$1" 2>/dev/null | sed -e 's/^ *//' -e 's/ *$//'
 }

@@ -109,6 +109,13 @@ const short = (rev) => git(["rev-parse", "--short", rev], { quiet: true }) ?? re
 
 // --- one loop per work tree: the lock lib.sh takes (a directory holding pid and start time)
 function procStarted(pid) {
+  // As lib.sh's lk_proc_started: on Linux the start time in clock ticks since boot (field
+  // 22 of /proc/PID/stat), elsewhere ps's lstart.
+  try {
+    const line = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = line.slice(line.lastIndexOf(") ") + 2).trim().split(/\s+/);
+    return fields.length >= 20 ? `ticks ${fields[19]}` : "";
+  } catch {}
   const done = spawnSync("ps", ["-o", "lstart=", "-p", String(pid)], { encoding: "utf8" });
   return done.status === 0 ? done.stdout.trim() : "";
 }
