@@ -217,9 +217,10 @@ def toplevel(path: str | os.PathLike[str] = ".") -> Path:
 
 
 def common_dir(root: str | os.PathLike[str]) -> Path:
-    """The shared .git folder (the same for every worktree of a repository)."""
-    p = Path(out(["rev-parse", "--git-common-dir"], cwd=root))
-    return p if p.is_absolute() else (Path(root) / p).resolve()
+    """The shared .git folder (the same for every worktree of a repository), found by
+    reading the ``.git`` folder or file (``git_dirs``): git is asked only in unusual
+    set-ups."""
+    return git_dirs(root).common
 
 
 def index_path(root: str | os.PathLike[str]) -> Path:
