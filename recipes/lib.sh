@@ -194,12 +194,45 @@ lk_task_doc() {
 # The settings travel as GIT_CONFIG_KEY_n/VALUE_n (git >= 2.31): they win over every
 # config file and take a key as written, even a filter named `a=b`.
 
+lk_git_may_filter() {
+    # lk_git_may_filter ARGS...: could `git ARGS` run a filter driver (read or write a
+    # work tree file's content)? Subcommands that never do need no look-up of the drivers
+    # first -- the same list as loopkit/git.py's _FILTER_FREE.
+    local a sub='' next_is_value=0
+    for a in "$@"; do
+        if [ "$next_is_value" = 1 ]; then
+            next_is_value=0
+            continue
+        fi
+        case $a in
+        -c | -C | --config-env) next_is_value=1 ;;
+        -*) ;;
+        *)
+            sub=$a
+            break
+            ;;
+        esac
+    done
+    case $sub in
+    rev-parse | config | update-ref | symbolic-ref | diff-tree | ls-tree | for-each-ref | \
+        show-ref | commit-tree | merge-base | rev-list | mktree) return 1 ;;
+    cat-file)
+        for a in "$@"; do
+            case $a in --filters | --textconv | --path*) return 0 ;; esac
+        done
+        return 1
+        ;;
+    esac
+    return 0
+}
+
 lk_git() {
     local cfg=(core.hooksPath /dev/null core.fsmonitor false core.untrackedCache false
         commit.gpgSign false)
     local scope entry key name seen=$'\n' n i vars=()
-    # Looked up on every call: between two of them a process of the worker's may add one.
-    while IFS= read -r -d '' scope && IFS= read -r -d '' entry; do
+    # Looked up on every call that may run a filter: between two of them a process of the
+    # worker's may add one.
+    lk_git_may_filter "$@" && while IFS= read -r -d '' scope && IFS= read -r -d '' entry; do
         case $scope in system | global | command) continue ;; esac
         key=${entry%%$'\n'*}
         name=${key#*.} # filter.<name>.<key>: the name lies between the first and last dot
