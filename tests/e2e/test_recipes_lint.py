@@ -157,7 +157,9 @@ def test_the_ci_workflow_passes_actionlint_and_a_broken_one_does_not(tmp_path: P
         (["-C", "rev-parse", "status"], True),  # -C takes a value: the subcommand is status
     ],
 )
-def test_lk_git_skips_the_filter_look_up_exactly_where_loopkit_does(args: list[str], may: bool) -> None:
+def test_lk_git_skips_the_filter_look_up_exactly_where_loopkit_does(
+    args: list[str], may: bool
+) -> None:
     # The shell twin of loopkit/git.py: a git call the recipes make that could run a
     # filter driver the worker planted must look the drivers up first (and switch them
     # off); one that cannot may skip the look-up. Both doors must agree on which is which.
