@@ -77,7 +77,7 @@ PY
 lk_doc() {
     # lk_doc FILE: the fields the recipes act on, read from the attempt document FILE in
     # one jq (or python3) call into LK_DOC_* variables -- empty for null, false or missing,
-    # objects and lists as JSON:
+    # objects and lists as JSON (`lk attempt --shell` prints the same for its last one):
     #   LK_DOC_TASK_ID .task.id            LK_DOC_OUTCOME  .decision.outcome
     #   LK_DOC_TASK_TEXT .task.text        LK_DOC_ATTEMPT  .decision.attempt
     #   LK_DOC_TASK_KIND .task.kind        LK_DOC_REASON   .decision.reason
@@ -103,7 +103,7 @@ lk_doc() {
             f("ATTEMPT"; .decision.attempt), f("REASON"; .decision.reason),
             f("BACKOFF"; .decision.backoff_s), f("CLASS"; .decision.failure_class),
             f("FEEDBACK"; .decision.feedback), f("JUDGE"; .judge.feedback),
-            f("FAILING"; [.verify.checks[]? | select(.passed == false) | .name] | join(", "))' "$file") || return 1
+            f("FAILING"; [.verify.checks[]? | select(.passed == false) | .name | tostring] | join(", "))' "$file") || return 1
     else
         out=$("${LK_PYTHON:-python3}" - "$file" <<'PY'
 import json, shlex, sys
@@ -121,7 +121,7 @@ def get(path):
         return ""
     if value is True:
         return "true"
-    return json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+    return json.dumps(value, separators=(",", ":")) if isinstance(value, (dict, list)) else str(value)
 checks = (doc.get("verify") or {}).get("checks") or []
 fields = {
     "TASK_ID": get("task.id"), "TASK_TEXT": get("task.text"), "TASK_KIND": get("task.kind"),
@@ -965,10 +965,12 @@ lk_attempt() {
     # (P-decide.json, or P-admit.json when admission refused), LK_FRESH_STAT the stat cache
     # lk-decide left (see lk_live_tree). ARGS go to lk attempt (--resume ID). Uses the
     # caller's cargs (contract arguments).
-    local in=$1 p=$2 base=$3 rc stage
+    local in=$1 p=$2 base=$3 rc stage fields
     shift 3
     LK_FRESH_STAT=
-    lk attempt --keep "$p" ${cargs[@]+"${cargs[@]}"} --base "$base" "$@" <"$in" >/dev/null
+    # exec: lk attempt is the loop's own child, not a subshell's -- so it (and the worker
+    # with it) ends when the loop is killed (its parent-death signal).
+    fields=$(exec lk attempt --keep "$p" --shell ${cargs[@]+"${cargs[@]}"} --base "$base" "$@" <"$in")
     rc=$?
     LK_LAST=
     for stage in decide judge verify diff invoke admit; do
@@ -977,6 +979,13 @@ lk_attempt() {
             break
         fi
     done
+    LK_DOC_FILE=
+    if [ -n "$fields" ] && [ -n "$LK_LAST" ]; then
+        # The last document's fields, as lk_doc would read them (no jq call): quoted for
+        # the shell by lk attempt itself.
+        eval "$fields"
+        LK_DOC_FILE=$LK_LAST
+    fi
     if [ "$LK_LAST" = "$p-decide.json" ]; then
         # lk-decide has just hashed the work tree through loopkit's stat cache and left it
         # there; no worker has run since: lk_live_tree may start from it.

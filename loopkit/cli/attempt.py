@@ -13,7 +13,9 @@ Output: the last stage's document on stdout (the decided attempt; the admission 
         when admission refused). With --keep PREFIX every stage's document is also kept
         as PREFIX-admit.json, PREFIX-invoke.json, PREFIX-diff.json, PREFIX-verify.json,
         PREFIX-judge.json, PREFIX-decide.json, and its stderr (shown as it comes) as
-        PREFIX-<stage>.err: what the recipes keep under .loopkit/runs/.
+        PREFIX-<stage>.err: what the recipes keep under .loopkit/runs/. With --shell,
+        instead of the document, the fields the recipes act on, as shell assignments
+        (LK_DOC_OUTCOME='retry' ..., the same as recipes/lib.sh's lk_doc reads).
 Exit codes: lk-decide's: 0 complete, 10 retry, 11 replan, 20 blocked, 21 failed, 22 budget
         exhausted, 30 cancelled -- admission's refusal (20, 22, 30) included, then nothing
         ran (no PREFIX-invoke.json). A stage that fails otherwise stops the attempt with
@@ -66,7 +68,20 @@ _STAGES: dict[str, str] = {
     metavar="PREFIX",
     help="Keep every stage's document as PREFIX-<stage>.json and its stderr as PREFIX-<stage>.err.",
 )
-def main(contract_path: str | None, base: str | None, resume: str | None, keep: str | None) -> int:
+@click.option(
+    "--shell",
+    "as_shell",
+    is_flag=True,
+    help="Print the last document's fields the recipes act on as shell assignments "
+    "(LK_DOC_*=..., as lib.sh's lk_doc), not the document.",
+)
+def main(
+    contract_path: str | None,
+    base: str | None,
+    resume: str | None,
+    keep: str | None,
+    as_shell: bool,
+) -> int:
     """Run one attempt, admission to decision, each stage the published command itself on
     the document the stage before printed; exit with the decision's code."""
     from loopkit import document
@@ -91,9 +106,60 @@ def main(contract_path: str | None, base: str | None, resume: str | None, keep: 
             rc, text = runner.stage("judge", cargs, text, ok=(0, 1))
     if rc in (0, 1) and runner.going:
         rc, text = runner.stage("decide", cargs, text, ok=(0, 10, 11, 20, 21, 22, 30))
-    sys.stdout.write(text)
+    sys.stdout.write(_shell(text) if as_shell else text)
     sys.stdout.flush()
     return rc
+
+
+#: The fields the recipes act on: LK_DOC_<name> -> where in the document. recipes/lib.sh's
+#: lk_doc reads the same from a file (with jq); a test holds the two to the same answers.
+SHELL_FIELDS = {
+    "TASK_ID": "task.id",
+    "TASK_TEXT": "task.text",
+    "TASK_KIND": "task.kind",
+    "ATTEMPT_ID": "attempt_id",
+    "TREE": "verify.tree",
+    "SESSION": "run.session_id",
+    "MEMORY": "contract.memory",
+    "OUTCOME": "decision.outcome",
+    "ATTEMPT": "decision.attempt",
+    "REASON": "decision.reason",
+    "BACKOFF": "decision.backoff_s",
+    "CLASS": "decision.failure_class",
+    "FEEDBACK": "decision.feedback",
+    "JUDGE": "judge.feedback",
+}
+
+
+def _shell(text: str) -> str:
+    """``text`` (a document, or nothing) as LK_DOC_* assignments: empty for null, false or
+    missing, true as ``true``, objects and lists as JSON; LK_DOC_FAILING names the
+    failing checks. Nothing for no document."""
+    import json
+    import shlex
+
+    if not text.strip():
+        return ""
+    doc = json.loads(text)
+
+    def get(path: str) -> str:
+        value: Any = doc
+        for key in path.split("."):
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is None or value is False:
+            return ""
+        if value is True:
+            return "true"
+        if isinstance(value, (dict, list)):
+            return json.dumps(value, separators=(",", ":"))
+        return str(value)
+
+    fields = {name: get(path) for name, path in SHELL_FIELDS.items()}
+    checks = (doc.get("verify") or {}).get("checks") or []
+    fields["FAILING"] = ", ".join(
+        str(c.get("name")) for c in checks if isinstance(c, dict) and c.get("passed") is False
+    )
+    return "".join(f"LK_DOC_{name}={shlex.quote(value)}\n" for name, value in fields.items())
 
 
 def _kind(text: str) -> str | None:

@@ -156,3 +156,47 @@ def test_nothing_on_stdin_is_a_usage_error(git_repo: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert "reads an attempt document" in done.stderr
+
+
+def _lk_doc(doc: Path, *, json_reader: str) -> dict[str, str]:
+    """The LK_DOC_* variables recipes/lib.sh's lk_doc reads from ``doc``."""
+    from tests.helpers.recipes import RECIPES
+
+    script = f'. "{RECIPES / "lib.sh"}"; lk_doc "$1" || exit 9; set | grep "^LK_DOC_[A-Z_]*="'
+    env = {**__import__("os").environ, "LK_JSON": json_reader}
+    done = subprocess.run(
+        ["bash", "-c", script, "-", str(doc)], capture_output=True, text=True, env=env, check=True
+    )
+    return _assignments(done.stdout)
+
+
+def _assignments(text: str) -> dict[str, str]:
+    done = subprocess.run(
+        ["bash", "-c", f'eval "$1"; set | grep "^LK_DOC_[A-Z_]*="', "-", text],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    out = {}
+    for line in done.stdout.splitlines():
+        name, _, value = line.partition("=")
+        out[name] = value
+    return {k: v for k, v in out.items() if k != "LK_DOC_FILE"}
+
+
+def test_the_shell_fields_are_the_ones_lib_sh_reads(git_repo: Path, tmp_path: Path) -> None:
+    # loop.sh takes the decided document's fields from `lk attempt --shell` instead of a
+    # jq call; they must be what lib.sh's lk_doc reads from the same document (with jq,
+    # and with python3 where there is no jq): one set of fields, three readers.
+    notes_project(git_repo, "echo 'not yet'", wall_seconds=600, check_timeout=5)
+    prefix = tmp_path / "1"
+    out = lk_run(
+        ["lk", "attempt", "--contract", "loop.yaml", "--keep", str(prefix), "--shell"],
+        git_repo,
+        _task(git_repo),
+    )
+    assert out.returncode == 10, out.stderr
+    ours = _assignments(out.stdout)
+    assert ours["LK_DOC_OUTCOME"] == "retry" and ours["LK_DOC_FAILING"] == "notes"
+    assert ours["LK_DOC_TASK_ID"] == "notes" and ours["LK_DOC_TREE"]
+    decided = tmp_path / "1-decide.json"
+    assert _lk_doc(decided, json_reader="jq") == ours
+    assert _lk_doc(decided, json_reader="python") == ours
