@@ -248,13 +248,23 @@ class _tee_stderr:
         self.pump.start()
 
     def _copy(self, read: int) -> None:
+        # Drained to the end whatever fails on the way: a stage must never block on its
+        # stderr because the terminal went away (`| head`) or the disk filled up.
+        keep = show = True
         try:
             while block := os.read(read, 65536):
-                self.file.write(block)
+                if keep:
+                    try:
+                        self.file.write(block)
+                    except (OSError, ValueError):
+                        keep = False
                 view = memoryview(block)
-                while view:
-                    view = view[os.write(self.saved, view) :]
-        except (OSError, ValueError):
+                while show and view:
+                    try:
+                        view = view[os.write(self.saved, view) :]
+                    except OSError:
+                        show = False
+        except OSError:
             pass  # the stage is over and its stderr closed: what is left is not waited on
         finally:
             os.close(read)

@@ -73,3 +73,32 @@ def test_without_keep_nothing_is_written_and_the_last_document_is_printed(
     assert result.stdout.strip() == DOC
     assert ran == ["echo"] * 5
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_stage_never_blocks_on_a_stderr_nobody_reads(tmp_path: Path) -> None:
+    # Naive variant caught: the tee stops draining once the terminal is gone (`loop.sh |&
+    # head`), the pipe fills at 64 KiB and the stage hangs writing its progress lines.
+    import os
+    import subprocess
+    import sys
+
+    code = f"""
+import os, sys
+from pathlib import Path
+from loopkit.cli.attempt import _tee_stderr
+with _tee_stderr(Path({str(tmp_path / "stage.err")!r})):
+    for _ in range(4096):
+        os.write(2, b"x" * 99 + b"\\n")
+print("done")
+"""
+    read, write = os.pipe()
+    os.close(read)  # stderr goes to a pipe whose reader is gone
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code], stderr=write, capture_output=False,
+            stdout=subprocess.PIPE, text=True, timeout=60, check=False,
+        )  # fmt: skip
+    finally:
+        os.close(write)
+    assert done.stdout.strip() == "done"
+    assert (tmp_path / "stage.err").stat().st_size == 4096 * 100
