@@ -2,12 +2,38 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import compileall
+import sys
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import GIT_ENV, git, require_tool  # noqa: F401 -- shared with the tests
+
+LOOPKIT_SRC = Path(__file__).resolve().parents[1] / "loopkit"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """loopkit's bytecode, compiled once before the tests start (in the main process, before
+    any xdist worker): with PYTHONDONTWRITEBYTECODE set, every lk-* command the tests run
+    would otherwise compile loopkit from source again. A .pyc older than its source is
+    ignored by Python, so one left from another checkout state is harmless."""
+    if not hasattr(config, "workerinput"):
+        compileall.compile_dir(str(LOOPKIT_SRC), quiet=1)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session: pytest.Session) -> Generator[None, None, None]:
+    """pytest caches the test modules it rewrote for assertions in __pycache__ unless
+    bytecode writing is off; allowed while collecting, each xdist worker (and the next run)
+    imports the cached rewrite instead of redoing it. The tests themselves run as before."""
+    before = sys.dont_write_bytecode
+    sys.dont_write_bytecode = False
+    try:
+        return (yield)
+    finally:
+        sys.dont_write_bytecode = before
 
 
 @pytest.fixture(autouse=True)
