@@ -18,8 +18,10 @@ tree (or its editable install) can stand in for what the wheel ships.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -91,8 +93,27 @@ class Installed:
 @pytest.fixture(scope="session")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     """loopkit's wheel, built from this checkout, installed into a fresh venv (no system
-    site-packages; its dependencies come from the package index). Built once a session."""
-    base = tmp_path_factory.mktemp("wheel")
+    site-packages; its dependencies come from the package index). Built once a session:
+    under pytest-xdist the first worker to need it builds it in the run's shared temporary
+    folder, the others wait for it there and use the same one."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the run's folder, above each worker's own
+    base = shared / "wheel"
+    with open(shared / "wheel.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = base / "installed.json"
+        if done.is_file():
+            found = json.loads(done.read_text())
+            return Installed(wheel=Path(found["wheel"]), venv=Path(found["venv"]))
+        shutil.rmtree(base, ignore_errors=True)  # a build that failed half-way
+        base.mkdir()
+        built = _build_and_install(base)
+        done.write_text(json.dumps({"wheel": str(built.wheel), "venv": str(built.venv)}))
+        return built
+
+
+def _build_and_install(base: Path) -> Installed:
     subprocess.run(
         [sys.executable, "-m", "build", "--wheel", "--outdir", str(base / "dist"), str(REPO_ROOT)],
         check=True, capture_output=True, text=True, timeout=300,
