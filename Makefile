@@ -44,10 +44,10 @@ demo-claude: install agents ## The demo through the real Claude Code CLI against
 	$(BIN)/python -m loopkit.testing.demo --provider claude
 
 test: install agents ## Install what the tests need and run them all
-	LOOPKIT_REQUIRE_AGENTS=1 $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	LOOPKIT_REQUIRE_AGENTS=1 $(BIN)/python -m pytest -q -n 4 --dist worksteal $(PYTEST_ARGS)
 
 test-fast: install ## Unit and cli tests only
-	$(BIN)/python -m pytest -q tests/unit tests/cli $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n 4 --dist worksteal tests/unit tests/cli $(PYTEST_ARGS)
 
 lint: install agents ## ruff, shellcheck and actionlint
 	$(BIN)/ruff check loopkit tests bench
