@@ -26,7 +26,6 @@ conftest files, node's module resolution) can reach the working tree's files.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -34,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loopkit import git
+from loopkit.digest import sha256
 
 ROOM_ENV = "LOOPKIT_CLEANROOM"
 
@@ -42,7 +42,7 @@ def home_of(root: Path) -> Path:
     """Where the clean room of the repository at ``root`` lives (one per repository: its
     worktrees share it, one verification at a time)."""
     real = os.path.realpath(git.common_dir(root))
-    key = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    key = sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:16]
     top = Path(real).parent if Path(real).name == ".git" else Path(real)
     name = f"{top.name or 'repo'}-{key}"
     chosen = os.environ.get(ROOM_ENV)
@@ -119,7 +119,7 @@ def fingerprint(root: Path, paths: Iterable[str]) -> dict[str, str]:
 
 
 def _walk_digest(top: Path) -> str:
-    h = hashlib.sha256()
+    h = sha256()
     try:
         st = os.lstat(top)
     except FileNotFoundError:

@@ -21,12 +21,12 @@ Order of the rules (the first that applies wins):
 from __future__ import annotations
 
 import copy
-import hashlib
 from collections.abc import Mapping
 from typing import Any
 
 from loopkit import budget, globs
 from loopkit import classify as fc
+from loopkit.digest import sha256
 from loopkit.exitcodes import OUTCOME_CODES
 from loopkit.text import clean
 
@@ -107,7 +107,7 @@ def inputs(document: Mapping[str, Any], contract: Mapping[str, Any] | None) -> d
 
 def _jitter(attempt_id: str | None, attempt: int, streak: int) -> float:
     """A number in [0, 1) fixed by the attempt: replays give the same backoff."""
-    digest = hashlib.sha256(f"{attempt_id or ''}:{attempt}:{streak}".encode()).digest()
+    digest = sha256(f"{attempt_id or ''}:{attempt}:{streak}".encode()).digest()
     return float(int.from_bytes(digest[:8], "big")) / float(2**64)
 
 

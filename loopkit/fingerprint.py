@@ -13,8 +13,8 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any
 
+from loopkit.digest import sha256
 from loopkit.text import clean
 
 #: Hex characters kept from the sha256 (64 bits: collisions are not a practical concern).
@@ -146,19 +146,6 @@ def signature(lines: Sequence[str]) -> list[str]:
     if picked:
         return picked
     return [line for line in lines if not summary.match(line)][-TAIL_LINES:]
-
-
-def sha256(data: bytes = b"") -> Any:
-    """A sha256 hasher. The interpreter's built-in one loads in a fraction of a millisecond;
-    hashlib loads OpenSSL first (about 5 ms of every command's start-up)."""
-    try:
-        from _sha2 import sha256 as make  # type: ignore[import-not-found,unused-ignore]  # 3.12+
-    except ImportError:
-        try:
-            from _sha256 import sha256 as make  # type: ignore[import-not-found,no-redef,unused-ignore]
-        except ImportError:
-            from hashlib import sha256 as make  # type: ignore[assignment,unused-ignore]
-    return make(data)
 
 
 def _digest(parts: Iterable[str]) -> str:

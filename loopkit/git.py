@@ -541,8 +541,9 @@ def _module_data(name: str) -> bool:
 
 def _digest(path: Path) -> str:
     """sha256 of a file's kind, executable bit and content (of a symlink: its target)."""
-    import hashlib
     import stat
+
+    from loopkit.digest import sha256
 
     try:
         st = os.lstat(path)
@@ -550,7 +551,7 @@ def _digest(path: Path) -> str:
         return "absent"
     except OSError as e:
         return f"unreadable: {e.strerror}"
-    h = hashlib.sha256()
+    h = sha256()
     if stat.S_ISLNK(st.st_mode):
         h.update(b"link\0" + os.fsencode(os.readlink(path)))
     elif stat.S_ISREG(st.st_mode):
@@ -637,9 +638,9 @@ def _replace_refs(common: Path) -> dict[str, str]:
 
 def control_digest(state: Mapping[str, str]) -> str:
     """One sha256 over a whole control state (its full hashes)."""
-    import hashlib
+    from loopkit.digest import sha256
 
-    h = hashlib.sha256()
+    h = sha256()
     for key in sorted(state):
         h.update(f"{key}\0{state[key]}\n".encode("utf-8", "surrogateescape"))
     return h.hexdigest()

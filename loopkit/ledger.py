@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import re
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from loopkit import budget, loader
+from loopkit.digest import sha256
 from loopkit.errors import EnvironmentProblem
 from loopkit.files import atomic_write
 from loopkit.secrets import scrub
@@ -51,7 +51,7 @@ def task_file_name(task_id: str) -> str:
     """A file name for a task id; ids that had to be changed get a hash, so none collide."""
     safe = re.sub(r"[^A-Za-z0-9_-]", "_", task_id)[:100] or "_"
     if safe != task_id:
-        safe += "-" + hashlib.sha256(task_id.encode()).hexdigest()[:12]
+        safe += "-" + sha256(task_id.encode()).hexdigest()[:12]
     return safe
 
 
@@ -339,7 +339,7 @@ def seal(state: Path) -> dict[str, Any]:
     and the stat cache (loopkit.statcache). lk-invoke takes it before the worker starts;
     lk-decide compares (``tampered``); the base results and the stat cache are only ever
     used as sealed."""
-    h = hashlib.sha256()
+    h = sha256()
     path = state / DEFAULT_NAME
     try:
         with open(path, "rb") as f:
@@ -348,7 +348,7 @@ def seal(state: Path) -> dict[str, Any]:
         ledger = f"{path.stat().st_size}:{h.hexdigest()}"
     except OSError:
         ledger = "absent"
-    index = hashlib.sha256()
+    index = sha256()
     for folder, _, files in sorted(os.walk(state / INDEX_NAME)):
         for name in sorted(files):
             p = os.path.join(folder, name)
@@ -362,7 +362,7 @@ def seal(state: Path) -> dict[str, Any]:
     baseline = {}  # what must pass (loopkit.verify.baseline): trusted only as sealed here
     for result in sorted((state / "baseline").glob("*.json")):
         try:
-            baseline[result.name] = hashlib.sha256(result.read_bytes()).hexdigest()
+            baseline[result.name] = sha256(result.read_bytes()).hexdigest()
         except OSError:
             continue
     from loopkit import statcache

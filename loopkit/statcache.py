@@ -24,10 +24,11 @@ In the sandbox the state folder is out of the worker's sight altogether.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from loopkit.digest import sha256
 
 NAME = "stat-index"
 #: The key of its sha256 in the state seal (``ledger.seal``).
@@ -40,7 +41,7 @@ def path(state: Path) -> Path:
 
 def digest(state: Path) -> str:
     """sha256 of the stat cache's content; ``absent`` when there is none."""
-    h = hashlib.sha256()
+    h = sha256()
     try:
         with open(path(state), "rb") as f:
             while block := f.read(1 << 20):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loopkit import artifacts, fingerprint, git, proc, text
+from loopkit import artifacts, digest, fingerprint, git, proc, text
 from loopkit.errors import BadInput, LoopkitError
 
 #: The verify section as lk-verify recorded it, in the attempt's artifact folder.
@@ -52,7 +52,7 @@ def _slug(name: str) -> str:
 
 def _sha256_file(path: Path) -> tuple[str, bytes]:
     """The file's sha256 and its last bytes (enough for the tail and the fingerprint)."""
-    h = fingerprint.sha256()
+    h = digest.sha256()
     size = path.stat().st_size
     with open(path, "rb") as f:
         while block := f.read(_CHUNK):
@@ -286,13 +286,13 @@ def baseline(
 
     plain = [c for c in criteria if not is_task_check(c.get("name"))]
     tree = git.resolve(root, f"{base}^{{tree}}") or base
-    key = fingerprint.sha256(
+    key = digest.sha256(
         json.dumps([tree, [[c["name"], c["run"]] for c in plain]]).encode()
     ).hexdigest()[:32]
     cached = state / BASELINE_FOLDER / f"{key}.json"
     try:
         raw = cached.read_bytes()
-        trusted = (sealed or {}).get(cached.name) == fingerprint.sha256(raw).hexdigest()
+        trusted = (sealed or {}).get(cached.name) == digest.sha256(raw).hexdigest()
         found = json_loads(raw) if trusted else None
         if isinstance(found, dict) and isinstance(found.get("checks"), list):
             return found

@@ -338,9 +338,9 @@ def _read(path: str) -> bytes:
 
 
 def _sha256(raw: bytes) -> str:
-    import hashlib
+    from loopkit.digest import sha256
 
-    return hashlib.sha256(raw).hexdigest()
+    return str(sha256(raw).hexdigest())
 
 
 # --------------------------------------------------------------------------- state folder
