@@ -36,10 +36,17 @@ def _control() -> re.Pattern[str]:
     return re.compile(_CONTROL_TEXT)
 
 
+#: Every character a control sequence or control character starts with (tab and newline
+#: aside): text with none of them is clean as it is, and the pattern is not even compiled.
+_STARTERS = frozenset(chr(c) for c in (*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)))
+
+
 def clean(text: str) -> str:
     """``text`` without terminal control sequences or control characters (tab and
     newline kept). An unterminated string sequence loses only its introducer, so the
     text after it stays visible."""
+    if _STARTERS.isdisjoint(text):
+        return text
     return _control().sub("", text)
 
 

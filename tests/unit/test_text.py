@@ -117,3 +117,14 @@ def test_the_report_table_fits_the_terminal() -> None:
     assert table[1].endswith("\u2026") and "repeat 2; park" not in table[1]
     wide = report.text(doc, width=200).splitlines()
     assert wide[1].endswith(why)
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=0x2100), max_size=40))
+def test_clean_skips_the_pattern_only_where_it_could_match_nothing(s: str) -> None:
+    # The shortcut (no character a control sequence starts with: returned as it is) gives
+    # the pattern's own answer on any text.
+    import re
+
+    from loopkit import text
+
+    assert text.clean(s) == re.compile(text._CONTROL_TEXT).sub("", s)
