@@ -31,14 +31,11 @@ def timed(argv: list[str], env: dict[str, str]) -> float:
     return time.perf_counter() - start
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=20)
-    rounds = parser.parse_args().rounds
-    available, reason = sandbox.probe()
+def startup(rounds: int) -> tuple[float, float] | None:
+    """(bare, sandboxed) median milliseconds of `true`; None when no sandbox can start."""
+    available, _ = sandbox.probe()
     if not available:
-        print(f"no sandbox here ({reason}): nothing to measure")
-        return 0
+        return None
     true = shutil.which("true") or "/bin/true"
     with tempfile.TemporaryDirectory() as tmp:
         repo = Path(tmp) / "repo"
@@ -61,7 +58,18 @@ def main() -> int:
         for _ in range(rounds):
             bare.append(timed([true], env))
             boxed.append(timed(argv, boxed_env))
-    b, s = statistics.median(bare) * 1000, statistics.median(boxed) * 1000
+    return statistics.median(bare) * 1000, statistics.median(boxed) * 1000
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=20)
+    rounds = parser.parse_args().rounds
+    found = startup(rounds)
+    if found is None:
+        print(f"no sandbox here ({sandbox.probe()[1]}): nothing to measure")
+        return 0
+    b, s = found
     print(f"bare true        median {b:7.2f} ms  (n={rounds})")
     print(f"sandboxed true   median {s:7.2f} ms  ({sandbox.binary()})")
     print(f"sandbox adds            {s - b:7.2f} ms  target <= {TARGET_MS:g} ms")
