@@ -120,11 +120,15 @@ def _build_and_install(base: Path) -> Installed:
     )
     (wheel,) = (base / "dist").glob("loopkit-*.whl")
     venv = base / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    # A venv without a pip of its own (ensurepip alone costs ~6 s of CPU): the test
+    # runner's pip installs into it (`--python`), the same files a pip inside would.
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
+                   timeout=120)  # fmt: skip
     done = subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)],
+        [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
+         str(wheel)],
         capture_output=True, text=True, timeout=300,
-    )
+    )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     return Installed(wheel=wheel, venv=venv)
 
