@@ -9,6 +9,7 @@ same yes or no from both.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ def _registry() -> Registry[Any]:
 REGISTRY = _registry()
 
 
+@functools.cache
 def _both(name: str, ref: str = "") -> tuple[Any, Any]:
     """(compiled check, jsonschema validator) for schema ``name`` (or a pointer in it)."""
     uri = schema.BASE_URI + f"{name}.json"
