@@ -114,24 +114,27 @@ def _table() -> list[tuple[int, int, int, int]]:
     return out
 
 
-def _children(pid: int, since: int = 0) -> dict[int, list[int]]:
+Table = list[tuple[int, int, int, int]]
+
+
+def _children(pid: int, since: int = 0, table: Table | None = None) -> dict[int, list[int]]:
     """Every live process's children; with ``since``, a child of ``pid`` itself counts
     only when it started at or after it."""
     parents: dict[int, list[int]] = {}
-    for child, parent, _, started in _table():
+    for child, parent, _, started in _table() if table is None else table:
         if parent == pid and since and started < since:
             continue  # a child of ours from before the run: not its leftover
         parents.setdefault(parent, []).append(child)
     return parents
 
 
-def orphans(since: int = 0) -> set[int]:
+def orphans(since: int = 0, table: Table | None = None) -> set[int]:
     """Processes re-parented to this one (it is their subreaper) and everything under
     them, leaving out the trees of the runs in progress. Empty unless ``guard`` made this
     process a subreaper: then every child it did not start itself is such an orphan."""
     if not _subreaper:
         return set()
-    tree = _children(os.getpid(), since)
+    tree = _children(os.getpid(), since, table)
     found: set[int] = set()
     todo = [p for p in tree.get(os.getpid(), []) if p not in _ACTIVE]
     while todo:
@@ -203,7 +206,7 @@ def group_alive(pgid: int) -> bool:
     return _signal_group(pgid, 0)
 
 
-def _escaped(pgid: int, known: set[int]) -> set[int]:
+def _escaped(pgid: int, known: set[int], table: Table | None = None) -> set[int]:
     """Live descendants of ``pgid``'s leader (and of ``known``) outside its process group.
 
     Claude Code, for one, starts its Bash tool in a session of its own: ending the
@@ -212,7 +215,7 @@ def _escaped(pgid: int, known: set[int]) -> set[int]:
     """
     parents: dict[int, list[int]] = {}
     groups: dict[int, int] = {}
-    for pid, parent, group, _ in _table():
+    for pid, parent, group, _ in _table() if table is None else table:
         parents.setdefault(parent, []).append(pid)
         groups[pid] = group
     found: set[int] = set()
@@ -223,6 +226,19 @@ def _escaped(pgid: int, known: set[int]) -> set[int]:
                 found.add(child)
                 todo.append(child)
     return {pid for pid in found | known if pid in groups and groups[pid] != pgid}
+
+
+def end_leftovers(pgid: int, *, since: int, grace_s: float = 0.2) -> None:
+    """End what a finished run left behind: its process group, descendants that left it,
+    orphans re-parented to loopkit (a double-forked daemon). When the group is empty one
+    look at the process table tells whether anything is left at all (the common case);
+    otherwise ``kill_group`` and ``end_orphans`` look again until it is all gone."""
+    if not group_alive(pgid):
+        table = _table()
+        if not _escaped(pgid, set(), table) and not orphans(since, table):
+            return
+    kill_group(pgid, grace_s=grace_s)
+    end_orphans(since=since, grace_s=grace_s)
 
 
 def _signal_pids(pids: set[int], sig: int) -> None:
@@ -340,8 +356,8 @@ def run(
         finally:
             _ACTIVE.discard(proc.pid)
         if reap:
-            kill_group(proc.pid, grace_s=0.2)  # what it left in its group or session
-            end_orphans(since=since, grace_s=0.2)  # and what double-forked out of its tree
+            # what it left in its group or session, and what double-forked out of its tree
+            end_leftovers(proc.pid, since=since)
         captured = b""
         if out_path is None:
             sink.seek(0)
@@ -393,8 +409,7 @@ class Running:
     def leftovers(self) -> None:
         """End whatever the run left behind: its group, descendants that left it, and
         orphans re-parented to loopkit (a double-forked daemon)."""
-        kill_group(self.proc.pid, grace_s=0.2)
-        end_orphans(since=self.since, grace_s=0.2)
+        end_leftovers(self.proc.pid, since=self.since)
 
     def wait(self) -> Finished:
         code = self.proc.wait()
