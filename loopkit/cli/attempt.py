@@ -277,5 +277,7 @@ class _tee_stderr:
         # A program the stage started and left holding the pipe is the stage's to end; the
         # attempt does not wait on it past a moment.
         self.pump.join(timeout=2.0)
+        if self.pump.is_alive():
+            return  # still copying: its descriptor and file stay open, never reused under it
         os.close(self.saved)
         self.file.close()
