@@ -11,12 +11,30 @@ export LK_EXIT_NO_COMMIT=40 # a commit (or the save before a revert) failed: the
 export LK_EXIT_RUNAWAY=41   # more rounds than --max-rounds, or a task came back after it was handled
 export LK_EXIT_SETUP=4      # not a repository, a dirty tree, an unsafe RESET_PATHS entry
 
+# bash 4.2 and later tell the time themselves (printf's %(...)T): no `date` process.
+if [ "${BASH_VERSINFO[0]}" -gt 4 ] || { [ "${BASH_VERSINFO[0]}" = 4 ] && [ "${BASH_VERSINFO[1]}" -ge 2 ]; }; then
+    LK_BASH_CLOCK=1
+else
+    LK_BASH_CLOCK=0
+fi
+
+lk_now() {
+    # lk_now VAR [FORMAT]: the UTC time now into VAR (strftime FORMAT, default ISO 8601).
+    local lk_now_fmt=${2:-%Y-%m-%dT%H:%M:%SZ}
+    if [ "$LK_BASH_CLOCK" = 1 ]; then
+        TZ=UTC0 printf -v "$1" "%($lk_now_fmt)T" -1
+    else
+        printf -v "$1" '%s' "$(date -u "+$lk_now_fmt")"
+    fi
+}
+
 lk_log() {
     # One line on stderr, and the same line in the loop's own log under the state folder
     # (which git ignores through .git/info/exclude: no `git add -A` sweeps it, no park
     # reverts it).
-    local line
-    line="$(date -u +%Y-%m-%dT%H:%M:%SZ) ${LK_PROG:-loopkit}: $*"
+    local line now
+    lk_now now
+    line="$now ${LK_PROG:-loopkit}: $*"
     printf '%s\n' "$line" >&2
     if [ -n "${LK_STATE:-}" ] && [ -d "$LK_STATE" ]; then
         printf '%s\n' "$line" >>"$LK_STATE/recipes.log" 2>/dev/null || true
@@ -29,8 +47,10 @@ lk_note() {
         lk_log "$@"
         return 0
     fi
+    local now
     if [ -n "${LK_STATE:-}" ] && [ -d "$LK_STATE" ]; then
-        printf '%s %s: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "${LK_PROG:-loopkit}" "$*" >>"$LK_STATE/recipes.log" 2>/dev/null || true
+        lk_now now
+        printf '%s %s: %s\n' "$now" "${LK_PROG:-loopkit}" "$*" >>"$LK_STATE/recipes.log" 2>/dev/null || true
     fi
 }
 
@@ -248,11 +268,26 @@ lk_git() {
         vars+=("GIT_CONFIG_KEY_$n=${cfg[i]}" "GIT_CONFIG_VALUE_$n=${cfg[i + 1]}")
         n=$((n + 1))
     done
-    command env GIT_NO_REPLACE_OBJECTS=1 "${vars[@]}" "GIT_CONFIG_COUNT=$n" git "$@"
+    # A subshell that becomes git: the settings reach git alone, with no env(1) between.
+    (
+        export GIT_NO_REPLACE_OBJECTS=1 "${vars[@]}" "GIT_CONFIG_COUNT=$n"
+        exec git "$@"
+    )
 }
 
 lk_git_path() {
-    # lk_git_path NAME -> the absolute path of NAME inside this work tree's git folder.
+    # lk_git_path NAME -> the absolute path of NAME inside this work tree's git folder. A
+    # loopkit-* file is the work tree's own, beside its index: at the root lk_setup_state
+    # found, in the git folder it asked for once (LK_GIT_DIR); other names, and other work
+    # trees, are git's to place (index follows GIT_INDEX_FILE).
+    case $1 in
+    loopkit-*)
+        if [ -n "${LK_GIT_DIR:-}" ] && [ "$PWD" = "${LK_ROOT:-}" ]; then
+            printf '%s/%s\n' "$LK_GIT_DIR" "$1"
+            return 0
+        fi
+        ;;
+    esac
     local path
     path=$(lk_git rev-parse --git-path "$1") || return 1
     case $path in /*) ;; *) path=$(pwd)/$path ;; esac
@@ -269,7 +304,7 @@ lk_setup_state() {
     # CONTRACT defaults to the caller's $contract; DOC is an attempt document whose
     # contract and task apply.
     local file=${1-${contract:-}} doc=${2:-/dev/null} out line key val rc
-    lk_git rev-parse --show-toplevel >/dev/null 2>&1 ||
+    LK_GIT_DIR=$(lk_git rev-parse --absolute-git-dir 2>/dev/null) ||
         lk_die "$LK_EXIT_SETUP" "$(pwd): not a git repository"
     out=$(lk workspace ${file:+--contract "$file"} <"$doc")
     rc=$?
@@ -302,10 +337,17 @@ lk_tree_dirty() {
     [ -n "$(lk_git status --porcelain --untracked-files=all 2>/dev/null)" ]
 }
 
+# The characters a ref or folder name keeps, spelled out: a range would follow the locale.
+LK_NAME_CHARS=ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-
+
 lk_safe_name() {
     # A task id made safe for a ref and a folder name.
-    local name
-    name=$(printf '%s' "$1" | tr -c 'A-Za-z0-9._-' '-' | sed -e 's/^[.-]*//' -e 's/\.\.*/./g' -e 's/\.lock$/-lock/')
+    local name=$1
+    case $name in
+    '' | [.-]* | *[!$LK_NAME_CHARS]* | *..* | *.lock) # else it is safe as it stands
+        name=$(printf '%s' "$1" | tr -c 'A-Za-z0-9._-' '-' | sed -e 's/^[.-]*//' -e 's/\.\.*/./g' -e 's/\.lock$/-lock/')
+        ;;
+    esac
     printf '%s' "${name:-task}"
 }
 
@@ -337,7 +379,8 @@ lk_lock_alive() {
     local started
     # kill -0 fails for another user's process too: ps tells whether it exists at all.
     kill -0 "$2" 2>/dev/null || { command -v ps >/dev/null 2>&1 && ps -p "$2" >/dev/null 2>&1; } || return 1
-    started=$(cat "$1/started" 2>/dev/null || true)
+    started=
+    { IFS= read -r started <"$1/started"; } 2>/dev/null || true
     [ -z "$started" ] || [ "$(lk_proc_started "$2")" = "$started" ]
 }
 
@@ -429,7 +472,9 @@ lk_recover() {
 
 lk_unlock() {
     [ -n "${LK_LOCK:-}" ] || return 0
-    if [ "$(cat "$LK_LOCK/pid" 2>/dev/null || true)" = "$$" ]; then
+    local pid=
+    { IFS= read -r pid <"$LK_LOCK/pid"; } 2>/dev/null || true
+    if [ "$pid" = "$$" ]; then
         rm -rf -- "$LK_LOCK"
     fi
     LK_LOCK=
@@ -659,11 +704,14 @@ lk_begin() {
     # is saved as refs/loopkit/<task>/user-start (a commit on LK_BASE) and becomes the diff
     # base -- the user's edits are not the worker's -- and a park restores it, staged
     # changes included.
-    LK_BASE=$(lk_git rev-parse -q --verify HEAD) ||
+    local ids
+    # The commit and its tree in one question: two lines, or no commit yet.
+    ids=$(lk_git rev-parse 'HEAD^{commit}' 'HEAD^{tree}' 2>/dev/null) ||
         lk_die "$LK_EXIT_SETUP" "the repository has no commit yet"
+    LK_BASE=${ids%%$'\n'*}
+    LK_START_TREE=${ids#*$'\n'}
     LK_BRANCH=$(lk_git symbolic-ref -q HEAD || true)
     LK_DIFF_BASE=$LK_BASE
-    LK_START_TREE=$(lk_git rev-parse "$LK_BASE^{tree}") || lk_die "$LK_EXIT_SETUP" "cannot read HEAD's tree"
     LK_START_INDEX=
     lk_tree_dirty || return 0
     if [ "${1:-0}" != 1 ]; then
@@ -718,8 +766,9 @@ lk_commit_paths() {
 
 lk_one_line() {
     # Squeeze text onto one bounded line; a cut one ends with an ellipsis.
-    local text max=${2:-300}
-    text=$(printf '%s' "$1" | tr '\n\r\t' '   ' | sed -e 's/  */ /g' -e 's/^ //')
+    local text=${1//[$'\n\r\t']/ } max=${2:-300}
+    while [ "${text#*  }" != "$text" ]; do text=${text//  / }; done
+    text=${text# }
     if [ "${#text}" -gt "$max" ]; then
         text="${text:0:$((max - 1))}…"
     fi

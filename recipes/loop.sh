@@ -52,7 +52,8 @@
 # Portable to the bash 3.2 of macOS (no empty-array expansions under set -u).
 set -u
 
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+case ${BASH_SOURCE[0]} in */*) HERE=${BASH_SOURCE[0]%/*} ;; *) HERE=. ;; esac
+HERE=$(cd "$HERE" && pwd)
 # shellcheck source=recipes/lib.sh
 . "$HERE/lib.sh"
 LK_PROG=loop.sh
@@ -125,7 +126,8 @@ lk_lock # before anything is written: a second loop here is refused at once
 lk_reset_paths_check
 trap 'lk_log "interrupted: the tree is left as it is"; exit 130' INT TERM
 
-run_id=$(date -u +%Y%m%dT%H%M%SZ)-$$
+lk_now run_id %Y%m%dT%H%M%SZ
+run_id=$run_id-$$
 task_id=$LK_WS_TASK
 [ -n "$task_id" ] || lk_die 3 "the start document names no task (.task.id): give a document from lk-plan next, or --task-id"
 safe_task=$(lk_safe_name "$task_id")

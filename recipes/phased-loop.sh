@@ -15,7 +15,8 @@
 # loop runs in this work tree; other codes from the failing command.
 set -u
 
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+case ${BASH_SOURCE[0]} in */*) HERE=${BASH_SOURCE[0]%/*} ;; *) HERE=. ;; esac
+HERE=$(cd "$HERE" && pwd)
 # shellcheck source=recipes/lib.sh
 . "$HERE/lib.sh"
 LK_PROG=phased-loop.sh

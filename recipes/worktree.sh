@@ -31,7 +31,8 @@
 # running in this checkout, ...).
 set -u
 
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+case ${BASH_SOURCE[0]} in */*) HERE=${BASH_SOURCE[0]%/*} ;; *) HERE=. ;; esac
+HERE=$(cd "$HERE" && pwd)
 # shellcheck source=recipes/lib.sh
 . "$HERE/lib.sh"
 LK_PROG=worktree.sh
@@ -70,7 +71,8 @@ if lk_tree_dirty; then
     lk_die "$LK_EXIT_SETUP" "the checkout has uncommitted changes; commit them first (a green attempt fast-forwards this branch)"
 fi
 
-run_id=$(date -u +%Y%m%dT%H%M%SZ)-$$
+lk_now run_id %Y%m%dT%H%M%SZ
+run_id=$run_id-$$
 mkdir -p "$LK_STATE/runs"
 tmp_start=$LK_STATE/runs/.start-$run_id.json
 if [ -n "$task_id" ]; then
