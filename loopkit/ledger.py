@@ -333,12 +333,12 @@ class Transaction:
         return record
 
 
-def seal(state: Path) -> dict[str, Any]:
+def seal(state: Path, *, stat_cache: bool = True) -> dict[str, Any]:
     """What the worker must not change in the state folder, condensed: the ledger's size
     and sha256, the index's files, whether a cancellation is in force, the base results
-    and the stat cache (loopkit.statcache). lk-invoke takes it before the worker starts;
-    lk-decide compares (``tampered``); the base results and the stat cache are only ever
-    used as sealed."""
+    and the stat cache (loopkit.statcache; left out with ``stat_cache=False``). lk-invoke
+    takes it before the worker starts; lk-decide compares (``tampered``); the base results
+    and the stat cache are only ever used as sealed."""
     h = sha256()
     path = state / DEFAULT_NAME
     try:
@@ -365,15 +365,17 @@ def seal(state: Path) -> dict[str, Any]:
             baseline[result.name] = sha256(result.read_bytes()).hexdigest()
         except OSError:
             continue
-    from loopkit import statcache
-
-    return {
+    facts: dict[str, Any] = {
         "ledger": ledger,
         "index": index.hexdigest(),
         "cancel": (state / "cancel.json").exists(),
         "baseline": baseline,
-        statcache.SEAL_KEY: statcache.digest(state),
     }
+    if stat_cache:
+        from loopkit import statcache
+
+        facts[statcache.SEAL_KEY] = statcache.digest(state)
+    return facts
 
 
 def tampered(sealed: Any, state: Path) -> list[str]:
@@ -381,7 +383,9 @@ def tampered(sealed: Any, state: Path) -> list[str]:
     A cancellation asked meanwhile is a person's right, not a change to refuse."""
     if not isinstance(sealed, dict):
         return []
-    now = seal(state)
+    # The stat cache is not compared: one the worker wrote is never trusted, only set
+    # aside (loopkit.statcache.seed), and hashing it here would be read for nothing.
+    now = seal(state, stat_cache=False)
     out = []
     if sealed.get("ledger") != now["ledger"]:
         out.append(f"the ledger {state / DEFAULT_NAME} was rewritten")
