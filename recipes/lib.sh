@@ -578,11 +578,12 @@ lk_live_tree() {
     # index loopkit wrote once the worker had ended), so only files that changed since are
     # read again. With KEEP (a path in the git folder) the index is left there: it holds the
     # tree with stat data just taken from the files.
-    local index tree state ok=0
+    local index tree state ok=0 seeded=0
     index=$(lk_git_path "loopkit-recipe-$$.index") || return 1
     rm -f -- "$index" "$index.lock"
     if [ -n "${LK_FRESH_STAT:-}" ] && [ -f "$LK_FRESH_STAT" ]; then
         cp -p -- "$LK_FRESH_STAT" "$index" || ok=1 # -p: its mtime (git's racy-entry rule)
+        seeded=1 # lk-decide's index: the state folder is not in it
     elif lk_git rev-parse -q --verify HEAD >/dev/null; then
         GIT_INDEX_FILE=$index lk_git read-tree HEAD || ok=1
     fi
@@ -590,7 +591,7 @@ lk_live_tree() {
         GIT_INDEX_FILE=$index lk_git -c advice.addEmbeddedRepo=false add -A -- . || ok=1
     fi
     state=$(lk_state_rel)
-    if [ "$ok" = 0 ]; then
+    if [ "$ok" = 0 ] && { [ "$seeded" = 0 ] || lk_maybe_added .loopkit || lk_maybe_added "$state"; }; then
         GIT_INDEX_FILE=$index lk_git rm -r --cached -q --ignore-unmatch -- \
             ':(top,literal).loopkit' ${state:+":(top,literal)$state"} >/dev/null || ok=1
     fi
@@ -603,6 +604,19 @@ lk_live_tree() {
     rm -f -- "$index" "$index.lock"
     [ "$ok" = 0 ] || return 1
     printf '%s\n' "$tree"
+}
+
+lk_maybe_added() {
+    # lk_maybe_added NAME: could `git add -A` have put the folder NAME (relative to the
+    # root) in the index? False only when it is not there, or when info/exclude beside
+    # this work tree's index leaves out /NAME/ -- loopkit/git.py's _maybe_hashed.
+    local line
+    [ -n "$1" ] && [ -e "$1" ] || return 1
+    [ -n "${LK_GIT_DIR:-}" ] && [ "$PWD" = "${LK_ROOT:-}" ] && [ -r "$LK_GIT_DIR/info/exclude" ] || return 0
+    while IFS= read -r line || [ -n "$line" ]; do
+        [ "$line" != "/$1/" ] || return 1
+    done <"$LK_GIT_DIR/info/exclude"
+    return 0
 }
 
 lk_index_tree() {
