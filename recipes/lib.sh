@@ -612,7 +612,7 @@ lk_maybe_added() {
     # this work tree's index leaves out /NAME/ -- loopkit/git.py's _maybe_hashed.
     local line
     [ -n "$1" ] && [ -e "$1" ] || return 1
-    [ -n "${LK_GIT_DIR:-}" ] && [ "$PWD" = "${LK_ROOT:-}" ] && [ -r "$LK_GIT_DIR/info/exclude" ] || return 0
+    [ -n "${LK_GIT_DIR:-}" ] && [ "$PWD" = "${LK_ROOT:-}" ] && [ -f "$LK_GIT_DIR/info/exclude" ] || return 0
     while IFS= read -r line || [ -n "$line" ]; do
         [ "$line" != "/$1/" ] || return 1
     done <"$LK_GIT_DIR/info/exclude"
