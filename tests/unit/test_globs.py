@@ -97,6 +97,15 @@ def test_overlap_with_a_literal_path_is_matching(g: str, p: str) -> None:
         assert globs.overlap(g, p) == globs.matches(p, [g])
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.one_of(_globs, _literal), st.one_of(_globs, _literal))
+def test_overlap_is_the_automata_answer_either_way_round(a: str, b: str) -> None:
+    # overlap answers a literal's own path by matching first: never otherwise than the
+    # product of the automata would.
+    expected = globs.normalize(a) == globs.normalize(b) or globs.witness(a, b) is not None
+    assert globs.overlap(a, b) == expected == globs.overlap(b, a)
+
+
 @pytest.mark.parametrize("glob", ["/etc/passwd", "../x", "a/../../b", "~/x", "C:/x"])
 def test_escaping_globs_are_named(glob: str) -> None:
     assert globs.escape_reason(glob)
