@@ -17,10 +17,13 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from loopkit import proc
 from loopkit.errors import EnvironmentProblem, LoopkitError
 from loopkit.exitcodes import ExitCode
+
+if TYPE_CHECKING:
+    from loopkit import proc  # loaded by the first git call: finding a repository runs none
 
 #: Keep git from reading a user's pager, editor or locale into our parsing, and from
 #: reading objects through ``refs/replace/`` (a worker could otherwise make the base
@@ -143,6 +146,8 @@ def neutral_settings(cwd: str | os.PathLike[str]) -> list[tuple[str, str]]:
     """
     if not _may_define_filters(cwd):
         return []
+    from loopkit import proc
+
     done = proc.capture(
         ["git", "config", "-z", "--show-scope", "--get-regexp", r"^filter\."],
         cwd=cwd,
@@ -195,6 +200,8 @@ def git(
     if sub in _DIFFING:
         argv[at + 1 : at + 1] = ["--no-ext-diff", "--no-textconv"]
     settings = neutral_settings(cwd) if _may_filter(sub, args) else []
+    from loopkit import proc
+
     done = proc.capture(["git", *argv], cwd=cwd, env=_env(env, settings=settings), input=input)
     if done.exit_code == 127 and not done.stdout:
         raise EnvironmentProblem("git is not installed (or not on PATH)")

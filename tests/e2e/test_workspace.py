@@ -207,3 +207,31 @@ def test_every_command_gives_the_same_answers(
     ), env=extra)
     assert admit.returncode == 0, admit.stderr
     assert (state / "ledger.jsonl").is_file() or (state / "ledger").exists() or any(state.iterdir())
+
+
+def test_lk_workspace_starts_no_process_machinery(tmp_path: Path) -> None:
+    # The recipes ask `lk workspace` once per loop before anything else: finding the
+    # repository and the state folder reads files, so it loads no subprocess (nor ctypes).
+    import os
+    import sys
+
+    p = make_project(tmp_path, "print('unused')")
+    code = (
+        "import sys; from loopkit.cli.lk import main\n"
+        "try:\n    main(['workspace', '--contract', 'loop.yaml'])\nexcept SystemExit:\n    pass\n"
+        "loaded = [m for m in ('subprocess', 'loopkit.proc', 'ctypes') if m in sys.modules]\n"
+        "print('LOADED=' + ','.join(loaded))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "LOOPKIT_VALIDATE_OUTPUT"}
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=p.root,
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+    lines = out.stdout.strip().splitlines()
+    assert lines[-1] == "LOADED=", out.stdout + out.stderr
+    assert any(line.startswith("state_dir=") for line in lines), out.stdout
