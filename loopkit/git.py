@@ -310,6 +310,13 @@ _DISCOVERY_ENV = (
 )
 
 
+def plain_root(path: str | os.PathLike[str] = ".") -> Path | None:
+    """The root of the repository at ``path`` when it is found without starting git (a
+    ``.git`` folder of our own), else None -- for commands that also work outside one."""
+    found = _discover(path)
+    return found.root if found is not None else None
+
+
 def _discover(path: str | os.PathLike[str]) -> Located | None:
     """The plain case of git's repository discovery, without starting git (about 7 ms here).
 

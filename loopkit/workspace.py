@@ -208,8 +208,14 @@ def resolve_contract(
     *,
     start: Path,
     root: Path | None,
+    cache_root: Path | None = None,
 ) -> Found:
-    """--contract > the piped document's > ./loop.yaml (then the root's); the task applied."""
+    """--contract > the piped document's > ./loop.yaml (then the root's); the task applied.
+
+    ``cache_root``: the repository whose git folder remembers checked contracts, when it
+    is not ``root`` (lk-plan looks for loop.yaml in the current folder alone, yet in a
+    repository parses a contract once)."""
+    cache = cache_root if cache_root is not None else root
 
     piped = document.get("contract") if document is not None else None
     task = document.get("task") if document is not None else None
@@ -231,7 +237,7 @@ def resolve_contract(
                 return Found(_with_task(data, task), path, str(recorded.get("sha256")), drift)
             # Unchanged: the snapshot is the contract (no parsing, no cache to trust).
             return Found(_with_task(_trusted(piped), task), path, sha)
-        return Found(_with_task(_parsed(raw, path, sha, root), task), path, sha)
+        return Found(_with_task(_parsed(raw, path, sha, cache), task), path, sha)
     if isinstance(piped, Mapping):
         # Already checked against its schema when the document was read.
         data = _trusted(piped)
@@ -243,7 +249,7 @@ def resolve_contract(
         return Found(None, None, None)
     raw = _read(str(default))
     sha = _sha256(raw)
-    return Found(_with_task(_parsed(raw, str(default), sha, root), task), str(default), sha)
+    return Found(_with_task(_parsed(raw, str(default), sha, cache), task), str(default), sha)
 
 
 def _parsed(raw: bytes, source: str, sha: str, root: Path | None) -> dict[str, Any]:

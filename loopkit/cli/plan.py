@@ -179,7 +179,9 @@ def check_cmd(file: str, contract_path: str | None, kind: str) -> int:
 
         from loopkit.workspace import resolve_contract
 
-        found = resolve_contract(contract_path, None, start=Path("."), root=None)
+        found = resolve_contract(
+            contract_path, None, start=Path("."), root=None, cache_root=_repository()
+        )
         contract = found.contract
         used = found.source
         try:
@@ -259,7 +261,9 @@ def next_cmd(tasks_file: str, contract_path: str | None, task_id: str | None) ->
     from loopkit.plan.readiness import blocked_by, effective_status, is_ready, next_task, summary
     from loopkit.workspace import resolve_contract
 
-    resolved = resolve_contract(contract_path, None, start=Path("."), root=None)
+    resolved = resolve_contract(
+        contract_path, None, start=Path("."), root=None, cache_root=_repository()
+    )
     if resolved.contract is None:
         raise BadInput(
             "--contract", "no contract: pass --contract FILE, or add loop.yaml to this folder"
@@ -416,3 +420,11 @@ def _write_guidance(path: Path, block: str) -> None:
         atomic_write(path, text, keep_mode=True)
     except OSError as e:
         raise BadInput(str(path), f"cannot write here: {e.strerror}") from None
+
+
+def _repository() -> Path | None:
+    """The repository here, found without starting git (None outside one): its git folder
+    remembers checked contracts, so a YAML contract is parsed once, not at every turn."""
+    from loopkit import git
+
+    return git.plain_root(".")

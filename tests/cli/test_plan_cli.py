@@ -340,6 +340,41 @@ def test_a_long_dependency_chain_is_a_plan_not_a_crash(project: Path, n: int) ->
     assert f"1 parked (t{n - 1})" in blocked.stderr
 
 
+def test_next_in_a_repository_parses_a_yaml_contract_once(project: Path) -> None:
+    # `lk-plan next` runs at every turn of a phased loop: in a repository the checked
+    # contract is remembered in the git folder (keyed by its sha256), so the YAML parser is
+    # not even imported from the second turn on; outside one, every turn parses it.
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from loopkit.cli.plan import main\n"
+        "try:\n    main(['next', 'TASKS.md', '--contract', 'loop.yaml'])\n"
+        "except SystemExit:\n    pass\n"
+        "print('YAML=' + str('yaml' in sys.modules))"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPKIT_")}
+
+    def turn() -> tuple[str, str]:
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+        )
+        return out.stdout.strip().splitlines()[-1], out.stderr
+
+    assert turn()[0] == "YAML=True"  # not a repository: parsed
+    assert turn()[0] == "YAML=True"
+    subprocess.run(["git", "init", "-q"], check=True)
+    first, said = turn()
+    assert first == "YAML=True" and "lk-plan: next: " in said
+    again, said_again = turn()
+    assert again == "YAML=False", said_again
+    assert said_again == said  # the same task, the same contract
+    # An edited contract is a new key: parsed again (and its new rules apply).
+    (project / "loop.yaml").write_text(CONTRACT_YAML + "\n# edited\n")
+    assert turn()[0] == "YAML=True"
+
+
 def test_next_loads_neither_marking_nor_file_writing(project: Path) -> None:
     # `lk-plan next` runs at every turn of a loop: it imports only what picking a task needs.
     import os
