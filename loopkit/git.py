@@ -712,9 +712,11 @@ def exclude(root: Path, pattern: str) -> None:
         f.write(f"# loopkit state: never committed, never reset\n{pattern}\n")
 
 
-def _maybe_hashed(root: Path, index: Path, name: str) -> bool:
-    """Could ``git add -A`` have put the folder ``name`` in the index? (False: surely not.)"""
-    return (root / name).exists() and not info_excludes(index, f"/{name}/")
+def _maybe_hashed(root: Path, name: str) -> bool:
+    """Could ``git add -A`` have put the folder ``name`` in the index? (False: surely not.)
+    Whenever it is there: info/exclude leaving it out proves nothing, since a ``.gitignore``
+    in the work tree (``!/.loopkit/``, the worker's to write) outranks it."""
+    return os.path.lexists(root / name)
 
 
 def _copy_fd(src: int, dst: int, size: int) -> None:
@@ -838,11 +840,11 @@ class TreeWatch:
         elif done.exit_code != 0:
             git(add, cwd=self.root, env=self.env)  # its error, as any other failing call
         # Dropped afterwards, not excluded by pathspec: `add` fails on an exclude pathspec
-        # naming a folder info/exclude already ignores. Skipped (one git call saved) when
-        # the folder is absent or info/exclude beside the index already leaves it out.
-        never = [
-            f":(top){name}" for name in _NEVER_HASHED if _maybe_hashed(self.root, self.real, name)
-        ] + [f":(top,literal){name}" for name in self.skip if os.path.lexists(self.root / name)]
+        # naming a folder info/exclude already ignores. Skipped (one git call saved) only
+        # when the folder is not there at all.
+        never = [f":(top){name}" for name in _NEVER_HASHED if _maybe_hashed(self.root, name)] + [
+            f":(top,literal){name}" for name in self.skip if _maybe_hashed(self.root, name)
+        ]
         if never:
             git(
                 ["rm", "-r", "--cached", "-q", "--ignore-unmatch", "--", *never],
