@@ -578,12 +578,11 @@ lk_live_tree() {
     # index loopkit wrote once the worker had ended), so only files that changed since are
     # read again. With KEEP (a path in the git folder) the index is left there: it holds the
     # tree with stat data just taken from the files.
-    local index tree state ok=0 seeded=0
+    local index tree state ok=0
     index=$(lk_git_path "loopkit-recipe-$$.index") || return 1
     rm -f -- "$index" "$index.lock"
     if [ -n "${LK_FRESH_STAT:-}" ] && [ -f "$LK_FRESH_STAT" ]; then
         cp -p -- "$LK_FRESH_STAT" "$index" || ok=1 # -p: its mtime (git's racy-entry rule)
-        seeded=1 # lk-decide's index: the state folder is not in it
     elif lk_git rev-parse -q --verify HEAD >/dev/null; then
         GIT_INDEX_FILE=$index lk_git read-tree HEAD || ok=1
     fi
@@ -591,7 +590,7 @@ lk_live_tree() {
         GIT_INDEX_FILE=$index lk_git -c advice.addEmbeddedRepo=false add -A -- . || ok=1
     fi
     state=$(lk_state_rel)
-    if [ "$ok" = 0 ] && { [ "$seeded" = 0 ] || lk_maybe_added .loopkit || lk_maybe_added "$state"; }; then
+    if [ "$ok" = 0 ]; then
         GIT_INDEX_FILE=$index lk_git rm -r --cached -q --ignore-unmatch -- \
             ':(top,literal).loopkit' ${state:+":(top,literal)$state"} >/dev/null || ok=1
     fi
@@ -604,19 +603,6 @@ lk_live_tree() {
     rm -f -- "$index" "$index.lock"
     [ "$ok" = 0 ] || return 1
     printf '%s\n' "$tree"
-}
-
-lk_maybe_added() {
-    # lk_maybe_added NAME: could `git add -A` have put the folder NAME (relative to the
-    # root) in the index? False only when it is not there, or when info/exclude beside
-    # this work tree's index leaves out /NAME/ -- loopkit/git.py's _maybe_hashed.
-    local line
-    [ -n "$1" ] && [ -e "$1" ] || return 1
-    [ -n "${LK_GIT_DIR:-}" ] && [ "$PWD" = "${LK_ROOT:-}" ] && [ -f "$LK_GIT_DIR/info/exclude" ] || return 0
-    while IFS= read -r line || [ -n "$line" ]; do
-        [ "$line" != "/$1/" ] || return 1
-    done <"$LK_GIT_DIR/info/exclude"
-    return 0
 }
 
 lk_index_tree() {
@@ -724,6 +710,10 @@ lk_begin() {
         lk_die "$LK_EXIT_SETUP" "the repository has no commit yet"
     LK_BASE=${ids%%$'\n'*}
     LK_START_TREE=${ids#*$'\n'}
+    case $LK_BASE$'\n'$LK_START_TREE in
+    *[!0-9a-f$'\n']* | $'\n'* | *$'\n') # files named HEAD^{commit} print as themselves
+        lk_die "$LK_EXIT_SETUP" "the repository has no commit yet" ;;
+    esac
     LK_BRANCH=$(lk_git symbolic-ref -q HEAD || true)
     LK_DIFF_BASE=$LK_BASE
     LK_START_INDEX=
@@ -781,8 +771,9 @@ lk_commit_paths() {
 lk_one_line() {
     # Squeeze text onto one bounded line; a cut one ends with an ellipsis.
     local text=${1//[$'\n\r\t']/ } max=${2:-300}
-    while [ "${text#*  }" != "$text" ]; do text=${text//  / }; done
-    text=${text# }
+    # Linear in the text's length: `${text# }` and `${text#*  }` are not, in bash.
+    while case $text in *'  '*) true ;; *) false ;; esac do text=${text//  / }; done
+    case $text in ' '*) text=${text:1} ;; esac
     if [ "${#text}" -gt "$max" ]; then
         text="${text:0:$((max - 1))}…"
     fi
