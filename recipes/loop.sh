@@ -53,6 +53,7 @@
 set -u
 
 case ${BASH_SOURCE[0]} in */*) HERE=${BASH_SOURCE[0]%/*} ;; *) HERE=. ;; esac
+HERE=${HERE:-/} # a script at /
 HERE=$(cd "$HERE" && pwd)
 # shellcheck source=recipes/lib.sh
 . "$HERE/lib.sh"

@@ -49,6 +49,17 @@ def test_one_line_is_what_the_tr_sed_pipeline_gives(text: str) -> None:
     assert bash('lk_one_line "$1"', text) == pipeline
 
 
+def test_one_line_stays_linear_on_a_long_text() -> None:
+    # A decision's reason may quote hundreds of worker-chosen paths; squeezing it must not
+    # take time in the square of its length (bash's ${x#*  } and ${x# } do).
+    text = ("p/" + "x" * 60 + " ") * 16000  # 1 MB: no leading blank, never two in a row
+    done = subprocess.run(
+        ["bash", "-c", f'. "{LIB}"; lk_one_line "$(cat)" 300'],
+        input=text, capture_output=True, text=True, check=True, timeout=20,
+    )  # fmt: skip
+    assert len(done.stdout) == 300 and done.stdout.endswith("…")
+
+
 def test_the_clock_is_utc_in_the_format_asked() -> None:
     def utc() -> str:
         return subprocess.run(
