@@ -172,7 +172,7 @@ def _lk_doc(doc: Path, *, json_reader: str) -> dict[str, str]:
 
 def _assignments(text: str) -> dict[str, str]:
     done = subprocess.run(
-        ["bash", "-c", f'eval "$1"; set | grep "^LK_DOC_[A-Z_]*="', "-", text],
+        ["bash", "-c", 'eval "$1"; set | grep "^LK_DOC_[A-Z_]*="', "-", text],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     out = {}
