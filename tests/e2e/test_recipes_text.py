@@ -78,3 +78,21 @@ def test_the_clock_is_utc_in_the_format_asked() -> None:
     assert before <= stamp <= after  # UTC, not the local (Tokyo) time
     assert before <= from_date <= after
     assert compact == stamp.replace("-", "").replace(":", "")
+
+
+def test_a_repository_without_a_commit_is_refused_whatever_its_files_are_called(
+    tmp_path: Path,
+) -> None:
+    # `git rev-parse 'HEAD^{commit}' 'HEAD^{tree}'` prints a file's name back when a file
+    # of that name exists and there is no commit: that is no place to begin from.
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    for name in ("HEAD^{commit}", "HEAD^{tree}"):
+        (repo / name).write_text("x\n")
+    done = subprocess.run(
+        ["bash", "-c", f'. "{LIB}"; lk_begin 0; echo "began at $LK_BASE"'],
+        cwd=repo, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert "no commit yet" in done.stderr and "began" not in done.stdout
