@@ -8,6 +8,7 @@ Rules, in order: a path matching ``always_allowed`` is never a violation; a path
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 from collections.abc import Mapping, Sequence
@@ -135,7 +136,10 @@ def symlink_escape(path: str, target: str, *, root: str | None = None) -> str | 
     """Where a symlink at ``path`` points, repository-relative; None when it leaves the repository.
 
     ``root`` (the repository's absolute path) lets an absolute target that stays inside it
-    count as inside; symlinks are judged by text, never by following them.
+    count as inside. A target is judged by its text, and with ``root`` also as the link
+    resolves on disk through the tree's other symlinks (their targets only are read, never a
+    file's content): ``L1 -> L0/..`` reads as inside, yet with ``L0 -> ..`` it is the
+    repository's parent, and a chain of such links reaches ``/``.
     """
     t = target.replace("\\", "/")
     if t.startswith("/") or re.match(r"^[A-Za-z]:/", t):
@@ -150,7 +154,23 @@ def symlink_escape(path: str, target: str, *, root: str | None = None) -> str | 
     norm = posixpath.normpath(rel) if rel else "."
     if norm == ".." or norm.startswith("../"):
         return None
+    if root is not None and _on_disk(os.path.join(root, path), target):
+        base = os.path.realpath(root)
+        real = os.path.realpath(os.path.join(root, path))
+        if real != base and not real.startswith(base.rstrip(os.sep) + os.sep):
+            return None
+        resolved = os.path.relpath(real, base).replace(os.sep, "/")
+        if resolved != norm:
+            return resolved  # where it really points: judged against the protected paths
     return norm
+
+
+def _on_disk(link: str, target: str) -> bool:
+    """Whether ``link`` is there as the symlink to ``target`` being judged."""
+    try:
+        return os.readlink(link) == target
+    except OSError:
+        return False
 
 
 def evaluate(
