@@ -958,7 +958,8 @@ lk_commit_verified() {
         if lk_tree_dirty; then
             lk_log "warning: the work tree still differs from the commit (is something still writing into it?): see git status"
         fi
-    elif ! real=$(lk_git_path index) || ! mv -f -- "$fresh" "$real"; then
+    elif ! real=$(lk_git_path index) || [ -d "$real" ] ||
+        ! mv -f -- "$fresh" "$real"; then # (mv would put it inside a directory there)
         # The files are the commit's already: only the index follows (rebuilt, not trusted).
         [ -z "$fresh" ] || rm -f -- "$fresh"
         lk_git read-tree HEAD ||
