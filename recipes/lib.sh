@@ -626,14 +626,37 @@ lk_sync_to() {
     # (assume-unchanged or skip-worktree bits, forged stat data: a plain `git reset --hard`
     # then leaves its files on disk, hidden from `git status`) -- then untracked debris is
     # removed and every file whose content differs is written back. Only files that differ
-    # are written: unchanged files keep their timestamps (no full rebuild after). Debris
-    # goes first, under the ignore rules the save just used: a file the attempt hid with
-    # its own .gitignore (so not saved) is left on disk, never deleted.
-    local target=$1 index=${2:-$1} state
+    # are written: unchanged files keep their timestamps (no full rebuild after). What is
+    # debris is untracked under both sets of ignore rules: the attempt's (a file it hid
+    # with its own .gitignore was not saved: it stays on disk) and TREE-ISH's, whose
+    # .gitignore files are written back first (an attempt that emptied .gitignore does
+    # not get the user's ignored files -- local databases, .env -- deleted).
+    local target=$1 index=${2:-$1} state path keep=() p clean=1
     state=$(lk_state_rel)
     lk_git read-tree "$target" || return 1
     lk_git update-index -q --refresh >/dev/null 2>&1 || true # differing files are listed below
-    lk_git clean -fdq ${state:+-e "/$state/"} -- . || return 1
+    # What the attempt's rules ignore now, each as a literal pattern for `git clean -e`.
+    while IFS= read -r -d '' path; do
+        case $path in *$'\n'*) clean=0 ;; esac # no pattern can name it: remove no debris
+        p=${path//\\/\\\\}
+        p=${p//\*/\\*}
+        p=${p//\?/\\?}
+        p=${p//\[/\\[}
+        p=${p//\]/\\]}
+        case $p in [#!]*) p=\\$p ;; esac
+        case $p in *' ') p="${p% }\\ " ;; esac
+        keep+=(-e "/$p")
+    done < <(lk_git ls-files -z --others --ignored --exclude-standard --directory)
+    (
+        set -o pipefail
+        lk_git diff-files --name-only -z -- ':(glob)**/.gitignore' |
+            lk_git checkout-index -f -u -z --stdin
+    ) || return 1
+    if [ "$clean" = 1 ]; then
+        lk_git clean -fdq ${state:+-e "/$state/"} ${keep[@]+"${keep[@]}"} -- . || return 1
+    else
+        lk_log "an ignored file's name holds a line break: no untracked debris removed"
+    fi
     (
         set -o pipefail
         lk_git diff-files --name-only -z | lk_git checkout-index -f -u -z --stdin

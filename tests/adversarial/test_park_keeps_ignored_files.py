@@ -1,0 +1,61 @@
+"""A park brings the work tree back to where the task began -- and must not take the
+user's ignored files with it. The worker empties `.gitignore`: under its rules the user's
+local database and notes are untracked debris. The park cleans under both sets of rules --
+the attempt's and the start's, whose `.gitignore` it writes back first -- so they stay on
+disk, byte for byte. A file the worker hid by adding a line to the tracked `.gitignore`
+(never saved, since the save follows the attempt's rules) stays too."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.adversarial.helpers import loop
+from tests.helpers.recipes import fail_message, make_project
+
+pytestmark = pytest.mark.slow
+
+WORKER = """
+Path(".gitignore").write_text("# nothing ignored\\n")
+Path("src/value.txt").write_text("still bad\\n")
+"""
+
+HIDER = """
+with open(".gitignore", "a") as f:
+    f.write("junk.bin\\n")
+Path("junk.bin").write_bytes(b"the worker's own scratch")
+Path("src/value.txt").write_text("still bad\\n")
+"""
+
+
+def _user_files(p) -> dict[Path, bytes]:  # type: ignore[no-untyped-def]
+    files = {
+        p.root / "local.db": b"\x00the user's database\n",
+        p.root / "notes" / "todo.txt": b"call the bank\n",
+    }
+    for path, data in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return files
+
+
+def test_a_park_keeps_the_files_the_start_ignored(tmp_path: Path) -> None:
+    p = make_project(tmp_path, WORKER, files={"src/value.txt": "bad\n"}, gitignore="*.db\nnotes/\n")
+    kept = _user_files(p)
+    assert p.git("status", "--porcelain") == ""
+    proc = loop(p)
+    assert proc.returncode in (20, 21, 22), fail_message(proc)
+    for path, data in kept.items():
+        assert path.read_bytes() == data, (path, fail_message(proc))
+    assert (p.root / ".gitignore").read_text() == "*.db\nnotes/\n"
+    assert (p.root / "src/value.txt").read_text() == "bad\n"
+
+
+def test_a_park_keeps_a_file_the_attempt_hid(tmp_path: Path) -> None:
+    p = make_project(tmp_path, HIDER, files={"src/value.txt": "bad\n"}, gitignore="*.db\n")
+    proc = loop(p)
+    assert proc.returncode in (20, 21, 22), fail_message(proc)
+    assert (p.root / "junk.bin").read_bytes() == b"the worker's own scratch"
+    assert (p.root / ".gitignore").read_text() == "*.db\n"
+    assert (p.root / "src/value.txt").read_text() == "bad\n"
