@@ -365,7 +365,12 @@ def seal(state: Path, *, stat_cache: bool = True) -> dict[str, Any]:
             baseline[result.name] = sha256(result.read_bytes()).hexdigest()
         except OSError:
             continue
+    try:
+        folder = f"symlink to {os.readlink(state)}" if os.path.islink(state) else "directory"
+    except OSError:
+        folder = "unreadable"
     facts: dict[str, Any] = {
+        "folder": folder,
         "ledger": ledger,
         "index": index.hexdigest(),
         "cancel": (state / "cancel.json").exists(),
@@ -387,6 +392,10 @@ def tampered(sealed: Any, state: Path) -> list[str]:
     # aside (loopkit.statcache.seed), and hashing it here would be read for nothing.
     now = seal(state, stat_cache=False)
     out = []
+    if "folder" in sealed and sealed["folder"] != now["folder"]:
+        out.append(
+            f"the state folder {state} was replaced ({sealed['folder']} then, {now['folder']} now)"
+        )
     if sealed.get("ledger") != now["ledger"]:
         out.append(f"the ledger {state / DEFAULT_NAME} was rewritten")
     if sealed.get("index") != now["index"]:
