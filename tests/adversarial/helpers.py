@@ -37,3 +37,40 @@ def nothing_unverified_landed(p: Project, before: str, tmp: Path) -> bool:
 
 def loop(p: Project, *args: str, task: str = "fix-value"):
     return p.run("loop.sh", "--contract", "loop.yaml", "--task-id", task, "--task", "Fix", *args)
+
+
+#: A process outside the worker's tree (what `at now` or `systemd-run --user` would start):
+#: once the worker armed it (``armed`` in its scratch folder) and lk-decide's verdict is
+#: written, it runs ACTION (Python; ``root`` and ``state`` are the repository and the
+#: scratch folder) once, and leaves ``done-later`` in the scratch folder.
+_LATER = """
+import glob, os, sys, time
+from pathlib import Path
+state, root = Path(sys.argv[1]), Path(sys.argv[2])
+deadline = time.time() + 60
+while time.time() < deadline:
+    decided = glob.glob(str(root / ".loopkit/runs/*/*/*-decide.json"))
+    if (state / "armed").exists() and any(os.path.getsize(f) for f in decided):
+        exec(sys.argv[3])
+        (state / "done-later").write_text("yes")
+        break
+    time.sleep(0.002)
+"""
+
+#: Worker lines that arm the process outside (after writing the right value).
+ARM = '\n(STATE / "armed").write_text("yes")\n'
+
+
+def loop_with_a_later_process(p: Project, action: str) -> subprocess.CompletedProcess[str]:
+    """Run the loop while the process outside waits for the verdict to do ``action``;
+    asserts that it did."""
+    import sys
+
+    later = subprocess.Popen([sys.executable, "-c", _LATER, str(p.scratch), str(p.root), action])
+    try:
+        proc = loop(p)
+        later.wait(timeout=60)
+    finally:
+        later.kill()
+    assert (p.scratch / "done-later").exists(), "the process outside never acted"
+    return proc

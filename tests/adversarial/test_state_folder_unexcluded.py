@@ -9,50 +9,30 @@ report the tree "changed after the checks ran"."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.adversarial.helpers import loop, nothing_unverified_landed
+from tests.adversarial.helpers import ARM, loop_with_a_later_process, nothing_unverified_landed
 from tests.helpers.recipes import fail_message, make_project
 
 pytestmark = pytest.mark.slow
 
-ARM = """
+WORKER = (
+    """
 Path("src").mkdir(exist_ok=True)
 Path("src/value.txt").write_text("good\\n")
-(STATE / "armed").write_text("yes")
 """
-
-# Once armed, it waits for the decided document, then empties info/exclude.
-LATER = """
-import glob, os, sys, time
-from pathlib import Path
-state, root = Path(sys.argv[1]), Path(sys.argv[2])
-deadline = time.time() + 60
-while time.time() < deadline:
-    decided = glob.glob(str(root / ".loopkit/runs/*/*/*-decide.json"))
-    if (state / "armed").exists() and any(os.path.getsize(f) for f in decided):
-        (root / ".git/info/exclude").write_text("")
-        (state / "unexcluded").write_text("yes")
-        break
-    time.sleep(0.002)
-"""
+    + ARM
+)
 
 
 def test_the_state_folder_never_reaches_the_index_or_a_saved_tree(tmp_path: Path) -> None:
-    p = make_project(tmp_path, ARM)
+    p = make_project(tmp_path, WORKER)
     before = p.head()
-    later = subprocess.Popen([sys.executable, "-c", LATER, str(p.scratch), str(p.root)])
-    try:
-        proc = loop(p)
-        later.wait(timeout=60)
-    finally:
-        later.kill()
+    # Once the verdict is written, the process outside empties info/exclude.
+    proc = loop_with_a_later_process(p, '(root / ".git/info/exclude").write_text("")')
     assert proc.returncode == 0, fail_message(proc)
-    assert (p.scratch / "unexcluded").exists()
     assert nothing_unverified_landed(p, before, tmp_path)
     staged = p.git("ls-files", "--cached", "--", ".loopkit")
     assert staged == "", staged
