@@ -719,6 +719,24 @@ def _maybe_hashed(root: Path, name: str) -> bool:
     return os.path.lexists(root / name)
 
 
+def _index_may_hold(index: str, names: Sequence[str]) -> bool:
+    """Could the index file ``index`` hold an entry whose path contains one of ``names``?
+
+    Answered from its bytes: a version 2 or 3 index stores every path whole, so a name
+    found nowhere in the file is in no entry (False). Version 4 (paths stored as a
+    difference from the one before), a split index (entries in another file: its ``link``
+    extension) and an unreadable file answer True, as does any chance match: git is asked.
+    """
+    try:
+        with open(index, "rb") as f:
+            data = f.read()
+    except OSError:
+        return True
+    if data[:4] != b"DIRC" or data[4:8] not in (b"\0\0\0\2", b"\0\0\0\3") or b"link" in data:
+        return True
+    return any(os.fsencode(name) in data for name in names)
+
+
 def _copy_fd(src: int, dst: int, size: int) -> None:
     """Copy ``size`` bytes in the kernel where it can (one call, no GIL held meanwhile)."""
     done = 0
@@ -840,12 +858,12 @@ class TreeWatch:
         elif done.exit_code != 0:
             git(add, cwd=self.root, env=self.env)  # its error, as any other failing call
         # Dropped afterwards, not excluded by pathspec: `add` fails on an exclude pathspec
-        # naming a folder info/exclude already ignores. Skipped (one git call saved) only
-        # when the folder is not there at all.
+        # naming a folder info/exclude already ignores. Skipped (one git call saved) when
+        # the folder is not there at all, or the index just written holds no such name.
         never = [f":(top){name}" for name in _NEVER_HASHED if _maybe_hashed(self.root, name)] + [
             f":(top,literal){name}" for name in self.skip if _maybe_hashed(self.root, name)
         ]
-        if never:
+        if never and _index_may_hold(self.path, [*_NEVER_HASHED, *self.skip]):
             git(
                 ["rm", "-r", "--cached", "-q", "--ignore-unmatch", "--", *never],
                 cwd=self.root,

@@ -407,3 +407,48 @@ def test_tree_watch_sees_every_change_and_skips_write_tree_when_none(repo: Path)
         (repo / "src" / "app.py").write_text("".join(f"line {i}\n" for i in range(10)))
         assert watch.hash() == first == lkgit.tree_hash(repo)
     assert not list((repo / ".git").glob("loopkit-index-*"))
+
+
+@pytest.mark.parametrize("version", ["2", "3", "4"])
+def test_the_state_folder_is_dropped_whatever_the_index_format(
+    repo: Path, version: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The git call that drops the state folder is skipped when the index's own bytes show
+    # no such name; a worker's .gitignore re-includes the folder, in every index format.
+    git(repo, "update-index", "--index-version", version)
+    clean = lkgit.tree_hash(repo)
+    calls: list[list[str]] = []
+    real = lkgit.git
+
+    def counted(args: list[str], **kw: object) -> object:
+        calls.append(list(args))
+        return real(args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(lkgit, "git", counted)
+    (repo / ".loopkit").mkdir(exist_ok=True)
+    (repo / ".loopkit" / "ledger.jsonl").write_text("{}\n")
+    with open(repo / ".git" / "info" / "exclude", "a") as f:
+        f.write("/.loopkit/\n")  # as every command excludes it
+    with lkgit.TreeWatch(repo) as watch:
+        assert watch.hash() == clean
+        dropped = sum(1 for a in calls if "rm" in a)
+        assert dropped == (1 if version == "4" else 0)  # v4 stores paths as differences
+        (repo / ".gitignore").write_text("!/.loopkit/\n")
+        reincluded = watch.hash()
+        assert sum(1 for a in calls if "rm" in a) == dropped + 1
+    assert reincluded == lkgit.tree_hash(repo) != clean  # .gitignore itself is a change
+    listed = git(repo, "ls-tree", "-r", "--name-only", reincluded).split()
+    assert ".gitignore" in listed and not [p for p in listed if p.startswith(".loopkit")]
+
+
+def test_index_may_hold_answers_from_the_bytes_and_asks_git_when_unsure(tmp_path: Path) -> None:
+    index = tmp_path / "index"
+    assert lkgit._index_may_hold(str(index), [".loopkit"])  # unreadable
+    index.write_bytes(b"DIRC\0\0\0\2" + b"\0" * 60 + b"src/app.py\0")
+    assert not lkgit._index_may_hold(str(index), [".loopkit"])
+    index.write_bytes(b"DIRC\0\0\0\2" + b"\0" * 60 + b".loopkit/ledger.jsonl\0")
+    assert lkgit._index_may_hold(str(index), [".loopkit"])
+    index.write_bytes(b"DIRC\0\0\0\4" + b"\0" * 60 + b"src/app.py\0")
+    assert lkgit._index_may_hold(str(index), [".loopkit"])  # version 4
+    index.write_bytes(b"DIRC\0\0\0\2" + b"\0" * 60 + b"src/app.py\0link" + b"\0" * 24)
+    assert lkgit._index_may_hold(str(index), [".loopkit"])  # a split index
