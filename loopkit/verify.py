@@ -62,7 +62,7 @@ def _sha256_file(path: Path) -> tuple[str, bytes]:
     return h.hexdigest(), end
 
 
-@dataclass
+@dataclass(repr=False, eq=False, match_args=False)
 class Result:
     body: dict[str, Any]
 

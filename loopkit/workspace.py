@@ -36,7 +36,7 @@ DEFAULT_STATE = ".loopkit"
 SOURCE_KEY = "contract_source"
 
 
-@dataclass
+@dataclass(repr=False, eq=False, match_args=False)
 class Workspace:
     """The answers one command works with; built by ``Workspace.open``."""
 
@@ -170,7 +170,7 @@ class Workspace:
 # --------------------------------------------------------------------------- contract
 
 
-@dataclass
+@dataclass(repr=False, eq=False, match_args=False)
 class Found:
     """A resolved contract (task applied), where it came from, and its file's sha256."""
 
