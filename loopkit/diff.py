@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -197,6 +198,7 @@ def gather_at(
                 if f.get("symlink"):
                     f["symlink_target"] = _symlink_target(where.root, f["path"], str(blob))
             tree_id = tree()
+        _count_hidden_lines(where.root, base_id(), tree_id, files)
     finally:
         resolver.join()
     return Facts(
@@ -208,6 +210,29 @@ def gather_at(
         unborn=unborn,
         git_control=control,
     )
+
+
+def _count_hidden_lines(root: Path, base: str, tree: str, files: list[dict[str, Any]]) -> None:
+    """Files only a changed ``.gitattributes`` made binary get their lines counted.
+
+    ``-diff`` or ``binary`` on a path makes git's numstat give no line counts, so a worker
+    that writes ``* -diff`` into a ``.gitattributes`` would take every file out of the
+    changed-lines budget. When the change touches a ``.gitattributes`` and a file came back
+    binary, the two trees are compared again with no attributes in force: what git then
+    counts as text is counted. Attributes the base already had are the user's, and kept
+    (a ``package-lock.json -diff`` stays out of the count while no attributes file changes).
+    """
+    if not any(f.get("binary") for f in files):
+        return
+    touched = (f.get(k) for f in files for k in ("path", "old_path"))
+    if not any(p and posixpath.basename(p) == ".gitattributes" for p in touched):
+        return
+    counts = git.line_counts_without_attributes(root, base, tree)
+    for f in files:
+        found = counts.get(f["path"]) if f.get("binary") else None
+        if found is not None:
+            f["added"], f["deleted"] = found
+            del f["binary"]
 
 
 def nested_repositories(facts: Facts) -> list[scope.Violation]:

@@ -982,6 +982,47 @@ def changed_paths(root: Path, old: str, new: str) -> list[tuple[str, str]]:
     return [(fields[i + 1], fields[i][:1]) for i in range(0, len(fields) - 1, 2) if fields[i]]
 
 
+def line_counts_without_attributes(
+    root: Path, old: str, new: str
+) -> dict[str, tuple[int, int] | None]:
+    """Lines added and deleted per path between two trees, as git counts them with no
+    ``.gitattributes`` in force (None: binary by content). git runs as on a bare
+    repository, from an empty folder and with an index that does not exist: no attributes
+    file of the work tree or the index is read, nor the user's own (``core.attributesFile``);
+    the repository's ``info/attributes`` is part of the git control state, which a worker
+    may not change. Renames are found as in lk-diff's own numstat (``-M``), so paths match."""
+    import tempfile
+
+    dirs = git_dirs(root)
+    with tempfile.TemporaryDirectory(prefix="loopkit-attrs-") as empty:
+        done = git(
+            [f"--git-dir={dirs.own}", "-c", "core.bare=true",
+             "-c", "core.attributesFile=/dev/null",
+             "diff-tree", "-r", "-z", "--numstat", "-M", old, new],
+            cwd=empty,
+            env={"GIT_INDEX_FILE": os.path.join(empty, "index")},
+            check=False,
+        )  # fmt: skip
+    counts: dict[str, tuple[int, int] | None] = {}
+    if done.exit_code != 0:
+        return counts
+    fields = done.stdout.split(b"\0")
+    i = 0
+    while i < len(fields):
+        if not fields[i]:
+            i += 1
+            continue
+        added, deleted, rest = fields[i].split(b"\t", 2)
+        if rest == b"":  # a rename: old and new path in the next two fields
+            path, i = fields[i + 2], i + 3
+        else:
+            path, i = rest, i + 1
+        counts[path.decode("utf-8", "surrogateescape")] = (
+            None if added == b"-" or deleted == b"-" else (int(added), int(deleted))
+        )
+    return counts
+
+
 def ensure_room(root: Path, path: Path, *, head: str | None) -> None:
     """A repository of its own at ``path`` that borrows the objects of the repository at
     ``root`` (``objects/info/alternates``: nothing is copied), its HEAD detached at

@@ -452,3 +452,24 @@ def test_index_may_hold_answers_from_the_bytes_and_asks_git_when_unsure(tmp_path
     assert lkgit._index_may_hold(str(index), [".loopkit"])  # version 4
     index.write_bytes(b"DIRC\0\0\0\2" + b"\0" * 60 + b"src/app.py\0link" + b"\0" * 24)
     assert lkgit._index_may_hold(str(index), [".loopkit"])  # a split index
+
+
+def test_attributes_the_base_had_are_kept_and_a_real_binary_stays_binary(repo: Path) -> None:
+    from loopkit import diff as lkdiff
+
+    (repo / ".gitattributes").write_text("*.lock -diff\n")
+    (repo / "deps.lock").write_text("a\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "the user's own attributes")
+    (repo / "deps.lock").write_text("a\nb\nc\n")  # the user's -diff: no line counts
+    files = {f["path"]: f for f in lkdiff.gather(repo).files}
+    assert files["deps.lock"].get("binary") and files["deps.lock"]["added"] == 0
+    # A changed .gitattributes: counted as git counts with no attributes, a real binary
+    # (a NUL byte) still has none.
+    (repo / ".gitattributes").write_text("*.lock -diff\n* binary\n")
+    (repo / "blob.bin").write_bytes(b"\0\1\2" * 100)
+    (repo / "src" / "app.py").write_text("changed\n")
+    files = {f["path"]: f for f in lkdiff.gather(repo).files}
+    assert (files["deps.lock"]["added"], files["deps.lock"].get("binary")) == (2, None)
+    assert (files["src/app.py"]["added"], files["src/app.py"]["deleted"]) == (1, 10)
+    assert files["blob.bin"].get("binary") and files["blob.bin"]["added"] == 0
