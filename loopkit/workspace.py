@@ -167,6 +167,31 @@ class Workspace:
         }
 
 
+def report(contract_path: str | None, *, as_json: bool) -> None:
+    """What ``lk workspace`` prints on stdout for the piped document (if any) and
+    ``--contract``: one JSON line (schemas/workspace.json), or NAME=VALUE lines quoted for
+    a shell. The state folder is created and excluded from git, as any command would."""
+    import sys
+
+    from loopkit import document
+
+    doc = document.read_attempt()
+    ws = Workspace.open(contract_path=contract_path, document=doc)
+    ws.state  # noqa: B018 -- created and excluded, as every command would
+    body = ws.as_dict()
+    if as_json:
+        document.emit(body)
+        return
+    import shlex
+
+    lines = []
+    for key in ("root", "state_dir", "contract", "contract_sha256", "memory", "task"):
+        value = body.get(key)
+        lines.append(f"{key}={shlex.quote(str(value)) if value is not None else ''}\n")
+    sys.stdout.write("".join(lines))
+    sys.stdout.flush()
+
+
 # --------------------------------------------------------------------------- contract
 
 
@@ -261,8 +286,6 @@ def _parsed(raw: bytes, source: str, sha: str, root: Path | None) -> dict[str, A
     folder, not the state folder: a worker in the sandbox cannot write there, and without
     one lk-diff reports any change under ``.git`` (a planted cache entry included).
     """
-    from loopkit import contract as contracts
-
     cached = _cache_file(root, sha)
     if cached is not None:
         try:
@@ -273,6 +296,8 @@ def _parsed(raw: bytes, source: str, sha: str, root: Path | None) -> dict[str, A
                 return data
         except (OSError, ValueError):
             pass
+    from loopkit import contract as contracts  # a contract met before needs no checking
+
     data = contracts.checked(contracts.parse_text(raw, source), source)
     if cached is not None:
         from loopkit.files import atomic_write

@@ -2,7 +2,8 @@
 
 Usage: lk COMMAND [ARGS]...   (lk plan ... is the same as lk-plan ...)
 
-Subcommands load lazily, so `lk --help` imports nothing but click.
+Subcommands load lazily, so `lk --help` imports nothing but click. The console script
+enters through loopkit.cli.door, which answers a plain `lk workspace` without click.
 """
 
 from __future__ import annotations

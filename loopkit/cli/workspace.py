@@ -29,19 +29,7 @@ def main(contract_path: str | None, as_json: bool) -> int:
     """Print the workspace every command resolves here: root, state folder, contract
     (--contract > the piped document's > ./loop.yaml, the piped task applied), memory
     file. Recipes and loops in other languages ask this instead of re-deriving it."""
-    from loopkit import document
-    from loopkit.workspace import Workspace
+    from loopkit.workspace import report
 
-    doc = document.read_attempt()
-    ws = Workspace.open(contract_path=contract_path, document=doc)
-    ws.state  # noqa: B018 -- created and excluded, as every command would
-    body = ws.as_dict()
-    if as_json:
-        document.emit(body)
-        return 0
-    import shlex
-
-    for key in ("root", "state_dir", "contract", "contract_sha256", "memory", "task"):
-        value = body.get(key)
-        click.echo(f"{key}={shlex.quote(str(value)) if value is not None else ''}")
+    report(contract_path, as_json=as_json)
     return 0

@@ -209,29 +209,62 @@ def test_every_command_gives_the_same_answers(
     assert (state / "ledger.jsonl").is_file() or (state / "ledger").exists() or any(state.iterdir())
 
 
-def test_lk_workspace_starts_no_process_machinery(tmp_path: Path) -> None:
-    # The recipes ask `lk workspace` once per loop before anything else: finding the
-    # repository and the state folder reads files, so it loads no subprocess (nor ctypes).
+def test_lk_workspace_loads_neither_click_nor_process_machinery(tmp_path: Path) -> None:
+    # The recipes ask `lk workspace` once per loop before anything else: the console
+    # script answers it without click, and finding the repository and the state folder
+    # reads files, so it loads no subprocess (nor ctypes). Run as installed: `lk` itself.
     import os
     import sys
 
     p = make_project(tmp_path, "print('unused')")
-    code = (
-        "import sys; from loopkit.cli.lk import main\n"
-        "try:\n    main(['workspace', '--contract', 'loop.yaml'])\nexcept SystemExit:\n    pass\n"
-        "loaded = [m for m in ('subprocess', 'loopkit.proc', 'ctypes') if m in sys.modules]\n"
-        "print('LOADED=' + ','.join(loaded))"
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import runpy, sys\n"
+        f"sys.argv = [{str(BIN / 'lk')!r}, *sys.argv[1:]]\n"
+        "try:\n    runpy.run_path(sys.argv[0], run_name='__main__')\nexcept SystemExit as e:\n"
+        "    code = e.code\n"
+        "loaded = [m for m in ('click', 'subprocess', 'loopkit.proc', 'ctypes') if m in sys.modules]\n"
+        "print(f'EXIT={code} LOADED=' + ','.join(loaded))\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "LOOPKIT_VALIDATE_OUTPUT"}
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=p.root,
-        capture_output=True,
-        text=True,
-        check=True,
-        env=env,
-        stdin=subprocess.DEVNULL,
-    )
-    lines = out.stdout.strip().splitlines()
-    assert lines[-1] == "LOADED=", out.stdout + out.stderr
-    assert any(line.startswith("state_dir=") for line in lines), out.stdout
+
+    def probed(*args: str) -> list[str]:
+        out = subprocess.run(
+            [sys.executable, str(probe), *args], cwd=p.root, capture_output=True, text=True,
+            env=env, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        return out.stdout.strip().splitlines()
+
+    lines = probed("workspace", "--contract", "loop.yaml")
+    assert lines[-1] == "EXIT=0 LOADED=", lines
+    assert f"root={p.root}" in lines and f"state_dir={p.root / '.loopkit'}" in lines
+    assert probed("workspace", "--contract=loop.yaml", "--json")[-1] == "EXIT=0 LOADED="
+    # What the door does not know goes to click, which parses (or refuses) it.
+    assert probed("workspace", "--contract")[-1].startswith("EXIT=2 LOADED=click")
+    assert probed("workspace", "--help")[-1].startswith("EXIT=0 LOADED=click")
+    # An error still gets its one line and its code, without click.
+    assert probed("workspace", "--contract", "nope.yaml")[-1] == "EXIT=3 LOADED="
+
+
+@pytest.mark.parametrize(
+    ("args", "want"),
+    [
+        (["workspace"], (None, False)),
+        (["workspace", "--json"], (None, True)),
+        (["workspace", "--contract", "c.yaml", "--json"], ("c.yaml", True)),
+        (["workspace", "--json", "--contract=c.yaml"], ("c.yaml", True)),
+        (["workspace", "--contract"], None),
+        (["workspace", "--contract", "--json"], None),
+        (["workspace", "--contract="], None),
+        (["workspace", "-h"], None),
+        (["workspace", "--jso"], None),
+        (["workspace", "extra"], None),
+        (["verify"], None),
+        ([], None),
+    ],
+)
+def test_the_door_takes_only_plain_workspace_calls(args: list[str], want: object) -> None:
+    from loopkit.cli.door import workspace_args
+
+    assert workspace_args(args) == want
+
