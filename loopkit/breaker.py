@@ -52,7 +52,7 @@ def _normalize(error: str, limit: int) -> str:
     return " ".join(text.split())[:limit]
 
 
-@dataclass
+@dataclass(repr=False, eq=False, match_args=False)
 class Trip:
     tool: str
     error: str  # normalized
@@ -74,7 +74,7 @@ class Trip:
         return f"stuck: {self.tool} failed the same way {self.repeats} times in a row: {self.error}"
 
 
-@dataclass
+@dataclass(repr=False, eq=False, match_args=False)
 class Breaker:
     repeats: int = DEFAULT_REPEATS
     tripped: Trip | None = None

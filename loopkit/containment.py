@@ -34,7 +34,7 @@ MODES = ("auto", "required", "off")
 DEFAULTS: dict[str, Any] = {"mode": "auto", "network": True, "writable": []}
 
 
-@dataclass
+@dataclass(repr=False, eq=False, match_args=False)
 class Policy:
     """The sandbox a run asks for (the contract's ``sandbox`` with its defaults)."""
 
@@ -53,7 +53,7 @@ class Policy:
         )
 
 
-@dataclass
+@dataclass(repr=False, eq=False, match_args=False)
 class Contained:
     """The command to start, the environment to start it with, and the record."""
 

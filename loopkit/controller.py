@@ -25,7 +25,7 @@ from loopkit.exitcodes import OUTCOME_CODES
 from loopkit.records import admission_decision, admission_record, attempt_record, replay
 
 
-@dataclass
+@dataclass(repr=False, eq=False, match_args=False)
 class Result:
     document: dict[str, Any]
     code: int
@@ -35,7 +35,7 @@ class Result:
     notes: list[str] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(repr=False, eq=False, match_args=False)
 class _Setup:
     document: dict[str, Any]
     contract: dict[str, Any]

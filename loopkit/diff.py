@@ -34,7 +34,7 @@ SYMLINK_MODE = "120000"
 SUBMODULE_MODE = "160000"
 
 
-@dataclass
+@dataclass(repr=False, eq=False, match_args=False)
 class _Raw:
     status: str
     old_mode: str
@@ -122,7 +122,7 @@ def _symlink_target(root: Path, path: str, blob: str) -> str:
         return _text(git.blob(root, blob))
 
 
-@dataclass
+@dataclass(repr=False, eq=False, match_args=False)
 class Result:
     body: dict[str, Any]
 
@@ -131,7 +131,7 @@ class Result:
         return bool(self.body["within_policy"])
 
 
-@dataclass
+@dataclass(repr=False, eq=False, match_args=False)
 class Facts:
     """What git says about the change, before any policy is applied."""
 

@@ -565,7 +565,7 @@ def _digest(path: Path) -> str:
         return "absent"
     except OSError as e:
         return f"unreadable: {e.strerror}"
-    h = sha256()
+    h = sha256(size=st.st_size)
     if stat.S_ISLNK(st.st_mode):
         h.update(b"link\0" + os.fsencode(os.readlink(path)))
     elif stat.S_ISREG(st.st_mode):

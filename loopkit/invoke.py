@@ -42,7 +42,7 @@ STDERR_NAME = "stderr.log"
 HANDOFF_NAME = "handoff.md"
 
 
-@dataclass
+@dataclass(repr=False, eq=False, match_args=False)
 class Result:
     record: dict[str, Any]
     state: RunState
@@ -50,7 +50,7 @@ class Result:
     invocation: Invocation
 
 
-@dataclass
+@dataclass(repr=False, eq=False, match_args=False)
 class _Watch:
     """Live observers fed every normalized event."""
 
@@ -193,7 +193,7 @@ def execute(
     return Result(record=record, state=state, outcome=outcome, invocation=inv)
 
 
-@dataclass
+@dataclass(repr=False, eq=False, match_args=False)
 class Jail:
     """Where a run's sandbox is: the repository, its git folders, the state folder and
     the control files, and the contract's policy (``loopkit.containment``)."""
@@ -303,7 +303,7 @@ def _rel(path: Path, root: Path | None) -> str:
 # --------------------------------------------------------------------------- lk-invoke
 
 
-@dataclass
+@dataclass(repr=False, eq=False, match_args=False)
 class Request:
     """What lk-invoke was asked to do (flags win over the contract)."""
 
@@ -320,7 +320,7 @@ class Request:
     progress: Any = None
 
 
-@dataclass
+@dataclass(repr=False, eq=False, match_args=False)
 class Plan:
     provider: Provider
     spec: RunSpec

@@ -55,7 +55,7 @@ def task_file_name(task_id: str) -> str:
     return safe
 
 
-@dataclass
+@dataclass(repr=False, eq=False, match_args=False)
 class Problem:
     """A line of the ledger that is not a whole record (torn by a crash, or damaged)."""
 
@@ -152,7 +152,7 @@ def read(path: str | os.PathLike[str]) -> tuple[list[tuple[int, dict[str, Any]]]
     return records, problems
 
 
-@dataclass
+@dataclass(repr=False, eq=False, match_args=False)
 class Ledger:
     path: Path
     problems: list[Problem] = field(default_factory=list)
@@ -339,10 +339,10 @@ def seal(state: Path, *, stat_cache: bool = True) -> dict[str, Any]:
     and the stat cache (loopkit.statcache; left out with ``stat_cache=False``). lk-invoke
     takes it before the worker starts; lk-decide compares (``tampered``); the base results
     and the stat cache are only ever used as sealed."""
-    h = sha256()
     path = state / DEFAULT_NAME
     try:
         with open(path, "rb") as f:
+            h = sha256(size=os.fstat(f.fileno()).st_size)
             while block := f.read(1 << 20):
                 h.update(block)
         ledger = f"{path.stat().st_size}:{h.hexdigest()}"

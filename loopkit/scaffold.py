@@ -30,7 +30,7 @@ _NOT_SOURCE = {
 }
 
 
-@dataclass
+@dataclass(repr=False, eq=False, match_args=False)
 class Project:
     """What ``detect`` found: the kind, the test command, the writable folders."""
 
@@ -136,7 +136,7 @@ def recipes_dir() -> Path:
     raise FileNotFoundError("recipes/loop.sh not found next to the loopkit package")
 
 
-@dataclass
+@dataclass(repr=False, eq=False, match_args=False)
 class Written:
     path: Path
     skipped: bool  # it existed and --force was not given

@@ -24,6 +24,7 @@ In the sandbox the state folder is out of the worker's sight altogether.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -41,9 +42,9 @@ def path(state: Path) -> Path:
 
 def digest(state: Path) -> str:
     """sha256 of the stat cache's content; ``absent`` when there is none."""
-    h = sha256()
     try:
         with open(path(state), "rb") as f:
+            h = sha256(size=os.fstat(f.fileno()).st_size)
             while block := f.read(1 << 20):
                 h.update(block)
     except FileNotFoundError:

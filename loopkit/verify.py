@@ -52,8 +52,8 @@ def _slug(name: str) -> str:
 
 def _sha256_file(path: Path) -> tuple[str, bytes]:
     """The file's sha256 and its last bytes (enough for the tail and the fingerprint)."""
-    h = digest.sha256()
     size = path.stat().st_size
+    h = digest.sha256(size=size)
     with open(path, "rb") as f:
         while block := f.read(_CHUNK):
             h.update(block)

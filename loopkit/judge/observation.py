@@ -66,7 +66,7 @@ def _inside(path: str, top: Path | None) -> str | None:
     return norm
 
 
-@dataclass
+@dataclass(repr=False, eq=False, match_args=False)
 class Observed:
     """What a judge run (or a saved transcript of one) showed, as loopkit saw it."""
 

@@ -31,7 +31,7 @@ DEFAULT_MAX_TURNS = 25
 JUDGE_FOLDER = "judge"
 
 
-@dataclass
+@dataclass(repr=False, eq=False, match_args=False)
 class Settings:
     """How to run the judge, from the contract's ``judge`` section and the flags."""
 
@@ -98,7 +98,7 @@ class Reply:
         return clipped
 
 
-@dataclass
+@dataclass(repr=False, eq=False, match_args=False)
 class Run:
     """A finished live judge run."""
 

@@ -92,7 +92,7 @@ MAX_INPUT_CHARS = 500
 MAX_ERROR_CHARS = 2000
 
 
-@dataclass
+@dataclass(repr=False, eq=False, match_args=False)
 class RunSpec:
     """What one worker (or judge) run should do; providers read only what they know."""
 
@@ -139,7 +139,7 @@ class RunSpec:
         return self.environ if self.environ is not None else os.environ
 
 
-@dataclass
+@dataclass(repr=False, eq=False, match_args=False)
 class Invocation:
     """A process ready to start: nothing has run yet."""
 
@@ -158,7 +158,7 @@ class Invocation:
             atomic_write(path, text)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False, match_args=False)
 class ToolCall:
     """One tool use seen in the stream, completed by its result when that arrives."""
 
@@ -184,7 +184,7 @@ class ToolCall:
         }
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False, eq=False, match_args=False)
 class Event:
     """A normalized event returned by ``StreamParser.feed``."""
 
@@ -193,7 +193,7 @@ class Event:
     text: str | None = None
 
 
-@dataclass
+@dataclass(repr=False, eq=False, match_args=False)
 class RunState:
     """Everything learned from a stream so far (bounded in size)."""
 
@@ -258,7 +258,7 @@ class RunState:
             self.errors.append(clip(message, MAX_ERROR_CHARS))
 
 
-@dataclass
+@dataclass(repr=False, eq=False, match_args=False)
 class Exit:
     """How the process ended, as loopkit saw it."""
 
@@ -267,7 +267,7 @@ class Exit:
     stderr_tail: str = ""
 
 
-@dataclass
+@dataclass(repr=False, eq=False, match_args=False)
 class Outcome:
     stop_reason: str
     is_error: bool
