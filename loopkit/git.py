@@ -495,8 +495,11 @@ def control_state(
     - ``HEAD`` (its text: ``ref: refs/heads/main`` or a commit id), the branch it names
       (the commit id it points at, loose or packed), and ``refs/replace/*``.
 
+    - the user's own git files outside the repository (``user_files``: the global and
+      system config, the default attributes and ignore files), keyed ``~/.gitconfig``...
+
     Keys are ``.git/``-relative paths (a linked worktree's own files as if its git folder
-    were ``.git``). Plain file reads, no git call (except for refs git keeps in a form
+    were ``.git``), and those of ``user_files``. Plain file reads, no git call (except for refs git keeps in a form
     other than loose files and ``packed-refs``). With ``since`` (an earlier state), the
     branch its HEAD named is read too, wherever HEAD points now.
     """
@@ -542,7 +545,32 @@ def control_state(
             state[f".git/{ref}"] = _ref_value(root, dirs.common, ref)
     for ref, value in _replace_refs(dirs.common).items():
         state[f".git/{ref}"] = value
+    for file, key in user_files():
+        value = _digest(Path(file))
+        if value != "absent":
+            state[key] = value
     return state
+
+
+def user_files() -> list[tuple[str, str]]:
+    """The files outside the repository that git reads for it, as (path, control-state
+    key): the global and system config, and the default attributes and ignore files
+    (``core.attributesFile``, ``core.excludesFile``). A worker without the sandbox could
+    set a filter, ``* -diff`` or an ignore rule there, for every repository at once."""
+    env = os.environ
+    home = os.path.expanduser("~")
+    xdg = env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    found = []
+    if env.get("GIT_CONFIG_GLOBAL"):
+        found.append((env["GIT_CONFIG_GLOBAL"], "global git config"))
+    else:
+        found += [(os.path.join(home, ".gitconfig"), "~/.gitconfig")]
+        found += [(os.path.join(xdg, "git", "config"), "~/.config/git/config")]
+    if not env.get("GIT_CONFIG_NOSYSTEM"):
+        found.append((env.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig", "system git config"))
+    found += [(os.path.join(xdg, "git", "attributes"), "~/.config/git/attributes")]
+    found += [(os.path.join(xdg, "git", "ignore"), "~/.config/git/ignore")]
+    return found
 
 
 #: Files in info/ git writes for itself (update-server-info): not control state.

@@ -3,6 +3,7 @@ shortened, which git calls need the filter lookup, and how nested repositories r
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -157,3 +158,35 @@ def test_new_gitlinks_and_unborn_repositories_are_nested_repositories() -> None:
     }
     result = diff.assess(_facts(files, ["sub"]), contract=None)
     assert result.within_policy is False
+
+
+def test_the_users_own_git_files_are_control_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    home = tmp_path / "home"
+    (home / ".config" / "git").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    for name in ("XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    before = git.control_state(repo)
+    assert not [k for k in before if k.startswith("~")]  # none there: none recorded
+    (home / ".config" / "git" / "attributes").write_text("* -diff\n")
+    (home / ".gitconfig").write_text("[alias]\n\tst = status\n")
+    after = git.control_state(repo)
+    assert git.control_changes(before, after) == ["~/.config/git/attributes", "~/.gitconfig"]
+    # Where git would read them instead: $XDG_CONFIG_HOME, $GIT_CONFIG_GLOBAL, the system's.
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "global"))
+    monkeypatch.delenv("GIT_CONFIG_NOSYSTEM")
+    monkeypatch.setenv("GIT_CONFIG_SYSTEM", str(tmp_path / "system"))
+    files = dict((key, path) for path, key in git.user_files())
+    assert files == {
+        "global git config": str(tmp_path / "global"),
+        "system git config": str(tmp_path / "system"),
+        "~/.config/git/attributes": str(tmp_path / "xdg" / "git" / "attributes"),
+        "~/.config/git/ignore": str(tmp_path / "xdg" / "git" / "ignore"),
+    }
