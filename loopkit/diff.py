@@ -144,6 +144,8 @@ class Facts:
     unborn: list[str] = dataclasses.field(default_factory=list)
     #: The git folders' control state (``git.control_state``), when it was asked for.
     git_control: dict[str, str] | None = None
+    #: Files in the change that the base's ignore rules ignore (``_ignored_at_base``).
+    ignored_at_base: list[str] = dataclasses.field(default_factory=list)
 
 
 def gather(cwd: str | os.PathLike[str], *, base: str | None = None) -> Facts:
@@ -199,6 +201,8 @@ def gather_at(
                     f["symlink_target"] = _symlink_target(where.root, f["path"], str(blob))
             tree_id = tree()
         _count_hidden_lines(where.root, base_id(), tree_id, files)
+        # In a loop (lk-invoke recorded the start): a person may un-ignore a file on purpose.
+        ignored = _ignored_at_base(where.root, base_id(), files) if control is not None else []
     finally:
         resolver.join()
     return Facts(
@@ -209,7 +213,27 @@ def gather_at(
         files=files,
         unborn=unborn,
         git_control=control,
+        ignored_at_base=ignored,
     )
+
+
+def _touches(files: list[dict[str, Any]], name: str) -> bool:
+    """Whether the change adds, edits or removes a file called ``name`` anywhere."""
+    paths = (f.get(k) for f in files for k in ("path", "old_path"))
+    return any(p and posixpath.basename(p) == name for p in paths)
+
+
+def _ignored_at_base(root: Path, base: str, files: list[dict[str, Any]]) -> list[str]:
+    """The files the change brings in that the base's ignore rules ignore.
+
+    A worker that rewrites a ``.gitignore`` (``# nothing``, ``!.env``) makes ``git add -A``
+    take files the repository kept out of git: the user's ``.env``, a build folder. Asked
+    only when the change touches a ``.gitignore`` (the other ignore sources, info/exclude
+    and the user's excludes file, are git control state) and brings in a file."""
+    if not _touches(files, ".gitignore"):
+        return []
+    new = [f["path"] for f in files if f["status"] in ("added", "renamed", "copied")]
+    return git.ignored_by_tree(root, base, new)
 
 
 def _count_hidden_lines(root: Path, base: str, tree: str, files: list[dict[str, Any]]) -> None:
@@ -222,10 +246,7 @@ def _count_hidden_lines(root: Path, base: str, tree: str, files: list[dict[str, 
     counts as text is counted. Attributes the base already had are the user's, and kept
     (a ``package-lock.json -diff`` stays out of the count while no attributes file changes).
     """
-    if not any(f.get("binary") for f in files):
-        return
-    touched = (f.get(k) for f in files for k in ("path", "old_path"))
-    if not any(p and posixpath.basename(p) == ".gitattributes" for p in touched):
+    if not any(f.get("binary") for f in files) or not _touches(files, ".gitattributes"):
         return
     counts = git.line_counts_without_attributes(root, base, tree)
     for f in files:
@@ -337,6 +358,16 @@ def assess(
         violations.append(scope.Violation(scope.CONTROL_FILE, "*", drift))
     violations += nested_repositories(facts)
     violations += git_control_violations(git_control, facts.git_control)
+    violations += [
+        scope.Violation(
+            scope.IGNORED_AT_BASE,
+            path,
+            "ignored by the .gitignore rules of the base: a rewritten .gitignore lets it "
+            "into the change (a file the repository keeps out of git is not the worker's "
+            "to add)",
+        )
+        for path in facts.ignored_at_base
+    ]
     added = sum(f["added"] for f in files)
     deleted = sum(f["deleted"] for f in files)
     body: dict[str, Any] = {

@@ -1051,6 +1051,44 @@ def line_counts_without_attributes(
     return counts
 
 
+def ignored_by_tree(root: Path, tree: str, paths: Sequence[str]) -> list[str]:
+    """Which of ``paths`` the ignore rules of ``tree`` ignore: its ``.gitignore`` files
+    (written into an empty folder, which git takes as the work tree), the repository's
+    ``info/exclude`` and the user's ``core.excludesFile`` -- not the work tree's own
+    ``.gitignore`` files, which the worker may have rewritten. The paths need not exist."""
+    import tempfile
+
+    if not paths:
+        return []
+    listed = git(["ls-tree", "-r", "-z", "--name-only", tree], cwd=root).stdout.split(b"\0")
+    rules = [n for n in listed if n == b".gitignore" or n.endswith(b"/.gitignore")]
+    dirs = git_dirs(root)
+    with tempfile.TemporaryDirectory(prefix="loopkit-ignore-") as work:
+        if rules:
+            batch = b"".join(tree.encode() + b":" + n + b"\n" for n in rules)
+            data = git(["cat-file", "--batch"], cwd=root, input=batch).stdout
+            at = 0
+            for name in rules:
+                header_end = data.index(b"\n", at)
+                size = int(data[at:header_end].split()[2])
+                body = data[header_end + 1 : header_end + 1 + size]
+                at = header_end + 1 + size + 1
+                target = os.path.join(work, os.fsdecode(name))
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                with open(target, "wb") as f:
+                    f.write(body)
+        done = git(
+            [f"--git-dir={dirs.own}", f"--work-tree={work}", "check-ignore", "--no-index",
+             "-z", "--stdin"],
+            cwd=work,
+            input=b"".join(os.fsencode(p) + b"\0" for p in paths),
+            check=False,
+        )  # fmt: skip
+    if done.exit_code not in (0, 1):  # 1: none of them is ignored
+        raise GitError("git check-ignore failed: " + done.stderr.decode("utf-8", "replace").strip())
+    return [os.fsdecode(p) for p in done.stdout.split(b"\0") if p]
+
+
 def ensure_room(root: Path, path: Path, *, head: str | None) -> None:
     """A repository of its own at ``path`` that borrows the objects of the repository at
     ``root`` (``objects/info/alternates``: nothing is copied), its HEAD detached at

@@ -33,6 +33,9 @@ NESTED_REPOSITORY = "nested_repository"
 GIT_CONTROL_CHANGED = "git_control_changed"
 #: HEAD, or the branch it names, no longer points where it did when the worker started.
 HEAD_MOVED = "head_moved"
+#: A file the ignore rules of the base ignored is in the change: the worker rewrote a
+#: ``.gitignore`` to let it in (an ignored ``.env`` swept into the commit).
+IGNORED_AT_BASE = "ignored_at_base"
 TOO_MANY_FILES = "changed_files"
 TOO_MANY_LINES = "changed_lines"
 TOO_MANY_BYTES = "changed_bytes"

@@ -1,0 +1,53 @@
+"""The worker rewrites ``.gitignore`` so that ``git add -A`` takes what the repository kept
+out of git: the user's ignored ``.env`` (its secrets), a build folder. With a scope of
+``**`` every path is the worker's to write -- but a file the base ignored is not the
+worker's to add: the change is an ``ignored_at_base`` violation and nothing of it is
+committed, the ``.env`` stays on disk and out of every commit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.adversarial.helpers import loop, nothing_unverified_landed
+from tests.helpers.recipes import fail_message, make_project
+
+pytestmark = pytest.mark.slow
+
+UNIGNORE = """
+Path("src").mkdir(exist_ok=True)
+Path("src/value.txt").write_text("good\\n")
+Path("RULES").write_text(TEXT)
+"""
+
+
+@pytest.mark.parametrize(
+    ("rules", "text"),
+    [(".gitignore", "'# nothing ignored\\\\n'"), ("src/.gitignore", "'!/../.env\\\\n'")],
+    ids=["emptied", "sub-gitignore"],
+)
+def test_an_ignored_env_file_is_never_swept_into_the_commit(
+    tmp_path: Path, rules: str, text: str
+) -> None:
+    body = UNIGNORE.replace("RULES", rules).replace("TEXT", text)
+    p = make_project(tmp_path, body, writable=["**"], gitignore=".env\n",
+                     budgets={"attempts": 1})  # fmt: skip
+    (p.root / ".env").write_text("API_TOKEN=hunter2-very-secret\n")
+    before = p.head()
+    proc = loop(p)
+    tracked = p.git("ls-tree", "-r", "--name-only", "HEAD").split()
+    if rules == "src/.gitignore":
+        # A .gitignore below cannot re-include a file above it: nothing to catch, and
+        # nothing swept in either.
+        assert proc.returncode == 0, fail_message(proc)
+        assert ".env" not in tracked
+        return
+    assert proc.returncode != 0, fail_message(proc)
+    assert ".env" not in tracked and "src/value.txt" not in tracked
+    assert (p.root / ".env").read_text() == "API_TOKEN=hunter2-very-secret\n"
+    assert nothing_unverified_landed(p, before, tmp_path)
+    diff = sorted(p.root.glob(".loopkit/runs/*/*/1-diff.json"))[-1]
+    violations = json.loads(diff.read_text())["diff"]["violations"]
+    assert [v["path"] for v in violations if v["rule"] == "ignored_at_base"] == [".env"]
