@@ -15,9 +15,8 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from loopkit.errors import EnvironmentProblem, LoopkitError
 from loopkit.exitcodes import ExitCode
@@ -236,13 +235,20 @@ def index_path(root: str | os.PathLike[str]) -> Path:
     return p if p.is_absolute() else (Path(root) / p).resolve()
 
 
-@dataclass(frozen=True)
 class Located:
-    """Where a repository is, found with one ``git rev-parse``."""
+    """Where a repository is, found with one ``git rev-parse``. (This module's records
+    are plain classes, not dataclasses: ``lk workspace`` loads no ``dataclasses``.)"""
 
-    root: Path
-    index: Path
-    base: str | None  # the commit (or tree) asked for, resolved to an id; None if unknown
+    __slots__ = ("base", "index", "root")
+
+    def __init__(self, root: Path, index: Path, base: str | None) -> None:
+        self.root = root
+        self.index = index
+        #: The commit (or tree) asked for, resolved to an id; None if unknown.
+        self.base = base
+
+    def __repr__(self) -> str:
+        return f"Located(root={self.root!r}, index={self.index!r}, base={self.base!r})"
 
 
 def locate(
@@ -402,8 +408,7 @@ def object_sizes(
     return sizes
 
 
-@dataclass(frozen=True)
-class GitDirs:
+class GitDirs(NamedTuple):
     """A work tree's git folders: its own (HEAD, the index; ``.git/worktrees/NAME`` for a
     linked worktree) and the shared one (config, hooks, info, refs, modules)."""
 

@@ -23,7 +23,6 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -196,19 +195,28 @@ def _reap(pids: set[int]) -> None:
             os.waitpid(pid, os.WNOHANG)
 
 
-# Records every command builds at start-up carry __init__ alone: dataclass's generated
-# __repr__ and __eq__ cost each command ~0.5 ms of start-up a class, and nothing compares
-# or prints these.
-@dataclass(repr=False, eq=False, match_args=False)
 class Finished:
-    """A process that has ended (or was ended)."""
+    """A process that has ended (or was ended).
 
-    exit_code: int | None  # None when loopkit killed it
-    duration_s: float
-    timed_out: bool = False
-    stopped: str | None = None  # why loopkit stopped it: "timeout", "cancelled", "stuck", ...
-    output: bytes = b""  # captured output (when not written to a file)
-    output_path: Path | None = None
+    This module's records are plain classes: every command builds them, and
+    ``dataclasses`` (with ``inspect`` under it) costs a command that needs no click --
+    ``lk workspace`` -- more of its start-up than its whole work."""
+
+    def __init__(
+        self,
+        exit_code: int | None,  # None when loopkit killed it
+        duration_s: float,
+        timed_out: bool = False,
+        stopped: str | None = None,  # why loopkit stopped it: "timeout", "cancelled", ...
+        output: bytes = b"",  # captured output (when not written to a file)
+        output_path: Path | None = None,
+    ) -> None:
+        self.exit_code = exit_code
+        self.duration_s = duration_s
+        self.timed_out = timed_out
+        self.stopped = stopped
+        self.output = output
+        self.output_path = output_path
 
 
 def _signal_group(pgid: int, sig: int) -> bool:
@@ -391,19 +399,19 @@ def run(
         sink.close()
 
 
-@dataclass(repr=False, eq=False, match_args=False)
 class Running:
     """A child whose stdout is read line by line while it runs (an agent's event stream)."""
 
-    proc: subprocess.Popen[bytes]
-    started: float
-    stopped: str | None = None
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _watch: threading.Thread | None = None
-    #: Set once stdout reached its end (or the run was waited for).
-    closed: threading.Event = field(default_factory=threading.Event)
-    #: When it started, in ``now_ticks`` units: leftovers are what started since.
-    since: int = 0
+    def __init__(self, proc: subprocess.Popen[bytes], started: float, since: int = 0) -> None:
+        self.proc = proc
+        self.started = started
+        self.stopped: str | None = None
+        self._lock = threading.Lock()
+        self._watch: threading.Thread | None = None
+        #: Set once stdout reached its end (or the run was waited for).
+        self.closed = threading.Event()
+        #: When it started, in ``now_ticks`` units: leftovers are what started since.
+        self.since = since
 
     @property
     def pid(self) -> int:
@@ -516,11 +524,13 @@ def spawn(
     return running
 
 
-@dataclass(repr=False, eq=False, match_args=False)
 class Captured:
-    exit_code: int
-    stdout: bytes
-    stderr: bytes
+    """What a short tool printed, and how it ended."""
+
+    def __init__(self, exit_code: int, stdout: bytes, stderr: bytes) -> None:
+        self.exit_code = exit_code
+        self.stdout = stdout
+        self.stderr = stderr
 
 
 def capture(
