@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -217,38 +216,31 @@ def gather_at(
     )
 
 
-def _touches(files: list[dict[str, Any]], name: str) -> bool:
-    """Whether the change adds, edits or removes a file called ``name`` anywhere."""
-    paths = (f.get(k) for f in files for k in ("path", "old_path"))
-    return any(p and posixpath.basename(p) == name for p in paths)
-
-
 def _ignored_at_base(root: Path, base: str, files: list[dict[str, Any]]) -> list[str]:
     """The files the change brings in that the base's ignore rules ignore.
 
-    A worker that rewrites a ``.gitignore`` (``# nothing``, ``!.env``) makes ``git add -A``
-    take files the repository kept out of git: the user's ``.env``, a build folder. Asked
-    only when the change touches a ``.gitignore`` (the other ignore sources, info/exclude
-    and the user's excludes file, are git control state) and brings in a file."""
-    if not _touches(files, ".gitignore"):
-        return []
+    A worker that rewrites a ``.gitignore`` (``# nothing``, ``!.env``; one that ignores
+    itself is in no change) makes ``git add -A`` take files the repository kept out of
+    git: the user's ``.env``, a build folder. Asked whenever the change brings in a file
+    (three git calls); the other ignore sources, info/exclude and the user's excludes
+    file, are git control state."""
     new = [f["path"] for f in files if f["status"] in ("added", "renamed", "copied")]
     return git.ignored_by_tree(root, base, new)
 
 
 def _count_hidden_lines(root: Path, base: str, tree: str, files: list[dict[str, Any]]) -> None:
-    """Files only a changed ``.gitattributes`` made binary get their lines counted.
+    """Files only the worker's attributes made binary get their lines counted.
 
     ``-diff`` or ``binary`` on a path makes git's numstat give no line counts, so a worker
-    that writes ``* -diff`` into a ``.gitattributes`` would take every file out of the
-    changed-lines budget. When the change touches a ``.gitattributes`` and a file came back
-    binary, the two trees are compared again with no attributes in force: what git then
+    that writes ``* -diff`` into a ``.gitattributes`` (one that ignores itself included)
+    would take every file out of the changed-lines budget. When a file comes back binary,
+    the two trees are compared again with the base's attributes in force: what git then
     counts as text is counted. Attributes the base already had are the user's, and kept
-    (a ``package-lock.json -diff`` stays out of the count while no attributes file changes).
+    (a ``package-lock.json -diff`` stays out of the count).
     """
-    if not any(f.get("binary") for f in files) or not _touches(files, ".gitattributes"):
+    if not any(f.get("binary") for f in files):
         return
-    counts = git.line_counts_without_attributes(root, base, tree)
+    counts = git.line_counts_by_tree_attributes(root, base, tree)
     for f in files:
         found = counts.get(f["path"]) if f.get("binary") else None
         if found is not None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import posixpath
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
@@ -551,7 +552,10 @@ def control_state(
     for ref, value in _replace_refs(dirs.common).items():
         state[f".git/{ref}"] = value
     for file, key in user_files():
-        value = _digest(Path(file))
+        # What git reads: a dotfiles symlink's target's content, and where it points.
+        value = _digest(Path(os.path.realpath(file)))
+        if value != "absent" and os.path.islink(file):
+            value = f"{value} via a symlink to {os.readlink(file)}"
         if value != "absent":
             state[key] = value
     return state
@@ -1015,30 +1019,66 @@ def changed_paths(root: Path, old: str, new: str) -> list[tuple[str, str]]:
     return [(fields[i + 1], fields[i][:1]) for i in range(0, len(fields) - 1, 2) if fields[i]]
 
 
-def line_counts_without_attributes(
-    root: Path, old: str, new: str
-) -> dict[str, tuple[int, int] | None]:
-    """Lines added and deleted per path between two trees, as git counts them with no
-    ``.gitattributes`` in force (None: binary by content). git runs as on a bare
-    repository, from an empty folder and with an index that does not exist: no attributes
-    file of the work tree or the index is read, nor the user's own (``core.attributesFile``);
-    the repository's ``info/attributes`` is part of the git control state, which a worker
-    may not change. Renames are found as in lk-diff's own numstat (``-M``), so paths match."""
+def _write_tree_files(root: Path, tree: str, name: str, into: str) -> None:
+    """Write every file called ``name`` (``.gitignore``, ``.gitattributes``) of ``tree``
+    into the folder ``into``, at its path: two git calls, none when there is none. Blobs
+    are asked for by id, so no path is ever written into git's input."""
+    listed = git(["ls-tree", "-r", "-z", tree], cwd=root).stdout.split(b"\0")
+    wanted: list[tuple[str, str]] = []
+    for entry in listed:
+        meta, _, found = entry.partition(b"\t")
+        parts = meta.split()
+        if len(parts) != 3 or parts[1] != b"blob" or posixpath.basename(found) != name.encode():
+            continue
+        if any(c in (b"", b".", b"..") for c in found.split(b"/")):
+            continue  # no tree git wrote holds one; never a path out of ``into``
+        wanted.append((parts[2].decode(), os.fsdecode(found)))
+    if not wanted:
+        return
+    batch = "".join(f"{oid}\n" for oid, _ in wanted).encode()
+    data = git(["cat-file", "--batch"], cwd=root, input=batch).stdout
+    at = 0
+    for _, rel in wanted:
+        header_end = data.index(b"\n", at)
+        size = int(data[at:header_end].split()[2])
+        body = data[header_end + 1 : header_end + 1 + size]
+        at = header_end + 1 + size + 1
+        target = os.path.join(into, rel)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "wb") as f:
+            f.write(body)
+
+
+@contextlib.contextmanager
+def _by_tree_rules(root: Path, tree: str, name: str) -> Iterator[tuple[str, list[str]]]:
+    """git's arguments for a run that reads ``name`` files (attributes or ignore rules)
+    as ``tree`` has them, not as the work tree does: an empty folder holding only
+    ``tree``'s files of that name is the work tree, the index does not exist, and
+    ``attr.tree`` (git 2.42 and later) names ``tree`` too. The repository's ``info/`` files
+    and the user's own are read as always: both are git control state."""
     import tempfile
 
     dirs = git_dirs(root)
-    with tempfile.TemporaryDirectory(prefix="loopkit-attrs-") as empty:
+    with tempfile.TemporaryDirectory(prefix="loopkit-rules-") as work:
+        _write_tree_files(root, tree, name, work)
+        yield work, [f"--git-dir={dirs.own}", f"--work-tree={work}", "-c", f"attr.tree={tree}"]
+
+
+def line_counts_by_tree_attributes(
+    root: Path, old: str, new: str
+) -> dict[str, tuple[int, int] | None]:
+    """Lines added and deleted per path between two trees, as git counts them with the
+    ``.gitattributes`` files of ``old`` in force -- not the work tree's, which the worker
+    may have rewritten (None: binary by those attributes or by content). Renames are found
+    as in lk-diff's own numstat (``-M``), so paths match. A failing git call is an error:
+    lines the worker hid are never taken as none."""
+    with _by_tree_rules(root, old, ".gitattributes") as (work, options):
         done = git(
-            [f"--git-dir={dirs.own}", "-c", "core.bare=true",
-             "-c", "core.attributesFile=/dev/null",
-             "diff-tree", "-r", "-z", "--numstat", "-M", old, new],
-            cwd=empty,
-            env={"GIT_INDEX_FILE": os.path.join(empty, "index")},
-            check=False,
-        )  # fmt: skip
+            [*options, "diff-tree", "-r", "-z", "--numstat", "-M", old, new],
+            cwd=work,
+            env={"GIT_INDEX_FILE": os.path.join(work, "index")},
+        )
     counts: dict[str, tuple[int, int] | None] = {}
-    if done.exit_code != 0:
-        return counts
     fields = done.stdout.split(b"\0")
     i = 0
     while i < len(fields):
@@ -1057,41 +1097,22 @@ def line_counts_without_attributes(
 
 
 def ignored_by_tree(root: Path, tree: str, paths: Sequence[str]) -> list[str]:
-    """Which of ``paths`` the ignore rules of ``tree`` ignore: its ``.gitignore`` files
-    (written into an empty folder, which git takes as the work tree), the repository's
-    ``info/exclude`` and the user's ``core.excludesFile`` -- not the work tree's own
-    ``.gitignore`` files, which the worker may have rewritten. The paths need not exist."""
-    import tempfile
-
+    """Which of ``paths`` the ignore rules of ``tree`` ignore: its ``.gitignore`` files,
+    the repository's ``info/exclude`` and the user's ``core.excludesFile`` -- not the work
+    tree's own ``.gitignore`` files, which the worker may have rewritten. The paths need
+    not exist; each is given as ``./path``, so none is read as pathspec magic."""
     if not paths:
         return []
-    listed = git(["ls-tree", "-r", "-z", "--name-only", tree], cwd=root).stdout.split(b"\0")
-    rules = [n for n in listed if n == b".gitignore" or n.endswith(b"/.gitignore")]
-    dirs = git_dirs(root)
-    with tempfile.TemporaryDirectory(prefix="loopkit-ignore-") as work:
-        if rules:
-            batch = b"".join(tree.encode() + b":" + n + b"\n" for n in rules)
-            data = git(["cat-file", "--batch"], cwd=root, input=batch).stdout
-            at = 0
-            for name in rules:
-                header_end = data.index(b"\n", at)
-                size = int(data[at:header_end].split()[2])
-                body = data[header_end + 1 : header_end + 1 + size]
-                at = header_end + 1 + size + 1
-                target = os.path.join(work, os.fsdecode(name))
-                os.makedirs(os.path.dirname(target), exist_ok=True)
-                with open(target, "wb") as f:
-                    f.write(body)
+    with _by_tree_rules(root, tree, ".gitignore") as (work, options):
         done = git(
-            [f"--git-dir={dirs.own}", f"--work-tree={work}", "check-ignore", "--no-index",
-             "-z", "--stdin"],
+            [*options, "check-ignore", "--no-index", "-z", "--stdin"],
             cwd=work,
-            input=b"".join(os.fsencode(p) + b"\0" for p in paths),
+            input=b"".join(b"./" + os.fsencode(p) + b"\0" for p in paths),
             check=False,
-        )  # fmt: skip
+        )
     if done.exit_code not in (0, 1):  # 1: none of them is ignored
         raise GitError("git check-ignore failed: " + done.stderr.decode("utf-8", "replace").strip())
-    return [os.fsdecode(p) for p in done.stdout.split(b"\0") if p]
+    return [os.fsdecode(p).removeprefix("./") for p in done.stdout.split(b"\0") if p]
 
 
 def ensure_room(root: Path, path: Path, *, head: str | None) -> None:

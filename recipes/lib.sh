@@ -337,6 +337,38 @@ lk_tree_dirty() {
     [ -n "$(lk_git status --porcelain --untracked-files=all 2>/dev/null)" ]
 }
 
+lk_start_dirty() {
+    # lk_tree_dirty, in the same walk recording what the start's rules ignore (files, and
+    # folders as a whole) in LK_START_IGNORED: a park never removes them as debris, even
+    # when the attempt left a .gitignore of its own that un-ignores them and ignores itself.
+    local entry dirty=1
+    LK_START_IGNORED=()
+    while IFS= read -r -d '' entry; do
+        case $entry in
+        '!! '*) LK_START_IGNORED+=("${entry#'!! '}") ;;
+        *) dirty=0 ;;
+        esac
+    done < <(lk_git status --porcelain -z --untracked-files=normal --ignored=matching 2>/dev/null)
+    return "$dirty"
+}
+
+lk_keep_pattern() {
+    # lk_keep_pattern PATH: LK_PATTERN = PATH as a literal `git clean -e` pattern anchored
+    # at the root (no subshell: a park may name hundreds); fails for a name holding a line
+    # break, which no pattern can name.
+    local p=$1
+    LK_PATTERN=
+    case $p in *$'\n'*) return 1 ;; esac
+    p=${p//\\/\\\\}
+    p=${p//\*/\\*}
+    p=${p//\?/\\?}
+    p=${p//\[/\\[}
+    p=${p//\]/\\]}
+    case $p in [#!]*) p=\\$p ;; esac
+    case $p in *' ') p="${p% }\\ " ;; esac
+    LK_PATTERN=/$p
+}
+
 # The characters a ref or folder name keeps, spelled out: a range would follow the locale.
 LK_NAME_CHARS=ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-
 
@@ -631,22 +663,20 @@ lk_sync_to() {
     # with its own .gitignore was not saved: it stays on disk) and TREE-ISH's, whose
     # .gitignore files are written back first (an attempt that emptied .gitignore does
     # not get the user's ignored files -- local databases, .env -- deleted).
-    local target=$1 index=${2:-$1} state path keep=() p clean=1
+    local target=$1 index=${2:-$1} state path keep=() clean=1
     state=$(lk_state_rel)
     lk_git read-tree "$target" || return 1
     lk_git update-index -q --refresh >/dev/null 2>&1 || true # differing files are listed below
-    # What the attempt's rules ignore now, each as a literal pattern for `git clean -e`.
+    # What the attempt's rules ignore now, and what the start's ignored (lk_start_dirty),
+    # each as a literal pattern for `git clean -e`.
     while IFS= read -r -d '' path; do
-        case $path in *$'\n'*) clean=0 ;; esac # no pattern can name it: remove no debris
-        p=${path//\\/\\\\}
-        p=${p//\*/\\*}
-        p=${p//\?/\\?}
-        p=${p//\[/\\[}
-        p=${p//\]/\\]}
-        case $p in [#!]*) p=\\$p ;; esac
-        case $p in *' ') p="${p% }\\ " ;; esac
-        keep+=(-e "/$p")
+        lk_keep_pattern "$path" || clean=0 # no pattern can name it: remove no debris
+        keep+=(-e "$LK_PATTERN")
     done < <(lk_git ls-files -z --others --ignored --exclude-standard --directory)
+    for path in ${LK_START_IGNORED[@]+"${LK_START_IGNORED[@]}"}; do
+        lk_keep_pattern "$path" || clean=0
+        keep+=(-e "$LK_PATTERN")
+    done
     (
         set -o pipefail
         lk_git diff-files --name-only -z -- ':(glob)**/.gitignore' |
@@ -740,7 +770,7 @@ lk_begin() {
     LK_BRANCH=$(lk_git symbolic-ref -q HEAD || true)
     LK_DIFF_BASE=$LK_BASE
     LK_START_INDEX=
-    lk_tree_dirty || return 0
+    lk_start_dirty || return 0
     if [ "${1:-0}" != 1 ]; then
         lk_die "$LK_EXIT_SETUP" "the work tree has uncommitted changes; commit or stash them first (a park would revert them, a commit would sweep them in), or pass --allow-dirty"
     fi

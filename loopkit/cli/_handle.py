@@ -41,7 +41,10 @@ def say(prog: str, message: str) -> None:
 
 
 def _line(text: str) -> None:
-    """One line on stderr, as click.echo writes it (flushed at once)."""
+    """One line on stderr, as click.echo writes it (flushed at once; nothing when there is
+    no stderr at all, as when a command is started with it closed)."""
+    if sys.stderr is None:
+        return
     sys.stderr.write(text + "\n")
     sys.stderr.flush()
 

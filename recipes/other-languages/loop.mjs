@@ -272,13 +272,32 @@ function liveTree(root) {
   }
 }
 
+// A path as a literal `git clean -e` pattern anchored at the root (null for a name
+// holding a line break, which no pattern can name) -- as lib.sh's lk_keep_pattern.
+function keepPattern(p) {
+  if (p.includes("\n")) return null;
+  let q = p.replace(/[\\*?[\]]/g, (c) => `\\${c}`);
+  if (/^[#!]/.test(q)) q = `\\${q}`;
+  if (q.endsWith(" ")) q = `${q.slice(0, -1)}\\ `;
+  return `/${q}`;
+}
+
 // The work tree made to hold exactly `target`, the index `index` (default: target). The
 // index is rebuilt from the tree (not trusted), untracked debris is removed, only files
-// that differ are written back; ignored files and the state folder are left alone.
-function syncTo(target, index = target) {
+// that differ are written back; ignored files and the state folder are left alone. What
+// is debris is untracked under the attempt's rules, under target's (its .gitignore files
+// are written back first) and under the start's (`startIgnored`, from `git status
+// --ignored` as the task began): an attempt that emptied .gitignore, or left one that
+// un-ignores a file and ignores itself, does not get the user's .env deleted.
+function syncTo(target, index = target, startIgnored = []) {
   git(["read-tree", target]);
   git(["update-index", "-q", "--refresh"], { quiet: true });
-  git(["clean", "-fdq", "-e", "/.loopkit/", "--", "."]); // debris first, under the rules the save used
+  const rules = git(["diff-files", "--name-only", "-z", "--", ":(glob)**/.gitignore"], { raw: true });
+  if (rules) git(["checkout-index", "-f", "-u", "-z", "--stdin"], { input: rules });
+  const ignored = git(["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"], { raw: true });
+  const keep = [...ignored.split("\0").filter(Boolean), ...startIgnored].map(keepPattern);
+  if (keep.includes(null)) log("an ignored file's name holds a line break: no untracked debris removed");
+  else git(["clean", "-fdq", "-e", "/.loopkit/", ...keep.flatMap((k) => ["-e", k]), "--", "."]);
   const differ = git(["diff-files", "--name-only", "-z"], { raw: true });
   if (differ) git(["checkout-index", "-f", "-u", "-z", "--stdin"], { input: differ });
   if (index !== target) {
@@ -335,9 +354,13 @@ async function main() {
   const resetDirs = checkResetPaths(root, state, o.resetPaths);
   const task = start?.task?.id;
   if (!task) throw new Stop(3, "the start document names no task (.task.id)");
-  if (git(["status", "--porcelain", "--untracked-files=all"])) {
+  // One walk: is the tree dirty, and what do the start's rules ignore (kept at a park).
+  const status = git(["status", "--porcelain", "-z", "--untracked-files=normal", "--ignored=matching"], { raw: true });
+  const entries = status.split("\0").filter(Boolean);
+  if (entries.some((e) => !e.startsWith("!! "))) {
     throw new Stop(EXIT.SETUP, "the work tree has uncommitted changes; commit them first");
   }
+  const startIgnored = entries.map((e) => e.slice(3));
   const base = git(["rev-parse", "HEAD"], { code: EXIT.SETUP });
   const branch = git(["symbolic-ref", "-q", "HEAD"], { quiet: true }) ?? "";
   const baseTree = git(["rev-parse", `${base}^{tree}`], { code: EXIT.SETUP });
@@ -374,7 +397,7 @@ async function main() {
   const park = (code, outcome, doc) => {
     const ref = save(outcome);
     branchCheck(`the revert of ${task}`, ref);
-    syncTo(baseTree);
+    syncTo(baseTree, baseTree, startIgnored);
     resetPaths(root, o.resetPaths, resetDirs);
     const memory = memoryFile(root, doc, ws);
     if (memory) {

@@ -19,6 +19,8 @@ Path("src").mkdir(exist_ok=True)
 Path("src/value.txt").write_text("good\\n")
 Path("src/notes.txt").write_text("".join(f"note {i}\\n" for i in range(60)))
 Path("ATTRS").write_text("* LINE\\n")
+if "ATTRS" == "src/.gitattributes":  # and out of the change itself: it ignores itself
+    Path("src/.gitignore").write_text(".gitattributes\\n.gitignore\\n")
 """
 
 

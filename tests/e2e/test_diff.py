@@ -464,12 +464,29 @@ def test_attributes_the_base_had_are_kept_and_a_real_binary_stays_binary(repo: P
     (repo / "deps.lock").write_text("a\nb\nc\n")  # the user's -diff: no line counts
     files = {f["path"]: f for f in lkdiff.gather(repo).files}
     assert files["deps.lock"].get("binary") and files["deps.lock"]["added"] == 0
-    # A changed .gitattributes: counted as git counts with no attributes, a real binary
-    # (a NUL byte) still has none.
-    (repo / ".gitattributes").write_text("*.lock -diff\n* binary\n")
-    (repo / "blob.bin").write_bytes(b"\0\1\2" * 100)
+    # The worker's own attributes (here in a .gitattributes that ignores itself, so that
+    # it is in no change): counted as git counts with the base's attributes in force --
+    # the user's *.lock -diff still holds, a real binary (a NUL byte) still has no lines.
+    (repo / "src" / ".gitattributes").write_text("* binary\n")
+    (repo / "src" / ".gitignore").write_text(".gitattributes\n.gitignore\n")
+    (repo / "src" / "blob.bin").write_bytes(b"\0\1\2" * 100)
     (repo / "src" / "app.py").write_text("changed\n")
+    (repo / "src" / "new.py").write_text("a\nb\nc\n")
     files = {f["path"]: f for f in lkdiff.gather(repo).files}
-    assert (files["deps.lock"]["added"], files["deps.lock"].get("binary")) == (2, None)
+    assert ".gitattributes" not in " ".join(files)  # hidden from the change itself
+    assert files["deps.lock"].get("binary") and files["deps.lock"]["added"] == 0
     assert (files["src/app.py"]["added"], files["src/app.py"]["deleted"]) == (1, 10)
-    assert files["blob.bin"].get("binary") and files["blob.bin"]["added"] == 0
+    assert (files["src/new.py"]["added"], files["src/new.py"].get("binary")) == (3, None)
+    assert files["src/blob.bin"].get("binary") and files["src/blob.bin"]["added"] == 0
+
+
+def test_a_command_started_with_stderr_closed_still_gives_its_verdict(repo: Path) -> None:
+    # No stderr at all (a daemon, `2>&-`): what a command says there is dropped, and its
+    # exit code is still the verdict, not a crash (70).
+    (repo / "src" / "app.py").write_text("changed\n")
+    bin_dir = Path(shutil.which("lk-diff") or "lk-diff").parent
+    done = subprocess.run(
+        ["bash", "-c", f'"{bin_dir}/lk-diff" </dev/null 2>&-'], cwd=repo, capture_output=True
+    )
+    assert done.returncode == 0, done.stdout
+    assert json.loads(done.stdout)["within_policy"] is True

@@ -178,6 +178,14 @@ def test_the_users_own_git_files_are_control_state(
     (home / ".gitconfig").write_text("[alias]\n\tst = status\n")
     after = git.control_state(repo)
     assert git.control_changes(before, after) == ["~/.config/git/attributes", "~/.gitconfig"]
+    # A dotfiles symlink: what it points at is what git reads, and watched.
+    (home / ".gitconfig").unlink()
+    (tmp_path / "dotfiles").write_text("[user]\n\tname = me\n")
+    (home / ".gitconfig").symlink_to(tmp_path / "dotfiles")
+    linked = git.control_state(repo)
+    with open(tmp_path / "dotfiles", "a") as f:
+        f.write("[core]\n\tattributesFile = /tmp/x\n")
+    assert git.control_changes(linked, git.control_state(repo)) == ["~/.gitconfig"]
     # Where git would read them instead: $XDG_CONFIG_HOME, $GIT_CONFIG_GLOBAL, the system's.
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "global"))
