@@ -609,8 +609,10 @@ lk_live_tree() {
     # it starts from the stat cache lk-decide has just left instead (loopkit.statcache: an
     # index loopkit wrote once the worker had ended), so only files that changed since are
     # read again. With KEEP (a path in the git folder) the index is left there: it holds the
-    # tree with stat data just taken from the files.
-    local index tree state ok=0
+    # tree with stat data just taken from the files. What the start's rules ignored
+    # (LK_START_IGNORED) is left out too, even where the attempt's own .gitignore lets it
+    # in: a park's save never holds the user's .env (and fan-out pushes saves).
+    local index tree state ok=0 path drop=() ndrop=0
     index=$(lk_git_path "loopkit-recipe-$$.index") || return 1
     rm -f -- "$index" "$index.lock"
     if [ -n "${LK_FRESH_STAT:-}" ] && [ -f "$LK_FRESH_STAT" ]; then
@@ -625,6 +627,15 @@ lk_live_tree() {
     if [ "$ok" = 0 ]; then
         GIT_INDEX_FILE=$index lk_git rm -r --cached -q --ignore-unmatch -- \
             ':(top,literal).loopkit' ${state:+":(top,literal)$state"} >/dev/null || ok=1
+    fi
+    for path in ${LK_START_IGNORED[@]+"${LK_START_IGNORED[@]}"}; do
+        case $path in .loopkit/ | "${state:-.loopkit}/") continue ;; esac # dropped above
+        drop+=("${path%/}")
+        ndrop=$((ndrop + 1))
+    done
+    if [ "$ok" = 0 ] && [ "$ndrop" -gt 0 ]; then
+        printf '%s\0' "${drop[@]}" | GIT_INDEX_FILE=$index GIT_LITERAL_PATHSPECS=1 lk_git rm -r \
+            --cached -q --ignore-unmatch --pathspec-from-file=- --pathspec-file-nul >/dev/null || ok=1
     fi
     if [ "$ok" = 0 ]; then
         tree=$(GIT_INDEX_FILE=$index lk_git write-tree) || ok=1

@@ -257,7 +257,9 @@ function resetPaths(root, entries, dirs) {
 // The tree of the work tree (tracked and untracked files, ignored ones and .loopkit left
 // out), built in a temporary index seeded from HEAD -- never from a copy of the real index,
 // whose flags and stat data the worker can write.
-function liveTree(root) {
+// What the start's rules ignored (`startIgnored`) is left out too, even where the
+// attempt's own .gitignore lets it in: a save never holds the user's .env.
+function liveTree(root, startIgnored = []) {
   const index = path.resolve(root, git(["rev-parse", "--git-path", `loopkit-recipe-${process.pid}.index`]));
   fs.rmSync(index, { force: true });
   const env = { ...process.env, GIT_INDEX_FILE: index };
@@ -265,6 +267,11 @@ function liveTree(root) {
     git(["read-tree", "HEAD"], { env });
     git(["-c", "advice.addEmbeddedRepo=false", "add", "-A", "--", "."], { env });
     git(["rm", "-r", "--cached", "-q", "--ignore-unmatch", "--", ":(top,literal).loopkit"], { env });
+    const drop = startIgnored.filter((p) => p !== ".loopkit/").map((p) => p.replace(/\/$/, ""));
+    if (drop.length) {
+      git(["rm", "-r", "--cached", "-q", "--ignore-unmatch", "--pathspec-from-file=-", "--pathspec-file-nul"],
+        { env: { ...env, GIT_LITERAL_PATHSPECS: "1" }, input: drop.map((p) => `${p}\0`).join("") });
+    }
     return git(["write-tree"], { env });
   } finally {
     fs.rmSync(index, { force: true });
@@ -309,8 +316,8 @@ function syncTo(target, index = target, startIgnored = []) {
 // --- saving an attempt before any revert: the real index and the work tree untouched -----
 // The saved commit's parent is where the attempt began, or HEAD once the branch moved on
 // from there, so the commit the task began from stays reachable whatever the branch did.
-function saveAttempt(root, task, label, message, base) {
-  const tree = liveTree(root);
+function saveAttempt(root, task, label, message, base, startIgnored = []) {
+  const tree = liveTree(root, startIgnored);
   const head = git(["rev-parse", "HEAD"]);
   const moved = head !== base && git(["merge-base", "--is-ancestor", base, head], { quiet: true }) !== null;
   const parent = moved ? head : base;
@@ -376,7 +383,7 @@ async function main() {
   let session = null;
 
   const save = (outcome, name = label) =>
-    saveAttempt(root, task, name, `loopkit: ${task} attempt ${label} (${outcome}), saved by loop.mjs`, base);
+    saveAttempt(root, task, name, `loopkit: ${task} attempt ${label} (${outcome}), saved by loop.mjs`, base, startIgnored);
 
   // A commit or a revert refuses once the branch left the commit the task began from.
   const branchCheck = (what, ref) => {
@@ -439,7 +446,7 @@ async function main() {
       throw new Stop(EXIT.NO_COMMIT, `the commit of ${task} failed (no identity, or the branch moved meanwhile): nothing committed; the green tree is on disk and saved as ${ref}; the task is NOT marked done`);
     }
     log(`committed ${task} as ${short("HEAD")}: the tree its checks ran on`);
-    if (liveTree(root) !== tree) {
+    if (liveTree(root, startIgnored) !== tree) {
       const ref = save("changed after verification", `${label}-after-verify`);
       log(`the work tree changed after the checks ran (a process the worker left running?): the commit holds the tree that was checked; what was on disk is saved as ${ref}`);
       syncTo("HEAD");

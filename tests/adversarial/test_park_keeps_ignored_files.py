@@ -75,6 +75,11 @@ def test_a_park_keeps_the_files_the_start_ignored(tmp_path: Path, worker: str, r
     assert proc.returncode in (20, 21, 22), fail_message(proc)
     for path, data in kept.items():
         assert path.read_bytes() == data, (path, fail_message(proc))
+    names = {str(path.relative_to(p.root)) for path in kept}
+    assert p.loopkit_refs(), fail_message(proc)
+    for ref in p.loopkit_refs():  # nor saved: what the start ignored is in no saved tree
+        saved = set(p.git("ls-tree", "-r", "--name-only", ref).split())
+        assert not saved & names, (ref, saved & names)
     assert (p.root / ".gitignore").read_text() == "*.db\nnotes/\n"
     assert (p.root / "src/value.txt").read_text() == "bad\n"
 
