@@ -502,7 +502,8 @@ def control_state(
       (the commit id it points at, loose or packed), and ``refs/replace/*``.
 
     - the user's own git files outside the repository (``user_files``: the global and
-      system config, the default attributes and ignore files), keyed ``~/.gitconfig``...
+      system config, the default attributes and ignore files), keyed ``~/.gitconfig``...,
+      and the files a config names (``configured_files``: ``git config file: PATH``);
 
     Keys are ``.git/``-relative paths (a linked worktree's own files as if its git folder
     were ``.git``), and those of ``user_files``. Plain file reads, no git call (except for refs git keeps in a form
@@ -551,7 +552,7 @@ def control_state(
             state[f".git/{ref}"] = _ref_value(root, dirs.common, ref)
     for ref, value in _replace_refs(dirs.common).items():
         state[f".git/{ref}"] = value
-    for file, key in user_files():
+    for file, key in [*user_files(), *configured_files(root, dirs)]:
         # What git reads: a dotfiles symlink's target's content, and where it points.
         value = _digest(Path(os.path.realpath(file)))
         if value != "absent" and os.path.islink(file):
@@ -580,6 +581,32 @@ def user_files() -> list[tuple[str, str]]:
     found += [(os.path.join(xdg, "git", "attributes"), "~/.config/git/attributes")]
     found += [(os.path.join(xdg, "git", "ignore"), "~/.config/git/ignore")]
     return found
+
+
+def configured_files(root: str | os.PathLike[str], dirs: GitDirs) -> list[tuple[str, str]]:
+    """The files git reads for this repository because a config names them, as (path,
+    control-state key ``git config file: PATH``): every config file an entry comes from
+    (an ``include.path`` target, a global config elsewhere) and the ``core.attributesFile``
+    and ``core.excludesFile`` set to a path of their own (``~/.gitignore_global``). The
+    repository's own config files are ``.git/`` control state already. One git call."""
+    done = git(["config", "--list", "--show-origin", "-z"], cwd=root, check=False)
+    if done.exit_code != 0:
+        return []
+    fields = done.stdout.split(b"\0")
+    own = {os.path.realpath(d) for d in (dirs.own, dirs.common)}
+    found: dict[str, None] = {}
+    for origin, entry in zip(fields[0::2], fields[1::2], strict=False):
+        if not origin.startswith(b"file:"):
+            continue  # the command line's own settings (loopkit's), a blob, stdin
+        source = os.path.join(root, os.fsdecode(origin[len(b"file:") :]))
+        if os.path.dirname(os.path.realpath(source)) not in own:
+            found[os.path.normpath(source)] = None
+        key, _, value = entry.partition(b"\n")
+        if key.lower() in (b"core.attributesfile", b"core.excludesfile") and value:
+            named = os.path.expanduser(os.fsdecode(value))
+            found[os.path.normpath(os.path.join(root, named))] = None
+    by_name = {os.path.normpath(path) for path, _ in user_files()}  # watched by name already
+    return [(path, f"git config file: {path}") for path in found if path not in by_name]
 
 
 #: Files in info/ git writes for itself (update-server-info): not control state.

@@ -198,3 +198,36 @@ def test_the_users_own_git_files_are_control_state(
         "~/.config/git/attributes": str(tmp_path / "xdg" / "git" / "attributes"),
         "~/.config/git/ignore": str(tmp_path / "xdg" / "git" / "ignore"),
     }
+
+
+def test_the_files_a_config_names_are_control_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    home = tmp_path / "home"
+    (home / "conf.d").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("GIT_CONFIG_GLOBAL", raising=False)
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    (home / ".gitconfig").write_text(
+        "[core]\n\texcludesFile = ~/ignore-all\n\tattributesFile = ~/attrs\n"
+        "[include]\n\tpath = ~/conf.d/extra\n"
+    )
+    (home / "conf.d" / "extra").write_text("[alias]\n\tst = status\n")
+    (home / "ignore-all").write_text(".env\n")
+    before = git.control_state(repo)
+    keys = {k for k in before if k.startswith("git config file: ")}
+    assert keys == {
+        f"git config file: {home / 'conf.d' / 'extra'}",
+        f"git config file: {home / 'ignore-all'}",
+    }  # ~/attrs does not exist (yet): its creation is a change too
+    (home / "ignore-all").write_text("# nothing\n")
+    (home / "attrs").write_text("* -diff\n")
+    (home / "conf.d" / "extra").write_text("[alias]\n\tst = status -s\n")
+    changed = git.control_changes(before, git.control_state(repo))
+    assert changed == sorted(
+        f"git config file: {home / n}" for n in ("attrs", "conf.d/extra", "ignore-all")
+    )
+
