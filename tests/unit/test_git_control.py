@@ -160,9 +160,10 @@ def test_new_gitlinks_and_unborn_repositories_are_nested_repositories() -> None:
     assert result.within_policy is False
 
 
-def test_the_users_own_git_files_are_control_state(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def user_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """A repository, and a HOME of its own with no global git files yet (no system config,
+    no XDG or GIT_CONFIG_* overrides)."""
     repo = tmp_path / "repo"
     repo.mkdir()
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
@@ -172,6 +173,13 @@ def test_the_users_own_git_files_are_control_state(
     for name in ("XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    return repo, home
+
+
+def test_the_users_own_git_files_are_control_state(
+    user_repo: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo, home = user_repo
     before = git.control_state(repo)
     assert not [k for k in before if k.startswith("~")]  # none there: none recorded
     (home / ".config" / "git" / "attributes").write_text("* -diff\n")
@@ -200,17 +208,9 @@ def test_the_users_own_git_files_are_control_state(
     }
 
 
-def test_the_files_a_config_names_are_control_state(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    home = tmp_path / "home"
-    (home / "conf.d").mkdir(parents=True)
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.delenv("GIT_CONFIG_GLOBAL", raising=False)
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+def test_the_files_a_config_names_are_control_state(user_repo: tuple[Path, Path]) -> None:
+    repo, home = user_repo
+    (home / "conf.d").mkdir()
     (home / ".gitconfig").write_text(
         "[core]\n\texcludesFile = ~/ignore-all\n\tattributesFile = ~/attrs\n"
         "[include]\n\tpath = ~/conf.d/extra\n"
