@@ -552,7 +552,8 @@ def control_state(
             state[f".git/{ref}"] = _ref_value(root, dirs.common, ref)
     for ref, value in _replace_refs(dirs.common).items():
         state[f".git/{ref}"] = value
-    for file, key in [*user_files(), *configured_files(root, dirs)]:
+    defaults = user_files()
+    for file, key in [*defaults, *configured_files(root, dirs, defaults)]:
         # What git reads: a dotfiles symlink's target's content, and where it points.
         value = _digest(Path(os.path.realpath(file)))
         if value != "absent" and os.path.islink(file):
@@ -583,12 +584,15 @@ def user_files() -> list[tuple[str, str]]:
     return found
 
 
-def configured_files(root: str | os.PathLike[str], dirs: GitDirs) -> list[tuple[str, str]]:
+def configured_files(
+    root: str | os.PathLike[str], dirs: GitDirs, defaults: Sequence[tuple[str, str]]
+) -> list[tuple[str, str]]:
     """The files git reads for this repository because a config names them, as (path,
     control-state key ``git config file: PATH``): every config file an entry comes from
     (an ``include.path`` target, a global config elsewhere) and the ``core.attributesFile``
     and ``core.excludesFile`` set to a path of their own (``~/.gitignore_global``). The
-    repository's own config files are ``.git/`` control state already. One git call."""
+    repository's own config files are ``.git/`` control state already, and ``defaults``
+    (``user_files``) are watched by name. One git call."""
     done = git(["config", "--list", "--show-origin", "-z"], cwd=root, check=False)
     if done.exit_code != 0:
         return []
@@ -605,7 +609,7 @@ def configured_files(root: str | os.PathLike[str], dirs: GitDirs) -> list[tuple[
         if key.lower() in (b"core.attributesfile", b"core.excludesfile") and value:
             named = os.path.expanduser(os.fsdecode(value))
             found[os.path.normpath(os.path.join(root, named))] = None
-    by_name = {os.path.normpath(path) for path, _ in user_files()}  # watched by name already
+    by_name = {os.path.normpath(path) for path, _ in defaults}
     return [(path, f"git config file: {path}") for path in found if path not in by_name]
 
 
