@@ -42,12 +42,12 @@ MODES = pytest.mark.parametrize("mode", ["off", "auto"])
 
 
 def beating(path: Path, *, within: float = 10) -> bool:
-    """Whether the file is still being rewritten (waits up to ``within`` for it to stop)."""
+    """Whether the file is still being rewritten (waits up to ``within`` for it to stop).
+    A file that never appeared is an error, not a stop: the beat never started, so
+    nothing was shown to end."""
+    started(path, timeout=within)
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
-        if not path.exists():
-            time.sleep(0.1)
-            continue
         first = path.stat().st_mtime_ns
         time.sleep(0.6)
         if path.stat().st_mtime_ns == first:
@@ -108,8 +108,10 @@ def test_a_double_forked_daemon_does_not_outlive_a_check(tmp_path: Path) -> None
 def test_the_deadline_holds_when_a_child_keeps_the_output_open(tmp_path: Path, mode: str) -> None:
     p, _ = _project(tmp_path, mode)
     beat = p.scratch / "beat"
-    # The leader exits at once; its child inherits stdout and beats for five minutes.
-    cmd = f"sh -c '(while :; do date > {beat}; sleep 0.1; done) & exit 0'"
+    # The leader exits once its child has beaten (a child ended before its first beat
+    # would prove nothing); the child inherits stdout and beats on.
+    cmd = (f"sh -c '(while :; do date > {beat}; sleep 0.1; done) & "
+           f"until [ -e {beat} ]; do sleep 0.01; done; exit 0'")
     start = time.monotonic()
     done = _lk("lk-invoke", p.root, "--contract", "loop.yaml", "--command", cmd,
                "--timeout", "3")
@@ -123,7 +125,8 @@ def test_the_deadline_holds_when_a_child_keeps_the_output_open(tmp_path: Path, m
 def test_the_deadline_holds_for_a_worker_that_never_exits(tmp_path: Path, mode: str) -> None:
     p, _ = _project(tmp_path, mode)
     beat = p.scratch / "beat"
-    cmd = f"sh -c '(while :; do date > {beat}; sleep 0.1; done) & sleep 300'"
+    cmd = (f"sh -c '(while :; do date > {beat}; sleep 0.1; done) & "
+           f"until [ -e {beat} ]; do sleep 0.01; done; sleep 300'")
     start = time.monotonic()
     done = _lk("lk-invoke", p.root, "--contract", "loop.yaml", "--command", cmd,
                "--timeout", "2")
