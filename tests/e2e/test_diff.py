@@ -14,6 +14,7 @@ import pytest
 from loopkit import git as lkgit
 from tests.helpers import git
 from tests.helpers.evidence import attempt, by_path, one_json, rules, run, write_contract
+from tests.helpers.recipes import BIN
 
 
 @pytest.fixture
@@ -484,9 +485,8 @@ def test_a_command_started_with_stderr_closed_still_gives_its_verdict(repo: Path
     # No stderr at all (a daemon, `2>&-`): what a command says there is dropped, and its
     # exit code is still the verdict, not a crash (70).
     (repo / "src" / "app.py").write_text("changed\n")
-    bin_dir = Path(shutil.which("lk-diff") or "lk-diff").parent
     done = subprocess.run(
-        ["bash", "-c", f'"{bin_dir}/lk-diff" </dev/null 2>&-'], cwd=repo, capture_output=True
+        ["bash", "-c", f'"{BIN}/lk-diff" </dev/null 2>&-'], cwd=repo, capture_output=True
     )
     assert done.returncode == 0, done.stdout
     assert json.loads(done.stdout)["within_policy"] is True

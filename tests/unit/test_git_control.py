@@ -192,7 +192,7 @@ def test_the_users_own_git_files_are_control_state(
     (home / ".gitconfig").symlink_to(tmp_path / "dotfiles")
     linked = git.control_state(repo)
     with open(tmp_path / "dotfiles", "a") as f:
-        f.write("[core]\n\tattributesFile = /tmp/x\n")
+        f.write(f"[core]\n\tattributesFile = {tmp_path / 'absent'}\n")  # no file there
     assert git.control_changes(linked, git.control_state(repo)) == ["~/.gitconfig"]
     # Where git would read them instead: $XDG_CONFIG_HOME, $GIT_CONFIG_GLOBAL, the system's.
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
