@@ -11,9 +11,10 @@ tree (or its editable install) can stand in for what the wheel ships.
 - a park through the copied ``loop.sh``, then ``lk show`` tells the attempt and how to
   restore it;
 - ``lk status --json`` sees a running loop and its task;
-- ``pre-commit try-repo`` against a checkout of this repository (the remote form of the
-  hook, in pre-commit's own venv): a red tree is blocked with a short summary, the checks
-  run with the user's python, a green tree passes.
+- the remote form of the hook (``repo:`` a checkout of this repository, ``rev:`` its
+  commit) through the real ``pre-commit run``, in the venv pre-commit builds for the hook:
+  a red tree is blocked with a short summary, the checks run with the user's python, a
+  green tree passes.
 """
 
 from __future__ import annotations
@@ -326,7 +327,7 @@ def test_lk_status_sees_a_running_loop(
 # --- the remote form of the pre-commit hook ------------------------------------------
 
 
-def test_pre_commit_try_repo_blocks_a_red_tree_and_passes_a_green_one(
+def test_the_pre_commit_hook_blocks_a_red_tree_and_passes_a_green_one(
     installed: Installed, project: Path, tmp_path: Path
 ) -> None:
     pre_commit = DEV_BIN / "pre-commit"
@@ -342,23 +343,26 @@ def test_pre_commit_try_repo_blocks_a_red_tree_and_passes_a_green_one(
     })
     (project / "loop.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     git(project, "commit", "-qam", "check the interpreter")
-    # The hook's repository is this checkout at its commit (an unpacked sdist has none).
+    # The hook's repository is this checkout at its commit (an unpacked sdist has none),
+    # named in the project's config as a user names loopkit's URL and a tag.
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True,
                           text=True)
     if head.returncode != 0:
-        pytest.skip("not a git checkout of loopkit: pre-commit try-repo needs one")
-    ref = head.stdout.strip()
+        pytest.skip("not a git checkout of loopkit: the hook's repository needs a commit")
+    hooks = {"repos": [{"repo": str(REPO_ROOT), "rev": head.stdout.strip(),
+                        "hooks": [{"id": "lk-verify", "verbose": True}]}]}
+    (project / ".pre-commit-config.yaml").write_text(yaml.safe_dump(hooks, sort_keys=False))
+    git(project, "add", ".pre-commit-config.yaml")
+    git(project, "commit", "-qm", "the loopkit hook")
+    store = tmp_path / "pre-commit-home"
 
-    def try_repo() -> subprocess.CompletedProcess[str]:
-        return run(
-            installed, project, str(pre_commit), "try-repo", str(REPO_ROOT), "lk-verify",
-            "--ref", ref, "--verbose", "--all-files",
-            # try-repo builds the hook's venv in a temporary store of its own (each run
-            # anew), never under PRE_COMMIT_HOME: lk-verify must know it all the same.
-            env={"PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home")}, timeout=300,
-        )
+    def hook_run() -> subprocess.CompletedProcess[str]:
+        # Both runs share one store: the hook's venv is built once, where pre-commit keeps
+        # it (a store lk-verify must recognise, and not take the checks' python from).
+        return run(installed, project, str(pre_commit), "run", "--all-files",
+                   env={"PRE_COMMIT_HOME": str(store)}, timeout=300)
 
-    red = try_repo()  # subtract is missing: the tests fail
+    red = hook_run()  # subtract is missing: the tests fail
     text = red.stdout + red.stderr
     assert red.returncode == 1, out(red)
     assert "Failed" in text and "a check failed: the commit is blocked" in text, out(red)
@@ -370,6 +374,6 @@ def test_pre_commit_try_repo_blocks_a_red_tree_and_passes_a_green_one(
     assert (project / ".loopkit" / "verify-last.json").is_file()
 
     (project / "calc/__init__.py").write_text(GOOD)
-    green = try_repo()
+    green = hook_run()
     assert green.returncode == 0, out(green)
     assert "Passed" in green.stdout + green.stderr
