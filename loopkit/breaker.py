@@ -20,13 +20,15 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from loopkit.text import pattern
+
 DEFAULT_REPEATS = 3
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_PATH = re.compile(r"(?:[A-Za-z]:)?[/\\][\w.@+/\\-]+")
-_TMP = re.compile(r"\b(?:tmp|temp)[\w.-]*", re.I)
-_HEX = re.compile(r"\b0x[0-9a-f]+\b|\b(?=[a-f]*\d)(?=\d*[a-f])[0-9a-f]{8,}\b", re.I)
-_NUMBER = re.compile(r"\b\d+(?:\.\d+)?(?:ms|s)?\b")
+_ANSI = r"\x1b\[[0-9;]*[A-Za-z]"
+_PATH = r"(?:[A-Za-z]:)?[/\\][\w.@+/\\-]+"
+_TMP = r"\b(?:tmp|temp)[\w.-]*"
+_HEX = r"\b0x[0-9a-f]+\b|\b(?=[a-f]*\d)(?=\d*[a-f])[0-9a-f]{8,}\b"
+_NUMBER = r"\b\d+(?:\.\d+)?(?:ms|s)?\b"
 
 
 def normalize(error: str, *, limit: int = 300) -> str:
@@ -40,15 +42,15 @@ def _normalize(error: str, limit: int) -> str:
     text = error.split("\nString:", 1)[0][: limit * 2]
     # Each pass runs only when its kind of noise can be there (this is on the live path).
     if "\x1b" in text:
-        text = _ANSI.sub("", text)
+        text = pattern(_ANSI).sub("", text)
     if "/" in text or "\\" in text:
-        text = _PATH.sub("<path>", text)
+        text = pattern(_PATH).sub("<path>", text)
     low = text.lower()
     if "tmp" in low or "temp" in low:
-        text = _TMP.sub("<tmp>", text)
-    text = _HEX.sub("<hex>", text)
+        text = pattern(_TMP, re.I).sub("<tmp>", text)
+    text = pattern(_HEX, re.I).sub("<hex>", text)
     if any(c.isdigit() for c in text):
-        text = _NUMBER.sub("<n>", text)
+        text = pattern(_NUMBER).sub("<n>", text)
     return " ".join(text.split())[:limit]
 
 

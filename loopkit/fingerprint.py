@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from loopkit.digest import sha256
-from loopkit.text import clean
+from loopkit.text import clean, pattern
 
 #: Hex characters kept from the sha256 (64 bits: collisions are not a practical concern).
 LENGTH = 16
@@ -85,7 +85,7 @@ _RULE_TEXT: tuple[tuple[str, str, int], ...] = (
 
 @functools.cache
 def _rules() -> tuple[tuple[re.Pattern[str], str], ...]:
-    return tuple((re.compile(p, f), r) for p, r, f in _RULE_TEXT)
+    return tuple((pattern(p, f), r) for p, r, f in _RULE_TEXT)
 
 
 _SIGNAL_TEXT = (
@@ -97,25 +97,23 @@ _SIGNAL_TEXT = (
 _SUMMARY_TEXT = r"^[=\-_*#~ ]*(?:<k> \w+[, ]*)+(?:in <dur>)?[=\-_*#~ ]*$|^[=\-_*#~ ]+$"
 
 
-@functools.cache
-def _rx(text: str, flags: int = 0) -> re.Pattern[str]:
-    """Patterns compile on first use: a run where every check passes never pays for them."""
-    return re.compile(text, flags)
-
-
 def normalize_line(line: str, *, roots: Sequence[str] = (), home: str | None = None) -> str:
     """One output line with the run-specific noise replaced by placeholders."""
     s = clean(line).rstrip()
     for root in sorted((r.rstrip("/") for r in roots if r and r != "/"), key=len, reverse=True):
         if root in s:  # whole path components only: /p is not the start of /pytest
-            s = _rx(r"(?<![\w.-])" + re.escape(root) + r"(?![\w.-])").sub("<root>", s)
-    s = _rx(_TEMP_PATH_TEXT).sub(lambda m: "<tmp>/" + m.group(0).rstrip("/").rsplit("/", 1)[-1], s)
+            s = pattern(r"(?<![\w.-])" + re.escape(root) + r"(?![\w.-])").sub("<root>", s)
+    s = pattern(_TEMP_PATH_TEXT).sub(
+        lambda m: "<tmp>/" + m.group(0).rstrip("/").rsplit("/", 1)[-1], s
+    )
     if home and home != "/" and home in s:
-        s = _rx(r"(?<![\w.-])" + re.escape(home.rstrip("/")) + r"(?![\w.-])").sub("<home>", s)
+        s = pattern(r"(?<![\w.-])" + re.escape(home.rstrip("/")) + r"(?![\w.-])").sub("<home>", s)
     # Other absolute paths (interpreters, site-packages, build dirs) differ from machine
     # to machine: keep the file name, which is what a reader recognises.
-    s = _rx(_ABS_PATH_TEXT).sub(lambda m: "<abs>/" + m.group(0).rstrip("/").rsplit("/", 1)[-1], s)
-    s = _rx(_WIN_PATH_TEXT).sub("<abs>\\\\", s)
+    s = pattern(_ABS_PATH_TEXT).sub(
+        lambda m: "<abs>/" + m.group(0).rstrip("/").rsplit("/", 1)[-1], s
+    )
+    s = pattern(_WIN_PATH_TEXT).sub("<abs>\\\\", s)
     for rx, repl in _rules():
         s = rx.sub(repl, s)
     return " ".join(s.split())
@@ -133,7 +131,7 @@ def normalize(text: str, *, roots: Sequence[str] = (), home: str | None = None) 
 
 def signature(lines: Sequence[str]) -> list[str]:
     """The lines that describe the failure: error lines if any, else the output's end."""
-    summary, error = _rx(_SUMMARY_TEXT), _rx(_SIGNAL_TEXT, re.I)
+    summary, error = pattern(_SUMMARY_TEXT), pattern(_SIGNAL_TEXT, re.I)
     picked: list[str] = []
     seen: set[str] = set()
     for line in lines:

@@ -15,13 +15,13 @@ two to the same answers on every example document and on generated ones.
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from loopkit import loader
 from loopkit.errors import BadInput
+from loopkit.text import pattern
 
 BASE_URI = "https://loopkit.dev/schema/v1/"
 
@@ -160,9 +160,8 @@ class _Compiler:
         if key in _BOUNDS:
             applies, holds = _BOUNDS[key]
             return lambda x: not applies(x) or holds(x, value)
-        if key == "pattern":
-            search = re.compile(value).search
-            return lambda x: not isinstance(x, str) or search(x) is not None
+        if key == "pattern":  # compiled where first matched: most documents lack most fields
+            return lambda x: not isinstance(x, str) or pattern(value).search(x) is not None
         if key == "items":
             item = self.compile(value, base)
             return lambda x: not isinstance(x, list) or all(map(item, x))

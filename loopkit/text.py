@@ -31,9 +31,11 @@ _CONTROL_TEXT = (
 
 
 @functools.cache
-def _control() -> re.Pattern[str]:
-    """Compiled on first use: every command imports this module, few print worker output."""
-    return re.compile(_CONTROL_TEXT)
+def pattern(text: str, flags: int = 0) -> re.Pattern[str]:
+    """``re.compile(text, flags)`` on first use, once per process. Modules keep a pattern's
+    text and ask for it where it is matched: every command imports them, and compiling
+    them all at import cost each command a few milliseconds it mostly never used."""
+    return re.compile(text, flags)
 
 
 #: Every character a control sequence or control character starts with (tab and newline
@@ -47,7 +49,7 @@ def clean(text: str) -> str:
     text after it stays visible."""
     if _STARTERS.isdisjoint(text):
         return text
-    return _control().sub("", text)
+    return pattern(_CONTROL_TEXT).sub("", text)
 
 
 def clip(text: str, limit: int) -> str:

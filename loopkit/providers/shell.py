@@ -11,6 +11,8 @@ import re
 import shlex
 from functools import lru_cache
 
+from loopkit.text import pattern
+
 #: Commands whose file operands are read (cat FILE, sed -n 1,5p FILE, ...).
 _READERS = {"cat", "head", "tail", "less", "more", "nl", "wc", "bat", "sed", "grep", "rg", "awk"}
 #: Options of the readers that take a value (so the value is not a file).
@@ -19,21 +21,22 @@ _PATTERN_FIRST = {"grep", "rg", "sed", "awk"}
 #: "-n"/"-c" take a value for these; elsewhere they are flags (sed -n, grep -n, rg -n, cat -n).
 _N_TAKES_VALUE = {"head", "tail", "nl"}
 
-#: Cheap pre-checks: most commands mention no reader and no outside tool at all.
-_MAYBE_READS = re.compile(r"\b(" + "|".join(sorted(_READERS)) + r")\b")
-_MAYBE_EFFECTS = re.compile(
+#: Cheap pre-checks: most commands mention no reader and no outside tool at all. Patterns
+#: are kept as text and compiled where first matched (``text.pattern``).
+_MAYBE_READS = r"\b(" + "|".join(sorted(_READERS)) + r")\b"
+_MAYBE_EFFECTS = (
     r"\b(push|publish|upload|install|add|ci|i|get|yarn|curl|wget|ssh|scp|sftp|rsync|nc|ncat|telnet"
     r"|ftp|http|https|gh|aws|gcloud|az|kubectl|docker|fetch|pull|clone|remote)\b"
 )
-_SEPARATORS = re.compile(r"&&|\|\||;|\||\n")
+_SEPARATORS = r"&&|\|\||;|\||\n"
 
 #: (kind, pattern over one simple command) -- first match wins.
-_EFFECTS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("git_push", re.compile(r"^git\b.*\bpush\b")),
-    ("publish", re.compile(r"^(npm|yarn|pnpm)\s+publish\b|^twine\s+upload\b|^cargo\s+publish\b")),
+_EFFECTS: tuple[tuple[str, str], ...] = (
+    ("git_push", r"^git\b.*\bpush\b"),
+    ("publish", r"^(npm|yarn|pnpm)\s+publish\b|^twine\s+upload\b|^cargo\s+publish\b"),
     (
         "package_install",
-        re.compile(
+        (
             r"^(sudo\s+)?(pip3?|uv\s+pip|python3?\s+-m\s+pip)\s+install\b"
             r"|^(sudo\s+)?(apt|apt-get|yum|dnf|apk|brew|pacman|zypper)\s+(install|add|-S)\b"
             r"|^(npm|pnpm)\s+(install|i|add|ci)\b|^yarn(\s+add|\s+install|\s*$)"
@@ -43,7 +46,7 @@ _EFFECTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     (
         "network",
-        re.compile(
+        (
             r"^(curl|wget|ssh|scp|sftp|rsync|nc|ncat|telnet|ftp|http|https|gh|aws|gcloud"
             r"|az|kubectl|docker\s+(push|pull|login)|git\s+(fetch|pull|clone|remote\s+add))\b"
         ),
@@ -75,7 +78,7 @@ def unwrap(command: str) -> str:
 
 
 def simple_commands(command: str) -> list[str]:
-    return [c.strip() for c in _SEPARATORS.split(unwrap(command)) if c.strip()]
+    return [c.strip() for c in pattern(_SEPARATORS).split(unwrap(command)) if c.strip()]
 
 
 def _words(cmd: str) -> list[str]:
@@ -95,7 +98,7 @@ def files_read_by(command: str) -> list[str]:
 
 @lru_cache(maxsize=512)
 def _files_read_by(command: str) -> tuple[str, ...]:
-    if not _MAYBE_READS.search(command):
+    if not pattern(_MAYBE_READS).search(command):
         return ()
     out: list[str] = []
     for cmd in simple_commands(command):
@@ -135,7 +138,7 @@ def side_effects(command: str) -> list[str]:
 
 @lru_cache(maxsize=512)
 def _side_effects(command: str) -> tuple[str, ...]:
-    if not _MAYBE_EFFECTS.search(command):
+    if not pattern(_MAYBE_EFFECTS).search(command):
         return ()
     kinds: list[str] = []
     for cmd in simple_commands(command):
@@ -143,8 +146,8 @@ def _side_effects(command: str) -> tuple[str, ...]:
         if not words:
             continue
         line = " ".join([words[0].rsplit("/", 1)[-1], *words[1:]])
-        for kind, pattern in _EFFECTS:
-            if pattern.search(line):
+        for kind, effect in _EFFECTS:
+            if pattern(effect).search(line):
                 if kind not in kinds:
                     kinds.append(kind)
                 break
