@@ -22,6 +22,13 @@ def _wait_gone(pid: int, seconds: float = 5.0) -> bool:
     return False
 
 
+def _none_left(marker: str, seconds: float = 5.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while pids_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not pids_with(marker)
+
+
 def test_run_captures_merged_output_and_exit_code() -> None:
     done = proc.run("echo out; echo err >&2; exit 3", shell=True)
     assert done.exit_code == 3
@@ -37,13 +44,14 @@ def test_run_writes_output_to_a_file(tmp_path: Path) -> None:
 
 
 def test_timeout_kills_the_grandchild_too(tmp_path: Path) -> None:
-    pidfile = tmp_path / "grandchild.pid"
-    script = f"sleep 60 & echo $! > {pidfile}; wait"
+    # The grandchild is found by its own command line (a sleep of a length no other
+    # process has), not by a pid file: under load the kill may come before any echo.
+    marker = f"60.{time.monotonic_ns() % 10**9:09d}"
     start = time.monotonic()
-    done = proc.run(script, shell=True, timeout=0.5)
+    done = proc.run(f"sleep {marker} & wait", shell=True, timeout=0.5)
     assert done.timed_out and done.exit_code is None
     assert time.monotonic() - start < 5
-    assert _wait_gone(int(pidfile.read_text()))
+    assert _none_left(marker)
 
 
 def test_leftover_background_process_is_reaped_after_a_normal_exit(tmp_path: Path) -> None:

@@ -13,9 +13,10 @@ from pathlib import Path
 
 from loopkit import git as lkgit
 from tests.helpers import git
-from tests.helpers.evidence import BIN, alive, attempt, one_json, run, script, write_contract
+from tests.helpers.evidence import BIN, attempt, one_json, run, script, write_contract
 from tests.helpers.evidence import lk_run as _run
 from tests.helpers.evidence import notes_project as _project
+from tests.helpers.invoke import pids_with
 
 
 def test_pass_and_fail_with_full_evidence(git_repo: Path) -> None:
@@ -79,9 +80,11 @@ def test_output_tail_is_bounded_and_the_log_is_whole(git_repo: Path) -> None:
 def test_timeout_kills_the_whole_group_grandchildren_included(
     git_repo: Path, tmp_path: Path
 ) -> None:
-    pidfile = tmp_path / "grandchild.pid"
-    # The check starts a detached-looking grandchild that would outlive it, then hangs.
-    check = f"sh -c 'sleep 300 & echo $! > {pidfile}; wait' & wait"
+    # The check starts a detached-looking grandchild that would outlive it, then hangs. The
+    # grandchild is found by its command line (a sleep no other process has): under load
+    # the timeout may come before a pid file could be written.
+    marker = f"300.{time.monotonic_ns() % 10**9:09d}"
+    check = f"sh -c 'sleep {marker} & wait' & wait"
     contract = write_contract(
         git_repo, criteria=[{"name": "hangs", "run": check, "timeout": 1}], where=tmp_path
     )
@@ -93,11 +96,10 @@ def test_timeout_kills_the_whole_group_grandchildren_included(
     assert (c["timed_out"], c["exit_code"], c["passed"]) == (True, None, False)
     assert c["fingerprint"]
     assert "timed out" in done.stderr
-    pid = int(pidfile.read_text())
     deadline = time.monotonic() + 5
-    while alive(pid) and time.monotonic() < deadline:
+    while pids_with(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not alive(pid), f"grandchild {pid} outlived the timeout"
+    assert not pids_with(marker), f"the grandchild (sleep {marker}) outlived the timeout"
 
 
 def test_a_check_that_changes_the_tree_is_flagged(git_repo: Path) -> None:
