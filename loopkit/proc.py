@@ -253,12 +253,27 @@ def _escaped(pgid: int, known: set[int], table: Table | None = None) -> set[int]
     return {pid for pid in found | known if pid in groups and groups[pid] != pgid}
 
 
+def _childless() -> bool:
+    """Whether this process has no child at all, live or not yet reaped (one system call)."""
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True
+    except (AttributeError, OSError):
+        pass  # no waitid here: the process table answers
+    return False
+
+
 def end_leftovers(pgid: int, *, since: int, grace_s: float = 0.2) -> None:
     """End what a finished run left behind: its process group, descendants that left it,
-    orphans re-parented to loopkit (a double-forked daemon). When the group is empty one
-    look at the process table tells whether anything is left at all (the common case);
-    otherwise ``kill_group`` and ``end_orphans`` look again until it is all gone."""
+    orphans re-parented to loopkit (a double-forked daemon). When the group is empty, a
+    child subreaper with no child at all has nothing left to end (every descendant whose
+    parent died became its child); otherwise one look at the process table tells whether
+    anything is left (the common case), and ``kill_group`` and ``end_orphans`` look again
+    until it is all gone."""
     if not group_alive(pgid):
+        if _subreaper and _childless():
+            return
         table = _table()
         if not _escaped(pgid, set(), table) and not orphans(since, table):
             return

@@ -133,3 +133,21 @@ def test_a_timed_out_check_leaves_no_process_in_another_session(tmp_path: Path) 
     assert done.timed_out
     time.sleep(0.2)
     assert pids_with(marker) == []
+
+
+def test_childless_counts_live_and_unreaped_children() -> None:
+    # What lets end_leftovers skip reading the process table: asked in a fresh process,
+    # which has no child until it starts one, and keeps it until it is reaped.
+    script = (
+        "import subprocess, time\n"
+        "from loopkit import proc\n"
+        "assert proc._childless()\n"
+        "p = subprocess.Popen(['sleep', '30'])\n"
+        "assert not proc._childless()\n"
+        "p.kill(); time.sleep(0.3)\n"
+        "assert not proc._childless()  # a zombie is still a child\n"
+        "p.wait()\n"
+        "assert proc._childless()\n"
+    )
+    done = proc.run([sys.executable, "-c", script])
+    assert done.exit_code == 0, done.output.decode()
