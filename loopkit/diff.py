@@ -145,6 +145,8 @@ class Facts:
     git_control: dict[str, str] | None = None
     #: Files in the change that the base's ignore rules ignore (``_ignored_at_base``).
     ignored_at_base: list[str] = dataclasses.field(default_factory=list)
+    #: Files in the change that were ignored when the task started (``_ignored_at_start``).
+    ignored_at_start: list[str] = dataclasses.field(default_factory=list)
 
 
 def gather(cwd: str | os.PathLike[str], *, base: str | None = None) -> Facts:
@@ -158,6 +160,7 @@ def gather_at(
     *,
     git_control: Mapping[str, Any] | None = None,
     seed: Path | None = None,
+    ignored_at_start: Sequence[str] | None = None,
 ) -> Facts:
     """The change in the located repository against ``base_ref`` (exit 3 if it names nothing).
 
@@ -165,7 +168,8 @@ def gather_at(
     the scratch index, off the critical path. With ``git_control`` (what lk-invoke
     recorded, ``run.git_control``), the git folders' control state is read too, before
     any git call of this one. ``seed``: the index the hash starts from
-    (``loopkit.statcache.seed``; default the real one).
+    (``loopkit.statcache.seed``; default the real one). ``ignored_at_start``: what git
+    ignored when the task started (``run.ignored_at_start``).
     """
     import threading
 
@@ -202,6 +206,7 @@ def gather_at(
         _count_hidden_lines(where.root, base_id(), tree_id, files)
         # In a loop (lk-invoke recorded the start): a person may un-ignore a file on purpose.
         ignored = _ignored_at_base(where.root, base_id(), files) if control is not None else []
+        at_start = _ignored_at_start(files, ignored_at_start or (), set(ignored))
     finally:
         resolver.join()
     return Facts(
@@ -213,6 +218,7 @@ def gather_at(
         unborn=unborn,
         git_control=control,
         ignored_at_base=ignored,
+        ignored_at_start=at_start,
     )
 
 
@@ -226,6 +232,27 @@ def _ignored_at_base(root: Path, base: str, files: list[dict[str, Any]]) -> list
     file, are git control state."""
     new = [f["path"] for f in files if f["status"] in ("added", "renamed", "copied")]
     return git.ignored_by_tree(root, base, new)
+
+
+def _ignored_at_start(
+    files: list[dict[str, Any]], ignored: Sequence[str], already: set[str]
+) -> list[str]:
+    """The files the change brings in that were ignored when the task started: one of
+    ``ignored``'s files, or under one of its folders (``dir/``). What an ignore file in no
+    commit kept out -- a ``secrets/.gitignore`` holding ``*``, a tool's own -- is not
+    among the base's rules; a worker that empties or deletes that file would otherwise
+    get the folder committed. No git call."""
+    if not ignored:
+        return []
+    loose = {p for p in ignored if not p.endswith("/")}
+    folders = tuple(p for p in ignored if p.endswith("/"))
+    return [
+        f["path"]
+        for f in files
+        if f["status"] in ("added", "renamed", "copied")
+        and f["path"] not in already
+        and (f["path"] in loose or f["path"].startswith(folders))
+    ]
 
 
 def _count_hidden_lines(root: Path, base: str, tree: str, files: list[dict[str, Any]]) -> None:
@@ -359,6 +386,15 @@ def assess(
             "to add)",
         )
         for path in facts.ignored_at_base
+    ]
+    violations += [
+        scope.Violation(
+            scope.IGNORED_AT_BASE,
+            path,
+            "ignored when the task started, by an ignore file in no commit (a tool's own, "
+            "or one that ignores itself): emptying or deleting it lets it into the change",
+        )
+        for path in facts.ignored_at_start
     ]
     added = sum(f["added"] for f in files)
     deleted = sum(f["deleted"] for f in files)

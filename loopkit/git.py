@@ -1146,6 +1146,33 @@ def ignored_by_tree(root: Path, tree: str, paths: Sequence[str]) -> list[str]:
     return [os.fsdecode(p).removeprefix("./") for p in done.stdout.split(b"\0") if p]
 
 
+def ignored_now(root: Path) -> list[str]:
+    """What git ignores in the working tree as it stands: ignored files by path, and folders
+    (``dir/``) that an ignore rule ignores as a whole -- not one listed only because each
+    file now in it is ignored (a ``*.pyc`` folder), where a new file would not be. Ignored
+    folders are not walked. Two git calls, the second only when a folder is listed."""
+    done = git(
+        ["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"],
+        cwd=root,
+    )
+    found = [os.fsdecode(p) for p in done.stdout.split(b"\0") if p]
+    folders = [p for p in found if p.endswith("/")]
+    if not folders:
+        return found
+    asked = git(
+        ["check-ignore", "-z", "--stdin"],
+        cwd=root,
+        input=b"".join(os.fsencode(p) + b"\0" for p in folders),
+        check=False,
+    )
+    if asked.exit_code not in (0, 1):  # 1: none of them is ignored
+        raise GitError(
+            "git check-ignore failed: " + asked.stderr.decode("utf-8", "replace").strip()
+        )
+    whole = {os.fsdecode(p) for p in asked.stdout.split(b"\0") if p}
+    return [p for p in found if not p.endswith("/") or p in whole]
+
+
 def ensure_room(root: Path, path: Path, *, head: str | None) -> None:
     """A repository of its own at ``path`` that borrows the objects of the repository at
     ``root`` (``objects/info/alternates``: nothing is copied), its HEAD detached at

@@ -443,6 +443,7 @@ def attempt(req: Request) -> dict[str, Any]:
     # What steers git and loopkit under .git, before the worker (loopkit's own exclude
     # line for the state folder is already written): lk-diff reports any change.
     control = git.control_state(root)
+    ignored = _ignored_at_start(req.document, root, state_path)
     result = execute(
         p.provider,
         p.spec,
@@ -462,6 +463,7 @@ def attempt(req: Request) -> dict[str, Any]:
     clear_cache(root)
     record = {**result.record, "base": base} if base else dict(result.record)
     record["git_control"] = _git_control(req.document, control, during)
+    record["ignored_at_start"] = ignored
     if carried is not None:
         record["carry"] = carried
     record["state_seal"] = sealed
@@ -523,6 +525,27 @@ def _git_control(
             "paths": {k: git.short(v) for k, v in before.items()},
         }
     return {**found, "changed": during}
+
+
+#: At most this many paths in ``run.ignored_at_start`` (every document after lk-invoke
+#: carries it): ignored folders count as one, so only a tree of loose ignored files
+#: comes near it.
+MAX_IGNORED_AT_START = 20_000
+
+
+def _ignored_at_start(document: Mapping[str, Any] | None, root: Path, state: Path) -> list[str]:
+    """``run.ignored_at_start``: what git ignored when the task's first attempt started (a
+    retry carries it on, as ``git_control``). lk-diff holds the change to it: an ignore
+    file that is in no commit (a tool's self-ignoring ``.venv/.gitignore``, a
+    ``secrets/.gitignore`` holding ``*``) is not among the base's rules, and a worker that
+    empties it would otherwise get that folder committed."""
+    from loopkit import git, handoff
+
+    earlier = ((handoff.previous_attempt(document) or {}).get("run") or {}).get("ignored_at_start")
+    if isinstance(earlier, list) and all(isinstance(p, str) for p in earlier):
+        return list(earlier)
+    own = os.path.relpath(state, root).replace(os.sep, "/") + "/"
+    return [p for p in git.ignored_now(root) if p != own][:MAX_IGNORED_AT_START]
 
 
 def _fresh(document: dict[str, Any] | None) -> dict[str, Any]:

@@ -73,6 +73,7 @@ class Run(TypedDict, total=False):
     sandbox: NotRequired[dict[str, Any]]
     state_seal: NotRequired[dict[str, Any]]
     git_control: NotRequired[dict[str, Any]]
+    ignored_at_start: NotRequired[list[str]]
 
 
 class Diff(TypedDict, total=False):

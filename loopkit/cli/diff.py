@@ -68,7 +68,13 @@ def main(contract_path: str | None, base: str | None) -> int:
 
     seed = statcache.seed(ws.state, ((doc or {}).get("run") or {}).get("state_seal"))
     result = core.assess(
-        core.gather_at(where, asked, git_control=started, seed=seed),
+        core.gather_at(
+            where,
+            asked,
+            git_control=started,
+            seed=seed,
+            ignored_at_start=((doc or {}).get("run") or {}).get("ignored_at_start"),
+        ),
         contract=terms,
         control=ws.control_files() if doc is not None else (),
         drift=ws.contract_drift,
