@@ -1146,16 +1146,17 @@ def ignored_by_tree(root: Path, tree: str, paths: Sequence[str]) -> list[str]:
     return [os.fsdecode(p).removeprefix("./") for p in done.stdout.split(b"\0") if p]
 
 
-def ignored_now(root: Path) -> list[str]:
+def ignored_now(root: Path, *, leave_out: Sequence[str] = ()) -> list[str]:
     """What git ignores in the working tree as it stands: ignored files by path, and folders
     (``dir/``) that an ignore rule ignores as a whole -- not one listed only because each
     file now in it is ignored (a ``*.pyc`` folder), where a new file would not be. Ignored
-    folders are not walked. Two git calls, the second only when a folder is listed."""
+    folders are not walked. ``leave_out``: entries not wanted (loopkit's state folder).
+    Two git calls, the second only when a folder is listed."""
     done = git(
         ["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"],
         cwd=root,
     )
-    found = [os.fsdecode(p) for p in done.stdout.split(b"\0") if p]
+    found = [p for p in map(os.fsdecode, done.stdout.split(b"\0")) if p and p not in leave_out]
     folders = [p for p in found if p.endswith("/")]
     if not folders:
         return found

@@ -545,7 +545,7 @@ def _ignored_at_start(document: Mapping[str, Any] | None, root: Path, state: Pat
     if isinstance(earlier, list) and all(isinstance(p, str) for p in earlier):
         return list(earlier)
     own = os.path.relpath(state, root).replace(os.sep, "/") + "/"
-    return [p for p in git.ignored_now(root) if p != own][:MAX_IGNORED_AT_START]
+    return git.ignored_now(root, leave_out=(own,))[:MAX_IGNORED_AT_START]
 
 
 def _fresh(document: dict[str, Any] | None) -> dict[str, Any]:
