@@ -409,7 +409,7 @@ def attempt(req: Request) -> dict[str, Any]:
     """Run one attempt; return the document to print (attempt with ``run``, or run alone)."""
     from loopkit import artifacts, cancel, cleanroom, git
     from loopkit.document import attach
-    from loopkit.workspace import clear_cache, state_folder
+    from loopkit.workspace import clear_cache, remembered, state_folder
 
     # Where the tree started: a worker that commits its own change must not hide it from
     # lk-diff, which compares against this base when no other is given. One git call finds
@@ -443,6 +443,7 @@ def attempt(req: Request) -> dict[str, Any]:
     # What steers git and loopkit under .git, before the worker (loopkit's own exclude
     # line for the state folder is already written): lk-diff reports any change.
     control = git.control_state(root)
+    contracts = remembered(root)
     ignored = _ignored_at_start(req.document, root, state_path)
     result = execute(
         p.provider,
@@ -460,7 +461,7 @@ def attempt(req: Request) -> dict[str, Any]:
     # Seen before the contract cache is emptied, so a planted entry is still reported.
     during = git.control_changes(control, git.control_state(root, since=control))
     # Whatever the worker wrote into the contract cache is never read as a checked contract.
-    clear_cache(root)
+    clear_cache(root, keep=contracts)
     record = {**result.record, "base": base} if base else dict(result.record)
     record["git_control"] = _git_control(req.document, control, during)
     record["ignored_at_start"] = ignored

@@ -325,12 +325,48 @@ def _parsed(raw: bytes, source: str, sha: str, root: Path | None) -> dict[str, A
     return data
 
 
-def clear_cache(root: Path) -> None:
+#: At most this many remembered contracts are kept across a worker run.
+MAX_REMEMBERED = 32
+
+
+def remembered(root: Path) -> dict[str, bytes]:
+    """The remembered contracts as they are now (file name -> bytes), to be put back by
+    ``clear_cache`` once a worker has ended: what loopkit itself had checked before it."""
+    folder = root / ".git" / "loopkit" / "cache"
+    found: dict[str, bytes] = {}
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return found
+    for name in names:
+        if name.startswith("contract-") and name.endswith(".json") and len(found) < MAX_REMEMBERED:
+            try:
+                found[name] = (folder / name).read_bytes()
+            except OSError:
+                continue
+    return found
+
+
+def clear_cache(root: Path, *, keep: Mapping[str, bytes] | None = None) -> None:
     """Forget every remembered contract: lk-invoke calls it once the worker has ended, so
-    nothing the worker wrote there is ever read as a checked contract."""
+    nothing the worker wrote there is ever read as a checked contract. ``keep``
+    (``remembered`` before the worker) is then written back as it was: loopkit's own
+    entries survive the run, and the next command to meet that contract (the next loop's
+    ``lk workspace``, the next task's ``lk-plan next``) need not parse it again."""
     import shutil
 
-    shutil.rmtree(root / ".git" / "loopkit" / "cache", ignore_errors=True)
+    folder = root / ".git" / "loopkit" / "cache"
+    shutil.rmtree(folder, ignore_errors=True)
+    if not keep:
+        return
+    from loopkit.files import atomic_write
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, data in keep.items():
+            atomic_write(folder / name, data)
+    except OSError:
+        pass  # a cache, never a reason to fail
 
 
 def _dumps(data: Any) -> str:

@@ -68,6 +68,13 @@ def test_a_poisoned_contract_cache_does_not_change_the_checks(tmp_path: Path) ->
     assert nothing_unverified_landed(p, before, tmp_path)
     for doc in p.docs("fix-value", "verify"):
         assert doc["verify"]["checks"][0]["command"] == "grep -qx good src/value.txt"
+    # lk-invoke puts back only what the cache held before the worker: the next command to
+    # meet the contract (a commit hook, the next loop) reads the real checks.
+    entries = list((p.root / ".git/loopkit/cache").glob("contract-*.json"))
+    assert entries and not [e for e in entries if "echo ok" in e.read_text()]
+    after = subprocess.run([str(BIN / "lk-verify")], cwd=p.root, env=recipe_env(),
+                           capture_output=True, text=True)  # fmt: skip
+    assert json.loads(after.stdout)["checks"][0]["command"] == "grep -qx good src/value.txt"
 
 
 def _stage(cmd: str, cwd: Path, stdin: str, *args: str) -> subprocess.CompletedProcess[str]:
