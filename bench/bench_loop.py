@@ -118,7 +118,8 @@ def main() -> int:
                     took = timed(["sh", "-c", naive], repo, env)
                     if n:
                         naives.append(took)
-            floors.append(timed(floor_argv, repo, env))
+            # The denominator: three samples a round (a lone one swung the ratio by 20 %).
+            floors += [timed(floor_argv, repo, env) for _ in range(3)]
         git(repo, "reset", "-q", "--hard", start)
     loop, bare, floor = (statistics.median(x) for x in (loops, naives, floors))
     overhead = loop - bare
