@@ -1135,12 +1135,24 @@ def ignored_by_tree(root: Path, tree: str, paths: Sequence[str]) -> list[str]:
     if not paths:
         return []
     with _by_tree_rules(root, tree, ".gitignore") as (work, options):
-        done = git(
-            [*options, "check-ignore", "--no-index", "-z", "--stdin"],
-            cwd=work,
-            input=b"".join(b"./" + os.fsencode(p) + b"\0" for p in paths),
-            check=False,
-        )
+        return _check_ignore(work, paths, options=options, flags=("--no-index",))
+
+
+def _check_ignore(
+    cwd: str | os.PathLike[str],
+    paths: Sequence[str],
+    *,
+    options: Sequence[str] = (),
+    flags: Sequence[str] = (),
+) -> list[str]:
+    """Which of ``paths`` the ignore rules in force at ``cwd`` ignore (one ``git
+    check-ignore``). Each is given as ``./path``, so none is read as pathspec magic."""
+    done = git(
+        [*options, "check-ignore", *flags, "-z", "--stdin"],
+        cwd=cwd,
+        input=b"".join(b"./" + os.fsencode(p) + b"\0" for p in paths),
+        check=False,
+    )
     if done.exit_code not in (0, 1):  # 1: none of them is ignored
         raise GitError("git check-ignore failed: " + done.stderr.decode("utf-8", "replace").strip())
     return [os.fsdecode(p).removeprefix("./") for p in done.stdout.split(b"\0") if p]
@@ -1160,17 +1172,7 @@ def ignored_now(root: Path, *, leave_out: Sequence[str] = ()) -> list[str]:
     folders = [p for p in found if p.endswith("/")]
     if not folders:
         return found
-    asked = git(
-        ["check-ignore", "-z", "--stdin"],
-        cwd=root,
-        input=b"".join(os.fsencode(p) + b"\0" for p in folders),
-        check=False,
-    )
-    if asked.exit_code not in (0, 1):  # 1: none of them is ignored
-        raise GitError(
-            "git check-ignore failed: " + asked.stderr.decode("utf-8", "replace").strip()
-        )
-    whole = {os.fsdecode(p) for p in asked.stdout.split(b"\0") if p}
+    whole = set(_check_ignore(root, folders))
     return [p for p in found if not p.endswith("/") or p in whole]
 
 

@@ -495,15 +495,17 @@ def test_a_command_started_with_stderr_closed_still_gives_its_verdict(repo: Path
 def test_what_was_ignored_at_the_start_is_folders_ignored_whole_and_files(git_repo: Path) -> None:
     # A folder is listed only where a rule ignores it as a whole: `foo/` holds only
     # ignored *.pyc files now, but a new foo/new.py would not be ignored.
-    (git_repo / ".gitignore").write_text("*.pyc\nbuild/\n")
+    (git_repo / ".gitignore").write_text("*.pyc\nbuild/\n*.tmp/\n")
     git(git_repo, "add", ".gitignore")
     git(git_repo, "commit", "-qm", "ignore rules")
-    for rel in ("foo/a.pyc", "build/out.bin", "tools/lib/x.py", "src/keep.py"):
+    # A folder named like pathspec magic is a name, not magic, to check-ignore.
+    for rel in ("foo/a.pyc", "build/out.bin", "tools/lib/x.py", "src/keep.py", ":(glob)a.tmp/x"):
         (git_repo / rel).parent.mkdir(parents=True, exist_ok=True)
         (git_repo / rel).write_text("x\n")
     (git_repo / "tools" / ".gitignore").write_text("*\n")  # in no commit, ignores itself
     found = lkgit.ignored_now(git_repo)
     assert "build/" in found and "foo/a.pyc" in found and "tools/lib/" in found
+    assert ":(glob)a.tmp/" in found
     assert "foo/" not in found and not any(p.startswith("src") for p in found)
     added = [{"path": p, "status": "added"} for p in ("foo/new.py", "tools/lib/y.py", "build/z")]
     added.append({"path": "tools/lib/x.py", "status": "modified"})
