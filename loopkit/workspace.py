@@ -329,10 +329,15 @@ def _parsed(raw: bytes, source: str, sha: str, root: Path | None) -> dict[str, A
 MAX_REMEMBERED = 32
 
 
+def _cache_folder(root: Path) -> Path:
+    """Where checked contracts are remembered: under the git folder (see ``_parsed``)."""
+    return root / ".git" / "loopkit" / "cache"
+
+
 def remembered(root: Path) -> dict[str, bytes]:
     """The remembered contracts as they are now (file name -> bytes), to be put back by
     ``clear_cache`` once a worker has ended: what loopkit itself had checked before it."""
-    folder = root / ".git" / "loopkit" / "cache"
+    folder = _cache_folder(root)
     found: dict[str, bytes] = {}
     try:
         names = sorted(os.listdir(folder))
@@ -355,7 +360,7 @@ def clear_cache(root: Path, *, keep: Mapping[str, bytes] | None = None) -> None:
     ``lk workspace``, the next task's ``lk-plan next``) need not parse it again."""
     import shutil
 
-    folder = root / ".git" / "loopkit" / "cache"
+    folder = _cache_folder(root)
     shutil.rmtree(folder, ignore_errors=True)
     if not keep:
         return
@@ -380,15 +385,14 @@ def _cache_file(root: Path | None, sha: str) -> Path | None:
         return None
     from loopkit import SCHEMA_VERSION, __version__
 
-    git_dir = root / ".git"
-    if not git_dir.is_dir():
+    if not (root / ".git").is_dir():
         return None  # a linked worktree or a submodule: no cache rather than a git call
     # The validation rules are part of the key: a changed contract.py is a new cache.
     rules = os.stat(Path(__file__).with_name("contract.py"))
     key = _sha256(
         f"{sha}\0{__version__}\0{SCHEMA_VERSION}\0{rules.st_mtime_ns}\0{rules.st_size}".encode()
     )
-    return git_dir / "loopkit" / "cache" / f"contract-{key[:32]}.json"
+    return _cache_folder(root) / f"contract-{key[:32]}.json"
 
 
 def _trusted(piped: Mapping[str, Any]) -> dict[str, Any]:
