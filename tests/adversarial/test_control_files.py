@@ -54,6 +54,8 @@ for c in data["criteria"]:
 for folder in (".loopkit/cache", ".git/loopkit/cache"):
     for entry in glob.glob(folder + "/contract-*.json"):
         Path(entry).write_text(json.dumps(data))
+# and one of its own, for a key loopkit never wrote
+Path(".git/loopkit/cache/contract-planted.json").write_text(json.dumps(data))
 """
 
 
@@ -72,6 +74,7 @@ def test_a_poisoned_contract_cache_does_not_change_the_checks(tmp_path: Path) ->
     # meet the contract (a commit hook, the next loop) reads the real checks.
     entries = list((p.root / ".git/loopkit/cache").glob("contract-*.json"))
     assert entries and not [e for e in entries if "echo ok" in e.read_text()]
+    assert not (p.root / ".git/loopkit/cache/contract-planted.json").exists()
     after = subprocess.run([str(BIN / "lk-verify")], cwd=p.root, env=recipe_env(),
                            capture_output=True, text=True)  # fmt: skip
     assert json.loads(after.stdout)["checks"][0]["command"] == "grep -qx good src/value.txt"
