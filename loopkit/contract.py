@@ -10,7 +10,6 @@ import copy
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +25,28 @@ DEFAULT_FILENAMES = ("loop.yaml", "loop.yml", "loop.json")
 MAX_CONTRACT_BYTES = 1_000_000
 
 
-@dataclass(frozen=True)
 class Problem:
-    path: str  # JSON path, e.g. "$.budgets.attempts"
-    message: str
+    """One problem in a contract: a JSON path (e.g. ``$.budgets.attempts``) and a message.
+    A plain class, like plan.parsing's PlanProblem: ``lk workspace`` and every stage that
+    meets a task import this module, and ``dataclasses`` (with ``inspect``) would be most
+    of its cost."""
+
+    __slots__ = ("message", "path")
+
+    def __init__(self, path: str, message: str) -> None:
+        self.path = path
+        self.message = message
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Problem):
+            return NotImplemented
+        return (self.path, self.message) == (other.path, other.message)
+
+    def __hash__(self) -> int:
+        return hash((self.path, self.message))
+
+    def __repr__(self) -> str:
+        return f"Problem(path={self.path!r}, message={self.message!r})"
 
     def as_dict(self) -> dict[str, str]:
         return {"path": self.path, "message": self.message}

@@ -110,29 +110,48 @@ def _equal(a: Any, b: Any) -> bool:
 
 
 class _Compiler:
-    """Turns the schemas into checks, one closure per keyword, ``$ref`` resolved lazily
-    (so recursive definitions compile)."""
+    """Turns the schemas into checks, one closure per keyword. A ``$ref`` is compiled
+    where it is first followed (so recursive definitions compile, and a document that
+    has only a task never loads or compiles the schemas of the sections it lacks); one
+    that cannot be raises ``_Unsupported`` there, and ``is_valid`` asks jsonschema.
+    ``eager``: every ``$ref`` compiled at once (a test's way to see that all compile)."""
 
-    def __init__(self) -> None:
-        self.resources = {BASE_URI + f"{n}.json": load(n) for n in names()}
+    def __init__(self, *, eager: bool = False) -> None:
+        self.eager = eager
         self.done: dict[tuple[str, str], Check] = {}
+        #: The schema files a check has been compiled from so far.
+        self.followed: set[str] = set()
 
     def ref(self, base: str, ref: str) -> Check:
         uri, _, pointer = ref.partition("#")
         uri = BASE_URI + uri if uri and "://" not in uri else (uri or base)
         key = (uri, pointer)
         if key not in self.done:
-            if uri not in self.resources:
-                raise _Unsupported(f"$ref {ref}")
-            node: Any = self.resources[uri]
+            cell: list[Check] = []
+
+            def check(x: Any) -> bool:
+                if not cell:
+                    cell.append(self.compile(self._node(uri, pointer), uri))
+                return cell[0](x)
+
+            self.done[key] = check
+            if self.eager:
+                cell.append(self.compile(self._node(uri, pointer), uri))
+        return self.done[key]
+
+    def _node(self, uri: str, pointer: str) -> Any:
+        name = uri[len(BASE_URI) : -len(".json")] if uri.startswith(BASE_URI) else ""
+        if not name or "/" in name or not uri.endswith(".json"):
+            raise _Unsupported(f"$ref {uri}")
+        self.followed.add(uri)
+        try:
+            node: Any = load(name)
             for part in filter(None, pointer.split("/")):
                 part = part.replace("~1", "/").replace("~0", "~")
                 node = node[int(part)] if isinstance(node, list) else node[part]
-            cell: list[Check] = []
-            self.done[key] = lambda x: cell[0](x)  # recursion: filled in below
-            cell.append(self.compile(node, uri))
-            self.done[key] = cell[0]
-        return self.done[key]
+        except (KeyError, IndexError, ValueError):
+            raise _Unsupported(f"$ref {uri}#{pointer}") from None
+        return node
 
     def compile(self, node: Any, base: str) -> Check:
         if node is True or node == {}:
@@ -243,9 +262,12 @@ def _compiled(name: str) -> Check | None:
 def is_valid(document: Any, name: str) -> bool:
     """Does ``document`` hold to schema ``name``? The same answer as jsonschema's."""
     check = _compiled(name)
-    if check is None:
-        return bool(_validator(name).is_valid(document))
-    return check(document)
+    if check is not None:
+        try:
+            return check(document)
+        except _Unsupported:
+            pass  # a part of the schema met only now, that these checks cannot make
+    return bool(_validator(name).is_valid(document))
 
 
 def json_path(parts: Any) -> str:

@@ -55,7 +55,27 @@ def _examples() -> list[Any]:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_schema_compiles_so_no_command_imports_jsonschema_on_good_input(name: str) -> None:
+    # Every $ref followed at once: at run time each is compiled where first met.
+    assert schema._Compiler(eager=True).ref(schema.BASE_URI + f"{name}.json", "") is not None
     assert schema._compiled(name) is not None
+
+
+def test_a_ref_the_checks_cannot_make_goes_to_jsonschema_where_it_is_met() -> None:
+    compiler = schema._Compiler()
+    lazy = compiler.ref(schema.BASE_URI + "no-such-schema.json", "")  # nothing loaded yet
+    with pytest.raises(schema._Unsupported):
+        lazy({})
+    with pytest.raises(schema._Unsupported):
+        schema._Compiler(eager=True).ref(schema.BASE_URI + "attempt.json", "#/no/such/place")
+
+
+def test_a_document_with_a_task_alone_compiles_no_section_it_lacks() -> None:
+    compiler = schema._Compiler()
+    check = compiler.ref(schema.BASE_URI + "attempt.json", "")
+    assert check({"kind": "loopkit/attempt", "version": 1, "task": {"id": "t", "text": "x", "kind": "task"}})
+    followed = {uri.rsplit("/", 1)[-1] for uri in compiler.followed}
+    assert "attempt.json" in followed and "task.json" in followed, followed
+    assert "diff.json" not in followed and "verify.json" not in followed, followed
 
 
 @pytest.mark.parametrize(("name", "ref", "path"), _examples())
