@@ -34,6 +34,13 @@ class BadInput(LoopkitError):
         self.path = path
 
 
+class UsageProblem(LoopkitError):
+    """A command called the wrong way where click does not parse it (``lk attempt``
+    through loopkit.cli.door): exit 2, as click's own usage errors."""
+
+    code = ExitCode.USAGE
+
+
 class EnvironmentProblem(LoopkitError):
     """The machine or repository is not in a state loopkit can work in."""
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import click
 
-from loopkit.cli._entry import command, say
+from loopkit.cli._entry import command
 from loopkit.exitcodes import SHARED_HELP
 
 EPILOG = (
@@ -76,36 +76,14 @@ def main(
     with the decision's code. Every decision is appended to the ledger with the exact
     inputs it was derived from, so `--replay` can check it later.
     """
-    import sys
+    from loopkit.cli import stages
 
-    from loopkit import controller
-    from loopkit.document import emit, read_attempt
-
-    if replay_path:
-        result = controller.replay_ledger(replay_path)
-        for problem in result.warnings:
-            say("lk-decide", f"warning: {problem}")
-        for d in result.document["disagreements"]:
-            say(
-                "lk-decide",
-                f"line {d['line']} (task {d['task_id']}, attempt {d['attempt']}): "
-                f"recorded {d['field']} disagrees with the re-derived one",
-            )
-        emit(result.document, schema_name="replay")
-        say("lk-decide", result.summary)
-        return result.code
-    if interrupted:
-        record = controller.interrupted(interrupted, reason=reason or "", ledger_path=ledger_path)
-        emit(record, schema_name="ledger-record")
-        say("lk-decide", f"{interrupted}: attempt {record['attempt']} recorded as interrupted")
-        return 0
-    document = read_attempt(sys.stdin)
-    run = controller.admit if admit else controller.decide
-    result = run(document, contract_path=contract_path, ledger_path=ledger_path, trigger=trigger)
-    for line in result.warnings:
-        say("lk-decide", f"warning: {line}")
-    for line in result.notes:
-        say("lk-decide", line)
-    emit(result.document)
-    say("lk-decide", result.summary)
-    return result.code
+    return stages.decide(
+        contract_path=contract_path,
+        ledger_path=ledger_path,
+        trigger=trigger,
+        admit=admit,
+        replay_path=replay_path,
+        interrupted=interrupted,
+        reason=reason,
+    )

@@ -19,11 +19,8 @@ from __future__ import annotations
 
 import click
 
-from loopkit.cli._entry import command, say
+from loopkit.cli._entry import command
 from loopkit.exitcodes import SHARED_HELP
-
-#: Violations named on stderr (all of them are in the JSON document).
-MAX_SHOWN = 20
 
 EPILOG = (
     """\b
@@ -52,40 +49,6 @@ def main(contract_path: str | None, base: str | None) -> int:
     gitlink) is a violation wherever it is, and in a loop so is any change under .git that
     steers git or loopkit since lk-invoke recorded it (hooks, config, info/, modules/, the
     contract cache: git_control_changed; HEAD or its branch: head_moved)."""
-    from loopkit import diff as core
-    from loopkit import document, git
-    from loopkit.workspace import Workspace
+    from loopkit.cli import stages
 
-    doc = document.read_attempt()
-    recorded = (doc or {}).get("diff") or {}
-    started = ((doc or {}).get("run") or {}).get("base")  # HEAD before the worker ran
-    asked = recorded.get("base") or base or started or "HEAD"
-    ws = Workspace.open(contract_path=contract_path, document=doc)
-    where = git.Located(root=ws.root, index=ws.index, base=None)
-    terms = ws.contract
-    started = ((doc or {}).get("run") or {}).get("git_control")  # .git before the worker
-    from loopkit import statcache
-
-    seed = statcache.seed(ws.state, ((doc or {}).get("run") or {}).get("state_seal"))
-    result = core.assess(
-        core.gather_at(
-            where,
-            asked,
-            git_control=started,
-            seed=seed,
-            ignored_at_start=((doc or {}).get("run") or {}).get("ignored_at_start"),
-        ),
-        contract=terms,
-        control=ws.control_files() if doc is not None else (),
-        drift=ws.contract_drift,
-        git_control=started,
-    )
-    if terms is None:
-        say("lk-diff", "no contract: the scope policy was not checked")
-    violations = result.body["violations"]
-    for v in violations[:MAX_SHOWN]:  # paths are the worker's choice: say() cleans them
-        say("lk-diff", f"{v['rule']}: {v['path']} ({v.get('detail', '')})")
-    if len(violations) > MAX_SHOWN:
-        say("lk-diff", f"... and {len(violations) - MAX_SHOWN} more violations")
-    document.emit(document.attach(doc, "diff", result.body))
-    return 0 if result.within_policy else 1
+    return stages.diff(contract_path=contract_path, base=base)

@@ -21,8 +21,6 @@ Exit codes: 0 the worker ran and ended a turn normally; 1 it failed (error, time
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from loopkit import providers
@@ -84,40 +82,16 @@ def main(
     feedback; it is stopped on its timeout, on `lk cancel`, or when it repeats one failing
     tool call (stop_reason stuck). Its native stream is saved under .loopkit/artifacts/.
     """
-    import json
+    from loopkit.cli import stages
 
-    from loopkit import document, invoke
-
-    if transcript:
-        record = invoke.normalize_transcript(transcript, provider=provider)
-        document.emit(document.attach(None, "run", record))
-        return 0 if record["stop_reason"] == "completed" else 1
-    doc = document.read_attempt()
-    req = invoke.Request(
-        document=doc,
+    return stages.invoke(
         contract_path=contract_path,
         provider=provider,
         command=command_,
         model=model,
         resume=resume,
         timeout=timeout,
-        cwd=Path.cwd(),
+        dry_run=dry_run,
+        transcript=transcript,
+        quiet=quiet,
     )
-    if not quiet:
-        from loopkit.progress import Progress
-
-        req.progress = Progress("lk-invoke")
-    if dry_run:
-        click.echo(json.dumps(invoke.dry_run(req), ensure_ascii=False))
-        return 0
-    from loopkit import proc
-
-    proc.guard()  # SIGTERM ends the worker's processes on the way out (exit 130)
-    out = invoke.attempt(req)
-    if doc is None:
-        document.emit(document.attach(None, "run", out))
-        run = out
-    else:
-        document.emit(out)
-        run = out["run"]
-    return 0 if run["stop_reason"] == "completed" else 1

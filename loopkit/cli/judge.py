@@ -67,18 +67,12 @@ def main(
     is taken before and after: a judge that changed anything has its verdict refused.
     The judge's reasons, bounded, go into judge.feedback for the next attempt.
     """
-    from loopkit import document
-    from loopkit.judge.ruling import passed
-    from loopkit.judge.running import evaluate
+    from loopkit.cli import stages
 
-    doc = document.read_attempt()
-    body = evaluate(
-        doc,
+    return stages.judge(
         contract_path=contract_path,
         goal=goal,
         provider=provider,
         model=model,
         transcript=transcript,
     )
-    document.emit(document.attach(doc, "judge", body))
-    return 0 if passed(body) else 1

@@ -3,50 +3,35 @@ break them, which is why a stand-in plays the broken one)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+from typing import Any
 
-import click
 import pytest
 from click.testing import CliRunner
 
-from loopkit.cli import attempt
-from loopkit.cli._entry import command
+from loopkit.cli import attempt, stages
 
 DOC = '{"kind": "loopkit/attempt", "version": 1, "task": {"id": "t", "text": "x", "kind": "task"}}'
 ran: list[str] = []
 
 
-ANY = {"ignore_unknown_options": True, "allow_extra_args": True}
-
-
-@command(context_settings=ANY)
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def _silent(args: tuple[str, ...]) -> int:
+def _silent(**options: Any) -> int:
     """A stage that exits 0 and prints nothing."""
     ran.append("silent")
     return 0
 
 
-@command(context_settings=ANY)
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def _echo(args: tuple[str, ...]) -> int:
+def _echo(**options: Any) -> int:
     """A stage that passes its document on."""
     ran.append("echo")
-    import sys
-
-    click.echo(sys.stdin.read().strip())
+    sys.stdout.write(sys.stdin.read().strip() + "\n")
     return 0
 
 
-def _stages(monkeypatch: pytest.MonkeyPatch, **which: object) -> None:
-    import sys
-    import types
-
-    for name, cmd in which.items():
-        mod = types.ModuleType(f"_lk_stage_{name}")
-        mod.main = cmd  # type: ignore[attr-defined]
-        monkeypatch.setitem(sys.modules, mod.__name__, mod)
-        monkeypatch.setitem(attempt._STAGES, name, mod.__name__)
+def _stages(monkeypatch: pytest.MonkeyPatch, **which: Any) -> None:
+    for name, run in which.items():
+        monkeypatch.setitem(stages.STAGES, name, run)
 
 
 def test_a_stage_that_exits_0_without_its_document_stops_the_attempt_with_70(
@@ -85,7 +70,7 @@ def test_a_stage_never_blocks_on_a_stderr_nobody_reads(tmp_path: Path) -> None:
     code = f"""
 import os, sys
 from pathlib import Path
-from loopkit.cli.attempt import _tee_stderr
+from loopkit.cli.stages import _tee_stderr
 with _tee_stderr(Path({str(tmp_path / "stage.err")!r})):
     for _ in range(4096):
         os.write(2, b"x" * 99 + b"\\n")

@@ -200,3 +200,47 @@ def test_the_shell_fields_are_the_ones_lib_sh_reads(git_repo: Path, tmp_path: Pa
     decided = tmp_path / "1-decide.json"
     assert _lk_doc(decided, json_reader="jq") == ours
     assert _lk_doc(decided, json_reader="python") == ours
+
+
+def test_an_attempt_through_the_console_script_never_loads_click(
+    git_repo: Path, tmp_path: Path
+) -> None:
+    # Every round of a recipe is one `lk attempt`: the console script answers it without
+    # click (a third of a command's start-up); what the door does not know goes to click.
+    import os
+    import sys
+
+    notes_project(
+        git_repo, "mkdir -p notes; echo hi > notes/a.txt", wall_seconds=600, check_timeout=5
+    )
+    task = _task(git_repo)
+    lk = Path(sys.executable).parent / "lk"
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import runpy, sys\n"
+        f"sys.argv = [{str(lk)!r}, *sys.argv[1:]]\n"
+        "try:\n    runpy.run_path(sys.argv[0], run_name='__main__')\nexcept SystemExit as e:\n"
+        "    code = e.code\n"
+        "sys.stderr.write(f'EXIT={code} CLICK={\"click\" in sys.modules}\\n')\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "LOOPKIT_VALIDATE_OUTPUT"}
+
+    def probed(*args: str, stdin: str = task) -> tuple[str, str]:
+        done = subprocess.run(
+            [sys.executable, str(probe), *args], cwd=git_repo, input=stdin, capture_output=True,
+            text=True, env=env, check=False,
+        )  # fmt: skip
+        return done.stderr.strip().splitlines()[-1], done.stdout
+
+    last, out = probed("attempt", "--contract", "loop.yaml", "--keep", str(tmp_path / "r" / "1"))
+    assert last == "EXIT=0 CLICK=False", last
+    assert json.loads(out)["decision"]["outcome"] == "complete"
+    assert (tmp_path / "r" / "1-verify.json").is_file()
+    last, out = probed("attempt", "--contract=loop.yaml", "--shell")
+    assert last == "EXIT=0 CLICK=False", last
+    assert "LK_DOC_OUTCOME=complete" in out
+    # Nothing piped: one line and exit 2, still without click.
+    assert probed("attempt", stdin="")[0] == "EXIT=2 CLICK=False"
+    # What the door does not know goes to click, which parses (or refuses) it.
+    assert probed("attempt", "--bogus")[0] == "EXIT=2 CLICK=True"
+    assert probed("attempt", "--help")[0] == "EXIT=0 CLICK=True"

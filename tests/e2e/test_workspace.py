@@ -249,22 +249,33 @@ def test_lk_workspace_loads_neither_click_nor_process_machinery(tmp_path: Path) 
 @pytest.mark.parametrize(
     ("args", "want"),
     [
-        (["workspace"], (None, False)),
-        (["workspace", "--json"], (None, True)),
-        (["workspace", "--contract", "c.yaml", "--json"], ("c.yaml", True)),
-        (["workspace", "--json", "--contract=c.yaml"], ("c.yaml", True)),
+        (["workspace"], {}),
+        (["workspace", "--json"], {"--json": True}),
+        (["workspace", "--contract", "c.yaml", "--json"], {"--contract": "c.yaml", "--json": True}),
+        (["workspace", "--json", "--contract=c.yaml"], {"--contract": "c.yaml", "--json": True}),
         (["workspace", "--contract"], None),
         (["workspace", "--contract", "--json"], None),
         (["workspace", "--contract="], None),
+        (["workspace", "--json=yes"], None),
+        (["workspace", "--contract", "a", "--contract", "b"], None),
         (["workspace", "-h"], None),
         (["workspace", "--jso"], None),
         (["workspace", "extra"], None),
+        (["attempt", "--keep", "p/1", "--shell", "--base", "abc"],
+         {"--keep": "p/1", "--shell": True, "--base": "abc"}),
+        (["attempt", "--resume=s1", "--contract", "c.yaml"], {"--resume": "s1", "--contract": "c.yaml"}),
+        (["attempt", "--json"], None),  # workspace's flag, not attempt's
+        (["attempt", "--shell=1"], None),
+        (["attempt", "--keep"], None),
+        (["attempt", "--help"], None),
         (["verify"], None),
         ([], None),
     ],
 )
-def test_the_door_takes_only_plain_workspace_calls(args: list[str], want: object) -> None:
-    from loopkit.cli.door import workspace_args
+def test_the_door_takes_only_plain_workspace_and_attempt_calls(args: list[str], want: object) -> None:
+    from loopkit.cli.door import plain_args
 
-    assert workspace_args(args) == want
-
+    found = plain_args(args)
+    assert (found[1] if found is not None else None) == want
+    if found is not None:
+        assert found[0] == args[0]

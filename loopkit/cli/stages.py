@@ -1,0 +1,631 @@
+"""What each stage command does once its options are parsed -- without click.
+
+``lk-decide``, ``lk-invoke``, ``lk-diff``, ``lk-verify`` and ``lk-judge`` parse their
+options with click (loopkit.cli.<name>: options, help, exit-code table) and call the
+function of the same name here with them; so does ``lk attempt``, which runs the stages
+one after another in one process (``attempt``, below). The console script answers a plain
+``lk attempt`` through loopkit.cli.door, so an attempt never loads click (click and what
+it loads were a tenth of an attempt's instructions).
+
+Each function reads its document on stdin, prints its document on stdout, its lines on
+stderr (``say``), and returns the exit code; errors are raised (loopkit.errors) for the
+one handler (loopkit.cli._handle) to report.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from loopkit.cli._handle import handle, say
+from loopkit.errors import UsageProblem
+from loopkit.exitcodes import ExitCode
+
+# --------------------------------------------------------------------------- lk-decide
+
+
+def decide(
+    *,
+    contract_path: str | None = None,
+    ledger_path: str | None = None,
+    trigger: str | None = None,
+    admit: bool = False,
+    replay_path: str | None = None,
+    interrupted: str | None = None,
+    reason: str | None = None,
+) -> int:
+    """lk-decide: the decision (``admit``: the admission) for the piped attempt."""
+    from loopkit import controller
+    from loopkit.document import emit, read_attempt
+
+    if replay_path:
+        result = controller.replay_ledger(replay_path)
+        for problem in result.warnings:
+            say("lk-decide", f"warning: {problem}")
+        for d in result.document["disagreements"]:
+            say(
+                "lk-decide",
+                f"line {d['line']} (task {d['task_id']}, attempt {d['attempt']}): "
+                f"recorded {d['field']} disagrees with the re-derived one",
+            )
+        emit(result.document, schema_name="replay")
+        say("lk-decide", result.summary)
+        return result.code
+    if interrupted:
+        record = controller.interrupted(interrupted, reason=reason or "", ledger_path=ledger_path)
+        emit(record, schema_name="ledger-record")
+        say("lk-decide", f"{interrupted}: attempt {record['attempt']} recorded as interrupted")
+        return 0
+    document = read_attempt(sys.stdin)
+    run = controller.admit if admit else controller.decide
+    result = run(document, contract_path=contract_path, ledger_path=ledger_path, trigger=trigger)
+    for line in result.warnings:
+        say("lk-decide", f"warning: {line}")
+    for line in result.notes:
+        say("lk-decide", line)
+    emit(result.document)
+    say("lk-decide", result.summary)
+    return result.code
+
+
+# --------------------------------------------------------------------------- lk-invoke
+
+
+def invoke(
+    *,
+    contract_path: str | None = None,
+    provider: str | None = None,
+    command: str | None = None,
+    model: str | None = None,
+    resume: str | None = None,
+    timeout: float | None = None,
+    dry_run: bool = False,
+    transcript: str | None = None,
+    quiet: bool = False,
+) -> int:
+    """lk-invoke: one bounded worker attempt, its run record added to the document."""
+    import json
+
+    from loopkit import document
+    from loopkit import invoke as core
+
+    if transcript:
+        record = core.normalize_transcript(transcript, provider=provider)
+        document.emit(document.attach(None, "run", record))
+        return 0 if record["stop_reason"] == "completed" else 1
+    doc = document.read_attempt()
+    req = core.Request(
+        document=doc,
+        contract_path=contract_path,
+        provider=provider,
+        command=command,
+        model=model,
+        resume=resume,
+        timeout=timeout,
+        cwd=Path.cwd(),
+    )
+    if not quiet:
+        from loopkit.progress import Progress
+
+        req.progress = Progress("lk-invoke")
+    if dry_run:
+        sys.stdout.write(json.dumps(core.dry_run(req), ensure_ascii=False) + "\n")
+        sys.stdout.flush()
+        return 0
+    from loopkit import proc
+
+    proc.guard()  # SIGTERM ends the worker's processes on the way out (exit 130)
+    out = core.attempt(req)
+    if doc is None:
+        document.emit(document.attach(None, "run", out))
+        run = out
+    else:
+        document.emit(out)
+        run = out["run"]
+    return 0 if run["stop_reason"] == "completed" else 1
+
+
+# --------------------------------------------------------------------------- lk-diff
+
+#: Violations named on stderr (all of them are in the JSON document).
+MAX_SHOWN = 20
+
+
+def diff(*, contract_path: str | None = None, base: str | None = None) -> int:
+    """lk-diff: the change against its base, the tree's hash, the scope policy."""
+    from loopkit import diff as core
+    from loopkit import document, git, statcache
+    from loopkit.workspace import Workspace
+
+    doc = document.read_attempt()
+    recorded = (doc or {}).get("diff") or {}
+    started = ((doc or {}).get("run") or {}).get("base")  # HEAD before the worker ran
+    asked = recorded.get("base") or base or started or "HEAD"
+    ws = Workspace.open(contract_path=contract_path, document=doc)
+    where = git.Located(root=ws.root, index=ws.index, base=None)
+    terms = ws.contract
+    started = ((doc or {}).get("run") or {}).get("git_control")  # .git before the worker
+    seed = statcache.seed(ws.state, ((doc or {}).get("run") or {}).get("state_seal"))
+    result = core.assess(
+        core.gather_at(
+            where,
+            asked,
+            git_control=started,
+            seed=seed,
+            ignored_at_start=((doc or {}).get("run") or {}).get("ignored_at_start"),
+        ),
+        contract=terms,
+        control=ws.control_files() if doc is not None else (),
+        drift=ws.contract_drift,
+        git_control=started,
+    )
+    if terms is None:
+        say("lk-diff", "no contract: the scope policy was not checked")
+    violations = result.body["violations"]
+    for v in violations[:MAX_SHOWN]:  # paths are the worker's choice: say() cleans them
+        say("lk-diff", f"{v['rule']}: {v['path']} ({v.get('detail', '')})")
+    if len(violations) > MAX_SHOWN:
+        say("lk-diff", f"... and {len(violations) - MAX_SHOWN} more violations")
+    document.emit(document.attach(doc, "diff", result.body))
+    return 0 if result.within_policy else 1
+
+
+# --------------------------------------------------------------------------- lk-judge
+
+
+def judge(
+    *,
+    contract_path: str | None = None,
+    goal: str | None = None,
+    provider: str | None = None,
+    model: str | None = None,
+    transcript: str | None = None,
+) -> int:
+    """lk-judge: a read-only model's grounded verdict on the goal, added to the document."""
+    from loopkit import document
+    from loopkit.judge.ruling import passed
+    from loopkit.judge.running import evaluate
+
+    doc = document.read_attempt()
+    body = evaluate(
+        doc,
+        contract_path=contract_path,
+        goal=goal,
+        provider=provider,
+        model=model,
+        transcript=transcript,
+    )
+    document.emit(document.attach(doc, "judge", body))
+    return 0 if passed(body) else 1
+
+
+# --------------------------------------------------------------------------- lk-verify
+
+
+def verify(
+    *,
+    contract_path: str | None = None,
+    only: Sequence[str] = (),
+    fail_fast: bool = False,
+    clean_room: bool | None = None,
+    summary: bool = False,
+) -> int:
+    """lk-verify: the acceptance checks, in a clean room for a piped attempt (else in
+    place), their evidence bound to the tree."""
+    from loopkit import artifacts, document, proc
+    from loopkit import verify as core
+    from loopkit.workspace import Workspace
+
+    doc = document.read_attempt()
+    ws = Workspace.open(contract_path=contract_path, document=doc, require_contract=True)
+    terms = ws.contract or {}
+    chosen = core.select(terms["criteria"], only)
+    attempt = artifacts.assign_attempt_id(doc if doc is not None else {})
+    log_dir = artifacts.attempt_dir(ws.state, attempt)
+    proc.guard()  # nothing a check starts outlives it, nor this command
+    env = _check_env(terms, doc)
+    ticker = _Ticker() if _stderr_is_terminal() else None
+    lines = None if ticker or summary else _lines
+    try:
+        if clean_room if clean_room is not None else doc is not None:
+            run = (doc or {}).get("run") or {}
+            settings = terms.get("verify") or {}
+            result = core.in_clean_room(
+                ws.root,
+                chosen,
+                index=ws.index,
+                head=run.get("base"),
+                carry=list(settings.get("carry") or []),
+                carry_before=run.get("carry"),
+                log_dir=log_dir,
+                fail_fast=fail_fast,
+                progress=ticker.update if ticker else lines,
+                env=env,
+                tree=_checked_tree(doc),
+            )
+            if run.get("base") and not only and not result.passed:
+                # Never worse than the base: the criteria's results on the untouched tree.
+                # Asked only when a check failed: when every check passes, nothing can be
+                # worse than the base, and the tree is not checked out and run twice.
+                base = core.baseline(
+                    ws.root,
+                    ws.state,
+                    str(run["base"]),
+                    chosen,
+                    log_dir=log_dir,
+                    env=env,
+                    carry=list(settings.get("carry") or []),
+                    sealed=(run.get("state_seal") or {}).get("baseline"),
+                )
+                core.ratchet(result.body, base)
+        else:
+            result = core.run_checks(
+                ws.root,
+                chosen,
+                index=ws.index,
+                log_dir=log_dir,
+                fail_fast=fail_fast,
+                progress=ticker.update if ticker else lines,
+                env=env,
+            )
+    finally:
+        if ticker:
+            ticker.close()
+    for c in result.body["checks"]:
+        if not c["passed"]:
+            why = "timed out" if c.get("timed_out") else f"exit {c['exit_code']}"
+            say(
+                "lk-verify",
+                f"{c['name']} failed ({why}); fingerprint {c['fingerprint']}; log: {c['log']}",
+            )
+        if c.get("changed_tree"):
+            say("lk-verify", f"{c['name']} changed the working tree")
+    # The evidence as recorded: lk-decide refuses a verify section that differs from it.
+    from loopkit.files import atomic_write
+
+    atomic_write(log_dir / core.RECORD_NAME, document.dumps(result.body))
+    for problem in result.body.get("problems") or []:
+        say("lk-verify", f"not verified: {problem}")
+    out = document.attach(doc, "verify", result.body, attempt_id=attempt)
+    if summary:
+        atomic_write(ws.state / "verify-last.json", document.dumps(out) + "\n")
+        sys.stdout.write(_summary(result.body, ws.state / "verify-last.json", ws.root))
+        sys.stdout.flush()
+    else:
+        document.emit(out)
+    return 0 if result.passed else 1
+
+
+def _summary(body: dict[str, Any], saved: Any, root: Any) -> str:
+    """The checks for a person: one line each, the tail of a failing one under it."""
+    import os
+
+    from loopkit.text import clean
+
+    lines = []
+    for c in body["checks"]:
+        mark = "ok" if c["passed"] else ("TIMED OUT" if c.get("timed_out") else "FAILED")
+        lines.append(f"{mark:>9}  {c['name']}  ({c['duration_s']:.1f}s)  {c['command']}")
+        if not c["passed"]:
+            tail = clean(c.get("output_tail") or "").splitlines()[-15:]
+            lines.extend("           | " + t for t in tail)
+    verdict = "all checks passed" if body["passed"] else "a check failed: the commit is blocked"
+    lines.append(f"lk-verify: {verdict} (the evidence: {os.path.relpath(saved, root)})")
+    return "\n".join(lines) + "\n"
+
+
+def _check_env(terms: dict[str, Any], doc: dict[str, Any] | None) -> dict[str, str]:
+    """The checks' environment: the allow-list (loopkit.secrets) plus the contract's
+    ``verify.env_allow``, and LOOPKIT_TASK_ID when a task is piped."""
+    import os
+
+    from loopkit import secrets
+
+    names = [*secrets.CHECK_ENV, *((terms.get("verify") or {}).get("env_allow") or [])]
+    env = secrets.outside_hook_env(secrets.allowed_env(os.environ, names))
+    task = (doc or {}).get("task")
+    if isinstance(task, dict) and task.get("id"):
+        env["LOOPKIT_TASK_ID"] = str(task["id"])
+    return env
+
+
+def _lines(event: str, index: int, total: int, name: str, check: Any) -> None:
+    """Progress off a terminal (a log, a recipe): one line as each check starts and ends."""
+    if event == "start":
+        say("lk-verify", f"[{index + 1}/{total}] {name} ...")
+    else:
+        mark = "ok" if check and check.get("passed") else "FAILED"
+        secs = check.get("duration_s", 0.0) if check else 0.0
+        say("lk-verify", f"[{index + 1}/{total}] {name}: {mark} ({secs:.1f}s)")
+
+
+def _stderr_is_terminal() -> bool:
+    import sys
+
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class _Ticker:
+    """One status line on a terminal's stderr: which check runs and for how long."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._line: tuple[int, int, str, float] | None = None
+        self._thread = threading.Thread(target=self._run, name="lk-verify-progress", daemon=True)
+        self._thread.start()
+
+    def update(self, event: str, index: int, total: int, name: str, check: Any) -> None:
+        import time
+
+        with self._lock:
+            if event == "start":
+                self._line = (index, total, name, time.monotonic())
+                self._draw()
+            else:
+                self._line = None
+                mark = "ok" if check and check.get("passed") else "FAILED"
+                secs = check.get("duration_s", 0.0) if check else 0.0
+                from loopkit.text import clean
+
+                shown = clean(name)  # the line's own control codes only
+                _stderr(f"\r\x1b[K[{index + 1}/{total}] {shown}: {mark} ({secs:.1f}s)\n")
+
+    def _draw(self) -> None:
+        import time
+
+        if self._line is None:
+            return
+        index, total, name, started = self._line
+        elapsed = time.monotonic() - started
+        from loopkit.text import clean
+
+        shown = clean(name)
+        _stderr(f"\r\x1b[K[{index + 1}/{total}] {shown} ... {elapsed:.0f}s")
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            with self._lock:
+                self._draw()
+
+    def close(self) -> None:
+        self._stop.set()
+
+
+def _checked_tree(doc: dict[str, Any] | None) -> str | None:
+    """The tree lk-diff checked (diff.tree): the one to verify, so the scope policy and the
+    checks judge the same tree. None without one: the working tree is hashed instead."""
+    tree = ((doc or {}).get("diff") or {}).get("tree")
+    return tree if isinstance(tree, str) and tree else None
+
+
+def _stderr(text: str) -> None:
+    sys.stderr.write(text)
+    sys.stderr.flush()
+
+
+# --------------------------------------------------------------------------- lk attempt
+
+
+def attempt(
+    *,
+    contract_path: str | None = None,
+    base: str | None = None,
+    resume: str | None = None,
+    keep: str | None = None,
+    as_shell: bool = False,
+) -> int:
+    """lk attempt: admission to decision, each stage the function above on the document
+    the stage before it printed; the decision's exit code."""
+    from loopkit import document
+
+    raw = sys.stdin.read() if document.stdin_has_data() else ""
+    if document.parse_attempt(raw) is None:  # nothing piped: a usage error, nothing run
+        raise UsageProblem("lk attempt reads an attempt document on stdin (lk-plan next)")
+    cargs: dict[str, Any] = {"contract_path": contract_path}
+    runner = _Runner(Path(keep) if keep else None)
+    rc, text = runner.stage("admit", {**cargs, "admit": True}, raw, ok=(0, 20, 22, 30))
+    if rc == 0:
+        rc, text = runner.stage("invoke", {**cargs, "resume": resume}, text, ok=(0, 1))
+    if rc in (0, 1) and runner.going:
+        rc, text = runner.stage("diff", {**cargs, "base": base}, text, ok=(0, 1))
+    if rc in (0, 1) and runner.going:
+        rc, text = runner.stage("verify", cargs, text, ok=(0, 1))
+        if rc == 0 and runner.going and _kind(text) == "goal":
+            rc, text = runner.stage("judge", cargs, text, ok=(0, 1))
+    if rc in (0, 1) and runner.going:
+        rc, text = runner.stage("decide", cargs, text, ok=(0, 10, 11, 20, 21, 22, 30))
+    sys.stdout.write(_shell(text) if as_shell else text)
+    sys.stdout.flush()
+    return rc
+
+
+#: The fields the recipes act on: LK_DOC_<name> -> where in the document. recipes/lib.sh's
+#: lk_doc reads the same from a file (with jq); a test holds the two to the same answers.
+SHELL_FIELDS = {
+    "TASK_ID": "task.id",
+    "TASK_TEXT": "task.text",
+    "TASK_KIND": "task.kind",
+    "ATTEMPT_ID": "attempt_id",
+    "TREE": "verify.tree",
+    "SESSION": "run.session_id",
+    "MEMORY": "contract.memory",
+    "OUTCOME": "decision.outcome",
+    "ATTEMPT": "decision.attempt",
+    "REASON": "decision.reason",
+    "BACKOFF": "decision.backoff_s",
+    "CLASS": "decision.failure_class",
+    "FEEDBACK": "decision.feedback",
+    "JUDGE": "judge.feedback",
+}
+
+
+def _shell(text: str) -> str:
+    """``text`` (a document, or nothing) as LK_DOC_* assignments: empty for null, false or
+    missing, true as ``true``, objects and lists as JSON; LK_DOC_FAILING names the
+    failing checks. Nothing for no document."""
+    import json
+    import shlex
+
+    if not text.strip():
+        return ""
+    doc = json.loads(text)
+
+    def get(path: str) -> str:
+        value: Any = doc
+        for key in path.split("."):
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is None or value is False:
+            return ""
+        if value is True:
+            return "true"
+        if isinstance(value, (dict, list)):
+            return json.dumps(value, separators=(",", ":"))
+        return str(value)
+
+    fields = {name: get(path) for name, path in SHELL_FIELDS.items()}
+    checks = (doc.get("verify") or {}).get("checks") or []
+    fields["FAILING"] = ", ".join(
+        str(c.get("name")) for c in checks if isinstance(c, dict) and c.get("passed") is False
+    )
+    return "".join(f"LK_DOC_{name}={shlex.quote(value)}\n" for name, value in fields.items())
+
+
+def _kind(text: str) -> str | None:
+    import json
+
+    try:
+        task = json.loads(text).get("task") or {}
+    except (ValueError, AttributeError):
+        return None
+    return task.get("kind") if isinstance(task, dict) else None
+
+
+class _Runner:
+    """Runs the stages one after another in this process, each with its own stdin, stdout
+    and stderr, as the shell would give them."""
+
+    def __init__(self, keep: Path | None) -> None:
+        self.keep = keep
+        #: False once a stage failed in a way that stops the attempt.
+        self.going = True
+
+    def stage(
+        self, name: str, options: dict[str, Any], text: str, *, ok: tuple[int, ...]
+    ) -> tuple[int, str]:
+        run = STAGES[name]
+        prog = "lk-decide" if name == "admit" else f"lk-{name}"
+        err = self.keep.with_name(f"{self.keep.name}-{name}.err") if self.keep else None
+        kept = self.keep.with_name(f"{self.keep.name}-{name}.json") if self.keep else None
+        if kept is not None:
+            # Opened as the stage starts, empty until it printed (as a shell redirect
+            # would): `lk status` reads the newest empty one as the stage in progress.
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            kept.write_bytes(b"")
+        out = io.StringIO()
+        saved = sys.stdin, sys.stdout
+        sys.stdin, sys.stdout = _Input(text), out
+        try:
+            with _tee_stderr(err):
+                rc = handle(lambda: run(**options), prog)
+        finally:
+            sys.stdin, sys.stdout = saved
+        printed = out.getvalue()
+        if kept is not None:
+            from loopkit.files import atomic_write
+
+            atomic_write(kept, printed)
+        if rc not in ok:
+            self.going = False
+            say("lk attempt", f"{prog} failed with exit {rc}; the attempt stops there")
+        elif not printed.strip():
+            # A verdict or a decision without its document is a bug, never a result.
+            self.going = False
+            say("lk attempt", f"{prog} exited {rc} but printed no document")
+            rc = ExitCode.INTERNAL
+        return rc, printed
+
+
+class _Input(io.StringIO):
+    """A stage's stdin: the document before it, read like a pipe (never a terminal)."""
+
+    def isatty(self) -> bool:
+        return False
+
+
+class _tee_stderr:
+    """While a stage runs, what reaches this process's stderr (its own lines and those of
+    the programs it starts) is shown as it comes and kept in ``path``, like the shell's
+    ``2> >(tee path >&2)``."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+
+    def __enter__(self) -> None:
+        if self.path is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.file: IO[bytes] = open(self.path, "wb")
+        sys.stderr.flush()
+        self.saved = os.dup(2)
+        read, write = os.pipe()
+        os.dup2(write, 2)
+        os.close(write)
+        self.pump = threading.Thread(target=self._copy, args=(read,), daemon=True)
+        self.pump.start()
+
+    def _copy(self, read: int) -> None:
+        # Drained to the end whatever fails on the way: a stage must never block on its
+        # stderr because the terminal went away (`| head`) or the disk filled up.
+        keep = show = True
+        try:
+            while block := os.read(read, 65536):
+                if keep:
+                    try:
+                        self.file.write(block)
+                    except (OSError, ValueError):
+                        keep = False
+                view = memoryview(block)
+                while show and view:
+                    try:
+                        view = view[os.write(self.saved, view) :]
+                    except OSError:
+                        show = False
+        except OSError:
+            pass  # the stage is over and its stderr closed: what is left is not waited on
+        finally:
+            os.close(read)
+
+    def __exit__(self, *_: Any) -> None:
+        if self.path is None:
+            return
+        sys.stderr.flush()
+        os.dup2(self.saved, 2)  # the pipe's last writer here is gone: the pump sees the end
+        # A program the stage started and left holding the pipe is the stage's to end; the
+        # attempt does not wait on it past a moment.
+        self.pump.join(timeout=2.0)
+        if self.pump.is_alive():
+            return  # still copying: its descriptor and file stay open, never reused under it
+        os.close(self.saved)
+        self.file.close()
+
+
+#: stage -> the function that is that command (a test plays a stage with a stand-in here)
+STAGES: dict[str, Callable[..., int]] = {
+    "admit": decide,
+    "invoke": invoke,
+    "diff": diff,
+    "verify": verify,
+    "judge": judge,
+    "decide": decide,
+}
