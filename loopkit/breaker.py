@@ -16,7 +16,6 @@ hex ids, temp names, quoted snippets longer than a few words.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -54,13 +53,26 @@ def _normalize(error: str, limit: int) -> str:
     return " ".join(text.split())[:limit]
 
 
-@dataclass(repr=False, eq=False, match_args=False)
 class Trip:
     tool: str
     error: str  # normalized
     repeats: int
     example: str  # the last raw error (clipped)
-    input: dict[str, Any] = field(default_factory=dict)
+    input: dict[str, Any]
+
+    def __init__(
+        self,
+        tool: str,
+        error: str,
+        repeats: int,
+        example: str,
+        input: dict[str, Any] | None = None,
+    ) -> None:
+        self.tool = tool
+        self.error = error
+        self.repeats = repeats
+        self.example = example
+        self.input = {} if input is None else input
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -76,11 +88,20 @@ class Trip:
         return f"stuck: {self.tool} failed the same way {self.repeats} times in a row: {self.error}"
 
 
-@dataclass(repr=False, eq=False, match_args=False)
 class Breaker:
-    repeats: int = DEFAULT_REPEATS
-    tripped: Trip | None = None
-    _last: dict[str, tuple[str, int]] = field(default_factory=dict)
+    repeats: int
+    tripped: Trip | None
+    _last: dict[str, tuple[str, int]]
+
+    def __init__(
+        self,
+        repeats: int = DEFAULT_REPEATS,
+        tripped: Trip | None = None,
+        _last: dict[str, tuple[str, int]] | None = None,
+    ) -> None:
+        self.repeats = repeats
+        self.tripped = tripped
+        self._last = {} if _last is None else _last
 
     def observe(
         self,

@@ -29,11 +29,11 @@ import contextlib
 import os
 import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from loopkit import git
 from loopkit.digest import sha256
+from loopkit.values import Value
 
 ROOM_ENV = "LOOPKIT_CLEANROOM"
 
@@ -68,13 +68,17 @@ def occupied(root: Path) -> Iterator[None]:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
-@dataclass(frozen=True)
-class Room:
+class Room(Value):
     """A clean room synced to ``tree`` (ready for the checks)."""
 
     path: Path
     tree: str
     carried: tuple[str, ...]
+
+    _fields = ("path", "tree", "carried")
+
+    def __init__(self, path: Path, tree: str, carried: tuple[str, ...]) -> None:
+        self._set(path=path, tree=tree, carried=carried)
 
 
 def prepare(

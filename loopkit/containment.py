@@ -24,7 +24,6 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,13 +33,22 @@ MODES = ("auto", "required", "off")
 DEFAULTS: dict[str, Any] = {"mode": "auto", "network": True, "writable": []}
 
 
-@dataclass(repr=False, eq=False, match_args=False)
 class Policy:
     """The sandbox a run asks for (the contract's ``sandbox`` with its defaults)."""
 
-    mode: str = "auto"
-    network: bool = True
-    writable: list[str] = field(default_factory=list)
+    mode: str
+    network: bool
+    writable: list[str]
+
+    def __init__(
+        self,
+        mode: str = "auto",
+        network: bool = True,
+        writable: list[str] | None = None,
+    ) -> None:
+        self.mode = mode
+        self.network = network
+        self.writable = [] if writable is None else writable
 
     @classmethod
     def of(cls, contract: Mapping[str, Any] | None) -> Policy:
@@ -53,7 +61,6 @@ class Policy:
         )
 
 
-@dataclass(repr=False, eq=False, match_args=False)
 class Contained:
     """The command to start, the environment to start it with, and the record."""
 
@@ -61,7 +68,19 @@ class Contained:
     env: dict[str, str]
     record: dict[str, Any]
     #: Files made for the run outside the hidden state folder (removed afterwards).
-    scratch: Path | None = None
+    scratch: Path | None
+
+    def __init__(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        record: dict[str, Any],
+        scratch: Path | None = None,
+    ) -> None:
+        self.argv = argv
+        self.env = env
+        self.record = record
+        self.scratch = scratch
 
 
 def contain(

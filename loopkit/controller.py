@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,23 +24,49 @@ from loopkit.exitcodes import OUTCOME_CODES
 from loopkit.records import admission_decision, admission_record, attempt_record, replay
 
 
-@dataclass(repr=False, eq=False, match_args=False)
 class Result:
     document: dict[str, Any]
     code: int
     summary: str
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[str]
     #: Normal events a person may want to know of (a checkpoint written, artifacts pruned).
-    notes: list[str] = field(default_factory=list)
+    notes: list[str]
+
+    def __init__(
+        self,
+        document: dict[str, Any],
+        code: int,
+        summary: str,
+        warnings: list[str] | None = None,
+        notes: list[str] | None = None,
+    ) -> None:
+        self.document = document
+        self.code = code
+        self.summary = summary
+        self.warnings = [] if warnings is None else warnings
+        self.notes = [] if notes is None else notes
 
 
-@dataclass(repr=False, eq=False, match_args=False)
 class _Setup:
     document: dict[str, Any]
     contract: dict[str, Any]
     root: Path
     state: Path
     ledger: ledgers.Ledger
+
+    def __init__(
+        self,
+        document: dict[str, Any],
+        contract: dict[str, Any],
+        root: Path,
+        state: Path,
+        ledger: ledgers.Ledger,
+    ) -> None:
+        self.document = document
+        self.contract = contract
+        self.root = root
+        self.state = state
+        self.ledger = ledger
 
 
 def _setup(

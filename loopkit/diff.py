@@ -9,10 +9,8 @@ plus ``tree``, the content hash the rest of the evidence is bound to.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +31,6 @@ SYMLINK_MODE = "120000"
 SUBMODULE_MODE = "160000"
 
 
-@dataclass(repr=False, eq=False, match_args=False)
 class _Raw:
     status: str
     old_mode: str
@@ -41,6 +38,22 @@ class _Raw:
     new_id: str
     path: str
     old_path: str | None
+
+    def __init__(
+        self,
+        status: str,
+        old_mode: str,
+        new_mode: str,
+        new_id: str,
+        path: str,
+        old_path: str | None,
+    ) -> None:
+        self.status = status
+        self.old_mode = old_mode
+        self.new_mode = new_mode
+        self.new_id = new_id
+        self.path = path
+        self.old_path = old_path
 
 
 def _text(b: bytes) -> str:
@@ -121,16 +134,17 @@ def _symlink_target(root: Path, path: str, blob: str) -> str:
         return _text(git.blob(root, blob))
 
 
-@dataclass(repr=False, eq=False, match_args=False)
 class Result:
     body: dict[str, Any]
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        self.body = body
 
     @property
     def within_policy(self) -> bool:
         return bool(self.body["within_policy"])
 
 
-@dataclass(repr=False, eq=False, match_args=False)
 class Facts:
     """What git says about the change, before any policy is applied."""
 
@@ -140,13 +154,35 @@ class Facts:
     tree: str
     files: list[dict[str, Any]]
     #: Nested repositories without a commit: in no tree, not even as a gitlink.
-    unborn: list[str] = dataclasses.field(default_factory=list)
+    unborn: list[str]
     #: The git folders' control state (``git.control_state``), when it was asked for.
-    git_control: dict[str, str] | None = None
+    git_control: dict[str, str] | None
     #: Files in the change that the base's ignore rules ignore (``_ignored_at_base``).
-    ignored_at_base: list[str] = dataclasses.field(default_factory=list)
+    ignored_at_base: list[str]
     #: Files in the change that were ignored when the task started (``_ignored_at_start``).
-    ignored_at_start: list[str] = dataclasses.field(default_factory=list)
+    ignored_at_start: list[str]
+
+    def __init__(
+        self,
+        root: Path,
+        base: str,
+        base_ref: str,
+        tree: str,
+        files: list[dict[str, Any]],
+        unborn: list[str] | None = None,
+        git_control: dict[str, str] | None = None,
+        ignored_at_base: list[str] | None = None,
+        ignored_at_start: list[str] | None = None,
+    ) -> None:
+        self.root = root
+        self.base = base
+        self.base_ref = base_ref
+        self.tree = tree
+        self.files = files
+        self.unborn = [] if unborn is None else unborn
+        self.git_control = git_control
+        self.ignored_at_base = [] if ignored_at_base is None else ignored_at_base
+        self.ignored_at_start = [] if ignored_at_start is None else ignored_at_start
 
 
 def gather(cwd: str | os.PathLike[str], *, base: str | None = None) -> Facts:
@@ -359,7 +395,7 @@ def assess(
     files = facts.files
     policy = scope.Policy.from_contract(contract)
     if policy is not None and control:
-        policy = dataclasses.replace(policy, control=tuple(control))
+        policy = policy.but(control=tuple(control))
     changes = [
         scope.Change(
             path=f["path"],

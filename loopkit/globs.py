@@ -23,7 +23,8 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+
+from loopkit.values import Value
 
 # --------------------------------------------------------------------------- tokens
 
@@ -32,12 +33,22 @@ from dataclasses import dataclass
 LIT, ONE, CLASS, STAR, ANY, SEG = "lit", "one", "class", "star", "any", "seg"
 
 
-@dataclass(frozen=True)
-class Token:
+class Token(Value):
     kind: str
-    char: str = ""  # LIT
-    negated: bool = False  # CLASS
-    ranges: tuple[tuple[str, str], ...] = ()  # CLASS: inclusive (low, high) pairs
+    char: str  # LIT
+    negated: bool  # CLASS
+    ranges: tuple[tuple[str, str], ...]  # CLASS: inclusive (low, high) pairs
+
+    _fields = ("kind", "char", "negated", "ranges")
+
+    def __init__(
+        self,
+        kind: str,
+        char: str = "",
+        negated: bool = False,
+        ranges: tuple[tuple[str, str], ...] = (),
+    ) -> None:
+        self._set(kind=kind, char=char, negated=negated, ranges=ranges)
 
     def accepts(self, c: str) -> bool:
         if self.kind == LIT:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,21 +41,41 @@ STDERR_NAME = "stderr.log"
 HANDOFF_NAME = "handoff.md"
 
 
-@dataclass(repr=False, eq=False, match_args=False)
 class Result:
     record: dict[str, Any]
     state: RunState
     outcome: Outcome
     invocation: Invocation
 
+    def __init__(
+        self,
+        record: dict[str, Any],
+        state: RunState,
+        outcome: Outcome,
+        invocation: Invocation,
+    ) -> None:
+        self.record = record
+        self.state = state
+        self.outcome = outcome
+        self.invocation = invocation
 
-@dataclass(repr=False, eq=False, match_args=False)
+
 class _Watch:
     """Live observers fed every normalized event."""
 
     breaker: Breaker | None
     stop: Callable[[str], None]
-    side_effects: list[dict[str, Any]] = field(default_factory=list)
+    side_effects: list[dict[str, Any]]
+
+    def __init__(
+        self,
+        breaker: Breaker | None,
+        stop: Callable[[str], None],
+        side_effects: list[dict[str, Any]] | None = None,
+    ) -> None:
+        self.breaker = breaker
+        self.stop = stop
+        self.side_effects = [] if side_effects is None else side_effects
 
     def __call__(self, event: Event) -> None:
         tool = event.tool
@@ -193,7 +212,6 @@ def execute(
     return Result(record=record, state=state, outcome=outcome, invocation=inv)
 
 
-@dataclass(repr=False, eq=False, match_args=False)
 class Jail:
     """Where a run's sandbox is: the repository, its git folders, the state folder and
     the control files, and the contract's policy (``loopkit.containment``)."""
@@ -202,8 +220,24 @@ class Jail:
     root: Path
     git_dirs: list[Path]
     state: Path
-    read_only: list[Path] = field(default_factory=list)
-    repo_writable: bool = True
+    read_only: list[Path]
+    repo_writable: bool
+
+    def __init__(
+        self,
+        policy: Any,
+        root: Path,
+        git_dirs: list[Path],
+        state: Path,
+        read_only: list[Path] | None = None,
+        repo_writable: bool = True,
+    ) -> None:
+        self.policy = policy
+        self.root = root
+        self.git_dirs = git_dirs
+        self.state = state
+        self.read_only = [] if read_only is None else read_only
+        self.repo_writable = repo_writable
 
     def apply(self, provider: Provider, inv: Invocation) -> Any:
         from loopkit import containment
@@ -303,30 +337,66 @@ def _rel(path: Path, root: Path | None) -> str:
 # --------------------------------------------------------------------------- lk-invoke
 
 
-@dataclass(repr=False, eq=False, match_args=False)
 class Request:
     """What lk-invoke was asked to do (flags win over the contract)."""
 
-    document: dict[str, Any] | None = None
-    contract_path: str | None = None
-    provider: str | None = None
-    command: str | None = None
-    model: str | None = None
-    resume: str | None = None
-    timeout: float | None = None
-    cwd: Path = field(default_factory=Path.cwd)
-    environ: Mapping[str, str] | None = None
+    document: dict[str, Any] | None
+    contract_path: str | None
+    provider: str | None
+    command: str | None
+    model: str | None
+    resume: str | None
+    timeout: float | None
+    cwd: Path
+    environ: Mapping[str, str] | None
     #: Live lines for a person (``loopkit.progress.Progress``); None: silent.
-    progress: Any = None
+    progress: Any
+
+    def __init__(
+        self,
+        document: dict[str, Any] | None = None,
+        contract_path: str | None = None,
+        provider: str | None = None,
+        command: str | None = None,
+        model: str | None = None,
+        resume: str | None = None,
+        timeout: float | None = None,
+        cwd: Path | None = None,
+        environ: Mapping[str, str] | None = None,
+        progress: Any = None,
+    ) -> None:
+        self.document = document
+        self.contract_path = contract_path
+        self.provider = provider
+        self.command = command
+        self.model = model
+        self.resume = resume
+        self.timeout = timeout
+        self.cwd = Path.cwd() if cwd is None else cwd
+        self.environ = environ
+        self.progress = progress
 
 
-@dataclass(repr=False, eq=False, match_args=False)
 class Plan:
     provider: Provider
     spec: RunSpec
     contract: dict[str, Any] | None
     worker: dict[str, Any]
     timeout: float
+
+    def __init__(
+        self,
+        provider: Provider,
+        spec: RunSpec,
+        contract: dict[str, Any] | None,
+        worker: dict[str, Any],
+        timeout: float,
+    ) -> None:
+        self.provider = provider
+        self.spec = spec
+        self.contract = contract
+        self.worker = worker
+        self.timeout = timeout
 
 
 def plan(req: Request, *, root: Path | None = None) -> Plan:

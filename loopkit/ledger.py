@@ -25,7 +25,6 @@ import re
 import shutil
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -55,13 +54,17 @@ def task_file_name(task_id: str) -> str:
     return safe
 
 
-@dataclass(repr=False, eq=False, match_args=False)
 class Problem:
     """A line of the ledger that is not a whole record (torn by a crash, or damaged)."""
 
     line: int | None
     offset: int
     message: str
+
+    def __init__(self, line: int | None, offset: int, message: str) -> None:
+        self.line = line
+        self.offset = offset
+        self.message = message
 
     def as_dict(self) -> dict[str, Any]:
         return {"line": self.line, "offset": self.offset, "message": self.message}
@@ -152,13 +155,13 @@ def read(path: str | os.PathLike[str]) -> tuple[list[tuple[int, dict[str, Any]]]
     return records, problems
 
 
-@dataclass(repr=False, eq=False, match_args=False)
 class Ledger:
     path: Path
-    problems: list[Problem] = field(default_factory=list)
+    problems: list[Problem]
 
-    def __post_init__(self) -> None:
-        self.path = Path(self.path)
+    def __init__(self, path: str | os.PathLike[str], problems: list[Problem] | None = None) -> None:
+        self.path = Path(path)
+        self.problems = [] if problems is None else problems
 
     @property
     def index_dir(self) -> Path:

@@ -12,10 +12,10 @@ import os
 import posixpath
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from loopkit.globs import matches
+from loopkit.values import Value
 
 #: Rule names, as they appear in ``violations[].rule``.
 PROTECTED = "protected"
@@ -43,20 +43,48 @@ TOO_MANY_BYTES = "changed_bytes"
 WHOLE_CHANGE = "*"
 
 
-@dataclass(frozen=True)
-class Policy:
-    writable: tuple[str, ...] = ("**",)
-    protected: tuple[str, ...] = ()
-    always_allowed: tuple[str, ...] = ()
+class Policy(Value):
+    writable: tuple[str, ...]
+    protected: tuple[str, ...]
+    always_allowed: tuple[str, ...]
     #: Files that steer the loop: a change is a violation whatever the globs say.
-    control: tuple[str, ...] = ()
-    changed_files: int | None = None
-    changed_lines: int | None = None
-    changed_bytes: int | None = None
+    control: tuple[str, ...]
+    changed_files: int | None
+    changed_lines: int | None
+    changed_bytes: int | None
     #: Each path's (always_allowed, protected, writable) answers, computed once per path.
-    _seen: dict[str, tuple[bool, bool, bool]] = field(
-        default_factory=dict, init=False, repr=False, compare=False
+    _seen: dict[str, tuple[bool, bool, bool]]
+
+    _fields = (
+        "writable",
+        "protected",
+        "always_allowed",
+        "control",
+        "changed_files",
+        "changed_lines",
+        "changed_bytes",
     )
+
+    def __init__(
+        self,
+        writable: tuple[str, ...] = ("**",),
+        protected: tuple[str, ...] = (),
+        always_allowed: tuple[str, ...] = (),
+        control: tuple[str, ...] = (),
+        changed_files: int | None = None,
+        changed_lines: int | None = None,
+        changed_bytes: int | None = None,
+    ) -> None:
+        self._set(
+            writable=writable,
+            protected=protected,
+            always_allowed=always_allowed,
+            control=control,
+            changed_files=changed_files,
+            changed_lines=changed_lines,
+            changed_bytes=changed_bytes,
+            _seen={},
+        )
 
     @classmethod
     def from_contract(cls, contract: Mapping[str, Any] | None) -> Policy | None:
@@ -73,6 +101,10 @@ class Policy:
             changed_lines=budgets.get("changed_lines"),
             changed_bytes=budgets.get("changed_bytes"),
         )
+
+    def but(self, **changed: Any) -> Policy:
+        """The same policy with ``changed`` fields replaced."""
+        return Policy(**{**{name: getattr(self, name) for name in self._fields}, **changed})
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -108,11 +140,15 @@ class Policy:
         return allowed or (writable and not protected)
 
 
-@dataclass(frozen=True)
-class Violation:
+class Violation(Value):
     rule: str
     path: str
-    detail: str = ""
+    detail: str
+
+    _fields = ("rule", "path", "detail")
+
+    def __init__(self, rule: str, path: str, detail: str = "") -> None:
+        self._set(rule=rule, path=path, detail=detail)
 
     def as_dict(self) -> dict[str, str]:
         d = {"rule": self.rule, "path": self.path}
@@ -121,18 +157,41 @@ class Violation:
         return d
 
 
-@dataclass(frozen=True)
-class Change:
+class Change(Value):
     """One changed path, as the policy sees it."""
 
     path: str
     status: str  # added, modified, deleted, renamed, type_changed, ...
-    added: int = 0
-    deleted: int = 0
-    old_path: str | None = None
-    symlink_target: str | None = None  # when the new side is a symlink
-    size: int = 0  # bytes of the new content (0 for a deletion)
-    extra: dict[str, Any] = field(default_factory=dict)
+    added: int
+    deleted: int
+    old_path: str | None
+    symlink_target: str | None  # when the new side is a symlink
+    size: int  # bytes of the new content (0 for a deletion)
+    extra: dict[str, Any]
+
+    _fields = ("path", "status", "added", "deleted", "old_path", "symlink_target", "size", "extra")
+
+    def __init__(
+        self,
+        path: str,
+        status: str,
+        added: int = 0,
+        deleted: int = 0,
+        old_path: str | None = None,
+        symlink_target: str | None = None,
+        size: int = 0,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        self._set(
+            path=path,
+            status=status,
+            added=added,
+            deleted=deleted,
+            old_path=old_path,
+            symlink_target=symlink_target,
+            size=size,
+            extra={} if extra is None else extra,
+        )
 
 
 def symlink_escape(path: str, target: str, *, root: str | None = None) -> str | None:

@@ -89,8 +89,6 @@ class CodexProvider(Provider):
         """Codex writes its sessions under ``CODEX_HOME`` (else ``~/.codex``). Its own
         sandbox cannot start inside loopkit's as root (no uid map), and loopkit's is the
         boundary: inside it, codex runs with ``--sandbox danger-full-access``."""
-        import dataclasses
-
         argv = list(inv.argv)
         if "--sandbox" in argv:
             argv[argv.index("--sandbox") + 1] = "danger-full-access"
@@ -101,7 +99,7 @@ class CodexProvider(Provider):
         if home:
             Path(home).mkdir(parents=True, exist_ok=True)
             paths.append(Path(home))
-        return dataclasses.replace(inv, argv=argv), paths
+        return inv.but(argv=argv), paths
 
     def parser(self) -> CodexParser:
         return CodexParser()
