@@ -34,7 +34,7 @@ from bench.floor import CLICK_FLOOR
 VERSION = "v1"
 FILES = 10_000
 PER_DIR = 100
-RUNS = 5
+RUNS = 9
 TARGET, FIRST_STEP = 5.0, 10.0
 CACHE = Path(os.environ.get("LOOPKIT_BENCH_CACHE", "/tmp/loopkit-bench-cache")) / f"loop-{VERSION}"
 BIN = Path(sys.executable).parent

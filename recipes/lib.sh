@@ -278,11 +278,12 @@ lk_git() {
 lk_git_path() {
     # lk_git_path NAME -> the absolute path of NAME inside this work tree's git folder. A
     # loopkit-* file is the work tree's own, beside its index: at the root lk_setup_state
-    # found, in the git folder it asked for once (LK_GIT_DIR); other names, and other work
-    # trees, are git's to place (index follows GIT_INDEX_FILE).
+    # found, in the git folder it asked for once (LK_GIT_DIR); so is the index, unless
+    # GIT_INDEX_FILE names another. Other names, and other work trees, are git's to place.
     case $1 in
-    loopkit-*)
-        if [ -n "${LK_GIT_DIR:-}" ] && [ "$PWD" = "${LK_ROOT:-}" ]; then
+    loopkit-* | index)
+        if [ -n "${LK_GIT_DIR:-}" ] && [ "$PWD" = "${LK_ROOT:-}" ] &&
+            { [ "$1" != index ] || [ -z "${GIT_INDEX_FILE+set}" ]; }; then
             printf '%s/%s\n' "$LK_GIT_DIR" "$1"
             return 0
         fi
@@ -601,7 +602,7 @@ lk_reset_paths() {
 # --- trees: what is on disk, and bringing the disk to a tree -----------------------------
 
 lk_live_tree() {
-    # lk_live_tree [KEEP] -> the tree id of the work tree as it stands: tracked and untracked
+    # lk_live_tree [KEEP [EXPECT]] -> the tree id of the work tree as it stands: tracked and untracked
     # files, ignored ones and the state folder left out -- what lk-diff and lk-verify hash.
     # Built in a temporary index seeded from HEAD, never from a copy of the real index (whose
     # flags and stat data the worker can write: an assume-unchanged bit or a forged stat
@@ -622,6 +623,19 @@ lk_live_tree() {
     fi
     if [ "$ok" = 0 ]; then
         GIT_INDEX_FILE=$index lk_git -c advice.addEmbeddedRepo=false add -A -- . || ok=1
+    fi
+    if [ "$ok" = 0 ] && [ -n "${2:-}" ]; then
+        # Expected to be EXPECT (a commit's verified tree): when it is, nothing of the state
+        # folder or of what the start ignored is in it (EXPECT holds neither), and nothing
+        # needs dropping. Else the drops below, and the tree written again.
+        tree=$(GIT_INDEX_FILE=$index lk_git write-tree) || ok=1
+        if [ "$ok" = 0 ] && [ "$tree" = "$2" ]; then
+            if [ -n "${1:-}" ]; then mv -f -- "$index" "$1" || ok=1; fi
+            rm -f -- "$index" "$index.lock"
+            [ "$ok" = 0 ] || return 1
+            printf '%s\n' "$tree"
+            return 0
+        fi
     fi
     state=$(lk_state_rel)
     if [ "$ok" = 0 ]; then
@@ -768,17 +782,19 @@ lk_begin() {
     # is saved as refs/loopkit/<task>/user-start (a commit on LK_BASE) and becomes the diff
     # base -- the user's edits are not the worker's -- and a park restores it, staged
     # changes included.
-    local ids
-    # The commit and its tree in one question: two lines, or no commit yet.
-    ids=$(lk_git rev-parse 'HEAD^{commit}' 'HEAD^{tree}' 2>/dev/null) ||
+    local ids rest
+    # The commit, its tree and the branch in one question: three lines, or no commit yet.
+    ids=$(lk_git rev-parse 'HEAD^{commit}' 'HEAD^{tree}' --symbolic-full-name HEAD 2>/dev/null) ||
         lk_die "$LK_EXIT_SETUP" "the repository has no commit yet"
     LK_BASE=${ids%%$'\n'*}
-    LK_START_TREE=${ids#*$'\n'}
+    rest=${ids#*$'\n'}
+    LK_START_TREE=${rest%%$'\n'*}
     case $LK_BASE$'\n'$LK_START_TREE in
     *[!0-9a-f$'\n']* | $'\n'* | *$'\n') # files named HEAD^{commit} print as themselves
         lk_die "$LK_EXIT_SETUP" "the repository has no commit yet" ;;
     esac
-    LK_BRANCH=$(lk_git symbolic-ref -q HEAD || true)
+    LK_BRANCH=${rest#*$'\n'}
+    case $LK_BRANCH in refs/*) ;; *) LK_BRANCH= ;; esac # HEAD: detached
     LK_DIFF_BASE=$LK_BASE
     LK_START_INDEX=
     lk_start_dirty || return 0
@@ -909,8 +925,17 @@ lk_branch_check() {
     # One move is undone, since that loses nothing: a branch rewound to an ancestor of
     # LK_BASE (commits dropped from it) is put back at LK_BASE; files and index stay.
     local what=$1 ref=${2:-} head branch where back=''
-    head=$(lk_git rev-parse -q --verify HEAD || true)
-    branch=$(lk_git symbolic-ref -q HEAD || true)
+    # Both in one question while HEAD has a commit (a detached HEAD names itself "HEAD").
+    head=$(lk_git rev-parse 'HEAD^{commit}' --symbolic-full-name HEAD 2>/dev/null || true)
+    branch=${head#*$'\n'}
+    head=${head%%$'\n'*}
+    case $head in
+    *[!0-9a-f]* | '') # no commit at HEAD (or a file of that name printed as itself)
+        head=$(lk_git rev-parse -q --verify HEAD || true)
+        branch=$(lk_git symbolic-ref -q HEAD || true)
+        ;;
+    *) case $branch in refs/*) ;; *) branch= ;; esac ;;
+    esac
     [ "$head" = "$LK_BASE" ] && [ "$branch" = "${LK_BRANCH:-}" ] && return 0
     [ -n "$ref" ] || ref=$(lk_save "branch moved") || exit "$LK_EXIT_NO_COMMIT"
     where="${LK_BRANCH:-HEAD (detached)} was at $(lk_short "$LK_BASE"), now ${branch:-HEAD (detached)} is at $(lk_short "${head:-none}")"
@@ -1012,7 +1037,7 @@ lk_commit_verified() {
     fi
     lk_log "committed $LK_TASK_ID as $(lk_short "$new"): the tree its checks ran on"
     fresh=$(lk_git_path "loopkit-recipe-$$.live") || fresh=
-    if ! live=$(lk_live_tree "$fresh") || [ "$live" != "$tree" ]; then
+    if ! live=$(lk_live_tree "$fresh" "$tree") || [ "$live" != "$tree" ]; then
         [ -z "$fresh" ] || rm -f -- "$fresh"
         ref=$(lk_save "changed after verification" "$LK_LABEL-after-verify") ||
             lk_die "$LK_EXIT_NO_COMMIT" "$LK_TASK_ID is committed, but the work tree changed after its checks ran and could not be saved: left as it is; the task is NOT marked done"
