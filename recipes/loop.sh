@@ -121,6 +121,7 @@ else
     usage >&2
     exit 2
 fi
+LK_START_EARLY=1 # the start check walks the tree beside lk workspace (lib.sh)
 lk_setup_state "$contract" "$tmp_start"
 cd "$LK_ROOT" || exit "$LK_EXIT_SETUP"
 lk_lock # before anything is written: a second loop here is refused at once

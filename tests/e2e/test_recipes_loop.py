@@ -413,3 +413,44 @@ def test_one_loop_per_work_tree_a_lock_of_a_loop_that_is_gone_is_taken_over(
     proc = loop(p, task="again")
     assert "took over the lock of a loop that is gone (pid 999999999)" in proc.stderr
     assert not lock.exists()
+
+
+def test_the_early_start_check_leaves_nothing_behind_and_a_dirty_tree_is_still_refused(
+    tmp_path: Path,
+) -> None:
+    # The start check walks the tree beside `lk workspace` (lib.sh's lk_start_early). Naive
+    # variants caught: its scratch answer left in the git folder when the loop stops
+    # early (a lock held, a bad contract, a dirty tree); an answer taken before the state
+    # folder existed trusted as "dirty" or "clean" without a second look.
+    import os
+
+    p = make_project(tmp_path, GOOD)
+
+    def scratch() -> list[str]:
+        return sorted(n for n in os.listdir(p.root / ".git") if n.startswith("loopkit-recipe"))
+
+    (p.root / "README.md").write_text("my unsaved edit\n")
+    proc = loop(p)
+    assert proc.returncode == 4 and "uncommitted changes" in proc.stderr, fail_message(proc)
+    assert scratch() == []
+    (p.root / "README.md").unlink()
+    p.git("checkout", "-q", "--", "README.md")
+    bad = tmp_path / "bad.yaml"  # outside the work tree: the tree stays clean
+    bad.write_text("version: 1\ncriteria: nope\n")
+    proc = p.run("loop.sh", "--contract", str(bad), "--task-id", "t", "--task", "x")
+    assert proc.returncode == 3, fail_message(proc)
+    assert scratch() == []
+    lock = p.state() / "loop.lock"
+    lock.mkdir(parents=True)
+    (lock / "pid").write_text(f"{os.getpid()}\n")  # a live loop holds it
+    proc = loop(p)
+    assert proc.returncode == 4 and "another loop" in proc.stderr, fail_message(proc)
+    assert scratch() == []
+    (lock / "pid").unlink()
+    lock.rmdir()
+    # First run on a fresh clone: no state folder yet when the early walk starts.
+    assert not any(n == "loop.lock" for n in os.listdir(p.state()))
+    proc = loop(p)
+    assert proc.returncode == 0, fail_message(proc)
+    assert p.git("show", "HEAD:src/value.txt") == "good\n"
+    assert scratch() == []
