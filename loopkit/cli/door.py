@@ -1,16 +1,19 @@
-"""The ``lk`` console script: the one door to every loopkit command.
+"""The console scripts' door: the calls made most often are answered without click.
 
-Two commands are answered here without loading click, which is most of a command's
-start-up (about 80 ms of the ~145 ms ``lk workspace`` took):
+Loading click is most of a command's start-up (about 80 ms of the ~145 ms ``lk
+workspace`` took). So the ``lk`` console script answers two commands here:
 
 - ``lk workspace [--contract FILE] [--json]``, what every recipe asks before its first
   round;
 - ``lk attempt [--contract FILE] [--base REF] [--resume ID] [--keep PREFIX] [--shell]``,
-  every round of a recipe: the stages run as loopkit.cli.stages' functions.
+  every round of a recipe: the stages run as loopkit.cli.stages' functions;
 
-Any other command, ``--help``, and any argument this door does not know go to the click
-group (loopkit.cli.lk), which gives the usage errors: nothing is parsed twice that click
-would parse differently.
+and the ``lk-verify`` console script answers ``lk-verify [--contract FILE] [--only NAME]...
+[--fail-fast] [--clean-room | --in-place] [--summary]``, the commit hook's call.
+
+Any other command, ``--help``, and any argument this door does not know go to click
+(loopkit.cli.lk, loopkit.cli.verify), which gives the usage errors: nothing is parsed
+twice that click would parse differently.
 """
 
 from __future__ import annotations
@@ -25,31 +28,51 @@ PLAIN: dict[str, tuple[frozenset[str], frozenset[str]]] = {
         frozenset({"--contract", "--base", "--resume", "--keep"}),
         frozenset({"--shell"}),
     ),
+    "verify": (
+        frozenset({"--contract", "--only"}),
+        frozenset({"--fail-fast", "--clean-room", "--in-place", "--summary"}),
+    ),
 }
+#: The options a command may be given more than once (each value kept, in order).
+REPEATED = frozenset({("verify", "--only")})
+#: Flags of which a call may give one at most (click lets the last win: its to parse).
+EXCLUSIVE = {"verify": frozenset({"--clean-room", "--in-place"})}
+
+Found = dict[str, "str | bool | list[str]"]
 
 
-def plain_args(args: Sequence[str]) -> tuple[str, dict[str, str | bool]] | None:
-    """``(command, {option: value or True})`` when ``args`` is a call this door answers
-    (each option at most once, every value present and not an option), else None."""
+def plain_args(args: Sequence[str]) -> tuple[str, Found] | None:
+    """``(command, {option: value, True, or the values of a repeated one})`` when ``args``
+    is a call this door answers (each option at most once unless it repeats, every value
+    present and not an option), else None."""
     if not args or args[0] not in PLAIN:
         return None
-    takes_value, flags = PLAIN[args[0]]
-    found: dict[str, str | bool] = {}
+    command = args[0]
+    takes_value, flags = PLAIN[command]
+    found: Found = {}
     rest = list(args[1:])
     while rest:
         arg = rest.pop(0)
         name, eq, value = arg.partition("=")
-        if name in found:
-            return None  # click's to parse (or to refuse)
         if arg in flags:
-            found[arg] = True
+            name, value = arg, ""
         elif name in takes_value and eq and value:
-            found[name] = value
+            pass
         elif arg in takes_value and rest and not rest[0].startswith("-"):
-            found[arg] = rest.pop(0)
+            name, value = arg, rest.pop(0)
         else:
+            return None  # click's to parse (or to refuse)
+        if (command, name) in REPEATED:
+            kept = found.setdefault(name, [])
+            assert isinstance(kept, list)
+            kept.append(value)
+        elif name in found:
             return None
-    return args[0], found
+        else:
+            found[name] = value if name in takes_value else True
+    if len(EXCLUSIVE.get(command, frozenset()) & found.keys()) > 1:
+        return None
+    return command, found
 
 
 def main() -> None:
@@ -85,5 +108,34 @@ def main() -> None:
                 as_shell=bool(options.get("--shell")),
             ),
             "lk",
+        )
+    )
+
+
+def verify() -> None:
+    """The ``lk-verify`` console script: a plain call runs without click."""
+    found = plain_args(["verify", *sys.argv[1:]])
+    if found is None:
+        from loopkit.cli.verify import main as command
+
+        command()
+        return
+    from loopkit.cli import stages
+    from loopkit.cli._handle import handle
+
+    options = found[1]
+    contract = options.get("--contract")
+    only = options.get("--only")
+    clean_room = True if "--clean-room" in options else False if "--in-place" in options else None
+    sys.exit(
+        handle(
+            lambda: stages.verify(
+                contract_path=contract if isinstance(contract, str) else None,
+                only=tuple(only) if isinstance(only, list) else (),
+                fail_fast="--fail-fast" in options,
+                clean_room=clean_room,
+                summary="--summary" in options,
+            ),
+            "lk-verify",
         )
     )

@@ -293,3 +293,46 @@ def test_a_live_ticker_on_a_terminal_plain_lines_elsewhere(git_repo: Path) -> No
     text = seen.decode()
     assert "[1/1] slowish ..." in text and "slowish: ok" in text
     assert one_json(out.decode())["passed"] is True  # stdout stays pure JSON
+
+
+def test_a_plain_lk_verify_never_loads_click_and_gives_the_same_evidence(git_repo: Path) -> None:
+    # The commit hook's call: the console script answers it without click (a third of its
+    # instructions); what the door does not know goes to click, which parses or refuses it.
+    import sys
+
+    contract = write_contract(
+        git_repo,
+        criteria=[{"name": "one", "run": "echo one"}, {"name": "two", "run": "exit 4"}],
+        where=git_repo.parent,
+    )
+    probe = git_repo.parent / "probe.py"
+    probe.write_text(
+        "import runpy, sys\n"
+        f"sys.argv = [{str(BIN / 'lk-verify')!r}, *sys.argv[1:]]\n"
+        "try:\n    runpy.run_path(sys.argv[0], run_name='__main__')\nexcept SystemExit as e:\n"
+        "    code = e.code\n"
+        "sys.stderr.write(f'EXIT={code} CLICK={\"click\" in sys.modules}\\n')\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "LOOPKIT_VALIDATE_OUTPUT"}
+
+    def probed(*args: str) -> tuple[str, str]:
+        done = subprocess.run(
+            [sys.executable, str(probe), *args], cwd=git_repo, capture_output=True, text=True,
+            env=env, stdin=subprocess.DEVNULL, check=False,
+        )  # fmt: skip
+        return done.stderr.strip().splitlines()[-1], done.stdout
+
+    last, out = probed("--contract", str(contract), "--only", "one", "--only=two", "--in-place")
+    assert last == "EXIT=1 CLICK=False", last
+    v = one_json(out, "verify")
+    assert [c["name"] for c in v["checks"]] == ["one", "two"] and v["passed"] is False
+    last, out = probed("--contract", str(contract), "--only", "one", "--fail-fast", "--summary")
+    assert last == "EXIT=0 CLICK=False", last
+    assert "all checks passed" in out
+    # The same evidence through click (an option only click knows: --help, a typo).
+    assert probed("--contract", str(contract), "--bogus")[0] == "EXIT=2 CLICK=True"
+    assert probed("--help")[0] == "EXIT=0 CLICK=True"
+    assert probed("--clean-room", "--in-place", "--contract", str(contract))[0].endswith(
+        "CLICK=True"
+    )
+    assert probed("--contract", "nope.yaml")[0] == "EXIT=3 CLICK=False"

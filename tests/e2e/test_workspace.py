@@ -268,11 +268,19 @@ def test_lk_workspace_loads_neither_click_nor_process_machinery(tmp_path: Path) 
         (["attempt", "--shell=1"], None),
         (["attempt", "--keep"], None),
         (["attempt", "--help"], None),
-        (["verify"], None),
+        (["verify", "--only", "a", "--only=b", "--fail-fast", "--contract", "c.yaml"],
+         {"--only": ["a", "b"], "--fail-fast": True, "--contract": "c.yaml"}),
+        (["verify", "--in-place", "--summary"], {"--in-place": True, "--summary": True}),
+        (["verify", "--clean-room", "--in-place"], None),  # click lets the last win
+        (["verify", "--summary", "--summary"], None),
+        (["verify", "--only"], None),
+        (["verify", "-h"], None),
+        (["verify"], {}),
+        (["decide"], None),
         ([], None),
     ],
 )
-def test_the_door_takes_only_plain_workspace_and_attempt_calls(args: list[str], want: object) -> None:
+def test_the_door_takes_only_plain_workspace_attempt_and_verify_calls(args: list[str], want: object) -> None:
     from loopkit.cli.door import plain_args
 
     found = plain_args(args)
