@@ -36,6 +36,31 @@ def pytest_collection(session: pytest.Session) -> Generator[None, None, None]:
         sys.dont_write_bytecode = before
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist's worksteal, each worker first gets a contiguous part of the
+    collection (part k: what is left // the workers left, from the front), runs it front to
+    back, and idle workers steal from the others' ends. The tests marked ``longest`` are
+    dealt out to the fronts of those parts, so that none of them is left to run alone at
+    the end while the other workers idle. The order of every other test is kept."""
+    import os
+
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
+    longest = [i for i in items if i.get_closest_marker("longest") is not None]
+    if workers < 2 or not longest:
+        return
+    rest = [i for i in items if i.get_closest_marker("longest") is None]
+    dealt = [longest[k::workers] for k in range(workers)]
+    ordered: list[pytest.Item] = []
+    left = len(items)
+    for k in range(workers):
+        size = left // (workers - k)
+        left -= size
+        take = max(0, size - len(dealt[k]))
+        ordered += dealt[k] + rest[:take]
+        del rest[:take]
+    items[:] = ordered + rest
+
+
 @pytest.fixture(autouse=True)
 def _isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """HOME in tmp, a fixed git identity, no signing, validated output."""

@@ -324,6 +324,7 @@ def test_check_warns_when_a_writable_glob_covers_what_steers_the_loop(project: P
     assert "warnings" not in one_json(r, "problems")
 
 
+@pytest.mark.longest
 @pytest.mark.parametrize("n", [1000, 5000])
 def test_a_long_dependency_chain_is_a_plan_not_a_crash(project: Path, n: int) -> None:
     # RecursionError used to end check and next with exit 70 (an internal error).

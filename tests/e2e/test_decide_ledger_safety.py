@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from loopkit import ledger
 from loopkit.records import replay
 from tests.helpers import decide as h
@@ -35,6 +37,7 @@ def tokens_of(path: Path) -> list[str]:
     return [r["trigger"]["source"] for _, r in records]
 
 
+@pytest.mark.longest
 def test_kill_9_during_500_writes_loses_no_completed_record(tmp_path: Path) -> None:
     path = tmp_path / "ledger.jsonl"
     rng = random.Random(20260101)

@@ -101,6 +101,7 @@ def parser_repo(tmp_path: Path) -> Path:
     return repo
 
 
+@pytest.mark.longest
 def test_wrong_fix_replans_and_right_fix_completes(parser_repo: Path) -> None:
     repo = parser_repo
     code, base, err = attempt(repo)

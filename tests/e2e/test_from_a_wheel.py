@@ -204,6 +204,7 @@ def copy_recipes(installed: Installed, into: Path) -> Path:
     return into
 
 
+@pytest.mark.longest
 def test_the_wheel_is_what_runs(installed: Installed, tmp_path: Path) -> None:
     where = run(installed, tmp_path, "python3", "-c", "import loopkit, sys; print(loopkit.__file__); print(sys.prefix)")
     module, prefix = where.stdout.split()
@@ -327,6 +328,7 @@ def test_lk_status_sees_a_running_loop(
 # --- the remote form of the pre-commit hook ------------------------------------------
 
 
+@pytest.mark.longest
 def test_the_pre_commit_hook_blocks_a_red_tree_and_passes_a_green_one(
     installed: Installed, project: Path, tmp_path: Path
 ) -> None:

@@ -104,6 +104,7 @@ TASKS = """\
 """
 
 
+@pytest.mark.longest
 def test_a_reopened_task_gets_a_fresh_budget(tmp_path: Path) -> None:
     import subprocess
 

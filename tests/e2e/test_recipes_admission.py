@@ -21,6 +21,7 @@ Path("src/value.txt").write_text("good\\n")
 """
 
 
+@pytest.mark.longest
 @pytest.mark.slow
 @pytest.mark.parametrize("recipe", ["loop.sh", "worktree.sh", "loop.mk", "loop.mjs"])
 def test_every_recipe_runs_the_worker_on_its_admitted_share(recipe: str, tmp_path: Path) -> None:

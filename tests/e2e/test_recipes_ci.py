@@ -88,6 +88,7 @@ def test_every_shell_step_is_shellcheck_clean(tmp_path: Path) -> None:
             assert done.returncode == 0, f"{step.get('name')}:\n{done.stdout}"
 
 
+@pytest.mark.longest
 def test_the_steps_plan_run_and_push_for_real(tmp_path: Path) -> None:
     tasks = (
         plan("alpha", "First")

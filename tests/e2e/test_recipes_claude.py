@@ -25,6 +25,7 @@ def _claude_project(tmp_path: Path, **kw: object):
     return p
 
 
+@pytest.mark.longest
 def test_regression_3_a_transient_failure_waits_backoff_s_before_the_retry(tmp_path: Path) -> None:
     # Naive variant caught: a loop that goes round again at once on exit 10 (the article's
     # "three attempts burned on back-to-back HTTP 500s inside 200ms"): the gap between

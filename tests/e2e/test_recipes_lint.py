@@ -30,6 +30,7 @@ def test_the_recipes_are_all_there() -> None:
     } <= names
 
 
+@pytest.mark.longest
 def test_shellcheck_is_clean_on_every_shell_recipe() -> None:
     shellcheck = BIN / "shellcheck"
     if not shellcheck.exists():

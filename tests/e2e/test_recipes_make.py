@@ -50,6 +50,7 @@ def test_make_loop_retries_in_place_then_commits(tmp_path: Path) -> None:
     assert p.git("status", "--porcelain") == ""
 
 
+@pytest.mark.longest
 def test_make_loop_parks_with_the_same_guarantees(tmp_path: Path) -> None:
     p = make_project(tmp_path, CRASH_WITH_DEBRIS, gitignore="data/\ncache.db\n")
     (p.root / "data").mkdir()
@@ -74,6 +75,7 @@ def test_make_loop_parks_with_the_same_guarantees(tmp_path: Path) -> None:
     assert p.git("status", "--porcelain") == ""
 
 
+@pytest.mark.longest
 def test_make_phased_goes_through_tasks_md(tmp_path: Path) -> None:
     tasks = (
         plan("alpha", "First")

@@ -55,6 +55,7 @@ def test_node_loop_retries_in_place_then_commits_and_marks(tmp_path: Path) -> No
     assert not [x for x in p.all_committed_paths() if x.startswith(".loopkit")]
 
 
+@pytest.mark.longest
 def test_node_loop_parks_saves_and_resets(tmp_path: Path) -> None:
     p = make_project(tmp_path, CRASH_WITH_DEBRIS, gitignore="data/\ncache.db\n")
     (p.root / "data").mkdir()

@@ -109,6 +109,7 @@ def test_regression_6_the_checklist_never_advances_past_a_commit_that_did_not_la
     assert p.run_dirs("beta") == []
 
 
+@pytest.mark.longest
 def test_with_the_lk_verify_hook_installed_parks_are_recorded_and_green_committed(
     tmp_path,
 ) -> None:
