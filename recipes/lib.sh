@@ -63,6 +63,16 @@ lk_die() {
     exit "$code"
 }
 
+lk_rm_f() {
+    # lk_rm_f FILE...: rm -f the FILEs that are there (no process at all when none is: the
+    # scratch files below are gone again more often than not).
+    local f there=()
+    for f in "$@"; do
+        if [ -e "$f" ] || [ -L "$f" ]; then there+=("$f"); fi
+    done
+    [ "${#there[@]}" = 0 ] || rm -f -- "${there[@]}"
+}
+
 # --- JSON without a parser of our own: jq when present, else python3 ---------------
 
 lk_json() {
@@ -342,7 +352,7 @@ lk_start_early() {
     # clean and nothing may have changed the tree since (lk_recover forgets it); else it
     # walks again. Set LK_START_EARLY=1 before lk_setup_state to have it.
     LK_START_FILE=$LK_GIT_DIR/loopkit-recipe-$$.start
-    rm -f -- "$LK_START_FILE" "$LK_START_FILE.part"
+    lk_rm_f "$LK_START_FILE" "$LK_START_FILE.part"
     (
         cd "$1" || exit 1
         GIT_OPTIONAL_LOCKS=0 lk_git status --porcelain -z --untracked-files=normal \
@@ -359,7 +369,7 @@ lk_start_forget() {
         LK_START_PID=
     fi
     if [ -n "${LK_START_FILE:-}" ]; then
-        rm -f -- "$LK_START_FILE" "$LK_START_FILE.part"
+        lk_rm_f "$LK_START_FILE" "$LK_START_FILE.part"
         LK_START_FILE=
     fi
 }
@@ -673,7 +683,7 @@ lk_live_tree() {
     # in: a park's save never holds the user's .env (and fan-out pushes saves).
     local index tree state ok=0 path drop=() ndrop=0
     index=$(lk_git_path "loopkit-recipe-$$.index") || return 1
-    rm -f -- "$index" "$index.lock"
+    lk_rm_f "$index" "$index.lock"
     if [ -n "${LK_FRESH_STAT:-}" ] && [ -f "$LK_FRESH_STAT" ]; then
         cp -p -- "$LK_FRESH_STAT" "$index" || ok=1 # -p: its mtime (git's racy-entry rule)
     elif lk_git rev-parse -q --verify HEAD >/dev/null; then
@@ -689,7 +699,7 @@ lk_live_tree() {
         tree=$(GIT_INDEX_FILE=$index lk_git write-tree) || ok=1
         if [ "$ok" = 0 ] && [ "$tree" = "$2" ]; then
             if [ -n "${1:-}" ]; then mv -f -- "$index" "$1" || ok=1; fi
-            rm -f -- "$index" "$index.lock"
+            lk_rm_f "$index" "$index.lock"
             [ "$ok" = 0 ] || return 1
             printf '%s\n' "$tree"
             return 0
@@ -715,7 +725,7 @@ lk_live_tree() {
     if [ "$ok" = 0 ] && [ -n "${1:-}" ]; then
         mv -f -- "$index" "$1" || ok=1
     fi
-    rm -f -- "$index" "$index.lock"
+    lk_rm_f "$index" "$index.lock"
     [ "$ok" = 0 ] || return 1
     printf '%s\n' "$tree"
 }
@@ -726,10 +736,10 @@ lk_index_tree() {
     local real index tree ok=0
     real=$(lk_git_path index) || return 1
     index=$(lk_git_path "loopkit-recipe-$$.index") || return 1
-    rm -f -- "$index"
+    lk_rm_f "$index"
     if [ -f "$real" ]; then cp -- "$real" "$index" || return 1; fi
     tree=$(GIT_INDEX_FILE=$index lk_git write-tree 2>/dev/null) || ok=1
-    rm -f -- "$index" "$index.lock"
+    lk_rm_f "$index" "$index.lock"
     [ "$ok" = 0 ] || return 1
     printf '%s\n' "$tree"
 }
@@ -1062,6 +1072,14 @@ lk_park_record() {
     exit "$code"
 }
 
+lk_no_verified_tree() {
+    # lk_no_verified_tree TREE: the decided document names no tree object its checks ran
+    # on: nothing is committed, the work tree is saved; exits 40.
+    local ref
+    ref=$(lk_save "complete, no verified tree") || exit "$LK_EXIT_NO_COMMIT"
+    lk_die "$LK_EXIT_NO_COMMIT" "the decided document names no tree its checks ran on (verify.tree '${1:-}'): nothing committed; the work tree is left as it is and saved as $ref; the task is NOT marked done"
+}
+
 lk_commit_verified() {
     # lk_commit_verified DOC: commit the tree the decided document's checks ran on
     # (verify.tree: lk-decide completes only when it is the tree on disk, and lk-verify ran
@@ -1075,10 +1093,9 @@ lk_commit_verified() {
     local doc=$1 tree text attempt_id reason msg new ref live fresh real
     lk_doc "$doc" || lk_die "$LK_EXIT_NO_COMMIT" "$doc: cannot read the decided document; nothing committed"
     tree=$LK_DOC_TREE
-    if [ -z "$tree" ] || [ "$(lk_git cat-file -t "$tree" 2>/dev/null)" != tree ]; then
-        ref=$(lk_save "complete, no verified tree") || exit "$LK_EXIT_NO_COMMIT"
-        lk_die "$LK_EXIT_NO_COMMIT" "the decided document names no tree its checks ran on (verify.tree '${tree:-}'): nothing committed; the work tree is left as it is and saved as $ref; the task is NOT marked done"
-    fi
+    case $tree in
+    '' | *[!0-9a-f]*) lk_no_verified_tree "$tree" ;; # not an object id at all
+    esac
     lk_branch_check "the commit of $LK_TASK_ID"
     text=$(lk_one_line "$LK_DOC_TASK_TEXT" 72)
     attempt_id=$LK_DOC_ATTEMPT_ID
@@ -1086,6 +1103,9 @@ lk_commit_verified() {
     msg=$(printf 'loopkit: %s: %s\n\n%s\n\nLoopkit-Task: %s\nLoopkit-Attempt: %s\nLoopkit-Tree: %s\n' \
         "$LK_TASK_ID" "${text:-$LK_TASK_ID}" "${reason:-complete}" "$LK_TASK_ID" "${attempt_id:-$LK_LABEL}" "$tree")
     if ! new=$(lk_git commit-tree "$tree" -p "${LK_DIFF_BASE:-$LK_BASE}" -m "$msg"); then
+        # commit-tree takes a tree object alone (not a commit, not a blob): asked only now
+        # whether that is what failed, or the commit itself.
+        [ "$(lk_git cat-file -t "$tree" 2>/dev/null)" = tree ] || lk_no_verified_tree "$tree"
         ref=$(lk_save "complete, commit failed") || exit "$LK_EXIT_NO_COMMIT"
         lk_die "$LK_EXIT_NO_COMMIT" "the commit of $LK_TASK_ID failed (no user.name / user.email?): the loop stops; the green tree is left on disk and saved as $ref; the task is NOT marked done"
     fi

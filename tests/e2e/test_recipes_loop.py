@@ -454,3 +454,38 @@ def test_the_early_start_check_leaves_nothing_behind_and_a_dirty_tree_is_still_r
     assert proc.returncode == 0, fail_message(proc)
     assert p.git("show", "HEAD:src/value.txt") == "good\n"
     assert scratch() == []
+
+
+@pytest.mark.parametrize("kind", ["none", "garbage", "blob", "commit", "missing"])
+def test_a_decided_document_naming_no_tree_commits_nothing(tmp_path: Path, kind: str) -> None:
+    # lib.sh's lk_commit_verified asks git only once the commit fails whether the tree is
+    # the fault. Naive variants caught: committing whatever verify.tree names (a commit's
+    # id, a blob's), or a failed commit reported as a missing identity when the tree is.
+    import os
+    import subprocess
+
+    from tests.helpers.recipes import RECIPES
+
+    p = make_project(tmp_path, GOOD)
+    head = p.head()
+    blob = p.git("hash-object", "-w", "README.md").strip()
+    tree = {"none": "", "garbage": "not-a-tree", "blob": blob, "commit": head,
+            "missing": "0" * 40}[kind]  # fmt: skip
+    doc = tmp_path / "decided.json"
+    doc.write_text(json.dumps({
+        "kind": "loopkit/attempt", "version": 1, "task": {"id": "t", "text": "x", "kind": "task"},
+        "verify": {"tree": tree}, "decision": {"outcome": "complete", "attempt": 1},
+    }))  # fmt: skip
+    script = (
+        f'. "{RECIPES / "lib.sh"}"; LK_PROG=test; LK_ROOT=$PWD; LK_STATE=$PWD/.loopkit; '
+        'LK_GIT_DIR=$PWD/.git; LK_TASK_ID=t; LK_LABEL=1; LK_RUN_DIR=$LK_STATE; '
+        f'LK_BASE={head}; LK_DIFF_BASE={head}; LK_BRANCH=refs/heads/main; mkdir -p "$LK_STATE"; '
+        'lk_commit_verified "$1"'
+    )
+    done = subprocess.run(
+        ["bash", "-c", script, "-", str(doc)], cwd=p.root, capture_output=True, text=True,
+        env={**os.environ, "PATH": os.environ["PATH"]}, check=False,
+    )  # fmt: skip
+    assert done.returncode == 40, done.stderr
+    assert "names no tree its checks ran on" in done.stderr
+    assert p.head() == head  # nothing committed
