@@ -8,11 +8,12 @@ workspace`` took). So the ``lk`` console script answers two commands here:
 - ``lk attempt [--contract FILE] [--base REF] [--resume ID] [--keep PREFIX] [--shell]``,
   every round of a recipe: the stages run as loopkit.cli.stages' functions;
 
-and the ``lk-verify`` console script answers ``lk-verify [--contract FILE] [--only NAME]...
-[--fail-fast] [--clean-room | --in-place] [--summary]``, the commit hook's call.
+and the stage commands' console scripts (``lk-verify``, the commit hook's call; ``lk-diff``,
+``lk-decide``, ``lk-invoke``, ``lk-judge``, as in a pipe or ``loop.mk``) answer a plain call
+with the stage's function in loopkit.cli.stages.
 
 Any other command, ``--help``, and any argument this door does not know go to click
-(loopkit.cli.lk, loopkit.cli.verify), which gives the usage errors: nothing is parsed
+(loopkit.cli.lk, loopkit.cli.<stage>), which gives the usage errors: nothing is parsed
 twice that click would parse differently.
 """
 
@@ -20,122 +21,176 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from typing import Any
 
-#: command -> (its options that take a value, its flags), as loopkit.cli.<command> has them
-PLAIN: dict[str, tuple[frozenset[str], frozenset[str]]] = {
-    "workspace": (frozenset({"--contract"}), frozenset({"--json"})),
-    "attempt": (
-        frozenset({"--contract", "--base", "--resume", "--keep"}),
-        frozenset({"--shell"}),
-    ),
-    "verify": (
-        frozenset({"--contract", "--only"}),
-        frozenset({"--fail-fast", "--clean-room", "--in-place", "--summary"}),
-    ),
+#: How the door reads an option: ("value", kwarg) one value; ("repeat", kwarg) one value
+#: each time, all kept in order; ("flag", kwarg, value); ("choice", kwarg, values) one of
+#: those values alone; ("positive", kwarg) a finite number above 0. Anything else -- a
+#: value missing or starting with "-", an option twice, two flags setting one kwarg --
+#: is click's to parse or refuse. A test holds each table to its click command's options.
+Spec = tuple[Any, ...]
+
+#: command -> {option: spec}, with the keyword arguments of its function in stages (or
+#: workspace.report).
+PLAIN: dict[str, dict[str, Spec]] = {
+    "workspace": {"--contract": ("value", "contract"), "--json": ("flag", "as_json", True)},
+    "attempt": {
+        "--contract": ("value", "contract_path"),
+        "--base": ("value", "base"),
+        "--resume": ("value", "resume"),
+        "--keep": ("value", "keep"),
+        "--shell": ("flag", "as_shell", True),
+    },
+    "verify": {
+        "--contract": ("value", "contract_path"),
+        "--only": ("repeat", "only"),
+        "--fail-fast": ("flag", "fail_fast", True),
+        "--clean-room": ("flag", "clean_room", True),
+        "--in-place": ("flag", "clean_room", False),
+        "--summary": ("flag", "summary", True),
+    },
+    "diff": {"--contract": ("value", "contract_path"), "--base": ("value", "base")},
+    "decide": {
+        "--contract": ("value", "contract_path"),
+        "--ledger": ("value", "ledger_path"),
+        "--trigger": ("choice", "trigger", ("manual", "schedule", "event")),
+        "--admit": ("flag", "admit", True),
+        "--replay": ("value", "replay_path"),
+        "--interrupted": ("value", "interrupted"),
+        "--reason": ("value", "reason"),
+    },
+    "invoke": {
+        "--contract": ("value", "contract_path"),
+        "--provider": ("choice", "provider", None),  # None: the registered providers
+        "--command": ("value", "command"),
+        "--model": ("value", "model"),
+        "--resume": ("value", "resume"),
+        "--timeout": ("positive", "timeout"),
+        "--dry-run": ("flag", "dry_run", True),
+        "--transcript": ("value", "transcript"),
+        "--quiet": ("flag", "quiet", True),
+        "-q": ("flag", "quiet", True),
+    },
+    "judge": {
+        "--contract": ("value", "contract_path"),
+        "--goal": ("value", "goal"),
+        "--provider": ("choice", "provider", None),
+        "--model": ("value", "model"),
+        "--transcript": ("value", "transcript"),
+    },
 }
-#: The options a command may be given more than once (each value kept, in order).
-REPEATED = frozenset({("verify", "--only")})
-#: Flags of which a call may give one at most (click lets the last win: its to parse).
-EXCLUSIVE = {"verify": frozenset({"--clean-room", "--in-place"})}
-
-Found = dict[str, "str | bool | list[str]"]
 
 
-def plain_args(args: Sequence[str]) -> tuple[str, Found] | None:
-    """``(command, {option: value, True, or the values of a repeated one})`` when ``args``
-    is a call this door answers (each option at most once unless it repeats, every value
-    present and not an option), else None."""
+def _taken(spec: Spec, value: str) -> Any:
+    """What ``value`` is for an option of ``spec`` (None: not one the door takes)."""
+    kind = spec[0]
+    if kind == "choice":
+        from loopkit import providers
+
+        allowed = spec[2] if spec[2] is not None else providers.names()
+        return value if value in allowed else None
+    if kind == "positive":
+        import math
+
+        try:
+            number = float(value)
+        except ValueError:
+            return None
+        return number if math.isfinite(number) and number > 0 else None
+    return value
+
+
+def plain_args(args: Sequence[str]) -> tuple[str, dict[str, Any]] | None:
+    """``(command, keyword arguments)`` when ``args`` is a call this door answers, else
+    None (click's to parse or to refuse)."""
     if not args or args[0] not in PLAIN:
         return None
-    command = args[0]
-    takes_value, flags = PLAIN[command]
-    found: Found = {}
+    command, table = args[0], PLAIN[args[0]]
+    kwargs: dict[str, Any] = {}
     rest = list(args[1:])
     while rest:
         arg = rest.pop(0)
         name, eq, value = arg.partition("=")
-        if arg in flags:
-            name, value = arg, ""
-        elif name in takes_value and eq and value:
-            pass
-        elif arg in takes_value and rest and not rest[0].startswith("-"):
-            name, value = arg, rest.pop(0)
-        else:
-            return None  # click's to parse (or to refuse)
-        if (command, name) in REPEATED:
-            kept = found.setdefault(name, [])
-            assert isinstance(kept, list)
-            kept.append(value)
-        elif name in found:
+        spec = table.get(arg) or table.get(name)
+        if spec is None:
+            return None
+        if spec[0] == "flag":
+            if eq or spec[1] in kwargs:
+                return None
+            kwargs[spec[1]] = spec[2]
+            continue
+        if not eq:
+            if not rest or rest[0].startswith("-"):
+                return None
+            value = rest.pop(0)
+        elif not value:
+            return None
+        taken = _taken(spec, value)
+        if taken is None:
+            return None
+        if spec[0] == "repeat":
+            kwargs[spec[1]] = (*kwargs.get(spec[1], ()), taken)
+        elif spec[1] in kwargs:
             return None
         else:
-            found[name] = value if name in takes_value else True
-    if len(EXCLUSIVE.get(command, frozenset()) & found.keys()) > 1:
-        return None
-    return command, found
+            kwargs[spec[1]] = taken
+    return command, kwargs
 
 
 def main() -> None:
+    """The ``lk`` console script: a plain ``lk workspace`` or ``lk attempt`` without click."""
     found = plain_args(sys.argv[1:])
     if found is None:
         from loopkit.cli.lk import main as group
 
         group()
         return
-    from loopkit.cli._handle import handle
-
-    name, options = found
-
-    def text(option: str) -> str | None:
-        value = options.get(option)
-        return value if isinstance(value, str) else None
-
+    name, kwargs = found
     if name == "workspace":
         from loopkit.workspace import report
 
-        sys.exit(
-            handle(lambda: report(text("--contract"), as_json=bool(options.get("--json"))), "lk")
-        )
+        _answer(lambda: report(kwargs.get("contract"), as_json=bool(kwargs.get("as_json"))), "lk")
     from loopkit.cli import stages
 
-    sys.exit(
-        handle(
-            lambda: stages.attempt(
-                contract_path=text("--contract"),
-                base=text("--base"),
-                resume=text("--resume"),
-                keep=text("--keep"),
-                as_shell=bool(options.get("--shell")),
-            ),
-            "lk",
-        )
-    )
+    _answer(lambda: stages.attempt(**kwargs), "lk")
+
+
+def _stage(name: str) -> None:
+    """The ``lk-<name>`` console script: a plain call runs the stage's function, anything
+    else goes to its click command."""
+    import importlib
+
+    found = plain_args([name, *sys.argv[1:]])
+    if found is None:
+        importlib.import_module(f"loopkit.cli.{name}").main()
+        return
+    from loopkit.cli import stages
+
+    run = getattr(stages, name)
+    _answer(lambda: run(**found[1]), f"lk-{name}")
+
+
+def _answer(call: Any, prog: str) -> None:
+    from loopkit.cli._handle import handle
+
+    sys.exit(handle(call, prog))
 
 
 def verify() -> None:
-    """The ``lk-verify`` console script: a plain call runs without click."""
-    found = plain_args(["verify", *sys.argv[1:]])
-    if found is None:
-        from loopkit.cli.verify import main as command
+    _stage("verify")
 
-        command()
-        return
-    from loopkit.cli import stages
-    from loopkit.cli._handle import handle
 
-    options = found[1]
-    contract = options.get("--contract")
-    only = options.get("--only")
-    clean_room = True if "--clean-room" in options else False if "--in-place" in options else None
-    sys.exit(
-        handle(
-            lambda: stages.verify(
-                contract_path=contract if isinstance(contract, str) else None,
-                only=tuple(only) if isinstance(only, list) else (),
-                fail_fast="--fail-fast" in options,
-                clean_room=clean_room,
-                summary="--summary" in options,
-            ),
-            "lk-verify",
-        )
-    )
+def diff() -> None:
+    _stage("diff")
+
+
+def decide() -> None:
+    _stage("decide")
+
+
+def invoke() -> None:
+    _stage("invoke")
+
+
+def judge() -> None:
+    _stage("judge")

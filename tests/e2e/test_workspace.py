@@ -250,9 +250,9 @@ def test_lk_workspace_loads_neither_click_nor_process_machinery(tmp_path: Path) 
     ("args", "want"),
     [
         (["workspace"], {}),
-        (["workspace", "--json"], {"--json": True}),
-        (["workspace", "--contract", "c.yaml", "--json"], {"--contract": "c.yaml", "--json": True}),
-        (["workspace", "--json", "--contract=c.yaml"], {"--contract": "c.yaml", "--json": True}),
+        (["workspace", "--json"], {"as_json": True}),
+        (["workspace", "--contract", "c.yaml", "--json"], {"contract": "c.yaml", "as_json": True}),
+        (["workspace", "--json", "--contract=c.yaml"], {"contract": "c.yaml", "as_json": True}),
         (["workspace", "--contract"], None),
         (["workspace", "--contract", "--json"], None),
         (["workspace", "--contract="], None),
@@ -262,28 +262,77 @@ def test_lk_workspace_loads_neither_click_nor_process_machinery(tmp_path: Path) 
         (["workspace", "--jso"], None),
         (["workspace", "extra"], None),
         (["attempt", "--keep", "p/1", "--shell", "--base", "abc"],
-         {"--keep": "p/1", "--shell": True, "--base": "abc"}),
-        (["attempt", "--resume=s1", "--contract", "c.yaml"], {"--resume": "s1", "--contract": "c.yaml"}),
+         {"keep": "p/1", "as_shell": True, "base": "abc"}),
+        (["attempt", "--resume=s1", "--contract", "c.yaml"],
+         {"resume": "s1", "contract_path": "c.yaml"}),
         (["attempt", "--json"], None),  # workspace's flag, not attempt's
         (["attempt", "--shell=1"], None),
         (["attempt", "--keep"], None),
         (["attempt", "--help"], None),
         (["verify", "--only", "a", "--only=b", "--fail-fast", "--contract", "c.yaml"],
-         {"--only": ["a", "b"], "--fail-fast": True, "--contract": "c.yaml"}),
-        (["verify", "--in-place", "--summary"], {"--in-place": True, "--summary": True}),
+         {"only": ("a", "b"), "fail_fast": True, "contract_path": "c.yaml"}),
+        (["verify", "--in-place", "--summary"], {"clean_room": False, "summary": True}),
+        (["verify", "--clean-room"], {"clean_room": True}),
         (["verify", "--clean-room", "--in-place"], None),  # click lets the last win
         (["verify", "--summary", "--summary"], None),
         (["verify", "--only"], None),
         (["verify", "-h"], None),
         (["verify"], {}),
-        (["decide"], None),
+        (["diff", "--base", "HEAD~1"], {"base": "HEAD~1"}),
+        (["diff", "--base", "-x"], None),  # a value that looks like an option: click's
+        (["diff", "--base=-x"], {"base": "-x"}),
+        (["decide", "--admit", "--trigger", "schedule"], {"admit": True, "trigger": "schedule"}),
+        (["decide", "--trigger", "cron"], None),  # not one of its choices: click refuses it
+        (["decide", "--interrupted", "t", "--reason", "gone"],
+         {"interrupted": "t", "reason": "gone"}),
+        (["invoke", "-q", "--timeout", "2.5", "--provider", "command"],
+         {"quiet": True, "timeout": 2.5, "provider": "command"}),
+        (["invoke", "--timeout", "0"], None),
+        (["invoke", "--timeout", "nan"], None),
+        (["invoke", "--timeout", "soon"], None),
+        (["invoke", "--provider", "gpt"], None),
+        (["invoke", "-q", "--quiet"], None),
+        (["judge", "--goal", "be good", "--provider=claude"],
+         {"goal": "be good", "provider": "claude"}),
+        (["plan", "next"], None),
         ([], None),
     ],
 )
-def test_the_door_takes_only_plain_workspace_attempt_and_verify_calls(args: list[str], want: object) -> None:
+def test_the_door_takes_only_plain_calls(args: list[str], want: object) -> None:
     from loopkit.cli.door import plain_args
 
     found = plain_args(args)
     assert (found[1] if found is not None else None) == want
     if found is not None:
         assert found[0] == args[0]
+
+
+@pytest.mark.parametrize("name", ["attempt", "verify", "diff", "decide", "invoke", "judge"])
+def test_the_doors_options_are_the_click_commands_and_reach_the_same_arguments(name: str) -> None:
+    # The door reads a plain call without click: its table must name every option the
+    # click command has, under the keyword the stage's function takes.
+    import importlib
+    import inspect
+
+    import click
+
+    from loopkit.cli import door, stages
+
+    command = importlib.import_module(f"loopkit.cli.{name}").main
+    opts = set()
+    for p in command.params:
+        if isinstance(p, click.Option):
+            opts |= {o for o in (*p.opts, *p.secondary_opts) if o not in ("-h", "--help")}
+    table = door.PLAIN[name]
+    assert set(table) == opts, set(table) ^ opts
+    taken = set(inspect.signature(getattr(stages, name)).parameters)
+    assert {spec[1] for spec in table.values()} <= taken
+    for p in command.params:
+        if isinstance(p, click.Option) and isinstance(p.type, click.Choice):
+            (option,) = [o for o in p.opts if o.startswith("--")]
+            allowed = table[option][2]
+            from loopkit import providers
+
+            assert list(allowed if allowed is not None else providers.names()) == list(
+                p.type.choices
+            )
