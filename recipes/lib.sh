@@ -981,6 +981,18 @@ lk_save() {
 }
 
 lk_short() {
+    # lk_short REV: REV abbreviated for a line of the log. A full object id is cut to its
+    # first 12 hex digits, with no git call (the happy path logs two); anything else (a
+    # ref, HEAD) is git's own abbreviation.
+    case $1 in
+    *[!0-9a-f]* | '') ;;
+    *)
+        if [ "${#1}" -ge 40 ]; then
+            printf '%s\n' "${1:0:12}"
+            return 0
+        fi
+        ;;
+    esac
     lk_git rev-parse --short "$1" 2>/dev/null || printf '%s' "$1"
 }
 

@@ -200,7 +200,7 @@ input=$run_dir/start.json
 last=$input
 round=0
 session=
-lk_log "task $task_id: starting at $(lk_short HEAD); documents in $run_dir"
+lk_log "task $task_id: starting at $(lk_short "$LK_BASE"); documents in $run_dir"
 
 if [ "$reproduce" = 1 ]; then
     # Round 0: the checks on the untouched tree, no worker. The ledger then holds the
