@@ -11,10 +11,13 @@ import math
 import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
 from loopkit import loader, providers
 from loopkit.errors import BadInput
+
+TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
+if TYPE_CHECKING:
+    from typing import Any
 
 CONTRACT_VERSION = 1
 #: The registered providers (loopkit.providers): contract validation follows the registry.
@@ -55,7 +58,8 @@ class Problem:
         return f"{self.path}: {self.message}"
 
 
-Check = Callable[[Any, str, list[Problem]], None]
+if TYPE_CHECKING:
+    Check = Callable[[Any, str, list[Problem]], None]
 
 
 def _is_int(v: Any) -> bool:

@@ -9,16 +9,18 @@ loading, and is used.
 
 from __future__ import annotations
 
-from typing import Protocol
+TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    class Hasher(Protocol):
+        def update(self, data: bytes, /) -> None: ...
+        def digest(self) -> bytes: ...
+        def hexdigest(self) -> str: ...
+
 
 #: From this many bytes on, OpenSSL's sha256 is worth loading.
 BIG = 1 << 18
-
-
-class Hasher(Protocol):
-    def update(self, data: bytes, /) -> None: ...
-    def digest(self) -> bytes: ...
-    def hexdigest(self) -> str: ...
 
 
 def sha256(data: bytes = b"", *, size: int = 0) -> Hasher:

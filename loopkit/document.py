@@ -10,10 +10,13 @@ import json
 import os
 import sys
 from collections.abc import Mapping
-from typing import IO, Any
 
 from loopkit import SCHEMA_VERSION, loader
 from loopkit.errors import BadInput
+
+TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
+if TYPE_CHECKING:
+    from typing import IO, Any
 
 ATTEMPT_KIND = "loopkit/attempt"
 #: Set to 1 to validate every document a command prints (tests set it).

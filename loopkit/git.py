@@ -17,11 +17,11 @@ import os
 import posixpath
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
 
 from loopkit.errors import EnvironmentProblem, LoopkitError
 from loopkit.exitcodes import ExitCode
 
+TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
 if TYPE_CHECKING:
     from loopkit import proc  # loaded by the first git call: finding a repository runs none
 
@@ -409,12 +409,15 @@ def object_sizes(
     return sizes
 
 
-class GitDirs(NamedTuple):
+class GitDirs:
     """A work tree's git folders: its own (HEAD, the index; ``.git/worktrees/NAME`` for a
     linked worktree) and the shared one (config, hooks, info, refs, modules)."""
 
-    own: Path
-    common: Path
+    __slots__ = ("common", "own")
+
+    def __init__(self, own: Path, common: Path) -> None:
+        self.own = own
+        self.common = common
 
 
 def _git_dirs(path: str | os.PathLike[str]) -> GitDirs | None:

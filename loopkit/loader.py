@@ -24,7 +24,10 @@ import json
 import math
 import re
 from collections.abc import Callable
-from typing import Any
+
+TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
+if TYPE_CHECKING:
+    from typing import Any
 
 #: YAML's resolved tags for floats and merge keys.
 _YAML_FLOAT = "tag:yaml.org,2002:float"

@@ -17,11 +17,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from loopkit import loader
 from loopkit.errors import BadInput
 from loopkit.text import pattern
+
+TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
+if TYPE_CHECKING:
+    from typing import Any
 
 BASE_URI = "https://loopkit.dev/schema/v1/"
 
@@ -61,7 +64,8 @@ def _validator(name: str) -> Any:
 
 # --- the compiled validators: yes or no, fast -------------------------------------------
 
-Check = Callable[[Any], bool]
+if TYPE_CHECKING:
+    Check = Callable[[Any], bool]
 
 #: Keywords that assert nothing (``format`` is an annotation in 2020-12 unless a format
 #: checker is asked for, and loopkit never asks).

@@ -24,10 +24,13 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from loopkit import git
 from loopkit.errors import BadInput, EnvironmentProblem
+
+TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
+if TYPE_CHECKING:
+    from typing import Any
 
 STATE_ENV = "LOOPKIT_STATE_DIR"
 DEFAULT_STATE = ".loopkit"

@@ -15,10 +15,13 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
 
 from loopkit.errors import LoopkitError
 from loopkit.exitcodes import ExitCode
+
+TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _crash_log() -> str:

@@ -21,17 +21,19 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import Any
 
-#: How the door reads an option: ("value", kwarg) one value; ("repeat", kwarg) one value
-#: each time, all kept in order; ("flag", kwarg, value); ("choice", kwarg, values) one of
-#: those values alone; ("positive", kwarg) a finite number above 0. Anything else -- a
-#: value missing or starting with "-", an option twice, two flags setting one kwarg --
-#: is click's to parse or refuse. A test holds each table to its click command's options.
-Spec = tuple[Any, ...]
+TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
+if TYPE_CHECKING:
+    from typing import Any
 
-#: command -> {option: spec}, with the keyword arguments of its function in stages (or
-#: workspace.report).
+    Spec = tuple[Any, ...]
+
+#: command -> {option: how the door reads it}, with the keyword arguments of its function
+#: in stages (or workspace.report): ("value", kwarg) one value; ("repeat", kwarg) one
+#: value each time, all kept in order; ("flag", kwarg, value); ("choice", kwarg, values)
+#: one of those values alone; ("positive", kwarg) a finite number above 0. Anything else
+#: -- a value missing or starting with "-", an option twice, two flags setting one kwarg
+#: -- is click's to parse or refuse. A test holds each table to its click command's options.
 PLAIN: dict[str, dict[str, Spec]] = {
     "workspace": {"--contract": ("value", "contract"), "--json": ("flag", "as_json", True)},
     "attempt": {

@@ -11,8 +11,8 @@ holds the schemas' provider enums to it. The interface is documented in
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
 if TYPE_CHECKING:
     from loopkit.providers.base import Provider
 

@@ -212,18 +212,22 @@ def test_every_command_gives_the_same_answers(
 def test_lk_workspace_loads_neither_click_nor_process_machinery(tmp_path: Path) -> None:
     # The recipes ask `lk workspace` once per loop before anything else: the console
     # script answers it without click, and finding the repository and the state folder
-    # reads files, so it loads no subprocess (nor ctypes). Run as installed: `lk` itself.
+    # reads files, so it loads no subprocess (nor ctypes); its modules import typing only
+    # for the type checker, and hold no dataclass. Run as installed: `lk` itself.
     import os
     import sys
 
     p = make_project(tmp_path, "print('unused')")
     probe = tmp_path / "probe.py"
     probe.write_text(
-        "import runpy, sys\n"
+        "import sys\n"  # not runpy: it loads typing itself
         f"sys.argv = [{str(BIN / 'lk')!r}, *sys.argv[1:]]\n"
-        "try:\n    runpy.run_path(sys.argv[0], run_name='__main__')\nexcept SystemExit as e:\n"
+        "source = open(sys.argv[0]).read()\n"
+        "try:\n    exec(compile(source, sys.argv[0], 'exec'), {'__name__': '__main__'})\n"
+        "except SystemExit as e:\n"
         "    code = e.code\n"
-        "loaded = [m for m in ('click', 'subprocess', 'loopkit.proc', 'ctypes') if m in sys.modules]\n"
+        "loaded = [m for m in ('click', 'subprocess', 'loopkit.proc', 'ctypes', 'typing',"
+        " 'dataclasses') if m in sys.modules]\n"
         "print(f'EXIT={code} LOADED=' + ','.join(loaded))\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "LOOPKIT_VALIDATE_OUTPUT"}
