@@ -355,19 +355,23 @@ lk_start_early() {
     lk_rm_f "$LK_START_FILE" "$LK_START_FILE.part"
     (
         cd "$1" || exit 1
-        GIT_OPTIONAL_LOCKS=0 lk_git status --porcelain -z --untracked-files=normal \
-            --ignored=matching >"$LK_START_FILE.part" 2>/dev/null &&
+        GIT_OPTIONAL_LOCKS=0 lk_start_walk >"$LK_START_FILE.part" &&
             mv -f -- "$LK_START_FILE.part" "$LK_START_FILE"
     ) &
     LK_START_PID=$!
 }
 
-lk_start_forget() {
-    # Wait for an early start check (lk_start_early) and drop its answer.
+lk_start_wait() {
+    # Wait for an early start check (lk_start_early) to end.
     if [ -n "${LK_START_PID:-}" ]; then
         wait "$LK_START_PID" 2>/dev/null || true
         LK_START_PID=
     fi
+}
+
+lk_start_forget() {
+    # Wait for an early start check (lk_start_early) and drop its answer.
+    lk_start_wait
     if [ -n "${LK_START_FILE:-}" ]; then
         lk_rm_f "$LK_START_FILE" "$LK_START_FILE.part"
         LK_START_FILE=
@@ -390,33 +394,35 @@ lk_start_dirty() {
     # lk_tree_dirty, in the same walk recording what the start's rules ignore (files, and
     # folders as a whole) in LK_START_IGNORED: a park never removes them as debris, even
     # when the attempt left a .gitignore of its own that un-ignores them and ignores itself.
-    local entry dirty=1 early=''
-    if [ -n "${LK_START_PID:-}" ]; then
-        wait "$LK_START_PID" 2>/dev/null || true
-        LK_START_PID=
-    fi
-    [ -z "${LK_START_FILE:-}" ] || [ ! -f "$LK_START_FILE" ] || early=$LK_START_FILE
-    if [ -n "$early" ]; then
+    lk_start_wait
+    if [ -n "${LK_START_FILE:-}" ] && [ -f "$LK_START_FILE" ]; then
         # The early walk's answer, when it says clean (the state folder may have been made
         # meanwhile: that only adds entries, and any entry means "walk again").
-        LK_START_IGNORED=()
-        while IFS= read -r -d '' entry; do
-            case $entry in
-            '!! '*) LK_START_IGNORED+=("${entry#'!! '}") ;;
-            *) dirty=0 ;;
-            esac
-        done <"$early"
+        if ! lk_start_read <"$LK_START_FILE"; then
+            lk_start_forget
+            return 1
+        fi
         lk_start_forget
-        [ "$dirty" = 0 ] || return 1
-        dirty=1
     fi
+    lk_start_read < <(lk_start_walk)
+}
+
+lk_start_walk() {
+    # The start check's walk: what git would commit, and what the rules ignore (-z).
+    lk_git status --porcelain -z --untracked-files=normal --ignored=matching 2>/dev/null
+}
+
+lk_start_read() {
+    # lk_start_read < WALK: true when the walk lists a change; LK_START_IGNORED set to
+    # what it lists as ignored.
+    local entry dirty=1
     LK_START_IGNORED=()
     while IFS= read -r -d '' entry; do
         case $entry in
         '!! '*) LK_START_IGNORED+=("${entry#'!! '}") ;;
         *) dirty=0 ;;
         esac
-    done < <(lk_git status --porcelain -z --untracked-files=normal --ignored=matching 2>/dev/null)
+    done
     return "$dirty"
 }
 
