@@ -324,6 +324,7 @@ lk_setup_state() {
             lk_die "$LK_EXIT_SETUP" "$(pwd): not a git repository"
     fi
     [ "${LK_START_EARLY:-}" != 1 ] || [ -z "$top" ] || lk_start_early "$top"
+    [ "${LK_ATTEMPT_EARLY:-}" != 1 ] || lk_attempt_early || true
     out=$(lk workspace ${file:+--contract "$file"} <"$doc")
     rc=$?
     [ "$rc" = 0 ] || lk_die "$rc" "lk workspace failed (exit $rc): see the line above"
@@ -589,8 +590,10 @@ lk_unlock() {
 
 lk_on_exit() {
     # The EXIT trap: release the lock; write the exit code to LK_STATUS_FILE when set;
-    # remove a start document not yet moved into the state folder (LK_TMP_START).
+    # remove a start document not yet moved into the state folder (LK_TMP_START); end an
+    # early lk attempt no round was handed.
     local rc=$?
+    lk_attempt_drop
     lk_unlock
     [ -z "${LK_TMP_START:-}" ] || rm -f -- "$LK_TMP_START"
     if [ -n "${LK_STATUS_FILE:-}" ]; then
@@ -1195,6 +1198,57 @@ lk_stage() {
     return "$rc"
 }
 
+lk_attempt_early() {
+    # Starts the next round's `lk attempt --early` now, as a coprocess of the loop (bash
+    # 4.3 and later; else it returns 1 and lk_attempt starts its command then): Python
+    # and the modules an attempt needs load while the recipe does its own work, and
+    # lk_attempt hands it the round's call (lk_attempt_call). Its parent is the loop
+    # itself (a kill -9 of the loop ends it, and the worker with it); a loop that ends
+    # before the call closes its stdin, and it ends without running anything.
+    [ -z "${LK_EARLY_PID:-}" ] || return 0
+    [ "${LK_EARLY:-1}" != 0 ] || return 1
+    [ "${BASH_VERSINFO[0]}" -gt 4 ] || { [ "${BASH_VERSINFO[0]}" = 4 ] && [ "${BASH_VERSINFO[1]}" -ge 3 ]; } ||
+        return 1
+    # eval: bash 3.2 cannot even parse coproc and {fd} redirections. The ends are copied
+    # to descriptors of the loop's own: bash closes a coprocess's when it has ended,
+    # perhaps before its output was read.
+    eval 'coproc LK_EARLY_CO { exec lk attempt --early; }
+        LK_EARLY_PID=$LK_EARLY_CO_PID
+        exec {LK_EARLY_IN}>&"${LK_EARLY_CO[1]}" {LK_EARLY_OUT}<&"${LK_EARLY_CO[0]}"' ||
+        return 1
+}
+
+lk_attempt_drop() {
+    # Ends an early `lk attempt` no round was handed (the loop's EXIT trap): at once,
+    # not when it has loaded and found its stdin closed.
+    [ -n "${LK_EARLY_PID:-}" ] || return 0
+    kill "$LK_EARLY_PID" 2>/dev/null
+    wait "$LK_EARLY_PID" 2>/dev/null
+    LK_EARLY_PID=
+}
+
+# shellcheck disable=SC2153 # LK_EARLY_IN and LK_EARLY_OUT are set in lk_attempt_early's eval
+lk_attempt_call() {
+    # lk_attempt_call IN ARGS...: hands the early `lk attempt` (lk_attempt_early) its call
+    # -- ARGS, the document IN, the working directory and the environment as they stand
+    # now -- and waits for it: LK_EARLY_RC its exit code, LK_EARLY_FIELDS what it printed.
+    local in=$1 name env=()
+    shift
+    case $in in /*) ;; *) in=$(pwd)/$in ;; esac
+    for name in $(compgen -e); do
+        [ -z "${!name+set}" ] || env+=("$name=${!name}") # exported and set: in the environment
+    done
+    # A subshell writes it: if the process has ended, its SIGPIPE ends the subshell alone.
+    (printf '%s\0' "$((3 + $# + ${#env[@]}))" "$(pwd)" "$in" "$#" "$@" ${env[@]+"${env[@]}"} >&"$LK_EARLY_IN") 2>/dev/null
+    eval 'exec {LK_EARLY_IN}>&-'
+    LK_EARLY_FIELDS=
+    IFS= read -r -d '' LK_EARLY_FIELDS <&"$LK_EARLY_OUT"
+    eval 'exec {LK_EARLY_OUT}<&-'
+    wait "$LK_EARLY_PID"
+    LK_EARLY_RC=$?
+    LK_EARLY_PID=
+}
+
 # shellcheck disable=SC2154 # cargs is the caller's
 lk_attempt() {
     # lk_attempt IN P BASE [ARGS...] -> the decision's exit code. One attempt, admission to
@@ -1208,10 +1262,16 @@ lk_attempt() {
     local in=$1 p=$2 base=$3 rc stage fields
     shift 3
     LK_FRESH_STAT=
-    # exec: lk attempt is the loop's own child, not a subshell's -- so it (and the worker
-    # with it) ends when the loop is killed (its parent-death signal).
-    fields=$(exec lk attempt --keep "$p" --shell ${cargs[@]+"${cargs[@]}"} --base "$base" "$@" <"$in")
-    rc=$?
+    set -- --keep "$p" --shell ${cargs[@]+"${cargs[@]}"} --base "$base" "$@"
+    if [ -n "${LK_EARLY_PID:-}" ] || lk_attempt_early; then
+        lk_attempt_call "$in" "$@"
+        rc=$LK_EARLY_RC fields=$LK_EARLY_FIELDS
+    else
+        # exec: lk attempt is the loop's own child, not a subshell's -- so it (and the
+        # worker with it) ends when the loop is killed (its parent-death signal).
+        fields=$(exec lk attempt "$@" <"$in")
+        rc=$?
+    fi
     LK_LAST=
     for stage in decide judge verify diff invoke admit; do
         if [ -s "$p-$stage.json" ]; then

@@ -47,7 +47,8 @@
 # Environment: RESET_PATHS="data/ app.db" (ignored paths reset on park), LOOPKIT_STATE_DIR,
 # LK_NOTIFY (as --notify),
 # MEMORY_FILE (instead of the contract's `memory`),
-# LK_RESUME=never (never pass --resume), LK_JSON=python (read JSON without jq), LK_VERBOSE=1
+# LK_RESUME=never (never pass --resume), LK_JSON=python (read JSON without jq), LK_EARLY=0
+# (start each lk attempt only when its round begins, not beside the loop's own work), LK_VERBOSE=1
 # (every stage's exit on stderr too; it is always in .loopkit/recipes.log).
 # Portable to the bash 3.2 of macOS (no empty-array expansions under set -u).
 set -u
@@ -108,7 +109,7 @@ case $max_rounds in '' | *[!0-9]*) printf 'loop.sh: --max-rounds needs a number\
 # --- the start document, then the workspace it names ------------------------------------
 # Built outside the repository first: its contract may name the state folder.
 LK_TMP_START=$(mktemp "${TMPDIR:-/tmp}/loopkit-start-XXXXXX") || exit "$LK_EXIT_SETUP"
-trap 'rm -f -- "$LK_TMP_START"' EXIT
+trap 'rm -f -- "$LK_TMP_START"; lk_attempt_drop' EXIT
 tmp_start=$LK_TMP_START
 if [ -n "$task_id" ]; then
     lk_task_doc "$task_id" "${task_text:-$task_id}" "$task_kind" >"$tmp_start" ||
@@ -121,7 +122,8 @@ else
     usage >&2
     exit 2
 fi
-LK_START_EARLY=1 # the start check walks the tree beside lk workspace (lib.sh)
+LK_START_EARLY=1   # the start check walks the tree beside lk workspace (lib.sh)
+LK_ATTEMPT_EARLY=1 # and the first round's lk attempt loads beside it (lk_attempt_early)
 lk_setup_state "$contract" "$tmp_start"
 cd "$LK_ROOT" || exit "$LK_EXIT_SETUP"
 lk_lock # before anything is written: a second loop here is refused at once
@@ -169,6 +171,7 @@ settle() {
     case $drc in
     0) lk_complete "$last" ;;
     10 | 11)
+        lk_attempt_early || true # the next round's lk attempt loads during the save and backoff
         # Every attempt is kept: the red tree is saved before the next one starts on it.
         lk_save "${outcome:-retry}" >/dev/null || exit "$LK_EXIT_NO_COMMIT"
         backoff=$LK_DOC_BACKOFF

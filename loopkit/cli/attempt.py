@@ -17,6 +17,12 @@ Output: the last stage's document on stdout (the decided attempt; the admission 
         PREFIX-<stage>.err: what the recipes keep under .loopkit/runs/. With --shell,
         instead of the document, the fields the recipes act on, as shell assignments
         (LK_DOC_OUTCOME='retry' ..., the same as recipes/lib.sh's lk_doc reads).
+Early:  lk attempt --early  starts now and acts later: it loads what an attempt needs, then
+        reads the call from stdin -- NUL-terminated fields: their number, the working
+        directory, the attempt document's path, the number of arguments, the arguments
+        (as above), then the environment as NAME=value (which replaces its own). The
+        recipes start it beside their own set-up (lib.sh's lk_attempt_early) and hand it
+        the round's call. Nothing on stdin at all: nothing runs, exit 0.
 Exit codes: lk-decide's: 0 complete, 10 retry, 11 replan, 20 blocked, 21 failed, 22 budget
         exhausted, 30 cancelled -- admission's refusal (20, 22, 30) included, then nothing
         ran (no PREFIX-invoke.json). A stage that fails otherwise stops the attempt with
@@ -59,17 +65,28 @@ Exit codes (lk-decide's):
     help="Print the last document's fields the recipes act on as shell assignments "
     "(LK_DOC_*=..., as lib.sh's lk_doc), not the document.",
 )
+@click.option(
+    "--early",
+    is_flag=True,
+    help="Load first, then read the rest of the call from stdin (the recipes' lk_attempt_early).",
+)
 def main(
     contract_path: str | None,
     base: str | None,
     resume: str | None,
     keep: str | None,
     as_shell: bool,
+    early: bool,
 ) -> int:
     """Run one attempt, admission to decision, each stage the published command itself on
     the document the stage before printed; exit with the decision's code."""
     from loopkit.cli import stages
 
     return stages.attempt(
-        contract_path=contract_path, base=base, resume=resume, keep=keep, as_shell=as_shell
+        contract_path=contract_path,
+        base=base,
+        resume=resume,
+        keep=keep,
+        as_shell=as_shell,
+        early=early,
     )

@@ -42,6 +42,7 @@ PLAIN: dict[str, dict[str, Spec]] = {
         "--resume": ("value", "resume"),
         "--keep": ("value", "keep"),
         "--shell": ("flag", "as_shell", True),
+        "--early": ("flag", "early", True),
     },
     "verify": {
         "--contract": ("value", "contract_path"),

@@ -424,14 +424,31 @@ def attempt(
     resume: str | None = None,
     keep: str | None = None,
     as_shell: bool = False,
+    early: bool = False,
 ) -> int:
     """lk attempt: admission to decision, each stage the function above on the document
-    the stage before it printed; the decision's exit code."""
+    the stage before it printed; the decision's exit code. ``early``: loaded first, the
+    call read from stdin afterwards (``_early``)."""
     from loopkit import document
 
+    if early:
+        if contract_path or base or resume or keep or as_shell:
+            raise UsageProblem("lk attempt --early takes the rest of its call on stdin, not here")
+        return _early()
     raw = sys.stdin.read() if document.stdin_has_data() else ""
     if document.parse_attempt(raw) is None:  # nothing piped: a usage error, nothing run
         raise UsageProblem("lk attempt reads an attempt document on stdin (lk-plan next)")
+    return _attempt(raw, contract_path, base, resume, keep, as_shell)
+
+
+def _attempt(
+    raw: str,
+    contract_path: str | None,
+    base: str | None,
+    resume: str | None,
+    keep: str | None,
+    as_shell: bool,
+) -> int:
     cargs: dict[str, Any] = {"contract_path": contract_path}
     runner = _Runner(Path(keep) if keep else None)
     rc, text = runner.stage("admit", {**cargs, "admit": True}, raw, ok=(0, 20, 22, 30))
@@ -448,6 +465,113 @@ def attempt(
     sys.stdout.write(_shell(text) if as_shell else text)
     sys.stdout.flush()
     return rc
+
+
+#: What every attempt imports, loaded by ``lk attempt --early`` before its call arrives.
+EARLY_MODULES = (
+    "json",
+    "shlex",
+    "hashlib",
+    "tempfile",
+    "loopkit.controller",
+    "loopkit.document",
+    "loopkit.invoke",
+    "loopkit.diff",
+    "loopkit.verify",
+    "loopkit.cleanroom",
+    "loopkit.sandbox",
+    "loopkit.handoff",
+    "loopkit.statcache",
+    "loopkit.providers.command",
+)
+
+
+def _early() -> int:
+    """``lk attempt --early``: load what an attempt needs, then read the call from stdin
+    and run it -- so a recipe can start the process while it does its own work, and hand
+    it the call when the round begins (recipes/lib.sh, lk_attempt_early).
+
+    The call is NUL-terminated fields: their number, then the working directory, the
+    attempt document's path, the number of arguments, the arguments (those of a plain
+    ``lk attempt``), and the environment as NAME=value, which replaces the one the process
+    started with. Nothing on stdin at all (the recipe ended first): nothing runs, exit 0.
+    """
+    import importlib
+
+    for name in EARLY_MODULES:
+        importlib.import_module(name)
+    call = _read_call(0)
+    if call is None:
+        return 0
+    cwd, doc_path, args, env = call
+    from loopkit.cli.door import plain_args
+
+    found = plain_args(["attempt", *args])
+    if found is None or found[1].get("early"):
+        raise UsageProblem(
+            f"lk attempt --early: the call on stdin is not a plain lk attempt: {' '.join(args)}"
+        )
+    try:
+        os.chdir(cwd)
+    except OSError as e:
+        raise UsageProblem(f"lk attempt --early: {cwd}: cannot work there ({e.strerror})") from e
+    os.environ.clear()
+    os.environ.update(env)
+    from loopkit.errors import BadInput
+
+    try:
+        with open(doc_path, encoding="utf-8") as f:
+            raw = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        why = e.strerror if isinstance(e, OSError) else "not UTF-8"
+        raise BadInput(doc_path, f"cannot read the attempt document ({why})") from e
+    from loopkit import document
+
+    if document.parse_attempt(raw) is None:
+        raise UsageProblem(f"lk attempt --early: {doc_path} holds no attempt document")
+    kw = found[1]
+    return _attempt(
+        raw,
+        kw.get("contract_path"),
+        kw.get("base"),
+        kw.get("resume"),
+        kw.get("keep"),
+        bool(kw.get("as_shell")),
+    )
+
+
+def _read_call(fd: int) -> tuple[str, str, list[str], dict[str, str]] | None:
+    """The call ``_early`` reads from ``fd``: read as it comes (never waiting for an end
+    of file the recipe does not send), None when the input ends before any of it."""
+    data = b""
+    while True:
+        count = data.count(b"\0")
+        if count:
+            head = data[: data.index(b"\0")]
+            if not head.isdigit():
+                raise UsageProblem(
+                    "lk attempt --early: the call on stdin does not start with its length"
+                )
+            if count > int(head):
+                break
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            if not data:
+                return None
+            raise UsageProblem("lk attempt --early: stdin ended in the middle of the call")
+        data += chunk
+    fields = [os.fsdecode(f) for f in data.split(b"\0")[1 : int(head) + 1]]
+    if len(fields) < 3 or not fields[2].isdigit() or 3 + int(fields[2]) > len(fields):
+        raise UsageProblem("lk attempt --early: the call on stdin is malformed")
+    cwd, doc_path, nargs = fields[0], fields[1], int(fields[2])
+    args = fields[3 : 3 + nargs]
+    env: dict[str, str] = {}
+    for entry in fields[3 + nargs :]:
+        name, eq, value = entry.partition("=")
+        if not eq or not name:
+            raise UsageProblem(f"lk attempt --early: not an environment entry: {entry!r}")
+        env[name] = value
+    return cwd, doc_path, args, env
 
 
 #: The fields the recipes act on: LK_DOC_<name> -> where in the document. recipes/lib.sh's

@@ -250,3 +250,84 @@ def test_an_attempt_through_the_console_script_never_loads_click(
     # What the door does not know goes to click, which parses (or refuses) it.
     assert probed("attempt", "--bogus")[0] == "EXIT=2 CLICK=True"
     assert probed("attempt", "--help")[0] == "EXIT=0 CLICK=True"
+
+
+def _early(cwd: Path, call: bytes | None, env: dict[str, str] | None = None) -> Any:
+    """``lk attempt --early`` started in ``cwd``, handed ``call`` on stdin once it runs."""
+    import os
+    import sys
+
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "lk"), "attempt", "--early"], cwd=cwd,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env=env if env is not None else dict(os.environ),
+    )  # fmt: skip
+    out, err = proc.communicate(call or b"", timeout=120)
+    return proc.returncode, out.decode(), err.decode()
+
+
+def _call(cwd: Path, doc: Path, args: list[str], env: dict[str, str]) -> bytes:
+    fields = [str(cwd), str(doc), str(len(args)), *args, *(f"{k}={v}" for k, v in env.items())]
+    return b"".join(f.encode() + b"\0" for f in [str(len(fields)), *fields])
+
+
+def test_an_early_attempt_runs_the_call_it_is_handed_in_its_place_and_environment(
+    git_repo: Path, tmp_path: Path
+) -> None:
+    # The recipes start `lk attempt --early` before they know the round's call; it must
+    # then run as if started with it: the call's arguments, its working directory (not
+    # the one it started in) and its environment (not the one it started with).
+    import os
+
+    notes_project(
+        git_repo, "mkdir -p notes; echo hi > notes/a.txt", wall_seconds=600, check_timeout=5
+    )
+    doc = tmp_path / "task.json"
+    doc.write_text(_task(git_repo))
+    prefix = tmp_path / "runs" / "1"
+    state = tmp_path / "state"  # the recipes export the state folder after the start
+    env = {**os.environ, "LOOPKIT_STATE_DIR": str(state)}
+    args = ["--contract", "loop.yaml", "--keep", str(prefix), "--shell"]
+    rc, out, err = _early(tmp_path, _call(git_repo, doc, args, env))
+    assert rc == 0, err
+    assert "LK_DOC_OUTCOME=complete" in out
+    assert (git_repo / "notes" / "a.txt").read_text() == "hi\n"
+    assert _kept(prefix, "decide")["decision"]["outcome"] == "complete"
+    assert (state / "ledger.jsonl").is_file() and not (git_repo / ".loopkit").exists()
+
+
+def test_an_early_attempt_handed_nothing_runs_nothing(tmp_path: Path) -> None:
+    # The recipe ended before its first round (a dirty tree, a held lock): stdin closes
+    # and the process ends at once, silently, having written nothing.
+    rc, out, err = _early(tmp_path, None)
+    assert (rc, out, err) == (0, "", "")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_early_attempt_refuses_a_bad_call_in_one_line(git_repo: Path, tmp_path: Path) -> None:
+    import os
+
+    doc = tmp_path / "task.json"
+    doc.write_text(DOC_TASK)
+    env = dict(os.environ)
+    bad = {
+        b"3\0" + str(git_repo).encode() + b"\0": "ended in the middle",  # stdin ends early
+        b"x\0": "does not start with its length",
+        _call(git_repo, doc, ["--bogus"], env): "not a plain lk attempt",
+        _call(git_repo, doc, ["--early"], env): "not a plain lk attempt",
+        _call(git_repo, doc, [], {"=x": "y"}): "not an environment entry",
+        b"2\0" + str(git_repo).encode() + b"\0" + str(doc).encode() + b"\0": "malformed",
+        _call(tmp_path / "gone", doc, [], env): "cannot work there",
+    }
+    for call, why in bad.items():
+        rc, out, err = _early(tmp_path, call)
+        assert rc == 2 and why in err, (call, rc, err)
+        assert len(err.strip().splitlines()) == 1 and out == "", err
+    rc, out, err = _early(tmp_path, _call(git_repo, tmp_path / "none.json", [], env))
+    assert rc == 3 and "cannot read the attempt document" in err, err
+    # --early takes nothing else on its command line: the call comes on stdin.
+    out2 = lk_run(["lk", "attempt", "--early", "--shell"], git_repo, "")
+    assert out2.returncode == 2 and "on stdin, not here" in out2.stderr, out2.stderr
+
+
+DOC_TASK = '{"kind": "loopkit/attempt", "version": 1, "task": {"id": "t", "text": "x", "kind": "task"}}'

@@ -489,3 +489,59 @@ def test_a_decided_document_naming_no_tree_commits_nothing(tmp_path: Path, kind:
     assert done.returncode == 40, done.stderr
     assert "names no tree its checks ran on" in done.stderr
     assert p.head() == head  # nothing committed
+
+
+def _early_attempts(root: Path) -> list[int]:
+    """The `lk attempt --early` processes working for a loop in ``root`` (or started there)."""
+    import os
+
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            continue
+        if b"attempt" in argv and b"--early" in argv and cwd.startswith(str(root)):
+            found.append(int(pid))
+    return found
+
+
+def test_the_early_attempt_is_the_rounds_own_and_never_outlives_the_loop(tmp_path: Path) -> None:
+    # Each round's lk attempt starts beside the loop's own work (lib.sh's lk_attempt_early)
+    # and is handed the call when the round begins (that it then runs in the call's
+    # directory and environment: tests/e2e/test_attempt.py). Naive variants caught: one
+    # that lives on when the loop stops before its first round, or has its stderr (the
+    # stages' lines) sent nowhere; a retry's round with no process to hand its call to.
+    p = make_project(tmp_path, BAD_THEN_GOOD)
+    state = tmp_path / "elsewhere"
+    proc = loop(p, env={"LOOPKIT_STATE_DIR": str(state)})
+    assert proc.returncode == 0, fail_message(proc)
+    assert p.worker_calls() == 2
+    assert (state / "ledger.jsonl").is_file() and not p.state().exists()
+    log = (state / "recipes.log").read_text()
+    assert "round 1: lk attempt exited 10" in log and "round 2: lk attempt exited 0" in log
+    assert _early_attempts(tmp_path) == []
+    # Stopped before any round (a dirty tree): the loop ends at once, and so does its
+    # early attempt, having run nothing (subprocess.run waits for both: its stderr is
+    # the loop's).
+    (p.root / "README.md").write_text("my unsaved edit\n")
+    proc = loop(p, env={"LOOPKIT_STATE_DIR": str(state)}, timeout=30)
+    assert proc.returncode == 4 and "uncommitted changes" in proc.stderr, fail_message(proc)
+    assert proc.stderr.count("\n") <= 2, proc.stderr  # nothing from the early attempt
+    assert _early_attempts(tmp_path) == []
+    assert p.worker_calls() == 2
+
+
+def test_without_early_attempts_the_loop_is_the_same(tmp_path: Path) -> None:
+    # LK_EARLY=0 (and bash 3.2, which has no coprocess) starts each lk attempt when its
+    # round begins: the same rounds, the same commit.
+    p = make_project(tmp_path, BAD_THEN_GOOD)
+    proc = loop(p, env={"LK_EARLY": "0"})
+    assert proc.returncode == 0, fail_message(proc)
+    assert p.worker_calls() == 2
+    assert [d["outcome"] for d in p.decisions("fix-value")][-1] == "complete"
+    assert p.git("show", "HEAD:src/value.txt") == "good\n"
+    assert _early_attempts(tmp_path) == []
