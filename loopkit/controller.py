@@ -10,6 +10,7 @@ nothing.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -85,6 +86,67 @@ def _setup(
     return _Setup(doc, contract, ws.root, ws.state, ledgers.Ledger(path))
 
 
+def tree_on_disk(root: Path, state: Path, run: Any, *, keep_as: Path | None = None) -> str:
+    """The work tree's hash as lk-decide binds the evidence to it: through loopkit's own
+    stat cache (the worker's index is never trusted after it ran), which keeps the result
+    -- the recipes' hash and the next attempt's start from it (kept as ``keep_as`` instead
+    when given). ``run``: the document's run section (its state seal)."""
+    from loopkit import statcache
+
+    seed = statcache.seed(state, run.get("state_seal") if isinstance(run, Mapping) else None)
+    keep = (keep_as or statcache.path(state)) if seed is not None else None
+    return git.tree_hash(root, seed=seed, keep=keep)
+
+
+class EarlyTree:
+    """``tree_on_disk`` begun in a thread before lk-decide asks for it: ``lk attempt``
+    starts it the moment the last check in the clean room has ended, so it runs beside the
+    clean room's own hash after the checks (two git walks at once on two cores). Nothing
+    loopkit runs after that moment writes the work tree: the checks ran in the clean
+    room. lk-decide takes it for the same work tree and state folder (``take``); until
+    then the stat cache it leaves waits beside the sealed one, which a hash taken instead
+    (``drop``: the base's checks or the judge ran in between) still starts from."""
+
+    def __init__(self, root: Path, state: Path, run: Any) -> None:
+        import threading
+
+        from loopkit import statcache
+
+        self.root, self.state = root, state
+        self._kept = statcache.path(state).with_name(f"{statcache.NAME}.early-{os.getpid()}")
+        self._out: dict[str, Any] = {}
+        self._thread = threading.Thread(target=self._hash, args=(run,), daemon=True)
+        self._thread.start()
+
+    def _hash(self, run: Any) -> None:
+        try:
+            self._out["tree"] = tree_on_disk(self.root, self.state, run, keep_as=self._kept)
+        except BaseException as e:  # raised again in the thread that takes it
+            self._out["error"] = e
+
+    def take(self, root: Path, state: Path) -> str | None:
+        """The hash, once it is done (its stat cache now the stat cache); None, and nothing
+        kept, when it was taken for another work tree or state folder."""
+        self._thread.join()
+        if (root, state) != (self.root, self.state):
+            self.drop()
+            return None
+        if "error" in self._out:
+            self.drop()
+            raise self._out["error"]
+        from loopkit import statcache
+
+        if self._kept.exists():
+            os.replace(self._kept, statcache.path(state))
+        return str(self._out["tree"])
+
+    def drop(self) -> None:
+        """Wait for the hash and forget it."""
+        self._thread.join()
+        with contextlib.suppress(OSError):
+            self._kept.unlink()
+
+
 def decide(
     document: dict[str, Any] | None,
     *,
@@ -92,8 +154,10 @@ def decide(
     ledger_path: str | None = None,
     trigger: str | None = None,
     env: Mapping[str, str] | None = None,
+    early: EarlyTree | None = None,
 ) -> Result:
-    """Decide one attempt, append its record, and route its artifacts."""
+    """Decide one attempt, append its record, and route its artifacts. ``early``: the tree
+    on disk, hashed since the checks ended (``EarlyTree``)."""
     s = _setup(document, contract_path, ledger_path)
     doc = s.document
     view = decider.inputs(doc, s.contract)
@@ -103,14 +167,9 @@ def decide(
         view["state_tampered"] = ledgers.tampered(run["state_seal"], s.state)
     tree = None
     if doc.get("verify") or doc.get("diff"):
-        from loopkit import statcache
-
-        seed = statcache.seed(s.state, (run or {}).get("state_seal"))
-        # Hashed through loopkit's own stat cache (the worker's index is never trusted
-        # after it ran), which keeps the result: the recipes' hash and the next attempt's
-        # start from it.
-        keep = statcache.path(s.state) if seed is not None else None
-        tree = git.tree_hash(s.root, seed=seed, keep=keep)
+        tree = early.take(s.root, s.state) if early is not None else None
+        if tree is None:
+            tree = tree_on_disk(s.root, s.state, run)
     intent = cancel.requested(s.state)
     tid = decider.task_id(view)
     how = ledgers.detect_trigger(trigger, env if env is not None else os.environ)

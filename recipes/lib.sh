@@ -191,7 +191,8 @@ print(json.dumps(doc))
 }
 
 lk_json_string() {
-    # lk_json_string TEXT -> TEXT as a JSON string, quotes included (bash alone, no process).
+    # lk_json_string TEXT [VAR] -> TEXT as a JSON string, quotes included (bash alone, no
+    # process); with VAR, set in that variable instead (no subshell either).
     local s=$1 i oct c u
     s=${s//\\/\\\\}
     s=${s//\"/\\\"}
@@ -203,13 +204,21 @@ lk_json_string() {
         printf -v c '%b' "\\$oct"
         case $s in *"$c"*) printf -v u '\\u%04x' "$i" && s=${s//"$c"/"$u"} ;; esac
     done
-    printf '"%s"' "$s"
+    if [ -n "${2:-}" ]; then
+        printf -v "$2" '"%s"' "$s"
+    else
+        printf '"%s"' "$s"
+    fi
 }
 
 lk_task_doc() {
     # lk_task_doc ID TEXT [KIND] -> a minimal attempt document holding one task.
+    local id text kind
+    lk_json_string "$1" id
+    lk_json_string "$2" text
+    lk_json_string "${3:-task}" kind
     printf '{"kind":"loopkit/attempt","version":1,"task":{"id":%s,"text":%s,"kind":%s}}\n' \
-        "$(lk_json_string "$1")" "$(lk_json_string "$2")" "$(lk_json_string "${3:-task}")"
+        "$id" "$text" "$kind"
 }
 
 # --- git, with nothing of the worker's running inside it --------------------------------
@@ -257,13 +266,36 @@ lk_git_may_filter() {
     return 0
 }
 
+lk_git_no_filters() {
+    # True when the repository's own config files surely define no filter driver, as
+    # loopkit.git's _may_define_filters: neither the git folder's config nor its
+    # config.worktree so much as mentions "filter" or "include" (any case). Then no git
+    # call is needed to know (global and system drivers are the user's, and trusted).
+    # Read with builtins alone, every NUL-separated piece of them. At the work tree root
+    # lk_setup_state found only; elsewhere, git is asked.
+    [ -n "${LK_GIT_DIR:-}" ] && [ "$PWD" = "${LK_ROOT:-}" ] || return 1
+    local common=$LK_GIT_DIR file piece
+    if [ -e "$LK_GIT_DIR/commondir" ]; then
+        IFS= read -r common <"$LK_GIT_DIR/commondir" || [ -n "$common" ] || return 1
+        case $common in /*) ;; *) common=$LK_GIT_DIR/$common ;; esac
+    fi
+    for file in "$common/config" "$LK_GIT_DIR/config.worktree"; do
+        [ -e "$file" ] || [ -L "$file" ] || continue
+        [ -f "$file" ] && [ -r "$file" ] || return 1
+        while IFS= read -r -d '' piece || [ -n "$piece" ]; do
+            case $piece in *[Ff][Ii][Ll][Tt][Ee][Rr]* | *[Ii][Nn][Cc][Ll][Uu][Dd][Ee]*) return 1 ;; esac
+        done <"$file" || return 1
+    done
+    return 0
+}
+
 lk_git() {
     local cfg=(core.hooksPath /dev/null core.fsmonitor false core.untrackedCache false
         commit.gpgSign false)
     local scope entry key name seen=$'\n' n i vars=()
     # Looked up on every call that may run a filter: between two of them a process of the
     # worker's may add one.
-    lk_git_may_filter "$@" && while IFS= read -r -d '' scope && IFS= read -r -d '' entry; do
+    lk_git_may_filter "$@" && ! lk_git_no_filters && while IFS= read -r -d '' scope && IFS= read -r -d '' entry; do
         case $scope in system | global | command) continue ;; esac
         key=${entry%%$'\n'*}
         name=${key#*.} # filter.<name>.<key>: the name lies between the first and last dot

@@ -26,6 +26,12 @@ from loopkit.cli._handle import handle, say
 from loopkit.errors import UsageProblem
 from loopkit.exitcodes import ExitCode
 
+#: Within ``lk attempt`` only: the tree on disk, hashed from the moment lk-verify's last
+#: check in the clean room ended, for the lk-decide after it (controller.EarlyTree).
+_EARLY_TREE: list[Any] = []
+#: Whether the stage running now may begin it (set by ``attempt`` around lk-verify).
+_EARLY_ALLOWED: list[bool] = []
+
 # --------------------------------------------------------------------------- lk-decide
 
 
@@ -62,8 +68,19 @@ def decide(
         say("lk-decide", f"{interrupted}: attempt {record['attempt']} recorded as interrupted")
         return 0
     document = read_attempt(sys.stdin)
-    run = controller.admit if admit else controller.decide
-    result = run(document, contract_path=contract_path, ledger_path=ledger_path, trigger=trigger)
+    if admit:
+        result = controller.admit(
+            document, contract_path=contract_path, ledger_path=ledger_path, trigger=trigger
+        )
+    else:
+        early = _EARLY_TREE.pop() if _EARLY_TREE else None
+        result = controller.decide(
+            document,
+            contract_path=contract_path,
+            ledger_path=ledger_path,
+            trigger=trigger,
+            early=early,
+        )
     for line in result.warnings:
         say("lk-decide", f"warning: {line}")
     for line in result.notes:
@@ -235,6 +252,7 @@ def verify(
         if clean_room if clean_room is not None else doc is not None:
             run = (doc or {}).get("run") or {}
             settings = terms.get("verify") or {}
+            shown = ticker.update if ticker else lines
             result = core.in_clean_room(
                 ws.root,
                 chosen,
@@ -244,11 +262,16 @@ def verify(
                 carry_before=run.get("carry"),
                 log_dir=log_dir,
                 fail_fast=fail_fast,
-                progress=ticker.update if ticker else lines,
+                progress=_early_tree_after(shown, ws.root, ws.state, run)
+                if _EARLY_ALLOWED
+                else shown,
                 env=env,
                 tree=_checked_tree(doc),
             )
             if run.get("base") and not only and not result.passed:
+                # The base's checks run next: the tree on disk is hashed after them.
+                while _EARLY_TREE:
+                    _EARLY_TREE.pop().drop()
                 # Never worse than the base: the criteria's results on the untouched tree.
                 # Asked only when a check failed: when every check passes, nothing can be
                 # worse than the base, and the tree is not checked out and run twice.
@@ -402,6 +425,21 @@ class _Ticker:
         self._stop.set()
 
 
+def _early_tree_after(shown: Any, root: Path, state: Path, run: Any) -> Any:
+    """``shown`` (lk-verify's progress lines), which also begins the hash of the tree on
+    disk for lk-decide once the last check has ended (controller.EarlyTree)."""
+
+    def progress(event: str, index: int, total: int, name: str, entry: Any) -> None:
+        if shown is not None:
+            shown(event, index, total, name, entry)
+        if event == "end" and index == total - 1 and not _EARLY_TREE:
+            from loopkit.controller import EarlyTree
+
+            _EARLY_TREE.append(EarlyTree(root, state, run))
+
+    return progress
+
+
 def _checked_tree(doc: dict[str, Any] | None) -> str | None:
     """The tree lk-diff checked (diff.tree): the one to verify, so the scope policy and the
     checks judge the same tree. None without one: the working tree is hashed instead."""
@@ -457,11 +495,22 @@ def _attempt(
     if rc in (0, 1) and runner.going:
         rc, text = runner.stage("diff", {**cargs, "base": base}, text, ok=(0, 1))
     if rc in (0, 1) and runner.going:
-        rc, text = runner.stage("verify", cargs, text, ok=(0, 1))
+        _EARLY_ALLOWED.append(True)
+        try:
+            rc, text = runner.stage("verify", cargs, text, ok=(0, 1))
+        finally:
+            _EARLY_ALLOWED.clear()
         if rc == 0 and runner.going and _kind(text) == "goal":
+            # The judge comes between: the tree on disk is hashed after it.
+            while _EARLY_TREE:
+                _EARLY_TREE.pop().drop()
             rc, text = runner.stage("judge", cargs, text, ok=(0, 1))
-    if rc in (0, 1) and runner.going:
-        rc, text = runner.stage("decide", cargs, text, ok=(0, 10, 11, 20, 21, 22, 30))
+    try:
+        if rc in (0, 1) and runner.going:
+            rc, text = runner.stage("decide", cargs, text, ok=(0, 10, 11, 20, 21, 22, 30))
+    finally:
+        while _EARLY_TREE:  # never left running, nor handed to a later call
+            _EARLY_TREE.pop().drop()
     sys.stdout.write(_shell(text) if as_shell else text)
     sys.stdout.flush()
     return rc

@@ -183,3 +183,69 @@ def test_lk_git_knows_every_filter_free_subcommand_loopkit_knows() -> None:
             ["bash", "-c", f'. "{RECIPES / "lib.sh"}"; lk_git_may_filter {sub} x'], check=False
         )
         assert done.returncode == 1, sub
+
+
+@pytest.mark.parametrize(
+    ("config", "worktree", "quiet"),
+    [
+        (b"[core]\n\tbare = false\n", None, True),
+        (b'[filter "x"]\n\tclean = cat\n', None, False),
+        (b'[FILTER "x"]\n\tclean = cat\n', None, False),
+        (b"[include]\n\tpath = elsewhere\n", None, False),
+        (b'[includeIf "gitdir:/"]\n\tpath = x\n', None, False),
+        # A NUL byte does not hide what follows it from the shell's reading.
+        (b"[core]\n\tx = a\0b\n[filter \"x\"]\n\tclean = cat\n", None, False),
+        (b"[core]\n", b'[filter "y"]\n\tsmudge = cat\n', False),
+        (b"[core]\n", b"[core]\n\tsparseCheckout = false\n", True),
+        (None, None, True),
+    ],
+)
+def test_lk_git_asks_for_filter_drivers_exactly_when_loopkit_would(
+    tmp_path: Path, config: bytes | None, worktree: bytes | None, quiet: bool
+) -> None:
+    # lk_git skips `git config --get-regexp '^filter\.'` when the repository's config files
+    # surely define no driver, as loopkit/git.py does. Naive variants caught: a case-
+    # sensitive search, an include not followed, a NUL byte ending the shell's read, a
+    # config.worktree not read -- each lets a planted driver run unneutralized.
+    from loopkit import git as lkgit
+
+    repo = tmp_path / "r"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    gitdir = repo / ".git"
+    for name, body in (("config", config), ("config.worktree", worktree)):
+        if body is None:
+            (gitdir / name).unlink(missing_ok=True)
+        else:
+            (gitdir / name).write_bytes(body)
+    assert (not lkgit._may_define_filters(repo)) is quiet
+    done = subprocess.run(
+        ["bash", "-c", f'. "{RECIPES / "lib.sh"}"; LK_GIT_DIR=$1 LK_ROOT=$PWD; lk_git_no_filters',
+         "-", str(gitdir)],
+        cwd=repo, check=False,
+    )  # fmt: skip
+    assert (done.returncode == 0) is quiet
+    # Anywhere but the root the loop set up, git is asked.
+    elsewhere = subprocess.run(
+        ["bash", "-c", f'. "{RECIPES / "lib.sh"}"; LK_GIT_DIR=$1 LK_ROOT=/nowhere; lk_git_no_filters',
+         "-", str(gitdir)],
+        cwd=repo, check=False,
+    )  # fmt: skip
+    assert elsewhere.returncode == 1
+
+
+@pytest.mark.parametrize("text", ['plain', 'a "quote" \\ back', "tab\tnl\ncr\r\x01\x1f", "é ✓"])
+def test_the_start_document_the_recipes_write_is_json_of_exactly_their_text(text: str) -> None:
+    # lk_task_doc (loop.sh --task-id/--task) quotes with bash alone, into variables or on
+    # stdout: both must be JSON holding exactly the text given.
+    import json
+
+    script = (
+        f'. "{RECIPES / "lib.sh"}"; lk_task_doc "$1" "$1" goal; '
+        'lk_json_string "$1"; echo; lk_json_string "$1" v; printf "%s\\n" "$v"'
+    )
+    done = subprocess.run(
+        ["bash", "-c", script, "-", text], capture_output=True, text=True, check=True
+    )
+    doc, printed, kept = done.stdout.split("\n")[:3]
+    assert json.loads(doc)["task"] == {"id": text, "text": text, "kind": "goal"}
+    assert json.loads(printed) == json.loads(kept) == text
