@@ -28,7 +28,8 @@ TAIL_BYTES = 4096
 FINGERPRINT_WINDOW = 256 * 1024
 _CHUNK = 1 << 20
 
-#: progress(event, index, total, name, finished-check-or-None)
+#: progress(event, index, total, name, finished-check-or-None): "start" as a check starts,
+#: "ran" once its process ended (None), "end" once its result is known.
 Progress = Callable[[str, int, int, str, "dict[str, Any] | None"], None]
 
 
@@ -205,6 +206,8 @@ def _run(
             timeout=float(c["timeout"]) if c.get("timeout") else None,
             output=log,
         )
+        if progress:
+            progress("ran", i, total, name, None)
         digest, end = _sha256_file(log)
         passed = done.exit_code == 0 and not done.timed_out
         entry: dict[str, Any] = {

@@ -361,7 +361,7 @@ def _lines(event: str, index: int, total: int, name: str, check: Any) -> None:
     """Progress off a terminal (a log, a recipe): one line as each check starts and ends."""
     if event == "start":
         say("lk-verify", f"[{index + 1}/{total}] {name} ...")
-    else:
+    elif event == "end":
         mark = "ok" if check and check.get("passed") else "FAILED"
         secs = check.get("duration_s", 0.0) if check else 0.0
         say("lk-verify", f"[{index + 1}/{total}] {name}: {mark} ({secs:.1f}s)")
@@ -395,7 +395,7 @@ class _Ticker:
             if event == "start":
                 self._line = (index, total, name, time.monotonic())
                 self._draw()
-            else:
+            elif event == "end":
                 self._line = None
                 mark = "ok" if check and check.get("passed") else "FAILED"
                 secs = check.get("duration_s", 0.0) if check else 0.0
@@ -427,12 +427,13 @@ class _Ticker:
 
 def _early_tree_after(shown: Any, root: Path, state: Path, run: Any) -> Any:
     """``shown`` (lk-verify's progress lines), which also begins the hash of the tree on
-    disk for lk-decide once the last check has ended (controller.EarlyTree)."""
+    disk for lk-decide once the last check's process has ended, before the clean room is
+    hashed after it (controller.EarlyTree)."""
 
     def progress(event: str, index: int, total: int, name: str, entry: Any) -> None:
         if shown is not None:
             shown(event, index, total, name, entry)
-        if event == "end" and index == total - 1 and not _EARLY_TREE:
+        if event == "ran" and index == total - 1 and not _EARLY_TREE:
             from loopkit.controller import EarlyTree
 
             _EARLY_TREE.append(EarlyTree(root, state, run))
