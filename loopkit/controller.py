@@ -140,6 +140,11 @@ class EarlyTree:
             os.replace(self._kept, statcache.path(state))
         return str(self._out["tree"])
 
+    def wait(self) -> None:
+        """Wait for the hash to be done (before loopkit writes files of its own again: the
+        state folder may lie in the work tree, and a worker's .gitignore may take it in)."""
+        self._thread.join()
+
     def drop(self) -> None:
         """Wait for the hash and forget it."""
         self._thread.join()

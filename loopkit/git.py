@@ -936,7 +936,9 @@ class TreeWatch:
         ]
         if never and _index_may_hold(self.path, [*_NEVER_HASHED, *self.skip]):
             git(
-                ["rm", "-r", "--cached", "-q", "--ignore-unmatch", "--", *never],
+                # -f: from the index alone, whatever the files hold now (loopkit may be
+                # appending to one of its own there, say a stage's stderr).
+                ["rm", "-r", "--cached", "-f", "-q", "--ignore-unmatch", "--", *never],
                 cwd=self.root,
                 env=self.env,
             )

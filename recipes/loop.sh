@@ -88,7 +88,7 @@ EOF
 contract='' tasks='' start='' task_id='' task_text='' task_kind=task max_rounds=50 allow_dirty=0 reproduce=0
 while [ $# -gt 0 ]; do
     case $1 in
-    --contract) contract=$(lk_abspath "${2:?--contract needs a file}"); shift 2 ;;
+    --contract) lk_abspath "${2:?--contract needs a file}" contract; shift 2 ;;
     --tasks) tasks=$(lk_abspath "${2:?--tasks needs a file}"); shift 2 ;;
     --task-id) task_id=${2:?--task-id needs an id}; shift 2 ;;
     --task) task_text=${2:?--task needs text}; shift 2 ;;
@@ -134,7 +134,8 @@ lk_now run_id %Y%m%dT%H%M%SZ
 run_id=$run_id-$$
 task_id=$LK_WS_TASK
 [ -n "$task_id" ] || lk_die 3 "the start document names no task (.task.id): give a document from lk-plan next, or --task-id"
-safe_task=$(lk_safe_name "$task_id")
+safe_task='' short_base=''
+lk_safe_name "$task_id" safe_task
 run_dir=$LK_STATE/runs/$safe_task/$run_id
 mkdir -p "$run_dir" || exit "$LK_EXIT_SETUP"
 mv -- "$tmp_start" "$run_dir/start.json" && LK_TMP_START=
@@ -162,12 +163,13 @@ settle() {
     # settle EXIT [DOC]: act on a decision (DOC, default $p-decide.json; admission's refusal
     # too). Returns (to go round again) only on retry or replan, with `input` and `session`
     # set for the next attempt; every other way exits.
-    local drc=$1 outcome backoff ref
+    local drc=$1 outcome backoff ref why
     last=${2:-$p-decide.json}
     lk_doc "$last" || lk_die 70 "cannot read $last"
     LK_LABEL=${LK_DOC_ATTEMPT:-$round}
     outcome=$LK_DOC_OUTCOME
-    lk_log "$task_id attempt $LK_LABEL: ${outcome:-?} -- $(lk_one_line "$LK_DOC_REASON" 200)"
+    lk_one_line "$LK_DOC_REASON" 200 why
+    lk_log "$task_id attempt $LK_LABEL: ${outcome:-?} -- $why"
     case $drc in
     0) lk_complete "$last" ;;
     10 | 11)
@@ -203,7 +205,8 @@ input=$run_dir/start.json
 last=$input
 round=0
 session=
-lk_log "task $task_id: starting at $(lk_short "$LK_BASE"); documents in $run_dir"
+lk_short "$LK_BASE" short_base
+lk_log "task $task_id: starting at $short_base; documents in $run_dir"
 
 if [ "$reproduce" = 1 ]; then
     # Round 0: the checks on the untouched tree, no worker. The ledger then holds the
