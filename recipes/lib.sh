@@ -1279,7 +1279,7 @@ lk_attempt_call() {
     # now -- and waits for it: LK_EARLY_RC its exit code, LK_EARLY_FIELDS what it printed.
     local in=$1 name env=()
     shift
-    case $in in /*) ;; *) in=$(pwd)/$in ;; esac
+    case $in in /*) ;; *) in=$PWD/$in ;; esac
     for name in $(compgen -e); do
         [ -z "${!name+set}" ] || env+=("$name=${!name}") # exported and set: in the environment
     done

@@ -546,7 +546,8 @@ def _early() -> int:
     The call is NUL-terminated fields: their number, then the working directory, the
     attempt document's path, the number of arguments, the arguments (those of a plain
     ``lk attempt``), and the environment as NAME=value, which replaces the one the process
-    started with. Nothing on stdin at all (the recipe ended first): nothing runs, exit 0.
+    started with (but for the shell's exported functions, which it cannot list). Nothing on
+    stdin at all (the recipe ended first): nothing runs, exit 0.
     """
     import importlib
 
@@ -567,8 +568,11 @@ def _early() -> int:
         os.chdir(cwd)
     except OSError as e:
         raise UsageProblem(f"lk attempt --early: {cwd}: cannot work there ({e.strerror})") from e
+    # The shell lists its exported variables, not its exported functions: those (bash's
+    # BASH_FUNC_name%%) stay as the process started with them.
+    kept = {k: v for k, v in os.environ.items() if k.startswith("BASH_FUNC_") and k not in env}
     os.environ.clear()
-    os.environ.update(env)
+    os.environ.update({**env, **kept})
     from loopkit.errors import BadInput
 
     try:
