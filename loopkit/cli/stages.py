@@ -271,9 +271,7 @@ def verify(
             for early in _EARLY_TREE:  # it ran beside the clean room's hash; done first
                 early.wait()
             if run.get("base") and not only and not result.passed:
-                # The base's checks run next: the tree on disk is hashed after them.
-                while _EARLY_TREE:
-                    _EARLY_TREE.pop().drop()
+                _drop_early_tree()  # the base's checks run next: hashed after them
                 # Never worse than the base: the criteria's results on the untouched tree.
                 # Asked only when a check failed: when every check passes, nothing can be
                 # worse than the base, and the tree is not checked out and run twice.
@@ -443,6 +441,12 @@ def _early_tree_after(shown: Any, root: Path, state: Path, run: Any) -> Any:
     return progress
 
 
+def _drop_early_tree() -> None:
+    """Forget an early hash of the tree on disk: lk-decide hashes the tree itself."""
+    while _EARLY_TREE:
+        _EARLY_TREE.pop().drop()
+
+
 def _checked_tree(doc: dict[str, Any] | None) -> str | None:
     """The tree lk-diff checked (diff.tree): the one to verify, so the scope policy and the
     checks judge the same tree. None without one: the working tree is hashed instead."""
@@ -504,16 +508,13 @@ def _attempt(
         finally:
             _EARLY_ALLOWED.clear()
         if rc == 0 and runner.going and _kind(text) == "goal":
-            # The judge comes between: the tree on disk is hashed after it.
-            while _EARLY_TREE:
-                _EARLY_TREE.pop().drop()
+            _drop_early_tree()  # the judge comes between: the tree is hashed after it
             rc, text = runner.stage("judge", cargs, text, ok=(0, 1))
     try:
         if rc in (0, 1) and runner.going:
             rc, text = runner.stage("decide", cargs, text, ok=(0, 10, 11, 20, 21, 22, 30))
     finally:
-        while _EARLY_TREE:  # never left running, nor handed to a later call
-            _EARLY_TREE.pop().drop()
+        _drop_early_tree()  # never left running, nor handed to a later call
     sys.stdout.write(_shell(text) if as_shell else text)
     sys.stdout.flush()
     return rc
