@@ -199,7 +199,7 @@ print(json.dumps(doc))
 
 lk_json_string() {
     # lk_json_string TEXT [VAR] -> TEXT as a JSON string, quotes included (bash alone, no
-    # process); with VAR, set in that variable instead (no subshell either).
+    # process; lk_put).
     local s=$1 i oct c u
     s=${s//\\/\\\\}
     s=${s//\"/\\\"}
@@ -211,11 +211,7 @@ lk_json_string() {
         printf -v c '%b' "\\$oct"
         case $s in *"$c"*) printf -v u '\\u%04x' "$i" && s=${s//"$c"/"$u"} ;; esac
     done
-    if [ -n "${2:-}" ]; then
-        printf -v "$2" '"%s"' "$s"
-    else
-        printf '"%s"' "$s"
-    fi
+    lk_put "${2:-}" "\"$s\""
 }
 
 lk_task_doc() {
@@ -1244,12 +1240,15 @@ lk_stage() {
 }
 
 lk_attempt_early() {
-    # Starts the next round's `lk attempt --early` now, as a coprocess of the loop (bash
+    # Starts the first round's `lk attempt --early` now, as a coprocess of the loop (bash
     # 4.3 and later; else it returns 1 and lk_attempt starts its command then): Python
     # and the modules an attempt needs load while the recipe does its own work, and
     # lk_attempt hands it the round's call (lk_attempt_call). Its parent is the loop
     # itself (a kill -9 of the loop ends it, and the worker with it); a loop that ends
-    # before the call closes its stdin, and it ends without running anything.
+    # before the call closes its stdin, and it ends without running anything. The first
+    # round only: before any worker of the loop has run, no process it left behind can
+    # write into that stdin (through /proc/PID/fd, without the sandbox) a call of its own;
+    # later rounds take their call on the command line, as before.
     [ -z "${LK_EARLY_PID:-}" ] || return 0
     [ "${LK_EARLY:-1}" != 0 ] || return 1
     [ "${BASH_VERSINFO[0]}" -gt 4 ] || { [ "${BASH_VERSINFO[0]}" = 4 ] && [ "${BASH_VERSINFO[1]}" -ge 3 ]; } ||
@@ -1259,7 +1258,8 @@ lk_attempt_early() {
     # perhaps before its output was read.
     eval 'coproc LK_EARLY_CO { exec lk attempt --early; }
         LK_EARLY_PID=$LK_EARLY_CO_PID
-        exec {LK_EARLY_IN}>&"${LK_EARLY_CO[1]}" {LK_EARLY_OUT}<&"${LK_EARLY_CO[0]}"' ||
+        exec {LK_EARLY_IN}>&"${LK_EARLY_CO[1]}" {LK_EARLY_OUT}<&"${LK_EARLY_CO[0]}"
+        eval "exec ${LK_EARLY_CO[1]}>&-"' || # the loop keeps one end to write: its own
         return 1
 }
 
@@ -1308,7 +1308,7 @@ lk_attempt() {
     shift 3
     LK_FRESH_STAT=
     set -- --keep "$p" --shell ${cargs[@]+"${cargs[@]}"} --base "$base" "$@"
-    if [ -n "${LK_EARLY_PID:-}" ] || lk_attempt_early; then
+    if [ -n "${LK_EARLY_PID:-}" ]; then
         lk_attempt_call "$in" "$@"
         rc=$LK_EARLY_RC fields=$LK_EARLY_FIELDS
     else

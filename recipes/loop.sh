@@ -48,7 +48,7 @@
 # LK_NOTIFY (as --notify),
 # MEMORY_FILE (instead of the contract's `memory`),
 # LK_RESUME=never (never pass --resume), LK_JSON=python (read JSON without jq), LK_EARLY=0
-# (start each lk attempt only when its round begins, not beside the loop's own work), LK_VERBOSE=1
+# (start the first round's lk attempt only when the round begins, not beside the loop's own work), LK_VERBOSE=1
 # (every stage's exit on stderr too; it is always in .loopkit/recipes.log).
 # Portable to the bash 3.2 of macOS (no empty-array expansions under set -u).
 set -u
@@ -173,7 +173,6 @@ settle() {
     case $drc in
     0) lk_complete "$last" ;;
     10 | 11)
-        lk_attempt_early || true # the next round's lk attempt loads during the save and backoff
         # Every attempt is kept: the red tree is saved before the next one starts on it.
         lk_save "${outcome:-retry}" >/dev/null || exit "$LK_EXIT_NO_COMMIT"
         backoff=$LK_DOC_BACKOFF

@@ -509,17 +509,53 @@ def _early_attempts(root: Path) -> list[int]:
     return found
 
 
+def _parent(pid: int) -> int:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
 def test_the_early_attempt_is_the_rounds_own_and_never_outlives_the_loop(tmp_path: Path) -> None:
     # Each round's lk attempt starts beside the loop's own work (lib.sh's lk_attempt_early)
     # and is handed the call when the round begins (that it then runs in the call's
     # directory and environment: tests/e2e/test_attempt.py). Naive variants caught: one
     # that lives on when the loop stops before its first round, or has its stderr (the
-    # stages' lines) sent nowhere; a retry's round with no process to hand its call to.
+    # stages' lines) sent nowhere; one waiting for a later round's call once a worker has
+    # run -- a process the worker left behind could write a call of its own into its
+    # stdin (/proc/PID/fd), so after the first worker no early process waits (the
+    # watcher below plays that process, looking for one).
+    import threading
+
     p = make_project(tmp_path, BAD_THEN_GOOD)
     state = tmp_path / "elsewhere"
-    proc = loop(p, env={"LOOPKIT_STATE_DIR": str(state)})
+    first_round: set[int] = set()  # the one that runs round 1 (its cmdline stays)
+    seen_after_a_worker: set[int] = set()
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            found = set(_early_attempts(tmp_path))
+            if (p.scratch / "calls").exists():  # a worker has started
+                # (a child of round 1's forked but not yet exec'd still shows its cmdline)
+                seen_after_a_worker.update(
+                    pid for pid in found - first_round if _parent(pid) not in first_round
+                )
+            else:
+                first_round.update(found)
+            done.wait(0.005)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        proc = loop(p, env={"LOOPKIT_STATE_DIR": str(state)})
+    finally:
+        done.set()
+        watcher.join()
     assert proc.returncode == 0, fail_message(proc)
     assert p.worker_calls() == 2
+    assert first_round and seen_after_a_worker == set()
     assert (state / "ledger.jsonl").is_file() and not p.state().exists()
     log = (state / "recipes.log").read_text()
     assert "round 1: lk attempt exited 10" in log and "round 2: lk attempt exited 0" in log
