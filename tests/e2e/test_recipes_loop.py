@@ -509,6 +509,21 @@ def _early_attempts(root: Path) -> list[int]:
     return found
 
 
+def _started(pid: int) -> float:
+    """When process ``pid`` started, in seconds since boot (0 when it is gone)."""
+    import os
+
+    try:
+        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _uptime() -> float:
+    return float(Path("/proc/uptime").read_text().split()[0])
+
+
 def _parent(pid: int) -> int:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -530,20 +545,24 @@ def test_the_early_attempt_is_the_rounds_own_and_never_outlives_the_loop(tmp_pat
 
     p = make_project(tmp_path, BAD_THEN_GOOD)
     state = tmp_path / "elsewhere"
-    first_round: set[int] = set()  # the one that runs round 1 (its cmdline stays)
+    seen: set[int] = set()  # round 1's among them: it keeps its cmdline while it runs
     seen_after_a_worker: set[int] = set()
     done = threading.Event()
+    calls = p.scratch / "calls"  # written as each worker starts
+    worker_started: list[float] = []
 
     def watch() -> None:
         while not done.is_set():
             found = set(_early_attempts(tmp_path))
-            if (p.scratch / "calls").exists():  # a worker has started
-                # (a child of round 1's forked but not yet exec'd still shows its cmdline)
-                seen_after_a_worker.update(
-                    pid for pid in found - first_round if _parent(pid) not in first_round
-                )
-            else:
-                first_round.update(found)
+            seen.update(found)
+            if not worker_started and calls.exists():
+                worker_started.append(_uptime())  # no earlier than the first worker's start
+            for pid in found:
+                # Started after the first worker, and not a child of an early attempt
+                # forked but not yet exec'd (which still shows its parent's cmdline).
+                if worker_started and _started(pid) > worker_started[0]:
+                    if _parent(pid) not in found:
+                        seen_after_a_worker.add(pid)
             done.wait(0.005)
 
     watcher = threading.Thread(target=watch)
@@ -555,7 +574,7 @@ def test_the_early_attempt_is_the_rounds_own_and_never_outlives_the_loop(tmp_pat
         watcher.join()
     assert proc.returncode == 0, fail_message(proc)
     assert p.worker_calls() == 2
-    assert first_round and seen_after_a_worker == set()
+    assert seen and seen_after_a_worker == set()
     assert (state / "ledger.jsonl").is_file() and not p.state().exists()
     log = (state / "recipes.log").read_text()
     assert "round 1: lk attempt exited 10" in log and "round 2: lk attempt exited 0" in log
