@@ -361,8 +361,11 @@ lk_setup_state() {
     fi
     [ "${LK_START_EARLY:-}" != 1 ] || [ -z "$top" ] || lk_start_early "$top"
     [ "${LK_ATTEMPT_EARLY:-}" != 1 ] || lk_attempt_early || true
-    out=$(lk workspace ${file:+--contract "$file"} <"$doc")
-    rc=$?
+    # Answered by the early lk attempt when there is one (no Python start of its own).
+    if ! lk_workspace_call "$doc" workspace ${file:+--contract "$file"}; then
+        out=$(lk workspace ${file:+--contract "$file"} <"$doc")
+        rc=$?
+    fi
     [ "$rc" = 0 ] || lk_die "$rc" "lk workspace failed (exit $rc): see the line above"
     LK_ROOT='' LK_STATE='' LK_MEMORY='' LK_WS_TASK=''
     while IFS= read -r line; do
@@ -1270,6 +1273,34 @@ lk_attempt_drop() {
     kill "$LK_EARLY_PID" 2>/dev/null
     wait "$LK_EARLY_PID" 2>/dev/null
     LK_EARLY_PID=
+    eval 'exec {LK_EARLY_IN}>&- {LK_EARLY_OUT}<&-' # no later child holds them
+}
+
+# shellcheck disable=SC2153 # LK_EARLY_IN and LK_EARLY_OUT are set in lk_attempt_early's eval
+lk_early_send() {
+    # lk_early_send COUNT FIELD...: writes a call's fields (COUNT of them after it) to the
+    # early `lk attempt`, false when it cannot take them. SIGPIPE is ignored meanwhile (no
+    # subshell): a process that has ended fails the write, not the loop.
+    local ok=0
+    trap '' PIPE
+    { printf '%s\0' "$@" >&"$LK_EARLY_IN"; } 2>/dev/null || ok=1
+    trap - PIPE
+    return "$ok"
+}
+
+lk_workspace_call() {
+    # lk_workspace_call DOC workspace [--contract FILE]: `lk workspace`'s answer for the
+    # document DOC from the early `lk attempt` (lk_attempt_early), which goes on waiting
+    # for the round's call: `out` its output, `rc` its exit code (the caller's). False
+    # (nothing set) when there is no early process, or it did not answer: the early
+    # process is then ended, and the caller asks `lk workspace` itself.
+    [ -n "${LK_EARLY_PID:-}" ] || return 1
+    if lk_early_send "$((2 + $#))" "$PWD" "$1" "$(($# - 1))" "${@:2}" &&
+        IFS= read -r -d '' out <&"$LK_EARLY_OUT" && IFS= read -r -d '' rc <&"$LK_EARLY_OUT"; then
+        case $rc in '' | *[!0-9]*) ;; *) return 0 ;; esac
+    fi
+    lk_attempt_drop
+    return 1
 }
 
 # shellcheck disable=SC2153 # LK_EARLY_IN and LK_EARLY_OUT are set in lk_attempt_early's eval
@@ -1283,8 +1314,7 @@ lk_attempt_call() {
     for name in $(compgen -e); do
         [ -z "${!name+set}" ] || env+=("$name=${!name}") # exported and set: in the environment
     done
-    # A subshell writes it: if the process has ended, its SIGPIPE ends the subshell alone.
-    (printf '%s\0' "$((3 + $# + ${#env[@]}))" "$(pwd)" "$in" "$#" "$@" ${env[@]+"${env[@]}"} >&"$LK_EARLY_IN") 2>/dev/null
+    lk_early_send "$((3 + $# + ${#env[@]}))" "$PWD" "$in" "$#" "$@" ${env[@]+"${env[@]}"}
     eval 'exec {LK_EARLY_IN}>&-'
     LK_EARLY_FIELDS=
     IFS= read -r -d '' LK_EARLY_FIELDS <&"$LK_EARLY_OUT"

@@ -20,9 +20,12 @@ Output: the last stage's document on stdout (the decided attempt; the admission 
 Early:  lk attempt --early  starts now and acts later: it loads what an attempt needs, then
         reads the call from stdin -- NUL-terminated fields: their number, the working
         directory, the attempt document's path, the number of arguments, the arguments
-        (as above), then the environment as NAME=value (which replaces its own). The
-        recipes start it beside their own set-up (lib.sh's lk_attempt_early) and hand it
-        the round's call. Nothing on stdin at all: nothing runs, exit 0.
+        (as above), then the environment as NAME=value (which replaces its own). One
+        workspace call may come first (arguments `workspace [--contract FILE]`, no
+        environment): it prints what `lk workspace` would for that document, a NUL, its
+        exit code and a NUL, then waits for the attempt's call. The recipes start it
+        beside their own set-up (lib.sh's lk_attempt_early), ask it their first question
+        and hand it the round's call. Nothing on stdin at all: nothing runs, exit 0.
 Exit codes: lk-decide's: 0 complete, 10 retry, 11 replan, 20 blocked, 21 failed, 22 budget
         exhausted, 30 cancelled -- admission's refusal (20, 22, 30) included, then nothing
         ran (no PREFIX-invoke.json). A stage that fails otherwise stops the attempt with

@@ -544,44 +544,46 @@ def _early() -> int:
     and run it -- so a recipe can start the process while it does its own work, and hand
     it the call when the round begins (recipes/lib.sh, lk_attempt_early).
 
-    The call is NUL-terminated fields: their number, then the working directory, the
-    attempt document's path, the number of arguments, the arguments (those of a plain
-    ``lk attempt``), and the environment as NAME=value, which replaces the one the process
-    started with (but for the shell's exported functions, which it cannot list). Nothing on
-    stdin at all (the recipe ended first): nothing runs, exit 0.
+    A call is NUL-terminated fields: their number, then the working directory, a
+    document's path, the number of arguments, the arguments, and the environment as
+    NAME=value. The attempt's call (the arguments of a plain ``lk attempt``) replaces the
+    environment the process started with by its own (but for the shell's exported
+    functions, which it cannot list). Before it, one workspace call may come (arguments
+    ``workspace [--contract FILE]``, no environment: it is answered in the one the process
+    started with): what ``lk workspace`` would print for that document, then a NUL, its
+    exit code and a NUL on stdout -- so the recipe's first question costs no Python
+    start of its own. Nothing on stdin at all (the recipe ended first): nothing runs,
+    exit 0.
     """
     import importlib
 
-    for name in EARLY_MODULES:
-        importlib.import_module(name)
-    call = _read_call(0)
-    if call is None:
-        return 0
-    cwd, doc_path, args, env = call
     from loopkit.cli.door import plain_args
 
+    call = _read_call(0)
+    if call is not None and call[2][:1] == ["workspace"]:
+        rc = _early_workspace(call)
+        if rc != 0:
+            return rc
+        call = None
+    for name in EARLY_MODULES:
+        importlib.import_module(name)
+    if call is None:
+        call = _read_call(0)
+        if call is None:
+            return 0
+    cwd, doc_path, args, env = call
     found = plain_args(["attempt", *args])
     if found is None or found[1].get("early"):
         raise UsageProblem(
             f"lk attempt --early: the call on stdin is not a plain lk attempt: {' '.join(args)}"
         )
-    try:
-        os.chdir(cwd)
-    except OSError as e:
-        raise UsageProblem(f"lk attempt --early: {cwd}: cannot work there ({e.strerror})") from e
+    _early_move(cwd)
     # The shell lists its exported variables, not its exported functions: those (bash's
     # BASH_FUNC_name%%) stay as the process started with them.
     kept = {k: v for k, v in os.environ.items() if k.startswith("BASH_FUNC_") and k not in env}
     os.environ.clear()
     os.environ.update({**env, **kept})
-    from loopkit.errors import BadInput
-
-    try:
-        with open(doc_path, encoding="utf-8") as f:
-            raw = f.read()
-    except (OSError, UnicodeDecodeError) as e:
-        why = e.strerror if isinstance(e, OSError) else "not UTF-8"
-        raise BadInput(doc_path, f"cannot read the attempt document ({why})") from e
+    raw = _early_document(doc_path)
     from loopkit import document
 
     if document.parse_attempt(raw) is None:
@@ -595,6 +597,51 @@ def _early() -> int:
         kw.get("keep"),
         bool(kw.get("as_shell")),
     )
+
+
+def _early_workspace(call: tuple[str, str, list[str], dict[str, str]]) -> int:
+    """The workspace call of ``lk attempt --early``: ``lk workspace``'s answer for it on
+    stdout, then a NUL, its exit code and a NUL; that exit code."""
+    from loopkit.cli.door import plain_args
+    from loopkit.workspace import report
+
+    cwd, doc_path, args, env = call
+    found = plain_args(args)
+    if found is None or found[0] != "workspace" or found[1].get("as_json") or env:
+        raise UsageProblem(
+            f"lk attempt --early: the call on stdin is not a plain lk workspace: {' '.join(args)}"
+        )
+    _early_move(cwd)
+    raw = _early_document(doc_path)
+    out = io.StringIO()
+    saved = sys.stdin, sys.stdout
+    sys.stdin, sys.stdout = _Input(raw), out
+    try:
+        rc = handle(lambda: report(found[1].get("contract"), as_json=False), "lk")
+    finally:
+        sys.stdin, sys.stdout = saved
+    sys.stdout.write(f"{out.getvalue()}\0{rc}\0")
+    sys.stdout.flush()
+    return rc
+
+
+def _early_move(cwd: str) -> None:
+    try:
+        os.chdir(cwd)
+    except OSError as e:
+        raise UsageProblem(f"lk attempt --early: {cwd}: cannot work there ({e.strerror})") from e
+
+
+def _early_document(path: str) -> str:
+    """The text of the document a call names."""
+    from loopkit.errors import BadInput
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        why = e.strerror if isinstance(e, OSError) else "not UTF-8"
+        raise BadInput(path, f"cannot read the attempt document ({why})") from e
 
 
 def _read_call(fd: int) -> tuple[str, str, list[str], dict[str, str]] | None:
@@ -617,7 +664,11 @@ def _read_call(fd: int) -> tuple[str, str, list[str], dict[str, str]] | None:
                 return None
             raise UsageProblem("lk attempt --early: stdin ended in the middle of the call")
         data += chunk
-    fields = [os.fsdecode(f) for f in data.split(b"\0")[1 : int(head) + 1]]
+    parts = data.split(b"\0")
+    if parts[int(head) + 1 :] != [b""]:
+        # Nothing is sent after a call before its answer: more is not the recipe's.
+        raise UsageProblem("lk attempt --early: more on stdin than one call")
+    fields = [os.fsdecode(f) for f in parts[1 : int(head) + 1]]
     if len(fields) < 3 or not fields[2].isdigit() or 3 + int(fields[2]) > len(fields):
         raise UsageProblem("lk attempt --early: the call on stdin is malformed")
     cwd, doc_path, nargs = fields[0], fields[1], int(fields[2])

@@ -219,6 +219,7 @@ def test_an_attempt_through_the_console_script_never_loads_click(
     probe = tmp_path / "probe.py"
     probe.write_text(
         "import runpy, sys\n"
+        "import atexit\natexit.register(sys.stdout.flush)\n"  # an exit handler: door.leave exits normally
         f"sys.argv = [{str(lk)!r}, *sys.argv[1:]]\n"
         "try:\n    runpy.run_path(sys.argv[0], run_name='__main__')\nexcept SystemExit as e:\n"
         "    code = e.code\n"
@@ -328,6 +329,71 @@ def test_an_early_attempt_refuses_a_bad_call_in_one_line(git_repo: Path, tmp_pat
     # --early takes nothing else on its command line: the call comes on stdin.
     out2 = lk_run(["lk", "attempt", "--early", "--shell"], git_repo, "")
     assert out2.returncode == 2 and "on stdin, not here" in out2.stderr, out2.stderr
+
+
+def test_an_early_attempt_answers_the_workspace_call_before_its_own(
+    git_repo: Path, tmp_path: Path
+) -> None:
+    # The recipes ask the early process `lk workspace`'s question first (no Python start
+    # of its own): the same answer `lk workspace` prints, a NUL, its exit code, a NUL --
+    # then it waits for the round's call and runs it.
+    import os
+    import sys
+
+    notes_project(
+        git_repo, "mkdir -p notes; echo hi > notes/a.txt", wall_seconds=600, check_timeout=5
+    )
+    doc = tmp_path / "task.json"
+    doc.write_text(_task(git_repo))
+    plain = lk_run(["lk", "workspace", "--contract", "loop.yaml"], git_repo, doc.read_text())
+    assert plain.returncode == 0, plain.stderr
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "lk"), "attempt", "--early"], cwd=tmp_path,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(_call(git_repo, doc, ["workspace", "--contract", "loop.yaml"], {}))
+    proc.stdin.flush()
+    answer = b""
+    while answer.count(b"\0") < 2:
+        chunk = os.read(proc.stdout.fileno(), 4096)
+        assert chunk, proc.stderr.read() if proc.stderr else ""
+        answer += chunk
+    text, code, rest = answer.split(b"\0")
+    assert (text.decode(), code, rest) == (plain.stdout, b"0", b"")
+    args = ["--contract", "loop.yaml", "--shell"]
+    out, err = proc.communicate(_call(git_repo, doc, args, dict(os.environ)), timeout=120)
+    assert proc.returncode == 0, err
+    assert "LK_DOC_OUTCOME=complete" in out.decode()
+
+
+def test_an_early_attempt_refuses_a_bad_workspace_call(git_repo: Path, tmp_path: Path) -> None:
+    # A bad contract: lk workspace's own line and code, in the answer's frame, and nothing
+    # more runs. A call that is not a plain lk workspace, or carries an environment (it
+    # is answered in the one the process started with): one line, exit 2.
+    import os
+
+    doc = tmp_path / "task.json"
+    doc.write_text(DOC_TASK)
+    (git_repo / "broken.yaml").write_text("version: 1\nobjective: [\n")
+    rc, out, err = _early(tmp_path, _call(git_repo, doc, ["workspace", "--contract", "broken.yaml"], {}))
+    assert rc == 3 and out.endswith("\x003\x00") and "broken.yaml" in err, (out, err)
+    assert len(err.strip().splitlines()) == 1, err
+    bad = [
+        _call(git_repo, doc, ["workspace", "--json"], {}),
+        _call(git_repo, doc, ["workspace", "--bogus"], {}),
+        _call(git_repo, doc, ["workspace"], {"HOME": "/"}),
+    ]
+    for call in bad:
+        rc, out, err = _early(tmp_path, call)
+        assert rc == 2 and "not a plain lk workspace" in err and out == "", (call, err)
+    # Two calls at once: the second is not the recipe's (it waits for the answer first).
+    twice = _call(git_repo, doc, ["workspace"], {}) * 2
+    rc, out, err = _early(tmp_path, twice)
+    assert rc == 2 and "more on stdin than one call" in err and out == "", err
+    env = dict(os.environ)
+    rc, out, err = _early(tmp_path, _call(git_repo, doc, [], env) + b"x")
+    assert rc == 2 and "more on stdin than one call" in err, err
 
 
 DOC_TASK = '{"kind": "loopkit/attempt", "version": 1, "task": {"id": "t", "text": "x", "kind": "task"}}'

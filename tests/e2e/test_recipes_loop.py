@@ -590,6 +590,58 @@ def test_the_early_attempt_is_the_rounds_own_and_never_outlives_the_loop(tmp_pat
     assert p.worker_calls() == 2
 
 
+def test_the_early_attempt_answers_the_workspace_question_and_is_not_needed(
+    tmp_path: Path,
+) -> None:
+    # The loop asks its first question (`lk workspace`'s) of the early lk attempt, which
+    # then runs the first round: one Python start for both. Naive variants caught: one
+    # that still starts `lk workspace`; one that stops, or waits for ever, when the early
+    # process is gone before it answered -- the loop then asks `lk workspace` itself and
+    # starts the round's lk attempt when the round begins. A bad contract is refused
+    # either way, in lk workspace's own words.
+    import os
+    import stat
+
+    from tests.helpers.recipes import BIN
+
+    calls = tmp_path / "lk-calls"
+    wrap = tmp_path / "wrap"
+    wrap.mkdir()
+    lk = wrap / "lk"
+    lk.write_text(
+        "#!/bin/sh\n"
+        f"printf '%s\\n' \"$*\" >> '{calls}'\n"
+        'if [ "$*" = "attempt --early" ] && [ -n "${LK_TEST_EARLY_GONE:-}" ]; then exit 0; fi\n'
+        f"exec '{BIN / 'lk'}' \"$@\"\n"
+    )
+    lk.chmod(lk.stat().st_mode | stat.S_IXUSR)
+    path = f"{wrap}{os.pathsep}{BIN}{os.pathsep}{os.environ['PATH']}"
+    p = make_project(tmp_path, GOOD)
+    proc = loop(p, env={"PATH": path})
+    assert proc.returncode == 0, fail_message(proc)
+    assert calls.read_text().splitlines() == ["attempt --early"]
+    assert p.git("show", "HEAD:src/value.txt") == "good\n"
+
+    calls.unlink()
+    (tmp_path / "gone").mkdir()
+    p = make_project(tmp_path / "gone", GOOD)
+    proc = loop(p, env={"PATH": path, "LK_TEST_EARLY_GONE": "1"}, timeout=60)
+    assert proc.returncode == 0, fail_message(proc)
+    asked = calls.read_text().splitlines()
+    assert asked[0] == "attempt --early" and asked[1].startswith("workspace"), asked
+    assert asked[2].startswith("attempt --keep") and len(asked) == 3, asked
+    assert p.git("show", "HEAD:src/value.txt") == "good\n"
+
+    for gone in ("", "1"):
+        (tmp_path / f"bad{gone}").mkdir()
+        p = make_project(tmp_path / f"bad{gone}", GOOD)
+        (p.root / "loop.yaml").write_text("version: 1\nobjective: [\n")
+        proc = loop(p, env={"PATH": path, "LK_TEST_EARLY_GONE": gone}, timeout=60)
+        assert proc.returncode == 3, fail_message(proc)
+        assert "lk: error:" in proc.stderr and "loop.yaml" in proc.stderr, proc.stderr
+        assert _early_attempts(tmp_path) == []
+
+
 def test_without_early_attempts_the_loop_is_the_same(tmp_path: Path) -> None:
     # LK_EARLY=0 (and bash 3.2, which has no coprocess) starts each lk attempt when its
     # round begins: the same rounds, the same commit.

@@ -308,6 +308,7 @@ def test_a_plain_lk_verify_never_loads_click_and_gives_the_same_evidence(git_rep
     probe = git_repo.parent / "probe.py"
     probe.write_text(
         "import runpy, sys\n"
+        "import atexit\natexit.register(sys.stdout.flush)\n"  # an exit handler: door.leave exits normally
         f"sys.argv = [{str(BIN / 'lk-verify')!r}, *sys.argv[1:]]\n"
         "try:\n    runpy.run_path(sys.argv[0], run_name='__main__')\nexcept SystemExit as e:\n"
         "    code = e.code\n"

@@ -221,6 +221,7 @@ def test_lk_workspace_loads_neither_click_nor_process_machinery(tmp_path: Path) 
     probe = tmp_path / "probe.py"
     probe.write_text(
         "import sys\n"  # not runpy: it loads typing itself
+        "import atexit\natexit.register(sys.stdout.flush)\n"  # an exit handler: door.leave exits normally
         f"sys.argv = [{str(BIN / 'lk')!r}, *sys.argv[1:]]\n"
         "source = open(sys.argv[0]).read()\n"
         "try:\n    exec(compile(source, sys.argv[0], 'exec'), {'__name__': '__main__'})\n"
