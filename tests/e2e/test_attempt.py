@@ -272,6 +272,16 @@ def _call(cwd: Path, doc: Path, args: list[str], env: dict[str, str]) -> bytes:
     return b"".join(f.encode() + b"\0" for f in [str(len(fields)), *fields])
 
 
+def _notes_task(git_repo: Path, tmp_path: Path) -> Path:
+    """A project whose worker writes notes/a.txt, and its task document's path."""
+    notes_project(
+        git_repo, "mkdir -p notes; echo hi > notes/a.txt", wall_seconds=600, check_timeout=5
+    )
+    doc = tmp_path / "task.json"
+    doc.write_text(_task(git_repo))
+    return doc
+
+
 def test_an_early_attempt_runs_the_call_it_is_handed_in_its_place_and_environment(
     git_repo: Path, tmp_path: Path
 ) -> None:
@@ -280,11 +290,7 @@ def test_an_early_attempt_runs_the_call_it_is_handed_in_its_place_and_environmen
     # the one it started in) and its environment (not the one it started with).
     import os
 
-    notes_project(
-        git_repo, "mkdir -p notes; echo hi > notes/a.txt", wall_seconds=600, check_timeout=5
-    )
-    doc = tmp_path / "task.json"
-    doc.write_text(_task(git_repo))
+    doc = _notes_task(git_repo, tmp_path)
     prefix = tmp_path / "runs" / "1"
     state = tmp_path / "state"  # the recipes export the state folder after the start
     env = {**os.environ, "LOOPKIT_STATE_DIR": str(state)}
@@ -340,11 +346,7 @@ def test_an_early_attempt_answers_the_workspace_call_before_its_own(
     import os
     import sys
 
-    notes_project(
-        git_repo, "mkdir -p notes; echo hi > notes/a.txt", wall_seconds=600, check_timeout=5
-    )
-    doc = tmp_path / "task.json"
-    doc.write_text(_task(git_repo))
+    doc = _notes_task(git_repo, tmp_path)
     plain = lk_run(["lk", "workspace", "--contract", "loop.yaml"], git_repo, doc.read_text())
     assert plain.returncode == 0, plain.stderr
     proc = subprocess.Popen(
