@@ -360,8 +360,7 @@ lk_setup_state() {
             lk_die "$LK_EXIT_SETUP" "$(pwd): not a git repository"
     fi
     [ "${LK_START_EARLY:-}" != 1 ] || [ -z "$top" ] || lk_start_early "$top"
-    [ "${LK_ATTEMPT_EARLY:-}" != 1 ] || lk_attempt_early || true
-    # Answered by the early lk attempt when there is one (no Python start of its own).
+    # Answered by an early lk attempt when there is one (no Python start of its own).
     if ! lk_workspace_call "$doc" workspace ${file:+--contract "$file"}; then
         out=$(lk workspace ${file:+--contract "$file"} <"$doc")
         rc=$?

@@ -106,6 +106,11 @@ while [ $# -gt 0 ]; do
 done
 case $max_rounds in '' | *[!0-9]*) printf 'loop.sh: --max-rounds needs a number\n' >&2; exit 2 ;; esac
 
+# The first round's lk attempt loads from now on, beside everything below; it answers the
+# workspace question too (lk_attempt_early, lk_workspace_call).
+trap lk_attempt_drop EXIT
+lk_attempt_early || true
+
 # --- the start document, then the workspace it names ------------------------------------
 # Built outside the repository first: its contract may name the state folder.
 LK_TMP_START=$(mktemp "${TMPDIR:-/tmp}/loopkit-start-XXXXXX") || exit "$LK_EXIT_SETUP"
@@ -122,8 +127,7 @@ else
     usage >&2
     exit 2
 fi
-LK_START_EARLY=1   # the start check walks the tree beside lk workspace (lib.sh)
-LK_ATTEMPT_EARLY=1 # and the first round's lk attempt loads beside it (lk_attempt_early)
+LK_START_EARLY=1 # the start check walks the tree beside the workspace question (lib.sh)
 lk_setup_state "$contract" "$tmp_start"
 cd "$LK_ROOT" || exit "$LK_EXIT_SETUP"
 lk_lock # before anything is written: a second loop here is refused at once

@@ -568,7 +568,14 @@ def _early() -> int:
     for name in EARLY_MODULES:
         importlib.import_module(name)
     if call is None:
+        # While the call is awaited: whether a sandbox can start here (kept for the
+        # binaries the environment names: an attempt whose own names others probes again).
+        from loopkit import sandbox
+
+        prober = threading.Thread(target=sandbox.probe, name="lk-early-probe", daemon=True)
+        prober.start()
         call = _read_call(0)
+        prober.join()
         if call is None:
             return 0
     cwd, doc_path, args, env = call
