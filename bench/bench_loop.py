@@ -31,7 +31,7 @@ from bench.bench_diff import git
 from bench.bench_sandbox import startup as sandbox_startup
 from bench.floor import CLICK_FLOOR
 
-VERSION = "v1"
+VERSION = "v2"
 FILES = 10_000
 PER_DIR = 100
 RUNS = 9
@@ -52,7 +52,9 @@ def build() -> Path:
         p = repo / f"pkg{i // PER_DIR:03d}" / f"mod_{i % PER_DIR:03d}.py"
         p.parent.mkdir(exist_ok=True)
         p.write_text(f"value_{i} = {i}\n")
-    worker = "echo 'edit = 1' >> pkg000/mod_000.py"  # inline: /tmp is private in the sandbox
+    # Inline (/tmp is private in the sandbox); a line of its own each run, as each attempt
+    # of a real loop brings a tree of its own (the clean room never holds it already).
+    worker = "echo \"edit = '$LOOPKIT_TASK_ID'\" >> pkg000/mod_000.py"
     (repo / "loop.yaml").write_text(
         json.dumps(
             {
@@ -91,7 +93,7 @@ def main() -> int:
     # An installed package has its bytecode cached: the warm-up round writes it (with
     # PYTHONDONTWRITEBYTECODE set, every run would compile loopkit again, ~100 ms).
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    naive = "set -e; echo 'edit = 1' >> pkg000/mod_000.py; true; git add -A; git commit -q -m naive"
+    naive = "set -e; echo \"edit = '$TASK'\" >> pkg000/mod_000.py; true; git add -A; git commit -q -m naive"
     floor_argv = CLICK_FLOOR
     loops, naives, floors = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
@@ -118,7 +120,7 @@ def main() -> int:
                     if n:
                         loops.append(took)
                 else:
-                    took = timed(["sh", "-c", naive], repo, env)
+                    took = timed(["sh", "-c", naive], repo, {**env, "TASK": f"t{n}"})
                     if n:
                         naives.append(took)
             # The denominator: three samples a round (a lone one swung the ratio by 20 %).

@@ -12,7 +12,11 @@ repository, synced to the attempt's tree before each run:
    borrows the repository's objects, with a fresh config and no hooks) to it (git rewrites only the
    files that differ, so the cost follows the size of the change), then
    ``git clean -ffdx`` removes everything else -- ignored files, caches, nested
-   repositories;
+   repositories. When the last checks left the room holding exactly the tree they ran on
+   and its index as the sync wrote it (the *settled* mark, ``settle``), the sync reads
+   only what differs between that tree and this one (``git read-tree -u -m``); the
+   hash after the checks is what guarantees the verdict either way -- a file of the tree
+   that is not as it should be when they end fails the verification;
 3. only the ignored paths the contract names (``verify.carry``: a virtualenv,
    ``node_modules``) are brought in, as symlinks to the working tree's; their content
    fingerprint is taken before the worker runs (lk-invoke) and compared here, so a worker
@@ -68,17 +72,58 @@ def occupied(root: Path) -> Iterator[None]:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
+#: In the clean room's git folder: the tree its files held when the last checks ended, and
+#: the stamp of its index then -- the index the sync wrote, untouched (``settle``).
+SETTLED = "loopkit-settled"
+
+
 class Room(Value):
-    """A clean room synced to ``tree`` (ready for the checks)."""
+    """A clean room synced to ``tree`` (ready for the checks); ``stamp``: its index's, as
+    the sync left it."""
 
     path: Path
     tree: str
     carried: tuple[str, ...]
+    stamp: str
 
-    _fields = ("path", "tree", "carried")
+    _fields = ("path", "tree", "carried", "stamp")
 
-    def __init__(self, path: Path, tree: str, carried: tuple[str, ...]) -> None:
-        self._set(path=path, tree=tree, carried=carried)
+    def __init__(self, path: Path, tree: str, carried: tuple[str, ...], stamp: str = "") -> None:
+        self._set(path=path, tree=tree, carried=carried, stamp=stamp)
+
+
+def _stamp(path: Path) -> str:
+    """The room's index as a file (inode, mtime, size): git rewrites an index whole, under
+    a new inode, so any write of it shows. Empty when there is none."""
+    try:
+        st = os.stat(path / ".git" / "index")
+    except OSError:
+        return ""
+    return f"{st.st_ino}:{st.st_mtime_ns}:{st.st_size}"
+
+
+def _held(path: Path) -> str | None:
+    """The tree the room is known to hold (its settled mark, when its index is still the
+    one the mark names), the mark taken away: a sync or a check that does not end leaves
+    none behind, and the next sync checks every file."""
+    mark = path / ".git" / SETTLED
+    try:
+        tree, _, stamp = mark.read_text(encoding="utf-8").strip().partition(" ")
+        mark.unlink()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return tree if stamp and stamp == _stamp(path) and git.is_object_id(tree) else None
+
+
+def settle(room: Room, *, intact: bool) -> None:
+    """After the checks: mark the room as holding ``room.tree`` when their hash found its
+    files so (``intact``: none of the tree's changed or gone; new ones are removed by any
+    sync) and its index is the one the sync wrote -- the next sync then reads only what
+    differs (``prepare``)."""
+    if intact and room.stamp and _stamp(room.path) == room.stamp:
+        from loopkit.files import atomic_write
+
+        atomic_write(room.path / ".git" / SETTLED, f"{room.tree} {room.stamp}\n")
 
 
 def prepare(
@@ -91,7 +136,8 @@ def prepare(
     """Bring the clean room of ``root`` to exactly ``tree`` (plus the carried paths)."""
     path = home_of(root)
     git.ensure_room(root, path, head=head)
-    git.sync_worktree(path, tree)
+    git.sync_worktree(path, tree, held=_held(path))
+    stamp = _stamp(path)
     carried = []
     for rel in carry:
         name = rel.strip().strip("/")
@@ -104,7 +150,7 @@ def prepare(
             continue  # a tracked path of that name: the tree wins
         os.symlink(source, target, target_is_directory=source.is_dir())
         carried.append(name)
-    return Room(path=path, tree=tree, carried=tuple(carried))
+    return Room(path=path, tree=tree, carried=tuple(carried), stamp=stamp)
 
 
 # --------------------------------------------------------------------------- carried paths

@@ -1203,13 +1203,32 @@ def ensure_room(root: Path, path: Path, *, head: str | None) -> None:
         alternates.parent.mkdir(parents=True, exist_ok=True)
         alternates.write_text(objects + "\n", encoding="utf-8")
     commit = head or out(["rev-parse", "--verify", "-q", "HEAD"], cwd=root)
-    git(["update-ref", "--no-deref", "HEAD", commit], cwd=path)
+    try:
+        detached = (path / ".git" / "HEAD").read_bytes() == f"{commit}\n".encode()
+    except OSError:
+        detached = False
+    if not detached:  # already so: no git call (a detached HEAD is its commit's id alone)
+        git(["update-ref", "--no-deref", "HEAD", commit], cwd=path)
 
 
-def sync_worktree(path: Path, tree: str) -> None:
+def is_object_id(text: str) -> bool:
+    """Whether ``text`` is a full object id (SHA-1 or SHA-256, lowercase hex)."""
+    return len(text) in (40, 64) and not text.strip("0123456789abcdef")
+
+
+def sync_worktree(path: Path, tree: str, *, held: str | None = None) -> None:
     """Make the work tree at ``path`` hold exactly ``tree``: its files rewritten only where
-    they differ, everything untracked or ignored (nested repositories too) removed."""
-    git(["read-tree", "-u", "--reset", tree], cwd=path)
+    they differ, everything untracked or ignored (nested repositories too) removed.
+
+    ``held``: a tree the work tree and the index are known to hold (loopkit.cleanroom's
+    settled mark). Then only what differs between the two trees is read and written (a
+    two-tree ``read-tree``: no file the trees share is looked at, and none at all when they
+    are the same tree); else, or when git refuses (a file it would write is not as the
+    index says), every file is checked against the index (``--reset``)."""
+    if held != tree:
+        two_trees = ["read-tree", "-u", "-m", str(held), tree]
+        if held is None or git(two_trees, cwd=path, check=False).exit_code != 0:
+            git(["read-tree", "-u", "--reset", tree], cwd=path)
     git(["clean", "-ffdxq"], cwd=path)
 
 

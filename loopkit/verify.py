@@ -143,17 +143,22 @@ def in_clean_room(
             home=root,
             synced=tree,
         )
-    body = result.body
+        body = result.body
+        touched: list[str] = []
+        if body.get("tree_changed"):
+            moved = git.changed_paths(room.path, tree, body["tree_after"])
+            touched = sorted(p for p, status in moved if status != "A")
+            body["changed_by_checks"] = touched
+            body["debris"] = sorted(p for p, status in moved if status == "A")[:200]
+        # New files alone (debris) leave the tree's own files as they were: the next sync
+        # removes them anyway.
+        cleanroom.settle(room, intact=body["tree"] == tree and not touched)
     body["clean_room"] = True
     problems: list[str] = []
     if body["tree"] != tree:
         problems.append(f"the clean room held tree {body['tree'][:12]}, not {tree[:12]}")
         body["tree"] = tree
     if body.get("tree_changed"):
-        moved = git.changed_paths(room.path, tree, body["tree_after"])
-        touched = sorted(p for p, status in moved if status != "A")
-        body["changed_by_checks"] = touched
-        body["debris"] = sorted(p for p, status in moved if status == "A")[:200]
         if touched:
             problems.append(
                 f"the checks changed {len(touched)} file(s) of the tree they verified "
@@ -313,6 +318,7 @@ def baseline(
             home=root,
             synced=tree,
         )
+        cleanroom.settle(room, intact=result.body["tree_after"] == tree)
     out = {
         "tree": tree,
         "checks": [
