@@ -108,46 +108,40 @@ class EarlyTree:
     (``drop``: the base's checks or the judge ran in between) still starts from."""
 
     def __init__(self, root: Path, state: Path, run: Any) -> None:
-        import threading
-
         from loopkit import statcache
+        from loopkit.background import Background
 
         self.root, self.state = root, state
         self._kept = statcache.path(state).with_name(f"{statcache.NAME}.early-{os.getpid()}")
-        self._out: dict[str, Any] = {}
-        self._thread = threading.Thread(target=self._hash, args=(run,), daemon=True)
-        self._thread.start()
-
-    def _hash(self, run: Any) -> None:
-        try:
-            self._out["tree"] = tree_on_disk(self.root, self.state, run, keep_as=self._kept)
-        except BaseException as e:  # raised again in the thread that takes it
-            self._out["error"] = e
+        self._hash = Background(
+            lambda: tree_on_disk(root, state, run, keep_as=self._kept), name="lk-early-tree"
+        )
 
     def take(self, root: Path, state: Path) -> str | None:
         """The hash, once it is done (its stat cache now the stat cache); None, and nothing
         kept, when it was taken for another work tree or state folder."""
-        self._thread.join()
         if (root, state) != (self.root, self.state):
             self.drop()
             return None
-        if "error" in self._out:
+        try:
+            tree = str(self._hash.result())
+        except BaseException:
             self.drop()
-            raise self._out["error"]
+            raise
         from loopkit import statcache
 
         if self._kept.exists():
             os.replace(self._kept, statcache.path(state))
-        return str(self._out["tree"])
+        return tree
 
     def wait(self) -> None:
         """Wait for the hash to be done (before loopkit writes files of its own again: the
         state folder may lie in the work tree, and a worker's .gitignore may take it in)."""
-        self._thread.join()
+        self._hash.wait()
 
     def drop(self) -> None:
         """Wait for the hash and forget it."""
-        self._thread.join()
+        self._hash.wait()
         with contextlib.suppress(OSError):
             self._kept.unlink()
 

@@ -207,7 +207,7 @@ def gather_at(
     (``loopkit.statcache.seed``; default the real one). ``ignored_at_start``: what git
     ignored when the task started (``run.ignored_at_start``).
     """
-    import threading
+    from loopkit.background import Background
 
     control = None
     if isinstance(git_control, Mapping):
@@ -215,17 +215,13 @@ def gather_at(
         since = {str(k): str(v) for k, v in paths.items()} if isinstance(paths, Mapping) else {}
         control = git.control_state(where.root, since=since)
 
-    found: list[str | None] = []
-    resolver = threading.Thread(
-        target=lambda: found.append(git.resolve(where.root, base_ref)), name="lk-diff-base"
-    )
-    resolver.start()
+    resolver = Background(lambda: git.resolve(where.root, base_ref), name="lk-diff-base")
 
     def base_id() -> str:
-        resolver.join()
-        if not found or found[0] is None:
+        found: str | None = resolver.result()
+        if found is None:
             raise BadInput("--base", f"{base_ref!r} names no commit or tree in {where.root}")
-        return found[0]
+        return found
 
     try:
         with git.worktree_changes(where.root, base_id, index=where.index, seed=seed) as changes:
@@ -244,7 +240,7 @@ def gather_at(
         ignored = _ignored_at_base(where.root, base_id(), files) if control is not None else []
         at_start = _ignored_at_start(files, ignored_at_start or (), set(ignored))
     finally:
-        resolver.join()
+        resolver.wait()
     return Facts(
         root=where.root,
         base=base_id(),

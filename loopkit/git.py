@@ -1285,32 +1285,25 @@ def worktree_changes(
     ``base`` may be a call that returns the base's id, made once the index is up to date
     (so it can be resolved while ``git add`` runs).
     """
-    import threading
+    from loopkit.background import Background
 
     with TreeWatch(root, index=index, seed=seed) as watch:
         watch.refresh()
         env = watch.env
         base_id = base() if callable(base) else base
-        trees: list[str] = []
-        writer = threading.Thread(
-            target=lambda: trees.append(out(["write-tree"], cwd=root, env=env)),
-            name="loopkit-write-tree",
+        writer = Background(
+            lambda: out(["write-tree"], cwd=root, env=env), name="loopkit-write-tree"
         )
-        writer.start()
-        found: list[dict[str, int]] = []
-        sizer = threading.Thread(
-            target=lambda: found.append(new_blob_sizes(root, base_id, env=env)),
-            name="loopkit-blob-sizes",
+        sizer = Background(
+            lambda: new_blob_sizes(root, base_id, env=env), name="loopkit-blob-sizes"
         )
-        sizer.start()
 
         def tree() -> str:
-            writer.join()
-            return trees[0] if trees else out(["write-tree"], cwd=root, env=env)  # its error
+            return str(writer.result())
 
         def sizes() -> dict[str, int]:
-            sizer.join()
-            return found[0] if found else new_blob_sizes(root, base_id, env=env)  # its error
+            found: dict[str, int] = sizer.result()
+            return found
 
         try:
             done = git(
@@ -1329,5 +1322,5 @@ def worktree_changes(
             )
             yield done.stdout, tree, sizes, list(watch.unborn)
         finally:
-            writer.join()  # the scratch index goes only once write-tree is done with it
-            sizer.join()
+            writer.wait()  # the scratch index goes only once write-tree is done with it
+            sizer.wait()

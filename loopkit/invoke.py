@@ -489,6 +489,13 @@ def attempt(req: Request) -> dict[str, Any]:
     p = plan(req, root=root)
     configured = (p.contract or {}).get("state_dir")
     state_path = state_folder(root, where.index, env=req.environ, configured=configured)
+    # What git ignores before the worker, asked beside the rest of this set-up (git's
+    # walk of the tree meanwhile; the state folder is left out of it).
+    from loopkit.background import Background
+
+    ignoring = Background(
+        lambda: _ignored_at_start(req.document, root, state_path), name="lk-invoke-ignored"
+    )
     doc = _fresh(req.document)
     folder = artifacts.attempt_dir(state_path, artifacts.assign_attempt_id(doc))
     carry = list(((p.contract or {}).get("verify") or {}).get("carry") or [])
@@ -514,7 +521,7 @@ def attempt(req: Request) -> dict[str, Any]:
     # line for the state folder is already written): lk-diff reports any change.
     control = git.control_state(root)
     contracts = remembered(root)
-    ignored = _ignored_at_start(req.document, root, state_path)
+    ignored = ignoring.result()
     result = execute(
         p.provider,
         p.spec,

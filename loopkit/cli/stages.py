@@ -526,6 +526,7 @@ EARLY_MODULES = (
     "shlex",
     "hashlib",
     "tempfile",
+    "loopkit.background",
     "loopkit.controller",
     "loopkit.document",
     "loopkit.invoke",

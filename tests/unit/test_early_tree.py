@@ -26,7 +26,7 @@ def test_it_is_the_hash_lk_decide_takes_and_its_stat_cache_lands_only_when_taken
     (git_repo / "new.txt").write_text("x\n")
     want = git.tree_hash(git_repo)
     early = controller.EarlyTree(git_repo, state, run)
-    early._thread.join()
+    early.wait()
     # Until lk-decide takes it, the sealed stat cache is untouched (a hash taken instead
     # still starts from it) and the early one waits beside it.
     assert statcache.digest(state) == sealed
