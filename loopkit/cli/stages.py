@@ -17,14 +17,16 @@ from __future__ import annotations
 import io
 import os
 import sys
-import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, Any
 
 from loopkit.cli._handle import handle, say
 from loopkit.errors import UsageProblem
 from loopkit.exitcodes import ExitCode
+
+TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
+if TYPE_CHECKING:
+    from typing import IO, Any
 
 #: Within ``lk attempt`` only: the tree on disk, hashed from the moment lk-verify's last
 #: check in the clean room ended, for the lk-decide after it (controller.EarlyTree).
@@ -572,11 +574,11 @@ def _early() -> int:
         # While the call is awaited: whether a sandbox can start here (kept for the
         # binaries the environment names: an attempt whose own names others probes again).
         from loopkit import sandbox
+        from loopkit.background import Background
 
-        prober = threading.Thread(target=sandbox.probe, name="lk-early-probe", daemon=True)
-        prober.start()
+        prober = Background(sandbox.probe, name="lk-early-probe")
         call = _read_call(0)
-        prober.join()
+        prober.wait()
         if call is None:
             return 0
     cwd, doc_path, args, env = call
@@ -821,6 +823,8 @@ class _tee_stderr:
         read, write = os.pipe()
         os.dup2(write, 2)
         os.close(write)
+        import threading
+
         self.pump = threading.Thread(target=self._copy, args=(read,), daemon=True)
         self.pump.start()
 
