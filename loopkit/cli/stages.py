@@ -528,7 +528,9 @@ EARLY_MODULES = (
     "shlex",
     "hashlib",
     "tempfile",
+    "_ctypes",  # prctl (loopkit.proc)
     "loopkit.background",
+    "loopkit.containment",
     "loopkit.controller",
     "loopkit.document",
     "loopkit.invoke",
@@ -537,6 +539,7 @@ EARLY_MODULES = (
     "loopkit.cleanroom",
     "loopkit.sandbox",
     "loopkit.handoff",
+    "loopkit.progress",
     "loopkit.statcache",
     "loopkit.providers.command",
 )
