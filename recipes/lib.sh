@@ -214,14 +214,37 @@ lk_json_string() {
     lk_put "${2:-}" "\"$s\""
 }
 
+lk_scratch_file() {
+    # lk_scratch_file PREFIX VAR: a new empty file PREFIX-<pid>-<random> of this loop's
+    # alone, its path in VAR: created only where nothing is (noclobber opens it O_EXCL, so
+    # no file or symlink planted in a shared /tmp is followed), without a process (mktemp).
+    local name n=0 was=+C
+    case $- in *C*) was=-C ;; esac
+    set -C
+    while [ "$n" -lt 20 ]; do
+        name=$1-$$-$RANDOM$RANDOM
+        if { : >"$name"; } 2>/dev/null; then
+            set "$was"
+            printf -v "$2" '%s' "$name"
+            return 0
+        fi
+        n=$((n + 1))
+    done
+    set "$was"
+    lk_log "cannot create a scratch file beside $1"
+    return 1
+}
+
 lk_task_doc() {
-    # lk_task_doc ID TEXT [KIND] -> a minimal attempt document holding one task.
-    local id text kind
+    # lk_task_doc ID TEXT [KIND [VAR]] -> a minimal attempt document holding one task
+    # (lk_put).
+    local id text kind doc
     lk_json_string "$1" id
     lk_json_string "$2" text
     lk_json_string "${3:-task}" kind
-    printf '{"kind":"loopkit/attempt","version":1,"task":{"id":%s,"text":%s,"kind":%s}}\n' \
+    printf -v doc '{"kind":"loopkit/attempt","version":1,"task":{"id":%s,"text":%s,"kind":%s}}\n' \
         "$id" "$text" "$kind"
+    lk_put "${4:-}" "$doc"
 }
 
 # --- git, with nothing of the worker's running inside it --------------------------------
@@ -409,10 +432,11 @@ lk_start_wait() {
 }
 
 lk_start_forget() {
-    # Wait for an early start check (lk_start_early) and drop its answer.
+    # Wait for an early start check (lk_start_early) and drop its answer (its file goes
+    # with the loop's other scratch files when the loop ends: lk_on_exit).
     lk_start_wait
     if [ -n "${LK_START_FILE:-}" ]; then
-        lk_rm_f "$LK_START_FILE" "$LK_START_FILE.part"
+        LK_LEAVE+=("$LK_START_FILE" "$LK_START_FILE.part")
         LK_START_FILE=
     fi
 }
@@ -563,9 +587,9 @@ lk_lock() {
         waited=0
     done
     lk_proc_started $$ >"$lock/started" 2>/dev/null || true
-    if ! printf '%s\n' "$$" >"$lock/pid.part" || ! mv -f -- "$lock/pid.part" "$lock/pid"; then
-        lk_die "$LK_EXIT_SETUP" "cannot write $lock/pid"
-    fi
+    # One small write: a loop that reads it meanwhile sees it empty (its pid "on the way",
+    # above) or whole.
+    printf '%s\n' "$$" >"$lock/pid" || lk_die "$LK_EXIT_SETUP" "cannot write $lock/pid"
     LK_LOCK=$lock
     export LK_LOCK_OWNER=$$
     trap lk_on_exit EXIT
@@ -617,23 +641,27 @@ lk_recover() {
 }
 
 lk_unlock() {
-    [ -n "${LK_LOCK:-}" ] || return 0
-    local pid=
-    { IFS= read -r pid <"$LK_LOCK/pid"; } 2>/dev/null || true
-    if [ "$pid" = "$$" ]; then
-        rm -rf -- "$LK_LOCK"
+    # Release the lock (when it is this loop's) and remove the loop's scratch files
+    # (LK_LEAVE, LK_TMP_START): one rm for all.
+    local pid='' gone=(${LK_LEAVE[@]+"${LK_LEAVE[@]}"})
+    LK_LEAVE=()
+    [ -z "${LK_TMP_START:-}" ] || gone+=("$LK_TMP_START")
+    LK_TMP_START=
+    if [ -n "${LK_LOCK:-}" ]; then
+        { IFS= read -r pid <"$LK_LOCK/pid"; } 2>/dev/null || true
+        [ "$pid" != "$$" ] || gone+=("$LK_LOCK")
+        LK_LOCK=
     fi
-    LK_LOCK=
+    [ "${#gone[@]}" = 0 ] || rm -rf -- "${gone[@]}"
 }
 
 lk_on_exit() {
-    # The EXIT trap: release the lock; write the exit code to LK_STATUS_FILE when set;
-    # remove a start document not yet moved into the state folder (LK_TMP_START); end an
-    # early lk attempt no round was handed.
+    # The EXIT trap: end an early lk attempt no round was handed; release the lock and
+    # remove the loop's scratch files (lk_unlock); write the exit code to LK_STATUS_FILE
+    # when set.
     local rc=$?
     lk_attempt_drop
     lk_unlock
-    [ -z "${LK_TMP_START:-}" ] || rm -f -- "$LK_TMP_START"
     if [ -n "${LK_STATUS_FILE:-}" ]; then
         printf '%s\n' "$rc" >"$LK_STATUS_FILE" 2>/dev/null || true
     fi
@@ -725,9 +753,11 @@ lk_live_tree() {
     # it starts from the stat cache lk-decide has just left instead (loopkit.statcache: an
     # index loopkit wrote once the worker had ended), so only files that changed since are
     # read again. With KEEP (a path in the git folder) the index is left there: it holds the
-    # tree with stat data just taken from the files. What the start's rules ignored
-    # (LK_START_IGNORED) is left out too, even where the attempt's own .gitignore lets it
-    # in: a park's save never holds the user's .env (and fan-out pushes saves).
+    # tree with stat data just taken from the files -- with EXPECT, only when the tree is
+    # EXPECT (exit 2, the tree printed, when it could not be moved there). What the start's
+    # rules ignored (LK_START_IGNORED) is left out too, even where the attempt's own
+    # .gitignore lets it in: a park's save never holds the user's .env (and fan-out pushes
+    # saves).
     local index tree state ok=0 path drop=() ndrop=0
     lk_git_path "loopkit-recipe-$$.index" index || return 1
     lk_rm_f "$index" "$index.lock"
@@ -745,12 +775,12 @@ lk_live_tree() {
         # needs dropping. Else the drops below, and the tree written again.
         tree=$(GIT_INDEX_FILE=$index lk_git write-tree) || ok=1
         if [ "$ok" = 0 ] && [ "$tree" = "$2" ]; then
-            if [ -n "${1:-}" ]; then mv -f -- "$index" "$1" || ok=1; fi
+            if [ -n "${1:-}" ]; then mv -f -- "$index" "$1" || ok=2; fi
             lk_rm_f "$index" "$index.lock"
-            [ "$ok" = 0 ] || return 1
             printf '%s\n' "$tree"
-            return 0
+            return "$ok" # 2: the tree is EXPECT, but its index could not be kept
         fi
+        set -- "" "$2" # not EXPECT: the index is kept nowhere
     fi
     state=$(lk_state_rel)
     if [ "$ok" = 0 ]; then
@@ -1152,7 +1182,7 @@ lk_commit_verified() {
     # Then the index and the work tree are brought to the commit; if the work tree changed
     # since the checks ran, it is saved first under refs/loopkit/<task>/<attempt>-after-verify.
     # Exits 40 (the task not marked) when the commit cannot land.
-    local doc=$1 tree subject attempt_id why msg new ref live fresh real short
+    local doc=$1 tree subject attempt_id why msg new ref live kept real short
     lk_doc "$doc" || lk_die "$LK_EXIT_NO_COMMIT" "$doc: cannot read the decided document; nothing committed"
     tree=$LK_DOC_TREE
     case $tree in
@@ -1177,9 +1207,15 @@ lk_commit_verified() {
     fi
     lk_short "$new" short
     lk_log "committed $LK_TASK_ID as $short: the tree its checks ran on"
-    lk_git_path "loopkit-recipe-$$.live" fresh || fresh=
-    if ! live=$(lk_live_tree "$fresh" "$tree") || [ "$live" != "$tree" ]; then
-        [ -z "$fresh" ] || rm -f -- "$fresh"
+    # The index that hashes the work tree becomes the real one when the files are the
+    # commit's (built from HEAD and the files, not from the worker's index: nothing is read
+    # twice); lk_live_tree moves it there only then.
+    if ! lk_git_path index real || [ -d "$real" ]; then # (mv would put it inside a directory)
+        real=
+    fi
+    live=$(lk_live_tree "$real" "$tree")
+    kept=$?
+    if [ "$live" != "$tree" ]; then
         ref=$(lk_save "changed after verification" "$LK_LABEL-after-verify") ||
             lk_die "$LK_EXIT_NO_COMMIT" "$LK_TASK_ID is committed, but the work tree changed after its checks ran and could not be saved: left as it is; the task is NOT marked done"
         lk_log "the work tree changed after the checks ran (a process the worker left running?): the commit holds the tree that was checked; what was on disk is saved as $ref"
@@ -1188,17 +1224,12 @@ lk_commit_verified() {
         if lk_tree_dirty; then
             lk_log "warning: the work tree still differs from the commit (is something still writing into it?): see git status"
         fi
-    elif ! lk_git_path index real || [ -d "$real" ] ||
-        ! mv -f -- "$fresh" "$real"; then # (mv would put it inside a directory there)
+    elif [ "$kept" != 0 ] || [ -z "$real" ]; then
         # The files are the commit's already: only the index follows (rebuilt, not trusted).
-        [ -z "$fresh" ] || rm -f -- "$fresh"
         lk_git read-tree HEAD ||
             lk_die "$LK_EXIT_NO_COMMIT" "$LK_TASK_ID is committed, but the index could not be brought to the commit; the task is NOT marked done"
         lk_git update-index -q --refresh >/dev/null 2>&1 || true
     fi
-    # Else the files are the commit's already, and the index that just hashed them -- built
-    # from HEAD and the files, not from the worker's index -- is the real one now: nothing
-    # is read twice.
 }
 
 lk_mark_done() {

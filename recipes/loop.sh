@@ -107,25 +107,27 @@ done
 case $max_rounds in '' | *[!0-9]*) printf 'loop.sh: --max-rounds needs a number\n' >&2; exit 2 ;; esac
 
 # The first round's lk attempt loads from now on, beside everything below; it answers the
-# workspace question too (lk_attempt_early, lk_workspace_call).
-trap lk_attempt_drop EXIT
+# workspace question too (lk_attempt_early, lk_workspace_call). The EXIT trap ends it, and
+# removes the loop's scratch files (lk_on_exit).
+trap lk_on_exit EXIT
 lk_attempt_early || true
 
 # --- the start document, then the workspace it names ------------------------------------
 # Built outside the repository first: its contract may name the state folder.
-LK_TMP_START=$(mktemp "${TMPDIR:-/tmp}/loopkit-start-XXXXXX") || exit "$LK_EXIT_SETUP"
-trap 'rm -f -- "$LK_TMP_START"; lk_attempt_drop' EXIT
-tmp_start=$LK_TMP_START
-if [ -n "$task_id" ]; then
-    lk_task_doc "$task_id" "${task_text:-$task_id}" "$task_kind" >"$tmp_start" ||
-        lk_die 3 "cannot build the start document"
-elif [ -n "$start" ] && [ "$start" != - ]; then
-    cp -- "$start" "$tmp_start" || lk_die 3 "$start: cannot read the start document"
-elif [ ! -t 0 ]; then
-    cat >"$tmp_start"
-else
+start_doc=''
+if [ -z "$task_id" ] && { [ -z "$start" ] || [ "$start" = - ]; } && [ -t 0 ]; then
     usage >&2
     exit 2
+fi
+lk_scratch_file "${TMPDIR:-/tmp}/loopkit-start" LK_TMP_START || exit "$LK_EXIT_SETUP"
+tmp_start=$LK_TMP_START
+if [ -n "$task_id" ]; then
+    lk_task_doc "$task_id" "${task_text:-$task_id}" "$task_kind" start_doc
+    printf '%s' "$start_doc" >"$tmp_start" || lk_die 3 "cannot build the start document"
+elif [ -n "$start" ] && [ "$start" != - ]; then
+    cp -- "$start" "$tmp_start" || lk_die 3 "$start: cannot read the start document"
+else
+    cat >"$tmp_start"
 fi
 LK_START_EARLY=1 # the start check walks the tree beside the workspace question (lib.sh)
 lk_setup_state "$contract" "$tmp_start"
@@ -142,7 +144,11 @@ safe_task='' short_base=''
 lk_safe_name "$task_id" safe_task
 run_dir=$LK_STATE/runs/$safe_task/$run_id
 mkdir -p "$run_dir" || exit "$LK_EXIT_SETUP"
-mv -- "$tmp_start" "$run_dir/start.json" && LK_TMP_START=
+if [ -n "$start_doc" ]; then # written again (a builtin); the scratch copy goes at the end
+    printf '%s' "$start_doc" >"$run_dir/start.json" || exit "$LK_EXIT_SETUP"
+else
+    mv -- "$tmp_start" "$run_dir/start.json" && LK_TMP_START=
+fi
 
 LK_TASK_ID=$task_id LK_TASKS=$tasks LK_RUN_DIR=$run_dir LK_LABEL=start
 lk_begin "$allow_dirty"

@@ -241,11 +241,38 @@ def test_the_start_document_the_recipes_write_is_json_of_exactly_their_text(text
 
     script = (
         f'. "{RECIPES / "lib.sh"}"; lk_task_doc "$1" "$1" goal; '
-        'lk_json_string "$1"; echo; lk_json_string "$1" v; printf "%s\\n" "$v"'
+        'lk_json_string "$1"; echo; lk_json_string "$1" v; printf "%s\\n" "$v"; '
+        'lk_task_doc "$1" "$1" goal d; printf "%s" "$d"'
     )
     done = subprocess.run(
         ["bash", "-c", script, "-", text], capture_output=True, text=True, check=True
     )
-    doc, printed, kept = done.stdout.split("\n")[:3]
+    doc, printed, kept, doc_kept = done.stdout.split("\n")[:4]
     assert json.loads(doc)["task"] == {"id": text, "text": text, "kind": "goal"}
     assert json.loads(printed) == json.loads(kept) == text
+    assert doc_kept == doc
+
+
+def test_a_scratch_file_is_made_new_never_through_what_is_there(tmp_path: Path) -> None:
+    # lk_scratch_file (loop.sh's start document in a shared /tmp) creates its file without
+    # mktemp. Naive variant caught: writing to a name that exists -- a symlink planted
+    # there by another user leads the write to a file of the victim's. The name is
+    # foreseen here the way a planter would try: the same $RANDOM seed.
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    prefix = tmp_path / "loopkit-start"
+    script = (
+        f'. "{RECIPES / "lib.sh"}"; LK_PROG=test; '
+        'RANDOM=7; first=$1-$$-$RANDOM$RANDOM; ln -s "$2" "$first"; : >"$1-$$-$RANDOM$RANDOM"; '
+        'RANDOM=7; lk_scratch_file "$1" f || exit 9; '
+        'printf "%s\\n" "$f" "$first" "$-"; echo data >"$f"'
+    )
+    done = subprocess.run(
+        ["bash", "-c", script, "-", str(prefix), str(victim)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    made, planted, flags = done.stdout.split("\n")[:3]
+    assert made != planted and "C" not in flags  # noclobber set back as it was
+    assert victim.read_text() == "precious\n"
+    assert Path(made).read_text() == "data\n" and not Path(made).is_symlink()
