@@ -134,9 +134,25 @@ def prepare(
     carry: Sequence[str] = (),
 ) -> Room:
     """Bring the clean room of ``root`` to exactly ``tree`` (plus the carried paths)."""
+    path, held = _cleared(root, head=head)
+    return _synced(root, path, tree, held, carry)
+
+
+def _cleared(root: Path, *, head: str | None) -> tuple[Path, str | None]:
+    """The clean room of ``root`` (made if need be), its HEAD at ``head``, nothing in it but
+    its index's files; and the tree it is known to hold (its settled mark), if any. The
+    half of a sync that needs no tree yet."""
     path = home_of(root)
     git.ensure_room(root, path, head=head)
-    git.sync_worktree(path, tree, held=_held(path))
+    held = _held(path)
+    git.clean_worktree(path)
+    return path, held
+
+
+def _synced(root: Path, path: Path, tree: str, held: str | None, carry: Sequence[str]) -> Room:
+    """The other half (``_cleared`` done): the room brought to ``tree``, the carried paths
+    linked in."""
+    git.sync_worktree(path, tree, held=held, cleaned=True)
     stamp = _stamp(path)
     carried = []
     for rel in carry:
@@ -151,6 +167,87 @@ def prepare(
         os.symlink(source, target, target_is_directory=source.is_dir())
         carried.append(name)
     return Room(path=path, tree=tree, carried=tuple(carried), stamp=stamp)
+
+
+@contextlib.contextmanager
+def held(
+    root: Path,
+    tree: str,
+    *,
+    head: str | None,
+    carry: Sequence[str] = (),
+    early: EarlyRoom | None = None,
+) -> Iterator[Room]:
+    """The clean room of ``root`` synced to ``tree`` and held (``occupied``) while the
+    caller runs its checks there: the one ``early`` synced, when it was for exactly these,
+    else synced now."""
+    room = early.take(root, tree, head, carry) if early is not None else None
+    if room is not None:
+        try:
+            yield room
+        finally:
+            early.release()  # type: ignore[union-attr]
+        return
+    with occupied(root):
+        yield prepare(root, tree, head=head, carry=carry)
+
+
+class EarlyRoom:
+    """A sync of the clean room begun before lk-verify asks for it: ``lk attempt`` starts it
+    as lk-diff begins -- the room cleared (``_cleared``) while lk-diff walks the work tree
+    -- and hands it the tree the moment lk-diff has written it (``sync``), so the room is
+    ready when the checks are to run. It holds the clean room (``occupied``) from its start
+    until lk-verify is done there (``held``), or it is dropped (``release``): lk-verify
+    asked for another tree, head or carried paths, or never ran."""
+
+    def __init__(self, root: Path, *, head: str | None, carry: Sequence[str]) -> None:
+        import threading
+
+        from loopkit.background import Background
+
+        self._for = (root, head, tuple(carry))
+        self._hold: contextlib.AbstractContextManager[None] | None = None
+        self._tree: str | None = None
+        self._given = threading.Event()
+        self._sync = Background(self._prepare, name="lk-early-room")
+
+    def _prepare(self) -> Room | None:
+        root, head, carry = self._for
+        hold = occupied(root)
+        hold.__enter__()
+        self._hold = hold
+        path, held = _cleared(root, head=head)
+        self._given.wait()
+        if self._tree is None:
+            return None  # dropped before lk-diff wrote a tree
+        return _synced(root, path, self._tree, held, carry)
+
+    def sync(self, tree: str) -> None:
+        """The tree to bring the room to (lk-diff's, once written)."""
+        if not self._given.is_set():
+            self._tree = tree
+            self._given.set()
+
+    def take(self, root: Path, tree: str, head: str | None, carry: Sequence[str]) -> Room | None:
+        """The room, synced, when it is for exactly these (the hold passes to the caller,
+        who ``release``s it); else None, and nothing held."""
+        self._given.set()  # no tree handed over by now: none will be
+        try:
+            room: Room | None = self._sync.result()
+        except Exception:
+            room = None  # the caller's own sync says why
+        if room is None or room.tree != tree or (root, head, tuple(carry)) != self._for:
+            self.release()
+            return None
+        return room
+
+    def release(self) -> None:
+        """Wait for the sync (given no tree, it stops short) and let the clean room go."""
+        self._given.set()
+        self._sync.wait()
+        hold, self._hold = self._hold, None
+        if hold is not None:
+            hold.__exit__(None, None, None)
 
 
 # --------------------------------------------------------------------------- carried paths

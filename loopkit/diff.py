@@ -10,7 +10,7 @@ plus ``tree``, the content hash the rest of the evidence is bound to.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -197,6 +197,7 @@ def gather_at(
     git_control: Mapping[str, Any] | None = None,
     seed: Path | None = None,
     ignored_at_start: Sequence[str] | None = None,
+    on_tree: Callable[[str], None] | None = None,
 ) -> Facts:
     """The change in the located repository against ``base_ref`` (exit 3 if it names nothing).
 
@@ -205,7 +206,8 @@ def gather_at(
     recorded, ``run.git_control``), the git folders' control state is read too, before
     any git call of this one. ``seed``: the index the hash starts from
     (``loopkit.statcache.seed``; default the real one). ``ignored_at_start``: what git
-    ignored when the task started (``run.ignored_at_start``).
+    ignored when the task started (``run.ignored_at_start``). ``on_tree``: handed the
+    tree's id as soon as it is written, while the rest is gathered.
     """
     from loopkit.background import Background
 
@@ -224,7 +226,9 @@ def gather_at(
         return found
 
     try:
-        with git.worktree_changes(where.root, base_id, index=where.index, seed=seed) as changes:
+        with git.worktree_changes(
+            where.root, base_id, index=where.index, seed=seed, on_tree=on_tree
+        ) as changes:
             records, tree, blob_sizes, unborn = changes
             files = parse_records(records)  # while git write-tree still runs
             sizes = blob_sizes()

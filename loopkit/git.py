@@ -1216,20 +1216,29 @@ def is_object_id(text: str) -> bool:
     return len(text) in (40, 64) and not text.strip("0123456789abcdef")
 
 
-def sync_worktree(path: Path, tree: str, *, held: str | None = None) -> None:
-    """Make the work tree at ``path`` hold exactly ``tree``: its files rewritten only where
-    they differ, everything untracked or ignored (nested repositories too) removed.
+def clean_worktree(path: Path) -> None:
+    """Remove from the work tree at ``path`` everything its index does not hold: untracked
+    and ignored files, nested repositories (the first half of ``sync_worktree``)."""
+    git(["clean", "-ffdxq"], cwd=path)
+
+
+def sync_worktree(path: Path, tree: str, *, held: str | None = None, cleaned: bool = False) -> None:
+    """Make the work tree at ``path`` hold exactly ``tree``: everything untracked or ignored
+    (nested repositories too) removed (``clean_worktree``; already done when ``cleaned``),
+    then its files rewritten only where they differ -- a file the index held and the tree
+    does not is removed with it, so nothing but the tree is left.
 
     ``held``: a tree the work tree and the index are known to hold (loopkit.cleanroom's
     settled mark). Then only what differs between the two trees is read and written (a
     two-tree ``read-tree``: no file the trees share is looked at, and none at all when they
     are the same tree); else, or when git refuses (a file it would write is not as the
     index says), every file is checked against the index (``--reset``)."""
+    if not cleaned:
+        clean_worktree(path)
     if held != tree:
         two_trees = ["read-tree", "-u", "-m", str(held), tree]
         if held is None or git(two_trees, cwd=path, check=False).exit_code != 0:
             git(["read-tree", "-u", "--reset", tree], cwd=path)
-    git(["clean", "-ffdxq"], cwd=path)
 
 
 @contextlib.contextmanager
@@ -1271,6 +1280,7 @@ def worktree_changes(
     *,
     index: Path | None = None,
     seed: Path | None = None,
+    on_tree: Callable[[str], None] | None = None,
 ) -> Iterator[tuple[bytes, Callable[[], str], Callable[[], dict[str, int]], list[str]]]:
     """The working tree's change against ``base``, a call that returns its hash, one that
     returns the sizes of the blobs it adds, and the nested repositories left out.
@@ -1283,7 +1293,8 @@ def worktree_changes(
     object store), so the caller can parse the records in the mean time. ``unborn`` names
     nested repositories without a commit (left out of the index, so of all three).
     ``base`` may be a call that returns the base's id, made once the index is up to date
-    (so it can be resolved while ``git add`` runs).
+    (so it can be resolved while ``git add`` runs). ``on_tree`` is handed the tree's id
+    the moment it is written (in the thread that wrote it).
     """
     from loopkit.background import Background
 
@@ -1291,9 +1302,14 @@ def worktree_changes(
         watch.refresh()
         env = watch.env
         base_id = base() if callable(base) else base
-        writer = Background(
-            lambda: out(["write-tree"], cwd=root, env=env), name="loopkit-write-tree"
-        )
+
+        def write() -> str:
+            tree = out(["write-tree"], cwd=root, env=env)
+            if on_tree is not None:
+                on_tree(tree)
+            return tree
+
+        writer = Background(write, name="loopkit-write-tree")
         sizer = Background(
             lambda: new_blob_sizes(root, base_id, env=env), name="loopkit-blob-sizes"
         )

@@ -19,6 +19,10 @@ from typing import Any
 from loopkit import artifacts, digest, fingerprint, git, proc, text
 from loopkit.errors import BadInput, LoopkitError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from loopkit import cleanroom
+
 #: The verify section as lk-verify recorded it, in the attempt's artifact folder.
 RECORD_NAME = "verify.json"
 #: The output tail kept in the document: at most this many lines and bytes (from the end).
@@ -114,11 +118,13 @@ def in_clean_room(
     progress: Progress | None = None,
     env: Mapping[str, str] | None = None,
     tree: str | None = None,
+    early: cleanroom.EarlyRoom | None = None,
 ) -> Result:
     """Run ``criteria`` in the clean room synced to the working tree's tree (see
     ``loopkit.cleanroom``); the ``verify`` section, bound to that tree. ``tree`` is that
     tree when the caller has it (the one lk-diff checked: lk-decide completes only when
-    it is still the tree on disk), else the working tree is hashed here.
+    it is still the tree on disk), else the working tree is hashed here. ``early``: the
+    clean room's sync begun earlier (``lk attempt``), used when it is for this tree.
 
     A check that changes a file of the tree there (or deletes one) is listed in
     ``changed_by_checks`` and the verification does not pass: the tree the recipe would
@@ -130,8 +136,7 @@ def in_clean_room(
 
     if tree is None:
         tree = git.tree_hash(root, index=index)
-    with cleanroom.occupied(root):
-        room = cleanroom.prepare(root, tree, head=head, carry=carry)
+    with cleanroom.held(root, tree, head=head, carry=carry, early=early) as room:
         result = run_checks(
             room.path,
             criteria,

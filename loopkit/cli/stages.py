@@ -31,7 +31,11 @@ if TYPE_CHECKING:
 #: Within ``lk attempt`` only: the tree on disk, hashed from the moment lk-verify's last
 #: check in the clean room ended, for the lk-decide after it (controller.EarlyTree).
 _EARLY_TREE: list[Any] = []
-#: Whether the stage running now may begin it (set by ``attempt`` around lk-verify).
+#: Within ``lk attempt`` only: the clean room's sync to the tree lk-diff wrote, begun
+#: while lk-diff goes on, for the lk-verify after it (cleanroom.EarlyRoom).
+_EARLY_ROOM: list[Any] = []
+#: Whether the stage running now may begin them (set by ``attempt`` around lk-diff and
+#: lk-verify).
 _EARLY_ALLOWED: list[bool] = []
 
 # --------------------------------------------------------------------------- lk-decide
@@ -170,6 +174,7 @@ def diff(*, contract_path: str | None = None, base: str | None = None) -> int:
     terms = ws.contract
     started = ((doc or {}).get("run") or {}).get("git_control")  # .git before the worker
     seed = statcache.seed(ws.state, ((doc or {}).get("run") or {}).get("state_seal"))
+    room = _early_room(ws.root, doc, terms) if _EARLY_ALLOWED else None
     result = core.assess(
         core.gather_at(
             where,
@@ -177,6 +182,7 @@ def diff(*, contract_path: str | None = None, base: str | None = None) -> int:
             git_control=started,
             seed=seed,
             ignored_at_start=((doc or {}).get("run") or {}).get("ignored_at_start"),
+            on_tree=room.sync if room is not None else None,
         ),
         contract=terms,
         control=ws.control_files() if doc is not None else (),
@@ -269,6 +275,7 @@ def verify(
                 else shown,
                 env=env,
                 tree=_checked_tree(doc),
+                early=_EARLY_ROOM.pop() if _EARLY_ROOM else None,
             )
             for early in _EARLY_TREE:  # it ran beside the clean room's hash; done first
                 early.wait()
@@ -449,6 +456,29 @@ def _drop_early_tree() -> None:
         _EARLY_TREE.pop().drop()
 
 
+def _early_room(root: Path, doc: dict[str, Any] | None, terms: Any) -> Any:
+    """Within ``lk attempt``, as lk-diff begins: the clean room's sync for the checks
+    lk-verify runs next (cleanroom.EarlyRoom), cleared now and handed lk-diff's tree once
+    written -- taken only when lk-verify asks for that same tree, head and carried paths."""
+    if doc is None or not isinstance(terms, dict):
+        return None
+    from loopkit import cleanroom
+
+    room = cleanroom.EarlyRoom(
+        root,
+        head=(doc.get("run") or {}).get("base"),
+        carry=list((terms.get("verify") or {}).get("carry") or []),
+    )
+    _EARLY_ROOM.append(room)
+    return room
+
+
+def _drop_early_room() -> None:
+    """Let go of a clean room synced early that lk-verify did not take."""
+    while _EARLY_ROOM:
+        _EARLY_ROOM.pop().release()
+
+
 def _checked_tree(doc: dict[str, Any] | None) -> str | None:
     """The tree lk-diff checked (diff.tree): the one to verify, so the scope policy and the
     checks judge the same tree. None without one: the working tree is hashed instead."""
@@ -496,19 +526,27 @@ def _attempt(
     keep: str | None,
     as_shell: bool,
 ) -> int:
+    # Threads here mostly start a git process and wait for it: one that has work to hand
+    # git should not wait the interpreter's default 5 ms for its turn.
+    sys.setswitchinterval(0.0005)
     cargs: dict[str, Any] = {"contract_path": contract_path}
     runner = _Runner(Path(keep) if keep else None)
     rc, text = runner.stage("admit", {**cargs, "admit": True}, raw, ok=(0, 20, 22, 30))
     if rc == 0:
         rc, text = runner.stage("invoke", {**cargs, "resume": resume}, text, ok=(0, 1))
     if rc in (0, 1) and runner.going:
-        rc, text = runner.stage("diff", {**cargs, "base": base}, text, ok=(0, 1))
+        _EARLY_ALLOWED.append(True)  # lk-diff begins the clean room's sync (_early_room_for)
+        try:
+            rc, text = runner.stage("diff", {**cargs, "base": base}, text, ok=(0, 1))
+        finally:
+            _EARLY_ALLOWED.clear()
     if rc in (0, 1) and runner.going:
         _EARLY_ALLOWED.append(True)
         try:
             rc, text = runner.stage("verify", cargs, text, ok=(0, 1))
         finally:
             _EARLY_ALLOWED.clear()
+            _drop_early_room()  # never left holding the clean room
         if rc == 0 and runner.going and _kind(text) == "goal":
             _drop_early_tree()  # the judge comes between: the tree is hashed after it
             rc, text = runner.stage("judge", cargs, text, ok=(0, 1))
@@ -516,6 +554,7 @@ def _attempt(
         if rc in (0, 1) and runner.going:
             rc, text = runner.stage("decide", cargs, text, ok=(0, 10, 11, 20, 21, 22, 30))
     finally:
+        _drop_early_room()
         _drop_early_tree()  # never left running, nor handed to a later call
     sys.stdout.write(_shell(text) if as_shell else text)
     sys.stdout.flush()

@@ -100,3 +100,61 @@ def test_a_mark_that_does_not_hold_is_not_taken(
     body = _verify(project, tmp_path)
     assert body["passed"] is False and not body.get("changed_by_checks"), body
     assert (room / "check.py").read_text() == CHECK_PY
+
+
+def _lock_is_free(root: Path) -> bool:
+    """Whether another holder could take the clean room now (a second flock, not waiting)."""
+    import fcntl
+
+    with open(cleanroom.home_of(root).with_suffix(".lock"), "a") as f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+        return True
+
+
+def test_an_early_room_is_the_room_the_checks_get_and_is_held_until_they_end(
+    project: Path, tmp_path: Path
+) -> None:
+    # lk attempt begins the sync as lk-diff begins and hands it the tree once written.
+    # Naive variants caught: a room synced early but let go before the checks (another
+    # verification could sync it away meanwhile), one taken for another tree than the
+    # checks asked for, one left held when it is not taken.
+    _verify(project, tmp_path)  # the room exists and is settled
+    (project / "value.txt").write_text("good\n")
+    tree = git.tree_hash(project)
+    head = git.out(["rev-parse", "HEAD"], cwd=project)
+    early = cleanroom.EarlyRoom(project, head=head, carry=[])
+    early.sync(tree)
+    with cleanroom.held(project, tree, head=head, early=early) as room:
+        assert room.tree == tree and _room_tree(room.path) == tree
+        assert not _lock_is_free(project)  # still held while the checks run
+    assert _lock_is_free(project)
+    # Asked for another tree: not taken, let go, and the room synced as asked.
+    early = cleanroom.EarlyRoom(project, head=head, carry=[])
+    early.sync(tree)
+    (project / "value.txt").write_text("bad\n")
+    other = git.tree_hash(project)
+    with cleanroom.held(project, other, head=head, early=early) as room:
+        assert room.tree == other and _room_tree(room.path) == other
+    assert _lock_is_free(project)
+    # Never handed a tree (lk-diff failed first): dropped, nothing held.
+    early = cleanroom.EarlyRoom(project, head=head, carry=[])
+    early.release()
+    assert _lock_is_free(project)
+
+
+def test_debris_where_the_next_tree_puts_a_file_gives_way_to_it(
+    project: Path, tmp_path: Path
+) -> None:
+    # The room is cleared before the tree is read in: a file a check left where the next
+    # tree adds one of its own is never taken for the tree's.
+    _verify(project, tmp_path)
+    room = cleanroom.home_of(project)
+    (room / "new.py").write_text("left by a check\n")
+    (project / "new.py").write_text("the tree's own\n")
+    body = _verify(project, tmp_path)
+    assert body["tree"] == _room_tree(room) == git.tree_hash(project)
+    assert (room / "new.py").read_text() == "the tree's own\n"
