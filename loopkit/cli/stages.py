@@ -797,7 +797,9 @@ def _kind(text: str) -> str | None:
 
 class _Runner:
     """Runs the stages one after another in this process, each with its own stdin, stdout
-    and stderr, as the shell would give them."""
+    and stderr, as the shell would give them. What a stage reads is the attempt's own
+    document (the caller validated the first; each later one is what a stage printed),
+    parsed without validating it again."""
 
     def __init__(self, keep: Path | None) -> None:
         self.keep = keep
@@ -818,7 +820,7 @@ class _Runner:
             kept.write_bytes(b"")
         out = io.StringIO()
         saved = sys.stdin, sys.stdout
-        sys.stdin, sys.stdout = _Input(text), out
+        sys.stdin, sys.stdout = _Input(text, checked=True), out
         try:
             with _tee_stderr(err):
                 rc = handle(lambda: run(**options), prog)
@@ -841,7 +843,13 @@ class _Runner:
 
 
 class _Input(io.StringIO):
-    """A stage's stdin: the document before it, read like a pipe (never a terminal)."""
+    """A stage's stdin: the document before it, read like a pipe (never a terminal).
+    ``checked``: the attempt's own document as a stage printed it, from the one the attempt
+    validated when it began -- read by the next stage without validating it again."""
+
+    def __init__(self, text: str, *, checked: bool = False) -> None:
+        super().__init__(text)
+        self.checked = checked
 
     def isatty(self) -> bool:
         return False

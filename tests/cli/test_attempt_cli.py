@@ -87,3 +87,31 @@ print("done")
         os.close(write)
     assert done.stdout.strip() == "done"
     assert (tmp_path / "stage.err").stat().st_size == 4096 * 100
+
+
+def test_the_document_an_attempt_begins_with_is_validated_once_before_any_stage(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The stages read the documents the attempt passes them without validating them again
+    # (the first was validated before any stage ran; each later one is a stage's own).
+    # Naive variant caught: trusting the first one too -- a bad document from outside must
+    # be refused, in one line naming what is wrong, before anything runs.
+    from loopkit import document
+
+    ran.clear()
+    _stages(monkeypatch, admit=_echo, invoke=_echo, diff=_echo, verify=_echo, decide=_echo)
+    bad = '{"kind": "loopkit/attempt", "version": 1, "task": {"id": 3, "text": "x", "kind": "task"}}'
+    result = CliRunner().invoke(attempt.main, [], input=bad)
+    assert result.exit_code == 3, result.output
+    assert "$.task.id" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert ran == []
+    # What a stage reads: parsed, not validated again (the attempt's own).
+    seen: list[Any] = []
+    monkeypatch.setattr(
+        "loopkit.schema.validate", lambda doc, *a, **k: seen.append(doc.get("task"))
+    )
+    result = CliRunner().invoke(attempt.main, [], input=DOC)
+    assert result.exit_code == 0, result.output
+    assert len(seen) == 1  # the first document, once
+    stdin = stages._Input(DOC, checked=True)
+    assert document.read_attempt(stdin) is not None and len(seen) == 1
