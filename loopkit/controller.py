@@ -24,6 +24,10 @@ from loopkit.errors import BadInput
 from loopkit.exitcodes import OUTCOME_CODES
 from loopkit.records import admission_decision, admission_record, attempt_record, replay
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from loopkit import statcache
+
 
 class Result:
     document: dict[str, Any]
@@ -86,16 +90,27 @@ def _setup(
     return _Setup(doc, contract, ws.root, ws.state, ledgers.Ledger(path))
 
 
-def tree_on_disk(root: Path, state: Path, run: Any, *, keep_as: Path | None = None) -> str:
+def tree_on_disk(
+    root: Path,
+    state: Path,
+    run: Any,
+    *,
+    keep_as: Path | None = None,
+    handed: statcache.Handoff | None = None,
+) -> str:
     """The work tree's hash as lk-decide binds the evidence to it: through loopkit's own
     stat cache (the worker's index is never trusted after it ran), which keeps the result
     -- the recipes' hash and the next attempt's start from it (kept as ``keep_as`` instead
-    when given). ``run``: the document's run section (its state seal)."""
+    when given). ``run``: the document's run section (its state seal); ``handed``: the
+    index lk-diff left in the same ``lk attempt``, started from while it is unchanged."""
     from loopkit import statcache
 
+    kept = keep_as or statcache.path(state)
+    given = handed.seed() if handed is not None else None
+    if given is not None and handed is not None:
+        return git.tree_hash(root, seed=given, keep=kept, held=handed.tree)
     seed = statcache.seed(state, run.get("state_seal") if isinstance(run, Mapping) else None)
-    keep = (keep_as or statcache.path(state)) if seed is not None else None
-    return git.tree_hash(root, seed=seed, keep=keep)
+    return git.tree_hash(root, seed=seed, keep=kept if seed is not None else None)
 
 
 class EarlyTree:
@@ -107,14 +122,17 @@ class EarlyTree:
     then the stat cache it leaves waits beside the sealed one, which a hash taken instead
     (``drop``: the base's checks or the judge ran in between) still starts from."""
 
-    def __init__(self, root: Path, state: Path, run: Any) -> None:
+    def __init__(
+        self, root: Path, state: Path, run: Any, *, handed: statcache.Handoff | None = None
+    ) -> None:
         from loopkit import statcache
         from loopkit.background import Background
 
         self.root, self.state = root, state
         self._kept = statcache.path(state).with_name(f"{statcache.NAME}.early-{os.getpid()}")
         self._hash = Background(
-            lambda: tree_on_disk(root, state, run, keep_as=self._kept), name="lk-early-tree"
+            lambda: tree_on_disk(root, state, run, keep_as=self._kept, handed=handed),
+            name="lk-early-tree",
         )
 
     def take(self, root: Path, state: Path) -> str | None:

@@ -891,9 +891,12 @@ class TreeWatch:
         index: Path | None = None,
         skip: Sequence[str] = (),
         seed: Path | None = None,
+        held: str | None = None,
     ) -> None:
         """``seed``: the index whose stat data the scratch index starts from (default the
-        real one; see ``loopkit.statcache`` for one the worker cannot have written)."""
+        real one; see ``loopkit.statcache`` for one the worker cannot have written);
+        ``held``: the tree that index is known to hold (a first hash that finds nothing
+        changed is then that tree, no ``git write-tree``)."""
         self.root = root
         #: Top-level names left out of every hash (a clean room's carried symlinks).
         self.skip = tuple(skip)
@@ -903,7 +906,7 @@ class TreeWatch:
         self.real = index
         self.path = _scratch_copy(self.real, seed)
         self.env = {"GIT_INDEX_FILE": self.path}
-        self._last: str | None = None
+        self._last: str | None = held if seed is not None else None
         #: Nested repositories without a commit, found by the last refresh: git cannot
         #: record them (not even as a gitlink), so their files are in no tree hash.
         self.unborn: list[str] = []
@@ -1255,7 +1258,12 @@ def worktree_index(root: Path, *, index: Path | None = None) -> Iterator[dict[st
 
 
 def tree_hash(
-    root: Path, *, index: Path | None = None, seed: Path | None = None, keep: Path | None = None
+    root: Path,
+    *,
+    index: Path | None = None,
+    seed: Path | None = None,
+    keep: Path | None = None,
+    held: str | None = None,
 ) -> str:
     """A content hash of the working tree as it stands: a git tree id.
 
@@ -1264,9 +1272,9 @@ def tree_hash(
     gives an equal hash in any clone, whatever the timestamps. The real index is never
     touched: the work happens in a copy of it (the copy keeps git's stat cache, so only
     files that changed are read again) -- or of ``seed``; with ``keep``, the index the hash
-    was taken with is left there too.
+    was taken with is left there too; ``held``: the tree ``seed`` holds (``TreeWatch``).
     """
-    with TreeWatch(root, index=index, seed=seed) as watch:
+    with TreeWatch(root, index=index, seed=seed, held=held) as watch:
         tree = watch.hash()
         if keep is not None:
             watch.keep(keep)
@@ -1281,6 +1289,7 @@ def worktree_changes(
     index: Path | None = None,
     seed: Path | None = None,
     on_tree: Callable[[str], None] | None = None,
+    keep: Path | None = None,
 ) -> Iterator[tuple[bytes, Callable[[], str], Callable[[], dict[str, int]], list[str]]]:
     """The working tree's change against ``base``, a call that returns its hash, one that
     returns the sizes of the blobs it adds, and the nested repositories left out.
@@ -1294,7 +1303,8 @@ def worktree_changes(
     nested repositories without a commit (left out of the index, so of all three).
     ``base`` may be a call that returns the base's id, made once the index is up to date
     (so it can be resolved while ``git add`` runs). ``on_tree`` is handed the tree's id
-    the moment it is written (in the thread that wrote it).
+    the moment it is written (in the thread that wrote it); with ``keep``, the index that
+    holds it is left there too.
     """
     from loopkit.background import Background
 
@@ -1307,6 +1317,8 @@ def worktree_changes(
             tree = out(["write-tree"], cwd=root, env=env)
             if on_tree is not None:
                 on_tree(tree)
+            if keep is not None:
+                watch.keep(keep)  # as write-tree left it: its cache tree whole
             return tree
 
         writer = Background(write, name="loopkit-write-tree")

@@ -11,7 +11,8 @@ files. So loopkit keeps an index of its own, ``<state>/stat-index``:
   into ``run.state_seal.stat_index``;
 - lk-diff and lk-decide take their tree hashes through a copy of it -- but only while its
   content is what lk-invoke sealed; if it changed since (the worker wrote it), through no
-  index at all: every file is read, nothing trusted;
+  index at all: every file is read, nothing trusted. Within one ``lk attempt``, lk-decide's
+  hash starts from the index lk-diff's left instead (``Handoff``), while it is unchanged;
 - lk-decide leaves there the index its hash was taken with (the worker has ended: no one
   else writes in between), which the recipes' own hash then starts from, and the next
   lk-invoke seals. A stat cache the worker wrote is so never sealed, never trusted.
@@ -42,8 +43,12 @@ def path(state: Path) -> Path:
 
 def digest(state: Path) -> str:
     """sha256 of the stat cache's content; ``absent`` when there is none."""
+    return _file_digest(path(state))
+
+
+def _file_digest(file: Path) -> str:
     try:
-        with open(path(state), "rb") as f:
+        with open(file, "rb") as f:
             h = sha256(size=os.fstat(f.fileno()).st_size)
             while block := f.read(1 << 20):
                 h.update(block)
@@ -52,6 +57,29 @@ def digest(state: Path) -> str:
     except OSError as e:
         return f"unreadable: {e.strerror}"
     return h.hexdigest()
+
+
+class Handoff:
+    """An index a hash after the worker left for a later one in the same process (``lk
+    attempt``: lk-diff's, for lk-decide's hash of the tree on disk): where it is, the tree
+    it holds, and its sha256 as it was left -- taken (``seed``) only while its content is
+    still that. Its stat data are loopkit's own, taken after the worker ended, as the
+    stat cache's are; the later hash then reads again only what changed since."""
+
+    def __init__(self, file: Path, tree: str) -> None:
+        self.file, self.tree = file, tree
+        self._sha = _file_digest(file)
+
+    def seed(self) -> Path | None:
+        """The index, when it is still as it was left; else None."""
+        ok = self._sha not in ("absent",) and not self._sha.startswith("unreadable")
+        return self.file if ok and _file_digest(self.file) == self._sha else None
+
+    def drop(self) -> None:
+        try:
+            os.unlink(self.file)
+        except OSError:
+            pass
 
 
 def ensure(state: Path, real_index: Path) -> None:

@@ -34,6 +34,9 @@ _EARLY_TREE: list[Any] = []
 #: Within ``lk attempt`` only: the clean room's sync to the tree lk-diff wrote, begun
 #: while lk-diff goes on, for the lk-verify after it (cleanroom.EarlyRoom).
 _EARLY_ROOM: list[Any] = []
+#: Within ``lk attempt`` only: the index lk-diff's hash was taken with, for lk-decide's
+#: (statcache.Handoff).
+_HANDED: list[Any] = []
 #: Whether the stage running now may begin them (set by ``attempt`` around lk-diff and
 #: lk-verify).
 _EARLY_ALLOWED: list[bool] = []
@@ -175,15 +178,24 @@ def diff(*, contract_path: str | None = None, base: str | None = None) -> int:
     started = ((doc or {}).get("run") or {}).get("git_control")  # .git before the worker
     seed = statcache.seed(ws.state, ((doc or {}).get("run") or {}).get("state_seal"))
     room = _early_room(ws.root, doc, terms) if _EARLY_ALLOWED else None
+    # Within lk attempt, the index this hash is taken with (from the stat cache: loopkit's
+    # own stat data) is left for lk-decide's hash of the tree on disk (statcache.Handoff).
+    keep = None
+    if _EARLY_ALLOWED and seed is not None:
+        keep = statcache.path(ws.state).with_name(f"{statcache.NAME}.diff-{os.getpid()}")
+    facts = core.gather_at(
+        where,
+        asked,
+        git_control=started,
+        seed=seed,
+        ignored_at_start=((doc or {}).get("run") or {}).get("ignored_at_start"),
+        on_tree=room.sync if room is not None else None,
+        keep=keep,
+    )
+    if keep is not None and keep.exists():
+        _HANDED.append(statcache.Handoff(keep, facts.tree))
     result = core.assess(
-        core.gather_at(
-            where,
-            asked,
-            git_control=started,
-            seed=seed,
-            ignored_at_start=((doc or {}).get("run") or {}).get("ignored_at_start"),
-            on_tree=room.sync if room is not None else None,
-        ),
+        facts,
         contract=terms,
         control=ws.control_files() if doc is not None else (),
         drift=ws.contract_drift,
@@ -445,7 +457,8 @@ def _early_tree_after(shown: Any, root: Path, state: Path, run: Any) -> Any:
         if event == "ran" and index == total - 1 and not _EARLY_TREE:
             from loopkit.controller import EarlyTree
 
-            _EARLY_TREE.append(EarlyTree(root, state, run))
+            handed = _HANDED[-1] if _HANDED else None
+            _EARLY_TREE.append(EarlyTree(root, state, run, handed=handed))
 
     return progress
 
@@ -471,6 +484,12 @@ def _early_room(root: Path, doc: dict[str, Any] | None, terms: Any) -> Any:
     )
     _EARLY_ROOM.append(room)
     return room
+
+
+def _drop_handed() -> None:
+    """Remove the index lk-diff left for lk-decide (taken or not)."""
+    while _HANDED:
+        _HANDED.pop().drop()
 
 
 def _drop_early_room() -> None:
@@ -556,6 +575,7 @@ def _attempt(
     finally:
         _drop_early_room()
         _drop_early_tree()  # never left running, nor handed to a later call
+        _drop_handed()
     sys.stdout.write(_shell(text) if as_shell else text)
     sys.stdout.flush()
     return rc

@@ -55,3 +55,68 @@ def test_a_hash_that_failed_fails_lk_decide_not_silently(tmp_path: Path) -> None
     early = controller.EarlyTree(plain, state, None)
     with pytest.raises(LoopkitError):
         early.take(plain, state)
+
+
+def _handed(repo: Path, state: Path) -> statcache.Handoff:
+    """What lk-diff leaves within lk attempt: the index its hash was taken with."""
+    kept = state / "stat-index.diff-test"
+    tree = git.tree_hash(repo, seed=statcache.path(state), keep=kept)
+    return statcache.Handoff(kept, tree)
+
+
+def test_it_starts_from_the_index_lk_diff_left_while_that_is_as_it_was_left(
+    git_repo: Path,
+) -> None:
+    # Within lk attempt, lk-decide's hash starts from lk-diff's index (stat data loopkit
+    # took after the worker) instead of the stat cache sealed before it.
+    state = git_repo / ".git" / "lkstate"
+    run = _sealed(git_repo, state)
+    (git_repo / "new.txt").write_text("x\n")
+    handed = _handed(git_repo, state)
+    assert handed.seed() == handed.file
+    (git_repo / "later.txt").write_text("written after lk-diff\n")  # a check, say
+    early = controller.EarlyTree(git_repo, state, run, handed=handed)
+    assert early.take(git_repo, state) == git.tree_hash(git_repo) != handed.tree
+
+
+def _forge(index: Path, name: bytes, path: Path) -> None:
+    """Give the entry ``name`` of the (version 2) index the stat data of ``path`` as it is
+    now, its content id left as it was: what a forger does to hide a change from git."""
+    import hashlib
+    import os
+    import struct
+
+    data = bytearray(index.read_bytes())
+    count = struct.unpack(">I", data[8:12])[0]
+    off, st = 12, os.stat(path)
+    for _ in range(count):
+        length = struct.unpack(">H", data[off + 60 : off + 62])[0] & 0xFFF
+        if bytes(data[off + 62 : off + 62 + length]) == name:
+            stat = (int(st.st_ctime), st.st_ctime_ns % 10**9, int(st.st_mtime),
+                    st.st_mtime_ns % 10**9, st.st_dev & 0xFFFFFFFF, st.st_ino & 0xFFFFFFFF)  # fmt: skip
+            data[off : off + 24] = struct.pack(">6I", *stat)
+            data[off + 36 : off + 40] = struct.pack(">I", st.st_size)
+            data[-20:] = hashlib.sha1(bytes(data[:-20])).digest()
+            index.write_bytes(bytes(data))
+            later = st.st_mtime + 5  # the file no longer "racily clean": its stat trusted
+            os.utime(index, (later, later))
+            return
+        off += (62 + length + 8) & ~7
+    raise AssertionError(f"{name!r} is not in {index}")
+
+
+def test_an_index_changed_since_it_was_left_is_not_started_from(git_repo: Path) -> None:
+    # Naive variant caught: trusting the stat data of a file anyone can write between
+    # lk-diff and lk-decide (without the sandbox): an entry given the stat data of a file
+    # changed since hides the change from a hash that starts there.
+    state = git_repo / ".git" / "lkstate"
+    run = _sealed(git_repo, state)
+    (git_repo / "a.txt").write_text("as lk-diff saw it\n")
+    handed = _handed(git_repo, state)
+    (git_repo / "a.txt").write_text("changed after !!\n")  # the same size
+    _forge(handed.file, b"a.txt", git_repo / "a.txt")
+    forged = git.tree_hash(git_repo, seed=handed.file)
+    assert forged == handed.tree  # the forgery works on a hash that trusts it
+    assert handed.seed() is None
+    early = controller.EarlyTree(git_repo, state, run, handed=handed)
+    assert early.take(git_repo, state) == git.tree_hash(git_repo, seed=git.NO_INDEX) != forged
