@@ -1076,6 +1076,27 @@ lk_short() {
     lk_put "${2:-}" "$abbrev"
 }
 
+lk_branch_unmoved() {
+    # True when the git folder's own files say at once that HEAD is on LK_BRANCH at LK_BASE
+    # (or detached at LK_BASE): HEAD's text and the branch's loose ref, read with builtins
+    # -- git prefers a loose ref to a packed one, so the loose one is the branch's value.
+    # False proves nothing (a packed ref, a reftable, a ref being written): git is asked.
+    [ -n "${LK_GIT_DIR:-}" ] && [ -n "${LK_BASE:-}" ] || return 1
+    local head='' value='' common=$LK_GIT_DIR
+    { IFS= read -r head <"$LK_GIT_DIR/HEAD"; } 2>/dev/null || return 1
+    if [ -z "${LK_BRANCH:-}" ]; then
+        [ "$head" = "$LK_BASE" ]
+        return
+    fi
+    [ "$head" = "ref: $LK_BRANCH" ] || return 1
+    if [ -e "$LK_GIT_DIR/commondir" ]; then # a linked worktree: branches live in the common folder
+        { IFS= read -r common <"$LK_GIT_DIR/commondir"; } 2>/dev/null || return 1
+        case $common in /*) ;; *) common=$LK_GIT_DIR/$common ;; esac
+    fi
+    { IFS= read -r value <"$common/$LK_BRANCH"; } 2>/dev/null || return 1
+    [ "$value" = "$LK_BASE" ]
+}
+
 lk_branch_check() {
     # lk_branch_check WHAT [REF]: return when the branch is where the task began (HEAD at
     # LK_BASE, on LK_BRANCH); otherwise say so and exit 40, committing and reverting
@@ -1085,6 +1106,7 @@ lk_branch_check() {
     # One move is undone, since that loses nothing: a branch rewound to an ancestor of
     # LK_BASE (commits dropped from it) is put back at LK_BASE; files and index stay.
     local what=$1 ref=${2:-} head branch where back=''
+    lk_branch_unmoved && return 0
     # Both in one question while HEAD has a commit (a detached HEAD names itself "HEAD").
     head=$(lk_git rev-parse 'HEAD^{commit}' --symbolic-full-name HEAD 2>/dev/null || true)
     branch=${head#*$'\n'}

@@ -276,3 +276,38 @@ def test_a_scratch_file_is_made_new_never_through_what_is_there(tmp_path: Path) 
     assert made != planted and "C" not in flags  # noclobber set back as it was
     assert victim.read_text() == "precious\n"
     assert Path(made).read_text() == "data\n" and not Path(made).is_symlink()
+
+
+def test_the_branch_is_read_from_the_git_folder_and_git_is_asked_when_that_says_nothing(
+    tmp_path: Path,
+) -> None:
+    # lk_branch_check answers from HEAD and the branch's loose ref (no git call) when they
+    # show the branch where the task began; a packed ref or a linked worktree's folder
+    # says nothing there, and git is asked. Naive variants caught: a packed branch taken
+    # for a moved one (a refused commit), a moved one taken for where it was.
+    p = make_project(tmp_path, "pass\n")
+    head = p.head()
+    script = (
+        f'. "{RECIPES / "lib.sh"}"; LK_PROG=test; LK_ROOT=$PWD; LK_STATE=$PWD/.loopkit; '
+        f'LK_GIT_DIR=$(git rev-parse --absolute-git-dir); LK_TASK_ID=t; LK_LABEL=1; '
+        f'LK_BASE={head}; LK_BRANCH=refs/heads/$1; mkdir -p "$LK_STATE"; '
+        'if lk_branch_unmoved; then echo fast; else echo asked; fi; lk_branch_check "the test"'
+    )
+
+    def check(cwd: Path, branch: str = "main") -> tuple[int, str]:
+        done = subprocess.run(["bash", "-c", script, "-", branch], cwd=cwd, capture_output=True,
+                              text=True, env=recipe_env(), check=False)  # fmt: skip
+        return done.returncode, done.stdout.strip()
+
+    assert check(p.root) == (0, "fast")
+    p.git("pack-refs", "--all")  # the loose ref gone: packed-refs holds the branch
+    assert check(p.root) == (0, "asked")
+    wt = tmp_path / "wt"
+    p.git("worktree", "add", "-q", "-b", "other", str(wt))  # a loose ref, in the common folder
+    assert check(wt, "other") == (0, "fast")
+    assert check(wt) == (40, "asked")  # that worktree is not on main
+    (p.root / "x.txt").write_text("x\n")
+    p.git("add", "x.txt")
+    p.git("commit", "-qm", "meanwhile")  # the branch moves on
+    rc, out = check(p.root)
+    assert rc == 40 and out == "asked"
