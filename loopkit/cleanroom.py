@@ -8,15 +8,18 @@ repository, synced to the attempt's tree before each run:
 
 1. the tree is hashed from the working tree (tracked and untracked files, not ignored
    ones: the same tree ``lk-diff`` saw and a recipe commits);
-2. ``git read-tree -u --reset TREE`` brings the clean room (a repository of its own that
-   borrows the repository's objects, with a fresh config and no hooks) to it (git rewrites only the
-   files that differ, so the cost follows the size of the change), then
-   ``git clean -ffdx`` removes everything else -- ignored files, caches, nested
-   repositories. When the last checks left the room holding exactly the tree they ran on
-   and its index as the sync wrote it (the *settled* mark, ``settle``), the sync reads
-   only what differs between that tree and this one (``git read-tree -u -m``); the
-   hash after the checks is what guarantees the verdict either way -- a file of the tree
-   that is not as it should be when they end fails the verification;
+2. ``git clean -ffdx`` empties the clean room (a repository of its own that borrows the
+   repository's objects, with a fresh config and no hooks) of everything its index does
+   not hold -- ignored files, caches, nested repositories -- then ``git read-tree -u
+   --reset TREE`` brings it to the tree (git rewrites only the files that differ, so the
+   cost follows the size of the change, and removes those the tree does not hold). When
+   the last checks left the room holding exactly the tree they ran on and its index as
+   the sync wrote it (the *settled* mark, ``settle``), the sync reads only what differs
+   between that tree and this one (``git read-tree -u -m``); the hash after the checks is
+   what guarantees the verdict either way -- a file of the tree that is not as it should
+   be when they end fails the verification. ``lk attempt`` begins the sync beside lk-diff
+   (``EarlyRoom``): the room cleared while lk-diff walks the work tree, the tree read in
+   the moment lk-diff has written it;
 3. only the ignored paths the contract names (``verify.carry``: a virtualenv,
    ``node_modules``) are brought in, as symlinks to the working tree's; their content
    fingerprint is taken before the worker runs (lk-invoke) and compared here, so a worker

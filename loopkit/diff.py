@@ -204,8 +204,9 @@ def gather_at(
 
     The base is resolved by a git call of its own that runs while ``git add`` refreshes
     the scratch index, off the critical path. With ``git_control`` (what lk-invoke
-    recorded, ``run.git_control``), the git folders' control state is read too, before
-    any git call of this one. ``seed``: the index the hash starts from
+    recorded, ``run.git_control``), the git folders' control state is read too, meanwhile
+    (nothing this gathering runs writes there: no hook, no filter driver of the
+    repository's, the index a scratch copy). ``seed``: the index the hash starts from
     (``loopkit.statcache.seed``; default the real one). ``ignored_at_start``: what git
     ignored when the task started (``run.ignored_at_start``). ``on_tree``: handed the
     tree's id as soon as it is written, while the rest is gathered; ``keep``: where to
@@ -213,11 +214,13 @@ def gather_at(
     """
     from loopkit.background import Background
 
-    control = None
+    controlling = None
     if isinstance(git_control, Mapping):
         paths = git_control.get("paths")
         since = {str(k): str(v) for k, v in paths.items()} if isinstance(paths, Mapping) else {}
-        control = git.control_state(where.root, since=since)
+        controlling = Background(
+            lambda: git.control_state(where.root, since=since), name="lk-diff-control"
+        )
 
     resolver = Background(lambda: git.resolve(where.root, base_ref), name="lk-diff-base")
 
@@ -242,11 +245,14 @@ def gather_at(
                     f["symlink_target"] = _symlink_target(where.root, f["path"], str(blob))
             tree_id = tree()
         _count_hidden_lines(where.root, base_id(), tree_id, files)
+        control = controlling.result() if controlling is not None else None
         # In a loop (lk-invoke recorded the start): a person may un-ignore a file on purpose.
         ignored = _ignored_at_base(where.root, base_id(), files) if control is not None else []
         at_start = _ignored_at_start(files, ignored_at_start or (), set(ignored))
     finally:
         resolver.wait()
+        if controlling is not None:
+            controlling.wait()
     return Facts(
         root=where.root,
         base=base_id(),
