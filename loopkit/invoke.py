@@ -507,6 +507,10 @@ def attempt(req: Request) -> dict[str, Any]:
 
     from loopkit import containment, ledger, statcache
 
+    # What steers git and loopkit under .git, before the worker (loopkit's own exclude
+    # line for the state folder is already written): lk-diff reports any change. Read
+    # beside the rest of the set-up, and waited for before the worker starts.
+    controlling = Background(lambda: git.control_state(root), name="lk-invoke-control")
     statcache.ensure(state_path, where.index)  # the first attempt's, from the user's index
     sealed = ledger.seal(state_path)  # lk-decide refuses a ledger the worker touched
     jail = Jail(
@@ -517,9 +521,7 @@ def attempt(req: Request) -> dict[str, Any]:
         read_only=_control_files(root, req, p.contract),
     )
 
-    # What steers git and loopkit under .git, before the worker (loopkit's own exclude
-    # line for the state folder is already written): lk-diff reports any change.
-    control = git.control_state(root)
+    control = controlling.result()
     contracts = remembered(root)
     ignored = ignoring.result()
     result = execute(
