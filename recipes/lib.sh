@@ -375,7 +375,16 @@ lk_setup_state() {
     # CONTRACT defaults to the caller's $contract; DOC is an attempt document whose
     # contract and task apply.
     local file=${1-${contract:-}} doc=${2:-/dev/null} out line key val rc top=''
-    if out=$(lk_git rev-parse --absolute-git-dir --show-toplevel 2>/dev/null); then
+    # The git folder and the work tree, and where HEAD stands (LK_HEAD_SEEN, for lk_begin
+    # to take once the lock is held, if HEAD has not moved by then): one git call.
+    LK_HEAD_SEEN=
+    if out=$(lk_git rev-parse --absolute-git-dir --show-toplevel \
+        'HEAD^{commit}' 'HEAD^{tree}' --symbolic-full-name HEAD 2>/dev/null); then
+        LK_GIT_DIR=${out%%$'\n'*}
+        out=${out#*$'\n'}
+        top=${out%%$'\n'*}
+        LK_HEAD_SEEN=${out#*$'\n'}
+    elif out=$(lk_git rev-parse --absolute-git-dir --show-toplevel 2>/dev/null); then
         LK_GIT_DIR=${out%%$'\n'*}
         top=${out#*$'\n'}
     else
@@ -402,7 +411,10 @@ lk_setup_state() {
         esac
     done <<<"$out"
     [ -n "$LK_ROOT" ] && [ -n "$LK_STATE" ] || lk_die 70 "lk workspace gave no root or state folder"
-    [ "$top" = "$LK_ROOT" ] || lk_start_forget
+    if [ "$top" != "$LK_ROOT" ]; then # the workspace is another work tree's
+        lk_start_forget
+        LK_HEAD_SEEN=
+    fi
     export LOOPKIT_STATE_DIR=$LK_STATE
 }
 
@@ -927,10 +939,19 @@ lk_begin() {
     # is saved as refs/loopkit/<task>/user-start (a commit on LK_BASE) and becomes the diff
     # base -- the user's edits are not the worker's -- and a park restores it, staged
     # changes included.
-    local ids rest
-    # The commit, its tree and the branch in one question: three lines, or no commit yet.
-    ids=$(lk_git rev-parse 'HEAD^{commit}' 'HEAD^{tree}' --symbolic-full-name HEAD 2>/dev/null) ||
-        lk_die "$LK_EXIT_SETUP" "the repository has no commit yet"
+    local ids=${LK_HEAD_SEEN:-} rest
+    # The commit, its tree and the branch in one question: three lines, or no commit yet --
+    # asked already by lk_setup_state, and taken when HEAD is still there (lk_branch_unmoved).
+    LK_HEAD_SEEN=
+    if [ -n "$ids" ]; then
+        LK_BASE=${ids%%$'\n'*} LK_BRANCH=${ids##*$'\n'}
+        case $LK_BRANCH in refs/*) ;; *) LK_BRANCH= ;; esac
+        lk_branch_unmoved || ids=
+    fi
+    if [ -z "$ids" ]; then
+        ids=$(lk_git rev-parse 'HEAD^{commit}' 'HEAD^{tree}' --symbolic-full-name HEAD 2>/dev/null) ||
+            lk_die "$LK_EXIT_SETUP" "the repository has no commit yet"
+    fi
     LK_BASE=${ids%%$'\n'*}
     rest=${ids#*$'\n'}
     LK_START_TREE=${rest%%$'\n'*}
@@ -1080,8 +1101,9 @@ lk_branch_unmoved() {
     # True when the git folder's own files say at once that HEAD is on LK_BRANCH at LK_BASE
     # (or detached at LK_BASE): HEAD's text and the branch's loose ref, read with builtins
     # -- git prefers a loose ref to a packed one, so the loose one is the branch's value.
-    # False proves nothing (a packed ref, a reftable, a ref being written): git is asked.
-    [ -n "${LK_GIT_DIR:-}" ] && [ -n "${LK_BASE:-}" ] || return 1
+    # False proves nothing (a packed ref, a reftable, a ref being written, another work
+    # tree than the one lk_setup_state found): git is asked.
+    [ -n "${LK_GIT_DIR:-}" ] && [ -n "${LK_BASE:-}" ] && [ "$PWD" = "${LK_ROOT:-}" ] || return 1
     local head='' value='' common=$LK_GIT_DIR
     { IFS= read -r head <"$LK_GIT_DIR/HEAD"; } 2>/dev/null || return 1
     if [ -z "${LK_BRANCH:-}" ]; then

@@ -311,3 +311,30 @@ def test_the_branch_is_read_from_the_git_folder_and_git_is_asked_when_that_says_
     p.git("commit", "-qm", "meanwhile")  # the branch moves on
     rc, out = check(p.root)
     assert rc == 40 and out == "asked"
+
+
+def test_where_head_stood_at_set_up_is_taken_only_if_it_has_not_moved_since(
+    tmp_path: Path,
+) -> None:
+    # lk_setup_state asks git where HEAD stands with its first question; lk_begin (once
+    # the lock is held) takes that answer only when HEAD is still there. Naive variant
+    # caught: a commit made between the two taken for the task's base -- its work would
+    # be measured as the worker's, and reverted by a park.
+    p = make_project(tmp_path, "pass\n")
+    script = (
+        f'. "{RECIPES / "lib.sh"}"; LK_PROG=test; LK_TASK_ID=t; lk_setup_state "$PWD/loop.yaml"; '
+        'cd "$LK_ROOT"; seen=${LK_HEAD_SEEN%%$\'\\n\'*}; '
+        'if [ "$1" = move ]; then echo x >moved.txt; git add moved.txt; '
+        'git commit -qm moved; fi; lk_begin 0; printf "%s %s %s\\n" "$seen" "$LK_BASE" "$LK_BRANCH"'
+    )
+
+    def begin(how: str) -> list[str]:
+        done = subprocess.run(["bash", "-c", script, "-", how], cwd=p.root, capture_output=True,
+                              text=True, env=recipe_env(), check=False)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    before = p.head()
+    assert begin("stay") == [before, before, "refs/heads/main"]
+    seen, base, _ = begin("move")
+    assert seen == before and base == p.head() != before
