@@ -1332,22 +1332,34 @@ lk_attempt_early() {
         return 1
     # eval: bash 3.2 cannot even parse coproc and {fd} redirections. The ends are copied
     # to descriptors of the loop's own: bash closes a coprocess's when it has ended,
-    # perhaps before its output was read.
-    eval 'coproc LK_EARLY_CO { exec lk attempt --early; }
-        LK_EARLY_PID=$LK_EARLY_CO_PID
-        exec {LK_EARLY_IN}>&"${LK_EARLY_CO[1]}" {LK_EARLY_OUT}<&"${LK_EARLY_CO[0]}"
-        eval "exec ${LK_EARLY_CO[1]}>&-"' || # the loop keeps one end to write: its own
+    # perhaps before its output was read -- and forgets its name and pid at once when it
+    # ended at once (lk cannot start): then there is no early attempt, and no error.
+    LK_EARLY_IN='' LK_EARLY_OUT=''
+    eval 'coproc LK_EARLY_CO { exec lk attempt --early; }' || return 1
+    LK_EARLY_PID=${LK_EARLY_CO_PID:-}
+    local ends=''
+    eval 'ends=${LK_EARLY_CO[0]:-}:${LK_EARLY_CO[1]:-}'
+    case $ends in [0-9]*:[0-9]*) ;; *) ends='' ;; esac
+    if [ -z "$LK_EARLY_PID" ] || [ -z "$ends" ] ||
+        ! eval 'exec {LK_EARLY_IN}>&"${ends#*:}" {LK_EARLY_OUT}<&"${ends%%:*}"' 2>/dev/null; then
+        lk_attempt_drop
         return 1
+    fi
+    eval "exec ${ends#*:}>&-" # the loop keeps one end to write: its own
 }
 
 lk_attempt_drop() {
     # Ends an early `lk attempt` no round was handed (the loop's EXIT trap): at once,
-    # not when it has loaded and found its stdin closed.
-    [ -n "${LK_EARLY_PID:-}" ] || return 0
-    kill "$LK_EARLY_PID" 2>/dev/null
-    wait "$LK_EARLY_PID" 2>/dev/null
-    LK_EARLY_PID=
-    eval 'exec {LK_EARLY_IN}>&- {LK_EARLY_OUT}<&-' # no later child holds them
+    # not when it has loaded and found its stdin closed; and closes the loop's ends of its
+    # pipes, so that no later child holds them.
+    if [ -n "${LK_EARLY_PID:-}" ]; then
+        kill "$LK_EARLY_PID" 2>/dev/null
+        wait "$LK_EARLY_PID" 2>/dev/null
+        LK_EARLY_PID=
+    fi
+    [ -z "${LK_EARLY_IN:-}" ] || eval 'exec {LK_EARLY_IN}>&-'
+    [ -z "${LK_EARLY_OUT:-}" ] || eval 'exec {LK_EARLY_OUT}<&-'
+    LK_EARLY_IN='' LK_EARLY_OUT=''
 }
 
 # shellcheck disable=SC2153 # LK_EARLY_IN and LK_EARLY_OUT are set in lk_attempt_early's eval
@@ -1390,9 +1402,10 @@ lk_attempt_call() {
     done
     lk_early_send "$((3 + $# + ${#env[@]}))" "$PWD" "$in" "$#" "$@" ${env[@]+"${env[@]}"}
     eval 'exec {LK_EARLY_IN}>&-'
-    LK_EARLY_FIELDS=
+    LK_EARLY_IN='' LK_EARLY_FIELDS=''
     IFS= read -r -d '' LK_EARLY_FIELDS <&"$LK_EARLY_OUT"
     eval 'exec {LK_EARLY_OUT}<&-'
+    LK_EARLY_OUT=''
     wait "$LK_EARLY_PID"
     LK_EARLY_RC=$?
     LK_EARLY_PID=
