@@ -197,8 +197,7 @@ def gather_at(
     git_control: Mapping[str, Any] | None = None,
     seed: Path | None = None,
     ignored_at_start: Sequence[str] | None = None,
-    on_tree: Callable[[str], None] | None = None,
-    keep: Path | None = None,
+    on_tree: Callable[[str, Path], None] | None = None,
 ) -> Facts:
     """The change in the located repository against ``base_ref`` (exit 3 if it names nothing).
 
@@ -209,8 +208,8 @@ def gather_at(
     repository's, the index a scratch copy). ``seed``: the index the hash starts from
     (``loopkit.statcache.seed``; default the real one). ``ignored_at_start``: what git
     ignored when the task started (``run.ignored_at_start``). ``on_tree``: handed the
-    tree's id as soon as it is written, while the rest is gathered; ``keep``: where to
-    leave the index that holds it.
+    tree's id as soon as it is written, and the index that holds it, while the rest is
+    gathered (``git.worktree_changes``).
     """
     from loopkit.background import Background
 
@@ -232,7 +231,7 @@ def gather_at(
 
     try:
         with git.worktree_changes(
-            where.root, base_id, index=where.index, seed=seed, on_tree=on_tree, keep=keep
+            where.root, base_id, index=where.index, seed=seed, on_tree=on_tree
         ) as changes:
             records, tree, blob_sizes, unborn = changes
             files = parse_records(records)  # while git write-tree still runs

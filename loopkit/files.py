@@ -24,14 +24,20 @@ def _temp_beside(path: Path) -> tuple[int, str]:
 
 
 def atomic_write(
-    path: Path, data: str | bytes, *, sync: bool = False, keep_mode: bool = False
+    path: Path,
+    data: str | bytes,
+    *,
+    sync: bool = False,
+    keep_mode: bool = False,
+    mtime_ns: int | None = None,
 ) -> None:
     """Write ``path`` whole or not at all (a temp file beside it, then a rename).
 
     ``sync`` flushes to disk before the rename (a ledger checkpoint, a checklist);
     ``keep_mode`` gives the new file the old one's permission bits (a user's file
-    rewritten in place keeps being executable, or private). Text is written as UTF-8,
-    line endings untouched.
+    rewritten in place keeps being executable, or private); ``mtime_ns``: its modification
+    time, set before it appears (an index copied with its own: git's racy-entry rule).
+    Text is written as UTF-8, line endings untouched.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = None
@@ -49,6 +55,8 @@ def atomic_write(
                 os.fsync(f.fileno())
         if mode is not None:
             os.chmod(tmp, mode)
+        if mtime_ns is not None:
+            os.utime(tmp, ns=(mtime_ns, mtime_ns))
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

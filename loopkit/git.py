@@ -1288,8 +1288,7 @@ def worktree_changes(
     *,
     index: Path | None = None,
     seed: Path | None = None,
-    on_tree: Callable[[str], None] | None = None,
-    keep: Path | None = None,
+    on_tree: Callable[[str, Path], None] | None = None,
 ) -> Iterator[tuple[bytes, Callable[[], str], Callable[[], dict[str, int]], list[str]]]:
     """The working tree's change against ``base``, a call that returns its hash, one that
     returns the sizes of the blobs it adds, and the nested repositories left out.
@@ -1303,8 +1302,8 @@ def worktree_changes(
     nested repositories without a commit (left out of the index, so of all three).
     ``base`` may be a call that returns the base's id, made once the index is up to date
     (so it can be resolved while ``git add`` runs). ``on_tree`` is handed the tree's id
-    the moment it is written (in the thread that wrote it); with ``keep``, the index that
-    holds it is left there too.
+    the moment it is written, with the scratch index that holds it (in the thread that
+    wrote it; the index is gone once this returns).
     """
     from loopkit.background import Background
 
@@ -1316,9 +1315,7 @@ def worktree_changes(
         def write() -> str:
             tree = out(["write-tree"], cwd=root, env=env)
             if on_tree is not None:
-                on_tree(tree)
-            if keep is not None:
-                watch.keep(keep)  # as write-tree left it: its cache tree whole
+                on_tree(tree, Path(watch.path))  # as write-tree left it: its cache tree whole
             return tree
 
         writer = Background(write, name="loopkit-write-tree")

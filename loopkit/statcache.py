@@ -62,18 +62,28 @@ def _file_digest(file: Path) -> str:
 class Handoff:
     """An index a hash after the worker left for a later one in the same process (``lk
     attempt``: lk-diff's, for lk-decide's hash of the tree on disk): where it is, the tree
-    it holds, and its sha256 as it was left -- taken (``seed``) only while its content is
-    still that. Its stat data are loopkit's own, taken after the worker ended, as the
-    stat cache's are; the later hash then reads again only what changed since."""
+    it holds, and the sha256 of the bytes loopkit wrote there -- taken (``seed``) only
+    while its content is still that. Its stat data are loopkit's own, taken after the
+    worker ended, as the stat cache's are; the later hash then reads again only what
+    changed since."""
 
-    def __init__(self, file: Path, tree: str) -> None:
-        self.file, self.tree = file, tree
-        self._sha = _file_digest(file)
+    def __init__(self, file: Path, tree: str, sha: str) -> None:
+        self.file, self.tree, self._sha = file, tree, sha
+
+    @classmethod
+    def leave(cls, index: Path, file: Path, tree: str) -> Handoff:
+        """A copy of ``index`` (holding ``tree``) at ``file``, its mtime kept (git's
+        racy-entry rule), hashed from the very bytes written: no one can change it between
+        the write and the hash."""
+        from loopkit.files import atomic_write
+
+        data = index.read_bytes()
+        atomic_write(file, data, mtime_ns=os.stat(index).st_mtime_ns)
+        return cls(file, tree, sha256(data, size=0).hexdigest())
 
     def seed(self) -> Path | None:
         """The index, when it is still as it was left; else None."""
-        ok = self._sha not in ("absent",) and not self._sha.startswith("unreadable")
-        return self.file if ok and _file_digest(self.file) == self._sha else None
+        return self.file if _file_digest(self.file) == self._sha else None
 
     def drop(self) -> None:
         try:

@@ -177,25 +177,15 @@ def diff(*, contract_path: str | None = None, base: str | None = None) -> int:
     terms = ws.contract
     started = ((doc or {}).get("run") or {}).get("git_control")  # .git before the worker
     seed = statcache.seed(ws.state, ((doc or {}).get("run") or {}).get("state_seal"))
-    room = _early_room(ws.root, doc, terms) if _EARLY_ALLOWED else None
-    # Within lk attempt, the index this hash is taken with (from the stat cache: loopkit's
-    # own stat data) is left for lk-decide's hash of the tree on disk (statcache.Handoff).
-    keep = None
-    if _EARLY_ALLOWED and seed is not None:
-        keep = statcache.path(ws.state).with_name(f"{statcache.NAME}.diff-{os.getpid()}")
-    facts = core.gather_at(
-        where,
-        asked,
-        git_control=started,
-        seed=seed,
-        ignored_at_start=((doc or {}).get("run") or {}).get("ignored_at_start"),
-        on_tree=room.sync if room is not None else None,
-        keep=keep,
-    )
-    if keep is not None and keep.exists():
-        _HANDED.append(statcache.Handoff(keep, facts.tree))
     result = core.assess(
-        facts,
+        core.gather_at(
+            where,
+            asked,
+            git_control=started,
+            seed=seed,
+            ignored_at_start=((doc or {}).get("run") or {}).get("ignored_at_start"),
+            on_tree=_early_work(ws, doc, terms, seed) if _EARLY_ALLOWED else None,
+        ),
         contract=terms,
         control=ws.control_files() if doc is not None else (),
         drift=ws.contract_drift,
@@ -469,21 +459,34 @@ def _drop_early_tree() -> None:
         _EARLY_TREE.pop().drop()
 
 
-def _early_room(root: Path, doc: dict[str, Any] | None, terms: Any) -> Any:
-    """Within ``lk attempt``, as lk-diff begins: the clean room's sync for the checks
-    lk-verify runs next (cleanroom.EarlyRoom), cleared now and handed lk-diff's tree once
-    written -- taken only when lk-verify asks for that same tree, head and carried paths."""
-    if doc is None or not isinstance(terms, dict):
-        return None
-    from loopkit import cleanroom
+def _early_work(ws: Any, doc: dict[str, Any] | None, terms: Any, seed: Path | None) -> Any:
+    """Within ``lk attempt``, as lk-diff begins: what lk-diff hands the tree it writes
+    (and the index holding it) to, for the stages after it --
 
-    room = cleanroom.EarlyRoom(
-        root,
-        head=(doc.get("run") or {}).get("base"),
-        carry=list((terms.get("verify") or {}).get("carry") or []),
-    )
-    _EARLY_ROOM.append(room)
-    return room
+    - the clean room's sync for lk-verify's checks (cleanroom.EarlyRoom), cleared now;
+      taken only when lk-verify asks for that same tree, head and carried paths;
+    - a copy of the index, for lk-decide's hash of the tree on disk (statcache.Handoff),
+      when the hash started from the stat cache (loopkit's own stat data: ``seed``).
+    """
+    from loopkit import cleanroom, statcache
+
+    room = None
+    if doc is not None and isinstance(terms, dict):
+        room = cleanroom.EarlyRoom(
+            ws.root,
+            head=(doc.get("run") or {}).get("base"),
+            carry=list((terms.get("verify") or {}).get("carry") or []),
+        )
+        _EARLY_ROOM.append(room)
+    handed = statcache.path(ws.state).with_name(f"{statcache.NAME}.diff-{os.getpid()}")
+
+    def begin(tree: str, index: Path) -> None:
+        if room is not None:
+            room.sync(tree)
+        if seed is not None:
+            _HANDED.append(statcache.Handoff.leave(index, handed, tree))
+
+    return begin
 
 
 def _drop_handed() -> None:
@@ -554,7 +557,7 @@ def _attempt(
     if rc == 0:
         rc, text = runner.stage("invoke", {**cargs, "resume": resume}, text, ok=(0, 1))
     if rc in (0, 1) and runner.going:
-        _EARLY_ALLOWED.append(True)  # lk-diff begins the clean room's sync (_early_room_for)
+        _EARLY_ALLOWED.append(True)  # lk-diff begins later stages' work (_early_work)
         try:
             rc, text = runner.stage("diff", {**cargs, "base": base}, text, ok=(0, 1))
         finally:

@@ -58,10 +58,12 @@ def test_a_hash_that_failed_fails_lk_decide_not_silently(tmp_path: Path) -> None
 
 
 def _handed(repo: Path, state: Path) -> statcache.Handoff:
-    """What lk-diff leaves within lk attempt: the index its hash was taken with."""
-    kept = state / "stat-index.diff-test"
-    tree = git.tree_hash(repo, seed=statcache.path(state), keep=kept)
-    return statcache.Handoff(kept, tree)
+    """What lk-diff leaves within lk attempt: a copy of the index its hash was taken with."""
+    scratch = state / "scratch-index"
+    tree = git.tree_hash(repo, seed=statcache.path(state), keep=scratch)
+    handed = statcache.Handoff.leave(scratch, state / "stat-index.diff-test", tree)
+    assert handed.file.stat().st_mtime_ns == scratch.stat().st_mtime_ns  # git's racy rule
+    return handed
 
 
 def test_it_starts_from_the_index_lk_diff_left_while_that_is_as_it_was_left(
