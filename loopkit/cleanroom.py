@@ -96,13 +96,9 @@ class Room(Value):
 
 
 def _stamp(path: Path) -> str:
-    """The room's index as a file (inode, mtime, size): git rewrites an index whole, under
-    a new inode, so any write of it shows. Empty when there is none."""
-    try:
-        st = os.stat(path / ".git" / "index")
-    except OSError:
-        return ""
-    return f"{st.st_ino}:{st.st_mtime_ns}:{st.st_size}"
+    """The room's index's stamp (``git.index_stamp``) as text; empty when there is none."""
+    stamp = git.index_stamp(path / ".git" / "index")
+    return ":".join(map(str, stamp)) if stamp else ""
 
 
 def _held(path: Path) -> str | None:

@@ -9,6 +9,8 @@ loading, and is used.
 
 from __future__ import annotations
 
+import os
+
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
 if TYPE_CHECKING:
     from typing import Protocol
@@ -43,3 +45,12 @@ def sha256(data: bytes = b"", *, size: int = 0) -> Hasher:
             from hashlib import sha256 as make  # type: ignore[assignment,unused-ignore]
     hasher: Hasher = make(data)
     return hasher
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """The sha256 of a file's content, read in blocks (raises OSError)."""
+    with open(path, "rb") as f:
+        h = sha256(size=os.fstat(f.fileno()).st_size)
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()

@@ -877,6 +877,16 @@ def copy_index(source: Path, dest: Path) -> None:
     os.replace(_scratch_copy(dest, source), dest)
 
 
+def index_stamp(path: str | os.PathLike[str]) -> tuple[int, int, int] | None:
+    """An index file as a file -- inode, mtime, size -- that any write by git changes (git
+    writes an index whole, under a new inode); None when there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
 class TreeWatch:
     """Hashes of the working tree, taken again and again through one scratch index.
 
@@ -912,11 +922,7 @@ class TreeWatch:
         self.unborn: list[str] = []
 
     def _stamp(self) -> tuple[int, int, int] | None:
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            return None
-        return (st.st_ino, st.st_mtime_ns, st.st_size)
+        return index_stamp(self.path)
 
     def refresh(self) -> bool:
         """Bring the scratch index up to the working tree; False when nothing changed."""

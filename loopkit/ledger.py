@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from loopkit import budget, loader
-from loopkit.digest import sha256
+from loopkit.digest import file_sha256, sha256
 from loopkit.errors import EnvironmentProblem
 from loopkit.files import atomic_write
 from loopkit.secrets import scrub
@@ -344,11 +344,7 @@ def seal(state: Path, *, stat_cache: bool = True) -> dict[str, Any]:
     and the stat cache are only ever used as sealed."""
     path = state / DEFAULT_NAME
     try:
-        with open(path, "rb") as f:
-            h = sha256(size=os.fstat(f.fileno()).st_size)
-            while block := f.read(1 << 20):
-                h.update(block)
-        ledger = f"{path.stat().st_size}:{h.hexdigest()}"
+        ledger = f"{path.stat().st_size}:{file_sha256(path)}"
     except OSError:
         ledger = "absent"
     index = sha256()

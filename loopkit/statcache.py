@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from loopkit.digest import sha256
+from loopkit.digest import file_sha256, sha256
 
 NAME = "stat-index"
 #: The key of its sha256 in the state seal (``ledger.seal``).
@@ -48,15 +48,11 @@ def digest(state: Path) -> str:
 
 def _file_digest(file: Path) -> str:
     try:
-        with open(file, "rb") as f:
-            h = sha256(size=os.fstat(f.fileno()).st_size)
-            while block := f.read(1 << 20):
-                h.update(block)
+        return file_sha256(file)
     except FileNotFoundError:
         return "absent"
     except OSError as e:
         return f"unreadable: {e.strerror}"
-    return h.hexdigest()
 
 
 class Handoff:
@@ -79,7 +75,7 @@ class Handoff:
 
         data = index.read_bytes()
         atomic_write(file, data, mtime_ns=os.stat(index).st_mtime_ns)
-        return cls(file, tree, sha256(data, size=0).hexdigest())
+        return cls(file, tree, sha256(data).hexdigest())
 
     def seed(self) -> Path | None:
         """The index, when it is still as it was left; else None."""
