@@ -181,11 +181,11 @@ def held(
     caller runs its checks there: the one ``early`` synced, when it was for exactly these,
     else synced now."""
     room = early.take(root, tree, head, carry) if early is not None else None
-    if room is not None:
+    if early is not None and room is not None:
         try:
             yield room
         finally:
-            early.release()  # type: ignore[union-attr]
+            early.release()
         return
     with occupied(root):
         yield prepare(root, tree, head=head, carry=carry)

@@ -106,8 +106,7 @@ def tree_on_disk(
     from loopkit import statcache
 
     kept = keep_as or statcache.path(state)
-    given = handed.seed() if handed is not None else None
-    if given is not None and handed is not None:
+    if handed is not None and (given := handed.seed()) is not None:
         return git.tree_hash(root, seed=given, keep=kept, held=handed.tree)
     seed = statcache.seed(state, run.get("state_seal") if isinstance(run, Mapping) else None)
     return git.tree_hash(root, seed=seed, keep=kept if seed is not None else None)
@@ -129,7 +128,7 @@ class EarlyTree:
         from loopkit.background import Background
 
         self.root, self.state = root, state
-        self._kept = statcache.path(state).with_name(f"{statcache.NAME}.early-{os.getpid()}")
+        self._kept = statcache.beside(state, "early")
         self._hash = Background(
             lambda: tree_on_disk(root, state, run, keep_as=self._kept, handed=handed),
             name="lk-early-tree",

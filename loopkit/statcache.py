@@ -41,6 +41,36 @@ def path(state: Path) -> Path:
     return state / NAME
 
 
+def beside(state: Path, kind: str) -> Path:
+    """A stat cache of this process's own beside the sealed one (``NAME.KIND-PID``: lk-diff's
+    handoff, lk-decide's early hash), removed when it is done with; one a killed process
+    left is removed by the next ``ensure``."""
+    return state / f"{NAME}.{kind}-{os.getpid()}"
+
+
+def _sweep(state: Path) -> None:
+    """Remove what ``beside`` left for processes that are gone (a ``kill -9``)."""
+    try:
+        names = [e.name for e in os.scandir(state) if e.name.startswith(NAME + ".")]
+    except OSError:
+        return
+    for name in names:
+        pid = name.rpartition("-")[2]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # alive (or another user's): not ours to remove
+        except ProcessLookupError:
+            pass
+        except OSError:
+            continue
+        try:
+            os.unlink(state / name)
+        except OSError:
+            pass
+
+
 def digest(state: Path) -> str:
     """sha256 of the stat cache's content; ``absent`` when there is none."""
     return _file_digest(path(state))
@@ -90,7 +120,9 @@ class Handoff:
 
 def ensure(state: Path, real_index: Path) -> None:
     """Make the stat cache from the real index when there is none yet (before a worker
-    runs: lk-invoke). A copy that keeps the index's mtime, so git's racy-entry rule holds."""
+    runs: lk-invoke). A copy that keeps the index's mtime, so git's racy-entry rule holds.
+    What killed processes left beside it goes first."""
+    _sweep(state)
     if path(state).exists():
         return
     from loopkit import git

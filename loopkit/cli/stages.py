@@ -478,7 +478,7 @@ def _early_work(ws: Any, doc: dict[str, Any] | None, terms: Any, seed: Path | No
             carry=list((terms.get("verify") or {}).get("carry") or []),
         )
         _EARLY_ROOM.append(room)
-    handed = statcache.path(ws.state).with_name(f"{statcache.NAME}.diff-{os.getpid()}")
+    handed = statcache.beside(ws.state, "diff")
 
     def begin(tree: str, index: Path) -> None:
         if room is not None:

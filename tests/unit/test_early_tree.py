@@ -122,3 +122,26 @@ def test_an_index_changed_since_it_was_left_is_not_started_from(git_repo: Path) 
     assert handed.seed() is None
     early = controller.EarlyTree(git_repo, state, run, handed=handed)
     assert early.take(git_repo, state) == git.tree_hash(git_repo, seed=git.NO_INDEX) != forged
+
+
+def test_what_a_killed_process_left_beside_the_stat_cache_goes_at_the_next_start(
+    git_repo: Path,
+) -> None:
+    # lk-diff's handoff and lk-decide's early hash are files of their process's own
+    # (statcache.beside); a `kill -9` leaves them. The next lk-invoke removes those of
+    # processes that are gone, never a live one's.
+    import os
+    import subprocess
+    import sys
+
+    state = git_repo / ".git" / "lkstate"
+    _sealed(git_repo, state)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    left = state / f"{statcache.NAME}.diff-{gone}"
+    left.write_bytes(b"stale")
+    mine = statcache.beside(state, "early")
+    mine.write_bytes(b"in use")
+    assert mine.name == f"{statcache.NAME}.early-{os.getpid()}"
+    statcache.ensure(state, git_repo / ".git" / "index")
+    assert not left.exists() and mine.exists() and statcache.path(state).exists()
