@@ -213,13 +213,18 @@ def evidence_state(document: Mapping[str, Any], tree_on_disk: str | None) -> dic
                 f"the diff was taken on tree {str(diff.get('tree'))[:12]}, "
                 f"verification on {str(verify.get('tree'))[:12]}"
             )
-    return {
+    out = {
         "verified": verify is not None,
         "passed": bool(verify and verify.get("passed")),
         "fingerprint": verify.get("fingerprint") if verify else None,
         "stale": bool(stale),
         "stale_why": stale,
     }
+    if verify is not None and not document.get("run"):
+        # No worker ran: the checks on the untouched tree (loop.sh --reproduce). The
+        # failure is recorded; the attempts budget does not count it.
+        out["reproduction"] = True
+    return out
 
 
 def _foreign_checks(verify: Mapping[str, Any], contract: Any) -> list[str]:
@@ -479,6 +484,18 @@ def _classify(
             + listed
             + ". Change only files inside the writable scope and keep the change within its size.",
             {"violations": violations},
+        )
+    if verify is not None and verify.get("environment") and not ev["passed"]:
+        first = verify["environment"][0]
+        more = len(verify["environment"]) - 1
+        return (
+            fc.ENVIRONMENT,
+            f"the check {first.get('name')} cannot run: `{str(first.get('command'))[:200]}`: "
+            f"{first.get('why')}" + (f" (and {more} more)" if more > 0 else "")
+            + "; not the worker's failure: install what is missing or fix the criterion "
+            "(no attempt spent)",
+            "",
+            extra,
         )
     if verify is None:
         return (

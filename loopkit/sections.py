@@ -112,6 +112,7 @@ class Verify(TypedDict, total=False):
     baseline: NotRequired[dict[str, Any]]
     required: NotRequired[list[Any]]
     known_failures: NotRequired[list[Any]]
+    environment: NotRequired[list[Any]]
 
 
 class Judge(TypedDict, total=False):

@@ -296,7 +296,7 @@ def verify(
                     carry=list(settings.get("carry") or []),
                     sealed=(run.get("state_seal") or {}).get("baseline"),
                 )
-                core.ratchet(result.body, base)
+                core.ratchet(result.body, base, task=(doc or {}).get("task"))
         else:
             result = core.run_checks(
                 ws.root,
@@ -319,6 +319,9 @@ def verify(
             )
         if c.get("changed_tree"):
             say("lk-verify", f"{c['name']} changed the working tree")
+        _say_judged(c, result.body)
+    for e in result.body.get("environment") or []:
+        say("lk-verify", f"{e['name']} cannot run: `{e['command']}`: {e['why']}")
     # The evidence as recorded: lk-decide refuses a verify section that differs from it.
     from loopkit.files import atomic_write
 
@@ -333,6 +336,26 @@ def verify(
     else:
         document.emit(out)
     return 0 if result.passed else 1
+
+
+def _say_judged(check: dict[str, Any], body: dict[str, Any]) -> None:
+    """How a check red at the base was judged: per test, or as a whole (and why)."""
+    if check["passed"] or "required" not in body:
+        return
+    name = check["name"]
+    if check.get("judged") == "per_test":
+        worse = check.get("blocking_tests") or []
+        if worse:
+            shown = ", ".join(worse[:5]) + (f" and {len(worse) - 5} more" if len(worse) > 5 else "")
+            say("lk-verify", f"{name}: judged per test; blocking: {shown}")
+        elif name not in body["required"]:
+            say("lk-verify", f"{name}: judged per test; no test that passed at the base fails")
+    elif name not in body["required"]:
+        say(
+            "lk-verify",
+            f"{name}: no per-test results (name a JUnit report in the criterion's `junit`): "
+            "judged as a whole; it failed at the base too, so it does not block",
+        )
 
 
 def _summary(body: dict[str, Any], saved: Any, root: Any) -> str:
