@@ -145,7 +145,12 @@ def _failure_text(verify: Mapping[str, Any]) -> str:
         return f"verification failed (fingerprint {verify.get('fingerprint')})"
     parts = []
     for c in failing:
-        parts.append(f"check {c.get('name')!r} failed (exit {c.get('exit_code')})")
+        part = f"check {c.get('name')!r} failed (exit {c.get('exit_code')})"
+        worse = c.get("blocking_tests") or []
+        if worse:
+            part += ": tests " + ", ".join(map(str, worse[:10]))
+            part += f" and {len(worse) - 10} more" if len(worse) > 10 else ""
+        parts.append(part)
     tail = str(failing[0].get("output_tail") or "").strip()
     text = "; ".join(parts)
     if tail:
