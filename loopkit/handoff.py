@@ -133,11 +133,15 @@ def _checks(verify: Mapping[str, Any]) -> list[str]:
     failing = [c for c in verify.get("checks") or [] if not c.get("passed")]
     required = verify.get("required")
     mine = [c for c in failing if required is None or c.get("name") in required]
-    known = {str(k.get("name")): k for k in verify.get("known_failures") or []}
+    known = {str(k.get("name")): list(k.get("tests") or []) for k in verify.get("known_failures") or []}
     out: list[str] = []
     for c in mine[:MAX_CHECKS]:
         out.append(f"### Check `{c.get('name')}` failed (exit {c.get('exit_code')})")
         worse = c.get("blocking_tests") or []
+        if c.get("judged") == "per_test":  # its other failing tests failed at the base
+            others = [t for t in (c.get("tests") or {}).get("failed") or [] if t not in worse]
+            if others:
+                known[str(c.get("name"))] = others
         if worse:
             broke = set(c.get("regressions") or [])
             out.append("These tests must pass:")
@@ -156,8 +160,7 @@ def _checks(verify: Mapping[str, Any]) -> list[str]:
             "### Already failing before this task started (not caused by your change; "
             "they do not block it)"
         )
-        for name, k in list(known.items())[:MAX_CHECKS * 2]:
-            tests = k.get("tests") or []
+        for name, tests in list(known.items())[: MAX_CHECKS * 2]:
             shown = ", ".join(f"`{t}`" for t in tests[:MAX_TESTS])
             more = f" and {len(tests) - MAX_TESTS} more" if len(tests) > MAX_TESTS else ""
             out.append(f"- check `{name}`" + (f": {shown}{more}" if shown else ""))

@@ -281,7 +281,12 @@ def verify(
             )
             for early in _EARLY_TREE:  # it ran beside the clean room's hash; done first
                 early.wait()
-            if run.get("base") and not only and not result.passed:
+            # The base: the commit the worker started from; with no worker (a
+            # reproduction on the untouched tree), the one lk-diff measured from.
+            base_commit = run.get("base") or (
+                None if run else ((doc or {}).get("diff") or {}).get("base")
+            )
+            if base_commit and not only and not result.passed:
                 _drop_early_tree()  # the base's checks run next: hashed after them
                 # Never worse than the base: the criteria's results on the untouched tree.
                 # Asked only when a check failed: when every check passes, nothing can be
@@ -289,12 +294,13 @@ def verify(
                 base = core.baseline(
                     ws.root,
                     ws.state,
-                    str(run["base"]),
+                    str(base_commit),
                     chosen,
                     log_dir=log_dir,
                     env=env,
                     carry=list(settings.get("carry") or []),
                     sealed=(run.get("state_seal") or {}).get("baseline"),
+                    same=None if run else result.body,
                 )
                 core.ratchet(result.body, base, task=(doc or {}).get("task"))
         else:
