@@ -90,6 +90,8 @@ def _feedback(previous: Mapping[str, Any] | None) -> list[str]:
             out += ["```", cut(tail, TAIL_BYTES, keep="tail"), "```"]
     if len(failing) > MAX_CHECKS:
         out.append(f"({len(failing) - MAX_CHECKS} more failing checks not shown)")
+    if failing and verify.get("hint"):
+        out.append(f"(Note: {cut(str(verify['hint']), 400)})")
     diff = previous.get("diff") or {}
     violations = diff.get("violations") or []
     if violations:
