@@ -86,6 +86,8 @@ def _feedback(previous: Mapping[str, Any] | None) -> list[str]:
         return []
     verify = previous.get("verify") or {}
     out = _checks(verify)
+    if out and verify.get("hint"):
+        out.append(f"(Note: {cut(str(verify['hint']), 400)})")
     diff = previous.get("diff") or {}
     violations = diff.get("violations") or []
     if violations:

@@ -335,6 +335,7 @@ def task_story(
                 "outcome": decision.get("outcome"),
                 "failure_class": decision.get("failure_class"),
                 "reason": decision.get("reason") or rec.get("reason"),
+                "hint": (rec.get("verify") or {}).get("hint"),
                 "duration_s": run.get("duration_s"),
                 "cost_usd": usage.get("cost_usd"),
                 "cost_trusted": usage.get("cost_trusted"),
@@ -381,6 +382,8 @@ def story_text(story: Mapping[str, Any]) -> str:
         lines.append(
             f"  #{a['attempt']} {a['outcome']}{klass}  {secs}  {cost}  {clip(a['reason'] or '', 160)}"
         )
+        if a.get("hint"):
+            lines.append(f"     note: {clip(a['hint'], 240)}")
     if story["saved"]:
         lines.append("saved trees (restore one with the command beside it):")
         for s in story["saved"]:

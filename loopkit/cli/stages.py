@@ -260,16 +260,23 @@ def verify(
     lines = None if ticker or summary else _lines
     try:
         if clean_room if clean_room is not None else doc is not None:
+            from loopkit import cleanroom
+
             run = (doc or {}).get("run") or {}
-            settings = terms.get("verify") or {}
+            carried = cleanroom.carried(ws.root, terms)
+            carry = [c.name for c in carried]
+            reset = cleanroom.reset_dirs(ws.root)
             shown = ticker.update if ticker else lines
             result = core.in_clean_room(
                 ws.root,
                 chosen,
                 index=ws.index,
                 head=run.get("base"),
-                carry=list(settings.get("carry") or []),
+                carry=carry,
                 carry_before=run.get("carry"),
+                contract=terms,
+                state=ws.state,
+                reset=reset,
                 log_dir=log_dir,
                 fail_fast=fail_fast,
                 progress=_early_tree_after(shown, ws.root, ws.state, run)
@@ -298,11 +305,16 @@ def verify(
                     chosen,
                     log_dir=log_dir,
                     env=env,
-                    carry=list(settings.get("carry") or []),
+                    carry=carry,
                     sealed=(run.get("state_seal") or {}).get("baseline"),
+                    contract=terms,
+                    reset=reset,
                     same=None if run else result.body,
                 )
                 core.ratchet(result.body, base, task=(doc or {}).get("task"))
+            result.body["carried"] = [{"path": c.name, "why": c.why} for c in carried]
+            if not all(c["passed"] for c in result.body["checks"]):
+                _explain_unseen(result.body, run, carry, reset, ws)
         else:
             result = core.run_checks(
                 ws.root,
@@ -362,6 +374,27 @@ def _say_judged(check: dict[str, Any], body: dict[str, Any]) -> None:
             f"{name}: no per-test results (name a JUnit report in the criterion's `junit`): "
             "judged as a whole; it failed at the base too, so it does not block",
         )
+
+
+def _explain_unseen(body: dict[str, Any], run: Any, carry: Any, reset: Any, ws: Any) -> None:
+    """A failing check in the clean room, and ignored paths of the work tree it did not
+    see: one line naming them and the key that shows them (``verify.carry``), so neither
+    a person nor the agent chases a failure that is the set-up's."""
+    import os
+
+    from loopkit import cleanroom
+
+    ignored = run.get("ignored_at_start") or []
+    state = os.path.relpath(ws.state, ws.root).replace(os.sep, "/")
+    unseen = cleanroom.not_shown(ignored, carry, reset, state)
+    if unseen:
+        names = ", ".join(unseen[:5]) + (f" and {len(unseen) - 5} more" if len(unseen) > 5 else "")
+        body["not_shown"] = unseen[:50]
+        body["hint"] = (
+            f"the checks ran on the verified tree alone; ignored paths of the work tree they "
+            f"did not see: {names} -- if a check needs them, name them in verify.carry"
+        )
+        say("lk-verify", body["hint"])
 
 
 def _summary(body: dict[str, Any], saved: Any, root: Any) -> str:
@@ -501,10 +534,11 @@ def _early_work(ws: Any, doc: dict[str, Any] | None, terms: Any, seed: Path | No
 
     room = None
     if doc is not None and isinstance(terms, dict):
+        from loopkit.verify import room_links
+
+        carry = [c.name for c in cleanroom.carried(ws.root, terms)]
         room = cleanroom.EarlyRoom(
-            ws.root,
-            head=(doc.get("run") or {}).get("base"),
-            carry=list((terms.get("verify") or {}).get("carry") or []),
+            ws.root, head=(doc.get("run") or {}).get("base"), carry=room_links(terms, carry)
         )
         _EARLY_ROOM.append(room)
     handed = statcache.beside(ws.state, "diff")
