@@ -387,12 +387,15 @@ def baseline(
     same: Mapping[str, Any] | None = None,
     contract: Mapping[str, Any] | None = None,
     reset: Sequence[str] = (),
+    kept_in: Path | None = None,
 ) -> dict[str, Any]:
     """The contract's criteria run on the untouched tree of commit ``base`` (in the clean
     room), remembered by tree and commands: a task's later attempts, and the next task
     that starts from the same tree, reuse them -- but only a result that was there, with
     the same content, when lk-invoke sealed the state folder (``sealed``: name -> sha256):
-    one the worker wrote is never read, it is run again."""
+    one the worker wrote is never read, it is run again. ``kept_in``: a folder no worker
+    can leave a result in (the git folder's cache, for a commit hook), whose results are
+    read as they are."""
     import json
 
     from loopkit import cleanroom
@@ -405,7 +408,7 @@ def baseline(
     key = digest.sha256(
         json.dumps([tree, [[c["name"], c["run"], c.get("junit")] for c in plain]]).encode()
     ).hexdigest()[:32]
-    cached = state / BASELINE_FOLDER / f"{key}.json"
+    cached = (kept_in / f"base-{key}.json") if kept_in else state / BASELINE_FOLDER / f"{key}.json"
     if same is not None and same.get("tree") == tree:
         # The checks just ran on the base's own tree (a reproduction, no worker): those
         # are its results. Kept for the attempts after it, which the seal then covers.
@@ -415,7 +418,9 @@ def baseline(
         return out
     try:
         raw = cached.read_bytes()
-        trusted = (sealed or {}).get(cached.name) == digest.sha256(raw).hexdigest()
+        trusted = kept_in is not None or (sealed or {}).get(
+            cached.name
+        ) == digest.sha256(raw).hexdigest()
         found = json_loads(raw) if trusted else None
         if isinstance(found, dict) and isinstance(found.get("checks"), list):
             return found
@@ -454,7 +459,11 @@ def _at_base(check: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def ratchet(
-    body: dict[str, Any], base: Mapping[str, Any], *, task: Mapping[str, Any] | None = None
+    body: dict[str, Any],
+    base: Mapping[str, Any],
+    *,
+    task: Mapping[str, Any] | None = None,
+    demand: bool = True,
 ) -> None:
     """Never worse than the base.
 
@@ -466,7 +475,7 @@ def ratchet(
     set of those blocking test ids. Without per-test results a criterion failing at the
     base does not block (``known_failures``, today's per-check rule, said in ``judged``).
     If nothing is required and the task has no checks or named tests of its own, every
-    check must pass. The section's fingerprint follows the blocking failures only, so a
+    check must pass (``demand``; a commit hook, which has no task, asks only "not worse"). The section's fingerprint follows the blocking failures only, so a
     failure the task did not cause is not taken for no progress.
 
     A check that cannot run (``cannot_run``) and could not at the base either is the
@@ -528,7 +537,7 @@ def ratchet(
     for n in body.get("skipped") or []:
         if is_task_check(n) or (at_base.get(n) or {}).get("passed", True):
             required.append(n)
-    if not required and not named_any:
+    if demand and not required and not named_any:
         required = names
         blocking = {str(c["name"]): c["fingerprint"] for c in body["checks"] if not c["passed"]}
         known = []
