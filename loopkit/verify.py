@@ -368,6 +368,19 @@ def _read_tests(
 FULL_OUTPUT_BYTES = 32 << 20
 
 
+def check_env(contract: Mapping[str, Any], doc: Mapping[str, Any] | None) -> dict[str, str]:
+    """The checks' environment: the allow-list (loopkit.secrets) plus the contract's
+    ``verify.env_allow``, and LOOPKIT_TASK_ID when a task is piped."""
+    from loopkit import secrets
+
+    names = [*secrets.CHECK_ENV, *((contract.get("verify") or {}).get("env_allow") or [])]
+    env = secrets.outside_hook_env(secrets.allowed_env(os.environ, names))
+    task = (doc or {}).get("task")
+    if isinstance(task, Mapping) and task.get("id"):
+        env["LOOPKIT_TASK_ID"] = str(task["id"])
+    return env
+
+
 # --------------------------------------------------------------------------- the ratchet
 
 #: Where the criteria's results on a base tree are kept, in the state folder.
@@ -388,6 +401,7 @@ def baseline(
     contract: Mapping[str, Any] | None = None,
     reset: Sequence[str] = (),
     kept_in: Path | None = None,
+    written: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The contract's criteria run on the untouched tree of commit ``base`` (in the clean
     room), remembered by tree and commands: a task's later attempts, and the next task
@@ -395,7 +409,8 @@ def baseline(
     the same content, when lk-invoke sealed the state folder (``sealed``: name -> sha256):
     one the worker wrote is never read, it is run again. ``kept_in``: a folder no worker
     can leave a result in (the git folder's cache, for a commit hook), whose results are
-    read as they are."""
+    read as they are. ``written`` receives the name and sha256 of a result this call
+    wrote (lk-invoke seals it: the base run beside the worker)."""
     import json
 
     from loopkit import cleanroom
@@ -444,7 +459,12 @@ def baseline(
         "tree": tree,
         "checks": [_at_base(c) for c in result.body["checks"]],
     }
-    atomic_write(cached, json.dumps(out, allow_nan=False))
+    if result.body["tree_after"] != tree:
+        return out  # the checks (or someone) changed the base's files there: not kept
+    raw = json.dumps(out, allow_nan=False)
+    atomic_write(cached, raw)
+    if written is not None:
+        written[cached.name] = digest.sha256(raw.encode()).hexdigest()
     return out
 
 

@@ -459,18 +459,9 @@ def _summary(body: dict[str, Any], saved: Any, root: Any) -> str:
 
 
 def _check_env(terms: dict[str, Any], doc: dict[str, Any] | None) -> dict[str, str]:
-    """The checks' environment: the allow-list (loopkit.secrets) plus the contract's
-    ``verify.env_allow``, and LOOPKIT_TASK_ID when a task is piped."""
-    import os
+    from loopkit.verify import check_env
 
-    from loopkit import secrets
-
-    names = [*secrets.CHECK_ENV, *((terms.get("verify") or {}).get("env_allow") or [])]
-    env = secrets.outside_hook_env(secrets.allowed_env(os.environ, names))
-    task = (doc or {}).get("task")
-    if isinstance(task, dict) and task.get("id"):
-        env["LOOPKIT_TASK_ID"] = str(task["id"])
-    return env
+    return check_env(terms, doc)
 
 
 def _lines(event: str, index: int, total: int, name: str, check: Any) -> None:
