@@ -427,15 +427,18 @@ def baseline(
     if same is not None and same.get("tree") == tree:
         # The checks just ran on the base's own tree (a reproduction, no worker): those
         # are its results. Kept for the attempts after it, which the seal then covers.
-        out = {"tree": tree, "checks": [_at_base(c) for c in same.get("checks") or []]}
-        out["checks"] = [c for c in out["checks"] if not is_task_check(c["name"])]
+        kept = [_at_base(c) for c in same.get("checks") or []]
+        out: dict[str, Any] = {
+            "tree": tree,
+            "checks": [c for c in kept if not is_task_check(c["name"])],
+        }
         atomic_write(cached, json.dumps(out, allow_nan=False))
         return out
     try:
         raw = cached.read_bytes()
-        trusted = kept_in is not None or (sealed or {}).get(
-            cached.name
-        ) == digest.sha256(raw).hexdigest()
+        trusted = (
+            kept_in is not None or (sealed or {}).get(cached.name) == digest.sha256(raw).hexdigest()
+        )
         found = json_loads(raw) if trusted else None
         if isinstance(found, dict) and isinstance(found.get("checks"), list):
             return found
@@ -455,16 +458,13 @@ def baseline(
             launch=jail.command,
         )
         cleanroom.settle(room, intact=result.body["tree_after"] == tree)
-    out = {
-        "tree": tree,
-        "checks": [_at_base(c) for c in result.body["checks"]],
-    }
+    out = {"tree": tree, "checks": [_at_base(c) for c in result.body["checks"]]}
     if result.body["tree_after"] != tree:
         return out  # the checks (or someone) changed the base's files there: not kept
-    raw = json.dumps(out, allow_nan=False)
-    atomic_write(cached, raw)
+    data = json.dumps(out, allow_nan=False).encode()
+    atomic_write(cached, data)
     if written is not None:
-        written[cached.name] = digest.sha256(raw.encode()).hexdigest()
+        written[cached.name] = digest.sha256(data).hexdigest()
     return out
 
 

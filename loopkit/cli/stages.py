@@ -372,7 +372,9 @@ def _against_head(
     head = git.resolve(ws.root, "HEAD")
     if not head:
         return  # no commit yet: nothing to be worse than
-    say("lk-verify", "a check failed: running the checks on HEAD to see what this change made worse")
+    say(
+        "lk-verify", "a check failed: running the checks on HEAD to see what this change made worse"
+    )
     base = core.baseline(
         ws.root,
         ws.state,

@@ -4,7 +4,6 @@ test, exact fingerprints, a check that cannot run, the handoff's order."""
 from __future__ import annotations
 
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
