@@ -178,7 +178,9 @@ class Checks:
     def used(self) -> bool:
         return self._args is not None
 
-    def command(self, command: str, env: Mapping[str, str]) -> tuple[list[str] | str, dict[str, str], bool]:
+    def command(
+        self, command: str, env: Mapping[str, str]
+    ) -> tuple[list[str] | str, dict[str, str], bool]:
         """(argv or shell text, environment, whether it is shell text) for one check."""
         if self._args is None:
             return command, dict(env), True

@@ -579,7 +579,10 @@ def _writable_carry(root: Path, carry: list[str], policy: Any) -> list[str]:
     out = []
     for name in carry:
         real = os.path.realpath(root / name)
-        if any(real == w or real.startswith(w + os.sep) or w.startswith(real + os.sep) for w in writable):
+        if any(
+            real == w or real.startswith(w + os.sep) or w.startswith(real + os.sep)
+            for w in writable
+        ):
             out.append(name)
     return out
 

@@ -14,7 +14,6 @@ from loopkit import containment, sandbox
 from loopkit.providers.base import Invocation
 from loopkit.providers.claude import ClaudeProvider
 from loopkit.providers.codex import CodexProvider
-from tests.adversarial.helpers import loop
 from tests.helpers.recipes import fail_message, make_project
 
 pytestmark = [
