@@ -80,3 +80,38 @@ def test_mode_required_refuses_to_run_the_checks_without_a_sandbox(tmp_path: Pat
     assert proc.stdout == ""
     lines = [line for line in proc.stderr.splitlines() if "sandbox required" in line]
     assert len(lines) == 1 and "Traceback" not in proc.stderr
+
+
+NET_CHECK = {
+    "name": "net",
+    "run": "python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", int(open(\"port\").read())), 2)'",
+    "timeout": 30,
+}
+
+
+@needs_sandbox
+@pytest.mark.parametrize(
+    ("settings", "reaches"),
+    [({}, True), ({"sandbox": {"network": False}}, False),
+     ({"verify": {"network": False}}, False),
+     ({"sandbox": {"network": False}, "verify": {"network": True}}, True)],
+)
+def test_the_checks_network_follows_the_contract(tmp_path: Path, settings, reaches) -> None:
+    """A check's code that phones out (here: to a server on 127.0.0.1) reaches it only
+    where the contract lets the checks share the network."""
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(5)
+    settings = {k: {**v} for k, v in settings.items()}
+    settings.setdefault("sandbox", {})["writable"] = [str(tmp_path / "worker")]
+    p = make_project(tmp_path, "pass\n", checks=[NET_CHECK], writable=["src/**"],
+                     files={"port": str(server.getsockname()[1])}, **settings)
+    try:
+        proc = _verify(p)
+    finally:
+        server.close()
+    body = json.loads(proc.stdout)["verify"]
+    assert body["sandbox"]["network"] is reaches
+    assert (proc.returncode == 0) is reaches, proc.stderr
