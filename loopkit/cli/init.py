@@ -38,6 +38,10 @@ def main(folder: str, force: bool) -> int:
         raise BadInput(folder, "not a folder")
     project, written = scaffold.write(root, force=force)
     say("lk init", f"{project.why}: the acceptance check runs `{project.test}`")
+    from loopkit.testresults import missing_programs
+
+    for _, program in missing_programs([{"name": "tests", "run": project.test}], path=None):
+        say("lk init", f"warning: `{program}` is not on PATH: the check cannot run here yet")
     for w in written:
         what = "left as it is (--force to overwrite)" if w.skipped else "written"
         say("lk init", f"{w.path}: {what}")

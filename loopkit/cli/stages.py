@@ -288,7 +288,12 @@ def verify(
             )
             for early in _EARLY_TREE:  # it ran beside the clean room's hash; done first
                 early.wait()
-            if run.get("base") and not only and not result.passed:
+            # The base: the commit the worker started from; with no worker (a
+            # reproduction on the untouched tree), the one lk-diff measured from.
+            base_commit = run.get("base") or (
+                None if run else ((doc or {}).get("diff") or {}).get("base")
+            )
+            if base_commit and not only and not result.passed:
                 _drop_early_tree()  # the base's checks run next: hashed after them
                 # Never worse than the base: the criteria's results on the untouched tree.
                 # Asked only when a check failed: when every check passes, nothing can be
@@ -296,7 +301,7 @@ def verify(
                 base = core.baseline(
                     ws.root,
                     ws.state,
-                    str(run["base"]),
+                    str(base_commit),
                     chosen,
                     log_dir=log_dir,
                     env=env,
@@ -304,8 +309,9 @@ def verify(
                     sealed=(run.get("state_seal") or {}).get("baseline"),
                     contract=terms,
                     reset=reset,
+                    same=None if run else result.body,
                 )
-                core.ratchet(result.body, base)
+                core.ratchet(result.body, base, task=(doc or {}).get("task"))
             result.body["carried"] = [{"path": c.name, "why": c.why} for c in carried]
             if not all(c["passed"] for c in result.body["checks"]):
                 _explain_unseen(result.body, run, carry, reset, ws)
@@ -331,6 +337,9 @@ def verify(
             )
         if c.get("changed_tree"):
             say("lk-verify", f"{c['name']} changed the working tree")
+        _say_judged(c, result.body)
+    for e in result.body.get("environment") or []:
+        say("lk-verify", f"{e['name']} cannot run: `{e['command']}`: {e['why']}")
     # The evidence as recorded: lk-decide refuses a verify section that differs from it.
     from loopkit.files import atomic_write
 
@@ -345,6 +354,26 @@ def verify(
     else:
         document.emit(out)
     return 0 if result.passed else 1
+
+
+def _say_judged(check: dict[str, Any], body: dict[str, Any]) -> None:
+    """How a check red at the base was judged: per test, or as a whole (and why)."""
+    if check["passed"] or "required" not in body:
+        return
+    name = check["name"]
+    if check.get("judged") == "per_test":
+        worse = check.get("blocking_tests") or []
+        if worse:
+            shown = ", ".join(worse[:5]) + (f" and {len(worse) - 5} more" if len(worse) > 5 else "")
+            say("lk-verify", f"{name}: judged per test; blocking: {shown}")
+        elif name not in body["required"]:
+            say("lk-verify", f"{name}: judged per test; no test that passed at the base fails")
+    elif name not in body["required"]:
+        say(
+            "lk-verify",
+            f"{name}: no per-test results (name a JUnit report in the criterion's `junit`): "
+            "judged as a whole; it failed at the base too, so it does not block",
+        )
 
 
 def _explain_unseen(body: dict[str, Any], run: Any, carry: Any, reset: Any, ws: Any) -> None:
