@@ -275,7 +275,9 @@ class Carried(Value):
         self._set(name=name, why=why)
 
 
-def _uses_venv(root: Path, name: str, commands: Sequence[str], env: Mapping[str, str]) -> str | None:
+def _uses_venv(
+    root: Path, name: str, commands: Sequence[str], env: Mapping[str, str]
+) -> str | None:
     folder = os.path.realpath(root / name)
     for value in (env.get("VIRTUAL_ENV", ""), *env.get("PATH", "").split(os.pathsep)):
         if value and (os.path.realpath(value) + os.sep).startswith(folder + os.sep):
@@ -321,9 +323,26 @@ def carried(
 #: Ignored names that are a tool's own cache or output, never what a check needs.
 CACHES = frozenset(
     {
-        "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis",
-        ".coverage", ".tox", ".nox", ".DS_Store", ".idea", ".vscode", ".cache", "dist",
-        "build", "target", ".eggs", "coverage", ".nyc_output", ".next", ".turbo",
+        "__pycache__",
+        ".pytest_cache",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".hypothesis",
+        ".coverage",
+        ".tox",
+        ".nox",
+        ".DS_Store",
+        ".idea",
+        ".vscode",
+        ".cache",
+        "dist",
+        "build",
+        "target",
+        ".eggs",
+        "coverage",
+        ".nyc_output",
+        ".next",
+        ".turbo",
     }
 )
 
@@ -368,7 +387,6 @@ def make_reset_dirs(room: Path, names: Sequence[str]) -> None:
         target = room / name
         if not os.path.lexists(target):
             target.mkdir(parents=True, exist_ok=True)
-
 
 
 def fingerprint(root: Path, paths: Iterable[str]) -> dict[str, str]:

@@ -178,7 +178,9 @@ class Checks:
     def used(self) -> bool:
         return self._args is not None
 
-    def command(self, command: str, env: Mapping[str, str]) -> tuple[list[str] | str, dict[str, str], bool]:
+    def command(
+        self, command: str, env: Mapping[str, str]
+    ) -> tuple[list[str] | str, dict[str, str], bool]:
         """(argv or shell text, environment, whether it is shell text) for one check."""
         if self._args is None:
             return command, dict(env), True
@@ -228,7 +230,9 @@ def for_checks(
     from loopkit import sandbox
 
     policy, usable = checks_policy(contract)
-    network = (contract or {}).get("verify", {}).get("network", True) is not False
+    # The checks run the worker's code: a contract that cut the worker's network
+    # (sandbox.network: false) cuts theirs too, unless verify.network says otherwise.
+    network = bool(((contract or {}).get("verify") or {}).get("network", policy.network))
     record: dict[str, Any] = {"mode": policy.mode, "network": network}
     if not usable:
         why = "mode: off" if policy.mode == "off" else sandbox.probe().reason

@@ -277,6 +277,12 @@ def _run(
         if progress:
             progress("ran", i, total, name, None)
         digest, end = _sha256_file(log)
+        if launch is not None and not shell:
+            from loopkit import sandbox
+
+            why = sandbox.failed_to_start(done.exit_code, end)
+            if why:
+                raise sandbox.SandboxUnavailable(f"the checks' sandbox did not start: {why}")
         passed = done.exit_code == 0 and not done.timed_out
         entry: dict[str, Any] = {
             "name": name,
