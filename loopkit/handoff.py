@@ -183,7 +183,8 @@ def _memory(memory: str | None, limit: int = MEMORY_BYTES) -> list[str]:
 
 CLOSING = [
     "## How to finish",
-    "- Make the smallest change that makes the checks pass; stay inside the scope.",
+    "- Make the smallest change that does the task; keep every passing check and test "
+    "passing; stay inside the scope.",
     "- Do not commit, push, or install packages: loopkit verifies and commits.",
     "- End with one short line saying what you changed, or what blocked you.",
 ]

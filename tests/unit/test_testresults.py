@@ -66,9 +66,45 @@ FAILED (failures=1)
 """
 
 
+JEST = """\
+PASS src/a.test.js
+FAIL src/sum.test.js
+  \u25cf sum \u203a adds
+
+    expect(received).toBe(expected)
+
+FAIL src/broken.test.js
+  \u25cf Test suite failed to run
+
+    SyntaxError: nope
+
+Test Suites: 2 failed, 1 passed, 3 total
+Tests:       1 failed, 4 passed, 5 total
+""".encode()
+
+VITEST = b"""\
+ FAIL  test/basic.test.ts > math > adds
+AssertionError: expected 3 to be 4
+ Test Files  1 failed (1)
+      Tests  1 failed | 2 passed (3)
+"""
+
+RSPEC = b"""\
+3 examples, 1 failure
+
+Failed examples:
+
+rspec ./spec/calc_spec.rb:4 # Calc adds
+"""
+
+
 @pytest.mark.parametrize(
     ("output", "source", "failed", "passed"),
     [
+        (JEST, "jest", {"src/sum.test.js \u203a sum \u203a adds",
+                        "src/broken.test.js \u203a Test suite failed to run"}, None),
+        (VITEST, "vitest", {"test/basic.test.ts > math > adds"}, None),
+        (RSPEC, "rspec", {"Calc adds"}, None),
         (PYTEST, "pytest", {"tests/test_a.py::test_two", "tests/test_b.py"}, None),
         (GO_JSON, "go-json", {"ex/p.TestB", "ex/q"}, 1),
         (TAP, "tap", {"subtracts", "divides"}, 1),
