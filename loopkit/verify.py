@@ -501,11 +501,13 @@ def ratchet(
     set of those blocking test ids. Without per-test results a criterion failing at the
     base does not block (``known_failures``, today's per-check rule, said in ``judged``).
     If nothing is required and the task has no checks or named tests of its own, every
-    check must pass (``demand``; a commit hook, which has no task, asks only "not worse"). The section's fingerprint follows the blocking failures only, so a
-    failure the task did not cause is not taken for no progress.
+    check must pass (``demand``; a commit hook, which has no task, asks only "not
+    worse"). The section's fingerprint follows the blocking failures only, so a failure
+    the task did not cause is not taken for no progress.
 
     A check that cannot run (``cannot_run``) and could not at the base either is the
-    environment's failure, not the task's: it is listed in ``environment``.
+    environment's failure, not the task's: it is listed in ``environment``, and the
+    verification does not pass (a check that cannot run guards nothing).
     """
     from loopkit import testresults
     from loopkit.contract import is_task_check
@@ -574,7 +576,7 @@ def ratchet(
     if environment:
         body["environment"] = environment
     ran_all = not set(required) & set(body.get("skipped") or [])
-    body["passed"] = bool(ran_all and not blocking and not body.get("problems"))
+    body["passed"] = bool(ran_all and not blocking and not environment and not body.get("problems"))
     body["fingerprint"] = fingerprint.combine(blocking.items())
 
 

@@ -251,6 +251,11 @@ def test_results_that_vanish_block() -> None:
 def test_a_check_that_cannot_run_at_the_base_too_is_the_environment() -> None:
     now = {**_check("suite", None), "cannot_run": "`tox` is not installed"}
     body = _ratchet([now], [{**_check("suite", None), "cannot_run": "`tox` is not installed"}])
-    assert body["environment"][0]["name"] == "suite"
+    assert body["environment"][0]["name"] == "suite" and body["passed"] is False
+    # Known at the base, the check guards nothing: the verification does not pass
+    # though nothing blocks, and the task's own check passed.
+    task = {**_check("task-1", None, passed=True)}
+    known = _ratchet([dict(now), task], [{**_check("suite", None), "cannot_run": "x"}])
+    assert known["passed"] is False and known["environment"][0]["name"] == "suite"
     broken = _ratchet([dict(now)], [_check("suite", ["t::a"])])
     assert "environment" not in broken and broken["passed"] is False
