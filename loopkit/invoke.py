@@ -578,20 +578,37 @@ class _BaseBeside:
     sealed with the digest of the very bytes it wrote, so lk-verify trusts it and a file
     the worker put in its place is neither trusted nor unnoticed (``tampered``)."""
 
+    #: The base run starts once the worker has run this long: a worker done sooner (a
+    #: scripted fix, a rehearsal) is not kept waiting for checks whose results lk-verify
+    #: needs only if one of its checks fails -- it then runs the base itself, as before.
+    AFTER_S = 1.0
+
     def __init__(self, run: Any, started: float) -> None:
+        import threading
+
         from loopkit.background import Background
 
         self.written: dict[str, str] = {}
         self.started = started
-        self.job = Background(lambda: run(self.written), name="lk-invoke-base")
+        self.worker_done = threading.Event()
+
+        def later() -> Any:
+            if self.worker_done.wait(self.AFTER_S):
+                return None
+            return run(self.written)
+
+        self.job = Background(later, name="lk-invoke-base")
 
     def sealed(self, sealed: dict[str, Any], progress: Any) -> dict[str, Any]:
         """Wait for the base run; the seal with its result added."""
+        self.worker_done.set()
         if progress is not None and self.job.running():
             progress.line("waiting for the base's checks (run beside the worker)", force=True)
         try:
             found = self.job.result()
         except Exception:  # lk-verify runs the base itself when it needs it
+            return sealed
+        if found is None:
             return sealed
         if progress is not None:
             checks = found.get("checks") or []
