@@ -394,5 +394,5 @@ def test_a_criterions_junit_report_is_a_path_inside_the_repository(
         schema.validate(data, "contract")
     else:
         assert len(found) == 1 and problem in found[0].message
-        with pytest.raises(Exception):
+        with pytest.raises(BadInput):
             schema.validate(data, "contract")
