@@ -245,12 +245,12 @@ def _jest(text: str) -> Tests | None:
     broken = 0
     where = ""
     for line in text.splitlines():
-        m = pattern(r"^\s*FAIL\s+(\S+)").match(line)
+        m = pattern(r"^\s*(FAIL|PASS)\s+(\S+)").match(line)
         if m:
-            where = m.group(1)
+            where = m.group(2) if m.group(1) == "FAIL" else ""
             continue
         m = pattern(r"^\s+\u25cf (.+?)\s*$").match(line)
-        if m and where:
+        if m and where and m.group(1) != "Console":  # console.log blocks are no tests
             name = f"{where} \u203a {m.group(1)}"
             if m.group(1) == "Test suite failed to run" and name not in failed:
                 broken += 1

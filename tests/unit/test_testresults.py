@@ -67,7 +67,17 @@ FAILED (failures=1)
 
 
 JEST = """\
+FAIL src/sum.test.js
+  \u25cf Console
+
+    console.log
+      hello
+
 PASS src/a.test.js
+  \u25cf Console
+
+    console.log
+      hi
 FAIL src/sum.test.js
   \u25cf sum \u203a adds
 
