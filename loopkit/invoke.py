@@ -581,7 +581,7 @@ class _BaseBeside:
     #: The base run starts once the worker has run this long: a worker done sooner (a
     #: scripted fix, a rehearsal) is not kept waiting for checks whose results lk-verify
     #: needs only if one of its checks fails -- it then runs the base itself, as before.
-    AFTER_S = 1.0
+    AFTER_S = 0.5
 
     def __init__(self, run: Any, started: float) -> None:
         import threading
