@@ -261,16 +261,28 @@ def for_checks(
 # --------------------------------------------------------------------------- provider homes
 
 
-def provider_home(root: Path, name: str) -> Path:
-    """The private home of provider ``name`` for the repository at ``root``: where its CLI
-    keeps settings and sessions during loopkit's runs, never the person's own (beside the
-    clean rooms, in the user cache folder; ``$LOOPKIT_HOMES`` moves it)."""
+def provider_homes() -> Path:
+    """Where the providers' private homes live (beside the clean rooms, in the user cache
+    folder; ``$LOOPKIT_HOMES`` moves them): never visible to the checks."""
     from loopkit import cleanroom
 
     chosen = os.environ.get("LOOPKIT_HOMES")
-    room = cleanroom.home_of(root)
-    base = Path(chosen) if chosen else room.parent.parent / "homes"
-    return base / room.name / name
+    if chosen:
+        return Path(chosen)
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return (
+        Path(cache) / "loopkit" / "homes"
+        if not os.environ.get(cleanroom.ROOM_ENV)
+        else (Path(os.environ[cleanroom.ROOM_ENV]).parent / "homes")
+    )
+
+
+def provider_home(root: Path, name: str) -> Path:
+    """The private home of provider ``name`` for the repository at ``root``: where its CLI
+    keeps settings and sessions during loopkit's runs, never the person's own."""
+    from loopkit import cleanroom
+
+    return provider_homes() / cleanroom.home_of(root).name / name
 
 
 def seed_home(home: Path, files: Mapping[str, Path], *, keep: Sequence[str]) -> Path:

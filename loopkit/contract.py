@@ -239,11 +239,17 @@ _TOP: dict[str, Check] = {
     "state_dir": text,
     "allow_empty_change": boolean,
 }
+
+
 def _relative_path(v: Any, where: str, out: list[Problem]) -> None:
     if not isinstance(v, str) or not v.strip():
-        out.append(Problem(where, f"expected a path relative to the repository root, got {_show(v)}"))
+        out.append(
+            Problem(where, f"expected a path relative to the repository root, got {_show(v)}")
+        )
     elif v.startswith("/") or ".." in v.replace("\\", "/").split("/"):
-        out.append(Problem(where, f"expected a path inside the repository (relative, no ..), got {v!r}"))
+        out.append(
+            Problem(where, f"expected a path inside the repository (relative, no ..), got {v!r}")
+        )
 
 
 _CRITERION: dict[str, Check] = {

@@ -496,7 +496,8 @@ def _classify(
         return (
             fc.ENVIRONMENT,
             f"the check {first.get('name')} cannot run: `{str(first.get('command'))[:200]}`: "
-            f"{first.get('why')}" + (f" (and {more} more)" if more > 0 else "")
+            f"{first.get('why')}"
+            + (f" (and {more} more)" if more > 0 else "")
             + "; not the worker's failure: install what is missing or fix the criterion "
             "(no attempt spent)",
             "",

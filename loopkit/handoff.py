@@ -135,7 +135,9 @@ def _checks(verify: Mapping[str, Any]) -> list[str]:
     failing = [c for c in verify.get("checks") or [] if not c.get("passed")]
     required = verify.get("required")
     mine = [c for c in failing if required is None or c.get("name") in required]
-    known = {str(k.get("name")): list(k.get("tests") or []) for k in verify.get("known_failures") or []}
+    known = {
+        str(k.get("name")): list(k.get("tests") or []) for k in verify.get("known_failures") or []
+    }
     out: list[str] = []
     for c in mine[:MAX_CHECKS]:
         out.append(f"### Check `{c.get('name')}` failed (exit {c.get('exit_code')})")

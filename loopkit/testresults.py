@@ -194,7 +194,9 @@ def _pytest(text: str) -> Tests | None:
     # output would otherwise read as fewer failures than there were.
     if len(failed) != expected:
         return None
-    return Tests("pytest", failed, None, sum(counts.get(k, 0) for k in ("failed", "passed", "error")))
+    return Tests(
+        "pytest", failed, None, sum(counts.get(k, 0) for k in ("failed", "passed", "error"))
+    )
 
 
 def _go_text(text: str) -> Tests | None:
@@ -225,7 +227,9 @@ def _unittest(text: str) -> Tests | None:
     for name, where in pattern(r"^(?:FAIL|ERROR): (\S+) \(([^)\s]+)\)", re.M).findall(text):
         failed.add(where if where.endswith("." + name) else f"{where}.{name}")
     m = pattern(r"^FAILED \((.*)\)\s*$", re.M).search(text)
-    expected = sum(int(n) for k, n in re.findall(r"(failures|errors)=(\d+)", m.group(1))) if m else 0
+    expected = (
+        sum(int(n) for k, n in re.findall(r"(failures|errors)=(\d+)", m.group(1))) if m else 0
+    )
     if len(failed) != expected:
         return None
     return Tests("unittest", failed, None, int(ran.group(1)))
@@ -258,9 +262,9 @@ def cannot_run(command: str, exit_code: int | None, output: bytes) -> str | None
     m = pattern(_NO_MODULE, re.M).search(text)
     if m:
         return f"the interpreter has no `{m.group(1)}` module (its test runner is not installed)"
-    if (exit_code == 5 and "pytest" in command) or pattern(
-        _NOTHING_COLLECTED, re.M | re.I
-    ).search(text):
+    if (exit_code == 5 and "pytest" in command) or pattern(_NOTHING_COLLECTED, re.M | re.I).search(
+        text
+    ):
         return "the test runner collected no tests"
     return None
 

@@ -218,7 +218,12 @@ def _jail(
     cleanroom.make_reset_dirs(room.path, reset)
     real = Path(os.path.realpath(root))
     dirs = git.git_dirs(root)
-    hidden = [cleanroom.home_of(root).parent, dirs.common, dirs.own]
+    hidden = [
+        cleanroom.home_of(root).parent,
+        containment.provider_homes(),
+        dirs.common,
+        dirs.own,
+    ]
     if state is not None:
         hidden.append(state)
     return containment.for_checks(
