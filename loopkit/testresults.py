@@ -35,7 +35,7 @@ MAX_REPORT_BYTES = 64 << 20
 class Tests:
     """One check's per-test outcome: its failing ids, and its passing ones when known."""
 
-    __slots__ = ("source", "failed", "passed", "total")
+    __slots__ = ("failed", "passed", "source", "total")
 
     def __init__(
         self, source: str, failed: set[str], passed: set[str] | None, total: int | None = None
@@ -303,7 +303,48 @@ def missing_programs(criteria: Any, *, path: str | None) -> list[tuple[str, str]
 
 
 _SHELL_WORDS = frozenset(
-    "! [ [[ { ( . : alias break cd command continue echo eval exec exit export false for "
-    "if printf pwd read return set shift test times trap true type ulimit umask unset "
-    "until wait while case source builtin let local".split()
+    [
+        "!",
+        "[",
+        "[[",
+        "{",
+        "(",
+        ".",
+        ":",
+        "alias",
+        "break",
+        "cd",
+        "command",
+        "continue",
+        "echo",
+        "eval",
+        "exec",
+        "exit",
+        "export",
+        "false",
+        "for",
+        "if",
+        "printf",
+        "pwd",
+        "read",
+        "return",
+        "set",
+        "shift",
+        "test",
+        "times",
+        "trap",
+        "true",
+        "type",
+        "ulimit",
+        "umask",
+        "unset",
+        "until",
+        "wait",
+        "while",
+        "case",
+        "source",
+        "builtin",
+        "let",
+        "local",
+    ]
 )

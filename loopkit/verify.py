@@ -379,6 +379,19 @@ def _read_tests(
 FULL_OUTPUT_BYTES = 32 << 20
 
 
+def check_env(contract: Mapping[str, Any], doc: Mapping[str, Any] | None) -> dict[str, str]:
+    """The checks' environment: the allow-list (loopkit.secrets) plus the contract's
+    ``verify.env_allow``, and LOOPKIT_TASK_ID when a task is piped."""
+    from loopkit import secrets
+
+    names = [*secrets.CHECK_ENV, *((contract.get("verify") or {}).get("env_allow") or [])]
+    env = secrets.outside_hook_env(secrets.allowed_env(os.environ, names))
+    task = (doc or {}).get("task")
+    if isinstance(task, Mapping) and task.get("id"):
+        env["LOOPKIT_TASK_ID"] = str(task["id"])
+    return env
+
+
 # --------------------------------------------------------------------------- the ratchet
 
 #: Where the criteria's results on a base tree are kept, in the state folder.
@@ -398,12 +411,17 @@ def baseline(
     same: Mapping[str, Any] | None = None,
     contract: Mapping[str, Any] | None = None,
     reset: Sequence[str] = (),
+    kept_in: Path | None = None,
+    written: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The contract's criteria run on the untouched tree of commit ``base`` (in the clean
     room), remembered by tree and commands: a task's later attempts, and the next task
     that starts from the same tree, reuse them -- but only a result that was there, with
     the same content, when lk-invoke sealed the state folder (``sealed``: name -> sha256):
-    one the worker wrote is never read, it is run again."""
+    one the worker wrote is never read, it is run again. ``kept_in``: a folder no worker
+    can leave a result in (the git folder's cache, for a commit hook), whose results are
+    read as they are. ``written`` receives the name and sha256 of a result this call
+    wrote (lk-invoke seals it: the base run beside the worker)."""
     import json
 
     from loopkit import cleanroom
@@ -416,17 +434,22 @@ def baseline(
     key = digest.sha256(
         json.dumps([tree, [[c["name"], c["run"], c.get("junit")] for c in plain]]).encode()
     ).hexdigest()[:32]
-    cached = state / BASELINE_FOLDER / f"{key}.json"
+    cached = (kept_in / f"base-{key}.json") if kept_in else state / BASELINE_FOLDER / f"{key}.json"
     if same is not None and same.get("tree") == tree:
         # The checks just ran on the base's own tree (a reproduction, no worker): those
         # are its results. Kept for the attempts after it, which the seal then covers.
-        out = {"tree": tree, "checks": [_at_base(c) for c in same.get("checks") or []]}
-        out["checks"] = [c for c in out["checks"] if not is_task_check(c["name"])]
+        kept = [_at_base(c) for c in same.get("checks") or []]
+        out: dict[str, Any] = {
+            "tree": tree,
+            "checks": [c for c in kept if not is_task_check(c["name"])],
+        }
         atomic_write(cached, json.dumps(out, allow_nan=False))
         return out
     try:
         raw = cached.read_bytes()
-        trusted = (sealed or {}).get(cached.name) == digest.sha256(raw).hexdigest()
+        trusted = (
+            kept_in is not None or (sealed or {}).get(cached.name) == digest.sha256(raw).hexdigest()
+        )
         found = json_loads(raw) if trusted else None
         if isinstance(found, dict) and isinstance(found.get("checks"), list):
             return found
@@ -446,11 +469,13 @@ def baseline(
             launch=jail.command,
         )
         cleanroom.settle(room, intact=result.body["tree_after"] == tree)
-    out = {
-        "tree": tree,
-        "checks": [_at_base(c) for c in result.body["checks"]],
-    }
-    atomic_write(cached, json.dumps(out, allow_nan=False))
+    out = {"tree": tree, "checks": [_at_base(c) for c in result.body["checks"]]}
+    if result.body["tree_after"] != tree:
+        return out  # the checks (or someone) changed the base's files there: not kept
+    data = json.dumps(out, allow_nan=False).encode()
+    atomic_write(cached, data)
+    if written is not None:
+        written[cached.name] = digest.sha256(data).hexdigest()
     return out
 
 
@@ -465,7 +490,11 @@ def _at_base(check: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def ratchet(
-    body: dict[str, Any], base: Mapping[str, Any], *, task: Mapping[str, Any] | None = None
+    body: dict[str, Any],
+    base: Mapping[str, Any],
+    *,
+    task: Mapping[str, Any] | None = None,
+    demand: bool = True,
 ) -> None:
     """Never worse than the base.
 
@@ -477,7 +506,7 @@ def ratchet(
     set of those blocking test ids. Without per-test results a criterion failing at the
     base does not block (``known_failures``, today's per-check rule, said in ``judged``).
     If nothing is required and the task has no checks or named tests of its own, every
-    check must pass. The section's fingerprint follows the blocking failures only, so a
+    check must pass (``demand``; a commit hook, which has no task, asks only "not worse"). The section's fingerprint follows the blocking failures only, so a
     failure the task did not cause is not taken for no progress.
 
     A check that cannot run (``cannot_run``) and could not at the base either is the
@@ -539,7 +568,7 @@ def ratchet(
     for n in body.get("skipped") or []:
         if is_task_check(n) or (at_base.get(n) or {}).get("passed", True):
             required.append(n)
-    if not required and not named_any:
+    if demand and not required and not named_any:
         required = names
         blocking = {str(c["name"]): c["fingerprint"] for c in body["checks"] if not c["passed"]}
         known = []

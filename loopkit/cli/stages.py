@@ -241,9 +241,11 @@ def verify(
     fail_fast: bool = False,
     clean_room: bool | None = None,
     summary: bool = False,
+    ratchet: bool = False,
 ) -> int:
     """lk-verify: the acceptance checks, in a clean room for a piped attempt (else in
-    place), their evidence bound to the tree."""
+    place), their evidence bound to the tree. ``ratchet`` (a commit hook, alone): never
+    worse than HEAD -- what failed there does not block, per test where results exist."""
     from loopkit import artifacts, document, proc
     from loopkit import verify as core
     from loopkit.workspace import Workspace
@@ -325,6 +327,8 @@ def verify(
                 progress=ticker.update if ticker else lines,
                 env=env,
             )
+            if ratchet and not only and not result.passed:
+                _against_head(result.body, ws, terms, chosen, log_dir, env)
     finally:
         if ticker:
             ticker.close()
@@ -354,6 +358,36 @@ def verify(
     else:
         document.emit(out)
     return 0 if result.passed else 1
+
+
+def _against_head(
+    body: dict[str, Any], ws: Any, terms: Any, chosen: Any, log_dir: Any, env: Any
+) -> None:
+    """The ratchet for a commit hook: HEAD's results (run once per tree in the clean room,
+    kept in the git folder's cache, out of a worker's reach) are the base."""
+    from loopkit import cleanroom, git
+    from loopkit import verify as core
+    from loopkit.workspace import _cache_folder
+
+    head = git.resolve(ws.root, "HEAD")
+    if not head:
+        return  # no commit yet: nothing to be worse than
+    say(
+        "lk-verify", "a check failed: running the checks on HEAD to see what this change made worse"
+    )
+    base = core.baseline(
+        ws.root,
+        ws.state,
+        head,
+        chosen,
+        log_dir=log_dir,
+        env=env,
+        carry=[c.name for c in cleanroom.carried(ws.root, terms)],
+        contract=terms,
+        reset=cleanroom.reset_dirs(ws.root),
+        kept_in=_cache_folder(ws.root),
+    )
+    core.ratchet(body, base, demand=False)
 
 
 def _say_judged(check: dict[str, Any], body: dict[str, Any]) -> None:
@@ -406,28 +440,30 @@ def _summary(body: dict[str, Any], saved: Any, root: Any) -> str:
     lines = []
     for c in body["checks"]:
         mark = "ok" if c["passed"] else ("TIMED OUT" if c.get("timed_out") else "FAILED")
+        known = not c["passed"] and c["name"] not in body.get("required", [c["name"]])
+        if known:
+            mark = "AS BEFORE"  # failed at the base too, and nothing in it got worse
         lines.append(f"{mark:>9}  {c['name']}  ({c['duration_s']:.1f}s)  {c['command']}")
-        if not c["passed"]:
+        if c.get("blocking_tests"):
+            lines.append("           | worse than before: " + ", ".join(c["blocking_tests"][:10]))
+        if not c["passed"] and not known:
             tail = clean(c.get("output_tail") or "").splitlines()[-15:]
             lines.extend("           | " + t for t in tail)
-    verdict = "all checks passed" if body["passed"] else "a check failed: the commit is blocked"
+    verdict = (
+        "a check failed: the commit is blocked"
+        if not body["passed"]
+        else "nothing is worse than at HEAD"
+        if "required" in body
+        else "all checks passed"
+    )
     lines.append(f"lk-verify: {verdict} (the evidence: {os.path.relpath(saved, root)})")
     return "\n".join(lines) + "\n"
 
 
 def _check_env(terms: dict[str, Any], doc: dict[str, Any] | None) -> dict[str, str]:
-    """The checks' environment: the allow-list (loopkit.secrets) plus the contract's
-    ``verify.env_allow``, and LOOPKIT_TASK_ID when a task is piped."""
-    import os
+    from loopkit.verify import check_env
 
-    from loopkit import secrets
-
-    names = [*secrets.CHECK_ENV, *((terms.get("verify") or {}).get("env_allow") or [])]
-    env = secrets.outside_hook_env(secrets.allowed_env(os.environ, names))
-    task = (doc or {}).get("task")
-    if isinstance(task, dict) and task.get("id"):
-        env["LOOPKIT_TASK_ID"] = str(task["id"])
-    return env
+    return check_env(terms, doc)
 
 
 def _lines(event: str, index: int, total: int, name: str, check: Any) -> None:

@@ -4,7 +4,6 @@ test, exact fingerprints, a check that cannot run, the handoff's order."""
 from __future__ import annotations
 
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -189,3 +188,66 @@ def test_reproduce_fingerprints_as_later_rounds_and_costs_no_attempt(tmp_path: P
     # The reproduction's results are the base's: the attempt reused them, ran no base.
     logs = p.state() / "artifacts"
     assert not list(logs.glob("*/baseline/*.log"))
+
+
+SLOW_FIX = """
+(STATE / "worker-start").write_text(str(time.time()))
+time.sleep(4)
+src = Path("src/calc.py").read_text()
+Path("src/calc.py").write_text(src.replace("return a - b  # the task's bug", "return a + b"))
+(STATE / "worker-end").write_text(str(time.time()))
+"""
+
+
+def test_the_base_runs_beside_the_worker_once_and_is_not_run_again(tmp_path: Path) -> None:
+    p = project(tmp_path, SLOW_FIX, plan("add", "Fix test_add"))
+    proc = p.run("phased-loop.sh")
+    assert proc.returncode == 0, fail_message(proc)
+    # The base's run leaves its log under the attempt's artifacts (baseline/): once for
+    # the task, ended while the worker still worked; lk-verify used the sealed result.
+    logs = list((p.state() / "artifacts").glob("*/baseline/*.log"))
+    assert len(logs) == 1, logs
+    start = float((p.scratch / "worker-start").read_text())
+    end = float((p.scratch / "worker-end").read_text())
+    assert start < logs[0].stat().st_mtime < end, (start, logs[0].stat().st_mtime, end)
+    assert "the base's checks: 0 of 1 pass; ran beside the worker" in proc.stderr
+    verify = p.docs("add", "verify")[-1]["verify"]
+    assert verify["passed"] is True and verify["baseline"]["checks"][0]["passed"] is False
+
+
+FORGER = """
+import glob
+# Waits for the base's results written beside it, then says every test failed there,
+# so that breaking test_mul would read as a failure the base already had.
+deadline = time.time() + 30
+while time.time() < deadline and not glob.glob(".loopkit/baseline/*.json"):
+    time.sleep(0.05)
+time.sleep(0.3)
+for f in glob.glob(".loopkit/baseline/*.json"):
+    data = json.loads(Path(f).read_text())
+    for c in data["checks"]:
+        c["passed"] = False
+        c["tests"] = {"source": "pytest", "failed_count": 3, "failed": [
+            "tests/test_calc.py::test_add", "tests/test_calc.py::test_div",
+            "tests/test_calc.py::test_mul"]}
+    Path(f).write_text(json.dumps(data))
+src = Path("src/calc.py").read_text()
+src = src.replace("return a - b  # the task's bug", "return a + b")
+Path("src/calc.py").write_text(src.replace("def mul(a, b):\\n    return a * b", "def mul(a, b):\\n    return a + b"))
+"""
+
+
+def test_a_worker_that_forges_the_base_results_written_beside_it_lands_nothing(
+    tmp_path: Path,
+) -> None:
+    from tests.adversarial.helpers import nothing_unverified_landed
+
+    p = project(tmp_path, FORGER, plan("add", "Fix test_add"), sandbox={"mode": "off"},
+                budgets={"attempts": 1})
+    before = p.head()
+    proc = p.run("phased-loop.sh")
+    assert proc.returncode == 21, fail_message(proc)
+    assert p.git("diff", "--name-only", before, "HEAD", "--", "src").strip() == ""
+    assert nothing_unverified_landed(p, before, tmp_path)
+    decision = p.decisions("add")[-1]
+    assert decision["failure_class"] in ("tampered", "verification_failure", "budget")
