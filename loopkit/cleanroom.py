@@ -37,6 +37,7 @@ import os
 import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from loopkit import git
 from loopkit.digest import sha256
@@ -251,10 +252,102 @@ class EarlyRoom:
 
 # --------------------------------------------------------------------------- carried paths
 
+#: Ignored folders a project's checks commonly need, carried without being named: what a
+#: package manager installs into the repository. A virtualenv only when it is used.
+DEPENDENCY_FOLDERS = {
+    "node_modules": "npm/yarn/pnpm packages (node resolves them from the repository)",
+    "vendor": "vendored dependencies (composer, bundler, go mod vendor)",
+    "bower_components": "bower packages",
+}
+VIRTUALENVS = (".venv", "venv")
+
+
+class Carried(Value):
+    """An ignored path of the work tree shown to the checks as it was before the worker
+    ran, and why it is."""
+
+    name: str
+    why: str
+
+    _fields = ("name", "why")
+
+    def __init__(self, name: str, why: str) -> None:
+        self._set(name=name, why=why)
+
+
+def _uses_venv(root: Path, name: str, commands: Sequence[str], env: Mapping[str, str]) -> str | None:
+    folder = os.path.realpath(root / name)
+    for value in (env.get("VIRTUAL_ENV", ""), *env.get("PATH", "").split(os.pathsep)):
+        if value and (os.path.realpath(value) + os.sep).startswith(folder + os.sep):
+            return f"the environment uses it ({'VIRTUAL_ENV' if value == env.get('VIRTUAL_ENV') else 'PATH'})"
+    for command in commands:
+        if f"{name}/" in command:
+            return "a criterion runs from it"
+    if (root / name / "pyvenv.cfg").is_file() and any(
+        ("pytest" in c or "python" in c or "tox" in c) for c in commands
+    ):
+        return "a virtualenv beside Python checks"
+    return None
+
+
+def carried(
+    root: Path, terms: Mapping[str, Any] | None, env: Mapping[str, str] | None = None
+) -> list[Carried]:
+    """The ignored paths the checks see from the work tree (read-only, as before the
+    worker): the contract's ``verify.carry``, and the dependency folders found on disk
+    (``DEPENDENCY_FOLDERS``; ``.venv``/``venv`` when a criterion or the environment uses
+    it). Only paths that exist; a tracked path of the same name is the tree's (the room
+    holds it and nothing is carried over it)."""
+    env = os.environ if env is None else env
+    verify = (terms or {}).get("verify") or {}
+    out: dict[str, str] = {}
+    for rel in verify.get("carry") or []:
+        name = str(rel).strip().strip("/")
+        if name and (os.path.lexists(root / name)):
+            out.setdefault(name, "verify.carry")
+    for name, why in DEPENDENCY_FOLDERS.items():
+        if os.path.isdir(root / name):
+            out.setdefault(name, why)
+    criteria = (terms or {}).get("criteria") or []
+    commands = [str(c.get("run", "")) for c in criteria if isinstance(c, Mapping)]
+    for name in VIRTUALENVS:
+        if os.path.isdir(root / name):
+            why_venv = _uses_venv(root, name, commands, env)
+            if why_venv:
+                out.setdefault(name, f"virtualenv: {why_venv}")
+    return [Carried(name, why) for name, why in out.items()]
+
+
+def reset_dirs(root: Path, env: Mapping[str, str] | None = None) -> list[str]:
+    """The reset paths (``RESET_PATHS``, a recipe's ``--reset-path``) that a reset leaves
+    as empty directories: they exist in the clean room too, empty."""
+    env = os.environ if env is None else env
+    out = []
+    for raw in (env.get("RESET_PATHS") or "").split():
+        name = raw.strip().strip("/")
+        if not name or name.startswith("..") or os.path.isabs(raw) or "/../" in f"/{name}/":
+            continue
+        if raw.endswith("/") or os.path.isdir(root / name):
+            out.append(name)
+    return out
+
+
+def make_reset_dirs(room: Path, names: Sequence[str]) -> None:
+    """Each reset directory in the room as a reset leaves it (a directory, empty), unless
+    the tree holds something of that name."""
+    for name in names:
+        target = room / name
+        if not os.path.lexists(target):
+            target.mkdir(parents=True, exist_ok=True)
+
+
 
 def fingerprint(root: Path, paths: Iterable[str]) -> dict[str, str]:
-    """A content fingerprint of each carried path (file names, sizes, modes, mtimes and
-    symlink targets: cheap enough to take before every attempt, and any write shows)."""
+    """A fingerprint of each carried path's content: file names, sizes, modes, mtimes,
+    change times and inodes, symlink targets. Cheap enough to take before every attempt,
+    and any write shows: a file rewritten with the same size and its mtime set back still
+    has a new change time, which no process without the right to set the clock can
+    choose (and the sandbox drops every capability)."""
     out: dict[str, str] = {}
     for rel in paths:
         name = rel.strip().strip("/")
@@ -275,7 +368,7 @@ def _walk_digest(top: Path) -> str:
         path, st = stack.pop()
         rel = os.path.relpath(path, top)
         h.update(
-            f"{rel}\0{st.st_mode}\0{st.st_size}\0{st.st_mtime_ns}\0".encode(
+            f"{rel}\0{st.st_mode}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}\0".encode(
                 "utf-8", "surrogateescape"
             )
         )

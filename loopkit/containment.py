@@ -141,3 +141,104 @@ def contain(
     )
     record.update(used=True, tool="bwrap", reason=found.reason)
     return Contained(wrapped.argv, wrapped.env, record, scratch)
+
+
+# --------------------------------------------------------------------------- the checks
+
+
+def expand(path: str, *, root: Path) -> Path:
+    """A path the contract names: ``~`` is the user's home, a relative path is under the
+    repository."""
+    text = os.path.expanduser(path) if path.startswith("~") else path
+    return Path(text) if os.path.isabs(text) else root / text
+
+
+class Checks:
+    """Where lk-verify's checks run (``for_checks``): the command line and environment
+    for one check, and the record (``verify.sandbox``)."""
+
+    record: dict[str, Any]
+
+    def __init__(self, record: dict[str, Any], args: dict[str, Any] | None) -> None:
+        self.record = record
+        self._args = args
+
+    @property
+    def used(self) -> bool:
+        return self._args is not None
+
+    def command(self, command: str, env: Mapping[str, str]) -> tuple[list[str] | str, dict[str, str], bool]:
+        """(argv or shell text, environment, whether it is shell text) for one check."""
+        if self._args is None:
+            return command, dict(env), True
+        from loopkit import sandbox
+
+        inner = dict(env)
+        inner.setdefault("HOME", self._args["home"])
+        wrapped = sandbox.wrap(["/bin/sh", "-c", command], env=inner, **self._args)
+        return wrapped.argv, wrapped.env, False
+
+
+def checks_policy(contract: Mapping[str, Any] | None) -> tuple[Policy, bool]:
+    """The sandbox policy the checks follow (the contract's ``sandbox.mode``) and whether
+    they get one: not with ``mode: off``, nor where none can start (``mode: required``
+    then refuses, exit 4)."""
+    from loopkit import sandbox
+
+    policy = Policy.of(contract)
+    if policy.mode == "off":
+        return policy, False
+    found = sandbox.probe()
+    if not found.available and policy.mode == "required":
+        raise EnvironmentProblem(f"sandbox required (sandbox.mode: required), but {found.reason}")
+    return policy, found.available
+
+
+def for_checks(
+    contract: Mapping[str, Any] | None,
+    *,
+    root: Path,
+    room: Path,
+    objects: Path,
+    carried: Sequence[str],
+    hidden: Sequence[Path],
+    env: Mapping[str, str],
+) -> Checks:
+    """The checks' sandbox: the clean room ``room`` shown at the repository's own path
+    ``root`` (so an editable install, an absolute path or a symlink into the repository
+    sees exactly the verified tree, and the real work tree is not there at all); its own
+    ``.git`` read-only, reading the repository's objects (``objects``, read-only); the
+    ``carried`` ignored paths of the work tree read-only at their place; a private, empty
+    home (``sandbox.show`` paths and the tools on PATH shown read-only); ``hidden`` (the
+    state folder, the real git folders, the clean rooms' folder) and ``sandbox.hide`` not
+    visible; a private /tmp; the network unless ``verify.network: false``; nothing a check
+    starts outlives it. Without a sandbox (``mode: off``, or none can start) the checks
+    run as they are, in the room, and the record says why."""
+    from loopkit import sandbox
+
+    policy, usable = checks_policy(contract)
+    section = (contract or {}).get("sandbox") or {}
+    network = (contract or {}).get("verify", {}).get("network", True) is not False
+    record: dict[str, Any] = {"mode": policy.mode, "network": network}
+    if not usable:
+        why = "mode: off" if policy.mode == "off" else sandbox.probe().reason
+        return Checks({**record, "used": False, "reason": why}, None)
+    home = env.get("HOME") or os.path.expanduser("~")
+    shown = [expand(str(p), root=root) for p in section.get("show") or []]
+    hide = [expand(str(p), root=root) for p in section.get("hide") or []]
+    bound: list[tuple[Path, str]] = [(objects, ".git/objects")]
+    bound += [(root / name, name) for name in carried if not os.path.lexists(room / name)]
+    args = {
+        "root": root,
+        "source": room,
+        "git_dir": None,
+        "state_dir": None,
+        "bound": bound,
+        "home": home,
+        "shown": [p for p in shown if os.path.lexists(p)],
+        "venvs": [root / name for name in carried],
+        "hidden_extra": [*hidden, *hide],
+        "network": network,
+    }
+    record.update(used=True, tool="bwrap", reason=sandbox.probe().reason)
+    return Checks(record, args)

@@ -206,7 +206,7 @@ _SECTIONS: dict[str, dict[str, Check]] = {
     },
     "plan": {"split_lines": positive_int, "split_files": positive_int},
     # carry: ignored paths (a virtualenv, node_modules) the clean room links in
-    "verify": {"carry": glob_list, "env_allow": string_list},
+    "verify": {"carry": glob_list, "env_allow": string_list, "network": boolean},
     "sandbox": {
         # YAML reads a bare `off` as false: false means "off" too
         "mode": lambda v, w, o: (
@@ -216,6 +216,10 @@ _SECTIONS: dict[str, dict[str, Check]] = {
         ),
         "network": boolean,
         "writable": string_list,
+        # what the private home shows (read-only), and more paths hidden from workers
+        # and checks
+        "show": string_list,
+        "hide": string_list,
     },
     "artifacts": {"retention_days": positive_number, "keep_completed": non_negative_int},
 }

@@ -477,7 +477,7 @@ def dry_run(req: Request) -> dict[str, Any]:
 
 def attempt(req: Request) -> dict[str, Any]:
     """Run one attempt; return the document to print (attempt with ``run``, or run alone)."""
-    from loopkit import artifacts, cancel, cleanroom, git
+    from loopkit import artifacts, cancel, cleanroom, containment, git
     from loopkit.document import attach
     from loopkit.workspace import clear_cache, remembered, state_folder
 
@@ -498,14 +498,18 @@ def attempt(req: Request) -> dict[str, Any]:
     )
     doc = _fresh(req.document)
     folder = artifacts.attempt_dir(state_path, artifacts.assign_attempt_id(doc))
-    carry = list(((p.contract or {}).get("verify") or {}).get("carry") or [])
-    # The carried paths' fingerprints before the worker: lk-verify refuses them if moved.
-    carried = cleanroom.fingerprint(root, carry) if carry else None
+    # The carried paths (what the checks see of the ignored files): read-only to the
+    # worker in its sandbox; fingerprinted before it where it could write them (no
+    # sandbox, or the contract makes them writable), and lk-verify refuses them if moved.
+    policy = containment.Policy.of(p.contract)
+    carry = [c.name for c in cleanroom.carried(root, p.contract)]
+    writable_carry = _writable_carry(root, carry, policy)
+    carried = cleanroom.fingerprint(root, writable_carry) if writable_carry else None
 
     def cancelled() -> str | None:
         return "cancelled" if cancel.requested(state_path) else None
 
-    from loopkit import containment, ledger, statcache
+    from loopkit import ledger, statcache
 
     # What steers git and loopkit under .git, before the worker (loopkit's own exclude
     # line for the state folder is already written): lk-diff reports any change. Read
@@ -514,11 +518,19 @@ def attempt(req: Request) -> dict[str, Any]:
     statcache.ensure(state_path, where.index)  # the first attempt's, from the user's index
     sealed = ledger.seal(state_path)  # lk-decide refuses a ledger the worker touched
     jail = Jail(
-        policy=containment.Policy.of(p.contract),
+        policy=policy,
         root=root,
         git_dirs=[where.index.parent, git.common_dir(root)],
         state=state_path,
-        read_only=_control_files(root, req, p.contract),
+        read_only=[
+            *_control_files(root, req, p.contract),
+            *(root / name for name in carry if name not in writable_carry),
+            *(
+                root / name
+                for name in cleanroom.VIRTUALENVS
+                if name not in carry and os.path.isdir(root / name)
+            ),
+        ],
     )
 
     control = controlling.result()
@@ -554,6 +566,22 @@ def attempt(req: Request) -> dict[str, Any]:
         # Later commands (and the loop's scripts: memory, budgets) read the contract here.
         doc["contract"] = p.contract
     return doc
+
+
+def _writable_carry(root: Path, carry: list[str], policy: Any) -> list[str]:
+    """The carried paths the worker can write: all of them without a sandbox; in one,
+    those the contract's ``sandbox.writable`` covers."""
+    from loopkit import containment, sandbox
+
+    if policy.mode == "off" or not sandbox.probe().available:
+        return list(carry)
+    writable = [os.path.realpath(containment.expand(w, root=root)) for w in policy.writable]
+    out = []
+    for name in carry:
+        real = os.path.realpath(root / name)
+        if any(real == w or real.startswith(w + os.sep) or w.startswith(real + os.sep) for w in writable):
+            out.append(name)
+    return out
 
 
 def _control_files(root: Path, req: Request, contract: Mapping[str, Any] | None) -> list[Path]:

@@ -200,28 +200,91 @@ def _hide(path: str) -> list[str]:
     return ["--dev-bind", "/dev/null", path]
 
 
-def tools_under_tmp(argv: Sequence[str], env: Mapping[str, str], *, root: Path) -> list[Path]:
-    """What the run needs from the host's /tmp, which the sandbox replaces by a private
-    one: a checkout cloned under /tmp keeps its virtualenv, node_modules and loopkit's
-    own code there. Shown read-only: the interpreter's prefix, loopkit's code, the
-    command's own file, and for each PATH entry under /tmp its parent folder (a venv's
-    root, a node_modules) -- never the repository (bound on its own) or /tmp itself."""
-    import sys
-    import tempfile
+#: Under a private home, what is never shown even inside a shown folder: where people keep
+#: credentials (a folder of tools such as ``~/.cargo`` may hold one beside the binaries).
+CREDENTIALS = (
+    ".ssh",
+    ".aws",
+    ".azure",
+    ".gnupg",
+    ".netrc",
+    ".git-credentials",
+    ".docker",
+    ".kube",
+    ".pypirc",
+    ".npmrc",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".config/gh",
+    ".config/gcloud",
+    ".config/hub",
+    ".claude/.credentials.json",
+    ".codex/auth.json",
+)
 
-    tmp = os.path.realpath(tempfile.gettempdir())
-    candidates: list[str] = [sys.prefix, str(Path(__file__).resolve().parent.parent)]
+
+def _venv_home(folder: str) -> str | None:
+    """The interpreter prefix a virtualenv at ``folder`` runs (``home =`` in its
+    pyvenv.cfg names the prefix's ``bin``): its python is a symlink there."""
+    try:
+        with open(os.path.join(folder, "pyvenv.cfg"), encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.partition("=")
+                if key.strip() == "home" and value.strip():
+                    return os.path.dirname(value.strip().rstrip("/")) or None
+    except (OSError, UnicodeDecodeError):
+        return None
+    return None
+
+
+def tools_under(
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    *,
+    root: Path,
+    tops: Sequence[str],
+    more: Sequence[str] = (),
+) -> list[Path]:
+    """What the run needs from folders the sandbox replaces by private ones (``tops``: the
+    host's /tmp, and a private home): a checkout cloned under /tmp keeps its virtualenv and
+    node_modules there, pyenv and nvm keep their interpreters under the home. Shown
+    read-only: the interpreter's prefixes, loopkit's code, the command's own folder, for
+    each PATH entry under a top its parent folder (a venv's root, a node_modules, pyenv's
+    root; just the entry where the parent is the top itself or ``~/.local``), the prefix a
+    virtualenv on PATH (or in ``more``) runs -- never the repository (bound on its own) or
+    a top itself."""
+    import sys
+
+    tops_real = [os.path.realpath(t) for t in tops if t]
+    candidates: list[str] = [sys.prefix, sys.base_prefix, str(Path(__file__).resolve().parent.parent)]
     if argv and os.path.isabs(argv[0]):
         candidates.append(os.path.dirname(argv[0]))
+    venvs = list(more)
     for entry in env.get("PATH", "").split(os.pathsep):
-        if entry:
-            candidates.append(os.path.dirname(entry.rstrip("/")) or entry)
+        if not entry:
+            continue
+        entry = entry.rstrip("/") or entry
+        parent = os.path.dirname(entry) or entry
+        real_parent = os.path.realpath(parent)
+        if real_parent in tops_real or any(
+            real_parent == os.path.join(t, ".local") for t in tops_real
+        ):
+            candidates.append(entry)
+            if os.path.basename(real_parent) == ".local":
+                candidates += [os.path.join(real_parent, "lib"), os.path.join(real_parent, "pipx")]
+        else:
+            candidates.append(parent)
+        venvs.append(parent)
+    for folder in venvs:
+        prefix = _venv_home(folder)
+        if prefix:
+            candidates.append(prefix)
     top = os.path.realpath(root)
     out: list[Path] = []
     for raw in candidates:
         real = os.path.realpath(raw)
-        inside_tmp = real.startswith(tmp + os.sep) or real.startswith("/tmp/")
-        if not inside_tmp or not os.path.isdir(real) or real in (tmp, "/tmp"):
+        inside = any(real.startswith(t + os.sep) for t in tops_real)
+        if not inside or not os.path.isdir(real) or real in tops_real:
             continue
         if real == top or real.startswith(top + os.sep) or top.startswith(real + os.sep):
             continue  # the repository is bound by itself; a parent of it would cover it
@@ -229,6 +292,13 @@ def tools_under_tmp(argv: Sequence[str], env: Mapping[str, str], *, root: Path) 
         if path not in out:
             out.append(path)
     return out
+
+
+def tools_under_tmp(argv: Sequence[str], env: Mapping[str, str], *, root: Path) -> list[Path]:
+    """``tools_under`` the host's /tmp alone (what a worker's sandbox shows back)."""
+    import tempfile
+
+    return tools_under(argv, env, root=root, tops=[tempfile.gettempdir(), "/tmp"])
 
 
 def wrap(
@@ -244,6 +314,11 @@ def wrap(
     network: bool = True,
     repo_writable: bool = True,
     bwrap: str | None = None,
+    source: PathLike | None = None,
+    bound: Sequence[tuple[PathLike, PathLike]] = (),
+    home: PathLike | None = None,
+    shown: Sequence[PathLike] = (),
+    venvs: Sequence[PathLike] = (),
 ) -> Wrapped:
     """``argv`` inside a sandbox rooted at the repository ``root``.
 
@@ -251,41 +326,79 @@ def wrap(
     environment to start it with: ``env`` as given, with ``TMPDIR`` pointed at the
     private ``/tmp``. Start it with exactly that environment.
 
-    ``root`` is the working directory inside. ``writable_extra`` paths must exist (a
-    provider's config folder: claude's, ``CODEX_HOME``); a missing ``state_dir`` is
-    created so that the worker cannot create it first. ``bwrap`` defaults to the binary
-    :func:`probe` found working; :class:`SandboxUnavailable` when there is none.
+    ``root`` is the working directory inside. ``source``, when given, is the folder shown
+    at ``root`` instead of ``root`` itself (a clean room at the repository's own path: the
+    real work tree is then not visible at all); its ``.git`` is read-only. ``bound`` pairs
+    (a host path, where it appears) are read-only binds made on top of the repository (the
+    carried paths, the borrowed object store). ``home``: that folder becomes private, empty
+    and writable (a tmpfs gone with the run); ``shown`` paths come back read-only on top
+    (the contract's ``sandbox.show``), as do the tools the run needs from there (an
+    interpreter under pyenv, nvm's node, the one each of ``venvs`` runs); known credential
+    files stay hidden even inside a shown folder.
 
-    Mount order matters (a later mount covers an earlier one): everything read-only,
-    then the writable extras, then the repository, then what must stay read-only inside
-    them (``.git``, ``read_only_extra``), then what must not be seen at all (the state
-    folder, ``hidden_extra``).
+    ``writable_extra`` paths must exist (a provider's config folder: claude's,
+    ``CODEX_HOME``); a missing ``state_dir`` is created so that the worker cannot create
+    it first. ``bwrap`` defaults to the binary :func:`probe` found working;
+    :class:`SandboxUnavailable` when there is none.
+
+    Mount order matters (a later mount covers an earlier one): everything read-only, the
+    private home and what is shown of it, then the writable extras, then the repository,
+    then what must stay read-only inside them (``.git``, ``read_only_extra``, ``bound``),
+    then what must not be seen at all (the state folder, ``hidden_extra``, credentials).
     """
+    import tempfile
+
     if bwrap is None:
         bwrap = binary()
         if bwrap is None:
             raise SandboxUnavailable(f"sandbox: {probe().reason}")
     top = _abs(root)
-    if not os.path.isdir(top):
-        raise SandboxUnavailable(f"sandbox: the repository {os.fspath(root)} is not a folder")
+    origin = _abs(source) if source is not None else top
+    if not os.path.isdir(origin):
+        raise SandboxUnavailable(f"sandbox: the repository {os.fspath(source or root)} is not a folder")
     writable = _existing(writable_extra, "writable path")
-    protected = _existing(read_only_extra, "read-only path")
-    # The private /tmp hides the host's: what the run needs from there comes back read-only.
-    protected += [str(p) for p in tools_under_tmp(argv, env, root=Path(_abs(root)))]
-    for candidate in (os.path.join(top, ".git"), git_dir):
+    protected = [(p, p) for p in _existing(read_only_extra, "read-only path")]
+    private = _abs(home) if home is not None else None
+    if private in ("/", top) or (private and top.startswith(private + os.sep) and source is None):
+        private = None  # a home holding the repository itself: the repository's bind wins
+    tops = [tempfile.gettempdir(), "/tmp", *([private] if private else [])]
+    # The private /tmp and home hide the host's: what the run needs from there comes back
+    # read-only.
+    more = [os.fspath(p) for p in venvs]
+    back = [str(p) for p in tools_under(argv, env, root=Path(top), tops=tops, more=more)]
+    seen = [_abs(p) for p in shown if os.path.lexists(_abs(p))]
+    for candidate in (os.path.join(origin, ".git"), git_dir):
         if candidate is not None and os.path.lexists(_abs(candidate)):
-            protected.append(_abs(candidate))
+            real = _abs(candidate)
+            inside = top + real[len(origin) :] if real.startswith(origin + os.sep) else real
+            protected.append((real, inside))
     hidden = [_abs(p) for p in hidden_extra if os.path.lexists(_abs(p))]
+    if private:
+        covered = [p for p in (*seen, *back, *writable) if p.startswith(private + os.sep)]
+        for name in CREDENTIALS:
+            secret = os.path.join(private, name)
+            if os.path.lexists(secret) and any(
+                secret == c or secret.startswith(c + os.sep) for c in covered
+            ):
+                hidden.append(secret)
     if state_dir is not None:
         Path(state_dir).mkdir(parents=True, exist_ok=True)
         hidden.insert(0, _abs(state_dir))
+    if source is not None:  # the real work tree is not there: nothing of it to hide
+        hidden = [p for p in hidden if p != top and not p.startswith(top + os.sep)]
 
     args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    if private:
+        args += ["--tmpfs", private]
+    for p in dict.fromkeys([*back, *seen]):
+        args += ["--ro-bind", p, p]
     for p in writable:
         args += ["--bind", p, p]
-    args += ["--bind" if repo_writable else "--ro-bind", top, top]
-    for p in dict.fromkeys(protected):
-        args += ["--ro-bind", p, p]
+    args += ["--bind" if repo_writable else "--ro-bind", origin, top]
+    for src, dest in dict.fromkeys(protected):
+        args += ["--ro-bind", src, dest]
+    for src, rel in bound:
+        args += ["--ro-bind", _abs(src), os.path.join(top, os.fspath(rel))]
     for p in dict.fromkeys(hidden):
         args += _hide(p)
     args += ["--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session"]

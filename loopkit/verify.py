@@ -35,6 +35,8 @@ _CHUNK = 1 << 20
 #: progress(event, index, total, name, finished-check-or-None): "start" as a check starts,
 #: "ran" once its process ended (None), "end" once its result is known.
 Progress = Callable[[str, int, int, str, "dict[str, Any] | None"], None]
+#: launch(command, env) -> (argv or shell text, env, shell?): how one check is started.
+Launch = Callable[[str, Mapping[str, str]], "tuple[list[str] | str, dict[str, str], bool]"]
 
 
 def select(criteria: Sequence[Mapping[str, Any]], only: Sequence[str]) -> list[Mapping[str, Any]]:
@@ -89,6 +91,7 @@ def run_checks(
     skip: Sequence[str] = (),
     home: Path | None = None,
     synced: str | None = None,
+    launch: Launch | None = None,
 ) -> Result:
     """Run ``criteria`` in order in the repository at ``root``; the ``verify`` section.
 
@@ -99,10 +102,14 @@ def run_checks(
     ``synced`` is the tree git has just checked out there (a clean room's), taken as the
     tree before the checks instead of hashing it again -- were it not, the hash after them
     differs and the checks are said to have changed it: the verification fails.
+    ``launch`` turns a check's command and environment into what is started (the checks'
+    sandbox, ``containment.for_checks``); without it the command runs as it is.
     """
     where = git.locate(root) if index is None else git.Located(root=root, index=index, base=None)
     with git.TreeWatch(where.root, index=where.index, skip=skip) as watch:
-        return _run(where, watch, criteria, log_dir, fail_fast, progress, env, home or root, synced)
+        return _run(
+            where, watch, criteria, log_dir, fail_fast, progress, env, home or root, synced, launch
+        )
 
 
 def in_clean_room(
@@ -119,6 +126,9 @@ def in_clean_room(
     env: Mapping[str, str] | None = None,
     tree: str | None = None,
     early: cleanroom.EarlyRoom | None = None,
+    contract: Mapping[str, Any] | None = None,
+    state: Path | None = None,
+    reset: Sequence[str] = (),
 ) -> Result:
     """Run ``criteria`` in the clean room synced to the working tree's tree (see
     ``loopkit.cleanroom``); the ``verify`` section, bound to that tree. ``tree`` is that
@@ -136,7 +146,9 @@ def in_clean_room(
 
     if tree is None:
         tree = git.tree_hash(root, index=index)
-    with cleanroom.held(root, tree, head=head, carry=carry, early=early) as room:
+    links = room_links(contract, carry)
+    with cleanroom.held(root, tree, head=head, carry=links, early=early) as room:
+        jail = _jail(root, room, contract, carry, state, env, reset)
         result = run_checks(
             room.path,
             criteria,
@@ -144,11 +156,13 @@ def in_clean_room(
             fail_fast=fail_fast,
             progress=progress,
             env=env,
-            skip=room.carried,
+            skip=(*room.carried, *carry),
             home=root,
             synced=tree,
+            launch=jail.command,
         )
         body = result.body
+        body["sandbox"] = jail.record
         touched: list[str] = []
         if body.get("tree_changed"):
             moved = git.changed_paths(room.path, tree, body["tree_after"])
@@ -179,6 +193,44 @@ def in_clean_room(
     return result
 
 
+def room_links(contract: Mapping[str, Any] | None, carry: Sequence[str]) -> list[str]:
+    """The carried paths linked into the clean room itself: none when the checks run in
+    the sandbox (there they are bound read-only at their place); all of them without one
+    (a symlink to the work tree's, as before)."""
+    from loopkit import containment
+
+    return [] if containment.checks_policy(contract)[1] else list(carry)
+
+
+def _jail(
+    root: Path,
+    room: cleanroom.Room,
+    contract: Mapping[str, Any] | None,
+    carry: Sequence[str],
+    state: Path | None,
+    env: Mapping[str, str] | None,
+    reset: Sequence[str],
+) -> Any:
+    """The sandbox the checks run in (``containment.for_checks``), for the room synced."""
+    from loopkit import cleanroom, containment
+
+    cleanroom.make_reset_dirs(room.path, reset)
+    real = Path(os.path.realpath(root))
+    dirs = git.git_dirs(root)
+    hidden = [cleanroom.home_of(root).parent, dirs.common, dirs.own]
+    if state is not None:
+        hidden.append(state)
+    return containment.for_checks(
+        contract,
+        root=real,
+        room=room.path,
+        objects=dirs.common / "objects",
+        carried=carry,
+        hidden=hidden,
+        env=os.environ if env is None else env,
+    )
+
+
 def _run(
     where: git.Located,
     watch: git.TreeWatch,
@@ -189,6 +241,7 @@ def _run(
     env: Mapping[str, str] | None,
     home: Path,
     synced: str | None = None,
+    launch: Launch | None = None,
 ) -> Result:
     before = synced or watch.hash()
     roots = sorted(
@@ -208,9 +261,12 @@ def _run(
         log = log_dir / f"verify-{i + 1:02d}-{_slug(name)}.log"
         run_env = dict(base_env)
         run_env.update({str(k): str(v) for k, v in (c.get("env") or {}).items()})
+        command, run_env, shell = (
+            launch(str(c["run"]), run_env) if launch else (str(c["run"]), run_env, True)
+        )
         done = proc.run(
-            str(c["run"]),
-            shell=True,
+            command,
+            shell=shell,
             cwd=where.root,
             env=run_env,
             timeout=float(c["timeout"]) if c.get("timeout") else None,
@@ -285,6 +341,8 @@ def baseline(
     env: Mapping[str, str] | None = None,
     carry: Sequence[str] = (),
     sealed: Mapping[str, str] | None = None,
+    contract: Mapping[str, Any] | None = None,
+    reset: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The contract's criteria run on the untouched tree of commit ``base`` (in the clean
     room), remembered by tree and commands: a task's later attempts, and the next task
@@ -313,15 +371,17 @@ def baseline(
     except (OSError, ValueError, LoopkitError):
         pass
     with cleanroom.occupied(root):
-        room = cleanroom.prepare(root, tree, head=base, carry=carry)
+        room = cleanroom.prepare(root, tree, head=base, carry=room_links(contract, carry))
+        jail = _jail(root, room, contract, carry, state, env, reset)
         result = run_checks(
             room.path,
             plain,
             log_dir=log_dir / "baseline",
             env=env,
-            skip=room.carried,
+            skip=(*room.carried, *carry),
             home=root,
             synced=tree,
+            launch=jail.command,
         )
         cleanroom.settle(room, intact=result.body["tree_after"] == tree)
     out = {

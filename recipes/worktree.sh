@@ -51,7 +51,7 @@ while [ $# -gt 0 ]; do
     --task-id) task_id=${2:?--task-id needs an id}; shift 2 ;;
     --task) task_text=${2:?--task needs text}; shift 2 ;;
     --goal) task_kind=goal; shift ;;
-    --reset-path) RESET_PATHS="${RESET_PATHS:-} ${2:?--reset-path needs a path}"; shift 2 ;;
+    --reset-path) export RESET_PATHS="${RESET_PATHS:-} ${2:?--reset-path needs a path}"; shift 2 ;;
     --max-rounds) max_rounds=${2:?--max-rounds needs a number}; shift 2 ;;
     -h | --help) usage; exit 0 ;;
     -*) printf 'worktree.sh: unknown option %s\n' "$1" >&2; usage >&2; exit 2 ;;

@@ -260,16 +260,23 @@ def verify(
     lines = None if ticker or summary else _lines
     try:
         if clean_room if clean_room is not None else doc is not None:
+            from loopkit import cleanroom
+
             run = (doc or {}).get("run") or {}
-            settings = terms.get("verify") or {}
+            carried = cleanroom.carried(ws.root, terms)
+            carry = [c.name for c in carried]
+            reset = cleanroom.reset_dirs(ws.root)
             shown = ticker.update if ticker else lines
             result = core.in_clean_room(
                 ws.root,
                 chosen,
                 index=ws.index,
                 head=run.get("base"),
-                carry=list(settings.get("carry") or []),
+                carry=carry,
                 carry_before=run.get("carry"),
+                contract=terms,
+                state=ws.state,
+                reset=reset,
                 log_dir=log_dir,
                 fail_fast=fail_fast,
                 progress=_early_tree_after(shown, ws.root, ws.state, run)
@@ -293,10 +300,13 @@ def verify(
                     chosen,
                     log_dir=log_dir,
                     env=env,
-                    carry=list(settings.get("carry") or []),
+                    carry=carry,
                     sealed=(run.get("state_seal") or {}).get("baseline"),
+                    contract=terms,
+                    reset=reset,
                 )
                 core.ratchet(result.body, base)
+            result.body["carried"] = [{"path": c.name, "why": c.why} for c in carried]
         else:
             result = core.run_checks(
                 ws.root,
@@ -472,10 +482,11 @@ def _early_work(ws: Any, doc: dict[str, Any] | None, terms: Any, seed: Path | No
 
     room = None
     if doc is not None and isinstance(terms, dict):
+        from loopkit.verify import room_links
+
+        carry = [c.name for c in cleanroom.carried(ws.root, terms)]
         room = cleanroom.EarlyRoom(
-            ws.root,
-            head=(doc.get("run") or {}).get("base"),
-            carry=list((terms.get("verify") or {}).get("carry") or []),
+            ws.root, head=(doc.get("run") or {}).get("base"), carry=room_links(terms, carry)
         )
         _EARLY_ROOM.append(room)
     handed = statcache.beside(ws.state, "diff")
