@@ -119,7 +119,7 @@ def _build_and_install(base: Path) -> Installed:
         [sys.executable, "-m", "build", "--wheel", "--outdir", str(base / "dist"), str(REPO_ROOT)],
         check=True, capture_output=True, text=True, timeout=300,
     )
-    (wheel,) = (base / "dist").glob("loopkit-*.whl")
+    (wheel,) = (base / "dist").glob("loopkit_agents-*.whl")
     venv = base / "venv"
     # A venv without a pip of its own (ensurepip alone costs ~6 s of CPU): the test
     # runner's pip installs into it (`--python`), the same files a pip inside would.
