@@ -162,7 +162,13 @@ def _show(v: Any) -> str:
 
 # Section -> key -> check. A key absent here is an unknown key.
 _SECTIONS: dict[str, dict[str, Check]] = {
-    "scope": {"writable": glob_list, "protected": glob_list, "always_allowed": glob_list},
+    "scope": {
+        "writable": glob_list,
+        "protected": glob_list,
+        "always_allowed": glob_list,
+        # add, never change or delete: new files allowed, the base's files kept as they are
+        "add_only": glob_list,
+    },
     "budgets": {
         "attempts": positive_int,
         "changed_files": positive_int,

@@ -49,6 +49,32 @@ def test_init_writes_a_contract_and_plan_that_check(git_repo: Path, files: dict[
     assert "tests" in (git_repo / "AGENTS.md").read_text()
 
 
+def test_init_protects_the_tests_and_leaves_ignored_folders_out(git_repo: Path) -> None:
+    files = {
+        "pyproject.toml": "[project]\nname='x'\n", "tox.ini": "[tox]\n",
+        "src/pkg/__init__.py": "", "src/pkg/conftest.py": "", "tests/test_x.py": "",
+        "data/big.csv": "1,2\n", ".gitignore": "data/\n",
+    }  # fmt: skip
+    for rel, text in files.items():
+        (git_repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (git_repo / rel).write_text(text)
+    env = recipe_env({"PATH": f"{BIN}{os.pathsep}/usr/bin:/bin"})  # no tox on this PATH
+    done = subprocess.run([str(BIN / "lk"), "init"], cwd=git_repo, capture_output=True,
+                          text=True, env=env, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    import yaml
+
+    scope = yaml.safe_load((git_repo / "loop.yaml").read_text())["scope"]
+    assert scope["writable"] == ["src/**"]  # not data/ (ignored), not the tests
+    assert scope["add_only"] == ["tests/**", "**/conftest.py"]
+    assert "data/ (git ignores it)" in done.stderr
+    assert "add-only" in done.stderr and "tests/**" in done.stderr
+    assert "tox is not installed" in done.stderr and "python -m pytest -q" in done.stderr
+    assert "Add new files, never change or delete" in (git_repo / "AGENTS.md").read_text()
+    assert lk(git_repo, "plan", "check", "loop.yaml").returncode == 0
+    assert lk(git_repo, "plan", "check", "TASKS.md").returncode == 0
+
+
 def test_init_never_overwrites_without_force(git_repo: Path) -> None:
     (git_repo / "loop.yaml").write_text("mine\n")
     done = lk(git_repo, "init")
