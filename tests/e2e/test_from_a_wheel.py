@@ -272,8 +272,8 @@ def test_a_park_then_lk_show_tells_the_attempt_and_how_to_restore_it(
 
     shown = run(installed, project, "lk", "show", "subtract")
     assert shown.returncode == 0, out(shown)
-    assert "#1 budget_exhausted (budget)" in shown.stdout, shown.stdout
-    assert "git checkout refs/loopkit/subtract/1 -- ." in shown.stdout
+    assert "#1  budget_exhausted (budget)" in shown.stdout, shown.stdout
+    assert "git cherry-pick --no-commit refs/loopkit/subtract/1" in shown.stdout
     assert "parked: subtract" in shown.stdout  # what the memory file says about it
     story = json.loads(run(installed, project, "lk", "show", "subtract", "--json").stdout)
     assert len(story["attempts"]) == 1

@@ -109,14 +109,30 @@ def test_show_tells_a_parked_tasks_story(tmp_path: Path) -> None:
     assert proc.returncode == 21, fail_message(proc)
     text = lk(p.root, "show", "fix-value")
     assert text.returncode == 0, text.stderr
-    assert "#1 retry (crashed)" in text.stdout and "failed (no_progress)" in text.stdout
-    assert "git checkout refs/loopkit/fix-value/" in text.stdout
+    header, first = text.stdout.splitlines()[1:3]
+    assert header.split() == ["#", "decision", "(failure", "class)", "time", "cost", "reason"]
+    assert first.split()[:3] == ["#1", "retry", "(crashed)"]
+    assert first[header.index("time")] in "0123456789-"  # the columns line up
+    assert "failed (no_progress)" in text.stdout
+    assert "git cherry-pick --no-commit refs/loopkit/fix-value/" in text.stdout
     assert "parked: fix-value" in text.stdout  # the memory file's retrospective
     story = json.loads(lk(p.root, "show", "fix-value", "--json").stdout)
     ref = story["saved"][0]["ref"]
-    # The restore command really brings the attempt back.
-    subprocess.run(story["saved"][0]["restore"], shell=True, cwd=p.root, check=True)
+    # Later work lands after the park: another task's change to a file the saved tree
+    # holds too, and its own new file.
+    (p.root / "README.md").write_text("# project, later\n")
+    (p.root / "later.txt").write_text("later\n")
+    p.git("add", "-A")
+    p.git("commit", "-qm", "a later task")
+    memory = (p.root / "MEMORY.md").read_text()
+    # The restore command brings back what the attempt changed, and only that.
+    subprocess.run(story["saved"][0]["restore"], shell=True, cwd=p.root, check=True,
+                   capture_output=True)  # fmt: skip
     assert (p.root / "src/value.txt").read_text() == "half\n"
+    assert (p.root / "README.md").read_text() == "# project, later\n"
+    assert (p.root / "MEMORY.md").read_text() == memory  # the park's retrospective kept
+    assert p.git("diff", "--cached", "--name-only").split() == ["src/value.txt"]
+    assert "later task" in p.git("log", "-1", "--format=%s")  # nothing committed
     assert ref.startswith("refs/loopkit/fix-value/")
     assert lk(p.root, "show", "nothing-like-it").returncode == 1
 
