@@ -343,6 +343,21 @@ def test_cancel_ends_a_running_check_at_once(tmp_path: Path) -> None:
     assert p.git("log", "--format=%s").count("\n") == 1
 
 
+def test_a_home_path_in_the_sandbox_is_the_home_not_a_folder_named_tilde(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    body = 'Path("src").mkdir(exist_ok=True)\nPath("src/value.txt").write_text("good\\n")\n'
+    p = make_project(tmp_path, body, sandbox={"writable": [str(tmp_path / "worker"), "~/.cache/lk"]})
+    proc = p.run("loop.sh", "--contract", "loop.yaml", "--task-id", "fix-value", "--task", "Fix",
+                 env={"HOME": str(home)})  # fmt: skip
+    assert proc.returncode == 0, fail_message(proc)
+    assert not (p.root / "~").exists()  # was: a folder named ~ in the repository
+    assert (home / ".cache" / "lk").is_dir()
+    assert "~" not in p.files()
+
+
 def test_an_exhausted_budget_parks_and_saves_the_last_attempt(tmp_path: Path) -> None:
     # Naive variant caught: treating exit 22 like a retry (the loop never ends) or like
     # success; and reverting without saving the last attempt's tree first.
