@@ -183,6 +183,8 @@ time.sleep(4)
     done = json.loads(lk(p.root, "status", "--json").stdout)
     assert done["running"] is False and done["last_document"] == "decide"
     assert done["spent"]["attempts"] == 1
+    after = lk(p.root, "status").stdout
+    assert "None" not in after and "round 1, ended after decide" in after, after
 
 
 def test_notify_runs_on_complete_and_park_with_the_document_on_stdin(tmp_path: Path) -> None:
