@@ -542,8 +542,8 @@ def _classify(
                 fc.NO_PROGRESS,
                 f"no progress: the same failure ({shown}) as the previous attempt "
                 f"(repeat {repeats})",
-                "The last hypothesis failed: the change did not alter the failure (same "
-                f"fingerprint {fp}). Rethink the cause before editing again."
+                "The last hypothesis failed: the change did not alter the failure (the same "
+                f"{shown}). Rethink the cause before editing again."
                 + claim_note
                 + "\n"
                 + failure,

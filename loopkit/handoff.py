@@ -63,6 +63,10 @@ def _contract(contract: Mapping[str, Any] | None, task: Mapping[str, Any] | None
     out += ["## Scope", f"- You may change: {_globs(writable)}"]
     if scope.get("always_allowed"):
         out.append(f"- Also allowed: {_globs(scope['always_allowed'])}")
+    if scope.get("add_only"):
+        out.append(
+            f"- Add new files, never change or delete existing ones: {_globs(scope['add_only'])}"
+        )
     if scope.get("protected"):
         out.append(f"- Never touch: {_globs(scope['protected'])}")
     out.append("- Changes outside this scope are rejected and undone.")

@@ -93,6 +93,7 @@ def run_checks(
     home: Path | None = None,
     synced: str | None = None,
     launch: Launch | None = None,
+    should_stop: Callable[[], str | None] | None = None,
 ) -> Result:
     """Run ``criteria`` in order in the repository at ``root``; the ``verify`` section.
 
@@ -105,11 +106,23 @@ def run_checks(
     differs and the checks are said to have changed it: the verification fails.
     ``launch`` turns a check's command and environment into what is started (the checks'
     sandbox, ``containment.for_checks``); without it the command runs as it is.
+    ``should_stop`` is asked while a check runs: a reason (``lk cancel``) ends that check's
+    process group at once (``checks[].cancelled``), and the checks after it do not run.
     """
     where = git.locate(root) if index is None else git.Located(root=root, index=index, base=None)
     with git.TreeWatch(where.root, index=where.index, skip=skip) as watch:
         return _run(
-            where, watch, criteria, log_dir, fail_fast, progress, env, home or root, synced, launch
+            where,
+            watch,
+            criteria,
+            log_dir,
+            fail_fast,
+            progress,
+            env,
+            home or root,
+            synced,
+            launch,
+            should_stop,
         )
 
 
@@ -130,6 +143,7 @@ def in_clean_room(
     contract: Mapping[str, Any] | None = None,
     state: Path | None = None,
     reset: Sequence[str] = (),
+    should_stop: Callable[[], str | None] | None = None,
 ) -> Result:
     """Run ``criteria`` in the clean room synced to the working tree's tree (see
     ``loopkit.cleanroom``); the ``verify`` section, bound to that tree. ``tree`` is that
@@ -161,6 +175,7 @@ def in_clean_room(
             home=root,
             synced=tree,
             launch=jail.command,
+            should_stop=should_stop,
         )
         body = result.body
         body["sandbox"] = jail.record
@@ -248,6 +263,7 @@ def _run(
     home: Path,
     synced: str | None = None,
     launch: Launch | None = None,
+    should_stop: Callable[[], str | None] | None = None,
 ) -> Result:
     before = synced or watch.hash()
     roots = sorted(
@@ -278,7 +294,9 @@ def _run(
             env=run_env,
             timeout=float(c["timeout"]) if c.get("timeout") else None,
             output=log,
+            should_stop=should_stop,
         )
+        stopped = done.stopped if done.stopped not in (None, "timeout") else None
         if progress:
             progress("ran", i, total, name, None)
         digest, end = _sha256_file(log)
@@ -312,6 +330,8 @@ def _run(
         }
         if not passed:
             _read_tests(entry, c, where.root, log, end, started)
+        if stopped:
+            entry["cancelled"] = True
         after = watch.hash()
         if after != current:
             entry["changed_tree"] = True
@@ -320,7 +340,7 @@ def _run(
         checks.append(entry)
         if progress:
             progress("end", i, total, name, entry)
-        if fail_fast and not passed:
+        if stopped or (fail_fast and not passed):
             break
     passed_all = all(c["passed"] for c in checks) and len(checks) == total
     body: dict[str, Any] = {
@@ -413,6 +433,7 @@ def baseline(
     reset: Sequence[str] = (),
     kept_in: Path | None = None,
     written: dict[str, str] | None = None,
+    should_stop: Callable[[], str | None] | None = None,
 ) -> dict[str, Any]:
     """The contract's criteria run on the untouched tree of commit ``base`` (in the clean
     room), remembered by tree and commands: a task's later attempts, and the next task
@@ -467,11 +488,14 @@ def baseline(
             home=root,
             synced=tree,
             launch=jail.command,
+            should_stop=should_stop,
         )
         cleanroom.settle(room, intact=result.body["tree_after"] == tree)
     out = {"tree": tree, "checks": [_at_base(c) for c in result.body["checks"]]}
     if result.body["tree_after"] != tree:
         return out  # the checks (or someone) changed the base's files there: not kept
+    if any(c.get("cancelled") for c in result.body["checks"]):
+        return out  # a cut-short run is no result
     data = json.dumps(out, allow_nan=False).encode()
     atomic_write(cached, data)
     if written is not None:

@@ -260,6 +260,14 @@ def verify(
     env = _check_env(terms, doc)
     ticker = _Ticker() if _stderr_is_terminal() else None
     lines = None if ticker or summary else _lines
+    state = ws.state
+
+    def cancelled() -> str | None:
+        # `lk cancel` ends a running check at once, not after it (loopkit.cancel).
+        from loopkit import cancel
+
+        return "cancelled" if cancel.requested(state) else None
+
     try:
         if clean_room if clean_room is not None else doc is not None:
             from loopkit import cleanroom
@@ -287,6 +295,7 @@ def verify(
                 env=env,
                 tree=_checked_tree(doc),
                 early=_EARLY_ROOM.pop() if _EARLY_ROOM else None,
+                should_stop=cancelled,
             )
             for early in _EARLY_TREE:  # it ran beside the clean room's hash; done first
                 early.wait()
@@ -295,7 +304,8 @@ def verify(
             base_commit = run.get("base") or (
                 None if run else ((doc or {}).get("diff") or {}).get("base")
             )
-            if base_commit and not only and not result.passed:
+            stopped = any(c.get("cancelled") for c in result.body["checks"])
+            if base_commit and not only and not result.passed and not stopped:
                 _drop_early_tree()  # the base's checks run next: hashed after them
                 # Never worse than the base: the criteria's results on the untouched tree.
                 # Asked only when a check failed: when every check passes, nothing can be
@@ -312,6 +322,7 @@ def verify(
                     contract=terms,
                     reset=reset,
                     same=None if run else result.body,
+                    should_stop=cancelled,
                 )
                 core.ratchet(result.body, base, task=(doc or {}).get("task"))
             result.body["carried"] = [{"path": c.name, "why": c.why} for c in carried]
@@ -326,15 +337,29 @@ def verify(
                 fail_fast=fail_fast,
                 progress=ticker.update if ticker else lines,
                 env=env,
+                should_stop=cancelled,
             )
             if ratchet and not only and not result.passed:
                 _against_head(result.body, ws, terms, chosen, log_dir, env)
     finally:
         if ticker:
             ticker.close()
+    known = {k.get("name") for k in result.body.get("known_failures") or []}
     for c in result.body["checks"]:
-        if not c["passed"]:
-            why = "timed out" if c.get("timed_out") else f"exit {c['exit_code']}"
+        if not c["passed"] and c["name"] in known:
+            say(
+                "lk-verify",
+                f"{c['name']} failed at the base too, before this attempt (fingerprint "
+                f"{c['fingerprint']}): a known failure, not required; log: {c['log']}",
+            )
+        elif not c["passed"]:
+            why = (
+                "ended by lk cancel"
+                if c.get("cancelled")
+                else "timed out"
+                if c.get("timed_out")
+                else f"exit {c['exit_code']}"
+            )
             say(
                 "lk-verify",
                 f"{c['name']} failed ({why}); fingerprint {c['fingerprint']}; log: {c['log']}",
