@@ -543,10 +543,7 @@ def _classify(
                 f"no progress: the same failure ({shown}) as the previous attempt "
                 f"(repeat {repeats})",
                 "The last hypothesis failed: the change did not alter the failure (the same "
-                f"{shown}). Rethink the cause before editing again."
-                + claim_note
-                + "\n"
-                + failure,
+                f"{shown}). Rethink the cause before editing again." + claim_note + "\n" + failure,
                 extra,
             )
         if claimed:
