@@ -613,10 +613,11 @@ def _base_beside(
     sealed: Mapping[str, Any],
     folder: Path,
 ) -> _BaseBeside | None:
-    """Start the base run beside the worker, in a loop (a piped document) with a base."""
+    """Start the base run beside the worker, in a loop (a piped document) with a base; a
+    cancellation (lk cancel) ends it too."""
     if req.document is None or not base or not contract or not contract.get("criteria"):
         return None
-    from loopkit import cleanroom, verify
+    from loopkit import cancel, cleanroom, verify
 
     env = verify.check_env(contract, req.document)
     criteria = list(contract["criteria"])
@@ -634,6 +635,7 @@ def _base_beside(
             contract=contract,
             reset=cleanroom.reset_dirs(root),
             written=written,
+            should_stop=lambda: "cancelled" if cancel.requested(state) else None,
         )
 
     return _BaseBeside(run, time.monotonic())
