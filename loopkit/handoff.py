@@ -127,7 +127,7 @@ def _feedback(previous: Mapping[str, Any] | None) -> list[str]:
     return ["## Feedback from the previous attempt", *out, ""]
 
 
-#: Where lk-decide's feedback carries a failing check's output (loopkit.decide).
+#: Where lk-decide's feedback carries a failing check's output (loopkit.decision.decide).
 _TAIL_MARK = "\n--- output of "
 MAX_TESTS = 15
 
@@ -246,7 +246,7 @@ def build(
     if len(text.encode("utf-8")) > limit:
         parts[5] = []
         text = _join(parts)
-    from loopkit.secrets import scrub
+    from loopkit.boundary.secrets import scrub
 
     return str(scrub(cut(text, limit)))
 

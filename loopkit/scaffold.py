@@ -70,12 +70,12 @@ def detect(root: Path) -> Project:
     tests = [name for name in folders if name in _TEST_FOLDERS and _holds_files(root / name)]
     add_only = [f"{name}/**" for name in tests]
     rest = [f for f in files if not any(f.startswith(name + "/") for name in tests)]
-    from loopkit.globs import matches
+    from loopkit.evidence.globs import matches
 
     add_only += [g for g in _TEST_FILES if any(matches(f, (g,)) for f in rest)]
     project.writable = [f"{name}/**" for name in folders if name not in tests] or ["src/**"]
     project.add_only = add_only
-    from loopkit.cleanroom import carried
+    from loopkit.evidence.cleanroom import carried
 
     found = carried(root, {"criteria": [{"run": project.test}]})
     project.carry = [c.name + "/" for c in found]

@@ -46,7 +46,7 @@ def main(folder: str, force: bool) -> int:
     say("lk init", f"writable: {', '.join(project.writable)}")
     for note in project.notes:
         say("lk init", note)
-    from loopkit.testresults import missing_programs
+    from loopkit.evidence.testresults import missing_programs
 
     for _, program in missing_programs([{"name": "tests", "run": project.test}], path=None):
         say("lk init", f"warning: `{program}` is not on PATH: the check cannot run here yet")

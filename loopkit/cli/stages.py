@@ -95,7 +95,7 @@ def decide(
     within: Attempt | None = None,
 ) -> int:
     """lk-decide: the decision (``admit``: the admission) for the piped attempt."""
-    from loopkit import controller
+    from loopkit.decision import controller
     from loopkit.document import emit, read_attempt
 
     if replay_path:
@@ -158,7 +158,7 @@ def invoke(
     import json
 
     from loopkit import document
-    from loopkit import invoke as core
+    from loopkit.worker import invoke as core
 
     if transcript:
         record = core.normalize_transcript(transcript, provider=provider)
@@ -176,7 +176,7 @@ def invoke(
         cwd=Path.cwd(),
     )
     if not quiet:
-        from loopkit.progress import Progress
+        from loopkit.worker.progress import Progress
 
         req.progress = Progress("lk-invoke")
     if dry_run:
@@ -206,8 +206,9 @@ def diff(
     *, contract_path: str | None = None, base: str | None = None, within: Attempt | None = None
 ) -> int:
     """lk-diff: the change against its base, the tree's hash, the scope policy."""
-    from loopkit import diff as core
-    from loopkit import document, git, statcache
+    from loopkit import document, git
+    from loopkit.evidence import diff as core
+    from loopkit.evidence import statcache
     from loopkit.workspace import Workspace
 
     doc = document.read_attempt()
@@ -291,8 +292,9 @@ def verify(
     """lk-verify: the acceptance checks, in a clean room for a piped attempt (else in
     place), their evidence bound to the tree. ``ratchet`` (a commit hook, alone): never
     worse than HEAD -- what failed there does not block, per test where results exist."""
-    from loopkit import artifacts, document, proc
-    from loopkit import verify as core
+    from loopkit import document, proc
+    from loopkit.evidence import verify as core
+    from loopkit.state import artifacts
     from loopkit.workspace import Workspace
 
     doc = document.read_attempt()
@@ -308,14 +310,14 @@ def verify(
     state = ws.state
 
     def cancelled() -> str | None:
-        # `lk cancel` ends a running check at once, not after it (loopkit.cancel).
-        from loopkit import cancel
+        # `lk cancel` ends a running check at once, not after it (loopkit.state.cancel).
+        from loopkit.state import cancel
 
         return "cancelled" if cancel.requested(state) else None
 
     try:
         if clean_room if clean_room is not None else doc is not None:
-            from loopkit import cleanroom
+            from loopkit.evidence import cleanroom
 
             run = (doc or {}).get("run") or {}
             carried = cleanroom.carried(ws.root, terms)
@@ -436,8 +438,9 @@ def _against_head(
 ) -> None:
     """The ratchet for a commit hook: HEAD's results (run once per tree in the clean room,
     kept in the git folder's cache, out of a worker's reach) are the base."""
-    from loopkit import cleanroom, git
-    from loopkit import verify as core
+    from loopkit import git
+    from loopkit.evidence import cleanroom
+    from loopkit.evidence import verify as core
     from loopkit.workspace import _cache_folder
 
     head = git.resolve(ws.root, "HEAD")
@@ -487,7 +490,7 @@ def _explain_unseen(body: dict[str, Any], run: Any, carry: Any, reset: Any, ws: 
     a person nor the agent chases a failure that is the set-up's."""
     import os
 
-    from loopkit import cleanroom
+    from loopkit.evidence import cleanroom
 
     ignored = run.get("ignored_at_start") or []
     state = os.path.relpath(ws.state, ws.root).replace(os.sep, "/")
@@ -532,7 +535,7 @@ def _summary(body: dict[str, Any], saved: Any, root: Any) -> str:
 
 
 def _check_env(terms: dict[str, Any], doc: dict[str, Any] | None) -> dict[str, str]:
-    from loopkit.verify import check_env
+    from loopkit.evidence.verify import check_env
 
     return check_env(terms, doc)
 
@@ -614,7 +617,7 @@ def _early_tree_after(attempt: Attempt, shown: Any, root: Path, state: Path, run
         if shown is not None:
             shown(event, index, total, name, entry)
         if event == "ran" and index == total - 1 and attempt.tree is None:
-            from loopkit.controller import EarlyTree
+            from loopkit.decision.controller import EarlyTree
 
             attempt.tree = EarlyTree(root, state, run, handed=attempt.handed)
 
@@ -632,11 +635,11 @@ def _early_work(
     - a copy of the index, for lk-decide's hash of the tree on disk (statcache.Handoff),
       when the hash started from the stat cache (loopkit's own stat data: ``seed``).
     """
-    from loopkit import cleanroom, statcache
+    from loopkit.evidence import cleanroom, statcache
 
     room = None
     if doc is not None and isinstance(terms, dict):
-        from loopkit.verify import room_links
+        from loopkit.evidence.verify import room_links
 
         carry = [c.name for c in cleanroom.carried(ws.root, terms)]
         room = cleanroom.EarlyRoom(
@@ -745,18 +748,18 @@ EARLY_MODULES = (
     "tempfile",
     "_ctypes",  # prctl (loopkit.proc)
     "loopkit.background",
-    "loopkit.containment",
-    "loopkit.controller",
+    "loopkit.boundary.containment",
+    "loopkit.decision.controller",
     "loopkit.document",
-    "loopkit.invoke",
-    "loopkit.diff",
-    "loopkit.verify",
-    "loopkit.cleanroom",
-    "loopkit.sandbox",
+    "loopkit.worker.invoke",
+    "loopkit.evidence.diff",
+    "loopkit.evidence.verify",
+    "loopkit.evidence.cleanroom",
+    "loopkit.boundary.sandbox",
     "loopkit.handoff",
-    "loopkit.progress",
-    "loopkit.statcache",
-    "loopkit.providers.command",
+    "loopkit.worker.progress",
+    "loopkit.evidence.statcache",
+    "loopkit.worker.providers.command",
 )
 
 
@@ -791,8 +794,8 @@ def _early() -> int:
     if call is None:
         # While the call is awaited: whether a sandbox can start here (kept for the
         # binaries the environment names: an attempt whose own names others probes again).
-        from loopkit import sandbox
         from loopkit.background import Background
+        from loopkit.boundary import sandbox
 
         prober = Background(sandbox.probe, name="lk-early-probe")
         call = _read_call(0)
