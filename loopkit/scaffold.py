@@ -72,7 +72,9 @@ def detect(root: Path) -> Project:
     from loopkit.globs import matches
 
     add_only += [g for g in _TEST_FILES if any(matches(f, (g,)) for f in rest)]
-    project.writable = [f"{name}/**" for name in folders if name not in tests] or ["src/**"]
+    # No folder of its own yet: the usual ones (tests too, when there are none to keep).
+    fallback = ["src/**"] if add_only else ["src/**", "tests/**"]
+    project.writable = [f"{name}/**" for name in folders if name not in tests] or fallback
     project.add_only = add_only
     if left_out:
         project.notes.append(
