@@ -245,10 +245,26 @@ _TOP: dict[str, Check] = {
     "state_dir": text,
     "allow_empty_change": boolean,
 }
+
+
+def _relative_path(v: Any, where: str, out: list[Problem]) -> None:
+    if not isinstance(v, str) or not v.strip():
+        out.append(
+            Problem(where, f"expected a path relative to the repository root, got {_show(v)}")
+        )
+    elif v.startswith("/") or ".." in v.replace("\\", "/").split("/"):
+        out.append(
+            Problem(where, f"expected a path inside the repository (relative, no ..), got {v!r}")
+        )
+
+
 _CRITERION: dict[str, Check] = {
     "name": text,
     "run": text,
     "timeout": positive_number,
+    # The JUnit XML report(s) the check writes (a path or a glob, relative to the
+    # repository root): its per-test results (loopkit.testresults).
+    "junit": _relative_path,
     "env": lambda v, w, o: (
         None
         if isinstance(v, dict)

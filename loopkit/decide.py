@@ -145,7 +145,12 @@ def _failure_text(verify: Mapping[str, Any]) -> str:
         return f"verification failed (fingerprint {verify.get('fingerprint')})"
     parts = []
     for c in failing:
-        parts.append(f"check {c.get('name')!r} failed (exit {c.get('exit_code')})")
+        part = f"check {c.get('name')!r} failed (exit {c.get('exit_code')})"
+        worse = c.get("blocking_tests") or []
+        if worse:
+            part += ": tests " + ", ".join(map(str, worse[:10]))
+            part += f" and {len(worse) - 10} more" if len(worse) > 10 else ""
+        parts.append(part)
     tail = str(failing[0].get("output_tail") or "").strip()
     text = "; ".join(parts)
     if tail:
@@ -213,13 +218,18 @@ def evidence_state(document: Mapping[str, Any], tree_on_disk: str | None) -> dic
                 f"the diff was taken on tree {str(diff.get('tree'))[:12]}, "
                 f"verification on {str(verify.get('tree'))[:12]}"
             )
-    return {
+    out = {
         "verified": verify is not None,
         "passed": bool(verify and verify.get("passed")),
         "fingerprint": verify.get("fingerprint") if verify else None,
         "stale": bool(stale),
         "stale_why": stale,
     }
+    if verify is not None and not document.get("run"):
+        # No worker ran: the checks on the untouched tree (loop.sh --reproduce). The
+        # failure is recorded; the attempts budget does not count it.
+        out["reproduction"] = True
+    return out
 
 
 def _foreign_checks(verify: Mapping[str, Any], contract: Any) -> list[str]:
@@ -480,6 +490,19 @@ def _classify(
             + ". Change only files inside the writable scope and keep the change within its size.",
             {"violations": violations},
         )
+    if verify is not None and verify.get("environment") and not ev["passed"]:
+        first = verify["environment"][0]
+        more = len(verify["environment"]) - 1
+        return (
+            fc.ENVIRONMENT,
+            f"the check {first.get('name')} cannot run: `{str(first.get('command'))[:200]}`: "
+            f"{first.get('why')}"
+            + (f" (and {more} more)" if more > 0 else "")
+            + "; not the worker's failure: install what is missing or fix the criterion "
+            "(no attempt spent)",
+            "",
+            extra,
+        )
     if verify is None:
         return (
             fc.VERIFICATION_FAILURE,
@@ -520,10 +543,7 @@ def _classify(
                 f"no progress: the same failure ({shown}) as the previous attempt "
                 f"(repeat {repeats})",
                 "The last hypothesis failed: the change did not alter the failure (the same "
-                f"{shown}). Rethink the cause before editing again."
-                + claim_note
-                + "\n"
-                + failure,
+                f"{shown}). Rethink the cause before editing again." + claim_note + "\n" + failure,
                 extra,
             )
         if claimed:

@@ -335,6 +335,7 @@ def task_story(
                 "outcome": decision.get("outcome"),
                 "failure_class": decision.get("failure_class"),
                 "reason": decision.get("reason") or rec.get("reason"),
+                "hint": (rec.get("verify") or {}).get("hint"),
                 "duration_s": run.get("duration_s"),
                 "cost_usd": usage.get("cost_usd"),
                 "cost_trusted": usage.get("cost_trusted"),
@@ -393,9 +394,12 @@ def story_text(story: Mapping[str, Any]) -> str:
         )
     if story["attempts"]:
         widths = [max(len(str(r[i])) for r in rows) for i in range(4)]
-        for r in rows:
+        hints = [None, *(a.get("hint") for a in story["attempts"])]
+        for r, hint in zip(rows, hints, strict=True):
             cells = [str(c).ljust(w) for c, w in zip(r[:4], widths, strict=True)]
             lines.append(("  " + "  ".join(cells) + "  " + r[4]).rstrip())
+            if hint:
+                lines.append(f"     note: {clip(hint, 240)}")
     if story["saved"]:
         lines.append(
             "saved trees (the command beside one applies what that attempt changed, uncommitted):"

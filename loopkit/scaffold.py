@@ -58,6 +58,7 @@ class Project:
     why: str = ""
     add_only: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    carry: list[str] = field(default_factory=list)
 
 
 def detect(root: Path) -> Project:
@@ -76,11 +77,26 @@ def detect(root: Path) -> Project:
     fallback = ["src/**"] if add_only else ["src/**", "tests/**"]
     project.writable = [f"{name}/**" for name in folders if name not in tests] or fallback
     project.add_only = add_only
+    from loopkit.cleanroom import carried
+
+    found = carried(root, {"criteria": [{"run": project.test}]})
+    project.carry = [c.name + "/" for c in found]
+    if found:
+        project.notes.append(
+            "the checks see these ignored folders read-only, as they were before the agent "
+            "ran (verify.carry): " + "; ".join(f"{c.name}/ ({c.why})" for c in found)
+        )
     if left_out:
         project.notes.append(
             f"left out of the writable scope: {', '.join(n + '/' for n in left_out)} "
             "(git ignores it)"
         )
+        unseen = [n + "/" for n in left_out if n + "/" not in project.carry]
+        if unseen:
+            project.notes.append(
+                f"the checks do not see {', '.join(unseen)} (ignored): name what they need "
+                "in verify.carry, or reset it with the recipes' --reset-path"
+            )
     if add_only:
         project.notes.append(
             f"the existing tests ({', '.join(add_only)}) are add-only: the agent may add "
@@ -156,6 +172,13 @@ def contract_text(project: Project) -> str:
         if project.add_only
         else ""
     )
+    carry = (
+        "\nverify:                    # the checks run in a clean room at the repository's path\n"
+        f"  carry: [{', '.join(json.dumps(c) for c in project.carry)}]"
+        "   # ignored folders they see read-only\n"
+        if project.carry
+        else ""
+    )
     return f"""\
 # The loop contract: what the loop is for, what the agent may touch, what "done" means
 # and what it may spend. Check it with `lk-plan check loop.yaml`; the full schema is
@@ -169,7 +192,7 @@ scope:
 {add_only}
 criteria:                  # the acceptance checks: "done" means every one passes
   - {{name: tests, run: {json.dumps(project.test)}, timeout: 600}}
-
+{carry}
 budgets:                   # across runs; exhaustion parks the task with a checkpoint
   attempts: 4
   changed_files: 10

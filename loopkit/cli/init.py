@@ -46,6 +46,10 @@ def main(folder: str, force: bool) -> int:
     say("lk init", f"writable: {', '.join(project.writable)}")
     for note in project.notes:
         say("lk init", note)
+    from loopkit.testresults import missing_programs
+
+    for _, program in missing_programs([{"name": "tests", "run": project.test}], path=None):
+        say("lk init", f"warning: `{program}` is not on PATH: the check cannot run here yet")
     for w in written:
         what = "left as it is (--force to overwrite)" if w.skipped else "written"
         say("lk init", f"{w.path}: {what}")

@@ -515,6 +515,7 @@ def test_the_readme_s_first_loop_commits_a_fix_on_a_node_project(
     assert contract["criteria"][0]["run"] == "npm test"
     assert contract["scope"]["writable"] == ["lib/**"]  # not node_modules, not the tests
     assert contract["scope"]["add_only"] == ["test/**"]
+    assert contract["verify"]["carry"] == ["node_modules/"]  # lk init says what it found
     assert "exports.sub" in git(root, "show", "HEAD~1:lib/calc.js")
     assert "- [x]" in (root / "TASKS.md").read_text()
 
@@ -533,7 +534,7 @@ def test_the_readme_s_first_loop_refuses_an_edit_of_an_existing_test(
     t.write_text("\\n".join(l for l in t.read_text().splitlines() if '"sub"' not in l) + "\\n")
     """
     loop = first_loop(installed, root, tmp_path, weaken)
-    assert loop.returncode == 1, out(loop)  # parked: some task did not complete
+    assert loop.returncode == 21, out(loop)  # parked: some task did not complete
     assert "- [!]" in (root / "TASKS.md").read_text()
     assert (root / "test/calc.test.js").read_text() == NODE_TEST
     assert "sub = ()" not in (root / "lib/calc.js").read_text()

@@ -75,6 +75,24 @@ TABLE: list[tuple[str, dict[str, Any], dict[str, Any], str | None, Any, str, str
         "blocked",
         "tampered",
     ),
+    (
+        "environment",
+        h.attempt(
+            run=h.run(),
+            diff=h.diff(),
+            verify={
+                **h.verify(False),
+                "environment": [
+                    {"name": "regression", "command": "tox -q", "why": "`tox` is not installed"}
+                ],
+            },
+        ),
+        hist(),
+        TREE,
+        None,
+        "blocked",
+        "environment",
+    ),
     ("transient-api", h.attempt(run=h.run("api_error")), hist(), TREE, None, "retry", "transient"),
     (
         "transient-throttle",
