@@ -533,7 +533,9 @@ def attempt(req: Request) -> dict[str, Any]:
         ],
     )
 
-    beside = _base_beside(req, root, state_path, base, p.contract, sealed, folder)
+    beside = _base_beside(
+        req, root, state_path, base, p.contract, sealed, folder, should_stop=cancelled
+    )
     control = controlling.result()
     contracts = remembered(root)
     ignored = ignoring.result()
@@ -612,8 +614,11 @@ def _base_beside(
     contract: Mapping[str, Any] | None,
     sealed: Mapping[str, Any],
     folder: Path,
+    *,
+    should_stop: Callable[[], str | None] | None = None,
 ) -> _BaseBeside | None:
-    """Start the base run beside the worker, in a loop (a piped document) with a base."""
+    """Start the base run beside the worker, in a loop (a piped document) with a base;
+    ``should_stop`` (``lk cancel``) ends its running check at once."""
     if req.document is None or not base or not contract or not contract.get("criteria"):
         return None
     from loopkit import cleanroom, verify
@@ -634,6 +639,7 @@ def _base_beside(
             contract=contract,
             reset=cleanroom.reset_dirs(root),
             written=written,
+            should_stop=should_stop,
         )
 
     return _BaseBeside(run, time.monotonic())
