@@ -55,7 +55,8 @@ def main(folder: str, force: bool) -> int:
         say("lk init", f"{w.path}: {what}")
     say(
         "lk init",
-        "next: edit the objective and TASKS.md, `lk-plan check TASKS.md`, commit, then "
-        "`lk recipes --copy recipes` and `recipes/phased-loop.sh`",
+        "next: edit the objective and TASKS.md, `lk-plan check TASKS.md`, commit them, then "
+        'run `"$(lk recipes)/phased-loop.sh"` (recipes copied into the project would be '
+        "uncommitted files: the loop starts only on a clean tree)",
     )
     return 0

@@ -75,6 +75,7 @@ def test_init_protects_the_tests_and_leaves_ignored_folders_out(git_repo: Path) 
     assert "add-only" in done.stderr and "tests/**" in done.stderr
     assert "tox is not installed" in done.stderr and "python -m pytest -q" in done.stderr
     assert "Add new files, never change or delete" in (git_repo / "AGENTS.md").read_text()
+    assert '"$(lk recipes)/phased-loop.sh"' in done.stderr  # the README's next command
     assert lk(git_repo, "plan", "check", "loop.yaml").returncode == 0
     assert lk(git_repo, "plan", "check", "TASKS.md").returncode == 0
 
