@@ -12,7 +12,8 @@ Both loop.yaml and TASKS.md pass `lk-plan check` as written. An existing file is
 alone (said on stderr) unless --force.
 
 Defaults that protect, each said on stderr: the project's existing tests are add-only
-(scope.add_only: the agent may add tests, never change or delete the ones that judge it);
+(scope.add_only: the agent may add tests, never change or delete the ones that judge it),
+and a Python project's conftest.py files protected (a new one could skip them all);
 folders git ignores (data/, a build output) are left out of the writable scope; tox is
 the check only where it is installed.
 
