@@ -538,7 +538,9 @@ def attempt(req: Request) -> dict[str, Any]:
         ],
     )
 
-    beside = _base_beside(req, root, state_path, base, p.contract, sealed, folder)
+    beside = _base_beside(
+        req, root, state_path, base, p.contract, sealed, folder, should_stop=cancelled
+    )
     control = controlling.result()
     contracts = remembered(root)
     ignored = ignoring.result()
@@ -617,13 +619,14 @@ def _base_beside(
     contract: Mapping[str, Any] | None,
     sealed: Mapping[str, Any],
     folder: Path,
+    *,
+    should_stop: Callable[[], str | None] | None = None,
 ) -> _BaseBeside | None:
-    """Start the base run beside the worker, in a loop (a piped document) with a base; a
-    cancellation (lk cancel) ends it too."""
+    """Start the base run beside the worker, in a loop (a piped document) with a base;
+    ``should_stop`` (``lk cancel``) ends its running check at once."""
     if req.document is None or not base or not contract or not contract.get("criteria"):
         return None
     from loopkit.evidence import cleanroom, verify
-    from loopkit.state import cancel
 
     env = verify.check_env(contract, req.document)
     criteria = list(contract["criteria"])
@@ -641,7 +644,7 @@ def _base_beside(
             contract=contract,
             reset=cleanroom.reset_dirs(root),
             written=written,
-            should_stop=lambda: "cancelled" if cancel.requested(state) else None,
+            should_stop=should_stop,
         )
 
     return _BaseBeside(run, time.monotonic())

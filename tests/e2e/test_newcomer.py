@@ -68,13 +68,16 @@ def test_init_protects_the_tests_and_leaves_ignored_folders_out(git_repo: Path) 
 
     scope = yaml.safe_load((git_repo / "loop.yaml").read_text())["scope"]
     assert scope["writable"] == ["src/**"]  # not data/ (ignored), not the tests
-    assert scope["add_only"] == ["tests/**", "**/conftest.py"]
+    assert scope["add_only"] == ["tests/**"]
+    assert scope["protected"] == ["**/conftest.py"]  # a new one could skip every test
+    assert "protected: **/conftest.py, new ones too" in done.stderr
     assert "data/ (git ignores it)" in done.stderr
     assert "the checks do not see data/" in done.stderr and "verify.carry" in done.stderr
     assert "verify" not in yaml.safe_load((git_repo / "loop.yaml").read_text())  # nothing found
     assert "add-only" in done.stderr and "tests/**" in done.stderr
     assert "tox is not installed" in done.stderr and "python -m pytest -q" in done.stderr
     assert "Add new files, never change or delete" in (git_repo / "AGENTS.md").read_text()
+    assert '"$(lk recipes)/phased-loop.sh"' in done.stderr  # the README's next command
     assert lk(git_repo, "plan", "check", "loop.yaml").returncode == 0
     assert lk(git_repo, "plan", "check", "TASKS.md").returncode == 0
 
