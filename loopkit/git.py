@@ -904,7 +904,7 @@ class TreeWatch:
         held: str | None = None,
     ) -> None:
         """``seed``: the index whose stat data the scratch index starts from (default the
-        real one; see ``loopkit.statcache`` for one the worker cannot have written);
+        real one; see ``loopkit.evidence.statcache`` for one the worker cannot have written);
         ``held``: the tree that index is known to hold (a first hash that finds nothing
         changed is then that tree, no ``git write-tree``)."""
         self.root = root
@@ -1152,6 +1152,20 @@ def ignored_by_tree(root: Path, tree: str, paths: Sequence[str]) -> list[str]:
         return _check_ignore(work, paths, options=options, flags=("--no-index",))
 
 
+def listed_files(root: Path) -> list[str]:
+    """The work tree's files git sees: tracked, and untracked ones it does not ignore."""
+    done = git(["ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root)
+    return sorted({os.fsdecode(p) for p in done.stdout.split(b"\0") if p})
+
+
+def ignored(root: Path, paths: Sequence[str]) -> list[str]:
+    """Which of ``paths`` the ignore rules in force at ``root`` ignore (a folder as
+    ``name/``); the paths need not exist."""
+    if not paths:
+        return []
+    return _check_ignore(root, paths)
+
+
 def _check_ignore(
     cwd: str | os.PathLike[str],
     paths: Sequence[str],
@@ -1237,7 +1251,7 @@ def sync_worktree(path: Path, tree: str, *, held: str | None = None, cleaned: bo
     then its files rewritten only where they differ -- a file the index held and the tree
     does not is removed with it, so nothing but the tree is left.
 
-    ``held``: a tree the work tree and the index are known to hold (loopkit.cleanroom's
+    ``held``: a tree the work tree and the index are known to hold (loopkit.evidence.cleanroom's
     settled mark). Then only what differs between the two trees is read and written (a
     two-tree ``read-tree``: no file the trees share is looked at, and none at all when they
     are the same tree); else, or when git refuses (a file it would write is not as the

@@ -63,6 +63,10 @@ def _contract(contract: Mapping[str, Any] | None, task: Mapping[str, Any] | None
     out += ["## Scope", f"- You may change: {_globs(writable)}"]
     if scope.get("always_allowed"):
         out.append(f"- Also allowed: {_globs(scope['always_allowed'])}")
+    if scope.get("add_only"):
+        out.append(
+            f"- Add new files, never change or delete existing ones: {_globs(scope['add_only'])}"
+        )
     if scope.get("protected"):
         out.append(f"- Never touch: {_globs(scope['protected'])}")
     out.append("- Changes outside this scope are rejected and undone.")
@@ -123,7 +127,7 @@ def _feedback(previous: Mapping[str, Any] | None) -> list[str]:
     return ["## Feedback from the previous attempt", *out, ""]
 
 
-#: Where lk-decide's feedback carries a failing check's output (loopkit.decide).
+#: Where lk-decide's feedback carries a failing check's output (loopkit.decision.decide).
 _TAIL_MARK = "\n--- output of "
 MAX_TESTS = 15
 
@@ -243,7 +247,7 @@ def build(
     if len(text.encode("utf-8")) > limit:
         parts[5] = []
         text = _join(parts)
-    from loopkit.secrets import scrub
+    from loopkit.boundary.secrets import scrub
 
     return str(scrub(cut(text, limit)))
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # phased-loop.sh -- the ratchet over a whole TASKS.md, one ready task after another.
 #
-#   recipes/phased-loop.sh [--contract loop.yaml] [--reset-path data/] [--reproduce] [TASKS.md]
+#   recipes/phased-loop.sh [--contract loop.yaml] [--reset-path data/] [--max-rounds N]
+#                          [--notify CMD] [--reproduce] [TASKS.md]
 #
 # `lk-plan next` picks the first ready task (open, its dependencies done; a parked task
 # blocks its dependents) and hands out its attempt document with the task's scope applied
@@ -25,6 +26,18 @@ LK_PROG=phased-loop.sh
 
 usage() {
     awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"
+    cat <<'EOF'
+
+Options:
+  --contract FILE     the loop contract (default: ./loop.yaml)
+  --reset-path PATH   an ignored path to reset on park (repeatable; adds to RESET_PATHS)
+  --max-rounds N      a safety net over lk-decide's own budgets, per task (default 50)
+  --notify CMD        run CMD (sh -c) on each task's complete, park, block and cancel,
+                      with the decided document on stdin and LK_EVENT set, and at the
+                      end of the run with the report on stdin (LK_EVENT=end); also
+                      $LK_NOTIFY: notify-send, ntfy, a webhook through curl...
+  --reproduce         first run the checks on the untouched tree (no worker)
+EOF
 }
 
 

@@ -16,7 +16,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from loopkit.providers.base import Outcome, RunState
+    from loopkit.worker.providers.base import Outcome, RunState
 
 #: Files that never count as reading the work: git's own and loopkit's state.
 _NOT_WORK = (".git", ".loopkit")

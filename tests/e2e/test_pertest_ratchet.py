@@ -149,7 +149,7 @@ def test_a_missing_tool_blocks_with_no_attempt_spent(tmp_path: Path) -> None:
     assert (decision["outcome"], decision["failure_class"]) == ("blocked", "environment")
     assert "loopkit-no-such-runner" in decision["reason"]
     assert "is not installed" in decision["reason"]
-    from loopkit import budget
+    from loopkit.decision import budget
 
     h = budget.empty_history()
     for r in p.ledger():  # one task: its history is the whole ledger

@@ -45,6 +45,10 @@ def test_a_red_criterion_at_the_base_does_not_block_an_independent_task(tmp_path
     verify = p.docs("value", "verify")[-1]["verify"]
     assert verify["required"] == ["readme", "task-1"]
     assert verify["known_failures"][0]["name"] == "legacy"
+    # Its FAILED line is followed by the word that it failed at the base, not here.
+    said = proc.stderr[proc.stderr.index("legacy: FAILED"):]
+    assert "legacy failed at the base too, before this attempt" in said, proc.stderr
+    assert "legacy failed (exit" not in proc.stderr
     assert {c["name"]: c["passed"] for c in verify["baseline"]["checks"]} == {
         "legacy": False, "readme": True}
     assert (p.root / "src/value.txt").read_text() == "good\n"

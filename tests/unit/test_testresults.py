@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from loopkit import testresults, verify
+from loopkit.evidence import testresults, verify
 
 PYTEST = b"""\
 tests/test_a.py .F.                                                      [100%]

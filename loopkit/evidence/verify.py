@@ -17,12 +17,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from loopkit import artifacts, digest, fingerprint, git, proc, text
+from loopkit import digest, git, proc, text
 from loopkit.errors import BadInput, LoopkitError
+from loopkit.evidence import fingerprint
+from loopkit.state import artifacts
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from loopkit import cleanroom
+    from loopkit.evidence import cleanroom
 
 #: The verify section as lk-verify recorded it, in the attempt's artifact folder.
 RECORD_NAME = "verify.json"
@@ -93,6 +95,7 @@ def run_checks(
     home: Path | None = None,
     synced: str | None = None,
     launch: Launch | None = None,
+    should_stop: Callable[[], str | None] | None = None,
 ) -> Result:
     """Run ``criteria`` in order in the repository at ``root``; the ``verify`` section.
 
@@ -105,11 +108,23 @@ def run_checks(
     differs and the checks are said to have changed it: the verification fails.
     ``launch`` turns a check's command and environment into what is started (the checks'
     sandbox, ``containment.for_checks``); without it the command runs as it is.
+    ``should_stop`` is asked while a check runs: a reason (``lk cancel``) ends that check's
+    process group at once (``checks[].cancelled``), and the checks after it do not run.
     """
     where = git.locate(root) if index is None else git.Located(root=root, index=index, base=None)
     with git.TreeWatch(where.root, index=where.index, skip=skip) as watch:
         return _run(
-            where, watch, criteria, log_dir, fail_fast, progress, env, home or root, synced, launch
+            where,
+            watch,
+            criteria,
+            log_dir,
+            fail_fast,
+            progress,
+            env,
+            home or root,
+            synced,
+            launch,
+            should_stop,
         )
 
 
@@ -130,9 +145,10 @@ def in_clean_room(
     contract: Mapping[str, Any] | None = None,
     state: Path | None = None,
     reset: Sequence[str] = (),
+    should_stop: Callable[[], str | None] | None = None,
 ) -> Result:
     """Run ``criteria`` in the clean room synced to the working tree's tree (see
-    ``loopkit.cleanroom``); the ``verify`` section, bound to that tree. ``tree`` is that
+    ``loopkit.evidence.cleanroom``); the ``verify`` section, bound to that tree. ``tree`` is that
     tree when the caller has it (the one lk-diff checked: lk-decide completes only when
     it is still the tree on disk), else the working tree is hashed here. ``early``: the
     clean room's sync begun earlier (``lk attempt``), used when it is for this tree.
@@ -143,7 +159,7 @@ def in_clean_room(
     the clean room, never committed. A carried path whose fingerprint moved since the
     worker started fails the verification too.
     """
-    from loopkit import cleanroom
+    from loopkit.evidence import cleanroom
 
     if tree is None:
         tree = git.tree_hash(root, index=index)
@@ -161,6 +177,7 @@ def in_clean_room(
             home=root,
             synced=tree,
             launch=jail.command,
+            should_stop=should_stop,
         )
         body = result.body
         body["sandbox"] = jail.record
@@ -198,7 +215,7 @@ def room_links(contract: Mapping[str, Any] | None, carry: Sequence[str]) -> list
     """The carried paths linked into the clean room itself: none when the checks run in
     the sandbox (there they are bound read-only at their place); all of them without one
     (a symlink to the work tree's, as before)."""
-    from loopkit import containment
+    from loopkit.boundary import containment
 
     return [] if containment.checks_policy(contract)[1] else list(carry)
 
@@ -213,12 +230,18 @@ def _jail(
     reset: Sequence[str],
 ) -> Any:
     """The sandbox the checks run in (``containment.for_checks``), for the room synced."""
-    from loopkit import cleanroom, containment
+    from loopkit.boundary import containment
+    from loopkit.evidence import cleanroom
 
     cleanroom.make_reset_dirs(room.path, reset)
     real = Path(os.path.realpath(root))
     dirs = git.git_dirs(root)
-    hidden = [cleanroom.home_of(root).parent, dirs.common, dirs.own]
+    hidden = [
+        cleanroom.home_of(root).parent,
+        containment.provider_homes(),
+        dirs.common,
+        dirs.own,
+    ]
     if state is not None:
         hidden.append(state)
     return containment.for_checks(
@@ -243,6 +266,7 @@ def _run(
     home: Path,
     synced: str | None = None,
     launch: Launch | None = None,
+    should_stop: Callable[[], str | None] | None = None,
 ) -> Result:
     before = synced or watch.hash()
     roots = sorted(
@@ -273,12 +297,14 @@ def _run(
             env=run_env,
             timeout=float(c["timeout"]) if c.get("timeout") else None,
             output=log,
+            should_stop=should_stop,
         )
+        stopped = done.stopped if done.stopped not in (None, "timeout") else None
         if progress:
             progress("ran", i, total, name, None)
         digest, end = _sha256_file(log)
         if launch is not None and not shell:
-            from loopkit import sandbox
+            from loopkit.boundary import sandbox
 
             why = sandbox.failed_to_start(done.exit_code, end)
             if why:
@@ -307,6 +333,8 @@ def _run(
         }
         if not passed:
             _read_tests(entry, c, where.root, log, end, started)
+        if stopped:
+            entry["cancelled"] = True
         after = watch.hash()
         if after != current:
             entry["changed_tree"] = True
@@ -315,7 +343,7 @@ def _run(
         checks.append(entry)
         if progress:
             progress("end", i, total, name, entry)
-        if fail_fast and not passed:
+        if stopped or (fail_fast and not passed):
             break
     passed_all = all(c["passed"] for c in checks) and len(checks) == total
     body: dict[str, Any] = {
@@ -352,8 +380,9 @@ def _read_tests(
 ) -> None:
     """A failed check's per-test results (``tests``) and, where the check could not run
     at all, why (``cannot_run``). With per-test results the check's fingerprint is the
-    set of its failing test ids: the same failure is exactly the same tests failing."""
-    from loopkit import testresults
+    set of its failing test ids with its output's: the same failure is exactly the same
+    tests failing the same way."""
+    from loopkit.evidence import testresults
 
     why = testresults.cannot_run(entry["command"], entry["exit_code"], end)
     if why is not None:
@@ -367,7 +396,11 @@ def _read_tests(
         return
     entry["tests"] = found.section()
     if found.failed:
-        entry["fingerprint"] = fingerprint.of_tests(found.failed)
+        # Exact: the same tests failing the same way. Another test failing is progress,
+        # and so is the same test failing with another result (its output's fingerprint).
+        entry["fingerprint"] = fingerprint.combine(
+            [("tests", fingerprint.of_tests(found.failed)), ("output", entry["fingerprint"])]
+        )
 
 
 #: A failed check's whole output is read for its per-test results up to this size.
@@ -375,9 +408,9 @@ FULL_OUTPUT_BYTES = 32 << 20
 
 
 def check_env(contract: Mapping[str, Any], doc: Mapping[str, Any] | None) -> dict[str, str]:
-    """The checks' environment: the allow-list (loopkit.secrets) plus the contract's
+    """The checks' environment: the allow-list (loopkit.boundary.secrets) plus the contract's
     ``verify.env_allow``, and LOOPKIT_TASK_ID when a task is piped."""
-    from loopkit import secrets
+    from loopkit.boundary import secrets
 
     names = [*secrets.CHECK_ENV, *((contract.get("verify") or {}).get("env_allow") or [])]
     env = secrets.outside_hook_env(secrets.allowed_env(os.environ, names))
@@ -408,6 +441,7 @@ def baseline(
     reset: Sequence[str] = (),
     kept_in: Path | None = None,
     written: dict[str, str] | None = None,
+    should_stop: Callable[[], str | None] | None = None,
 ) -> dict[str, Any]:
     """The contract's criteria run on the untouched tree of commit ``base`` (in the clean
     room), remembered by tree and commands: a task's later attempts, and the next task
@@ -419,8 +453,8 @@ def baseline(
     wrote (lk-invoke seals it: the base run beside the worker)."""
     import json
 
-    from loopkit import cleanroom
     from loopkit.contract import is_task_check
+    from loopkit.evidence import cleanroom
     from loopkit.files import atomic_write
     from loopkit.loader import json_loads
 
@@ -462,11 +496,14 @@ def baseline(
             home=root,
             synced=tree,
             launch=jail.command,
+            should_stop=should_stop,
         )
         cleanroom.settle(room, intact=result.body["tree_after"] == tree)
     out = {"tree": tree, "checks": [_at_base(c) for c in result.body["checks"]]}
     if result.body["tree_after"] != tree:
         return out  # the checks (or someone) changed the base's files there: not kept
+    if any(c.get("cancelled") for c in result.body["checks"]):
+        return out  # a cut-short run is no result
     data = json.dumps(out, allow_nan=False).encode()
     atomic_write(cached, data)
     if written is not None:
@@ -495,7 +532,7 @@ def ratchet(
 
     What must pass is the task's own checks and every criterion that passed on the
     untouched tree. A criterion already failing there is judged per test when both runs
-    gave per-test results (``loopkit.testresults``): no test that passed at the base may
+    gave per-test results (``loopkit.evidence.testresults``): no test that passed at the base may
     fail, a new test may not fail, and a test the task names (in its text or its
     ``check:`` lines) must pass; the check blocks only then, and its fingerprint is the
     set of those blocking test ids. Without per-test results a criterion failing at the
@@ -509,8 +546,8 @@ def ratchet(
     environment's failure, not the task's: it is listed in ``environment``, and the
     verification does not pass (a check that cannot run guards nothing).
     """
-    from loopkit import testresults
     from loopkit.contract import is_task_check
+    from loopkit.evidence import testresults
 
     at_base = {str(c["name"]): c for c in base.get("checks") or []}
     names = [str(c["name"]) for c in body["checks"]] + list(body.get("skipped") or [])

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from loopkit import ledger as ledgers
+from loopkit.state import ledger as ledgers
 
 STAGES = ("admit", "invoke", "diff", "verify", "judge", "decide")
 #: What runs after each stage's document is written (the stage now in progress).
@@ -85,8 +85,8 @@ def _stage(run_dir: Path) -> tuple[int, str | None, str | None, float | None]:
 
 def _last_actions(folder: Path, limit: int = 5) -> tuple[list[str], dict[str, Any]]:
     """The worker's last tool calls and its spend so far, from its stream on disk."""
-    from loopkit import providers
-    from loopkit.providers.base import detect
+    from loopkit.worker import providers
+    from loopkit.worker.providers.base import detect
 
     stream = next((p for p in (folder / "stream.jsonl", folder / "output.log") if p.exists()), None)
     if stream is None:
@@ -170,9 +170,14 @@ def text(status: dict[str, Any]) -> str:
         return "no loop has run here yet\n"
     state = "running" if status["running"] else "not running"
     lines = [f"{status['task']}: {state} (pid {status.get('pid') or '-'})"]
+    if status.get("stage"):
+        where = f"stage {status['stage']}"
+    elif status.get("last_document"):
+        where = f"ended after {status['last_document']}"  # no stage runs: the run is over
+    else:
+        where = "no stage ran"
     lines.append(
-        f"  round {status['round']}, stage {status['stage']}, "
-        f"{_dur(status.get('elapsed_s'))} since the start"
+        f"  round {status['round']}, {where}, {_dur(status.get('elapsed_s'))} since the start"
     )
     spent = status.get("spent") or {}
     live = status.get("live") or {}

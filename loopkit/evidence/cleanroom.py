@@ -255,7 +255,7 @@ class EarlyRoom:
 #: Ignored folders a project's checks commonly need, carried without being named: what a
 #: package manager installs into the repository. A virtualenv only when it is used.
 DEPENDENCY_FOLDERS = {
-    "node_modules": "npm/yarn/pnpm packages (node resolves them from the repository)",
+    "node_modules": "npm/yarn/pnpm packages, resolved from the repository",
     "vendor": "vendored dependencies (composer, bundler, go mod vendor)",
     "bower_components": "bower packages",
 }

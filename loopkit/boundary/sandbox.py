@@ -2,7 +2,7 @@
 
 Usage:
 
-    from loopkit import sandbox
+    from loopkit.boundary import sandbox
 
     available, reason = sandbox.probe()        # starts ``bwrap ... true`` once per process
     if available:
@@ -223,6 +223,25 @@ CREDENTIALS = (
 )
 
 
+#: Under a private home, what comes back read-only where it exists: where people's
+#: toolchains and package caches live (an interpreter under pyenv, pip's ``--user``
+#: packages, nvm's node, cargo's registry, Go's module cache). No credentials live there.
+TOOLCHAINS = (
+    ".local/bin",
+    ".local/lib",
+    ".pyenv",
+    ".nvm",
+    ".volta",
+    ".deno",
+    ".bun/bin",
+    ".rustup",
+    ".cargo/bin",
+    ".cargo/registry",
+    "go/pkg/mod",
+    ".sdkman/candidates",
+)
+
+
 def _venv_home(folder: str) -> str | None:
     """The interpreter prefix a virtualenv at ``folder`` runs (``home =`` in its
     pyvenv.cfg names the prefix's ``bin``): its python is a symlink there."""
@@ -373,6 +392,8 @@ def wrap(
     more = [os.fspath(p) for p in venvs]
     back = [str(p) for p in tools_under(argv, env, root=Path(top), tops=tops, more=more)]
     seen = [_abs(p) for p in shown if os.path.lexists(_abs(p))]
+    if private:
+        seen += [p for p in (os.path.join(private, t) for t in TOOLCHAINS) if os.path.isdir(p)]
     for candidate in (os.path.join(origin, ".git"), git_dir):
         if candidate is not None and os.path.lexists(_abs(candidate)):
             real = _abs(candidate)
