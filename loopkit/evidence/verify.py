@@ -380,8 +380,7 @@ def _read_tests(
 ) -> None:
     """A failed check's per-test results (``tests``) and, where the check could not run
     at all, why (``cannot_run``). With per-test results the check's fingerprint is the
-    set of its failing test ids with its output's: the same failure is exactly the same
-    tests failing the same way."""
+    set of its failing test ids: the same failure is exactly the same tests failing."""
     from loopkit.evidence import testresults
 
     why = testresults.cannot_run(entry["command"], entry["exit_code"], end)
@@ -396,11 +395,7 @@ def _read_tests(
         return
     entry["tests"] = found.section()
     if found.failed:
-        # Exact: the same tests failing the same way. Another test failing is progress,
-        # and so is the same test failing with another result (its output's fingerprint).
-        entry["fingerprint"] = fingerprint.combine(
-            [("tests", fingerprint.of_tests(found.failed)), ("output", entry["fingerprint"])]
-        )
+        entry["fingerprint"] = fingerprint.of_tests(found.failed)
 
 
 #: A failed check's whole output is read for its per-test results up to this size.
