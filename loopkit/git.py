@@ -1035,6 +1035,24 @@ def blob(root: Path, object_id: str) -> bytes:
     return git(["cat-file", "blob", object_id], cwd=root).stdout
 
 
+def lines_in_tree(root: Path, tree: str, lines: Sequence[str]) -> dict[str, int]:
+    """How many times each of ``lines`` is, whole, a line of a text file of ``tree``
+    (those found at all)."""
+    wanted = {line for line in lines if line.strip()}
+    if not wanted:
+        return {}
+    args = ["grep", "-F", "-h", "-I", "--no-color"]
+    for line in sorted(wanted):
+        args += ["-e", line]
+    done = git([*args, tree, "--"], cwd=root, check=False)
+    counts: dict[str, int] = {}
+    for found in done.stdout.decode("utf-8", "surrogateescape").splitlines():
+        found = found.rstrip("\r")
+        if found in wanted:
+            counts[found] = counts.get(found, 0) + 1
+    return counts
+
+
 def _unborn_repositories(done: proc.Captured) -> list[str]:
     """The nested repositories without a commit that made ``git add`` fail (empty when
     anything else went wrong too)."""
