@@ -60,6 +60,30 @@ def _text(b: bytes) -> str:
     return b.decode("utf-8", "surrogateescape")
 
 
+def _is_utf8(name: str) -> bool:
+    """Whether a name read with ``_text`` was UTF-8 (no byte had to be smuggled through as
+    a lone surrogate)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown(name: str) -> str:
+    """A name read with ``_text`` as text any JSON reader takes: bytes that are not UTF-8
+    become ``\\xNN`` escapes (``caf\\xe9.txt``)."""
+    if _is_utf8(name):
+        return name
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _shown_names(entry: dict[str, Any], keys: Sequence[str]) -> dict[str, Any]:
+    if all(not isinstance(entry.get(k), str) or _is_utf8(entry[k]) for k in keys):
+        return entry
+    return {k: shown(v) if k in keys and isinstance(v, str) else v for k, v in entry.items()}
+
+
 def parse_records(data: bytes) -> list[dict[str, Any]]:
     """Files from ``git diff-index -z --raw --numstat`` output, in git's (path) order."""
     fields = data.split(b"\0")
@@ -439,8 +463,21 @@ def assess(
         )
         for path in facts.ignored_at_start
     ]
+    violations += [
+        scope.Violation(
+            scope.PATH_NOT_UTF8,
+            name,
+            "the file name is not UTF-8: the evidence cannot name it as it is (shown with "
+            "\\x escapes) and a checkout on macOS or Windows cannot write it",
+        )
+        for f in files
+        for name in (f["path"], f.get("old_path"))
+        if name is not None and not _is_utf8(name)
+    ]
     added = sum(f["added"] for f in files)
     deleted = sum(f["deleted"] for f in files)
+    files = [_shown_names(f, ("path", "old_path", "symlink_target")) for f in files]
+    shown = [_shown_names(v.as_dict(), ("path", "detail")) for v in violations]
     body: dict[str, Any] = {
         "base": facts.base,
         "base_ref": facts.base_ref,
@@ -453,7 +490,7 @@ def assess(
             "deleted": deleted,
             "bytes": sum(f.get("bytes", 0) for f in files),
         },
-        "violations": [v.as_dict() for v in violations],
+        "violations": shown,
         "within_policy": not violations,
         "policy": policy.as_dict() if policy is not None else None,
     }
