@@ -1262,10 +1262,37 @@ def sync_worktree(path: Path, tree: str, *, held: str | None = None, cleaned: bo
     index says), every file is checked against the index (``--reset``)."""
     if not cleaned:
         clean_worktree(path)
-    if held != tree:
-        two_trees = ["read-tree", "-u", "-m", str(held), tree]
-        if held is None or git(two_trees, cwd=path, check=False).exit_code != 0:
-            git(["read-tree", "-u", "--reset", tree], cwd=path)
+    if held == tree:
+        return
+    if _attributes_change(path, tree):
+        # git rewrites only the files whose content differs: those the old attributes
+        # checked out (LF where `eol=crlf` now asks CRLF, `$Id$` unexpanded, UTF-8 where a
+        # `working-tree-encoding` now asks UTF-16) would stay as they were, unlike in a
+        # person's checkout of the tree. Without an index every file is written anew;
+        # what the old index held and the tree does not is then untracked, and cleaned.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path / ".git" / "index")
+        git(["read-tree", "-u", "--reset", tree], cwd=path)
+        clean_worktree(path)
+        return
+    two_trees = ["read-tree", "-u", "-m", str(held), tree]
+    if held is None or git(two_trees, cwd=path, check=False).exit_code != 0:
+        git(["read-tree", "-u", "--reset", tree], cwd=path)
+
+
+#: Every ``.gitattributes`` file, at the top and in any folder.
+_ATTRIBUTE_FILES = ":(glob)**/.gitattributes"
+
+
+def _attributes_change(path: Path, tree: str) -> bool:
+    """Whether a ``.gitattributes`` of ``tree`` differs from the one the index of the work
+    tree at ``path`` holds (or the index holds one the tree does not): then the files the
+    index's attributes checked out may not be what ``tree``'s make of the same blobs."""
+    done = git(
+        ["diff-index", "--cached", "--name-only", "-z", tree, "--", _ATTRIBUTE_FILES],
+        cwd=path,
+    )
+    return bool(done.stdout.strip(b"\0"))
 
 
 @contextlib.contextmanager
