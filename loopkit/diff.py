@@ -413,6 +413,7 @@ def assess(
     control: Sequence[str] = (),
     drift: str | None = None,
     git_control: Mapping[str, Any] | None = None,
+    special_files: Sequence[Mapping[str, Any]] = (),
 ) -> Result:
     """The ``diff`` section: the facts and the contract's scope policy applied to them.
 
@@ -421,7 +422,8 @@ def assess(
     ``git_control`` is what lk-invoke recorded of the git folders (``run.git_control``),
     compared with ``facts.git_control``. Nested repositories and changes to the git
     folders are violations with or without a contract: they are about whether the tree
-    is the change, not about its scope.
+    is the change, not about its scope. ``special_files``: the FIFOs, sockets and device
+    nodes lk-invoke removed after the worker (``run.special_files``), each a violation.
     """
     files = facts.files
     policy = scope.Policy.from_contract(contract)
@@ -462,6 +464,17 @@ def assess(
             "or one that ignores itself): emptying or deleting it lets it into the change",
         )
         for path in facts.ignored_at_start
+    ]
+    violations += [
+        scope.Violation(
+            scope.SPECIAL_FILE,
+            str(f.get("path")),
+            f"a {f.get('type') or 'special file'} the worker left, removed after its run: git "
+            "holds only files, symlinks and folders, and reading a FIFO blocks (git reads "
+            "one named .gitignore or .gitattributes)",
+        )
+        for f in special_files
+        if isinstance(f, Mapping)
     ]
     violations += [
         scope.Violation(

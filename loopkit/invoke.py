@@ -477,7 +477,7 @@ def dry_run(req: Request) -> dict[str, Any]:
 
 def attempt(req: Request) -> dict[str, Any]:
     """Run one attempt; return the document to print (attempt with ``run``, or run alone)."""
-    from loopkit import artifacts, cancel, cleanroom, containment, git
+    from loopkit import artifacts, cancel, cleanroom, containment, git, specialfiles
     from loopkit.document import attach
     from loopkit.workspace import clear_cache, remembered, state_folder
 
@@ -536,6 +536,8 @@ def attempt(req: Request) -> dict[str, Any]:
     control = controlling.result()
     contracts = remembered(root)
     ignored = ignoring.result()
+    # Less a margin: the kernel stamps files from a coarser clock than time_ns() reads.
+    started_ns = time.time_ns() - _CLOCK_MARGIN_NS
     result = execute(
         p.provider,
         p.spec,
@@ -549,6 +551,13 @@ def attempt(req: Request) -> dict[str, Any]:
     )
     if req.progress is not None:
         req.progress.finished(str(result.record.get("stop_reason")), result.state)
+    # FIFOs, sockets and device nodes the worker left: removed before anything lets git
+    # look at the tree (a FIFO named .gitignore blocks git for ever); lk-diff reports them.
+    special = specialfiles.clear_new(
+        root,
+        since_ns=started_ns,
+        prune=[os.path.relpath(state_path, root).replace(os.sep, "/"), *ignored],
+    )
     # Seen before the contract cache is emptied, so a planted entry is still reported.
     during = git.control_changes(control, git.control_state(root, since=control))
     # Whatever the worker wrote into the contract cache is never read as a checked contract.
@@ -556,6 +565,8 @@ def attempt(req: Request) -> dict[str, Any]:
     record = {**result.record, "base": base} if base else dict(result.record)
     record["git_control"] = _git_control(req.document, control, during)
     record["ignored_at_start"] = ignored
+    if special:
+        record["special_files"] = special
     if carried is not None:
         record["carry"] = carried
     record["state_seal"] = sealed
@@ -634,6 +645,10 @@ def _git_control(
         }
     return {**found, "changed": during}
 
+
+#: How far before the worker's start a special file's change time may be and still be
+#: the worker's (``specialfiles.clear_new``).
+_CLOCK_MARGIN_NS = 100_000_000
 
 #: At most this many paths in ``run.ignored_at_start`` (every document after lk-invoke
 #: carries it): ignored folders count as one, so only a tree of loose ignored files

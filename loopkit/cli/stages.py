@@ -190,6 +190,7 @@ def diff(*, contract_path: str | None = None, base: str | None = None) -> int:
         control=ws.control_files() if doc is not None else (),
         drift=ws.contract_drift,
         git_control=started,
+        special_files=((doc or {}).get("run") or {}).get("special_files") or (),
     )
     if terms is None:
         say("lk-diff", "no contract: the scope policy was not checked")
