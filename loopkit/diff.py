@@ -16,6 +16,8 @@ from typing import Any
 
 from loopkit import git, scope
 from loopkit.errors import BadInput
+from loopkit.text import is_utf8 as _is_utf8
+from loopkit.text import shown
 
 STATUS = {
     "A": "added",
@@ -58,24 +60,6 @@ class _Raw:
 
 def _text(b: bytes) -> str:
     return b.decode("utf-8", "surrogateescape")
-
-
-def _is_utf8(name: str) -> bool:
-    """Whether a name read with ``_text`` was UTF-8 (no byte had to be smuggled through as
-    a lone surrogate)."""
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def shown(name: str) -> str:
-    """A name read with ``_text`` as text any JSON reader takes: bytes that are not UTF-8
-    become ``\\xNN`` escapes (``caf\\xe9.txt``)."""
-    if _is_utf8(name):
-        return name
-    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def _shown_names(entry: dict[str, Any], keys: Sequence[str]) -> dict[str, Any]:
@@ -490,7 +474,7 @@ def assess(
     added = sum(f["added"] for f in files)
     deleted = sum(f["deleted"] for f in files)
     files = [_shown_names(f, ("path", "old_path", "symlink_target")) for f in files]
-    shown = [_shown_names(v.as_dict(), ("path", "detail")) for v in violations]
+    listed = [_shown_names(v.as_dict(), ("path", "detail")) for v in violations]
     body: dict[str, Any] = {
         "base": facts.base,
         "base_ref": facts.base_ref,
@@ -503,7 +487,7 @@ def assess(
             "deleted": deleted,
             "bytes": sum(f.get("bytes", 0) for f in files),
         },
-        "violations": shown,
+        "violations": listed,
         "within_policy": not violations,
         "policy": policy.as_dict() if policy is not None else None,
     }

@@ -1070,7 +1070,8 @@ def _unborn_repositories(done: proc.Captured) -> list[str]:
 
 def changed_paths(root: Path, old: str, new: str) -> list[tuple[str, str]]:
     """The paths that differ between two trees, each with its status letter (A, M, D, T);
-    empty when git cannot tell (an unknown tree)."""
+    empty when git cannot tell (an unknown tree). For showing: a name that is not UTF-8
+    comes with ``\\xNN`` escapes (``text.shown``)."""
     done = git(
         ["diff-tree", "-r", "-z", "--name-status", "--no-renames", old, new],
         cwd=root,
@@ -1078,8 +1079,12 @@ def changed_paths(root: Path, old: str, new: str) -> list[tuple[str, str]]:
     )
     if done.exit_code != 0:
         return []
+    from loopkit.text import shown
+
     fields = done.stdout.decode("utf-8", "surrogateescape").split("\0")
-    return [(fields[i + 1], fields[i][:1]) for i in range(0, len(fields) - 1, 2) if fields[i]]
+    return [
+        (shown(fields[i + 1]), fields[i][:1]) for i in range(0, len(fields) - 1, 2) if fields[i]
+    ]
 
 
 def _write_tree_files(root: Path, tree: str, name: str, into: str) -> None:

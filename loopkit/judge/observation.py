@@ -220,12 +220,11 @@ def _writes(command: str | None) -> bool:
 def tree_changes(root: Path, before: str, after: str) -> list[dict[str, str]]:
     """What differs between two tree hashes: [{status, path}], statuses as lk-diff words."""
     from loopkit import git
-    from loopkit.diff import shown
 
     if before == after:
         return []
     return [
-        {"status": _STATUS.get(status, status), "path": shown(path)}
+        {"status": _STATUS.get(status, status), "path": path}
         for path, status in git.changed_paths(root, before, after)
     ][:200]
 

@@ -73,3 +73,19 @@ def test_a_worker_that_keeps_the_name_is_parked_without_a_crash(tmp_path: Path) 
     held = p.git("ls-tree", "-r", "--name-only", saved[-1])
     assert "caf" in held  # the saved tree holds the file, byte for byte (quoted by git)
     assert not [f for f in os.listdir(os.fsencode(p.root / "src")) if b"caf" in f]
+
+
+def test_a_check_that_leaves_such_a_name_is_no_internal_error(tmp_path: Path) -> None:
+    """The check writes debris named in latin-1 where it runs: lk-verify lists it."""
+    debris = "touch \"src/d$(printf '\\351')bris\"; grep -qx good src/value.txt"
+    p = make_project(
+        tmp_path,
+        'Path("src/value.txt").write_text("good\\n")\n',
+        files={"src/value.txt": "bad\n"},
+        checks=[{"name": "value", "run": debris, "timeout": 30}],
+    )
+    proc = loop(p)
+    assert "internal error" not in proc.stderr, fail_message(proc)
+    assert proc.returncode == 0, fail_message(proc)
+    verified = p.docs("fix-value", "verify")[0]["verify"]
+    assert verified.get("debris") == ["src/d\\xe9bris"], verified.get("debris")

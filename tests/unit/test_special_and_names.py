@@ -1,4 +1,4 @@
-"""Names the evidence shows (``diff.shown``) and the special files a worker leaves
+"""Names the evidence shows (``text.shown``) and the special files a worker leaves
 (``specialfiles.clear_new``)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from loopkit import diff, specialfiles
+from loopkit import specialfiles, text
 
 
 @pytest.mark.parametrize(
@@ -24,9 +24,9 @@ from loopkit import diff, specialfiles
     ],
 )
 def test_a_name_is_shown_as_text_any_json_reader_takes(raw: bytes, shown: str) -> None:
-    text = diff.shown(raw.decode("utf-8", "surrogateescape"))
-    assert text == shown
-    text.encode("utf-8")  # no lone surrogate left
+    name = text.shown(raw.decode("utf-8", "surrogateescape"))
+    assert name == shown
+    name.encode("utf-8")  # no lone surrogate left
 
 
 def test_only_special_files_made_since_the_start_go(tmp_path: Path) -> None:
