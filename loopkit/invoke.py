@@ -553,15 +553,20 @@ def attempt(req: Request) -> dict[str, Any]:
         req.progress.finished(str(result.record.get("stop_reason")), result.state)
     # FIFOs, sockets and device nodes the worker left: removed before anything lets git
     # look at the tree (a FIFO named .gitignore blocks git for ever); lk-diff reports them.
-    special = specialfiles.clear_new(
-        root,
-        since_ns=started_ns,
-        prune=[os.path.relpath(state_path, root).replace(os.sep, "/"), *ignored],
+    # Walked beside the reading of .git below (which looks at no file of the tree).
+    clearing = Background(
+        lambda: specialfiles.clear_new(
+            root,
+            since_ns=started_ns,
+            prune=[os.path.relpath(state_path, root).replace(os.sep, "/"), *ignored],
+        ),
+        name="lk-invoke-special",
     )
     # Seen before the contract cache is emptied, so a planted entry is still reported.
     during = git.control_changes(control, git.control_state(root, since=control))
     # Whatever the worker wrote into the contract cache is never read as a checked contract.
     clear_cache(root, keep=contracts)
+    special = clearing.result()
     record = {**result.record, "base": base} if base else dict(result.record)
     record["git_control"] = _git_control(req.document, control, during)
     record["ignored_at_start"] = ignored

@@ -60,13 +60,15 @@ def clear_new(root: Path, *, since_ns: int, prune: Sequence[str] = ()) -> list[d
             continue
         with entries:
             for e in entries:
-                sub = f"{rel}/{e.name}" if rel else e.name
-                try:
+                try:  # the entry's type from the folder listing: no call but for the odd ones
+                    if e.is_file(follow_symlinks=False):
+                        continue
                     if e.is_dir(follow_symlinks=False):
+                        sub = f"{rel}/{e.name}" if rel else e.name
                         if e.name != ".git" and sub not in skip:
                             stack.append(sub)
                         continue
-                    if e.is_file(follow_symlinks=False) or e.is_symlink():
+                    if e.is_symlink():
                         continue
                     st = e.stat(follow_symlinks=False)
                 except OSError:
@@ -81,5 +83,5 @@ def clear_new(root: Path, *, since_ns: int, prune: Sequence[str] = ()) -> list[d
                 except OSError:  # left (a folder it cannot write): still reported
                     pass
                 if len(found) < MAX_RECORDED:
-                    found.append({"path": sub, "type": kind})
+                    found.append({"path": f"{rel}/{e.name}" if rel else e.name, "type": kind})
     return sorted(found, key=lambda f: f["path"])
