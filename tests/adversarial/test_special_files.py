@@ -101,3 +101,28 @@ def test_a_socket_there_before_the_worker_is_left_alone(tmp_path: Path) -> None:
     assert proc.returncode == 0, fail_message(proc)
     assert stat.S_ISSOCK((p.root / "dev.sock").lstat().st_mode)
     assert not p.docs("fix-value", "diff")[0]["diff"]["violations"]
+
+
+@pytest.mark.parametrize("where", ["src/.gitignore", ".gitattributes", "src/value.txt"])
+def test_a_check_that_leaves_a_fifo_does_not_hang_the_verification(
+    tmp_path: Path, where: str
+) -> None:
+    """The checks run the worker's code: one that leaves a FIFO where git opens it (or in
+    place of a tracked file) in the clean room must not block the hash after the check."""
+    run = f"grep -qx good src/value.txt && rm -f {where} && mkfifo {where}"
+    p = make_project(
+        tmp_path,
+        'Path("src/value.txt").write_text("good\\n")\n',
+        files={"src/value.txt": "bad\n"},
+        checks=[{"name": "value", "run": run, "timeout": 30}],
+    )
+    proc = loop_within(p, 90)
+    assert "internal error" not in proc.stderr, fail_message(proc)
+    verified = p.docs("fix-value", "verify")[0]["verify"]
+    if where == "src/value.txt":  # the check deleted a file of the tree: not passed
+        assert proc.returncode != 0 and not verified["passed"], fail_message(proc)
+        assert "src/value.txt" in verified.get("changed_by_checks", []), verified
+    else:
+        assert proc.returncode == 0, fail_message(proc)
+        assert p.git("show", "HEAD:src/value.txt") == "good\n"
+    assert stat.S_ISREG((p.root / "src/value.txt").lstat().st_mode) or where != "src/value.txt"
