@@ -113,7 +113,7 @@ def fold(history: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, Any
     evidence = record.get("evidence") or {}
     h["attempts"] += 1
     stop = (record.get("run") or {}).get("stop_reason")
-    if stop not in TRANSIENT_STOPS:
+    if stop not in TRANSIENT_STOPS and not _free(record):
         h["spent_attempts"] += 1
     if h["reserved"]:
         h["reserved"] = h["reserved"][1:]
@@ -151,6 +151,15 @@ def fold(history: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, Any
         decision.get("resume_after") if decision.get("outcome") == "blocked" else None
     )
     return h
+
+
+def _free(record: Mapping[str, Any]) -> bool:
+    """An attempt the attempts budget does not count: a check that could not run (the
+    environment's failure), or a reproduction of the failure on the untouched tree (no
+    worker ran: ``evidence.reproduction``)."""
+    decision = record.get("decision") or {}
+    evidence = record.get("evidence") or {}
+    return decision.get("failure_class") == "environment" or bool(evidence.get("reproduction"))
 
 
 #: Stop reasons of a transient failure: retried with backoff, no attempt spent.

@@ -1,7 +1,8 @@
 """Cancellation intent, persisted in the state folder so a loop stops at the next boundary.
 
 ``lk cancel`` writes it; every later ``lk-decide`` answers cancelled (30) and a running
-``lk-invoke`` stops its worker as soon as it sees it; ``lk cancel --clear`` lifts it.
+``lk-invoke`` stops its worker and a running ``lk-verify`` ends its check (its process
+group; the checks after it do not run) as soon as they see it; ``lk cancel --clear`` lifts it.
 """
 
 from __future__ import annotations

@@ -29,6 +29,9 @@ BUDGET = "budget"
 CANCELLED = "cancelled"
 #: The worker's process crashed (a non-zero exit nothing else explains).
 CRASHED = "crashed"
+#: A check could not run at all (its program missing, nothing collected): not the
+#: worker's failure, and no attempt is spent on it.
+ENVIRONMENT = "environment"
 #: The worker changed loopkit's own record (the ledger, its index, the cancellation).
 TAMPERED = "tampered"
 UNKNOWN = "unknown"
@@ -74,6 +77,12 @@ ACTIONS: dict[str, tuple[str, str]] = {
         "retry",
         "the worker crashed: retried with the tail of its output as feedback; the same crash "
         "again is no progress (replan, then park); parked otherwise only by the budgets",
+    ),
+    ENVIRONMENT: (
+        "blocked",
+        "a check could not run at all (its program is missing or not executable, its runner "
+        "collected nothing) on the attempt and at the base: a person must fix the "
+        "environment or the criterion; no attempt spent",
     ),
     TAMPERED: (
         "blocked",

@@ -255,7 +255,7 @@ class EarlyRoom:
 #: Ignored folders a project's checks commonly need, carried without being named: what a
 #: package manager installs into the repository. A virtualenv only when it is used.
 DEPENDENCY_FOLDERS = {
-    "node_modules": "npm/yarn/pnpm packages (node resolves them from the repository)",
+    "node_modules": "npm/yarn/pnpm packages, resolved from the repository",
     "vendor": "vendored dependencies (composer, bundler, go mod vendor)",
     "bower_components": "bower packages",
 }
@@ -275,7 +275,9 @@ class Carried(Value):
         self._set(name=name, why=why)
 
 
-def _uses_venv(root: Path, name: str, commands: Sequence[str], env: Mapping[str, str]) -> str | None:
+def _uses_venv(
+    root: Path, name: str, commands: Sequence[str], env: Mapping[str, str]
+) -> str | None:
     folder = os.path.realpath(root / name)
     for value in (env.get("VIRTUAL_ENV", ""), *env.get("PATH", "").split(os.pathsep)):
         if value and (os.path.realpath(value) + os.sep).startswith(folder + os.sep):
@@ -318,6 +320,52 @@ def carried(
     return [Carried(name, why) for name, why in out.items()]
 
 
+#: Ignored names that are a tool's own cache or output, never what a check needs.
+CACHES = frozenset(
+    {
+        "__pycache__",
+        ".pytest_cache",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".hypothesis",
+        ".coverage",
+        ".tox",
+        ".nox",
+        ".DS_Store",
+        ".idea",
+        ".vscode",
+        ".cache",
+        "dist",
+        "build",
+        "target",
+        ".eggs",
+        "coverage",
+        ".nyc_output",
+        ".next",
+        ".turbo",
+    }
+)
+
+
+def not_shown(
+    ignored: Sequence[str], carried: Sequence[str], reset: Sequence[str], state: str
+) -> list[str]:
+    """Of the work tree's ignored paths (``run.ignored_at_start``), those the checks did
+    not see that a check may have needed: neither carried, nor a reset folder, nor
+    loopkit's state folder, nor a tool's cache or build output."""
+    skip = {n.strip("/") for n in (*carried, *reset, state)}
+    out = []
+    for raw in ignored:
+        name = raw.rstrip("/")
+        base = name.rsplit("/", 1)[-1]
+        if not name or name in skip or any(name.startswith(s + "/") for s in skip):
+            continue
+        if base in CACHES or base.endswith((".pyc", ".egg-info", ".log")):
+            continue
+        out.append(raw)
+    return out
+
+
 def reset_dirs(root: Path, env: Mapping[str, str] | None = None) -> list[str]:
     """The reset paths (``RESET_PATHS``, a recipe's ``--reset-path``) that a reset leaves
     as empty directories: they exist in the clean room too, empty."""
@@ -339,7 +387,6 @@ def make_reset_dirs(room: Path, names: Sequence[str]) -> None:
         target = room / name
         if not os.path.lexists(target):
             target.mkdir(parents=True, exist_ok=True)
-
 
 
 def fingerprint(root: Path, paths: Iterable[str]) -> dict[str, str]:

@@ -39,25 +39,33 @@ class Policy:
     mode: str
     network: bool
     writable: list[str]
+    show: list[str]
+    hide: list[str]
 
     def __init__(
         self,
         mode: str = "auto",
         network: bool = True,
         writable: list[str] | None = None,
+        show: list[str] | None = None,
+        hide: list[str] | None = None,
     ) -> None:
         self.mode = mode
         self.network = network
         self.writable = [] if writable is None else writable
+        self.show = [] if show is None else show
+        self.hide = [] if hide is None else hide
 
     @classmethod
     def of(cls, contract: Mapping[str, Any] | None) -> Policy:
         section = dict(DEFAULTS)
         section.update((contract or {}).get("sandbox") or {})
         return cls(
-            mode=str(section["mode"]),
+            mode="off" if section["mode"] is False else str(section["mode"]),
             network=bool(section["network"]),
             writable=[str(p) for p in section.get("writable") or []],
+            show=[str(p) for p in section.get("show") or []],
+            hide=[str(p) for p in section.get("hide") or []],
         )
 
 
@@ -122,7 +130,7 @@ def contain(
         copy.write_bytes(path.read_bytes())
         inner[var] = str(copy)
         shown.append(copy)
-    extra = [Path(p) if os.path.isabs(p) else root / p for p in policy.writable]
+    extra = [expand(p, root=root) for p in policy.writable]
     for p in extra:
         p.mkdir(parents=True, exist_ok=True)
     wrapped = sandbox.wrap(
@@ -138,6 +146,9 @@ def contain(
         ],
         network=policy.network,
         repo_writable=repo_writable,
+        home=env.get("HOME") or os.path.expanduser("~"),
+        shown=[p for p in (expand(x, root=root) for x in policy.show) if os.path.lexists(p)],
+        hidden_extra=[expand(x, root=root) for x in policy.hide],
     )
     record.update(used=True, tool="bwrap", reason=found.reason)
     return Contained(wrapped.argv, wrapped.env, record, scratch)
@@ -167,7 +178,9 @@ class Checks:
     def used(self) -> bool:
         return self._args is not None
 
-    def command(self, command: str, env: Mapping[str, str]) -> tuple[list[str] | str, dict[str, str], bool]:
+    def command(
+        self, command: str, env: Mapping[str, str]
+    ) -> tuple[list[str] | str, dict[str, str], bool]:
         """(argv or shell text, environment, whether it is shell text) for one check."""
         if self._args is None:
             return command, dict(env), True
@@ -217,15 +230,16 @@ def for_checks(
     from loopkit import sandbox
 
     policy, usable = checks_policy(contract)
-    section = (contract or {}).get("sandbox") or {}
-    network = (contract or {}).get("verify", {}).get("network", True) is not False
+    # The checks run the worker's code: a contract that cut the worker's network
+    # (sandbox.network: false) cuts theirs too, unless verify.network says otherwise.
+    network = bool(((contract or {}).get("verify") or {}).get("network", policy.network))
     record: dict[str, Any] = {"mode": policy.mode, "network": network}
     if not usable:
         why = "mode: off" if policy.mode == "off" else sandbox.probe().reason
         return Checks({**record, "used": False, "reason": why}, None)
     home = env.get("HOME") or os.path.expanduser("~")
-    shown = [expand(str(p), root=root) for p in section.get("show") or []]
-    hide = [expand(str(p), root=root) for p in section.get("hide") or []]
+    shown = [expand(p, root=root) for p in policy.show]
+    hide = [expand(p, root=root) for p in policy.hide]
     bound: list[tuple[Path, str]] = [(objects, ".git/objects")]
     bound += [(root / name, name) for name in carried if not os.path.lexists(room / name)]
     args = {
@@ -242,3 +256,60 @@ def for_checks(
     }
     record.update(used=True, tool="bwrap", reason=sandbox.probe().reason)
     return Checks(record, args)
+
+
+# --------------------------------------------------------------------------- provider homes
+
+
+def provider_homes() -> Path:
+    """Where the providers' private homes live (beside the clean rooms, in the user cache
+    folder; ``$LOOPKIT_HOMES`` moves them): never visible to the checks."""
+    from loopkit import cleanroom
+
+    chosen = os.environ.get("LOOPKIT_HOMES")
+    if chosen:
+        return Path(chosen)
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return (
+        Path(cache) / "loopkit" / "homes"
+        if not os.environ.get(cleanroom.ROOM_ENV)
+        else (Path(os.environ[cleanroom.ROOM_ENV]).parent / "homes")
+    )
+
+
+def provider_home(root: Path, name: str) -> Path:
+    """The private home of provider ``name`` for the repository at ``root``: where its CLI
+    keeps settings and sessions during loopkit's runs, never the person's own."""
+    from loopkit import cleanroom
+
+    return provider_homes() / cleanroom.home_of(root).name / name
+
+
+def seed_home(home: Path, files: Mapping[str, Path], *, keep: Sequence[str]) -> Path:
+    """Make the private home ``home`` hold, afresh, copies of ``files`` (name in the home
+    -> the person's file; missing ones are skipped) and, of what an earlier run left, only
+    the entries ``keep`` names (patterns: its sessions and their index, for a resume). Whatever a worker wrote
+    there otherwise -- settings, hooks, helpers, base URLs, MCP servers, instructions --
+    is gone before the next run, and never was in the person's own home."""
+    import fnmatch
+    import shutil
+
+    home.mkdir(parents=True, exist_ok=True)
+    for entry in os.scandir(home):
+        if entry.name not in files and any(fnmatch.fnmatchcase(entry.name, k) for k in keep):
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            os.unlink(entry.path)
+    for name, source in files.items():
+        try:
+            data = source.read_bytes()
+        except OSError:
+            continue
+        target = home / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+    return home

@@ -145,7 +145,12 @@ def _failure_text(verify: Mapping[str, Any]) -> str:
         return f"verification failed (fingerprint {verify.get('fingerprint')})"
     parts = []
     for c in failing:
-        parts.append(f"check {c.get('name')!r} failed (exit {c.get('exit_code')})")
+        part = f"check {c.get('name')!r} failed (exit {c.get('exit_code')})"
+        worse = c.get("blocking_tests") or []
+        if worse:
+            part += ": tests " + ", ".join(map(str, worse[:10]))
+            part += f" and {len(worse) - 10} more" if len(worse) > 10 else ""
+        parts.append(part)
     tail = str(failing[0].get("output_tail") or "").strip()
     text = "; ".join(parts)
     if tail:
@@ -213,13 +218,18 @@ def evidence_state(document: Mapping[str, Any], tree_on_disk: str | None) -> dic
                 f"the diff was taken on tree {str(diff.get('tree'))[:12]}, "
                 f"verification on {str(verify.get('tree'))[:12]}"
             )
-    return {
+    out = {
         "verified": verify is not None,
         "passed": bool(verify and verify.get("passed")),
         "fingerprint": verify.get("fingerprint") if verify else None,
         "stale": bool(stale),
         "stale_why": stale,
     }
+    if verify is not None and not document.get("run"):
+        # No worker ran: the checks on the untouched tree (loop.sh --reproduce). The
+        # failure is recorded; the attempts budget does not count it.
+        out["reproduction"] = True
+    return out
 
 
 def _foreign_checks(verify: Mapping[str, Any], contract: Any) -> list[str]:
@@ -392,6 +402,257 @@ def _protected_changed_by_checks(
     ]
 
 
+#: What a rule says of an attempt that did not complete: (class, reason, feedback, extra
+#: fields for the decision).
+Classified = tuple[str, str, str, dict[str, Any]]
+
+
+class _Case:
+    """One attempt that did not complete, as the rules read it: its sections, its task's
+    history, the evidence's state, and the extra fields the decision will carry."""
+
+    def __init__(
+        self,
+        document: Mapping[str, Any],
+        h: Mapping[str, Any],
+        ev: Mapping[str, Any],
+        *,
+        changed: bool,
+        allow_empty: bool,
+        violations: list[dict[str, str]],
+    ) -> None:
+        self.document = document
+        self.h = h
+        self.ev = ev
+        self.changed = changed
+        self.allow_empty = allow_empty
+        self.violations = violations
+        self.run: Mapping[str, Any] | None = document.get("run") or None
+        self.verify: Mapping[str, Any] | None = document.get("verify") or None
+        self.diff: Mapping[str, Any] | None = document.get("diff") or None
+        self.judge: Mapping[str, Any] | None = document.get("judge") or None
+        self.task: Mapping[str, Any] = document.get("task") or {}
+        self.claimed = bool(self.run and self.run.get("claimed_complete"))
+        self.extra: dict[str, Any] = {}
+
+    def says(self, cls: str, reason: str, feedback: str = "") -> Classified:
+        return cls, reason, feedback, self.extra
+
+
+def _run_failed(c: _Case) -> Classified | None:
+    """The run's own failure (a timeout, a crash, a stuck worker, an API error...)."""
+    run = c.run
+    run_class = fc.classify_run(run)
+    if run_class is None or run is None:
+        return None
+    detail = run.get("error") or run.get("final_message") or ""
+    detail = str(detail).strip().splitlines()[0][:300] if str(detail).strip() else ""
+    reason = f"the worker's run ended with {run.get('stop_reason')}"
+    if detail:
+        reason += f": {detail}"
+    feedback = ""
+    if run_class == fc.STUCK:
+        stuck = run.get("stuck") or {}
+        feedback = (
+            "The previous attempt was stopped because it repeated the same failing action"
+            + (f" ({stuck.get('tool')}: {stuck.get('error')})" if stuck else "")
+            + ". Do not repeat it; take a different approach."
+        )
+    elif run_class == fc.TIMEOUT:
+        feedback = "The previous attempt ran out of time. Make a smaller, focused change."
+    elif run_class == fc.CRASHED:
+        c.extra["crash"] = budget.crash_signature(run)  # the next attempt compares
+        tail = str(run.get("final_message") or "").strip()[-1500:]
+        feedback = (
+            f"The previous attempt crashed (exit {run.get('exit_code')}): {detail or '?'}"
+            + (f"\nIts last output:\n{tail}" if tail and tail != detail else "")
+            + "\nFind why before changing the code again."
+        )
+        if _same_crash(run, c.h):
+            repeats = int(c.h.get("same_crash") or 0) + 1
+            c.extra["repeats"] = repeats
+            return c.says(
+                fc.NO_PROGRESS,
+                f"no progress: the same crash as the previous attempt (repeat {repeats}): {detail}",
+                "The worker crashed the same way again: the approach does not work. "
+                "Rethink it.\n" + feedback,
+            )
+    return c.says(run_class, reason, feedback)
+
+
+def _stale(c: _Case) -> Classified | None:
+    """Evidence about another tree than the one on disk."""
+    if c.verify is None or not c.ev["stale"]:
+        return None
+    return c.says(
+        fc.STALE_EVIDENCE,
+        f"stale evidence: {'; '.join(c.ev['stale_why'])}",
+        "The evidence does not describe the tree on disk: collect the diff and run "
+        "verification again before deciding.",
+    )
+
+
+def _out_of_scope(c: _Case) -> Classified | None:
+    """Scope violations; the same ones as last time are no progress."""
+    violations = c.violations
+    if not violations:
+        return None
+    listed = "; ".join(f"{v['rule']}: {v['path']}" for v in violations[:20])
+    sig = budget.violation_signature(violations)
+    if sig is not None and sig == c.h.get("last_violations"):
+        repeats = int(c.h.get("same_violation") or 0) + 1
+        return (
+            fc.NO_PROGRESS,
+            f"no progress: the same scope violations as the previous attempt "
+            f"(repeat {repeats}): {listed}",
+            "The same scope violations again: the approach needs a change the scope does "
+            "not allow. Find another way, inside the scope: " + listed,
+            {"violations": violations, "repeats": repeats},
+        )
+    return (
+        fc.SCOPE_VIOLATION,
+        f"scope violated ({len(violations)}): {listed}",
+        "The change broke the task's scope. Undo or avoid these: "
+        + listed
+        + ". Change only files inside the writable scope and keep the change within its size.",
+        {"violations": violations},
+    )
+
+
+def _cannot_run(c: _Case) -> Classified | None:
+    """A check that could not run at all: the environment's failure, not the worker's."""
+    verify = c.verify
+    if verify is None or not verify.get("environment") or c.ev["passed"]:
+        return None
+    first = verify["environment"][0]
+    more = len(verify["environment"]) - 1
+    return c.says(
+        fc.ENVIRONMENT,
+        f"the check {first.get('name')} cannot run: `{str(first.get('command'))[:200]}`: "
+        f"{first.get('why')}"
+        + (f" (and {more} more)" if more > 0 else "")
+        + "; not the worker's failure: install what is missing or fix the criterion "
+        "(no attempt spent)",
+    )
+
+
+def _unverified(c: _Case) -> Classified | None:
+    """No verification at all, or one that left out some of the contract's checks."""
+    if c.verify is None:
+        return c.says(
+            fc.VERIFICATION_FAILURE,
+            "no verification evidence: the attempt cannot complete without lk-verify",
+            "Nothing was verified. Run the acceptance checks.",
+        )
+    unrun = _checks_not_run(c.verify, c.document.get("contract") or {})
+    if c.ev["passed"] and unrun:
+        return c.says(
+            fc.VERIFICATION_FAILURE,
+            f"incomplete verification: {', '.join(unrun[:20])} did not run (lk-verify --only?)",
+            "Not every acceptance check ran: " + ", ".join(unrun[:20]) + ". Run them all.",
+        )
+    return None
+
+
+def _checks_failed(c: _Case) -> Classified | None:
+    """Failing checks: the same fingerprint as last time is no progress; a claim of
+    success over them is an unsupported completion; else a verification failure."""
+    verify = c.verify
+    if verify is None or c.ev["passed"]:
+        return None
+    fp = c.ev["fingerprint"]
+    # What a person reads: the failing check's own fingerprint (the one lk-verify
+    # printed) when one check failed; the attempt's combined one otherwise.
+    failing = _failing(verify)
+    shown = (
+        f"{failing[0].get('name')} {failing[0].get('fingerprint')}"
+        if len(failing) == 1 and failing[0].get("fingerprint")
+        else fp
+    )
+    failure = _failure_text(verify)
+    claim_note = (
+        " The worker claimed the task was complete, but the checks fail: the claim is "
+        "an unsupported completion."
+        if c.claimed
+        else ""
+    )
+    if fp is not None and fp == c.h.get("last_fingerprint"):
+        repeats = int(c.h.get("same_failure") or 0) + 1
+        c.extra["repeats"] = repeats
+        return c.says(
+            fc.NO_PROGRESS,
+            f"no progress: the same failure ({shown}) as the previous attempt (repeat {repeats})",
+            "The last hypothesis failed: the change did not alter the failure (the same "
+            f"{shown}). Rethink the cause before editing again." + claim_note + "\n" + failure,
+        )
+    if c.claimed:
+        return c.says(
+            fc.UNSUPPORTED_COMPLETION,
+            f"unsupported completion: the worker claimed done, verification failed ({shown})",
+            "Unsupported completion: you reported the task complete, but verification "
+            "fails. Do not claim completion until the checks pass.\n" + failure,
+        )
+    progress = " (a new fingerprint: progress)" if c.h.get("last_fingerprint") is not None else ""
+    return c.says(fc.VERIFICATION_FAILURE, f"verification failed: {shown}{progress}", failure)
+
+
+def _no_change(c: _Case) -> Classified | None:
+    """No diff evidence, or nothing changed where the task requires a change."""
+    if c.diff is None:
+        return c.says(
+            fc.VERIFICATION_FAILURE,
+            "no diff evidence: whether anything changed is unknown (run lk-diff)",
+            "Nothing shows what changed. Collect the diff.",
+        )
+    if not c.changed and not c.allow_empty:
+        return c.says(
+            fc.NO_OP,
+            "no-op: the checks pass but nothing changed, and this task requires a change"
+            + (" (the worker claimed completion)" if c.claimed else ""),
+            "No file was changed. The task requires a change: the acceptance checks passing "
+            "on the unchanged tree do not complete it.",
+        )
+    return None
+
+
+def _goal_unmet(c: _Case) -> Classified | None:
+    """A goal without a grounded, trusted MET from the judge."""
+    if c.task.get("kind") != "goal":
+        return None
+    judge = c.judge
+    if judge is None:
+        return c.says(
+            fc.UNGROUNDED,
+            "a goal needs the judge's verdict and there is none (run lk-judge)",
+            "The goal has not been judged.",
+        )
+    if not judge.get("grounded") or not judge.get("trusted"):
+        what = "not grounded in files it read" if not judge.get("grounded") else "not trusted"
+        return c.says(
+            fc.UNGROUNDED,
+            f"the judge's verdict ({judge.get('verdict')}) is {what}",
+            str(judge.get("feedback") or ""),
+        )
+    return c.says(
+        fc.JUDGE_NOT_MET, "the judge found the goal not met", str(judge.get("feedback") or "")
+    )
+
+
+#: The rules, in the order they are asked (docs/decide.md): the run's own failure first,
+#: then the evidence -- stale, out of scope, a check that cannot run, missing, failing --
+#: then the change itself and, for a goal, the judge. The first that speaks decides.
+RULES = (
+    _run_failed,
+    _stale,
+    _out_of_scope,
+    _cannot_run,
+    _unverified,
+    _checks_failed,
+    _no_change,
+    _goal_unmet,
+)
+
+
 def _classify(
     document: Mapping[str, Any],
     h: Mapping[str, Any],
@@ -400,186 +661,15 @@ def _classify(
     changed: bool,
     allow_empty: bool,
     violations: list[dict[str, str]],
-) -> tuple[str, str, str, dict[str, Any]]:
-    """(class, reason, feedback, extra fields) for an attempt that did not complete."""
-    run = document.get("run") or None
-    verify = document.get("verify") or None
-    diff = document.get("diff") or None
-    judge = document.get("judge") or None
-    task = document.get("task") or {}
-    claimed = bool(run and run.get("claimed_complete"))
-    extra: dict[str, Any] = {}
-
-    # 3. The run's own failure.
-    run_class = fc.classify_run(run)
-    if run_class is not None and run is not None:
-        detail = run.get("error") or run.get("final_message") or ""
-        detail = str(detail).strip().splitlines()[0][:300] if str(detail).strip() else ""
-        reason = f"the worker's run ended with {run.get('stop_reason')}"
-        if detail:
-            reason += f": {detail}"
-        feedback = ""
-        if run_class == fc.STUCK:
-            stuck = run.get("stuck") or {}
-            feedback = (
-                "The previous attempt was stopped because it repeated the same failing action"
-                + (f" ({stuck.get('tool')}: {stuck.get('error')})" if stuck else "")
-                + ". Do not repeat it; take a different approach."
-            )
-        elif run_class == fc.TIMEOUT:
-            feedback = "The previous attempt ran out of time. Make a smaller, focused change."
-        elif run_class == fc.CRASHED:
-            extra["crash"] = budget.crash_signature(run)  # the next attempt compares
-            tail = str(run.get("final_message") or "").strip()[-1500:]
-            feedback = (
-                f"The previous attempt crashed (exit {run.get('exit_code')}): {detail or '?'}"
-                + (f"\nIts last output:\n{tail}" if tail and tail != detail else "")
-                + "\nFind why before changing the code again."
-            )
-            if _same_crash(run, h):
-                repeats = int(h.get("same_crash") or 0) + 1
-                extra["repeats"] = repeats
-                return (
-                    fc.NO_PROGRESS,
-                    f"no progress: the same crash as the previous attempt (repeat {repeats}): "
-                    f"{detail}",
-                    "The worker crashed the same way again: the approach does not work. "
-                    "Rethink it.\n" + feedback,
-                    extra,
-                )
-        return run_class, reason, feedback, extra
-
-    # 4. The evidence.
-    if verify is not None and ev["stale"]:
-        why = "; ".join(ev["stale_why"])
-        return (
-            fc.STALE_EVIDENCE,
-            f"stale evidence: {why}",
-            "The evidence does not describe the tree on disk: collect the diff and run "
-            "verification again before deciding.",
-            extra,
-        )
-    if violations:
-        listed = "; ".join(f"{v['rule']}: {v['path']}" for v in violations[:20])
-        sig = budget.violation_signature(violations)
-        if sig is not None and sig == h.get("last_violations"):
-            repeats = int(h.get("same_violation") or 0) + 1
-            return (
-                fc.NO_PROGRESS,
-                f"no progress: the same scope violations as the previous attempt "
-                f"(repeat {repeats}): {listed}",
-                "The same scope violations again: the approach needs a change the scope does "
-                "not allow. Find another way, inside the scope: " + listed,
-                {"violations": violations, "repeats": repeats},
-            )
-        return (
-            fc.SCOPE_VIOLATION,
-            f"scope violated ({len(violations)}): {listed}",
-            "The change broke the task's scope. Undo or avoid these: "
-            + listed
-            + ". Change only files inside the writable scope and keep the change within its size.",
-            {"violations": violations},
-        )
-    if verify is None:
-        return (
-            fc.VERIFICATION_FAILURE,
-            "no verification evidence: the attempt cannot complete without lk-verify",
-            "Nothing was verified. Run the acceptance checks.",
-            extra,
-        )
-    unrun = _checks_not_run(verify, document.get("contract") or {})
-    if ev["passed"] and unrun:
-        return (
-            fc.VERIFICATION_FAILURE,
-            f"incomplete verification: {', '.join(unrun[:20])} did not run (lk-verify --only?)",
-            "Not every acceptance check ran: " + ", ".join(unrun[:20]) + ". Run them all.",
-            extra,
-        )
-    if not ev["passed"]:
-        fp = ev["fingerprint"]
-        # What a person reads: the failing check's own fingerprint (the one lk-verify
-        # printed) when one check failed; the attempt's combined one otherwise.
-        failing = _failing(verify)
-        shown = (
-            f"{failing[0].get('name')} {failing[0].get('fingerprint')}"
-            if len(failing) == 1 and failing[0].get("fingerprint")
-            else fp
-        )
-        failure = _failure_text(verify)
-        claim_note = (
-            " The worker claimed the task was complete, but the checks fail: the claim is "
-            "an unsupported completion."
-            if claimed
-            else ""
-        )
-        if fp is not None and fp == h.get("last_fingerprint"):
-            repeats = int(h.get("same_failure") or 0) + 1
-            extra["repeats"] = repeats
-            return (
-                fc.NO_PROGRESS,
-                f"no progress: the same failure ({shown}) as the previous attempt "
-                f"(repeat {repeats})",
-                "The last hypothesis failed: the change did not alter the failure (same "
-                f"fingerprint {fp}). Rethink the cause before editing again."
-                + claim_note
-                + "\n"
-                + failure,
-                extra,
-            )
-        if claimed:
-            return (
-                fc.UNSUPPORTED_COMPLETION,
-                f"unsupported completion: the worker claimed done, verification failed ({shown})",
-                "Unsupported completion: you reported the task complete, but verification "
-                "fails. Do not claim completion until the checks pass.\n" + failure,
-                extra,
-            )
-        progress = " (a new fingerprint: progress)" if h.get("last_fingerprint") is not None else ""
-        return (
-            fc.VERIFICATION_FAILURE,
-            f"verification failed: {shown}{progress}",
-            failure,
-            extra,
-        )
-    if diff is None:
-        return (
-            fc.VERIFICATION_FAILURE,
-            "no diff evidence: whether anything changed is unknown (run lk-diff)",
-            "Nothing shows what changed. Collect the diff.",
-            extra,
-        )
-    if not changed and not allow_empty:
-        return (
-            fc.NO_OP,
-            "no-op: the checks pass but nothing changed, and this task requires a change"
-            + (" (the worker claimed completion)" if claimed else ""),
-            "No file was changed. The task requires a change: the acceptance checks passing "
-            "on the unchanged tree do not complete it.",
-            extra,
-        )
-    if task.get("kind") == "goal":
-        if judge is None:
-            return (
-                fc.UNGROUNDED,
-                "a goal needs the judge's verdict and there is none (run lk-judge)",
-                "The goal has not been judged.",
-                extra,
-            )
-        if not judge.get("grounded") or not judge.get("trusted"):
-            what = "not grounded in files it read" if not judge.get("grounded") else "not trusted"
-            return (
-                fc.UNGROUNDED,
-                f"the judge's verdict ({judge.get('verdict')}) is {what}",
-                str(judge.get("feedback") or ""),
-                extra,
-            )
-        return (
-            fc.JUDGE_NOT_MET,
-            "the judge found the goal not met",
-            str(judge.get("feedback") or ""),
-            extra,
-        )
-    return fc.UNKNOWN, "the evidence fits no known class", "", extra
+) -> Classified:
+    """(class, reason, feedback, extra fields) for an attempt that did not complete: what
+    the first of ``RULES`` that speaks says."""
+    case = _Case(document, h, ev, changed=changed, allow_empty=allow_empty, violations=violations)
+    for rule in RULES:
+        found = rule(case)
+        if found is not None:
+            return found
+    return case.says(fc.UNKNOWN, "the evidence fits no known class")
 
 
 def _act(

@@ -172,3 +172,8 @@ def combine(named: Iterable[tuple[str, str | None]]) -> str | None:
     """The attempt's fingerprint from its checks' (name, fingerprint); None if none failed."""
     failed = [f"{name}={fp}" for name, fp in named if fp is not None]
     return _digest(failed) if failed else None
+
+
+def of_tests(ids: Iterable[str]) -> str:
+    """The fingerprint of a set of failing test ids (their order does not matter)."""
+    return _digest(["tests", *sorted(set(ids))])

@@ -1175,6 +1175,20 @@ def ignored_by_tree(root: Path, tree: str, paths: Sequence[str]) -> list[str]:
         return _check_ignore(work, paths, options=options, flags=("--no-index",))
 
 
+def listed_files(root: Path) -> list[str]:
+    """The work tree's files git sees: tracked, and untracked ones it does not ignore."""
+    done = git(["ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root)
+    return sorted({os.fsdecode(p) for p in done.stdout.split(b"\0") if p})
+
+
+def ignored(root: Path, paths: Sequence[str]) -> list[str]:
+    """Which of ``paths`` the ignore rules in force at ``root`` ignore (a folder as
+    ``name/``); the paths need not exist."""
+    if not paths:
+        return []
+    return _check_ignore(root, paths)
+
+
 def _check_ignore(
     cwd: str | os.PathLike[str],
     paths: Sequence[str],

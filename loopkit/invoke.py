@@ -533,6 +533,7 @@ def attempt(req: Request) -> dict[str, Any]:
         ],
     )
 
+    beside = _base_beside(req, root, state_path, base, p.contract, sealed, folder)
     control = controlling.result()
     contracts = remembered(root)
     ignored = ignoring.result()
@@ -551,6 +552,8 @@ def attempt(req: Request) -> dict[str, Any]:
     )
     if req.progress is not None:
         req.progress.finished(str(result.record.get("stop_reason")), result.state)
+    if beside is not None:
+        sealed = beside.sealed(sealed, req.progress)
     # FIFOs, sockets and device nodes the worker left: removed before anything lets git
     # look at the tree (a FIFO named .gitignore blocks git for ever); lk-diff reports them.
     # Walked beside the reading of .git below (which looks at no file of the tree).
@@ -584,6 +587,76 @@ def attempt(req: Request) -> dict[str, Any]:
     return doc
 
 
+class _BaseBeside:
+    """The contract's criteria on the base tree, run in the clean room while the worker
+    works (``loopkit.verify.baseline``): the base is known before the worker starts, and
+    lk-verify needs its results only when a check fails. A result this run wrote is
+    sealed with the digest of the very bytes it wrote, so lk-verify trusts it and a file
+    the worker put in its place is neither trusted nor unnoticed (``tampered``)."""
+
+    def __init__(self, run: Any, started: float) -> None:
+        from loopkit.background import Background
+
+        self.written: dict[str, str] = {}
+        self.started = started
+        self.job = Background(lambda: run(self.written), name="lk-invoke-base")
+
+    def sealed(self, sealed: dict[str, Any], progress: Any) -> dict[str, Any]:
+        """Wait for the base run; the seal with its result added."""
+        if progress is not None and self.job.running():
+            progress.line("waiting for the base's checks (run beside the worker)", force=True)
+        try:
+            found = self.job.result()
+        except Exception:  # lk-verify runs the base itself when it needs it
+            return sealed
+        if progress is not None:
+            checks = found.get("checks") or []
+            ok = sum(1 for c in checks if c.get("passed"))
+            spent = time.monotonic() - self.started
+            how = f"ran beside the worker ({spent:.1f}s)" if self.written else "known already"
+            progress.line(f"the base's checks: {ok} of {len(checks)} pass; {how}", force=True)
+        if not self.written:
+            return sealed
+        return {**sealed, "baseline": {**(sealed.get("baseline") or {}), **self.written}}
+
+
+def _base_beside(
+    req: Request,
+    root: Path,
+    state: Path,
+    base: str | None,
+    contract: Mapping[str, Any] | None,
+    sealed: Mapping[str, Any],
+    folder: Path,
+) -> _BaseBeside | None:
+    """Start the base run beside the worker, in a loop (a piped document) with a base; a
+    cancellation (lk cancel) ends it too."""
+    if req.document is None or not base or not contract or not contract.get("criteria"):
+        return None
+    from loopkit import cancel, cleanroom, verify
+
+    env = verify.check_env(contract, req.document)
+    criteria = list(contract["criteria"])
+
+    def run(written: dict[str, str]) -> dict[str, Any]:
+        return verify.baseline(
+            root,
+            state,
+            base,
+            criteria,
+            log_dir=folder,
+            env=env,
+            carry=[c.name for c in cleanroom.carried(root, contract)],
+            sealed=sealed.get("baseline"),
+            contract=contract,
+            reset=cleanroom.reset_dirs(root),
+            written=written,
+            should_stop=lambda: "cancelled" if cancel.requested(state) else None,
+        )
+
+    return _BaseBeside(run, time.monotonic())
+
+
 def _writable_carry(root: Path, carry: list[str], policy: Any) -> list[str]:
     """The carried paths the worker can write: all of them without a sandbox; in one,
     those the contract's ``sandbox.writable`` covers."""
@@ -595,7 +668,10 @@ def _writable_carry(root: Path, carry: list[str], policy: Any) -> list[str]:
     out = []
     for name in carry:
         real = os.path.realpath(root / name)
-        if any(real == w or real.startswith(w + os.sep) or w.startswith(real + os.sep) for w in writable):
+        if any(
+            real == w or real.startswith(w + os.sep) or w.startswith(real + os.sep)
+            for w in writable
+        ):
             out.append(name)
     return out
 

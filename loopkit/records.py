@@ -68,6 +68,8 @@ def summarize(view: Mapping[str, Any]) -> dict[str, Any]:
                 for c in verify.get("checks") or []
             ],
         }
+        if verify.get("hint"):
+            out["verify"]["hint"] = verify["hint"]
     else:
         out["verify"] = None
     if judge is not None:

@@ -335,13 +335,23 @@ def task_story(
                 "outcome": decision.get("outcome"),
                 "failure_class": decision.get("failure_class"),
                 "reason": decision.get("reason") or rec.get("reason"),
+                "hint": (rec.get("verify") or {}).get("hint"),
                 "duration_s": run.get("duration_s"),
                 "cost_usd": usage.get("cost_usd"),
                 "cost_trusted": usage.get("cost_trusted"),
             }
         )
+    # A saved attempt is a commit on the tree its task began from: a cherry-pick without
+    # committing applies only what the attempt changed, on top of whatever landed since
+    # (later tasks, the memory file, the checklist); a checkout of its whole tree would
+    # stage their reversal too.
     saved = [
-        {"ref": name, "commit": commit, "subject": subject, "restore": f"git checkout {name} -- ."}
+        {
+            "ref": name,
+            "commit": commit,
+            "subject": subject,
+            "restore": f"git cherry-pick --no-commit {name}",
+        }
         for name, commit, subject in refs
     ]
     notes = _memory_about(memory, task_id) if memory else []
@@ -374,15 +384,26 @@ def _memory_about(memory: str, task_id: str) -> list[str]:
 def story_text(story: Mapping[str, Any]) -> str:
     """``lk show`` for a person."""
     lines = [f"task {story['task']}: {len(story['attempts'])} attempt(s)"]
+    rows = [("#", "decision (failure class)", "time", "cost", "reason")]
     for a in story["attempts"]:
         cost = _money(a["cost_usd"]) + ("" if a["cost_trusted"] in (True, None) else "?")
         secs = f"{a['duration_s']:.0f}s" if isinstance(a["duration_s"], (int, float)) else "-"
         klass = f" ({a['failure_class']})" if a["failure_class"] else ""
-        lines.append(
-            f"  #{a['attempt']} {a['outcome']}{klass}  {secs}  {cost}  {clip(a['reason'] or '', 160)}"
+        rows.append(
+            (f"#{a['attempt']}", f"{a['outcome']}{klass}", secs, cost, clip(a["reason"] or "", 160))
         )
+    if story["attempts"]:
+        widths = [max(len(str(r[i])) for r in rows) for i in range(4)]
+        hints = [None, *(a.get("hint") for a in story["attempts"])]
+        for r, hint in zip(rows, hints, strict=True):
+            cells = [str(c).ljust(w) for c, w in zip(r[:4], widths, strict=True)]
+            lines.append(("  " + "  ".join(cells) + "  " + r[4]).rstrip())
+            if hint:
+                lines.append(f"     note: {clip(hint, 240)}")
     if story["saved"]:
-        lines.append("saved trees (restore one with the command beside it):")
+        lines.append(
+            "saved trees (the command beside one applies what that attempt changed, uncommitted):"
+        )
         for s in story["saved"]:
             lines.append(f"  {s['ref']}  {clip_words(s['subject'], 60)}\n    {s['restore']}")
     else:

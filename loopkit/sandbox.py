@@ -223,6 +223,25 @@ CREDENTIALS = (
 )
 
 
+#: Under a private home, what comes back read-only where it exists: where people's
+#: toolchains and package caches live (an interpreter under pyenv, pip's ``--user``
+#: packages, nvm's node, cargo's registry, Go's module cache). No credentials live there.
+TOOLCHAINS = (
+    ".local/bin",
+    ".local/lib",
+    ".pyenv",
+    ".nvm",
+    ".volta",
+    ".deno",
+    ".bun/bin",
+    ".rustup",
+    ".cargo/bin",
+    ".cargo/registry",
+    "go/pkg/mod",
+    ".sdkman/candidates",
+)
+
+
 def _venv_home(folder: str) -> str | None:
     """The interpreter prefix a virtualenv at ``folder`` runs (``home =`` in its
     pyvenv.cfg names the prefix's ``bin``): its python is a symlink there."""
@@ -256,7 +275,11 @@ def tools_under(
     import sys
 
     tops_real = [os.path.realpath(t) for t in tops if t]
-    candidates: list[str] = [sys.prefix, sys.base_prefix, str(Path(__file__).resolve().parent.parent)]
+    candidates: list[str] = [
+        sys.prefix,
+        sys.base_prefix,
+        str(Path(__file__).resolve().parent.parent),
+    ]
     if argv and os.path.isabs(argv[0]):
         candidates.append(os.path.dirname(argv[0]))
     venvs = list(more)
@@ -355,7 +378,9 @@ def wrap(
     top = _abs(root)
     origin = _abs(source) if source is not None else top
     if not os.path.isdir(origin):
-        raise SandboxUnavailable(f"sandbox: the repository {os.fspath(source or root)} is not a folder")
+        raise SandboxUnavailable(
+            f"sandbox: the repository {os.fspath(source or root)} is not a folder"
+        )
     writable = _existing(writable_extra, "writable path")
     protected = [(p, p) for p in _existing(read_only_extra, "read-only path")]
     private = _abs(home) if home is not None else None
@@ -367,6 +392,8 @@ def wrap(
     more = [os.fspath(p) for p in venvs]
     back = [str(p) for p in tools_under(argv, env, root=Path(top), tops=tops, more=more)]
     seen = [_abs(p) for p in shown if os.path.lexists(_abs(p))]
+    if private:
+        seen += [p for p in (os.path.join(private, t) for t in TOOLCHAINS) if os.path.isdir(p)]
     for candidate in (os.path.join(origin, ".git"), git_dir):
         if candidate is not None and os.path.lexists(_abs(candidate)):
             real = _abs(candidate)
@@ -397,9 +424,12 @@ def wrap(
     args += ["--bind" if repo_writable else "--ro-bind", origin, top]
     for src, dest in dict.fromkeys(protected):
         args += ["--ro-bind", src, dest]
-    for src, rel in bound:
-        args += ["--ro-bind", _abs(src), os.path.join(top, os.fspath(rel))]
-    for p in dict.fromkeys(hidden):
+    for host, rel in bound:
+        args += ["--ro-bind", _abs(host), os.path.join(top, os.fspath(rel))]
+    hidden = list(dict.fromkeys(hidden))
+    for p in hidden:
+        if any(p.startswith(h + os.sep) for h in hidden):
+            continue  # under a hidden folder already (a worktree's git folder in the common one)
         args += _hide(p)
     args += ["--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session"]
     if not network:
@@ -410,3 +440,15 @@ def wrap(
     inner = dict(env)
     inner["TMPDIR"] = "/tmp"  # the private one; a caller's TMPDIR is hidden or read-only
     return Wrapped(args, inner)
+
+
+def failed_to_start(exit_code: int | None, output: bytes) -> str | None:
+    """bwrap's own complaint when the sandbox could not be set up (exit 1 and nothing
+    but ``bwrap: ...`` lines): the command never ran, and that is the environment's
+    failure, not the command's. None otherwise."""
+    if exit_code != 1:
+        return None
+    lines = output.decode("utf-8", "replace").strip().splitlines()
+    if lines and all(line.startswith("bwrap: ") for line in lines):
+        return lines[-1]
+    return None

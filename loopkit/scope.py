@@ -3,7 +3,10 @@
 Globs mean what ``loopkit.globs`` says (the one engine lk-plan uses too).
 
 Rules, in order: a path matching ``always_allowed`` is never a violation; a path matching
-``protected`` is one (protected wins over writable); otherwise it must match ``writable``.
+``protected`` is one (protected wins over writable); a path matching ``add_only`` may be
+added (a new file there is in scope, writable or not) but a file there the base already
+holds may not be modified, deleted, renamed away or retyped (add, never change or delete:
+the project's own tests, which judge the worker); otherwise it must match ``writable``.
 """
 
 from __future__ import annotations
@@ -26,6 +29,10 @@ SYMLINK_OUTSIDE = "symlink_outside_repo"
 #: A file that steers the loop (the contract, TASKS.md, the memory file) was changed.
 CONTROL_FILE = "control_file"
 SYMLINK_PROTECTED = "symlink_into_protected"
+#: A file the base holds under ``add_only`` scope was modified, deleted, renamed or retyped.
+ADD_ONLY = "add_only"
+#: Statuses that bring in a path the base did not hold (a copy's source is left as it was).
+_NEW = ("added", "copied")
 #: A new gitlink or a nested repository: the commit would not hold the files.
 NESTED_REPOSITORY = "nested_repository"
 #: A file under .git that steers git or loopkit (hooks, config, info/, modules/, the
@@ -53,18 +60,21 @@ class Policy(Value):
     writable: tuple[str, ...]
     protected: tuple[str, ...]
     always_allowed: tuple[str, ...]
+    #: Globs where a new file is allowed and a file of the base may not change.
+    add_only: tuple[str, ...]
     #: Files that steer the loop: a change is a violation whatever the globs say.
     control: tuple[str, ...]
     changed_files: int | None
     changed_lines: int | None
     changed_bytes: int | None
-    #: Each path's (always_allowed, protected, writable) answers, computed once per path.
-    _seen: dict[str, tuple[bool, bool, bool]]
+    #: Each path's (always_allowed, protected, writable, add_only) answers, computed once.
+    _seen: dict[str, tuple[bool, bool, bool, bool]]
 
     _fields = (
         "writable",
         "protected",
         "always_allowed",
+        "add_only",
         "control",
         "changed_files",
         "changed_lines",
@@ -76,6 +86,7 @@ class Policy(Value):
         writable: tuple[str, ...] = ("**",),
         protected: tuple[str, ...] = (),
         always_allowed: tuple[str, ...] = (),
+        add_only: tuple[str, ...] = (),
         control: tuple[str, ...] = (),
         changed_files: int | None = None,
         changed_lines: int | None = None,
@@ -85,6 +96,7 @@ class Policy(Value):
             writable=writable,
             protected=protected,
             always_allowed=always_allowed,
+            add_only=add_only,
             control=control,
             changed_files=changed_files,
             changed_lines=changed_lines,
@@ -103,6 +115,7 @@ class Policy(Value):
             writable=tuple(scope.get("writable") or ()),
             protected=tuple(scope.get("protected") or ()),
             always_allowed=tuple(scope.get("always_allowed") or ()),
+            add_only=tuple(scope.get("add_only") or ()),
             changed_files=budgets.get("changed_files"),
             changed_lines=budgets.get("changed_lines"),
             changed_bytes=budgets.get("changed_bytes"),
@@ -117,18 +130,20 @@ class Policy(Value):
             "writable": list(self.writable),
             "protected": list(self.protected),
             "always_allowed": list(self.always_allowed),
+            "add_only": list(self.add_only),
             "changed_files": self.changed_files,
             "changed_lines": self.changed_lines,
             "changed_bytes": self.changed_bytes,
         }
 
-    def _facts(self, path: str) -> tuple[bool, bool, bool]:
+    def _facts(self, path: str) -> tuple[bool, bool, bool, bool]:
         got = self._seen.get(path)
         if got is None:
             got = (
                 matches(path, self.always_allowed),
                 matches(path, self.protected),
                 matches(path, self.writable),
+                matches(path, self.add_only),
             )
             self._seen[path] = got
         return got
@@ -137,13 +152,25 @@ class Policy(Value):
         return self._facts(path)[0]
 
     def is_protected(self, path: str) -> bool:
-        allowed, protected, _ = self._facts(path)
+        allowed, protected, _, _ = self._facts(path)
         return protected and not allowed
 
-    def in_scope(self, path: str) -> bool:
-        """May a change touch ``path``? (always_allowed, else not protected and writable)."""
-        allowed, protected, writable = self._facts(path)
-        return allowed or (writable and not protected)
+    def is_add_only(self, path: str) -> bool:
+        """Whether a file of the base at ``path`` must stay as it is (new ones may come)."""
+        allowed, protected, _, add_only = self._facts(path)
+        return add_only and not allowed and not protected
+
+    def in_scope(self, path: str, *, new: bool = False) -> bool:
+        """May a change touch ``path``? (always_allowed, else not protected and writable; a
+        ``new`` file also under add_only, a file of the base there never)."""
+        allowed, protected, writable, add_only = self._facts(path)
+        if allowed:
+            return True
+        if protected:
+            return False
+        if add_only:
+            return new
+        return writable
 
 
 class Violation(Value):
@@ -262,8 +289,17 @@ def evaluate(
             counted_lines += ch.added + ch.deleted
         if ch.old_path is not None and ch.old_path != ch.path:
             for end in ends:
-                if not policy.in_scope(end):
-                    why = "protected" if policy.is_protected(end) else "outside writable"
+                # A rename's destination is a new path; its source a file of the base, gone
+                # (a copy leaves its source as it was).
+                new = end == ch.path or ch.status == "copied"
+                if not policy.in_scope(end, new=new):
+                    why = (
+                        "protected"
+                        if policy.is_protected(end)
+                        else "add-only (a file of the base)"
+                        if policy.is_add_only(end)
+                        else "outside writable"
+                    )
                     out.append(
                         Violation(
                             RENAME_OUT_OF_SCOPE,
@@ -276,6 +312,16 @@ def evaluate(
                 out.append(Violation(PROTECTED_DELETED, ch.path, "a protected file was deleted"))
             else:
                 out.append(Violation(PROTECTED, ch.path, f"protected path {ch.status}"))
+        elif policy.is_add_only(ch.path):
+            if ch.status not in _NEW:
+                out.append(
+                    Violation(
+                        ADD_ONLY,
+                        ch.path,
+                        f"{ch.status}: add-only scope allows new files, never a change to one "
+                        "the base holds",
+                    )
+                )
         elif not policy.in_scope(ch.path):
             out.append(Violation(OUTSIDE_WRITABLE, ch.path, f"{ch.status} outside writable scope"))
         if ch.symlink_target is not None and ch.status != "deleted":

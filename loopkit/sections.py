@@ -113,6 +113,11 @@ class Verify(TypedDict, total=False):
     baseline: NotRequired[dict[str, Any]]
     required: NotRequired[list[Any]]
     known_failures: NotRequired[list[Any]]
+    environment: NotRequired[list[Any]]
+    sandbox: NotRequired[dict[str, Any]]
+    carried: NotRequired[list[Any]]
+    not_shown: NotRequired[list[Any]]
+    hint: NotRequired[str]
 
 
 class Judge(TypedDict, total=False):

@@ -170,9 +170,14 @@ def text(status: dict[str, Any]) -> str:
         return "no loop has run here yet\n"
     state = "running" if status["running"] else "not running"
     lines = [f"{status['task']}: {state} (pid {status.get('pid') or '-'})"]
+    if status.get("stage"):
+        where = f"stage {status['stage']}"
+    elif status.get("last_document"):
+        where = f"ended after {status['last_document']}"  # no stage runs: the run is over
+    else:
+        where = "no stage ran"
     lines.append(
-        f"  round {status['round']}, stage {status['stage']}, "
-        f"{_dur(status.get('elapsed_s'))} since the start"
+        f"  round {status['round']}, {where}, {_dur(status.get('elapsed_s'))} since the start"
     )
     spent = status.get("spent") or {}
     live = status.get("live") or {}

@@ -93,6 +93,7 @@ def run_checks(
     home: Path | None = None,
     synced: str | None = None,
     launch: Launch | None = None,
+    should_stop: Callable[[], str | None] | None = None,
 ) -> Result:
     """Run ``criteria`` in order in the repository at ``root``; the ``verify`` section.
 
@@ -105,11 +106,23 @@ def run_checks(
     differs and the checks are said to have changed it: the verification fails.
     ``launch`` turns a check's command and environment into what is started (the checks'
     sandbox, ``containment.for_checks``); without it the command runs as it is.
+    ``should_stop`` is asked while a check runs: a reason (``lk cancel``) ends that check's
+    process group at once (``checks[].cancelled``), and the checks after it do not run.
     """
     where = git.locate(root) if index is None else git.Located(root=root, index=index, base=None)
     with git.TreeWatch(where.root, index=where.index, skip=skip) as watch:
         return _run(
-            where, watch, criteria, log_dir, fail_fast, progress, env, home or root, synced, launch
+            where,
+            watch,
+            criteria,
+            log_dir,
+            fail_fast,
+            progress,
+            env,
+            home or root,
+            synced,
+            launch,
+            should_stop,
         )
 
 
@@ -130,6 +143,7 @@ def in_clean_room(
     contract: Mapping[str, Any] | None = None,
     state: Path | None = None,
     reset: Sequence[str] = (),
+    should_stop: Callable[[], str | None] | None = None,
 ) -> Result:
     """Run ``criteria`` in the clean room synced to the working tree's tree (see
     ``loopkit.cleanroom``); the ``verify`` section, bound to that tree. ``tree`` is that
@@ -161,6 +175,7 @@ def in_clean_room(
             home=root,
             synced=tree,
             launch=jail.command,
+            should_stop=should_stop,
         )
         body = result.body
         body["sandbox"] = jail.record
@@ -218,7 +233,12 @@ def _jail(
     cleanroom.make_reset_dirs(room.path, reset)
     real = Path(os.path.realpath(root))
     dirs = git.git_dirs(root)
-    hidden = [cleanroom.home_of(root).parent, dirs.common, dirs.own]
+    hidden = [
+        cleanroom.home_of(root).parent,
+        containment.provider_homes(),
+        dirs.common,
+        dirs.own,
+    ]
     if state is not None:
         hidden.append(state)
     return containment.for_checks(
@@ -243,6 +263,7 @@ def _run(
     home: Path,
     synced: str | None = None,
     launch: Launch | None = None,
+    should_stop: Callable[[], str | None] | None = None,
 ) -> Result:
     before = synced or watch.hash()
     roots = sorted(
@@ -262,6 +283,7 @@ def _run(
         log = log_dir / f"verify-{i + 1:02d}-{_slug(name)}.log"
         run_env = dict(base_env)
         run_env.update({str(k): str(v) for k, v in (c.get("env") or {}).items()})
+        started = time.time()
         command, run_env, shell = (
             launch(str(c["run"]), run_env) if launch else (str(c["run"]), run_env, True)
         )
@@ -273,10 +295,18 @@ def _run(
             env=run_env,
             timeout=float(c["timeout"]) if c.get("timeout") else None,
             output=log,
+            should_stop=should_stop,
         )
+        stopped = done.stopped if done.stopped not in (None, "timeout") else None
         if progress:
             progress("ran", i, total, name, None)
         digest, end = _sha256_file(log)
+        if launch is not None and not shell:
+            from loopkit import sandbox
+
+            why = sandbox.failed_to_start(done.exit_code, end)
+            if why:
+                raise sandbox.SandboxUnavailable(f"the checks' sandbox did not start: {why}")
         passed = done.exit_code == 0 and not done.timed_out
         entry: dict[str, Any] = {
             "name": name,
@@ -299,6 +329,10 @@ def _run(
             ),
             "log": artifacts.relative(log, home),
         }
+        if not passed:
+            _read_tests(entry, c, where.root, log, end, started)
+        if stopped:
+            entry["cancelled"] = True
         if synced is not None:  # the clean room: a FIFO a check left would block the hash
             specialfiles.clear_new(where.root, since_ns=started_ns)
         after = watch.hash()
@@ -309,7 +343,7 @@ def _run(
         checks.append(entry)
         if progress:
             progress("end", i, total, name, entry)
-        if fail_fast and not passed:
+        if stopped or (fail_fast and not passed):
             break
     passed_all = all(c["passed"] for c in checks) and len(checks) == total
     body: dict[str, Any] = {
@@ -321,12 +355,69 @@ def _run(
         "checks": checks,
         "skipped": [str(c["name"]) for c in criteria[len(checks) :]],
     }
+    stuck = [
+        {"name": c["name"], "command": c["command"], "why": c["cannot_run"]}
+        for c in checks
+        if c.get("cannot_run")
+    ]
+    if stuck:
+        body["environment"] = stuck
     if current != before:
         # What the checks themselves changed: the diff, taken before them, never saw it.
         body["changed_by_checks"] = sorted(
             p for p, _ in git.changed_paths(where.root, before, current)
         )
     return Result(body)
+
+
+def _read_tests(
+    entry: dict[str, Any],
+    criterion: Mapping[str, Any],
+    cwd: Path,
+    log: Path,
+    end: bytes,
+    started: float,
+) -> None:
+    """A failed check's per-test results (``tests``) and, where the check could not run
+    at all, why (``cannot_run``). With per-test results the check's fingerprint is the
+    set of its failing test ids with its output's: the same failure is exactly the same
+    tests failing the same way."""
+    from loopkit import testresults
+
+    why = testresults.cannot_run(entry["command"], entry["exit_code"], end)
+    if why is not None:
+        entry["cannot_run"] = why
+        return
+    output = end
+    if entry["output_bytes"] > len(end) and entry["output_bytes"] <= FULL_OUTPUT_BYTES:
+        output = log.read_bytes()  # go test -json and TAP list every test from the start
+    found = testresults.read(criterion, cwd=cwd, output=output, started=started)
+    if found is None:
+        return
+    entry["tests"] = found.section()
+    if found.failed:
+        # Exact: the same tests failing the same way. Another test failing is progress,
+        # and so is the same test failing with another result (its output's fingerprint).
+        entry["fingerprint"] = fingerprint.combine(
+            [("tests", fingerprint.of_tests(found.failed)), ("output", entry["fingerprint"])]
+        )
+
+
+#: A failed check's whole output is read for its per-test results up to this size.
+FULL_OUTPUT_BYTES = 32 << 20
+
+
+def check_env(contract: Mapping[str, Any], doc: Mapping[str, Any] | None) -> dict[str, str]:
+    """The checks' environment: the allow-list (loopkit.secrets) plus the contract's
+    ``verify.env_allow``, and LOOPKIT_TASK_ID when a task is piped."""
+    from loopkit import secrets
+
+    names = [*secrets.CHECK_ENV, *((contract.get("verify") or {}).get("env_allow") or [])]
+    env = secrets.outside_hook_env(secrets.allowed_env(os.environ, names))
+    task = (doc or {}).get("task")
+    if isinstance(task, Mapping) and task.get("id"):
+        env["LOOPKIT_TASK_ID"] = str(task["id"])
+    return env
 
 
 # --------------------------------------------------------------------------- the ratchet
@@ -345,14 +436,21 @@ def baseline(
     env: Mapping[str, str] | None = None,
     carry: Sequence[str] = (),
     sealed: Mapping[str, str] | None = None,
+    same: Mapping[str, Any] | None = None,
     contract: Mapping[str, Any] | None = None,
     reset: Sequence[str] = (),
+    kept_in: Path | None = None,
+    written: dict[str, str] | None = None,
+    should_stop: Callable[[], str | None] | None = None,
 ) -> dict[str, Any]:
     """The contract's criteria run on the untouched tree of commit ``base`` (in the clean
     room), remembered by tree and commands: a task's later attempts, and the next task
     that starts from the same tree, reuse them -- but only a result that was there, with
     the same content, when lk-invoke sealed the state folder (``sealed``: name -> sha256):
-    one the worker wrote is never read, it is run again."""
+    one the worker wrote is never read, it is run again. ``kept_in``: a folder no worker
+    can leave a result in (the git folder's cache, for a commit hook), whose results are
+    read as they are. ``written`` receives the name and sha256 of a result this call
+    wrote (lk-invoke seals it: the base run beside the worker)."""
     import json
 
     from loopkit import cleanroom
@@ -363,12 +461,24 @@ def baseline(
     plain = [c for c in criteria if not is_task_check(c.get("name"))]
     tree = git.resolve(root, f"{base}^{{tree}}") or base
     key = digest.sha256(
-        json.dumps([tree, [[c["name"], c["run"]] for c in plain]]).encode()
+        json.dumps([tree, [[c["name"], c["run"], c.get("junit")] for c in plain]]).encode()
     ).hexdigest()[:32]
-    cached = state / BASELINE_FOLDER / f"{key}.json"
+    cached = (kept_in / f"base-{key}.json") if kept_in else state / BASELINE_FOLDER / f"{key}.json"
+    if same is not None and same.get("tree") == tree:
+        # The checks just ran on the base's own tree (a reproduction, no worker): those
+        # are its results. Kept for the attempts after it, which the seal then covers.
+        kept = [_at_base(c) for c in same.get("checks") or []]
+        out: dict[str, Any] = {
+            "tree": tree,
+            "checks": [c for c in kept if not is_task_check(c["name"])],
+        }
+        atomic_write(cached, json.dumps(out, allow_nan=False))
+        return out
     try:
         raw = cached.read_bytes()
-        trusted = (sealed or {}).get(cached.name) == digest.sha256(raw).hexdigest()
+        trusted = (
+            kept_in is not None or (sealed or {}).get(cached.name) == digest.sha256(raw).hexdigest()
+        )
         found = json_loads(raw) if trusted else None
         if isinstance(found, dict) and isinstance(found.get("checks"), list):
             return found
@@ -386,40 +496,146 @@ def baseline(
             home=root,
             synced=tree,
             launch=jail.command,
+            should_stop=should_stop,
         )
         cleanroom.settle(room, intact=result.body["tree_after"] == tree)
-    out = {
-        "tree": tree,
-        "checks": [
-            {"name": c["name"], "passed": c["passed"], "fingerprint": c["fingerprint"]}
-            for c in result.body["checks"]
-        ],
-    }
-    atomic_write(cached, json.dumps(out, allow_nan=False))
+    out = {"tree": tree, "checks": [_at_base(c) for c in result.body["checks"]]}
+    if result.body["tree_after"] != tree:
+        return out  # the checks (or someone) changed the base's files there: not kept
+    if any(c.get("cancelled") for c in result.body["checks"]):
+        return out  # a cut-short run is no result
+    data = json.dumps(out, allow_nan=False).encode()
+    atomic_write(cached, data)
+    if written is not None:
+        written[cached.name] = digest.sha256(data).hexdigest()
     return out
 
 
-def ratchet(body: dict[str, Any], base: Mapping[str, Any]) -> None:
-    """Never worse than the base: what must pass is the task's own checks and every
-    criterion that passed on the untouched tree; a criterion already failing there does
-    not block (it is reported with its fingerprint in ``known_failures``). If that leaves
-    nothing that must pass, every check must. The fingerprint follows the required
-    checks only, so a failure the task did not cause is not taken for no progress."""
+def _at_base(check: Mapping[str, Any]) -> dict[str, Any]:
+    """What the base keeps of one check: its verdict, fingerprint, per-test results and
+    whether it could run at all."""
+    out = {"name": check["name"], "passed": check["passed"], "fingerprint": check["fingerprint"]}
+    for key in ("tests", "cannot_run"):
+        if key in check:
+            out[key] = check[key]
+    return out
+
+
+def ratchet(
+    body: dict[str, Any],
+    base: Mapping[str, Any],
+    *,
+    task: Mapping[str, Any] | None = None,
+    demand: bool = True,
+) -> None:
+    """Never worse than the base.
+
+    What must pass is the task's own checks and every criterion that passed on the
+    untouched tree. A criterion already failing there is judged per test when both runs
+    gave per-test results (``loopkit.testresults``): no test that passed at the base may
+    fail, a new test may not fail, and a test the task names (in its text or its
+    ``check:`` lines) must pass; the check blocks only then, and its fingerprint is the
+    set of those blocking test ids. Without per-test results a criterion failing at the
+    base does not block (``known_failures``, today's per-check rule, said in ``judged``).
+    If nothing is required and the task has no checks or named tests of its own, every
+    check must pass (``demand``; a commit hook, which has no task, asks only "not worse"). The section's fingerprint follows the blocking failures only, so a
+    failure the task did not cause is not taken for no progress.
+
+    A check that cannot run (``cannot_run``) and could not at the base either is the
+    environment's failure, not the task's: it is listed in ``environment``.
+    """
+    from loopkit import testresults
     from loopkit.contract import is_task_check
 
-    at_base = {str(c["name"]): bool(c["passed"]) for c in base.get("checks") or []}
+    at_base = {str(c["name"]): c for c in base.get("checks") or []}
     names = [str(c["name"]) for c in body["checks"]] + list(body.get("skipped") or [])
-    required = [n for n in names if is_task_check(n) or at_base.get(n, True)]
-    if not required:
+    text = _task_words(task)
+    required: list[str] = []
+    blocking: dict[str, str | None] = {}  # name -> the fingerprint it blocks with
+    known: list[dict[str, Any]] = []
+    named_any = any(is_task_check(n) for n in names)
+    environment: list[dict[str, Any]] = []
+    for c in body["checks"]:
+        name = str(c["name"])
+        b = at_base.get(name) or {}
+        now_ids = testresults.failed_ids(c.get("tests"))
+        base_ids = testresults.failed_ids(b.get("tests"))
+        same_source = (c.get("tests") or {}).get("source") == (b.get("tests") or {}).get("source")
+        named = _named(text, now_ids or (), base_ids or ())
+        named_any = named_any or bool(named)
+        if c.get("cannot_run") and (not b or b.get("cannot_run")):
+            environment.append({"name": name, "command": c["command"], "why": c["cannot_run"]})
+        if is_task_check(name) or b.get("passed", True):
+            c["judged"] = "per_test" if now_ids is not None else "per_check"
+            required.append(name)
+            if not c["passed"]:
+                blocking[name] = c["fingerprint"]
+            continue
+        if c["passed"]:
+            c["judged"] = "per_check"
+            continue
+        if base_ids is not None and now_ids is not None and same_source:
+            c["judged"] = "per_test"
+            worse = sorted((now_ids - base_ids) | (named & now_ids))
+            c["regressions"] = sorted(now_ids - base_ids)[: testresults.MAX_IDS]
+            if worse:
+                required.append(name)
+                c["blocking_tests"] = worse[: testresults.MAX_IDS]
+                blocking[name] = fingerprint.of_tests(worse)
+            else:
+                known.append(
+                    {"name": name, "fingerprint": c["fingerprint"], "tests": sorted(now_ids)[:50]}
+                )
+            continue
+        if base_ids is not None and now_ids is None and not c.get("cannot_run"):
+            # The base told test by test; this run gives nothing to compare: what it
+            # broke cannot be told apart from what it did not.
+            c["judged"] = "per_test"
+            c["regressions"] = []
+            required.append(name)
+            blocking[name] = c["fingerprint"]
+            continue
+        c["judged"] = "per_check"
+        known.append({"name": name, "fingerprint": c["fingerprint"]})
+    for n in body.get("skipped") or []:
+        if is_task_check(n) or (at_base.get(n) or {}).get("passed", True):
+            required.append(n)
+    if demand and not required and not named_any:
         required = names
+        blocking = {str(c["name"]): c["fingerprint"] for c in body["checks"] if not c["passed"]}
+        known = []
     body["baseline"] = dict(base)
     body["required"] = required
-    body["known_failures"] = [
-        {"name": c["name"], "fingerprint": c["fingerprint"]}
-        for c in body["checks"]
-        if not c["passed"] and c["name"] not in required
-    ]
-    must = [c for c in body["checks"] if c["name"] in required]
+    body["known_failures"] = known
+    body.pop("environment", None)
+    if environment:
+        body["environment"] = environment
     ran_all = not set(required) & set(body.get("skipped") or [])
-    body["passed"] = bool(ran_all and all(c["passed"] for c in must) and not body.get("problems"))
-    body["fingerprint"] = fingerprint.combine((c["name"], c["fingerprint"]) for c in must)
+    body["passed"] = bool(ran_all and not blocking and not body.get("problems"))
+    body["fingerprint"] = fingerprint.combine(blocking.items())
+
+
+def _task_words(task: Mapping[str, Any] | None) -> str:
+    """The text a task names its tests in: its text and its own checks' commands."""
+    if not task:
+        return ""
+    parts = [str(task.get("text") or "")]
+    parts += [str(c) for c in task.get("checks") or []]
+    return "\n".join(parts)
+
+
+def _named(text: str, *groups: Any) -> frozenset[str]:
+    """The test ids among ``groups`` the task's text names: the whole id, or its last
+    part (``test_parse_blank`` of ``tests/test_h.py::test_parse_blank[1]``) as a word of
+    at least four characters."""
+    if not text:
+        return frozenset()
+    out = set()
+    for tid in {t for g in groups for t in g}:
+        if tid in text:
+            out.add(tid)
+            continue
+        last = re.split(r"::|[./#\\ ]", tid.split("[", 1)[0].rstrip("/"))[-1]
+        if len(last) >= 4 and re.search(r"(?<![\w-])" + re.escape(last) + r"(?![\w-])", text):
+            out.add(tid)
+    return frozenset(out)

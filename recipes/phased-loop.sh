@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # phased-loop.sh -- the ratchet over a whole TASKS.md, one ready task after another.
 #
-#   recipes/phased-loop.sh [--contract loop.yaml] [--reset-path data/] [--reproduce] [TASKS.md]
+#   recipes/phased-loop.sh [--contract loop.yaml] [--reset-path data/] [--max-rounds N]
+#                          [--notify CMD] [--reproduce] [TASKS.md]
 #
 # `lk-plan next` picks the first ready task (open, its dependencies done; a parked task
 # blocks its dependents) and hands out its attempt document with the task's scope applied
@@ -9,7 +10,8 @@
 # a task is marked done only after its commit landed; a parked task is marked parked and
 # its retrospective lands in the memory file. The run ends with `lk report`.
 #
-# Exit: 0 every task done; 1 some task parked or left blocked; 30 cancelled; 40 a commit
+# Exit: 0 every task of TASKS.md done; 21 some task is parked (in this run or an
+# earlier one) or left open with nothing ready to run (its dependencies parked); 30 cancelled; 40 a commit
 # failed (the run stops at once: the checklist never advances past a commit that did not
 # land, or the branch moved under it); 41 a task came back after it was handled; 4 another
 # loop runs in this work tree; other codes from the failing command.
@@ -24,6 +26,18 @@ LK_PROG=phased-loop.sh
 
 usage() {
     awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"
+    cat <<'EOF'
+
+Options:
+  --contract FILE     the loop contract (default: ./loop.yaml)
+  --reset-path PATH   an ignored path to reset on park (repeatable; adds to RESET_PATHS)
+  --max-rounds N      a safety net over lk-decide's own budgets, per task (default 50)
+  --notify CMD        run CMD (sh -c) on each task's complete, park, block and cancel,
+                      with the decided document on stdin and LK_EVENT set, and at the
+                      end of the run with the report on stdin (LK_EVENT=end); also
+                      $LK_NOTIFY: notify-send, ntfy, a webhook through curl...
+  --reproduce         first run the checks on the untouched tree (no worker)
+EOF
 }
 
 
@@ -103,9 +117,12 @@ report
 summary=$LK_STATE/runs/report.json
 lk report --json >"$summary" 2>/dev/null || : >"$summary"
 lk_notify end "$summary" # the end of the run: the report on stdin
+# The checklist decides, not this run's count: a rerun after a park has nothing ready to
+# run, yet the parked task is not done.
 open=$(grep -cE '^[[:space:]]*[-*+][[:space:]]+\[ \]' "$tasks" || true)
-lk_log "done: $completed completed, $parked parked in this run; ${open:-0} open item(s) left"
-if [ "$parked" -gt 0 ] || [ "${open:-0}" -gt 0 ]; then
-    exit 1
+left=$(grep -cE '^[[:space:]]*[-*+][[:space:]]+\[!\]' "$tasks" || true)
+lk_log "done: $completed completed, $parked parked in this run; ${open:-0} open and ${left:-0} parked item(s) left"
+if [ "$parked" -gt 0 ] || [ "${open:-0}" -gt 0 ] || [ "${left:-0}" -gt 0 ]; then
+    exit 21
 fi
 exit 0

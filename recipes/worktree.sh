@@ -40,6 +40,17 @@ LK_PROG=worktree.sh
 
 usage() {
     awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"
+    cat <<'EOF'
+
+Options:
+  --contract FILE     the loop contract (default: the document's own, else ./loop.yaml)
+  --tasks FILE        the TASKS.md this task comes from: mark it done / parked
+  --task-id ID        start from a task given here instead of a document
+  --task TEXT         the task's text (with --task-id)
+  --goal              the task is a GOAL (judged by lk-judge after its checks pass)
+  --reset-path PATH   a directory created empty in each worktree (adds to RESET_PATHS)
+  --max-rounds N      a safety net over lk-decide's own budgets (default 50)
+EOF
 }
 
 

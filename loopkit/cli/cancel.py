@@ -1,7 +1,8 @@
 """lk cancel: persist (or lift) the intent to stop the loop.
 
-Usage:  lk cancel [--reason TEXT]     every later lk-decide answers cancelled (30) and a
-                                      running lk-invoke stops its worker at once
+Usage:  lk cancel [--reason TEXT]     every later lk-decide answers cancelled (30); a
+                                      running lk-invoke stops its worker and a running
+                                      lk-verify ends its check at once
         lk cancel --clear             lift the intent
         lk cancel --status            print the intent, if any
 

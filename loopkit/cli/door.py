@@ -51,6 +51,7 @@ PLAIN: dict[str, dict[str, Spec]] = {
         "--clean-room": ("flag", "clean_room", True),
         "--in-place": ("flag", "clean_room", False),
         "--summary": ("flag", "summary", True),
+        "--ratchet": ("flag", "ratchet", True),
     },
     "diff": {"--contract": ("value", "contract_path"), "--base": ("value", "base")},
     "decide": {

@@ -4,8 +4,9 @@ Usage:  lk show TASK [--json] [--ledger PATH]
 
 For each attempt: the decision, its failure class and reason, duration and cost. Then
 the trees saved under refs/loopkit/<task>/ (every attempt a recipe reverted or parked),
-each with the command that restores it (`git checkout REF -- .`), and the sections of the
-memory file about the task.
+each with the command that restores it (`git cherry-pick --no-commit REF`: what that
+attempt changed, applied to the tree as it is now and left uncommitted -- later work stays),
+and the sections of the memory file about the task.
 
 Input:  the ledger (the state folder's ledger.jsonl, or --ledger), git refs, the memory
         file the contract names.

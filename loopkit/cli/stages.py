@@ -242,9 +242,11 @@ def verify(
     fail_fast: bool = False,
     clean_room: bool | None = None,
     summary: bool = False,
+    ratchet: bool = False,
 ) -> int:
     """lk-verify: the acceptance checks, in a clean room for a piped attempt (else in
-    place), their evidence bound to the tree."""
+    place), their evidence bound to the tree. ``ratchet`` (a commit hook, alone): never
+    worse than HEAD -- what failed there does not block, per test where results exist."""
     from loopkit import artifacts, document, proc
     from loopkit import verify as core
     from loopkit.workspace import Workspace
@@ -259,6 +261,14 @@ def verify(
     env = _check_env(terms, doc)
     ticker = _Ticker() if _stderr_is_terminal() else None
     lines = None if ticker or summary else _lines
+    state = ws.state
+
+    def cancelled() -> str | None:
+        # `lk cancel` ends a running check at once, not after it (loopkit.cancel).
+        from loopkit import cancel
+
+        return "cancelled" if cancel.requested(state) else None
+
     try:
         if clean_room if clean_room is not None else doc is not None:
             from loopkit import cleanroom
@@ -286,10 +296,17 @@ def verify(
                 env=env,
                 tree=_checked_tree(doc),
                 early=_EARLY_ROOM.pop() if _EARLY_ROOM else None,
+                should_stop=cancelled,
             )
             for early in _EARLY_TREE:  # it ran beside the clean room's hash; done first
                 early.wait()
-            if run.get("base") and not only and not result.passed:
+            # The base: the commit the worker started from; with no worker (a
+            # reproduction on the untouched tree), the one lk-diff measured from.
+            base_commit = run.get("base") or (
+                None if run else ((doc or {}).get("diff") or {}).get("base")
+            )
+            stopped = any(c.get("cancelled") for c in result.body["checks"])
+            if base_commit and not only and not result.passed and not stopped:
                 _drop_early_tree()  # the base's checks run next: hashed after them
                 # Never worse than the base: the criteria's results on the untouched tree.
                 # Asked only when a check failed: when every check passes, nothing can be
@@ -297,7 +314,7 @@ def verify(
                 base = core.baseline(
                     ws.root,
                     ws.state,
-                    str(run["base"]),
+                    str(base_commit),
                     chosen,
                     log_dir=log_dir,
                     env=env,
@@ -305,9 +322,13 @@ def verify(
                     sealed=(run.get("state_seal") or {}).get("baseline"),
                     contract=terms,
                     reset=reset,
+                    same=None if run else result.body,
+                    should_stop=cancelled,
                 )
-                core.ratchet(result.body, base)
+                core.ratchet(result.body, base, task=(doc or {}).get("task"))
             result.body["carried"] = [{"path": c.name, "why": c.why} for c in carried]
+            if not all(c["passed"] for c in result.body["checks"]):
+                _explain_unseen(result.body, run, carry, reset, ws)
         else:
             result = core.run_checks(
                 ws.root,
@@ -317,19 +338,38 @@ def verify(
                 fail_fast=fail_fast,
                 progress=ticker.update if ticker else lines,
                 env=env,
+                should_stop=cancelled,
             )
+            if ratchet and not only and not result.passed:
+                _against_head(result.body, ws, terms, chosen, log_dir, env)
     finally:
         if ticker:
             ticker.close()
+    known = {k.get("name") for k in result.body.get("known_failures") or []}
     for c in result.body["checks"]:
-        if not c["passed"]:
-            why = "timed out" if c.get("timed_out") else f"exit {c['exit_code']}"
+        if not c["passed"] and c["name"] in known:
+            say(
+                "lk-verify",
+                f"{c['name']} failed at the base too, before this attempt (fingerprint "
+                f"{c['fingerprint']}): a known failure, not required; log: {c['log']}",
+            )
+        elif not c["passed"]:
+            why = (
+                "ended by lk cancel"
+                if c.get("cancelled")
+                else "timed out"
+                if c.get("timed_out")
+                else f"exit {c['exit_code']}"
+            )
             say(
                 "lk-verify",
                 f"{c['name']} failed ({why}); fingerprint {c['fingerprint']}; log: {c['log']}",
             )
         if c.get("changed_tree"):
             say("lk-verify", f"{c['name']} changed the working tree")
+        _say_judged(c, result.body)
+    for e in result.body.get("environment") or []:
+        say("lk-verify", f"{e['name']} cannot run: `{e['command']}`: {e['why']}")
     # The evidence as recorded: lk-decide refuses a verify section that differs from it.
     from loopkit.files import atomic_write
 
@@ -346,6 +386,77 @@ def verify(
     return 0 if result.passed else 1
 
 
+def _against_head(
+    body: dict[str, Any], ws: Any, terms: Any, chosen: Any, log_dir: Any, env: Any
+) -> None:
+    """The ratchet for a commit hook: HEAD's results (run once per tree in the clean room,
+    kept in the git folder's cache, out of a worker's reach) are the base."""
+    from loopkit import cleanroom, git
+    from loopkit import verify as core
+    from loopkit.workspace import _cache_folder
+
+    head = git.resolve(ws.root, "HEAD")
+    if not head:
+        return  # no commit yet: nothing to be worse than
+    say(
+        "lk-verify", "a check failed: running the checks on HEAD to see what this change made worse"
+    )
+    base = core.baseline(
+        ws.root,
+        ws.state,
+        head,
+        chosen,
+        log_dir=log_dir,
+        env=env,
+        carry=[c.name for c in cleanroom.carried(ws.root, terms)],
+        contract=terms,
+        reset=cleanroom.reset_dirs(ws.root),
+        kept_in=_cache_folder(ws.root),
+    )
+    core.ratchet(body, base, demand=False)
+
+
+def _say_judged(check: dict[str, Any], body: dict[str, Any]) -> None:
+    """How a check red at the base was judged: per test, or as a whole (and why)."""
+    if check["passed"] or "required" not in body:
+        return
+    name = check["name"]
+    if check.get("judged") == "per_test":
+        worse = check.get("blocking_tests") or []
+        if worse:
+            shown = ", ".join(worse[:5]) + (f" and {len(worse) - 5} more" if len(worse) > 5 else "")
+            say("lk-verify", f"{name}: judged per test; blocking: {shown}")
+        elif name not in body["required"]:
+            say("lk-verify", f"{name}: judged per test; no test that passed at the base fails")
+    elif name not in body["required"]:
+        say(
+            "lk-verify",
+            f"{name}: no per-test results (name a JUnit report in the criterion's `junit`): "
+            "judged as a whole; it failed at the base too, so it does not block",
+        )
+
+
+def _explain_unseen(body: dict[str, Any], run: Any, carry: Any, reset: Any, ws: Any) -> None:
+    """A failing check in the clean room, and ignored paths of the work tree it did not
+    see: one line naming them and the key that shows them (``verify.carry``), so neither
+    a person nor the agent chases a failure that is the set-up's."""
+    import os
+
+    from loopkit import cleanroom
+
+    ignored = run.get("ignored_at_start") or []
+    state = os.path.relpath(ws.state, ws.root).replace(os.sep, "/")
+    unseen = cleanroom.not_shown(ignored, carry, reset, state)
+    if unseen:
+        names = ", ".join(unseen[:5]) + (f" and {len(unseen) - 5} more" if len(unseen) > 5 else "")
+        body["not_shown"] = unseen[:50]
+        body["hint"] = (
+            f"the checks ran on the verified tree alone; ignored paths of the work tree they "
+            f"did not see: {names} -- if a check needs them, name them in verify.carry"
+        )
+        say("lk-verify", body["hint"])
+
+
 def _summary(body: dict[str, Any], saved: Any, root: Any) -> str:
     """The checks for a person: one line each, the tail of a failing one under it."""
     import os
@@ -355,28 +466,30 @@ def _summary(body: dict[str, Any], saved: Any, root: Any) -> str:
     lines = []
     for c in body["checks"]:
         mark = "ok" if c["passed"] else ("TIMED OUT" if c.get("timed_out") else "FAILED")
+        known = not c["passed"] and c["name"] not in body.get("required", [c["name"]])
+        if known:
+            mark = "AS BEFORE"  # failed at the base too, and nothing in it got worse
         lines.append(f"{mark:>9}  {c['name']}  ({c['duration_s']:.1f}s)  {c['command']}")
-        if not c["passed"]:
+        if c.get("blocking_tests"):
+            lines.append("           | worse than before: " + ", ".join(c["blocking_tests"][:10]))
+        if not c["passed"] and not known:
             tail = clean(c.get("output_tail") or "").splitlines()[-15:]
             lines.extend("           | " + t for t in tail)
-    verdict = "all checks passed" if body["passed"] else "a check failed: the commit is blocked"
+    verdict = (
+        "a check failed: the commit is blocked"
+        if not body["passed"]
+        else "nothing is worse than at HEAD"
+        if "required" in body
+        else "all checks passed"
+    )
     lines.append(f"lk-verify: {verdict} (the evidence: {os.path.relpath(saved, root)})")
     return "\n".join(lines) + "\n"
 
 
 def _check_env(terms: dict[str, Any], doc: dict[str, Any] | None) -> dict[str, str]:
-    """The checks' environment: the allow-list (loopkit.secrets) plus the contract's
-    ``verify.env_allow``, and LOOPKIT_TASK_ID when a task is piped."""
-    import os
+    from loopkit.verify import check_env
 
-    from loopkit import secrets
-
-    names = [*secrets.CHECK_ENV, *((terms.get("verify") or {}).get("env_allow") or [])]
-    env = secrets.outside_hook_env(secrets.allowed_env(os.environ, names))
-    task = (doc or {}).get("task")
-    if isinstance(task, dict) and task.get("id"):
-        env["LOOPKIT_TASK_ID"] = str(task["id"])
-    return env
+    return check_env(terms, doc)
 
 
 def _lines(event: str, index: int, total: int, name: str, check: Any) -> None:

@@ -120,25 +120,41 @@ class ClaudeProvider(Provider):
 
     def contained(self, inv: Invocation) -> tuple[Invocation, list[Path]]:
         """Claude Code writes its sessions and settings to its config folder
-        (``CLAUDE_CONFIG_DIR``, else ``~/.claude`` and ``~/.claude.json``)."""
+        (``CLAUDE_CONFIG_DIR``, else ``~/.claude`` and ``~/.claude.json``). In loopkit's
+        runs that folder is a private copy (``containment.provider_home``): the person's
+        settings, credentials and instructions copied in afresh each run, the sessions
+        kept for ``--resume``; nothing the worker writes there reaches the person's own
+        ``claude`` later."""
+        from loopkit import containment
+
         config = inv.env.get("CLAUDE_CONFIG_DIR")
-        if config:
-            Path(config).mkdir(parents=True, exist_ok=True)
-            return inv, [Path(config)]
         home = inv.env.get("HOME")
-        if not home:
+        if config:
+            source, state = Path(config), Path(config) / ".claude.json"
+        elif home:
+            source, state = Path(home) / ".claude", Path(home) / ".claude.json"
+        else:
             return inv, []
-        folder, state = Path(home) / ".claude", Path(home) / ".claude.json"
-        folder.mkdir(parents=True, exist_ok=True)
-        if not state.exists():
-            state.write_text("{}\n", encoding="utf-8")
-        return inv, [folder, state]
+        files = {name: source / name for name in PERSON_FILES}
+        files[".claude.json"] = state
+        private = containment.seed_home(
+            containment.provider_home(inv.cwd, self.name), files, keep=SESSION_FOLDERS
+        )
+        if not (private / ".claude.json").exists():
+            (private / ".claude.json").write_text("{}\n", encoding="utf-8")
+        return inv.but(env={**inv.env, "CLAUDE_CONFIG_DIR": str(private)}), [private]
 
     def parser(self) -> ClaudeParser:
         return ClaudeParser()
 
     def classify(self, state: RunState, end: Exit) -> Outcome:
         return classify(state, end)
+
+
+#: What a private config folder is seeded with from the person's own, every run.
+PERSON_FILES = ("settings.json", ".credentials.json", "CLAUDE.md")
+#: What a private config folder keeps from one run to the next: sessions (``--resume``).
+SESSION_FOLDERS = ("projects", "todos", "session-env", "shell-snapshots", "file-history")
 
 
 def cost_trusted(env: Mapping[str, str], cwd: Path) -> bool:

@@ -95,17 +95,31 @@ class CodexProvider(Provider):
         home = inv.env.get("CODEX_HOME") or (
             os.path.join(inv.env["HOME"], ".codex") if inv.env.get("HOME") else None
         )
-        paths = []
-        if home:
-            Path(home).mkdir(parents=True, exist_ok=True)
-            paths.append(Path(home))
-        return inv.but(argv=argv), paths
+        if not home:
+            return inv.but(argv=argv), []
+        # A private CODEX_HOME (containment.provider_home): the person's config and
+        # credentials copied in afresh each run, the sessions kept for a resume; a
+        # `notify` program or an instruction the worker writes never reaches the person.
+        from loopkit import containment
+
+        files = {name: Path(home) / name for name in PERSON_FILES}
+        private = containment.seed_home(
+            containment.provider_home(inv.cwd, self.name), files, keep=SESSION_FOLDERS
+        )
+        env = {**inv.env, "CODEX_HOME": str(private)}
+        return inv.but(argv=argv, env=env), [private]
 
     def parser(self) -> CodexParser:
         return CodexParser()
 
     def classify(self, state: RunState, end: Exit) -> Outcome:
         return classify(state, end)
+
+
+#: What a private CODEX_HOME is seeded with from the person's own, every run.
+PERSON_FILES = ("config.toml", "auth.json", "AGENTS.md")
+#: What it keeps from one run to the next: sessions (``codex exec resume``) and state.
+SESSION_FOLDERS = ("sessions", "archived_sessions", "*.sqlite", "*.sqlite-*", "log")
 
 
 def provider_config(environ: Any) -> dict[str, str]:

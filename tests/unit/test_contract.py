@@ -370,3 +370,21 @@ def test_an_unknown_key_suggests_the_near_miss(doc: dict, where: str, hint: str)
     data = {**CONTRACT, **doc}
     problems = contract.validate(data)
     assert any(p.path == where and p.message.endswith(hint) for p in problems), problems
+
+
+def test_home_paths_expand_tilde_and_unexpandable_ones_are_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    data = copy.deepcopy(CONTRACT)
+    data["sandbox"] = {"writable": ["~/.cache", "build"], "show": ["~"], "hide": ["/etc/x"]}
+    data["state_dir"] = "~/state"
+    got = contract.checked(data, "loop.yaml")
+    home = str(tmp_path / "home")
+    assert got["sandbox"]["writable"] == [f"{home}/.cache", "build"]
+    assert got["sandbox"]["show"] == [home] and got["sandbox"]["hide"] == ["/etc/x"]
+    assert got["state_dir"] == f"{home}/state"
+    data["sandbox"]["writable"] = ["~no-such-user-here/x"]
+    with pytest.raises(BadInput) as refused:
+        contract.checked(data, "loop.yaml")
+    assert "$.sandbox.writable[0]" in str(refused.value) and "expand" in str(refused.value)
