@@ -19,7 +19,7 @@ from typing import Any
 
 from loopkit import digest, git, proc, text
 from loopkit.errors import BadInput, LoopkitError
-from loopkit.evidence import fingerprint
+from loopkit.evidence import fingerprint, specialfiles
 from loopkit.state import artifacts
 
 TYPE_CHECKING = False
@@ -290,6 +290,7 @@ def _run(
         command, run_env, shell = (
             launch(str(c["run"]), run_env) if launch else (str(c["run"]), run_env, True)
         )
+        started_ns = time.time_ns() - 100_000_000  # the kernel's file clock is coarser
         done = proc.run(
             command,
             shell=shell,
@@ -335,6 +336,8 @@ def _run(
             _read_tests(entry, c, where.root, log, end, started)
         if stopped:
             entry["cancelled"] = True
+        if synced is not None:  # the clean room: a FIFO a check left would block the hash
+            specialfiles.clear_new(where.root, since_ns=started_ns)
         after = watch.hash()
         if after != current:
             entry["changed_tree"] = True
