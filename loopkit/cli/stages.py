@@ -235,6 +235,7 @@ def diff(
         control=ws.control_files() if doc is not None else (),
         drift=ws.contract_drift,
         git_control=started,
+        special_files=((doc or {}).get("run") or {}).get("special_files") or (),
     )
     if terms is None:
         say("lk-diff", "no contract: the scope policy was not checked")

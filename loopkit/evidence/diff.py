@@ -17,6 +17,8 @@ from typing import Any
 from loopkit import git
 from loopkit.errors import BadInput
 from loopkit.evidence import scope
+from loopkit.text import is_utf8 as _is_utf8
+from loopkit.text import shown
 
 STATUS = {
     "A": "added",
@@ -59,6 +61,12 @@ class _Raw:
 
 def _text(b: bytes) -> str:
     return b.decode("utf-8", "surrogateescape")
+
+
+def _shown_names(entry: dict[str, Any], keys: Sequence[str]) -> dict[str, Any]:
+    if all(not isinstance(entry.get(k), str) or _is_utf8(entry[k]) for k in keys):
+        return entry
+    return {k: shown(v) if k in keys and isinstance(v, str) else v for k, v in entry.items()}
 
 
 def parse_records(data: bytes) -> list[dict[str, Any]]:
@@ -390,6 +398,7 @@ def assess(
     control: Sequence[str] = (),
     drift: str | None = None,
     git_control: Mapping[str, Any] | None = None,
+    special_files: Sequence[Mapping[str, Any]] = (),
 ) -> Result:
     """The ``diff`` section: the facts and the contract's scope policy applied to them.
 
@@ -398,7 +407,8 @@ def assess(
     ``git_control`` is what lk-invoke recorded of the git folders (``run.git_control``),
     compared with ``facts.git_control``. Nested repositories and changes to the git
     folders are violations with or without a contract: they are about whether the tree
-    is the change, not about its scope.
+    is the change, not about its scope. ``special_files``: the FIFOs, sockets and device
+    nodes lk-invoke removed after the worker (``run.special_files``), each a violation.
     """
     files = facts.files
     policy = scope.Policy.from_contract(contract)
@@ -440,8 +450,32 @@ def assess(
         )
         for path in facts.ignored_at_start
     ]
+    violations += [
+        scope.Violation(
+            scope.SPECIAL_FILE,
+            str(f.get("path")),
+            f"a {f.get('type') or 'special file'} the worker left, removed after its run: git "
+            "holds only files, symlinks and folders, and reading a FIFO blocks (git reads "
+            "one named .gitignore or .gitattributes)",
+        )
+        for f in special_files
+        if isinstance(f, Mapping)
+    ]
+    violations += [
+        scope.Violation(
+            scope.PATH_NOT_UTF8,
+            name,
+            "the file name is not UTF-8: the evidence cannot name it as it is (shown with "
+            "\\x escapes) and a checkout on macOS or Windows cannot write it",
+        )
+        for f in files
+        for name in (f["path"], f.get("old_path"))
+        if name is not None and not _is_utf8(name)
+    ]
     added = sum(f["added"] for f in files)
     deleted = sum(f["deleted"] for f in files)
+    files = [_shown_names(f, ("path", "old_path", "symlink_target")) for f in files]
+    listed = [_shown_names(v.as_dict(), ("path", "detail")) for v in violations]
     body: dict[str, Any] = {
         "base": facts.base,
         "base_ref": facts.base_ref,
@@ -454,7 +488,7 @@ def assess(
             "deleted": deleted,
             "bytes": sum(f.get("bytes", 0) for f in files),
         },
-        "violations": [v.as_dict() for v in violations],
+        "violations": listed,
         "within_policy": not violations,
         "policy": policy.as_dict() if policy is not None else None,
     }

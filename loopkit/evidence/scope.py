@@ -43,6 +43,12 @@ HEAD_MOVED = "head_moved"
 #: A file the ignore rules of the base ignored is in the change: the worker rewrote a
 #: ``.gitignore`` to let it in (an ignored ``.env`` swept into the commit).
 IGNORED_AT_BASE = "ignored_at_base"
+#: A changed path whose name is not UTF-8: no JSON document can name it as it is, and a
+#: checkout on a system that wants UTF-8 names (macOS, Windows) cannot write it.
+PATH_NOT_UTF8 = "path_not_utf8"
+#: A FIFO, socket or device node in the work tree: git holds no such file (the commit
+#: could not), and opening one blocks whoever reads it (git reading a ``.gitignore``).
+SPECIAL_FILE = "special_file"
 TOO_MANY_FILES = "changed_files"
 TOO_MANY_LINES = "changed_lines"
 TOO_MANY_BYTES = "changed_bytes"

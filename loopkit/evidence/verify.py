@@ -19,7 +19,7 @@ from typing import Any
 
 from loopkit import digest, git, proc, text
 from loopkit.errors import BadInput, LoopkitError
-from loopkit.evidence import fingerprint
+from loopkit.evidence import fingerprint, specialfiles
 from loopkit.state import artifacts
 
 TYPE_CHECKING = False
@@ -290,6 +290,7 @@ def _run(
         command, run_env, shell = (
             launch(str(c["run"]), run_env) if launch else (str(c["run"]), run_env, True)
         )
+        started_ns = time.time_ns() - 100_000_000  # the kernel's file clock is coarser
         done = proc.run(
             command,
             shell=shell,
@@ -335,6 +336,8 @@ def _run(
             _read_tests(entry, c, where.root, log, end, started)
         if stopped:
             entry["cancelled"] = True
+        if synced is not None:  # the clean room: a FIFO a check left would block the hash
+            specialfiles.clear_new(where.root, since_ns=started_ns)
         after = watch.hash()
         if after != current:
             entry["changed_tree"] = True
@@ -380,8 +383,7 @@ def _read_tests(
 ) -> None:
     """A failed check's per-test results (``tests``) and, where the check could not run
     at all, why (``cannot_run``). With per-test results the check's fingerprint is the
-    set of its failing test ids with its output's: the same failure is exactly the same
-    tests failing the same way."""
+    set of its failing test ids: the same failure is exactly the same tests failing."""
     from loopkit.evidence import testresults
 
     why = testresults.cannot_run(entry["command"], entry["exit_code"], end)
@@ -396,11 +398,7 @@ def _read_tests(
         return
     entry["tests"] = found.section()
     if found.failed:
-        # Exact: the same tests failing the same way. Another test failing is progress,
-        # and so is the same test failing with another result (its output's fingerprint).
-        entry["fingerprint"] = fingerprint.combine(
-            [("tests", fingerprint.of_tests(found.failed)), ("output", entry["fingerprint"])]
-        )
+        entry["fingerprint"] = fingerprint.of_tests(found.failed)
 
 
 #: A failed check's whole output is read for its per-test results up to this size.

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loopkit.errors import BadInput, Interrupted
-from loopkit.judge.observation import Observed, observe, tree_changes
+from loopkit.judge.observation import Observed, observe, own_words, tree_changes
 from loopkit.judge.prompt import Goal, build_prompt, goal_for
 from loopkit.judge.ruling import section
 from loopkit.text import file_tail
@@ -162,13 +162,16 @@ def run(
     after = git.tree_hash(root)
     record = done.record
     stream = root / str(record["transcript"]) if record.get("transcript") else None
+    reply = _full_reply(settings.provider, stream, done.state)
+    if settings.provider == "command":  # plain output: what it printed of a file is not its word
+        reply = own_words(reply, root=root, tree=before)
     observed = observe(
         settings.provider,
         done.state,
         done.outcome,
         root=root,
         state_dir=os.path.relpath(artifacts.parent.parent, root),
-        reply=_full_reply(settings.provider, stream, done.state),
+        reply=reply,
     )
     observed.tree_before, observed.tree_after = before, after
     observed.changes = tree_changes(root, before, after)

@@ -481,7 +481,7 @@ def attempt(req: Request) -> dict[str, Any]:
     from loopkit import git
     from loopkit.boundary import containment
     from loopkit.document import attach
-    from loopkit.evidence import cleanroom
+    from loopkit.evidence import cleanroom, specialfiles
     from loopkit.state import artifacts, cancel
     from loopkit.workspace import clear_cache, remembered, state_folder
 
@@ -544,6 +544,8 @@ def attempt(req: Request) -> dict[str, Any]:
     control = controlling.result()
     contracts = remembered(root)
     ignored = ignoring.result()
+    # Less a margin: the kernel stamps files from a coarser clock than time_ns() reads.
+    started_ns = time.time_ns() - _CLOCK_MARGIN_NS
     result = execute(
         p.provider,
         p.spec,
@@ -559,13 +561,27 @@ def attempt(req: Request) -> dict[str, Any]:
         req.progress.finished(str(result.record.get("stop_reason")), result.state)
     if beside is not None:
         sealed = beside.sealed(sealed, req.progress)
+    # FIFOs, sockets and device nodes the worker left: removed before anything lets git
+    # look at the tree (a FIFO named .gitignore blocks git for ever); lk-diff reports them.
+    # Walked beside the reading of .git below (which looks at no file of the tree).
+    clearing = Background(
+        lambda: specialfiles.clear_new(
+            root,
+            since_ns=started_ns,
+            prune=[os.path.relpath(state_path, root).replace(os.sep, "/"), *ignored],
+        ),
+        name="lk-invoke-special",
+    )
     # Seen before the contract cache is emptied, so a planted entry is still reported.
     during = git.control_changes(control, git.control_state(root, since=control))
     # Whatever the worker wrote into the contract cache is never read as a checked contract.
     clear_cache(root, keep=contracts)
+    special = clearing.result()
     record = {**result.record, "base": base} if base else dict(result.record)
     record["git_control"] = _git_control(req.document, control, during)
     record["ignored_at_start"] = ignored
+    if special:
+        record["special_files"] = special
     if carried is not None:
         record["carry"] = carried
     record["state_seal"] = sealed
@@ -736,6 +752,10 @@ def _git_control(
         }
     return {**found, "changed": during}
 
+
+#: How far before the worker's start a special file's change time may be and still be
+#: the worker's (``specialfiles.clear_new``).
+_CLOCK_MARGIN_NS = 100_000_000
 
 #: At most this many paths in ``run.ignored_at_start`` (every document after lk-invoke
 #: carries it): ignored folders count as one, so only a tree of loose ignored files
