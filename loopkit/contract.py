@@ -12,15 +12,16 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-from loopkit import loader, providers
+from loopkit import loader
 from loopkit.errors import BadInput
+from loopkit.worker import providers
 
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
 if TYPE_CHECKING:
     from typing import Any
 
 CONTRACT_VERSION = 1
-#: The registered providers (loopkit.providers): contract validation follows the registry.
+#: The registered providers (loopkit.worker.providers): contract validation follows the registry.
 PROVIDERS = tuple(providers.names())
 SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
 DEFAULT_FILENAMES = ("loop.yaml", "loop.yml", "loop.json")
@@ -119,7 +120,7 @@ def glob_list(v: Any, where: str, out: list[Problem]) -> None:
         if not isinstance(item, str) or not item.strip():
             out.append(Problem(p, f"expected a non-empty glob, got {_show(item)}"))
             continue
-        from loopkit import globs  # not loaded by a command that meets a cached contract
+        from loopkit.evidence import globs  # not loaded by a command that meets a cached contract
 
         reason = globs.escape_reason(item)
         if reason:
@@ -263,7 +264,7 @@ _CRITERION: dict[str, Check] = {
     "run": text,
     "timeout": positive_number,
     # The JUnit XML report(s) the check writes (a path or a glob, relative to the
-    # repository root): its per-test results (loopkit.testresults).
+    # repository root): its per-test results (loopkit.evidence.testresults).
     "junit": _relative_path,
     "env": lambda v, w, o: (
         None
@@ -394,7 +395,7 @@ def control_warnings(data: Mapping[str, Any], *, contract_file: str) -> list[dic
         "the memory file": data.get("memory") if isinstance(data.get("memory"), str) else None,
         "the state folder": (data.get("state_dir") or ".loopkit") + "/ledger.jsonl",
     }
-    from loopkit import globs
+    from loopkit.evidence import globs
 
     out = []
     for i, glob in enumerate(writable):

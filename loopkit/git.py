@@ -904,7 +904,7 @@ class TreeWatch:
         held: str | None = None,
     ) -> None:
         """``seed``: the index whose stat data the scratch index starts from (default the
-        real one; see ``loopkit.statcache`` for one the worker cannot have written);
+        real one; see ``loopkit.evidence.statcache`` for one the worker cannot have written);
         ``held``: the tree that index is known to hold (a first hash that finds nothing
         changed is then that tree, no ``git write-tree``)."""
         self.root = root
@@ -1274,7 +1274,7 @@ def sync_worktree(path: Path, tree: str, *, held: str | None = None, cleaned: bo
     then its files rewritten only where they differ -- a file the index held and the tree
     does not is removed with it, so nothing but the tree is left.
 
-    ``held``: a tree the work tree and the index are known to hold (loopkit.cleanroom's
+    ``held``: a tree the work tree and the index are known to hold (loopkit.evidence.cleanroom's
     settled mark). Then only what differs between the two trees is read and written (a
     two-tree ``read-tree``: no file the trees share is looked at, and none at all when they
     are the same tree); else, or when git refuses (a file it would write is not as the

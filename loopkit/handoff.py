@@ -127,7 +127,7 @@ def _feedback(previous: Mapping[str, Any] | None) -> list[str]:
     return ["## Feedback from the previous attempt", *out, ""]
 
 
-#: Where lk-decide's feedback carries a failing check's output (loopkit.decide).
+#: Where lk-decide's feedback carries a failing check's output (loopkit.decision.decide).
 _TAIL_MARK = "\n--- output of "
 MAX_TESTS = 15
 
@@ -187,7 +187,8 @@ def _memory(memory: str | None, limit: int = MEMORY_BYTES) -> list[str]:
 
 CLOSING = [
     "## How to finish",
-    "- Make the smallest change that makes the checks pass; stay inside the scope.",
+    "- Make the smallest change that does the task; keep every passing check and test "
+    "passing; stay inside the scope.",
     "- Do not commit, push, or install packages: loopkit verifies and commits.",
     "- End with one short line saying what you changed, or what blocked you.",
 ]
@@ -246,7 +247,7 @@ def build(
     if len(text.encode("utf-8")) > limit:
         parts[5] = []
         text = _join(parts)
-    from loopkit.secrets import scrub
+    from loopkit.boundary.secrets import scrub
 
     return str(scrub(cut(text, limit)))
 

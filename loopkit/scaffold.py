@@ -8,8 +8,9 @@ a ``Makefile`` with a ``test`` target, ``package.json`` with a ``test`` script,
 installed. The writable scope is the project's own top-level folders (not hidden ones, not
 vendored dependencies, not what git ignores: a ``data/`` folder). The project's existing
 tests (its test folders, its test files elsewhere) go under ``scope.add_only``: the agent
-may add tests, never weaken the ones that judge it. What is written passes ``lk-plan
-check`` as it stands; nothing is ever overwritten unless asked.
+may add tests, never weaken the ones that judge it; a Python project's ``conftest.py``
+files are protected outright (a new one can skip every test beside it). What is written
+passes ``lk-plan check`` as it stands; nothing is ever overwritten unless asked.
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ _TEST_FOLDERS = ("tests", "test", "spec", "__tests__")
 _TEST_FILES = (
     "**/test_*.py",
     "**/*_test.py",
-    "**/conftest.py",
     "**/*_test.go",
     "**/*.test.*",
     "**/*.spec.*",
@@ -59,6 +59,7 @@ class Project:
     add_only: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     carry: list[str] = field(default_factory=list)
+    protected: list[str] = field(default_factory=list)
 
 
 def detect(root: Path) -> Project:
@@ -70,12 +71,18 @@ def detect(root: Path) -> Project:
     tests = [name for name in folders if name in _TEST_FOLDERS and _holds_files(root / name)]
     add_only = [f"{name}/**" for name in tests]
     rest = [f for f in files if not any(f.startswith(name + "/") for name in tests)]
-    from loopkit.globs import matches
+    from loopkit.evidence.globs import matches
 
     add_only += [g for g in _TEST_FILES if any(matches(f, (g,)) for f in rest)]
-    project.writable = [f"{name}/**" for name in folders if name not in tests] or ["src/**"]
+    # No folder of its own yet: the usual ones (tests too, when there are none to keep).
+    fallback = ["src/**"] if add_only else ["src/**", "tests/**"]
+    project.writable = [f"{name}/**" for name in folders if name not in tests] or fallback
     project.add_only = add_only
-    from loopkit.cleanroom import carried
+    if project.kind == "python":
+        # A new conftest.py can skip or deselect every test beside it: add-only is not
+        # enough there.
+        project.protected = ["**/conftest.py"]
+    from loopkit.evidence.cleanroom import carried
 
     found = carried(root, {"criteria": [{"run": project.test}]})
     project.carry = [c.name + "/" for c in found]
@@ -100,6 +107,11 @@ def detect(root: Path) -> Project:
             f"the existing tests ({', '.join(add_only)}) are add-only: the agent may add "
             "tests, never change or delete the ones that judge it (scope.add_only in "
             "loop.yaml)"
+        )
+    if project.protected:
+        project.notes.append(
+            f"protected: {', '.join(project.protected)}, new ones too: a conftest.py can "
+            "skip or deselect the tests that judge the agent (scope.protected)"
         )
     return project
 
@@ -164,6 +176,7 @@ def _seen(root: Path) -> tuple[list[str], set[str]]:
 def contract_text(project: Project) -> str:
     """A commented loop.yaml for ``project``."""
     writable = ", ".join(json.dumps(g) for g in project.writable)
+    protected = ", ".join(json.dumps(g) for g in project.protected)
     add_only = (
         f"  add_only: [{', '.join(json.dumps(g) for g in project.add_only)}]"
         "   # the existing tests: new ones may be added, these never changed or deleted\n"
@@ -186,7 +199,7 @@ objective: Describe, in one sentence, what the agent should achieve.
 
 scope:
   writable: [{writable}]   # what the agent may change
-  protected: []            # wins over writable (migrations/**, a lockfile, ...)
+  protected: [{protected}]            # wins over writable (migrations/**, a lockfile, ...)
 {add_only}
 criteria:                  # the acceptance checks: "done" means every one passes
   - {{name: tests, run: {json.dumps(project.test)}, timeout: 600}}

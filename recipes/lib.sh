@@ -762,7 +762,7 @@ lk_live_tree() {
     # Built in a temporary index seeded from HEAD, never from a copy of the real index (whose
     # flags and stat data the worker can write: an assume-unchanged bit or a forged stat
     # hides a change from git). Right after an attempt (LK_FRESH_STAT, set by lk_attempt)
-    # it starts from the stat cache lk-decide has just left instead (loopkit.statcache: an
+    # it starts from the stat cache lk-decide has just left instead (loopkit.evidence.statcache: an
     # index loopkit wrote once the worker had ended), so only files that changed since are
     # read again. With KEEP (a path in the git folder) the index is left there: it holds the
     # tree with stat data just taken from the files -- with EXPECT, only when the tree is

@@ -32,8 +32,8 @@ EPILOG = (
 @click.option("--status", is_flag=True, help="Only show whether cancellation is requested.")
 def main(reason: str | None, clear: bool, status: bool) -> int:
     """Ask every loop in this repository to stop at its next boundary (or lift that)."""
-    from loopkit import cancel
     from loopkit.document import emit
+    from loopkit.state import cancel
     from loopkit.workspace import for_state_only
 
     state = for_state_only().state

@@ -89,7 +89,7 @@ def _taken(spec: Spec, value: str) -> Any:
     """What ``value`` is for an option of ``spec`` (None: not one the door takes)."""
     kind = spec[0]
     if kind == "choice":
-        from loopkit import providers
+        from loopkit.worker import providers
 
         allowed = spec[2] if spec[2] is not None else providers.names()
         return value if value in allowed else None

@@ -12,7 +12,8 @@ Both loop.yaml and TASKS.md pass `lk-plan check` as written. An existing file is
 alone (said on stderr) unless --force.
 
 Defaults that protect, each said on stderr: the project's existing tests are add-only
-(scope.add_only: the agent may add tests, never change or delete the ones that judge it);
+(scope.add_only: the agent may add tests, never change or delete the ones that judge it),
+and a Python project's conftest.py files protected (a new one could skip them all);
 folders git ignores (data/, a build output) are left out of the writable scope; tox is
 the check only where it is installed.
 
@@ -46,7 +47,7 @@ def main(folder: str, force: bool) -> int:
     say("lk init", f"writable: {', '.join(project.writable)}")
     for note in project.notes:
         say("lk init", note)
-    from loopkit.testresults import missing_programs
+    from loopkit.evidence.testresults import missing_programs
 
     for _, program in missing_programs([{"name": "tests", "run": project.test}], path=None):
         say("lk init", f"warning: `{program}` is not on PATH: the check cannot run here yet")
@@ -55,7 +56,8 @@ def main(folder: str, force: bool) -> int:
         say("lk init", f"{w.path}: {what}")
     say(
         "lk init",
-        "next: edit the objective and TASKS.md, `lk-plan check TASKS.md`, commit, then "
-        "`lk recipes --copy recipes` and `recipes/phased-loop.sh`",
+        "next: edit the objective and TASKS.md, `lk-plan check TASKS.md`, commit them, then "
+        'run `"$(lk recipes)/phased-loop.sh"` (recipes copied into the project would be '
+        "uncommitted files: the loop starts only on a clean tree)",
     )
     return 0

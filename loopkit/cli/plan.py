@@ -340,8 +340,9 @@ def _reopen(tasks_file: str, task_id: str, reason: str | None) -> None:
     ledger of the repository TASKS.md is in (none outside a repository: nothing spent)."""
     from pathlib import Path
 
-    from loopkit import ledger, records
+    from loopkit.decision import records
     from loopkit.errors import EnvironmentProblem
+    from loopkit.state import ledger
     from loopkit.workspace import for_state_only
 
     try:
@@ -437,7 +438,7 @@ def _missing_programs(criteria: Any) -> list[dict[str, Any]]:
     cannot run, and a loop would block on it (the ``environment`` class)."""
     import os
 
-    from loopkit.testresults import missing_programs
+    from loopkit.evidence.testresults import missing_programs
 
     return [
         {

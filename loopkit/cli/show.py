@@ -33,8 +33,9 @@ def main(task_id: str, as_json: bool, ledger_path: str | None) -> int:
     """Show TASK's attempts, its saved trees and how to restore them, and its memory."""
     from pathlib import Path
 
-    from loopkit import git, ledger, report
+    from loopkit import git
     from loopkit.document import emit
+    from loopkit.state import ledger, report
     from loopkit.workspace import for_state_only
 
     ws = for_state_only()

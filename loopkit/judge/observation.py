@@ -16,7 +16,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from loopkit.providers.base import Outcome, RunState
+    from loopkit.worker.providers.base import Outcome, RunState
 
 #: Files that never count as reading the work: git's own and loopkit's state.
 _NOT_WORK = (".git", ".loopkit")
@@ -145,7 +145,8 @@ def own_words(reply: str | None, *, root: Path, tree: str) -> str | None:
     citations left count. One ``git grep`` over the tree."""
     if not reply:
         return reply
-    from loopkit import git, verdict
+    from loopkit import git
+    from loopkit.judge import verdict
 
     lines = reply.splitlines()
     decisive = [line for line in lines if verdict.is_candidate(line) or _CITE.match(line)]

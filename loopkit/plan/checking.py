@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from loopkit import globs
+from loopkit.evidence import globs
 from loopkit.plan.parsing import Plan, PlanProblem, Task
 from loopkit.plan.readiness import all_depends
 

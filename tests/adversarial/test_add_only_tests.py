@@ -68,3 +68,50 @@ def test_a_new_test_lands_with_the_fix(tmp_path: Path) -> None:
     assert p.git("show", "HEAD:tests/test_new.sh") == "test -s src/value.txt\n"
     assert p.git("show", "HEAD:tests/test_value.sh") == TEST
     assert p.docs("fix-value", "diff")[-1]["diff"]["violations"] == []
+
+
+# A new conftest.py beside the tests that skips every one of them: add-only lets new files
+# in, so lk init protects conftest.py files outright in a Python project.
+SKIP_ALL = '''
+Path("src/value.txt").write_text("bad\\\\n")
+Path("tests/conftest.py").write_text(
+    "import pytest\\\\n\\\\n\\\\ndef pytest_collection_modifyitems(items):\\\\n"
+    "    for item in items:\\\\n        item.add_marker(pytest.mark.skip(reason='later'))\\\\n"
+)
+'''
+
+PYTEST = 'from pathlib import Path\n\n\ndef test_value():\n    assert Path("src/value.txt").read_text() == "good\\n"\n'
+
+
+def test_lk_init_s_contract_refuses_a_conftest_that_skips_the_tests(tmp_path: Path) -> None:
+    import json
+    import subprocess
+
+    import yaml
+
+    from tests.helpers.recipes import BIN, recipe_env
+
+    p = make_project(tmp_path, SKIP_ALL, files={"src/value.txt": "old\n",
+                                               "tests/test_value.py": PYTEST,
+                                               "pyproject.toml": "[project]\nname = 'v'\n"})  # fmt: skip
+    worker = json.loads((p.root / "loop.yaml").read_text())["worker"]
+    (p.root / "loop.yaml").unlink()
+    done = subprocess.run([str(BIN / "lk"), "init"], cwd=p.root, env=recipe_env(),
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    data = yaml.safe_load((p.root / "loop.yaml").read_text())
+    data["worker"] = worker
+    data["budgets"]["attempts"] = 1
+    data["sandbox"]["writable"] = [str(p.scratch)]
+    (p.root / "loop.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    p.git("add", "-A")
+    p.git("commit", "-qm", "lk init")
+    before = p.head()
+    proc = loop(p)
+    assert proc.returncode in (20, 21, 22), fail_message(proc)
+    assert nothing_unverified_landed(p, before, tmp_path)
+    assert not (p.root / "tests/conftest.py").exists()
+    violations = p.docs("fix-value", "diff")[0]["diff"]["violations"]
+    assert {"rule": "protected", "path": "tests/conftest.py"} in [
+        {k: v[k] for k in ("rule", "path")} for v in violations
+    ], violations

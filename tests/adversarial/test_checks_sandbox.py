@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from loopkit import sandbox
+from loopkit.boundary import sandbox
 from tests.adversarial.helpers import loop, nothing_unverified_landed
 from tests.helpers.recipes import fail_message, make_project
 

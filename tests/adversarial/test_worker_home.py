@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from loopkit import containment, sandbox
-from loopkit.providers.base import Invocation
-from loopkit.providers.claude import ClaudeProvider
-from loopkit.providers.codex import CodexProvider
+from loopkit.boundary import containment, sandbox
+from loopkit.worker.providers.base import Invocation
+from loopkit.worker.providers.claude import ClaudeProvider
+from loopkit.worker.providers.codex import CodexProvider
 from tests.helpers.recipes import fail_message, make_project
 
 pytestmark = [

@@ -43,8 +43,14 @@ def test_init_writes_a_contract_and_plan_that_check(git_repo: Path, files: dict[
     contract = lk(git_repo, "plan", "check", "loop.yaml")
     assert contract.returncode == 0, contract.stdout + contract.stderr
     warnings = json.loads(contract.stdout).get("warnings") or []
-    # No glob covers loop.yaml; a tool this machine lacks (go, cargo) is only named.
-    assert [w for w in warnings if "is not on PATH" not in w["message"]] == []
+    # No glob covers loop.yaml; the only warning may be a runner this machine lacks.
+    import shutil
+
+    program = check.split()[0]
+    found = shutil.which(program, path=recipe_env()["PATH"])
+    expected = [] if found else [f"`{program}` is not on PATH"]
+    assert [w["message"].split(":")[0] for w in warnings] == expected, warnings
+    assert (f"`{program}` is not on PATH" in done.stderr) == bool(expected)
     tasks = lk(git_repo, "plan", "check", "TASKS.md")
     assert tasks.returncode == 0, tasks.stdout + tasks.stderr
     assert f"run: {json.dumps(check)}" in (git_repo / "loop.yaml").read_text()
@@ -68,13 +74,16 @@ def test_init_protects_the_tests_and_leaves_ignored_folders_out(git_repo: Path) 
 
     scope = yaml.safe_load((git_repo / "loop.yaml").read_text())["scope"]
     assert scope["writable"] == ["src/**"]  # not data/ (ignored), not the tests
-    assert scope["add_only"] == ["tests/**", "**/conftest.py"]
+    assert scope["add_only"] == ["tests/**"]
+    assert scope["protected"] == ["**/conftest.py"]  # a new one could skip every test
+    assert "protected: **/conftest.py, new ones too" in done.stderr
     assert "data/ (git ignores it)" in done.stderr
     assert "the checks do not see data/" in done.stderr and "verify.carry" in done.stderr
     assert "verify" not in yaml.safe_load((git_repo / "loop.yaml").read_text())  # nothing found
     assert "add-only" in done.stderr and "tests/**" in done.stderr
     assert "tox is not installed" in done.stderr and "python -m pytest -q" in done.stderr
     assert "Add new files, never change or delete" in (git_repo / "AGENTS.md").read_text()
+    assert '"$(lk recipes)/phased-loop.sh"' in done.stderr  # the README's next command
     assert lk(git_repo, "plan", "check", "loop.yaml").returncode == 0
     assert lk(git_repo, "plan", "check", "TASKS.md").returncode == 0
 

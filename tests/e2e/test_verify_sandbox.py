@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from loopkit import sandbox
+from loopkit.boundary import sandbox
 from tests.helpers.recipes import make_project, recipe_env
 
 needs_sandbox = pytest.mark.skipif(not sandbox.probe().available, reason="no sandbox here")

@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopkit import budget
+from loopkit.decision import budget
 from tests.helpers import decide as h
 
 NOW = "2026-01-01T00:00:00Z"
@@ -180,7 +180,7 @@ def test_fold_totals_match_a_plain_sum(
 
 
 def test_a_usage_limit_blocks_admission_until_its_reset_time() -> None:
-    from loopkit import records
+    from loopkit.decision import records
 
     c = h.contract(attempts=5)
     blocked = record(
@@ -199,7 +199,7 @@ def test_a_usage_limit_blocks_admission_until_its_reset_time() -> None:
 
 
 def test_a_check_that_cannot_run_and_a_reproduction_spend_no_attempt() -> None:
-    from loopkit import budget
+    from loopkit.decision import budget
 
     h = budget.empty_history()
     env = {"type": "attempt", "decision": {"outcome": "blocked", "failure_class": "environment"}}

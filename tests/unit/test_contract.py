@@ -372,6 +372,32 @@ def test_an_unknown_key_suggests_the_near_miss(doc: dict, where: str, hint: str)
     assert any(p.path == where and p.message.endswith(hint) for p in problems), problems
 
 
+@pytest.mark.parametrize(
+    ("junit", "problem"),
+    [
+        ("reports/junit.xml", None),
+        ("target/surefire-reports/TEST-*.xml", None),
+        ("/tmp/junit.xml", "a path inside the repository"),
+        ("../junit.xml", "a path inside the repository"),
+        ("", "a path relative to the repository root"),
+        (3, "a path relative to the repository root"),
+    ],
+)
+def test_a_criterions_junit_report_is_a_path_inside_the_repository(
+    junit: Any, problem: str | None
+) -> None:
+    data = copy.deepcopy(CONTRACT)
+    data["criteria"][0]["junit"] = junit
+    found = [p for p in contract.validate(data) if p.path == "$.criteria[0].junit"]
+    if problem is None:
+        assert found == []
+        schema.validate(data, "contract")
+    else:
+        assert len(found) == 1 and problem in found[0].message
+        with pytest.raises(BadInput):
+            schema.validate(data, "contract")
+
+
 def test_home_paths_expand_tilde_and_unexpandable_ones_are_refused(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

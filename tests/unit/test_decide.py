@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopkit import budget, classify, decide, schema
+from loopkit import schema
+from loopkit.decision import budget, classify, decide
 from loopkit.exitcodes import OUTCOME_CODES
 from tests.helpers import decide as h
 from tests.helpers.decide import OTHER_TREE, TREE

@@ -163,7 +163,7 @@ def test_no_terminal_control_sequence_reaches_the_handoff() -> None:
 
 
 def test_the_tasks_own_failures_come_first_and_the_bases_are_marked_once() -> None:
-    from loopkit import decide
+    from loopkit.decision import decide
 
     verify = {
         "passed": False,

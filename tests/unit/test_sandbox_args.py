@@ -1,11 +1,11 @@
-"""loopkit.sandbox's command line, read without starting it: what the checks' sandbox
+"""loopkit.boundary.sandbox's command line, read without starting it: what the checks' sandbox
 binds where, and bwrap's own failure told from a command's."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from loopkit import sandbox
+from loopkit.boundary import sandbox
 
 
 def _pairs(args: list[str], flag: str) -> list[tuple[str, str]]:

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopkit.globs import matches
-from loopkit.scope import Change, Policy, evaluate, symlink_escape
+from loopkit.evidence.globs import matches
+from loopkit.evidence.scope import Change, Policy, evaluate, symlink_escape
 
 
 @pytest.mark.parametrize(

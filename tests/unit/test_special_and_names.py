@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from loopkit import specialfiles, text
+from loopkit import text
+from loopkit.evidence import specialfiles
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from loopkit import testresults, verify
+from loopkit.evidence import testresults, verify
 
 PYTEST = b"""\
 tests/test_a.py .F.                                                      [100%]
@@ -66,9 +66,55 @@ FAILED (failures=1)
 """
 
 
+JEST = """\
+FAIL src/sum.test.js
+  \u25cf Console
+
+    console.log
+      hello
+
+PASS src/a.test.js
+  \u25cf Console
+
+    console.log
+      hi
+FAIL src/sum.test.js
+  \u25cf sum \u203a adds
+
+    expect(received).toBe(expected)
+
+FAIL src/broken.test.js
+  \u25cf Test suite failed to run
+
+    SyntaxError: nope
+
+Test Suites: 2 failed, 1 passed, 3 total
+Tests:       1 failed, 4 passed, 5 total
+""".encode()
+
+VITEST = b"""\
+ FAIL  test/basic.test.ts > math > adds
+AssertionError: expected 3 to be 4
+ Test Files  1 failed (1)
+      Tests  1 failed | 2 passed (3)
+"""
+
+RSPEC = b"""\
+3 examples, 1 failure
+
+Failed examples:
+
+rspec ./spec/calc_spec.rb:4 # Calc adds
+"""
+
+
 @pytest.mark.parametrize(
     ("output", "source", "failed", "passed"),
     [
+        (JEST, "jest", {"src/sum.test.js \u203a sum \u203a adds",
+                        "src/broken.test.js \u203a Test suite failed to run"}, None),
+        (VITEST, "vitest", {"test/basic.test.ts > math > adds"}, None),
+        (RSPEC, "rspec", {"Calc adds"}, None),
         (PYTEST, "pytest", {"tests/test_a.py::test_two", "tests/test_b.py"}, None),
         (GO_JSON, "go-json", {"ex/p.TestB", "ex/q"}, 1),
         (TAP, "tap", {"subtracts", "divides"}, 1),
@@ -215,6 +261,11 @@ def test_results_that_vanish_block() -> None:
 def test_a_check_that_cannot_run_at_the_base_too_is_the_environment() -> None:
     now = {**_check("suite", None), "cannot_run": "`tox` is not installed"}
     body = _ratchet([now], [{**_check("suite", None), "cannot_run": "`tox` is not installed"}])
-    assert body["environment"][0]["name"] == "suite"
+    assert body["environment"][0]["name"] == "suite" and body["passed"] is False
+    # Known at the base, the check guards nothing: the verification does not pass
+    # though nothing blocks, and the task's own check passed.
+    task = {**_check("task-1", None, passed=True)}
+    known = _ratchet([dict(now), task], [{**_check("suite", None), "cannot_run": "x"}])
+    assert known["passed"] is False and known["environment"][0]["name"] == "suite"
     broken = _ratchet([dict(now)], [_check("suite", ["t::a"])])
     assert "environment" not in broken and broken["passed"] is False

@@ -7,7 +7,7 @@ Storage (argued in docs/decide.md):
   before the command reports its decision, under an exclusive ``flock`` -- so concurrent
   loops never interleave bytes, and a record that was reported is on disk.
 - ``ledger.jsonl.idx/`` is an index derived from the ledger and rebuildable from it at
-  any time: one small file per task holding its folded history (``loopkit.budget.fold``),
+  any time: one small file per task holding its folded history (``loopkit.decision.budget.fold``),
   and ``meta.json`` with the byte offset up to which the index has read the ledger. A
   decision reads one task file and at most the few bytes appended since -- its cost
   does not grow with the ledger.
@@ -28,11 +28,12 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from loopkit import budget, loader
+from loopkit import loader
+from loopkit.boundary.secrets import scrub
+from loopkit.decision import budget
 from loopkit.digest import file_sha256, sha256
 from loopkit.errors import EnvironmentProblem
 from loopkit.files import atomic_write
-from loopkit.secrets import scrub
 
 RECORD_KIND = "loopkit/ledger-record"
 DEFAULT_NAME = "ledger.jsonl"
@@ -339,7 +340,7 @@ class Transaction:
 def seal(state: Path, *, stat_cache: bool = True) -> dict[str, Any]:
     """What the worker must not change in the state folder, condensed: the ledger's size
     and sha256, the index's files, whether a cancellation is in force, the base results
-    and the stat cache (loopkit.statcache; left out with ``stat_cache=False``). lk-invoke
+    and the stat cache (loopkit.evidence.statcache; left out with ``stat_cache=False``). lk-invoke
     takes it before the worker starts; lk-decide compares (``tampered``); the base results
     and the stat cache are only ever used as sealed."""
     path = state / DEFAULT_NAME
@@ -358,7 +359,7 @@ def seal(state: Path, *, stat_cache: bool = True) -> dict[str, Any]:
             index.update(
                 f"{p}\0{st.st_size}\0{st.st_mtime_ns}\0".encode("utf-8", "surrogateescape")
             )
-    baseline = {}  # what must pass (loopkit.verify.baseline): trusted only as sealed here
+    baseline = {}  # what must pass (loopkit.evidence.verify.baseline): trusted only as sealed here
     for result in sorted((state / "baseline").glob("*.json")):
         try:
             baseline[result.name] = sha256(result.read_bytes()).hexdigest()
@@ -376,7 +377,7 @@ def seal(state: Path, *, stat_cache: bool = True) -> dict[str, Any]:
         "baseline": baseline,
     }
     if stat_cache:
-        from loopkit import statcache
+        from loopkit.evidence import statcache
 
         facts[statcache.SEAL_KEY] = statcache.digest(state)
     return facts
@@ -388,7 +389,7 @@ def tampered(sealed: Any, state: Path) -> list[str]:
     if not isinstance(sealed, dict):
         return []
     # The stat cache is not compared: one the worker wrote is never trusted, only set
-    # aside (loopkit.statcache.seed), and hashing it here would be read for nothing.
+    # aside (loopkit.evidence.statcache.seed), and hashing it here would be read for nothing.
     now = seal(state, stat_cache=False)
     out = []
     if "folder" in sealed and sealed["folder"] != now["folder"]:

@@ -14,8 +14,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from loopkit import git, scope
+from loopkit import git
 from loopkit.errors import BadInput
+from loopkit.evidence import scope
 from loopkit.text import is_utf8 as _is_utf8
 from loopkit.text import shown
 
@@ -214,7 +215,7 @@ def gather_at(
     recorded, ``run.git_control``), the git folders' control state is read too, meanwhile
     (nothing this gathering runs writes there: no hook, no filter driver of the
     repository's, the index a scratch copy). ``seed``: the index the hash starts from
-    (``loopkit.statcache.seed``; default the real one). ``ignored_at_start``: what git
+    (``loopkit.evidence.statcache.seed``; default the real one). ``ignored_at_start``: what git
     ignored when the task started (``run.ignored_at_start``). ``on_tree``: handed the
     tree's id as soon as it is written, and the index that holds it, while the rest is
     gathered (``git.worktree_changes``).

@@ -17,12 +17,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from loopkit import artifacts, digest, fingerprint, git, proc, specialfiles, text
+from loopkit import digest, git, proc, text
 from loopkit.errors import BadInput, LoopkitError
+from loopkit.evidence import fingerprint, specialfiles
+from loopkit.state import artifacts
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from loopkit import cleanroom
+    from loopkit.evidence import cleanroom
 
 #: The verify section as lk-verify recorded it, in the attempt's artifact folder.
 RECORD_NAME = "verify.json"
@@ -146,7 +148,7 @@ def in_clean_room(
     should_stop: Callable[[], str | None] | None = None,
 ) -> Result:
     """Run ``criteria`` in the clean room synced to the working tree's tree (see
-    ``loopkit.cleanroom``); the ``verify`` section, bound to that tree. ``tree`` is that
+    ``loopkit.evidence.cleanroom``); the ``verify`` section, bound to that tree. ``tree`` is that
     tree when the caller has it (the one lk-diff checked: lk-decide completes only when
     it is still the tree on disk), else the working tree is hashed here. ``early``: the
     clean room's sync begun earlier (``lk attempt``), used when it is for this tree.
@@ -157,7 +159,7 @@ def in_clean_room(
     the clean room, never committed. A carried path whose fingerprint moved since the
     worker started fails the verification too.
     """
-    from loopkit import cleanroom
+    from loopkit.evidence import cleanroom
 
     if tree is None:
         tree = git.tree_hash(root, index=index)
@@ -213,7 +215,7 @@ def room_links(contract: Mapping[str, Any] | None, carry: Sequence[str]) -> list
     """The carried paths linked into the clean room itself: none when the checks run in
     the sandbox (there they are bound read-only at their place); all of them without one
     (a symlink to the work tree's, as before)."""
-    from loopkit import containment
+    from loopkit.boundary import containment
 
     return [] if containment.checks_policy(contract)[1] else list(carry)
 
@@ -228,7 +230,8 @@ def _jail(
     reset: Sequence[str],
 ) -> Any:
     """The sandbox the checks run in (``containment.for_checks``), for the room synced."""
-    from loopkit import cleanroom, containment
+    from loopkit.boundary import containment
+    from loopkit.evidence import cleanroom
 
     cleanroom.make_reset_dirs(room.path, reset)
     real = Path(os.path.realpath(root))
@@ -302,7 +305,7 @@ def _run(
             progress("ran", i, total, name, None)
         digest, end = _sha256_file(log)
         if launch is not None and not shell:
-            from loopkit import sandbox
+            from loopkit.boundary import sandbox
 
             why = sandbox.failed_to_start(done.exit_code, end)
             if why:
@@ -380,9 +383,8 @@ def _read_tests(
 ) -> None:
     """A failed check's per-test results (``tests``) and, where the check could not run
     at all, why (``cannot_run``). With per-test results the check's fingerprint is the
-    set of its failing test ids with its output's: the same failure is exactly the same
-    tests failing the same way."""
-    from loopkit import testresults
+    set of its failing test ids: the same failure is exactly the same tests failing."""
+    from loopkit.evidence import testresults
 
     why = testresults.cannot_run(entry["command"], entry["exit_code"], end)
     if why is not None:
@@ -396,11 +398,7 @@ def _read_tests(
         return
     entry["tests"] = found.section()
     if found.failed:
-        # Exact: the same tests failing the same way. Another test failing is progress,
-        # and so is the same test failing with another result (its output's fingerprint).
-        entry["fingerprint"] = fingerprint.combine(
-            [("tests", fingerprint.of_tests(found.failed)), ("output", entry["fingerprint"])]
-        )
+        entry["fingerprint"] = fingerprint.of_tests(found.failed)
 
 
 #: A failed check's whole output is read for its per-test results up to this size.
@@ -408,9 +406,9 @@ FULL_OUTPUT_BYTES = 32 << 20
 
 
 def check_env(contract: Mapping[str, Any], doc: Mapping[str, Any] | None) -> dict[str, str]:
-    """The checks' environment: the allow-list (loopkit.secrets) plus the contract's
+    """The checks' environment: the allow-list (loopkit.boundary.secrets) plus the contract's
     ``verify.env_allow``, and LOOPKIT_TASK_ID when a task is piped."""
-    from loopkit import secrets
+    from loopkit.boundary import secrets
 
     names = [*secrets.CHECK_ENV, *((contract.get("verify") or {}).get("env_allow") or [])]
     env = secrets.outside_hook_env(secrets.allowed_env(os.environ, names))
@@ -453,8 +451,8 @@ def baseline(
     wrote (lk-invoke seals it: the base run beside the worker)."""
     import json
 
-    from loopkit import cleanroom
     from loopkit.contract import is_task_check
+    from loopkit.evidence import cleanroom
     from loopkit.files import atomic_write
     from loopkit.loader import json_loads
 
@@ -532,20 +530,22 @@ def ratchet(
 
     What must pass is the task's own checks and every criterion that passed on the
     untouched tree. A criterion already failing there is judged per test when both runs
-    gave per-test results (``loopkit.testresults``): no test that passed at the base may
+    gave per-test results (``loopkit.evidence.testresults``): no test that passed at the base may
     fail, a new test may not fail, and a test the task names (in its text or its
     ``check:`` lines) must pass; the check blocks only then, and its fingerprint is the
     set of those blocking test ids. Without per-test results a criterion failing at the
     base does not block (``known_failures``, today's per-check rule, said in ``judged``).
     If nothing is required and the task has no checks or named tests of its own, every
-    check must pass (``demand``; a commit hook, which has no task, asks only "not worse"). The section's fingerprint follows the blocking failures only, so a
-    failure the task did not cause is not taken for no progress.
+    check must pass (``demand``; a commit hook, which has no task, asks only "not
+    worse"). The section's fingerprint follows the blocking failures only, so a failure
+    the task did not cause is not taken for no progress.
 
     A check that cannot run (``cannot_run``) and could not at the base either is the
-    environment's failure, not the task's: it is listed in ``environment``.
+    environment's failure, not the task's: it is listed in ``environment``, and the
+    verification does not pass (a check that cannot run guards nothing).
     """
-    from loopkit import testresults
     from loopkit.contract import is_task_check
+    from loopkit.evidence import testresults
 
     at_base = {str(c["name"]): c for c in base.get("checks") or []}
     names = [str(c["name"]) for c in body["checks"]] + list(body.get("skipped") or [])
@@ -611,7 +611,7 @@ def ratchet(
     if environment:
         body["environment"] = environment
     ran_all = not set(required) & set(body.get("skipped") or [])
-    body["passed"] = bool(ran_all and not blocking and not body.get("problems"))
+    body["passed"] = bool(ran_all and not blocking and not environment and not body.get("problems"))
     body["fingerprint"] = fingerprint.combine(blocking.items())
 
 

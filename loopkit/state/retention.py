@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from loopkit import loader
-from loopkit.artifacts import is_safe_id
 from loopkit.files import atomic_write
+from loopkit.state.artifacts import is_safe_id
 
 DEFAULT_KEEP_COMPLETED = 10
 #: Files larger than this are "bulky" whatever their name.

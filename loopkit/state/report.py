@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from loopkit import budget
+from loopkit.decision import budget
 from loopkit.text import clean, clip, clip_words
 
 NEAR_LIMIT = 0.8

@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from loopkit import budget, ledger
+from loopkit.decision import budget
 from loopkit.files import atomic_write
+from loopkit.state import ledger
 
 KIND = "loopkit/checkpoint"
 

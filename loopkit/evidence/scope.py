@@ -1,6 +1,6 @@
 """The scope policy: which paths a change may touch, and how big it may be.
 
-Globs mean what ``loopkit.globs`` says (the one engine lk-plan uses too).
+Globs mean what ``loopkit.evidence.globs`` says (the one engine lk-plan uses too).
 
 Rules, in order: a path matching ``always_allowed`` is never a violation; a path matching
 ``protected`` is one (protected wins over writable); a path matching ``add_only`` may be
@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from loopkit.globs import matches
+from loopkit.evidence.globs import matches
 from loopkit.values import Value
 
 #: Rule names, as they appear in ``violations[].rule``.

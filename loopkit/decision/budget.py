@@ -179,7 +179,7 @@ def crash_signature(run: Any) -> str | None:
     removed (paths, numbers, addresses), so the same crash in another run compares equal."""
     if not isinstance(run, Mapping):
         return None
-    from loopkit import fingerprint
+    from loopkit.evidence import fingerprint
 
     text = str(run.get("error") or run.get("final_message") or "")
     return fingerprint.of_output(

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from loopkit import ledger as ledgers
+from loopkit.state import ledger as ledgers
 
 STAGES = ("admit", "invoke", "diff", "verify", "judge", "decide")
 #: What runs after each stage's document is written (the stage now in progress).
@@ -85,8 +85,8 @@ def _stage(run_dir: Path) -> tuple[int, str | None, str | None, float | None]:
 
 def _last_actions(folder: Path, limit: int = 5) -> tuple[list[str], dict[str, Any]]:
     """The worker's last tool calls and its spend so far, from its stream on disk."""
-    from loopkit import providers
-    from loopkit.providers.base import detect
+    from loopkit.worker import providers
+    from loopkit.worker.providers.base import detect
 
     stream = next((p for p in (folder / "stream.jsonl", folder / "output.log") if p.exists()), None)
     if stream is None:

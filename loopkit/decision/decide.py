@@ -24,9 +24,10 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from loopkit import budget, globs
-from loopkit import classify as fc
+from loopkit.decision import budget
+from loopkit.decision import classify as fc
 from loopkit.digest import sha256
+from loopkit.evidence import globs
 from loopkit.exitcodes import OUTCOME_CODES
 from loopkit.text import clean
 

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from loopkit import loader
-from loopkit.providers.base import (
+from loopkit.text import clip
+from loopkit.worker.providers.base import (
     Event,
     Exit,
     Invocation,
@@ -38,8 +39,7 @@ from loopkit.providers.base import (
     http_status_in,
     is_vendor_url,
 )
-from loopkit.providers.shell import files_read_by
-from loopkit.text import clip
+from loopkit.worker.providers.shell import files_read_by
 
 DEFAULT_MAX_TURNS = 30
 READ_ONLY_TOOLS = ("Read", "Glob", "Grep")
@@ -125,7 +125,7 @@ class ClaudeProvider(Provider):
         settings, credentials and instructions copied in afresh each run, the sessions
         kept for ``--resume``; nothing the worker writes there reaches the person's own
         ``claude`` later."""
-        from loopkit import containment
+        from loopkit.boundary import containment
 
         config = inv.env.get("CLAUDE_CONFIG_DIR")
         home = inv.env.get("HOME")
@@ -420,7 +420,7 @@ def reset_time(message: str) -> str | None:
         return datetime.fromtimestamp(int(m.group(1)), tz=timezone.utc).strftime(
             "%Y-%m-%dT%H:%M:%SZ"
         )
-    from loopkit.providers.codex import parse_reset
+    from loopkit.worker.providers.codex import parse_reset
 
     return parse_reset(message)
 

@@ -1,6 +1,6 @@
 """Failure classes: what went wrong with an attempt, named so the controller can act on it.
 
-Every class maps to one default action (``ACTIONS``); ``loopkit.decide`` refines a few of
+Every class maps to one default action (``ACTIONS``); ``loopkit.decision.decide`` refines a few of
 them with the task's history (a timeout retries once, then replans; the same fingerprint
 replans, then parks). The table is published: docs/decide.md renders it for the README.
 """

@@ -22,7 +22,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, ClassVar
 
-from loopkit.providers.base import (
+from loopkit.text import clip
+from loopkit.worker.providers.base import (
     Event,
     Exit,
     Invocation,
@@ -37,8 +38,7 @@ from loopkit.providers.base import (
     http_status_in,
     is_vendor_url,
 )
-from loopkit.providers.shell import files_read_by
-from loopkit.text import clip
+from loopkit.worker.providers.shell import files_read_by
 
 DEFAULT_SANDBOX = "workspace-write"
 VENDOR_HOSTS = ("openai.com", "chatgpt.com")
@@ -100,7 +100,7 @@ class CodexProvider(Provider):
         # A private CODEX_HOME (containment.provider_home): the person's config and
         # credentials copied in afresh each run, the sessions kept for a resume; a
         # `notify` program or an instruction the worker writes never reaches the person.
-        from loopkit import containment
+        from loopkit.boundary import containment
 
         files = {name: Path(home) / name for name in PERSON_FILES}
         private = containment.seed_home(

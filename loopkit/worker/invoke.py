@@ -19,9 +19,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from loopkit.breaker import DEFAULT_REPEATS, Breaker
 from loopkit.errors import BadInput, EnvironmentProblem
-from loopkit.providers.base import (
+from loopkit.text import clean, file_tail
+from loopkit.worker.breaker import DEFAULT_REPEATS, Breaker
+from loopkit.worker.providers.base import (
     Event,
     Exit,
     Invocation,
@@ -30,8 +31,7 @@ from loopkit.providers.base import (
     RunSpec,
     RunState,
 )
-from loopkit.providers.shell import side_effects
-from loopkit.text import clean, file_tail
+from loopkit.worker.providers.shell import side_effects
 
 DEFAULT_TIMEOUT_S = 900.0
 MAX_SIDE_EFFECTS = 100
@@ -214,7 +214,7 @@ def execute(
 
 class Jail:
     """Where a run's sandbox is: the repository, its git folders, the state folder and
-    the control files, and the contract's policy (``loopkit.containment``)."""
+    the control files, and the contract's policy (``loopkit.boundary.containment``)."""
 
     policy: Any
     root: Path
@@ -240,7 +240,7 @@ class Jail:
         self.repo_writable = repo_writable
 
     def apply(self, provider: Provider, inv: Invocation) -> Any:
-        from loopkit import containment
+        from loopkit.boundary import containment
 
         inner, writable = provider.contained(inv) if self.policy.mode != "off" else (inv, [])
         state = str(self.state.resolve())
@@ -329,7 +329,7 @@ def _inside(path: str, root: Path) -> str:
 def _rel(path: Path, root: Path | None) -> str:
     if root is None:
         return str(path)
-    from loopkit.artifacts import relative
+    from loopkit.state.artifacts import relative
 
     return relative(path.resolve(), root.resolve())
 
@@ -349,7 +349,7 @@ class Request:
     timeout: float | None
     cwd: Path
     environ: Mapping[str, str] | None
-    #: Live lines for a person (``loopkit.progress.Progress``); None: silent.
+    #: Live lines for a person (``loopkit.worker.progress.Progress``); None: silent.
     progress: Any
 
     def __init__(
@@ -401,7 +401,8 @@ class Plan:
 
 def plan(req: Request, *, root: Path | None = None) -> Plan:
     """Resolve contract, provider and handoff; nothing is started."""
-    from loopkit import handoff, providers
+    from loopkit import handoff
+    from loopkit.worker import providers
     from loopkit.workspace import resolve_contract
 
     contract = resolve_contract(req.contract_path, req.document, start=req.cwd, root=root).contract
@@ -477,8 +478,11 @@ def dry_run(req: Request) -> dict[str, Any]:
 
 def attempt(req: Request) -> dict[str, Any]:
     """Run one attempt; return the document to print (attempt with ``run``, or run alone)."""
-    from loopkit import artifacts, cancel, cleanroom, containment, git, specialfiles
+    from loopkit import git
+    from loopkit.boundary import containment
     from loopkit.document import attach
+    from loopkit.evidence import cleanroom, specialfiles
+    from loopkit.state import artifacts, cancel
     from loopkit.workspace import clear_cache, remembered, state_folder
 
     # Where the tree started: a worker that commits its own change must not hide it from
@@ -509,7 +513,8 @@ def attempt(req: Request) -> dict[str, Any]:
     def cancelled() -> str | None:
         return "cancelled" if cancel.requested(state_path) else None
 
-    from loopkit import ledger, statcache
+    from loopkit.evidence import statcache
+    from loopkit.state import ledger
 
     # What steers git and loopkit under .git, before the worker (loopkit's own exclude
     # line for the state folder is already written): lk-diff reports any change. Read
@@ -533,7 +538,9 @@ def attempt(req: Request) -> dict[str, Any]:
         ],
     )
 
-    beside = _base_beside(req, root, state_path, base, p.contract, sealed, folder)
+    beside = _base_beside(
+        req, root, state_path, base, p.contract, sealed, folder, should_stop=cancelled
+    )
     control = controlling.result()
     contracts = remembered(root)
     ignored = ignoring.result()
@@ -589,25 +596,42 @@ def attempt(req: Request) -> dict[str, Any]:
 
 class _BaseBeside:
     """The contract's criteria on the base tree, run in the clean room while the worker
-    works (``loopkit.verify.baseline``): the base is known before the worker starts, and
+    works (``loopkit.evidence.verify.baseline``): the base is known before the worker starts, and
     lk-verify needs its results only when a check fails. A result this run wrote is
     sealed with the digest of the very bytes it wrote, so lk-verify trusts it and a file
     the worker put in its place is neither trusted nor unnoticed (``tampered``)."""
 
+    #: The base run starts once the worker has run this long: a worker done sooner (a
+    #: scripted fix, a rehearsal) is not kept waiting for checks whose results lk-verify
+    #: needs only if one of its checks fails -- it then runs the base itself, as before.
+    AFTER_S = 0.5
+
     def __init__(self, run: Any, started: float) -> None:
+        import threading
+
         from loopkit.background import Background
 
         self.written: dict[str, str] = {}
         self.started = started
-        self.job = Background(lambda: run(self.written), name="lk-invoke-base")
+        self.worker_done = threading.Event()
+
+        def later() -> Any:
+            if self.worker_done.wait(self.AFTER_S):
+                return None
+            return run(self.written)
+
+        self.job = Background(later, name="lk-invoke-base")
 
     def sealed(self, sealed: dict[str, Any], progress: Any) -> dict[str, Any]:
         """Wait for the base run; the seal with its result added."""
+        self.worker_done.set()
         if progress is not None and self.job.running():
             progress.line("waiting for the base's checks (run beside the worker)", force=True)
         try:
             found = self.job.result()
         except Exception:  # lk-verify runs the base itself when it needs it
+            return sealed
+        if found is None:
             return sealed
         if progress is not None:
             checks = found.get("checks") or []
@@ -628,12 +652,14 @@ def _base_beside(
     contract: Mapping[str, Any] | None,
     sealed: Mapping[str, Any],
     folder: Path,
+    *,
+    should_stop: Callable[[], str | None] | None = None,
 ) -> _BaseBeside | None:
-    """Start the base run beside the worker, in a loop (a piped document) with a base; a
-    cancellation (lk cancel) ends it too."""
+    """Start the base run beside the worker, in a loop (a piped document) with a base;
+    ``should_stop`` (``lk cancel``) ends its running check at once."""
     if req.document is None or not base or not contract or not contract.get("criteria"):
         return None
-    from loopkit import cancel, cleanroom, verify
+    from loopkit.evidence import cleanroom, verify
 
     env = verify.check_env(contract, req.document)
     criteria = list(contract["criteria"])
@@ -651,7 +677,7 @@ def _base_beside(
             contract=contract,
             reset=cleanroom.reset_dirs(root),
             written=written,
-            should_stop=lambda: "cancelled" if cancel.requested(state) else None,
+            should_stop=should_stop,
         )
 
     return _BaseBeside(run, time.monotonic())
@@ -660,7 +686,7 @@ def _base_beside(
 def _writable_carry(root: Path, carry: list[str], policy: Any) -> list[str]:
     """The carried paths the worker can write: all of them without a sandbox; in one,
     those the contract's ``sandbox.writable`` covers."""
-    from loopkit import containment, sandbox
+    from loopkit.boundary import containment, sandbox
 
     if policy.mode == "off" or not sandbox.probe().available:
         return list(carry)
@@ -768,8 +794,8 @@ def _fresh(document: dict[str, Any] | None) -> dict[str, Any]:
 
 def normalize_transcript(path: str, *, provider: str | None = None) -> dict[str, Any]:
     """The ``run`` record of a saved stream (claude stream-json or json, codex --json)."""
-    from loopkit import providers
-    from loopkit.providers.base import detect
+    from loopkit.worker import providers
+    from loopkit.worker.providers.base import detect
 
     p = Path(path)
     if not p.is_file():

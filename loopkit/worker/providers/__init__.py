@@ -1,11 +1,11 @@
 """Worker providers: ``get(name)`` returns the adapter for claude, codex or command.
 
-Adding a provider is one module with a :class:`~loopkit.providers.base.Provider`
+Adding a provider is one module with a :class:`~loopkit.worker.providers.base.Provider`
 subclass and one line in ``_REGISTRY``; everything else follows the registry: the
 contract's validation, the commands' ``--provider`` choices, transcript sniffing (each
 provider's ``sniff``), what it may write in the sandbox (``contained``) -- and a test
 holds the schemas' provider enums to it. The interface is documented in
-``loopkit.providers.base``.
+``loopkit.worker.providers.base``.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ import importlib
 
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
 if TYPE_CHECKING:
-    from loopkit.providers.base import Provider
+    from loopkit.worker.providers.base import Provider
 
 #: name -> "module:Class" (imported on first use, so a CLI starts fast)
 _REGISTRY: dict[str, str] = {
-    "claude": "loopkit.providers.claude:ClaudeProvider",
-    "codex": "loopkit.providers.codex:CodexProvider",
-    "command": "loopkit.providers.command:CommandProvider",
+    "claude": "loopkit.worker.providers.claude:ClaudeProvider",
+    "codex": "loopkit.worker.providers.codex:CodexProvider",
+    "command": "loopkit.worker.providers.command:CommandProvider",
 }
 
 

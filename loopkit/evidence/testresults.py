@@ -10,7 +10,9 @@ Sources, the first that gives an answer wins:
 2. the check's own output, without the user's help: ``go test -json`` events, TAP
    (``ok 1 - …`` / ``not ok 2 - …``), pytest's summary (``FAILED id``, ``ERROR id``, and the
    final counts, which must agree), ``go test -v`` (``--- FAIL: TestX``), ``cargo test``
-   (``test a::b ... FAILED``) and unittest (``FAIL: test_x (mod.Class.test_x)``).
+   (``test a::b ... FAILED``), unittest (``FAIL: test_x (mod.Class.test_x)``), jest
+   (``FAIL file`` and its ``● name`` lines), vitest (``FAIL file > name``) and rspec
+   (``rspec ./spec/x_spec.rb:4 # name``) -- each only when its counts agree.
 
 A source that lists failures only (pytest, unittest, cargo, go text) gives ``passed`` as
 None. A test recorded more than once (reruns) counts as failed when any record failed.
@@ -89,7 +91,7 @@ def read(
         if found is not None:
             return found
     text = output.decode("utf-8", "replace")
-    for parse in (_go_json, _tap, _pytest, _go_text, _cargo, _unittest):
+    for parse in (_go_json, _tap, _pytest, _go_text, _cargo, _unittest, _jest, _vitest, _rspec):
         found = parse(text)
         if found is not None:
             return found
@@ -233,6 +235,52 @@ def _unittest(text: str) -> Tests | None:
     if len(failed) != expected:
         return None
     return Tests("unittest", failed, None, int(ran.group(1)))
+
+
+def _jest(text: str) -> Tests | None:
+    counts = pattern(r"^Tests:\s+(.*\btotal)\s*$", re.M).search(text)
+    if not counts:
+        return None
+    failed: set[str] = set()
+    broken = 0
+    where = ""
+    for line in text.splitlines():
+        m = pattern(r"^\s*(FAIL|PASS)\s+(\S+)").match(line)
+        if m:
+            where = m.group(2) if m.group(1) == "FAIL" else ""
+            continue
+        m = pattern(r"^\s+\u25cf (.+?)\s*$").match(line)
+        if m and where and m.group(1) != "Console":  # console.log blocks are no tests
+            name = f"{where} \u203a {m.group(1)}"
+            if m.group(1) == "Test suite failed to run" and name not in failed:
+                broken += 1
+            failed.add(name)
+    n = pattern(r"(\d+) failed").search(counts.group(1))
+    if len(failed) != (int(n.group(1)) if n else 0) + broken:
+        return None
+    total = pattern(r"(\d+) total").search(counts.group(1))
+    return Tests("jest", failed, None, int(total.group(1)) if total else None)
+
+
+def _vitest(text: str) -> Tests | None:
+    counts = pattern(r"^\s*Tests\s+(.*)\(\d+\)\s*$", re.M).search(text)
+    if not counts:
+        return None
+    failed = set(pattern(r"^\s*FAIL\s+(\S+ > .+?)\s*$", re.M).findall(text))
+    n = pattern(r"(\d+) failed").search(counts.group(1))
+    if len(failed) != (int(n.group(1)) if n else 0):
+        return None
+    return Tests("vitest", failed, None, None)
+
+
+def _rspec(text: str) -> Tests | None:
+    counts = pattern(r"^\d+ examples?, (\d+) failures?", re.M).search(text)
+    if not counts:
+        return None
+    failed = set(pattern(r"^rspec \S+ # (.+?)\s*$", re.M).findall(text))
+    if len(failed) != int(counts.group(1)):
+        return None
+    return Tests("rspec", failed, None, None)
 
 
 # --------------------------------------------------------------------------- cannot run

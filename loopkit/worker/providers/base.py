@@ -31,10 +31,12 @@ It does three things, and each is usable on its own:
    invalid_request, permission_denied, stuck, cancelled, crashed -- with ``is_error``,
    a one-line ``error`` and ``resume_after`` (ISO time) for a usage limit.
 
-Typical use (what ``loopkit.invoke`` does, and what a read-only judge can do)::
+Typical use (what ``loopkit.worker.invoke`` does, and what a read-only judge can do)::
 
-    from loopkit import proc, providers
-    from loopkit.providers.base import Exit, RunSpec
+    from loopkit import proc
+
+    from loopkit.worker import providers
+    from loopkit.worker.providers.base import Exit, RunSpec
 
     p = providers.get("claude")
     inv = p.build(RunSpec(prompt="Is X done? Cite files.", cwd=repo, read_only=True))
@@ -47,7 +49,7 @@ Typical use (what ``loopkit.invoke`` does, and what a read-only judge can do)::
     outcome = p.classify(state, Exit(exit_code=done.exit_code, stopped=done.stopped))
     state.files_read, state.final_message, outcome.stop_reason
 
-``loopkit.invoke.execute(provider, spec, artifacts=...)`` wraps exactly that loop (timeout,
+``loopkit.worker.invoke.execute(provider, spec, artifacts=...)`` wraps exactly that loop (timeout,
 breaker, cancellation, the saved stream) and returns a ``Result`` with the ``run`` record,
 the parsed state and the outcome; a judge calls it with ``RunSpec(read_only=True)``.
 ``detect(path)`` names the provider of a saved stream from its content.
@@ -64,7 +66,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from loopkit import loader
-from loopkit.secrets import allowed_env
+from loopkit.boundary.secrets import allowed_env
 from loopkit.text import clip
 
 #: stop_reason values (schemas/run.json). "completed" is the only one that is not an error.
@@ -578,7 +580,7 @@ def is_vendor_url(url: str | None, vendor_hosts: Sequence[str]) -> bool:
 def detect(path: str | os.PathLike[str]) -> str:
     """The provider whose native stream ``path`` holds: the first registered provider
     that recognises one of its first JSON lines (``Provider.sniff``), else command."""
-    from loopkit import providers
+    from loopkit.worker import providers
 
     candidates = [providers.get(name) for name in providers.names()]
     with open(path, "rb") as f:

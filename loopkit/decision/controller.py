@@ -1,10 +1,10 @@
 """lk-decide's work, apart from its command line: contract, state, ledger, decision, record.
 
-The pure parts live in ``loopkit.decide`` (the decision), ``loopkit.budget`` (history
-and admission) and ``loopkit.records`` (the ledger's records, their replay); this module
+The pure parts live in ``loopkit.decision.decide`` (the decision), ``loopkit.decision.budget`` (history
+and admission) and ``loopkit.decision.records`` (the ledger's records, their replay); this module
 gathers their inputs from the world (the tree on disk, the cancellation intent, the
 ledger's index) and writes their results back (the ledger record, a checkpoint on
-exhaustion with ``loopkit.checkpoint``, artifact retention on completion). It prints
+exhaustion with ``loopkit.decision.checkpoint``, artifact retention on completion). It prints
 nothing.
 """
 
@@ -16,17 +16,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from loopkit import budget, cancel, checkpoint, git, retention
-from loopkit import decide as decider
-from loopkit import ledger as ledgers
+from loopkit import git
+from loopkit.decision import budget, checkpoint
+from loopkit.decision import decide as decider
+from loopkit.decision.records import admission_decision, admission_record, attempt_record, replay
 from loopkit.document import attach
 from loopkit.errors import BadInput
 from loopkit.exitcodes import OUTCOME_CODES
-from loopkit.records import admission_decision, admission_record, attempt_record, replay
+from loopkit.state import cancel, retention
+from loopkit.state import ledger as ledgers
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from loopkit import statcache
+    from loopkit.evidence import statcache
 
 
 class Result:
@@ -77,8 +79,8 @@ class _Setup:
 def _setup(
     document: dict[str, Any] | None, contract_path: str | None, ledger_path: str | None
 ) -> _Setup:
-    from loopkit.artifacts import assign_attempt_id
     from loopkit.document import new_attempt
+    from loopkit.state.artifacts import assign_attempt_id
     from loopkit.workspace import Workspace
 
     doc = document if document is not None else new_attempt()
@@ -103,7 +105,7 @@ def tree_on_disk(
     -- the recipes' hash and the next attempt's start from it (kept as ``keep_as`` instead
     when given). ``run``: the document's run section (its state seal); ``handed``: the
     index lk-diff left in the same ``lk attempt``, started from while it is unchanged."""
-    from loopkit import statcache
+    from loopkit.evidence import statcache
 
     kept = keep_as or statcache.path(state)
     if handed is not None and (given := handed.seed()) is not None:
@@ -124,8 +126,8 @@ class EarlyTree:
     def __init__(
         self, root: Path, state: Path, run: Any, *, handed: statcache.Handoff | None = None
     ) -> None:
-        from loopkit import statcache
         from loopkit.background import Background
+        from loopkit.evidence import statcache
 
         self.root, self.state = root, state
         self._kept = statcache.beside(state, "early")
@@ -145,7 +147,7 @@ class EarlyTree:
         except BaseException:
             self.drop()
             raise
-        from loopkit import statcache
+        from loopkit.evidence import statcache
 
         if self._kept.exists():
             os.replace(self._kept, statcache.path(state))
@@ -230,7 +232,7 @@ def _recorded_verify(state: Path, doc: Mapping[str, Any]) -> str | None:
     """Whether the piped verify section is the one lk-verify recorded for this attempt:
     "match", "differs", "missing" (none recorded), or None (no verify section)."""
     from loopkit import loader
-    from loopkit.verify import RECORD_NAME
+    from loopkit.evidence.verify import RECORD_NAME
 
     verify = doc.get("verify")
     attempt = doc.get("attempt_id")
@@ -246,7 +248,7 @@ def _recorded_verify(state: Path, doc: Mapping[str, Any]) -> str | None:
 
 def interrupted(task_id: str, *, reason: str, ledger_path: str | None = None) -> dict[str, Any]:
     """Append an ``interrupted`` record for ``task_id`` (records.interrupted_record)."""
-    from loopkit import records
+    from loopkit.decision import records
     from loopkit.workspace import for_state_only
 
     path = Path(ledger_path) if ledger_path else for_state_only().state / ledgers.DEFAULT_NAME

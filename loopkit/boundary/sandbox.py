@@ -2,7 +2,7 @@
 
 Usage:
 
-    from loopkit import sandbox
+    from loopkit.boundary import sandbox
 
     available, reason = sandbox.probe()        # starts ``bwrap ... true`` once per process
     if available:

@@ -1,6 +1,6 @@
 """What a worker (or a judge) may reach: the sandbox policy of one run.
 
-``loopkit.sandbox`` knows how to start bubblewrap; this module decides what goes in it,
+``loopkit.boundary.sandbox`` knows how to start bubblewrap; this module decides what goes in it,
 from the contract's ``sandbox`` section (published keys)::
 
     sandbox:
@@ -108,7 +108,7 @@ def contain(
     is asked for or can start. ``visible`` maps environment variables to files in the
     hidden state folder the worker must read (the command provider's handoff): each is
     copied to a scratch folder shown read-only, and the variable points at the copy."""
-    from loopkit import sandbox
+    from loopkit.boundary import sandbox
 
     record: dict[str, Any] = {"mode": policy.mode, "network": policy.network}
     if policy.mode == "off":
@@ -184,7 +184,7 @@ class Checks:
         """(argv or shell text, environment, whether it is shell text) for one check."""
         if self._args is None:
             return command, dict(env), True
-        from loopkit import sandbox
+        from loopkit.boundary import sandbox
 
         inner = dict(env)
         inner.setdefault("HOME", self._args["home"])
@@ -196,7 +196,7 @@ def checks_policy(contract: Mapping[str, Any] | None) -> tuple[Policy, bool]:
     """The sandbox policy the checks follow (the contract's ``sandbox.mode``) and whether
     they get one: not with ``mode: off``, nor where none can start (``mode: required``
     then refuses, exit 4)."""
-    from loopkit import sandbox
+    from loopkit.boundary import sandbox
 
     policy = Policy.of(contract)
     if policy.mode == "off":
@@ -227,7 +227,7 @@ def for_checks(
     visible; a private /tmp; the network unless ``verify.network: false``; nothing a check
     starts outlives it. Without a sandbox (``mode: off``, or none can start) the checks
     run as they are, in the room, and the record says why."""
-    from loopkit import sandbox
+    from loopkit.boundary import sandbox
 
     policy, usable = checks_policy(contract)
     # The checks run the worker's code: a contract that cut the worker's network
@@ -264,7 +264,7 @@ def for_checks(
 def provider_homes() -> Path:
     """Where the providers' private homes live (beside the clean rooms, in the user cache
     folder; ``$LOOPKIT_HOMES`` moves them): never visible to the checks."""
-    from loopkit import cleanroom
+    from loopkit.evidence import cleanroom
 
     chosen = os.environ.get("LOOPKIT_HOMES")
     if chosen:
@@ -280,7 +280,7 @@ def provider_homes() -> Path:
 def provider_home(root: Path, name: str) -> Path:
     """The private home of provider ``name`` for the repository at ``root``: where its CLI
     keeps settings and sessions during loopkit's runs, never the person's own."""
-    from loopkit import cleanroom
+    from loopkit.evidence import cleanroom
 
     return provider_homes() / cleanroom.home_of(root).name / name
 

@@ -19,7 +19,8 @@ import tempfile
 from pathlib import Path
 from typing import ClassVar
 
-from loopkit.providers.base import (
+from loopkit.text import clip
+from loopkit.worker.providers.base import (
     Event,
     Exit,
     Invocation,
@@ -29,7 +30,6 @@ from loopkit.providers.base import (
     RunState,
     StreamParser,
 )
-from loopkit.text import clip
 
 #: sysexits.h EX_TEMPFAIL: the worker's way of saying "transient, try again later".
 TEMPFAIL = 75

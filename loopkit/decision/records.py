@@ -3,8 +3,8 @@
 A record is appended for every decision (``attempt_record``) and every admission
 (``admission_record``): a readable summary of the attempt, the decision, and the exact
 inputs it was derived from, so ``replay`` can re-derive each decision, history and
-summary and name the records that disagree. The rules themselves are ``loopkit.decide``'s;
-how records are stored is ``loopkit.ledger``'s.
+summary and name the records that disagree. The rules themselves are ``loopkit.decision.decide``'s;
+how records are stored is ``loopkit.state.ledger``'s.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from loopkit import budget
-from loopkit import classify as fc
-from loopkit import decide as decider
+from loopkit.decision import budget
+from loopkit.decision import classify as fc
+from loopkit.decision import decide as decider
 
 
 def summarize(view: Mapping[str, Any]) -> dict[str, Any]:
