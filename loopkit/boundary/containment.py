@@ -267,14 +267,7 @@ def provider_homes() -> Path:
     from loopkit.evidence import cleanroom
 
     chosen = os.environ.get("LOOPKIT_HOMES")
-    if chosen:
-        return Path(chosen)
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return (
-        Path(cache) / "loopkit" / "homes"
-        if not os.environ.get(cleanroom.ROOM_ENV)
-        else (Path(os.environ[cleanroom.ROOM_ENV]).parent / "homes")
-    )
+    return Path(chosen) if chosen else cleanroom.rooms().parent / "homes"
 
 
 def provider_home(root: Path, name: str) -> Path:

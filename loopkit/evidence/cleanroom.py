@@ -53,11 +53,18 @@ def home_of(root: Path) -> Path:
     key = sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:16]
     top = Path(real).parent if Path(real).name == ".git" else Path(real)
     name = f"{top.name or 'repo'}-{key}"
+    return rooms() / name
+
+
+def rooms() -> Path:
+    """The folder every repository's clean room lives in: ``$LOOPKIT_CLEANROOM``, else
+    ``cleanroom/`` in loopkit's user cache folder (``$XDG_CACHE_HOME/loopkit``, else
+    ``~/.cache/loopkit``), beside the providers' private homes."""
     chosen = os.environ.get(ROOM_ENV)
     if chosen:
-        return Path(chosen) / name
+        return Path(chosen)
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(cache) / "loopkit" / "cleanroom" / name
+    return Path(cache) / "loopkit" / "cleanroom"
 
 
 @contextlib.contextmanager

@@ -237,7 +237,7 @@ def _jail(
     real = Path(os.path.realpath(root))
     dirs = git.git_dirs(root)
     hidden = [
-        cleanroom.home_of(root).parent,
+        cleanroom.rooms(),
         containment.provider_homes(),
         dirs.common,
         dirs.own,
