@@ -56,7 +56,8 @@ begin=() cargs=() max_rounds=50 reproduce=0 start=''
 while [ $# -gt 0 ]; do
     case $1 in
     --contract) cargs=(--contract "${2:?--contract needs a file}"); shift 2 ;;
-    --tasks | --task-id | --task | --reset-path) begin+=("$1" "${2:?$1 needs a value}"); shift 2 ;;
+    --tasks | --task-id | --task) begin+=("$1" "${2:?$1 needs a value}"); shift 2 ;;
+    --reset-path) export RESET_PATHS="${RESET_PATHS:-} ${2:?--reset-path needs a path}"; shift 2 ;;
     --goal | --allow-dirty) begin+=("$1"); shift ;;
     --max-rounds) max_rounds=${2:?--max-rounds needs a number}; shift 2 ;;
     --notify) export LK_NOTIFY=${2:?--notify needs a command}; shift 2 ;;
@@ -94,18 +95,23 @@ settle() { # settle EXIT DOC: act on a decision (LK_DOC_* its fields); returns o
     [ -s "$doc" ] || lk_die 70 "$doc: no decided document"
     lk_log "$LK_TASK_ID attempt $label: ${LK_DOC_OUTCOME:-?} -- ${LK_DOC_REASON%%$'\n'*}"
     case $rc in
-    0) lk task land "$doc" --label "$label" --stat-cache >/dev/null || exit $?; lk_notify complete "$doc"; exit 0 ;;
+    0) out=$(lk task land "$doc" --label "$label" --stat-cache --shell) || exit $?
+       eval "$out"; lk_note "committed $LK_TASK_ID as ${LK_COMMIT:0:12}"; lk_notify complete "$doc"; exit 0 ;;
     10 | 11)
-        lk task save "$label" --why "${LK_DOC_OUTCOME:-retry}" >/dev/null || exit $?
+        out=$(lk task save "$label" --why "${LK_DOC_OUTCOME:-retry}" --shell) || exit $?
+        eval "$out"; lk_note "saved the work tree of $LK_TASK_ID attempt $label as $LK_REF"
         case ${LK_DOC_BACKOFF:-} in '' | 0 | 0.0 | *[!0-9.]*) ;; *)
             lk_log "$LK_TASK_ID: waiting ${LK_DOC_BACKOFF}s before the next attempt ($LK_DOC_CLASS)"
             sleep "$LK_DOC_BACKOFF" ;; esac
         session=$LK_DOC_SESSION input=$doc ;;
     20 | 21 | 22)
-        lk task park "$doc" --label "$label" >/dev/null || exit $?
+        out=$(lk task park "$doc" --label "$label" --shell) || exit $?
+        eval "$out"; lk_note "parked $LK_TASK_ID (${LK_DOC_OUTCOME:-$rc}); the attempt is saved as $LK_REF"
         if [ "$rc" = 20 ]; then lk_notify blocked "$doc"; else lk_notify parked "$doc"; fi
         exit "$rc" ;;
-    30) lk task cancel "$doc" --label "$label" >/dev/null || exit $?; lk_notify cancelled "$doc"; exit 30 ;;
+    30) out=$(lk task cancel "$doc" --label "$label" --shell) || exit $?
+        eval "$out"; lk_note "$LK_TASK_ID: cancelled; the tree is left as it is (saved as $LK_REF)"
+        lk_notify cancelled "$doc"; exit 30 ;;
     *) lk_die "$rc" "lk attempt failed with exit $rc; see $LK_RUN_DIR" ;;
     esac
 }

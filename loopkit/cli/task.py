@@ -99,9 +99,10 @@ def _print(result: dict[str, Any], as_shell: bool) -> None:
     if as_shell:
         import shlex
 
-        for name, key in _SHELL.items():
-            value = result.get(key)
-            sys.stdout.write(f"{name}={shlex.quote('' if value is None else str(value))}\n")
+        for name, key in _SHELL.items():  # only what this step answers: nothing else is reset
+            if key in result:
+                value = result[key]
+                sys.stdout.write(f"{name}={shlex.quote('' if value is None else str(value))}\n")
         sys.stdout.flush()
         return
     from loopkit.document import emit

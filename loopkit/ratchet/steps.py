@@ -487,8 +487,12 @@ def _index_to_commit(
     keep = None if real.is_dir() else real
     live = trees.live_tree(w, seed=seed, keep=keep, expect=tree)
     if live == tree:
+        if keep is None and not w.ok(["read-tree", "HEAD"]):
+            message = (f"{j['task']} is committed, but the index could not be brought to the commit "
+                       f"({real} is not a file git can write); the task is NOT marked done: once "
+                       "it is, the plain rerun marks it")
+            raise Refused(message, _result("refused", j, commit=j["commit"], reason=message))
         if keep is None:
-            w.out(["read-tree", "HEAD"])
             w.ok(["update-index", "-q", "--refresh"])
         return None
     label = f"{j.get('label') or 'land'}-after-verify"

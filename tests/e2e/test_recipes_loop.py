@@ -395,7 +395,7 @@ def test_one_loop_per_work_tree_a_lock_of_a_loop_that_is_gone_is_taken_over(
     import os
 
     p = make_project(tmp_path, GOOD)
-    lock = p.state() / "loop.lock"
+    lock = p.lock()
     lock.mkdir(parents=True)
     (lock / "pid").write_text(f"{os.getpid()}\n")  # this test's own process: alive
     proc = loop(p)
@@ -440,7 +440,7 @@ def test_the_early_start_check_leaves_nothing_behind_and_a_dirty_tree_is_still_r
     proc = p.run("loop.sh", "--contract", str(bad), "--task-id", "t", "--task", "x")
     assert proc.returncode == 3, fail_message(proc)
     assert scratch() == []
-    lock = p.state() / "loop.lock"
+    lock = p.lock()
     lock.mkdir(parents=True)
     (lock / "pid").write_text(f"{os.getpid()}\n")  # a live loop holds it
     proc = loop(p)
@@ -449,7 +449,7 @@ def test_the_early_start_check_leaves_nothing_behind_and_a_dirty_tree_is_still_r
     (lock / "pid").unlink()
     lock.rmdir()
     # First run on a fresh clone: no state folder yet when the early walk starts.
-    assert not any(n == "loop.lock" for n in os.listdir(p.state()))
+    assert not p.lock().exists()
     proc = loop(p)
     assert proc.returncode == 0, fail_message(proc)
     assert p.git("show", "HEAD:src/value.txt") == "good\n"

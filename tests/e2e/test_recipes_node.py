@@ -108,7 +108,7 @@ def test_node_loop_commits_the_verified_tree_and_honours_the_lock(tmp_path: Path
     hook = p.root / ".git" / "hooks" / "pre-commit"
     hook.write_text("#!/bin/sh\necho bad > src/value.txt\ngit add src/value.txt\n")
     hook.chmod(0o755)
-    lock = p.root / ".loopkit" / "loop.lock"
+    lock = p.lock()
     lock.mkdir(parents=True)
     (lock / "pid").write_text(f"{os.getpid()}\n")  # this test's own process: alive
     proc = node(p, "--contract", "loop.yaml", "--task-id", "fix-value")
@@ -128,7 +128,7 @@ def test_a_lock_the_shell_recipes_took_is_live_to_the_node_loop(tmp_path: Path) 
     # (lk_proc_started) is the one loop.mjs compares. Naive variant caught: two formats,
     # so the node loop takes a live shell loop's lock for a stale one and runs beside it.
     p = make_project(tmp_path, GOOD)
-    lock = p.root / ".loopkit" / "loop.lock"
+    lock = p.lock()
     lock.mkdir(parents=True)
     pid = os.getpid()  # this test's own process: alive
     started = subprocess.run(
