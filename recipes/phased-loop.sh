@@ -40,6 +40,7 @@ tasks=${tasks:-$root/TASKS.md}
 [ -f "$tasks" ] || lk_die 3 "$tasks: no such file"
 # The lock for the whole run (each loop.sh works under it), and what a stopped run left.
 lk task begin --owner $$ >/dev/null || exit $?
+export LK_LOCK_OWNER=$$ # the loop.sh this run starts works under its lock
 trap 'lk task end --owner $$ >/dev/null' EXIT
 trap 'lk_log "interrupted"; exit 130' INT TERM
 

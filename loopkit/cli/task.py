@@ -110,25 +110,30 @@ def _print(result: dict[str, Any], as_shell: bool) -> None:
     emit(result, schema_name="task-step")
 
 
-def _doc(path: str | None) -> dict[str, Any] | None:
-    from loopkit.document import parse_attempt, read_attempt
+def _doc(path: str | None, *, checked: bool = False) -> dict[str, Any] | None:
+    """The document in ``path`` (its last line), or the piped one. ``checked``: only its
+    kind is held to the schema here -- the step checks each field it acts on itself, so a
+    decided document naming no tree is refused as such (40), not as bad input."""
+    from loopkit.document import parse_attempt, stdin_has_data
     from loopkit.errors import BadInput
 
-    if path and path != "-":
-        try:
-            with open(path, "rb") as f:
+    source = path if path and path != "-" else "<stdin>"
+    try:
+        if source != "<stdin>":
+            with open(source, "rb") as f:
                 raw = f.read()
-        except OSError as e:
-            raise BadInput(path, f"cannot read: {e.strerror}") from None
-        lines = raw.strip().splitlines()
-        return parse_attempt(lines[-1] if lines else b"", source=path)
-    return read_attempt()
+        else:
+            raw = sys.stdin.buffer.read() if stdin_has_data() else b""
+    except OSError as e:
+        raise BadInput(source, f"cannot read: {e.strerror}") from None
+    lines = raw.strip().splitlines()
+    return parse_attempt(lines[-1] if lines else b"", source=source, checked=checked)
 
 
 def _decided(path: str | None) -> dict[str, Any]:
     from loopkit.errors import BadInput
 
-    doc = _doc(path)
+    doc = _doc(path, checked=True)
     if doc is None:
         raise BadInput(path or "<stdin>", "no document: expected the decided attempt document")
     return doc
@@ -173,6 +178,8 @@ def begin(
 
     The start document is kept as <state>/runs/<task>/<run>/start.json (run_dir, start).
     Reset paths come from --reset-path and $RESET_PATHS (split on blanks, never globbed).
+    A loop that starts loops of its own exports LK_LOCK_OWNER=its pid: they work under its
+    lock.
     """
     from loopkit.ratchet import steps
 
@@ -190,6 +197,7 @@ def begin(
     def step() -> dict[str, Any]:
         result = steps.begin(
             ctx, owner=pid, document=document, contract_path=contract_path,
+            outer=int(os.environ.get("LK_LOCK_OWNER") or 0) or None,
             allow_dirty=allow_dirty, tasks=tasks, reset_paths=resets,
             memory_file=memory or os.environ.get("MEMORY_FILE") or None,
         )

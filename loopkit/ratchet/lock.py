@@ -122,15 +122,16 @@ def read(path: Path) -> tuple[int, str]:
     return pid, stamp
 
 
-def take(folder: Path, owner: int, root: Path) -> Held:
+def take(folder: Path, owner: int, root: Path, *, outer: int | None = None) -> Held:
     """Take the lock for ``owner`` (a loop's pid), or refuse (exit 4) while a live loop
-    other than one of ``owner``'s ancestors holds it. Call under ``guard``."""
+    holds it -- unless that loop is ``outer``, the loop that started this one (it says so
+    in ``LK_LOCK_OWNER``) and one of ``owner``'s ancestors. Call under ``guard``."""
     path = folder / LOCK_NAME
     taken_over: int | None = None
     if path.exists() or path.is_symlink():
         pid, stamp = read(path)
         if pid and alive(pid, stamp):
-            if pid in ancestors(owner):
+            if pid == owner or (pid == outer and pid in ancestors(owner)):
                 return Held(path, pid, nested=pid != owner, taken_over=None)
             raise EnvironmentProblem(
                 f"another loop (pid {pid}) is running in this work tree ({root}): one loop "

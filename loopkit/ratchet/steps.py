@@ -87,6 +87,7 @@ def begin(
     *,
     owner: int,
     document: dict[str, Any] | None,
+    outer: int | None = None,
     contract_path: str | None = None,
     allow_dirty: bool = False,
     tasks: str | None = None,
@@ -94,22 +95,35 @@ def begin(
     memory_file: str | None = None,
 ) -> dict[str, Any]:
     """Take the lock, finish what a stopped loop left, and record where the task begins
-    (with ``document``; without one, the lock and the recovery alone)."""
+    (with ``document``; without one, the lock and the recovery alone). ``outer``: the pid
+    of the loop that started this one and holds the lock for it (``LK_LOCK_OWNER``).
+    A begin that fails after taking the lock releases it."""
+    from loopkit.workspace import Workspace
+
+    ws = None
+    if document is not None:  # a bad contract or document is refused before anything
+        ws = Workspace.open(contract_path=contract_path, document=document, cwd=ctx.root)
     with lock.guard(ctx.folder):
-        held = lock.take(ctx.folder, owner, ctx.root)
+        held = lock.take(ctx.folder, owner, ctx.root, outer=outer)
         if held.taken_over is not None:
             ctx.say(
                 f"took over the lock of a loop that is gone (pid {held.taken_over or 'unknown'}): "
                 f"{held.path}"
             )
-        recovered = recover(ctx, owner=owner)
-    result = _result(
-        "begin", None, lock={"path": str(held.path), "owner": held.owner, "nested": held.nested},
-        recovered=recovered,
-    )
-    if document is None:
-        return result
-    j = _start(ctx, owner, document, contract_path, allow_dirty, tasks, reset_paths, memory_file)
+        try:
+            recovered = recover(ctx, owner=owner)
+            result = _result(
+                "begin", None,
+                lock={"path": str(held.path), "owner": held.owner, "nested": held.nested},
+                recovered=recovered,
+            )
+            if ws is None or document is None:
+                return result
+            j = _start(ctx, owner, document, ws, allow_dirty, tasks, reset_paths, memory_file)
+        except BaseException:
+            if not held.nested:
+                lock.release(ctx.folder, held.owner)
+            raise
     result.update(
         task=j["task"], base=j["base"], branch=j["branch"] or None, diff_base=j["diff_base"],
         start_tree=j["start_tree"], start_index=j["start_index"] or None,
@@ -122,15 +136,12 @@ def _start(
     ctx: Context,
     owner: int,
     document: dict[str, Any],
-    contract_path: str | None,
+    ws: Any,
     allow_dirty: bool,
     tasks: str | None,
     reset_paths: Sequence[str],
     memory_file: str | None,
 ) -> dict[str, Any]:
-    from loopkit.workspace import Workspace
-
-    ws = Workspace.open(contract_path=contract_path, document=document, cwd=ctx.root)
     task = _doc_get(document, "task", "id")
     if not isinstance(task, str) or not task:
         raise BadInput("<stdin>", "the document names no task (expected a string)", path="task.id")
@@ -415,9 +426,9 @@ def land(
                        path="decision.outcome")
     tree = _doc_get(document, "verify", "tree")
     w = ctx.where(j)
-    if not isinstance(tree, str) or not git.is_object_id(tree) or not w.ok(
-        ["cat-file", "-e", f"{tree}^{{tree}}"]
-    ):
+    kind = git.git(["cat-file", "-t", tree], cwd=ctx.root, check=False) if (
+        isinstance(tree, str) and git.is_object_id(tree)) else None
+    if kind is None or kind.exit_code != 0 or kind.stdout.strip() != b"tree":
         ref = _save(ctx, j, label, "complete, no verified tree")
         journal.remove(ctx.folder)
         message = (f"the decided document names no tree its checks ran on (verify.tree "
