@@ -65,7 +65,7 @@ _label = click.option("--label", default="", metavar="NAME", help="The attempt (
 _SHELL = {
     "LK_TASK_ID": "task", "LK_BASE": "base", "LK_DIFF_BASE": "diff_base",
     "LK_RUN_DIR": "run_dir", "LK_START": "start", "LK_STATE": "state", "LK_REF": "ref",
-    "LK_COMMIT": "commit",
+    "LK_COMMIT": "commit", "LK_TASK_KIND": "task_kind",
 }
 
 
@@ -209,14 +209,34 @@ def begin(
 
 
 @main.command(epilog=EPILOG)
-@click.argument("label")
-@click.option("--why", default="saved", metavar="TEXT", help="Said in the saved commit's message.")
+@click.argument("label", required=False)
+@click.option("--why", default="", metavar="TEXT", help="Said in the saved commit's message.")
+@click.option("--doc", metavar="FILE",
+              help="The decided document: the label is its attempt; --shell adds its LK_DOC_* fields.")
 @_shell
-def save(label: str, why: str, as_shell: bool) -> int:
-    """Save the work tree as it stands under refs/loopkit/<task>/<LABEL>[-N]."""
+def save(label: str | None, why: str, doc: str | None, as_shell: bool) -> int:
+    """Save the work tree as it stands under refs/loopkit/<task>/<LABEL>[-N].
+
+    With --doc and --shell, the decision's fields a loop acts on follow (LK_DOC_OUTCOME,
+    LK_DOC_ATTEMPT, LK_DOC_REASON, LK_DOC_BACKOFF, LK_DOC_SESSION, ...: as lk attempt
+    --shell prints them)."""
+    from loopkit.errors import UsageProblem
     from loopkit.ratchet import steps
 
-    return _run(lambda: steps.save(_ctx(), label=label, why=why), as_shell)
+    document = _decided(doc) if doc else None
+    if not label and document is None:
+        raise UsageProblem("lk task save needs a LABEL (or --doc, whose attempt names it)")
+    name = label or _label_of(document or {}, "")
+    outcome = str(((document or {}).get("decision") or {}).get("outcome") or "")
+    code = _run(lambda: steps.save(_ctx(), label=name, why=why or outcome or "saved"), as_shell)
+    if as_shell and document is not None:
+        import json
+
+        from loopkit.cli.stages import _shell as fields
+
+        sys.stdout.write(fields(json.dumps(document)))
+        sys.stdout.flush()
+    return code
 
 
 @main.command(epilog=EPILOG)

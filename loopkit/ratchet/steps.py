@@ -125,7 +125,7 @@ def begin(
                 lock.release(ctx.folder, held.owner)
             raise
     result.update(
-        task=j["task"], base=j["base"], branch=j["branch"] or None, diff_base=j["diff_base"],
+        task=j["task"], task_kind=_doc_get(document, "task", "kind") or "task", base=j["base"], branch=j["branch"] or None, diff_base=j["diff_base"],
         start_tree=j["start_tree"], start_index=j["start_index"] or None,
         user_start=j.get("user_start"), state=j["state"],
     )
