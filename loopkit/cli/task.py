@@ -60,6 +60,11 @@ _owner = click.option(
 )
 _shell = click.option("--shell", "as_shell", is_flag=True, help="LK_NAME=VALUE lines, not JSON.")
 _label = click.option("--label", default="", metavar="NAME", help="The attempt (the ref's name).")
+_in = click.option(
+    "--in", "attempt_in", metavar="DIR",
+    help="The attempt ran in DIR, another worktree of this repository: its tree is saved, "
+    "and land fast-forwards this checkout to the commit.",
+)
 
 #: --shell: the result's fields a loop reads, by their variable's name.
 _SHELL = {
@@ -139,10 +144,10 @@ def _decided(path: str | None) -> dict[str, Any]:
     return doc
 
 
-def _ctx() -> Any:
+def _ctx(attempt_in: str | None = None) -> Any:
     from loopkit.ratchet.steps import Context
 
-    return Context(say=_say)
+    return Context(say=_say, attempt_in=attempt_in)
 
 
 def _label_of(doc: dict[str, Any], label: str) -> str:
@@ -213,8 +218,9 @@ def begin(
 @click.option("--why", default="", metavar="TEXT", help="Said in the saved commit's message.")
 @click.option("--doc", metavar="FILE",
               help="The decided document: the label is its attempt; --shell adds its LK_DOC_* fields.")
+@_in
 @_shell
-def save(label: str | None, why: str, doc: str | None, as_shell: bool) -> int:
+def save(label: str | None, why: str, doc: str | None, attempt_in: str | None, as_shell: bool) -> int:
     """Save the work tree as it stands under refs/loopkit/<task>/<LABEL>[-N].
 
     With --doc and --shell, the decision's fields a loop acts on follow (LK_DOC_OUTCOME,
@@ -228,7 +234,7 @@ def save(label: str | None, why: str, doc: str | None, as_shell: bool) -> int:
         raise UsageProblem("lk task save needs a LABEL (or --doc, whose attempt names it)")
     name = label or _label_of(document or {}, "")
     outcome = str(((document or {}).get("decision") or {}).get("outcome") or "")
-    code = _run(lambda: steps.save(_ctx(), label=name, why=why or outcome or "saved"), as_shell)
+    code = _run(lambda: steps.save(_ctx(attempt_in), label=name, why=why or outcome or "saved"), as_shell)
     if as_shell and document is not None:
         import json
 
@@ -244,14 +250,17 @@ def save(label: str | None, why: str, doc: str | None, as_shell: bool) -> int:
 @_label
 @click.option("--stat-cache", is_flag=True,
               help="lk-decide's stat cache is fresh (no worker ran since): start from it.")
+@_in
 @_shell
-def land(doc: str | None, label: str, stat_cache: bool, as_shell: bool) -> int:
+def land(
+    doc: str | None, label: str, stat_cache: bool, attempt_in: str | None, as_shell: bool
+) -> int:
     """Commit exactly the tree a complete decision's checks ran on; mark the task done."""
     from loopkit.ratchet import steps
 
     document = _decided(doc)
     return _run(
-        lambda: steps.land(_ctx(), document, label=_label_of(document, label), fresh_stat=stat_cache),
+        lambda: steps.land(_ctx(attempt_in), document, label=_label_of(document, label), fresh_stat=stat_cache),
         as_shell,
     )
 
@@ -260,28 +269,30 @@ def land(doc: str | None, label: str, stat_cache: bool, as_shell: bool) -> int:
 @click.argument("doc", required=False, metavar="[DOC]")
 @_label
 @click.option("--outcome", default="", metavar="NAME", help="Default: the decision's outcome.")
+@_in
 @_shell
-def park(doc: str | None, label: str, outcome: str, as_shell: bool) -> int:
+def park(doc: str | None, label: str, outcome: str, attempt_in: str | None, as_shell: bool) -> int:
     """Save, revert, reset, write the retrospective, mark parked, commit the record."""
     from loopkit.ratchet import steps
 
     document = _decided(doc)
     why = outcome or str((document.get("decision") or {}).get("outcome") or "failed")
     return _run(
-        lambda: steps.park(_ctx(), document, label=_label_of(document, label), outcome=why), as_shell
+        lambda: steps.park(_ctx(attempt_in), document, label=_label_of(document, label), outcome=why), as_shell
     )
 
 
 @main.command(epilog=EPILOG)
 @click.argument("doc", required=False, metavar="[DOC]")
 @_label
+@_in
 @_shell
-def cancel(doc: str | None, label: str, as_shell: bool) -> int:
+def cancel(doc: str | None, label: str, attempt_in: str | None, as_shell: bool) -> int:
     """Save the tree under refs/loopkit/<task>/cancelled and leave it as it is."""
     from loopkit.ratchet import steps
 
     _doc(doc)  # read (and checked) when given: the decision that cancelled
-    return _run(lambda: steps.cancel(_ctx(), label=label or "cancelled"), as_shell)
+    return _run(lambda: steps.cancel(_ctx(attempt_in), label=label or "cancelled"), as_shell)
 
 
 @main.command(epilog=EPILOG)

@@ -48,11 +48,26 @@ def _quiet(_: str) -> None:
 class Context:
     """One work tree: where it is, its git folder's ``loopkit/`` folder, its lock."""
 
-    def __init__(self, cwd: str | os.PathLike[str] = ".", *, say: Say = _quiet) -> None:
+    def __init__(
+        self, cwd: str | os.PathLike[str] = ".", *, say: Say = _quiet,
+        attempt_in: str | os.PathLike[str] | None = None,
+    ) -> None:
         self.root = git.toplevel(cwd)
         self.own = git.git_dirs(self.root).own
         self.folder = self.own / "loopkit"
         self.say = say
+        #: where the attempt ran when not here: another worktree of the repository (a
+        #: loop that keeps each attempt out of the checkout); saves take its tree
+        self.attempt_in = git.toplevel(attempt_in) if attempt_in is not None else None
+
+    def source(self, j: Mapping[str, Any]) -> trees.Where:
+        """The work tree the attempt's files are in."""
+        if self.attempt_in is None:
+            return self.where(j)
+        return trees.Where(
+            self.attempt_in, git.git_dirs(self.attempt_in).own,
+            Path(str(j.get("state") or self.root / ".loopkit")), j.get("start_ignored") or (),
+        )
 
     def where(self, j: Mapping[str, Any]) -> trees.Where:
         return trees.Where(
@@ -351,9 +366,9 @@ def _save_parent(w: trees.Where, j: Mapping[str, Any]) -> str | None:
 
 
 def _save(ctx: Context, j: Mapping[str, Any], label: str, why: str) -> str:
-    w = ctx.where(j)
     task = str(j["task"])
-    ref = trees.save(w, task, label, f"loopkit: {task} attempt {label} ({why})", _save_parent(w, j))
+    ref = trees.save(ctx.source(j), task, label, f"loopkit: {task} attempt {label} ({why})",
+                     _save_parent(ctx.where(j), j))
     ctx.say(f"saved the work tree of {task} attempt {label} as {ref}")
     return ref
 
@@ -435,7 +450,8 @@ def land(
                    f"'{tree or ''}'): nothing committed; the work tree is left as it is and saved "
                    f"as {ref}; the task is NOT marked done")
         raise Refused(message, _result("refused", j, ref=ref, reason=message))
-    _branch_check(ctx, j, f"the commit of {task}", None, label)
+    if ctx.attempt_in is None:
+        _branch_check(ctx, j, f"the commit of {task}", None, label)
     subject = memory.one_line(_doc_get(document, "task", "text") or task, 72)
     why = memory.one_line(_doc_get(document, "decision", "reason") or "complete", 300)
     attempt = _doc_get(document, "attempt_id") or label
@@ -449,9 +465,33 @@ def land(
         text = (f"the commit of {task} failed (no user.name / user.email?): the loop stops; the "
                 f"green tree is left on disk and saved as {ref}; the task is NOT marked done")
         raise Refused(text, _result("refused", j, ref=ref, reason=text))
-    j.update(phase="landing", commit=done.stdout.decode().strip(), tree=tree, label=label)
+    commit = done.stdout.decode().strip()
+    if ctx.attempt_in is not None:
+        _fast_forward_check(ctx, j, commit, label)
+    j.update(phase="landing", commit=commit, tree=tree, label=label,
+             elsewhere=ctx.attempt_in is not None)
     journal.write(ctx.folder, j)
     return _finish_landing(ctx, j, fresh_stat=fresh_stat)
+
+
+def _fast_forward_check(ctx: Context, j: dict[str, Any], commit: str, label: str) -> None:
+    """The checks ran in another worktree: the branch here takes the commit only as a
+    fast-forward from where the task began. Else the green commit is kept under
+    ``refs/loopkit/<task>/green-<label>`` and the landing refused (40)."""
+    w = ctx.where(j)
+    head, branch = trees.head(w)
+    if head == j["base"] and branch == (j.get("branch") or "") and not trees.dirty(w):
+        return
+    task = str(j["task"])
+    green = trees.keep_commit(w, task, f"green-{label}", commit)
+    journal.remove(ctx.folder)
+    message = (
+        f"{(j.get('branch') or 'HEAD').removeprefix('refs/heads/')} could not fast-forward to "
+        f"{_short(commit)} (it moved since the attempt began, from {_short(str(j['base']))} to "
+        f"{_short(head)}, or your edits in the checkout are in the way); the green commit is "
+        f"{green}; nothing marked"
+    )
+    raise Refused(message, _result("refused", j, ref=green, commit=commit, reason=message))
 
 
 def _finish_landing(ctx: Context, j: dict[str, Any], *, fresh_stat: bool = False) -> dict[str, Any]:
@@ -469,7 +509,10 @@ def _finish_landing(ctx: Context, j: dict[str, Any], *, fresh_stat: bool = False
         if head != commit:
             _branch_check(ctx, j, f"the commit of {task}", None, str(j.get("label") or "land"))
         ctx.say(f"committed {task} as {_short(commit)}: the tree its checks ran on")
-        after = _index_to_commit(ctx, w, j, fresh_stat=fresh_stat)
+        if j.get("elsewhere"):  # the files here are the start's: brought as a fast-forward
+            w.out(["read-tree", "-u", "-m", str(j["start_tree"]), commit])
+        else:
+            after = _index_to_commit(ctx, w, j, fresh_stat=fresh_stat)
         j["phase"] = "marking"
         journal.write(ctx.folder, j)
     _mark_and_commit(ctx, w, j, "done", None, [str(j.get("tasks") or "")], f"loopkit: mark {task} done")
