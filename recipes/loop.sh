@@ -26,6 +26,7 @@
 # Environment: RESET_PATHS="data/ app.db" (ignored paths reset on park), LOOPKIT_STATE_DIR,
 # LK_NOTIFY (as --notify), MEMORY_FILE (instead of the contract's memory), LK_RESUME=never
 # (never pass --resume), LK_VERBOSE=1 (every stage's exit on stderr too).
+# shellcheck disable=SC2153,SC2154 # LK_* and the workspace's names come from eval of lk's --shell output
 set -u
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/log.sh" # logging and notifying; the ratchet itself is `lk task`

@@ -15,6 +15,7 @@
 # failed (the run stops at once: the checklist never advances past a commit that did not
 # land, or the branch moved under it); 41 a task came back after it was handled; 4 another
 # loop runs in this work tree; other codes from the failing command.
+# shellcheck disable=SC2153,SC2154 # LK_* and the workspace's names come from eval of lk's --shell output
 set -u
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/log.sh"

@@ -29,6 +29,7 @@
 # Exit codes as loop.sh: 0 committed; 20/21/22 parked; 30 cancelled; 40 a commit or the
 # fast-forward failed; 41 runaway; 4 setup (dirty checkout, detached HEAD, another loop
 # running in this checkout, ...).
+# shellcheck disable=SC2153,SC2154 # LK_* and the workspace's names come from eval of lk's --shell output
 set -u
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/log.sh"
@@ -61,7 +62,7 @@ input=$LK_START
 lk_log "task $LK_TASK_ID: attempts in worktrees under $wt_root, landing on $(git symbolic-ref --short HEAD)"
 for round in $(seq 1 "$max_rounds"); do
     p=$LK_RUN_DIR/$round
-    wt=$(mktemp -d "$wt_root/$LK_TASK_ID-$round-XXXXXX") && rmdir -- "$wt" || lk_die 4 "cannot create a worktree folder"
+    if ! wt=$(mktemp -d "$wt_root/$LK_TASK_ID-$round-XXXXXX") || ! rmdir -- "$wt"; then lk_die 4 "cannot create a worktree folder"; fi
     git worktree add -q --detach "$wt" "$LK_BASE" || lk_die 4 "git worktree add failed"
     for path in ${RESET_PATHS:-}; do # ignored folders the code expects: made empty
         case $path in */) mkdir -p "$wt/$path" ;; *) [ ! -d "$path" ] || mkdir -p "$wt/$path" ;; esac

@@ -21,7 +21,7 @@ def one_line(text: Any, limit: int = 300) -> str:
     """``text`` squeezed onto one bounded line (cut ones end with an ellipsis)."""
     from loopkit.text import clean
 
-    line = " ".join(clean(str(text or "")).split())
+    line = " ".join(clean(" ".join(str(text or "").split())).split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
