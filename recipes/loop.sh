@@ -5,66 +5,50 @@
 #   recipes/loop.sh [--tasks TASKS.md] next.json
 #   recipes/loop.sh --contract loop.yaml --task-id fix-parser --task "Fix blank lines"
 #
+# Options: --contract FILE, --tasks FILE (mark it done / parked), --task-id ID --task TEXT
+# [--goal] (instead of a document), --reset-path PATH (an ignored path a park resets; adds to
+# RESET_PATHS), --max-rounds N (default 50), --notify CMD (sh -c, on complete, park, block
+# and cancel: the decided document on stdin, LK_EVENT set), --allow-dirty (start on
+# uncommitted changes: saved as refs/loopkit/<task>/user-start, restored by a park),
+# --reproduce (the checks on the untouched tree first, no worker: the ledger holds the
+# failure, so a first fix that fails the same way replans).
+#
 # Each round is one `lk attempt` (admission, lk-invoke | lk-diff | lk-verify [| lk-judge]
-# | lk-decide), its documents kept under .loopkit/runs/<task>/<run>/. Its exit is the
-# decision, and each decision is one `lk task` step (docs/recipes.md):
-#   complete (0)          lk task land: exactly the tree the checks ran on is committed
-#                         (no hook; refused, exit 40, if the branch moved), then marked done
-#   retry/replan (10/11)  lk task save: the red tree is kept under refs/loopkit/<task>/<n>;
-#                         the decided document, with its feedback, feeds the next round
-#   blocked/failed/       lk task park: saved, reverted, RESET_PATHS reset, the
-#   exhausted (20/21/22)  retrospective written, the task marked parked, both committed
+# | lk-decide; its documents under .loopkit/runs/<task>/<run>/). Its exit is the decision,
+# and each decision is one `lk task` step (docs/recipes.md):
+#   complete (0)          lk task land: exactly the tree the checks ran on is committed (no
+#                         hook; refused, 40, if the branch moved), then the task marked done
+#   retry/replan (10/11)  lk task save: the red tree kept under refs/loopkit/<task>/<n>; the
+#                         decided document (its feedback) feeds the next round
+#   blocked/failed/       lk task park: saved, reverted, RESET_PATHS reset, retrospective
+#   exhausted (20/21/22)  written, the task marked parked, both committed
 #   cancelled (30)        lk task cancel: saved under refs/loopkit/, the tree left as it is
-# One loop per work tree (lk task begin: exit 4); a loop stopped at any point -- kill -9,
-# Ctrl-C, a full disk -- is finished by the plain rerun (lk task begin recovers).
+# One loop per work tree (lk task begin: 4). A loop stopped at any point -- kill -9, Ctrl-C,
+# a full disk -- is finished by the plain rerun: lk task begin recovers.
 #
-# Exit: 0 complete and committed; 20/21/22 parked; 30 cancelled; 40 a commit or a park
-# refused (the branch moved): nothing marked; 41 runaway (--max-rounds); 4 setup (not a
-# repository, a dirty tree, an unsafe RESET_PATHS entry, another loop here); any other code
-# is the failing loopkit command's (2 usage, 3 bad input, 70 bug).
-#
-# Environment: RESET_PATHS="data/ app.db" (ignored paths reset on park), LOOPKIT_STATE_DIR,
-# LK_NOTIFY (as --notify), MEMORY_FILE (instead of the contract's memory), LK_RESUME=never
-# (never pass --resume), LK_VERBOSE=1 (every stage's exit on stderr too).
-# shellcheck disable=SC2153,SC2154 # LK_* and the workspace's names come from eval of lk's --shell output
+# Exit: 0 committed; 20/21/22 parked; 30 cancelled; 40 a commit or park refused (the branch
+# moved: nothing marked); 41 runaway (--max-rounds); 4 setup (not a repository, a dirty
+# tree, an unsafe RESET_PATHS entry, another loop here); other codes are the failing
+# loopkit command's (2 usage, 3 bad input, 70 bug). Environment: RESET_PATHS,
+# LOOPKIT_STATE_DIR, LK_NOTIFY, MEMORY_FILE, LK_RESUME=never, LK_VERBOSE=1.
+# shellcheck disable=SC2153,SC2154 # LK_* come from eval of lk's --shell output
 set -u
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/log.sh" # logging and notifying; the ratchet itself is `lk task`
 LK_PROG=loop.sh
-
-usage() {
-    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"
-    cat <<'EOF_'
-
-Options:
-  --contract FILE     the loop contract (default: the document's own, else ./loop.yaml)
-  --tasks FILE        the TASKS.md this task comes from: mark it done / parked
-  --task-id ID        start from a task given here instead of a document
-  --task TEXT         the task's text (with --task-id)
-  --goal              the task is a GOAL (judged by lk-judge after its checks pass)
-  --reset-path PATH   an ignored path to reset on park (repeatable; adds to RESET_PATHS)
-  --max-rounds N      a safety net over lk-decide's own budgets (default 50)
-  --notify CMD        run CMD (sh -c) on complete, park, block and cancel, with the
-                      decided document on stdin and LK_EVENT set (also $LK_NOTIFY)
-  --allow-dirty       start on uncommitted changes: saved as refs/loopkit/<task>/user-start,
-                      the worker's change measured from there, restored by a park
-  --reproduce         first run the checks on the untouched tree (no worker): the ledger
-                      records the failure, so a first fix that fails the same way replans
-EOF_
-}
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
 
 begin=() cargs=() max_rounds=50 reproduce=0 start=''
 while [ $# -gt 0 ]; do
     case $1 in
     --contract) cargs=(--contract "${2:?--contract needs a file}"); shift 2 ;;
     --tasks | --task-id | --task) begin+=("$1" "${2:?$1 needs a value}"); shift 2 ;;
-    --reset-path) export RESET_PATHS="${RESET_PATHS:-} ${2:?--reset-path needs a path}"; shift 2 ;;
     --goal | --allow-dirty) begin+=("$1"); shift ;;
+    --reset-path) export RESET_PATHS="${RESET_PATHS:-} ${2:?--reset-path needs a path}"; shift 2 ;;
     --max-rounds) max_rounds=${2:?--max-rounds needs a number}; shift 2 ;;
     --notify) export LK_NOTIFY=${2:?--notify needs a command}; shift 2 ;;
     --reproduce) reproduce=1; shift ;;
     -h | --help) usage; exit 0 ;;
-    -) start=-; shift ;;
     -*) printf 'loop.sh: unknown option %s\n' "$1" >&2; usage >&2; exit 2 ;;
     *) start=$1; shift ;;
     esac
@@ -75,8 +59,8 @@ case " ${begin[*]-} " in *" --task-id "*) ;; *) [ -n "$start" ] || [ ! -t 0 ] ||
 # The lock, the recovery of a loop that stopped, where the task starts: one step.
 out=$(lk task begin ${start:+"$start"} ${cargs[@]+"${cargs[@]}"} ${begin[@]+"${begin[@]}"} --owner $$ --shell) || exit $?
 eval "$out"
-trap 'lk task end --owner $$ >/dev/null' EXIT # the lock released; an open task kept
-trap 'lk_log "interrupted: the tree is saved and the rerun finishes the task"; exit 130' INT TERM
+trap 'lk task end --owner $$ >/dev/null' EXIT # the lock released; an open task kept for the rerun
+trap 'lk_log "interrupted: the tree is saved; the rerun finishes the task"; exit 130' INT TERM
 
 stage() { # stage NAME IN OUT CMD...: one loopkit command, a document in and one out
     local name=$1 in=$2 out=$3 rc
@@ -87,7 +71,6 @@ stage() { # stage NAME IN OUT CMD...: one loopkit command, a document in and one
         lk_log "$name exited $rc but printed no document: stopping" # a verdict without one is a bug
         rc=70
     fi
-    lk_note "$LK_TASK_ID round ${round:-0}: $name exited $rc ($out)"
     return "$rc"
 }
 
@@ -113,7 +96,6 @@ settle() { # settle EXIT DOC: act on a decision (LK_DOC_* its fields); returns o
     30) out=$(lk task cancel "$doc" --label "$label" --shell) || exit $?
         eval "$out"; lk_note "$LK_TASK_ID: cancelled; the tree is left as it is (saved as $LK_REF)"
         lk_notify cancelled "$doc"; exit 30 ;;
-    *) lk_die "$rc" "lk attempt failed with exit $rc; see $LK_RUN_DIR" ;;
     esac
 }
 
@@ -124,14 +106,13 @@ if [ "$reproduce" = 1 ]; then # round 0: the checks on the untouched tree, no wo
     stage lk-diff "$input" "$p-diff.json" lk-diff ${cargs[@]+"${cargs[@]}"} --base "$LK_DIFF_BASE"
     rc=$?; [ "$rc" -le 1 ] || lk_die "$rc" "lk-diff failed with exit $rc"
     stage lk-verify "$p-diff.json" "$p-verify.json" lk-verify ${cargs[@]+"${cargs[@]}"}
-    rc=$?
-    case $rc in
+    case $? in
     0) lk_log "$LK_TASK_ID: the checks already pass on the untouched tree: no failure to reproduce, no attempt spent"
        lk task note "The acceptance checks already pass on the untouched tree (reproduced before this attempt, no attempt spent): the change must keep them passing; make sure it is still needed." >/dev/null || exit $? ;;
     1) stage lk-decide "$p-verify.json" "$p-decide.json" lk-decide ${cargs[@]+"${cargs[@]}"}
-       rc=$?; LK_DOC_OUTCOME="" LK_DOC_REASON="the checks fail on the untouched tree" LK_DOC_SESSION=""
+       rc=$?; LK_DOC_REASON="the checks fail on the untouched tree" LK_DOC_SESSION=''
        settle "$rc" "$p-decide.json" ;;
-    *) lk_die "$rc" "lk-verify failed with exit $rc" ;;
+    *) lk_die 70 "lk-verify failed on the untouched tree; see $p-verify.json" ;;
     esac
 fi
 
@@ -139,10 +120,9 @@ while :; do
     round=$((round + 1))
     if [ "$round" -gt "$max_rounds" ]; then
         lk task save runaway --why runaway >/dev/null
-        lk_die 41 "$LK_TASK_ID: more than $max_rounds rounds; stopped (the tree is saved under refs/loopkit/$LK_TASK_ID/)"
+        lk_die 41 "$LK_TASK_ID: more than $max_rounds rounds; stopped (the tree is saved under refs/loopkit/)"
     fi
-    p=$LK_RUN_DIR/$round
-    rargs=()
+    p=$LK_RUN_DIR/$round rargs=()
     [ -z "$session" ] || [ "${LK_RESUME:-auto}" = never ] || rargs=(--resume "$session")
     fields=$(exec lk attempt --keep "$p" --shell ${cargs[@]+"${cargs[@]}"} --base "$LK_DIFF_BASE" ${rargs[@]+"${rargs[@]}"} <"$input")
     rc=$?
