@@ -102,6 +102,7 @@ loop:
 	out=$$(lk task begin "$${start[@]}" $(CARGS) $(if $(TASKS_ABS),--tasks "$(TASKS_ABS)") --owner $$$$ --shell) || exit $$?
 	eval "$$out"
 	trap 'rc=$$?; lk task end --owner $$$$ >/dev/null; [ -z "$$status" ] || echo $$rc >"$$status"' EXIT
+	[ -z "$${LK_FINISHED:-}" ] || exit "$$LK_FINISHED" # the stopped loop's task, finished by begin
 	in=$$LK_START session=
 	for round in $$(seq 1 $(MAX_ROUNDS)); do
 	    R=$$LK_RUN_DIR/$$round

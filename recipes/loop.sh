@@ -60,6 +60,7 @@ case " ${begin[*]-} " in *" --task-id "*) ;; *) [ -n "$start" ] || [ ! -t 0 ] ||
 out=$(lk task begin ${start:+"$start"} ${cargs[@]+"${cargs[@]}"} ${begin[@]+"${begin[@]}"} --owner $$ --shell) || exit $?
 eval "$out"
 trap 'lk task end --owner $$ >/dev/null' EXIT # the lock released; an open task kept for the rerun
+[ -z "${LK_FINISHED:-}" ] || exit "$LK_FINISHED" # the stopped loop's task, finished by begin
 trap 'lk_log "interrupted: the tree is saved; the rerun finishes the task"; exit 130' INT TERM
 
 stage() { # stage NAME IN OUT CMD...: one loopkit command, a document in and one out

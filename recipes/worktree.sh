@@ -53,6 +53,7 @@ git symbolic-ref -q HEAD >/dev/null || lk_die 4 "HEAD is detached: check out the
 out=$(lk task begin ${start:+"$start"} ${cargs[@]+"${cargs[@]}"} ${begin[@]+"${begin[@]}"} --owner $$ --shell) || exit $?
 eval "$out"
 trap 'lk task end --owner $$ >/dev/null' EXIT
+[ -z "${LK_FINISHED:-}" ] || exit "$LK_FINISHED" # the stopped loop's task, finished by begin
 export LOOPKIT_STATE_DIR=$LK_STATE # the ledger and documents stay in this checkout
 MAIN=$PWD wt_root=${LK_WORKTREES:-${TMPDIR:-/tmp}/loopkit-worktrees} wt=''
 mkdir -p "$wt_root" || lk_die 4 "cannot create $wt_root"

@@ -70,7 +70,7 @@ _in = click.option(
 _SHELL = {
     "LK_TASK_ID": "task", "LK_BASE": "base", "LK_DIFF_BASE": "diff_base",
     "LK_RUN_DIR": "run_dir", "LK_START": "start", "LK_STATE": "state", "LK_REF": "ref",
-    "LK_COMMIT": "commit", "LK_TASK_KIND": "task_kind",
+    "LK_COMMIT": "commit", "LK_TASK_KIND": "task_kind", "LK_FINISHED": "finished",
 }
 
 
@@ -206,7 +206,7 @@ def begin(
             allow_dirty=allow_dirty, tasks=tasks, reset_paths=resets,
             memory_file=memory or os.environ.get("MEMORY_FILE") or None,
         )
-        if document is not None:
+        if document is not None and "finished" not in result:
             result.update(steps.keep_start(ctx, result, document, pid))
         return result
 

@@ -134,6 +134,10 @@ def begin(
             )
             if ws is None or document is None:
                 return result
+            finished = _finished(recovered, _doc_get(document, "task", "id"))
+            if finished is not None:  # the stopped loop's task was this one: it is done now
+                result.update(task=finished["task"], finished=finished["code"])
+                return result
             j = _start(ctx, owner, document, ws, allow_dirty, tasks, reset_paths, memory_file)
         except BaseException:
             if not held.nested:
@@ -189,6 +193,19 @@ def _start(
         _record_dirty_start(ctx, w, j)
     journal.write(ctx.folder, j)
     return j
+
+
+#: The exit code a finished step gives a loop: a landing is complete (0), a park the
+#: decision's own code.
+_PARK_CODES = {"blocked": 20, "failed": 21, "budget_exhausted": 22}
+
+
+def _finished(recovered: Sequence[Mapping[str, Any]], task: Any) -> dict[str, Any] | None:
+    for r in recovered:
+        if r.get("task") == task and r.get("finished") in ("land", "park"):
+            code = 0 if r["finished"] == "land" else _PARK_CODES.get(str(r.get("outcome")), 21)
+            return {"task": task, "code": code}
+    return None
 
 
 def keep_start(
@@ -680,13 +697,15 @@ def end(ctx: Context, *, owner: int, label: str = "stopped") -> dict[str, Any]:
     j = journal.load(ctx.folder)
     saved = None
     if j is not None and j.get("owner") == owner and j.get("phase") == "attempt":
-        w = ctx.where(j)
-        head, _ = trees.head(w)
-        if trees.live_tree(w) != j.get("start_tree") and not j.get("stopped"):
-            saved = _save(ctx, j, label, "the loop stopped before a decision")
-            j["stopped"] = saved
-            journal.write(ctx.folder, j)
-        del head
+        try:
+            if trees.live_tree(ctx.where(j)) != j.get("start_tree") and not j.get("stopped"):
+                saved = _save(ctx, j, label, "the loop stopped before a decision")
+                j["stopped"] = saved
+                journal.write(ctx.folder, j)
+        except LoopkitError:
+            # What stopped the loop (a full disk) stops this save too: the journal stays,
+            # and the next begin saves the tree.
+            pass
     with lock.guard(ctx.folder):
         released = lock.release(ctx.folder, owner)
     return _result("end", j, released=released, saved=saved,
@@ -716,7 +735,7 @@ def recover(ctx: Context, *, owner: int) -> list[dict[str, Any]]:
         return [{"task": task, "finished": "land", "commit": r["commit"]}]
     if phase == "parking":
         r = _finish_parking(ctx, j)
-        return [{"task": task, "finished": "park", "ref": r["ref"]}]
+        return [{"task": task, "finished": "park", "ref": r["ref"], "outcome": r["outcome"]}]
     return [_recover_attempt(ctx, j)]
 
 

@@ -74,6 +74,7 @@ function finish(code) {
   if (!ended) { ended = true; lk(["task", "end", "--owner", String(process.pid)]); }
   process.exit(code);
 }
+if (task.finished !== undefined) finish(task.finished); // the stopped loop's task, finished by begin
 for (const sig of ["SIGINT", "SIGTERM"]) process.on(sig, () => { log("interrupted: the rerun finishes the task"); finish(130); });
 
 log(`task ${task.task}: starting at ${task.base.slice(0, 12)}; documents in ${task.run_dir}`);

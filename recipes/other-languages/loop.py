@@ -86,6 +86,8 @@ def main() -> None:
     if code != 0 or task is None:
         sys.exit(code or 70)
     loop.begun = True
+    if "finished" in task:  # the stopped loop's task, finished by begin
+        loop.finish(task["finished"])
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: (log("interrupted: the rerun finishes the task"), loop.finish(130)))
     log(f"task {task['task']}: starting at {task['base'][:12]}; documents in {task['run_dir']}")
