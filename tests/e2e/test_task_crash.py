@@ -7,7 +7,6 @@ flag and judges the outcome."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from pathlib import Path
@@ -247,26 +246,30 @@ Path("src/value.txt").write_text("good\\n")
     landed_and_marked(p)
 
 
-def test_the_crash_handler_survives_a_full_disk_and_a_full_disk_is_exit_4(tmp_path: Path) -> None:
+def test_the_crash_handler_survives_a_full_disk_and_a_full_disk_is_exit_4(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Naive variants caught: a full disk reported as a bug (70, a traceback log); a
+    # handler whose own log write fails and lets a traceback out with exit 1.
+    import tempfile
+
     from loopkit.cli._handle import handle
 
     def full() -> int:
         raise OSError(28, "No space left on device", str(tmp_path / "ledger.jsonl"))
 
     assert handle(full, "lk") == 4
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(tmp_path / "ledger.jsonl") in err
+
+    def no_room(*_: object, **__: object) -> None:
+        raise OSError(28, "No space left on device", "/tmp/loopkit-crash.log")
+
+    monkeypatch.setattr(tempfile, "mkstemp", no_room)
 
     def bug() -> int:
         raise RuntimeError("a bug")
 
-    env = dict(os.environ)
-    os.environ["TMPDIR"] = str(tmp_path / "missing" / "nowhere")
-    try:
-        import tempfile
-
-        tempfile.tempdir = None
-        assert handle(bug, "lk") == 70
-    finally:
-        os.environ.clear()
-        os.environ.update(env)
-        tempfile.tempdir = None
-    assert json.dumps({}) == "{}"
+    assert handle(bug, "lk") == 70
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "internal error" in err and "could not be written" in err
