@@ -34,9 +34,11 @@ def _run(step: Callable[[], dict[str, Any]], as_shell: bool = False) -> int:
     result."""
     from loopkit.ratchet.steps import Refused
 
-    held: list[int] = []
+    # Ignored, not handled: an ignored signal stays ignored in the git processes the step
+    # starts, which share the loop's process group -- a Ctrl-C must not kill one of them
+    # halfway either. The loop itself gets the signal and stops once the step is done.
     signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    old = {s: signal.signal(s, lambda n, _f: held.append(n)) for s in signals}
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in signals}
     try:
         try:
             result, code = step(), 0

@@ -45,8 +45,13 @@ def head(w: Where) -> tuple[str, str]:
     done = git.git(
         ["rev-parse", "-q", "--verify", "HEAD^{commit}"], cwd=w.root, check=False
     )
-    commit = done.stdout.decode().strip() if done.exit_code == 0 else ""
     sym = git.git(["symbolic-ref", "-q", "HEAD"], cwd=w.root, check=False)
+    # 1 is git's "no such thing" (no commit yet, a detached HEAD); anything else -- a git
+    # that was killed, a broken repository -- is no answer at all, never "no branch".
+    for answer in (done, sym):
+        if answer.exit_code not in (0, 1):
+            raise git.GitError(f"git rev-parse HEAD failed in {w.root} (exit {answer.exit_code})")
+    commit = done.stdout.decode().strip() if done.exit_code == 0 else ""
     branch = sym.stdout.decode("utf-8", "surrogateescape").strip() if sym.exit_code == 0 else ""
     return commit, branch
 
