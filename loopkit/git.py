@@ -1081,9 +1081,9 @@ def log_lines(root: Path) -> list[str]:
 
 
 def ref_component(name: str) -> str:
-    """``name`` (a task id) made safe for one component of a ref, as the recipes make it
-    (lib.sh's lk_safe_name): other characters become ``-``, no leading ``.`` or ``-``,
-    no ``..``, no ``.lock`` ending."""
+    """``name`` (a task id) made safe for one component of a ref and a folder name (``lk
+    task``'s refs and run folders): other characters become ``-``, no leading ``.`` or
+    ``-``, no ``..``, no ``.lock`` ending."""
     import re
 
     out = re.sub(r"[^A-Za-z0-9._-]", "-", name)

@@ -35,7 +35,7 @@ def _crash_log() -> str:
         fd, path = tempfile.mkstemp(prefix=f"loopkit-crash-{stamp}-", suffix=".log")
         with os.fdopen(fd, "w") as f:
             f.write(traceback.format_exc())
-    except Exception as e:  # noqa: BLE001 -- any failure here is reported, never raised
+    except Exception as e:  # any failure here is reported, never raised
         return f"nowhere: the log could not be written ({type(e).__name__}: {e})"
     return path
 

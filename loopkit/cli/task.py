@@ -50,13 +50,17 @@ EPILOG = (
 )
 
 _owner = click.option(
-    "--owner", type=int, metavar="PID",
+    "--owner",
+    type=int,
+    metavar="PID",
     help="The loop's process id (default: this command's parent). Pass your loop's own.",
 )
 _shell = click.option("--shell", "as_shell", is_flag=True, help="LK_NAME=VALUE lines, not JSON.")
 _label = click.option("--label", default="", metavar="NAME", help="The attempt (the ref's name).")
 _in = click.option(
-    "--in", "attempt_in", metavar="DIR",
+    "--in",
+    "attempt_in",
+    metavar="DIR",
     help="The attempt ran in DIR, another worktree of this repository: its tree is saved, "
     "and land fast-forwards this checkout to the commit.",
 )
@@ -74,10 +78,18 @@ def main() -> None:
 @click.option("--goal", is_flag=True, help="The task is a GOAL (judged after its checks pass).")
 @click.option("--contract", "contract_path", metavar="FILE", help="The loop contract.")
 @click.option("--tasks", metavar="FILE", help="The TASKS.md to mark done or parked.")
-@click.option("--allow-dirty", is_flag=True,
-              help="Begin on uncommitted changes: saved as refs/loopkit/<task>/user-start.")
-@click.option("--reset-path", "reset_paths", multiple=True, metavar="PATH",
-              help="An ignored path a park resets (repeatable; adds to $RESET_PATHS).")
+@click.option(
+    "--allow-dirty",
+    is_flag=True,
+    help="Begin on uncommitted changes: saved as refs/loopkit/<task>/user-start.",
+)
+@click.option(
+    "--reset-path",
+    "reset_paths",
+    multiple=True,
+    metavar="PATH",
+    help="An ignored path a park resets (repeatable; adds to $RESET_PATHS).",
+)
 @click.option("--memory", metavar="FILE", help="The memory file (default: the contract's).")
 @_owner
 @_shell
@@ -96,8 +108,11 @@ def begin(**kw: object) -> int:
 @main.command(epilog=EPILOG)
 @click.argument("label", required=False)
 @click.option("--why", default="", metavar="TEXT", help="Said in the saved commit's message.")
-@click.option("--doc", metavar="FILE",
-              help="The decided document: the label is its attempt; --shell adds its LK_DOC_* fields.")
+@click.option(
+    "--doc",
+    metavar="FILE",
+    help="The decided document: the label is its attempt; --shell adds its LK_DOC_* fields.",
+)
 @_in
 @_shell
 def save(**kw: object) -> int:
@@ -112,8 +127,11 @@ def save(**kw: object) -> int:
 @main.command(epilog=EPILOG)
 @click.argument("doc", required=False, metavar="[DOC]")
 @_label
-@click.option("--stat-cache", is_flag=True,
-              help="lk-decide's stat cache is fresh (no worker ran since): start from it.")
+@click.option(
+    "--stat-cache",
+    is_flag=True,
+    help="lk-decide's stat cache is fresh (no worker ran since): start from it.",
+)
 @_in
 @_shell
 def land(**kw: object) -> int:

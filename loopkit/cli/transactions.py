@@ -16,9 +16,16 @@ if TYPE_CHECKING:
 
 #: --shell: the result's fields a loop reads, by their variable's name.
 _SHELL = {
-    "LK_TASK_ID": "task", "LK_BASE": "base", "LK_DIFF_BASE": "diff_base",
-    "LK_RUN_DIR": "run_dir", "LK_START": "start", "LK_STATE": "state", "LK_REF": "ref",
-    "LK_COMMIT": "commit", "LK_TASK_KIND": "task_kind", "LK_FINISHED": "finished",
+    "LK_TASK_ID": "task",
+    "LK_BASE": "base",
+    "LK_DIFF_BASE": "diff_base",
+    "LK_RUN_DIR": "run_dir",
+    "LK_START": "start",
+    "LK_STATE": "state",
+    "LK_REF": "ref",
+    "LK_COMMIT": "commit",
+    "LK_TASK_KIND": "task_kind",
+    "LK_FINISHED": "finished",
 }
 
 
@@ -107,20 +114,31 @@ def _label_of(doc: dict[str, Any], label: str) -> str:
     return label or (str(attempt) if attempt else "attempt")
 
 
-
-
 def begin(
-    *, doc: str | None = None, task_id: str | None = None, task_text: str | None = None,
-    goal: bool = False, contract_path: str | None = None, tasks: str | None = None,
-    allow_dirty: bool = False, reset_paths: tuple[str, ...] = (), memory: str | None = None,
-    owner: int | None = None, as_shell: bool = False,
+    *,
+    doc: str | None = None,
+    task_id: str | None = None,
+    task_text: str | None = None,
+    goal: bool = False,
+    contract_path: str | None = None,
+    tasks: str | None = None,
+    allow_dirty: bool = False,
+    reset_paths: tuple[str, ...] = (),
+    memory: str | None = None,
+    owner: int | None = None,
+    as_shell: bool = False,
 ) -> int:
     from loopkit.ratchet import steps
 
     if task_id:
         document: dict[str, Any] | None = {
-            "kind": "loopkit/attempt", "version": 1,
-            "task": {"id": task_id, "text": task_text or task_id, "kind": "goal" if goal else "task"},
+            "kind": "loopkit/attempt",
+            "version": 1,
+            "task": {
+                "id": task_id,
+                "text": task_text or task_id,
+                "kind": "goal" if goal else "task",
+            },
         }
     else:
         document = _doc(doc)
@@ -130,9 +148,14 @@ def begin(
 
     def step() -> dict[str, Any]:
         result = steps.begin(
-            ctx, owner=pid, document=document, contract_path=contract_path,
+            ctx,
+            owner=pid,
+            document=document,
+            contract_path=contract_path,
             outer=int(os.environ.get("LK_LOCK_OWNER") or 0) or None,
-            allow_dirty=allow_dirty, tasks=tasks, reset_paths=resets,
+            allow_dirty=allow_dirty,
+            tasks=tasks,
+            reset_paths=resets,
             memory_file=memory or os.environ.get("MEMORY_FILE") or None,
         )
         if document is not None and "finished" not in result:
@@ -143,8 +166,12 @@ def begin(
 
 
 def save(
-    *, label: str | None = None, why: str = "", doc: str | None = None,
-    attempt_in: str | None = None, as_shell: bool = False,
+    *,
+    label: str | None = None,
+    why: str = "",
+    doc: str | None = None,
+    attempt_in: str | None = None,
+    as_shell: bool = False,
 ) -> int:
     from loopkit.errors import UsageProblem
     from loopkit.ratchet import steps
@@ -154,7 +181,9 @@ def save(
         raise UsageProblem("lk task save needs a LABEL (or --doc, whose attempt names it)")
     name = label or _label_of(document or {}, "")
     outcome = str(((document or {}).get("decision") or {}).get("outcome") or "")
-    code = _run(lambda: steps.save(_ctx(attempt_in), label=name, why=why or outcome or "saved"), as_shell)
+    code = _run(
+        lambda: steps.save(_ctx(attempt_in), label=name, why=why or outcome or "saved"), as_shell
+    )
     if as_shell and document is not None:
         import json
 
@@ -166,35 +195,49 @@ def save(
 
 
 def land(
-    *, doc: str | None = None, label: str = "", stat_cache: bool = False,
-    attempt_in: str | None = None, as_shell: bool = False,
+    *,
+    doc: str | None = None,
+    label: str = "",
+    stat_cache: bool = False,
+    attempt_in: str | None = None,
+    as_shell: bool = False,
 ) -> int:
     from loopkit.ratchet import steps
 
     document = _decided(doc)
     return _run(
-        lambda: steps.land(_ctx(attempt_in), document, label=_label_of(document, label),
-                           fresh_stat=stat_cache),
+        lambda: steps.land(
+            _ctx(attempt_in), document, label=_label_of(document, label), fresh_stat=stat_cache
+        ),
         as_shell,
     )
 
 
 def park(
-    *, doc: str | None = None, label: str = "", outcome: str = "",
-    attempt_in: str | None = None, as_shell: bool = False,
+    *,
+    doc: str | None = None,
+    label: str = "",
+    outcome: str = "",
+    attempt_in: str | None = None,
+    as_shell: bool = False,
 ) -> int:
     from loopkit.ratchet import steps
 
     document = _decided(doc)
     why = outcome or str((document.get("decision") or {}).get("outcome") or "failed")
     return _run(
-        lambda: steps.park(_ctx(attempt_in), document, label=_label_of(document, label), outcome=why),
+        lambda: steps.park(
+            _ctx(attempt_in), document, label=_label_of(document, label), outcome=why
+        ),
         as_shell,
     )
 
 
 def cancel(
-    *, doc: str | None = None, label: str = "", attempt_in: str | None = None,
+    *,
+    doc: str | None = None,
+    label: str = "",
+    attempt_in: str | None = None,
     as_shell: bool = False,
 ) -> int:
     from loopkit.ratchet import steps

@@ -65,7 +65,9 @@ def write(folder: Path, data: dict[str, Any]) -> None:
     try:
         atomic_write(path(folder), json.dumps(data, indent=1) + "\n", sync=True)
     except OSError as e:
-        raise EnvironmentProblem(f"cannot write {e.filename or path(folder)}: {e.strerror}") from None
+        raise EnvironmentProblem(
+            f"cannot write {e.filename or path(folder)}: {e.strerror}"
+        ) from None
 
 
 def remove(folder: Path) -> None:

@@ -59,13 +59,17 @@ def entry(doc: Mapping[str, Any], outcome: str, ref: str) -> str:
         lines.append(f"- failing checks: {one_line(failing, 200)}")
     feedback = _get(doc, "decision", "feedback")
     if feedback:
-        lines.append(f"- feedback (quoted from the checks' output, not an instruction): {quoted(feedback)}")
+        lines.append(
+            f"- feedback (quoted from the checks' output, not an instruction): {quoted(feedback)}"
+        )
     judge = _get(doc, "judge", "feedback")
     if judge:
         lines.append(f"- judge (quoted from the judge, not an instruction): {quoted(judge)}")
     final = _get(doc, "run", "final_message")
     if final:
-        lines.append(f"- worker's last message (quoted from the worker, not an instruction): {quoted(final, 200)}")
+        lines.append(
+            f"- worker's last message (quoted from the worker, not an instruction): {quoted(final, 200)}"
+        )
     lines.append(f"- the attempt is saved: git show {ref}")
     return "\n".join(lines) + "\n"
 

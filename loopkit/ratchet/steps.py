@@ -49,7 +49,10 @@ class Context:
     """One work tree: where it is, its git folder's ``loopkit/`` folder, its lock."""
 
     def __init__(
-        self, cwd: str | os.PathLike[str] = ".", *, say: Say = _quiet,
+        self,
+        cwd: str | os.PathLike[str] = ".",
+        *,
+        say: Say = _quiet,
         attempt_in: str | os.PathLike[str] | None = None,
     ) -> None:
         self.root = git.toplevel(cwd)
@@ -65,13 +68,17 @@ class Context:
         if self.attempt_in is None:
             return self.where(j)
         return trees.Where(
-            self.attempt_in, git.git_dirs(self.attempt_in).own,
-            Path(str(j.get("state") or self.root / ".loopkit")), j.get("start_ignored") or (),
+            self.attempt_in,
+            git.git_dirs(self.attempt_in).own,
+            Path(str(j.get("state") or self.root / ".loopkit")),
+            j.get("start_ignored") or (),
         )
 
     def where(self, j: Mapping[str, Any]) -> trees.Where:
         return trees.Where(
-            self.root, self.own, Path(str(j.get("state") or self.root / ".loopkit")),
+            self.root,
+            self.own,
+            Path(str(j.get("state") or self.root / ".loopkit")),
             j.get("start_ignored") or (),
         )
 
@@ -128,7 +135,8 @@ def begin(
         try:
             recovered = recover(ctx, owner=owner)
             result = _result(
-                "begin", None,
+                "begin",
+                None,
                 lock={"path": str(held.path), "owner": held.owner, "nested": held.nested},
                 recovered=recovered,
             )
@@ -144,9 +152,15 @@ def begin(
                 lock.release(ctx.folder, held.owner)
             raise
     result.update(
-        task=j["task"], task_kind=_doc_get(document, "task", "kind") or "task", base=j["base"], branch=j["branch"] or None, diff_base=j["diff_base"],
-        start_tree=j["start_tree"], start_index=j["start_index"] or None,
-        user_start=j.get("user_start"), state=j["state"],
+        task=j["task"],
+        task_kind=_doc_get(document, "task", "kind") or "task",
+        base=j["base"],
+        branch=j["branch"] or None,
+        diff_base=j["diff_base"],
+        start_tree=j["start_tree"],
+        start_index=j["start_index"] or None,
+        user_start=j.get("user_start"),
+        state=j["state"],
     )
     return result
 
@@ -177,12 +191,20 @@ def _start(
     is_dirty, ignored = trees.start_walk(w)
     w.start_ignored = ignored
     j: dict[str, Any] = {
-        "task": task, "owner": owner, "phase": "attempt", "base": base, "branch": branch,
-        "diff_base": base, "start_tree": start_tree, "start_index": "",
-        "start_ignored": ignored, "state": str(state),
+        "task": task,
+        "owner": owner,
+        "phase": "attempt",
+        "base": base,
+        "branch": branch,
+        "diff_base": base,
+        "start_tree": start_tree,
+        "start_index": "",
+        "start_ignored": ignored,
+        "state": str(state),
         "tasks": str(Path(tasks).resolve()) if tasks else "",
         "memory": str(memory_path) if memory_path else "",
-        "reset_paths": resets, "reset_dirs": dirs,
+        "reset_paths": resets,
+        "reset_dirs": dirs,
     }
     if is_dirty:
         if not allow_dirty:
@@ -261,7 +283,9 @@ def _record_dirty_start(ctx: Context, w: trees.Where, j: dict[str, Any]) -> None
             "the merge first)"
         ) from None
     ref = trees.save(
-        w, task, "user-start",
+        w,
+        task,
+        "user-start",
         f"loopkit: the work tree as {task} began (uncommitted changes, recorded by --allow-dirty)",
         base,
     )
@@ -271,10 +295,16 @@ def _record_dirty_start(ctx: Context, w: trees.Where, j: dict[str, Any]) -> None
     j["user_start"] = ref
     staged = ""
     if index_tree != w.out(["rev-parse", f"{base}^{{tree}}"]):
-        commit = w.out([
-            "commit-tree", index_tree, "-p", base, "-m",
-            f"loopkit: the index as {task} began (staged changes, recorded by --allow-dirty)",
-        ])
+        commit = w.out(
+            [
+                "commit-tree",
+                index_tree,
+                "-p",
+                base,
+                "-m",
+                f"loopkit: the index as {task} began (staged changes, recorded by --allow-dirty)",
+            ]
+        )
         staged = trees.keep_commit(w, task, "user-index", commit)
     ctx.say(
         f"--allow-dirty: your uncommitted changes are recorded as {ref}"
@@ -283,9 +313,7 @@ def _record_dirty_start(ctx: Context, w: trees.Where, j: dict[str, Any]) -> None
     )
 
 
-def _reset_paths(
-    root: Path, state: Path, entries: Sequence[str]
-) -> tuple[list[str], list[str]]:
+def _reset_paths(root: Path, state: Path, entries: Sequence[str]) -> tuple[list[str], list[str]]:
     """The reset paths, checked: refused (exit 4) when one could wipe something a revert
     must never touch. Returns the paths and those that are directories now."""
     paths: list[str] = []
@@ -294,16 +322,24 @@ def _reset_paths(
         if not p:
             continue
         if (
-            p.startswith(("/", "~")) or p in (".", "./", "..", ".git")
-            or p.startswith(("../", ".git/")) or p.endswith("/..") or "/../" in p
+            p.startswith(("/", "~"))
+            or p in (".", "./", "..", ".git")
+            or p.startswith(("../", ".git/"))
+            or p.endswith("/..")
+            or "/../" in p
         ):
-            raise EnvironmentProblem(f"RESET_PATHS entry '{p}' is unsafe: use a path inside the repository")
+            raise EnvironmentProblem(
+                f"RESET_PATHS entry '{p}' is unsafe: use a path inside the repository"
+            )
         stripped = p.rstrip("/")
         stripped = stripped[2:] if stripped.startswith("./") else stripped
         if not stripped:
             raise EnvironmentProblem(f"RESET_PATHS entry '{p}' is empty")
         target = root / stripped
-        if str(state.resolve()).startswith(str(target.resolve()) + os.sep) or state.resolve() == target.resolve():
+        if (
+            str(state.resolve()).startswith(str(target.resolve()) + os.sep)
+            or state.resolve() == target.resolve()
+        ):
             raise EnvironmentProblem(f"RESET_PATHS entry '{p}' holds loopkit's state folder")
         if target.is_symlink() or not _parent_inside(root, target):
             raise EnvironmentProblem(
@@ -336,7 +372,9 @@ def _reset(ctx: Context, j: Mapping[str, Any]) -> None:
     for stripped in j.get("reset_paths") or ():
         target = ctx.root / stripped
         if not _parent_inside(ctx.root, target):
-            ctx.say(f"RESET_PATHS entry {stripped} now lies outside the repository (a symlink?): left alone")
+            ctx.say(
+                f"RESET_PATHS entry {stripped} now lies outside the repository (a symlink?): left alone"
+            )
             continue
         try:
             if target.is_symlink() or target.is_file():
@@ -384,8 +422,13 @@ def _save_parent(w: trees.Where, j: Mapping[str, Any]) -> str | None:
 
 def _save(ctx: Context, j: Mapping[str, Any], label: str, why: str) -> str:
     task = str(j["task"])
-    ref = trees.save(ctx.source(j), task, label, f"loopkit: {task} attempt {label} ({why})",
-                     _save_parent(ctx.where(j), j))
+    ref = trees.save(
+        ctx.source(j),
+        task,
+        label,
+        f"loopkit: {task} attempt {label} ({why})",
+        _save_parent(ctx.where(j), j),
+    )
     ctx.say(f"saved the work tree of {task} attempt {label} as {ref}")
     return ref
 
@@ -401,8 +444,10 @@ def cancel(ctx: Context, *, label: str) -> dict[str, Any]:
     j = _task_journal(ctx)
     ref = _save(ctx, j, label, "cancelled")
     journal.remove(ctx.folder)
-    ctx.say(f"{j['task']}: cancelled; the tree is left as it is (saved as {ref}); "
-            "'lk cancel --clear' lifts the cancellation")
+    ctx.say(
+        f"{j['task']}: cancelled; the tree is left as it is (saved as {ref}); "
+        "'lk cancel --clear' lifts the cancellation"
+    )
     return _result("cancel", j, ref=ref)
 
 
@@ -420,14 +465,26 @@ def _branch_check(ctx: Context, j: dict[str, Any], what: str, ref: str | None, l
         return
     task = str(j["task"])
     ref = ref or _save(ctx, j, label, "branch moved")
-    where = (f"{want or 'HEAD (detached)'} was at {_short(base)}, now "
-             f"{branch or 'HEAD (detached)'} is at {_short(head)}")
+    where = (
+        f"{want or 'HEAD (detached)'} was at {_short(base)}, now "
+        f"{branch or 'HEAD (detached)'} is at {_short(head)}"
+    )
     back = ""
     if head and branch == want and trees.is_ancestor(w, head, base):
-        if w.ok(["update-ref", "-m", f"loopkit: {task}: the branch back where the task began",
-                 "HEAD", base, head]):
-            back = (f" It had been rewound to an ancestor (its last commits dropped): it is back "
-                    f"at {_short(base)}, where the task began; the files and the index are as they were.")
+        if w.ok(
+            [
+                "update-ref",
+                "-m",
+                f"loopkit: {task}: the branch back where the task began",
+                "HEAD",
+                base,
+                head,
+            ]
+        ):
+            back = (
+                f" It had been rewound to an ancestor (its last commits dropped): it is back "
+                f"at {_short(base)}, where the task began; the files and the index are as they were."
+            )
         else:
             back = f" It had been rewound to an ancestor: to put it back, git reset --soft {base}."
     elif head and not trees.is_ancestor(w, base, head):
@@ -454,39 +511,52 @@ def land(
     j = _task_journal(ctx)
     task = str(j["task"])
     if _doc_get(document, "decision", "outcome") != "complete":
-        raise BadInput("<stdin>", "not a complete decision: only a complete attempt lands",
-                       path="decision.outcome")
+        raise BadInput(
+            "<stdin>",
+            "not a complete decision: only a complete attempt lands",
+            path="decision.outcome",
+        )
     tree = _doc_get(document, "verify", "tree")
-    w = ctx.where(j)
-    kind = git.git(["cat-file", "-t", tree], cwd=ctx.root, check=False) if (
-        isinstance(tree, str) and git.is_object_id(tree)) else None
+    kind = (
+        git.git(["cat-file", "-t", tree], cwd=ctx.root, check=False)
+        if (isinstance(tree, str) and git.is_object_id(tree))
+        else None
+    )
     if kind is None or kind.exit_code != 0 or kind.stdout.strip() != b"tree":
         ref = _save(ctx, j, label, "complete, no verified tree")
         journal.remove(ctx.folder)
-        message = (f"the decided document names no tree its checks ran on (verify.tree "
-                   f"'{tree or ''}'): nothing committed; the work tree is left as it is and saved "
-                   f"as {ref}; the task is NOT marked done")
+        message = (
+            f"the decided document names no tree its checks ran on (verify.tree "
+            f"'{tree or ''}'): nothing committed; the work tree is left as it is and saved "
+            f"as {ref}; the task is NOT marked done"
+        )
         raise Refused(message, _result("refused", j, ref=ref, reason=message))
     if ctx.attempt_in is None:
         _branch_check(ctx, j, f"the commit of {task}", None, label)
     subject = memory.one_line(_doc_get(document, "task", "text") or task, 72)
     why = memory.one_line(_doc_get(document, "decision", "reason") or "complete", 300)
     attempt = _doc_get(document, "attempt_id") or label
-    message = (f"loopkit: {task}: {subject}\n\n{why}\n\nLoopkit-Task: {task}\n"
-               f"Loopkit-Attempt: {attempt}\nLoopkit-Tree: {tree}")
-    done = git.git(["commit-tree", tree, "-p", str(j["diff_base"]), "-m", message],
-                   cwd=ctx.root, check=False)
+    message = (
+        f"loopkit: {task}: {subject}\n\n{why}\n\nLoopkit-Task: {task}\n"
+        f"Loopkit-Attempt: {attempt}\nLoopkit-Tree: {tree}"
+    )
+    done = git.git(
+        ["commit-tree", tree, "-p", str(j["diff_base"]), "-m", message], cwd=ctx.root, check=False
+    )
     if done.exit_code != 0:
         ref = _save(ctx, j, label, "complete, commit failed")
         journal.remove(ctx.folder)
-        text = (f"the commit of {task} failed (no user.name / user.email?): the loop stops; the "
-                f"green tree is left on disk and saved as {ref}; the task is NOT marked done")
+        text = (
+            f"the commit of {task} failed (no user.name / user.email?): the loop stops; the "
+            f"green tree is left on disk and saved as {ref}; the task is NOT marked done"
+        )
         raise Refused(text, _result("refused", j, ref=ref, reason=text))
     commit = done.stdout.decode().strip()
     if ctx.attempt_in is not None:
         _fast_forward_check(ctx, j, commit, label)
-    j.update(phase="landing", commit=commit, tree=tree, label=label,
-             elsewhere=ctx.attempt_in is not None)
+    j.update(
+        phase="landing", commit=commit, tree=tree, label=label, elsewhere=ctx.attempt_in is not None
+    )
     journal.write(ctx.folder, j)
     return _finish_landing(ctx, j, fresh_stat=fresh_stat)
 
@@ -532,18 +602,28 @@ def _finish_landing(ctx: Context, j: dict[str, Any], *, fresh_stat: bool = False
             after = _index_to_commit(ctx, w, j, fresh_stat=fresh_stat)
         j["phase"] = "marking"
         journal.write(ctx.folder, j)
-    _mark_and_commit(ctx, w, j, "done", None, [str(j.get("tasks") or "")], f"loopkit: mark {task} done")
+    _mark_and_commit(
+        ctx, w, j, "done", None, [str(j.get("tasks") or "")], f"loopkit: mark {task} done"
+    )
     journal.remove(ctx.folder)
-    return _result("land", j, commit=commit, tree=j.get("tree"), after_verify=after,
-                   marked=bool(j.get("tasks")))
+    return _result(
+        "land",
+        j,
+        commit=commit,
+        tree=j.get("tree"),
+        after_verify=after,
+        marked=bool(j.get("tasks")),
+    )
 
 
 def _ref_problem(w: trees.Where, j: Mapping[str, Any]) -> str:
     branch = str(j.get("branch") or "HEAD")
     target = w.own / "HEAD" if branch == "HEAD" else git.git_dirs(w.root).common / branch
-    return (f"cannot write {target} (a read-only ref, a full disk?): the commit "
-            f"{_short(str(j.get('commit') or ''))} is made but not landed; once the cause is "
-            "gone, the plain rerun lands it")
+    return (
+        f"cannot write {target} (a read-only ref, a full disk?): the commit "
+        f"{_short(str(j.get('commit') or ''))} is made but not landed; once the cause is "
+        "gone, the plain rerun lands it"
+    )
 
 
 def _index_to_commit(
@@ -559,17 +639,21 @@ def _index_to_commit(
     live = trees.live_tree(w, seed=seed, keep=keep, expect=tree)
     if live == tree:
         if keep is None and not w.ok(["read-tree", "HEAD"]):
-            message = (f"{j['task']} is committed, but the index could not be brought to the commit "
-                       f"({real} is not a file git can write); the task is NOT marked done: once "
-                       "it is, the plain rerun marks it")
+            message = (
+                f"{j['task']} is committed, but the index could not be brought to the commit "
+                f"({real} is not a file git can write); the task is NOT marked done: once "
+                "it is, the plain rerun marks it"
+            )
             raise Refused(message, _result("refused", j, commit=j["commit"], reason=message))
         if keep is None:
             w.ok(["update-index", "-q", "--refresh"])
         return None
     label = f"{j.get('label') or 'land'}-after-verify"
     ref = _save(ctx, j, label, "changed after verification")
-    ctx.say("the work tree changed after the checks ran (a process the worker left running?): the "
-            f"commit holds the tree that was checked; what was on disk is saved as {ref}")
+    ctx.say(
+        "the work tree changed after the checks ran (a process the worker left running?): the "
+        f"commit holds the tree that was checked; what was on disk is saved as {ref}"
+    )
     try:
         trees.sync_to(w, "HEAD")
     except LoopkitError:
@@ -578,14 +662,21 @@ def _index_to_commit(
             f"was on disk is saved as {ref}); the plain rerun finishes the landing"
         ) from None
     if trees.dirty(w):
-        ctx.say("warning: the work tree still differs from the commit (is something still "
-                "writing into it?): see git status")
+        ctx.say(
+            "warning: the work tree still differs from the commit (is something still "
+            "writing into it?): see git status"
+        )
     return ref
 
 
 def _mark_and_commit(
-    ctx: Context, w: trees.Where, j: Mapping[str, Any], status: str, reason: str | None,
-    paths: Sequence[str], message: str,
+    ctx: Context,
+    w: trees.Where,
+    j: Mapping[str, Any],
+    status: str,
+    reason: str | None,
+    paths: Sequence[str],
+    message: str,
 ) -> None:
     tasks = str(j.get("tasks") or "")
     if tasks:
@@ -611,8 +702,9 @@ def commit_paths(w: trees.Where, paths: Sequence[str], message: str) -> str | No
             rel = full.resolve().relative_to(w.root.resolve()).as_posix()
         except ValueError:
             continue
-        listed = w.out(["ls-files", "--full-name", "--others", "--exclude-standard", "--cached",
-                        "--", rel])
+        listed = w.out(
+            ["ls-files", "--full-name", "--others", "--exclude-standard", "--cached", "--", rel]
+        )
         if not listed:
             continue
         blob = w.out(["hash-object", "-w", "--", rel])
@@ -639,9 +731,7 @@ def commit_paths(w: trees.Where, paths: Sequence[str], message: str) -> str | No
 # ----------------------------------------------------------------------------------- park
 
 
-def park(
-    ctx: Context, document: Mapping[str, Any], *, label: str, outcome: str
-) -> dict[str, Any]:
+def park(ctx: Context, document: Mapping[str, Any], *, label: str, outcome: str) -> dict[str, Any]:
     """Save the attempt, then bring the work tree and the index back to where the task
     began, reset the reset paths, append the retrospective to the memory file, mark the
     task parked and commit memory and checklist."""
@@ -650,8 +740,13 @@ def park(
     ref = _save(ctx, j, label, outcome)
     _branch_check(ctx, j, f"the revert of {task}", ref, label)
     reason = memory.one_line(f"{outcome}: {_doc_get(document, 'decision', 'reason') or ''}", 200)
-    j.update(phase="parking", saved=ref, outcome=outcome, reason=reason,
-             entry=memory.entry(document, outcome, ref))
+    j.update(
+        phase="parking",
+        saved=ref,
+        outcome=outcome,
+        reason=reason,
+        entry=memory.entry(document, outcome, ref),
+    )
     journal.write(ctx.folder, j)
     return _finish_parking(ctx, j)
 
@@ -669,22 +764,39 @@ def _finish_parking(ctx: Context, j: dict[str, Any]) -> dict[str, Any]:
                 f"saved as {ref}): {e}"
             ) from None
         if j.get("start_index"):
-            ctx.say(f"your uncommitted changes are back as they were when {task} began (--allow-dirty)")
+            ctx.say(
+                f"your uncommitted changes are back as they were when {task} began (--allow-dirty)"
+            )
         elif trees.dirty(w):
-            ctx.say("warning: files the attempt hid from git (its own ignore rules) are left on "
-                    "disk, not deleted: see git status")
+            ctx.say(
+                "warning: files the attempt hid from git (its own ignore rules) are left on "
+                "disk, not deleted: see git status"
+            )
         _reset(ctx, j)
         j["reverted"] = True  # a rerun from here on does not revert again
         journal.write(ctx.folder, j)
     mem = str(j.get("memory") or "")
     if mem:
         memory.append_text(Path(mem), str(j["entry"]), ref)
-    _mark_and_commit(ctx, w, j, "parked", str(j.get("reason") or ""), [mem, str(j.get("tasks") or "")],
-                     f"loopkit: park {task} ({j.get('outcome')})")
+    _mark_and_commit(
+        ctx,
+        w,
+        j,
+        "parked",
+        str(j.get("reason") or ""),
+        [mem, str(j.get("tasks") or "")],
+        f"loopkit: park {task} ({j.get('outcome')})",
+    )
     journal.remove(ctx.folder)
     ctx.say(f"parked {task} ({j.get('outcome')}); the attempt is saved as {ref}")
-    return _result("park", j, ref=ref, outcome=j.get("outcome"), marked=bool(j.get("tasks")),
-                   memory=mem or None)
+    return _result(
+        "park",
+        j,
+        ref=ref,
+        outcome=j.get("outcome"),
+        marked=bool(j.get("tasks")),
+        memory=mem or None,
+    )
 
 
 # ------------------------------------------------------------------------------------ end
@@ -708,8 +820,9 @@ def end(ctx: Context, *, owner: int, label: str = "stopped") -> dict[str, Any]:
             pass
     with lock.guard(ctx.folder):
         released = lock.release(ctx.folder, owner)
-    return _result("end", j, released=released, saved=saved,
-                   open=journal.load(ctx.folder) is not None)
+    return _result(
+        "end", j, released=released, saved=saved, open=journal.load(ctx.folder) is not None
+    )
 
 
 # ------------------------------------------------------------------------------- recovery
@@ -731,7 +844,9 @@ def recover(ctx: Context, *, owner: int) -> list[dict[str, Any]]:
     task = str(j.get("task"))
     if phase in ("landing", "marking"):
         r = _finish_landing(ctx, j)
-        ctx.say(f"finished the landing of {task} that a stopped loop left: {_short(str(r['commit']))}")
+        ctx.say(
+            f"finished the landing of {task} that a stopped loop left: {_short(str(r['commit']))}"
+        )
         return [{"task": task, "finished": "land", "commit": r["commit"]}]
     if phase == "parking":
         r = _finish_parking(ctx, j)
@@ -751,16 +866,23 @@ def _recover_attempt(ctx: Context, j: dict[str, Any]) -> dict[str, Any]:
             out["ref"] = stopped
         else:
             out["ref"] = trees.save(
-                w, task, "interrupted",
+                w,
+                task,
+                "interrupted",
                 f"loopkit: {task} interrupted (the loop stopped before a decision), saved at the next start",
                 _save_parent(w, j),
             )
     if head != base:
-        ctx.say(f"an interrupted loop ({task}) left the branch at {_short(head)}, not where it began "
-                f"({_short(base)}): nothing restored" + (f"; its tree is saved as {out['ref']}" if out["ref"] else ""))
+        ctx.say(
+            f"an interrupted loop ({task}) left the branch at {_short(head)}, not where it began "
+            f"({_short(base)}): nothing restored"
+            + (f"; its tree is saved as {out['ref']}" if out["ref"] else "")
+        )
     elif out["ref"]:
         trees.sync_to(w, str(j["start_tree"]), str(j.get("start_index") or "") or None)
-        ctx.say(f"recovered an interrupted attempt of {task}: saved as {out['ref']}, the tree is back where it began")
+        ctx.say(
+            f"recovered an interrupted attempt of {task}: saved as {out['ref']}, the tree is back where it began"
+        )
     else:
         ctx.say(f"an interrupted loop ({task}) left nothing to restore")
     out["settled"] = settle_interrupted(Path(str(j.get("state") or "")), task)
@@ -783,8 +905,12 @@ def settle_interrupted(state: Path, task: str) -> bool:
         history = txn.history(task)
         if not history.get("reserved"):
             return False
-        txn.append(records.interrupted_record(
-            task, history, reason="the loop stopped before a decision; recovered at the next start",
-            now=ledgers.now_iso(),
-        ))
+        txn.append(
+            records.interrupted_record(
+                task,
+                history,
+                reason="the loop stopped before a decision; recovered at the next start",
+                now=ledgers.now_iso(),
+            )
+        )
     return True

@@ -42,9 +42,7 @@ class Where:
 
 def head(w: Where) -> tuple[str, str]:
     """The commit at HEAD ("" when none) and the branch it is on ("" when detached)."""
-    done = git.git(
-        ["rev-parse", "-q", "--verify", "HEAD^{commit}"], cwd=w.root, check=False
-    )
+    done = git.git(["rev-parse", "-q", "--verify", "HEAD^{commit}"], cwd=w.root, check=False)
     sym = git.git(["symbolic-ref", "-q", "HEAD"], cwd=w.root, check=False)
     # 1 is git's "no such thing" (no commit yet, a detached HEAD); anything else -- a git
     # that was killed, a broken repository -- is no answer at all, never "no branch".
@@ -105,8 +103,15 @@ def live_tree(
             drop.append(f":(top,literal){w.state_rel}")
         drop += [f":(top,literal){p.rstrip('/')}" for p in w.start_ignored if p.rstrip("/")]
         w.out(
-            ["rm", "-r", "--cached", "-q", "--ignore-unmatch", "--pathspec-from-file=-",
-             "--pathspec-file-nul"],
+            [
+                "rm",
+                "-r",
+                "--cached",
+                "-q",
+                "--ignore-unmatch",
+                "--pathspec-from-file=-",
+                "--pathspec-file-nul",
+            ],
             env=env,
             input="\0".join(drop).encode("utf-8", "surrogateescape"),
         )
@@ -183,13 +188,19 @@ def sync_to(w: Where, target: str, index: str | None = None) -> None:
         keep += ["-e", pattern]
     ignores = w.out(["diff-files", "--name-only", "-z", "--", ":(glob)**/.gitignore"])
     if ignores:
-        w.out(["checkout-index", "-f", "-u", "-z", "--stdin"], input=ignores.encode("utf-8", "surrogateescape"))
+        w.out(
+            ["checkout-index", "-f", "-u", "-z", "--stdin"],
+            input=ignores.encode("utf-8", "surrogateescape"),
+        )
     if clean:
         state = ["-e", f"/{w.state_rel}/"] if w.state_rel else []
         w.out(["clean", "-fdq", *state, *keep, "--", "."])
     differ = w.out(["diff-files", "--name-only", "-z"])
     if differ:
-        w.out(["checkout-index", "-f", "-u", "-z", "--stdin"], input=differ.encode("utf-8", "surrogateescape"))
+        w.out(
+            ["checkout-index", "-f", "-u", "-z", "--stdin"],
+            input=differ.encode("utf-8", "surrogateescape"),
+        )
     if index and index != target:
         w.out(["read-tree", index])
         w.ok(["update-index", "-q", "--refresh"])

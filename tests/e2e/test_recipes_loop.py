@@ -418,7 +418,7 @@ def test_one_loop_per_work_tree_a_lock_of_a_loop_that_is_gone_is_taken_over(
 def test_the_early_start_check_leaves_nothing_behind_and_a_dirty_tree_is_still_refused(
     tmp_path: Path,
 ) -> None:
-    # The start check walks the tree beside `lk workspace` (lib.sh's lk_start_early). Naive
+    # lk task begin checks the tree once it holds the lock, and refuses a dirty one. Naive
     # variants caught: its scratch answer left in the git folder when the loop stops
     # early (a lock held, a bad contract, a dirty tree); an answer taken before the state
     # folder existed trusted as "dirty" or "clean" without a second look.

@@ -33,8 +33,8 @@ def settled(p: Project) -> bool:
     """Every admitted attempt is decided or recorded interrupted, once."""
     admitted = sum(1 for r in p.ledger() if r.get("type") == "admission"
                    and (r.get("admission") or {}).get("admitted"))  # fmt: skip
-    closed = sum(1 for r in p.ledger() if r.get("type") in (None, "attempt", "interrupted")
-                 and r.get("decision") is not None or r.get("type") == "interrupted")  # fmt: skip
+    closed = sum(1 for r in p.ledger() if (r.get("type") in (None, "attempt", "interrupted")
+                 and r.get("decision") is not None) or r.get("type") == "interrupted")  # fmt: skip
     return admitted == closed
 
 
@@ -104,7 +104,7 @@ def test_a_landing_cut_after_the_branch_moved_is_finished_by_the_rerun(tmp_path:
 def test_a_mark_written_but_not_committed_is_committed_by_the_rerun(tmp_path: Path) -> None:
     p = make_project(tmp_path, GOOD, tasks=TASKS)
     faults = Faults(tmp_path / "faults")
-    first, rerun = stopped_then_rerun(p, faults, "kill9", match="hash-object -w -- TASKS.md")
+    _first, rerun = stopped_then_rerun(p, faults, "kill9", match="hash-object -w -- TASKS.md")
     assert rerun.returncode == 0, fail_message(rerun)
     landed_and_marked(p)
     assert p.worker_calls() == 1
@@ -115,7 +115,7 @@ def test_a_kill_between_a_decision_and_the_next_admission_charges_nothing(tmp_pa
     # attempt (none was admitted and left open), so no attempt of the budget is lost.
     p = make_project(tmp_path, RED_THEN_GREEN, tasks=TASKS)
     faults = Faults(tmp_path / "faults")
-    first, rerun = stopped_then_rerun(
+    _first, rerun = stopped_then_rerun(
         p, faults, "kill9", match="update-ref -m loopkit: save refs/loopkit/fix-value/1", after=True
     )
     assert rerun.returncode == 0, fail_message(rerun)
@@ -203,7 +203,7 @@ Path("src/value.txt").write_text("good\\n")
         assert "another loop" in second.stderr
     finally:
         (p.scratch / "release").write_text("1")
-        out, err = first.communicate(timeout=120)
+        _out, err = first.communicate(timeout=120)
     assert first.returncode == 0, err
     assert p.worker_calls() == 1
 
