@@ -59,7 +59,7 @@ case " ${begin[*]-} " in *" --task-id "*) ;; *) [ -n "$start" ] || [ ! -t 0 ] ||
 # The lock, the recovery of a loop that stopped, where the task starts: one step.
 out=$(lk task begin ${start:+"$start"} ${cargs[@]+"${cargs[@]}"} ${begin[@]+"${begin[@]}"} --owner $$ --shell) || exit $?
 eval "$out"
-trap 'lk task end --owner $$ >/dev/null' EXIT # the lock released; an open task kept for the rerun
+trap '[ -n "${ended:-}" ] || lk task end --owner $$ >/dev/null' EXIT # the lock released; an open task kept
 [ -z "${LK_FINISHED:-}" ] || exit "$LK_FINISHED" # the stopped loop's task, finished by begin
 trap 'lk_log "interrupted: the tree is saved; the rerun finishes the task"; exit 130' INT TERM
 
@@ -80,7 +80,7 @@ settle() { # settle EXIT DOC: act on a decision (LK_DOC_* its fields); returns o
     [ -s "$doc" ] || lk_die 70 "$doc: no decided document"
     lk_log "$LK_TASK_ID attempt $label: ${LK_DOC_OUTCOME:-?} -- ${LK_DOC_REASON%%$'\n'*}"
     case $rc in
-    0) out=$(lk task land "$doc" --label "$label" --stat-cache --shell) || exit $?
+    0) ended=1 out=$(lk task land "$doc" --label "$label" --stat-cache --end --owner $$ --shell) || { rc=$?; ended=; exit "$rc"; }
        eval "$out"; lk_note "committed $LK_TASK_ID as ${LK_COMMIT:0:12}"; lk_notify complete "$doc"; exit 0 ;;
     10 | 11)
         out=$(lk task save "$label" --why "${LK_DOC_OUTCOME:-retry}" --shell) || exit $?
@@ -90,11 +90,11 @@ settle() { # settle EXIT DOC: act on a decision (LK_DOC_* its fields); returns o
             sleep "$LK_DOC_BACKOFF" ;; esac
         session=$LK_DOC_SESSION input=$doc ;;
     20 | 21 | 22)
-        out=$(lk task park "$doc" --label "$label" --shell) || exit $?
+        ended=1 out=$(lk task park "$doc" --label "$label" --end --owner $$ --shell) || { rc=$?; ended=; exit "$rc"; }
         eval "$out"; lk_note "parked $LK_TASK_ID (${LK_DOC_OUTCOME:-$rc}); the attempt is saved as $LK_REF"
         if [ "$rc" = 20 ]; then lk_notify blocked "$doc"; else lk_notify parked "$doc"; fi
         exit "$rc" ;;
-    30) out=$(lk task cancel "$doc" --label "$label" --shell) || exit $?
+    30) ended=1 out=$(lk task cancel "$doc" --label "$label" --end --owner $$ --shell) || { rc=$?; ended=; exit "$rc"; }
         eval "$out"; lk_note "$LK_TASK_ID: cancelled; the tree is left as it is (saved as $LK_REF)"
         lk_notify cancelled "$doc"; exit 30 ;;
     esac

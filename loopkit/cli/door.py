@@ -89,29 +89,62 @@ PLAIN: dict[str, dict[str, Spec]] = {
 #: ``lk task VERB``: (the positional arguments' keywords, in order; the options as above,
 #: plus ("int", kwarg) a whole number). A test holds each to its click command.
 TASK: dict[str, tuple[tuple[str, ...], dict[str, Spec]]] = {
-    "begin": (("doc",), {
-        "--task-id": ("value", "task_id"), "--task": ("value", "task_text"),
-        "--goal": ("flag", "goal", True), "--contract": ("value", "contract_path"),
-        "--tasks": ("value", "tasks"), "--allow-dirty": ("flag", "allow_dirty", True),
-        "--reset-path": ("repeat", "reset_paths"), "--memory": ("value", "memory"),
-        "--owner": ("int", "owner"), "--shell": ("flag", "as_shell", True),
-    }),
-    "save": (("label",), {
-        "--why": ("value", "why"), "--doc": ("value", "doc"), "--in": ("value", "attempt_in"),
-        "--shell": ("flag", "as_shell", True),
-    }),
-    "land": (("doc",), {
-        "--label": ("value", "label"), "--stat-cache": ("flag", "stat_cache", True),
-        "--in": ("value", "attempt_in"), "--shell": ("flag", "as_shell", True),
-    }),
-    "park": (("doc",), {
-        "--label": ("value", "label"), "--outcome": ("value", "outcome"),
-        "--in": ("value", "attempt_in"), "--shell": ("flag", "as_shell", True),
-    }),
-    "cancel": (("doc",), {
-        "--label": ("value", "label"), "--in": ("value", "attempt_in"),
-        "--shell": ("flag", "as_shell", True),
-    }),
+    "begin": (
+        ("doc",),
+        {
+            "--task-id": ("value", "task_id"),
+            "--task": ("value", "task_text"),
+            "--goal": ("flag", "goal", True),
+            "--contract": ("value", "contract_path"),
+            "--tasks": ("value", "tasks"),
+            "--allow-dirty": ("flag", "allow_dirty", True),
+            "--reset-path": ("repeat", "reset_paths"),
+            "--memory": ("value", "memory"),
+            "--owner": ("int", "owner"),
+            "--shell": ("flag", "as_shell", True),
+        },
+    ),
+    "save": (
+        ("label",),
+        {
+            "--why": ("value", "why"),
+            "--doc": ("value", "doc"),
+            "--in": ("value", "attempt_in"),
+            "--shell": ("flag", "as_shell", True),
+        },
+    ),
+    "land": (
+        ("doc",),
+        {
+            "--label": ("value", "label"),
+            "--stat-cache": ("flag", "stat_cache", True),
+            "--in": ("value", "attempt_in"),
+            "--shell": ("flag", "as_shell", True),
+            "--end": ("flag", "end", True),
+            "--owner": ("int", "owner"),
+        },
+    ),
+    "park": (
+        ("doc",),
+        {
+            "--label": ("value", "label"),
+            "--outcome": ("value", "outcome"),
+            "--in": ("value", "attempt_in"),
+            "--shell": ("flag", "as_shell", True),
+            "--end": ("flag", "end", True),
+            "--owner": ("int", "owner"),
+        },
+    ),
+    "cancel": (
+        ("doc",),
+        {
+            "--label": ("value", "label"),
+            "--in": ("value", "attempt_in"),
+            "--shell": ("flag", "as_shell", True),
+            "--end": ("flag", "end", True),
+            "--owner": ("int", "owner"),
+        },
+    ),
     "note": (("text",), {}),
     "end": ((), {"--owner": ("int", "owner"), "--label": ("value", "label")}),
 }

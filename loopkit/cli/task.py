@@ -57,6 +57,11 @@ _owner = click.option(
 )
 _shell = click.option("--shell", "as_shell", is_flag=True, help="LK_NAME=VALUE lines, not JSON.")
 _label = click.option("--label", default="", metavar="NAME", help="The attempt (the ref's name).")
+_end = click.option(
+    "--end",
+    is_flag=True,
+    help="The loop's last step: release its lock too (--owner), no `lk task end` needed.",
+)
 _in = click.option(
     "--in",
     "attempt_in",
@@ -133,6 +138,8 @@ def save(**kw: object) -> int:
     help="lk-decide's stat cache is fresh (no worker ran since): start from it.",
 )
 @_in
+@_end
+@_owner
 @_shell
 def land(**kw: object) -> int:
     """Commit exactly the tree a complete decision's checks ran on; mark the task done."""
@@ -144,6 +151,8 @@ def land(**kw: object) -> int:
 @_label
 @click.option("--outcome", default="", metavar="NAME", help="Default: the decision's outcome.")
 @_in
+@_end
+@_owner
 @_shell
 def park(**kw: object) -> int:
     """Save, revert, reset, write the retrospective, mark parked, commit the record."""
@@ -154,6 +163,8 @@ def park(**kw: object) -> int:
 @click.argument("doc", required=False, metavar="[DOC]")
 @_label
 @_in
+@_end
+@_owner
 @_shell
 def cancel(**kw: object) -> int:
     """Save the tree under refs/loopkit/<task>/cancelled and leave it as it is."""

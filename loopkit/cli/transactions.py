@@ -35,7 +35,9 @@ def _say(line: str) -> None:
     say("lk task", line)
 
 
-def _run(step: Callable[[], dict[str, Any]], as_shell: bool = False) -> int:
+def _run(
+    step: Callable[[], dict[str, Any]], as_shell: bool = False, *, end: int | None = None
+) -> int:
     """Run one step with SIGINT, SIGTERM and SIGHUP held until it is done (a stop in the
     middle is what the journal is for, but there is no need to cause one), then print its
     result."""
@@ -52,6 +54,13 @@ def _run(step: Callable[[], dict[str, Any]], as_shell: bool = False) -> int:
         except Refused as e:
             _say(f"error: {e.message}")
             result, code = e.result, int(e.code)
+        if end is not None:  # the loop's last step: its lock goes with it (no `end` to run)
+            from loopkit import git
+            from loopkit.ratchet import lock
+
+            folder = git.git_dirs(git.locate().root).own / "loopkit"
+            with lock.guard(folder):
+                result["released"] = lock.release(folder, end)
     finally:
         for s, handler in old.items():
             signal.signal(s, handler)
@@ -201,6 +210,8 @@ def land(
     stat_cache: bool = False,
     attempt_in: str | None = None,
     as_shell: bool = False,
+    end: bool = False,
+    owner: int | None = None,
 ) -> int:
     from loopkit.ratchet import steps
 
@@ -210,6 +221,7 @@ def land(
             _ctx(attempt_in), document, label=_label_of(document, label), fresh_stat=stat_cache
         ),
         as_shell,
+        end=(owner or os.getppid()) if end else None,
     )
 
 
@@ -220,6 +232,8 @@ def park(
     outcome: str = "",
     attempt_in: str | None = None,
     as_shell: bool = False,
+    end: bool = False,
+    owner: int | None = None,
 ) -> int:
     from loopkit.ratchet import steps
 
@@ -230,6 +244,7 @@ def park(
             _ctx(attempt_in), document, label=_label_of(document, label), outcome=why
         ),
         as_shell,
+        end=(owner or os.getppid()) if end else None,
     )
 
 
@@ -239,11 +254,17 @@ def cancel(
     label: str = "",
     attempt_in: str | None = None,
     as_shell: bool = False,
+    end: bool = False,
+    owner: int | None = None,
 ) -> int:
     from loopkit.ratchet import steps
 
     _doc(doc)  # read (and checked) when given: the decision that cancelled
-    return _run(lambda: steps.cancel(_ctx(attempt_in), label=label or "cancelled"), as_shell)
+    return _run(
+        lambda: steps.cancel(_ctx(attempt_in), label=label or "cancelled"),
+        as_shell,
+        end=(owner or os.getppid()) if end else None,
+    )
 
 
 def note(*, text: str) -> int:

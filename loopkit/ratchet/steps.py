@@ -55,7 +55,7 @@ class Context:
         say: Say = _quiet,
         attempt_in: str | os.PathLike[str] | None = None,
     ) -> None:
-        self.root = git.toplevel(cwd)
+        self.root = git.locate(cwd).root
         self.own = git.git_dirs(self.root).own
         self.folder = self.own / "loopkit"
         self.say = say
@@ -184,10 +184,9 @@ def _start(
         memory_path = ctx.root / memory_path
     resets, dirs = _reset_paths(ctx.root, state, reset_paths)
     w = trees.Where(ctx.root, ctx.own, state)
-    base, branch = trees.head(w)
+    base, start_tree, branch = trees.head_tree(w)
     if not base:
         raise EnvironmentProblem("the repository has no commit yet")
-    start_tree = w.out(["rev-parse", f"{base}^{{tree}}"])
     is_dirty, ignored = trees.start_walk(w)
     w.start_ignored = ignored
     j: dict[str, Any] = {
@@ -588,11 +587,12 @@ def _finish_landing(ctx: Context, j: dict[str, Any], *, fresh_stat: bool = False
     after = None
     if j["phase"] == "landing":
         if head == base and branch == (j.get("branch") or ""):
-            if not w.ok(["update-ref", "-m", f"loopkit: {task} complete", "HEAD", commit, base]):
+            if w.ok(["update-ref", "-m", f"loopkit: {task} complete", "HEAD", commit, base]):
+                head = commit
+            else:
                 head, branch = trees.head(w)
                 if head == base:  # not the branch: the ref store refused the write
                     raise EnvironmentProblem(_ref_problem(w, j))
-        head, branch = trees.head(w)
         if head != commit:
             _branch_check(ctx, j, f"the commit of {task}", None, str(j.get("label") or "land"))
         ctx.say(f"committed {task} as {_short(commit)}: the tree its checks ran on")

@@ -42,16 +42,29 @@ class Where:
 
 def head(w: Where) -> tuple[str, str]:
     """The commit at HEAD ("" when none) and the branch it is on ("" when detached)."""
-    done = git.git(["rev-parse", "-q", "--verify", "HEAD^{commit}"], cwd=w.root, check=False)
-    sym = git.git(["symbolic-ref", "-q", "HEAD"], cwd=w.root, check=False)
-    # 1 is git's "no such thing" (no commit yet, a detached HEAD); anything else -- a git
-    # that was killed, a broken repository -- is no answer at all, never "no branch".
-    for answer in (done, sym):
-        if answer.exit_code not in (0, 1):
-            raise git.GitError(f"git rev-parse HEAD failed in {w.root} (exit {answer.exit_code})")
-    commit = done.stdout.decode().strip() if done.exit_code == 0 else ""
-    branch = sym.stdout.decode("utf-8", "surrogateescape").strip() if sym.exit_code == 0 else ""
+    commit, _, branch = head_tree(w)
     return commit, branch
+
+
+def head_tree(w: Where) -> tuple[str, str, str]:
+    """The commit at HEAD, its tree and the branch ("" for each that is not there): one
+    git call while HEAD has a commit."""
+    done = git.git(
+        ["rev-parse", "HEAD^{commit}", "HEAD^{tree}", "--symbolic-full-name", "HEAD"],
+        cwd=w.root,
+        check=False,
+    )
+    lines = done.stdout.decode("utf-8", "surrogateescape").split("\n")
+    if done.exit_code == 0 and len(lines) >= 3 and git.is_object_id(lines[0]):
+        branch = lines[2] if lines[2].startswith("refs/") else ""
+        return lines[0], lines[1], branch
+    if done.exit_code < 0 or done.exit_code > 128:  # killed: no answer, never "no commit"
+        raise git.GitError(f"git rev-parse HEAD failed in {w.root} (exit {done.exit_code})")
+    sym = git.git(["symbolic-ref", "-q", "HEAD"], cwd=w.root, check=False)
+    if sym.exit_code not in (0, 1):
+        raise git.GitError(f"git symbolic-ref HEAD failed in {w.root} (exit {sym.exit_code})")
+    branch = sym.stdout.decode("utf-8", "surrogateescape").strip() if sym.exit_code == 0 else ""
+    return "", "", branch
 
 
 def is_ancestor(w: Where, old: str, new: str) -> bool:
