@@ -120,9 +120,17 @@ def begin(
     (with ``document``; without one, the lock and the recovery alone). ``outer``: the pid
     of the loop that started this one and holds the lock for it (``LK_LOCK_OWNER``).
     A begin that fails after taking the lock releases it."""
+    from loopkit.background import Background
     from loopkit.workspace import Workspace
 
     ws = None
+    early = None
+    if document is not None:
+        # The start check's walk (the longest part of a begin on a big tree) runs beside
+        # the rest; its answer is taken only when it found the tree clean and no recovery
+        # touched the tree since (_start walks again otherwise).
+        here = trees.Where(ctx.root, ctx.own, ctx.root / ".loopkit")
+        early = Background(lambda: trees.start_walk(here), name="loopkit-start-walk")
     if document is not None:  # a bad contract or document is refused before anything
         ws = Workspace.open(contract_path=contract_path, document=document, cwd=ctx.root)
     with lock.guard(ctx.folder):
@@ -146,7 +154,13 @@ def begin(
             if finished is not None:  # the stopped loop's task was this one: it is done now
                 result.update(task=finished["task"], finished=finished["code"])
                 return result
-            j = _start(ctx, owner, document, ws, allow_dirty, tasks, reset_paths, memory_file)
+            walked = None
+            if early is not None and not recovered:
+                walked = early.result()
+                walked = walked if not walked[0] else None
+            j = _start(
+                ctx, owner, document, ws, allow_dirty, tasks, reset_paths, memory_file, walked
+            )
         except BaseException:
             if not held.nested:
                 lock.release(ctx.folder, held.owner)
@@ -174,6 +188,7 @@ def _start(
     tasks: str | None,
     reset_paths: Sequence[str],
     memory_file: str | None,
+    walked: tuple[bool, list[str]] | None = None,
 ) -> dict[str, Any]:
     task = _doc_get(document, "task", "id")
     if not isinstance(task, str) or not task:
@@ -187,7 +202,7 @@ def _start(
     base, start_tree, branch = trees.head_tree(w)
     if not base:
         raise EnvironmentProblem("the repository has no commit yet")
-    is_dirty, ignored = trees.start_walk(w)
+    is_dirty, ignored = walked if walked is not None else trees.start_walk(w)
     w.start_ignored = ignored
     j: dict[str, Any] = {
         "task": task,

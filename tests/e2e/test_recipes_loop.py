@@ -529,8 +529,9 @@ def test_each_round_is_one_lk_attempt_and_each_decision_one_lk_task_step(tmp_pat
     p = make_project(tmp_path, BAD_THEN_GOOD)
     proc = loop(p, env={"PATH": path, "LOOPKIT_STATE_DIR": str(state)})
     assert proc.returncode == 0, fail_message(proc)
+    # The landing releases the lock itself (--end): no `lk task end` after a success.
     assert calls.read_text().splitlines() == [
-        "task begin", "attempt --keep", "task save", "attempt --keep", "task land", "task end",
+        "task begin", "attempt --keep", "task save", "attempt --keep", "task land",
     ]
     assert p.worker_calls() == 2 and p.git("show", "HEAD:src/value.txt") == "good\n"
     assert (state / "ledger.jsonl").is_file() and not p.state().exists()
