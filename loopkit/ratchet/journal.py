@@ -22,10 +22,13 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 from loopkit.errors import EnvironmentProblem
 from loopkit.files import atomic_write
+
+TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
+if TYPE_CHECKING:
+    from typing import Any
 
 NAME = "task.json"
 KIND = "loopkit/task-journal"

@@ -17,11 +17,13 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 from loopkit.errors import EnvironmentProblem
+
+TYPE_CHECKING = False  # typing stays unloaded at run time
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 LOCK_NAME = "loop.lock"
 
@@ -173,4 +175,6 @@ def _remove(path: Path) -> None:
     if path.is_symlink() or path.is_file():
         path.unlink()
     elif path.exists():
+        import shutil
+
         shutil.rmtree(path)

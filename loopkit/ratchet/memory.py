@@ -10,11 +10,14 @@ instruction").
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from loopkit.errors import EnvironmentProblem
+
+TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
 
 def one_line(text: Any, limit: int = 300) -> str:
@@ -34,7 +37,7 @@ def quoted(text: Any, limit: int = 400) -> str:
 def _get(doc: Mapping[str, Any], *path: str) -> Any:
     value: Any = doc
     for key in path:
-        value = value.get(key) if isinstance(value, Mapping) else None
+        value = value.get(key) if isinstance(value, dict) else None
     return value
 
 
@@ -43,7 +46,7 @@ def entry(doc: Mapping[str, Any], outcome: str, ref: str) -> str:
     task = _get(doc, "task", "id") or "?"
     checks = _get(doc, "verify", "checks") or []
     failing = ", ".join(
-        str(c.get("name")) for c in checks if isinstance(c, Mapping) and c.get("passed") is False
+        str(c.get("name")) for c in checks if isinstance(c, dict) and c.get("passed") is False
     )
     klass = _get(doc, "decision", "failure_class") or outcome
     lines = [

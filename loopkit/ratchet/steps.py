@@ -16,19 +16,23 @@ unsafe reset path, a full disk, a path or ref that cannot be written).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from loopkit import git
 from loopkit.errors import BadInput, EnvironmentProblem, LoopkitError
 from loopkit.exitcodes import ExitCode
 from loopkit.ratchet import journal, lock, memory, trees
 
+TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+    from typing import Any
+
 KIND = "loopkit/task-step"
 
-#: What a step says on stderr (a line for a person); the CLI sets it.
-Say = Callable[[str], None]
+if TYPE_CHECKING:
+    #: What a step says on stderr (a line for a person); the CLI sets it.
+    Say = Callable[[str], None]
 
 
 class Refused(LoopkitError):
@@ -86,7 +90,7 @@ class Context:
 def _doc_get(doc: Mapping[str, Any], *path: str) -> Any:
     value: Any = doc
     for key in path:
-        value = value.get(key) if isinstance(value, Mapping) else None
+        value = value.get(key) if isinstance(value, dict) else None
     return value
 
 
