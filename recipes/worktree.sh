@@ -34,6 +34,8 @@ set -u
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/log.sh"
 LK_PROG=worktree.sh
+# git for the worktrees themselves: no hook (post-checkout) or fsmonitor a worker planted
+g() { git -c core.hooksPath=/dev/null -c core.fsmonitor=false "$@"; }
 
 begin=() cargs=() max_rounds=50 start=''
 while [ $# -gt 0 ]; do
@@ -49,7 +51,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 case $max_rounds in '' | *[!0-9]*) printf 'worktree.sh: --max-rounds needs a number\n' >&2; exit 2 ;; esac
-git symbolic-ref -q HEAD >/dev/null || lk_die 4 "HEAD is detached: check out the branch the attempts should land on"
+g symbolic-ref -q HEAD >/dev/null || lk_die 4 "HEAD is detached: check out the branch the attempts should land on"
 out=$(lk task begin ${start:+"$start"} ${cargs[@]+"${cargs[@]}"} ${begin[@]+"${begin[@]}"} --owner $$ --shell) || exit $?
 eval "$out"
 trap 'lk task end --owner $$ >/dev/null' EXIT
@@ -57,14 +59,14 @@ trap 'lk task end --owner $$ >/dev/null' EXIT
 export LOOPKIT_STATE_DIR=$LK_STATE # the ledger and documents stay in this checkout
 MAIN=$PWD wt_root=${LK_WORKTREES:-${TMPDIR:-/tmp}/loopkit-worktrees} wt=''
 mkdir -p "$wt_root" || lk_die 4 "cannot create $wt_root"
-drop() { git -C "$MAIN" worktree remove --force "$wt" || rm -rf -- "$wt"; git -C "$MAIN" worktree prune; }
+drop() { g -C "$MAIN" worktree remove --force "$wt" || rm -rf -- "$wt"; g -C "$MAIN" worktree prune; }
 
 input=$LK_START
-lk_log "task $LK_TASK_ID: attempts in worktrees under $wt_root, landing on $(git symbolic-ref --short HEAD)"
+lk_log "task $LK_TASK_ID: attempts in worktrees under $wt_root, landing on $(g symbolic-ref --short HEAD)"
 for round in $(seq 1 "$max_rounds"); do
     p=$LK_RUN_DIR/$round
     if ! wt=$(mktemp -d "$wt_root/$LK_TASK_ID-$round-XXXXXX") || ! rmdir -- "$wt"; then lk_die 4 "cannot create a worktree folder"; fi
-    git worktree add -q --detach "$wt" "$LK_BASE" || lk_die 4 "git worktree add failed"
+    g worktree add -q --detach "$wt" "$LK_BASE" || lk_die 4 "git worktree add failed"
     for path in ${RESET_PATHS:-}; do # ignored folders the code expects: made empty
         case $path in */) mkdir -p "$wt/$path" ;; *) [ ! -d "$path" ] || mkdir -p "$wt/$path" ;; esac
     done
