@@ -42,9 +42,10 @@ def main(as_json: bool, watch: float | None) -> int:
     from loopkit.document import emit
     from loopkit.workspace import for_state_only
 
-    state = for_state_only().state
+    ws = for_state_only()
+    state = ws.state
     while True:
-        body = core.gather(state)
+        body = core.gather(state, root=ws.root)
         if as_json:
             emit(body, schema_name="status")
         else:
