@@ -120,9 +120,7 @@ def _last_actions(folder: Path, limit: int = 5) -> tuple[list[str], dict[str, An
     return actions[-limit:], spend
 
 
-def gather(
-    state: Path, *, now: float | None = None, root: Path | None = None
-) -> dict[str, Any]:
+def gather(state: Path, *, now: float | None = None, root: Path | None = None) -> dict[str, Any]:
     """The status document (schemas/status.json); ``root``: the work tree (where its lock
     is)."""
     from loopkit.text import clean, clip
