@@ -5,7 +5,7 @@ Usage:  lk status [--json] [--watch [SECONDS]]
 The newest run's task, round and stage, how long it has been going, the worker's last
 actions (from its stream as it is written), and the spend so far (the ledger's finished
 attempts plus the live run's tokens and cost). Whether a loop is running comes from its
-lock (loop.lock, with the loop's pid).
+lock (.git/loopkit/loop.lock, with the loop's pid).
 
 Output: the status for a person; with --json one document (schemas/status.json).
         --watch redraws it every SECONDS (default 2) until Ctrl-C.
