@@ -1,6 +1,6 @@
 """The clean room's cost: syncing it to an attempt's tree on the 50,000-file repository.
 
-An attempt changes one file. The clean room (loopkit.cleanroom) is synced to the new tree
+An attempt changes one file. The clean room (loopkit.evidence.cleanroom) is synced to the new tree
 with ``git read-tree -u --reset`` and ``git clean -ffdx``; the reference is what any
 checkout of that tree costs: ``git checkout --detach`` of a commit holding it, in a
 second worktree that was at the previous tree (the cheapest git can do the same job).
@@ -32,8 +32,8 @@ TARGET = 3.0
 
 def main() -> int:
     os.environ.update(GIT_ENV)
-    from loopkit import cleanroom
     from loopkit import git as gits
+    from loopkit.evidence import cleanroom
 
     repo = build()
     git(repo, "reset", "-q", "--hard")

@@ -183,7 +183,7 @@ def bare(path: Path) -> float:
 
 
 def ours(path: Path, provider: str) -> float:
-    from loopkit.invoke import normalize_transcript
+    from loopkit.worker.invoke import normalize_transcript
 
     start = time.process_time()
     record = normalize_transcript(str(path), provider=provider)

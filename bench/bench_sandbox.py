@@ -1,6 +1,6 @@
 """Start-up cost of the worker's sandbox: `bwrap ... true` beside a bare `true`.
 
-The sandboxed command line is the one ``loopkit.sandbox.wrap`` builds for a real
+The sandboxed command line is the one ``loopkit.boundary.sandbox.wrap`` builds for a real
 repository (with a state folder and a writable extra), so every mount is counted. Runs
 are interleaved; the medians and their difference are printed. Target: the sandbox adds
 at most 50 ms per attempt (an agent CLI itself takes about a second to start). Exit 1 if
@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from loopkit import sandbox
+from loopkit.boundary import sandbox
 
 TARGET_MS = 50.0
 

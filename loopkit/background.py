@@ -40,3 +40,7 @@ class Background:
     def wait(self) -> None:
         """Wait for the call, whatever its outcome (its outcome kept for ``result``)."""
         self._thread.join()
+
+    def running(self) -> bool:
+        """Whether the call is still running."""
+        return self._thread.is_alive()

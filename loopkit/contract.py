@@ -12,15 +12,16 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-from loopkit import loader, providers
+from loopkit import loader
 from loopkit.errors import BadInput
+from loopkit.worker import providers
 
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
 if TYPE_CHECKING:
     from typing import Any
 
 CONTRACT_VERSION = 1
-#: The registered providers (loopkit.providers): contract validation follows the registry.
+#: The registered providers (loopkit.worker.providers): contract validation follows the registry.
 PROVIDERS = tuple(providers.names())
 SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
 DEFAULT_FILENAMES = ("loop.yaml", "loop.yml", "loop.json")
@@ -119,7 +120,7 @@ def glob_list(v: Any, where: str, out: list[Problem]) -> None:
         if not isinstance(item, str) or not item.strip():
             out.append(Problem(p, f"expected a non-empty glob, got {_show(item)}"))
             continue
-        from loopkit import globs  # not loaded by a command that meets a cached contract
+        from loopkit.evidence import globs  # not loaded by a command that meets a cached contract
 
         reason = globs.escape_reason(item)
         if reason:
@@ -162,7 +163,13 @@ def _show(v: Any) -> str:
 
 # Section -> key -> check. A key absent here is an unknown key.
 _SECTIONS: dict[str, dict[str, Check]] = {
-    "scope": {"writable": glob_list, "protected": glob_list, "always_allowed": glob_list},
+    "scope": {
+        "writable": glob_list,
+        "protected": glob_list,
+        "always_allowed": glob_list,
+        # add, never change or delete: new files allowed, the base's files kept as they are
+        "add_only": glob_list,
+    },
     "budgets": {
         "attempts": positive_int,
         "changed_files": positive_int,
@@ -239,10 +246,26 @@ _TOP: dict[str, Check] = {
     "state_dir": text,
     "allow_empty_change": boolean,
 }
+
+
+def _relative_path(v: Any, where: str, out: list[Problem]) -> None:
+    if not isinstance(v, str) or not v.strip():
+        out.append(
+            Problem(where, f"expected a path relative to the repository root, got {_show(v)}")
+        )
+    elif v.startswith("/") or ".." in v.replace("\\", "/").split("/"):
+        out.append(
+            Problem(where, f"expected a path inside the repository (relative, no ..), got {v!r}")
+        )
+
+
 _CRITERION: dict[str, Check] = {
     "name": text,
     "run": text,
     "timeout": positive_number,
+    # The JUnit XML report(s) the check writes (a path or a glob, relative to the
+    # repository root): its per-test results (loopkit.evidence.testresults).
+    "junit": _relative_path,
     "env": lambda v, w, o: (
         None
         if isinstance(v, dict)
@@ -294,6 +317,11 @@ def validate(data: Any) -> list[Problem]:
                     "$.scope.writable", "no writable scope: list the globs the worker may change"
                 )
             )
+    sandbox = data.get("sandbox")
+    if isinstance(sandbox, Mapping):
+        for key in _HOME_PATHS:
+            _unexpandable(sandbox.get(key), f"$.sandbox.{key}", out)
+    _unexpandable(data.get("state_dir"), "$.state_dir", out)
     worker = data.get("worker")
     if isinstance(worker, Mapping):
         if worker.get("provider") == "command" and "command" not in worker:
@@ -367,7 +395,7 @@ def control_warnings(data: Mapping[str, Any], *, contract_file: str) -> list[dic
         "the memory file": data.get("memory") if isinstance(data.get("memory"), str) else None,
         "the state folder": (data.get("state_dir") or ".loopkit") + "/ledger.jsonl",
     }
-    from loopkit import globs
+    from loopkit.evidence import globs
 
     out = []
     for i, glob in enumerate(writable):
@@ -397,7 +425,31 @@ def with_defaults(data: Mapping[str, Any]) -> dict[str, Any]:
     sandbox = out.get("sandbox")
     if isinstance(sandbox, dict) and sandbox.get("mode") is False:
         sandbox["mode"] = "off"
+    # Paths on this machine: `~` is the user's home, never a folder named `~` in the
+    # repository (validate refused the ones that cannot expand).
+    if isinstance(sandbox, dict):
+        for key in _HOME_PATHS:
+            if isinstance(sandbox.get(key), list):
+                sandbox[key] = [_home(p) for p in sandbox[key]]
+    if isinstance(out.get("state_dir"), str):
+        out["state_dir"] = _home(out["state_dir"])
     return out
+
+
+#: The sandbox's path lists, where ``~`` is expanded.
+_HOME_PATHS = ("writable", "show", "hide")
+
+
+def _home(path: Any) -> Any:
+    return os.path.expanduser(path) if isinstance(path, str) and path.startswith("~") else path
+
+
+def _unexpandable(value: Any, where: str, out: list[Problem]) -> None:
+    """A ``~`` path with no home to expand to (``~nobody/x``, or no HOME): refused."""
+    for i, path in enumerate(value if isinstance(value, list) else [value]):
+        if isinstance(path, str) and path.startswith("~") and _home(path) == path:
+            at = f"{where}[{i}]" if isinstance(value, list) else where
+            out.append(Problem(at, f"{path!r}: no home folder to expand '~' to"))
 
 
 def parse_text(raw: bytes, source: str) -> Any:

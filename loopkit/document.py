@@ -153,7 +153,7 @@ def emit(
             schema.validate(document, name, source="<output>")
         except BadInput as e:  # our own output is wrong: a bug, not the user's input
             raise RuntimeError(f"output fails its schema: {e}") from None
-    from loopkit.secrets import scrub
+    from loopkit.boundary.secrets import scrub
 
     out = stream if stream is not None else sys.stdout
     out.write(dumps(scrub(document)) + "\n")

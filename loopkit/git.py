@@ -988,7 +988,7 @@ class TreeWatch:
         held: str | None = None,
     ) -> None:
         """``seed``: the index whose stat data the scratch index starts from (default the
-        real one; see ``loopkit.statcache`` for one the worker cannot have written);
+        real one; see ``loopkit.evidence.statcache`` for one the worker cannot have written);
         ``held``: the tree that index is known to hold (a first hash that finds nothing
         changed is then that tree, no ``git write-tree``)."""
         self.root = root
@@ -1119,6 +1119,24 @@ def blob(root: Path, object_id: str) -> bytes:
     return git(["cat-file", "blob", object_id], cwd=root).stdout
 
 
+def lines_in_tree(root: Path, tree: str, lines: Sequence[str]) -> dict[str, int]:
+    """How many times each of ``lines`` is, whole, a line of a text file of ``tree``
+    (those found at all)."""
+    wanted = {line for line in lines if line.strip()}
+    if not wanted:
+        return {}
+    args = ["grep", "-F", "-h", "-I", "--no-color"]
+    for line in sorted(wanted):
+        args += ["-e", line]
+    done = git([*args, tree, "--"], cwd=root, check=False)
+    counts: dict[str, int] = {}
+    for found in done.stdout.decode("utf-8", "surrogateescape").splitlines():
+        found = found.rstrip("\r")
+        if found in wanted:
+            counts[found] = counts.get(found, 0) + 1
+    return counts
+
+
 def _unborn_repositories(done: proc.Captured) -> list[str]:
     """The nested repositories without a commit that made ``git add`` fail (empty when
     anything else went wrong too)."""
@@ -1136,7 +1154,8 @@ def _unborn_repositories(done: proc.Captured) -> list[str]:
 
 def changed_paths(root: Path, old: str, new: str) -> list[tuple[str, str]]:
     """The paths that differ between two trees, each with its status letter (A, M, D, T);
-    empty when git cannot tell (an unknown tree)."""
+    empty when git cannot tell (an unknown tree). For showing: a name that is not UTF-8
+    comes with ``\\xNN`` escapes (``text.shown``)."""
     done = git(
         ["diff-tree", "-r", "-z", "--name-status", "--no-renames", old, new],
         cwd=root,
@@ -1144,8 +1163,12 @@ def changed_paths(root: Path, old: str, new: str) -> list[tuple[str, str]]:
     )
     if done.exit_code != 0:
         return []
+    from loopkit.text import shown
+
     fields = done.stdout.decode("utf-8", "surrogateescape").split("\0")
-    return [(fields[i + 1], fields[i][:1]) for i in range(0, len(fields) - 1, 2) if fields[i]]
+    return [
+        (shown(fields[i + 1]), fields[i][:1]) for i in range(0, len(fields) - 1, 2) if fields[i]
+    ]
 
 
 def _write_tree_files(root: Path, tree: str, name: str, into: str) -> None:
@@ -1236,6 +1259,20 @@ def ignored_by_tree(root: Path, tree: str, paths: Sequence[str]) -> list[str]:
         return _check_ignore(work, paths, options=options, flags=("--no-index",))
 
 
+def listed_files(root: Path) -> list[str]:
+    """The work tree's files git sees: tracked, and untracked ones it does not ignore."""
+    done = git(["ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root)
+    return sorted({os.fsdecode(p) for p in done.stdout.split(b"\0") if p})
+
+
+def ignored(root: Path, paths: Sequence[str]) -> list[str]:
+    """Which of ``paths`` the ignore rules in force at ``root`` ignore (a folder as
+    ``name/``); the paths need not exist."""
+    if not paths:
+        return []
+    return _check_ignore(root, paths)
+
+
 def _check_ignore(
     cwd: str | os.PathLike[str],
     paths: Sequence[str],
@@ -1321,17 +1358,44 @@ def sync_worktree(path: Path, tree: str, *, held: str | None = None, cleaned: bo
     then its files rewritten only where they differ -- a file the index held and the tree
     does not is removed with it, so nothing but the tree is left.
 
-    ``held``: a tree the work tree and the index are known to hold (loopkit.cleanroom's
+    ``held``: a tree the work tree and the index are known to hold (loopkit.evidence.cleanroom's
     settled mark). Then only what differs between the two trees is read and written (a
     two-tree ``read-tree``: no file the trees share is looked at, and none at all when they
     are the same tree); else, or when git refuses (a file it would write is not as the
     index says), every file is checked against the index (``--reset``)."""
     if not cleaned:
         clean_worktree(path)
-    if held != tree:
-        two_trees = ["read-tree", "-u", "-m", str(held), tree]
-        if held is None or git(two_trees, cwd=path, check=False).exit_code != 0:
-            git(["read-tree", "-u", "--reset", tree], cwd=path)
+    if held == tree:
+        return
+    if _attributes_change(path, tree):
+        # git rewrites only the files whose content differs: those the old attributes
+        # checked out (LF where `eol=crlf` now asks CRLF, `$Id$` unexpanded, UTF-8 where a
+        # `working-tree-encoding` now asks UTF-16) would stay as they were, unlike in a
+        # person's checkout of the tree. Without an index every file is written anew;
+        # what the old index held and the tree does not is then untracked, and cleaned.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path / ".git" / "index")
+        git(["read-tree", "-u", "--reset", tree], cwd=path)
+        clean_worktree(path)
+        return
+    two_trees = ["read-tree", "-u", "-m", str(held), tree]
+    if held is None or git(two_trees, cwd=path, check=False).exit_code != 0:
+        git(["read-tree", "-u", "--reset", tree], cwd=path)
+
+
+#: Every ``.gitattributes`` file, at the top and in any folder.
+_ATTRIBUTE_FILES = ":(glob)**/.gitattributes"
+
+
+def _attributes_change(path: Path, tree: str) -> bool:
+    """Whether a ``.gitattributes`` of ``tree`` differs from the one the index of the work
+    tree at ``path`` holds (or the index holds one the tree does not): then the files the
+    index's attributes checked out may not be what ``tree``'s make of the same blobs."""
+    done = git(
+        ["diff-index", "--cached", "--name-only", "-z", tree, "--", _ATTRIBUTE_FILES],
+        cwd=path,
+    )
+    return bool(done.stdout.strip(b"\0"))
 
 
 @contextlib.contextmanager

@@ -64,6 +64,16 @@ def render(contract: Mapping[str, Any], *, task: Mapping[str, Any] | None = None
         lines.append("")
     lines.append("A change to any other file fails the attempt, however good the rest of it is.")
     lines.append("")
+    add_only = list(scope.get("add_only") or [])
+    if add_only:
+        lines += ["## Add new files, never change or delete existing ones", ""]
+        lines += [f"- {code(g)}" for g in add_only]
+        lines += [
+            "",
+            "A new file here is welcome (a new test, say); a file already here is kept as it "
+            "is: changing, renaming or deleting it fails the attempt.",
+            "",
+        ]
     if protected:
         lines += ["## Never change", ""]
         lines += [f"- {code(g)}" for g in protected]

@@ -63,15 +63,24 @@ def _contract(contract: Mapping[str, Any] | None, task: Mapping[str, Any] | None
     out += ["## Scope", f"- You may change: {_globs(writable)}"]
     if scope.get("always_allowed"):
         out.append(f"- Also allowed: {_globs(scope['always_allowed'])}")
+    if scope.get("add_only"):
+        out.append(
+            f"- Add new files, never change or delete existing ones: {_globs(scope['add_only'])}"
+        )
     if scope.get("protected"):
         out.append(f"- Never touch: {_globs(scope['protected'])}")
     out.append("- Changes outside this scope are rejected and undone.")
     out.append("")
     checks = contract.get("criteria") or []
     if checks:
-        out.append("## Done means these checks pass")
+        out.append("## How the change is checked")
         for c in checks[:20]:
             out.append(f"- {c.get('name')}: `{cut(str(c.get('run', '')), 300)}`")
+        out.append(
+            "Done means: the task's own checks pass, and no check or test that passed "
+            "before your change fails. What already failed before the task started does "
+            "not block it, unless the task names it."
+        )
         out.append("")
     return out
 
@@ -79,17 +88,10 @@ def _contract(contract: Mapping[str, Any] | None, task: Mapping[str, Any] | None
 def _feedback(previous: Mapping[str, Any] | None) -> list[str]:
     if not previous:
         return []
-    out: list[str] = []
     verify = previous.get("verify") or {}
-    failing = [c for c in verify.get("checks") or [] if not c.get("passed")]
-    for c in failing[:MAX_CHECKS]:
-        code = c.get("exit_code")
-        out.append(f"### Check `{c.get('name')}` failed (exit {code})")
-        tail = str(c.get("output_tail") or "").rstrip()
-        if tail:
-            out += ["```", cut(tail, TAIL_BYTES, keep="tail"), "```"]
-    if len(failing) > MAX_CHECKS:
-        out.append(f"({len(failing) - MAX_CHECKS} more failing checks not shown)")
+    out = _checks(verify)
+    if out and verify.get("hint"):
+        out.append(f"(Note: {cut(str(verify['hint']), 400)})")
     diff = previous.get("diff") or {}
     violations = diff.get("violations") or []
     if violations:
@@ -114,13 +116,63 @@ def _feedback(previous: Mapping[str, Any] | None) -> list[str]:
     elif run.get("stop_reason") in ("timeout", "max_turns"):
         out.append(f"### The previous attempt ran out of time or turns ({run['stop_reason']}).")
     decision = previous.get("decision") or {}
-    text = decision.get("feedback") or ""
-    if text:
+    text = str(decision.get("feedback") or "")
+    if out and _TAIL_MARK in text:
+        text = text.split(_TAIL_MARK, 1)[0]  # the check's tail is shown above already
+    if text.strip():
         out.append("### What to do differently")
         out.append(cut(str(text).strip(), FEEDBACK_BYTES))
     if not out:
         return []
     return ["## Feedback from the previous attempt", *out, ""]
+
+
+#: Where lk-decide's feedback carries a failing check's output (loopkit.decision.decide).
+_TAIL_MARK = "\n--- output of "
+MAX_TESTS = 15
+
+
+def _checks(verify: Mapping[str, Any]) -> list[str]:
+    """The failing checks: first what this task must fix (its own checks, what passed at
+    the base, the tests it broke or names), then -- marked as such, without their
+    output -- what already failed on the untouched tree before it started."""
+    failing = [c for c in verify.get("checks") or [] if not c.get("passed")]
+    required = verify.get("required")
+    mine = [c for c in failing if required is None or c.get("name") in required]
+    known = {
+        str(k.get("name")): list(k.get("tests") or []) for k in verify.get("known_failures") or []
+    }
+    out: list[str] = []
+    for c in mine[:MAX_CHECKS]:
+        out.append(f"### Check `{c.get('name')}` failed (exit {c.get('exit_code')})")
+        worse = c.get("blocking_tests") or []
+        if c.get("judged") == "per_test":  # its other failing tests failed at the base
+            others = [t for t in (c.get("tests") or {}).get("failed") or [] if t not in worse]
+            if others:
+                known[str(c.get("name"))] = others
+        if worse:
+            broke = set(c.get("regressions") or [])
+            out.append("These tests must pass:")
+            for t in worse[:MAX_TESTS]:
+                why = "passed before your change" if t in broke else "named by the task"
+                out.append(f"- `{t}` ({why})")
+            if len(worse) > MAX_TESTS:
+                out.append(f"- ... and {len(worse) - MAX_TESTS} more")
+        tail = str(c.get("output_tail") or "").rstrip()
+        if tail:
+            out += ["```", cut(tail, TAIL_BYTES, keep="tail"), "```"]
+    if len(mine) > MAX_CHECKS:
+        out.append(f"({len(mine) - MAX_CHECKS} more failing checks not shown)")
+    if known:
+        out.append(
+            "### Already failing before this task started (not caused by your change; "
+            "they do not block it)"
+        )
+        for name, tests in list(known.items())[: MAX_CHECKS * 2]:
+            shown = ", ".join(f"`{t}`" for t in tests[:MAX_TESTS])
+            more = f" and {len(tests) - MAX_TESTS} more" if len(tests) > MAX_TESTS else ""
+            out.append(f"- check `{name}`" + (f": {shown}{more}" if shown else ""))
+    return out
 
 
 def _memory(memory: str | None, limit: int = MEMORY_BYTES) -> list[str]:
@@ -135,7 +187,8 @@ def _memory(memory: str | None, limit: int = MEMORY_BYTES) -> list[str]:
 
 CLOSING = [
     "## How to finish",
-    "- Make the smallest change that makes the checks pass; stay inside the scope.",
+    "- Make the smallest change that does the task; keep every passing check and test "
+    "passing; stay inside the scope.",
     "- Do not commit, push, or install packages: loopkit verifies and commits.",
     "- End with one short line saying what you changed, or what blocked you.",
 ]
@@ -194,7 +247,7 @@ def build(
     if len(text.encode("utf-8")) > limit:
         parts[5] = []
         text = _join(parts)
-    from loopkit.secrets import scrub
+    from loopkit.boundary.secrets import scrub
 
     return str(scrub(cut(text, limit)))
 

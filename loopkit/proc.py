@@ -346,12 +346,16 @@ def run(
     input: bytes | None = None,
     output: str | os.PathLike[str] | None = None,
     reap: bool = True,
+    should_stop: Callable[[], str | None] | None = None,
+    poll_s: float = 0.2,
 ) -> Finished:
     """Run to completion (or ``timeout``), stdout and stderr merged.
 
     With ``output`` the merged output goes to that file; otherwise it is returned in
     ``Finished.output``. With ``reap`` anything the command left running in its process
-    group is ended too, so a check cannot leave a server behind.
+    group is ended too, so a check cannot leave a server behind. ``should_stop`` is asked
+    every ``poll_s`` while the command runs; a reason it returns (``"cancelled"``) ends the
+    group at once (``Finished.stopped``).
     """
     start = time.monotonic()
     since = now_ticks()
@@ -382,17 +386,22 @@ def run(
                 with contextlib.suppress(BrokenPipeError):
                     proc.stdin.close()
             timed_out = False
+            stopped: str | None = None
             try:
-                code: int | None = proc.wait(timeout=timeout)
+                code: int | None = _wait(proc, timeout, should_stop, poll_s)
             except subprocess.TimeoutExpired:
                 timed_out = True
-                kill_group(proc.pid, leader=proc)
-                proc.wait()
-                code = None
+                stopped = "timeout"
+            except _Stopped as why:
+                stopped = why.reason
             except BaseException:  # interrupted (Ctrl-C, SIGTERM): end all it started
                 kill_group(proc.pid, leader=proc)
                 end_orphans(since=since, grace_s=0.2)
                 raise
+            if stopped is not None:
+                kill_group(proc.pid, leader=proc)
+                proc.wait()
+                code = None
         finally:
             _ACTIVE.discard(proc.pid)
         if reap:
@@ -406,12 +415,39 @@ def run(
             exit_code=code,
             duration_s=time.monotonic() - start,
             timed_out=timed_out,
-            stopped="timeout" if timed_out else None,
+            stopped=stopped,
             output=captured,
             output_path=out_path,
         )
     finally:
         sink.close()
+
+
+class _Stopped(Exception):
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def _wait(
+    proc: subprocess.Popen[bytes],
+    timeout: float | None,
+    should_stop: Callable[[], str | None] | None,
+    poll_s: float,
+) -> int:
+    """``proc.wait(timeout)``, asking ``should_stop`` every ``poll_s`` (``_Stopped``)."""
+    if should_stop is None:
+        return proc.wait(timeout=timeout)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise subprocess.TimeoutExpired(proc.args, timeout or 0)
+        try:
+            return proc.wait(timeout=poll_s if left is None else min(poll_s, left))
+        except subprocess.TimeoutExpired:
+            reason = should_stop()
+            if reason:
+                raise _Stopped(reason) from None
 
 
 class Running:

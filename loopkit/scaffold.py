@@ -4,15 +4,20 @@ agent guidance that fit the project it finds.
 The project's test command is detected from the files at its root, most specific first:
 a ``Makefile`` with a ``test`` target, ``package.json`` with a ``test`` script,
 ``Cargo.toml``, ``go.mod``, ``tox.ini``, then Python (``pyproject.toml``, ``setup.py``,
-``setup.cfg``, ``pytest.ini`` or a ``tests/`` folder) with pytest. The writable scope is
-the project's own top-level folders (not hidden ones, not vendored dependencies). What is
-written passes ``lk-plan check`` as it stands; nothing is ever overwritten unless asked.
+``setup.cfg``, ``pytest.ini`` or a ``tests/`` folder) with pytest; tox only where it is
+installed. The writable scope is the project's own top-level folders (not hidden ones, not
+vendored dependencies, not what git ignores: a ``data/`` folder). The project's existing
+tests (its test folders, its test files elsewhere) go under ``scope.add_only``: the agent
+may add tests, never weaken the ones that judge it; a Python project's ``conftest.py``
+files are protected outright (a new one can skip every test beside it). What is written
+passes ``lk-plan check`` as it stands; nothing is ever overwritten unless asked.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,20 +34,91 @@ _NOT_SOURCE = {
     "site-packages",
 }
 
+#: Top-level folders that hold a project's tests.
+_TEST_FOLDERS = ("tests", "test", "spec", "__tests__")
+#: Test files wherever they lie (Python, Go, JavaScript and TypeScript conventions).
+_TEST_FILES = (
+    "**/test_*.py",
+    "**/*_test.py",
+    "**/*_test.go",
+    "**/*.test.*",
+    "**/*.spec.*",
+    "**/__tests__/**",
+)
+
 
 @dataclass(repr=False, eq=False, match_args=False)
 class Project:
-    """What ``detect`` found: the kind, the test command, the writable folders."""
+    """What ``detect`` found: the kind, the test command, the writable folders, the tests
+    kept as they are, and why each default was chosen (``notes``, for a person)."""
 
     kind: str
     test: str
     writable: list[str] = field(default_factory=list)
     why: str = ""
+    add_only: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    carry: list[str] = field(default_factory=list)
+    protected: list[str] = field(default_factory=list)
 
 
 def detect(root: Path) -> Project:
-    """The project at ``root``: its kind and test command (see the module docstring)."""
-    writable = _source_folders(root)
+    """The project at ``root``: its kind, test command and scope (see the module docstring)."""
+    project = _kind(root)
+    files, ignored = _seen(root)
+    folders = [name for name in _folders(root) if name + "/" not in ignored]
+    left_out = sorted(name for name in _folders(root) if name + "/" in ignored)
+    tests = [name for name in folders if name in _TEST_FOLDERS and _holds_files(root / name)]
+    add_only = [f"{name}/**" for name in tests]
+    rest = [f for f in files if not any(f.startswith(name + "/") for name in tests)]
+    from loopkit.evidence.globs import matches
+
+    add_only += [g for g in _TEST_FILES if any(matches(f, (g,)) for f in rest)]
+    # No folder of its own yet: the usual ones (tests too, when there are none to keep).
+    fallback = ["src/**"] if add_only else ["src/**", "tests/**"]
+    project.writable = [f"{name}/**" for name in folders if name not in tests] or fallback
+    project.add_only = add_only
+    if project.kind == "python":
+        # A new conftest.py can skip or deselect every test beside it: add-only is not
+        # enough there.
+        project.protected = ["**/conftest.py"]
+    from loopkit.evidence.cleanroom import carried
+
+    found = carried(root, {"criteria": [{"run": project.test}]})
+    project.carry = [c.name + "/" for c in found]
+    if found:
+        project.notes.append(
+            "the checks see these ignored folders read-only, as they were before the agent "
+            "ran (verify.carry): " + "; ".join(f"{c.name}/ ({c.why})" for c in found)
+        )
+    if left_out:
+        project.notes.append(
+            f"left out of the writable scope: {', '.join(n + '/' for n in left_out)} "
+            "(git ignores it)"
+        )
+        unseen = [n + "/" for n in left_out if n + "/" not in project.carry]
+        if unseen:
+            project.notes.append(
+                f"the checks do not see {', '.join(unseen)} (ignored): name what they need "
+                "in verify.carry, or reset it with the recipes' --reset-path"
+            )
+    if add_only:
+        project.notes.append(
+            f"the existing tests ({', '.join(add_only)}) are add-only: the agent may add "
+            "tests, never change or delete the ones that judge it (scope.add_only in "
+            "loop.yaml)"
+        )
+    if project.protected:
+        project.notes.append(
+            f"protected: {', '.join(project.protected)}, new ones too: a conftest.py can "
+            "skip or deselect the tests that judge the agent (scope.protected)"
+        )
+    return project
+
+
+def _kind(root: Path) -> Project:
+    """The project's kind and test command."""
+    writable: list[str] = []
     makefile = root / "Makefile"
     if makefile.is_file() and re.search(
         r"^test\s*:", makefile.read_text(encoding="utf-8", errors="replace"), re.M
@@ -60,26 +136,60 @@ def detect(root: Path) -> Project:
         return Project("rust", "cargo test", writable, "Cargo.toml")
     if (root / "go.mod").is_file():
         return Project("go", "go test ./...", writable, "go.mod")
-    if (root / "tox.ini").is_file():
+    tox = (root / "tox.ini").is_file()
+    if tox and shutil.which("tox"):
         return Project("python", "tox -q", writable, "tox.ini")
     python = ("pyproject.toml", "setup.py", "setup.cfg", "pytest.ini")
-    if any((root / name).is_file() for name in python) or (root / "tests").is_dir():
-        return Project("python", "python -m pytest -q", writable, "a Python project")
+    if tox or any((root / name).is_file() for name in python) or (root / "tests").is_dir():
+        why = "tox.ini, but tox is not installed: pytest" if tox else "a Python project"
+        return Project("python", "python -m pytest -q", writable, why)
     return Project("unknown", "make test", writable, "nothing recognised: edit the check")
 
 
-def _source_folders(root: Path) -> list[str]:
-    found = sorted(
+def _folders(root: Path) -> list[str]:
+    """The top-level folders that may be the project's own (not hidden, not vendored)."""
+    return sorted(
         p.name
         for p in root.iterdir()
         if p.is_dir() and not p.name.startswith(".") and p.name not in _NOT_SOURCE
     )
-    return [f"{name}/**" for name in found] or ["src/**", "tests/**"]
+
+
+def _holds_files(folder: Path) -> bool:
+    return any(p.is_file() for p in folder.rglob("*"))
+
+
+def _seen(root: Path) -> tuple[list[str], set[str]]:
+    """The files git sees at ``root`` and which top-level folders it ignores (``name/``);
+    outside a repository (or without git), nothing is known of either."""
+    from loopkit import git
+    from loopkit.errors import LoopkitError
+
+    try:
+        files = git.listed_files(root)
+        ignored = set(git.ignored(root, [name + "/" for name in _folders(root)]))
+    except (LoopkitError, OSError):
+        return [], set()
+    return files, ignored
 
 
 def contract_text(project: Project) -> str:
     """A commented loop.yaml for ``project``."""
     writable = ", ".join(json.dumps(g) for g in project.writable)
+    protected = ", ".join(json.dumps(g) for g in project.protected)
+    add_only = (
+        f"  add_only: [{', '.join(json.dumps(g) for g in project.add_only)}]"
+        "   # the existing tests: new ones may be added, these never changed or deleted\n"
+        if project.add_only
+        else ""
+    )
+    carry = (
+        "\nverify:                    # the checks run in a clean room at the repository's path\n"
+        f"  carry: [{', '.join(json.dumps(c) for c in project.carry)}]"
+        "   # ignored folders they see read-only\n"
+        if project.carry
+        else ""
+    )
     return f"""\
 # The loop contract: what the loop is for, what the agent may touch, what "done" means
 # and what it may spend. Check it with `lk-plan check loop.yaml`; the full schema is
@@ -89,11 +199,11 @@ objective: Describe, in one sentence, what the agent should achieve.
 
 scope:
   writable: [{writable}]   # what the agent may change
-  protected: []            # wins over writable (migrations/**, a lockfile, ...)
-
+  protected: [{protected}]            # wins over writable (migrations/**, a lockfile, ...)
+{add_only}
 criteria:                  # the acceptance checks: "done" means every one passes
   - {{name: tests, run: {json.dumps(project.test)}, timeout: 600}}
-
+{carry}
 budgets:                   # across runs; exhaustion parks the task with a checkpoint
   attempts: 4
   changed_files: 10

@@ -74,6 +74,7 @@ class Run(TypedDict, total=False):
     state_seal: NotRequired[dict[str, Any]]
     git_control: NotRequired[dict[str, Any]]
     ignored_at_start: NotRequired[list[str]]
+    special_files: NotRequired[list[dict[str, str]]]
 
 
 class Diff(TypedDict, total=False):
@@ -112,6 +113,11 @@ class Verify(TypedDict, total=False):
     baseline: NotRequired[dict[str, Any]]
     required: NotRequired[list[Any]]
     known_failures: NotRequired[list[Any]]
+    environment: NotRequired[list[Any]]
+    sandbox: NotRequired[dict[str, Any]]
+    carried: NotRequired[list[Any]]
+    not_shown: NotRequired[list[Any]]
+    hint: NotRequired[str]
 
 
 class Judge(TypedDict, total=False):

@@ -7,7 +7,8 @@ loopkit prints on stderr or writes into a document, a handoff, TASKS.md, a repor
 ledger from such output goes through it. The other helpers bound text to a size, each
 the way its callers need: ``clip`` (characters, an ellipsis), ``bound`` (head and tail),
 ``cut`` (UTF-8 bytes, at a line), ``tail`` (the last lines of an output) and
-``file_tail`` (the last bytes of a file).
+``file_tail`` (the last bytes of a file). ``shown`` makes a file name that is not UTF-8
+(read from git with ``surrogateescape``) text a JSON document can carry.
 """
 
 from __future__ import annotations
@@ -28,6 +29,24 @@ _CONTROL_TEXT = (
     # what is left: C0 controls but tab and newline, DEL, C1 controls (a lone ESC too)
     r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
 )
+
+
+def is_utf8(name: str) -> bool:
+    """Whether a name decoded with ``surrogateescape`` was UTF-8 (no byte had to be
+    smuggled through as a lone surrogate)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown(name: str) -> str:
+    """A name decoded with ``surrogateescape`` as text any JSON reader takes: bytes that
+    are not UTF-8 become ``\\xNN`` escapes (``caf\\xe9.txt``)."""
+    if is_utf8(name):
+        return name
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 @functools.cache

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # phased-loop.sh -- the ratchet over a whole TASKS.md, one ready task after another.
 #
-#   recipes/phased-loop.sh [--contract loop.yaml] [--reset-path data/] [--reproduce] [TASKS.md]
+#   recipes/phased-loop.sh [--contract loop.yaml] [--reset-path data/] [--max-rounds N]
+#                          [--notify CMD] [--reproduce] [TASKS.md]
+#
+# Options: as loop.sh's (--max-rounds per task; --notify also at the end of the run, with
+# the report on stdin, LK_EVENT=end).
 #
 # `lk-plan next` picks the first ready task (open, its dependencies done; a parked task
 # blocks its dependents) and hands out its attempt document with the task's scope applied
@@ -11,7 +15,8 @@
 # the work tree's lock throughout (lk task begin), and finishes first whatever a run that
 # stopped left half done.
 #
-# Exit: 0 every task done; 1 some task parked or left blocked; 30 cancelled; 40 a commit
+# Exit: 0 every task of TASKS.md done; 21 some task is parked (in this run or an
+# earlier one) or left open with nothing ready to run (its dependencies parked); 30 cancelled; 40 a commit
 # failed (the run stops at once: the checklist never advances past a commit that did not
 # land, or the branch moved under it); 41 a task came back after it was handled; 4 another
 # loop runs in this work tree; other codes from the failing command.
@@ -74,6 +79,12 @@ report
 summary=$LK_STATE/runs/report.json
 lk report --json >"$summary" 2>/dev/null || : >"$summary"
 lk_notify end "$summary" # the end of the run: the report on stdin
+# The checklist decides, not this run's count: a rerun after a park has nothing ready to
+# run, yet the parked task is not done.
 open=$(grep -cE '^[[:space:]]*[-*+][[:space:]]+\[ \]' "$tasks" || true)
-lk_log "done: $completed completed, $parked parked in this run; ${open:-0} open item(s) left"
-[ "$parked" -eq 0 ] && [ "${open:-0}" -eq 0 ]
+left=$(grep -cE '^[[:space:]]*[-*+][[:space:]]+\[!\]' "$tasks" || true)
+lk_log "done: $completed completed, $parked parked in this run; ${open:-0} open and ${left:-0} parked item(s) left"
+if [ "$parked" -gt 0 ] || [ "${open:-0}" -gt 0 ] || [ "${left:-0}" -gt 0 ]; then
+    exit 21
+fi
+exit 0

@@ -1,7 +1,8 @@
 """lk cancel: persist (or lift) the intent to stop the loop.
 
-Usage:  lk cancel [--reason TEXT]     every later lk-decide answers cancelled (30) and a
-                                      running lk-invoke stops its worker at once
+Usage:  lk cancel [--reason TEXT]     every later lk-decide answers cancelled (30); a
+                                      running lk-invoke stops its worker and a running
+                                      lk-verify ends its check at once
         lk cancel --clear             lift the intent
         lk cancel --status            print the intent, if any
 
@@ -31,8 +32,8 @@ EPILOG = (
 @click.option("--status", is_flag=True, help="Only show whether cancellation is requested.")
 def main(reason: str | None, clear: bool, status: bool) -> int:
     """Ask every loop in this repository to stop at its next boundary (or lift that)."""
-    from loopkit import cancel
     from loopkit.document import emit
+    from loopkit.state import cancel
     from loopkit.workspace import for_state_only
 
     state = for_state_only().state

@@ -43,7 +43,8 @@ Exit codes:
 def main(contract_path: str | None, base: str | None) -> int:
     """Collect the change (staged, unstaged and untracked, renames, deletions, binary files,
     modes, symlinks) against a base, hash the working tree, and check the scope policy:
-    protected globs win over writable ones, always_allowed paths never violate, and the
+    protected globs win over writable ones, always_allowed paths never violate, add_only
+    globs take new files but never a change to one the base holds (add_only), and the
     changed_files / changed_lines / changed_bytes budgets hold (changed_bytes: the new
     content's size, binary files included; default 5 MB). A nested repository (a new
     gitlink) is a violation wherever it is, and in a loop so is any change under .git that

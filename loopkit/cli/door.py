@@ -53,6 +53,7 @@ PLAIN: dict[str, dict[str, Spec]] = {
         "--clean-room": ("flag", "clean_room", True),
         "--in-place": ("flag", "clean_room", False),
         "--summary": ("flag", "summary", True),
+        "--ratchet": ("flag", "ratchet", True),
     },
     "diff": {"--contract": ("value", "contract_path"), "--base": ("value", "base")},
     "decide": {
@@ -166,7 +167,7 @@ def _taken(spec: Spec, value: str) -> Any:
     """What ``value`` is for an option of ``spec`` (None: not one the door takes)."""
     kind = spec[0]
     if kind == "choice":
-        from loopkit import providers
+        from loopkit.worker import providers
 
         allowed = spec[2] if spec[2] is not None else providers.names()
         return value if value in allowed else None

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import click
 
-from loopkit import providers
 from loopkit.cli._entry import command
 from loopkit.exitcodes import SHARED_HELP
+from loopkit.worker import providers
 
 EPILOG = (
     """\b

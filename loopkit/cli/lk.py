@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from loopkit import __version__
 from loopkit.cli._entry import CONTEXT, Group
 from loopkit.exitcodes import SHARED_HELP
 
@@ -76,7 +77,7 @@ class LazyGroup(Group):
 
 
 @click.group(cls=LazyGroup, context_settings=CONTEXT, epilog=SHARED_HELP)
-@click.version_option(package_name="loopkit", prog_name="loopkit")
+@click.version_option(__version__, prog_name="loopkit")
 def main(**_: Any) -> None:
     """loopkit: supervise coding agents from outside their own loop.
 

@@ -173,6 +173,7 @@ def check_cmd(file: str, contract_path: str | None, kind: str) -> int:
             problems = [p.as_dict() for p in contracts.validate(data)]
             if not problems:
                 warnings = contracts.control_warnings(data, contract_file=source)
+                warnings += _missing_programs(data.get("criteria"))
     else:
         # The same contract `next` would use, so check and next never disagree.
         from pathlib import Path
@@ -191,6 +192,7 @@ def check_cmd(file: str, contract_path: str | None, kind: str) -> int:
         else:
             problems = [p.as_dict() for p in check(parsed, contract=contract)]
             warnings = goal_warnings(parsed, contract=contract)
+            warnings += _missing_programs((contract or {}).get("criteria"))
             ids = parsed.by_id()
             tasks = []
             for t in parsed.tasks:
@@ -338,8 +340,9 @@ def _reopen(tasks_file: str, task_id: str, reason: str | None) -> None:
     ledger of the repository TASKS.md is in (none outside a repository: nothing spent)."""
     from pathlib import Path
 
-    from loopkit import ledger, records
+    from loopkit.decision import records
     from loopkit.errors import EnvironmentProblem
+    from loopkit.state import ledger
     from loopkit.workspace import for_state_only
 
     try:
@@ -428,3 +431,20 @@ def _repository() -> Path | None:
     from loopkit import git
 
     return git.plain_root(".")
+
+
+def _missing_programs(criteria: Any) -> list[dict[str, Any]]:
+    """A warning for each criterion whose program is not on PATH here: such a check
+    cannot run, and a loop would block on it (the ``environment`` class)."""
+    import os
+
+    from loopkit.evidence.testresults import missing_programs
+
+    return [
+        {
+            "path": f"$.criteria[{name}]",
+            "message": f"`{program}` is not on PATH: the check cannot run here "
+            "(install it, or change the criterion's `run`)",
+        }
+        for name, program in missing_programs(criteria, path=os.environ.get("PATH"))
+    ]

@@ -4,8 +4,9 @@ Usage:  lk show TASK [--json] [--ledger PATH]
 
 For each attempt: the decision, its failure class and reason, duration and cost. Then
 the trees saved under refs/loopkit/<task>/ (every attempt a recipe reverted or parked),
-each with the command that restores it (`git checkout REF -- .`), and the sections of the
-memory file about the task.
+each with the command that restores it (`git cherry-pick --no-commit REF`: what that
+attempt changed, applied to the tree as it is now and left uncommitted -- later work stays),
+and the sections of the memory file about the task.
 
 Input:  the ledger (the state folder's ledger.jsonl, or --ledger), git refs, the memory
         file the contract names.
@@ -32,8 +33,9 @@ def main(task_id: str, as_json: bool, ledger_path: str | None) -> int:
     """Show TASK's attempts, its saved trees and how to restore them, and its memory."""
     from pathlib import Path
 
-    from loopkit import git, ledger, report
+    from loopkit import git
     from loopkit.document import emit
+    from loopkit.state import ledger, report
     from loopkit.workspace import for_state_only
 
     ws = for_state_only()

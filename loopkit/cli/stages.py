@@ -28,18 +28,57 @@ TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a featur
 if TYPE_CHECKING:
     from typing import IO, Any
 
-#: Within ``lk attempt`` only: the tree on disk, hashed from the moment lk-verify's last
-#: check in the clean room ended, for the lk-decide after it (controller.EarlyTree).
-_EARLY_TREE: list[Any] = []
-#: Within ``lk attempt`` only: the clean room's sync to the tree lk-diff wrote, begun
-#: while lk-diff goes on, for the lk-verify after it (cleanroom.EarlyRoom).
-_EARLY_ROOM: list[Any] = []
-#: Within ``lk attempt`` only: the index lk-diff's hash was taken with, for lk-decide's
-#: (statcache.Handoff).
-_HANDED: list[Any] = []
-#: Whether the stage running now may begin them (set by ``attempt`` around lk-diff and
-#: lk-verify).
-_EARLY_ALLOWED: list[bool] = []
+
+class Attempt:
+    """What one ``lk attempt`` carries from a stage to the next beside the document: work a
+    later stage needs, begun early by the one before it. Handed to each stage explicitly
+    (``within=``); a stage command run on its own gets none and begins nothing early."""
+
+    def __init__(self) -> None:
+        #: Whether the stage running now may begin later stages' work (set around lk-diff
+        #: and lk-verify).
+        self.early = False
+        #: The clean room's sync to the tree lk-diff wrote, begun while lk-diff goes on,
+        #: for the lk-verify after it (cleanroom.EarlyRoom).
+        self.room: Any = None
+        #: The tree on disk, hashed from the moment lk-verify's last check ended, for the
+        #: lk-decide after it (controller.EarlyTree).
+        self.tree: Any = None
+        #: The index lk-diff's hash was taken with, for lk-decide's (statcache.Handoff).
+        self.handed: Any = None
+
+    def take_room(self) -> Any:
+        room, self.room = self.room, None
+        return room
+
+    def take_tree(self) -> Any:
+        tree, self.tree = self.tree, None
+        return tree
+
+    def drop_room(self) -> None:
+        """Let go of a clean room synced early that lk-verify did not take."""
+        room = self.take_room()
+        if room is not None:
+            room.release()
+
+    def drop_tree(self) -> None:
+        """Forget an early hash of the tree on disk: lk-decide hashes the tree itself."""
+        tree = self.take_tree()
+        if tree is not None:
+            tree.drop()
+
+    def drop_handed(self) -> None:
+        """Remove the index lk-diff left for lk-decide (taken or not)."""
+        handed, self.handed = self.handed, None
+        if handed is not None:
+            handed.drop()
+
+    def close(self) -> None:
+        """Nothing left running, held or handed on to a later call."""
+        self.drop_room()
+        self.drop_tree()
+        self.drop_handed()
+
 
 # --------------------------------------------------------------------------- lk-decide
 
@@ -53,9 +92,10 @@ def decide(
     replay_path: str | None = None,
     interrupted: str | None = None,
     reason: str | None = None,
+    within: Attempt | None = None,
 ) -> int:
     """lk-decide: the decision (``admit``: the admission) for the piped attempt."""
-    from loopkit import controller
+    from loopkit.decision import controller
     from loopkit.document import emit, read_attempt
 
     if replay_path:
@@ -82,7 +122,7 @@ def decide(
             document, contract_path=contract_path, ledger_path=ledger_path, trigger=trigger
         )
     else:
-        early = _EARLY_TREE.pop() if _EARLY_TREE else None
+        early = within.take_tree() if within is not None else None
         result = controller.decide(
             document,
             contract_path=contract_path,
@@ -118,7 +158,7 @@ def invoke(
     import json
 
     from loopkit import document
-    from loopkit import invoke as core
+    from loopkit.worker import invoke as core
 
     if transcript:
         record = core.normalize_transcript(transcript, provider=provider)
@@ -136,7 +176,7 @@ def invoke(
         cwd=Path.cwd(),
     )
     if not quiet:
-        from loopkit.progress import Progress
+        from loopkit.worker.progress import Progress
 
         req.progress = Progress("lk-invoke")
     if dry_run:
@@ -162,10 +202,13 @@ def invoke(
 MAX_SHOWN = 20
 
 
-def diff(*, contract_path: str | None = None, base: str | None = None) -> int:
+def diff(
+    *, contract_path: str | None = None, base: str | None = None, within: Attempt | None = None
+) -> int:
     """lk-diff: the change against its base, the tree's hash, the scope policy."""
-    from loopkit import diff as core
-    from loopkit import document, git, statcache
+    from loopkit import document, git
+    from loopkit.evidence import diff as core
+    from loopkit.evidence import statcache
     from loopkit.workspace import Workspace
 
     doc = document.read_attempt()
@@ -184,12 +227,15 @@ def diff(*, contract_path: str | None = None, base: str | None = None) -> int:
             git_control=started,
             seed=seed,
             ignored_at_start=((doc or {}).get("run") or {}).get("ignored_at_start"),
-            on_tree=_early_work(ws, doc, terms, seed) if _EARLY_ALLOWED else None,
+            on_tree=_early_work(within, ws, doc, terms, seed)
+            if within is not None and within.early
+            else None,
         ),
         contract=terms,
         control=ws.control_files() if doc is not None else (),
         drift=ws.contract_drift,
         git_control=started,
+        special_files=((doc or {}).get("run") or {}).get("special_files") or (),
     )
     if terms is None:
         say("lk-diff", "no contract: the scope policy was not checked")
@@ -241,11 +287,15 @@ def verify(
     fail_fast: bool = False,
     clean_room: bool | None = None,
     summary: bool = False,
+    ratchet: bool = False,
+    within: Attempt | None = None,
 ) -> int:
     """lk-verify: the acceptance checks, in a clean room for a piped attempt (else in
-    place), their evidence bound to the tree."""
-    from loopkit import artifacts, document, proc
-    from loopkit import verify as core
+    place), their evidence bound to the tree. ``ratchet`` (a commit hook, alone): never
+    worse than HEAD -- what failed there does not block, per test where results exist."""
+    from loopkit import document, proc
+    from loopkit.evidence import verify as core
+    from loopkit.state import artifacts
     from loopkit.workspace import Workspace
 
     doc = document.read_attempt()
@@ -258,9 +308,17 @@ def verify(
     env = _check_env(terms, doc)
     ticker = _Ticker() if _stderr_is_terminal() else None
     lines = None if ticker or summary else _lines
+    state = ws.state
+
+    def cancelled() -> str | None:
+        # `lk cancel` ends a running check at once, not after it (loopkit.state.cancel).
+        from loopkit.state import cancel
+
+        return "cancelled" if cancel.requested(state) else None
+
     try:
         if clean_room if clean_room is not None else doc is not None:
-            from loopkit import cleanroom
+            from loopkit.evidence import cleanroom
 
             run = (doc or {}).get("run") or {}
             carried = cleanroom.carried(ws.root, terms)
@@ -279,24 +337,32 @@ def verify(
                 reset=reset,
                 log_dir=log_dir,
                 fail_fast=fail_fast,
-                progress=_early_tree_after(shown, ws.root, ws.state, run)
-                if _EARLY_ALLOWED
+                progress=_early_tree_after(within, shown, ws.root, ws.state, run)
+                if within is not None and within.early
                 else shown,
                 env=env,
                 tree=_checked_tree(doc),
-                early=_EARLY_ROOM.pop() if _EARLY_ROOM else None,
+                early=within.take_room() if within is not None else None,
+                should_stop=cancelled,
             )
-            for early in _EARLY_TREE:  # it ran beside the clean room's hash; done first
-                early.wait()
-            if run.get("base") and not only and not result.passed:
-                _drop_early_tree()  # the base's checks run next: hashed after them
+            if within is not None and within.tree is not None:
+                within.tree.wait()  # it ran beside the clean room's hash; done first
+            # The base: the commit the worker started from; with no worker (a
+            # reproduction on the untouched tree), the one lk-diff measured from.
+            base_commit = run.get("base") or (
+                None if run else ((doc or {}).get("diff") or {}).get("base")
+            )
+            stopped = any(c.get("cancelled") for c in result.body["checks"])
+            if base_commit and not only and not result.passed and not stopped:
+                if within is not None:
+                    within.drop_tree()  # the base's checks run next: hashed after them
                 # Never worse than the base: the criteria's results on the untouched tree.
                 # Asked only when a check failed: when every check passes, nothing can be
                 # worse than the base, and the tree is not checked out and run twice.
                 base = core.baseline(
                     ws.root,
                     ws.state,
-                    str(run["base"]),
+                    str(base_commit),
                     chosen,
                     log_dir=log_dir,
                     env=env,
@@ -304,9 +370,13 @@ def verify(
                     sealed=(run.get("state_seal") or {}).get("baseline"),
                     contract=terms,
                     reset=reset,
+                    same=None if run else result.body,
+                    should_stop=cancelled,
                 )
-                core.ratchet(result.body, base)
+                core.ratchet(result.body, base, task=(doc or {}).get("task"))
             result.body["carried"] = [{"path": c.name, "why": c.why} for c in carried]
+            if not all(c["passed"] for c in result.body["checks"]):
+                _explain_unseen(result.body, run, carry, reset, ws)
         else:
             result = core.run_checks(
                 ws.root,
@@ -316,19 +386,38 @@ def verify(
                 fail_fast=fail_fast,
                 progress=ticker.update if ticker else lines,
                 env=env,
+                should_stop=cancelled,
             )
+            if ratchet and not only and not result.passed:
+                _against_head(result.body, ws, terms, chosen, log_dir, env)
     finally:
         if ticker:
             ticker.close()
+    known = {k.get("name") for k in result.body.get("known_failures") or []}
     for c in result.body["checks"]:
-        if not c["passed"]:
-            why = "timed out" if c.get("timed_out") else f"exit {c['exit_code']}"
+        if not c["passed"] and c["name"] in known:
+            say(
+                "lk-verify",
+                f"{c['name']} failed at the base too, before this attempt (fingerprint "
+                f"{c['fingerprint']}): a known failure, not required; log: {c['log']}",
+            )
+        elif not c["passed"]:
+            why = (
+                "ended by lk cancel"
+                if c.get("cancelled")
+                else "timed out"
+                if c.get("timed_out")
+                else f"exit {c['exit_code']}"
+            )
             say(
                 "lk-verify",
                 f"{c['name']} failed ({why}); fingerprint {c['fingerprint']}; log: {c['log']}",
             )
         if c.get("changed_tree"):
             say("lk-verify", f"{c['name']} changed the working tree")
+        _say_judged(c, result.body)
+    for e in result.body.get("environment") or []:
+        say("lk-verify", f"{e['name']} cannot run: `{e['command']}`: {e['why']}")
     # The evidence as recorded: lk-decide refuses a verify section that differs from it.
     from loopkit.files import atomic_write
 
@@ -345,6 +434,78 @@ def verify(
     return 0 if result.passed else 1
 
 
+def _against_head(
+    body: dict[str, Any], ws: Any, terms: Any, chosen: Any, log_dir: Any, env: Any
+) -> None:
+    """The ratchet for a commit hook: HEAD's results (run once per tree in the clean room,
+    kept in the git folder's cache, out of a worker's reach) are the base."""
+    from loopkit import git
+    from loopkit.evidence import cleanroom
+    from loopkit.evidence import verify as core
+    from loopkit.workspace import _cache_folder
+
+    head = git.resolve(ws.root, "HEAD")
+    if not head:
+        return  # no commit yet: nothing to be worse than
+    say(
+        "lk-verify", "a check failed: running the checks on HEAD to see what this change made worse"
+    )
+    base = core.baseline(
+        ws.root,
+        ws.state,
+        head,
+        chosen,
+        log_dir=log_dir,
+        env=env,
+        carry=[c.name for c in cleanroom.carried(ws.root, terms)],
+        contract=terms,
+        reset=cleanroom.reset_dirs(ws.root),
+        kept_in=_cache_folder(ws.root),
+    )
+    core.ratchet(body, base, demand=False)
+
+
+def _say_judged(check: dict[str, Any], body: dict[str, Any]) -> None:
+    """How a check red at the base was judged: per test, or as a whole (and why)."""
+    if check["passed"] or "required" not in body:
+        return
+    name = check["name"]
+    if check.get("judged") == "per_test":
+        worse = check.get("blocking_tests") or []
+        if worse:
+            shown = ", ".join(worse[:5]) + (f" and {len(worse) - 5} more" if len(worse) > 5 else "")
+            say("lk-verify", f"{name}: judged per test; blocking: {shown}")
+        elif name not in body["required"]:
+            say("lk-verify", f"{name}: judged per test; no test that passed at the base fails")
+    elif name not in body["required"]:
+        say(
+            "lk-verify",
+            f"{name}: no per-test results (name a JUnit report in the criterion's `junit`): "
+            "judged as a whole; it failed at the base too, so it does not block",
+        )
+
+
+def _explain_unseen(body: dict[str, Any], run: Any, carry: Any, reset: Any, ws: Any) -> None:
+    """A failing check in the clean room, and ignored paths of the work tree it did not
+    see: one line naming them and the key that shows them (``verify.carry``), so neither
+    a person nor the agent chases a failure that is the set-up's."""
+    import os
+
+    from loopkit.evidence import cleanroom
+
+    ignored = run.get("ignored_at_start") or []
+    state = os.path.relpath(ws.state, ws.root).replace(os.sep, "/")
+    unseen = cleanroom.not_shown(ignored, carry, reset, state)
+    if unseen:
+        names = ", ".join(unseen[:5]) + (f" and {len(unseen) - 5} more" if len(unseen) > 5 else "")
+        body["not_shown"] = unseen[:50]
+        body["hint"] = (
+            f"the checks ran on the verified tree alone; ignored paths of the work tree they "
+            f"did not see: {names} -- if a check needs them, name them in verify.carry"
+        )
+        say("lk-verify", body["hint"])
+
+
 def _summary(body: dict[str, Any], saved: Any, root: Any) -> str:
     """The checks for a person: one line each, the tail of a failing one under it."""
     import os
@@ -354,28 +515,30 @@ def _summary(body: dict[str, Any], saved: Any, root: Any) -> str:
     lines = []
     for c in body["checks"]:
         mark = "ok" if c["passed"] else ("TIMED OUT" if c.get("timed_out") else "FAILED")
+        known = not c["passed"] and c["name"] not in body.get("required", [c["name"]])
+        if known:
+            mark = "AS BEFORE"  # failed at the base too, and nothing in it got worse
         lines.append(f"{mark:>9}  {c['name']}  ({c['duration_s']:.1f}s)  {c['command']}")
-        if not c["passed"]:
+        if c.get("blocking_tests"):
+            lines.append("           | worse than before: " + ", ".join(c["blocking_tests"][:10]))
+        if not c["passed"] and not known:
             tail = clean(c.get("output_tail") or "").splitlines()[-15:]
             lines.extend("           | " + t for t in tail)
-    verdict = "all checks passed" if body["passed"] else "a check failed: the commit is blocked"
+    verdict = (
+        "a check failed: the commit is blocked"
+        if not body["passed"]
+        else "nothing is worse than at HEAD"
+        if "required" in body
+        else "all checks passed"
+    )
     lines.append(f"lk-verify: {verdict} (the evidence: {os.path.relpath(saved, root)})")
     return "\n".join(lines) + "\n"
 
 
 def _check_env(terms: dict[str, Any], doc: dict[str, Any] | None) -> dict[str, str]:
-    """The checks' environment: the allow-list (loopkit.secrets) plus the contract's
-    ``verify.env_allow``, and LOOPKIT_TASK_ID when a task is piped."""
-    import os
+    from loopkit.evidence.verify import check_env
 
-    from loopkit import secrets
-
-    names = [*secrets.CHECK_ENV, *((terms.get("verify") or {}).get("env_allow") or [])]
-    env = secrets.outside_hook_env(secrets.allowed_env(os.environ, names))
-    task = (doc or {}).get("task")
-    if isinstance(task, dict) and task.get("id"):
-        env["LOOPKIT_TASK_ID"] = str(task["id"])
-    return env
+    return check_env(terms, doc)
 
 
 def _lines(event: str, index: int, total: int, name: str, check: Any) -> None:
@@ -446,7 +609,7 @@ class _Ticker:
         self._stop.set()
 
 
-def _early_tree_after(shown: Any, root: Path, state: Path, run: Any) -> Any:
+def _early_tree_after(attempt: Attempt, shown: Any, root: Path, state: Path, run: Any) -> Any:
     """``shown`` (lk-verify's progress lines), which also begins the hash of the tree on
     disk for lk-decide once the last check's process has ended, before the clean room is
     hashed after it (controller.EarlyTree)."""
@@ -454,22 +617,17 @@ def _early_tree_after(shown: Any, root: Path, state: Path, run: Any) -> Any:
     def progress(event: str, index: int, total: int, name: str, entry: Any) -> None:
         if shown is not None:
             shown(event, index, total, name, entry)
-        if event == "ran" and index == total - 1 and not _EARLY_TREE:
-            from loopkit.controller import EarlyTree
+        if event == "ran" and index == total - 1 and attempt.tree is None:
+            from loopkit.decision.controller import EarlyTree
 
-            handed = _HANDED[-1] if _HANDED else None
-            _EARLY_TREE.append(EarlyTree(root, state, run, handed=handed))
+            attempt.tree = EarlyTree(root, state, run, handed=attempt.handed)
 
     return progress
 
 
-def _drop_early_tree() -> None:
-    """Forget an early hash of the tree on disk: lk-decide hashes the tree itself."""
-    while _EARLY_TREE:
-        _EARLY_TREE.pop().drop()
-
-
-def _early_work(ws: Any, doc: dict[str, Any] | None, terms: Any, seed: Path | None) -> Any:
+def _early_work(
+    attempt: Attempt, ws: Any, doc: dict[str, Any] | None, terms: Any, seed: Path | None
+) -> Any:
     """Within ``lk attempt``, as lk-diff begins: what lk-diff hands the tree it writes
     (and the index holding it) to, for the stages after it --
 
@@ -478,38 +636,26 @@ def _early_work(ws: Any, doc: dict[str, Any] | None, terms: Any, seed: Path | No
     - a copy of the index, for lk-decide's hash of the tree on disk (statcache.Handoff),
       when the hash started from the stat cache (loopkit's own stat data: ``seed``).
     """
-    from loopkit import cleanroom, statcache
+    from loopkit.evidence import cleanroom, statcache
 
     room = None
     if doc is not None and isinstance(terms, dict):
-        from loopkit.verify import room_links
+        from loopkit.evidence.verify import room_links
 
         carry = [c.name for c in cleanroom.carried(ws.root, terms)]
         room = cleanroom.EarlyRoom(
             ws.root, head=(doc.get("run") or {}).get("base"), carry=room_links(terms, carry)
         )
-        _EARLY_ROOM.append(room)
+        attempt.room = room
     handed = statcache.beside(ws.state, "diff")
 
     def begin(tree: str, index: Path) -> None:
         if room is not None:
             room.sync(tree)
         if seed is not None:
-            _HANDED.append(statcache.Handoff.leave(index, handed, tree))
+            attempt.handed = statcache.Handoff.leave(index, handed, tree)
 
     return begin
-
-
-def _drop_handed() -> None:
-    """Remove the index lk-diff left for lk-decide (taken or not)."""
-    while _HANDED:
-        _HANDED.pop().drop()
-
-
-def _drop_early_room() -> None:
-    """Let go of a clean room synced early that lk-verify did not take."""
-    while _EARLY_ROOM:
-        _EARLY_ROOM.pop().release()
 
 
 def _checked_tree(doc: dict[str, Any] | None) -> str | None:
@@ -564,32 +710,32 @@ def _attempt(
     sys.setswitchinterval(0.0005)
     cargs: dict[str, Any] = {"contract_path": contract_path}
     runner = _Runner(Path(keep) if keep else None)
+    carry = Attempt()
+    here = {**cargs, "within": carry}
     rc, text = runner.stage("admit", {**cargs, "admit": True}, raw, ok=(0, 20, 22, 30))
     if rc == 0:
         rc, text = runner.stage("invoke", {**cargs, "resume": resume}, text, ok=(0, 1))
-    if rc in (0, 1) and runner.going:
-        _EARLY_ALLOWED.append(True)  # lk-diff begins later stages' work (_early_work)
-        try:
-            rc, text = runner.stage("diff", {**cargs, "base": base}, text, ok=(0, 1))
-        finally:
-            _EARLY_ALLOWED.clear()
-    if rc in (0, 1) and runner.going:
-        _EARLY_ALLOWED.append(True)
-        try:
-            rc, text = runner.stage("verify", cargs, text, ok=(0, 1))
-        finally:
-            _EARLY_ALLOWED.clear()
-            _drop_early_room()  # never left holding the clean room
-        if rc == 0 and runner.going and _kind(text) == "goal":
-            _drop_early_tree()  # the judge comes between: the tree is hashed after it
-            rc, text = runner.stage("judge", cargs, text, ok=(0, 1))
     try:
         if rc in (0, 1) and runner.going:
-            rc, text = runner.stage("decide", cargs, text, ok=(0, 10, 11, 20, 21, 22, 30))
+            carry.early = True  # lk-diff begins later stages' work (_early_work)
+            try:
+                rc, text = runner.stage("diff", {**here, "base": base}, text, ok=(0, 1))
+            finally:
+                carry.early = False
+        if rc in (0, 1) and runner.going:
+            carry.early = True
+            try:
+                rc, text = runner.stage("verify", here, text, ok=(0, 1))
+            finally:
+                carry.early = False
+                carry.drop_room()  # never left holding the clean room
+            if rc == 0 and runner.going and _kind(text) == "goal":
+                carry.drop_tree()  # the judge comes between: the tree is hashed after it
+                rc, text = runner.stage("judge", cargs, text, ok=(0, 1))
+        if rc in (0, 1) and runner.going:
+            rc, text = runner.stage("decide", here, text, ok=(0, 10, 11, 20, 21, 22, 30))
     finally:
-        _drop_early_room()
-        _drop_early_tree()  # never left running, nor handed to a later call
-        _drop_handed()
+        carry.close()  # never left running, nor handed to a later call
     sys.stdout.write(_shell(text) if as_shell else text)
     sys.stdout.flush()
     return rc
@@ -603,18 +749,18 @@ EARLY_MODULES = (
     "tempfile",
     "_ctypes",  # prctl (loopkit.proc)
     "loopkit.background",
-    "loopkit.containment",
-    "loopkit.controller",
+    "loopkit.boundary.containment",
+    "loopkit.decision.controller",
     "loopkit.document",
-    "loopkit.invoke",
-    "loopkit.diff",
-    "loopkit.verify",
-    "loopkit.cleanroom",
-    "loopkit.sandbox",
+    "loopkit.worker.invoke",
+    "loopkit.evidence.diff",
+    "loopkit.evidence.verify",
+    "loopkit.evidence.cleanroom",
+    "loopkit.boundary.sandbox",
     "loopkit.handoff",
-    "loopkit.progress",
-    "loopkit.statcache",
-    "loopkit.providers.command",
+    "loopkit.worker.progress",
+    "loopkit.evidence.statcache",
+    "loopkit.worker.providers.command",
 )
 
 
@@ -649,8 +795,8 @@ def _early() -> int:
     if call is None:
         # While the call is awaited: whether a sandbox can start here (kept for the
         # binaries the environment names: an attempt whose own names others probes again).
-        from loopkit import sandbox
         from loopkit.background import Background
+        from loopkit.boundary import sandbox
 
         prober = Background(sandbox.probe, name="lk-early-probe")
         call = _read_call(0)

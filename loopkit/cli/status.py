@@ -38,8 +38,8 @@ def main(as_json: bool, watch: float | None) -> int:
     """Show what is running now: task, attempt, stage, elapsed, last actions, spend."""
     import time
 
-    from loopkit import status as core
     from loopkit.document import emit
+    from loopkit.state import status as core
     from loopkit.workspace import for_state_only
 
     ws = for_state_only()

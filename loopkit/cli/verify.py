@@ -3,6 +3,9 @@
 Usage:  lk-verify [--contract loop.yaml] [--only NAME ...] [--fail-fast] [--in-place]
                   [--summary]      (a commit hook: a summary for a person, the document
                                     into the state folder)
+                  [--ratchet]      (a commit hook on a suite red at HEAD: block only
+                                    what this change makes worse, per test where the
+                                    check gives per-test results)
         ... | lk-verify | ...        (adds "verify" to the piped attempt document)
 
         With a piped attempt (a loop) the checks run in a clean room: a checkout of
@@ -56,12 +59,21 @@ Exit codes:
     help="For a person (a commit hook): a short summary on stdout -- each check, and the "
     "tail of a failing one -- and the JSON document into the state folder (verify-last.json).",
 )
+@click.option(
+    "--ratchet",
+    is_flag=True,
+    help="Alone (a commit hook on a project red at HEAD): block only what this change "
+    "makes worse than HEAD -- a check that passed there, a test that passed there (per "
+    "test where the check gives per-test results) -- not what already failed. HEAD's "
+    "results are run once per tree in the clean room and kept.",
+)
 def main(
     contract_path: str | None,
     only: tuple[str, ...],
     fail_fast: bool,
     clean_room: bool | None,
     summary: bool,
+    ratchet: bool,
 ) -> int:
     """Run the contract's acceptance checks in order, each in the repository root with its
     timeout, and record per check its exit code, duration, output tail, output sha256 and
@@ -74,4 +86,5 @@ def main(
         fail_fast=fail_fast,
         clean_room=clean_room,
         summary=summary,
+        ratchet=ratchet,
     )

@@ -3,7 +3,7 @@
 A judge run goes through a provider in read-only mode (claude limited to reading tools,
 codex ``--sandbox read-only``). What it says counts only under three conditions:
 
-* its reply ends with a well-formed ``VERDICT:`` line (``loopkit.verdict``) and the run
+* its reply ends with a well-formed ``VERDICT:`` line (``loopkit.judge.verdict``) and the run
   ended normally -- a failed, cut or cancelled run is NOT_MET;
 * a MET is *grounded*: the judge's own event stream shows it opened at least one file
   of the repository (a successful read tool call, or a read-only shell command such as

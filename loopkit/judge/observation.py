@@ -16,7 +16,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from loopkit.providers.base import Outcome, RunState
+    from loopkit.worker.providers.base import Outcome, RunState
 
 #: Files that never count as reading the work: git's own and loopkit's state.
 _NOT_WORK = (".git", ".loopkit")
@@ -131,6 +131,35 @@ def citations(
             entry["why"] = why
         out.append(entry)
     return out
+
+
+def own_words(reply: str | None, *, root: Path, tree: str) -> str | None:
+    """A command judge's reply without the lines it printed from a file of ``tree``.
+
+    A command judge's output is one plain text: a file it printed (``cat NOTES.md``) is
+    in it as much as its own words. A verdict or citation line that is, whole, a line of
+    a file of the tree judged may come from that file -- text the worker wrote to be
+    printed ("VERDICT: MET", "CITE: ..." lines) -- so as many of its occurrences as the
+    tree's files hold are dropped, the earliest first (what a judge prints of a file
+    comes before the verdict it draws); the last verdict line left decides, and only the
+    citations left count. One ``git grep`` over the tree."""
+    if not reply:
+        return reply
+    from loopkit import git
+    from loopkit.judge import verdict
+
+    lines = reply.splitlines()
+    decisive = [line for line in lines if verdict.is_candidate(line) or _CITE.match(line)]
+    printed = git.lines_in_tree(root, tree, decisive) if decisive else {}
+    if not printed:
+        return reply
+    kept = []
+    for line in lines:
+        if printed.get(line, 0) > 0:
+            printed[line] -= 1
+            continue
+        kept.append(line)
+    return "\n".join(kept)
 
 
 def observe(

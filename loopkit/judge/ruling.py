@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from loopkit import verdict as verdicts
+from loopkit.judge import verdict as verdicts
 from loopkit.judge.observation import Observed
 from loopkit.judge.prompt import Goal
 from loopkit.text import bound, clean

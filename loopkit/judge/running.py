@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loopkit.errors import BadInput, Interrupted
-from loopkit.judge.observation import Observed, observe, tree_changes
+from loopkit.judge.observation import Observed, observe, own_words, tree_changes
 from loopkit.judge.prompt import Goal, build_prompt, goal_for
 from loopkit.judge.ruling import section
 from loopkit.text import file_tail
 
 if TYPE_CHECKING:
-    from loopkit.providers.base import RunState
+    from loopkit.worker.providers.base import RunState
 
 DEFAULT_TIMEOUT_S = 600.0
 DEFAULT_MAX_TURNS = 25
@@ -132,8 +132,9 @@ def run(
     handling as a worker); its files go to ``artifacts/judge/`` (prompt, stream, stderr).
     Raises EnvironmentProblem (exit 4) when the provider's CLI is not installed.
     """
-    from loopkit import git, invoke, providers
-    from loopkit.providers.base import RunSpec
+    from loopkit import git
+    from loopkit.worker import invoke, providers
+    from loopkit.worker.providers.base import RunSpec
 
     provider = providers.get(settings.provider)
     folder = artifacts / JUDGE_FOLDER
@@ -161,13 +162,16 @@ def run(
     after = git.tree_hash(root)
     record = done.record
     stream = root / str(record["transcript"]) if record.get("transcript") else None
+    reply = _full_reply(settings.provider, stream, done.state)
+    if settings.provider == "command":  # plain output: what it printed of a file is not its word
+        reply = own_words(reply, root=root, tree=before)
     observed = observe(
         settings.provider,
         done.state,
         done.outcome,
         root=root,
         state_dir=os.path.relpath(artifacts.parent.parent, root),
-        reply=_full_reply(settings.provider, stream, done.state),
+        reply=reply,
     )
     observed.tree_before, observed.tree_after = before, after
     observed.changes = tree_changes(root, before, after)
@@ -191,7 +195,7 @@ def _full_reply(provider: str, stream: Path | None, state: RunState) -> str | No
     if provider == "command":  # plain output: its tail is the reply, reasons included
         text = file_tail(stream, MAX_REPLY_CHARS).strip()
         return text or state.final_message
-    from loopkit import providers
+    from loopkit.worker import providers
 
     parser = providers.get(provider).parser()
     reply = Reply()
@@ -208,7 +212,7 @@ def from_transcript(
     root: str | os.PathLike[str] | None = None,
 ) -> tuple[Observed, RunState]:
     """Judge a saved judge transcript (claude stream-json or json, codex JSONL); runs nothing."""
-    from loopkit.providers import base
+    from loopkit.worker.providers import base
 
     p = Path(path)
     if not p.is_file():
@@ -217,7 +221,7 @@ def from_transcript(
         raise BadInput(
             str(path), "not a judge transcript: expected claude stream-json or codex JSONL"
         )
-    from loopkit import providers
+    from loopkit.worker import providers
 
     name = provider or base.detect(p)
     parser = providers.get(name).parser()
@@ -228,7 +232,7 @@ def from_transcript(
     state = parser.finish()
     if not state.lines:
         raise BadInput(str(path), "empty: expected a judge transcript")
-    from loopkit.providers.base import Exit
+    from loopkit.worker.providers.base import Exit
 
     # A saved stream has no exit status: without its final result it was cut short.
     outcome = (
@@ -305,7 +309,8 @@ def evaluate(
             },
         )
 
-    from loopkit import artifacts, cancel, git
+    from loopkit import git
+    from loopkit.state import artifacts, cancel
     from loopkit.workspace import Workspace
 
     ws = Workspace.open(contract_path=contract_path, document=document, cwd=cwd)
@@ -333,8 +338,8 @@ def evaluate(
     def should_stop() -> str | None:
         return "cancelled" if signals or cancel.requested(state_dir) else None
 
-    from loopkit import containment
-    from loopkit.invoke import Jail
+    from loopkit.boundary import containment
+    from loopkit.worker.invoke import Jail
 
     jail = Jail(
         policy=containment.Policy.of(contract),

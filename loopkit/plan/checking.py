@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from loopkit import globs
+from loopkit.evidence import globs
 from loopkit.plan.parsing import Plan, PlanProblem, Task
 from loopkit.plan.readiness import all_depends
 
@@ -137,7 +137,11 @@ def _check_slices(parent: Task, problem: Any) -> None:
 
 def _check_against_contract(tasks: list[Task], contract: Mapping[str, Any], problem: Any) -> None:
     scope = contract.get("scope") or {}
-    allowed = list(scope.get("writable") or []) + list(scope.get("always_allowed") or [])
+    allowed = [
+        *(scope.get("writable") or []),
+        *(scope.get("always_allowed") or []),
+        *(scope.get("add_only") or []),  # a task may add files there
+    ]
     protected = list(scope.get("protected") or [])
     for t in tasks:
         for g in t.scope:

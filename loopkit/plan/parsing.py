@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from loopkit import globs
 from loopkit.errors import BadInput
+from loopkit.evidence import globs
 
 #: A TASKS.md larger than this is refused before it is read (a plan is not a data file).
 MAX_TASKS_BYTES = 4 * 1024 * 1024

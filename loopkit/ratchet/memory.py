@@ -80,7 +80,7 @@ def entry(doc: Mapping[str, Any], outcome: str, ref: str) -> str:
 def append_text(memory: Path, text: str, ref: str) -> None:
     """Append a retrospective (``entry``) once: a rerun that finds the saved ref named
     there already does not write it twice."""
-    from loopkit.secrets import scrub
+    from loopkit.boundary.secrets import scrub
 
     try:
         if memory.is_file() and f"git show {ref}\n" in memory.read_text(errors="replace"):

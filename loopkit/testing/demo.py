@@ -36,7 +36,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from loopkit import contract, git, ledger, proc, workspace
+from loopkit import contract, git, proc, workspace
+from loopkit.state import ledger
 
 TASK_ID = "blank-line"
 HEADERS = "src/parser/headers.py"

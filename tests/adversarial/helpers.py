@@ -74,3 +74,32 @@ def loop_with_a_later_process(p: Project, action: str) -> subprocess.CompletedPr
         later.kill()
     assert (p.scratch / "done-later").exists(), "the process outside never acted"
     return proc
+
+
+def loop_within(p: Project, seconds: float, *args: str) -> subprocess.CompletedProcess[str]:
+    """``loop`` in a session of its own: when it has not ended after ``seconds``, every
+    process it started is killed and the test fails -- a hang is a failure, never a test
+    that waits for ever on a pipe a stuck grandchild holds open."""
+    import os
+    import signal
+
+    from tests.helpers.recipes import RECIPES
+
+    cmd = [str(RECIPES / "loop.sh"), "--contract", "loop.yaml", "--task-id", "fix-value"]
+    proc = subprocess.Popen(
+        [*cmd, "--task", "Fix", *args],
+        cwd=p.root,
+        env=recipe_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        raise AssertionError(f"the loop hung for {seconds:.0f}s\n{err[-4000:]}") from None
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)

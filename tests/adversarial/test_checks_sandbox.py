@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from loopkit import sandbox
+from loopkit.boundary import sandbox
 from tests.adversarial.helpers import loop, nothing_unverified_landed
 from tests.helpers.recipes import fail_message, make_project
 
@@ -139,8 +139,9 @@ CALC_CHECK = {
 }
 
 
-def test_a_check_reaches_nothing_that_judges_it_nor_the_persons_home(tmp_path: Path) -> None:
-    home = tmp_path / "home"
+def test_a_check_reaches_nothing_that_judges_it_nor_the_persons_home(
+    tmp_path: Path, home: Path
+) -> None:
     (home / ".aws").mkdir(parents=True)
     (home / ".aws/credentials").write_text("aws_secret_access_key = MARKER-AWS-4242\n")
     (home / "notes.txt").write_text("MARKER-NOTES-4242\n")

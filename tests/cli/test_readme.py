@@ -49,3 +49,25 @@ def test_readme_tasks_are_valid(tmp_path: Path) -> None:
 def test_every_exit_code_is_in_the_readme_table(code: int) -> None:
     table = README.read_text().split("## Exit codes (published API)")[1].split("\n## ")[0]
     assert re.search(rf"^\| {code} \|", table, flags=re.M), f"exit code {code} missing from README"
+
+
+def first_loop() -> list[str]:
+    """The commands of the README's first loop, in order (comments off)."""
+    body = _block("sh", "lk init")
+    return [line.split("  #")[0].strip() for line in body.splitlines() if line.strip()]
+
+
+def test_the_first_screen_is_the_first_loop_on_your_own_project() -> None:
+    text = README.read_text()
+    first_screen = "\n".join(text.splitlines()[:70])
+    assert "## Your first loop, on your own project" in first_screen
+    steps = first_loop()
+    assert steps[0].startswith("pipx install loopkit-agents")
+    assert steps[1] == "lk init" and "phased-loop.sh" in steps[-1]
+    for what in ("What you will see", "When a task parks", "lk show TASK", "MEMORY.md",
+                 ".loopkit/runs/TASK/"):  # fmt: skip
+        assert what in first_screen, what
+    # the speed internals live in docs/performance.md, a link away
+    performance = text.split("## Performance\n")[1].split("\n## ")[0]
+    assert len(performance.splitlines()) < 10 and "docs/performance.md" in performance
+    assert (README.parent / "docs" / "performance.md").is_file()

@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from loopkit import decide, ledger, records, report, schema
+from loopkit import schema
 from loopkit.cli.report import main as report_main
+from loopkit.decision import decide, records
+from loopkit.state import ledger, report
 from tests.helpers import decide as h
 from tests.helpers.decide import TREE
 from tests.helpers.evidence import lk_run as _run

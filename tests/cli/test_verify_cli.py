@@ -99,3 +99,44 @@ def test_help_documents_the_exit_codes() -> None:
     assert result.exit_code == 0
     for text in ("--contract", "--only", "--fail-fast", "every check passed", "70"):
         assert text in result.stdout
+
+
+def test_ratchet_against_head_per_test_and_its_document_holds_to_the_schema(repo: Path) -> None:
+    # A TAP-speaking check red at HEAD ("b" fails there): --ratchet passes a tree where
+    # only "b" fails, and blocks one where "a", passing at HEAD, fails too.
+    script = repo / "t.sh"
+    script.write_text(
+        'printf "TAP version 13\\n1..2\\n"\n'
+        'if grep -q bad-a value.txt; then echo "not ok 1 - a"; else echo "ok 1 - a"; fi\n'
+        'echo "not ok 2 - b"\nexit 1\n'
+    )
+    (repo / "value.txt").write_text("fine\n")
+    write_contract(repo, criteria=[{"name": "suite", "run": "sh t.sh", "timeout": 30}])
+    from tests.helpers import git
+
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "red at HEAD")
+    code, doc, err = _invoke("--ratchet")
+    assert code == 0 and doc is not None, err
+    schema.validate(doc, "verify")
+    assert doc["known_failures"][0]["tests"] == ["b"]
+    assert doc["checks"][0]["tests"]["source"] == "tap"
+    (repo / "value.txt").write_text("bad-a\n")
+    code, doc, err = _invoke("--ratchet")
+    assert code == 1 and doc is not None
+    schema.validate(doc, "verify")
+    assert doc["checks"][0]["blocking_tests"] == ["a"]
+    code, doc, _ = _invoke()  # without --ratchet: the check fails as a whole
+    assert code == 1
+
+
+def test_a_check_that_cannot_run_is_named_with_what_is_missing(repo: Path) -> None:
+    write_contract(repo, criteria=[{"name": "suite", "run": "loopkit-no-such-tool -q"}])
+    code, doc, err = _invoke()
+    assert code == 1 and doc is not None
+    schema.validate(doc, "verify")
+    assert doc["environment"] == [
+        {"name": "suite", "command": "loopkit-no-such-tool -q",
+         "why": "`loopkit-no-such-tool` is not installed or not on PATH (exit 127)"}
+    ]
+    assert "suite cannot run: `loopkit-no-such-tool -q`" in err

@@ -1,4 +1,4 @@
-"""The clean room's sync (loopkit.cleanroom): it lands on exactly the tree whatever the room
+"""The clean room's sync (loopkit.evidence.cleanroom): it lands on exactly the tree whatever the room
 held, and its settled mark -- the shortcut of syncing by the difference between two trees
 -- is a hint the hash after the checks keeps honest, never a way to a false pass."""
 
@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from loopkit import cleanroom, git
-from loopkit.verify import in_clean_room
+from loopkit import git
+from loopkit.evidence import cleanroom
+from loopkit.evidence.verify import in_clean_room
 
 CHECK = [{"name": "calc", "run": "python3 check.py", "timeout": 30}]
 # Passes when value.txt says good -- unless check.py itself is changed.

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from loopkit import ledger, schema
+from loopkit import schema
+from loopkit.state import ledger
 from tests.helpers import git
 
 BIN = Path(sys.executable).parent

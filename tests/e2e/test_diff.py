@@ -456,7 +456,7 @@ def test_index_may_hold_answers_from_the_bytes_and_asks_git_when_unsure(tmp_path
 
 
 def test_attributes_the_base_had_are_kept_and_a_real_binary_stays_binary(repo: Path) -> None:
-    from loopkit import diff as lkdiff
+    from loopkit.evidence import diff as lkdiff
 
     (repo / ".gitattributes").write_text("*.lock -diff\n")
     (repo / "deps.lock").write_text("a\n")
@@ -509,7 +509,7 @@ def test_what_was_ignored_at_the_start_is_folders_ignored_whole_and_files(git_re
     assert "foo/" not in found and not any(p.startswith("src") for p in found)
     added = [{"path": p, "status": "added"} for p in ("foo/new.py", "tools/lib/y.py", "build/z")]
     added.append({"path": "tools/lib/x.py", "status": "modified"})
-    from loopkit import diff
+    from loopkit.evidence import diff
 
     assert diff._ignored_at_start(added, found, set()) == ["tools/lib/y.py", "build/z"]
     assert diff._ignored_at_start(added, found, {"build/z"}) == ["tools/lib/y.py"]

@@ -119,7 +119,7 @@ def _build_and_install(base: Path) -> Installed:
         [sys.executable, "-m", "build", "--wheel", "--outdir", str(base / "dist"), str(REPO_ROOT)],
         check=True, capture_output=True, text=True, timeout=300,
     )
-    (wheel,) = (base / "dist").glob("loopkit-*.whl")
+    (wheel,) = (base / "dist").glob("loopkit_agents-*.whl")
     venv = base / "venv"
     # A venv without a pip of its own (ensurepip alone costs ~6 s of CPU): the test
     # runner's pip installs into it (`--python`), the same files a pip inside would.
@@ -272,8 +272,8 @@ def test_a_park_then_lk_show_tells_the_attempt_and_how_to_restore_it(
 
     shown = run(installed, project, "lk", "show", "subtract")
     assert shown.returncode == 0, out(shown)
-    assert "#1 budget_exhausted (budget)" in shown.stdout, shown.stdout
-    assert "git checkout refs/loopkit/subtract/1 -- ." in shown.stdout
+    assert "#1  budget_exhausted (budget)" in shown.stdout, shown.stdout
+    assert "git cherry-pick --no-commit refs/loopkit/subtract/1" in shown.stdout
     assert "parked: subtract" in shown.stdout  # what the memory file says about it
     story = json.loads(run(installed, project, "lk", "show", "subtract", "--json").stdout)
     assert len(story["attempts"]) == 1
@@ -379,3 +379,165 @@ def test_the_pre_commit_hook_blocks_a_red_tree_and_passes_a_green_one(
     green = hook_run()
     assert green.returncode == 0, out(green)
     assert "Passed" in green.stdout + green.stderr
+
+
+# --- the README's first loop on a project of one's own ---------------------------------
+
+
+def readme_next_command() -> str:
+    """The command the README's first loop runs after `lk init` and the first commit."""
+    from tests.cli.test_readme import first_loop
+
+    return first_loop()[-1]
+
+
+FIX_SUB = """
+from pathlib import Path
+p = Path({path!r})
+p.write_text(p.read_text() + {code!r})
+print("added sub")
+"""
+
+
+def first_loop(
+    installed: Installed, root: Path, tmp_path: Path, worker: str, *, path_first: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`lk init`, the worker in the contract, the first commit, then the README's next
+    command, as the README has them; asserts that what `lk init` wrote checks."""
+    env = installed.env()
+    if path_first is not None:  # the project's own virtualenv, activated
+        env["PATH"] = f"{path_first}{os.pathsep}{env['PATH']}"
+    init = subprocess.run(["lk", "init"], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert init.returncode == 0, out(init)
+    assert "add-only" in init.stderr, out(init)
+    for name in ("loop.yaml", "TASKS.md"):
+        checked = subprocess.run(["lk-plan", "check", name], cwd=root, env=env,
+                                 capture_output=True, text=True)  # fmt: skip
+        assert checked.returncode == 0, out(checked)
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "loopkit: contract and tasks")
+    use_worker(root, tmp_path / "worker" / "w.py", worker, attempts=1)  # commits it too
+    return subprocess.run(["bash", "-c", readme_next_command()], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL)  # fmt: skip
+
+
+def python_project(root: Path) -> Path:
+    """A src-layout package tested with pytest, installed editable in its own .venv
+    (ignored), as a Python developer has it."""
+    files = {
+        "src/calc/__init__.py": CALC,
+        "tests/test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+        "\n\ndef test_sub():\n    from calc import sub\n\n    assert sub(5, 3) == 2\n",
+        "pyproject.toml": '[build-system]\nrequires = ["setuptools>=61"]\n'
+        'build-backend = "setuptools.build_meta"\n\n[project]\nname = "calc"\nversion = "0.1"\n'
+        '\n[tool.setuptools.packages.find]\nwhere = ["src"]\n',
+        ".gitignore": ".venv/\n__pycache__/\n*.egg-info/\n",
+    }
+    root.mkdir(parents=True)
+    git(root, "init", "-q", "-b", "main")
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    venv = root / ".venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q"]
+    for args in (["pytest", "setuptools"], ["--no-build-isolation", "-e", str(root)]):
+        done = subprocess.run([*pip, *args], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "calc, its tests")
+    return root
+
+
+@pytest.mark.longest
+def test_the_readme_s_first_loop_commits_a_fix_on_a_python_project(
+    installed: Installed, tmp_path: Path
+) -> None:
+    root = python_project(tmp_path / "calc")
+    fix = FIX_SUB.format(path="src/calc/__init__.py", code="\n\ndef sub(a, b):\n    return a - b\n")
+    loop = first_loop(installed, root, tmp_path, fix, path_first=root / ".venv" / "bin")
+    assert loop.returncode == 0, out(loop)
+    contract = yaml.safe_load((root / "loop.yaml").read_text())
+    assert contract["criteria"][0]["run"] == "python -m pytest -q"
+    assert contract["scope"]["add_only"] == ["tests/**"]
+    assert "def sub" in git(root, "show", "HEAD~1:src/calc/__init__.py")  # the task's commit
+    assert "- [x]" in (root / "TASKS.md").read_text()
+    verify = [json.loads(line) for line in (root / ".loopkit" / "ledger.jsonl").open()]
+    attempts = [r for r in verify if r.get("type") == "attempt"]
+    assert [r["decision"]["outcome"] for r in attempts] == ["complete"]  # the first attempt
+    assert git(root, "status", "--porcelain") == ""
+
+
+NODE_TEST = """\
+const check = require("tiny-check");
+const { add, sub } = require("../lib/calc");
+check(add(2, 3) === 5, "add");
+check(typeof sub === "function" && sub(5, 3) === 2, "sub");
+console.log("ok");
+"""
+
+
+def node_project(root: Path) -> Path:
+    """A Node package whose `npm test` needs a dependency from node_modules (ignored)."""
+    files = {
+        "package.json": json.dumps({"name": "calc", "version": "1.0.0", "private": True,
+                                    "scripts": {"test": "node test/calc.test.js"}}),
+        "lib/calc.js": "exports.add = (a, b) => a + b;\n",
+        "test/calc.test.js": NODE_TEST,
+        ".gitignore": "node_modules/\n",
+        "node_modules/tiny-check/package.json": '{"name": "tiny-check", "main": "index.js"}',
+        "node_modules/tiny-check/index.js":
+            "module.exports = (ok, what) => { if (!ok) { console.error('FAIL ' + what);"
+            " process.exit(1); } };\n",
+    }  # fmt: skip
+    root.mkdir(parents=True)
+    git(root, "init", "-q", "-b", "main")
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "calc, its test")
+    return root
+
+
+def test_the_readme_s_first_loop_commits_a_fix_on_a_node_project(
+    installed: Installed, tmp_path: Path
+) -> None:
+    if shutil.which("npm") is None:
+        pytest.skip("npm is not installed")
+    root = node_project(tmp_path / "calc")
+    fix = FIX_SUB.format(path="lib/calc.js", code="exports.sub = (a, b) => a - b;\n")
+    loop = first_loop(installed, root, tmp_path, fix)
+    assert loop.returncode == 0, out(loop)
+    contract = yaml.safe_load((root / "loop.yaml").read_text())
+    assert contract["criteria"][0]["run"] == "npm test"
+    assert contract["scope"]["writable"] == ["lib/**"]  # not node_modules, not the tests
+    assert contract["scope"]["add_only"] == ["test/**"]
+    assert contract["verify"]["carry"] == ["node_modules/"]  # lk init says what it found
+    assert "exports.sub" in git(root, "show", "HEAD~1:lib/calc.js")
+    assert "- [x]" in (root / "TASKS.md").read_text()
+
+
+def test_the_readme_s_first_loop_refuses_an_edit_of_an_existing_test(
+    installed: Installed, tmp_path: Path
+) -> None:
+    if shutil.which("npm") is None:
+        pytest.skip("npm is not installed")
+    root = node_project(tmp_path / "calc")
+    # Wrong code, and the check that would catch it taken out of the test.
+    weaken = """
+    from pathlib import Path
+    Path("lib/calc.js").write_text("exports.add = (a, b) => a + b;\\nexports.sub = () => 0;\\n")
+    t = Path("test/calc.test.js")
+    t.write_text("\\n".join(l for l in t.read_text().splitlines() if '"sub"' not in l) + "\\n")
+    """
+    loop = first_loop(installed, root, tmp_path, weaken)
+    assert loop.returncode == 21, out(loop)  # parked: some task did not complete
+    assert "- [!]" in (root / "TASKS.md").read_text()
+    assert (root / "test/calc.test.js").read_text() == NODE_TEST
+    assert "sub = ()" not in (root / "lib/calc.js").read_text()
+    ledger = [json.loads(line) for line in (root / ".loopkit" / "ledger.jsonl").open()]
+    (attempt,) = [r for r in ledger if r.get("type") == "attempt"]
+    assert "add_only" in json.dumps(attempt), attempt

@@ -8,7 +8,7 @@ import time
 import uuid
 from pathlib import Path
 
-from loopkit import cancel
+from loopkit.state import cancel
 from tests.helpers.evidence import lk_run as _run
 from tests.helpers.evidence import notes_project as _project
 from tests.helpers.invoke import lk_invoke, lk_invoke_bin, pids_with, write_contract

@@ -42,11 +42,50 @@ def test_init_writes_a_contract_and_plan_that_check(git_repo: Path, files: dict[
         assert (git_repo / name).is_file(), name
     contract = lk(git_repo, "plan", "check", "loop.yaml")
     assert contract.returncode == 0, contract.stdout + contract.stderr
-    assert json.loads(contract.stdout).get("warnings") is None  # no glob covers loop.yaml
+    warnings = json.loads(contract.stdout).get("warnings") or []
+    # No glob covers loop.yaml; the only warning may be a runner this machine lacks.
+    import shutil
+
+    program = check.split()[0]
+    found = shutil.which(program, path=recipe_env()["PATH"])
+    expected = [] if found else [f"`{program}` is not on PATH"]
+    assert [w["message"].split(":")[0] for w in warnings] == expected, warnings
+    assert (f"`{program}` is not on PATH" in done.stderr) == bool(expected)
     tasks = lk(git_repo, "plan", "check", "TASKS.md")
     assert tasks.returncode == 0, tasks.stdout + tasks.stderr
     assert f"run: {json.dumps(check)}" in (git_repo / "loop.yaml").read_text()
     assert "tests" in (git_repo / "AGENTS.md").read_text()
+
+
+def test_init_protects_the_tests_and_leaves_ignored_folders_out(git_repo: Path) -> None:
+    files = {
+        "pyproject.toml": "[project]\nname='x'\n", "tox.ini": "[tox]\n",
+        "src/pkg/__init__.py": "", "src/pkg/conftest.py": "", "tests/test_x.py": "",
+        "data/big.csv": "1,2\n", ".gitignore": "data/\n",
+    }  # fmt: skip
+    for rel, text in files.items():
+        (git_repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (git_repo / rel).write_text(text)
+    env = recipe_env({"PATH": f"{BIN}{os.pathsep}/usr/bin:/bin"})  # no tox on this PATH
+    done = subprocess.run([str(BIN / "lk"), "init"], cwd=git_repo, capture_output=True,
+                          text=True, env=env, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    import yaml
+
+    scope = yaml.safe_load((git_repo / "loop.yaml").read_text())["scope"]
+    assert scope["writable"] == ["src/**"]  # not data/ (ignored), not the tests
+    assert scope["add_only"] == ["tests/**"]
+    assert scope["protected"] == ["**/conftest.py"]  # a new one could skip every test
+    assert "protected: **/conftest.py, new ones too" in done.stderr
+    assert "data/ (git ignores it)" in done.stderr
+    assert "the checks do not see data/" in done.stderr and "verify.carry" in done.stderr
+    assert "verify" not in yaml.safe_load((git_repo / "loop.yaml").read_text())  # nothing found
+    assert "add-only" in done.stderr and "tests/**" in done.stderr
+    assert "tox is not installed" in done.stderr and "python -m pytest -q" in done.stderr
+    assert "Add new files, never change or delete" in (git_repo / "AGENTS.md").read_text()
+    assert '"$(lk recipes)/phased-loop.sh"' in done.stderr  # the README's next command
+    assert lk(git_repo, "plan", "check", "loop.yaml").returncode == 0
+    assert lk(git_repo, "plan", "check", "TASKS.md").returncode == 0
 
 
 def test_init_never_overwrites_without_force(git_repo: Path) -> None:
@@ -83,14 +122,30 @@ def test_show_tells_a_parked_tasks_story(tmp_path: Path) -> None:
     assert proc.returncode == 21, fail_message(proc)
     text = lk(p.root, "show", "fix-value")
     assert text.returncode == 0, text.stderr
-    assert "#1 retry (crashed)" in text.stdout and "failed (no_progress)" in text.stdout
-    assert "git checkout refs/loopkit/fix-value/" in text.stdout
+    header, first = text.stdout.splitlines()[1:3]
+    assert header.split() == ["#", "decision", "(failure", "class)", "time", "cost", "reason"]
+    assert first.split()[:3] == ["#1", "retry", "(crashed)"]
+    assert first[header.index("time")] in "0123456789-"  # the columns line up
+    assert "failed (no_progress)" in text.stdout
+    assert "git cherry-pick --no-commit refs/loopkit/fix-value/" in text.stdout
     assert "parked: fix-value" in text.stdout  # the memory file's retrospective
     story = json.loads(lk(p.root, "show", "fix-value", "--json").stdout)
     ref = story["saved"][0]["ref"]
-    # The restore command really brings the attempt back.
-    subprocess.run(story["saved"][0]["restore"], shell=True, cwd=p.root, check=True)
+    # Later work lands after the park: another task's change to a file the saved tree
+    # holds too, and its own new file.
+    (p.root / "README.md").write_text("# project, later\n")
+    (p.root / "later.txt").write_text("later\n")
+    p.git("add", "-A")
+    p.git("commit", "-qm", "a later task")
+    memory = (p.root / "MEMORY.md").read_text()
+    # The restore command brings back what the attempt changed, and only that.
+    subprocess.run(story["saved"][0]["restore"], shell=True, cwd=p.root, check=True,
+                   capture_output=True)  # fmt: skip
     assert (p.root / "src/value.txt").read_text() == "half\n"
+    assert (p.root / "README.md").read_text() == "# project, later\n"
+    assert (p.root / "MEMORY.md").read_text() == memory  # the park's retrospective kept
+    assert p.git("diff", "--cached", "--name-only").split() == ["src/value.txt"]
+    assert "later task" in p.git("log", "-1", "--format=%s")  # nothing committed
     assert ref.startswith("refs/loopkit/fix-value/")
     assert lk(p.root, "show", "nothing-like-it").returncode == 1
 
@@ -141,6 +196,8 @@ time.sleep(4)
     done = json.loads(lk(p.root, "status", "--json").stdout)
     assert done["running"] is False and done["last_document"] == "decide"
     assert done["spent"]["attempts"] == 1
+    after = lk(p.root, "status").stdout
+    assert "None" not in after and "round 1, ended after decide" in after, after
 
 
 def test_notify_runs_on_complete_and_park_with_the_document_on_stdin(tmp_path: Path) -> None:

@@ -128,3 +128,53 @@ def test_pre_commit_run_of_the_hook(hooked: tuple[Path, dict[str, str]]) -> None
     git(repo, "add", "value.txt")
     done = _precommit(repo, "run", "lk-verify", env=env)
     assert done.returncode == 1 and "Failed" in done.stdout
+
+
+CALC = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
+CALC_TESTS = (
+    "from calc import add, mul\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n"
+    "def test_mul():\n    assert mul(2, 3) == 6\n"
+)
+
+
+def test_the_ratchet_hook_blocks_only_what_a_commit_makes_worse(
+    git_repo: Path, tmp_path: Path
+) -> None:
+    # The suite is red at HEAD (test_add). The plain hook would block every commit; the
+    # ratchet blocks only a commit that breaks a test passing at HEAD.
+    import sys
+
+    hook = dict(next(h for h in _manifest() if h["id"] == "lk-verify-ratchet"))
+    hook["language"] = "system"
+    config = {"repos": [{"repo": "local", "hooks": [hook]}]}
+    (git_repo / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    suite = {
+        "name": "suite",
+        "run": f"{sys.executable} -m pytest -q -p no:cacheprovider tests",
+        "timeout": 120,
+        "env": {"PYTHONPATH": "src", "PYTHONDONTWRITEBYTECODE": "1"},
+    }
+    write_contract(git_repo, criteria=[suite])
+    (git_repo / "src").mkdir()
+    (git_repo / "src/calc.py").write_text(CALC)
+    (git_repo / "tests").mkdir()
+    (git_repo / "tests/test_calc.py").write_text(CALC_TESTS)
+    (git_repo / ".gitignore").write_text(".loopkit/\n")
+    env = dict(os.environ)
+    env["PATH"] = f"{BIN}{os.pathsep}{env['PATH']}"
+    env["PRE_COMMIT_HOME"] = str(tmp_path / "pre-commit-home")
+    git(git_repo, "add", "-A")
+    git(git_repo, "commit", "-q", "-m", "a red suite", "--no-verify")
+    assert _precommit(git_repo, "install", env=env).returncode == 0
+
+    (git_repo / "README.md").write_text("docs\n")
+    git(git_repo, "add", "README.md")
+    harmless = _commit(git_repo, env, "docs")
+    assert harmless.returncode == 0, harmless.stdout + harmless.stderr
+
+    (git_repo / "src/calc.py").write_text(CALC.replace("a * b", "a + b"))
+    git(git_repo, "add", "src/calc.py")
+    worse = _commit(git_repo, env, "breaks mul")
+    assert worse.returncode != 0, worse.stdout + worse.stderr
+    assert "tests/test_calc.py::test_mul" in worse.stdout + worse.stderr
+    assert git(git_repo, "log", "-1", "--pretty=%s").strip() == "docs"

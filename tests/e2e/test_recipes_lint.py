@@ -62,6 +62,19 @@ def test_help_runs_anywhere(script: Path, tmp_path: Path) -> None:
     assert "Exit" in done.stdout or "exit" in done.stdout
 
 
+@pytest.mark.parametrize(
+    "script", [p for p in SHELL_RECIPES if p.name != "lib.sh"], ids=lambda p: p.name
+)
+def test_help_names_every_option_the_script_takes(script: Path, tmp_path: Path) -> None:
+    import re
+
+    taken = set(re.findall(r"^\s*(--[a-z][a-z-]*)(?:\s*\|[^)]*)?\)", script.read_text(), re.M))
+    assert taken, f"{script.name}: no options found"
+    done = subprocess.run([str(script), "--help"], capture_output=True, text=True, cwd=tmp_path)
+    missing = sorted(o for o in taken - {"--help"} if o not in done.stdout)
+    assert not missing, f"{script.name} --help does not name {missing}"
+
+
 def test_node_recipe_parses() -> None:
     node = shutil.which("node")
     if node is None:

@@ -10,7 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.recipes import Project, fail_message, make_project, user_commits_during
+from tests.helpers.recipes import (
+    BIN,
+    RECIPES,
+    Project,
+    fail_message,
+    make_project,
+    recipe_env,
+    user_commits_during,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -285,6 +293,81 @@ subprocess.run(["lk", "cancel", "--reason", "stop please"], check=True)
     assert (p.root / "src/value.txt").read_text() == "bad\n"
     assert p.loopkit_refs()
     assert p.worker_calls() == 1
+
+
+@pytest.mark.parametrize("where", ["attempt", "base"])
+def test_cancel_ends_a_running_check_at_once(tmp_path: Path, where: str) -> None:
+    # Naive variant caught: the cancellation seen only at the next boundary, after the
+    # checks ran to their end (the loop exited 12 s after the worker had stopped) -- the
+    # attempt's own checks, or the base's, run beside the worker.
+    import glob
+    import os
+    import subprocess
+    import time
+
+    marker = f"61.{os.getpid() % 1000:03d}"  # the check's sleep, told apart from others'
+    slow_on = "-f" if where == "attempt" else "! -f"  # the worker writes src/value.txt
+    # The base's run starts half a second into the worker's turn: a worker that takes
+    # its time (as a model does) has it run beside it.
+    turn = "time.sleep(5)\n" if where == "base" else ""
+    p = make_project(
+        tmp_path,
+        turn + 'Path("src").mkdir(exist_ok=True)\nPath("src/value.txt").write_text("good\\n")\n',
+        checks=[{"name": "slow", "run": f"if [ {slow_on} src/value.txt ]; then echo started; "
+                 f"sleep {marker}; fi", "timeout": 120},
+                {"name": "after", "run": "echo never", "timeout": 30}],
+    )  # fmt: skip
+    loop_sh = subprocess.Popen(
+        [str(RECIPES / "loop.sh"), "--contract", "loop.yaml", "--task-id", "fix-value",
+         "--task", "Fix"],
+        cwd=p.root, env=recipe_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        below = ["baseline"] if where == "base" else []
+        logs = str(p.root.joinpath(".loopkit", "artifacts", "*", *below, "verify-01-slow.log"))
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and loop_sh.poll() is None:
+            if any("started" in Path(f).read_text() for f in glob.glob(logs, recursive=True)):
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the slow check never started")
+        asked = time.monotonic()
+        subprocess.run([str(BIN / "lk"), "cancel", "--reason", "stop now"], cwd=p.root,
+                       env=recipe_env(), check=True, capture_output=True)  # fmt: skip
+        stdout, stderr = loop_sh.communicate(timeout=60)
+        took = time.monotonic() - asked
+    finally:
+        loop_sh.kill()
+    assert loop_sh.returncode == 30, f"exit {loop_sh.returncode}\n{stdout}\n{stderr}"
+    assert took < 8, f"the loop ended {took:.1f} s after lk cancel"  # the check sleeps 61 s
+    left = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True, text=True)
+    assert left.stdout == "", "the check's process outlived the cancellation"
+    assert p.git("log", "--format=%s").count("\n") == 1  # nothing committed
+    if where == "attempt":
+        assert (p.root / "src/value.txt").read_text() == "good\n"  # nothing lost
+        verify = p.docs("fix-value", "verify")[-1]["verify"]
+        assert verify["checks"][0]["cancelled"] is True and verify["passed"] is False
+        assert verify["skipped"] == ["after"]
+        assert "slow failed (ended by lk cancel)" in stderr
+    else:  # a cut-short base run is never kept as the base's results
+        assert not list((p.root / ".loopkit").rglob("baseline/*.json"))
+
+
+def test_a_home_path_in_the_sandbox_is_the_home_not_a_folder_named_tilde(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    body = 'Path("src").mkdir(exist_ok=True)\nPath("src/value.txt").write_text("good\\n")\n'
+    p = make_project(tmp_path, body, sandbox={"writable": [str(tmp_path / "worker"), "~/.cache/lk"]})
+    proc = p.run("loop.sh", "--contract", "loop.yaml", "--task-id", "fix-value", "--task", "Fix",
+                 env={"HOME": str(home)})  # fmt: skip
+    assert proc.returncode == 0, fail_message(proc)
+    assert not (p.root / "~").exists()  # was: a folder named ~ in the repository
+    assert (home / ".cache" / "lk").is_dir()
+    assert "~" not in p.files()
 
 
 def test_an_exhausted_budget_parks_and_saves_the_last_attempt(tmp_path: Path) -> None:

@@ -65,7 +65,7 @@ def test_a_parked_task_blocks_its_dependents_and_others_go_on(tmp_path) -> None:
     )
     p = make_project(tmp_path, WORKER, tasks=tasks, checks=CHECK)
     proc = p.run("phased-loop.sh", "TASKS.md")
-    assert proc.returncode == 1, fail_message(proc)
+    assert proc.returncode == 21, fail_message(proc)
     assert p.task_line("broken").startswith("- [!]")
     assert p.task_line("needs-broken").startswith("- [ ]")
     assert p.task_line("gamma").startswith("- [x]")
@@ -136,7 +136,7 @@ def test_with_the_lk_verify_hook_installed_parks_are_recorded_and_green_committe
         capture_output=True,
     )
     proc = p.run("phased-loop.sh", env=env)
-    assert proc.returncode == 1, fail_message(proc)  # one task parked
+    assert proc.returncode == 21, fail_message(proc)  # one task parked
     assert p.task_line("broken").startswith("- [!]")
     assert p.task_line("gamma").startswith("- [x]")
     assert "loopkit acceptance checks" not in proc.stdout + proc.stderr  # no hook ran
@@ -165,3 +165,17 @@ subprocess.run(["lk", "cancel", "--reason", "going home"], check=True)
     assert p.task_line("beta").startswith("- [ ]")
     assert (p.root / "src" / "alpha.txt").read_text() == "bad\n"  # left as it was
     assert "loop health" in proc.stdout  # the report still closes the run
+
+
+def test_a_rerun_with_a_parked_task_left_is_not_done(tmp_path) -> None:
+    # Nothing is ready on the rerun (the parked task is not open), yet the checklist is
+    # not done: the rerun must say so as the first run did.
+    tasks = plan("broken", "Will crash") + plan("gamma", "Independent")
+    p = make_project(tmp_path, WORKER, tasks=tasks, checks=CHECK)
+    first = p.run("phased-loop.sh")
+    assert first.returncode == 21, fail_message(first)
+    again = p.run("phased-loop.sh")
+    assert again.returncode == 21, fail_message(again)
+    assert "1 parked item(s) left" in again.stderr
+    calls = p.worker_calls()
+    assert p.run("phased-loop.sh").returncode == 21 and p.worker_calls() == calls

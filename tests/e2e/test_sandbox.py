@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from loopkit import proc, sandbox
+from loopkit import proc
+from loopkit.boundary import sandbox
 from loopkit.testing import rehearse
 from tests.helpers import git
 from tests.helpers.agents import AGENTS_BIN, claude_bin, codex_bin, model_server

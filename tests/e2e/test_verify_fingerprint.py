@@ -24,8 +24,11 @@ def test_add():
 """
 
 
-@pytest.fixture
-def origin(git_repo: Path) -> Path:
+@pytest.fixture(params=["per-test", "output"])
+def origin(git_repo: Path, request: pytest.FixtureRequest) -> Path:
+    # pytest's short summary names each failing test: per-test results, and the
+    # fingerprint is the set of failing test ids. With -rN it names none: the output's.
+    summary = " -rN" if request.param == "output" else ""
     (git_repo / "calc.py").write_text(CALC)
     (git_repo / "test_calc.py").write_text(TEST)
     (git_repo / ".gitignore").write_text(".pytest_cache/\n__pycache__/\n")
@@ -34,7 +37,7 @@ def origin(git_repo: Path) -> Path:
         criteria=[
             {
                 "name": "pytest",
-                "run": f"{sys.executable} -m pytest -q -p no:randomly test_calc.py",
+                "run": f"{sys.executable} -m pytest -q -p no:randomly{summary} test_calc.py",
                 "timeout": 120,
                 "env": {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
             }
@@ -63,10 +66,13 @@ def test_same_failure_same_fingerprint_in_two_clones_and_runs(origin: Path, tmp_
     assert _fingerprint(two) == fp_one
     assert _fingerprint(one) == fp_one  # another run, another pid, another time
 
-    # A different failure (another wrong result) gives a different fingerprint ...
+    # Another wrong result: per test the same test fails, the same failure; read from
+    # the output, a different one ...
     (two / "calc.py").write_text("def add(a, b):\n    return a * b + 1\n")
     fp_other = _fingerprint(two)
-    assert fp_other[0] != fp_one[0] and fp_other[1] != fp_one[1]
-    # ... and so does the same bug surfacing in another test.
+    per_test = "-rN" not in (origin / "loop.yaml").read_text()
+    assert (fp_other == fp_one) is per_test
+    # The same bug surfacing in another test is another failure (per test: another id;
+    # -rN leaves no line naming the test among the lines the output's fingerprint reads).
     (one / "test_calc.py").write_text(TEST.replace("def test_add", "def test_sum"))
-    assert _fingerprint(one)[0] != fp_one[0]
+    assert (_fingerprint(one)[0] != fp_one[0]) is per_test

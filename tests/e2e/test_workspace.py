@@ -336,7 +336,7 @@ def test_the_doors_options_are_the_click_commands_and_reach_the_same_arguments(n
         if isinstance(p, click.Option) and isinstance(p.type, click.Choice):
             (option,) = [o for o in p.opts if o.startswith("--")]
             allowed = table[option][2]
-            from loopkit import providers
+            from loopkit.worker import providers
 
             assert list(allowed if allowed is not None else providers.names()) == list(
                 p.type.choices

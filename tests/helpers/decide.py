@@ -101,7 +101,7 @@ def attempt(
     contract_: dict[str, Any] | None = None,
     **sections: Any,
 ) -> dict[str, Any]:
-    """A decision-input view (what ``loopkit.decide.inputs`` produces)."""
+    """A decision-input view (what ``loopkit.decision.decide.inputs`` produces)."""
     task: dict[str, Any] = {"id": task_id, "text": "fix the parser", "kind": kind}
     if allow_empty:
         task["allow_empty"] = True
@@ -120,7 +120,7 @@ def append_attempt(
     ldg: Any, doc: dict[str, Any], *, tree: str = TREE, token: str = ""
 ) -> dict[str, Any]:
     """What lk-decide does under the ledger's lock: history, decision, record, append."""
-    from loopkit import decide, records
+    from loopkit.decision import decide, records
 
     with ldg.transaction() as txn:
         history = txn.history(decide.task_id(doc))
@@ -148,7 +148,7 @@ def writer_main() -> None:
     import os
     import sys
 
-    from loopkit.ledger import Ledger
+    from loopkit.state.ledger import Ledger
 
     path, count, task = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     ldg = Ledger(path)

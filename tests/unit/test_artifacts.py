@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from loopkit import artifacts, schema
+from loopkit import schema
 from loopkit.errors import BadInput
+from loopkit.state import artifacts
 
 UNSAFE = [
     "../../x",

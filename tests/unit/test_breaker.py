@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopkit.breaker import Breaker, normalize
+from loopkit.worker.breaker import Breaker, normalize
 
 
 def test_three_identical_failures_trip_with_the_pair() -> None:

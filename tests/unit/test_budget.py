@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopkit import budget
+from loopkit.decision import budget
 from tests.helpers import decide as h
 
 NOW = "2026-01-01T00:00:00Z"
@@ -180,7 +180,7 @@ def test_fold_totals_match_a_plain_sum(
 
 
 def test_a_usage_limit_blocks_admission_until_its_reset_time() -> None:
-    from loopkit import records
+    from loopkit.decision import records
 
     c = h.contract(attempts=5)
     blocked = record(
@@ -196,3 +196,21 @@ def test_a_usage_limit_blocks_admission_until_its_reset_time() -> None:
     assert budget.admit(hist, c, now="2026-01-01T05:00:01Z")["admitted"]
     hist = budget.fold(hist, record())  # a later attempt got through: the block is gone
     assert hist["resume_after"] is None
+
+
+def test_a_check_that_cannot_run_and_a_reproduction_spend_no_attempt() -> None:
+    from loopkit.decision import budget
+
+    h = budget.empty_history()
+    env = {"type": "attempt", "decision": {"outcome": "blocked", "failure_class": "environment"}}
+    h = budget.fold(h, env)
+    assert (h["attempts"], h["spent_attempts"]) == (1, 0)
+    reproduced = {
+        "type": "attempt",
+        "evidence": {"verified": True, "passed": False, "fingerprint": "f", "reproduction": True},
+        "decision": {"outcome": "retry", "failure_class": "verification_failure"},
+    }
+    h = budget.fold(h, reproduced)
+    assert (h["attempts"], h["spent_attempts"], h["last_fingerprint"]) == (2, 0, "f")
+    worker = {"type": "attempt", "decision": {"outcome": "retry", "failure_class": "no_op"}}
+    assert budget.fold(h, worker)["spent_attempts"] == 1

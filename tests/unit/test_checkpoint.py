@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from loopkit import budget, checkpoint
+from loopkit.decision import budget, checkpoint
 
 
 def test_checkpoint_is_written_whole(tmp_path: Path) -> None:

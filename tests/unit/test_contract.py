@@ -370,3 +370,47 @@ def test_an_unknown_key_suggests_the_near_miss(doc: dict, where: str, hint: str)
     data = {**CONTRACT, **doc}
     problems = contract.validate(data)
     assert any(p.path == where and p.message.endswith(hint) for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    ("junit", "problem"),
+    [
+        ("reports/junit.xml", None),
+        ("target/surefire-reports/TEST-*.xml", None),
+        ("/tmp/junit.xml", "a path inside the repository"),
+        ("../junit.xml", "a path inside the repository"),
+        ("", "a path relative to the repository root"),
+        (3, "a path relative to the repository root"),
+    ],
+)
+def test_a_criterions_junit_report_is_a_path_inside_the_repository(
+    junit: Any, problem: str | None
+) -> None:
+    data = copy.deepcopy(CONTRACT)
+    data["criteria"][0]["junit"] = junit
+    found = [p for p in contract.validate(data) if p.path == "$.criteria[0].junit"]
+    if problem is None:
+        assert found == []
+        schema.validate(data, "contract")
+    else:
+        assert len(found) == 1 and problem in found[0].message
+        with pytest.raises(BadInput):
+            schema.validate(data, "contract")
+
+
+def test_home_paths_expand_tilde_and_unexpandable_ones_are_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    data = copy.deepcopy(CONTRACT)
+    data["sandbox"] = {"writable": ["~/.cache", "build"], "show": ["~"], "hide": ["/etc/x"]}
+    data["state_dir"] = "~/state"
+    got = contract.checked(data, "loop.yaml")
+    home = str(tmp_path / "home")
+    assert got["sandbox"]["writable"] == [f"{home}/.cache", "build"]
+    assert got["sandbox"]["show"] == [home] and got["sandbox"]["hide"] == ["/etc/x"]
+    assert got["state_dir"] == f"{home}/state"
+    data["sandbox"]["writable"] = ["~no-such-user-here/x"]
+    with pytest.raises(BadInput) as refused:
+        contract.checked(data, "loop.yaml")
+    assert "$.sandbox.writable[0]" in str(refused.value) and "expand" in str(refused.value)

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopkit import budget, classify, decide, schema
+from loopkit import schema
+from loopkit.decision import budget, classify, decide
 from loopkit.exitcodes import OUTCOME_CODES
 from tests.helpers import decide as h
 from tests.helpers.decide import OTHER_TREE, TREE
@@ -74,6 +75,24 @@ TABLE: list[tuple[str, dict[str, Any], dict[str, Any], str | None, Any, str, str
         None,
         "blocked",
         "tampered",
+    ),
+    (
+        "environment",
+        h.attempt(
+            run=h.run(),
+            diff=h.diff(),
+            verify={
+                **h.verify(False),
+                "environment": [
+                    {"name": "regression", "command": "tox -q", "why": "`tox` is not installed"}
+                ],
+            },
+        ),
+        hist(),
+        TREE,
+        None,
+        "blocked",
+        "environment",
     ),
     ("transient-api", h.attempt(run=h.run("api_error")), hist(), TREE, None, "retry", "transient"),
     (
@@ -373,6 +392,17 @@ def test_no_progress_feedback_says_the_hypothesis_failed() -> None:
     assert d["outcome"] == "replan"
     assert "hypothesis failed" in d["feedback"]
     assert "unsupported completion" in d["feedback"]
+
+
+def test_reason_and_feedback_quote_the_same_fingerprint() -> None:
+    # The memory file's retrospective quotes both: one failure, one fingerprint.
+    verify = h.verify(False, "fpAll")
+    verify["checks"][0]["fingerprint"] = "fpCheck"  # the check's own, as lk-verify printed it
+    doc = h.attempt(run=h.run(), diff=h.diff(), verify=verify)
+    d = decide.decide(doc, hist(attempts=1, last_fingerprint="fpAll"), tree_on_disk=TREE)
+    assert d["failure_class"] == "no_progress"
+    assert "regression fpCheck" in d["reason"] and "regression fpCheck" in d["feedback"]
+    assert "fpAll" not in d["reason"] + d["feedback"]
 
 
 def test_same_failure_setting_moves_the_park() -> None:

@@ -7,8 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from loopkit import controller, git, ledger, statcache
+from loopkit import git
+from loopkit.decision import controller
 from loopkit.errors import LoopkitError
+from loopkit.evidence import statcache
+from loopkit.state import ledger
 
 
 def _sealed(repo: Path, state: Path) -> dict[str, object]:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopkit.fingerprint import combine, normalize_line, of_output, signature
+from loopkit.evidence.fingerprint import combine, normalize_line, of_output, signature
 
 PYTEST_FAILURE = """\
 ============================= test session starts ==============================

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from loopkit import diff, git, proc
+from loopkit import git, proc
+from loopkit.evidence import diff
 
 SHA = "a" * 64
 BASE = "1" * 40

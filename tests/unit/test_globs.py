@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopkit import globs
+from loopkit.evidence import globs
 
 
 @pytest.mark.parametrize(
@@ -114,7 +114,7 @@ def test_escaping_globs_are_named(glob: str) -> None:
 def test_plan_and_diff_agree_that_a_directory_covers_its_files() -> None:
     """The reproduction: writable db/migrations, a task scoped to a file under it."""
     from loopkit import plan
-    from loopkit.scope import Policy
+    from loopkit.evidence.scope import Policy
 
     tasks = plan.parse(b"- [ ] Add a migration\n  scope: db/migrations/0001.sql\n<!-- end -->\n")
     contract = {"scope": {"writable": ["db/migrations"], "protected": [], "always_allowed": []}}

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from loopkit import judge, schema
 from loopkit.document import section as as_section
 from loopkit.errors import BadInput
-from loopkit.providers.base import Outcome, RunState, ToolCall
+from loopkit.worker.providers.base import Outcome, RunState, ToolCall
 
 TREE_A = "a" * 40
 TREE_B = "b" * 40

@@ -9,8 +9,10 @@ from typing import Any
 
 import pytest
 
-from loopkit import budget, checkpoint, decide, ledger, retention, schema
-from loopkit.records import attempt_record, replay
+from loopkit import schema
+from loopkit.decision import budget, checkpoint, decide
+from loopkit.decision.records import attempt_record, replay
+from loopkit.state import ledger, retention
 from tests.helpers import decide as h
 from tests.helpers.decide import TREE
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import io
 from types import SimpleNamespace
 
-from loopkit.progress import Progress, wants_color
-from loopkit.providers.base import Event, RunState, ToolCall
+from loopkit.worker.progress import Progress, wants_color
+from loopkit.worker.providers.base import Event, RunState, ToolCall
 
 
 class Clock:

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopkit import providers
-from loopkit.providers.base import Exit, RunSpec
-from loopkit.providers.claude import ClaudeParser, error_class
+from loopkit.worker import providers
+from loopkit.worker.providers.base import Exit, RunSpec
+from loopkit.worker.providers.claude import ClaudeParser, error_class
 
 ENV = {
     "PATH": "/usr/bin",

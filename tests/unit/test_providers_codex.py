@@ -10,9 +10,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from loopkit import providers
-from loopkit.providers.base import Exit, RunSpec
-from loopkit.providers.codex import CodexParser, _config_by_pattern, error_class, parse_reset
+from loopkit.worker import providers
+from loopkit.worker.providers.base import Exit, RunSpec
+from loopkit.worker.providers.codex import CodexParser, _config_by_pattern, error_class, parse_reset
 
 CONFIG = """model = "gpt-5.5"
 model_provider = "local"

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from loopkit import providers
-from loopkit.providers.base import Exit, RunSpec, detect
-from loopkit.providers.command import CommandParser
-from loopkit.providers.shell import files_read_by, side_effects
-from loopkit.secrets import allowed_env
+from loopkit.boundary.secrets import allowed_env
+from loopkit.worker import providers
+from loopkit.worker.providers.base import Exit, RunSpec, detect
+from loopkit.worker.providers.command import CommandParser
+from loopkit.worker.providers.shell import files_read_by, side_effects
 
 
 def test_registry_knows_three_providers_and_refuses_others() -> None:
@@ -62,7 +62,7 @@ def test_exit_status_and_last_line_make_the_record() -> None:
 
 
 def test_exit_75_is_a_transient_failure_that_decide_retries_with_backoff() -> None:
-    from loopkit.classify import STOP_REASONS
+    from loopkit.decision.classify import STOP_REASONS
 
     cmd = providers.get("command")
     p = CommandParser()

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from loopkit import schema
-from loopkit.invoke import normalize_transcript
-from loopkit.providers.base import detect
+from loopkit.worker.invoke import normalize_transcript
+from loopkit.worker.providers.base import detect
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 CASES = sorted(p.name.removesuffix(".jsonl") for p in GOLDEN.glob("*.jsonl"))

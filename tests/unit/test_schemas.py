@@ -128,8 +128,9 @@ def test_the_spec_field_names_are_published() -> None:
 def test_every_provider_list_follows_the_registry() -> None:
     """Contract validation, the click choices and the schema enums name the registered
     providers: a new provider is one module and one registry line."""
-    from loopkit import contract, providers
+    from loopkit import contract
     from loopkit.cli import invoke, judge
+    from loopkit.worker import providers
 
     names = providers.names()
     assert list(contract.PROVIDERS) == names
@@ -160,7 +161,7 @@ def test_every_provider_list_follows_the_registry() -> None:
 )
 def test_each_provider_recognises_its_own_saved_stream(path: Path) -> None:
     """Transcript sniffing is each provider's own (Provider.sniff), over the registry."""
-    from loopkit.providers.base import detect
+    from loopkit.worker.providers.base import detect
 
     owner = path.name.split("_", 1)[0]
     assert detect(path) == (owner if owner in ("claude", "codex") else "command")

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopkit.globs import matches
-from loopkit.scope import Change, Policy, evaluate, symlink_escape
+from loopkit.evidence.globs import matches
+from loopkit.evidence.scope import Change, Policy, evaluate, symlink_escape
 
 
 @pytest.mark.parametrize(
@@ -183,3 +183,42 @@ def test_no_contract_no_policy_nothing_is_a_violation() -> None:
     p = Policy.from_contract({"scope": {"writable": ["a/**"]}, "budgets": {"changed_lines": 9}})
     assert p == Policy(writable=("a/**",), changed_lines=9)
     assert p is not None and p.as_dict()["changed_files"] is None
+
+
+ADD_ONLY = Policy(writable=("src/**",), add_only=("tests/**",), protected=("tests/fixtures/**",))
+
+
+@pytest.mark.parametrize(
+    ("change", "rules"),
+    [
+        (Change("tests/test_new.py", "added", 5), []),  # a new test: in scope, not writable
+        (Change("tests/test_old.py", "modified", 1, 1), [("add_only", "tests/test_old.py")]),
+        (Change("tests/test_old.py", "deleted", 0, 9), [("add_only", "tests/test_old.py")]),
+        (Change("tests/test_old.py", "type_changed"), [("add_only", "tests/test_old.py")]),
+        # renamed away: the base's file is gone, whichever side the new name lies
+        (Change("tests/test_b.py", "renamed", old_path="tests/test_a.py"),
+         [("rename_out_of_scope", "tests/test_a.py")]),
+        (Change("src/moved.py", "renamed", old_path="tests/test_a.py"),
+         [("rename_out_of_scope", "tests/test_a.py")]),
+        # a source file renamed into the tests is a new file there
+        (Change("tests/test_x.py", "renamed", old_path="src/x.py"), []),
+        (Change("tests/test_copy.py", "copied", old_path="tests/test_a.py"), []),
+        # protected wins over add_only: not even a new file
+        (Change("tests/fixtures/new.json", "added", 1), [("protected", "tests/fixtures/new.json")]),
+        (Change("docs/new.md", "added", 1), [("outside_writable", "docs/new.md")]),
+    ],
+    ids=["new", "modified", "deleted", "retyped", "renamed-within", "renamed-out",
+         "renamed-in", "copied", "protected-wins", "elsewhere"],
+)
+def test_add_only_allows_new_files_and_never_a_change_to_the_base_s(
+    change: Change, rules: list[tuple[str, str]]
+) -> None:
+    assert [(v.rule, v.path) for v in evaluate(ADD_ONLY, [change])] == rules
+
+
+def test_always_allowed_wins_over_add_only_and_the_policy_shows_it() -> None:
+    policy = ADD_ONLY.but(always_allowed=("tests/scratch/**",))
+    assert evaluate(policy, [Change("tests/scratch/a.py", "modified", 1, 1)]) == []
+    assert Policy.from_contract(
+        {"scope": {"writable": ["src/**"], "add_only": ["tests/**"]}}
+    ).as_dict()["add_only"] == ["tests/**"]  # type: ignore[union-attr]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from loopkit import secrets
+from loopkit.boundary import secrets
 
 
 def test_only_the_allow_list_and_the_names_asked_for_pass() -> None:
@@ -70,7 +70,7 @@ def test_checks_run_outside_the_environment_of_pre_commit_try_repo(
 def test_what_a_run_needs_from_the_hosts_tmp_is_shown_read_only(tmp_path: Path) -> None:
     """A checkout cloned under /tmp keeps its venv and node_modules there; the sandbox's
     private /tmp would hide them from the worker."""
-    from loopkit.sandbox import tools_under_tmp
+    from loopkit.boundary.sandbox import tools_under_tmp
 
     venv = tmp_path / "clone" / ".venv"
     (venv / "bin").mkdir(parents=True)

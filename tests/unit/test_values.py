@@ -8,8 +8,8 @@ import pickle
 
 import pytest
 
-from loopkit.cleanroom import Room
-from loopkit.scope import Change, Policy, Violation
+from loopkit.evidence.cleanroom import Room
+from loopkit.evidence.scope import Change, Policy, Violation
 from loopkit.values import Value
 
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from loopkit import verdict
-from loopkit.verdict import MET, NOT_MET
+from loopkit.judge import verdict
+from loopkit.judge.verdict import MET, NOT_MET
 
 SETTINGS = settings(max_examples=200, deadline=None)
 

@@ -1,0 +1,315 @@
+"""What a worker (or a judge) may reach: the sandbox policy of one run.
+
+``loopkit.boundary.sandbox`` knows how to start bubblewrap; this module decides what goes in it,
+from the contract's ``sandbox`` section (published keys)::
+
+    sandbox:
+      mode: auto        # auto (the default): a sandbox where one can start, else none,
+                        #   and run.sandbox says why; required: refuse to run without
+                        #   one (exit 4); off: no sandbox
+      network: true     # the agents need their API; false cuts the network
+      writable: []      # more paths the worker may write (a cache, a scratch folder)
+
+Inside: the repository read-write (read-only for a judge); ``.git`` (the repository's
+and a linked worktree's) read-only; the contract file, TASKS.md and the memory file
+read-only; the state folder (ledger, cancellation, artifacts) not visible; a private
+``/tmp``; a PID namespace of its own (nothing outlives the run, no ancestor's
+``/proc/PID/environ``); the allow-listed environment only. What each provider needs to
+write (claude's config folder, ``CODEX_HOME``) it declares itself
+(``Provider.contained``). The record (``run.sandbox``) says what was used and why.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from loopkit.errors import EnvironmentProblem
+
+MODES = ("auto", "required", "off")
+DEFAULTS: dict[str, Any] = {"mode": "auto", "network": True, "writable": []}
+
+
+class Policy:
+    """The sandbox a run asks for (the contract's ``sandbox`` with its defaults)."""
+
+    mode: str
+    network: bool
+    writable: list[str]
+    show: list[str]
+    hide: list[str]
+
+    def __init__(
+        self,
+        mode: str = "auto",
+        network: bool = True,
+        writable: list[str] | None = None,
+        show: list[str] | None = None,
+        hide: list[str] | None = None,
+    ) -> None:
+        self.mode = mode
+        self.network = network
+        self.writable = [] if writable is None else writable
+        self.show = [] if show is None else show
+        self.hide = [] if hide is None else hide
+
+    @classmethod
+    def of(cls, contract: Mapping[str, Any] | None) -> Policy:
+        section = dict(DEFAULTS)
+        section.update((contract or {}).get("sandbox") or {})
+        return cls(
+            mode="off" if section["mode"] is False else str(section["mode"]),
+            network=bool(section["network"]),
+            writable=[str(p) for p in section.get("writable") or []],
+            show=[str(p) for p in section.get("show") or []],
+            hide=[str(p) for p in section.get("hide") or []],
+        )
+
+
+class Contained:
+    """The command to start, the environment to start it with, and the record."""
+
+    argv: list[str]
+    env: dict[str, str]
+    record: dict[str, Any]
+    #: Files made for the run outside the hidden state folder (removed afterwards).
+    scratch: Path | None
+
+    def __init__(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        record: dict[str, Any],
+        scratch: Path | None = None,
+    ) -> None:
+        self.argv = argv
+        self.env = env
+        self.record = record
+        self.scratch = scratch
+
+
+def contain(
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    *,
+    policy: Policy,
+    root: Path,
+    git_dirs: Sequence[Path],
+    state: Path,
+    writable: Sequence[Path] = (),
+    read_only: Sequence[Path] = (),
+    visible: Mapping[str, Path] | None = None,
+    repo_writable: bool = True,
+) -> Contained:
+    """``argv`` wrapped as the policy says, or as it is (with the reason) when no sandbox
+    is asked for or can start. ``visible`` maps environment variables to files in the
+    hidden state folder the worker must read (the command provider's handoff): each is
+    copied to a scratch folder shown read-only, and the variable points at the copy."""
+    from loopkit.boundary import sandbox
+
+    record: dict[str, Any] = {"mode": policy.mode, "network": policy.network}
+    if policy.mode == "off":
+        return Contained(list(argv), dict(env), {**record, "used": False, "reason": "mode: off"})
+    found = sandbox.probe()
+    if not found.available:
+        if policy.mode == "required":
+            raise EnvironmentProblem(
+                f"sandbox required (sandbox.mode: required), but {found.reason}"
+            )
+        return Contained(list(argv), dict(env), {**record, "used": False, "reason": found.reason})
+    inner = dict(env)
+    scratch: Path | None = None
+    shown: list[Path] = []
+    for var, path in (visible or {}).items():
+        if scratch is None:
+            scratch = Path(tempfile.mkdtemp(prefix="loopkit-run-"))
+        copy = scratch / path.name
+        copy.write_bytes(path.read_bytes())
+        inner[var] = str(copy)
+        shown.append(copy)
+    extra = [expand(p, root=root) for p in policy.writable]
+    for p in extra:
+        p.mkdir(parents=True, exist_ok=True)
+    wrapped = sandbox.wrap(
+        argv,
+        root=root,
+        git_dir=None,
+        state_dir=state,
+        env=inner,
+        writable_extra=[p for p in (*writable, *extra) if p.exists()],
+        read_only_extra=[
+            *(p for p in (*git_dirs, *read_only) if os.path.lexists(p)),
+            *shown,
+        ],
+        network=policy.network,
+        repo_writable=repo_writable,
+        home=env.get("HOME") or os.path.expanduser("~"),
+        shown=[p for p in (expand(x, root=root) for x in policy.show) if os.path.lexists(p)],
+        hidden_extra=[expand(x, root=root) for x in policy.hide],
+    )
+    record.update(used=True, tool="bwrap", reason=found.reason)
+    return Contained(wrapped.argv, wrapped.env, record, scratch)
+
+
+# --------------------------------------------------------------------------- the checks
+
+
+def expand(path: str, *, root: Path) -> Path:
+    """A path the contract names: ``~`` is the user's home, a relative path is under the
+    repository."""
+    text = os.path.expanduser(path) if path.startswith("~") else path
+    return Path(text) if os.path.isabs(text) else root / text
+
+
+class Checks:
+    """Where lk-verify's checks run (``for_checks``): the command line and environment
+    for one check, and the record (``verify.sandbox``)."""
+
+    record: dict[str, Any]
+
+    def __init__(self, record: dict[str, Any], args: dict[str, Any] | None) -> None:
+        self.record = record
+        self._args = args
+
+    @property
+    def used(self) -> bool:
+        return self._args is not None
+
+    def command(
+        self, command: str, env: Mapping[str, str]
+    ) -> tuple[list[str] | str, dict[str, str], bool]:
+        """(argv or shell text, environment, whether it is shell text) for one check."""
+        if self._args is None:
+            return command, dict(env), True
+        from loopkit.boundary import sandbox
+
+        inner = dict(env)
+        inner.setdefault("HOME", self._args["home"])
+        wrapped = sandbox.wrap(["/bin/sh", "-c", command], env=inner, **self._args)
+        return wrapped.argv, wrapped.env, False
+
+
+def checks_policy(contract: Mapping[str, Any] | None) -> tuple[Policy, bool]:
+    """The sandbox policy the checks follow (the contract's ``sandbox.mode``) and whether
+    they get one: not with ``mode: off``, nor where none can start (``mode: required``
+    then refuses, exit 4)."""
+    from loopkit.boundary import sandbox
+
+    policy = Policy.of(contract)
+    if policy.mode == "off":
+        return policy, False
+    found = sandbox.probe()
+    if not found.available and policy.mode == "required":
+        raise EnvironmentProblem(f"sandbox required (sandbox.mode: required), but {found.reason}")
+    return policy, found.available
+
+
+def for_checks(
+    contract: Mapping[str, Any] | None,
+    *,
+    root: Path,
+    room: Path,
+    objects: Path,
+    carried: Sequence[str],
+    hidden: Sequence[Path],
+    env: Mapping[str, str],
+) -> Checks:
+    """The checks' sandbox: the clean room ``room`` shown at the repository's own path
+    ``root`` (so an editable install, an absolute path or a symlink into the repository
+    sees exactly the verified tree, and the real work tree is not there at all); its own
+    ``.git`` read-only, reading the repository's objects (``objects``, read-only); the
+    ``carried`` ignored paths of the work tree read-only at their place; a private, empty
+    home (``sandbox.show`` paths and the tools on PATH shown read-only); ``hidden`` (the
+    state folder, the real git folders, the clean rooms' folder) and ``sandbox.hide`` not
+    visible; a private /tmp; the network unless ``verify.network: false``; nothing a check
+    starts outlives it. Without a sandbox (``mode: off``, or none can start) the checks
+    run as they are, in the room, and the record says why."""
+    from loopkit.boundary import sandbox
+
+    policy, usable = checks_policy(contract)
+    # The checks run the worker's code: a contract that cut the worker's network
+    # (sandbox.network: false) cuts theirs too, unless verify.network says otherwise.
+    network = bool(((contract or {}).get("verify") or {}).get("network", policy.network))
+    record: dict[str, Any] = {"mode": policy.mode, "network": network}
+    if not usable:
+        why = "mode: off" if policy.mode == "off" else sandbox.probe().reason
+        return Checks({**record, "used": False, "reason": why}, None)
+    home = env.get("HOME") or os.path.expanduser("~")
+    shown = [expand(p, root=root) for p in policy.show]
+    hide = [expand(p, root=root) for p in policy.hide]
+    bound: list[tuple[Path, str]] = [(objects, ".git/objects")]
+    bound += [(root / name, name) for name in carried if not os.path.lexists(room / name)]
+    args = {
+        "root": root,
+        "source": room,
+        "git_dir": None,
+        "state_dir": None,
+        "bound": bound,
+        "home": home,
+        "shown": [p for p in shown if os.path.lexists(p)],
+        "venvs": [root / name for name in carried],
+        "hidden_extra": [*hidden, *hide],
+        "network": network,
+    }
+    record.update(used=True, tool="bwrap", reason=sandbox.probe().reason)
+    return Checks(record, args)
+
+
+# --------------------------------------------------------------------------- provider homes
+
+
+def provider_homes() -> Path:
+    """Where the providers' private homes live (beside the clean rooms, in the user cache
+    folder; ``$LOOPKIT_HOMES`` moves them): never visible to the checks."""
+    from loopkit.evidence import cleanroom
+
+    chosen = os.environ.get("LOOPKIT_HOMES")
+    if chosen:
+        return Path(chosen)
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return (
+        Path(cache) / "loopkit" / "homes"
+        if not os.environ.get(cleanroom.ROOM_ENV)
+        else (Path(os.environ[cleanroom.ROOM_ENV]).parent / "homes")
+    )
+
+
+def provider_home(root: Path, name: str) -> Path:
+    """The private home of provider ``name`` for the repository at ``root``: where its CLI
+    keeps settings and sessions during loopkit's runs, never the person's own."""
+    from loopkit.evidence import cleanroom
+
+    return provider_homes() / cleanroom.home_of(root).name / name
+
+
+def seed_home(home: Path, files: Mapping[str, Path], *, keep: Sequence[str]) -> Path:
+    """Make the private home ``home`` hold, afresh, copies of ``files`` (name in the home
+    -> the person's file; missing ones are skipped) and, of what an earlier run left, only
+    the entries ``keep`` names (patterns: its sessions and their index, for a resume). Whatever a worker wrote
+    there otherwise -- settings, hooks, helpers, base URLs, MCP servers, instructions --
+    is gone before the next run, and never was in the person's own home."""
+    import fnmatch
+    import shutil
+
+    home.mkdir(parents=True, exist_ok=True)
+    for entry in os.scandir(home):
+        if entry.name not in files and any(fnmatch.fnmatchcase(entry.name, k) for k in keep):
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            os.unlink(entry.path)
+    for name, source in files.items():
+        try:
+            data = source.read_bytes()
+        except OSError:
+            continue
+        target = home / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+    return home

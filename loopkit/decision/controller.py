@@ -1,0 +1,335 @@
+"""lk-decide's work, apart from its command line: contract, state, ledger, decision, record.
+
+The pure parts live in ``loopkit.decision.decide`` (the decision), ``loopkit.decision.budget`` (history
+and admission) and ``loopkit.decision.records`` (the ledger's records, their replay); this module
+gathers their inputs from the world (the tree on disk, the cancellation intent, the
+ledger's index) and writes their results back (the ledger record, a checkpoint on
+exhaustion with ``loopkit.decision.checkpoint``, artifact retention on completion). It prints
+nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from loopkit import git
+from loopkit.decision import budget, checkpoint
+from loopkit.decision import decide as decider
+from loopkit.decision.records import admission_decision, admission_record, attempt_record, replay
+from loopkit.document import attach
+from loopkit.errors import BadInput
+from loopkit.exitcodes import OUTCOME_CODES
+from loopkit.state import cancel, retention
+from loopkit.state import ledger as ledgers
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from loopkit.evidence import statcache
+
+
+class Result:
+    document: dict[str, Any]
+    code: int
+    summary: str
+    warnings: list[str]
+    #: Normal events a person may want to know of (a checkpoint written, artifacts pruned).
+    notes: list[str]
+
+    def __init__(
+        self,
+        document: dict[str, Any],
+        code: int,
+        summary: str,
+        warnings: list[str] | None = None,
+        notes: list[str] | None = None,
+    ) -> None:
+        self.document = document
+        self.code = code
+        self.summary = summary
+        self.warnings = [] if warnings is None else warnings
+        self.notes = [] if notes is None else notes
+
+
+class _Setup:
+    document: dict[str, Any]
+    contract: dict[str, Any]
+    root: Path
+    state: Path
+    ledger: ledgers.Ledger
+
+    def __init__(
+        self,
+        document: dict[str, Any],
+        contract: dict[str, Any],
+        root: Path,
+        state: Path,
+        ledger: ledgers.Ledger,
+    ) -> None:
+        self.document = document
+        self.contract = contract
+        self.root = root
+        self.state = state
+        self.ledger = ledger
+
+
+def _setup(
+    document: dict[str, Any] | None, contract_path: str | None, ledger_path: str | None
+) -> _Setup:
+    from loopkit.document import new_attempt
+    from loopkit.state.artifacts import assign_attempt_id
+    from loopkit.workspace import Workspace
+
+    doc = document if document is not None else new_attempt()
+    ws = Workspace.open(contract_path=contract_path, document=doc, require_contract=True)
+    contract = ws.contract or {}
+    ws.stamp(doc)
+    path = Path(ledger_path) if ledger_path else ws.state / ledgers.DEFAULT_NAME
+    assign_attempt_id(doc)
+    return _Setup(doc, contract, ws.root, ws.state, ledgers.Ledger(path))
+
+
+def tree_on_disk(
+    root: Path,
+    state: Path,
+    run: Any,
+    *,
+    keep_as: Path | None = None,
+    handed: statcache.Handoff | None = None,
+) -> str:
+    """The work tree's hash as lk-decide binds the evidence to it: through loopkit's own
+    stat cache (the worker's index is never trusted after it ran), which keeps the result
+    -- the recipes' hash and the next attempt's start from it (kept as ``keep_as`` instead
+    when given). ``run``: the document's run section (its state seal); ``handed``: the
+    index lk-diff left in the same ``lk attempt``, started from while it is unchanged."""
+    from loopkit.evidence import statcache
+
+    kept = keep_as or statcache.path(state)
+    if handed is not None and (given := handed.seed()) is not None:
+        return git.tree_hash(root, seed=given, keep=kept, held=handed.tree)
+    seed = statcache.seed(state, run.get("state_seal") if isinstance(run, Mapping) else None)
+    return git.tree_hash(root, seed=seed, keep=kept if seed is not None else None)
+
+
+class EarlyTree:
+    """``tree_on_disk`` begun in a thread before lk-decide asks for it: ``lk attempt``
+    starts it the moment the last check in the clean room has ended, so it runs beside the
+    clean room's own hash after the checks (two git walks at once on two cores). Nothing
+    loopkit runs after that moment writes the work tree: the checks ran in the clean
+    room. lk-decide takes it for the same work tree and state folder (``take``); until
+    then the stat cache it leaves waits beside the sealed one, which a hash taken instead
+    (``drop``: the base's checks or the judge ran in between) still starts from."""
+
+    def __init__(
+        self, root: Path, state: Path, run: Any, *, handed: statcache.Handoff | None = None
+    ) -> None:
+        from loopkit.background import Background
+        from loopkit.evidence import statcache
+
+        self.root, self.state = root, state
+        self._kept = statcache.beside(state, "early")
+        self._hash = Background(
+            lambda: tree_on_disk(root, state, run, keep_as=self._kept, handed=handed),
+            name="lk-early-tree",
+        )
+
+    def take(self, root: Path, state: Path) -> str | None:
+        """The hash, once it is done (its stat cache now the stat cache); None, and nothing
+        kept, when it was taken for another work tree or state folder."""
+        if (root, state) != (self.root, self.state):
+            self.drop()
+            return None
+        try:
+            tree = str(self._hash.result())
+        except BaseException:
+            self.drop()
+            raise
+        from loopkit.evidence import statcache
+
+        if self._kept.exists():
+            os.replace(self._kept, statcache.path(state))
+        return tree
+
+    def wait(self) -> None:
+        """Wait for the hash to be done (before loopkit writes files of its own again: the
+        state folder may lie in the work tree, and a worker's .gitignore may take it in)."""
+        self._hash.wait()
+
+    def drop(self) -> None:
+        """Wait for the hash and forget it."""
+        self._hash.wait()
+        with contextlib.suppress(OSError):
+            self._kept.unlink()
+
+
+def decide(
+    document: dict[str, Any] | None,
+    *,
+    contract_path: str | None = None,
+    ledger_path: str | None = None,
+    trigger: str | None = None,
+    env: Mapping[str, str] | None = None,
+    early: EarlyTree | None = None,
+) -> Result:
+    """Decide one attempt, append its record, and route its artifacts. ``early``: the tree
+    on disk, hashed since the checks ended (``EarlyTree``)."""
+    s = _setup(document, contract_path, ledger_path)
+    doc = s.document
+    view = decider.inputs(doc, s.contract)
+    view["verify_recorded"] = _recorded_verify(s.state, doc)
+    run = doc.get("run")
+    if isinstance(run, Mapping) and run.get("state_seal"):
+        view["state_tampered"] = ledgers.tampered(run["state_seal"], s.state)
+    tree = None
+    if doc.get("verify") or doc.get("diff"):
+        tree = early.take(s.root, s.state) if early is not None else None
+        if tree is None:
+            tree = tree_on_disk(s.root, s.state, run)
+    intent = cancel.requested(s.state)
+    tid = decider.task_id(view)
+    how = ledgers.detect_trigger(trigger, env if env is not None else os.environ)
+    warnings: list[str] = []
+    notes: list[str] = []
+    with s.ledger.transaction() as txn:
+        history = txn.history(tid)
+        decision = decider.decide(view, history, tree_on_disk=tree, cancel=intent)
+        record = attempt_record(
+            view,
+            history,
+            decision,
+            tree_on_disk=tree,
+            cancel=intent,
+            trigger=how,
+            started_at=doc.get("started_at"),
+            recorded_at=ledgers.now_iso(),
+        )
+        txn.append(record)
+        if decision["outcome"] == "complete":
+            pruned = retention.on_complete(
+                s.state, tid, s.ledger.attempt_ids(tid), s.contract.get("artifacts")
+            )
+            if pruned:
+                notes.append(f"pruned the bulky artifacts of {len(pruned)} completed attempt(s)")
+        elif decision["outcome"] == "budget_exhausted":
+            after = txn.history(tid)
+            path = checkpoint.write(
+                s.state, tid, checkpoint.build(tid, decision, after, s.contract)
+            )
+            notes.append(f"checkpoint written to {path}")
+    warnings[:0] = [f"ledger {s.ledger.path}: {p}" for p in s.ledger.problems]
+    attach(doc, "decision", decision)
+    summary = f"{decision['outcome']}"
+    if decision["failure_class"]:
+        summary += f" ({decision['failure_class']})"
+    summary += f", attempt {decision['attempt']}: {decision['reason'].splitlines()[0]}"
+    return Result(doc, int(OUTCOME_CODES[decision["outcome"]]), summary, warnings, notes)
+
+
+def _recorded_verify(state: Path, doc: Mapping[str, Any]) -> str | None:
+    """Whether the piped verify section is the one lk-verify recorded for this attempt:
+    "match", "differs", "missing" (none recorded), or None (no verify section)."""
+    from loopkit import loader
+    from loopkit.evidence.verify import RECORD_NAME
+
+    verify = doc.get("verify")
+    attempt = doc.get("attempt_id")
+    if not isinstance(verify, Mapping) or not isinstance(attempt, str):
+        return None
+    try:
+        path = state / "artifacts" / attempt / RECORD_NAME
+        recorded = loader.json_loads(path.read_bytes())
+    except (OSError, ValueError):
+        return "missing"
+    return "match" if recorded == verify else "differs"
+
+
+def interrupted(task_id: str, *, reason: str, ledger_path: str | None = None) -> dict[str, Any]:
+    """Append an ``interrupted`` record for ``task_id`` (records.interrupted_record)."""
+    from loopkit.decision import records
+    from loopkit.workspace import for_state_only
+
+    path = Path(ledger_path) if ledger_path else for_state_only().state / ledgers.DEFAULT_NAME
+    book = ledgers.Ledger(path)
+    with book.transaction() as txn:
+        record = records.interrupted_record(
+            task_id, txn.history(task_id), reason=reason, now=ledgers.now_iso()
+        )
+        return txn.append(record)
+
+
+def admit(
+    document: dict[str, Any] | None,
+    *,
+    contract_path: str | None = None,
+    ledger_path: str | None = None,
+    trigger: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Result:
+    """Admission before a run: reserve its share of the budgets, or refuse (22)."""
+    s = _setup(document, contract_path, ledger_path)
+    doc = s.document
+    view = decider.inputs(doc, s.contract)
+    tid = decider.task_id(view)
+    intent = cancel.requested(s.state)
+    if intent:
+        decision = decider.decide(view, None, tree_on_disk=None, cancel=intent)
+        with s.ledger.transaction() as txn:
+            decision["attempt"] = int(txn.history(tid).get("attempts") or 0) + 1
+        attach(doc, "decision", decision)
+        return Result(doc, int(OUTCOME_CODES["cancelled"]), f"not admitted: {decision['reason']}")
+    how = ledgers.detect_trigger(trigger, env if env is not None else os.environ)
+    now = ledgers.now_iso()
+    warnings: list[str] = []
+    notes: list[str] = []
+    with s.ledger.transaction() as txn:
+        history = txn.history(tid)
+        admission = budget.admit(history, view.get("contract") or {}, now=now)
+        txn.append(admission_record(view, history, admission, now=now, trigger=how))
+        refused = admission_decision(admission)
+        if refused is not None and refused["outcome"] == "budget_exhausted":
+            path = checkpoint.write(
+                s.state, tid, checkpoint.build(tid, refused, history, s.contract)
+            )
+            notes.append(f"checkpoint written to {path}")
+    warnings[:0] = [f"ledger {s.ledger.path}: {p}" for p in s.ledger.problems]
+    doc["admission"] = admission
+    if refused is not None:
+        attach(doc, "decision", refused)
+        return Result(
+            doc, int(OUTCOME_CODES[refused["outcome"]]), refused["reason"], warnings, notes
+        )
+    granted = ", ".join(f"{k} {v}" for k, v in admission["granted"].items() if v is not None)
+    return Result(
+        doc,
+        0,
+        f"admitted attempt {admission['attempt']}" + (f" ({granted})" if granted else ""),
+        warnings,
+    )
+
+
+def replay_ledger(path: str) -> Result:
+    """Re-derive every decision of a ledger; code 1 when any record disagrees."""
+    p = Path(path)
+    if not p.is_file():
+        raise BadInput(path, "no such ledger file")
+    records, problems = ledgers.read(p)
+    disagreements = replay(records)
+    doc = {
+        "kind": "loopkit/replay",
+        "version": 1,
+        "ledger": str(p),
+        "records": len(records),
+        "agree": not disagreements,
+        "disagreements": disagreements,
+        "problems": [x.as_dict() for x in problems],
+    }
+    bad = {d["line"] for d in disagreements}
+    summary = (
+        f"all {len(records)} recorded decisions re-derive"
+        if not disagreements
+        else f"{len(bad)} of {len(records)} records disagree with their re-derivation"
+    )
+    return Result(doc, 1 if disagreements else 0, summary, [str(x) for x in problems])

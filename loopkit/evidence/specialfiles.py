@@ -1,0 +1,87 @@
+"""Files git cannot hold: FIFOs, sockets and device nodes in the work tree.
+
+Git stores regular files, symlinks and gitlinks only. It skips an untracked FIFO or
+socket, fails on a tracked path that became one ("can only add regular files"), and
+*opens* one named ``.gitignore`` or ``.gitattributes`` -- which blocks for ever on a
+FIFO nobody writes: a worker's ``mkfifo src/.gitignore`` would hang every later stage
+that lets git look at the tree (lk-diff's hash, lk-decide's, the park's ``git status``).
+So what the worker leaves of them goes with its run: lk-invoke walks the work tree
+after the worker (``os.scandir``, no file opened; ``.git`` folders, the state folder and
+the folders git ignored at the start are not entered), removes every such file made or
+changed while the worker ran (its change time is the run's: no process can set it
+back), and records them in ``run.special_files``; lk-diff reports each as a
+``special_file`` violation. Nothing is lost: a FIFO holds no data, a socket's listener
+ended with the worker's process group, and one there before the worker is left alone.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Sequence
+from pathlib import Path
+
+#: What ``run.special_files`` says a file was.
+_KINDS = (
+    (stat.S_ISFIFO, "fifo"),
+    (stat.S_ISSOCK, "socket"),
+    (stat.S_ISCHR, "character device"),
+    (stat.S_ISBLK, "block device"),
+)
+
+#: At most this many are recorded (all are removed).
+MAX_RECORDED = 200
+
+
+def kind_of(mode: int) -> str | None:
+    """``fifo``, ``socket``, ``character device`` or ``block device``; None for what git
+    can hold (a file, a symlink, a folder)."""
+    for test, name in _KINDS:
+        if test(mode):
+            return name
+    return None
+
+
+def clear_new(root: Path, *, since_ns: int, prune: Sequence[str] = ()) -> list[dict[str, str]]:
+    """Remove the special files under ``root`` whose change time is ``since_ns`` or later;
+    return them as ``[{path, type}]`` (repository-relative, at most ``MAX_RECORDED``).
+
+    ``prune``: repository-relative folders not entered (the state folder; folders git
+    ignored at the start, ending in ``/`` or not). Folders named ``.git`` are never
+    entered, and symlinks never followed."""
+    skip = {p.rstrip("/") for p in prune if p.rstrip("/")}
+    found: list[dict[str, str]] = []
+    stack = [""]
+    while stack:
+        rel = stack.pop()
+        try:
+            entries = os.scandir(os.path.join(root, rel) if rel else root)
+        except OSError:
+            continue
+        with entries:
+            for e in entries:
+                try:  # the entry's type from the folder listing: no call but for the odd ones
+                    if e.is_file(follow_symlinks=False):
+                        continue
+                    if e.is_dir(follow_symlinks=False):
+                        sub = f"{rel}/{e.name}" if rel else e.name
+                        if e.name != ".git" and sub not in skip:
+                            stack.append(sub)
+                        continue
+                    if e.is_symlink():
+                        continue
+                    st = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                kind = kind_of(st.st_mode)
+                if kind is None or st.st_ctime_ns < since_ns:
+                    continue
+                try:
+                    os.unlink(e.path)
+                except FileNotFoundError:
+                    continue
+                except OSError:  # left (a folder it cannot write): still reported
+                    pass
+                if len(found) < MAX_RECORDED:
+                    found.append({"path": f"{rel}/{e.name}" if rel else e.name, "type": kind})
+    return sorted(found, key=lambda f: f["path"])

@@ -1,0 +1,641 @@
+"""Run the contract's acceptance checks and record evidence bound to the tree.
+
+Each check is a shell command run in the repository root with its timeout (the whole
+process group is ended when it runs out). Its full output goes to a log under the
+attempt's artifact folder; the evidence keeps the exit code, a bounded tail, the output's
+sha256 and, for a failure, a fingerprint. The tree is hashed before the first check and
+after each one: a check that changed the tree is flagged, since its evidence is not about
+the tree it started from.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from loopkit import digest, git, proc, text
+from loopkit.errors import BadInput, LoopkitError
+from loopkit.evidence import fingerprint, specialfiles
+from loopkit.state import artifacts
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from loopkit.evidence import cleanroom
+
+#: The verify section as lk-verify recorded it, in the attempt's artifact folder.
+RECORD_NAME = "verify.json"
+#: The output tail kept in the document: at most this many lines and bytes (from the end).
+TAIL_LINES = 40
+TAIL_BYTES = 4096
+#: Bytes from the end of the output a fingerprint reads (a failure is told at the end).
+FINGERPRINT_WINDOW = 256 * 1024
+_CHUNK = 1 << 20
+
+#: progress(event, index, total, name, finished-check-or-None): "start" as a check starts,
+#: "ran" once its process ended (None), "end" once its result is known.
+Progress = Callable[[str, int, int, str, "dict[str, Any] | None"], None]
+#: launch(command, env) -> (argv or shell text, env, shell?): how one check is started.
+Launch = Callable[[str, Mapping[str, str]], "tuple[list[str] | str, dict[str, str], bool]"]
+
+
+def select(criteria: Sequence[Mapping[str, Any]], only: Sequence[str]) -> list[Mapping[str, Any]]:
+    """The criteria to run, in contract order; ``only`` names a subset (unknown names: exit 3)."""
+    if not only:
+        return list(criteria)
+    names = [str(c["name"]) for c in criteria]
+    unknown = [n for n in only if n not in names]
+    if unknown:
+        raise BadInput(
+            "--only", f"no check named {unknown[0]!r}; the contract has: {', '.join(names)}"
+        )
+    return [c for c in criteria if c["name"] in only]
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-.")[:60] or "check"
+
+
+def _sha256_file(path: Path) -> tuple[str, bytes]:
+    """The file's sha256 and its last bytes (enough for the tail and the fingerprint)."""
+    size = path.stat().st_size
+    h = digest.sha256(size=size)
+    with open(path, "rb") as f:
+        while block := f.read(_CHUNK):
+            h.update(block)
+        f.seek(max(0, size - FINGERPRINT_WINDOW))
+        end = f.read()
+    return h.hexdigest(), end
+
+
+class Result:
+    """The ``verify`` section, and whether every check passed."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        self.body = body
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.body["passed"])
+
+
+def run_checks(
+    root: Path,
+    criteria: Sequence[Mapping[str, Any]],
+    *,
+    log_dir: Path,
+    fail_fast: bool = False,
+    progress: Progress | None = None,
+    env: Mapping[str, str] | None = None,
+    index: Path | None = None,
+    skip: Sequence[str] = (),
+    home: Path | None = None,
+    synced: str | None = None,
+    launch: Launch | None = None,
+    should_stop: Callable[[], str | None] | None = None,
+) -> Result:
+    """Run ``criteria`` in order in the repository at ``root``; the ``verify`` section.
+
+    ``index`` (from ``git.locate``) spares a git call when the caller already knows it;
+    ``skip`` names top-level paths left out of the tree hashes (a clean room's carried
+    symlinks); ``home`` is the repository the evidence is about when ``root`` is its clean
+    room (log paths are recorded relative to it, and both paths are noise in fingerprints);
+    ``synced`` is the tree git has just checked out there (a clean room's), taken as the
+    tree before the checks instead of hashing it again -- were it not, the hash after them
+    differs and the checks are said to have changed it: the verification fails.
+    ``launch`` turns a check's command and environment into what is started (the checks'
+    sandbox, ``containment.for_checks``); without it the command runs as it is.
+    ``should_stop`` is asked while a check runs: a reason (``lk cancel``) ends that check's
+    process group at once (``checks[].cancelled``), and the checks after it do not run.
+    """
+    where = git.locate(root) if index is None else git.Located(root=root, index=index, base=None)
+    with git.TreeWatch(where.root, index=where.index, skip=skip) as watch:
+        return _run(
+            where,
+            watch,
+            criteria,
+            log_dir,
+            fail_fast,
+            progress,
+            env,
+            home or root,
+            synced,
+            launch,
+            should_stop,
+        )
+
+
+def in_clean_room(
+    root: Path,
+    criteria: Sequence[Mapping[str, Any]],
+    *,
+    log_dir: Path,
+    head: str | None,
+    index: Path | None = None,
+    carry: Sequence[str] = (),
+    carry_before: Mapping[str, str] | None = None,
+    fail_fast: bool = False,
+    progress: Progress | None = None,
+    env: Mapping[str, str] | None = None,
+    tree: str | None = None,
+    early: cleanroom.EarlyRoom | None = None,
+    contract: Mapping[str, Any] | None = None,
+    state: Path | None = None,
+    reset: Sequence[str] = (),
+    should_stop: Callable[[], str | None] | None = None,
+) -> Result:
+    """Run ``criteria`` in the clean room synced to the working tree's tree (see
+    ``loopkit.evidence.cleanroom``); the ``verify`` section, bound to that tree. ``tree`` is that
+    tree when the caller has it (the one lk-diff checked: lk-decide completes only when
+    it is still the tree on disk), else the working tree is hashed here. ``early``: the
+    clean room's sync begun earlier (``lk attempt``), used when it is for this tree.
+
+    A check that changes a file of the tree there (or deletes one) is listed in
+    ``changed_by_checks`` and the verification does not pass: the tree the recipe would
+    commit is not the one the checks left. New files (caches, build output) are debris of
+    the clean room, never committed. A carried path whose fingerprint moved since the
+    worker started fails the verification too.
+    """
+    from loopkit.evidence import cleanroom
+
+    if tree is None:
+        tree = git.tree_hash(root, index=index)
+    links = room_links(contract, carry)
+    with cleanroom.held(root, tree, head=head, carry=links, early=early) as room:
+        jail = _jail(root, room, contract, carry, state, env, reset)
+        result = run_checks(
+            room.path,
+            criteria,
+            log_dir=log_dir,
+            fail_fast=fail_fast,
+            progress=progress,
+            env=env,
+            skip=(*room.carried, *carry),
+            home=root,
+            synced=tree,
+            launch=jail.command,
+            should_stop=should_stop,
+        )
+        body = result.body
+        body["sandbox"] = jail.record
+        touched: list[str] = []
+        if body.get("tree_changed"):
+            moved = git.changed_paths(room.path, tree, body["tree_after"])
+            touched = sorted(p for p, status in moved if status != "A")
+            body["changed_by_checks"] = touched
+            body["debris"] = sorted(p for p, status in moved if status == "A")[:200]
+        # New files alone (debris) leave the tree's own files as they were: the next sync
+        # removes them anyway.
+        cleanroom.settle(room, intact=body["tree"] == tree and not touched)
+    body["clean_room"] = True
+    problems: list[str] = []
+    if body["tree"] != tree:
+        problems.append(f"the clean room held tree {body['tree'][:12]}, not {tree[:12]}")
+        body["tree"] = tree
+    if body.get("tree_changed"):
+        if touched:
+            problems.append(
+                f"the checks changed {len(touched)} file(s) of the tree they verified "
+                f"({', '.join(touched[:5])}): no check ran on the tree they left"
+            )
+    moved_carry = cleanroom.changed_carry(carry_before, root, carry)
+    if moved_carry:
+        body["carry_changed"] = moved_carry
+        problems.append("carried paths changed since the worker started: " + ", ".join(moved_carry))
+    if problems:
+        body["passed"] = False
+        body["problems"] = problems
+    return result
+
+
+def room_links(contract: Mapping[str, Any] | None, carry: Sequence[str]) -> list[str]:
+    """The carried paths linked into the clean room itself: none when the checks run in
+    the sandbox (there they are bound read-only at their place); all of them without one
+    (a symlink to the work tree's, as before)."""
+    from loopkit.boundary import containment
+
+    return [] if containment.checks_policy(contract)[1] else list(carry)
+
+
+def _jail(
+    root: Path,
+    room: cleanroom.Room,
+    contract: Mapping[str, Any] | None,
+    carry: Sequence[str],
+    state: Path | None,
+    env: Mapping[str, str] | None,
+    reset: Sequence[str],
+) -> Any:
+    """The sandbox the checks run in (``containment.for_checks``), for the room synced."""
+    from loopkit.boundary import containment
+    from loopkit.evidence import cleanroom
+
+    cleanroom.make_reset_dirs(room.path, reset)
+    real = Path(os.path.realpath(root))
+    dirs = git.git_dirs(root)
+    hidden = [
+        cleanroom.home_of(root).parent,
+        containment.provider_homes(),
+        dirs.common,
+        dirs.own,
+    ]
+    if state is not None:
+        hidden.append(state)
+    return containment.for_checks(
+        contract,
+        root=real,
+        room=room.path,
+        objects=dirs.common / "objects",
+        carried=carry,
+        hidden=hidden,
+        env=os.environ if env is None else env,
+    )
+
+
+def _run(
+    where: git.Located,
+    watch: git.TreeWatch,
+    criteria: Sequence[Mapping[str, Any]],
+    log_dir: Path,
+    fail_fast: bool,
+    progress: Progress | None,
+    env: Mapping[str, str] | None,
+    home: Path,
+    synced: str | None = None,
+    launch: Launch | None = None,
+    should_stop: Callable[[], str | None] | None = None,
+) -> Result:
+    before = synced or watch.hash()
+    roots = sorted(
+        {str(p) for p in (where.root, home)} | {os.path.realpath(p) for p in (where.root, home)},
+        key=len,
+        reverse=True,
+    )
+    current = before
+    checks: list[dict[str, Any]] = []
+    base_env = dict(os.environ if env is None else env)
+    user_home = os.path.expanduser("~")
+    total = len(criteria)
+    for i, c in enumerate(criteria):
+        name = str(c["name"])
+        if progress:
+            progress("start", i, total, name, None)
+        log = log_dir / f"verify-{i + 1:02d}-{_slug(name)}.log"
+        run_env = dict(base_env)
+        run_env.update({str(k): str(v) for k, v in (c.get("env") or {}).items()})
+        started = time.time()
+        command, run_env, shell = (
+            launch(str(c["run"]), run_env) if launch else (str(c["run"]), run_env, True)
+        )
+        started_ns = time.time_ns() - 100_000_000  # the kernel's file clock is coarser
+        done = proc.run(
+            command,
+            shell=shell,
+            cwd=where.root,
+            env=run_env,
+            timeout=float(c["timeout"]) if c.get("timeout") else None,
+            output=log,
+            should_stop=should_stop,
+        )
+        stopped = done.stopped if done.stopped not in (None, "timeout") else None
+        if progress:
+            progress("ran", i, total, name, None)
+        digest, end = _sha256_file(log)
+        if launch is not None and not shell:
+            from loopkit.boundary import sandbox
+
+            why = sandbox.failed_to_start(done.exit_code, end)
+            if why:
+                raise sandbox.SandboxUnavailable(f"the checks' sandbox did not start: {why}")
+        passed = done.exit_code == 0 and not done.timed_out
+        entry: dict[str, Any] = {
+            "name": name,
+            "command": str(c["run"]),
+            "exit_code": done.exit_code,
+            "passed": passed,
+            "timed_out": done.timed_out,
+            "duration_s": round(done.duration_s, 3),
+            "output_tail": text.tail(end, lines=TAIL_LINES, limit=TAIL_BYTES),
+            "output_sha256": digest,
+            "output_bytes": log.stat().st_size,
+            "fingerprint": None
+            if passed
+            else fingerprint.of_output(
+                end,
+                exit_code=done.exit_code,
+                timed_out=done.timed_out,
+                roots=roots,
+                home=user_home,
+            ),
+            "log": artifacts.relative(log, home),
+        }
+        if not passed:
+            _read_tests(entry, c, where.root, log, end, started)
+        if stopped:
+            entry["cancelled"] = True
+        if synced is not None:  # the clean room: a FIFO a check left would block the hash
+            specialfiles.clear_new(where.root, since_ns=started_ns)
+        after = watch.hash()
+        if after != current:
+            entry["changed_tree"] = True
+            entry["tree_after"] = after
+        current = after
+        checks.append(entry)
+        if progress:
+            progress("end", i, total, name, entry)
+        if stopped or (fail_fast and not passed):
+            break
+    passed_all = all(c["passed"] for c in checks) and len(checks) == total
+    body: dict[str, Any] = {
+        "tree": before,
+        "tree_after": current,
+        "tree_changed": current != before,
+        "passed": passed_all,
+        "fingerprint": fingerprint.combine((c["name"], c["fingerprint"]) for c in checks),
+        "checks": checks,
+        "skipped": [str(c["name"]) for c in criteria[len(checks) :]],
+    }
+    stuck = [
+        {"name": c["name"], "command": c["command"], "why": c["cannot_run"]}
+        for c in checks
+        if c.get("cannot_run")
+    ]
+    if stuck:
+        body["environment"] = stuck
+    if current != before:
+        # What the checks themselves changed: the diff, taken before them, never saw it.
+        body["changed_by_checks"] = sorted(
+            p for p, _ in git.changed_paths(where.root, before, current)
+        )
+    return Result(body)
+
+
+def _read_tests(
+    entry: dict[str, Any],
+    criterion: Mapping[str, Any],
+    cwd: Path,
+    log: Path,
+    end: bytes,
+    started: float,
+) -> None:
+    """A failed check's per-test results (``tests``) and, where the check could not run
+    at all, why (``cannot_run``). With per-test results the check's fingerprint is the
+    set of its failing test ids: the same failure is exactly the same tests failing."""
+    from loopkit.evidence import testresults
+
+    why = testresults.cannot_run(entry["command"], entry["exit_code"], end)
+    if why is not None:
+        entry["cannot_run"] = why
+        return
+    output = end
+    if entry["output_bytes"] > len(end) and entry["output_bytes"] <= FULL_OUTPUT_BYTES:
+        output = log.read_bytes()  # go test -json and TAP list every test from the start
+    found = testresults.read(criterion, cwd=cwd, output=output, started=started)
+    if found is None:
+        return
+    entry["tests"] = found.section()
+    if found.failed:
+        entry["fingerprint"] = fingerprint.of_tests(found.failed)
+
+
+#: A failed check's whole output is read for its per-test results up to this size.
+FULL_OUTPUT_BYTES = 32 << 20
+
+
+def check_env(contract: Mapping[str, Any], doc: Mapping[str, Any] | None) -> dict[str, str]:
+    """The checks' environment: the allow-list (loopkit.boundary.secrets) plus the contract's
+    ``verify.env_allow``, and LOOPKIT_TASK_ID when a task is piped."""
+    from loopkit.boundary import secrets
+
+    names = [*secrets.CHECK_ENV, *((contract.get("verify") or {}).get("env_allow") or [])]
+    env = secrets.outside_hook_env(secrets.allowed_env(os.environ, names))
+    task = (doc or {}).get("task")
+    if isinstance(task, Mapping) and task.get("id"):
+        env["LOOPKIT_TASK_ID"] = str(task["id"])
+    return env
+
+
+# --------------------------------------------------------------------------- the ratchet
+
+#: Where the criteria's results on a base tree are kept, in the state folder.
+BASELINE_FOLDER = "baseline"
+
+
+def baseline(
+    root: Path,
+    state: Path,
+    base: str,
+    criteria: Sequence[Mapping[str, Any]],
+    *,
+    log_dir: Path,
+    env: Mapping[str, str] | None = None,
+    carry: Sequence[str] = (),
+    sealed: Mapping[str, str] | None = None,
+    same: Mapping[str, Any] | None = None,
+    contract: Mapping[str, Any] | None = None,
+    reset: Sequence[str] = (),
+    kept_in: Path | None = None,
+    written: dict[str, str] | None = None,
+    should_stop: Callable[[], str | None] | None = None,
+) -> dict[str, Any]:
+    """The contract's criteria run on the untouched tree of commit ``base`` (in the clean
+    room), remembered by tree and commands: a task's later attempts, and the next task
+    that starts from the same tree, reuse them -- but only a result that was there, with
+    the same content, when lk-invoke sealed the state folder (``sealed``: name -> sha256):
+    one the worker wrote is never read, it is run again. ``kept_in``: a folder no worker
+    can leave a result in (the git folder's cache, for a commit hook), whose results are
+    read as they are. ``written`` receives the name and sha256 of a result this call
+    wrote (lk-invoke seals it: the base run beside the worker)."""
+    import json
+
+    from loopkit.contract import is_task_check
+    from loopkit.evidence import cleanroom
+    from loopkit.files import atomic_write
+    from loopkit.loader import json_loads
+
+    plain = [c for c in criteria if not is_task_check(c.get("name"))]
+    tree = git.resolve(root, f"{base}^{{tree}}") or base
+    key = digest.sha256(
+        json.dumps([tree, [[c["name"], c["run"], c.get("junit")] for c in plain]]).encode()
+    ).hexdigest()[:32]
+    cached = (kept_in / f"base-{key}.json") if kept_in else state / BASELINE_FOLDER / f"{key}.json"
+    if same is not None and same.get("tree") == tree:
+        # The checks just ran on the base's own tree (a reproduction, no worker): those
+        # are its results. Kept for the attempts after it, which the seal then covers.
+        kept = [_at_base(c) for c in same.get("checks") or []]
+        out: dict[str, Any] = {
+            "tree": tree,
+            "checks": [c for c in kept if not is_task_check(c["name"])],
+        }
+        atomic_write(cached, json.dumps(out, allow_nan=False))
+        return out
+    try:
+        raw = cached.read_bytes()
+        trusted = (
+            kept_in is not None or (sealed or {}).get(cached.name) == digest.sha256(raw).hexdigest()
+        )
+        found = json_loads(raw) if trusted else None
+        if isinstance(found, dict) and isinstance(found.get("checks"), list):
+            return found
+    except (OSError, ValueError, LoopkitError):
+        pass
+    with cleanroom.occupied(root):
+        room = cleanroom.prepare(root, tree, head=base, carry=room_links(contract, carry))
+        jail = _jail(root, room, contract, carry, state, env, reset)
+        result = run_checks(
+            room.path,
+            plain,
+            log_dir=log_dir / "baseline",
+            env=env,
+            skip=(*room.carried, *carry),
+            home=root,
+            synced=tree,
+            launch=jail.command,
+            should_stop=should_stop,
+        )
+        cleanroom.settle(room, intact=result.body["tree_after"] == tree)
+    out = {"tree": tree, "checks": [_at_base(c) for c in result.body["checks"]]}
+    if result.body["tree_after"] != tree:
+        return out  # the checks (or someone) changed the base's files there: not kept
+    if any(c.get("cancelled") for c in result.body["checks"]):
+        return out  # a cut-short run is no result
+    data = json.dumps(out, allow_nan=False).encode()
+    atomic_write(cached, data)
+    if written is not None:
+        written[cached.name] = digest.sha256(data).hexdigest()
+    return out
+
+
+def _at_base(check: Mapping[str, Any]) -> dict[str, Any]:
+    """What the base keeps of one check: its verdict, fingerprint, per-test results and
+    whether it could run at all."""
+    out = {"name": check["name"], "passed": check["passed"], "fingerprint": check["fingerprint"]}
+    for key in ("tests", "cannot_run"):
+        if key in check:
+            out[key] = check[key]
+    return out
+
+
+def ratchet(
+    body: dict[str, Any],
+    base: Mapping[str, Any],
+    *,
+    task: Mapping[str, Any] | None = None,
+    demand: bool = True,
+) -> None:
+    """Never worse than the base.
+
+    What must pass is the task's own checks and every criterion that passed on the
+    untouched tree. A criterion already failing there is judged per test when both runs
+    gave per-test results (``loopkit.evidence.testresults``): no test that passed at the base may
+    fail, a new test may not fail, and a test the task names (in its text or its
+    ``check:`` lines) must pass; the check blocks only then, and its fingerprint is the
+    set of those blocking test ids. Without per-test results a criterion failing at the
+    base does not block (``known_failures``, today's per-check rule, said in ``judged``).
+    If nothing is required and the task has no checks or named tests of its own, every
+    check must pass (``demand``; a commit hook, which has no task, asks only "not
+    worse"). The section's fingerprint follows the blocking failures only, so a failure
+    the task did not cause is not taken for no progress.
+
+    A check that cannot run (``cannot_run``) and could not at the base either is the
+    environment's failure, not the task's: it is listed in ``environment``, and the
+    verification does not pass (a check that cannot run guards nothing).
+    """
+    from loopkit.contract import is_task_check
+    from loopkit.evidence import testresults
+
+    at_base = {str(c["name"]): c for c in base.get("checks") or []}
+    names = [str(c["name"]) for c in body["checks"]] + list(body.get("skipped") or [])
+    text = _task_words(task)
+    required: list[str] = []
+    blocking: dict[str, str | None] = {}  # name -> the fingerprint it blocks with
+    known: list[dict[str, Any]] = []
+    named_any = any(is_task_check(n) for n in names)
+    environment: list[dict[str, Any]] = []
+    for c in body["checks"]:
+        name = str(c["name"])
+        b = at_base.get(name) or {}
+        now_ids = testresults.failed_ids(c.get("tests"))
+        base_ids = testresults.failed_ids(b.get("tests"))
+        same_source = (c.get("tests") or {}).get("source") == (b.get("tests") or {}).get("source")
+        named = _named(text, now_ids or (), base_ids or ())
+        named_any = named_any or bool(named)
+        if c.get("cannot_run") and (not b or b.get("cannot_run")):
+            environment.append({"name": name, "command": c["command"], "why": c["cannot_run"]})
+        if is_task_check(name) or b.get("passed", True):
+            c["judged"] = "per_test" if now_ids is not None else "per_check"
+            required.append(name)
+            if not c["passed"]:
+                blocking[name] = c["fingerprint"]
+            continue
+        if c["passed"]:
+            c["judged"] = "per_check"
+            continue
+        if base_ids is not None and now_ids is not None and same_source:
+            c["judged"] = "per_test"
+            worse = sorted((now_ids - base_ids) | (named & now_ids))
+            c["regressions"] = sorted(now_ids - base_ids)[: testresults.MAX_IDS]
+            if worse:
+                required.append(name)
+                c["blocking_tests"] = worse[: testresults.MAX_IDS]
+                blocking[name] = fingerprint.of_tests(worse)
+            else:
+                known.append(
+                    {"name": name, "fingerprint": c["fingerprint"], "tests": sorted(now_ids)[:50]}
+                )
+            continue
+        if base_ids is not None and now_ids is None and not c.get("cannot_run"):
+            # The base told test by test; this run gives nothing to compare: what it
+            # broke cannot be told apart from what it did not.
+            c["judged"] = "per_test"
+            c["regressions"] = []
+            required.append(name)
+            blocking[name] = c["fingerprint"]
+            continue
+        c["judged"] = "per_check"
+        known.append({"name": name, "fingerprint": c["fingerprint"]})
+    for n in body.get("skipped") or []:
+        if is_task_check(n) or (at_base.get(n) or {}).get("passed", True):
+            required.append(n)
+    if demand and not required and not named_any:
+        required = names
+        blocking = {str(c["name"]): c["fingerprint"] for c in body["checks"] if not c["passed"]}
+        known = []
+    body["baseline"] = dict(base)
+    body["required"] = required
+    body["known_failures"] = known
+    body.pop("environment", None)
+    if environment:
+        body["environment"] = environment
+    ran_all = not set(required) & set(body.get("skipped") or [])
+    body["passed"] = bool(ran_all and not blocking and not environment and not body.get("problems"))
+    body["fingerprint"] = fingerprint.combine(blocking.items())
+
+
+def _task_words(task: Mapping[str, Any] | None) -> str:
+    """The text a task names its tests in: its text and its own checks' commands."""
+    if not task:
+        return ""
+    parts = [str(task.get("text") or "")]
+    parts += [str(c) for c in task.get("checks") or []]
+    return "\n".join(parts)
+
+
+def _named(text: str, *groups: Any) -> frozenset[str]:
+    """The test ids among ``groups`` the task's text names: the whole id, or its last
+    part (``test_parse_blank`` of ``tests/test_h.py::test_parse_blank[1]``) as a word of
+    at least four characters."""
+    if not text:
+        return frozenset()
+    out = set()
+    for tid in {t for g in groups for t in g}:
+        if tid in text:
+            out.add(tid)
+            continue
+        last = re.split(r"::|[./#\\ ]", tid.split("[", 1)[0].rstrip("/"))[-1]
+        if len(last) >= 4 and re.search(r"(?<![\w-])" + re.escape(last) + r"(?![\w-])", text):
+            out.add(tid)
+    return frozenset(out)

@@ -1,0 +1,415 @@
+"""The ledger summarized for a person: per task, and the loop's health.
+
+Per task: attempts, outcome, why it stopped, cost (trusted, and untrusted apart), tokens,
+time. Health: termination reasons, the share of runs that used more than 80% of a budget,
+p95 verification attempts per task, cost per completed task. Rendered as a terminal
+table, JSON (``schemas/report.json``) or one self-contained HTML page with a timeline of
+attempts coloured by outcome.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from loopkit.decision import budget
+from loopkit.text import clean, clip, clip_words
+
+NEAR_LIMIT = 0.8
+#: Outcome -> colour of its box in the HTML timeline.
+COLOURS = {
+    "complete": "#2e9e44",
+    "retry": "#e0a800",
+    "replan": "#e8710a",
+    "blocked": "#7b4fc9",
+    "failed": "#d93025",
+    "budget_exhausted": "#8c1c13",
+    "cancelled": "#6b7280",
+    "admitted": "#c7d2fe",
+}
+
+
+def _p95(values: list[int]) -> int | None:
+    """Nearest-rank 95th percentile."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
+
+
+def _run_fractions(rec: Mapping[str, Any]) -> dict[str, float]:
+    """How close one run came to each budget: across runs (the task's totals) and per run."""
+    inputs = rec.get("inputs") or {}
+    doc = inputs.get("document") or {}
+    contract = doc.get("contract") or {}
+    after = budget.fold(inputs.get("history") or budget.empty_history(), rec)
+    out = budget.fractions(after, contract)
+    worker = contract.get("worker") or {}
+    usage = rec.get("usage") or {}
+    run = rec.get("run") or {}
+    for name, used, limit in (
+        ("run.turns", usage.get("turns"), worker.get("max_turns")),
+        ("run.seconds", (run or {}).get("duration_s"), worker.get("timeout")),
+        ("run.cost_usd", usage.get("cost_usd"), worker.get("max_cost_usd")),
+    ):
+        if used is not None and limit:
+            out[name] = round(float(used) / float(limit), 4)
+    return out
+
+
+def build(
+    records: list[tuple[int, dict[str, Any]]],
+    problems: list[Mapping[str, Any]] | None = None,
+    *,
+    ledger: str = "",
+    generated_at: str = "",
+) -> dict[str, Any]:
+    """The report document for a ledger's records (in ledger order)."""
+    tasks: dict[str, dict[str, Any]] = {}
+    near_limit_runs = 0
+    runs = 0
+    near_by_budget: Counter[str] = Counter()
+    triggers: Counter[str] = Counter()
+    for _, rec in records:
+        tid = str(rec.get("task_id") or "")
+        t = tasks.setdefault(
+            tid,
+            {
+                "task_id": tid,
+                "attempts": 0,
+                "verify_attempts": 0,
+                "outcome": None,
+                "failure_class": None,
+                "why": None,
+                "cost_usd": 0.0,
+                "cost_untrusted_usd": 0.0,
+                "tokens": 0,
+                "wall_s": 0.0,
+                "first_at": rec.get("started_at") or rec.get("recorded_at"),
+                "last_at": None,
+                "timeline": [],
+            },
+        )
+        t["last_at"] = rec.get("recorded_at")
+        decision = rec.get("decision") or None
+        if rec.get("type") == "admission":
+            if decision is None:
+                t["timeline"].append(
+                    {
+                        "attempt": rec.get("attempt"),
+                        "outcome": "admitted",
+                        "at": rec.get("recorded_at"),
+                        "failure_class": None,
+                        "reason": clean(str(rec["reason"])) if rec.get("reason") else None,
+                    }
+                )
+                continue
+        else:
+            runs += 1
+            triggers[str((rec.get("trigger") or {}).get("kind") or "manual")] += 1
+            t["attempts"] += 1
+            usage = rec.get("usage") or {}
+            if usage.get("verified"):
+                t["verify_attempts"] += 1
+            usd = usage.get("cost_usd")
+            if usd is not None:
+                key = "cost_usd" if usage.get("cost_trusted") else "cost_untrusted_usd"
+                t[key] = round(t[key] + float(usd), 6)
+            t["tokens"] += int(usage.get("tokens") or 0)
+            t["wall_s"] = round(t["wall_s"] + float(usage.get("wall_s") or 0), 3)
+            fractions = _run_fractions(rec)
+            over = [k for k, v in fractions.items() if v > NEAR_LIMIT]
+            if over:
+                near_limit_runs += 1
+                near_by_budget.update(over)
+        if decision is not None:
+            t["outcome"] = decision.get("outcome")
+            t["failure_class"] = decision.get("failure_class")
+            reason = clean(str(decision.get("reason") or ""))
+            t["why"] = reason.splitlines()[0] if reason.strip() else ""
+            t["timeline"].append(
+                {
+                    "attempt": rec.get("attempt"),
+                    "outcome": decision.get("outcome"),
+                    "failure_class": decision.get("failure_class"),
+                    "at": rec.get("recorded_at"),
+                    "reason": t["why"],
+                }
+            )
+    task_list = list(tasks.values())
+    completed = [t for t in task_list if t["outcome"] == "complete"]
+    trusted = sum(t["cost_usd"] for t in completed)
+    untrusted = sum(t["cost_untrusted_usd"] for t in completed)
+    health = {
+        "tasks": len(task_list),
+        "runs": runs,
+        "termination_reasons": dict(Counter(str(t["outcome"]) for t in task_list if t["outcome"])),
+        "failure_classes": dict(
+            Counter(str(t["failure_class"]) for t in task_list if t["failure_class"])
+        ),
+        "runs_near_budget": {
+            "threshold": NEAR_LIMIT,
+            "runs": near_limit_runs,
+            "share": round(near_limit_runs / runs, 4) if runs else 0.0,
+            "by_budget": dict(near_by_budget),
+        },
+        "triggers": dict(triggers),
+        "p95_verify_attempts": _p95([t["verify_attempts"] for t in task_list if t["attempts"]]),
+        "completed_tasks": len(completed),
+        "cost_per_completed_task": {
+            "trusted_usd": round(trusted / len(completed), 6) if completed else None,
+            "untrusted_usd": round(untrusted / len(completed), 6) if completed else None,
+        },
+        "cost_total": {
+            "trusted_usd": round(sum(t["cost_usd"] for t in task_list), 6),
+            "untrusted_usd": round(sum(t["cost_untrusted_usd"] for t in task_list), 6),
+        },
+    }
+    return {
+        "kind": "loopkit/report",
+        "version": 1,
+        "ledger": ledger,
+        "generated_at": generated_at,
+        "records": len(records),
+        "tasks": task_list,
+        "health": health,
+        "problems": list(problems or []),
+    }
+
+
+def _money(v: float | None) -> str:
+    return "-" if v is None else f"${v:.2f}"
+
+
+def text(report: Mapping[str, Any], *, width: int | None = None) -> str:
+    """A terminal table per task, then the loop's health. ``width`` (default: the
+    terminal's, else 100) bounds each line: the reason column gets what is left, cut at a
+    word with an ellipsis."""
+    if width is None:
+        import shutil
+
+        width = shutil.get_terminal_size((100, 24)).columns
+    rows = [
+        ("task", "attempts", "outcome", "cost", "untrusted", "tokens", "time", "why it stopped")
+    ]
+    for t in report["tasks"]:
+        rows.append(
+            (
+                t["task_id"],
+                str(t["attempts"]),
+                str(t["outcome"] or "-"),
+                _money(t["cost_usd"]),
+                _money(t["cost_untrusted_usd"]) if t["cost_untrusted_usd"] else "-",
+                str(t["tokens"]),
+                f"{t['wall_s']:.0f}s",
+                t["why"] or "",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    room = max(20, width - sum(widths) - 2 * len(widths))
+    lines = []
+    for r in rows:
+        lines.append(
+            "  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True))
+            + "  "
+            + clip_words(r[-1], room)
+        )
+    h = report["health"]
+    reasons = ", ".join(f"{k} {v}" for k, v in sorted(h["termination_reasons"].items())) or "-"
+    near = h["runs_near_budget"]
+    cpt = h["cost_per_completed_task"]
+    lines += [
+        "",
+        f"loop health ({h['tasks']} tasks, {h['runs']} runs, {report['records']} records)",
+        f"  termination reasons: {reasons}",
+        "  triggers: " + (", ".join(f"{k} {v}" for k, v in sorted(h["triggers"].items())) or "-"),
+        f"  runs that used >{int(near['threshold'] * 100)}% of a budget: {near['runs']} "
+        f"({near['share'] * 100:.0f}%)",
+        f"  p95 verification attempts per task: {h['p95_verify_attempts'] if h['p95_verify_attempts'] is not None else '-'}",
+        f"  cost per completed task: {_money(cpt['trusted_usd'])} trusted"
+        + (
+            f", {_money(cpt['untrusted_usd'])} untrusted (shown apart)"
+            if cpt["untrusted_usd"]
+            else ""
+        ),
+    ]
+    if report["problems"]:
+        lines.append(
+            f"  ledger problems: {len(report['problems'])} line(s) skipped (torn or damaged)"
+        )
+    # Ledger lines are input (hand edits, older writers): nothing reaches the terminal raw.
+    return clean("\n".join(lines)) + "\n"
+
+
+def _box(a: Mapping[str, Any]) -> str:
+    title = (
+        f"attempt {a.get('attempt')}: {a.get('outcome')} {a.get('failure_class') or ''} "
+        f"at {a.get('at')} - {a.get('reason') or ''}"
+    )
+    colour = COLOURS.get(str(a.get("outcome")), "#999")
+    return (
+        f'<span class="box" style="background:{colour}" title="{html.escape(title)}">'
+        f"{html.escape(str(a.get('attempt') or ''))}</span>"
+    )
+
+
+def page(report: Mapping[str, Any]) -> str:
+    """One self-contained HTML page: the table, the health, and a timeline of attempts."""
+    e = html.escape
+    h = report["health"]
+    rows = []
+    for t in report["tasks"]:
+        boxes = "".join(_box(a) for a in t["timeline"])
+        rows.append(
+            "<tr>"
+            f"<td>{e(t['task_id'])}</td><td>{t['attempts']}</td>"
+            f'<td><span class="tag" style="background:{COLOURS.get(str(t["outcome"]), "#999")}">'
+            f"{e(str(t['outcome'] or '-'))}</span></td>"
+            f"<td>{e(_money(t['cost_usd']))}</td><td>{e(_money(t['cost_untrusted_usd']))}</td>"
+            f"<td>{t['tokens']}</td><td>{t['wall_s']:.0f}s</td>"
+            f"<td>{e(t['why'] or '')}</td><td class=tl>{boxes}</td>"
+            "</tr>"
+        )
+    legend = "".join(
+        f'<span class="box" style="background:{c}"></span>{e(k)} ' for k, c in COLOURS.items()
+    )
+    near = h["runs_near_budget"]
+    cpt = h["cost_per_completed_task"]
+    reasons = ", ".join(f"{k}: {v}" for k, v in sorted(h["termination_reasons"].items())) or "-"
+    return clean(f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>loopkit report</title>
+<style>
+body{{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}}
+table{{border-collapse:collapse}}td,th{{padding:4px 8px;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}}
+.box{{display:inline-block;min-width:18px;height:18px;margin:1px;border-radius:3px;color:#fff;font-size:11px;text-align:center;line-height:18px}}
+.tag{{padding:1px 6px;border-radius:3px;color:#fff}}.tl{{white-space:nowrap}}
+</style></head><body>
+<h1>loopkit report</h1>
+<p>ledger <code>{e(str(report.get("ledger") or ""))}</code>, {report["records"]} records, generated {e(str(report.get("generated_at") or ""))}</p>
+<h2>Loop health</h2>
+<ul>
+<li>termination reasons: {e(reasons)}</li>
+<li>runs that used more than {int(near["threshold"] * 100)}% of a budget: {near["runs"]} of {h["runs"]} ({near["share"] * 100:.0f}%)</li>
+<li>p95 verification attempts per task: {e(str(h["p95_verify_attempts"]))}</li>
+<li>cost per completed task: {e(_money(cpt["trusted_usd"]))} trusted; untrusted (shown apart): {e(_money(cpt["untrusted_usd"]))}</li>
+<li>ledger problems (skipped lines): {len(report["problems"])}</li>
+</ul>
+<h2>Tasks and timeline</h2>
+<p>{legend}</p>
+<table><tr><th>task</th><th>attempts</th><th>outcome</th><th>cost</th><th>untrusted</th><th>tokens</th><th>time</th><th>why it stopped</th><th>timeline</th></tr>
+{"".join(rows)}
+</table>
+</body></html>
+""")
+
+
+# --------------------------------------------------------------------------- one task
+
+
+def task_story(
+    records: list[Mapping[str, Any]],
+    task_id: str,
+    *,
+    refs: list[tuple[str, str, str]],
+    memory: str | None,
+) -> dict[str, Any]:
+    """One task's story for ``lk show``: every attempt (decision, failure class, reason,
+    duration, cost), where each attempt's tree is saved and how to restore it, and what
+    the memory file says about the task."""
+    attempts = []
+    for rec in records:
+        if rec.get("type") != "attempt" or rec.get("task_id") != task_id:
+            continue
+        decision = rec.get("decision") or {}
+        run = rec.get("run") or {}
+        usage = rec.get("usage") or {}
+        attempts.append(
+            {
+                "attempt": rec.get("attempt"),
+                "attempt_id": rec.get("attempt_id"),
+                "recorded_at": rec.get("recorded_at"),
+                "outcome": decision.get("outcome"),
+                "failure_class": decision.get("failure_class"),
+                "reason": decision.get("reason") or rec.get("reason"),
+                "hint": (rec.get("verify") or {}).get("hint"),
+                "duration_s": run.get("duration_s"),
+                "cost_usd": usage.get("cost_usd"),
+                "cost_trusted": usage.get("cost_trusted"),
+            }
+        )
+    # A saved attempt is a commit on the tree its task began from: a cherry-pick without
+    # committing applies only what the attempt changed, on top of whatever landed since
+    # (later tasks, the memory file, the checklist); a checkout of its whole tree would
+    # stage their reversal too.
+    saved = [
+        {
+            "ref": name,
+            "commit": commit,
+            "subject": subject,
+            "restore": f"git cherry-pick --no-commit {name}",
+        }
+        for name, commit, subject in refs
+    ]
+    notes = _memory_about(memory, task_id) if memory else []
+    return {
+        "kind": "loopkit/show",
+        "version": 1,
+        "task": task_id,
+        "attempts": attempts,
+        "saved": saved,
+        "memory": notes,
+    }
+
+
+def _memory_about(memory: str, task_id: str) -> list[str]:
+    """The memory file's sections whose heading names ``task_id``."""
+    out: list[str] = []
+    current: list[str] | None = None
+    for line in memory.splitlines():
+        if line.startswith("## "):
+            if current:
+                out.append("\n".join(current).strip())
+            current = [line] if re.search(rf"\b{re.escape(task_id)}\b", line) else None
+        elif current is not None:
+            current.append(line)
+    if current:
+        out.append("\n".join(current).strip())
+    return out
+
+
+def story_text(story: Mapping[str, Any]) -> str:
+    """``lk show`` for a person."""
+    lines = [f"task {story['task']}: {len(story['attempts'])} attempt(s)"]
+    rows = [("#", "decision (failure class)", "time", "cost", "reason")]
+    for a in story["attempts"]:
+        cost = _money(a["cost_usd"]) + ("" if a["cost_trusted"] in (True, None) else "?")
+        secs = f"{a['duration_s']:.0f}s" if isinstance(a["duration_s"], (int, float)) else "-"
+        klass = f" ({a['failure_class']})" if a["failure_class"] else ""
+        rows.append(
+            (f"#{a['attempt']}", f"{a['outcome']}{klass}", secs, cost, clip(a["reason"] or "", 160))
+        )
+    if story["attempts"]:
+        widths = [max(len(str(r[i])) for r in rows) for i in range(4)]
+        hints = [None, *(a.get("hint") for a in story["attempts"])]
+        for r, hint in zip(rows, hints, strict=True):
+            cells = [str(c).ljust(w) for c, w in zip(r[:4], widths, strict=True)]
+            lines.append(("  " + "  ".join(cells) + "  " + r[4]).rstrip())
+            if hint:
+                lines.append(f"     note: {clip(hint, 240)}")
+    if story["saved"]:
+        lines.append(
+            "saved trees (the command beside one applies what that attempt changed, uncommitted):"
+        )
+        for s in story["saved"]:
+            lines.append(f"  {s['ref']}  {clip_words(s['subject'], 60)}\n    {s['restore']}")
+    else:
+        lines.append("no saved trees under refs/loopkit/")
+    if story["memory"]:
+        lines.append("the memory file says:")
+        for note in story["memory"]:
+            lines.extend("  " + line for line in note.splitlines())
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,824 @@
+"""One bounded worker attempt: handoff, limits, live parsing, breaker, side effects, record.
+
+``attempt(...)`` is what ``lk-invoke`` runs: it builds the handoff from the piped document
+(task, contract, the previous attempt's feedback, the memory file), starts the provider's
+CLI through ``proc.spawn`` with an allow-listed environment, saves its native stream under
+``.loopkit/artifacts/<attempt_id>/`` while parsing it line by line, stops the whole process
+group on the wall-clock timeout, on cancellation (``lk cancel``) or when the breaker trips,
+and turns what it saw into the ``run`` record (schemas/run.json).
+
+``execute(provider, spec, ...)`` is the reusable middle: any caller (the read-only judge)
+can run one provider invocation with the same limits and get the record and parsed state.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from loopkit.errors import BadInput, EnvironmentProblem
+from loopkit.text import clean, file_tail
+from loopkit.worker.breaker import DEFAULT_REPEATS, Breaker
+from loopkit.worker.providers.base import (
+    Event,
+    Exit,
+    Invocation,
+    Outcome,
+    Provider,
+    RunSpec,
+    RunState,
+)
+from loopkit.worker.providers.shell import side_effects
+
+DEFAULT_TIMEOUT_S = 900.0
+MAX_SIDE_EFFECTS = 100
+STREAM_NAME = "stream.jsonl"
+OUTPUT_NAME = "output.log"
+STDERR_NAME = "stderr.log"
+HANDOFF_NAME = "handoff.md"
+
+
+class Result:
+    record: dict[str, Any]
+    state: RunState
+    outcome: Outcome
+    invocation: Invocation
+
+    def __init__(
+        self,
+        record: dict[str, Any],
+        state: RunState,
+        outcome: Outcome,
+        invocation: Invocation,
+    ) -> None:
+        self.record = record
+        self.state = state
+        self.outcome = outcome
+        self.invocation = invocation
+
+
+class _Watch:
+    """Live observers fed every normalized event."""
+
+    breaker: Breaker | None
+    stop: Callable[[str], None]
+    side_effects: list[dict[str, Any]]
+
+    def __init__(
+        self,
+        breaker: Breaker | None,
+        stop: Callable[[str], None],
+        side_effects: list[dict[str, Any]] | None = None,
+    ) -> None:
+        self.breaker = breaker
+        self.stop = stop
+        self.side_effects = [] if side_effects is None else side_effects
+
+    def __call__(self, event: Event) -> None:
+        tool = event.tool
+        if tool is None:
+            return
+        if event.kind == "tool_call":
+            if not tool.command:
+                return
+            kinds = side_effects(tool.command)
+            if kinds and len(self.side_effects) < MAX_SIDE_EFFECTS:
+                self.side_effects.append(
+                    {"tool": tool.name, "command": tool.command[:500], "kinds": kinds}
+                )
+        elif event.kind == "tool_result" and self.breaker is not None and tool.ok is not None:
+            if tool.ok:
+                self.breaker.observe(tool.name, True, wrote=bool(tool.files_written))
+                return
+            small = {k: v for k, v in tool.input.items() if not isinstance(v, str) or len(v) < 300}
+            if self.breaker.observe(tool.name, False, tool.error, input=small):
+                self.stop("stuck")
+
+
+def execute(
+    provider: Provider,
+    spec: RunSpec,
+    *,
+    artifacts: Path,
+    root: Path | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT_S,
+    breaker_repeats: int | None = DEFAULT_REPEATS,
+    should_stop: Callable[[], str | None] | None = None,
+    jail: Jail | None = None,
+    progress: Any = None,
+) -> Result:
+    """Run one invocation to its end (or its limit) and return the normalized record.
+
+    With ``jail`` the worker starts inside the sandbox it describes (``run.sandbox``
+    records what was used, and why).
+    """
+    from loopkit import proc
+
+    artifacts.mkdir(parents=True, exist_ok=True)
+    if spec.handoff_path is None:
+        spec.handoff_path = artifacts / HANDOFF_NAME
+    inv = provider.build(spec)
+    if provider.binary and provider.locate(inv) is None:
+        raise EnvironmentProblem(f"{inv.argv[0]} not found on PATH: {provider.install_hint}")
+    inv.write_files()
+    if spec.handoff_path not in inv.files:
+        spec.handoff_path.write_text(spec.prompt, encoding="utf-8")
+    stream_path = artifacts / (OUTPUT_NAME if provider.name == "command" else STREAM_NAME)
+    stderr_path = artifacts / STDERR_NAME
+    start_argv, start_env, sandboxed, scratch = inv.argv, inv.env, None, None
+    if jail is not None:
+        contained = jail.apply(provider, inv)
+        start_argv, start_env = contained.argv, contained.env
+        sandboxed, scratch = contained.record, contained.scratch
+    parser = provider.parser()
+    started = time.monotonic()
+    already = should_stop() if should_stop is not None else None
+    if already:
+        # Asked to stop before the start (a persisted `lk cancel`): the worker never starts.
+        stream_path.write_bytes(b"")
+        stderr_path.write_bytes(b"")
+        watch = _Watch(breaker=None, stop=lambda reason: None)
+        finished = proc.Finished(exit_code=None, duration_s=0.0, stopped=already)
+    else:
+        try:
+            running = proc.spawn(
+                start_argv,
+                cwd=inv.cwd,
+                env=start_env,
+                stdin=inv.stdin,
+                stderr_path=stderr_path,
+                timeout=timeout,
+                should_stop=should_stop,
+            )
+        except FileNotFoundError:
+            raise EnvironmentProblem(f"{inv.argv[0]} not found: {provider.install_hint}") from None
+        watch = _Watch(
+            breaker=Breaker(breaker_repeats) if breaker_repeats else None, stop=running.stop
+        )
+        try:
+            with open(stream_path, "wb") as sink:
+                for line in running.lines():
+                    sink.write(line)
+                    for event in parser.feed(line):
+                        watch(event)
+                        if progress is not None:
+                            progress.event(event, parser.state)
+        except BaseException:
+            # Interrupted (Ctrl-C, SIGTERM) or failing: the worker runs in a session of its
+            # own, so no signal reaches it unless loopkit ends its group here.
+            running.stop("cancelled")
+            running.wait()
+            raise
+        finished = running.wait()
+        if scratch is not None:
+            import shutil
+
+            shutil.rmtree(scratch, ignore_errors=True)
+    state = parser.finish()
+    end = Exit(
+        exit_code=finished.exit_code,
+        stopped=finished.stopped,
+        stderr_tail=file_tail(stderr_path),
+    )
+    outcome = provider.classify(state, end)
+    if finished.stopped == "stuck" and watch.breaker and watch.breaker.tripped:
+        trip = watch.breaker.tripped
+        outcome.error = trip.message()
+    record = record_from(
+        provider.name,
+        state,
+        outcome,
+        argv=inv.argv,
+        exit_code=finished.exit_code,
+        duration_s=time.monotonic() - started,
+        transcript=_rel(stream_path, root),
+        cost_trusted=inv.cost_trusted,
+    )
+    record["side_effects"] = watch.side_effects
+    if sandboxed is not None:
+        record["sandbox"] = sandboxed
+    record["stuck"] = (
+        watch.breaker.tripped.as_dict() if watch.breaker and watch.breaker.tripped else None
+    )
+    record["handoff"] = _rel(spec.handoff_path, root)
+    record["stderr"] = _rel(stderr_path, root)
+    if record["effective_model"] is None:
+        record["effective_model"] = inv.model or spec.model
+    record["files_read"] = [_inside(f, spec.cwd) for f in record["files_read"]]
+    record["files_written"] = [_inside(f, spec.cwd) for f in record["files_written"]]
+    return Result(record=record, state=state, outcome=outcome, invocation=inv)
+
+
+class Jail:
+    """Where a run's sandbox is: the repository, its git folders, the state folder and
+    the control files, and the contract's policy (``loopkit.boundary.containment``)."""
+
+    policy: Any
+    root: Path
+    git_dirs: list[Path]
+    state: Path
+    read_only: list[Path]
+    repo_writable: bool
+
+    def __init__(
+        self,
+        policy: Any,
+        root: Path,
+        git_dirs: list[Path],
+        state: Path,
+        read_only: list[Path] | None = None,
+        repo_writable: bool = True,
+    ) -> None:
+        self.policy = policy
+        self.root = root
+        self.git_dirs = git_dirs
+        self.state = state
+        self.read_only = [] if read_only is None else read_only
+        self.repo_writable = repo_writable
+
+    def apply(self, provider: Provider, inv: Invocation) -> Any:
+        from loopkit.boundary import containment
+
+        inner, writable = provider.contained(inv) if self.policy.mode != "off" else (inv, [])
+        state = str(self.state.resolve())
+        visible = {
+            var: Path(value)
+            for var, value in inner.env.items()
+            if value.startswith(state + os.sep) and os.path.isfile(value)
+        }
+        return containment.contain(
+            inner.argv,
+            inner.env,
+            policy=self.policy,
+            root=self.root,
+            git_dirs=self.git_dirs,
+            state=self.state,
+            writable=writable,
+            read_only=self.read_only,
+            visible=visible,
+            repo_writable=self.repo_writable,
+        )
+
+
+def record_from(
+    provider: str,
+    state: RunState,
+    outcome: Outcome,
+    *,
+    argv: list[str] | None = None,
+    exit_code: int | None = None,
+    duration_s: float | None = None,
+    transcript: str | None = None,
+    cost_trusted: bool = False,
+) -> dict[str, Any]:
+    """The ``run`` section (schemas/run.json) from a parsed stream and its outcome."""
+    usd = state.cost_usd
+    record: dict[str, Any] = {
+        "provider": provider,
+        "command": list(argv or []),
+        "session_id": state.session_id,
+        "exit_code": exit_code,
+        "is_error": outcome.is_error,
+        "stop_reason": outcome.stop_reason,
+        "claimed_complete": outcome.claimed_complete,
+        # The worker's words, shown later on terminals and in reports: no control sequences.
+        "final_message": clean(state.final_message) if state.final_message is not None else None,
+        "effective_model": state.model,
+        "usage": {
+            "input_tokens": state.input_tokens,
+            "output_tokens": state.output_tokens,
+            "turns": state.turns,
+            "tool_calls": state.tool_call_count,
+        },
+        "cost": {
+            "usd": usd,
+            "source": state.cost_source or f"not reported by {provider}",
+            "trusted": bool(cost_trusted and usd is not None),
+        },
+        "api_retries": state.api_retries,
+        "api_error_status": state.api_error_status,
+        "tool_errors": state.tool_errors,
+        "duration_s": round(duration_s, 3) if duration_s is not None else 0.0,
+        "transcript": transcript,
+        "resume_after": outcome.resume_after,
+        "error": clean(outcome.error) if outcome.error is not None else None,
+        "side_effects": [],
+        "stuck": None,
+        "files_read": state.files_read[:200],
+        "files_written": state.files_written[:200],
+        "permission_denials": state.permission_denials,
+        "terminal_reason": state.terminal_reason,
+    }
+    return record
+
+
+def _inside(path: str, root: Path) -> str:
+    """A path the worker named, relative to the repository when it is inside it."""
+    p = Path(path)
+    if not p.is_absolute():
+        return p.as_posix()
+    try:
+        return p.resolve().relative_to(root.resolve()).as_posix()
+    except (ValueError, OSError):
+        return path
+
+
+def _rel(path: Path, root: Path | None) -> str:
+    if root is None:
+        return str(path)
+    from loopkit.state.artifacts import relative
+
+    return relative(path.resolve(), root.resolve())
+
+
+# --------------------------------------------------------------------------- lk-invoke
+
+
+class Request:
+    """What lk-invoke was asked to do (flags win over the contract)."""
+
+    document: dict[str, Any] | None
+    contract_path: str | None
+    provider: str | None
+    command: str | None
+    model: str | None
+    resume: str | None
+    timeout: float | None
+    cwd: Path
+    environ: Mapping[str, str] | None
+    #: Live lines for a person (``loopkit.worker.progress.Progress``); None: silent.
+    progress: Any
+
+    def __init__(
+        self,
+        document: dict[str, Any] | None = None,
+        contract_path: str | None = None,
+        provider: str | None = None,
+        command: str | None = None,
+        model: str | None = None,
+        resume: str | None = None,
+        timeout: float | None = None,
+        cwd: Path | None = None,
+        environ: Mapping[str, str] | None = None,
+        progress: Any = None,
+    ) -> None:
+        self.document = document
+        self.contract_path = contract_path
+        self.provider = provider
+        self.command = command
+        self.model = model
+        self.resume = resume
+        self.timeout = timeout
+        self.cwd = Path.cwd() if cwd is None else cwd
+        self.environ = environ
+        self.progress = progress
+
+
+class Plan:
+    provider: Provider
+    spec: RunSpec
+    contract: dict[str, Any] | None
+    worker: dict[str, Any]
+    timeout: float
+
+    def __init__(
+        self,
+        provider: Provider,
+        spec: RunSpec,
+        contract: dict[str, Any] | None,
+        worker: dict[str, Any],
+        timeout: float,
+    ) -> None:
+        self.provider = provider
+        self.spec = spec
+        self.contract = contract
+        self.worker = worker
+        self.timeout = timeout
+
+
+def plan(req: Request, *, root: Path | None = None) -> Plan:
+    """Resolve contract, provider and handoff; nothing is started."""
+    from loopkit import handoff
+    from loopkit.worker import providers
+    from loopkit.workspace import resolve_contract
+
+    contract = resolve_contract(req.contract_path, req.document, start=req.cwd, root=root).contract
+    worker = dict((contract or {}).get("worker") or {})
+    name = req.provider or ("command" if req.command else worker.get("provider") or "command")
+    try:
+        provider = providers.get(name)
+    except KeyError as e:
+        raise BadInput("--provider", str(e.args[0])) from None
+    command = req.command or (worker.get("command") if name == "command" else None)
+    if name == "command" and not command:
+        raise BadInput(
+            "--command",
+            "the command provider needs a command: --command CMD or worker.command in the contract",
+        )
+    doc = req.document or {}
+    task = doc.get("task") if isinstance(doc.get("task"), dict) else None
+    if not task and not contract and name != "command":
+        raise BadInput(
+            "<stdin>",
+            "nothing to hand off: pipe an attempt document with a task, or give --contract",
+        )
+    base = root or req.cwd
+    previous = handoff.previous_attempt(req.document)
+    memory = handoff.read_memory(base, (contract or {}).get("memory"))
+    prompt = handoff.build(task=task, contract=contract, previous=previous, memory=memory)
+    env = req.environ if req.environ is not None else os.environ
+    spec = RunSpec.from_section(
+        worker if worker.get("provider", name) == name else {},
+        prompt=prompt,
+        cwd=base,
+        model=req.model,
+        resume=req.resume,
+        command=command,
+        task_id=task.get("id") if task else None,
+        attempt=_attempt_number(req.document, env),
+        environ=env,
+    )
+    timeout = float(req.timeout or worker.get("timeout") or DEFAULT_TIMEOUT_S)
+    # An admitted document (lk-decide --admit) carries the run's share of the wall-clock
+    # budget: the worker gets no more, so the verification reserve stays for the checks.
+    admission = doc.get("admission")
+    granted = admission.get("granted") if isinstance(admission, dict) else None
+    share = granted.get("timeout_s") if isinstance(granted, dict) else None
+    if not req.timeout and isinstance(share, (int, float)) and share > 0:
+        timeout = min(timeout, float(share))
+    return Plan(provider=provider, spec=spec, contract=contract, worker=worker, timeout=timeout)
+
+
+def _attempt_number(document: Mapping[str, Any] | None, env: Mapping[str, str]) -> int | None:
+    raw = env.get("LOOPKIT_ATTEMPT")
+    if raw and raw.isdigit():
+        return int(raw)
+    decision = (document or {}).get("decision")
+    if isinstance(decision, Mapping) and isinstance(decision.get("attempt"), int):
+        return int(decision["attempt"]) + 1
+    return None
+
+
+def dry_run(req: Request) -> dict[str, Any]:
+    p = plan(req)
+    inv = p.provider.build(p.spec)
+    return {
+        "provider": p.provider.name,
+        "argv": inv.argv,
+        "cwd": str(inv.cwd),
+        "env": sorted(inv.env),
+        "stdin": "handoff" if inv.stdin is not None else "/dev/null",
+        "timeout_s": p.timeout,
+        "handoff": p.spec.prompt,
+    }
+
+
+def attempt(req: Request) -> dict[str, Any]:
+    """Run one attempt; return the document to print (attempt with ``run``, or run alone)."""
+    from loopkit import git
+    from loopkit.boundary import containment
+    from loopkit.document import attach
+    from loopkit.evidence import cleanroom, specialfiles
+    from loopkit.state import artifacts, cancel
+    from loopkit.workspace import clear_cache, remembered, state_folder
+
+    # Where the tree started: a worker that commits its own change must not hide it from
+    # lk-diff, which compares against this base when no other is given. One git call finds
+    # the root and the commit at HEAD (None in a repository without commits).
+    where = git.locate(req.cwd, base="HEAD", unborn_ok=False)
+    root, base = where.root, where.base
+    p = plan(req, root=root)
+    configured = (p.contract or {}).get("state_dir")
+    state_path = state_folder(root, where.index, env=req.environ, configured=configured)
+    # What git ignores before the worker, asked beside the rest of this set-up (git's
+    # walk of the tree meanwhile; the state folder is left out of it).
+    from loopkit.background import Background
+
+    ignoring = Background(
+        lambda: _ignored_at_start(req.document, root, state_path), name="lk-invoke-ignored"
+    )
+    doc = _fresh(req.document)
+    folder = artifacts.attempt_dir(state_path, artifacts.assign_attempt_id(doc))
+    # The carried paths (what the checks see of the ignored files): read-only to the
+    # worker in its sandbox; fingerprinted before it where it could write them (no
+    # sandbox, or the contract makes them writable), and lk-verify refuses them if moved.
+    policy = containment.Policy.of(p.contract)
+    carry = [c.name for c in cleanroom.carried(root, p.contract)]
+    writable_carry = _writable_carry(root, carry, policy)
+    carried = cleanroom.fingerprint(root, writable_carry) if writable_carry else None
+
+    def cancelled() -> str | None:
+        return "cancelled" if cancel.requested(state_path) else None
+
+    from loopkit.evidence import statcache
+    from loopkit.state import ledger
+
+    # What steers git and loopkit under .git, before the worker (loopkit's own exclude
+    # line for the state folder is already written): lk-diff reports any change. Read
+    # beside the rest of the set-up, and waited for before the worker starts.
+    controlling = Background(lambda: git.control_state(root), name="lk-invoke-control")
+    statcache.ensure(state_path, where.index)  # the first attempt's, from the user's index
+    sealed = ledger.seal(state_path)  # lk-decide refuses a ledger the worker touched
+    jail = Jail(
+        policy=policy,
+        root=root,
+        git_dirs=[where.index.parent, git.common_dir(root)],
+        state=state_path,
+        read_only=[
+            *_control_files(root, req, p.contract),
+            *(root / name for name in carry if name not in writable_carry),
+            *(
+                root / name
+                for name in cleanroom.VIRTUALENVS
+                if name not in carry and os.path.isdir(root / name)
+            ),
+        ],
+    )
+
+    beside = _base_beside(
+        req, root, state_path, base, p.contract, sealed, folder, should_stop=cancelled
+    )
+    control = controlling.result()
+    contracts = remembered(root)
+    ignored = ignoring.result()
+    # Less a margin: the kernel stamps files from a coarser clock than time_ns() reads.
+    started_ns = time.time_ns() - _CLOCK_MARGIN_NS
+    result = execute(
+        p.provider,
+        p.spec,
+        artifacts=folder,
+        root=root,
+        timeout=p.timeout,
+        breaker_repeats=int(p.worker.get("breaker_repeats") or DEFAULT_REPEATS),
+        should_stop=cancelled,
+        jail=jail,
+        progress=req.progress,
+    )
+    if req.progress is not None:
+        req.progress.finished(str(result.record.get("stop_reason")), result.state)
+    if beside is not None:
+        sealed = beside.sealed(sealed, req.progress)
+    # FIFOs, sockets and device nodes the worker left: removed before anything lets git
+    # look at the tree (a FIFO named .gitignore blocks git for ever); lk-diff reports them.
+    # Walked beside the reading of .git below (which looks at no file of the tree).
+    clearing = Background(
+        lambda: specialfiles.clear_new(
+            root,
+            since_ns=started_ns,
+            prune=[os.path.relpath(state_path, root).replace(os.sep, "/"), *ignored],
+        ),
+        name="lk-invoke-special",
+    )
+    # Seen before the contract cache is emptied, so a planted entry is still reported.
+    during = git.control_changes(control, git.control_state(root, since=control))
+    # Whatever the worker wrote into the contract cache is never read as a checked contract.
+    clear_cache(root, keep=contracts)
+    special = clearing.result()
+    record = {**result.record, "base": base} if base else dict(result.record)
+    record["git_control"] = _git_control(req.document, control, during)
+    record["ignored_at_start"] = ignored
+    if special:
+        record["special_files"] = special
+    if carried is not None:
+        record["carry"] = carried
+    record["state_seal"] = sealed
+    if req.document is None:
+        return {"attempt_id": doc["attempt_id"], **record}
+    attach(doc, "run", record)
+    if p.contract is not None and not doc.get("contract"):
+        # Later commands (and the loop's scripts: memory, budgets) read the contract here.
+        doc["contract"] = p.contract
+    return doc
+
+
+class _BaseBeside:
+    """The contract's criteria on the base tree, run in the clean room while the worker
+    works (``loopkit.evidence.verify.baseline``): the base is known before the worker starts, and
+    lk-verify needs its results only when a check fails. A result this run wrote is
+    sealed with the digest of the very bytes it wrote, so lk-verify trusts it and a file
+    the worker put in its place is neither trusted nor unnoticed (``tampered``)."""
+
+    #: The base run starts once the worker has run this long: a worker done sooner (a
+    #: scripted fix, a rehearsal) is not kept waiting for checks whose results lk-verify
+    #: needs only if one of its checks fails -- it then runs the base itself, as before.
+    AFTER_S = 0.5
+
+    def __init__(self, run: Any, started: float) -> None:
+        import threading
+
+        from loopkit.background import Background
+
+        self.written: dict[str, str] = {}
+        self.started = started
+        self.worker_done = threading.Event()
+
+        def later() -> Any:
+            if self.worker_done.wait(self.AFTER_S):
+                return None
+            return run(self.written)
+
+        self.job = Background(later, name="lk-invoke-base")
+
+    def sealed(self, sealed: dict[str, Any], progress: Any) -> dict[str, Any]:
+        """Wait for the base run; the seal with its result added."""
+        self.worker_done.set()
+        if progress is not None and self.job.running():
+            progress.line("waiting for the base's checks (run beside the worker)", force=True)
+        try:
+            found = self.job.result()
+        except Exception:  # lk-verify runs the base itself when it needs it
+            return sealed
+        if found is None:
+            return sealed
+        if progress is not None:
+            checks = found.get("checks") or []
+            ok = sum(1 for c in checks if c.get("passed"))
+            spent = time.monotonic() - self.started
+            how = f"ran beside the worker ({spent:.1f}s)" if self.written else "known already"
+            progress.line(f"the base's checks: {ok} of {len(checks)} pass; {how}", force=True)
+        if not self.written:
+            return sealed
+        return {**sealed, "baseline": {**(sealed.get("baseline") or {}), **self.written}}
+
+
+def _base_beside(
+    req: Request,
+    root: Path,
+    state: Path,
+    base: str | None,
+    contract: Mapping[str, Any] | None,
+    sealed: Mapping[str, Any],
+    folder: Path,
+    *,
+    should_stop: Callable[[], str | None] | None = None,
+) -> _BaseBeside | None:
+    """Start the base run beside the worker, in a loop (a piped document) with a base;
+    ``should_stop`` (``lk cancel``) ends its running check at once."""
+    if req.document is None or not base or not contract or not contract.get("criteria"):
+        return None
+    from loopkit.evidence import cleanroom, verify
+
+    env = verify.check_env(contract, req.document)
+    criteria = list(contract["criteria"])
+
+    def run(written: dict[str, str]) -> dict[str, Any]:
+        return verify.baseline(
+            root,
+            state,
+            base,
+            criteria,
+            log_dir=folder,
+            env=env,
+            carry=[c.name for c in cleanroom.carried(root, contract)],
+            sealed=sealed.get("baseline"),
+            contract=contract,
+            reset=cleanroom.reset_dirs(root),
+            written=written,
+            should_stop=should_stop,
+        )
+
+    return _BaseBeside(run, time.monotonic())
+
+
+def _writable_carry(root: Path, carry: list[str], policy: Any) -> list[str]:
+    """The carried paths the worker can write: all of them without a sandbox; in one,
+    those the contract's ``sandbox.writable`` covers."""
+    from loopkit.boundary import containment, sandbox
+
+    if policy.mode == "off" or not sandbox.probe().available:
+        return list(carry)
+    writable = [os.path.realpath(containment.expand(w, root=root)) for w in policy.writable]
+    out = []
+    for name in carry:
+        real = os.path.realpath(root / name)
+        if any(
+            real == w or real.startswith(w + os.sep) or w.startswith(real + os.sep)
+            for w in writable
+        ):
+            out.append(name)
+    return out
+
+
+def _control_files(root: Path, req: Request, contract: Mapping[str, Any] | None) -> list[Path]:
+    """The files that steer the loop, inside the repository: read-only in the sandbox."""
+    from loopkit.workspace import SOURCE_KEY
+
+    doc = req.document or {}
+
+    def mapping(value: Any) -> Mapping[str, Any]:
+        return value if isinstance(value, Mapping) else {}
+
+    source = mapping(doc.get(SOURCE_KEY))
+    task_source = mapping(mapping(doc.get("task")).get("source"))
+    names = [
+        req.contract_path,
+        source.get("path"),
+        (contract or {}).get("memory"),
+        task_source.get("file"),
+    ]
+    out: list[Path] = []
+    for name in names:
+        if not isinstance(name, str) or name == "<stdin>":
+            continue
+        path = Path(name) if os.path.isabs(name) else (req.cwd / name)
+        path = Path(os.path.abspath(path))
+        if path.is_file() and path.is_relative_to(root.resolve()) and path not in out:
+            out.append(path)
+    return out
+
+
+def _git_control(
+    document: Mapping[str, Any] | None, before: Mapping[str, str], during: list[str]
+) -> dict[str, Any]:
+    """``run.git_control``: the control state of .git as the task's first attempt found it
+    (a retry carries it on: what one attempt changed, the next cannot make the new
+    normal), and what changed while this worker ran."""
+    from loopkit import git, handoff
+
+    earlier = ((handoff.previous_attempt(document) or {}).get("run") or {}).get("git_control")
+    if (
+        isinstance(earlier, Mapping)
+        and isinstance(earlier.get("digest"), str)
+        and isinstance(earlier.get("paths"), Mapping)
+    ):
+        found = {"digest": earlier["digest"], "paths": dict(earlier["paths"])}
+    else:
+        found = {
+            "digest": git.control_digest(before),
+            "paths": {k: git.short(v) for k, v in before.items()},
+        }
+    return {**found, "changed": during}
+
+
+#: How far before the worker's start a special file's change time may be and still be
+#: the worker's (``specialfiles.clear_new``).
+_CLOCK_MARGIN_NS = 100_000_000
+
+#: At most this many paths in ``run.ignored_at_start`` (every document after lk-invoke
+#: carries it): ignored folders count as one, so only a tree of loose ignored files
+#: comes near it.
+MAX_IGNORED_AT_START = 20_000
+
+
+def _ignored_at_start(document: Mapping[str, Any] | None, root: Path, state: Path) -> list[str]:
+    """``run.ignored_at_start``: what git ignored when the task's first attempt started (a
+    retry carries it on, as ``git_control``). lk-diff holds the change to it: an ignore
+    file that is in no commit (a tool's self-ignoring ``.venv/.gitignore``, a
+    ``secrets/.gitignore`` holding ``*``) is not among the base's rules, and a worker that
+    empties it would otherwise get that folder committed."""
+    from loopkit import git, handoff
+
+    earlier = ((handoff.previous_attempt(document) or {}).get("run") or {}).get("ignored_at_start")
+    if isinstance(earlier, list) and all(isinstance(p, str) for p in earlier):
+        return list(earlier)
+    own = os.path.relpath(state, root).replace(os.sep, "/") + "/"
+    return git.ignored_now(root, leave_out=(own,))[:MAX_IGNORED_AT_START]
+
+
+def _fresh(document: dict[str, Any] | None) -> dict[str, Any]:
+    """A new attempt from a piped document: a finished attempt's sections are dropped."""
+    from loopkit import handoff
+
+    if document is None:
+        return {}
+    doc = {k: v for k, v in document.items() if k not in handoff.PREVIOUS_SECTIONS}
+    if handoff.previous_attempt(document):
+        doc.pop("attempt_id", None)
+        doc.pop("started_at", None)
+    doc.setdefault("started_at", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    return doc
+
+
+def normalize_transcript(path: str, *, provider: str | None = None) -> dict[str, Any]:
+    """The ``run`` record of a saved stream (claude stream-json or json, codex --json)."""
+    from loopkit.worker import providers
+    from loopkit.worker.providers.base import detect
+
+    p = Path(path)
+    if not p.is_file():
+        raise BadInput(path, "no such file: expected a saved worker stream")
+    with open(p, "rb") as f:
+        if not f.read(4096).strip():
+            raise BadInput(path, "empty: expected a saved worker stream")
+    name = provider or detect(p)
+    prov = providers.get(name)
+    parser = prov.parser()
+    watch = _Watch(breaker=Breaker(DEFAULT_REPEATS), stop=lambda _reason: None)
+    with open(p, "rb") as f:
+        for line in f:
+            for event in parser.feed(line):
+                watch(event)
+    state = parser.finish()
+    # A saved stream has no exit status: its own result line decides.
+    outcome = prov.classify(state, Exit(exit_code=0 if state.result_seen else None))
+    trip = watch.breaker.tripped if watch.breaker else None
+    if trip is not None and not state.result_seen:
+        outcome = Outcome("stuck", True, trip.message())
+    record = record_from(name, state, outcome, transcript=str(path))
+    record["cost"]["source"] += " (from a transcript)" if state.cost_source else ""
+    record["side_effects"] = watch.side_effects
+    record["stuck"] = trip.as_dict() if trip is not None else None
+    return record

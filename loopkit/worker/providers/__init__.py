@@ -1,0 +1,39 @@
+"""Worker providers: ``get(name)`` returns the adapter for claude, codex or command.
+
+Adding a provider is one module with a :class:`~loopkit.worker.providers.base.Provider`
+subclass and one line in ``_REGISTRY``; everything else follows the registry: the
+contract's validation, the commands' ``--provider`` choices, transcript sniffing (each
+provider's ``sniff``), what it may write in the sandbox (``contained``) -- and a test
+holds the schemas' provider enums to it. The interface is documented in
+``loopkit.worker.providers.base``.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
+if TYPE_CHECKING:
+    from loopkit.worker.providers.base import Provider
+
+#: name -> "module:Class" (imported on first use, so a CLI starts fast)
+_REGISTRY: dict[str, str] = {
+    "claude": "loopkit.worker.providers.claude:ClaudeProvider",
+    "codex": "loopkit.worker.providers.codex:CodexProvider",
+    "command": "loopkit.worker.providers.command:CommandProvider",
+}
+
+
+def names() -> list[str]:
+    return list(_REGISTRY)
+
+
+def get(name: str) -> Provider:
+    """The provider called ``name``; KeyError naming the known ones otherwise."""
+    try:
+        target = _REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"no provider {name!r}; one of: {', '.join(_REGISTRY)}") from None
+    module, cls = target.split(":")
+    provider: Provider = getattr(importlib.import_module(module), cls)()
+    return provider

@@ -1,0 +1,602 @@
+"""The one small interface every worker provider implements.
+
+A provider is the only code in loopkit that knows a worker CLI's flags and event shapes.
+It does three things, and each is usable on its own:
+
+1. **Build** the process: ``provider.build(spec) -> Invocation`` turns a :class:`RunSpec`
+   (prompt, working directory, model, limits, resume id, ``read_only``) into ``argv``, an
+   allow-listed ``env``, the bytes for stdin (``None`` means /dev/null) and the files to
+   write before the start (the command provider's handoff file). Nothing is started.
+
+   ``read_only=True`` is for a judge: claude gets only Read/Glob/Grep (writes and Bash
+   denied, ``--permission-mode default``), codex runs ``--sandbox read-only``.
+
+2. **Parse** the native stream incrementally: ``parser = provider.parser()``, then
+   ``events = parser.feed(line)`` for every stdout line as it arrives (bytes or str; a
+   partial or non-JSON line is tolerated), and ``state = parser.finish()`` at the end.
+   ``feed`` returns normalized :class:`Event` s (``tool_call``, ``tool_result``,
+   ``retry``, ``error``, ``message``, ``init``, ``result``) for live watchers such as the
+   breaker; ``parser.state`` (a :class:`RunState`) accumulates everything: session id,
+   model, final message, usage, cost, retries, the provider's own result/error fields,
+   and ``tool_calls`` -- a list of :class:`ToolCall` with ``name``, ``input``, ``ok``
+   (True / False / None while pending), ``error``, ``command`` (the shell command, when
+   the tool ran one), ``files_read`` and ``files_written``. ``state.files_read`` is the
+   de-duplicated list of files a *successful* tool call actually read (claude ``Read``;
+   codex ``cat``/``sed``/``head``/``nl``/... commands) -- what a judge cites as grounding.
+
+3. **Classify** the end: ``provider.classify(state, Exit(...)) -> Outcome`` maps the real
+   signals (exit status, result ``is_error``, ``api_error_status``, ``terminal_reason``,
+   ``turn.failed`` messages, who stopped the process) to one ``stop_reason``:
+   completed, max_turns, timeout, api_error, rate_limited, usage_limit, auth_error,
+   invalid_request, permission_denied, stuck, cancelled, crashed -- with ``is_error``,
+   a one-line ``error`` and ``resume_after`` (ISO time) for a usage limit.
+
+Typical use (what ``loopkit.worker.invoke`` does, and what a read-only judge can do)::
+
+    from loopkit import proc
+
+    from loopkit.worker import providers
+    from loopkit.worker.providers.base import Exit, RunSpec
+
+    p = providers.get("claude")
+    inv = p.build(RunSpec(prompt="Is X done? Cite files.", cwd=repo, read_only=True))
+    running = proc.spawn(inv.argv, cwd=inv.cwd, env=inv.env, stdin=inv.stdin, timeout=300)
+    parser = p.parser()
+    for line in running.lines():
+        parser.feed(line)
+    done = running.wait()
+    state = parser.finish()
+    outcome = p.classify(state, Exit(exit_code=done.exit_code, stopped=done.stopped))
+    state.files_read, state.final_message, outcome.stop_reason
+
+``loopkit.worker.invoke.execute(provider, spec, artifacts=...)`` wraps exactly that loop (timeout,
+breaker, cancellation, the saved stream) and returns a ``Result`` with the ``run`` record,
+the parsed state and the outcome; a judge calls it with ``RunSpec(read_only=True)``.
+``detect(path)`` names the provider of a saved stream from its content.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from loopkit import loader
+from loopkit.boundary.secrets import allowed_env
+from loopkit.text import clip
+
+#: stop_reason values (schemas/run.json). "completed" is the only one that is not an error.
+STOP_REASONS = (
+    "completed",
+    "max_turns",
+    "timeout",
+    "api_error",
+    "rate_limited",
+    "usage_limit",
+    "auth_error",
+    "invalid_request",
+    "permission_denied",
+    "stuck",
+    "cancelled",
+    "crashed",
+)
+
+#: Environment every worker gets when set (the rest of the parent's env is dropped).
+
+#: Bounds that keep memory flat however long the stream is.
+MAX_TOOL_CALLS = 2000
+MAX_INPUT_CHARS = 500
+MAX_ERROR_CHARS = 2000
+
+
+class RunSpec:
+    """What one worker (or judge) run should do; providers read only what they know."""
+
+    prompt: str
+    cwd: Path
+    model: str | None
+    max_turns: int | None
+    max_cost_usd: float | None
+    sandbox: str | None  # codex: read-only | workspace-write | danger-full-access
+    allowed_tools: list[str] | None  # claude --allowedTools
+    permission_mode: str | None  # claude --permission-mode (default acceptEdits)
+    resume: str | None  # a session id to continue
+    read_only: bool  # a judge: no writes, no shell
+    command: str | None  # the command provider's shell command
+    env_allow: list[str]  # more variable names to pass on
+    extra_args: list[str]
+    handoff_path: Path | None  # where the command provider's handoff file goes
+    attempt: int | None
+    task_id: str | None
+    environ: Mapping[str, str] | None  # the parent's env (default os.environ)
+
+    def __init__(
+        self,
+        prompt: str,
+        cwd: Path | None = None,
+        model: str | None = None,
+        max_turns: int | None = None,
+        max_cost_usd: float | None = None,
+        sandbox: str | None = None,
+        allowed_tools: list[str] | None = None,
+        permission_mode: str | None = None,
+        resume: str | None = None,
+        read_only: bool = False,
+        command: str | None = None,
+        env_allow: list[str] | None = None,
+        extra_args: list[str] | None = None,
+        handoff_path: Path | None = None,
+        attempt: int | None = None,
+        task_id: str | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.prompt = prompt
+        self.cwd = Path.cwd() if cwd is None else cwd
+        self.model = model
+        self.max_turns = max_turns
+        self.max_cost_usd = max_cost_usd
+        self.sandbox = sandbox
+        self.allowed_tools = allowed_tools
+        self.permission_mode = permission_mode
+        self.resume = resume
+        self.read_only = read_only
+        self.command = command
+        self.env_allow = [] if env_allow is None else env_allow
+        self.extra_args = [] if extra_args is None else extra_args
+        self.handoff_path = handoff_path
+        self.attempt = attempt
+        self.task_id = task_id
+        self.environ = environ
+
+    @classmethod
+    def from_section(
+        cls, section: Mapping[str, Any] | None, *, prompt: str, **overrides: Any
+    ) -> RunSpec:
+        """A spec from a contract's ``worker`` (or ``judge``) section; overrides win."""
+        s = dict(section or {})
+        kw: dict[str, Any] = {
+            "prompt": prompt,
+            "model": s.get("model"),
+            "max_turns": s.get("max_turns"),
+            "max_cost_usd": s.get("max_cost_usd"),
+            "sandbox": s.get("sandbox"),
+            "allowed_tools": s.get("allowed_tools"),
+            "permission_mode": s.get("permission_mode"),
+            "command": s.get("command"),
+            "env_allow": list(s.get("env_allow") or []),
+            "extra_args": list(s.get("extra_args") or []),
+        }
+        kw.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**kw)
+
+    def parent_env(self) -> Mapping[str, str]:
+        return self.environ if self.environ is not None else os.environ
+
+
+class Invocation:
+    """A process ready to start: nothing has run yet."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+    stdin: bytes | None  # None: /dev/null
+    files: dict[Path, str]  # written before the start
+    cost_trusted: bool  # the CLI talks to its vendor's own endpoint
+    model: str | None  # the model asked for (flag or the CLI's config), if known
+
+    def __init__(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        cwd: Path,
+        stdin: bytes | None = None,
+        files: dict[Path, str] | None = None,
+        cost_trusted: bool = False,
+        model: str | None = None,
+    ) -> None:
+        self.argv = argv
+        self.env = env
+        self.cwd = cwd
+        self.stdin = stdin
+        self.files = {} if files is None else files
+        self.cost_trusted = cost_trusted
+        self.model = model
+
+    def but(self, **changed: Any) -> Invocation:
+        """A copy with ``changed`` fields replaced (this one is left as it is)."""
+        copy = Invocation(self.argv, self.env, self.cwd)
+        copy.__dict__.update(self.__dict__)
+        copy.__dict__.update(changed)
+        return copy
+
+    def write_files(self) -> None:
+        from loopkit.files import atomic_write
+
+        for path, text in self.files.items():
+            atomic_write(path, text)
+
+
+class ToolCall:
+    """One tool use seen in the stream, completed by its result when that arrives."""
+
+    id: str | None
+    name: str
+    input: dict[str, Any]
+    ok: bool | None  # None: no result yet
+    error: str | None  # the tool's error text when it failed
+    command: str | None  # the shell command it ran, if any
+    files_read: list[str]
+    files_written: list[str]
+
+    __slots__ = ("command", "error", "files_read", "files_written", "id", "input", "name", "ok")
+
+    def __init__(
+        self,
+        id: str | None,
+        name: str,
+        input: dict[str, Any],
+        ok: bool | None = None,
+        error: str | None = None,
+        command: str | None = None,
+        files_read: list[str] | None = None,
+        files_written: list[str] | None = None,
+    ) -> None:
+        self.id = id
+        self.name = name
+        self.input = input
+        self.ok = ok
+        self.error = error
+        self.command = command
+        self.files_read = [] if files_read is None else files_read
+        self.files_written = [] if files_written is None else files_written
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "input": self.input,
+            "ok": self.ok,
+            "error": self.error,
+            "command": self.command,
+            "files_read": self.files_read,
+            "files_written": self.files_written,
+        }
+
+
+class Event:
+    """A normalized event returned by ``StreamParser.feed``."""
+
+    kind: str  # init | message | tool_call | tool_result | retry | error | result
+    tool: ToolCall | None
+    text: str | None
+
+    __slots__ = ("kind", "text", "tool")
+
+    def __init__(self, kind: str, tool: ToolCall | None = None, text: str | None = None) -> None:
+        self.kind = kind
+        self.tool = tool
+        self.text = text
+
+
+class RunState:
+    """Everything learned from a stream so far (bounded in size)."""
+
+    session_id: str | None
+    model: str | None
+    final_message: str | None
+    turns: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+    cost_source: str | None
+    api_retries: int
+    api_error_status: int | None  # the last HTTP status the CLI reported
+    result_seen: bool  # the provider printed its final result / turn end
+    result_is_error: bool | None
+    result_subtype: str | None
+    terminal_reason: str | None
+    errors: list[str]  # provider error messages, in order
+    permission_denials: list[dict[str, Any]]
+    tool_calls: list[ToolCall]  # at most MAX_TOOL_CALLS kept
+    tool_call_count: int
+    tool_errors: int
+    lines: int
+    bad_lines: int
+    last_text: str | None  # last non-empty plain line (the command provider)
+    _files_read: dict[str, None]
+    _files_written: dict[str, None]
+
+    def __init__(
+        self,
+        session_id: str | None = None,
+        model: str | None = None,
+        final_message: str | None = None,
+        turns: int = 0,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cost_usd: float | None = None,
+        cost_source: str | None = None,
+        api_retries: int = 0,
+        api_error_status: int | None = None,
+        result_seen: bool = False,
+        result_is_error: bool | None = None,
+        result_subtype: str | None = None,
+        terminal_reason: str | None = None,
+        errors: list[str] | None = None,
+        permission_denials: list[dict[str, Any]] | None = None,
+        tool_calls: list[ToolCall] | None = None,
+        tool_call_count: int = 0,
+        tool_errors: int = 0,
+        lines: int = 0,
+        bad_lines: int = 0,
+        last_text: str | None = None,
+        _files_read: dict[str, None] | None = None,
+        _files_written: dict[str, None] | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.model = model
+        self.final_message = final_message
+        self.turns = turns
+        self.input_tokens = input_tokens
+        self.output_tokens = output_tokens
+        self.cost_usd = cost_usd
+        self.cost_source = cost_source
+        self.api_retries = api_retries
+        self.api_error_status = api_error_status
+        self.result_seen = result_seen
+        self.result_is_error = result_is_error
+        self.result_subtype = result_subtype
+        self.terminal_reason = terminal_reason
+        self.errors = [] if errors is None else errors
+        self.permission_denials = [] if permission_denials is None else permission_denials
+        self.tool_calls = [] if tool_calls is None else tool_calls
+        self.tool_call_count = tool_call_count
+        self.tool_errors = tool_errors
+        self.lines = lines
+        self.bad_lines = bad_lines
+        self.last_text = last_text
+        self._files_read = {} if _files_read is None else _files_read
+        self._files_written = {} if _files_written is None else _files_written
+
+    @property
+    def files_read(self) -> list[str]:
+        """Files successful tool calls read, first-read order, de-duplicated."""
+        return list(self._files_read)
+
+    @property
+    def files_written(self) -> list[str]:
+        return list(self._files_written)
+
+    @property
+    def commands(self) -> list[str]:
+        return [t.command for t in self.tool_calls if t.command]
+
+    def add_tool(self, call: ToolCall) -> None:
+        self.tool_call_count += 1
+        if len(self.tool_calls) < MAX_TOOL_CALLS:
+            self.tool_calls.append(call)
+
+    def settle(self, call: ToolCall, *, ok: bool, error: str | None = None) -> None:
+        call.ok = ok
+        if ok and not call.files_read and not call.files_written:
+            return
+        if not ok:
+            self.tool_errors += 1
+            call.error = clip(error or "failed", MAX_ERROR_CHARS)
+            return
+        for f in call.files_read:
+            self._files_read.setdefault(f, None)
+        for f in call.files_written:
+            self._files_written.setdefault(f, None)
+
+    def add_error(self, message: str) -> None:
+        if len(self.errors) < 50:
+            self.errors.append(clip(message, MAX_ERROR_CHARS))
+
+
+class Exit:
+    """How the process ended, as loopkit saw it."""
+
+    exit_code: int | None  # None when loopkit stopped it
+    stopped: str | None  # "timeout", "cancelled", "stuck", ... (who stopped it and why)
+    stderr_tail: str
+
+    def __init__(
+        self,
+        exit_code: int | None,
+        stopped: str | None = None,
+        stderr_tail: str = "",
+    ) -> None:
+        self.exit_code = exit_code
+        self.stopped = stopped
+        self.stderr_tail = stderr_tail
+
+
+class Outcome:
+    stop_reason: str
+    is_error: bool
+    error: str | None
+    resume_after: str | None
+    claimed_complete: bool
+
+    def __init__(
+        self,
+        stop_reason: str,
+        is_error: bool,
+        error: str | None = None,
+        resume_after: str | None = None,
+        claimed_complete: bool = False,
+    ) -> None:
+        self.stop_reason = stop_reason
+        self.is_error = is_error
+        self.error = error
+        self.resume_after = resume_after
+        self.claimed_complete = claimed_complete
+
+
+#: The C scanner behind json.loads, called directly: one JSON line is one object, and the
+#: wrapper's encoding detection and regex passes cost as much as a small line's parse.
+#: Strict about numbers: a NaN cost or count is refused with the rest of its line.
+_SCAN = loader.scan_line
+
+
+def _object(text: str) -> dict[str, Any] | None:
+    """The JSON object on one line, or None (not an object, not JSON, trailing garbage)."""
+    start = 0
+    if text[:1] != "{":
+        stripped = len(text) - len(text.lstrip())
+        if text[stripped : stripped + 1] != "{":
+            return None
+        start = stripped
+    try:
+        obj, end = _SCAN(text, start)
+    except (StopIteration, ValueError, RecursionError):
+        return None
+    if end != len(text) and text[end:].strip():
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+class StreamParser:
+    """Base parser: subclasses implement ``handle(obj)``; plain lines go to ``plain``."""
+
+    def __init__(self) -> None:
+        self.state = RunState()
+
+    def feed(self, line: bytes | str) -> list[Event]:
+        self.state.lines += 1
+        try:
+            text = line.decode("utf-8") if isinstance(line, bytes) else line
+        except UnicodeDecodeError:
+            text = line.decode("utf-8", "replace")  # type: ignore[union-attr]
+        obj = _object(text)
+        if obj is not None:
+            return self.handle(obj)
+        if text[:1] == "{" or text.lstrip()[:1] == "{":
+            self.state.bad_lines += 1
+        text = text.strip()
+        return self.plain(text) if text else []
+
+    def handle(self, obj: dict[str, Any]) -> list[Event]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def plain(self, line: str) -> list[Event]:
+        self.state.last_text = clip(line, MAX_ERROR_CHARS)
+        return []
+
+    def finish(self) -> RunState:
+        return self.state
+
+
+class Provider:
+    """A worker CLI. Subclasses set ``name``, ``binary``, ``install_hint``."""
+
+    name: ClassVar[str] = ""
+    binary: ClassVar[str | None] = None
+    install_hint: ClassVar[str] = ""
+    #: Variable names (exact) and prefixes (ending in "_") of the provider's own settings.
+    env_names: ClassVar[tuple[str, ...]] = ()
+
+    def build(self, spec: RunSpec) -> Invocation:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def parser(self) -> StreamParser:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def classify(self, state: RunState, end: Exit) -> Outcome:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    #: The contract's worker keys this provider reads (beyond provider, model, timeout).
+    options: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def sniff(cls, line: Mapping[str, Any]) -> bool:
+        """Whether one JSON line of a saved stream is this provider's native event."""
+        return False
+
+    def contained(self, inv: Invocation) -> tuple[Invocation, list[Path]]:
+        """The invocation to run inside loopkit's sandbox, and the paths it must be able
+        to write there (its sessions, its config); made to exist. Default: as built,
+        nothing more."""
+        return inv, []
+
+    def env(self, spec: RunSpec, *, extra: Iterable[str] = ()) -> dict[str, str]:
+        """The allow-listed environment: base names, this provider's own, the contract's."""
+        return allowed_env(spec.parent_env(), (*self.env_names, *extra, *spec.env_allow))
+
+    def locate(self, inv: Invocation) -> str | None:
+        """The executable's path in the worker's PATH, or None when it is not installed."""
+        if not inv.argv:
+            return None
+        exe = inv.argv[0]
+        if os.sep in exe:
+            return exe if os.access(exe, os.X_OK) else None
+        return shutil.which(exe, path=inv.env.get("PATH"))
+
+
+def count(v: Any) -> int:
+    """A token or turn count as reported: a positive int, else 0."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
+
+
+def clip_input(value: Any) -> dict[str, Any]:
+    """A tool input kept small: long strings cut, so memory stays flat."""
+    if not isinstance(value, dict):
+        return {"value": clip(str(value), MAX_INPUT_CHARS)}
+    out: dict[str, Any] = {}
+    for k, v in value.items():
+        if isinstance(v, str):
+            out[k] = clip(v, MAX_INPUT_CHARS)
+        elif isinstance(v, (int, float, bool)) or v is None:
+            out[k] = v
+        else:
+            s = json.dumps(v, ensure_ascii=False)
+            out[k] = v if len(s) <= MAX_INPUT_CHARS else clip(s, MAX_INPUT_CHARS)
+    return out
+
+
+_HTTP_STATUS = re.compile(r"\b(4\d\d|5\d\d)\b")
+
+
+def http_status_in(text: str) -> int | None:
+    m = _HTTP_STATUS.search(text)
+    return int(m.group(1)) if m else None
+
+
+def is_vendor_url(url: str | None, vendor_hosts: Sequence[str]) -> bool:
+    """True when ``url`` is unset or points at one of the vendor's own hosts."""
+    if not url:
+        return True
+    from urllib.parse import urlparse
+
+    host = (urlparse(url).hostname or "").lower()
+    return any(host == h or host.endswith("." + h) for h in vendor_hosts)
+
+
+def detect(path: str | os.PathLike[str]) -> str:
+    """The provider whose native stream ``path`` holds: the first registered provider
+    that recognises one of its first JSON lines (``Provider.sniff``), else command."""
+    from loopkit.worker import providers
+
+    candidates = [providers.get(name) for name in providers.names()]
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f):
+            if n > 50:
+                break
+            s = raw.strip()
+            if not s.startswith(b"{"):
+                continue
+            try:
+                obj = loader.json_loads(s)
+            except ValueError:
+                continue
+            if not isinstance(obj, dict):
+                continue
+            for provider in candidates:
+                if provider.sniff(obj):
+                    return provider.name
+    return "command"

@@ -1,0 +1,433 @@
+"""Claude Code (``claude -p``) as a worker: argv, stream-json events, error classes.
+
+Run:    claude -p PROMPT --output-format stream-json --verbose --max-turns N
+        [--model M] [--max-budget-usd X] (--permission-mode acceptEdits | --allowedTools ...)
+        [--resume ID]                                                  stdin /dev/null
+Stream: system/init, assistant (one content block per line), user (tool results),
+        system/api_retry, and one final ``result`` (``--output-format json`` prints the
+        ``result`` object alone: the same parser reads it).
+Errors: ``result.is_error`` with ``api_error_status`` (an API failure after retries says
+        ``subtype: success`` -- never trust ``subtype`` alone), ``subtype:
+        error_max_turns`` / ``terminal_reason: max_turns``, ``permission_denials``.
+Cost:   ``total_cost_usd`` is Claude Code's own price table for the model *name*: trusted
+        only when every base URL it would use (ANTHROPIC_BASE_URL, the Bedrock/Vertex ones,
+        from the environment or the ``env`` of its settings files) is unset or the vendor's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, ClassVar
+
+from loopkit import loader
+from loopkit.text import clip
+from loopkit.worker.providers.base import (
+    Event,
+    Exit,
+    Invocation,
+    Outcome,
+    Provider,
+    RunSpec,
+    RunState,
+    StreamParser,
+    ToolCall,
+    clip_input,
+    count,
+    http_status_in,
+    is_vendor_url,
+)
+from loopkit.worker.providers.shell import files_read_by
+
+DEFAULT_MAX_TURNS = 30
+READ_ONLY_TOOLS = ("Read", "Glob", "Grep")
+WRITE_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit", "Bash", "WebFetch", "WebSearch")
+VENDOR_HOSTS = ("anthropic.com",)
+#: Base URLs Claude Code reads, with the hosts that are the real vendor's for each.
+BASE_URLS = {
+    "ANTHROPIC_BASE_URL": VENDOR_HOSTS,
+    "ANTHROPIC_BEDROCK_BASE_URL": ("amazonaws.com",),
+    "ANTHROPIC_VERTEX_BASE_URL": ("googleapis.com",),
+}
+MANAGED_SETTINGS = Path("/etc/claude-code/managed-settings.json")
+COST_SOURCE = "claude-code price table"
+
+
+class ClaudeProvider(Provider):
+    name: ClassVar[str] = "claude"
+    binary: ClassVar[str | None] = "claude"
+    install_hint: ClassVar[str] = (
+        "install Claude Code: npm install -g @anthropic-ai/claude-code (or `make agents`)"
+    )
+    env_names: ClassVar[tuple[str, ...]] = (
+        "ANTHROPIC_",
+        "CLAUDE_CODE_",
+        "CLAUDE_CONFIG_DIR",
+        "DISABLE_AUTOUPDATER",
+        "DISABLE_TELEMETRY",
+        "DISABLE_ERROR_REPORTING",
+        "MAX_THINKING_TOKENS",
+        "BASH_DEFAULT_TIMEOUT_MS",
+        "BASH_MAX_TIMEOUT_MS",
+        "API_TIMEOUT_MS",
+        "IS_SANDBOX",
+    )
+
+    def build(self, spec: RunSpec) -> Invocation:
+        argv = [self.binary or "claude", "-p", spec.prompt]
+        argv += ["--output-format", "stream-json", "--verbose"]
+        argv += ["--max-turns", str(spec.max_turns or DEFAULT_MAX_TURNS)]
+        if spec.model:
+            argv += ["--model", spec.model]
+        if spec.max_cost_usd is not None:
+            argv += ["--max-budget-usd", f"{spec.max_cost_usd:g}"]
+        if spec.read_only:
+            argv += ["--permission-mode", "default"]
+            argv += ["--allowedTools", ",".join(READ_ONLY_TOOLS)]
+            argv += ["--disallowedTools", ",".join(WRITE_TOOLS)]
+        else:
+            argv += ["--permission-mode", spec.permission_mode or "acceptEdits"]
+            if spec.allowed_tools:
+                argv += ["--allowedTools", ",".join(spec.allowed_tools)]
+        if spec.resume:
+            argv += ["--resume", spec.resume]
+        argv += spec.extra_args
+        env = self.env(spec)
+        return Invocation(
+            argv=argv,
+            env=env,
+            cwd=spec.cwd,
+            stdin=None,
+            cost_trusted=cost_trusted(env, spec.cwd),
+        )
+
+    options: ClassVar[tuple[str, ...]] = (
+        "max_turns",
+        "max_cost_usd",
+        "allowed_tools",
+        "permission_mode",
+        "env_allow",
+        "resume",
+        "extra_args",
+    )
+
+    @classmethod
+    def sniff(cls, line: Mapping[str, Any]) -> bool:
+        """stream-json and json output: system/assistant/user/result events."""
+        return line.get("type") in ("system", "assistant", "user", "result", "stream_event")
+
+    def contained(self, inv: Invocation) -> tuple[Invocation, list[Path]]:
+        """Claude Code writes its sessions and settings to its config folder
+        (``CLAUDE_CONFIG_DIR``, else ``~/.claude`` and ``~/.claude.json``). In loopkit's
+        runs that folder is a private copy (``containment.provider_home``): the person's
+        settings, credentials and instructions copied in afresh each run, the sessions
+        kept for ``--resume``; nothing the worker writes there reaches the person's own
+        ``claude`` later."""
+        from loopkit.boundary import containment
+
+        config = inv.env.get("CLAUDE_CONFIG_DIR")
+        home = inv.env.get("HOME")
+        if config:
+            source, state = Path(config), Path(config) / ".claude.json"
+        elif home:
+            source, state = Path(home) / ".claude", Path(home) / ".claude.json"
+        else:
+            return inv, []
+        files = {name: source / name for name in PERSON_FILES}
+        files[".claude.json"] = state
+        private = containment.seed_home(
+            containment.provider_home(inv.cwd, self.name), files, keep=SESSION_FOLDERS
+        )
+        if not (private / ".claude.json").exists():
+            (private / ".claude.json").write_text("{}\n", encoding="utf-8")
+        return inv.but(env={**inv.env, "CLAUDE_CONFIG_DIR": str(private)}), [private]
+
+    def parser(self) -> ClaudeParser:
+        return ClaudeParser()
+
+    def classify(self, state: RunState, end: Exit) -> Outcome:
+        return classify(state, end)
+
+
+#: What a private config folder is seeded with from the person's own, every run.
+PERSON_FILES = ("settings.json", ".credentials.json", "CLAUDE.md")
+#: What a private config folder keeps from one run to the next: sessions (``--resume``).
+SESSION_FOLDERS = ("projects", "todos", "session-env", "shell-snapshots", "file-history")
+
+
+def cost_trusted(env: Mapping[str, str], cwd: Path) -> bool:
+    """True when every base URL Claude Code would use is unset or its vendor's own.
+
+    The ``env`` of its settings files counts too: a proxy or another model's endpoint is
+    often set there, and the CLI then prices a model it never talked to.
+    """
+    sources = [env, *_settings_env(env, cwd)]
+    return all(
+        is_vendor_url(src.get(var), hosts) for src in sources for var, hosts in BASE_URLS.items()
+    )
+
+
+def _settings_env(env: Mapping[str, str], cwd: Path) -> list[dict[str, str]]:
+    config = env.get("CLAUDE_CONFIG_DIR") or (f"{env['HOME']}/.claude" if env.get("HOME") else "")
+    paths = [Path(config) / "settings.json"] if config else []
+    paths += [cwd / ".claude" / "settings.json", cwd / ".claude" / "settings.local.json"]
+    paths.append(MANAGED_SETTINGS)
+    found = []
+    for path in paths:
+        try:
+            data = loader.json_loads(path.read_bytes())
+        except (OSError, ValueError):
+            continue
+        section = data.get("env") if isinstance(data, dict) else None
+        if isinstance(section, dict):
+            found.append({str(k): str(v) for k, v in section.items() if isinstance(v, str)})
+    return found
+
+
+class ClaudeParser(StreamParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self._pending: dict[str, ToolCall] = {}
+        self._messages: set[str] = set()
+
+    def handle(self, obj: dict[str, Any]) -> list[Event]:
+        t = obj.get("type")
+        if t == "assistant":
+            return self._assistant(obj)
+        if t == "user":
+            return self._user(obj)
+        if t == "result":
+            return self._result(obj)
+        if t == "system":
+            return self._system(obj)
+        return []
+
+    def _system(self, obj: dict[str, Any]) -> list[Event]:
+        st = self.state
+        sub = obj.get("subtype")
+        if sub == "init":
+            st.session_id = obj.get("session_id") or st.session_id
+            st.model = obj.get("model") or st.model
+            return [Event("init")]
+        if sub == "api_retry":
+            st.api_retries += 1
+            status = obj.get("error_status")
+            if isinstance(status, int):
+                st.api_error_status = status
+            err = obj.get("error")
+            text = f"api retry {obj.get('attempt')}: {status or ''} {err or ''}".strip()
+            return [Event("retry", text=text)]
+        return []
+
+    def _assistant(self, obj: dict[str, Any]) -> list[Event]:
+        st = self.state
+        msg = obj.get("message")
+        if not isinstance(msg, dict):
+            return []
+        mid = msg.get("id")
+        if isinstance(mid, str) and mid not in self._messages and len(self._messages) < 100_000:
+            self._messages.add(mid)
+            if not st.result_seen:
+                st.turns = len(self._messages)
+        if isinstance(msg.get("model"), str) and msg["model"] != "<synthetic>":
+            st.model = msg["model"]
+        st.session_id = st.session_id or obj.get("session_id")
+        events: list[Event] = []
+        for block in msg.get("content") or ():
+            if not isinstance(block, dict):
+                continue
+            bt = block.get("type")
+            if bt == "text":
+                text = block.get("text")
+                if isinstance(text, str) and text.strip():
+                    st.final_message = clip(text.strip(), 8000)
+                    events.append(Event("message", text=text))
+            elif bt == "tool_use":
+                call = tool_call(block)
+                st.add_tool(call)
+                if call.id:
+                    self._pending[call.id] = call
+                events.append(Event("tool_call", tool=call))
+        return events
+
+    def _user(self, obj: dict[str, Any]) -> list[Event]:
+        msg = obj.get("message")
+        if not isinstance(msg, dict):
+            return []
+        content = msg.get("content")
+        if not isinstance(content, list):
+            return []
+        events: list[Event] = []
+        for block in content:
+            if not isinstance(block, dict) or block.get("type") != "tool_result":
+                continue
+            call = self._pending.pop(str(block.get("tool_use_id")), None)
+            if call is None:
+                continue
+            failed = bool(block.get("is_error"))
+            self.state.settle(call, ok=not failed, error=result_text(block) if failed else None)
+            events.append(Event("tool_result", tool=call))
+        return events
+
+    def _result(self, obj: dict[str, Any]) -> list[Event]:
+        st = self.state
+        st.result_seen = True
+        st.result_is_error = bool(obj.get("is_error"))
+        st.result_subtype = obj.get("subtype")
+        st.terminal_reason = obj.get("terminal_reason")
+        st.session_id = obj.get("session_id") or st.session_id
+        status = obj.get("api_error_status")
+        if isinstance(status, int):
+            st.api_error_status = status
+        if isinstance(obj.get("num_turns"), int):
+            st.turns = obj["num_turns"]
+        text = obj.get("result")
+        if isinstance(text, str) and text.strip():
+            st.final_message = clip(text.strip(), 8000)
+        cost = obj.get("total_cost_usd")
+        if isinstance(cost, (int, float)):
+            st.cost_usd = float(cost)
+            st.cost_source = COST_SOURCE
+        self._usage(obj)
+        for d in obj.get("permission_denials") or ():
+            if isinstance(d, dict) and len(st.permission_denials) < 50:
+                st.permission_denials.append(
+                    {"tool": d.get("tool_name"), "input": clip_input(d.get("tool_input") or {})}
+                )
+        for e in obj.get("errors") or ():
+            st.add_error(e if isinstance(e, str) else str(e))
+        if st.result_is_error and isinstance(text, str) and text.strip():
+            st.add_error(text.strip())
+        return [Event("result", text=st.final_message)]
+
+    def _usage(self, obj: dict[str, Any]) -> None:
+        st = self.state
+        models = obj.get("modelUsage")
+        if isinstance(models, dict) and models:
+            inp = out = 0
+            for name, mu in models.items():
+                if not isinstance(mu, dict):
+                    continue
+                inp += count(mu.get("inputTokens")) + count(mu.get("cacheReadInputTokens"))
+                inp += count(mu.get("cacheCreationInputTokens"))
+                out += count(mu.get("outputTokens"))
+                if st.model is None:
+                    st.model = name
+            st.input_tokens, st.output_tokens = inp, out
+            return
+        usage = obj.get("usage")
+        if isinstance(usage, dict):
+            st.input_tokens = (
+                count(usage.get("input_tokens"))
+                + count(usage.get("cache_read_input_tokens"))
+                + count(usage.get("cache_creation_input_tokens"))
+            )
+            st.output_tokens = count(usage.get("output_tokens"))
+
+
+def tool_call(block: dict[str, Any]) -> ToolCall:
+    name = str(block.get("name") or "?")
+    raw = block.get("input") if isinstance(block.get("input"), dict) else {}
+    assert isinstance(raw, dict)
+    call = ToolCall(id=block.get("id"), name=name, input=clip_input(raw))
+    path = raw.get("file_path") or raw.get("notebook_path")
+    if name in ("Read", "NotebookRead") and isinstance(path, str):
+        call.files_read.append(path)
+    elif name in ("Write", "Edit", "MultiEdit", "NotebookEdit") and isinstance(path, str):
+        call.files_written.append(path)
+    elif name == "Bash" and isinstance(raw.get("command"), str):
+        call.command = raw["command"]
+        call.files_read.extend(files_read_by(raw["command"]))
+    return call
+
+
+def result_text(block: dict[str, Any]) -> str:
+    c = block.get("content")
+    if isinstance(c, str):
+        text = c
+    elif isinstance(c, list):
+        text = "\n".join(
+            str(x.get("text", "")) for x in c if isinstance(x, dict) and x.get("type") == "text"
+        )
+    else:
+        text = ""
+    text = re.sub(r"</?tool_use_error>", "", text).strip()
+    return clip(text or "tool failed", 2000)
+
+
+_USAGE_LIMIT = re.compile(r"usage limit|limit reached|out of (extra )?usage|quota", re.I)
+_RESET_EPOCH = re.compile(r"\|\s*(\d{10})\b")
+
+
+def classify(state: RunState, end: Exit) -> Outcome:
+    claimed = False
+    if end.stopped:
+        reason = end.stopped if end.stopped in ("timeout", "cancelled", "stuck") else "cancelled"
+        return Outcome(reason, is_error=True, error=_stopped_message(end.stopped, state))
+    if state.result_seen:
+        errors = "; ".join(state.errors)
+        if state.result_subtype == "error_max_turns" or state.terminal_reason == "max_turns":
+            return Outcome("max_turns", True, f"reached the turn limit after {state.turns} turns")
+        if state.result_subtype == "error_max_budget_usd":
+            return Outcome("max_turns", True, "reached the per-run cost cap (--max-budget-usd)")
+        if state.result_is_error or (state.result_subtype or "success") != "success":
+            reason, resume_after = error_class(state.api_error_status, errors)
+            message = errors or f"claude reported an error ({state.result_subtype})"
+            if state.api_error_status:
+                message = f"HTTP {state.api_error_status}: {message}"
+            return Outcome(reason, True, clip(message, 500), resume_after)
+        if state.permission_denials and not state.files_written:
+            tools = sorted({str(d.get("tool")) for d in state.permission_denials})
+            return Outcome(
+                "permission_denied",
+                False,
+                f"tools denied by the permission mode: {', '.join(tools)}",
+            )
+        claimed = end.exit_code in (0, None)
+        if end.exit_code not in (0, None):
+            return Outcome("crashed", True, f"claude exited {end.exit_code} after its result")
+        return Outcome("completed", False, None, claimed_complete=claimed)
+    # No result line: the CLI died, refused its flags, or its session id was unknown.
+    tail = end.stderr_tail.strip()
+    if re.search(r"No conversation found|unknown option|error: option|invalid", tail, re.I):
+        return Outcome("invalid_request", True, clip(tail.splitlines()[-1], 500))
+    if re.search(r"invalid api key|authentication|401|403|not logged in|/login", tail, re.I):
+        return Outcome("auth_error", True, clip(tail.splitlines()[-1], 500))
+    last = tail.splitlines()[-1] if tail else "no result line in the stream"
+    return Outcome("crashed", True, clip(f"claude exited {end.exit_code}: {last}", 500))
+
+
+def error_class(status: int | None, message: str) -> tuple[str, str | None]:
+    """(stop_reason, resume_after) for an API failure that survived the CLI's retries."""
+    if status is None:
+        status = http_status_in(message)
+    if _USAGE_LIMIT.search(message):
+        return "usage_limit", reset_time(message)
+    if status == 429:
+        return "rate_limited", None
+    if status in (401, 403) or re.search(r"authentication|api key|unauthori[sz]ed", message, re.I):
+        return "auth_error", None
+    if status in (400, 404, 413, 422) or re.search(r"invalid_request", message):
+        return "invalid_request", None
+    return "api_error", None
+
+
+def reset_time(message: str) -> str | None:
+    m = _RESET_EPOCH.search(message)
+    if m:
+        return datetime.fromtimestamp(int(m.group(1)), tz=timezone.utc).strftime(
+            "%Y-%m-%dT%H:%M:%SZ"
+        )
+    from loopkit.worker.providers.codex import parse_reset
+
+    return parse_reset(message)
+
+
+def _stopped_message(reason: str, state: RunState) -> str:
+    if reason == "timeout":
+        return "wall-clock timeout: the worker's process group was ended"
+    if reason == "stuck":
+        return "the breaker stopped a worker repeating one failing tool call"
+    return f"stopped by loopkit: {reason}"

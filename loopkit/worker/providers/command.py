@@ -1,0 +1,121 @@
+"""Any command as the worker (aider, a script, another agent): the embedded default.
+
+Run:    /bin/sh -c COMMAND in the repository, the handoff on stdin AND in the file named by
+        ``LOOPKIT_HANDOFF``; ``LOOPKIT_ATTEMPT`` (the attempt number, when known),
+        ``LOOPKIT_TASK_ID`` and ``LOOPKIT_REPO`` are exported too. The environment is the
+        allow-list (PATH, HOME, LANG, ...) plus the contract's ``worker.env_allow``.
+Stream: plain output; the last non-empty line is the final message.
+Result: exit 0 -> completed (claimed_complete); exit 75 (EX_TEMPFAIL) -> api_error, a
+        transient failure that lk-decide retries with backoff (how a wrapper script says
+        "the model was overloaded, try later"); any other status -> crashed, with that
+        status and the last line in ``error``. Timeout, cancellation and the breaker end
+        the whole process group as for any provider.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import ClassVar
+
+from loopkit.text import clip
+from loopkit.worker.providers.base import (
+    Event,
+    Exit,
+    Invocation,
+    Outcome,
+    Provider,
+    RunSpec,
+    RunState,
+    StreamParser,
+)
+
+#: sysexits.h EX_TEMPFAIL: the worker's way of saying "transient, try again later".
+TEMPFAIL = 75
+HANDOFF_ENV = "LOOPKIT_HANDOFF"
+SHELL = "/bin/sh"
+
+
+class CommandProvider(Provider):
+    name: ClassVar[str] = "command"
+    binary: ClassVar[str | None] = None
+    install_hint: ClassVar[str] = "give the worker command in the contract (worker.command)"
+    env_names: ClassVar[tuple[str, ...]] = ()
+    options: ClassVar[tuple[str, ...]] = ("command", "env_allow", "extra_args")
+
+    def build(self, spec: RunSpec) -> Invocation:
+        if not spec.command:
+            raise ValueError("the command provider needs a command (worker.command or --command)")
+        handoff = spec.handoff_path or Path(
+            tempfile.gettempdir(), f"loopkit-handoff-{os.getpid()}.md"
+        )
+        env = self.env(spec)
+        env[HANDOFF_ENV] = str(handoff)
+        env["LOOPKIT_REPO"] = str(spec.cwd)
+        if spec.attempt is not None:
+            env["LOOPKIT_ATTEMPT"] = str(spec.attempt)
+        if spec.task_id:
+            env["LOOPKIT_TASK_ID"] = spec.task_id
+        if spec.model:
+            env["LOOPKIT_MODEL"] = spec.model
+        if spec.resume:
+            env["LOOPKIT_RESUME"] = spec.resume
+        if spec.read_only:
+            env["LOOPKIT_READ_ONLY"] = "1"
+        argv = [SHELL, "-c", spec.command, *(["sh", *spec.extra_args] if spec.extra_args else [])]
+        return Invocation(
+            argv=argv,
+            env=env,
+            cwd=spec.cwd,
+            stdin=spec.prompt.encode("utf-8"),
+            files={handoff: spec.prompt},
+            cost_trusted=False,
+        )
+
+    def parser(self) -> CommandParser:
+        return CommandParser()
+
+    def classify(self, state: RunState, end: Exit) -> Outcome:
+        if end.stopped:
+            reason = (
+                end.stopped if end.stopped in ("timeout", "cancelled", "stuck") else "cancelled"
+            )
+            msg = (
+                "wall-clock timeout: the worker's process group was ended"
+                if reason == "timeout"
+                else f"stopped by loopkit: {reason}"
+            )
+            return Outcome(reason, True, msg)
+        if end.exit_code == 0:
+            return Outcome("completed", False, None, claimed_complete=True)
+        last = state.last_text or _last_line(end.stderr_tail) or "no output"
+        if end.exit_code == TEMPFAIL:
+            return Outcome("api_error", True, clip(f"transient failure (exit 75): {last}", 500))
+        if end.exit_code == 127:
+            last = _last_line(end.stderr_tail) or last
+            return Outcome("crashed", True, clip(f"command not found (exit 127): {last}", 500))
+        return Outcome("crashed", True, clip(f"command exited {end.exit_code}: {last}", 500))
+
+
+class CommandParser(StreamParser):
+    """Plain lines: only the last non-empty one is kept (memory stays flat)."""
+
+    def feed(self, line: bytes | str) -> list[Event]:
+        self.state.lines += 1
+        if isinstance(line, bytes):
+            line = line.decode("utf-8", "replace")
+        s = line.strip()
+        if s:
+            self.state.last_text = clip(s, 2000)
+        return []
+
+    def finish(self) -> RunState:
+        self.state.final_message = self.state.last_text
+        self.state.result_seen = True
+        return self.state
+
+
+def _last_line(text: str) -> str | None:
+    lines = [x for x in text.strip().splitlines() if x.strip()]
+    return lines[-1].strip() if lines else None
