@@ -5,6 +5,10 @@
 #   recipes/worktree.sh [--tasks TASKS.md] next.json
 #   recipes/worktree.sh --contract loop.yaml --task-id fix-parser --task "Fix blank lines"
 #
+# Options: --contract FILE, --tasks FILE (mark it done / parked), --task-id ID --task TEXT
+# [--goal] (instead of a document), --reset-path PATH (a directory created empty in each
+# worktree; adds to RESET_PATHS), --max-rounds N (default 50).
+#
 # Your checkout is never touched by an attempt: each one runs in a fresh worktree made
 # from the branch's head (LK_WORKTREES, default ${TMPDIR:-/tmp}/loopkit-worktrees), with
 # the ledger and documents kept in this checkout's .loopkit/ (LOOPKIT_STATE_DIR).

@@ -145,6 +145,8 @@ def begin(
                 f"{held.path}"
             )
         try:
+            if early is not None:
+                early.wait()  # it may refresh the index: done before a recovery writes it
             recovered = recover(ctx, owner=owner)
             result = _result(
                 "begin",

@@ -145,9 +145,13 @@ def index_tree(w: Where) -> str:
 
 def start_walk(w: Where) -> tuple[bool, list[str]]:
     """Whether the work tree has changes git would commit, and what git ignores now."""
+    # As a person's `git status`, it may refresh the index's stat data (optional locks on):
+    # entries written in the same second as their files ("racily clean") are settled once
+    # here, before the worker, so later hashes need not read those files again.
     raw = git.git(
         ["status", "--porcelain", "-z", "--untracked-files=normal", "--ignored=matching"],
         cwd=w.root,
+        env={"GIT_OPTIONAL_LOCKS": "1"},
     ).stdout.decode("utf-8", "surrogateescape")
     dirty, ignored = False, []
     for entry in raw.split("\0"):
