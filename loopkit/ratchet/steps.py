@@ -916,8 +916,8 @@ def settle_interrupted(state: Path, task: str) -> bool:
     when the ledger holds an admission not settled yet (one a decision did not close):
     no attempt is charged twice, none for a loop killed between a decision and the next
     admission."""
-    from loopkit.state import ledger as ledgers
     from loopkit.decision import records
+    from loopkit.state import ledger as ledgers
 
     path = state / ledgers.DEFAULT_NAME
     if not path.is_file():
