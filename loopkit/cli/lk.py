@@ -31,6 +31,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "main",
         "One attempt, admission to decision, in one process.",
     ),
+    "task": (
+        "loopkit.cli.task",
+        "main",
+        "The ratchet's transactions: begin, save, land, park, cancel, end.",
+    ),
     "report": ("loopkit.cli.report", "main", "Summarize the ledger."),
     "cancel": ("loopkit.cli.cancel", "main", "Persist (or clear) the intent to cancel."),
     "schema": ("loopkit.cli.schema", "main", "Print a published JSON Schema."),

@@ -4,8 +4,9 @@ Usage:  lk recipes                 print the folder that holds the recipes
         lk recipes --copy DIR      copy them into DIR (their run bits kept)
 
 The recipes: loop.sh (one task, the ratchet), phased-loop.sh (a whole TASKS.md),
-loop.mk, worktree.sh, lib.sh (what they share), the pre-commit and CI examples, and a
-loop in Node.js. They call the installed lk-* commands.
+loop.mk, worktree.sh, log.sh (their logging), the pre-commit and CI examples, and loops
+in Node.js and Python. They call the installed lk-* commands (the ratchet's steps are
+`lk task`).
 
 Exit codes: 0 printed or copied; 3 DIR exists and is not an empty folder.
 """

@@ -767,7 +767,7 @@ EARLY_MODULES = (
 def _early() -> int:
     """``lk attempt --early``: load what an attempt needs, then read the call from stdin
     and run it -- so a recipe can start the process while it does its own work, and hand
-    it the call when the round begins (recipes/lib.sh, lk_attempt_early).
+    it the call when the round begins.
 
     A call is NUL-terminated fields: their number, then the working directory, a
     document's path, the number of arguments, the arguments, and the environment as
@@ -914,8 +914,8 @@ def _read_call(fd: int) -> tuple[str, str, list[str], dict[str, str]] | None:
     return cwd, doc_path, args, env
 
 
-#: The fields the recipes act on: LK_DOC_<name> -> where in the document. recipes/lib.sh's
-#: lk_doc reads the same from a file (with jq); a test holds the two to the same answers.
+#: The fields the recipes act on: LK_DOC_<name> -> where in the document. `lk task save
+#: --doc FILE --shell` prints the same for a file (loop.mk); a test holds the two together.
 SHELL_FIELDS = {
     "TASK_ID": "task.id",
     "TASK_TEXT": "task.text",

@@ -5,7 +5,7 @@ Usage:  lk status [--json] [--watch [SECONDS]]
 The newest run's task, round and stage, how long it has been going, the worker's last
 actions (from its stream as it is written), and the spend so far (the ledger's finished
 attempts plus the live run's tokens and cost). Whether a loop is running comes from its
-lock (loop.lock, with the loop's pid).
+lock (.git/loopkit/loop.lock, with the loop's pid).
 
 Output: the status for a person; with --json one document (schemas/status.json).
         --watch redraws it every SECONDS (default 2) until Ctrl-C.
@@ -42,9 +42,10 @@ def main(as_json: bool, watch: float | None) -> int:
     from loopkit.state import status as core
     from loopkit.workspace import for_state_only
 
-    state = for_state_only().state
+    ws = for_state_only()
+    state = ws.state
     while True:
-        body = core.gather(state)
+        body = core.gather(state, root=ws.root)
         if as_json:
             emit(body, schema_name="status")
         else:

@@ -2,7 +2,8 @@
 
 A loop leaves everything a person needs on disk as it goes: the recipes keep each
 stage's document under ``runs/<task>/<run>/`` (``N-admit.json``, ``N-invoke.json``, ...)
-and hold ``loop.lock`` (with the loop's pid) while they run; lk-invoke writes the
+hold the work tree's lock (``lk task begin``: ``<git-dir>/loopkit/loop.lock``, with the
+loop's pid) while they run; lk-invoke writes the
 worker's native stream into the attempt's artifact folder line by line; the ledger holds
 what each finished attempt cost. From these: which task, which attempt, which stage,
 for how long, the worker's last actions and the spend so far.
@@ -40,9 +41,18 @@ def _pid_alive(pid: int) -> bool:
         return True
 
 
-def lock(state: Path) -> dict[str, Any] | None:
-    """The loop's lock (``loop.lock/pid``), when there is one: its pid and whether it runs."""
-    path = state / "loop.lock" / "pid"
+def lock(state: Path, root: Path | None = None) -> dict[str, Any] | None:
+    """The loop's lock, when there is one: its pid and whether it runs. It lives with the
+    work tree at ``root`` (loopkit.ratchet.lock); without one, the state folder's."""
+    folder = state
+    if root is not None:
+        from loopkit import git
+
+        try:
+            folder = git.git_dirs(root).own / "loopkit"
+        except git.GitError:
+            folder = state
+    path = folder / "loop.lock" / "pid"
     try:
         pid = int(path.read_text(encoding="utf-8").strip() or "0")
     except (OSError, ValueError):
@@ -110,12 +120,13 @@ def _last_actions(folder: Path, limit: int = 5) -> tuple[list[str], dict[str, An
     return actions[-limit:], spend
 
 
-def gather(state: Path, *, now: float | None = None) -> dict[str, Any]:
-    """The status document (schemas/status.json)."""
+def gather(state: Path, *, now: float | None = None, root: Path | None = None) -> dict[str, Any]:
+    """The status document (schemas/status.json); ``root``: the work tree (where its lock
+    is)."""
     from loopkit.text import clean, clip
 
     now = time.time() if now is None else now
-    held = lock(state)
+    held = lock(state, root)
     body: dict[str, Any] = {
         "kind": "loopkit/status",
         "version": 1,

@@ -67,4 +67,4 @@ def test_a_second_loop_on_the_same_checkout_is_refused_at_once(tmp_path: Path) -
     assert first.returncode == 0, f"exit {first.returncode}\n{err[-4000:]}"
     assert p.git("rev-parse", "HEAD~1").strip() == before
     assert p.git("log", "-1", "--pretty=%s").startswith("loopkit: first:")
-    assert not (p.state() / "loop.lock").exists()  # released on exit
+    assert not p.lock().exists()  # released on exit

@@ -158,15 +158,15 @@ def test_nothing_on_stdin_is_a_usage_error(git_repo: Path) -> None:
     assert "reads an attempt document" in done.stderr
 
 
-def _lk_doc(doc: Path, *, json_reader: str) -> dict[str, str]:
-    """The LK_DOC_* variables recipes/lib.sh's lk_doc reads from ``doc``."""
-    from tests.helpers.recipes import RECIPES
+def _task_fields(repo: Path, doc: Path) -> dict[str, str]:
+    """The LK_DOC_* fields `lk task save --doc DOC --shell` gives a loop (make's reader)."""
+    from tests.helpers.recipes import recipe_env
 
-    script = f'. "{RECIPES / "lib.sh"}"; lk_doc "$1" || exit 9; set | grep "^LK_DOC_[A-Z_]*="'
-    env = {**__import__("os").environ, "LK_JSON": json_reader}
+    script = 'lk task begin --task-id notes --owner $$ >/dev/null && lk task save --doc "$1" --shell'
     done = subprocess.run(
-        ["bash", "-c", script, "-", str(doc)], capture_output=True, text=True, env=env, check=True
-    )
+        ["bash", "-c", script, "-", str(doc)], cwd=repo, capture_output=True, text=True,
+        env=recipe_env(), check=True,
+    )  # fmt: skip
     return _assignments(done.stdout)
 
 
@@ -182,10 +182,9 @@ def _assignments(text: str) -> dict[str, str]:
     return {k: v for k, v in out.items() if k != "LK_DOC_FILE"}
 
 
-def test_the_shell_fields_are_the_ones_lib_sh_reads(git_repo: Path, tmp_path: Path) -> None:
-    # loop.sh takes the decided document's fields from `lk attempt --shell` instead of a
-    # jq call; they must be what lib.sh's lk_doc reads from the same document (with jq,
-    # and with python3 where there is no jq): one set of fields, three readers.
+def test_the_shell_fields_are_the_ones_every_recipe_reads(git_repo: Path, tmp_path: Path) -> None:
+    # loop.sh takes the decided document's fields from `lk attempt --shell`; loop.mk from
+    # `lk task save --doc --shell` on the same document: one set of fields, two doors.
     notes_project(git_repo, "echo 'not yet'", wall_seconds=600, check_timeout=5)
     prefix = tmp_path / "1"
     out = lk_run(
@@ -198,8 +197,7 @@ def test_the_shell_fields_are_the_ones_lib_sh_reads(git_repo: Path, tmp_path: Pa
     assert ours["LK_DOC_OUTCOME"] == "retry" and ours["LK_DOC_FAILING"] == "notes"
     assert ours["LK_DOC_TASK_ID"] == "notes" and ours["LK_DOC_TREE"]
     decided = tmp_path / "1-decide.json"
-    assert _lk_doc(decided, json_reader="jq") == ours
-    assert _lk_doc(decided, json_reader="python") == ours
+    assert _task_fields(git_repo, decided) == ours
 
 
 def test_an_attempt_through_the_console_script_never_loads_click(

@@ -239,7 +239,7 @@ def test_recipes_copy_gives_runnable_loops(installed: Installed, tmp_path: Path)
     mine = copy_recipes(installed, tmp_path / "recipes")
     for name in ("loop.sh", "phased-loop.sh", "worktree.sh"):
         assert os.access(mine / name, os.X_OK), name
-    assert (mine / "lib.sh").is_file()
+    assert (mine / "log.sh").is_file()
     helped = run(installed, tmp_path, str(mine / "loop.sh"), "--help")
     assert helped.returncode == 0 and "--task-id" in helped.stdout, out(helped)
 

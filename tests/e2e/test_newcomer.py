@@ -104,7 +104,7 @@ def test_recipes_prints_the_folder_and_copies_it_with_run_bits(tmp_path: Path) -
     done = lk(tmp_path, "recipes", "--copy", str(tmp_path / "mine"))
     assert done.returncode == 0, done.stderr
     assert os.access(tmp_path / "mine" / "loop.sh", os.X_OK)
-    assert (tmp_path / "mine" / "lib.sh").is_file()
+    assert (tmp_path / "mine" / "log.sh").is_file()
     again = lk(tmp_path, "recipes", "--copy", str(tmp_path / "mine"))
     assert again.returncode == 3 and "not an empty folder" in again.stderr
 

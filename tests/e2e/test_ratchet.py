@@ -169,7 +169,7 @@ Path("src/value.txt").write_text("good\\n")
     os.killpg(loop.pid, signal.SIGKILL)  # the whole loop, worker included
     loop.wait()
     assert (p.root / "src/value.txt").read_text() == "half\n"  # left as it died
-    assert (p.root / ".loopkit/loop.lock").is_dir()  # and its lock with it
+    assert p.lock().is_dir()  # and its lock with it
 
     rerun = p.run("loop.sh", "--contract", "loop.yaml", "--task-id", "fix-value", "--task", "Fix")
     assert rerun.returncode == 0, fail_message(rerun)

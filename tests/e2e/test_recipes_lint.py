@@ -18,7 +18,7 @@ SHELL_RECIPES = sorted(RECIPES.rglob("*.sh"))
 def test_the_recipes_are_all_there() -> None:
     names = {p.relative_to(RECIPES).as_posix() for p in RECIPES.rglob("*") if p.is_file()}
     assert {
-        "lib.sh",
+        "log.sh",
         "loop.sh",
         "phased-loop.sh",
         "worktree.sh",
@@ -26,6 +26,7 @@ def test_the_recipes_are_all_there() -> None:
         "pre-commit-config.yaml",
         "github-actions/fan-out.yml",
         "other-languages/loop.mjs",
+        "other-languages/loop.py",
         "README.md",
     } <= names
 
@@ -47,13 +48,13 @@ def test_shellcheck_is_clean_on_every_shell_recipe() -> None:
 @pytest.mark.parametrize("script", SHELL_RECIPES, ids=lambda p: p.name)
 def test_shell_recipes_parse_and_are_executable(script: Path) -> None:
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
-    if script.name != "lib.sh":  # sourced, not run
+    if script.name != "log.sh":  # sourced, not run
         assert script.stat().st_mode & 0o111, f"{script.name} is not executable"
         assert script.read_text().startswith("#!/usr/bin/env bash\n")
 
 
 @pytest.mark.parametrize(
-    "script", [p for p in SHELL_RECIPES if p.name != "lib.sh"], ids=lambda p: p.name
+    "script", [p for p in SHELL_RECIPES if p.name != "log.sh"], ids=lambda p: p.name
 )
 def test_help_runs_anywhere(script: Path, tmp_path: Path) -> None:
     done = subprocess.run([str(script), "--help"], capture_output=True, text=True, cwd=tmp_path)
@@ -62,7 +63,7 @@ def test_help_runs_anywhere(script: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "script", [p for p in SHELL_RECIPES if p.name != "lib.sh"], ids=lambda p: p.name
+    "script", [p for p in SHELL_RECIPES if p.name != "log.sh"], ids=lambda p: p.name
 )
 def test_help_names_every_option_the_script_takes(script: Path, tmp_path: Path) -> None:
     import re
@@ -158,196 +159,91 @@ def test_the_ci_workflow_passes_actionlint_and_a_broken_one_does_not(tmp_path: P
     assert broken.returncode == 1 and 'property "evnt"' in broken.stdout
 
 
-@pytest.mark.parametrize(
-    ("args", "may"),
-    [
-        (["rev-parse", "HEAD"], False),
-        (["-C", "/x", "update-ref", "HEAD", "abc"], False),
-        (["-c", "a=b", "commit-tree", "t", "-m", "m"], False),
-        (["cat-file", "-t", "abc"], False),
-        (["cat-file", "--filters", "HEAD:x"], True),
-        (["add", "-A"], True),
-        (["write-tree"], True),
-        (["-C", "rev-parse", "status"], True),  # -C takes a value: the subcommand is status
-    ],
-)
-def test_lk_git_skips_the_filter_look_up_exactly_where_loopkit_does(
-    args: list[str], may: bool
-) -> None:
-    # The shell twin of loopkit/git.py: a git call the recipes make that could run a
-    # filter driver the worker planted must look the drivers up first (and switch them
-    # off); one that cannot may skip the look-up. Both doors must agree on which is which.
-    from loopkit import git
-
-    sub_at, sub = git._subcommand(args)
-    assert git._may_filter(sub, args[sub_at + 1 :]) is may
-    done = subprocess.run(
-        ["bash", "-c", f'. "{RECIPES / "lib.sh"}"; lk_git_may_filter "$@"', "-", *args],
-        check=False,
-    )
-    assert (done.returncode == 0) is may
-
-
-def test_lk_git_knows_every_filter_free_subcommand_loopkit_knows() -> None:
-    from loopkit import git
-
-    for sub in sorted(git._FILTER_FREE):
-        done = subprocess.run(
-            ["bash", "-c", f'. "{RECIPES / "lib.sh"}"; lk_git_may_filter {sub} x'], check=False
-        )
-        assert done.returncode == 1, sub
-
-
-@pytest.mark.parametrize(
-    ("config", "worktree", "quiet"),
-    [
-        (b"[core]\n\tbare = false\n", None, True),
-        (b'[filter "x"]\n\tclean = cat\n', None, False),
-        (b'[FILTER "x"]\n\tclean = cat\n', None, False),
-        (b"[include]\n\tpath = elsewhere\n", None, False),
-        (b'[includeIf "gitdir:/"]\n\tpath = x\n', None, False),
-        # A NUL byte does not hide what follows it from the shell's reading.
-        (b"[core]\n\tx = a\0b\n[filter \"x\"]\n\tclean = cat\n", None, False),
-        (b"[core]\n", b'[filter "y"]\n\tsmudge = cat\n', False),
-        (b"[core]\n", b"[core]\n\tsparseCheckout = false\n", True),
-        (None, None, True),
-    ],
-)
-def test_lk_git_asks_for_filter_drivers_exactly_when_loopkit_would(
-    tmp_path: Path, config: bytes | None, worktree: bytes | None, quiet: bool
-) -> None:
-    # lk_git skips `git config --get-regexp '^filter\.'` when the repository's config files
-    # surely define no driver, as loopkit/git.py does. Naive variants caught: a case-
-    # sensitive search, an include not followed, a NUL byte ending the shell's read, a
-    # config.worktree not read -- each lets a planted driver run unneutralized.
-    from loopkit import git as lkgit
-
-    repo = tmp_path / "r"
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    gitdir = repo / ".git"
-    for name, body in (("config", config), ("config.worktree", worktree)):
-        if body is None:
-            (gitdir / name).unlink(missing_ok=True)
-        else:
-            (gitdir / name).write_bytes(body)
-    assert (not lkgit._may_define_filters(repo)) is quiet
-    done = subprocess.run(
-        ["bash", "-c", f'. "{RECIPES / "lib.sh"}"; LK_GIT_DIR=$1 LK_ROOT=$PWD; lk_git_no_filters',
-         "-", str(gitdir)],
-        cwd=repo, check=False,
-    )  # fmt: skip
-    assert (done.returncode == 0) is quiet
-    # Anywhere but the root the loop set up, git is asked.
-    elsewhere = subprocess.run(
-        ["bash", "-c", f'. "{RECIPES / "lib.sh"}"; LK_GIT_DIR=$1 LK_ROOT=/nowhere; lk_git_no_filters',
-         "-", str(gitdir)],
-        cwd=repo, check=False,
-    )  # fmt: skip
-    assert elsewhere.returncode == 1
+def test_no_recipe_holds_trust_logic_of_its_own() -> None:
+    # The lock, the saves, the commit, the park are `lk task` steps: no recipe writes a
+    # ref, commits, or takes a lock itself, and none is longer than a person reads at once.
+    for path in [*SHELL_RECIPES, RECIPES / "loop.mk", *(RECIPES / "other-languages").iterdir()]:
+        code = [line for line in path.read_text().splitlines()
+                if not line.lstrip().startswith(("#", "//"))]  # fmt: skip
+        text = "\n".join(code)
+        for word in ("update-ref", "commit-tree", "read-tree", "git commit", "git add",
+                     "loop.lock", "refs/loopkit/\"", "git clean", "git reset"):
+            assert word not in text, f"{path.name}: {word}"
+    assert len((RECIPES / "loop.sh").read_text().splitlines()) <= 150
+    assert len((RECIPES / "other-languages" / "loop.mjs").read_text().splitlines()) <= 150
 
 
 @pytest.mark.parametrize("text", ['plain', 'a "quote" \\ back', "tab\tnl\ncr\r\x01\x1f", "é ✓"])
-def test_the_start_document_the_recipes_write_is_json_of_exactly_their_text(text: str) -> None:
-    # lk_task_doc (loop.sh --task-id/--task) quotes with bash alone, into variables or on
-    # stdout: both must be JSON holding exactly the text given.
+def test_the_start_document_lk_task_writes_holds_exactly_the_text_given(
+    text: str, tmp_path: Path
+) -> None:
+    # loop.sh --task-id/--task hands the text to lk task begin, which writes the start
+    # document: JSON holding exactly the text given.
     import json
 
-    script = (
-        f'. "{RECIPES / "lib.sh"}"; lk_task_doc "$1" "$1" goal; '
-        'lk_json_string "$1"; echo; lk_json_string "$1" v; printf "%s\\n" "$v"; '
-        'lk_task_doc "$1" "$1" goal d; printf "%s" "$d"'
-    )
+    p = make_project(tmp_path, "pass\n")
     done = subprocess.run(
-        ["bash", "-c", script, "-", text], capture_output=True, text=True, check=True
-    )
-    doc, printed, kept, doc_kept = done.stdout.split("\n")[:4]
-    assert json.loads(doc)["task"] == {"id": text, "text": text, "kind": "goal"}
-    assert json.loads(printed) == json.loads(kept) == text
-    assert doc_kept == doc
-
-
-def test_a_scratch_file_is_made_new_never_through_what_is_there(tmp_path: Path) -> None:
-    # lk_scratch_file (loop.sh's start document in a shared /tmp) creates its file without
-    # mktemp. Naive variant caught: writing to a name that exists -- a symlink planted
-    # there by another user leads the write to a file of the victim's. The name is
-    # foreseen here the way a planter would try: the same $RANDOM seed.
-    victim = tmp_path / "victim"
-    victim.write_text("precious\n")
-    prefix = tmp_path / "loopkit-start"
-    script = (
-        f'. "{RECIPES / "lib.sh"}"; LK_PROG=test; '
-        'RANDOM=7; first=$1-$$-$RANDOM$RANDOM; ln -s "$2" "$first"; : >"$1-$$-$RANDOM$RANDOM"; '
-        'RANDOM=7; lk_scratch_file "$1" f || exit 9; '
-        'printf "%s\\n" "$f" "$first" "$-"; echo data >"$f"'
-    )
-    done = subprocess.run(
-        ["bash", "-c", script, "-", str(prefix), str(victim)],
-        capture_output=True, text=True, check=False,
+        ["lk", "task", "begin", "--task-id", text, "--task", text, "--goal"], cwd=p.root,
+        capture_output=True, text=True, env=recipe_env(), check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    made, planted, flags = done.stdout.split("\n")[:3]
-    assert made != planted and "C" not in flags  # noclobber set back as it was
-    assert victim.read_text() == "precious\n"
-    assert Path(made).read_text() == "data\n" and not Path(made).is_symlink()
+    start = Path(json.loads(done.stdout)["start"])
+    assert json.loads(start.read_text())["task"] == {"id": text, "text": text, "kind": "goal"}
 
 
-def test_the_branch_is_read_from_the_git_folder_and_git_is_asked_when_that_says_nothing(
-    tmp_path: Path,
-) -> None:
-    # lk_branch_check answers from HEAD and the branch's loose ref (no git call) when they
-    # show the branch where the task began; a packed ref or a linked worktree's folder
-    # says nothing there, and git is asked. Naive variants caught: a packed branch taken
-    # for a moved one (a refused commit), a moved one taken for where it was.
+def test_a_packed_branch_is_where_it_was_and_a_moved_one_refuses(tmp_path: Path) -> None:
+    # lk task's branch check asks git: a packed ref is the same branch (not a moved one:
+    # a refused commit), a commit made meanwhile moves it (40), in a linked worktree too.
+    import json
+
     p = make_project(tmp_path, "pass\n")
-    head = p.head()
-    script = (
-        f'. "{RECIPES / "lib.sh"}"; LK_PROG=test; LK_ROOT=$PWD; LK_STATE=$PWD/.loopkit; '
-        f'LK_GIT_DIR=$(git rev-parse --absolute-git-dir); LK_TASK_ID=t; LK_LABEL=1; '
-        f'LK_BASE={head}; LK_BRANCH=refs/heads/$1; mkdir -p "$LK_STATE"; '
-        'if lk_branch_unmoved; then echo fast; else echo asked; fi; lk_branch_check "the test"'
-    )
+    doc = tmp_path / "decided.json"
 
-    def check(cwd: Path, branch: str = "main") -> tuple[int, str]:
-        done = subprocess.run(["bash", "-c", script, "-", branch], cwd=cwd, capture_output=True,
-                              text=True, env=recipe_env(), check=False)  # fmt: skip
-        return done.returncode, done.stdout.strip()
+    def land(cwd: Path, edit: bool = True) -> int:
+        begin = subprocess.run(["lk", "task", "begin", "--task-id", "t", "--owner", "1"], cwd=cwd,
+                               capture_output=True, text=True, env=recipe_env())  # fmt: skip
+        assert begin.returncode == 0, begin.stderr
+        if edit:
+            (cwd / "src").mkdir(exist_ok=True)
+            (cwd / "src" / "x.txt").write_text(f"{cwd}\n")
+        tree = subprocess.run(["bash", "-c", "git add -A && git write-tree && git reset -q"],
+                              cwd=cwd, capture_output=True, text=True).stdout.strip()  # fmt: skip
+        doc.write_text(json.dumps({
+            "kind": "loopkit/attempt", "version": 1, "task": {"id": "t", "text": "x", "kind": "task"},
+            "verify": {"tree": tree}, "decision": {"outcome": "complete", "attempt": 1},
+        }))  # fmt: skip
+        done = subprocess.run(["lk", "task", "land", str(doc)], cwd=cwd, capture_output=True,
+                              text=True, env=recipe_env())  # fmt: skip
+        return done.returncode
 
-    assert check(p.root) == (0, "fast")
     p.git("pack-refs", "--all")  # the loose ref gone: packed-refs holds the branch
-    assert check(p.root) == (0, "asked")
+    assert land(p.root) == 0
     wt = tmp_path / "wt"
-    p.git("worktree", "add", "-q", "-b", "other", str(wt))  # a loose ref, in the common folder
-    assert check(wt, "other") == (0, "fast")
-    assert check(wt) == (40, "asked")  # that worktree is not on main
-    (p.root / "x.txt").write_text("x\n")
-    p.git("add", "x.txt")
+    p.git("worktree", "add", "-q", "-b", "other", str(wt))
+    assert land(wt) == 0
+    subprocess.run(["lk", "task", "begin", "--task-id", "t2", "--owner", "1"], cwd=p.root,
+                   env=recipe_env(), check=True, capture_output=True)  # fmt: skip
+    (p.root / "y.txt").write_text("y\n")
+    p.git("add", "y.txt")
     p.git("commit", "-qm", "meanwhile")  # the branch moves on
-    rc, out = check(p.root)
-    assert rc == 40 and out == "asked"
-
-
-def test_where_head_stood_at_set_up_is_taken_only_if_it_has_not_moved_since(
-    tmp_path: Path,
-) -> None:
-    # lk_setup_state asks git where HEAD stands with its first question; lk_begin (once
-    # the lock is held) takes that answer only when HEAD is still there. Naive variant
-    # caught: a commit made between the two taken for the task's base -- its work would
-    # be measured as the worker's, and reverted by a park.
-    p = make_project(tmp_path, "pass\n")
-    script = (
-        f'. "{RECIPES / "lib.sh"}"; LK_PROG=test; LK_TASK_ID=t; lk_setup_state "$PWD/loop.yaml"; '
-        'cd "$LK_ROOT"; seen=${LK_HEAD_SEEN%%$\'\\n\'*}; '
-        'if [ "$1" = move ]; then echo x >moved.txt; git add moved.txt; '
-        'git commit -qm moved; fi; lk_begin 0; printf "%s %s %s\\n" "$seen" "$LK_BASE" "$LK_BRANCH"'
-    )
-
-    def begin(how: str) -> list[str]:
-        done = subprocess.run(["bash", "-c", script, "-", how], cwd=p.root, capture_output=True,
-                              text=True, env=recipe_env(), check=False)  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        return done.stdout.split()
-
     before = p.head()
-    assert begin("stay") == [before, before, "refs/heads/main"]
-    seen, base, _ = begin("move")
-    assert seen == before and base == p.head() != before
+    doc.write_text(doc.read_text().replace('"t"', '"t2"'))
+    done = subprocess.run(["lk", "task", "land", str(doc)], cwd=p.root, capture_output=True,
+                          text=True, env=recipe_env())  # fmt: skip
+    assert done.returncode == 40 and "the branch moved" in done.stderr
+    assert p.head() == before
+
+
+def test_the_task_begins_where_head_stands_when_it_begins(tmp_path: Path) -> None:
+    # Naive variant caught: a base read before the lock was taken -- a commit made in
+    # between would be measured as the worker's, and reverted by a park.
+    import json
+
+    p = make_project(tmp_path, "pass\n")
+    (p.root / "moved.txt").write_text("x\n")
+    p.git("add", "moved.txt")
+    p.git("commit", "-qm", "moved")
+    done = subprocess.run(["lk", "task", "begin", "--task-id", "t"], cwd=p.root,
+                          capture_output=True, text=True, env=recipe_env(), check=True)  # fmt: skip
+    begun = json.loads(done.stdout)
+    assert begun["base"] == p.head() and begun["branch"] == "refs/heads/main"

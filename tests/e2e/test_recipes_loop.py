@@ -478,7 +478,7 @@ def test_one_loop_per_work_tree_a_lock_of_a_loop_that_is_gone_is_taken_over(
     import os
 
     p = make_project(tmp_path, GOOD)
-    lock = p.state() / "loop.lock"
+    lock = p.lock()
     lock.mkdir(parents=True)
     (lock / "pid").write_text(f"{os.getpid()}\n")  # this test's own process: alive
     proc = loop(p)
@@ -501,7 +501,7 @@ def test_one_loop_per_work_tree_a_lock_of_a_loop_that_is_gone_is_taken_over(
 def test_the_early_start_check_leaves_nothing_behind_and_a_dirty_tree_is_still_refused(
     tmp_path: Path,
 ) -> None:
-    # The start check walks the tree beside `lk workspace` (lib.sh's lk_start_early). Naive
+    # lk task begin checks the tree once it holds the lock, and refuses a dirty one. Naive
     # variants caught: its scratch answer left in the git folder when the loop stops
     # early (a lock held, a bad contract, a dirty tree); an answer taken before the state
     # folder existed trusted as "dirty" or "clean" without a second look.
@@ -523,7 +523,7 @@ def test_the_early_start_check_leaves_nothing_behind_and_a_dirty_tree_is_still_r
     proc = p.run("loop.sh", "--contract", str(bad), "--task-id", "t", "--task", "x")
     assert proc.returncode == 3, fail_message(proc)
     assert scratch() == []
-    lock = p.state() / "loop.lock"
+    lock = p.lock()
     lock.mkdir(parents=True)
     (lock / "pid").write_text(f"{os.getpid()}\n")  # a live loop holds it
     proc = loop(p)
@@ -532,7 +532,7 @@ def test_the_early_start_check_leaves_nothing_behind_and_a_dirty_tree_is_still_r
     (lock / "pid").unlink()
     lock.rmdir()
     # First run on a fresh clone: no state folder yet when the early walk starts.
-    assert not any(n == "loop.lock" for n in os.listdir(p.state()))
+    assert not p.lock().exists()
     proc = loop(p)
     assert proc.returncode == 0, fail_message(proc)
     assert p.git("show", "HEAD:src/value.txt") == "good\n"
@@ -541,13 +541,12 @@ def test_the_early_start_check_leaves_nothing_behind_and_a_dirty_tree_is_still_r
 
 @pytest.mark.parametrize("kind", ["none", "garbage", "blob", "commit", "missing"])
 def test_a_decided_document_naming_no_tree_commits_nothing(tmp_path: Path, kind: str) -> None:
-    # lib.sh's lk_commit_verified asks git only once the commit fails whether the tree is
-    # the fault. Naive variants caught: committing whatever verify.tree names (a commit's
-    # id, a blob's), or a failed commit reported as a missing identity when the tree is.
-    import os
+    # lk task land asks git only once the commit fails whether the tree is the fault.
+    # Naive variants caught: committing whatever verify.tree names (a commit's id, a
+    # blob's), or a failed commit reported as a missing identity when the tree is.
     import subprocess
 
-    from tests.helpers.recipes import RECIPES
+    from tests.helpers.recipes import recipe_env
 
     p = make_project(tmp_path, GOOD)
     head = p.head()
@@ -559,23 +558,18 @@ def test_a_decided_document_naming_no_tree_commits_nothing(tmp_path: Path, kind:
         "kind": "loopkit/attempt", "version": 1, "task": {"id": "t", "text": "x", "kind": "task"},
         "verify": {"tree": tree}, "decision": {"outcome": "complete", "attempt": 1},
     }))  # fmt: skip
-    script = (
-        f'. "{RECIPES / "lib.sh"}"; LK_PROG=test; LK_ROOT=$PWD; LK_STATE=$PWD/.loopkit; '
-        'LK_GIT_DIR=$PWD/.git; LK_TASK_ID=t; LK_LABEL=1; LK_RUN_DIR=$LK_STATE; '
-        f'LK_BASE={head}; LK_DIFF_BASE={head}; LK_BRANCH=refs/heads/main; mkdir -p "$LK_STATE"; '
-        'lk_commit_verified "$1"'
-    )
+    script = 'lk task begin --task-id t --owner $$ >/dev/null && lk task land "$1"'
     done = subprocess.run(
         ["bash", "-c", script, "-", str(doc)], cwd=p.root, capture_output=True, text=True,
-        env={**os.environ, "PATH": os.environ["PATH"]}, check=False,
+        env=recipe_env(), check=False,
     )  # fmt: skip
     assert done.returncode == 40, done.stderr
     assert "names no tree its checks ran on" in done.stderr
     assert p.head() == head  # nothing committed
 
 
-def _early_attempts(root: Path) -> list[int]:
-    """The `lk attempt --early` processes working for a loop in ``root`` (or started there)."""
+def _attempts_running(root: Path) -> list[int]:
+    """The `lk attempt` processes working under ``root``."""
     import os
 
     found = []
@@ -587,101 +581,17 @@ def _early_attempts(root: Path) -> list[int]:
             cwd = os.readlink(f"/proc/{pid}/cwd")
         except OSError:
             continue
-        if b"attempt" in argv and b"--early" in argv and cwd.startswith(str(root)):
+        if b"attempt" in argv and cwd.startswith(str(root)):
             found.append(int(pid))
     return found
 
 
-def _started(pid: int) -> float:
-    """When process ``pid`` started, in seconds since boot (0 when it is gone)."""
-    import os
-
-    try:
-        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
-    except (OSError, ValueError, IndexError):
-        return 0.0
-    return ticks / os.sysconf("SC_CLK_TCK")
-
-
-def _uptime() -> float:
-    return float(Path("/proc/uptime").read_text().split()[0])
-
-
-def _parent(pid: int) -> int:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return 0
-    return int(stat.rsplit(")", 1)[1].split()[1])
-
-
-def test_the_early_attempt_is_the_rounds_own_and_never_outlives_the_loop(tmp_path: Path) -> None:
-    # Each round's lk attempt starts beside the loop's own work (lib.sh's lk_attempt_early)
-    # and is handed the call when the round begins (that it then runs in the call's
-    # directory and environment: tests/e2e/test_attempt.py). Naive variants caught: one
-    # that lives on when the loop stops before its first round, or has its stderr (the
-    # stages' lines) sent nowhere; one waiting for a later round's call once a worker has
-    # run -- a process the worker left behind could write a call of its own into its
-    # stdin (/proc/PID/fd), so after the first worker no early process waits (the
-    # watcher below plays that process, looking for one).
-    import threading
-
-    p = make_project(tmp_path, BAD_THEN_GOOD)
-    state = tmp_path / "elsewhere"
-    seen: set[int] = set()  # round 1's among them: it keeps its cmdline while it runs
-    seen_after_a_worker: set[int] = set()
-    done = threading.Event()
-    calls = p.scratch / "calls"  # written as each worker starts
-    worker_started: list[float] = []
-
-    def watch() -> None:
-        while not done.is_set():
-            found = set(_early_attempts(tmp_path))
-            seen.update(found)
-            if not worker_started and calls.exists():
-                worker_started.append(_uptime())  # no earlier than the first worker's start
-            for pid in found:
-                # Started after the first worker, and not a child of an early attempt
-                # forked but not yet exec'd (which still shows its parent's cmdline).
-                if worker_started and _started(pid) > worker_started[0]:
-                    if _parent(pid) not in found:
-                        seen_after_a_worker.add(pid)
-            done.wait(0.005)
-
-    watcher = threading.Thread(target=watch)
-    watcher.start()
-    try:
-        proc = loop(p, env={"LOOPKIT_STATE_DIR": str(state)})
-    finally:
-        done.set()
-        watcher.join()
-    assert proc.returncode == 0, fail_message(proc)
-    assert p.worker_calls() == 2
-    assert seen and seen_after_a_worker == set()
-    assert (state / "ledger.jsonl").is_file() and not p.state().exists()
-    log = (state / "recipes.log").read_text()
-    assert "round 1: lk attempt exited 10" in log and "round 2: lk attempt exited 0" in log
-    assert _early_attempts(tmp_path) == []
-    # Stopped before any round (a dirty tree): the loop ends at once, and so does its
-    # early attempt, having run nothing (subprocess.run waits for both: its stderr is
-    # the loop's).
-    (p.root / "README.md").write_text("my unsaved edit\n")
-    proc = loop(p, env={"LOOPKIT_STATE_DIR": str(state)}, timeout=30)
-    assert proc.returncode == 4 and "uncommitted changes" in proc.stderr, fail_message(proc)
-    assert proc.stderr.count("\n") <= 2, proc.stderr  # nothing from the early attempt
-    assert _early_attempts(tmp_path) == []
-    assert p.worker_calls() == 2
-
-
-def test_the_early_attempt_answers_the_workspace_question_and_is_not_needed(
-    tmp_path: Path,
-) -> None:
-    # The loop asks its first question (`lk workspace`'s) of the early lk attempt, which
-    # then runs the first round: one Python start for both. Naive variants caught: one
-    # that still starts `lk workspace`; one that stops, or waits for ever, when the early
-    # process is gone before it answered -- the loop then asks `lk workspace` itself and
-    # starts the round's lk attempt when the round begins. A bad contract is refused
-    # either way, in lk workspace's own words.
+def test_each_round_is_one_lk_attempt_and_each_decision_one_lk_task_step(tmp_path: Path) -> None:
+    # The recipe is the commands and nothing else: the lock, the start, each round, each
+    # decision's step and the end are one loopkit command each (no library of its own, no
+    # lk workspace of its own), and no lk attempt outlives the loop. Naive variants caught:
+    # a recipe that asks git or lk workspace itself; one that leaves the lock (no end); one
+    # whose red round is not saved. A bad contract is refused in lk's own words.
     import os
     import stat
 
@@ -693,45 +603,29 @@ def test_the_early_attempt_answers_the_workspace_question_and_is_not_needed(
     lk = wrap / "lk"
     lk.write_text(
         "#!/bin/sh\n"
-        f"printf '%s\\n' \"$*\" >> '{calls}'\n"
-        'if [ "$*" = "attempt --early" ] && [ -n "${LK_TEST_EARLY_GONE:-}" ]; then exit 0; fi\n'
+        f"printf '%s\\n' \"$1 $2\" >> '{calls}'\n"
         f"exec '{BIN / 'lk'}' \"$@\"\n"
     )
     lk.chmod(lk.stat().st_mode | stat.S_IXUSR)
     path = f"{wrap}{os.pathsep}{BIN}{os.pathsep}{os.environ['PATH']}"
-    p = make_project(tmp_path, GOOD)
-    proc = loop(p, env={"PATH": path})
-    assert proc.returncode == 0, fail_message(proc)
-    assert calls.read_text().splitlines() == ["attempt --early"]
-    assert p.git("show", "HEAD:src/value.txt") == "good\n"
-
-    calls.unlink()
-    (tmp_path / "gone").mkdir()
-    p = make_project(tmp_path / "gone", GOOD)
-    proc = loop(p, env={"PATH": path, "LK_TEST_EARLY_GONE": "1"}, timeout=60)
-    assert proc.returncode == 0, fail_message(proc)
-    asked = calls.read_text().splitlines()
-    assert asked[0] == "attempt --early" and asked[1].startswith("workspace"), asked
-    assert asked[2].startswith("attempt --keep") and len(asked) == 3, asked
-    assert p.git("show", "HEAD:src/value.txt") == "good\n"
-
-    for gone in ("", "1"):
-        (tmp_path / f"bad{gone}").mkdir()
-        p = make_project(tmp_path / f"bad{gone}", GOOD)
-        (p.root / "loop.yaml").write_text("version: 1\nobjective: [\n")
-        proc = loop(p, env={"PATH": path, "LK_TEST_EARLY_GONE": gone}, timeout=60)
-        assert proc.returncode == 3, fail_message(proc)
-        assert "lk: error:" in proc.stderr and "loop.yaml" in proc.stderr, proc.stderr
-        assert _early_attempts(tmp_path) == []
-
-
-def test_without_early_attempts_the_loop_is_the_same(tmp_path: Path) -> None:
-    # LK_EARLY=0 (and bash 3.2, which has no coprocess) starts each lk attempt when its
-    # round begins: the same rounds, the same commit.
+    state = tmp_path / "elsewhere"
     p = make_project(tmp_path, BAD_THEN_GOOD)
-    proc = loop(p, env={"LK_EARLY": "0"})
+    proc = loop(p, env={"PATH": path, "LOOPKIT_STATE_DIR": str(state)})
     assert proc.returncode == 0, fail_message(proc)
-    assert p.worker_calls() == 2
-    assert [d["outcome"] for d in p.decisions("fix-value")][-1] == "complete"
-    assert p.git("show", "HEAD:src/value.txt") == "good\n"
-    assert _early_attempts(tmp_path) == []
+    # The landing releases the lock itself (--end): no `lk task end` after a success.
+    assert calls.read_text().splitlines() == [
+        "task begin", "attempt --keep", "task save", "attempt --keep", "task land",
+    ]
+    assert p.worker_calls() == 2 and p.git("show", "HEAD:src/value.txt") == "good\n"
+    assert (state / "ledger.jsonl").is_file() and not p.state().exists()
+    log = (state / "recipes.log").read_text()
+    assert "round 1: lk attempt exited 10" in log and "round 2: lk attempt exited 0" in log
+    assert _attempts_running(tmp_path) == [] and not p.lock().exists()
+
+    (tmp_path / "bad").mkdir()
+    p = make_project(tmp_path / "bad", GOOD)
+    (p.root / "loop.yaml").write_text("version: 1\nobjective: [\n")
+    proc = loop(p, env={"PATH": path}, timeout=60)
+    assert proc.returncode == 3, fail_message(proc)
+    assert "lk: error:" in proc.stderr and "loop.yaml" in proc.stderr, proc.stderr
+    assert not p.lock().exists() and p.worker_calls() == 0

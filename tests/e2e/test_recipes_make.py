@@ -96,7 +96,7 @@ def test_make_loop_is_refused_while_another_loop_runs_here(tmp_path: Path) -> No
     import os
 
     p = make_project(tmp_path, BAD_THEN_GOOD)
-    lock = p.state() / "loop.lock"
+    lock = p.lock()
     lock.mkdir(parents=True)
     (lock / "pid").write_text(f"{os.getpid()}\n")  # this test's own process: alive
     status = tmp_path / "status"

@@ -108,7 +108,7 @@ def test_node_loop_commits_the_verified_tree_and_honours_the_lock(tmp_path: Path
     hook = p.root / ".git" / "hooks" / "pre-commit"
     hook.write_text("#!/bin/sh\necho bad > src/value.txt\ngit add src/value.txt\n")
     hook.chmod(0o755)
-    lock = p.root / ".loopkit" / "loop.lock"
+    lock = p.lock()
     lock.mkdir(parents=True)
     (lock / "pid").write_text(f"{os.getpid()}\n")  # this test's own process: alive
     proc = node(p, "--contract", "loop.yaml", "--task-id", "fix-value")
@@ -124,20 +124,17 @@ def test_node_loop_commits_the_verified_tree_and_honours_the_lock(tmp_path: Path
 
 
 def test_a_lock_the_shell_recipes_took_is_live_to_the_node_loop(tmp_path: Path) -> None:
-    # One loop per work tree across recipes: the start time lib.sh writes beside the pid
-    # (lk_proc_started) is the one loop.mjs compares. Naive variant caught: two formats,
-    # so the node loop takes a live shell loop's lock for a stale one and runs beside it.
+    # One loop per work tree across recipes: the lock a shell recipe took (lk task begin,
+    # the start time beside the pid) is the one loop.mjs meets. Naive variant caught: two
+    # formats, so the node loop takes a live shell loop's lock for a stale one and runs
+    # beside it.
     p = make_project(tmp_path, GOOD)
-    lock = p.root / ".loopkit" / "loop.lock"
-    lock.mkdir(parents=True)
-    pid = os.getpid()  # this test's own process: alive
-    started = subprocess.run(
-        ["bash", "-c", f'. "{RECIPES / "lib.sh"}"; lk_proc_started {pid}'],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
-    assert started.strip()
-    (lock / "pid").write_text(f"{pid}\n")
-    (lock / "started").write_text(started)
+    lock = p.lock()
+    pid = os.getpid()  # this test's own process: alive, holding it as a loop would
+    subprocess.run(["lk", "task", "begin", "--owner", str(pid)], cwd=p.root, env=recipe_env(),
+                   capture_output=True, text=True, check=True)  # fmt: skip
+    started = (lock / "started").read_text()
+    assert started.strip() and (lock / "pid").read_text().strip() == str(pid)
     proc = node(p, "--contract", "loop.yaml", "--task-id", "fix-value")
     assert proc.returncode == 4, fail_message(proc)
     assert "another loop" in proc.stderr and p.worker_calls() == 0

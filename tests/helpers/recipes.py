@@ -122,6 +122,11 @@ class Project:
     def state(self) -> Path:
         return self.root / ".loopkit"
 
+    def lock(self) -> Path:
+        """The work tree's one-loop lock (lk task begin): in its git folder, whatever the
+        state folder."""
+        return self.root / ".git" / "loopkit" / "loop.lock"
+
     def run_dirs(self, task: str) -> list[Path]:
         base = self.state() / "runs" / task
         return sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else []

@@ -1,0 +1,186 @@
+"""lk task: the ratchet's transactions, for loops in any language.
+
+Usage:  lk task begin [DOC | --task-id ID --task TEXT [--goal]] [--tasks TASKS.md]
+                      [--allow-dirty] [--reset-path PATH]... [--owner PID]
+        lk task save LABEL            lk task land [DOC] [--label N] [--stat-cache]
+        lk task park [DOC] [--label N] [--outcome O]     lk task cancel [DOC] [--label N]
+        lk task end [--owner PID]     lk task note TEXT
+
+Input:  DOC (a file, or stdin when piped): the start document (begin: lk-plan next's) or
+        the decided attempt document (land, park, cancel).
+Output: one JSON line (schemas/task-step.json): {"kind": "loopkit/task-step",
+        "version": 1, "step": ..., "task": ..., ...}; with --shell, LK_NAME=VALUE lines a
+        shell can eval instead.
+
+begin takes the work tree's one-loop lock (in its git folder, whatever the state folder;
+a lock whose owner is gone is taken over), finishes whatever a loop that stopped left
+half done (a landing, a park, a mark; an interrupted attempt is saved under
+refs/loopkit/<task>/interrupted and the tree brought back), and records where the task
+begins. Without a document it does the first two only (a loop over many tasks). land
+commits exactly verify.tree on the task's start (commit-tree, no hook, a guarded
+update-ref), brings index and work tree to it, marks the task done and commits the mark.
+park saves the tree, reverts, resets the reset paths, writes the retrospective, marks the
+task parked and commits both. end releases the lock; a task still open has its tree saved
+and is finished by the next begin. Every step can be stopped at any point (kill -9
+included): the next begin finishes it.
+
+Exit codes: 0 done; 40 a landing or a park refused (the branch moved since the task
+began, the commit failed, no verified tree): nothing committed or reverted, the tree saved
+under refs/loopkit/ (the ref is in the output); 3 bad input (not a decided document);
+4 environment (another loop holds the lock, uncommitted changes without --allow-dirty,
+an unsafe reset path, no task begun, a full disk, a path or ref that cannot be written:
+one line names it; the plain rerun finishes once the cause is gone).
+"""
+
+from __future__ import annotations
+
+import click
+
+from loopkit.cli import transactions as t
+from loopkit.cli._entry import CONTEXT, Group
+from loopkit.exitcodes import SHARED_HELP
+
+EPILOG = (
+    "\b\nExit codes of lk task:\n  0   done\n"
+    "  40  a landing or a park refused (the branch moved, the commit failed): nothing\n"
+    "      committed or reverted, the work tree saved under refs/loopkit/\n"
+    "  3   bad input (not a decided document)\n"
+    "  4   another loop holds the lock; uncommitted changes (without --allow-dirty); an\n"
+    "      unsafe reset path; a full disk or an unwritable path or ref (named)\n\n" + SHARED_HELP
+)
+
+_owner = click.option(
+    "--owner",
+    type=int,
+    metavar="PID",
+    help="The loop's process id (default: this command's parent). Pass your loop's own.",
+)
+_shell = click.option("--shell", "as_shell", is_flag=True, help="LK_NAME=VALUE lines, not JSON.")
+_label = click.option("--label", default="", metavar="NAME", help="The attempt (the ref's name).")
+_end = click.option(
+    "--end",
+    is_flag=True,
+    help="The loop's last step: release its lock too (--owner), no `lk task end` needed.",
+)
+_in = click.option(
+    "--in",
+    "attempt_in",
+    metavar="DIR",
+    help="The attempt ran in DIR, another worktree of this repository: its tree is saved, "
+    "and land fast-forwards this checkout to the commit.",
+)
+
+
+@click.group(cls=Group, context_settings=CONTEXT, epilog=EPILOG)
+def main() -> None:
+    """The ratchet's transactions: begin a task, save a tree, land or park an attempt, end."""
+
+
+@main.command(epilog=EPILOG)
+@click.argument("doc", required=False, metavar="[DOC]")
+@click.option("--task-id", metavar="ID", help="Begin a task given here instead of a document.")
+@click.option("--task", "task_text", metavar="TEXT", help="The task's text (with --task-id).")
+@click.option("--goal", is_flag=True, help="The task is a GOAL (judged after its checks pass).")
+@click.option("--contract", "contract_path", metavar="FILE", help="The loop contract.")
+@click.option("--tasks", metavar="FILE", help="The TASKS.md to mark done or parked.")
+@click.option(
+    "--allow-dirty",
+    is_flag=True,
+    help="Begin on uncommitted changes: saved as refs/loopkit/<task>/user-start.",
+)
+@click.option(
+    "--reset-path",
+    "reset_paths",
+    multiple=True,
+    metavar="PATH",
+    help="An ignored path a park resets (repeatable; adds to $RESET_PATHS).",
+)
+@click.option("--memory", metavar="FILE", help="The memory file (default: the contract's).")
+@_owner
+@_shell
+def begin(**kw: object) -> int:
+    """Take the lock, finish what a stopped loop left, record where the task begins.
+
+    The start document is kept as <state>/runs/<task>/<run>/start.json (run_dir, start).
+    Reset paths come from --reset-path and $RESET_PATHS (split on blanks, never globbed).
+    A loop that starts loops of its own exports LK_LOCK_OWNER=its pid: they work under its
+    lock. When the task given is the one a stopped loop left and begin finished it,
+    "finished" (LK_FINISHED) is the exit code that loop would have given.
+    """
+    return t.begin(**kw)  # type: ignore[arg-type]
+
+
+@main.command(epilog=EPILOG)
+@click.argument("label", required=False)
+@click.option("--why", default="", metavar="TEXT", help="Said in the saved commit's message.")
+@click.option(
+    "--doc",
+    metavar="FILE",
+    help="The decided document: the label is its attempt; --shell adds its LK_DOC_* fields.",
+)
+@_in
+@_shell
+def save(**kw: object) -> int:
+    """Save the work tree as it stands under refs/loopkit/<task>/<LABEL>[-N].
+
+    With --doc and --shell, the decision's fields a loop acts on follow (LK_DOC_OUTCOME,
+    LK_DOC_ATTEMPT, LK_DOC_REASON, LK_DOC_BACKOFF, LK_DOC_SESSION, ...: as lk attempt
+    --shell prints them)."""
+    return t.save(**kw)  # type: ignore[arg-type]
+
+
+@main.command(epilog=EPILOG)
+@click.argument("doc", required=False, metavar="[DOC]")
+@_label
+@click.option(
+    "--stat-cache",
+    is_flag=True,
+    help="lk-decide's stat cache is fresh (no worker ran since): start from it.",
+)
+@_in
+@_end
+@_owner
+@_shell
+def land(**kw: object) -> int:
+    """Commit exactly the tree a complete decision's checks ran on; mark the task done."""
+    return t.land(**kw)  # type: ignore[arg-type]
+
+
+@main.command(epilog=EPILOG)
+@click.argument("doc", required=False, metavar="[DOC]")
+@_label
+@click.option("--outcome", default="", metavar="NAME", help="Default: the decision's outcome.")
+@_in
+@_end
+@_owner
+@_shell
+def park(**kw: object) -> int:
+    """Save, revert, reset, write the retrospective, mark parked, commit the record."""
+    return t.park(**kw)  # type: ignore[arg-type]
+
+
+@main.command(epilog=EPILOG)
+@click.argument("doc", required=False, metavar="[DOC]")
+@_label
+@_in
+@_end
+@_owner
+@_shell
+def cancel(**kw: object) -> int:
+    """Save the tree under refs/loopkit/<task>/cancelled and leave it as it is."""
+    return t.cancel(**kw)  # type: ignore[arg-type]
+
+
+@main.command(epilog=EPILOG)
+@click.argument("text")
+def note(**kw: object) -> int:
+    """Add TEXT to the task's notes in its start document (the handoff carries it)."""
+    return t.note(**kw)  # type: ignore[arg-type]
+
+
+@main.command(epilog=EPILOG)
+@_owner
+@_label
+def end(**kw: object) -> int:
+    """Release the lock; a task still open is saved and kept for the next begin."""
+    return t.end(**kw)  # type: ignore[arg-type]

@@ -1,0 +1,280 @@
+"""What each ``lk task`` step does once its arguments are parsed, without click: the
+console script's door (loopkit.cli.door) calls these for a plain call, the click commands
+(loopkit.cli.task) for the rest. The steps themselves are loopkit.ratchet.steps."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Callable
+
+TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
+if TYPE_CHECKING:
+    from typing import Any
+
+
+#: --shell: the result's fields a loop reads, by their variable's name.
+_SHELL = {
+    "LK_TASK_ID": "task",
+    "LK_BASE": "base",
+    "LK_DIFF_BASE": "diff_base",
+    "LK_RUN_DIR": "run_dir",
+    "LK_START": "start",
+    "LK_STATE": "state",
+    "LK_REF": "ref",
+    "LK_COMMIT": "commit",
+    "LK_TASK_KIND": "task_kind",
+    "LK_FINISHED": "finished",
+}
+
+
+def _say(line: str) -> None:
+    from loopkit.cli._handle import say
+
+    say("lk task", line)
+
+
+def _run(
+    step: Callable[[], dict[str, Any]], as_shell: bool = False, *, end: int | None = None
+) -> int:
+    """Run one step with SIGINT, SIGTERM and SIGHUP held until it is done (a stop in the
+    middle is what the journal is for, but there is no need to cause one), then print its
+    result."""
+    from loopkit.ratchet.steps import Refused
+
+    # Ignored, not handled: an ignored signal stays ignored in the git processes the step
+    # starts, which share the loop's process group -- a Ctrl-C must not kill one of them
+    # halfway either. The loop itself gets the signal and stops once the step is done.
+    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in signals}
+    try:
+        try:
+            result, code = step(), 0
+        except Refused as e:
+            _say(f"error: {e.message}")
+            result, code = e.result, int(e.code)
+        if end is not None:  # the loop's last step: its lock goes with it (no `end` to run)
+            from loopkit import git
+            from loopkit.ratchet import lock
+
+            folder = git.git_dirs(git.locate().root).own / "loopkit"
+            with lock.guard(folder):
+                result["released"] = lock.release(folder, end)
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+    _print(result, as_shell)
+    return code
+
+
+def _print(result: dict[str, Any], as_shell: bool) -> None:
+    if as_shell:
+        import shlex
+
+        for name, key in _SHELL.items():  # only what this step answers: nothing else is reset
+            if key in result:
+                value = result[key]
+                sys.stdout.write(f"{name}={shlex.quote('' if value is None else str(value))}\n")
+        sys.stdout.flush()
+        return
+    from loopkit.document import emit
+
+    emit(result, schema_name="task-step")
+
+
+def _doc(path: str | None, *, checked: bool = False) -> dict[str, Any] | None:
+    """The document in ``path`` (its last line), or the piped one. ``checked``: only its
+    kind is held to the schema here -- the step checks each field it acts on itself, so a
+    decided document naming no tree is refused as such (40), not as bad input."""
+    from loopkit.document import parse_attempt, stdin_has_data
+    from loopkit.errors import BadInput
+
+    source = path if path and path != "-" else "<stdin>"
+    try:
+        if source != "<stdin>":
+            with open(source, "rb") as f:
+                raw = f.read()
+        else:
+            raw = sys.stdin.buffer.read() if stdin_has_data() else b""
+    except OSError as e:
+        raise BadInput(source, f"cannot read: {e.strerror}") from None
+    lines = raw.strip().splitlines()
+    return parse_attempt(lines[-1] if lines else b"", source=source, checked=checked)
+
+
+def _decided(path: str | None) -> dict[str, Any]:
+    from loopkit.errors import BadInput
+
+    doc = _doc(path, checked=True)
+    if doc is None:
+        raise BadInput(path or "<stdin>", "no document: expected the decided attempt document")
+    return doc
+
+
+def _ctx(attempt_in: str | None = None) -> Any:
+    from loopkit.ratchet.steps import Context
+
+    return Context(say=_say, attempt_in=attempt_in)
+
+
+def _label_of(doc: dict[str, Any], label: str) -> str:
+    attempt = (doc.get("decision") or {}).get("attempt")
+    return label or (str(attempt) if attempt else "attempt")
+
+
+def begin(
+    *,
+    doc: str | None = None,
+    task_id: str | None = None,
+    task_text: str | None = None,
+    goal: bool = False,
+    contract_path: str | None = None,
+    tasks: str | None = None,
+    allow_dirty: bool = False,
+    reset_paths: tuple[str, ...] = (),
+    memory: str | None = None,
+    owner: int | None = None,
+    as_shell: bool = False,
+) -> int:
+    from loopkit.ratchet import steps
+
+    if task_id:
+        document: dict[str, Any] | None = {
+            "kind": "loopkit/attempt",
+            "version": 1,
+            "task": {
+                "id": task_id,
+                "text": task_text or task_id,
+                "kind": "goal" if goal else "task",
+            },
+        }
+    else:
+        document = _doc(doc)
+    resets = [*os.environ.get("RESET_PATHS", "").split(), *reset_paths]
+    pid = owner or os.getppid()
+    ctx = _ctx()
+
+    def step() -> dict[str, Any]:
+        result = steps.begin(
+            ctx,
+            owner=pid,
+            document=document,
+            contract_path=contract_path,
+            outer=int(os.environ.get("LK_LOCK_OWNER") or 0) or None,
+            allow_dirty=allow_dirty,
+            tasks=tasks,
+            reset_paths=resets,
+            memory_file=memory or os.environ.get("MEMORY_FILE") or None,
+        )
+        if document is not None and "finished" not in result:
+            result.update(steps.keep_start(ctx, result, document, pid))
+        return result
+
+    return _run(step, as_shell)
+
+
+def save(
+    *,
+    label: str | None = None,
+    why: str = "",
+    doc: str | None = None,
+    attempt_in: str | None = None,
+    as_shell: bool = False,
+) -> int:
+    from loopkit.errors import UsageProblem
+    from loopkit.ratchet import steps
+
+    document = _decided(doc) if doc else None
+    if not label and document is None:
+        raise UsageProblem("lk task save needs a LABEL (or --doc, whose attempt names it)")
+    name = label or _label_of(document or {}, "")
+    outcome = str(((document or {}).get("decision") or {}).get("outcome") or "")
+    code = _run(
+        lambda: steps.save(_ctx(attempt_in), label=name, why=why or outcome or "saved"), as_shell
+    )
+    if as_shell and document is not None:
+        import json
+
+        from loopkit.cli.stages import _shell as fields
+
+        sys.stdout.write(fields(json.dumps(document)))
+        sys.stdout.flush()
+    return code
+
+
+def land(
+    *,
+    doc: str | None = None,
+    label: str = "",
+    stat_cache: bool = False,
+    attempt_in: str | None = None,
+    as_shell: bool = False,
+    end: bool = False,
+    owner: int | None = None,
+) -> int:
+    from loopkit.ratchet import steps
+
+    document = _decided(doc)
+    return _run(
+        lambda: steps.land(
+            _ctx(attempt_in), document, label=_label_of(document, label), fresh_stat=stat_cache
+        ),
+        as_shell,
+        end=(owner or os.getppid()) if end else None,
+    )
+
+
+def park(
+    *,
+    doc: str | None = None,
+    label: str = "",
+    outcome: str = "",
+    attempt_in: str | None = None,
+    as_shell: bool = False,
+    end: bool = False,
+    owner: int | None = None,
+) -> int:
+    from loopkit.ratchet import steps
+
+    document = _decided(doc)
+    why = outcome or str((document.get("decision") or {}).get("outcome") or "failed")
+    return _run(
+        lambda: steps.park(
+            _ctx(attempt_in), document, label=_label_of(document, label), outcome=why
+        ),
+        as_shell,
+        end=(owner or os.getppid()) if end else None,
+    )
+
+
+def cancel(
+    *,
+    doc: str | None = None,
+    label: str = "",
+    attempt_in: str | None = None,
+    as_shell: bool = False,
+    end: bool = False,
+    owner: int | None = None,
+) -> int:
+    from loopkit.ratchet import steps
+
+    _doc(doc)  # read (and checked) when given: the decision that cancelled
+    return _run(
+        lambda: steps.cancel(_ctx(attempt_in), label=label or "cancelled"),
+        as_shell,
+        end=(owner or os.getppid()) if end else None,
+    )
+
+
+def note(*, text: str) -> int:
+    from loopkit.ratchet import steps
+
+    return _run(lambda: steps.note(_ctx(), text))
+
+
+def end(*, owner: int | None = None, label: str = "") -> int:
+    from loopkit.ratchet import steps
+
+    pid = owner or os.getppid()
+    return _run(lambda: steps.end(_ctx(), owner=pid, label=label or "stopped"))
