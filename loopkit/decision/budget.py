@@ -97,9 +97,11 @@ def fold(history: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, Any
         fresh["epoch"] = int(h.get("epoch") or 0) + 1
         return fresh
     if record.get("type") == "interrupted":
-        # An attempt whose loop died before deciding: it counts, and frees its share.
+        # An attempt whose loop died before deciding: it counts, and frees its share --
+        # unless its worker never ran (killed between the admission and the worker).
         h["attempts"] += 1
-        h["spent_attempts"] += 1
+        if record.get("ran") is not False:
+            h["spent_attempts"] += 1
         h["reserved"] = h["reserved"][1:]
         h["last_outcome"] = "interrupted"
         return h

@@ -181,12 +181,14 @@ def reopen_record(
 
 
 def interrupted_record(
-    task_id: str, history: Mapping[str, Any], *, reason: str, now: str
+    task_id: str, history: Mapping[str, Any], *, reason: str, now: str, ran: bool = True
 ) -> dict[str, Any]:
     """An attempt that never reached a decision (its loop was killed): the recipe that
     found it saved its tree and restored the start. It counts as an attempt -- a loop
-    killed again and again still ends under its budgets -- and settles its reservation."""
+    killed again and again still ends under its budgets -- and settles its reservation;
+    ``ran``: whether its worker ran at all (one that never did is numbered, not charged)."""
     return {
+        "ran": ran,
         "type": "interrupted",
         "task_id": task_id,
         "attempt": int(history.get("attempts") or 0) + 1,

@@ -906,16 +906,36 @@ def _recover_attempt(ctx: Context, j: dict[str, Any]) -> dict[str, Any]:
         )
     else:
         ctx.say(f"an interrupted loop ({task}) left nothing to restore")
-    out["settled"] = settle_interrupted(Path(str(j.get("state") or "")), task)
+    start_doc = str(j.get("start_doc") or "")
+    out["settled"] = settle_interrupted(
+        Path(str(j.get("state") or "")), task, run_dir=Path(start_doc).parent if start_doc else None
+    )
     journal.remove(ctx.folder)
     return out
 
 
-def settle_interrupted(state: Path, task: str) -> bool:
+def worker_ran(run_dir: Path | None) -> bool:
+    """Whether the last admitted round in ``run_dir`` got as far as its worker's run (its
+    lk-invoke stage began: ``N-invoke.json``, opened as the stage starts). Without the
+    folder, say yes: an attempt is never let off unproven."""
+    if run_dir is None or not run_dir.is_dir():
+        return True
+    rounds = []
+    for entry in run_dir.glob("*-admit.json"):
+        head = entry.name.split("-", 1)[0]
+        if head.isdigit():
+            rounds.append(int(head))
+    if not rounds:
+        return True
+    return (run_dir / f"{max(rounds)}-invoke.json").exists()
+
+
+def settle_interrupted(state: Path, task: str, *, run_dir: Path | None = None) -> bool:
     """Record an admitted attempt that never reached a decision as interrupted -- only
     when the ledger holds an admission not settled yet (one a decision did not close):
     no attempt is charged twice, none for a loop killed between a decision and the next
-    admission."""
+    admission, and none for one killed after its admission but before its worker ran
+    (``worker_ran``: the record says ``ran: false`` and the budgets do not count it)."""
     from loopkit.decision import records
     from loopkit.state import ledger as ledgers
 
@@ -932,6 +952,7 @@ def settle_interrupted(state: Path, task: str) -> bool:
                 history,
                 reason="the loop stopped before a decision; recovered at the next start",
                 now=ledgers.now_iso(),
+                ran=worker_ran(run_dir),
             )
         )
     return True
