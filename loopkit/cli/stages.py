@@ -153,6 +153,7 @@ def invoke(
     dry_run: bool = False,
     transcript: str | None = None,
     quiet: bool = False,
+    started_mark: str | None = None,
 ) -> int:
     """lk-invoke: one bounded worker attempt, its run record added to the document."""
     import json
@@ -174,6 +175,7 @@ def invoke(
         resume=resume,
         timeout=timeout,
         cwd=Path.cwd(),
+        started_mark=Path(started_mark) if started_mark else None,
     )
     if not quiet:
         from loopkit.worker.progress import Progress
@@ -714,7 +716,11 @@ def _attempt(
     here = {**cargs, "within": carry}
     rc, text = runner.stage("admit", {**cargs, "admit": True}, raw, ok=(0, 20, 22, 30))
     if rc == 0:
-        rc, text = runner.stage("invoke", {**cargs, "resume": resume}, text, ok=(0, 1))
+        # The mark a recovery reads: this round's worker was about to start (its attempt
+        # is charged); without it, a loop stopped before the worker is not.
+        mark = runner.keep.with_name(f"{runner.keep.name}-worker") if runner.keep else None
+        options = {**cargs, "resume": resume, "started_mark": str(mark) if mark else None}
+        rc, text = runner.stage("invoke", options, text, ok=(0, 1))
     try:
         if rc in (0, 1) and runner.going:
             carry.early = True  # lk-diff begins later stages' work (_early_work)

@@ -915,9 +915,9 @@ def _recover_attempt(ctx: Context, j: dict[str, Any]) -> dict[str, Any]:
 
 
 def worker_ran(run_dir: Path | None) -> bool:
-    """Whether the last admitted round in ``run_dir`` got as far as its worker's run (its
-    lk-invoke stage began: ``N-invoke.json``, opened as the stage starts). Without the
-    folder, say yes: an attempt is never let off unproven."""
+    """Whether the last admitted round in ``run_dir`` got as far as its worker's start
+    (``N-worker``, which lk-invoke writes the moment before it starts the worker). Without
+    the folder, or without a round, say yes: an attempt is never let off unproven."""
     if run_dir is None or not run_dir.is_dir():
         return True
     rounds = []
@@ -927,7 +927,7 @@ def worker_ran(run_dir: Path | None) -> bool:
             rounds.append(int(head))
     if not rounds:
         return True
-    return (run_dir / f"{max(rounds)}-invoke.json").exists()
+    return (run_dir / f"{max(rounds)}-worker").exists()
 
 
 def settle_interrupted(state: Path, task: str, *, run_dir: Path | None = None) -> bool:

@@ -109,6 +109,7 @@ def execute(
     should_stop: Callable[[], str | None] | None = None,
     jail: Jail | None = None,
     progress: Any = None,
+    started_mark: Path | None = None,
 ) -> Result:
     """Run one invocation to its end (or its limit) and return the normalized record.
 
@@ -143,6 +144,11 @@ def execute(
         watch = _Watch(breaker=None, stop=lambda reason: None)
         finished = proc.Finished(exit_code=None, duration_s=0.0, stopped=already)
     else:
+        if started_mark is not None:
+            try:
+                started_mark.write_bytes(b"")
+            except OSError:
+                pass  # a missing mark only means the attempt is charged: the safe side
         try:
             running = proc.spawn(
                 start_argv,
@@ -351,6 +357,10 @@ class Request:
     environ: Mapping[str, str] | None
     #: Live lines for a person (``loopkit.worker.progress.Progress``); None: silent.
     progress: Any
+    #: A file written the moment the worker is about to start (``lk attempt --keep``'s
+    #: ``PREFIX-worker``): a recovery tells an attempt whose worker ran from one that
+    #: stopped before it (``ratchet.steps.worker_ran``).
+    started_mark: Path | None
 
     def __init__(
         self,
@@ -364,7 +374,9 @@ class Request:
         cwd: Path | None = None,
         environ: Mapping[str, str] | None = None,
         progress: Any = None,
+        started_mark: Path | None = None,
     ) -> None:
+        self.started_mark = started_mark
         self.document = document
         self.contract_path = contract_path
         self.provider = provider
@@ -556,6 +568,7 @@ def attempt(req: Request) -> dict[str, Any]:
         should_stop=cancelled,
         jail=jail,
         progress=req.progress,
+        started_mark=req.started_mark,
     )
     if req.progress is not None:
         req.progress.finished(str(result.record.get("stop_reason")), result.state)

@@ -273,3 +273,25 @@ def test_the_crash_handler_survives_a_full_disk_and_a_full_disk_is_exit_4(
     assert handle(bug, "lk") == 70
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "internal error" in err and "could not be written" in err
+
+
+def test_a_kill_after_the_admission_before_the_worker_started_charges_nothing(
+    tmp_path: Path,
+) -> None:
+    # Killed inside lk-invoke's set-up (its look at what git ignores, before the worker
+    # starts): the rerun records the admitted attempt as interrupted, numbered but not
+    # charged -- the task still has its whole budget of attempts.
+    p = make_project(tmp_path, RED_THEN_GREEN, tasks=TASKS, budgets={"attempts": 2})
+    faults = Faults(tmp_path / "faults")
+    _first, rerun = stopped_then_rerun(
+        p, faults, "kill9", match="ls-files -z --others --ignored --exclude-standard --directory"
+    )
+    run = next(d for d in p.run_dirs("fix-value") if (d / "1-admit.json").exists())
+    assert (run / "1-invoke.json").exists() and not (run / "1-worker").exists()
+    interrupted = [r for r in p.ledger() if r.get("type") == "interrupted"]
+    assert [r.get("ran") for r in interrupted] == [False]
+    # Two attempts are left: red, then green -- with the lost one charged, the budget of
+    # 2 would park the task after the red one.
+    assert rerun.returncode == 0, fail_message(rerun)
+    assert settled(p) and replay_agrees(p)
+    landed_and_marked(p)

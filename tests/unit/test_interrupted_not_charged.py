@@ -1,5 +1,5 @@
 """An admitted attempt whose loop died before its worker ran is numbered but not charged
-to the attempts budget; one whose lk-invoke stage began is charged (never let off
+to the attempts budget; one whose worker was about to start is charged (never let off
 unproven)."""
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ def test_whether_the_worker_ran_is_read_from_the_rounds_kept(tmp_path: Path) -> 
     assert worker_ran(None) and worker_ran(tmp_path / "missing")  # unknown: charged
     assert worker_ran(run)  # no round admitted: nothing to let off
     (run / "1-admit.json").write_text("{}")
-    (run / "1-invoke.json").write_text("")  # opened as lk-invoke began
+    (run / "1-worker").write_text("")  # lk-invoke was about to start round 1's worker
     (run / "2-admit.json").write_text("{}")
-    assert not worker_ran(run)  # round 2 was admitted; its lk-invoke never began
-    (run / "2-invoke.json").write_text("")
+    (run / "2-invoke.json").write_text("")  # its lk-invoke began, its worker never did
+    assert not worker_ran(run)
+    (run / "2-worker").write_text("")
     assert worker_ran(run)
