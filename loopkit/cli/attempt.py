@@ -14,7 +14,9 @@ Output: the last stage's document on stdout (the decided attempt; the admission 
         when admission refused). With --keep PREFIX every stage's document is also kept
         as PREFIX-admit.json, PREFIX-invoke.json, PREFIX-diff.json, PREFIX-verify.json,
         PREFIX-judge.json, PREFIX-decide.json, and its stderr (shown as it comes) as
-        PREFIX-<stage>.err: what the recipes keep under .loopkit/runs/. With --shell,
+        PREFIX-<stage>.err, and PREFIX-worker is written the moment the worker is about
+        to start (a recovery charges an interrupted attempt only when its worker ran):
+        what the recipes keep under .loopkit/runs/. With --shell,
         instead of the document, the fields the recipes act on, as shell assignments
         (LK_DOC_OUTCOME='retry' ..., as `lk task save --doc FILE --shell` prints them).
 Early:  lk attempt --early  starts now and acts later: it loads what an attempt needs, then

@@ -50,8 +50,14 @@ def test_an_attribute_added_alone_is_checked_as_a_checkout_writes_it(
     assert nothing_unverified_landed(p, before, tmp_path), fail_message(proc)
     assert proc.returncode != 0, fail_message(proc)
     assert p.worker_calls() == 2  # attempt 2 ran, and its checks saw the checkout's bytes
-    second = p.docs("fix-value", "verify")[1]["verify"]
-    assert not second["passed"], second
+    verified = p.docs("fix-value", "verify")
+    if len(verified) > 1:
+        assert not verified[1]["verify"]["passed"], verified[1]
+    else:
+        # git could not hash the tree at all (a file the new encoding cannot decode, read
+        # again when its stat data does not vouch for it): lk-diff stops the attempt, and
+        # nothing was verified or landed -- the other way the same guarantee holds.
+        assert "failed to encode" in proc.stderr, fail_message(proc)
 
 
 def test_the_repositorys_own_attributes_hold_in_the_checks(tmp_path: Path) -> None:
