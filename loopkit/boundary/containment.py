@@ -174,10 +174,6 @@ class Checks:
         self.record = record
         self._args = args
 
-    @property
-    def used(self) -> bool:
-        return self._args is not None
-
     def command(
         self, command: str, env: Mapping[str, str]
     ) -> tuple[list[str] | str, dict[str, str], bool]:

@@ -317,13 +317,6 @@ def tools_under(
     return out
 
 
-def tools_under_tmp(argv: Sequence[str], env: Mapping[str, str], *, root: Path) -> list[Path]:
-    """``tools_under`` the host's /tmp alone (what a worker's sandbox shows back)."""
-    import tempfile
-
-    return tools_under(argv, env, root=root, tops=[tempfile.gettempdir(), "/tmp"])
-
-
 def wrap(
     argv: Sequence[str],
     *,

@@ -118,6 +118,12 @@ def _ctx(attempt_in: str | None = None) -> Any:
     return Context(say=_say, attempt_in=attempt_in)
 
 
+def _releasing(end: bool, owner: int | None) -> int | None:
+    """The lock's owner a loop's last step releases (``--end``): ``--owner``, else the
+    loop that started this step; None when the step keeps the lock."""
+    return (owner or os.getppid()) if end else None
+
+
 def _label_of(doc: dict[str, Any], label: str) -> str:
     attempt = (doc.get("decision") or {}).get("attempt")
     return label or (str(attempt) if attempt else "attempt")
@@ -221,7 +227,7 @@ def land(
             _ctx(attempt_in), document, label=_label_of(document, label), fresh_stat=stat_cache
         ),
         as_shell,
-        end=(owner or os.getppid()) if end else None,
+        end=_releasing(end, owner),
     )
 
 
@@ -244,7 +250,7 @@ def park(
             _ctx(attempt_in), document, label=_label_of(document, label), outcome=why
         ),
         as_shell,
-        end=(owner or os.getppid()) if end else None,
+        end=_releasing(end, owner),
     )
 
 
@@ -263,7 +269,7 @@ def cancel(
     return _run(
         lambda: steps.cancel(_ctx(attempt_in), label=label or "cancelled"),
         as_shell,
-        end=(owner or os.getppid()) if end else None,
+        end=_releasing(end, owner),
     )
 
 

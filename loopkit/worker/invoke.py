@@ -551,7 +551,7 @@ def attempt(req: Request) -> dict[str, Any]:
     )
 
     beside = _base_beside(
-        req, root, state_path, base, p.contract, sealed, folder, should_stop=cancelled
+        req, root, state_path, base, p.contract, sealed, folder, carry, should_stop=cancelled
     )
     control = controlling.result()
     contracts = remembered(root)
@@ -665,6 +665,7 @@ def _base_beside(
     contract: Mapping[str, Any] | None,
     sealed: Mapping[str, Any],
     folder: Path,
+    carry: list[str],
     *,
     should_stop: Callable[[], str | None] | None = None,
 ) -> _BaseBeside | None:
@@ -685,7 +686,7 @@ def _base_beside(
             criteria,
             log_dir=folder,
             env=env,
-            carry=[c.name for c in cleanroom.carried(root, contract)],
+            carry=carry,
             sealed=sealed.get("baseline"),
             contract=contract,
             reset=cleanroom.reset_dirs(root),

@@ -70,7 +70,7 @@ def test_checks_run_outside_the_environment_of_pre_commit_try_repo(
 def test_what_a_run_needs_from_the_hosts_tmp_is_shown_read_only(tmp_path: Path) -> None:
     """A checkout cloned under /tmp keeps its venv and node_modules there; the sandbox's
     private /tmp would hide them from the worker."""
-    from loopkit.boundary.sandbox import tools_under_tmp
+    from loopkit.boundary.sandbox import tools_under
 
     venv = tmp_path / "clone" / ".venv"
     (venv / "bin").mkdir(parents=True)
@@ -80,7 +80,7 @@ def test_what_a_run_needs_from_the_hosts_tmp_is_shown_read_only(tmp_path: Path) 
     (repo / "bin").mkdir(parents=True)
     env = {"PATH": os.pathsep.join([str(venv / "bin"), str(nm / ".bin"), str(repo / "bin"),
                                     "/usr/bin"])}
-    shown = tools_under_tmp([str(venv / "bin" / "python"), "-m", "x"], env, root=repo)
+    shown = tools_under([str(venv / "bin" / "python"), "-m", "x"], env, root=repo, tops=["/tmp"])
     if not str(tmp_path.resolve()).startswith("/tmp/"):
         pytest.skip("the test folder is not under /tmp here")
     assert venv.resolve() in shown and nm.resolve() in shown
