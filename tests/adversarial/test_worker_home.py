@@ -14,6 +14,7 @@ from loopkit.boundary import containment, sandbox
 from loopkit.worker.providers.base import Invocation
 from loopkit.worker.providers.claude import ClaudeProvider
 from loopkit.worker.providers.codex import CodexProvider
+from tests.adversarial.helpers import loop
 from tests.helpers.recipes import fail_message, make_project
 
 pytestmark = [
@@ -135,3 +136,30 @@ def test_a_providers_config_folder_is_a_private_copy_seeded_each_run(
     assert session.read_text() == "{}\n"
     assert (home / own / name).read_text() == "mine\n"
     assert containment.provider_home(repo, provider.name) == private
+
+
+def test_a_path_the_contract_hides_is_not_readable_by_the_worker(
+    tmp_path: Path, home: Path
+) -> None:
+    """``sandbox.hide`` (here a folder outside the home and /tmp, readable to the person):
+    the worker finds it empty."""
+    (home / "token").write_text("MARKER-HIDE-55\n")
+    body = f"""
+try:
+    seen = Path({str(home / "token")!r}).read_text() or "empty"
+except OSError:
+    seen = "unreadable"
+Path("src/value.txt").write_text("good\\n")
+Path("src/seen.txt").write_text(seen)
+"""
+    p = make_project(
+        tmp_path,
+        body,
+        files={"src/value.txt": "bad\n"},
+        writable=["src/**"],
+        sandbox={"hide": [str(home)], "writable": [str(tmp_path / "worker")]},
+    )
+    proc = loop(p)
+    assert proc.returncode == 0, fail_message(proc)
+    seen = p.git("show", "HEAD:src/seen.txt")
+    assert "MARKER" not in seen and seen in ("empty", "unreadable"), seen
