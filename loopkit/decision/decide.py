@@ -318,7 +318,7 @@ def decide(
         return decision("complete", None, why, n)
 
     cls, reason, feedback, extra = _classify(
-        document, h, ev, changed=changed, allow_empty=allow_empty, violations=violations
+        _Case(document, h, ev, changed=changed, allow_empty=allow_empty, violations=violations)
     )
     outcome, reason, extra = _act(
         cls, reason, h, budgets, run, attempt_id, extra, backoff=contract.get("backoff")
@@ -654,18 +654,9 @@ RULES = (
 )
 
 
-def _classify(
-    document: Mapping[str, Any],
-    h: Mapping[str, Any],
-    ev: Mapping[str, Any],
-    *,
-    changed: bool,
-    allow_empty: bool,
-    violations: list[dict[str, str]],
-) -> Classified:
+def _classify(case: _Case) -> Classified:
     """(class, reason, feedback, extra fields) for an attempt that did not complete: what
     the first of ``RULES`` that speaks says."""
-    case = _Case(document, h, ev, changed=changed, allow_empty=allow_empty, violations=violations)
     for rule in RULES:
         found = rule(case)
         if found is not None:
