@@ -45,6 +45,8 @@ PLAIN: dict[str, dict[str, Spec]] = {
         "--keep": ("value", "keep"),
         "--shell": ("flag", "as_shell", True),
         "--early": ("flag", "early", True),
+        "--settle": ("flag", "settle", True),
+        "--owner": ("int", "owner"),
     },
     "verify": {
         "--contract": ("value", "contract_path"),

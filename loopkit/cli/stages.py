@@ -683,20 +683,25 @@ def attempt(
     keep: str | None = None,
     as_shell: bool = False,
     early: bool = False,
+    settle: bool = False,
+    owner: int | None = None,
 ) -> int:
     """lk attempt: admission to decision, each stage the function above on the document
     the stage before it printed; the decision's exit code. ``early``: loaded first, the
-    call read from stdin afterwards (``_early``)."""
+    call read from stdin afterwards (``_early``). ``settle``: then the ratchet's step for
+    that decision (``transactions.settle``), the lock's ``owner`` released by a last one."""
     from loopkit import document
 
     if early:
-        if contract_path or base or resume or keep or as_shell:
+        if contract_path or base or resume or keep or as_shell or settle or owner:
             raise UsageProblem("lk attempt --early takes the rest of its call on stdin, not here")
         return _early()
+    if owner and not settle:
+        raise UsageProblem("lk attempt --owner names the lock --settle releases: add --settle")
     raw = sys.stdin.read() if document.stdin_has_data() else ""
     if document.parse_attempt(raw) is None:  # nothing piped: a usage error, nothing run
         raise UsageProblem("lk attempt reads an attempt document on stdin (lk-plan next)")
-    return _attempt(raw, contract_path, base, resume, keep, as_shell)
+    return _attempt(raw, contract_path, base, resume, keep, as_shell, settle, owner)
 
 
 def _attempt(
@@ -706,6 +711,8 @@ def _attempt(
     resume: str | None,
     keep: str | None,
     as_shell: bool,
+    settle: bool = False,
+    owner: int | None = None,
 ) -> int:
     # Threads here mostly start a git process and wait for it: one that has work to hand
     # git should not wait the interpreter's default 5 ms for its turn.
@@ -744,6 +751,12 @@ def _attempt(
         carry.close()  # never left running, nor handed to a later call
     sys.stdout.write(_shell(text) if as_shell else text)
     sys.stdout.flush()
+    if settle and rc in (0, 10, 11, 20, 21, 22, 30):
+        import json
+
+        from loopkit.cli import transactions
+
+        return transactions.settle(rc, json.loads(text), owner=owner, as_shell=as_shell)
     return rc
 
 
@@ -834,6 +847,8 @@ def _early() -> int:
         kw.get("resume"),
         kw.get("keep"),
         bool(kw.get("as_shell")),
+        bool(kw.get("settle")),
+        kw.get("owner"),
     )
 
 

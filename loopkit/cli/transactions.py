@@ -212,6 +212,7 @@ def save(
 def land(
     *,
     doc: str | None = None,
+    document: dict[str, Any] | None = None,
     label: str = "",
     stat_cache: bool = False,
     attempt_in: str | None = None,
@@ -221,7 +222,7 @@ def land(
 ) -> int:
     from loopkit.ratchet import steps
 
-    document = _decided(doc)
+    document = document or _decided(doc)
     return _run(
         lambda: steps.land(
             _ctx(attempt_in), document, label=_label_of(document, label), fresh_stat=stat_cache
@@ -234,6 +235,7 @@ def land(
 def park(
     *,
     doc: str | None = None,
+    document: dict[str, Any] | None = None,
     label: str = "",
     outcome: str = "",
     attempt_in: str | None = None,
@@ -243,7 +245,7 @@ def park(
 ) -> int:
     from loopkit.ratchet import steps
 
-    document = _decided(doc)
+    document = document or _decided(doc)
     why = outcome or str((document.get("decision") or {}).get("outcome") or "failed")
     return _run(
         lambda: steps.park(
@@ -271,6 +273,29 @@ def cancel(
         as_shell,
         end=_releasing(end, owner),
     )
+
+
+def settle(code: int, document: dict[str, Any], *, owner: int | None, as_shell: bool) -> int:
+    """``lk attempt --settle``: the step the decision's exit ``code`` calls for, in the
+    attempt's own process -- complete lands (from lk-decide's fresh stat cache), retry and
+    replan save, blocked, failed and exhausted park, cancelled cancels; the last three and
+    the landing release the loop's lock (``owner``). The decision's code when the step is
+    done; the step's own when it is refused (40) or cannot run (3, 4)."""
+    from loopkit.ratchet import steps
+
+    label = _label_of(document, "")
+    if code == 0:
+        step = land(document=document, stat_cache=True, end=True, owner=owner, as_shell=as_shell)
+    elif code in (10, 11):
+        why = str((document.get("decision") or {}).get("outcome") or "retry")
+        step = _run(lambda: steps.save(_ctx(), label=label, why=why), as_shell)
+    elif code in (20, 21, 22):
+        step = park(document=document, end=True, owner=owner, as_shell=as_shell)
+    elif code == 30:
+        step = cancel(label=label, end=True, owner=owner, as_shell=as_shell)
+    else:
+        return code
+    return step or code
 
 
 def note(*, text: str) -> int:

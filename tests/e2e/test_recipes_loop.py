@@ -612,10 +612,11 @@ def test_each_round_is_one_lk_attempt_and_each_decision_one_lk_task_step(tmp_pat
     p = make_project(tmp_path, BAD_THEN_GOOD)
     proc = loop(p, env={"PATH": path, "LOOPKIT_STATE_DIR": str(state)})
     assert proc.returncode == 0, fail_message(proc)
-    # The landing releases the lock itself (--end): no `lk task end` after a success.
-    assert calls.read_text().splitlines() == [
-        "task begin", "attempt --keep", "task save", "attempt --keep", "task land",
-    ]
+    # Each round's step (save, then land, which releases the lock itself) is taken by
+    # its lk attempt (--settle): no `lk task` of its own, no `lk task end` after a success.
+    assert calls.read_text().splitlines() == ["task begin", "attempt --keep", "attempt --keep"]
+    saved = p.git("for-each-ref", "--format=%(refname)", "refs/loopkit/").split()
+    assert any(ref.endswith("/1") for ref in saved), saved  # the red round's tree
     assert p.worker_calls() == 2 and p.git("show", "HEAD:src/value.txt") == "good\n"
     assert (state / "ledger.jsonl").is_file() and not p.state().exists()
     log = (state / "recipes.log").read_text()
