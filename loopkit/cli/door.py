@@ -105,6 +105,8 @@ TASK: dict[str, tuple[tuple[str, ...], dict[str, Spec]]] = {
             "--memory": ("value", "memory"),
             "--owner": ("int", "owner"),
             "--shell": ("flag", "as_shell", True),
+            "--attempt": ("flag", "attempt", True),
+            "--reproduce": ("flag", "reproduce", True),
         },
     ),
     "save": (

@@ -704,6 +704,42 @@ def attempt(
     return _attempt(raw, contract_path, base, resume, keep, as_shell, settle, owner)
 
 
+def run_attempt(
+    raw: str,
+    *,
+    contract_path: str | None = None,
+    base: str | None = None,
+    resume: str | None = None,
+    keep: str | None = None,
+    as_shell: bool = False,
+    settle: bool = False,
+    owner: int | None = None,
+) -> int:
+    """One attempt on the document ``raw`` (lk attempt's options as keywords), its
+    documents printed; the decision's exit code (``lk task begin --attempt``'s round 1)."""
+    return _attempt(raw, contract_path, base, resume, keep, as_shell, settle, owner)
+
+
+def run_reproduce(raw: str, *, contract_path: str | None, base: str, keep: str) -> tuple[int, str]:
+    """Round 0 (``lk task begin --reproduce``): lk-diff and lk-verify on the untouched
+    tree, no worker, then lk-decide when the checks fail -- the ledger holds the failure,
+    so a first fix that fails the same way replans. ``(0, "")`` when the checks pass;
+    a failing stage's own code and ``""``; else the decision's code and document."""
+    runner = _Runner(Path(keep))
+    carry = Attempt()
+    here = {"contract_path": contract_path, "within": carry}
+    try:
+        rc, text = runner.stage("diff", {**here, "base": base}, raw, ok=(0, 1))
+        if runner.going:
+            rc, text = runner.stage("verify", here, text, ok=(0, 1))
+            carry.drop_room()
+        if not runner.going or rc == 0:
+            return rc, ""
+        return runner.stage("decide", here, text, ok=(0, 10, 11, 20, 21, 22, 30))
+    finally:
+        carry.close()
+
+
 def _attempt(
     raw: str,
     contract_path: str | None,
