@@ -464,3 +464,25 @@ def test_owner_without_settle_is_a_usage_error(git_repo: Path) -> None:
     doc = '{"kind": "loopkit/attempt", "version": 1, "task": {"id": "t", "text": "x"}}'
     out = lk_run(["lk", "attempt", "--owner", "1"], git_repo, doc)
     assert out.returncode == 2 and "add --settle" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_begin_attempt_runs_round_1_in_the_same_process(git_repo: Path) -> None:
+    # lk task begin --attempt: begin's result, the decided document and the landing, one
+    # JSON line each; the round's documents kept as <run_dir>/1-*.json. Without a task it
+    # is a usage error that begins nothing.
+    import os
+
+    notes_project(
+        git_repo, "mkdir -p notes; echo hi > notes/a.txt", wall_seconds=600, check_timeout=5
+    )
+    pid = str(os.getpid())
+    bare = lk_run(["lk", "task", "begin", "--attempt", "--owner", pid], git_repo, "")
+    assert bare.returncode == 2 and "needs the task" in bare.stderr
+    assert not (git_repo / ".git" / "loopkit" / "loop.lock").exists()
+    args = ["lk", "task", "begin", "--contract", "loop.yaml", "--owner", pid, "--attempt"]
+    out = lk_run(args, git_repo, _task(git_repo))
+    assert out.returncode == 0, out.stderr
+    begun, decided, landed = (json.loads(line) for line in out.stdout.splitlines())
+    assert begun["step"] == "begin" and landed["step"] == "land"
+    assert decided == json.loads((Path(begun["run_dir"]) / "1-decide.json").read_text())
+    assert landed["commit"] == git(git_repo, "rev-parse", "HEAD").strip()
