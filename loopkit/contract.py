@@ -210,6 +210,8 @@ _SECTIONS: dict[str, dict[str, Check]] = {
         "timeout": positive_number,
         "max_turns": positive_int,
         "env_allow": string_list,
+        # the review gate: every task's change is judged before it lands, not only a GOAL's
+        "review": boolean,
     },
     "plan": {"split_lines": positive_int, "split_files": positive_int},
     # carry: ignored paths (a virtualenv, node_modules) the clean room links in

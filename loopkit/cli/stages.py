@@ -46,6 +46,9 @@ class Attempt:
         self.tree: Any = None
         #: The index lk-diff's hash was taken with, for lk-decide's (statcache.Handoff).
         self.handed: Any = None
+        #: The contract's review gate (``judge.review``), as lk-verify read it: every
+        #: task whose checks passed goes to the judge, not only a GOAL.
+        self.review = False
 
     def take_room(self) -> Any:
         room, self.room = self.room, None
@@ -303,6 +306,8 @@ def verify(
     doc = document.read_attempt()
     ws = Workspace.open(contract_path=contract_path, document=doc, require_contract=True)
     terms = ws.contract or {}
+    if within is not None:
+        within.review = bool((terms.get("judge") or {}).get("review"))
     chosen = core.select(terms["criteria"], only)
     attempt = artifacts.assign_attempt_id(doc if doc is not None else {})
     log_dir = artifacts.attempt_dir(ws.state, attempt)
@@ -778,7 +783,7 @@ def _attempt(
             finally:
                 carry.early = False
                 carry.drop_room()  # never left holding the clean room
-            if rc == 0 and runner.going and _kind(text) == "goal":
+            if rc == 0 and runner.going and (carry.review or _kind(text) == "goal"):
                 carry.drop_tree()  # the judge comes between: the tree is hashed after it
                 rc, text = runner.stage("judge", cargs, text, ok=(0, 1))
         if rc in (0, 1) and runner.going:

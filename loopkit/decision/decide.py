@@ -100,6 +100,7 @@ def inputs(document: Mapping[str, Any], contract: Mapping[str, Any] | None) -> d
                 "criteria",
                 "artifacts",
                 "backoff",
+                "judge",  # the review gate (judge.review) decides too: replay needs it
             )
             if k in contract
         }
@@ -293,7 +294,7 @@ def decide(
     violations = _scope_violations(diff, budgets) + _protected_changed_by_checks(
         document.get("verify"), contract
     )
-    is_goal = task.get("kind") == "goal"
+    is_goal = task.get("kind") == "goal" or _reviewed(contract)
     judge_ok = bool(
         judge and judge.get("verdict") == "MET" and judge.get("grounded") and judge.get("trusted")
     )
@@ -313,6 +314,8 @@ def decide(
         why = f"verification passed on the tree on disk with {what} inside scope"
         if is_goal:
             why += "; the judge's grounded verdict is MET"
+            if task.get("kind") != "goal":
+                why += " (review)"
         if not claimed and run is not None:
             why += " (the worker did not claim completion; the evidence decides)"
         return decision("complete", None, why, n)
@@ -433,6 +436,7 @@ class _Case:
         self.diff: Mapping[str, Any] | None = document.get("diff") or None
         self.judge: Mapping[str, Any] | None = document.get("judge") or None
         self.task: Mapping[str, Any] = document.get("task") or {}
+        self.contract: Mapping[str, Any] = document.get("contract") or {}
         self.claimed = bool(self.run and self.run.get("claimed_complete"))
         self.extra: dict[str, Any] = {}
 
@@ -616,16 +620,27 @@ def _no_change(c: _Case) -> Classified | None:
     return None
 
 
+def _reviewed(contract: Mapping[str, Any]) -> bool:
+    """The review gate is on (``judge.review``): every task needs the judge's MET."""
+    judge = contract.get("judge")
+    return isinstance(judge, Mapping) and bool(judge.get("review"))
+
+
 def _goal_unmet(c: _Case) -> Classified | None:
-    """A goal without a grounded, trusted MET from the judge."""
-    if c.task.get("kind") != "goal":
+    """A goal -- or, behind the review gate, any task -- without a grounded, trusted MET
+    from the judge."""
+    if c.task.get("kind") != "goal" and not _reviewed(c.contract):
         return None
     judge = c.judge
     if judge is None:
         return c.says(
             fc.UNGROUNDED,
-            "a goal needs the judge's verdict and there is none (run lk-judge)",
-            "The goal has not been judged.",
+            "a goal needs the judge's verdict and there is none (run lk-judge)"
+            if c.task.get("kind") == "goal"
+            else "the review gate (judge.review) needs the judge's verdict and there is none",
+            "The goal has not been judged."
+            if c.task.get("kind") == "goal"
+            else "The change has not been reviewed.",
         )
     if not judge.get("grounded") or not judge.get("trusted"):
         what = "not grounded in files it read" if not judge.get("grounded") else "not trusted"
@@ -634,9 +649,8 @@ def _goal_unmet(c: _Case) -> Classified | None:
             f"the judge's verdict ({judge.get('verdict')}) is {what}",
             str(judge.get("feedback") or ""),
         )
-    return c.says(
-        fc.JUDGE_NOT_MET, "the judge found the goal not met", str(judge.get("feedback") or "")
-    )
+    what = "the goal not met" if c.task.get("kind") == "goal" else "the change not ready (review)"
+    return c.says(fc.JUDGE_NOT_MET, f"the judge found {what}", str(judge.get("feedback") or ""))
 
 
 #: The rules, in the order they are asked (docs/decide.md): the run's own failure first,
