@@ -318,6 +318,9 @@ def record_from(
         "permission_denials": state.permission_denials,
         "terminal_reason": state.terminal_reason,
     }
+    if state.refused or provider == "acp":
+        # A provider that asks before a write (acp): what loopkit refused, and why.
+        record["refused"] = state.refused
     return record
 
 
@@ -450,6 +453,11 @@ def plan(req: Request, *, root: Path | None = None) -> Plan:
         resume=req.resume,
         command=command,
         task_id=task.get("id") if task else None,
+        scope=(contract or {}).get("scope"),
+        control=[
+            f.relative_to(base.resolve()).as_posix()
+            for f in _control_files(base.resolve(), req, contract)
+        ],
         attempt=_attempt_number(req.document, env),
         environ=env,
     )
