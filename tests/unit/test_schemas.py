@@ -165,7 +165,7 @@ def test_each_provider_recognises_its_own_saved_stream(path: Path) -> None:
     from loopkit.worker.providers.base import detect
 
     owner = path.name.split("_", 1)[0]
-    assert detect(path) == (owner if owner in ("claude", "codex") else "command")
+    assert detect(path) == (owner if owner in ("claude", "codex", "acp") else "command")
 
 
 @pytest.mark.parametrize(

@@ -241,7 +241,8 @@ class Client:
     def permission(self, rid: Any, params: dict[str, Any]) -> None:
         call = params.get("toolCall") if isinstance(params.get("toolCall"), dict) else {}
         assert isinstance(call, dict)
-        options = [o for o in params.get("options") or () if isinstance(o, dict)]
+        offered = params.get("options")
+        options = [o for o in offered if isinstance(o, dict)] if isinstance(offered, list) else []
         if self.stopped:
             self.reply(rid, {"outcome": {"outcome": "cancelled"}})
             return

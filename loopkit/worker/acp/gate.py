@@ -138,17 +138,17 @@ def changed_paths(call: Mapping[str, Any]) -> list[str]:
         if isinstance(value, str) and value and value not in found:
             found.append(value)
 
-    for loc in call.get("locations") or ():
+    for loc in _items(call.get("locations")):
         if isinstance(loc, Mapping):
             add(loc.get("path"))
-    for item in call.get("content") or ():
+    for item in _items(call.get("content")):
         if isinstance(item, Mapping) and item.get("type") == "diff":
             add(item.get("path"))
     raw = call.get("rawInput")
     if isinstance(raw, Mapping):
         for key in PATH_KEYS:
             add(raw.get(key))
-        for edit in raw.get("edits") or ():
+        for edit in _items(raw.get("edits")):
             if isinstance(edit, Mapping):
                 add(edit.get("file_path") or edit.get("path"))
     return found
@@ -157,8 +157,13 @@ def changed_paths(call: Mapping[str, Any]) -> list[str]:
 def _has_diff(call: Mapping[str, Any]) -> bool:
     return any(
         isinstance(item, Mapping) and item.get("type") == "diff"
-        for item in call.get("content") or ()
+        for item in _items(call.get("content"))
     )
+
+
+def _items(value: Any) -> list[Any]:
+    """A list the agent sent, or nothing when it sent something else."""
+    return value if isinstance(value, list) else []
 
 
 class Escape(Exception):

@@ -42,6 +42,7 @@ from loopkit.worker.providers.base import (
     ToolCall,
     clip_input,
     count,
+    http_status_in,
 )
 from loopkit.worker.providers.shell import files_read_by
 
@@ -196,6 +197,7 @@ class AcpParser(StreamParser):
             st.terminal_reason = self.stop_reason
             if self.end_error:
                 st.add_error(str(self.end_error))
+                st.api_error_status = http_status_in(str(self.end_error))
             return [Event("result", text=st.final_message)]
         if kind != "in":
             return []
@@ -322,7 +324,8 @@ def _fill(call: ToolCall, update: Mapping[str, Any], kind: str | None) -> None:
 
 def _content_text(update: Mapping[str, Any]) -> str | None:
     parts = []
-    for item in update.get("content") or ():
+    content = update.get("content")
+    for item in content if isinstance(content, list) else ():
         if isinstance(item, dict) and item.get("type") == "content":
             inner = item.get("content")
             if isinstance(inner, dict) and isinstance(inner.get("text"), str):
@@ -356,7 +359,7 @@ def classify(state: RunState, end: Exit) -> Outcome:
     if stop is None:
         if "loadSession" in errors or "session/load" in errors:
             return Outcome("invalid_request", True, clip(errors, 500))
-        reason, resume_after = error_class(None, errors)
+        reason, resume_after = error_class(state.api_error_status, errors)
         if reason == "api_error" and "exited" in errors:
             reason = "crashed"
         return Outcome(reason, True, clip(errors or "the agent failed", 500), resume_after)
