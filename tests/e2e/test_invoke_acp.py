@@ -238,3 +238,36 @@ def test_resume_loads_the_session(git_repo: Path, tmp_path: Path) -> None:
     assert any(e.get("acp") == "session" and e.get("resumed") for e in lines)
     # The replayed history is not counted as this run's work.
     assert second.run["usage"]["tool_calls"] == 1
+
+
+def patch(name: str, body: str) -> dict[str, Any]:
+    return {
+        "name": "apply_patch",
+        "input": f"*** Begin Patch\n*** Add File: {name}\n+{body}\n*** End Patch\n",
+    }
+
+
+def test_codex_through_its_acp_adapter_is_held_to_the_scope(git_repo: Path, tmp_path: Path) -> None:
+    """codex-acp (npm @zed-industries/codex-acp) against the Responses dialect: it asks
+    before each patch; the one out of scope is refused and never written, and codex ends
+    its turn there (its only refusal aborts the turn): no claim, not an error."""
+    from tests.helpers.agents import _find, codex_env_for
+
+    _find("codex-acp")
+    loop = write_contract(tmp_path / "loop.yaml", worker={"provider": "acp", "agent": "codex"})
+    turns = [
+        {"tools": [patch("hello.py", "print('hi')")]},
+        {"tools": [patch("secret.py", "x = 1")]},
+        {"text": "Both written."},
+    ]
+    with Creations(git_repo) as seen, model_server(turns) as s:
+        env = codex_env_for(s, tmp_path / "codex-home")
+        r = lk_invoke(["--contract", str(loop)], cwd=git_repo, env=env)
+    assert r.returncode == 0, r.stderr
+    rec = r.run
+    assert (git_repo / "hello.py").read_text() == "print('hi')\n"
+    assert "secret.py" not in seen.names and not (git_repo / "secret.py").exists()
+    assert rec["files_written"] == ["hello.py"]
+    assert [(x["rule"], x["path"]) for x in rec["refused"]] == [("outside_writable", "secret.py")]
+    assert rec["stop_reason"] == "completed" and rec["claimed_complete"] is False
+    assert "refused a write (outside_writable: secret.py)" in rec["error"]

@@ -367,8 +367,8 @@ def describe_error(error: Any) -> str:
         return str(error)
     text = str(error.get("message") or "error")
     data = error.get("data")
-    if isinstance(data, dict) and data.get("details"):
-        text += f": {data['details']}"
+    if isinstance(data, dict) and (data.get("details") or data.get("message")):
+        text += f": {data.get('details') or data.get('message')}"
     elif isinstance(data, str) and data:
         text += f": {data}"
     return text

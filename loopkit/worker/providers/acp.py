@@ -83,7 +83,13 @@ class AcpProvider(Provider):
     options: ClassVar[tuple[str, ...]] = ("max_turns", "env_allow", "resume", "agent", "command")
 
     def build(self, spec: RunSpec) -> Invocation:
-        argv, env_names, _ = agent_argv(spec)
+        argv, env_names, home = agent_argv(spec)
+        if home == "codex":
+            # codex reads its key from the variable its config.toml names.
+            from loopkit.worker.providers.codex import provider_config
+
+            key = provider_config(spec.parent_env()).get("env_key")
+            env_names = (*env_names, *([key] if key else []))
         argv += spec.extra_args
         where = spec.handoff_path.with_name(CONFIG_NAME) if spec.handoff_path else None
         if where is None:
@@ -367,11 +373,25 @@ def classify(state: RunState, end: Exit) -> Outcome:
         return Outcome("max_turns", True, f"the agent stopped: {stop}")
     if stop == "refusal":
         return Outcome("permission_denied", True, "the agent refused to go on (stopReason refusal)")
+    if stop == "cancelled" and state.refused:
+        # Some agents (codex's) end the turn when a tool is refused: the refusal was
+        # loopkit's, so the run ended without a claim and the next attempt is told why.
+        return Outcome(
+            "completed",
+            False,
+            f"the agent ended its turn after loopkit refused a write ({_refusal(state)})",
+        )
     if stop == "cancelled":
         return Outcome("cancelled", True, "the agent ended its turn as cancelled")
     if end.exit_code not in (0, None):
         return Outcome("crashed", True, f"the ACP client exited {end.exit_code} after the turn")
     return Outcome("completed", False, None, claimed_complete=stop == "end_turn")
+
+
+def _refusal(state: RunState) -> str:
+    first = state.refused[0]
+    more = f" and {len(state.refused) - 1} more" if len(state.refused) > 1 else ""
+    return f"{first.get('rule')}: {first.get('path')}{more}"
 
 
 def _stopped_of(state: RunState) -> str | None:
