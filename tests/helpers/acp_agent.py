@@ -1,6 +1,7 @@
 """A small ACP agent for tests: it does what its plan says, whatever its client answers.
 
     python3 tests/helpers/acp_agent.py '[{"ask": {...toolCall...}}, {"fs_write": {...}}]'
+    python3 tests/helpers/acp_agent.py @plan.json
 
 The real adapters obey a refusal; this one is the hostile worker they cannot be: it asks
 permission, then writes anyway (``write_anyway``); it writes through the client
@@ -100,7 +101,11 @@ def run(plan: list[dict[str, Any]], session: str) -> None:
 
 
 def main() -> None:
-    plan = json.loads(sys.argv[1]) if len(sys.argv) > 1 else []
+    arg = sys.argv[1] if len(sys.argv) > 1 else "[]"
+    if arg.startswith("@"):  # a plan too long for one argument: read from a file
+        with open(arg[1:], encoding="utf-8") as f:
+            arg = f.read()
+    plan = json.loads(arg)
     while True:
         msg = receive()
         method, rid = msg.get("method"), msg.get("id")
