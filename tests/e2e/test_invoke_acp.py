@@ -271,3 +271,19 @@ def test_codex_through_its_acp_adapter_is_held_to_the_scope(git_repo: Path, tmp_
     assert [(x["rule"], x["path"]) for x in rec["refused"]] == [("outside_writable", "secret.py")]
     assert rec["stop_reason"] == "completed" and rec["claimed_complete"] is False
     assert "refused a write (outside_writable: secret.py)" in rec["error"]
+
+
+def test_the_wall_clock_timeout_ends_the_agent(
+    git_repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.helpers.invoke import pids_with
+
+    marker = f"loopkit-acp-timeout-{os.getpid()}"
+    monkeypatch.setenv("LOOPKIT_TEST_MARK", marker)  # passed on to the agent: found by it
+    start = time.monotonic()
+    worker = {"timeout": 4, "env_allow": ["LOOPKIT_TEST_MARK"]}
+    r = run(git_repo, tmp_path, [{"delay": 60, "text": "too late"}], worker=worker)
+    assert time.monotonic() - start < 30
+    assert r.returncode == 1
+    assert r.run["stop_reason"] == "timeout" and r.run["is_error"] is True
+    assert pids_with(marker) == []  # the client, the adapter and Claude Code all ended

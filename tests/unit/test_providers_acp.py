@@ -149,3 +149,19 @@ def test_any_stream_parses_and_ends_in_a_known_reason(updates: list[Any], stop: 
     parser.feed(json.dumps({"acp": "end", "stop_reason": stop}))
     out = classify(parser.finish(), Exit(exit_code=0))
     assert out.stop_reason in STOP_REASONS
+
+
+def test_the_contract_names_a_wrong_agent_where_it_is() -> None:
+    from loopkit import contract
+
+    base = {
+        "version": 1,
+        "objective": "o",
+        "scope": {"writable": ["src/**"]},
+        "criteria": [{"name": "c", "run": "true"}],
+    }
+    assert contract.validate({**base, "worker": {"provider": "acp", "agent": "codex"}}) == []
+    assert contract.validate({**base, "worker": {"provider": "acp", "command": "x --acp"}}) == []
+    problems = contract.validate({**base, "worker": {"provider": "acp", "agent": "nope"}})
+    assert [p.path for p in problems] == ["$.worker.agent"]
+    assert "claude" in problems[0].message and "opencode" in problems[0].message
