@@ -287,3 +287,25 @@ def test_the_wall_clock_timeout_ends_the_agent(
     assert r.returncode == 1
     assert r.run["stop_reason"] == "timeout" and r.run["is_error"] is True
     assert pids_with(marker) == []  # the client, the adapter and Claude Code all ended
+
+
+def test_a_judge_over_acp_may_read_and_write_nothing(git_repo: Path, tmp_path: Path) -> None:
+    """lk-judge --provider acp: Claude Code's adapter as a read-only judge. Its write is
+    refused at the protocol (never happens); its read grounds the MET."""
+    from tests.helpers.judge import API_DOC, GOAL, docs_repo, judge_env, judge_turns, lk_judge
+
+    acp_bin()
+    repo = docs_repo(git_repo)
+    turns = judge_turns(
+        "claude", write="docs/extra.md", read="docs/api.md", reply="Documented.\nVERDICT: MET"
+    )
+    with Creations(repo / "docs") as seen, model_server(turns) as s:
+        done = lk_judge(repo, judge_env("claude", s, tmp_path), "--provider", "acp", "--goal", GOAL)
+    assert done.stdout, done.stderr
+    j = done.section
+    assert (repo / "docs" / "api.md").read_text() == API_DOC
+    assert seen.names == [] and not (repo / "docs" / "extra.md").exists()
+    assert j["read_only"]["changed"] is False and j["files_written"] == []
+    assert j["files_read"] == ["docs/api.md"]
+    assert j["denied"] == ["Write docs/extra.md: refused (read_only: docs/extra.md)"]
+    assert (j["verdict"], j["grounded"]) == ("MET", True) and done.code == 0

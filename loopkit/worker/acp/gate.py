@@ -91,7 +91,7 @@ class Gate:
     def write(self, path: str) -> Verdict:
         """May the agent create, change or delete the file at ``path``?"""
         if self.read_only:
-            return Verdict(False, READ_ONLY, path)
+            return Verdict(False, READ_ONLY, self.relative(path) or path)
         rel = self.relative(path)
         if rel is None or not self._inside(rel):
             return Verdict(False, OUTSIDE_REPOSITORY, path)
@@ -118,7 +118,9 @@ class Gate:
         kind = call.get("kind")
         paths = changed_paths(call)
         if self.read_only and kind not in READING_KINDS:
-            return Verdict(False, READ_ONLY, paths[0] if paths else None)
+            return Verdict(
+                False, READ_ONLY, (self.relative(paths[0]) or paths[0]) if paths else None
+            )
         if kind in WRITING_KINDS or (kind in (None, "other") and _has_diff(call)):
             if not paths:
                 return Verdict(True)
