@@ -309,3 +309,12 @@ def test_a_judge_over_acp_may_read_and_write_nothing(git_repo: Path, tmp_path: P
     assert j["files_read"] == ["docs/api.md"]
     assert j["denied"] == ["Write docs/extra.md: refused (read_only: docs/extra.md)"]
     assert (j["verdict"], j["grounded"]) == ("MET", True) and done.code == 0
+
+
+def test_the_contracts_model_is_asked_for(git_repo: Path, tmp_path: Path) -> None:
+    with model_server([{"text": "Hi."}]) as s:
+        r = run(git_repo, tmp_path, None, server=s, worker={"model": "haiku"})
+        asked = [req["body"].get("model") for req in s.model_requests("anthropic")]
+    assert r.returncode == 0, r.stderr
+    assert r.run["effective_model"] == "haiku"
+    assert asked and all("haiku" in str(m) for m in asked), asked

@@ -163,6 +163,18 @@ class Client:
                 return self.end(None, error="session/new: no sessionId in the answer")
             self.session = sid
         self.emit({"acp": "session", "sessionId": self.session, "resumed": bool(resume)})
+        model = self.config.get("model")
+        if isinstance(model, str) and model:
+            # ACP's session/set_model is not stable yet: an agent without it keeps its own
+            # model, and the run says which one it reported.
+            chosen = self.call("session/set_model", {"sessionId": self.session, "modelId": model})
+            self.emit(
+                {
+                    "acp": "model",
+                    "modelId": model,
+                    "error": chosen if isinstance(chosen, str) else None,
+                }
+            )
         prompt = [{"type": "text", "text": str(self.config.get("prompt") or "")}]
         done = self.call("session/prompt", {"sessionId": self.session, "prompt": prompt})
         if isinstance(done, str):

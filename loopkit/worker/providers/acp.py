@@ -189,6 +189,10 @@ class AcpParser(StreamParser):
             st.session_id = obj.get("sessionId") or st.session_id
             self.prompting = True
             return [Event("init")]
+        if kind == "model":
+            if not obj.get("error") and isinstance(obj.get("modelId"), str):
+                st.model = obj["modelId"]
+            return []
         if kind == "turn":
             st.turns = count(obj.get("n")) or st.turns
             return []
