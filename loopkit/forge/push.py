@@ -75,7 +75,12 @@ def push(root: Path, remote: str, updates: Sequence[Update]) -> None:
 
 def fetch(root: Path, remote: str, branch: str) -> str:
     """The remote's ``branch`` now (fetched into refs/remotes/REMOTE/BRANCH)."""
-    local = f"refs/remotes/{remote}/{branch}"
+    name = remote
+    if git.ref_component(remote) != remote or "/" in remote:  # a URL or a path
+        from loopkit.digest import sha256
+
+        name = "loopkit-" + sha256(remote.encode()).hexdigest()[:12]
+    local = f"refs/remotes/{name}/{branch}"
     git.out(
         ["fetch", "-q", "--no-tags", remote, f"+refs/heads/{branch}:{local}"],
         cwd=root,

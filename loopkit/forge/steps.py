@@ -73,7 +73,11 @@ def add(
     issue: int | None = None,
     doc: dict[str, Any] | None = None,
     ledger: Path | None = None,
+    fork_rev: str = "",
 ) -> dict[str, Any]:
+    """``fork_rev``: the commit the slice was built on when it is not its parent's head --
+    slices built side by side from one base (a CI fan-out) are stacked by restack, each
+    moved from that base onto the slice below it."""
     check_name(name)
     if not slice_id or git.ref_component(slice_id) != slice_id:
         raise BadInput("SLICE", f"{slice_id!r}: a slice's id is letters, digits, '-', '_', '.'")
@@ -95,16 +99,14 @@ def add(
     live = stack.live()
     if known is not None and known.merged:
         raise BadInput("SLICE", f"{slice_id} has landed already ({known.merged[:12]})")
-    if known is not None:
-        below = live[live.index(known) - 1] if live.index(known) else None
+    if fork_rev:
+        fork = resolve(root, fork_rev)
+    elif known is not None:
         fork = known.fork
+    elif live:
+        fork = live[-1].head
     else:
-        below = live[-1] if live else None
-        fork = (
-            below.head
-            if below
-            else git.out(["merge-base", target_tip(root, stack), head], cwd=root)
-        )
+        fork = git.out(["merge-base", target_tip(root, stack), head], cwd=root)
     if not _ancestor(root, fork, head):
         raise Refused(f"{slice_id}: {head[:12]} is not built on its parent {fork[:12]}")
     evidence: dict[str, Any] = {}
@@ -284,6 +286,73 @@ def land(root: Path, name: str, *, method: str = "squash") -> dict[str, Any]:
     s.merged = landed
     write(root, stack, old, message=f"landed {s.id} as {landed[:12]}")
     return _result("land", stack, slice=s.id, landed=landed, tree=s.tree, method=method)
+
+
+def collect(
+    root: Path,
+    name: str,
+    folders: list[Path],
+    *,
+    contract: Path,
+    ledger: Path,
+    **stack_kw: Any,
+) -> dict[str, Any]:
+    """The fan-out's results, in plan order: each job's ledger folded into ``ledger``, its
+    saved attempts fetched under refs/loopkit/ (evidence a parked or dead job leaves), and
+    each green slice added to the stack, its fork point the base the job was pinned to
+    (restack then stacks them, verifying each moved tree)."""
+    from loopkit.forge import fleet
+
+    stack, old = read(root, check_name(name))
+    if stack is None:  # the stack's settings recorded even when no job came back green
+        stack = Stack(name=name)
+    for key in ("target", "remote", "forge", "repo", "issue"):
+        if stack_kw.get(key):
+            setattr(stack, key, stack_kw[key])
+    if stack.forge not in FORGES:
+        raise BadInput("--forge", f"{stack.forge!r}: one of {', '.join(FORGES)}")
+    write(root, stack, old, message="collect")
+    outcomes: list[dict[str, Any]] = []
+    folded = 0
+    for folder in folders:
+        result = fleet.read_result(folder)
+        task = str(result["task"])
+        if (folder / "ledger.jsonl").is_file():
+            folded += fleet.fold(ledger, [folder / "ledger.jsonl"])["added"]
+        bundle = folder / "slice.bundle"
+        if result.get("bundle") and bundle.is_file():
+            git.out(["fetch", "-q", str(bundle), "refs/loopkit/*:refs/loopkit/*"], cwd=root)
+        entry: dict[str, Any] = {"task": task, "code": result["code"]}
+        if result["code"] == 0 and result["head"] != result["base"] and bundle.is_file():
+            git.out(["fetch", "-q", str(bundle), "HEAD"], cwd=root)
+            head = git.out(["rev-parse", "FETCH_HEAD"], cwd=root)
+            if head != result["head"]:
+                raise BadInput(
+                    str(bundle), f"holds {head[:12]}, result.json says {result['head'][:12]}"
+                )
+            doc = None
+            if (folder / "decided.json").is_file():
+                from loopkit.document import parse_attempt
+
+                doc = parse_attempt(
+                    (folder / "decided.json").read_bytes(), source=str(folder / "decided.json")
+                )
+            add(
+                root,
+                name,
+                git.ref_component(task),
+                head,
+                contract=contract,
+                title=task,
+                doc=doc,
+                ledger=ledger,
+                fork_rev=str(result["base"]),
+            )
+            entry["slice"] = git.ref_component(task)
+        outcomes.append(entry)
+    stack, _ = read(root, name)
+    assert stack is not None
+    return _result("collect", stack, outcomes=outcomes, folded=folded)
 
 
 def show(root: Path, name: str) -> dict[str, Any]:
