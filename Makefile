@@ -51,11 +51,12 @@ test: install agents ## Install what the tests need and run them all
 test-fast: install ## Unit and cli tests only
 	$(BIN)/python -m pytest -q -n 4 --dist worksteal tests/unit tests/cli $(PYTEST_ARGS)
 
-lint: install agents ## ruff, shellcheck and actionlint
+lint: install agents ## ruff, shellcheck, actionlint and zizmor
 	$(BIN)/ruff check loopkit tests bench
 	$(BIN)/ruff format --check loopkit
 	$(BIN)/shellcheck $$(git ls-files '*.sh') .ci/run .ci/dist-check
 	node .ci/actionlint.mjs recipes/github-actions/*.yml
+	$(BIN)/zizmor --offline --min-severity medium recipes/github-actions/*.yml
 
 typecheck: install ## mypy --strict on loopkit/
 	$(BIN)/mypy
