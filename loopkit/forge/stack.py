@@ -57,6 +57,8 @@ class Stack:
     issue: int | None = None
     slices: list[Slice] = field(default_factory=list)
     pushed_meta: str = ""  # the record's commit last pushed (the lease on the remote's)
+    #: landings and restacks refused: {"slice", "step", "why"} (the report's returns)
+    returned: list[dict[str, Any]] = field(default_factory=list)
 
     def live(self) -> list[Slice]:
         return [s for s in self.slices if not s.merged]
@@ -114,6 +116,31 @@ def write(root: Path, stack: Stack, old: str, *, message: str) -> str:
     if done.exit_code != 0:
         raise Refused(f"stack {stack.name}: its record moved while this step ran; run it again")
     return commit
+
+
+def read_all(root: Path) -> list[Stack]:
+    """Every stack recorded in this repository (``lk report``'s pull-request panel)."""
+    listed = git.out(["for-each-ref", "--format=%(refname)", PREFIX], cwd=root)
+    out = []
+    for name in listed.splitlines():
+        if name:
+            stack, _ = read(root, name[len(PREFIX) :])
+            if stack is not None:
+                out.append(stack)
+    return out
+
+
+def note_return(root: Path, name: str, slice_id: str, step: str, why: str) -> None:
+    """Record a refused landing or restack in the stack's record (nothing else moves);
+    a record that moved meanwhile is left as it is."""
+    stack, old = read(root, name)
+    if stack is None:
+        return
+    stack.returned.append({"slice": slice_id, "step": step, "why": why[:300]})
+    try:
+        write(root, stack, old, message=f"returned {slice_id} ({step})")
+    except Refused:
+        pass
 
 
 def _resolve(root: Path, name: str) -> str:

@@ -19,6 +19,7 @@ from loopkit.forge.stack import (
     Stack,
     Unverified,
     check_name,
+    note_return,
     read,
     ref,
     resolve,
@@ -155,8 +156,12 @@ def restack(root: Path, name: str, *, contract: Path) -> dict[str, Any]:
     moved: list[str] = []
     for s in stack.live():
         if s.fork != parent:
-            new = onto.move(root, fork=s.fork, head=s.head, onto=parent)
-            verify = _verified(root, new, contract, f"{s.id} moved onto {parent[:12]}")
+            try:
+                new = onto.move(root, fork=s.fork, head=s.head, onto=parent)
+                verify = _verified(root, new, contract, f"{s.id} moved onto {parent[:12]}")
+            except (Refused, Unverified) as e:
+                note_return(root, name, s.id, "restack", e.message)
+                raise
             s.evidence = {**s.evidence, "verify": verify, "restacked_from": s.head}
             s.fork, s.head, s.tree = parent, new, tree_of(root, new)
             moved.append(s.id)
@@ -232,6 +237,17 @@ def push(root: Path, name: str, *, issues: bool = False) -> dict[str, Any]:
 
 
 def land(root: Path, name: str, *, method: str = "squash") -> dict[str, Any]:
+    try:
+        return _land(root, name, method=method)
+    except Refused as e:
+        stack, _ = read(root, name)
+        live = stack.live() if stack else []
+        if live:
+            note_return(root, name, live[0].id, "land", e.message)
+        raise
+
+
+def _land(root: Path, name: str, *, method: str) -> dict[str, Any]:
     """The bottom slice lands, as the forge's merge of exactly its verified head, only
     where the forge lands up-to-date heads alone; then the landed tree is checked equal to
     the verified one. A plain remote: the target moves to the verified head itself,
