@@ -319,6 +319,7 @@ def collect(
     (restack then stacks them, verifying each moved tree)."""
     from loopkit.forge import fleet
 
+    results = [fleet.read_result(folder) for folder in folders]  # all readable, or nothing
     stack, old = read(root, check_name(name))
     if stack is None:  # the stack's settings recorded even when no job came back green
         stack = Stack(name=name)
@@ -330,8 +331,7 @@ def collect(
     write(root, stack, old, message="collect")
     outcomes: list[dict[str, Any]] = []
     folded = 0
-    for folder in folders:
-        result = fleet.read_result(folder)
+    for folder, result in zip(folders, results, strict=True):
         task = str(result["task"])
         if (folder / "ledger.jsonl").is_file():
             folded += fleet.fold(ledger, [folder / "ledger.jsonl"])["added"]
