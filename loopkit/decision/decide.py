@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopkit.decision import budget
 from loopkit.decision import classify as fc
@@ -30,6 +30,9 @@ from loopkit.digest import sha256
 from loopkit.evidence import globs
 from loopkit.exitcodes import OUTCOME_CODES
 from loopkit.text import clean
+
+if TYPE_CHECKING:
+    from loopkit.sections import Decision
 
 #: The id of "the task" when a document carries no task section.
 DEFAULT_TASK_ID = "default"
@@ -170,9 +173,9 @@ def decision(
     backoff: float | None = None,
     resume_after: str | None = None,
     **extra: Any,
-) -> dict[str, Any]:
+) -> Decision:
     """The fields of a decision section; ``extra`` adds others (``exhausted``, ``cause``, ...)."""
-    out = {
+    out: Decision = {
         "outcome": outcome,
         # Both quote worker and check output; loops print them and write them to memory.
         "reason": clean(reason),
@@ -183,7 +186,7 @@ def decision(
         "attempt": attempt,
         "exit_code": int(OUTCOME_CODES[outcome]),
     }
-    out.update(extra)
+    out.update(extra)  # type: ignore[typeddict-item]  # the schema's other fields
     return out
 
 
@@ -260,7 +263,7 @@ def decide(
     *,
     tree_on_disk: str | None,
     cancel: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> Decision:
     """The decision section for one attempt. Pure and deterministic in its arguments."""
     h = dict(history or budget.empty_history())
     n = int(h.get("attempts") or 0) + 1

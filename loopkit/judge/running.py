@@ -22,6 +22,7 @@ from loopkit.judge.ruling import section
 from loopkit.text import file_tail
 
 if TYPE_CHECKING:
+    from loopkit.sections import Judge
     from loopkit.worker.providers.base import RunState
 
 DEFAULT_TIMEOUT_S = 600.0
@@ -289,7 +290,7 @@ def evaluate(
     model: str | None = None,
     transcript: str | None = None,
     cwd: str | os.PathLike[str] = ".",
-) -> dict[str, Any]:
+) -> Judge:
     """One judgement: the ``judge`` section for ``document`` (which gains an attempt_id).
 
     With ``transcript`` a saved stream is judged and nothing runs (no contract, goal or
