@@ -50,7 +50,13 @@ def test_a_worker_reaches_nothing_in_the_persons_home(tmp_path: Path, home: Path
     (home / ".bashrc").write_text("# mine\n")
     p = make_project(tmp_path, REACH_HOME, files={"src/value.txt": "bad\n"}, writable=["src/**"])
     proc = p.run(
-        "loop.sh", "--contract", "loop.yaml", "--task-id", "fix-value", "--task", "Fix",
+        "loop.sh",
+        "--contract",
+        "loop.yaml",
+        "--task-id",
+        "fix-value",
+        "--task",
+        "Fix",
         env={"HOME": str(home)},
     )
     assert proc.returncode == 0, fail_message(proc)
@@ -94,12 +100,22 @@ Path("src/seen.txt").write_text("\\n".join(out) + "\\n")
         sandbox={"show": ["~/.cargo"], "writable": [str(tmp_path / "worker")]},
     )
     proc = p.run(
-        "loop.sh", "--contract", "loop.yaml", "--task-id", "fix-value", "--task", "Fix",
+        "loop.sh",
+        "--contract",
+        "loop.yaml",
+        "--task-id",
+        "fix-value",
+        "--task",
+        "Fix",
         env={"HOME": str(home)},
     )
     assert proc.returncode == 0, fail_message(proc)
     seen = p.git("show", "HEAD:src/seen.txt").split("\n")
-    assert seen[0] == "build.jobs = 1" and seen[1] in ("empty", "unreadable") and seen[2] == "read-only"
+    assert (
+        seen[0] == "build.jobs = 1"
+        and seen[1] in ("empty", "unreadable")
+        and seen[2] == "read-only"
+    )
     assert (home / ".cargo/config.toml").read_text() == "build.jobs = 1\n"
 
 
