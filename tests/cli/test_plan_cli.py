@@ -60,7 +60,7 @@ def test_check_invalid_contract_lists_every_problem(project: Path) -> None:
         project,
         "bad.yaml",
         "version: 1\nobjective: ''\nscope: {writable: ['../x']}\ncriteria: []\n"
-        "budgets: {attempts: 0}\nworker: {provider: gemini}\ncolour: blue\n",
+        "budgets: {attempts: 0}\nworker: {provider: aider}\ncolour: blue\n",
     )
     r = run("check", "bad.yaml")
     assert r.exit_code == 1

@@ -1,4 +1,5 @@
-"""Worker providers: ``get(name)`` returns the adapter for claude, codex or command.
+"""Worker providers: ``get(name)`` returns the adapter for claude, codex, gemini, qwen or
+command.
 
 Adding a provider is one module with a :class:`~loopkit.worker.providers.base.Provider`
 subclass and one line in ``_REGISTRY``; everything else follows the registry: the
@@ -21,6 +22,8 @@ _REGISTRY: dict[str, str] = {
     "claude": "loopkit.worker.providers.claude:ClaudeProvider",
     "codex": "loopkit.worker.providers.codex:CodexProvider",
     "command": "loopkit.worker.providers.command:CommandProvider",
+    "gemini": "loopkit.worker.providers.gemini:GeminiProvider",
+    "qwen": "loopkit.worker.providers.qwen:QwenProvider",
 }
 
 
