@@ -275,8 +275,15 @@ class GeminiParser(StreamParser):
             st.input_tokens = count(stats.get("input_tokens"))
             st.output_tokens = count(stats.get("output_tokens"))
             models = stats.get("models")
-            if st.model is None and isinstance(models, dict) and len(models) == 1:
-                st.model = next(iter(models))
+            if st.model is None and isinstance(models, dict):
+                # The model that did the work: the router's classifier is listed too.
+                used = {
+                    name: count(m.get("total_tokens"))
+                    for name, m in models.items()
+                    if isinstance(m, dict)
+                }
+                if used and max(used.values()) > 0:
+                    st.model = max(used, key=lambda name: used[name])
         return [Event("result", text=st.final_message)]
 
 
