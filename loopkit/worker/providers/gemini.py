@@ -73,7 +73,10 @@ EXIT_CODES = {
     53: ("max_turns", "reached the session's turn limit (exit 53)"),
     55: ("invalid_request", "gemini refused an untrusted folder (exit 55)"),
 }
+#: What it says on stderr, and only there, of a failing request: each attempt's failure,
+#: and a retry when one follows ("... Retrying after 5817ms...").
 _RETRY_LINE = re.compile(r"^Attempt \d+ failed\b.*$", re.M)
+_RETRIED = re.compile(r"Retrying (?:after \d+ ?ms|with backoff)")
 
 
 class GeminiProvider(Provider):
@@ -304,12 +307,30 @@ def _status_in(message: str) -> int | None:
 
 def retries_on_stderr(stderr: str) -> int:
     """The CLI's own retries of a failed request: it says them only on stderr."""
-    return len(_RETRY_LINE.findall(stderr))
+    return len(_RETRIED.findall(stderr))
+
+
+#: Gemini CLI's words for a quota that will not come back by retrying (its
+#: TerminalQuotaError); any other 429 is a throttle, however often it says "quota".
+_TERMINAL_QUOTA = re.compile(
+    r"exhausted your daily quota|INSUFFICIENT_G1_CREDITS|exhausted your capacity", re.I
+)
+
+
+def error_class(status: int | None, message: str) -> tuple[str, str | None]:
+    """(stop_reason, resume_after) for an API failure Gemini CLI reported."""
+    from loopkit.worker.providers import claude
+
+    if status is None:
+        status = _status_in(message)
+    if status == 429 or "RESOURCE_EXHAUSTED" in message:
+        if _TERMINAL_QUOTA.search(message):
+            return "usage_limit", claude.reset_time(message)
+        return "rate_limited", None
+    return claude.error_class(status, message)
 
 
 def classify(state: RunState, end: Exit) -> Outcome:
-    from loopkit.worker.providers.claude import error_class
-
     state.api_retries = max(state.api_retries, retries_on_stderr(end.stderr_tail))
     if end.stopped:
         reason = end.stopped if end.stopped in ("timeout", "cancelled", "stuck") else "cancelled"
