@@ -179,10 +179,15 @@ def qwen_env(
 ) -> dict[str, str]:
     """Environment for ``qwen`` talking to ``base_url`` (Chat Completions) with a private
     ``home``; writes ``home/.qwen/settings.json`` with the request retry cap
-    (``model.generationConfig.maxRetries``)."""
+    (``model.generationConfig.maxRetries``) and the background memory agent off."""
     folder = Path(home) / ".qwen"
     folder.mkdir(parents=True, exist_ok=True)
-    settings = {"model": {"generationConfig": {"maxRetries": int(retries)}}}
+    settings = {
+        "model": {"generationConfig": {"maxRetries": int(retries)}},
+        # Its background memory agent talks to the model after the run, with tools, and
+        # would take turns of the script.
+        "memory": {"enableManagedAutoMemory": False, "enableAutoSkill": False},
+    }
     from loopkit.files import atomic_write
 
     atomic_write(folder / "settings.json", json.dumps(settings, indent=2) + "\n")

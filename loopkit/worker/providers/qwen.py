@@ -50,11 +50,21 @@ VENDOR_HOSTS = ("aliyuncs.com", "qwen.ai", "openai.com")
 PERSON_FILES = ("settings.json", "oauth_creds.json", "QWEN.md", ".env")
 #: What it keeps from one run to the next: sessions (``--resume``) and their state.
 SESSION_FOLDERS = ("projects", "tmp", "installation_id")
-#: Settings loopkit renders on top of the person's (see gemini.QUIET).
+#: Settings loopkit renders on top of the person's (see gemini.QUIET). The background
+#: memory agents are off: after the run they start conversations of their own with the
+#: model (tokens spent on no task), write outside the run's reach, and team memory lives
+#: in the work tree (``.qwen/team-memory/``).
 QUIET = {
-    "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+    "general": {"enableAutoUpdate": False},
     "privacy": {"usageStatisticsEnabled": False},
     "telemetry": {"enabled": False},
+    "memory": {
+        "enableManagedAutoMemory": False,
+        "enableManagedAutoDream": False,
+        "enableAutoSkill": False,
+        "enableTeamMemory": False,
+        "enableTeamMemorySync": False,
+    },
 }
 
 
@@ -144,6 +154,11 @@ def _tool_uses(line: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 _API_ERROR = re.compile(r"\[API Error: (\d{3})\b")
+#: The CLI's own advice after any 429 or slow answer: it names a quota whether or not
+#: one was reached, so it is not read as the API's words.
+_ADVICE = re.compile(
+    r"\s*Possible quota limitations in place or slow response times detected\.[^\n]*"
+)
 
 
 class QwenParser(ClaudeParser):
@@ -159,11 +174,13 @@ class QwenParser(ClaudeParser):
         return [Event("retry", text=f"api retry {data.get('attempt')}: {data.get('reason')}")]
 
     def _result(self, obj: dict[str, Any]) -> list[Event]:
+        if isinstance(obj.get("result"), str):  # the same advice in the text, if any
+            obj = {**obj, "result": _ADVICE.sub("", obj["result"])}
         events = super()._result(obj)
         err = obj.get("error")
         message = err.get("message") if isinstance(err, dict) else None
         if isinstance(message, str) and message.strip():
-            self.state.add_error(message.strip())
+            self.state.add_error(_ADVICE.sub("", message).strip())
             m = _API_ERROR.search(message)
             if m and self.state.api_error_status is None:
                 self.state.api_error_status = int(m.group(1))
