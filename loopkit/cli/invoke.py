@@ -1,7 +1,7 @@
 """lk-invoke: run one bounded worker attempt and print its normalized ``run`` record.
 
 Usage:  lk-plan next TASKS.md --contract loop.yaml | lk-invoke
-        lk-invoke --contract loop.yaml [--provider claude|codex|command|acp] [--command CMD]
+        lk-invoke --contract loop.yaml [--provider claude|codex|command|acp|gemini|qwen] [--command CMD]
                   [--model M] [--resume ID] [--timeout S] [--quiet]
         lk-invoke --dry-run ...             print argv and handoff as JSON, run nothing
         lk-invoke --transcript FILE         normalize a saved stream, run nothing

@@ -1,4 +1,5 @@
-"""Worker providers: ``get(name)`` returns the adapter for claude, codex, command or acp.
+"""Worker providers: ``get(name)`` returns the adapter for claude, codex, command, acp,
+gemini or qwen.
 
 Adding a provider is one module with a :class:`~loopkit.worker.providers.base.Provider`
 subclass and one line in ``_REGISTRY``; everything else follows the registry: the
@@ -22,6 +23,8 @@ _REGISTRY: dict[str, str] = {
     "codex": "loopkit.worker.providers.codex:CodexProvider",
     "command": "loopkit.worker.providers.command:CommandProvider",
     "acp": "loopkit.worker.providers.acp:AcpProvider",
+    "gemini": "loopkit.worker.providers.gemini:GeminiProvider",
+    "qwen": "loopkit.worker.providers.qwen:QwenProvider",
 }
 
 

@@ -81,9 +81,13 @@ class CodexProvider(Provider):
 
     @classmethod
     def sniff(cls, line: Mapping[str, Any]) -> bool:
-        """exec --json events: dotted types (thread.started, item.completed, ...), error."""
+        """exec --json events: its own types (thread.started, item.completed, ...) -- not
+        any dotted type, other CLIs print those -- and a bare ``{type: error, message}``
+        (an error line of another CLI carries more)."""
         t = line.get("type")
-        return isinstance(t, str) and ("." in t or t == "error")
+        if t == "error":
+            return set(line) == {"type", "message"} and isinstance(line["message"], str)
+        return t in _EVENT_TYPES
 
     def contained(self, inv: Invocation) -> tuple[Invocation, list[Path]]:
         """Codex writes its sessions under ``CODEX_HOME`` (else ``~/.codex``). Its own
@@ -250,6 +254,19 @@ class CodexParser(StreamParser):
             return [Event("error", text=msg)]
         return []
 
+
+#: The event types of ``codex exec --json``.
+_EVENT_TYPES = frozenset(
+    (
+        "thread.started",
+        "turn.started",
+        "turn.completed",
+        "turn.failed",
+        "item.started",
+        "item.updated",
+        "item.completed",
+    )
+)
 
 _TOOL_ITEMS = frozenset(("command_execution", "file_change", "mcp_tool_call", "web_search"))
 
