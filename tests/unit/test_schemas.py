@@ -164,8 +164,10 @@ def test_each_provider_recognises_its_own_saved_stream(path: Path) -> None:
     """Transcript sniffing is each provider's own (Provider.sniff), over the registry."""
     from loopkit.worker.providers.base import detect
 
+    from loopkit.worker import providers
+
     owner = path.name.split("_", 1)[0]
-    assert detect(path) == (owner if owner in ("claude", "codex", "acp") else "command")
+    assert detect(path) == (owner if owner in providers.names() else "command")
 
 
 @pytest.mark.parametrize(
