@@ -140,12 +140,27 @@ class Runner:
                     str(self.suite.path), f"$.contract: {self.suite.contract} at the base: {e}"
                 ) from None
             self.contract = dict(data) if isinstance(data, dict) else {}
-        trees = self.state / "trees"
+        self._clear_trees()
+        (self.state / "contracts").mkdir(exist_ok=True)
+        (self.state / "documents").mkdir(exist_ok=True)
+
+    def _clear_trees(self) -> None:
+        """Remove the worktrees a killed run left: a kill during ``git worktree add``
+        leaves its entry locked ("initializing"), which a prune keeps."""
+        from loopkit import git
+
+        trees = (self.state / "trees").resolve()
+        listed = self._git(["worktree", "list", "--porcelain"])
+        for line in listed.splitlines():
+            path = line.removeprefix("worktree ").strip()
+            if line.startswith("worktree ") and path.startswith(str(trees) + os.sep):
+                try:
+                    self._git(["worktree", "unlock", path])
+                except git.GitError:
+                    pass  # not locked
         if trees.exists():
             shutil.rmtree(trees, ignore_errors=True)
         self._git(["worktree", "prune"])
-        (self.state / "contracts").mkdir(exist_ok=True)
-        (self.state / "documents").mkdir(exist_ok=True)
 
     def _git(self, args: list[str]) -> str:
         from loopkit import git

@@ -274,3 +274,43 @@ def test_real_clis_and_a_scripted_command_and_a_provider_that_is_down(tmp_path: 
     # The comparisons against the first configuration (claude): three tasks cannot tell.
     assert {x["candidate"]: x["verdict"] for x in doc["comparisons"]}["script"] == "inconclusive"
     assert "<svg" in (tmp_path / "eval.html").read_text()
+
+
+def test_a_killed_run_resumes_where_it_stopped(tmp_path: Path) -> None:
+    """kill -9 in the middle of a trial: the rerun clears the worktree it left, skips the
+    trials already written and runs each of the others once."""
+    import signal
+    import time
+
+    names = ["add", "mul", "neg"]
+    repo = make_repo(tmp_path, names)
+    slow = command_config("slow", fix=names)
+    slow["env"]["SLEEP"] = "1.5"
+    suite = write_suite(tmp_path, repo, names, [slow, command_config("fast", fix=[])], repeats=2)
+    env = {**os.environ, "LOOPKIT_VALIDATE_OUTPUT": "1"}
+    first = subprocess.Popen(
+        ["lk", "eval", "run", str(suite)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    log = tmp_path / ".loopkit" / "eval" / "calc" / "trials.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if log.exists() and len(log.read_text().splitlines()) >= 3:
+            break
+        time.sleep(0.1)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    before = len(results(tmp_path))
+    assert 3 <= before < 12
+    r = lk("eval", "run", str(suite), "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert f"resuming: {before} of 12 trials finished before" in r.stderr
+    keys = [t["key"] for t in results(tmp_path)]
+    assert len(keys) == 12 and len(set(keys)) == 12
+    assert json.loads(r.stdout)["configs"]["slow"]["pass_at_1"]["value"] == 1.0
+    listed = subprocess.run(["git", "worktree", "list"], cwd=repo, capture_output=True, text=True)
+    assert listed.stdout.count("\n") == 1  # only the repository itself

@@ -71,7 +71,8 @@ def reference_patches(root: Path, repo: Path, names: list[str]) -> dict[str, str
 #: A command worker: fixes the functions named in FIX (comma-separated) when its task is
 #: one of them, and says it is done in every case (a false claim on the others).
 AGENT = r"""
-import os, sys
+import os, sys, time
+time.sleep(float(os.environ.get("SLEEP") or 0))
 task = os.environ["LOOPKIT_TASK_ID"]
 name = task.removeprefix("fix-")
 fix = {n: (b, f) for n, (b, f, _) in FUNCS.items()}
@@ -125,7 +126,7 @@ def command_config(name: str, fix: list[str]) -> dict[str, Any]:
     return {
         "name": name,
         "provider": "command",
-        "worker": {"command": f"{sys.executable} agent.py", "env_allow": ["FIX"]},
+        "worker": {"command": f"{sys.executable} agent.py", "env_allow": ["FIX", "SLEEP"]},
         "env": {"FIX": ",".join(fix)},
     }
 
