@@ -737,9 +737,11 @@ def _handler_for(meter: Meter) -> type:
             headers.update(_credential(meter.upstream))
             headers["Accept-Encoding"] = "identity"  # the usage must be readable
             headers["Content-Length"] = str(len(body))
+            import http.client
+
             try:
                 resp = self._send(target, body, headers)
-            except OSError as e:
+            except (OSError, http.client.HTTPException) as e:
                 self._reply(
                     502,
                     refusal(
@@ -770,11 +772,13 @@ def _handler_for(meter: Meter) -> type:
                 self.send_header("Content-Length", length or "0")
             self.end_headers()
             cut = None
+            sent = 0
             try:
                 while True:
                     chunk = resp.read1(65536)
                     if not chunk:
                         break
+                    sent += len(chunk)
                     reader.feed(chunk)
                     if chunked:
                         self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
@@ -784,8 +788,12 @@ def _handler_for(meter: Meter) -> type:
                 if chunked:
                     self.wfile.write(b"0\r\n\r\n")
                     self.wfile.flush()
-            except OSError as e:
-                cut = str(e)
+                elif length is not None and length.isdigit() and sent < int(length):
+                    raise http.client.IncompleteRead(b"", int(length) - sent)
+            except (OSError, http.client.HTTPException) as e:
+                # The upstream cut its answer (or the worker went away): the worker sees
+                # the cut too, its connection closed short of what was promised.
+                cut = str(e) or type(e).__name__
                 self.close_connection = True
                 meter.drop_connection()
             if resp.will_close or cut:
@@ -807,12 +815,14 @@ def _handler_for(meter: Meter) -> type:
             meter.record(entry)
 
         def _send(self, target: str, body: bytes, headers: dict[str, str]) -> Any:
+            import http.client
+
             for again in (True, False):
                 conn = meter.connection()
                 try:
                     conn.request(self.command, target, body, headers)
                     return conn.getresponse()
-                except OSError:
+                except (OSError, http.client.HTTPException):
                     meter.drop_connection()
                     if not again:
                         raise

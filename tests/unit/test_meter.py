@@ -391,3 +391,26 @@ def test_lk_status_shows_the_wire_while_the_worker_runs(tmp_path: Path) -> None:
 
     schema.validate(body, "status")
     assert "wire (meter): 4 request(s), 2 transient, 1 refused (1×401, 2×429)" in status.text(body)
+
+
+def test_an_answer_cut_halfway_is_cut_for_the_worker_too_and_recorded() -> None:
+    def reply(h: BaseHTTPRequestHandler) -> None:
+        data = json.dumps({"model": "m", "usage": {"output_tokens": 3}}).encode()
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(data)))
+        h.end_headers()
+        h.wfile.write(data[: len(data) // 2])
+        h.wfile.flush()
+        h.close_connection = True
+        h.connection.shutdown(2)
+
+    with upstream(reply) as (url, _), metered(url, ANTHROPIC, "ANTHROPIC_API_KEY") as m:
+        u = urlsplit(m.url)
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+        conn.request("POST", "/v1/messages", b"{}", {"x-api-key": m.token})
+        r = conn.getresponse()
+        with pytest.raises(http.client.IncompleteRead):
+            r.read()
+        m.settled()
+    assert m.records[0]["status"] == 200 and m.records[0]["error"].startswith("cut")
