@@ -171,3 +171,33 @@ def test_a_429_forever_is_rate_limited_and_transient(git_repo: Path, tmp_path: P
     from loopkit.decision.classify import classify_run
 
     assert classify_run(run) == "transient"
+
+
+@pytest.mark.parametrize("name", ["gemini", "qwen"])
+def test_gemini_and_qwen_through_the_meter(git_repo: Path, tmp_path: Path, name: str) -> None:
+    # Their key variable and base URL are declared once (Provider.api): the CLI gets the
+    # run's token and the meter's URL; the key stays outside, every request is metered.
+    from tests.helpers import agents
+
+    getattr(agents, f"{name}_bin")()
+    tool = "write_file"
+    turns = [
+        {"text": "Creating.", "tools": [{"name": tool, "input": {
+            "file_path": "{{cwd}}/hello.py", "content": "print(1)\n"}}],
+         "usage": {"input_tokens": 400, "output_tokens": 30}},
+        {"text": "Done.", "usage": {"input_tokens": 450, "output_tokens": 5}},
+    ]  # fmt: skip
+    contract = write_contract(tmp_path / "loop.yaml", worker={"provider": name})
+    with model_server(turns) as server:
+        env = getattr(agents, f"{name}_env_for")(server, tmp_path / "home")
+        key_var = "GEMINI_API_KEY" if name == "gemini" else "OPENAI_API_KEY"
+        env[key_var] = REAL_KEY
+        r = lk_invoke(["--contract", str(contract)], cwd=git_repo, env=env)
+    assert r.returncode == 0, r.stderr
+    run = r.run
+    assert (git_repo / "hello.py").read_text() == "print(1)\n"
+    m = run["meter"]
+    assert m["dialect"] == ("gemini" if name == "gemini" else "openai") and m["refused"] == 0
+    assert m["statuses"].get("200", 0) >= 2 and m["tokens"]["output"] >= 35
+    for what in ("transcript", "stderr", "handoff"):
+        assert REAL_KEY not in (git_repo / run[what]).read_text()
