@@ -37,7 +37,7 @@ for pid in os.listdir("/proc"):
                 look(f"/proc/{pid}/{part}", open(f"/proc/{pid}/{part}", "rb").read())
             except OSError:
                 pass
-roots = [os.environ.get("HOME", "/root"), "/tmp", "/root", "/home", "/etc", "/run", "/var",
+roots = [os.environ.get("HOME", "/root"), "/tmp", "/root", "/home", "/etc", "/run", "/var/tmp",
          os.getcwd(), os.environ.get("TMPDIR", "/tmp"), sys.argv[1]]
 seen = 0
 walked = set()
@@ -114,7 +114,7 @@ def hunt(git_repo: Path, tmp_path: Path, **worker: Any) -> tuple[Any, dict[str, 
         env = dict(os.environ)
         env["ANTHROPIC_API_KEY"] = REAL_KEY
         env["ANTHROPIC_BASE_URL"] = server.url
-        r = lk_invoke(["--contract", str(contract)], cwd=git_repo, env=env, timeout=120)
+        r = lk_invoke(["--contract", str(contract)], cwd=git_repo, env=env, timeout=400)
         upstream = len(server.model_requests("anthropic"))
     assert r.returncode == 0, r.stderr
     return r, json.loads((git_repo / "found.json").read_text()), upstream

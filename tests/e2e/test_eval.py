@@ -314,3 +314,22 @@ def test_a_killed_run_resumes_where_it_stopped(tmp_path: Path) -> None:
     assert json.loads(r.stdout)["configs"]["slow"]["pass_at_1"]["value"] == 1.0
     listed = subprocess.run(["git", "worktree", "list"], cwd=repo, capture_output=True, text=True)
     assert listed.stdout.count("\n") == 1  # only the repository itself
+
+
+def test_attempts_give_the_agent_a_retry_with_the_feedback(tmp_path: Path) -> None:
+    """An agent that fixes its task only when retried: with attempts: 1 it fails every
+    trial, with attempts: 2 lk attempt's retry (the decided document piped back) passes."""
+    names = ["add", "neg"]
+    repo = make_repo(tmp_path, names)
+    late = command_config("late", fix=names)
+    late["env"]["FIX_ON_RETRY"] = "1"
+    for attempts, expected in ((1, 0.0), (2, 1.0)):
+        suite = write_suite(tmp_path, repo, names, [late], attempts=attempts)
+        state = tmp_path / f"state-{attempts}"
+        r = lk("eval", "run", str(suite), "--json", "--state", str(state), cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["configs"]["late"]["pass_at_1"]["value"] == expected
+        rounds = {
+            json.loads(x)["rounds"] for x in (state / "trials.jsonl").read_text().splitlines()
+        }
+        assert rounds == {attempts}

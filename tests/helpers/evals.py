@@ -76,7 +76,8 @@ time.sleep(float(os.environ.get("SLEEP") or 0))
 task = os.environ["LOOPKIT_TASK_ID"]
 name = task.removeprefix("fix-")
 fix = {n: (b, f) for n, (b, f, _) in FUNCS.items()}
-if name in os.environ.get("FIX", "").split(","):
+late = os.environ.get("FIX_ON_RETRY") and not os.environ.get("LOOPKIT_ATTEMPT", "1") > "1"
+if name in os.environ.get("FIX", "").split(",") and not late:
     path = name + ".py"
     text = open(path).read()
     open(path, "w").write(text.replace(fix[name][0], fix[name][1]))
@@ -126,7 +127,10 @@ def command_config(name: str, fix: list[str]) -> dict[str, Any]:
     return {
         "name": name,
         "provider": "command",
-        "worker": {"command": f"{sys.executable} agent.py", "env_allow": ["FIX", "SLEEP"]},
+        "worker": {
+            "command": f"{sys.executable} agent.py",
+            "env_allow": ["FIX", "SLEEP", "FIX_ON_RETRY"],
+        },
         "env": {"FIX": ",".join(fix)},
     }
 
