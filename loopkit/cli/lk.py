@@ -36,6 +36,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "main",
         "The ratchet's transactions: begin, save, land, park, cancel, end.",
     ),
+    "queue": (
+        "loopkit.cli.queue",
+        "main",
+        "The merge queue: each green attempt landed verified on the tip.",
+    ),
     "report": ("loopkit.cli.report", "main", "Summarize the ledger."),
     "cancel": ("loopkit.cli.cancel", "main", "Persist (or clear) the intent to cancel."),
     "schema": ("loopkit.cli.schema", "main", "Print a published JSON Schema."),
