@@ -1,9 +1,9 @@
 """lk queue: the merge queue -- green attempts land one at a time, each verified on top of
 what landed before it.
 
-Usage:  lk queue add [DOC] [--onto BRANCH] [--tasks TASKS.md]
-        lk queue land [--contract loop.yaml]
-        lk queue status
+Usage:  lk queue add [DOC] [--onto BRANCH] [--tasks TASKS.md] [--shell]
+        lk queue land [--contract loop.yaml] [--wait]
+        lk queue status [--entry ID [--shell]]
 
 Input:  add: the decided attempt document (a file, or stdin when piped) of a complete
         attempt: its verify.tree and its run.base.
@@ -45,6 +45,14 @@ EPILOG = (
 )
 
 
+def _shell(**fields: object) -> None:
+    import shlex
+
+    for name, value in fields.items():
+        sys.stdout.write(f"{name}={shlex.quote('' if value is None else str(value))}\n")
+    sys.stdout.flush()
+
+
 def _say(line: str) -> None:
     say("lk queue", line)
 
@@ -71,7 +79,8 @@ def main() -> None:
 @click.argument("doc", required=False, metavar="[DOC]")
 @click.option("--onto", metavar="BRANCH", help="The branch to land on (default: HEAD's).")
 @click.option("--tasks", metavar="FILE", help="The checklist whose line is marked done on landing.")
-def add(doc: str | None, onto: str | None, tasks: str | None) -> int:
+@click.option("--shell", "as_shell", is_flag=True, help="LK_ENTRY=ID and LK_QUEUE_REF=REF lines.")
+def add(doc: str | None, onto: str | None, tasks: str | None, as_shell: bool = False) -> int:
     """Queue a complete attempt (its verified tree on its base); the branch does not move."""
     from loopkit.cli.transactions import _decided
 
@@ -79,7 +88,10 @@ def add(doc: str | None, onto: str | None, tasks: str | None) -> int:
     q = _queue()
     entry = q.add(document, onto=onto, tasks=tasks, source=doc or "<stdin>")
     _say(f"{entry['task']}: queued as {entry['id']} ({entry['ref']})")
-    _emit({"step": "add", "entries": [entry]})
+    if as_shell:
+        _shell(LK_ENTRY=entry["id"], LK_QUEUE_REF=entry["ref"])
+    else:
+        _emit({"step": "add", "entries": [entry]})
     return 0
 
 
@@ -87,7 +99,8 @@ def add(doc: str | None, onto: str | None, tasks: str | None) -> int:
 @click.option(
     "--contract", "contract_path", metavar="FILE", help="The loop contract (default ./loop.yaml)."
 )
-def land(contract_path: str | None) -> int:
+@click.option("--wait", is_flag=True, help="Wait while another lander runs, then land.")
+def land(contract_path: str | None, wait: bool = False) -> int:
     """Land every queued entry in order, each verified on top of what landed before it."""
     from pathlib import Path
 
@@ -97,17 +110,37 @@ def land(contract_path: str | None) -> int:
     contract = Path(contract_path) if contract_path else q.root / "loop.yaml"
     if not contract.is_file():
         raise EnvironmentProblem(f"{contract}: no such contract (pass --contract FILE)")
-    result = q.land(contract.resolve())
+    result = q.land(contract.resolve(), wait=wait)
     _emit({"step": "land", **result})
     return 1 if result["returned"] else 0
 
 
 @main.command(epilog=EPILOG)
-def status() -> int:
+@click.option("--entry", "entry_id", metavar="ID", help="Only this entry (lk queue add's id).")
+@click.option(
+    "--shell",
+    "as_shell",
+    is_flag=True,
+    help="With --entry: LK_ENTRY_STATUS (queued, landed, returned) and LK_ENTRY_DOCUMENT "
+    "(the document a returned entry hands its task) lines.",
+)
+def status(entry_id: str | None, as_shell: bool = False) -> int:
     """Every entry of the queue: queued, landed or returned."""
+    from loopkit.errors import BadInput, UsageProblem
 
     q = _queue()
     entries = q.entries()
+    if entry_id is not None:
+        entries = [e for e in entries if e["id"] == entry_id]
+        if not entries:
+            raise BadInput("--entry", f"no entry {entry_id!r} in the queue")
+    if as_shell:
+        if entry_id is None:
+            raise UsageProblem("lk queue status --shell needs --entry ID")
+        e = entries[0]
+        returned = e.get("returned") or {}
+        _shell(LK_ENTRY_STATUS=e["status"], LK_ENTRY_DOCUMENT=returned.get("document", ""))
+        return 0
     for e in entries:
         sys.stderr.write(f"{e['id']}  {e['status']:<8}  {e['task']}\n")
     _emit({"step": "status", "entries": entries})

@@ -217,6 +217,7 @@ class Queue:
         *,
         owner: int | None = None,
         verify_argv: list[str] | None = None,
+        wait: bool = False,
     ) -> dict[str, Any]:
         """Land every queued entry in order (see the module's docstring); returns what
         landed and what was returned. Refused (exit 4) while another lander runs."""
@@ -225,14 +226,20 @@ class Queue:
 
         folder = self._dir("")
         pid = owner or os.getpid()
-        with lock.guard(folder):
-            other = lock.holder(folder)
-            if other and other != pid:
+        import time
+
+        while True:
+            with lock.guard(folder):
+                other = lock.holder(folder)
+                if not other or other == pid:
+                    held = lock.take(folder, pid, self.root)
+                    break
+            if not wait:
                 raise EnvironmentProblem(
                     f"another lander (pid {other}) is landing this repository's queue: one "
                     f"lander at a time. Wait for it to end, or stop it (kill {other})"
                 )
-            held = lock.take(folder, pid, self.root)
+            time.sleep(0.2)  # --wait: the other lander lands what this one would have
         if held.taken_over is not None:
             self.say(
                 f"took over the queue's lock from a lander that is gone (pid {held.taken_over})"
