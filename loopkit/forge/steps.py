@@ -197,6 +197,9 @@ def push(root: Path, name: str, *, issues: bool = False) -> dict[str, Any]:
         git.git(["update-ref", ref(name), old, meta], cwd=root, check=False)
         raise
     stack.pushed_meta = meta
+    # Recorded before the forge is asked anything: a forge call that fails now must not
+    # leave the next push leasing the remote's record on a value it no longer holds.
+    current = write(root, stack, meta, message="pushed")
     evidence = _evidence_refs(root, stack)
     kept: list[str] = []
     if evidence:
@@ -232,7 +235,8 @@ def push(root: Path, name: str, *, issues: bool = False) -> dict[str, Any]:
             assert s.pr is not None
             forge.update_pull(s.pr, base=base, body=body.render(stack, s))
             pulls.append({"slice": s.id, "number": s.pr, "base": base})
-    write(root, stack, meta, message="pushed")
+    if pulls or issues:
+        write(root, stack, current, message="pull requests")
     return _result("push", stack, pushed=[u.ref for u in updates], evidence_refs=kept, pulls=pulls)
 
 

@@ -293,3 +293,25 @@ def test_no_push_credential_is_left_for_a_later_process(world: World) -> None:
     assert done.returncode != 0
     assert w.remote_sha("main") == main
     assert any(e.get("push") for e in w.forge.log)  # it did reach the forge, and was refused
+
+
+def test_a_forge_failing_after_the_push_leaves_the_next_push_its_lease(world: World) -> None:
+    """The branches and the record went out, then the forge's API refused (here: gh's
+    token revoked): the next push must find the remote's record where this stack said it
+    left it, not lose its lease on it."""
+    w = world
+    _three(w)
+    # git pushes with LOOPKIT_FORGE_TOKEN; gh is handed a token the forge refuses.
+    env = {**w.env, "LOOPKIT_FORGE_TOKEN": w.forge.token, "GH_TOKEN": "revoked"}
+    done = subprocess.run(
+        [str(BIN / "lk"), "stack", "push", "demo"],
+        cwd=w.repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 4 and "Bad credentials" in done.stderr, done.stderr
+    assert w.remote_sha("stack/demo/s3")  # the branches did go out
+    out = w.lk("push", "demo")
+    assert [p["number"] for p in out["pulls"]] == [1, 2, 3]
