@@ -291,11 +291,20 @@ def _land(root: Path, name: str, *, method: str) -> dict[str, Any]:
                 f"#{s.pr}'s head is {pr.head_sha[:12]}, not the verified {s.head[:12]}: "
                 "it changed after verification; nothing merged"
             )
-        if pr.base != stack.target:
+        if pr.state == "merged":  # through the forge's queue since the last call
+            landed = pr.merge_commit
+        elif pr.base != stack.target:
             raise Refused(f"#{s.pr} targets {pr.base}, not {stack.target}; `lk stack push {name}`")
-        landed = forge.merge(s.pr, sha=s.head, method=method, title=f"{s.title} (#{s.pr})")
+        elif forge.has_queue(stack.target):
+            forge.enqueue(pr, sha=s.head)
+            pr = forge.get_pull(s.pr)
+            if pr.state != "merged":  # the queue lands it later: run land again then
+                return _result("land", stack, slice=s.id, queued=True, method=method)
+            landed = pr.merge_commit
+        else:
+            landed = forge.merge(s.pr, sha=s.head, method=method, title=f"{s.title} (#{s.pr})")
     now = target_tip(root, stack)
-    if now != landed:
+    if now != landed and not _ancestor(root, landed, now):
         raise EnvironmentProblem(
             f"{stack.target} is at {now[:12]} after the merge, not {landed[:12]}"
         )
