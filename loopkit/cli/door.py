@@ -45,6 +45,8 @@ PLAIN: dict[str, dict[str, Spec]] = {
         "--keep": ("value", "keep"),
         "--shell": ("flag", "as_shell", True),
         "--early": ("flag", "early", True),
+        "--settle": ("flag", "settle", True),
+        "--owner": ("int", "owner"),
     },
     "verify": {
         "--contract": ("value", "contract_path"),
@@ -103,6 +105,8 @@ TASK: dict[str, tuple[tuple[str, ...], dict[str, Spec]]] = {
             "--memory": ("value", "memory"),
             "--owner": ("int", "owner"),
             "--shell": ("flag", "as_shell", True),
+            "--attempt": ("flag", "attempt", True),
+            "--reproduce": ("flag", "reproduce", True),
         },
     ),
     "save": (
@@ -252,7 +256,9 @@ def main() -> None:
         _answer(lambda: report(kwargs.get("contract"), as_json=bool(kwargs.get("as_json"))), "lk")
     from loopkit.cli import stages
 
-    _answer(lambda: stages.attempt(**kwargs), "lk")
+    # lk attempt, or a stage by its lk name (lk verify is lk-verify): its own function.
+    run = getattr(stages, name)
+    _answer(lambda: run(**kwargs), "lk")
 
 
 def _stage(name: str) -> None:

@@ -69,6 +69,10 @@ from loopkit import loader
 from loopkit.boundary.secrets import allowed_env
 from loopkit.text import clip
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from loopkit.boundary.meter import Api, Upstream
+
 #: stop_reason values (schemas/run.json). "completed" is the only one that is not an error.
 STOP_REASONS = (
     "completed",
@@ -106,13 +110,18 @@ class RunSpec:
     permission_mode: str | None  # claude --permission-mode (default acceptEdits)
     resume: str | None  # a session id to continue
     read_only: bool  # a judge: no writes, no shell
-    command: str | None  # the command provider's shell command
+    command: str | None  # the command provider's shell command (acp: the agent's)
+    agent: str | None  # acp: a known agent by name (loopkit.worker.acp.agents)
+    scope: Mapping[str, Any] | None  # the contract's scope (acp answers permissions from it)
+    control: list[str]  # the files that steer the loop, repository-relative (acp)
     env_allow: list[str]  # more variable names to pass on
     extra_args: list[str]
     handoff_path: Path | None  # where the command provider's handoff file goes
     attempt: int | None
     task_id: str | None
     environ: Mapping[str, str] | None  # the parent's env (default os.environ)
+    meter: Any  # worker.meter: "auto" (None), "on", "off" (loopkit.boundary.meter)
+    upstream: str | None  # worker.upstream: the real API's base URL, over the environment's
 
     def __init__(
         self,
@@ -127,13 +136,20 @@ class RunSpec:
         resume: str | None = None,
         read_only: bool = False,
         command: str | None = None,
+        agent: str | None = None,
+        scope: Mapping[str, Any] | None = None,
+        control: list[str] | None = None,
         env_allow: list[str] | None = None,
         extra_args: list[str] | None = None,
         handoff_path: Path | None = None,
         attempt: int | None = None,
         task_id: str | None = None,
         environ: Mapping[str, str] | None = None,
+        meter: Any = None,
+        upstream: str | None = None,
     ) -> None:
+        self.meter = meter
+        self.upstream = upstream
         self.prompt = prompt
         self.cwd = Path.cwd() if cwd is None else cwd
         self.model = model
@@ -145,6 +161,9 @@ class RunSpec:
         self.resume = resume
         self.read_only = read_only
         self.command = command
+        self.agent = agent
+        self.scope = scope
+        self.control = [] if control is None else control
         self.env_allow = [] if env_allow is None else env_allow
         self.extra_args = [] if extra_args is None else extra_args
         self.handoff_path = handoff_path
@@ -167,8 +186,11 @@ class RunSpec:
             "allowed_tools": s.get("allowed_tools"),
             "permission_mode": s.get("permission_mode"),
             "command": s.get("command"),
+            "agent": s.get("agent"),
             "env_allow": list(s.get("env_allow") or []),
             "extra_args": list(s.get("extra_args") or []),
+            "meter": s.get("meter"),
+            "upstream": s.get("upstream"),
         }
         kw.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**kw)
@@ -187,6 +209,10 @@ class Invocation:
     files: dict[Path, str]  # written before the start
     cost_trusted: bool  # the CLI talks to its vendor's own endpoint
     model: str | None  # the model asked for (flag or the CLI's config), if known
+    #: Settings the provider renders into its private home's config file (``contained``),
+    #: for what its CLI takes from no flag (gemini's turn cap).
+    settings: dict[str, Any]
+    metered: bool  # talks to its API through loopkit's meter (no real key inside)
 
     def __init__(
         self,
@@ -197,7 +223,10 @@ class Invocation:
         files: dict[Path, str] | None = None,
         cost_trusted: bool = False,
         model: str | None = None,
+        settings: dict[str, Any] | None = None,
+        metered: bool = False,
     ) -> None:
+        self.metered = metered
         self.argv = argv
         self.env = env
         self.cwd = cwd
@@ -205,6 +234,7 @@ class Invocation:
         self.files = {} if files is None else files
         self.cost_trusted = cost_trusted
         self.model = model
+        self.settings = {} if settings is None else settings
 
     def but(self, **changed: Any) -> Invocation:
         """A copy with ``changed`` fields replaced (this one is left as it is)."""
@@ -301,6 +331,7 @@ class RunState:
     terminal_reason: str | None
     errors: list[str]  # provider error messages, in order
     permission_denials: list[dict[str, Any]]
+    refused: list[dict[str, Any]]  # writes loopkit refused before they happened (acp)
     tool_calls: list[ToolCall]  # at most MAX_TOOL_CALLS kept
     tool_call_count: int
     tool_errors: int
@@ -353,6 +384,7 @@ class RunState:
         self.terminal_reason = terminal_reason
         self.errors = [] if errors is None else errors
         self.permission_denials = [] if permission_denials is None else permission_denials
+        self.refused = []
         self.tool_calls = [] if tool_calls is None else tool_calls
         self.tool_call_count = tool_call_count
         self.tool_errors = tool_errors
@@ -517,6 +549,30 @@ class Provider:
     def sniff(cls, line: Mapping[str, Any]) -> bool:
         """Whether one JSON line of a saved stream is this provider's native event."""
         return False
+
+    #: The model API the CLI talks to: the variables that hold its key and base URL, and
+    #: the dialect (``loopkit.boundary.meter.Api``). None: nothing to meter (a command).
+    api: ClassVar[Api | None] = None
+
+    def upstream(self, spec: RunSpec) -> Upstream | None:
+        """The real endpoint and key this run would use (from the person's environment;
+        ``worker.upstream`` wins), or None when no key is set or the provider has no API."""
+        if self.api is None:
+            return None
+        from loopkit.boundary.meter import find_upstream
+
+        return find_upstream(self.api, spec.parent_env(), url=spec.upstream)
+
+    def metered(self, inv: Invocation, url: str, token: str, upstream: Upstream) -> Invocation:
+        """``inv`` talking through the meter at ``url``: the key variable holds the run's
+        ``token``, the base URL variable the meter's URL, and no other credential of the
+        API is passed on."""
+        api = upstream.api
+        env = {k: v for k, v in inv.env.items() if k not in api.key_vars}
+        env[upstream.key_var] = token
+        if api.base_url_var:
+            env[api.base_url_var] = url
+        return inv.but(env=env, cost_trusted=False, metered=True)
 
     def contained(self, inv: Invocation) -> tuple[Invocation, list[Path]]:
         """The invocation to run inside loopkit's sandbox, and the paths it must be able

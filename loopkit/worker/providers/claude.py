@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from loopkit import loader
+from loopkit.boundary.meter import Api, Upstream
 from loopkit.text import clip
+from loopkit.worker.providers import tools
 from loopkit.worker.providers.base import (
     Event,
     Exit,
@@ -39,7 +41,6 @@ from loopkit.worker.providers.base import (
     http_status_in,
     is_vendor_url,
 )
-from loopkit.worker.providers.shell import files_read_by
 
 DEFAULT_MAX_TURNS = 30
 READ_ONLY_TOOLS = ("Read", "Glob", "Grep")
@@ -74,6 +75,27 @@ class ClaudeProvider(Provider):
         "API_TIMEOUT_MS",
         "IS_SANDBOX",
     )
+
+    api: ClassVar[Api | None] = Api(
+        "anthropic",
+        ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"),
+        "ANTHROPIC_BASE_URL",
+        "https://api.anthropic.com",
+    )
+
+    def upstream(self, spec: RunSpec) -> Upstream | None:
+        """The key and base URL Claude Code would use: the environment's, with the ``env``
+        of the person's own settings (their config folder's, the managed one) on top, as
+        Claude Code applies them. Never a project's ``.claude/`` settings: the worker
+        writes those, and the key must not follow a URL it chose."""
+        from loopkit.boundary.meter import find_upstream
+
+        parent = spec.parent_env()
+        merged = dict(parent)
+        for found in _settings_env(parent, spec.cwd, project=False):
+            merged.update(found)
+        assert self.api is not None
+        return find_upstream(self.api, merged, url=spec.upstream)
 
     def build(self, spec: RunSpec) -> Invocation:
         argv = [self.binary or "claude", "-p", spec.prompt]
@@ -115,8 +137,30 @@ class ClaudeProvider(Provider):
 
     @classmethod
     def sniff(cls, line: Mapping[str, Any]) -> bool:
-        """stream-json and json output: system/assistant/user/result events."""
-        return line.get("type") in ("system", "assistant", "user", "result", "stream_event")
+        """stream-json and json output: ``system`` lines with a session id, assistant
+        messages, tool results for the API's ``toolu_`` ids, a ``result`` with its cost
+        fields, Messages API stream events. Other CLIs print these types too, and their
+        lines are not taken: Qwen Code's (its version in ``init``, ``system/retry``, an
+        assistant message whose id is the line's own uuid), Gemini CLI's ``result``."""
+        t = line.get("type")
+        if t == "system":
+            if "qwen_code_version" in line or line.get("subtype") == "retry":
+                return False
+            return "session_id" in line or line.get("subtype") == "api_retry"
+        if t == "result":
+            return "subtype" in line and ("total_cost_usd" in line or "modelUsage" in line)
+        msg = line.get("message")
+        if t == "assistant" and isinstance(msg, dict):
+            return "id" in msg and msg.get("id") != line.get("uuid")
+        if t == "user" and isinstance(msg, dict) and isinstance(msg.get("content"), list):
+            return any(
+                isinstance(b, dict) and str(b.get("tool_use_id", "")).startswith("toolu_")
+                for b in msg["content"]
+            )
+        if t == "stream_event":
+            event = line.get("event")
+            return isinstance(event, dict) and event.get("type") in _MESSAGES_EVENTS
+        return False
 
     def contained(self, inv: Invocation) -> tuple[Invocation, list[Path]]:
         """Claude Code writes its sessions and settings to its config folder
@@ -135,11 +179,18 @@ class ClaudeProvider(Provider):
             source, state = Path(home) / ".claude", Path(home) / ".claude.json"
         else:
             return inv, []
-        files = {name: source / name for name in PERSON_FILES}
+        # Metered, the person's login stays outside too: the worker has only its token.
+        files = {
+            name: source / name
+            for name in PERSON_FILES
+            if not (inv.metered and name in CREDENTIAL_FILES)
+        }
         files[".claude.json"] = state
         private = containment.seed_home(
             containment.provider_home(inv.cwd, self.name), files, keep=SESSION_FOLDERS
         )
+        if inv.metered:
+            _unrouted_settings(private / "settings.json")
         if not (private / ".claude.json").exists():
             (private / ".claude.json").write_text("{}\n", encoding="utf-8")
         return inv.but(env={**inv.env, "CLAUDE_CONFIG_DIR": str(private)}), [private]
@@ -151,8 +202,52 @@ class ClaudeProvider(Provider):
         return classify(state, end)
 
 
+#: The Messages API's stream events (``--include-partial-messages``).
+_MESSAGES_EVENTS = frozenset(
+    (
+        "message_start",
+        "message_delta",
+        "message_stop",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+    )
+)
+
 #: What a private config folder is seeded with from the person's own, every run.
 PERSON_FILES = ("settings.json", ".credentials.json", "CLAUDE.md")
+#: What holds the person's login: never copied into a metered run's private folder.
+CREDENTIAL_FILES = (".credentials.json",)
+#: What a metered run's copy of settings.json loses: whatever would carry a key or send
+#: the CLI around the meter.
+UNMETERED_SETTINGS = ("apiKeyHelper", "awsAuthRefresh", "awsCredentialExport")
+
+
+def _unrouted_settings(path: Path) -> None:
+    """The private copy of settings.json without a key, a key helper, or a base URL of
+    its own in its ``env`` (which Claude Code would prefer to the meter's)."""
+    try:
+        data = loader.json_loads(path.read_bytes())
+    except (OSError, ValueError):
+        return
+    if not isinstance(data, dict):
+        return
+    for name in UNMETERED_SETTINGS:
+        data.pop(name, None)
+    env = data.get("env")
+    if isinstance(env, dict):
+        data["env"] = {
+            k: v
+            for k, v in env.items()
+            if not (k.startswith(("ANTHROPIC_", "CLAUDE_CODE_USE_")) or k in BASE_URLS)
+        }
+    import json
+
+    from loopkit.files import atomic_write
+
+    atomic_write(path, json.dumps(data, indent=2) + "\n")
+
+
 #: What a private config folder keeps from one run to the next: sessions (``--resume``).
 SESSION_FOLDERS = ("projects", "todos", "session-env", "shell-snapshots", "file-history")
 
@@ -169,10 +264,13 @@ def cost_trusted(env: Mapping[str, str], cwd: Path) -> bool:
     )
 
 
-def _settings_env(env: Mapping[str, str], cwd: Path) -> list[dict[str, str]]:
+def _settings_env(
+    env: Mapping[str, str], cwd: Path, *, project: bool = True
+) -> list[dict[str, str]]:
     config = env.get("CLAUDE_CONFIG_DIR") or (f"{env['HOME']}/.claude" if env.get("HOME") else "")
     paths = [Path(config) / "settings.json"] if config else []
-    paths += [cwd / ".claude" / "settings.json", cwd / ".claude" / "settings.local.json"]
+    if project:
+        paths += [cwd / ".claude" / "settings.json", cwd / ".claude" / "settings.local.json"]
     paths.append(MANAGED_SETTINGS)
     found = []
     for path in paths:
@@ -187,6 +285,10 @@ def _settings_env(env: Mapping[str, str], cwd: Path) -> list[dict[str, str]]:
 
 
 class ClaudeParser(StreamParser):
+    #: What the CLI's tools do (``tools.TABLES``): Qwen Code's stream is this one, with
+    #: its own tool names.
+    TOOLS: ClassVar[Mapping[str, tools.Tool]] = tools.CLAUDE
+
     def __init__(self) -> None:
         super().__init__()
         self._pending: dict[str, ToolCall] = {}
@@ -245,7 +347,7 @@ class ClaudeParser(StreamParser):
                     st.final_message = clip(text.strip(), 8000)
                     events.append(Event("message", text=text))
             elif bt == "tool_use":
-                call = tool_call(block)
+                call = tool_call(block, self.TOOLS)
                 st.add_tool(call)
                 if call.id:
                     self._pending[call.id] = call
@@ -327,20 +429,13 @@ class ClaudeParser(StreamParser):
             st.output_tokens = count(usage.get("output_tokens"))
 
 
-def tool_call(block: dict[str, Any]) -> ToolCall:
+def tool_call(block: dict[str, Any], table: Mapping[str, tools.Tool] = tools.CLAUDE) -> ToolCall:
+    """A ``tool_use`` block as a call, what it does read from the CLI's tool ``table``."""
     name = str(block.get("name") or "?")
     raw = block.get("input") if isinstance(block.get("input"), dict) else {}
     assert isinstance(raw, dict)
     call = ToolCall(id=block.get("id"), name=name, input=clip_input(raw))
-    path = raw.get("file_path") or raw.get("notebook_path")
-    if name in ("Read", "NotebookRead") and isinstance(path, str):
-        call.files_read.append(path)
-    elif name in ("Write", "Edit", "MultiEdit", "NotebookEdit") and isinstance(path, str):
-        call.files_written.append(path)
-    elif name == "Bash" and isinstance(raw.get("command"), str):
-        call.command = raw["command"]
-        call.files_read.extend(files_read_by(raw["command"]))
-    return call
+    return tools.describe(call, raw, table)
 
 
 def result_text(block: dict[str, Any]) -> str:
