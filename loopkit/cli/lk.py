@@ -36,6 +36,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "main",
         "The ratchet's transactions: begin, save, land, park, cancel, end.",
     ),
+    "queue": (
+        "loopkit.cli.queue",
+        "main",
+        "The merge queue: each green attempt landed verified on the tip.",
+    ),
     "report": ("loopkit.cli.report", "main", "Summarize the ledger."),
     "stack": (
         "loopkit.cli.stack",

@@ -2,7 +2,7 @@
 
 Usage:
   lk-plan check FILE [--contract loop.yaml] [--type auto|contract|tasks]
-  lk-plan next TASKS.md [--contract loop.yaml] [--task ID]
+  lk-plan next TASKS.md [--contract loop.yaml] [--task ID] [--except ID]...
   lk-plan mark TASKS.md --task ID --status done|parked|open [--reason TEXT]
   lk-plan guidance [CONTRACT] [--output FILE]
 
@@ -247,7 +247,16 @@ def _content_message(e: BadInput, source: str) -> str:
     metavar="ID",
     help="Print this task (if it is ready) instead of the first ready one.",
 )
-def next_cmd(tasks_file: str, contract_path: str | None, task_id: str | None) -> int:
+@click.option(
+    "--except",
+    "running",
+    multiple=True,
+    metavar="ID",
+    help="Pass over this task (repeatable): one a parallel run has started already.",
+)
+def next_cmd(
+    tasks_file: str, contract_path: str | None, task_id: str | None, running: tuple[str, ...] = ()
+) -> int:
     """Print the attempt document for the first ready task: open, its dependencies done.
 
     A parked task blocks everything that depends on it. Exit 1 with a summary on stderr
@@ -260,7 +269,7 @@ def next_cmd(tasks_file: str, contract_path: str | None, task_id: str | None) ->
     from loopkit.errors import BadInput
     from loopkit.plan.checking import check
     from loopkit.plan.parsing import parse, read_bytes
-    from loopkit.plan.readiness import blocked_by, effective_status, is_ready, next_task, summary
+    from loopkit.plan.readiness import blocked_by, effective_status, is_ready, summary
     from loopkit.workspace import resolve_contract
 
     resolved = resolve_contract(
@@ -291,7 +300,9 @@ def next_cmd(tasks_file: str, contract_path: str | None, task_id: str | None) ->
             _say(f"{task_id} is not ready: it {why}")
             return 1
     else:
-        found = next_task(parsed)
+        from loopkit.plan.readiness import ready_tasks
+
+        found = next((t for t in ready_tasks(parsed) if t.id not in running), None)
         if found is None:
             _say(summary(parsed))
             return 1

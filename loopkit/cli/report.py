@@ -7,7 +7,7 @@ Input:  the ledger (.loopkit/ledger.jsonl, or under the state_dir ./loop.yaml na
 Output: a terminal table per task (attempts, outcome, why it stopped, cost, tokens, time)
         and the loop's health (with the stacks lk stack recorded here: runs that ended
         without a pull request against the 5% SLO, cost per merged pull request,
-        landings vs returns); --json prints a loopkit/report document (schemas/report.json);
+        landings vs returns of the stacks and of lk queue); --json prints a loopkit/report document (schemas/report.json);
         --html FILE writes one self-contained page with a timeline of attempts.
 Exit codes: 0 reported (torn or damaged ledger lines are reported and skipped);
         3 --ledger names no file.
@@ -30,18 +30,20 @@ EPILOG = (
 )
 
 
-def _stacks() -> list[dict[str, Any]] | None:
-    """The stacks lk stack recorded here (the pull-request panel); None outside git."""
+def _landings() -> tuple[list[dict[str, Any]] | None, list[dict[str, Any]]]:
+    """The stacks lk stack recorded here and the merge queue's entries (the pull-request
+    panel); None and nothing outside git."""
     from loopkit import git
     from loopkit.errors import LoopkitError
 
     try:
         root = git.locate().root
     except LoopkitError:
-        return None
+        return None, []
     from loopkit.forge.stack import read_all
+    from loopkit.ratchet.queue import Queue
 
-    return [s.to_json() for s in read_all(root)]
+    return [s.to_json() for s in read_all(root)], Queue(root).entries()
 
 
 @command(epilog=EPILOG)
@@ -71,12 +73,14 @@ def main(ledger_path: str | None, as_json: bool, html_path: str | None) -> int:
     records, problems = ledger.read(path)
     for p in problems:
         say("lk report", f"warning: {path}: {p}")
+    stacks, queue = _landings()
     doc = report.build(
         records,
         [p.as_dict() for p in problems],
         ledger=str(path),
         generated_at=ledger.now_iso(),
-        stacks=_stacks(),
+        stacks=stacks,
+        queue=queue,
     )
     if as_json:
         emit(doc, schema_name="report")

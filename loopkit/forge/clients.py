@@ -32,6 +32,7 @@ class Pull:
     head_sha: str
     base: str
     merge_commit: str = ""
+    node_id: str = ""
 
 
 class ApiError(EnvironmentProblem):
@@ -84,6 +85,7 @@ class GitHub(_Api):
             head_sha=str(got["head"]["sha"] or ""),
             base=str(got["base"]["ref"]),
             merge_commit=str(got.get("merge_commit_sha") or ""),
+            node_id=str(got.get("node_id") or ""),
         )
 
     def find_pull(self, branch: str) -> Pull | None:
@@ -118,6 +120,31 @@ class GitHub(_Api):
             raise
         return str(got["sha"])
 
+    def has_queue(self, branch: str) -> bool:
+        """Whether ``branch`` takes pull requests through a merge queue (the REST merge
+        is refused there: a pull request is enqueued instead)."""
+        try:
+            rules = self.call("GET", f"repos/{self.repo}/rules/branches/{quote(branch)}")
+        except ApiError as e:
+            if e.status != 404:
+                raise
+            return False
+        return any(r.get("type") == "merge_queue" for r in rules or [])
+
+    def enqueue(self, pull: Pull, *, sha: str) -> None:
+        """Into the merge queue, naming the verified head (``expectedHeadOid``): a head
+        that moved is refused by the forge."""
+        query = (
+            "mutation($id: ID!, $sha: GitObjectID) { enqueuePullRequest(input: "
+            "{pullRequestId: $id, expectedHeadOid: $sha}) { mergeQueueEntry { id } } }"
+        )
+        got = self.call(
+            "POST", "graphql", {"query": query, "variables": {"id": pull.node_id, "sha": sha}}
+        )
+        errors = (got or {}).get("errors") if isinstance(got, dict) else None
+        if errors:
+            raise Refused(f"the forge refused to queue #{pull.number}: {errors[0].get('message')}")
+
     def landing_guard(self, branch: str) -> str | None:
         """None when the forge lands on ``branch`` only up-to-date heads or through a
         queue; else why landing there is refused."""
@@ -127,13 +154,24 @@ class GitHub(_Api):
             if e.status != 404:
                 raise
             rules = []
-        if any(r.get("type") == "merge_queue" for r in rules or []):
-            return None
+        for rule in rules or []:
+            if rule.get("type") == "merge_queue":
+                return None
+            params = rule.get("parameters") or {}
+            if rule.get("type") == "required_status_checks" and params.get(
+                "strict_required_status_checks_policy"
+            ):
+                return None  # a ruleset's "require branches to be up to date"
         try:
             got = self.call("GET", f"repos/{self.repo}/branches/{quote(branch)}/protection")
         except ApiError as e:
             if e.status == 404:
                 return f"{branch} is not protected: the forge would merge a head never tested on its tip"
+            if e.status == 403:
+                return (
+                    f"{branch}'s protection cannot be read with this token (it needs "
+                    "administration: read), and no ruleset demands up-to-date heads"
+                )
             raise
         checks = got.get("required_status_checks") or {}
         if checks.get("strict"):
@@ -205,6 +243,22 @@ class GitLab(_Api):
                 raise Refused(f"the forge refused the merge of !{number}: {e.message}") from None
             raise
         return str(got.get("squash_commit_sha") or got.get("merge_commit_sha") or "")
+
+    def has_queue(self, branch: str) -> bool:
+        return bool(self.call("GET", self.project).get("merge_trains_enabled"))
+
+    def enqueue(self, pull: Pull, *, sha: str) -> None:
+        """Onto the merge train, naming the verified head (``sha``)."""
+        try:
+            self.call(
+                "POST",
+                f"{self.project}/merge_trains/merge_requests/{pull.number}",
+                {"sha": sha, "when_pipeline_succeeds": True},
+            )
+        except ApiError as e:
+            if e.status in (400, 405, 409, 422):
+                raise Refused(f"the forge refused to queue !{pull.number}: {e.message}") from None
+            raise
 
     def landing_guard(self, branch: str) -> str | None:
         got = self.call("GET", self.project)

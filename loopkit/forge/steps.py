@@ -197,6 +197,9 @@ def push(root: Path, name: str, *, issues: bool = False) -> dict[str, Any]:
         git.git(["update-ref", ref(name), old, meta], cwd=root, check=False)
         raise
     stack.pushed_meta = meta
+    # Recorded before the forge is asked anything: a forge call that fails now must not
+    # leave the next push leasing the remote's record on a value it no longer holds.
+    current = write(root, stack, meta, message="pushed")
     evidence = _evidence_refs(root, stack)
     kept: list[str] = []
     if evidence:
@@ -232,7 +235,8 @@ def push(root: Path, name: str, *, issues: bool = False) -> dict[str, Any]:
             assert s.pr is not None
             forge.update_pull(s.pr, base=base, body=body.render(stack, s))
             pulls.append({"slice": s.id, "number": s.pr, "base": base})
-    write(root, stack, meta, message="pushed")
+    if pulls or issues:
+        write(root, stack, current, message="pull requests")
     return _result("push", stack, pushed=[u.ref for u in updates], evidence_refs=kept, pulls=pulls)
 
 
@@ -287,11 +291,20 @@ def _land(root: Path, name: str, *, method: str) -> dict[str, Any]:
                 f"#{s.pr}'s head is {pr.head_sha[:12]}, not the verified {s.head[:12]}: "
                 "it changed after verification; nothing merged"
             )
-        if pr.base != stack.target:
+        if pr.state == "merged":  # through the forge's queue since the last call
+            landed = pr.merge_commit
+        elif pr.base != stack.target:
             raise Refused(f"#{s.pr} targets {pr.base}, not {stack.target}; `lk stack push {name}`")
-        landed = forge.merge(s.pr, sha=s.head, method=method, title=f"{s.title} (#{s.pr})")
+        elif forge.has_queue(stack.target):
+            forge.enqueue(pr, sha=s.head)
+            pr = forge.get_pull(s.pr)
+            if pr.state != "merged":  # the queue lands it later: run land again then
+                return _result("land", stack, slice=s.id, queued=True, method=method)
+            landed = pr.merge_commit
+        else:
+            landed = forge.merge(s.pr, sha=s.head, method=method, title=f"{s.title} (#{s.pr})")
     now = target_tip(root, stack)
-    if now != landed:
+    if now != landed and not _ancestor(root, landed, now):
         raise EnvironmentProblem(
             f"{stack.target} is at {now[:12]} after the merge, not {landed[:12]}"
         )

@@ -337,20 +337,27 @@ class Transaction:
         return record
 
 
-def seal(state: Path, *, stat_cache: bool = True) -> dict[str, Any]:
+def seal(state: Path, *, stat_cache: bool = True, task: str | None = None) -> dict[str, Any]:
     """What the worker must not change in the state folder, condensed: the ledger's size
     and sha256, the index's files, whether a cancellation is in force, the base results
     and the stat cache (loopkit.evidence.statcache; left out with ``stat_cache=False``). lk-invoke
     takes it before the worker starts; lk-decide compares (``tampered``); the base results
-    and the stat cache are only ever used as sealed."""
+    and the stat cache are only ever used as sealed.
+
+    With ``task`` (the attempt's), the ledger may grow meanwhile by records of *other*
+    tasks -- slices running side by side share one ledger -- and the index is sealed as
+    far as it is this task's: its own files."""
     path = state / DEFAULT_NAME
     try:
         ledger = f"{path.stat().st_size}:{file_sha256(path)}"
     except OSError:
         ledger = "absent"
     index = sha256()
+    own = task_file_name(task) + "." if task else None
     for folder, _, files in sorted(os.walk(state / INDEX_NAME)):
         for name in sorted(files):
+            if own is not None and not name.startswith(own):
+                continue
             p = os.path.join(folder, name)
             try:
                 st = os.stat(p)
@@ -376,6 +383,8 @@ def seal(state: Path, *, stat_cache: bool = True) -> dict[str, Any]:
         "cancel": (state / "cancel.json").exists(),
         "baseline": baseline,
     }
+    if task:
+        facts["task"] = task
     if stat_cache:
         from loopkit.evidence import statcache
 
@@ -390,13 +399,16 @@ def tampered(sealed: Any, state: Path) -> list[str]:
         return []
     # The stat cache is not compared: one the worker wrote is never trusted, only set
     # aside (loopkit.evidence.statcache.seed), and hashing it here would be read for nothing.
-    now = seal(state, stat_cache=False)
+    task = sealed.get("task") if isinstance(sealed.get("task"), str) else None
+    now = seal(state, stat_cache=False, task=task)
     out = []
     if "folder" in sealed and sealed["folder"] != now["folder"]:
         out.append(
             f"the state folder {state} was replaced ({sealed['folder']} then, {now['folder']} now)"
         )
-    if sealed.get("ledger") != now["ledger"]:
+    if sealed.get("ledger") != now["ledger"] and not (
+        task and _others_appended(state / DEFAULT_NAME, str(sealed.get("ledger")), task)
+    ):
         out.append(f"the ledger {state / DEFAULT_NAME} was rewritten")
     if sealed.get("index") != now["index"]:
         out.append(f"the ledger's index {state / INDEX_NAME} was changed")
@@ -406,6 +418,33 @@ def tampered(sealed: Any, state: Path) -> list[str]:
         if now["baseline"].get(name) != digest:
             out.append(f"the base results {state / 'baseline' / name} were changed")
     return out
+
+
+def _others_appended(path: Path, sealed: str, task: str) -> bool:
+    """The ledger holds what was sealed, unchanged, followed only by whole records of tasks
+    other than ``task``: what slices running beside it appended."""
+    size_text, _, digest = sealed.partition(":")
+    if not size_text.isdigit() or not digest:
+        return False
+    size = int(size_text)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(size)
+            tail = f.read()
+    except OSError:
+        return False
+    if len(head) != size or sha256(head).hexdigest() != digest:
+        return False
+    for line in tail.splitlines():
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            return False
+        if not isinstance(record, dict) or str(record.get("task_id") or "") == task:
+            return False
+    return True
 
 
 def detect_trigger(option: str | None, env: Mapping[str, str]) -> dict[str, str]:

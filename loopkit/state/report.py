@@ -71,11 +71,15 @@ PR_SLO = 0.05
 
 
 def pull_requests(
-    tasks: Sequence[Mapping[str, Any]], stacks: Sequence[Mapping[str, Any]]
+    tasks: Sequence[Mapping[str, Any]],
+    stacks: Sequence[Mapping[str, Any]],
+    queue: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """The pull-request panel: which terminal tasks a stack's slice carries to review
     (a pull request, or a pushed branch on a plain remote), what each merged one cost
-    (every task's spend, parked ones too, over the merged slices), landings and returns."""
+    (every task's spend, parked ones too, over the merged slices), landings and returns:
+    the stacks' (merged slices, refused landings and restacks) and the merge queue's
+    (``lk queue``'s entries by status)."""
     offered: set[str] = set()
     merged = returns = 0
     for stack in stacks:
@@ -106,6 +110,10 @@ def pull_requests(
         },
         "landings": merged,
         "returns": returns,
+        "queue": {
+            status: sum(1 for e in queue if e.get("status") == status)
+            for status in ("landed", "returned", "queued")
+        },
     }
 
 
@@ -116,6 +124,7 @@ def build(
     ledger: str = "",
     generated_at: str = "",
     stacks: Sequence[Mapping[str, Any]] | None = None,
+    queue: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """The report document for a ledger's records (in ledger order)."""
     tasks: dict[str, dict[str, Any]] = {}
@@ -219,7 +228,7 @@ def build(
         },
     }
     if stacks is not None:
-        health["pull_requests"] = pull_requests(task_list, stacks)
+        health["pull_requests"] = pull_requests(task_list, stacks, queue)
     return {
         "kind": "loopkit/report",
         "version": 1,
@@ -289,7 +298,7 @@ def text(report: Mapping[str, Any], *, width: int | None = None) -> str:
         ),
     ]
     prs = h.get("pull_requests")
-    if prs and (prs["stacks"] or prs["terminal_tasks"]):
+    if prs and (prs["stacks"] or prs["terminal_tasks"] or any(prs["queue"].values())):
         cpm = prs["cost_per_merged"]
         slo = "met" if prs["share_without"] < prs["slo_share"] else "MISSED"
         lines += [
@@ -299,7 +308,8 @@ def text(report: Mapping[str, Any], *, width: int | None = None) -> str:
             f"  cost per merged pull request: {_money(cpm['trusted_usd'])} trusted"
             + (f", {_money(cpm['untrusted_usd'])} untrusted" if cpm["untrusted_usd"] else "")
             + f" ({prs['merged']} merged)",
-            f"  landings vs returns: {prs['landings']} landed, {prs['returns']} returned",
+            f"  landings vs returns: stacks {prs['landings']} landed, {prs['returns']} returned"
+            f"; queue {prs['queue']['landed']} landed, {prs['queue']['returned']} returned",
         ]
     if report["problems"]:
         lines.append(

@@ -12,7 +12,10 @@ What it answers (JSON, as GitHub does):
 - issues: ``POST /repos/O/R/issues``, ``GET|PATCH .../issues/N``; a pull request merged
   into the default branch closes the issues its body names ("Closes #N", "Fixes #N")
 - branch protection: ``GET|PUT|DELETE .../branches/B/protection``; rules:
-  ``GET .../rules/branches/B`` (a ``merge_queue`` rule when the test asks for one)
+  ``GET .../rules/branches/B`` (a ruleset's rules the test sets, a ``merge_queue`` rule
+  when it asks for one); a strict rule of either kind refuses a head not up to date; a
+  branch with a merge queue refuses the REST merge, and GraphQL's ``enqueuePullRequest``
+  (``POST /graphql``, its ``expectedHeadOid`` checked) lands the pull request at once
 - commit statuses: ``POST .../statuses/SHA``, ``GET .../commits/SHA/status``
 
 ``gh`` reaches it as the host ``github.localhost`` (which it speaks plain HTTP to, at
@@ -59,6 +62,8 @@ class Repo:
     issues: dict[int, dict[str, Any]] = field(default_factory=dict)
     protection: dict[str, dict[str, Any]] = field(default_factory=dict)
     merge_queue: set[str] = field(default_factory=set)
+    #: rulesets' rules per branch (``GET .../rules/branches/B``), besides a merge queue
+    rules: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     statuses: dict[str, dict[str, str]] = field(default_factory=dict)
     next_number: int = 1
 
@@ -170,6 +175,7 @@ class Forge:
             "merged": pr["merged"],
             "merge_commit_sha": pr.get("merge_commit_sha"),
             "html_url": f"http://{GH_HOST}/{repo.full_name}/pull/{pr['number']}",
+            "node_id": f"PR_{repo.owner}_{repo.name}_{pr['number']}",
             "head": {"ref": pr["head"], "sha": head_sha, "label": f"{repo.owner}:{pr['head']}"},
             "base": {"ref": pr["base"], "sha": self._sha(repo, pr["base"])},
         }
@@ -181,6 +187,8 @@ class Forge:
         with self.lock:
             if parts == ["user"]:
                 return 200, {"login": self.login}
+            if parts == ["graphql"] and method == "POST":
+                return self._graphql(body)
             if len(parts) < 3 or parts[0] != "repos":
                 raise ForgeError(404, "Not Found")
             repo = self._repo(parts[1], parts[2])
@@ -213,7 +221,10 @@ class Forge:
                     return 204, None
             if rest[:2] == ["rules", "branches"] and method == "GET":
                 branch = "/".join(rest[2:])
-                return 200, ([{"type": "merge_queue"}] if branch in repo.merge_queue else [])
+                listed = list(repo.rules.get(branch, []))
+                if branch in repo.merge_queue:
+                    listed.append({"type": "merge_queue"})
+                return 200, listed
             if rest[:1] == ["statuses"] and len(rest) == 2 and method == "POST":
                 repo.statuses.setdefault(rest[1], {})[body["context"]] = body["state"]
                 return 201, {"state": body["state"], "context": body["context"]}
@@ -227,6 +238,26 @@ class Forge:
                     "statuses": [{"context": k, "state": v} for k, v in got.items()],
                 }
         raise ForgeError(404, "Not Found")
+
+    def _graphql(self, body: Any) -> tuple[int, Any]:
+        """``enqueuePullRequest`` alone: a queue that lands at once, when the expected
+        head is the pull request's head (GitHub's ``expectedHeadOid``)."""
+        query = str(body.get("query") or "")
+        variables = body.get("variables") or {}
+        if "enqueuePullRequest" not in query:
+            return 200, {"errors": [{"message": "only enqueuePullRequest is served here"}]}
+        for repo in self.repos.values():
+            for pr in repo.pulls.values():
+                if f"PR_{repo.owner}_{repo.name}_{pr['number']}" == variables.get("id"):
+                    head = self._sha(repo, pr["head"])
+                    if variables.get("sha") and variables["sha"] != head:
+                        return 200, {"errors": [{"message": "Head sha didn't match expected"}]}
+                    try:
+                        self._merge(repo, pr, {"merge_method": "squash", "sha": head}, queue=True)
+                    except ForgeError as e:
+                        return 200, {"errors": [{"message": e.message}]}
+                    return 200, {"data": {"enqueuePullRequest": {"mergeQueueEntry": {"id": "MQE"}}}}
+        return 200, {"errors": [{"message": "Could not resolve to a node"}]}
 
     def _pulls(
         self, repo: Repo, method: str, rest: list[str], query: dict[str, list[str]], body: Any
@@ -277,7 +308,11 @@ class Forge:
             return self._merge(repo, pr, body or {})
         raise ForgeError(404, "Not Found")
 
-    def _merge(self, repo: Repo, pr: dict[str, Any], body: dict[str, Any]) -> tuple[int, Any]:
+    def _merge(
+        self, repo: Repo, pr: dict[str, Any], body: dict[str, Any], *, queue: bool = False
+    ) -> tuple[int, Any]:
+        if pr["base"] in repo.merge_queue and not queue:
+            raise ForgeError(405, "Changes must be made through the merge queue")
         if pr["state"] != "open":
             raise ForgeError(405, "Pull Request is not mergeable")
         head = self._sha(repo, pr["head"])
@@ -288,7 +323,12 @@ class Forge:
         if want and want != head:
             raise ForgeError(409, "Head branch was modified. Review and try the merge again.")
         rule = repo.protection.get(pr["base"], {}).get("required_status_checks") or {}
-        if rule.get("strict") and not _is_ancestor(repo.path, base, head):
+        strict = bool(rule.get("strict")) or any(
+            r.get("type") == "required_status_checks"
+            and (r.get("parameters") or {}).get("strict_required_status_checks_policy")
+            for r in repo.rules.get(pr["base"], [])
+        )
+        if strict and not _is_ancestor(repo.path, base, head):
             raise ForgeError(405, "Head branch is not up to date with the base branch")
         statuses = repo.statuses.get(head, {})
         for context in rule.get("contexts") or []:

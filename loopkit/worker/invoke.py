@@ -684,7 +684,11 @@ def attempt(req: Request) -> dict[str, Any]:
     # beside the rest of the set-up, and waited for before the worker starts.
     controlling = Background(lambda: git.control_state(root), name="lk-invoke-control")
     statcache.ensure(state_path, where.index)  # the first attempt's, from the user's index
-    sealed = ledger.seal(state_path)  # lk-decide refuses a ledger the worker touched
+    # lk-decide refuses a ledger the worker touched; other tasks' records may be appended
+    # meanwhile (slices side by side share one ledger), never this task's.
+    task_section = (req.document or {}).get("task")
+    task_id = str(task_section.get("id") or "") if isinstance(task_section, dict) else ""
+    sealed = ledger.seal(state_path, task=task_id or None)
     jail = Jail(
         policy=policy,
         root=root,

@@ -104,3 +104,12 @@ def test_add_show_and_a_plain_landing_leased_on_the_tip(git_repo: Path, tmp_path
     landed = json.loads(done.stdout)["landed"]
     assert git(remote, "rev-parse", "main").strip() == landed
     assert git(remote, "rev-parse", f"{landed}^").strip() == git(other, "rev-parse", "HEAD").strip()
+    # lk report reads the stack: one merged slice, one refused landing (returned).
+    done = subprocess.run(
+        [str(BIN / "lk"), "report", "--json"], cwd=git_repo, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    prs = json.loads(done.stdout)["health"]["pull_requests"]
+    assert (prs["stacks"], prs["merged"], prs["landings"]) == (1, 1, 1)
+    assert prs["returns"] == 2  # not pushed, then verified on another tip
+    assert prs["queue"] == {"landed": 0, "returned": 0, "queued": 0}

@@ -226,6 +226,26 @@ def test_the_forge_merge_checks_the_verified_sha(world: World) -> None:
     )
     assert done.returncode == 1 and "HTTP 409" in done.stderr
     assert w.gh(f"repos/o/r/pulls/{s1['pr']}")["state"] == "open"
+    # Behind a merge queue the REST merge is refused, and the queue checks the head too.
+    w.forge.repos["o/r"].merge_queue.add("main")
+    done = subprocess.run(
+        ["gh", "api", "-X", "PUT", f"repos/o/r/pulls/{s1['pr']}/merge", "-f", "sha=" + s1["head"]],
+        env=w.env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1 and "merge queue" in done.stderr
+    node = w.gh(f"repos/o/r/pulls/{s1['pr']}")["node_id"]
+    query = "mutation($id: ID!, $sha: GitObjectID) { enqueuePullRequest(input: {pullRequestId: $id, expectedHeadOid: $sha}) { mergeQueueEntry { id } } }"
+    done = subprocess.run(
+        ["gh", "api", "graphql", "--input", "-"],
+        input=json.dumps({"query": query, "variables": {"id": node, "sha": "0" * 40}}),
+        env=w.env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1 and "didn't match" in done.stderr
+    assert w.gh(f"repos/o/r/pulls/{s1['pr']}")["state"] == "open"
 
 
 def test_landing_refused_where_the_forge_checks_only_the_head(world: World) -> None:
@@ -240,7 +260,22 @@ def test_landing_refused_where_the_forge_checks_only_the_head(world: World) -> N
     said = w.lk("land", "demo", code=40)["stderr"]
     assert "up to date" in said
     assert w.remote_sha("main") == main
-    w.forge.repos["o/r"].merge_queue.add("main")  # a merge queue is enough
+    w.forge.repos["o/r"].rules["main"] = [
+        {
+            "type": "required_status_checks",
+            "parameters": {"strict_required_status_checks_policy": False},
+        }
+    ]
+    assert w.lk("land", "demo", code=40)  # a ruleset's checks, not strict: refused too
+    w.forge.repos["o/r"].rules["main"][0]["parameters"]["strict_required_status_checks_policy"] = (
+        True
+    )
+    s1 = w.lk("land", "demo")["stack"]["slices"][0]  # a strict ruleset is enough
+    assert w.remote_sha("main") == s1["merged"]
+    w.forge.repos["o/r"].rules.clear()
+    w.forge.repos["o/r"].merge_queue.add("main")  # and so is a merge queue
+    w.lk("restack", "demo", "--contract", str(w.contract))
+    w.lk("push", "demo")
     assert w.lk("land", "demo")["landed"] == w.remote_sha("main")
 
 
@@ -293,3 +328,25 @@ def test_no_push_credential_is_left_for_a_later_process(world: World) -> None:
     assert done.returncode != 0
     assert w.remote_sha("main") == main
     assert any(e.get("push") for e in w.forge.log)  # it did reach the forge, and was refused
+
+
+def test_a_forge_failing_after_the_push_leaves_the_next_push_its_lease(world: World) -> None:
+    """The branches and the record went out, then the forge's API refused (here: gh's
+    token revoked): the next push must find the remote's record where this stack said it
+    left it, not lose its lease on it."""
+    w = world
+    _three(w)
+    # git pushes with LOOPKIT_FORGE_TOKEN; gh is handed a token the forge refuses.
+    env = {**w.env, "LOOPKIT_FORGE_TOKEN": w.forge.token, "GH_TOKEN": "revoked"}
+    done = subprocess.run(
+        [str(BIN / "lk"), "stack", "push", "demo"],
+        cwd=w.repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 4 and "Bad credentials" in done.stderr, done.stderr
+    assert w.remote_sha("stack/demo/s3")  # the branches did go out
+    out = w.lk("push", "demo")
+    assert [p["number"] for p in out["pulls"]] == [1, 2, 3]

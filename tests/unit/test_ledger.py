@@ -334,3 +334,30 @@ def test_a_task_id_never_names_a_path_outside_the_state_folder(
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert written and all(state in p.parents for p in written)
     assert ldg.history(task_id)["attempts"] == 1
+
+
+def _append(state: Path, task: str) -> None:
+    with ledger.Ledger(state / "ledger.jsonl").transaction() as tx:
+        tx.append({"type": "attempt", "task_id": task, "attempt": 1})
+
+
+def test_a_seal_for_a_task_lets_siblings_append_but_not_this_task(tmp_path: Path) -> None:
+    # Slices side by side share one ledger: records of other tasks appended while this
+    # task's worker ran are no tampering; one for this task, or any rewrite, is.
+    state = tmp_path / "state"
+    state.mkdir()
+    _append(state, "mine")
+    sealed = ledger.seal(state, stat_cache=False, task="mine")
+    _append(state, "sibling")
+    assert ledger.tampered(sealed, state) == []
+    _append(state, "mine")
+    assert ledger.tampered(sealed, state)  # a record about this task it did not write
+    # Without a task the seal holds the ledger whole, as before.
+    whole = ledger.seal(state, stat_cache=False)
+    _append(state, "sibling")
+    assert any("rewritten" in p for p in ledger.tampered(whole, state))
+    # An edit of what was there is never a sibling's append.
+    sealed = ledger.seal(state, stat_cache=False, task="mine")
+    raw = (state / "ledger.jsonl").read_bytes()
+    (state / "ledger.jsonl").write_bytes(raw.replace(b'"attempt":1', b'"attempt":2', 1))
+    assert any("rewritten" in p for p in ledger.tampered(sealed, state))

@@ -68,4 +68,15 @@ def test_the_text_says_whether_the_slo_was_met() -> None:
     doc = report.build([(0, rec)], stacks=[])
     text = report.text(doc, width=120)
     assert "ended without a pull request: 1 of 1 terminal tasks (100%; SLO < 5%: MISSED)" in text
-    assert "landings vs returns: 0 landed, 0 returned" in text
+    assert "landings vs returns: stacks 0 landed, 0 returned; queue 0 landed, 0 returned" in text
+
+
+def test_the_queue_s_landings_and_returns_are_counted() -> None:
+    queue = [
+        {"status": "landed"},
+        {"status": "landed"},
+        {"status": "returned"},
+        {"status": "queued"},
+    ]
+    got = report.pull_requests([], [], queue)["queue"]
+    assert got == {"landed": 2, "returned": 1, "queued": 1}

@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# parallel.sh -- the ready slices of a TASKS.md side by side, each landed through the merge
+# queue: verified on top of what landed before it.
+#
+#   recipes/parallel.sh [--contract loop.yaml] [--jobs N] [--max-rounds N] [TASKS.md]
+#
+# Options: --jobs N (default 2): slices at once; --max-rounds N (default 20): attempts per
+# slice, returns from the queue included.
+#
+# Every ready task (open, its dependencies done: `lk-plan next --except` the ones running)
+# runs in a worktree of its own made from the branch's tip when it starts (LK_WORKTREES,
+# default ${TMPDIR:-/tmp}/loopkit-worktrees), its worker in its own sandbox, which sees the
+# checkout and the sibling worktrees read-only or not at all. The ledger and documents are
+# this checkout's (.loopkit/): one ledger, appended to by every slice.
+#
+#   green (0)           `lk queue add`: the verified tree queued under refs/loopkit/queue/;
+#                       the worktree removed; then `lk queue land --wait` (one lander at a
+#                       time) rebuilds each queued entry on the tip, verifies it there and
+#                       moves the branch by compare-and-swap, marking the task done. A slice
+#                       the lander returns (red on top of what landed, or a conflict) starts
+#                       again from the new tip with the lander's feedback as its previous
+#                       attempt; nothing red lands.
+#   red (10/11)         the tree saved under refs/loopkit/<task>/<attempt>, the worktree
+#                       removed; the next attempt starts from the same base with the
+#                       decided document (its feedback) piped in.
+#   parked (20/21/22)   saved, worktree removed; the task is not started again in this run,
+#                       and its dependents wait.
+#
+# A dependent starts once its dependency landed (its mark is on the branch). The branch is
+# only ever moved by the queue's lander. The run holds this checkout's lock (lk task begin).
+#
+# Exit: 0 every task done; 21 some task parked or left open; 40 the queue could not land
+# (see its line); 4 set-up (a dirty checkout, a detached HEAD, another loop running here).
+# shellcheck disable=SC2153,SC2154 # LK_* and the workspace's names come from eval of lk's --shell output
+set -u
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$HERE/log.sh"
+LK_PROG=parallel.sh
+g() { git -c core.hooksPath=/dev/null -c core.fsmonitor=false "$@"; }
+
+contract='' tasks='' jobs=2 max_rounds=20
+while [ $# -gt 0 ]; do
+    case $1 in
+    --contract) contract=${2:?--contract needs a file}; shift 2 ;;
+    --jobs) jobs=${2:?--jobs needs a number}; shift 2 ;;
+    --max-rounds) max_rounds=${2:?--max-rounds needs a number}; shift 2 ;;
+    -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    -*) printf 'parallel.sh: unknown option %s\n' "$1" >&2; exit 2 ;;
+    *) tasks=$1; shift ;;
+    esac
+done
+case $jobs in '' | *[!0-9]* | 0) printf 'parallel.sh: --jobs needs a number above 0\n' >&2; exit 2 ;; esac
+case $max_rounds in '' | *[!0-9]*) printf 'parallel.sh: --max-rounds needs a number\n' >&2; exit 2 ;; esac
+[ "${BASH_VERSINFO[0]}${BASH_VERSINFO[1]}" -ge 51 ] 2>/dev/null || lk_die 4 "parallel.sh needs bash 5.1 or later (wait -n -p)"
+out=$(lk workspace ${contract:+--contract "$contract"} </dev/null) || exit $?
+eval "$out" # root, state_dir, contract
+LK_STATE=$state_dir
+[ -n "$contract" ] || lk_die 2 "no contract: pass --contract FILE or add loop.yaml"
+tasks=${tasks:-$root/TASKS.md}
+[ -f "$tasks" ] || lk_die 3 "$tasks: no such file"
+tasks=$(cd "$(dirname "$tasks")" && pwd)/${tasks##*/}
+branch=$(g symbolic-ref -q HEAD) || lk_die 4 "HEAD is detached: check out the branch the slices should land on"
+[ -z "$(g status --porcelain --untracked-files=normal)" ] || lk_die 4 "uncommitted changes in $root: commit or stash them first"
+lk task begin --owner $$ >/dev/null || exit $?
+export LK_LOCK_OWNER=$$
+export LOOPKIT_STATE_DIR=$LK_STATE # one ledger: every slice's attempts are recorded here
+MAIN=$root wt_root=${LK_WORKTREES:-${TMPDIR:-/tmp}/loopkit-worktrees}
+mkdir -p "$wt_root" "$LK_STATE/runs/parallel" || lk_die 4 "cannot create $wt_root"
+trap 'lk task end --owner $$ >/dev/null' EXIT
+trap 'lk_log "interrupted"; kill 0 2>/dev/null; exit 130' INT TERM
+
+# slice TASK DOC: one task's rounds, in worktrees; exit 0 landed, 20/21/22 parked, 41
+# over --max-rounds, other codes a failing command's.
+slice() {
+    local task=$1 input=$2 round=0 base wt p last rc fields
+    local dir=$LK_STATE/runs/parallel/$task
+    mkdir -p "$dir"
+    while [ "$round" -lt "$max_rounds" ]; do
+        round=$((round + 1))
+        base=$(g -C "$MAIN" rev-parse "$branch") || return 4
+        wt=$(mktemp -d "$wt_root/$task-$round-XXXXXX") && rmdir -- "$wt" || return 4
+        g -C "$MAIN" worktree add -q --detach "$wt" "$base" || return 4
+        p=$dir/$round
+        fields=$(cd "$wt" && exec lk attempt --keep "$p" --shell --base "$base" <"$input")
+        rc=$?
+        eval "$fields"
+        last=$p-decide.json; [ -s "$last" ] || last=$p-admit.json
+        lk_log "$task attempt ${LK_DOC_ATTEMPT:-$round} (base ${base:0:12}): ${LK_DOC_OUTCOME:-?} -- ${LK_DOC_REASON%%$'\n'*}"
+        case $rc in
+        0)
+            fields=$(cd "$MAIN" && lk queue add "$last" --onto "$branch" --tasks "$tasks" --shell) || return $?
+            eval "$fields"
+            drop "$wt" # its work is saved: refs/loopkit/queue/<entry>
+            (cd "$MAIN" && lk queue land --wait --contract "$contract" >/dev/null)
+            case $? in 0 | 1) ;; *) return 40 ;; esac
+            fields=$(cd "$MAIN" && lk queue status --entry "$LK_ENTRY" --shell) || return $?
+            eval "$fields"
+            case $LK_ENTRY_STATUS in
+            landed) lk_log "$task: landed on ${branch#refs/heads/}"; return 0 ;;
+            returned) lk_log "$task: returned by the queue; again from the new tip"
+                input=$LK_ENTRY_DOCUMENT ;;
+            *) lk_log "$task: still queued ($LK_ENTRY_STATUS)"; return 40 ;;
+            esac ;;
+        10 | 11)
+            save "$wt" "$task" "$round" || return 4
+            drop "$wt"
+            case ${LK_DOC_BACKOFF:-} in '' | 0 | 0.0 | *[!0-9.]*) ;; *) sleep "$LK_DOC_BACKOFF" ;; esac
+            input=$last ;;
+        20 | 21 | 22 | 30)
+            save "$wt" "$task" "$round" || return 4
+            drop "$wt"; return "$rc" ;;
+        *) lk_log "$task: lk attempt exited $rc; the worktree $wt is kept"; return "$rc" ;;
+        esac
+    done
+    lk_log "$task: more than $max_rounds rounds"
+    return 41
+}
+
+# save WT TASK LABEL: the worktree's whole tree under refs/loopkit/<task>/<label> (before
+# the worktree goes), with lk task's own save in that worktree.
+save() {
+    (cd "$1" && lk task begin --task-id "$2" --owner "$BASHPID" >/dev/null &&
+        lk task save "$3" --why "saved before its worktree was removed" >/dev/null &&
+        lk task end --owner "$BASHPID" --label "$3" >/dev/null)
+}
+drop() { g -C "$MAIN" worktree remove --force "$1" 2>/dev/null || rm -rf -- "$1"; g -C "$MAIN" worktree prune; }
+
+declare -A running=() # pid -> task
+handled=() landed=0 parked=0 failed=0
+lk_log "slices of $tasks, $jobs at a time, landing on ${branch#refs/heads/} through the queue"
+while :; do
+    while [ "${#running[@]}" -lt "$jobs" ]; do
+        skip=()
+        for t in "${handled[@]+"${handled[@]}"}"; do skip+=(--except "$t"); done
+        doc=$LK_STATE/runs/parallel/next-$((${#handled[@]} + 1)).json
+        (cd "$MAIN" && lk-plan next "$tasks" --contract "$contract" "${skip[@]+"${skip[@]}"}") >"$doc"
+        rc=$?
+        case $rc in 0) ;; 1) break ;; *) lk_die "$rc" "lk-plan next failed with exit $rc" ;; esac
+        eval "$(lk workspace <"$doc")" # task: the id
+        handled+=("$task")
+        slice "$task" "$doc" &
+        running[$!]=$task
+        lk_log "$task: started (worker ${#running[@]} of $jobs)"
+    done
+    [ "${#running[@]}" -gt 0 ] || break
+    wait -n -p done_pid
+    rc=$?
+    t=${running[$done_pid]:-?}
+    unset "running[$done_pid]"
+    case $rc in
+    0) landed=$((landed + 1)) ;;
+    20 | 21 | 22) parked=$((parked + 1)); lk_log "$t: parked (exit $rc)" ;;
+    *) failed=$((failed + 1)); lk_log "$t: stopped with exit $rc" ;;
+    esac
+done
+lk report || :
+open=$(grep -cE '^[[:space:]]*[-*+][[:space:]]+\[ \]' "$tasks" || true)
+lk_log "done: $landed landed, $parked parked, $failed stopped; ${open:-0} open item(s) left"
+[ "$failed" -eq 0 ] || exit 40
+[ "$parked" -eq 0 ] && [ "${open:-0}" -eq 0 ] || exit 21
+exit 0

@@ -1,0 +1,188 @@
+"""The merge queue (lk queue): real attempts in worktrees, queued, each landed only when
+verified on top of what landed before it; a red or conflicting one goes back to its task."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.queue import attempt, doc, lk, out
+from tests.helpers.recipes import make_project
+
+pytestmark = pytest.mark.slow
+
+# set-a and set-b each raise one number from 1 to 2: each green alone (2+1 <= 3), red
+# together (2+2). Told that it was red on top of what landed, set-b keeps b at 1 and
+# writes a note instead. edit-a sets a to 0: green alone, a conflict with set-a.
+WORKER = """
+if task == "set-a":
+    Path("src/a.txt").write_text("2\\n")
+elif task == "set-b":
+    if "on top of what landed" in handoff:
+        Path("src/b-note.txt").write_text("b stays 1: a is 2 now\\n")
+    else:
+        Path("src/b.txt").write_text("2\\n")
+elif task == "edit-a":
+    Path("src/a.txt").write_text("0\\n")
+elif task == "add-c":
+    Path("src/c.txt").write_text("c\\n")
+"""
+SUM = {"name": "sum", "run": "test $(( $(cat src/a.txt) + $(cat src/b.txt) )) -le 3", "timeout": 30}
+TASKS = "- [ ] do set-a {#set-a}\n- [ ] do set-b {#set-b}\n- [ ] do add-c {#add-c}\n"
+
+
+def _project(tmp_path: Path, **kw: object):
+    return make_project(
+        tmp_path,
+        WORKER,
+        files={"src/a.txt": "1\n", "src/b.txt": "1\n"},
+        tasks=TASKS,
+        checks=[SUM],
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def _add(p, decided: Path) -> dict:
+    done = lk(p, "queue", "add", str(decided), "--tasks", "TASKS.md")
+    assert done.returncode == 0, done.stderr
+    return out(done)["entries"][0]
+
+
+def test_green_alone_red_together_never_lands_and_goes_back_to_its_task(tmp_path: Path) -> None:
+    p = _project(tmp_path)
+    base = p.head()
+    a, b = attempt(p, "set-a", base=base), attempt(p, "set-b", base=base)
+    assert doc(a)["decision"]["outcome"] == doc(b)["decision"]["outcome"] == "complete"
+    _add(p, a)
+    _add(p, b)
+    assert p.head() == base  # queuing never moves the branch
+
+    done = lk(p, "queue", "land")
+    assert done.returncode == 1, done.stderr
+    result = out(done)
+    assert [e["task"] for e in result["landed"]] == ["set-a"]
+    assert result["landed"][0]["verification"] == "entry"  # its own tree on its own base
+    (back,) = result["returned"]
+    assert back["task"] == "set-b" and "red on top of" in back["reason"]
+    # Nothing red landed: the branch holds a's change and b as it was, and the checkout too.
+    assert p.git("show", "HEAD:src/a.txt") == "2\n" and p.git("show", "HEAD:src/b.txt") == "1\n"
+    assert (p.root / "src/a.txt").read_text() == "2\n"
+    assert p.git("status", "--porcelain", "--untracked-files=no") == ""
+    assert p.task_line("set-a").startswith("- [x]") and p.task_line("set-b").startswith("- [ ]")
+    # The verified commit holds exactly the tree the attempt's checks ran on.
+    assert p.git("rev-parse", "HEAD~1^{tree}").strip() == doc(a)["verify"]["tree"]
+
+    # The returned document is the task's previous attempt: red, with the feedback.
+    returned = json.loads(Path(back["document"]).read_text())
+    assert returned["decision"]["outcome"] == "retry"
+    assert returned["verify"]["passed"] is False
+    retry = attempt(p, "set-b", previous=Path(back["document"]), n=2)
+    assert "on top of what landed before it" in p.handoff(3)
+    assert doc(retry)["decision"]["outcome"] == "complete", doc(retry)["decision"]
+    _add(p, retry)
+    done = lk(p, "queue", "land")
+    assert done.returncode == 0, done.stderr
+    assert [e["task"] for e in out(done)["landed"]] == ["set-b"]
+    assert p.git("show", "HEAD:src/b-note.txt")
+    assert p.task_line("set-b").startswith("- [x]")
+    statuses = [(e["task"], e["status"]) for e in out(lk(p, "queue", "status"))["entries"]]
+    assert statuses == [("set-a", "landed"), ("set-b", "returned"), ("set-b", "landed")]
+
+
+def test_a_conflict_is_returned_with_its_paths_never_resolved(tmp_path: Path) -> None:
+    p = _project(tmp_path)
+    base = p.head()
+    _add(p, attempt(p, "set-a", base=base))
+    _add(p, attempt(p, "edit-a", base=base))
+    done = lk(p, "queue", "land")
+    assert done.returncode == 1, done.stderr
+    (back,) = out(done)["returned"]
+    assert back["conflicts"] == ["src/a.txt"]
+    assert p.git("show", "HEAD:src/a.txt") == "2\n"
+    feedback = json.loads(Path(back["document"]).read_text())["decision"]["feedback"]
+    assert "conflicts with what landed before it in: src/a.txt" in feedback
+
+
+def test_a_rebuilt_entry_is_verified_on_the_tip_and_a_verified_tree_is_not_run_again(
+    tmp_path: Path,
+) -> None:
+    p = _project(tmp_path)
+    base = p.head()
+    _add(p, attempt(p, "set-a", base=base))
+    c = attempt(p, "add-c", base=base)
+    _add(p, c)
+    done = lk(p, "queue", "land")
+    assert done.returncode == 0, done.stderr
+    first, second = out(done)["landed"]
+    assert second["verification"] == "ran"  # a new tree: lk-verify ran on it
+    assert second["tree"] != doc(c)["verify"]["tree"]
+    assert second["tip"] == first["commit"]
+    assert p.git("rev-parse", f"{second['verified']}^{{tree}}").strip() == second["tree"]
+    assert {"src/a.txt", "src/c.txt"} <= p.files()
+    # The same tree verified again (a rerun after a stop) reuses that verification.
+    cached = list((p.root / ".git/loopkit/queue/verified").iterdir())
+    assert len(cached) == 1 and json.loads(cached[0].read_text())["tree"] == second["tree"]
+
+
+def test_the_branch_moving_under_the_lander_is_rebuilt_never_overwritten(tmp_path: Path) -> None:
+    # A check that, the first time it runs, lands a commit of its own on main (another
+    # lander, a person's push): the compare-and-swap must fail and the entry be rebuilt.
+    mover = tmp_path / "move-once"
+    move = (
+        f"if [ -f {mover} ]; then rm {mover}; r=$(git rev-parse --git-common-dir); "
+        'c=$(git --git-dir="$r" commit-tree "$(git --git-dir="$r" rev-parse main^{tree})" '
+        '-p main -m sneaked); git --git-dir="$r" update-ref refs/heads/main "$c"; fi; true'
+    )
+    p = _project(
+        tmp_path,
+        sandbox={"mode": "off"},
+    )
+    data = json.loads((p.root / "loop.yaml").read_text())
+    data["criteria"].append({"name": "move", "run": move, "timeout": 30})
+    (p.root / "loop.yaml").write_text(json.dumps(data))
+    p.git("commit", "-qam", "a check that moves main once")
+    base = p.head()
+    _add(p, attempt(p, "set-a", base=base))
+    _add(p, attempt(p, "add-c", base=base))
+    mover.write_text("1")  # armed once the attempts ran: only the lander's check moves main
+    done = lk(p, "queue", "land")
+    assert done.returncode == 0, done.stderr
+    assert not mover.exists()
+    assert "moved while it was verified" in done.stderr
+    log = p.git("log", "--format=%s").splitlines()
+    assert "sneaked" in log  # kept: the landing went on top of it
+    assert log[:2] == ["loopkit: mark add-c done", "loopkit: add-c: do add-c"]
+
+
+def test_add_refuses_what_is_not_green_and_land_refuses_a_second_lander(tmp_path: Path) -> None:
+    p = _project(tmp_path)
+    red = tmp_path / "red.json"
+    d = doc(attempt(p, "set-a"))
+    d["decision"]["outcome"] = "retry"
+    red.write_text(json.dumps(d))
+    done = lk(p, "queue", "add", str(red))
+    assert done.returncode == 40 and "only a complete attempt is queued" in done.stderr
+    assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1
+    assert p.git("for-each-ref", "refs/loopkit/queue/") == ""
+    junk = tmp_path / "junk.json"
+    junk.write_text("{not json")
+    done = lk(p, "queue", "add", str(junk))
+    assert done.returncode == 3 and "junk.json" in done.stderr
+    # A live lander holds the lock: a second one is refused with one line (exit 4).
+    import subprocess
+
+    holder = subprocess.Popen(["sleep", "30"])
+    try:
+        lock = p.root / ".git/loopkit/queue/loop.lock"
+        lock.mkdir(parents=True)
+        (lock / "pid").write_text(f"{holder.pid}\n")
+        (lock / "started").write_text("")
+        done = lk(p, "queue", "land")
+        assert done.returncode == 4 and f"another lander (pid {holder.pid})" in done.stderr
+    finally:
+        holder.kill()
+        holder.wait()
+    done = lk(p, "queue", "land")  # its owner gone, the lock is taken over
+    assert done.returncode == 0, done.stderr

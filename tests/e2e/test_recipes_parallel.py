@@ -1,0 +1,143 @@
+"""recipes/parallel.sh: ready slices side by side in worktrees, each landed through the
+merge queue -- verified on top of what landed before it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.recipes import fail_message, make_project
+
+pytestmark = pytest.mark.slow
+
+# set-a and set-b each raise one number from 1 to 2: green alone, red together. Whichever
+# the queue returns is told so in its handoff and writes a note instead. add-c is disjoint.
+# Every call records when it ran, to show the slices overlapped.
+WORKER = """
+(STATE / f"span-{n}").write_text(f"{time.time()} ")
+time.sleep(3.0)
+if "on top of what landed" in handoff:
+    Path(f"src/{task}-note.txt").write_text("left as it was: the other one landed first\\n")
+elif task in ("set-a", "set-b"):
+    Path(f"src/{task[-1]}.txt").write_text("2\\n")
+elif task == "add-c":
+    Path("src/c.txt").write_text("c\\n")
+elif task == "after-c":
+    assert Path("src/c.txt").exists(), "a dependent starts only after its dependency landed"
+    Path("src/d.txt").write_text("d\\n")
+with open(STATE / f"span-{n}", "a") as f:
+    f.write(f"{time.time()}")
+"""
+SUM = {"name": "sum", "run": "test $(( $(cat src/a.txt) + $(cat src/b.txt) )) -le 3", "timeout": 30}
+TASKS = """\
+- [ ] set a {#set-a}
+  budget: 2 lines / 2 files
+  scope: src/a.txt, src/set-a-note.txt
+  end
+- [ ] set b {#set-b}
+  budget: 2 lines / 2 files
+  scope: src/b.txt, src/set-b-note.txt
+  end
+- [ ] add c {#add-c}
+  budget: 1 lines / 1 files
+  scope: src/c.txt
+  end
+- [ ] after c {#after-c}
+  budget: 1 lines / 1 files
+  scope: src/d.txt
+  depends: add-c
+  end
+"""
+
+
+def test_three_slices_at_once_each_landed_verified_on_the_tip(tmp_path: Path) -> None:
+    p = make_project(
+        tmp_path, WORKER, files={"src/a.txt": "1\n", "src/b.txt": "1\n"}, tasks=TASKS, checks=[SUM]
+    )
+    start = p.head()
+    proc = p.run(
+        "parallel.sh", "--jobs", "3", env={"LK_WORKTREES": str(tmp_path / "wts")}, timeout=300
+    )
+    assert proc.returncode == 0, fail_message(proc)
+    for task in ("set-a", "set-b", "add-c", "after-c"):
+        assert p.task_line(task).startswith("- [x]"), p.task_line(task)
+    # Three slices ran at once: their first calls overlap.
+    spans = sorted(
+        tuple(map(float, (p.scratch / f"span-{n}").read_text().split()))
+        for n in range(1, p.worker_calls() + 1)
+    )
+    first_three = spans[:3]
+    assert max(s for s, _ in first_three) < min(e for _, e in first_three), spans
+    # Exactly one of set-a and set-b was returned by the queue, with the feedback.
+    told = [n for n in range(1, p.worker_calls() + 1) if "on top of what landed" in p.handoff(n)]
+    assert len(told) == 1, told
+    entries = [
+        json.loads(e.read_text()) for e in sorted((p.root / ".git/loopkit/queue/entries").iterdir())
+    ]
+    assert sorted(e["status"] for e in entries) == ["landed"] * 4 + ["returned"]
+    # Nothing red ever landed: every commit since the start passes the check.
+    for commit in p.git("rev-list", f"{start}..HEAD").split():
+        a = int(p.git("show", f"{commit}:src/a.txt"))
+        b = int(p.git("show", f"{commit}:src/b.txt"))
+        assert a + b <= 3, commit
+    assert p.git("status", "--porcelain", "--untracked-files=no") == ""
+    # Every worktree is gone, each after its work was saved under a ref.
+    assert len(p.git("worktree", "list").splitlines()) == 2  # the checkout and the lander's room
+    assert list((tmp_path / "wts").iterdir()) == []
+
+
+@pytest.mark.parametrize("mode", ["required", "off"])
+def test_a_worker_cannot_write_into_a_sibling_worktree_or_the_checkout(
+    tmp_path: Path, mode: str
+) -> None:
+    # A hostile slice plants a file in the checkout and in every sibling worktree it can
+    # find (waiting for the victim's to appear). In its sandbox the worktrees and the
+    # checkout are hidden or read-only: nothing it writes reaches them. Without one (the
+    # control), the plant lands in the checkout: the test can fail.
+    wts = tmp_path / "wts"
+    body = f"""
+import glob
+Path("src").mkdir(exist_ok=True)
+if task == "hostile":
+    sib = []
+    for _ in range(60):
+        sib = [w for w in glob.glob({str(wts)!r} + "/victim-*") if os.path.isdir(w + "/src")]
+        if sib:
+            break
+        time.sleep(0.05)
+    targets = [*(s + "/src/planted.txt" for s in sib), {str(tmp_path / "repo")!r} + "/src/planted.txt"]
+    for target in targets:
+        try:
+            Path(target).parent.mkdir(parents=True, exist_ok=True)
+            Path(target).write_text("planted\\n")
+        except OSError:
+            pass
+    (STATE / "tried").write_text(repr(targets))
+    Path("src/h.txt").write_text("h\\n")
+else:
+    time.sleep(3)
+    (STATE / "victim-saw").write_text(repr(Path("src/planted.txt").exists()))
+    Path("src/v.txt").write_text("v\\n")
+"""
+    tasks = "- [ ] hostile {#hostile}\n- [ ] victim {#victim}\n"
+    p = make_project(
+        tmp_path,
+        body,
+        tasks=tasks,
+        files={"src/keep.txt": "keep\n"},
+        checks=[{"name": "ok", "run": "true", "timeout": 30}],
+        sandbox={"mode": mode, "writable": [str(tmp_path / "worker")]},
+    )
+    proc = p.run("parallel.sh", "--jobs", "2", env={"LK_WORKTREES": str(wts)}, timeout=300)
+    assert (p.scratch / "tried").exists(), fail_message(proc)
+    planted = (p.root / "src/planted.txt").exists()
+    if mode == "off":
+        assert planted  # the control: without a sandbox the hostile write lands
+        return
+    assert proc.returncode == 0, fail_message(proc)
+    assert not planted
+    assert (p.scratch / "victim-saw").read_text() == "False"
+    assert "src/planted.txt" not in p.all_committed_paths()
+    assert {"src/h.txt", "src/v.txt"} <= p.files()
