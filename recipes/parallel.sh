@@ -65,7 +65,7 @@ lk task begin --owner $$ >/dev/null || exit $?
 export LK_LOCK_OWNER=$$
 export LOOPKIT_STATE_DIR=$LK_STATE # one ledger: every slice's attempts are recorded here
 MAIN=$root wt_root=${LK_WORKTREES:-${TMPDIR:-/tmp}/loopkit-worktrees}
-mkdir -p "$wt_root" "$LK_STATE/runs/parallel" || lk_die 4 "cannot create $wt_root"
+mkdir -p "$wt_root" "$LK_STATE/runs" || lk_die 4 "cannot create $wt_root"
 trap 'lk task end --owner $$ >/dev/null' EXIT
 trap 'lk_log "interrupted"; kill 0 2>/dev/null; exit 130' INT TERM
 
@@ -73,7 +73,7 @@ trap 'lk_log "interrupted"; kill 0 2>/dev/null; exit 130' INT TERM
 # over --max-rounds, other codes a failing command's.
 slice() {
     local task=$1 input=$2 round=0 base='' wt p last rc fields
-    local dir=$LK_STATE/runs/parallel/$task
+    local dir=$LK_STATE/runs/$task/parallel-$$ # lk status reads runs/<task>/<run>/
     mkdir -p "$dir"
     while [ "$round" -lt "$max_rounds" ]; do
         round=$((round + 1))
@@ -136,7 +136,7 @@ while :; do
     while [ "${#running[@]}" -lt "$jobs" ]; do
         skip=()
         for t in "${handled[@]+"${handled[@]}"}"; do skip+=(--except "$t"); done
-        doc=$LK_STATE/runs/parallel/next-$((${#handled[@]} + 1)).json
+        doc=$LK_STATE/runs/next-parallel-$((${#handled[@]} + 1)).json
         (cd "$MAIN" && lk-plan next "$tasks" --contract "$contract" "${skip[@]+"${skip[@]}"}") >"$doc"
         rc=$?
         case $rc in 0) ;; 1) break ;; *) lk_die "$rc" "lk-plan next failed with exit $rc" ;; esac
