@@ -142,22 +142,11 @@ def landing() -> tuple[float, float]:
             _git(repo, env, "reset", "-q", "--hard", moved)
 
             # Through the queue: the attempt's document (as lk attempt leaves it) queued.
-            doc = root / "decided.json"
-            doc.write_text(
-                json.dumps(
-                    {
-                        "kind": "loopkit/attempt",
-                        "version": 1,
-                        "task": {"id": "s1", "text": "slice 1", "kind": "task"},
-                        "run": {"base": base},
-                        "verify": {"tree": tree, "passed": True, "checks": []},
-                        "decision": {"outcome": "complete", "reason": "bench", "attempt": 1},
-                    }
-                )
-            )
-            subprocess.run(
-                ["lk", "queue", "add", str(doc)], cwd=repo, env=env, check=True, capture_output=True
-            )
+            # A queue that has landed before: its room (worktree) is there, as it is for
+            # every landing but a repository's first; that first one is landed unmeasured.
+            _queue(root, repo, env, "warm", base, moved, "src/warm.txt")
+            moved = _git(repo, env, "rev-parse", "HEAD")
+            _queue(root, repo, env, "s1", base, tree, None)
             start = time.perf_counter()
             done = subprocess.run(
                 ["lk", "queue", "land"], cwd=repo, env=env, capture_output=True, text=True
@@ -169,10 +158,55 @@ def landing() -> tuple[float, float]:
     return statistics.median(queue_s), statistics.median(plain_s)
 
 
+def _queue(
+    root: Path, repo: Path, env: dict[str, str], task: str, base: str, tree: str, add: str | None
+) -> None:
+    """Queue ``tree`` (or, with ``add``, ``base`` plus that file) as a complete attempt at
+    ``task``; with ``add``, land it at once (unmeasured)."""
+    if add is not None:
+        blob = subprocess.run(
+            ["git", "hash-object", "-w", "--stdin"],
+            cwd=repo, env=env, input=f"{task}\n", capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+        index = root / f"{task}.index"
+        ienv = {**env, "GIT_INDEX_FILE": str(index)}
+        _git(repo, ienv, "read-tree", base)
+        _git(repo, ienv, "update-index", "--add", "--cacheinfo", f"100644,{blob},{add}")
+        tree = _git(repo, ienv, "write-tree")
+    doc = root / f"{task}.json"
+    doc.write_text(
+        json.dumps(
+            {
+                "kind": "loopkit/attempt",
+                "version": 1,
+                "task": {"id": task, "text": task, "kind": "task"},
+                "run": {"base": base},
+                "verify": {"tree": tree, "passed": True, "checks": []},
+                "decision": {"outcome": "complete", "reason": "bench", "attempt": 1},
+            }
+        )
+    )
+    subprocess.run(
+        ["lk", "queue", "add", str(doc)], cwd=repo, env=env, check=True, capture_output=True
+    )
+    if add is not None:
+        subprocess.run(["lk", "queue", "land"], cwd=repo, env=env, check=True, capture_output=True)
+
+
 def main() -> int:
     if shutil.which("git") is None:
         print("git is not installed: skipped")
         return 0
+    missed = False
+    parts = sys.argv[1:] or ["throughput", "landing"]
+    if "throughput" in parts:
+        missed |= _throughput()
+    if "landing" in parts:
+        missed |= _landing()
+    return 1 if missed else 0
+
+
+def _throughput() -> bool:
     missed = False
     secs = {jobs: throughput(jobs) for jobs in (1, 2, 4)}
     for jobs, took in secs.items():
@@ -188,6 +222,11 @@ def main() -> int:
         f"  --jobs 4 / --jobs 1: {ratio:.2f}x (target >= {THROUGHPUT_TARGET}x; worker "
         f"{WORKER_S:.0f}s a slice) {'met' if ok else 'MISSED'}"
     )
+    return missed
+
+
+def _landing() -> bool:
+    missed = False
     queue, plain = landing()
     ratio = queue / plain
     ok = ratio <= LANDING_TARGET
@@ -197,7 +236,7 @@ def main() -> int:
         f"(suite {CHECK_S:.0f}s): {ratio:.3f}x, loopkit's own {queue - plain:.2f}s "
         f"(target <= {LANDING_TARGET}x) {'met' if ok else 'MISSED'}"
     )
-    return 1 if missed else 0
+    return missed
 
 
 if __name__ == "__main__":
