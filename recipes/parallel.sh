@@ -65,19 +65,21 @@ lk task begin --owner $$ >/dev/null || exit $?
 export LK_LOCK_OWNER=$$
 export LOOPKIT_STATE_DIR=$LK_STATE # one ledger: every slice's attempts are recorded here
 MAIN=$root wt_root=${LK_WORKTREES:-${TMPDIR:-/tmp}/loopkit-worktrees}
-mkdir -p "$wt_root" "$LK_STATE/runs/parallel" || lk_die 4 "cannot create $wt_root"
+mkdir -p "$wt_root" "$LK_STATE/runs" || lk_die 4 "cannot create $wt_root"
 trap 'lk task end --owner $$ >/dev/null' EXIT
 trap 'lk_log "interrupted"; kill 0 2>/dev/null; exit 130' INT TERM
 
 # slice TASK DOC: one task's rounds, in worktrees; exit 0 landed, 20/21/22 parked, 41
 # over --max-rounds, other codes a failing command's.
 slice() {
-    local task=$1 input=$2 round=0 base wt p last rc fields
-    local dir=$LK_STATE/runs/parallel/$task
+    local task=$1 input=$2 round=0 base='' wt p last rc fields
+    local dir=$LK_STATE/runs/$task/parallel-$$ # lk status reads runs/<task>/<run>/
     mkdir -p "$dir"
     while [ "$round" -lt "$max_rounds" ]; do
         round=$((round + 1))
-        base=$(g -C "$MAIN" rev-parse "$branch") || return 4
+        # Pinned: a retry starts from the same base as the attempt before it (its feedback
+        # is about that tree); only a slice the queue returned starts again from the tip.
+        [ -n "$base" ] || base=$(g -C "$MAIN" rev-parse "$branch") || return 4
         wt=$(mktemp -d "$wt_root/$task-$round-XXXXXX") && rmdir -- "$wt" || return 4
         g -C "$MAIN" worktree add -q --detach "$wt" "$base" || return 4
         p=$dir/$round
@@ -98,7 +100,7 @@ slice() {
             case $LK_ENTRY_STATUS in
             landed) lk_log "$task: landed on ${branch#refs/heads/}"; return 0 ;;
             returned) lk_log "$task: returned by the queue; again from the new tip"
-                input=$LK_ENTRY_DOCUMENT ;;
+                input=$LK_ENTRY_DOCUMENT base='' ;;
             *) lk_log "$task: still queued ($LK_ENTRY_STATUS)"; return 40 ;;
             esac ;;
         10 | 11)
@@ -119,9 +121,11 @@ slice() {
 # save WT TASK LABEL: the worktree's whole tree under refs/loopkit/<task>/<label> (before
 # the worktree goes), with lk task's own save in that worktree.
 save() {
-    (cd "$1" && lk task begin --task-id "$2" --owner "$BASHPID" >/dev/null &&
+    # begin on the attempt's uncommitted tree (--allow-dirty: it is also kept as
+    # refs/loopkit/<task>/user-start), save it under the round's label, end.
+    (cd "$1" && lk task begin --task-id "$2" --owner "$BASHPID" --allow-dirty >/dev/null 2>&1 &&
         lk task save "$3" --why "saved before its worktree was removed" >/dev/null &&
-        lk task end --owner "$BASHPID" --label "$3" >/dev/null)
+        lk task end --owner "$BASHPID" >/dev/null)
 }
 drop() { g -C "$MAIN" worktree remove --force "$1" 2>/dev/null || rm -rf -- "$1"; g -C "$MAIN" worktree prune; }
 
@@ -132,7 +136,7 @@ while :; do
     while [ "${#running[@]}" -lt "$jobs" ]; do
         skip=()
         for t in "${handled[@]+"${handled[@]}"}"; do skip+=(--except "$t"); done
-        doc=$LK_STATE/runs/parallel/next-$((${#handled[@]} + 1)).json
+        doc=$LK_STATE/runs/next-parallel-$((${#handled[@]} + 1)).json
         (cd "$MAIN" && lk-plan next "$tasks" --contract "$contract" "${skip[@]+"${skip[@]}"}") >"$doc"
         rc=$?
         case $rc in 0) ;; 1) break ;; *) lk_die "$rc" "lk-plan next failed with exit $rc" ;; esac

@@ -164,7 +164,18 @@ def gather(state: Path, *, now: float | None = None, root: Path | None = None) -
                     history["cost_usd"] = round(
                         history.get("cost_usd", 0.0) + float(usage["cost_usd"]), 6
                     )
+    # Slices side by side (recipes/parallel.sh): every run folder whose round has begun
+    # and not been decided yet is a worker at it.
+    workers = []
+    if body["running"]:
+        for other in sorted(runs):
+            r, st, done_last, _ = _stage(other)
+            if r and done_last != "decide":
+                workers.append(
+                    {"task": other.parent.name, "run": str(other), "round": r, "stage": st}
+                )
     body.update(
+        workers=workers,
         task=task,
         run=str(run_dir),
         round=round_,
@@ -217,6 +228,11 @@ def text(status: dict[str, Any]) -> str:
         )
     for a in status.get("last_actions") or []:
         lines.append(f"  > {a}")
+    workers = status.get("workers") or []
+    if len(workers) > 1:
+        lines.append(f"  {len(workers)} workers side by side:")
+        for w in workers:
+            lines.append(f"    {w['task']}: round {w['round']}, stage {w['stage'] or '?'}")
     return "\n".join(lines) + "\n"
 
 

@@ -3,6 +3,7 @@ merge queue -- verified on top of what landed before it."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -63,13 +64,14 @@ def test_three_slices_at_once_each_landed_verified_on_the_tip(tmp_path: Path) ->
     assert proc.returncode == 0, fail_message(proc)
     for task in ("set-a", "set-b", "add-c", "after-c"):
         assert p.task_line(task).startswith("- [x]"), p.task_line(task)
-    # Three slices ran at once: their first calls overlap.
+    # The slices ran side by side: calls overlap (the load of a shared machine staggers
+    # their starts, so not all three need to).
     spans = sorted(
         tuple(map(float, (p.scratch / f"span-{n}").read_text().split()))
         for n in range(1, p.worker_calls() + 1)
     )
-    first_three = spans[:3]
-    assert max(s for s, _ in first_three) < min(e for _, e in first_three), spans
+    overlapping = [(a, b) for a, b in itertools.pairwise(spans) if b[0] < a[1]]
+    assert len(overlapping) >= 2, spans
     # Exactly one of set-a and set-b was returned by the queue, with the feedback.
     told = [n for n in range(1, p.worker_calls() + 1) if "on top of what landed" in p.handoff(n)]
     assert len(told) == 1, told
@@ -141,3 +143,49 @@ else:
     assert (p.scratch / "victim-saw").read_text() == "False"
     assert "src/planted.txt" not in p.all_committed_paths()
     assert {"src/h.txt", "src/v.txt"} <= p.files()
+
+
+def test_a_worker_that_edits_the_plan_changes_nothing_but_its_own_slice(tmp_path: Path) -> None:
+    # A hostile slice marks every task of TASKS.md done (its sibling's included) and adds
+    # one of its own, then does its work. The plan is a control file: read-only in its
+    # sandbox, a violation if written; only the lander's mark commits ever change it.
+    body = """
+Path("src").mkdir(exist_ok=True)
+if task == "hostile" and not (STATE / "plan-tried").exists():
+    (STATE / "plan-tried").write_text("yes")
+    try:
+        text = Path("TASKS.md").read_text().replace("- [ ]", "- [x]")
+        Path("TASKS.md").write_text(text + "- [ ] injected {#injected}\\n")
+        (STATE / "plan-written").write_text("yes")
+    except OSError:
+        pass
+    Path("src/h.txt").write_text("h\\n")
+elif task == "hostile":
+    Path("src/h.txt").write_text("h\\n")
+else:
+    time.sleep(2)
+    Path("src/v.txt").write_text("v\\n")
+"""
+    tasks = "- [ ] hostile {#hostile}\n- [ ] victim {#victim}\n"
+    p = make_project(
+        tmp_path,
+        body,
+        tasks=tasks,
+        files={"src/keep.txt": "keep\n"},
+        checks=[{"name": "ok", "run": "true", "timeout": 30}],
+    )
+    start = p.head()
+    proc = p.run("parallel.sh", "--jobs", "2", env={"LK_WORKTREES": str(tmp_path / "wts")})
+    assert proc.returncode == 0, fail_message(proc)
+    text = (p.root / "TASKS.md").read_text()
+    assert "injected" not in text
+    assert text == "- [x] hostile {#hostile}\n- [x] victim {#victim}\n"
+    assert p.worker_calls() == 3  # the victim ran: it was never marked done by the hostile
+    # The refused attempt was saved, plan edit and all, before its worktree went.
+    refs = p.loopkit_refs()
+    assert "refs/loopkit/hostile/1" in refs, refs
+    saved = "refs/loopkit/hostile/1"
+    assert "injected" in p.git("show", f"{saved}:TASKS.md")
+    # Every commit that touched the plan is one of the lander's marks.
+    for commit in p.git("rev-list", f"{start}..HEAD", "--", "TASKS.md").split():
+        assert p.git("log", "-1", "--format=%s", commit).startswith("loopkit: mark "), commit
