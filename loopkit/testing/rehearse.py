@@ -1,8 +1,9 @@
-"""The rehearsal kit: the environment and configuration that point the real ``claude``
-and ``codex`` CLIs at a scripted model server instead of a vendor's API.
+"""The rehearsal kit: the environment and configuration that point the real worker CLIs
+(``claude``, ``codex``, ``opencode``, ...) at a scripted model server instead of a vendor's API.
 
     env = claude_env(server.url, home=tmp / "claude-home", retries=2)
     env = codex_home(server.url, tmp / "codex-home", retries=0)
+    env = opencode_home(server.url, tmp / "opencode-home")
 
 Both return only the variables to set; lay them over a copy of ``os.environ`` with
 ``overlay()``, which also drops the variables that would send the CLIs elsewhere.
@@ -10,6 +11,7 @@ Both return only the variables to set; lay them over a copy of ``os.environ`` wi
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -33,6 +35,9 @@ ROUTING_VARS = (
     "OPENAI_API_KEY",
     "OPENAI_BASE_URL",
     "CODEX_API_KEY",
+    "OPENCODE_CONFIG",
+    "OPENCODE_CONFIG_CONTENT",
+    "OPENCODE_CONFIG_DIR",
 )
 
 
@@ -124,6 +129,44 @@ def codex_home(
 
     atomic_write(home / "config.toml", text)
     return {"CODEX_HOME": str(home), env_key: api_key}
+
+
+#: The model opencode is told to use: ``provider/model``, the provider's base URL redirected.
+OPENCODE_MODEL = "anthropic/claude-sonnet-4-5"
+
+
+def opencode_home(
+    base_url: str,
+    dir: str | Path,
+    *,
+    model: str = OPENCODE_MODEL,
+    api_key: str = REHEARSAL_KEY,
+) -> dict[str, str]:
+    """Write ``dir/.config/opencode/opencode.json`` sending ``opencode`` to ``base_url``
+    (the Anthropic Messages API, ``options.baseURL``); return its env (``HOME`` and the
+    XDG folders under ``dir``, the catalog fetch and autoupdate off)."""
+    home = Path(dir)
+    provider = model.split("/", 1)[0]
+    config = {
+        "model": model,
+        "autoupdate": False,
+        "share": "disabled",
+        "provider": {
+            provider: {"options": {"baseURL": base_url.rstrip("/") + "/v1", "apiKey": api_key}}
+        },
+    }
+    from loopkit.files import atomic_write
+
+    target = home / ".config" / "opencode" / "opencode.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(target, json.dumps(config, indent=2) + "\n")
+    return {
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "OPENCODE_DISABLE_MODELS_FETCH": "1",
+        "OPENCODE_DISABLE_AUTOUPDATE": "1",
+    }
 
 
 def overlay(env: Mapping[str, str], *, base: Mapping[str, str] | None = None) -> dict[str, str]:

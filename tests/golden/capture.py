@@ -1,4 +1,4 @@
-"""Capture the golden streams: the real claude and codex CLIs, run through lk-invoke against
+"""Capture the golden streams: the real worker CLIs (claude, codex, opencode, ...), run through lk-invoke against
 the scripted model server, their saved native streams normalized by ``lk-invoke --transcript``.
 
     .venv/bin/python tests/golden/capture.py [CASE ...]
@@ -24,6 +24,7 @@ from tests.helpers.agents import (  # noqa: E402
     claude_env_for,
     codex_env_for,
     model_server,
+    opencode_env_for,
 )
 from tests.helpers.invoke import lk_invoke, lk_invoke_bin, write_contract  # noqa: E402
 
@@ -46,6 +47,19 @@ PATCH = {
 def cat(cmd: str) -> dict[str, Any]:
     return {"name": "exec_command", "input": {"cmd": cmd}}
 
+
+OC_WRITE = {
+    "name": "write",
+    "input": {"filePath": "{{cwd}}/hello.py", "content": "print('hello')\n"},
+}
+
+
+def oc_bash(cmd: str) -> dict[str, Any]:
+    return {"name": "bash", "input": {"command": cmd, "description": "run"}}
+
+
+#: opencode retries silently; a short retry-after keeps a capture quick.
+FAST_RETRY = {"retry-after-ms": "20"}
 
 CASES: dict[str, dict[str, Any]] = {
     "claude_write_edit": {
@@ -153,6 +167,37 @@ CASES: dict[str, dict[str, Any]] = {
         "provider": "codex",
         "turns": [{"error": {"status": 500}}],
     },
+    "opencode_write_bash": {
+        "provider": "opencode",
+        "turns": [
+            {"text": "Creating hello.py.", "tools": [OC_WRITE]},
+            {"tools": [oc_bash("python3 hello.py && cat hello.py")]},
+            {"text": "Done."},
+        ],
+    },
+    "opencode_failed_claim": {
+        "provider": "opencode",
+        "turns": [
+            {"tools": [oc_bash("exit 2")]},
+            {"tools": [{"name": "no_such_tool", "input": {"x": 1}}]},
+            {"text": "Done."},
+        ],
+    },
+    "opencode_denied": {
+        "provider": "opencode",
+        "turns": [
+            {"tools": [{"name": "write", "input": {"filePath": "/etc/x.txt", "content": "x\n"}}]},
+            {"text": "Done."},
+        ],
+    },
+    "opencode_429": {
+        "provider": "opencode",
+        "turns": [{"error": {"status": 429, "headers": FAST_RETRY}}],
+    },
+    "opencode_500": {
+        "provider": "opencode",
+        "turns": [{"error": {"status": 500, "headers": FAST_RETRY}}],
+    },
     "codex_stuck": {
         "provider": "codex",
         "turns": [{"tools": [cat("python3 -c 'import nothing_here'")]} for _ in range(6)]
@@ -215,6 +260,9 @@ def capture(name: str, case: dict[str, Any]) -> None:
     with model_server(case["turns"]) as server:
         if case["provider"] == "claude":
             env = claude_env_for(server, tmp / "home", retries=case.get("retries", 0))
+        elif case["provider"] == "opencode":
+            env = opencode_env_for(server, tmp / "home")
+            env["LOOPKIT_HOMES"] = str(tmp / "homes")
         else:
             env = codex_env_for(server, tmp / "home", retries=case.get("retries", 0))
         run = lk_invoke(["--contract", str(contract), "--timeout", "60"], cwd=repo, env=env)

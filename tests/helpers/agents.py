@@ -110,6 +110,21 @@ def codex_bin() -> str:
     return _find("codex")
 
 
+def opencode_bin() -> str:
+    """The opencode CLI (fails under `make test` when missing, skips otherwise)."""
+    return _find("opencode")
+
+
+def opencode_env_for(server: ModelServer | str, home: str | Path) -> dict[str, str]:
+    """The whole environment for opencode against ``server``; writes its opencode.json."""
+    url = server if isinstance(server, str) else server.url
+    env = rehearse.overlay(rehearse.opencode_home(url, home))
+    for var in ("XDG_STATE_HOME", "XDG_CACHE_HOME"):
+        env.pop(var, None)
+    env["PATH"] = _path_with_agents(env)
+    return env
+
+
 def _path_with_agents(env: Mapping[str, str]) -> str:
     path = env.get("PATH", os.defpath)
     if AGENTS_BIN.is_dir() and str(AGENTS_BIN) not in path.split(os.pathsep):

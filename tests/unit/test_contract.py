@@ -69,9 +69,9 @@ def test_the_example_contract_is_valid() -> None:
         ({"budgets": {"dollars": 5}}, "$.budgets.dollars", "unknown key"),
         ({"budgets": [1, 2]}, "$.budgets", "expected a mapping"),
         (
-            {"worker": {"provider": "gemini"}},
+            {"worker": {"provider": "aider"}},
             "$.worker.provider",
-            "expected one of claude, codex, command",
+            "expected one of claude, codex, ",
         ),
         ({"worker": {"provider": "command"}}, "$.worker.command", "needs a command"),
         ({"judge": {"model": "x"}}, "$.judge.provider", "missing"),

@@ -1,4 +1,5 @@
-"""Worker providers: ``get(name)`` returns the adapter for claude, codex or command.
+"""Worker providers: ``get(name)`` returns the adapter for a worker CLI (claude, codex,
+opencode, ...) or command.
 
 Adding a provider is one module with a :class:`~loopkit.worker.providers.base.Provider`
 subclass and one line in ``_REGISTRY``; everything else follows the registry: the
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 _REGISTRY: dict[str, str] = {
     "claude": "loopkit.worker.providers.claude:ClaudeProvider",
     "codex": "loopkit.worker.providers.codex:CodexProvider",
+    "opencode": "loopkit.worker.providers.opencode:OpencodeProvider",
     "command": "loopkit.worker.providers.command:CommandProvider",
 }
 

@@ -41,6 +41,18 @@ from loopkit.worker.providers.base import (
 from loopkit.worker.providers.shell import files_read_by
 
 DEFAULT_SANDBOX = "workspace-write"
+#: The exec --json event types (besides ``error``).
+EVENT_TYPES = frozenset(
+    (
+        "thread.started",
+        "turn.started",
+        "turn.completed",
+        "turn.failed",
+        "item.started",
+        "item.updated",
+        "item.completed",
+    )
+)
 VENDOR_HOSTS = ("openai.com", "chatgpt.com")
 
 
@@ -81,9 +93,13 @@ class CodexProvider(Provider):
 
     @classmethod
     def sniff(cls, line: Mapping[str, Any]) -> bool:
-        """exec --json events: dotted types (thread.started, item.completed, ...), error."""
+        """exec --json events: its own types (thread.started, item.completed, ...) and its
+        bare ``error`` ({type, message} alone); another CLI's dotted types or error
+        events (with a session id, a nested error) are not codex's."""
         t = line.get("type")
-        return isinstance(t, str) and ("." in t or t == "error")
+        if t == "error":
+            return isinstance(line.get("message"), str) and set(line) <= {"type", "message"}
+        return t in EVENT_TYPES
 
     def contained(self, inv: Invocation) -> tuple[Invocation, list[Path]]:
         """Codex writes its sessions under ``CODEX_HOME`` (else ``~/.codex``). Its own
