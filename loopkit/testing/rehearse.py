@@ -4,6 +4,7 @@
     env = claude_env(server.url, home=tmp / "claude-home", retries=2)
     env = codex_home(server.url, tmp / "codex-home", retries=0)
     env = opencode_home(server.url, tmp / "opencode-home")
+    env = pi_home(server.url, tmp / "pi-agent", retries=1)
 
 Both return only the variables to set; lay them over a copy of ``os.environ`` with
 ``overlay()``, which also drops the variables that would send the CLIs elsewhere.
@@ -38,6 +39,8 @@ ROUTING_VARS = (
     "OPENCODE_CONFIG",
     "OPENCODE_CONFIG_CONTENT",
     "OPENCODE_CONFIG_DIR",
+    "PI_CODING_AGENT_DIR",
+    "PI_CODING_AGENT_SESSION_DIR",
 )
 
 
@@ -167,6 +170,40 @@ def opencode_home(
         "OPENCODE_DISABLE_MODELS_FETCH": "1",
         "OPENCODE_DISABLE_AUTOUPDATE": "1",
     }
+
+
+#: The model pi is told to use (its built-in anthropic provider, the base URL redirected).
+PI_MODEL = "anthropic/claude-sonnet-4-5"
+
+
+def pi_home(
+    base_url: str,
+    dir: str | Path,
+    *,
+    retries: int = 0,
+    api_key: str = REHEARSAL_KEY,
+) -> dict[str, str]:
+    """Write pi's ``models.json`` (the anthropic provider's ``baseUrl`` set to
+    ``base_url``) and ``settings.json`` (``retries`` agent-level retries, 10 ms apart;
+    the SDK's own retries off) into ``dir``; return its env (``PI_CODING_AGENT_DIR``)."""
+    home = Path(dir)
+    home.mkdir(parents=True, exist_ok=True)
+    models = {"providers": {"anthropic": {"baseUrl": base_url.rstrip("/"), "apiKey": api_key}}}
+    settings = {
+        "defaultProvider": "anthropic",
+        "defaultModel": PI_MODEL.split("/", 1)[1],
+        "retry": {
+            "enabled": retries > 0,
+            "maxRetries": retries,
+            "baseDelayMs": 10,
+            "provider": {"maxRetries": 0},
+        },
+    }
+    from loopkit.files import atomic_write
+
+    atomic_write(home / "models.json", json.dumps(models, indent=2) + "\n")
+    atomic_write(home / "settings.json", json.dumps(settings, indent=2) + "\n")
+    return {"PI_CODING_AGENT_DIR": str(home), "PI_OFFLINE": "1", "PI_TELEMETRY": "0"}
 
 
 def overlay(env: Mapping[str, str], *, base: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -25,6 +25,7 @@ from tests.helpers.agents import (  # noqa: E402
     codex_env_for,
     model_server,
     opencode_env_for,
+    pi_env_for,
 )
 from tests.helpers.invoke import lk_invoke, lk_invoke_bin, write_contract  # noqa: E402
 
@@ -56,6 +57,13 @@ OC_WRITE = {
 
 def oc_bash(cmd: str) -> dict[str, Any]:
     return {"name": "bash", "input": {"command": cmd, "description": "run"}}
+
+
+PI_WRITE = {"name": "write", "input": {"path": "hello.py", "content": "print('hello')\n"}}
+
+
+def pi_bash(cmd: str) -> dict[str, Any]:
+    return {"name": "bash", "input": {"command": cmd}}
 
 
 #: opencode retries silently; a short retry-after keeps a capture quick.
@@ -198,6 +206,24 @@ CASES: dict[str, dict[str, Any]] = {
         "provider": "opencode",
         "turns": [{"error": {"status": 500, "headers": FAST_RETRY}}],
     },
+    "pi_write_bash": {
+        "provider": "pi",
+        "turns": [
+            {"text": "Creating hello.py.", "tools": [PI_WRITE]},
+            {"tools": [pi_bash("python3 hello.py && cat hello.py")]},
+            {"text": "Done."},
+        ],
+    },
+    "pi_failed_claim": {
+        "provider": "pi",
+        "turns": [
+            {"tools": [pi_bash("exit 2")]},
+            {"tools": [{"name": "no_such_tool", "input": {"x": 1}}]},
+            {"text": "Done."},
+        ],
+    },
+    "pi_429": {"provider": "pi", "turns": [{"error": {"status": 429}}], "retries": 1},
+    "pi_500": {"provider": "pi", "turns": [{"error": {"status": 500}}], "retries": 1},
     "codex_stuck": {
         "provider": "codex",
         "turns": [{"tools": [cat("python3 -c 'import nothing_here'")]} for _ in range(6)]
@@ -260,6 +286,9 @@ def capture(name: str, case: dict[str, Any]) -> None:
     with model_server(case["turns"]) as server:
         if case["provider"] == "claude":
             env = claude_env_for(server, tmp / "home", retries=case.get("retries", 0))
+        elif case["provider"] == "pi":
+            env = pi_env_for(server, tmp / "pi-agent", retries=case.get("retries", 0))
+            env["LOOPKIT_HOMES"] = str(tmp / "homes")
         elif case["provider"] == "opencode":
             env = opencode_env_for(server, tmp / "home")
             env["LOOPKIT_HOMES"] = str(tmp / "homes")

@@ -125,6 +125,19 @@ def opencode_env_for(server: ModelServer | str, home: str | Path) -> dict[str, s
     return env
 
 
+def pi_bin() -> str:
+    """The pi CLI (fails under `make test` when missing, skips otherwise)."""
+    return _find("pi")
+
+
+def pi_env_for(server: ModelServer | str, home: str | Path, *, retries: int = 0) -> dict[str, str]:
+    """The whole environment for pi against ``server``; writes its models and settings."""
+    url = server if isinstance(server, str) else server.url
+    env = rehearse.overlay(rehearse.pi_home(url, home, retries=retries))
+    env["PATH"] = _path_with_agents(env)
+    return env
+
+
 def _path_with_agents(env: Mapping[str, str]) -> str:
     path = env.get("PATH", os.defpath)
     if AGENTS_BIN.is_dir() and str(AGENTS_BIN) not in path.split(os.pathsep):

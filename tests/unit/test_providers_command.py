@@ -17,7 +17,7 @@ def test_registry_knows_the_providers_and_refuses_others() -> None:
     names = providers.names()
     assert names[:2] == ["claude", "codex"] and names[-1] == "command"
     assert {"opencode"} <= set(names)
-    with pytest.raises(KeyError, match="one of: claude, codex, .*command"):
+    with pytest.raises(KeyError, match=r"one of: claude, codex, .*command"):
         providers.get("aider")
 
 

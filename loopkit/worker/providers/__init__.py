@@ -22,6 +22,7 @@ _REGISTRY: dict[str, str] = {
     "claude": "loopkit.worker.providers.claude:ClaudeProvider",
     "codex": "loopkit.worker.providers.codex:CodexProvider",
     "opencode": "loopkit.worker.providers.opencode:OpencodeProvider",
+    "pi": "loopkit.worker.providers.pi:PiProvider",
     "command": "loopkit.worker.providers.command:CommandProvider",
 }
 
