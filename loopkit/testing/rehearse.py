@@ -5,6 +5,7 @@
     env = codex_home(server.url, tmp / "codex-home", retries=0)
     env = opencode_home(server.url, tmp / "opencode-home")
     env = pi_home(server.url, tmp / "pi-agent", retries=1)
+    env = copilot_env(server.url, tmp / "copilot-home")
 
 Both return only the variables to set; lay them over a copy of ``os.environ`` with
 ``overlay()``, which also drops the variables that would send the CLIs elsewhere.
@@ -41,6 +42,8 @@ ROUTING_VARS = (
     "OPENCODE_CONFIG_DIR",
     "PI_CODING_AGENT_DIR",
     "PI_CODING_AGENT_SESSION_DIR",
+    "COPILOT_HOME",
+    "COPILOT_GITHUB_TOKEN",
 )
 
 
@@ -204,6 +207,27 @@ def pi_home(
     atomic_write(home / "models.json", json.dumps(models, indent=2) + "\n")
     atomic_write(home / "settings.json", json.dumps(settings, indent=2) + "\n")
     return {"PI_CODING_AGENT_DIR": str(home), "PI_OFFLINE": "1", "PI_TELEMETRY": "0"}
+
+
+#: The model Copilot is told to use over its own-endpoint (BYOK) settings.
+COPILOT_MODEL = "claude-sonnet-4.5"
+
+
+def copilot_env(base_url: str, home: str | Path, *, api_key: str = REHEARSAL_KEY) -> dict[str, str]:
+    """Environment for ``copilot -p`` talking to ``base_url`` (the Anthropic Messages API,
+    its ``COPILOT_PROVIDER_*`` settings) offline, with ``COPILOT_HOME`` under ``home``."""
+    home_path = Path(home)
+    home_path.mkdir(parents=True, exist_ok=True)
+    return {
+        "HOME": str(home_path),
+        "COPILOT_HOME": str(home_path / ".copilot"),
+        "COPILOT_OFFLINE": "true",
+        "COPILOT_AUTO_UPDATE": "false",
+        "COPILOT_PROVIDER_BASE_URL": base_url.rstrip("/"),
+        "COPILOT_PROVIDER_TYPE": "anthropic",
+        "COPILOT_PROVIDER_API_KEY": api_key,
+        "COPILOT_MODEL": COPILOT_MODEL,
+    }
 
 
 def overlay(env: Mapping[str, str], *, base: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -23,6 +23,7 @@ from tests.helpers.agents import (  # noqa: E402
     claude_bin,
     claude_env_for,
     codex_env_for,
+    copilot_env_for,
     model_server,
     opencode_env_for,
     pi_env_for,
@@ -65,6 +66,11 @@ PI_WRITE = {"name": "write", "input": {"path": "hello.py", "content": "print('he
 def pi_bash(cmd: str) -> dict[str, Any]:
     return {"name": "bash", "input": {"command": cmd}}
 
+
+GH_CREATE = {
+    "name": "create",
+    "input": {"path": "{{cwd}}/hello.py", "file_text": "print('hello')\n"},
+}
 
 #: opencode retries silently; a short retry-after keeps a capture quick.
 FAST_RETRY = {"retry-after-ms": "20"}
@@ -224,6 +230,37 @@ CASES: dict[str, dict[str, Any]] = {
     },
     "pi_429": {"provider": "pi", "turns": [{"error": {"status": 429}}], "retries": 1},
     "pi_500": {"provider": "pi", "turns": [{"error": {"status": 500}}], "retries": 1},
+    "copilot_create_bash": {
+        "provider": "copilot",
+        "turns": [
+            {"text": "Creating hello.py.", "tools": [GH_CREATE]},
+            {"tools": [oc_bash("python3 hello.py && cat hello.py")]},
+            {"text": "Done."},
+        ],
+    },
+    "copilot_failed_claim": {
+        "provider": "copilot",
+        "turns": [
+            {"tools": [oc_bash("exit 2")]},
+            {"tools": [{"name": "no_such_tool", "input": {"x": 1}}]},
+            {"text": "Done."},
+        ],
+    },
+    "copilot_denied": {
+        "provider": "copilot",
+        "turns": [
+            {"tools": [{"name": "create", "input": {"path": "/etc/x.txt", "file_text": "x\n"}}]},
+            {"text": "Done."},
+        ],
+    },
+    "copilot_429": {
+        "provider": "copilot",
+        "turns": [{"error": {"status": 429, "headers": {**FAST_RETRY, "retry-after": "0"}}}],
+    },
+    "copilot_500": {
+        "provider": "copilot",
+        "turns": [{"error": {"status": 500, "headers": {**FAST_RETRY, "retry-after": "0"}}}],
+    },
     "codex_stuck": {
         "provider": "codex",
         "turns": [{"tools": [cat("python3 -c 'import nothing_here'")]} for _ in range(6)]
@@ -286,6 +323,9 @@ def capture(name: str, case: dict[str, Any]) -> None:
     with model_server(case["turns"]) as server:
         if case["provider"] == "claude":
             env = claude_env_for(server, tmp / "home", retries=case.get("retries", 0))
+        elif case["provider"] == "copilot":
+            env = copilot_env_for(server, tmp / "home")
+            env["LOOPKIT_HOMES"] = str(tmp / "homes")
         elif case["provider"] == "pi":
             env = pi_env_for(server, tmp / "pi-agent", retries=case.get("retries", 0))
             env["LOOPKIT_HOMES"] = str(tmp / "homes")

@@ -138,6 +138,20 @@ def pi_env_for(server: ModelServer | str, home: str | Path, *, retries: int = 0)
     return env
 
 
+def copilot_bin() -> str:
+    """The Copilot CLI (fails under `make test` when missing, skips otherwise)."""
+    return _find("copilot")
+
+
+def copilot_env_for(server: ModelServer | str, home: str | Path) -> dict[str, str]:
+    """The whole environment for copilot against ``server`` (offline, its BYOK settings)."""
+    url = server if isinstance(server, str) else server.url
+    env = rehearse.overlay(rehearse.copilot_env(url, home))
+    env.pop("XDG_CACHE_HOME", None)
+    env["PATH"] = _path_with_agents(env)
+    return env
+
+
 def _path_with_agents(env: Mapping[str, str]) -> str:
     path = env.get("PATH", os.defpath)
     if AGENTS_BIN.is_dir() and str(AGENTS_BIN) not in path.split(os.pathsep):

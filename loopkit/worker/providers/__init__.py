@@ -23,6 +23,7 @@ _REGISTRY: dict[str, str] = {
     "codex": "loopkit.worker.providers.codex:CodexProvider",
     "opencode": "loopkit.worker.providers.opencode:OpencodeProvider",
     "pi": "loopkit.worker.providers.pi:PiProvider",
+    "copilot": "loopkit.worker.providers.copilot:CopilotProvider",
     "command": "loopkit.worker.providers.command:CommandProvider",
 }
 

@@ -115,8 +115,12 @@ class ClaudeProvider(Provider):
 
     @classmethod
     def sniff(cls, line: Mapping[str, Any]) -> bool:
-        """stream-json and json output: system/assistant/user/result events."""
-        return line.get("type") in ("system", "assistant", "user", "result", "stream_event")
+        """stream-json and json output: system/assistant/user/result events (a result
+        has its ``subtype``; Copilot's final ``result`` line has none)."""
+        t = line.get("type")
+        if t == "result":
+            return "subtype" in line
+        return t in ("system", "assistant", "user", "stream_event")
 
     def contained(self, inv: Invocation) -> tuple[Invocation, list[Path]]:
         """Claude Code writes its sessions and settings to its config folder
