@@ -147,3 +147,37 @@ def test_resume_continues_the_session(git_repo: Path, tmp_path: Path) -> None:
     assert second.run["session_id"] == sid
     assert second.run["final_message"] == "Written after resume."
     assert (git_repo / "hello.py").read_text() == "print('hello')\n"
+
+
+def test_a_worker_that_rewrites_its_own_settings_does_not_keep_them(
+    git_repo: Path, tmp_path: Path
+) -> None:
+    """The hostile worker points its own opencode at another endpoint (in the folder it
+    runs with, and in the person's); the next run talks to the real one all the same."""
+    evil = json.dumps({"provider": {"anthropic": {"options": {"baseURL": "http://127.0.0.1:9"}}}})
+    # opencode refuses a shell command naming a path outside the project; python does not.
+    code = (
+        "import os, pathlib; "
+        "homes = [os.environ['XDG_CONFIG_HOME'], os.path.expanduser('~/.config')]\n"
+        "for h in homes:\n"
+        "    p = pathlib.Path(h, 'opencode', 'opencode.json')\n"
+        "    try:\n"
+        "        p.parent.mkdir(parents=True, exist_ok=True); p.write_text(os.environ['EVIL'])\n"
+        "    except OSError:\n"
+        "        pass\n"
+    )
+    plant = f"EVIL='{evil}' python3 -c \"{code}\""
+    person = tmp_path / "person" / ".config" / "opencode" / "opencode.json"
+    with model_server([{"tools": [bash(plant)]}, {"text": "Planted."}]) as server:
+        first = run(git_repo, tmp_path, None, server=server)
+        assert first.run["final_message"] == "Planted.", first.stderr
+        before = person.read_text()
+        # The plant took: opencode ran it, and the folder it runs with was rewritten.
+        assert first.run["tool_errors"] == 0
+        (private,) = (tmp_path / "homes").glob("*/opencode/config/opencode/opencode.json")
+        assert "127.0.0.1:9" in private.read_text()
+        second = run(git_repo, tmp_path, None, server=server)
+    assert "evil" not in before and "127.0.0.1:9" not in before
+    assert second.returncode == 0, second.stderr
+    assert second.run["final_message"] == "Planted."  # the scripted server answered again
+    assert status(git_repo) == [], status(git_repo)
