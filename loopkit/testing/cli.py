@@ -95,11 +95,8 @@ def main(
     else:
         scr = script.load(script_path)
     if check:
-        click.echo(
-            json.dumps(
-                {"ok": True, "turns": {"anthropic": len(scr.anthropic), "openai": len(scr.openai)}}
-            )
-        )
+        turns = {api: len(scr.turns(api)) for api in script.APIS}
+        click.echo(json.dumps({"ok": True, "turns": turns}))
         return 0
     if client is not None and home is None:
         raise BadInput("--home", "--env needs --home DIR (HOME for claude, CODEX_HOME for codex)")

@@ -1,8 +1,11 @@
 """The rehearsal kit: the environment and configuration that point the real worker CLIs
-(``claude``, ``codex``, ``opencode``, ...) at a scripted model server instead of a vendor's API.
+(``claude``, ``codex``, ``gemini``, ``qwen``, ``opencode``, ``pi``, ``copilot``) at a
+scripted model server instead of a vendor's API.
 
     env = claude_env(server.url, home=tmp / "claude-home", retries=2)
     env = codex_home(server.url, tmp / "codex-home", retries=0)
+    env = gemini_env(server.url, home=tmp / "gemini-home", retries=0)
+    env = qwen_env(server.url, home=tmp / "qwen-home", retries=0)
     env = opencode_home(server.url, tmp / "opencode-home")
     env = pi_home(server.url, tmp / "pi-agent", retries=1)
     env = copilot_env(server.url, tmp / "copilot-home")
@@ -36,7 +39,16 @@ ROUTING_VARS = (
     "CLAUDE_CONFIG_DIR",
     "OPENAI_API_KEY",
     "OPENAI_BASE_URL",
+    "OPENAI_MODEL",
     "CODEX_API_KEY",
+    "GEMINI_API_KEY",
+    "GEMINI_CLI_HOME",
+    "GEMINI_DEFAULT_AUTH_TYPE",
+    "GOOGLE_API_KEY",
+    "GOOGLE_GEMINI_BASE_URL",
+    "GOOGLE_GENAI_USE_VERTEXAI",
+    "GOOGLE_CLOUD_PROJECT",
+    "QWEN_HOME",
     "OPENCODE_CONFIG",
     "OPENCODE_CONFIG_CONTENT",
     "OPENCODE_CONFIG_DIR",
@@ -45,6 +57,9 @@ ROUTING_VARS = (
     "COPILOT_HOME",
     "COPILOT_GITHUB_TOKEN",
 )
+
+#: The model name qwen is told to use (any name: the scripted server answers them all).
+QWEN_MODEL = "qwen3-coder-plus"
 
 
 def claude_env(
@@ -135,6 +150,64 @@ def codex_home(
 
     atomic_write(home / "config.toml", text)
     return {"CODEX_HOME": str(home), env_key: api_key}
+
+
+def gemini_env(
+    base_url: str,
+    home: str | Path,
+    *,
+    retries: int = 0,
+    api_key: str = REHEARSAL_KEY,
+) -> dict[str, str]:
+    """Environment for ``gemini -p`` talking to ``base_url`` with a private ``home``;
+    writes ``home/.gemini/settings.json``: API-key auth and ``general.maxAttempts``
+    (``retries`` + 1; its default, 10 with backoff, makes an error that never clears take
+    minutes)."""
+    folder = Path(home) / ".gemini"
+    folder.mkdir(parents=True, exist_ok=True)
+    settings = {
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "general": {"maxAttempts": max(1, min(10, int(retries) + 1))},
+    }
+    from loopkit.files import atomic_write
+
+    atomic_write(folder / "settings.json", json.dumps(settings, indent=2) + "\n")
+    return {
+        "HOME": str(home),
+        "GEMINI_API_KEY": api_key,
+        "GOOGLE_GEMINI_BASE_URL": base_url.rstrip("/"),
+    }
+
+
+def qwen_env(
+    base_url: str,
+    home: str | Path,
+    *,
+    retries: int = 0,
+    model: str = QWEN_MODEL,
+    api_key: str = REHEARSAL_KEY,
+) -> dict[str, str]:
+    """Environment for ``qwen`` talking to ``base_url`` (Chat Completions) with a private
+    ``home``; writes ``home/.qwen/settings.json`` with the request retry cap
+    (``model.generationConfig.maxRetries``) and the background memory agent off."""
+    folder = Path(home) / ".qwen"
+    folder.mkdir(parents=True, exist_ok=True)
+    settings = {
+        "model": {"generationConfig": {"maxRetries": int(retries)}},
+        # Its background memory agent talks to the model after the run, with tools, and
+        # would take turns of the script.
+        "memory": {"enableManagedAutoMemory": False, "enableAutoSkill": False},
+    }
+    from loopkit.files import atomic_write
+
+    atomic_write(folder / "settings.json", json.dumps(settings, indent=2) + "\n")
+    url = base_url.rstrip("/")
+    return {
+        "HOME": str(home),
+        "OPENAI_API_KEY": api_key,
+        "OPENAI_BASE_URL": url if url.endswith("/v1") else url + "/v1",
+        "OPENAI_MODEL": model,
+    }
 
 
 #: The model opencode is told to use: ``provider/model``, the provider's base URL redirected.

@@ -16,7 +16,9 @@ A mapping gives separate scripts per API and options::
 
     anthropic: [...]        # alias: claude   -- POST /v1/messages
     openai: [...]           # alias: codex    -- POST /v1/responses
-    turns: [...]            # both APIs, when no API-specific list is given
+    chat: [...]             # alias: qwen     -- POST /v1/chat/completions
+    gemini: [...]           #                 -- POST /v1beta/models/M:generateContent
+    turns: [...]            # every API, when no API-specific list is given
     exhausted: end          # past the last turn: end | repeat_last | error
 
     sessions: [[...], {anthropic: [...]}]   # instead: one script per new conversation
@@ -52,8 +54,12 @@ API_ALIASES: dict[str, str] = {
     "claude": "anthropic",
     "openai": "openai",
     "codex": "openai",
+    "chat": "chat",
+    "qwen": "chat",
+    "gemini": "gemini",
 }
-APIS = ("anthropic", "openai")
+#: The wire formats: Anthropic Messages, OpenAI Responses, OpenAI Chat Completions, Gemini.
+APIS = ("anthropic", "openai", "chat", "gemini")
 EXHAUSTED = ("end", "repeat_last", "error")
 
 
@@ -118,6 +124,8 @@ class Script:
     openai: tuple[Turn, ...]
     exhausted: str = "end"
     more: tuple[Script, ...] = ()  # the 2nd, 3rd, ... conversation's scripts (``sessions``)
+    chat: tuple[Turn, ...] = ()
+    gemini: tuple[Turn, ...] = ()
 
     @property
     def sessions(self) -> tuple[Script, ...]:
@@ -126,7 +134,18 @@ class Script:
     def turns(self, api: str, session: int = 0) -> tuple[Turn, ...]:
         """The turns of conversation ``session`` (the last script serves any later one)."""
         sc = self.sessions[min(session, len(self.more))]
-        return sc.anthropic if api == "anthropic" else sc.openai
+        turns: tuple[Turn, ...] = getattr(sc, api)
+        return turns
+
+    def texts(self) -> list[str]:
+        """Every text the script can answer with, on any API and in any conversation."""
+        return [
+            t.text
+            for sc in self.sessions
+            for api in APIS
+            for t in getattr(sc, api)
+            if t.text is not None
+        ]
 
 
 def load(path: str | Path) -> Script:
@@ -184,22 +203,30 @@ def from_data(data: Any, *, source: str = "script") -> Script:
                     "$.sessions", f"expected a non-empty list of scripts, got {_kind(sessions)}"
                 )
             parts = [_session(s, f"$.sessions[{i}]", bad) for i, s in enumerate(sessions)]
-            first = parts[0]
-            more = tuple(
-                Script(anthropic=p[0], openai=p[1], exhausted=exhausted) for p in parts[1:]
-            )
-            return Script(anthropic=first[0], openai=first[1], exhausted=exhausted, more=more)
-        anthropic, openai = _session(data, "$", bad)
-        return Script(anthropic=anthropic, openai=openai, exhausted=exhausted)
-    anthropic, openai = _session(data, "$", bad)
-    return Script(anthropic=anthropic, openai=openai)
+            more = tuple(_script(p, exhausted) for p in parts[1:])
+            return _script(parts[0], exhausted, more)
+        return _script(_session(data, "$", bad), exhausted)
+    return _script(_session(data, "$", bad), "end")
 
 
-def _session(data: Any, path: str, bad: Any) -> tuple[tuple[Turn, ...], tuple[Turn, ...]]:
-    """One conversation's turns per API: (anthropic, openai)."""
+def _script(
+    turns: dict[str, tuple[Turn, ...]], exhausted: str, more: tuple[Script, ...] = ()
+) -> Script:
+    return Script(
+        anthropic=turns["anthropic"],
+        openai=turns["openai"],
+        chat=turns["chat"],
+        gemini=turns["gemini"],
+        exhausted=exhausted,
+        more=more,
+    )
+
+
+def _session(data: Any, path: str, bad: Any) -> dict[str, tuple[Turn, ...]]:
+    """One conversation's turns per API (the keys of ``APIS``)."""
     if isinstance(data, list):
         turns = _turns(data, path, bad)
-        return turns, turns
+        return dict.fromkeys(APIS, turns)
     if not isinstance(data, dict):
         raise bad(path, f"expected a list of turns or a mapping, got {_kind(data)}")
     keys = _TOP_KEYS if path == "$" else _SESSION_KEYS
@@ -214,8 +241,12 @@ def _session(data: Any, path: str, bad: Any) -> tuple[tuple[Turn, ...], tuple[Tu
                 raise bad(f"{path}.{key}", f"the {api} turns are given twice")
             per_api[api] = _turns(data[key], f"{path}.{key}", bad)
     if common is None and not per_api:
-        raise bad(path, "no turns: give `turns`, `anthropic` (claude) or `openai` (codex)")
-    return per_api.get("anthropic", common or ()), per_api.get("openai", common or ())
+        raise bad(
+            path,
+            "no turns: give `turns`, `anthropic` (claude), `openai` (codex), `chat` (qwen)"
+            " or `gemini`",
+        )
+    return {api: per_api.get(api, common or ()) for api in APIS}
 
 
 def to_data(script: Script) -> dict[str, Any]:
@@ -262,10 +293,7 @@ def to_data(script: Script) -> dict[str, Any]:
         return out
 
     def session(sc: Script) -> dict[str, Any]:
-        return {
-            "anthropic": [turn(t) for t in sc.anthropic],
-            "openai": [turn(t) for t in sc.openai],
-        }
+        return {api: [turn(t) for t in getattr(sc, api)] for api in APIS}
 
     if script.more:
         return {

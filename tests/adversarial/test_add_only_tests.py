@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 #: The project's test: the check runs every script under tests/ (a test runner's discovery).
 TEST = "grep -qx good src/value.txt\n"
-CHECK = {"name": "tests", "run": "for t in tests/*.sh; do sh \"$t\" || exit 1; done", "timeout": 30}
+CHECK = {"name": "tests", "run": 'for t in tests/*.sh; do sh "$t" || exit 1; done', "timeout": 30}
 #: lk init's shape: the tests sit in a writable folder too, and add_only keeps them.
 SCOPE = {"writable": ["src/**", "tests/**"], "add_only": ["tests/**"]}
 
@@ -72,13 +72,13 @@ def test_a_new_test_lands_with_the_fix(tmp_path: Path) -> None:
 
 # A new conftest.py beside the tests that skips every one of them: add-only lets new files
 # in, so lk init protects conftest.py files outright in a Python project.
-SKIP_ALL = '''
+SKIP_ALL = """
 Path("src/value.txt").write_text("bad\\\\n")
 Path("tests/conftest.py").write_text(
     "import pytest\\\\n\\\\n\\\\ndef pytest_collection_modifyitems(items):\\\\n"
     "    for item in items:\\\\n        item.add_marker(pytest.mark.skip(reason='later'))\\\\n"
 )
-'''
+"""
 
 PYTEST = 'from pathlib import Path\n\n\ndef test_value():\n    assert Path("src/value.txt").read_text() == "good\\n"\n'
 

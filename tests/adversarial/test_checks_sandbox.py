@@ -163,7 +163,13 @@ def test_a_check_reaches_nothing_that_judges_it_nor_the_persons_home(
     )
     config_before = (p.root / ".git/config").read_text()
     proc = p.run(
-        "loop.sh", "--contract", "loop.yaml", "--task-id", "fix-value", "--task", "Fix",
+        "loop.sh",
+        "--contract",
+        "loop.yaml",
+        "--task-id",
+        "fix-value",
+        "--task",
+        "Fix",
         env={"HOME": str(home), "LOOPKIT_CLEANROOM": str(rooms)},
     )
     planted = (rooms / "pytest.ini").exists()
@@ -176,9 +182,7 @@ def test_a_check_reaches_nothing_that_judges_it_nor_the_persons_home(
     assert (p.root / ".git/config").read_text() == config_before
     assert (home / ".bashrc").read_text() == "# mine\n"
     assert "MARKER" not in log and "HIDDEN .aws/credentials" in log, log
-    everything = "".join(
-        f.read_text(errors="replace") for f in p.state().rglob("*") if f.is_file()
-    )
+    everything = "".join(f.read_text(errors="replace") for f in p.state().rglob("*") if f.is_file())
     assert "MARKER-AWS" not in everything and "MARKER-NOTES" not in everything
     assert all(json.dumps(r) != "{}" for r in p.ledger())
 
@@ -188,9 +192,12 @@ Path("index.js").write_text("const pad = require('leftpad');\\nmodule.exports = 
 """
 
 
-@pytest.mark.skipif(not any(
-    os.access(os.path.join(d, "node"), os.X_OK) for d in os.environ.get("PATH", "").split(":")
-), reason="node is not installed")
+@pytest.mark.skipif(
+    not any(
+        os.access(os.path.join(d, "node"), os.X_OK) for d in os.environ.get("PATH", "").split(":")
+    ),
+    reason="node is not installed",
+)
 def test_an_honest_fix_on_a_node_project_with_node_modules_lands_first_time(
     tmp_path: Path,
 ) -> None:
@@ -228,7 +235,7 @@ def test_a_project_whose_tests_need_a_reset_data_folder_lands_first_time(tmp_pat
         files={"src/value.txt": "bad\n"},
         gitignore="data/\n",
         checks=[
-            {"name": "data", "run": "test -d data && test -z \"$(ls -A data)\"", "timeout": 30},
+            {"name": "data", "run": 'test -d data && test -z "$(ls -A data)"', "timeout": 30},
             {"name": "value", "run": "grep -qx good src/value.txt", "timeout": 30},
         ],
         writable=["src/**"],

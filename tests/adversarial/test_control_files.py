@@ -130,18 +130,21 @@ def test_in_the_sandbox_the_contract_cannot_even_be_written(tmp_path: Path) -> N
     assert (p.root / "loop.yaml").read_text() == original
     run = p.docs("fix-value", "invoke")[0]["run"]
     assert run["sandbox"]["used"] is True
-    assert "Read-only file system" in (p.root / run["stderr"]).read_text() or run["stop_reason"] == "crashed"
+    assert (
+        "Read-only file system" in (p.root / run["stderr"]).read_text()
+        or run["stop_reason"] == "crashed"
+    )
     assert nothing_unverified_landed(p, before, tmp_path)
 
 
 # Without a sandbox the worker can reach the state folder: it rewrites the ledger (its
 # attempts would count from 1 again) and removes a cancellation.
-REWRITE_LEDGER = '''
+REWRITE_LEDGER = """
 import os
 Path("src").mkdir(exist_ok=True)
 Path("src/value.txt").write_text("good\\n")
 Path(".loopkit/ledger.jsonl").write_text("")
-'''
+"""
 
 
 def test_a_worker_that_rewrites_the_ledger_stops_the_loop(tmp_path: Path) -> None:
@@ -156,7 +159,7 @@ def test_a_worker_that_rewrites_the_ledger_stops_the_loop(tmp_path: Path) -> Non
 
 
 # In the sandbox (the default), the same worker finds no state folder to rewrite.
-REACH_STATE = '''
+REACH_STATE = """
 import os
 Path("src").mkdir(exist_ok=True)
 Path("src/value.txt").write_text("good\\n")
@@ -168,7 +171,7 @@ for target in (state / "ledger.jsonl", state / "cancel.json"):
         target.write_text("")
     except OSError as e:
         (STATE / "refused").write_text(e.strerror or "refused")
-'''
+"""
 
 
 def test_in_the_sandbox_the_worker_cannot_see_or_touch_the_state_folder(tmp_path: Path) -> None:

@@ -65,8 +65,15 @@ def started(path: Path, timeout: float = 15) -> None:
 
 
 def _lk(cmd: str, cwd: Path, *args: str, stdin: str = "", timeout: float = 60):
-    return subprocess.run([str(BIN / cmd), *args], cwd=cwd, input=stdin, capture_output=True,
-                          text=True, env=recipe_env(), timeout=timeout)
+    return subprocess.run(
+        [str(BIN / cmd), *args],
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=recipe_env(),
+        timeout=timeout,
+    )
 
 
 def _project(tmp_path: Path, mode: str, **kw: object):
@@ -84,8 +91,14 @@ def _project(tmp_path: Path, mode: str, **kw: object):
 def test_a_double_forked_daemon_does_not_outlive_the_worker(tmp_path: Path, mode: str) -> None:
     p, script = _project(tmp_path, mode)
     beat = p.scratch / "beat"
-    done = _lk("lk-invoke", p.root, "--contract", "loop.yaml", "--command",
-               f"{sys.executable} {script} {beat}")
+    done = _lk(
+        "lk-invoke",
+        p.root,
+        "--contract",
+        "loop.yaml",
+        "--command",
+        f"{sys.executable} {script} {beat}",
+    )
     assert done.returncode in (0, 1), done.stderr
     started(beat)
     assert not beating(beat), "the daemon outlived lk-invoke"
@@ -110,11 +123,12 @@ def test_the_deadline_holds_when_a_child_keeps_the_output_open(tmp_path: Path, m
     beat = p.scratch / "beat"
     # The leader exits once its child has beaten (a child ended before its first beat
     # would prove nothing); the child inherits stdout and beats on.
-    cmd = (f"sh -c '(while :; do date > {beat}; sleep 0.1; done) & "
-           f"until [ -e {beat} ]; do sleep 0.01; done; exit 0'")
+    cmd = (
+        f"sh -c '(while :; do date > {beat}; sleep 0.1; done) & "
+        f"until [ -e {beat} ]; do sleep 0.01; done; exit 0'"
+    )
     start = time.monotonic()
-    done = _lk("lk-invoke", p.root, "--contract", "loop.yaml", "--command", cmd,
-               "--timeout", "3")
+    done = _lk("lk-invoke", p.root, "--contract", "loop.yaml", "--command", cmd, "--timeout", "3")
     took = time.monotonic() - start
     assert done.returncode in (0, 1), done.stderr
     assert took < 10, f"lk-invoke took {took:.1f}s with a 3s timeout"
@@ -125,11 +139,12 @@ def test_the_deadline_holds_when_a_child_keeps_the_output_open(tmp_path: Path, m
 def test_the_deadline_holds_for_a_worker_that_never_exits(tmp_path: Path, mode: str) -> None:
     p, _ = _project(tmp_path, mode)
     beat = p.scratch / "beat"
-    cmd = (f"sh -c '(while :; do date > {beat}; sleep 0.1; done) & "
-           f"until [ -e {beat} ]; do sleep 0.01; done; sleep 300'")
+    cmd = (
+        f"sh -c '(while :; do date > {beat}; sleep 0.1; done) & "
+        f"until [ -e {beat} ]; do sleep 0.01; done; sleep 300'"
+    )
     start = time.monotonic()
-    done = _lk("lk-invoke", p.root, "--contract", "loop.yaml", "--command", cmd,
-               "--timeout", "2")
+    done = _lk("lk-invoke", p.root, "--contract", "loop.yaml", "--command", cmd, "--timeout", "2")
     assert time.monotonic() - start < 10
     assert json.loads(done.stdout)["stop_reason"] == "timeout"
     assert not beating(beat)
@@ -144,10 +159,21 @@ def test_kill_9_of_the_loop_ends_the_worker(tmp_path: Path, mode: str) -> None:
     (p.root / "loop.yaml").write_text(json.dumps(data))
     p.git("commit", "-qam", "a worker that never ends")
     loop = subprocess.Popen(
-        [str(Path(__file__).resolve().parents[2] / "recipes" / "loop.sh"), "--contract",
-         "loop.yaml", "--task-id", "t", "--task", "T"],
-        cwd=p.root, env=recipe_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL, start_new_session=True,
+        [
+            str(Path(__file__).resolve().parents[2] / "recipes" / "loop.sh"),
+            "--contract",
+            "loop.yaml",
+            "--task-id",
+            "t",
+            "--task",
+            "T",
+        ],
+        cwd=p.root,
+        env=recipe_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     try:
         started(beat, timeout=30)
@@ -168,8 +194,14 @@ def test_kill_9_of_the_loop_ends_the_worker(tmp_path: Path, mode: str) -> None:
 def test_required_refuses_clearly_where_no_sandbox_can_start(tmp_path: Path) -> None:
     p, _ = _project(tmp_path, "required")
     env = recipe_env({"LOOPKIT_BWRAP": str(tmp_path / "no-such-bwrap")})
-    done = subprocess.run([str(BIN / "lk-invoke"), "--contract", "loop.yaml"], cwd=p.root,
-                          capture_output=True, text=True, env=env, timeout=60)
+    done = subprocess.run(
+        [str(BIN / "lk-invoke"), "--contract", "loop.yaml"],
+        cwd=p.root,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert done.returncode == 4, done.stderr
     assert "sandbox required" in done.stderr and done.stderr.count("\n") == 1
     assert p.worker_calls() == 0  # the worker never ran
@@ -178,8 +210,14 @@ def test_required_refuses_clearly_where_no_sandbox_can_start(tmp_path: Path) -> 
 def test_auto_records_that_no_sandbox_was_used_and_why(tmp_path: Path) -> None:
     p, _ = _project(tmp_path, "auto")
     env = recipe_env({"LOOPKIT_BWRAP": str(tmp_path / "no-such-bwrap")})
-    done = subprocess.run([str(BIN / "lk-invoke"), "--contract", "loop.yaml"], cwd=p.root,
-                          capture_output=True, text=True, env=env, timeout=60)
+    done = subprocess.run(
+        [str(BIN / "lk-invoke"), "--contract", "loop.yaml"],
+        cwd=p.root,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     sandbox = json.loads(done.stdout)["sandbox"]
     assert sandbox["used"] is False and "no-such-bwrap" in sandbox["reason"]

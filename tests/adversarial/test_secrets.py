@@ -19,15 +19,20 @@ SECRET = "s3cr3t-value-that-must-not-leak-4242"
 # but was told about in its handoff... it can only echo what reaches it: print a guess.
 LEAKY_CHECK = {
     "name": "leaky",
-    "run": "env | sort; echo \"key=${AWS_SECRET_ACCESS_KEY:-unset}\"; exit 1",
+    "run": 'env | sort; echo "key=${AWS_SECRET_ACCESS_KEY:-unset}"; exit 1',
     "timeout": 30,
 }
 
 
 def test_a_check_never_gets_the_users_secrets(tmp_path: Path) -> None:
     p = make_project(tmp_path, "pass\n", checks=[LEAKY_CHECK])
-    done = subprocess.run([str(BIN / "lk-verify")], cwd=p.root, capture_output=True, text=True,
-                          env=recipe_env({"AWS_SECRET_ACCESS_KEY": SECRET}))
+    done = subprocess.run(
+        [str(BIN / "lk-verify")],
+        cwd=p.root,
+        capture_output=True,
+        text=True,
+        env=recipe_env({"AWS_SECRET_ACCESS_KEY": SECRET}),
+    )
     assert done.returncode == 1
     body = json.loads(done.stdout)
     assert "key=unset" in body["checks"][0]["output_tail"]
@@ -44,12 +49,23 @@ print("the token is", (STATE / "secret.txt").read_text().strip())
 
 def test_a_secret_in_the_output_is_redacted_everywhere_loopkit_writes(tmp_path: Path) -> None:
     (tmp_path / "secret.txt").write_text(SECRET + "\n")
-    check = {"name": "value", "run": f"cat {tmp_path}/secret.txt; grep -qx good src/value.txt",
-             "timeout": 30}
+    check = {
+        "name": "value",
+        "run": f"cat {tmp_path}/secret.txt; grep -qx good src/value.txt",
+        "timeout": 30,
+    }
     p = make_project(tmp_path, ECHO_SECRET, checks=[check], budgets={"attempts": 2})
     (p.scratch / "secret.txt").write_text(SECRET + "\n")
-    proc = p.run("loop.sh", "--contract", "loop.yaml", "--task-id", "fix-value", "--task", "Fix",
-                 env={"DEPLOY_TOKEN": SECRET})
+    proc = p.run(
+        "loop.sh",
+        "--contract",
+        "loop.yaml",
+        "--task-id",
+        "fix-value",
+        "--task",
+        "Fix",
+        env={"DEPLOY_TOKEN": SECRET},
+    )
     assert proc.returncode in (21, 22), fail_message(proc)
     state = p.root / ".loopkit"
     written = [state / "ledger.jsonl", p.root / "MEMORY.md"]

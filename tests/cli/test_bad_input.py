@@ -43,9 +43,13 @@ FILES: dict[str, bytes] = {
     "inf-budget.yaml": CONTRACT_YAML.replace("cost_usd: 5", "cost_usd: .inf").encode(),
     "nan-timeout.json": CONTRACT_JSON.replace('"timeout": 300', '"timeout": NaN').encode(),
     "huge-budget.json": CONTRACT_JSON.replace('"attempts": 4', '"attempts": 1e999').encode(),
-    "long-integer.json": CONTRACT_JSON.replace('"attempts": 4', '"attempts": ' + "9" * 5000).encode(),
+    "long-integer.json": CONTRACT_JSON.replace(
+        '"attempts": 4', '"attempts": ' + "9" * 5000
+    ).encode(),
     "duplicate-key.yaml": CONTRACT_YAML.replace("memory:", "objective: again\nmemory:").encode(),
-    "duplicate-key.json": CONTRACT_JSON.replace('"version": 1', '"version": 1, "version": 1').encode(),
+    "duplicate-key.json": CONTRACT_JSON.replace(
+        '"version": 1', '"version": 1, "version": 1'
+    ).encode(),
     "utf16.yaml": "version: 1\n".encode("utf-16"),
     "empty.md": b"",
     "garbage.md": GARBAGE,

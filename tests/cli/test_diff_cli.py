@@ -54,7 +54,9 @@ def test_piped_attempt_gets_a_diff_section(repo: Path) -> None:
         "criteria": [{"name": "c", "run": "true"}],
     }
     (repo / "README.md").write_text("changed\n")
-    code, doc, _ = _invoke(stdin=attempt(contract=contract, task={"kind": "task", "id": "t1", "text": "t"}))
+    code, doc, _ = _invoke(
+        stdin=attempt(contract=contract, task={"kind": "task", "id": "t1", "text": "t"})
+    )
     assert code == 1 and doc is not None
     schema.validate(doc, "attempt")
     assert doc["task"]["id"] == "t1"  # type: ignore[index]

@@ -32,14 +32,20 @@ def _cmd(exc: BaseException | None, code: int = 0) -> click.Command:
 @pytest.mark.parametrize(
     ("exc", "code", "needle"),
     [
-        (BadInput("loop.yaml", "expected a list", path="$.criteria"), 3, "loop.yaml: $.criteria: expected a list"),
+        (
+            BadInput("loop.yaml", "expected a list", path="$.criteria"),
+            3,
+            "loop.yaml: $.criteria: expected a list",
+        ),
         (EnvironmentProblem("/tmp/x: not a git repository"), 4, "not a git repository"),
         (GitError("git write-tree failed: fatal: bad object"), 4, "git write-tree failed"),
         (KeyboardInterrupt(), 130, "interrupted"),
         (ZeroDivisionError("boom"), 70, "internal error: ZeroDivisionError: boom"),
     ],
 )
-def test_failures_map_to_their_code_with_one_line(exc: BaseException, code: int, needle: str) -> None:
+def test_failures_map_to_their_code_with_one_line(
+    exc: BaseException, code: int, needle: str
+) -> None:
     result = CliRunner().invoke(_cmd(exc), [])
     assert result.exit_code == code
     lines = result.stderr.strip().splitlines()
@@ -80,7 +86,9 @@ def test_lk_lists_and_reaches_every_built_command() -> None:
 
 def test_lk_schema_prints_each_schema() -> None:
     listed = CliRunner().invoke(lk, ["schema", "--list"]).stdout.split()
-    assert {"attempt", "contract", "task", "run", "diff", "verify", "judge", "decision"} <= set(listed)
+    assert {"attempt", "contract", "task", "run", "diff", "verify", "judge", "decision"} <= set(
+        listed
+    )
     for name in listed:
         result = CliRunner().invoke(lk, ["schema", name])
         assert result.exit_code == 0

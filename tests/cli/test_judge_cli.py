@@ -226,7 +226,8 @@ def test_a_command_judge_that_cites_the_work_can_ground_a_met(
 ) -> None:
     repo = docs_repo(git_repo)
     line_no, line = next(
-        (i, text) for i, text in enumerate((repo / "docs/api.md").read_text().splitlines(), 1)
+        (i, text)
+        for i, text in enumerate((repo / "docs/api.md").read_text().splitlines(), 1)
         if text.strip()
     )
     contract(repo, f"echo 'CITE: docs/api.md:{line_no}: {line.strip()}'; echo 'VERDICT: MET'")

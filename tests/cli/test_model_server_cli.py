@@ -20,12 +20,20 @@ def test_check_counts_turns_per_api(tmp_path: Path) -> None:
     script.write_text("claude: [a, b, c]\ncodex: [d]\n")
     code, out, err = invoke(str(script), "--check")
     assert code == 0 and err == ""
-    assert json.loads(out) == {"ok": True, "turns": {"anthropic": 3, "openai": 1}}
+    assert json.loads(out) == {
+        "ok": True,
+        "turns": {"anthropic": 3, "openai": 1, "chat": 0, "gemini": 0},
+    }
 
 
 def test_check_reads_stdin() -> None:
     code, out, _ = invoke("-", "--check", stdin='[{"text": "a"}]')
-    assert code == 0 and json.loads(out)["turns"] == {"anthropic": 1, "openai": 1}
+    assert code == 0 and json.loads(out)["turns"] == {
+        "anthropic": 1,
+        "openai": 1,
+        "chat": 1,
+        "gemini": 1,
+    }
 
 
 def test_bad_script_is_one_line_exit_3(tmp_path: Path) -> None:

@@ -60,7 +60,7 @@ def test_check_invalid_contract_lists_every_problem(project: Path) -> None:
         project,
         "bad.yaml",
         "version: 1\nobjective: ''\nscope: {writable: ['../x']}\ncriteria: []\n"
-        "budgets: {attempts: 0}\nworker: {provider: gemini}\ncolour: blue\n",
+        "budgets: {attempts: 0}\nworker: {provider: aider}\ncolour: blue\n",
     )
     r = run("check", "bad.yaml")
     assert r.exit_code == 1
@@ -398,13 +398,17 @@ def test_next_loads_neither_marking_nor_file_writing(project: Path) -> None:
 
 
 def test_check_warns_when_a_criterions_program_is_not_on_path(project: Path) -> None:
-    missing = CONTRACT_YAML.replace("criteria:", "criteria:\n  - {name: tox, run: loopkit-no-such-tox -q}", 1)
+    missing = CONTRACT_YAML.replace(
+        "criteria:", "criteria:\n  - {name: tox, run: loopkit-no-such-tox -q}", 1
+    )
     assert missing != CONTRACT_YAML
     write(project, "tox.yaml", missing)
     r = run("check", "tox.yaml")
     doc = one_json(r, "problems")
     assert r.exit_code == 0 and doc["valid"] is True  # valid: the program may come later
-    assert {"path": "$.criteria[tox]",
-            "message": "`loopkit-no-such-tox` is not on PATH: the check cannot run here "
-            "(install it, or change the criterion's `run`)"} in doc["warnings"]
+    assert {
+        "path": "$.criteria[tox]",
+        "message": "`loopkit-no-such-tox` is not on PATH: the check cannot run here "
+        "(install it, or change the criterion's `run`)",
+    } in doc["warnings"]
     assert "loopkit-no-such-tox" in r.stderr

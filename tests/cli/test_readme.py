@@ -45,7 +45,9 @@ def test_readme_tasks_are_valid(tmp_path: Path) -> None:
     assert out["valid"] is True
 
 
-@pytest.mark.parametrize("code", sorted({int(c) for c in ExitCode} | {int(c) for c in OUTCOME_CODES.values()}))
+@pytest.mark.parametrize(
+    "code", sorted({int(c) for c in ExitCode} | {int(c) for c in OUTCOME_CODES.values()})
+)
 def test_every_exit_code_is_in_the_readme_table(code: int) -> None:
     table = README.read_text().split("## Exit codes (published API)")[1].split("\n## ")[0]
     assert re.search(rf"^\| {code} \|", table, flags=re.M), f"exit code {code} missing from README"

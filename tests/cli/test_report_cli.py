@@ -143,7 +143,9 @@ def test_reasons_from_the_ledger_reach_no_terminal_raw(ledger_path: Path, tmp_pa
         f.write(json.dumps(rec) + "\n")
     table = CliRunner().invoke(report_main, ["--ledger", str(ledger_path)])
     assert "gave up here" in table.stdout
-    doc = json.loads(CliRunner().invoke(report_main, ["--ledger", str(ledger_path), "--json"]).stdout)
+    doc = json.loads(
+        CliRunner().invoke(report_main, ["--ledger", str(ledger_path), "--json"]).stdout
+    )
     assert {t["task_id"]: t for t in doc["tasks"]}["docs"]["why"] == "gave up here"
     page = tmp_path / "report.html"
     CliRunner().invoke(report_main, ["--ledger", str(ledger_path), "--html", str(page)])

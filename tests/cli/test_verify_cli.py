@@ -136,7 +136,10 @@ def test_a_check_that_cannot_run_is_named_with_what_is_missing(repo: Path) -> No
     assert code == 1 and doc is not None
     schema.validate(doc, "verify")
     assert doc["environment"] == [
-        {"name": "suite", "command": "loopkit-no-such-tool -q",
-         "why": "`loopkit-no-such-tool` is not installed or not on PATH (exit 127)"}
+        {
+            "name": "suite",
+            "command": "loopkit-no-such-tool -q",
+            "why": "`loopkit-no-such-tool` is not installed or not on PATH (exit 127)",
+        }
     ]
     assert "suite cannot run: `loopkit-no-such-tool -q`" in err

@@ -138,7 +138,10 @@ def _judge(p: Project, t: Trial, rerun: Any, before: list[str], first: Any) -> N
             bad(f"{tid} committed {n} times")
     if any(s.startswith("loopkit: broken:") for s in subjects):
         bad("the broken task was committed")
-    if not any(s == "loopkit: park broken (failed)" or s.startswith("loopkit: park broken") for s in subjects):
+    if not any(
+        s == "loopkit: park broken (failed)" or s.startswith("loopkit: park broken")
+        for s in subjects
+    ):
         bad("the park of broken is not committed")
     verified = _verified_trees(p)
     for line in p.git("log", "--format=%H %T %(trailers:key=Loopkit-Tree,valueonly)").splitlines():
@@ -162,7 +165,10 @@ def _judge(p: Project, t: Trial, rerun: Any, before: list[str], first: Any) -> N
                             env=recipe_env(), capture_output=True, text=True)  # fmt: skip
     if replay.returncode != 0:
         bad("lk-decide --replay disagrees")
-    if "Traceback" in first.stderr + rerun.stderr or "internal error" in first.stderr + rerun.stderr:
+    if (
+        "Traceback" in first.stderr + rerun.stderr
+        or "internal error" in first.stderr + rerun.stderr
+    ):
         bad("a traceback or an internal error was shown")
 
 
@@ -173,7 +179,9 @@ def _verified_trees(p: Project) -> set[str]:
             d = json.loads(doc.read_text().strip().splitlines()[-1])
         except (ValueError, IndexError):
             continue
-        if (d.get("decision") or {}).get("outcome") == "complete" and (d.get("verify") or {}).get("tree"):
+        if (d.get("decision") or {}).get("outcome") == "complete" and (d.get("verify") or {}).get(
+            "tree"
+        ):
             out.add(d["verify"]["tree"])
     return out
 
@@ -188,8 +196,11 @@ def sample(tmp: Path, trials: int, seed: int) -> list[Trial]:
         lo = 1 + i * total // trials
         hi = max(lo, (i + 1) * total // trials)
         t = run_trial(tmp, seed, rng.randint(lo, hi), rng.choice(KINDS))
-        print(f"  {'held' if t.held else 'FAILED'}: {t.kind} at call {t.point} ({t.call[:70]})"
-              + ("" if t.held else f": {'; '.join(t.problems)}"), flush=True)
+        print(
+            f"  {'held' if t.held else 'FAILED'}: {t.kind} at call {t.point} ({t.call[:70]})"
+            + ("" if t.held else f": {'; '.join(t.problems)}"),
+            flush=True,
+        )
         out.append(t)
     return out
 

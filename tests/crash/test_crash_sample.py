@@ -14,5 +14,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.longest]
 
 def test_a_sample_of_faults_over_a_phased_run_all_hold(tmp_path: Path) -> None:
     results = sample(tmp_path, 3, seed=20261203)
-    failed = [f"{t.kind} at call {t.point} ({t.call[:60]}): {t.problems}" for t in results if not t.held]
+    failed = [
+        f"{t.kind} at call {t.point} ({t.call[:60]}): {t.problems}" for t in results if not t.held
+    ]
     assert not failed, "\n".join(failed)

@@ -162,7 +162,9 @@ def _task_fields(repo: Path, doc: Path) -> dict[str, str]:
     """The LK_DOC_* fields `lk task save --doc DOC --shell` gives a loop (make's reader)."""
     from tests.helpers.recipes import recipe_env
 
-    script = 'lk task begin --task-id notes --owner $$ >/dev/null && lk task save --doc "$1" --shell'
+    script = (
+        'lk task begin --task-id notes --owner $$ >/dev/null && lk task save --doc "$1" --shell'
+    )
     done = subprocess.run(
         ["bash", "-c", script, "-", str(doc)], cwd=repo, capture_output=True, text=True,
         env=recipe_env(), check=True,
@@ -376,7 +378,9 @@ def test_an_early_attempt_refuses_a_bad_workspace_call(git_repo: Path, tmp_path:
     doc = tmp_path / "task.json"
     doc.write_text(DOC_TASK)
     (git_repo / "broken.yaml").write_text("version: 1\nobjective: [\n")
-    rc, out, err = _early(tmp_path, _call(git_repo, doc, ["workspace", "--contract", "broken.yaml"], {}))
+    rc, out, err = _early(
+        tmp_path, _call(git_repo, doc, ["workspace", "--contract", "broken.yaml"], {})
+    )
     assert rc == 3 and out.endswith("\x003\x00") and "broken.yaml" in err, (out, err)
     assert len(err.strip().splitlines()) == 1, err
     bad = [
@@ -396,4 +400,6 @@ def test_an_early_attempt_refuses_a_bad_workspace_call(git_repo: Path, tmp_path:
     assert rc == 2 and "more on stdin than one call" in err, err
 
 
-DOC_TASK = '{"kind": "loopkit/attempt", "version": 1, "task": {"id": "t", "text": "x", "kind": "task"}}'
+DOC_TASK = (
+    '{"kind": "loopkit/attempt", "version": 1, "task": {"id": "t", "text": "x", "kind": "task"}}'
+)

@@ -79,9 +79,7 @@ def test_a_room_changed_between_verifications_never_passes(project: Path, tmp_pa
 
 
 @pytest.mark.parametrize("forged", ["--help", "0" * 40, "nothing at all", ""])
-def test_a_mark_that_does_not_hold_is_not_taken(
-    project: Path, tmp_path: Path, forged: str
-) -> None:
+def test_a_mark_that_does_not_hold_is_not_taken(project: Path, tmp_path: Path, forged: str) -> None:
     # A mark naming another tree, no tree, an option; or one whose index was rewritten
     # since: the sync checks every file, and the room holds exactly the tree.
     _verify(project, tmp_path)

@@ -117,7 +117,10 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
 def _build_and_install(base: Path) -> Installed:
     subprocess.run(
         [sys.executable, "-m", "build", "--wheel", "--outdir", str(base / "dist"), str(REPO_ROOT)],
-        check=True, capture_output=True, text=True, timeout=300,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     (wheel,) = (base / "dist").glob("loopkit_agents-*.whl")
     venv = base / "venv"
@@ -142,8 +145,13 @@ def run(
     timeout: float = 60,
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        list(argv), cwd=cwd, env=installed.env(env), capture_output=True, text=True,
-        timeout=timeout, stdin=subprocess.DEVNULL,
+        list(argv),
+        cwd=cwd,
+        env=installed.env(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
     )
 
 
@@ -206,7 +214,13 @@ def copy_recipes(installed: Installed, into: Path) -> Path:
 
 @pytest.mark.longest
 def test_the_wheel_is_what_runs(installed: Installed, tmp_path: Path) -> None:
-    where = run(installed, tmp_path, "python3", "-c", "import loopkit, sys; print(loopkit.__file__); print(sys.prefix)")
+    where = run(
+        installed,
+        tmp_path,
+        "python3",
+        "-c",
+        "import loopkit, sys; print(loopkit.__file__); print(sys.prefix)",
+    )
     module, prefix = where.stdout.split()
     assert Path(prefix) == installed.venv
     assert Path(module).is_relative_to(installed.venv) and "site-packages" in module
@@ -248,7 +262,8 @@ def test_a_park_then_lk_show_tells_the_attempt_and_how_to_restore_it(
     installed: Installed, project: Path, tmp_path: Path
 ) -> None:
     use_worker(
-        project, tmp_path / "worker" / "wrong.py",
+        project,
+        tmp_path / "worker" / "wrong.py",
         f"""
         from pathlib import Path
         Path("calc/__init__.py").write_text({WRONG!r})
@@ -262,8 +277,9 @@ def test_a_park_then_lk_show_tells_the_attempt_and_how_to_restore_it(
     assert nxt.returncode == 0, out(nxt)
     start.write_text(nxt.stdout)
     head = git(project, "rev-parse", "HEAD")
-    loop = run(installed, project, str(recipes / "loop.sh"), "--tasks", "TASKS.md", str(start),
-               timeout=120)
+    loop = run(
+        installed, project, str(recipes / "loop.sh"), "--tasks", "TASKS.md", str(start), timeout=120
+    )
     assert loop.returncode == 22, out(loop)  # the one attempt allowed is spent: parked
     # Parked: the tree is back where the task began, the checklist and memory say so.
     assert (project / "calc/__init__.py").read_text() == CALC
@@ -283,11 +299,10 @@ def test_a_park_then_lk_show_tells_the_attempt_and_how_to_restore_it(
     assert (project / "calc/__init__.py").read_text() == WRONG
 
 
-def test_lk_status_sees_a_running_loop(
-    installed: Installed, project: Path, tmp_path: Path
-) -> None:
+def test_lk_status_sees_a_running_loop(installed: Installed, project: Path, tmp_path: Path) -> None:
     use_worker(
-        project, tmp_path / "worker" / "slow.py",
+        project,
+        tmp_path / "worker" / "slow.py",
         f"""
         import time
         from pathlib import Path
@@ -297,10 +312,21 @@ def test_lk_status_sees_a_running_loop(
     )
     recipes = copy_recipes(installed, tmp_path / "recipes")
     loop = subprocess.Popen(
-        [str(recipes / "loop.sh"), "--contract", "loop.yaml", "--task-id", "subtract",
-         "--task", "Add subtract() to calc"],
-        cwd=project, env=installed.env(), stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            str(recipes / "loop.sh"),
+            "--contract",
+            "loop.yaml",
+            "--task-id",
+            "subtract",
+            "--task",
+            "Add subtract() to calc",
+        ],
+        cwd=project,
+        env=installed.env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         now: dict[str, object] = {}
@@ -338,21 +364,31 @@ def test_the_pre_commit_hook_blocks_a_red_tree_and_passes_a_green_one(
     # A second check: the checks run with the user's python (their venv, first on PATH),
     # not the interpreter of the venv pre-commit built for the hook.
     data = yaml.safe_load((project / "loop.yaml").read_text())
-    data["criteria"].append({
-        "name": "the user's python",
-        "run": f"python3 -c \"import sys; sys.exit(sys.prefix != '{installed.venv}')\"",
-        "timeout": 60,
-    })
+    data["criteria"].append(
+        {
+            "name": "the user's python",
+            "run": f"python3 -c \"import sys; sys.exit(sys.prefix != '{installed.venv}')\"",
+            "timeout": 60,
+        }
+    )
     (project / "loop.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     git(project, "commit", "-qam", "check the interpreter")
     # The hook's repository is this checkout at its commit (an unpacked sdist has none),
     # named in the project's config as a user names loopkit's URL and a tag.
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True,
-                          text=True)
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True
+    )
     if head.returncode != 0:
         pytest.skip("not a git checkout of loopkit: the hook's repository needs a commit")
-    hooks = {"repos": [{"repo": str(REPO_ROOT), "rev": head.stdout.strip(),
-                        "hooks": [{"id": "lk-verify", "verbose": True}]}]}
+    hooks = {
+        "repos": [
+            {
+                "repo": str(REPO_ROOT),
+                "rev": head.stdout.strip(),
+                "hooks": [{"id": "lk-verify", "verbose": True}],
+            }
+        ]
+    }
     (project / ".pre-commit-config.yaml").write_text(yaml.safe_dump(hooks, sort_keys=False))
     git(project, "add", ".pre-commit-config.yaml")
     git(project, "commit", "-qm", "the loopkit hook")
@@ -361,8 +397,15 @@ def test_the_pre_commit_hook_blocks_a_red_tree_and_passes_a_green_one(
     def hook_run() -> subprocess.CompletedProcess[str]:
         # Both runs share one store: the hook's venv is built once, where pre-commit keeps
         # it (a store lk-verify must recognise, and not take the checks' python from).
-        return run(installed, project, str(pre_commit), "run", "--all-files",
-                   env={"PRE_COMMIT_HOME": str(store)}, timeout=300)
+        return run(
+            installed,
+            project,
+            str(pre_commit),
+            "run",
+            "--all-files",
+            env={"PRE_COMMIT_HOME": str(store)},
+            timeout=300,
+        )
 
     red = hook_run()  # subtract is missing: the tests fail
     text = red.stdout + red.stderr
@@ -370,7 +413,7 @@ def test_the_pre_commit_hook_blocks_a_red_tree_and_passes_a_green_one(
     assert "Failed" in text and "a check failed: the commit is blocked" in text, out(red)
     assert "FAILED  tests" in text and "subtract" in text  # the failing check, its tail
     assert "ok  the user's python" in text, out(red)  # not the hook venv's python3
-    hook = text[text.index("loopkit acceptance checks"):]
+    hook = text[text.index("loopkit acceptance checks") :]
     assert len(hook.splitlines()) < 40, hook
     assert '{"kind"' not in text  # a person's summary; the document is in the state folder
     assert (project / ".loopkit" / "verify-last.json").is_file()

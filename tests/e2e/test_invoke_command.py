@@ -148,7 +148,10 @@ def test_an_admitted_run_gets_only_its_granted_share(git_repo: Path) -> None:
     planned = _run(["lk-invoke", "--dry-run"], git_repo, admitted.stdout)
     assert json.loads(planned.stdout)["timeout_s"] == granted
     # Not piped through admission, or with an explicit --timeout, the worker's own limit holds.
-    assert json.loads(_run(["lk-invoke", "--dry-run"], git_repo, task.stdout).stdout)["timeout_s"] == 60
+    assert (
+        json.loads(_run(["lk-invoke", "--dry-run"], git_repo, task.stdout).stdout)["timeout_s"]
+        == 60
+    )
     explicit = _run(["lk-invoke", "--dry-run", "--timeout", "7"], git_repo, admitted.stdout)
     assert json.loads(explicit.stdout)["timeout_s"] == 7
     ran = _run(["lk-invoke"], git_repo, admitted.stdout)

@@ -386,7 +386,10 @@ def test_console_script_check(tmp_path: Path) -> None:
         [lk_model_server(), str(script), "--check"], capture_output=True, text=True, timeout=30
     )
     assert result.returncode == 0
-    assert json.loads(result.stdout) == {"ok": True, "turns": {"anthropic": 2, "openai": 1}}
+    assert json.loads(result.stdout) == {
+        "ok": True,
+        "turns": {"anthropic": 2, "openai": 1, "chat": 0, "gemini": 0},
+    }
 
 
 def test_console_script_port_in_use_exit_4(tmp_path: Path) -> None:
@@ -447,6 +450,8 @@ def test_console_script_reads_the_script_from_stdin() -> None:
     assert result.returncode == 0 and json.loads(result.stdout)["turns"] == {
         "anthropic": 2,
         "openai": 2,
+        "chat": 2,
+        "gemini": 2,
     }
 
 

@@ -14,8 +14,14 @@ from tests.helpers.recipes import BIN, fail_message, make_project, recipe_env
 
 
 def lk(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN / "lk"), *args], cwd=cwd, capture_output=True, text=True,
-                          env=recipe_env(), timeout=60)
+    return subprocess.run(
+        [str(BIN / "lk"), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=recipe_env(),
+        timeout=60,
+    )
 
 
 @pytest.mark.parametrize(
@@ -25,13 +31,20 @@ def lk(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
         ({"package.json": '{"scripts": {"test": "node t.js"}}', "lib/x.js": ""}, "npm test"),
         ({"Cargo.toml": "[package]\nname='x'\n", "src/main.rs": ""}, "cargo test"),
         ({"go.mod": "module x\n", "cmd/main.go": ""}, "go test ./..."),
-        ({"pyproject.toml": "[project]\nname='x'\n", "mypkg/__init__.py": "",
-          "tests/test_x.py": ""}, "python -m pytest -q"),
+        (
+            {
+                "pyproject.toml": "[project]\nname='x'\n",
+                "mypkg/__init__.py": "",
+                "tests/test_x.py": "",
+            },
+            "python -m pytest -q",
+        ),
     ],
     ids=["make", "npm", "cargo", "go", "pytest"],
 )
-def test_init_writes_a_contract_and_plan_that_check(git_repo: Path, files: dict[str, str],
-                                                    check: str) -> None:
+def test_init_writes_a_contract_and_plan_that_check(
+    git_repo: Path, files: dict[str, str], check: str
+) -> None:
     for rel, text in files.items():
         (git_repo / rel).parent.mkdir(parents=True, exist_ok=True)
         (git_repo / rel).write_text(text)
@@ -155,10 +168,19 @@ def test_a_source_checkout_runs_from_bin_without_installing(tmp_path: Path) -> N
     env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
     env["PATH"] = f"{repo / 'bin'}{os.pathsep}{env['PATH']}"
     env["LK_PYTHON"] = str(BIN / "python")  # an interpreter with the dependencies
-    for name in ("lk", "lk-plan", "lk-invoke", "lk-diff", "lk-verify", "lk-judge", "lk-decide",
-                 "lk-model-server"):
-        done = subprocess.run([name, "--help"], cwd=tmp_path, env=env, capture_output=True,
-                              text=True, timeout=60)
+    for name in (
+        "lk",
+        "lk-plan",
+        "lk-invoke",
+        "lk-diff",
+        "lk-verify",
+        "lk-judge",
+        "lk-decide",
+        "lk-model-server",
+    ):
+        done = subprocess.run(
+            [name, "--help"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+        )
         assert done.returncode == 0, (name, done.stderr)
         assert f"Usage: {name}" in done.stdout, (name, done.stdout[:200])
 
@@ -176,9 +198,19 @@ time.sleep(4)
     p = make_project(tmp_path, body)
     assert lk(p.root, "status").returncode == 1  # nothing ran yet
     loop = subprocess.Popen(
-        [str(Path(__file__).resolve().parents[2] / "recipes" / "loop.sh"), "--contract",
-         "loop.yaml", "--task-id", "fix-value", "--task", "Fix"],
-        cwd=p.root, env=recipe_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        [
+            str(Path(__file__).resolve().parents[2] / "recipes" / "loop.sh"),
+            "--contract",
+            "loop.yaml",
+            "--task-id",
+            "fix-value",
+            "--task",
+            "Fix",
+        ],
+        cwd=p.root,
+        env=recipe_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     try:
@@ -208,16 +240,34 @@ Path("src/value.txt").write_text("good\\n" if task == "good" else "bad\\n")
     p = make_project(tmp_path, good, budgets={"attempts": 1})
     log = tmp_path / "notified.jsonl"
     notify = f'printf "%s " "$LK_EVENT" >> {log}; python3 -c "import json,sys; print(json.load(sys.stdin)[\\"decision\\"][\\"outcome\\"])" >> {log}'
-    ok = p.run("loop.sh", "--contract", "loop.yaml", "--task-id", "good", "--task", "g",
-               "--notify", notify)
+    ok = p.run(
+        "loop.sh", "--contract", "loop.yaml", "--task-id", "good", "--task", "g", "--notify", notify
+    )
     assert ok.returncode == 0, fail_message(ok)
-    bad = p.run("loop.sh", "--contract", "loop.yaml", "--task-id", "bad", "--task", "b",
-                env={"LK_NOTIFY": notify})
+    bad = p.run(
+        "loop.sh",
+        "--contract",
+        "loop.yaml",
+        "--task-id",
+        "bad",
+        "--task",
+        "b",
+        env={"LK_NOTIFY": notify},
+    )
     assert bad.returncode in (21, 22), fail_message(bad)
     lines = log.read_text().splitlines()
     assert lines[0] == "complete complete"
     assert lines[1].startswith("parked ")
     # A failing notify command never stops the loop.
-    again = p.run("loop.sh", "--contract", "loop.yaml", "--task-id", "good2", "--task", "g",
-                  "--notify", "exit 3")
+    again = p.run(
+        "loop.sh",
+        "--contract",
+        "loop.yaml",
+        "--task-id",
+        "good2",
+        "--task",
+        "g",
+        "--notify",
+        "exit 3",
+    )
     assert "the notify command failed" in again.stderr

@@ -69,7 +69,11 @@ def project(tmp_path: Path, worker: str, tasks: str, **kw) -> Project:
 def calc_with(add: str = "a - b", mul: str = "a * b") -> str:
     return (
         "Path('src/calc.py').write_text("
-        + repr(CALC.replace("return a - b", f"return {add}").replace("return a * b  # another", "return a * b  # another").replace("def mul(a, b):\n    return a * b", f"def mul(a, b):\n    return {mul}"))
+        + repr(
+            CALC.replace("return a - b", f"return {add}")
+            .replace("return a * b  # another", "return a * b  # another")
+            .replace("def mul(a, b):\n    return a * b", f"def mul(a, b):\n    return {mul}")
+        )
         + ")\n"
     )
 
@@ -102,8 +106,11 @@ def test_a_fix_named_by_the_task_lands_though_another_tasks_test_still_fails(
     assert p.task_line("add").startswith("- [x]")
     verify = p.docs("add", "verify")[-1]["verify"]
     assert verify["known_failures"] == [
-        {"name": "suite", "fingerprint": verify["checks"][0]["fingerprint"],
-         "tests": ["tests/test_calc.py::test_div"]}
+        {
+            "name": "suite",
+            "fingerprint": verify["checks"][0]["fingerprint"],
+            "tests": ["tests/test_calc.py::test_div"],
+        }
     ]
 
 
@@ -140,8 +147,7 @@ def test_the_same_failing_tests_are_no_progress_and_a_moved_failure_is_progress(
 def test_a_missing_tool_blocks_with_no_attempt_spent(tmp_path: Path) -> None:
     worker = calc_with(add="a + b")
     checks = [{"name": "suite", "run": "loopkit-no-such-runner -q", "timeout": 30}]
-    p = project(tmp_path, worker, plan("add", "Fix add"), checks=checks,
-                budgets={"attempts": 3})
+    p = project(tmp_path, worker, plan("add", "Fix add"), checks=checks, budgets={"attempts": 3})
     proc = p.run("phased-loop.sh")
     assert proc.returncode == 21, fail_message(proc)
     assert p.worker_calls() == 1  # blocked at once: not retried into a park
@@ -177,12 +183,16 @@ def test_reproduce_fingerprints_as_later_rounds_and_costs_no_attempt(tmp_path: P
     # Round 0 fails on test_add (and test_div, another task's). The first attempt
     # fails on test_add alone among what it must fix: the same failure, no progress.
     worker = calc_with(add="a * b")
-    p = project(tmp_path, worker, plan("add", "Fix test_add"),
-                budgets={"attempts": 2, "same_failure": 5})
+    p = project(
+        tmp_path, worker, plan("add", "Fix test_add"), budgets={"attempts": 2, "same_failure": 5}
+    )
     proc = p.run("phased-loop.sh", "--reproduce")
     decisions = p.decisions("add")
     assert [d["failure_class"] for d in decisions] == [
-        "verification_failure", "no_progress", "budget"], fail_message(proc)
+        "verification_failure",
+        "no_progress",
+        "budget",
+    ], fail_message(proc)
     # budgets.attempts 2: the reproduction spent none of it, the worker ran twice.
     assert p.worker_calls() == 2
     # The reproduction's results are the base's: the attempt reused them, ran no base.
@@ -242,8 +252,13 @@ def test_a_worker_that_forges_the_base_results_written_beside_it_lands_nothing(
 ) -> None:
     from tests.adversarial.helpers import nothing_unverified_landed
 
-    p = project(tmp_path, FORGER, plan("add", "Fix test_add"), sandbox={"mode": "off"},
-                budgets={"attempts": 1})
+    p = project(
+        tmp_path,
+        FORGER,
+        plan("add", "Fix test_add"),
+        sandbox={"mode": "off"},
+        budgets={"attempts": 1},
+    )
     before = p.head()
     proc = p.run("phased-loop.sh")
     assert proc.returncode == 21, fail_message(proc)

@@ -14,17 +14,30 @@ from tests.helpers.evidence import run
 
 def test_a_committing_worker_is_still_diffed_against_where_it_started(git_repo: Path) -> None:
     contract = git_repo.parent / "loop.yaml"
-    contract.write_text(yaml.safe_dump({
-        "version": 1, "objective": "Add notes.", "scope": {"writable": ["notes/**"]},
-        "criteria": [{"name": "notes", "run": "test -f notes/a.txt"}],
-        "worker": {"provider": "command",
-                   "command": "mkdir -p notes && echo hi > notes/a.txt && echo x > stray.txt"
-                              " && git add -A && git commit -qm 'worker commit' && echo done"},
-        "sandbox": {"mode": "off"},  # in a sandbox .git is read-only: no worker commits
-    }))
+    contract.write_text(
+        yaml.safe_dump(
+            {
+                "version": 1,
+                "objective": "Add notes.",
+                "scope": {"writable": ["notes/**"]},
+                "criteria": [{"name": "notes", "run": "test -f notes/a.txt"}],
+                "worker": {
+                    "provider": "command",
+                    "command": "mkdir -p notes && echo hi > notes/a.txt && echo x > stray.txt"
+                    " && git add -A && git commit -qm 'worker commit' && echo done",
+                },
+                "sandbox": {"mode": "off"},  # in a sandbox .git is read-only: no worker commits
+            }
+        )
+    )
     start = git(git_repo, "rev-parse", "HEAD").strip()
-    task = json.dumps({"kind": "loopkit/attempt", "version": 1,
-                       "task": {"id": "notes", "text": "Add notes.", "kind": "task"}})
+    task = json.dumps(
+        {
+            "kind": "loopkit/attempt",
+            "version": 1,
+            "task": {"id": "notes", "text": "Add notes.", "kind": "task"},
+        }
+    )
     invoked = run("lk-invoke", "--contract", str(contract), cwd=git_repo, stdin=task)
     assert invoked.returncode == 0, invoked.stderr
     doc = json.loads(invoked.stdout)

@@ -39,18 +39,21 @@ Path("src/value.txt").write_text("good\\n")
 
 def test_a_red_criterion_at_the_base_does_not_block_an_independent_task(tmp_path: Path) -> None:
     p = make_project(tmp_path, GOOD, checks=CHECKS)
-    proc = p.run("loop.sh", "--contract", "loop.yaml",
-                 str(start(p, ["grep -qx good src/value.txt"])))
+    proc = p.run(
+        "loop.sh", "--contract", "loop.yaml", str(start(p, ["grep -qx good src/value.txt"]))
+    )
     assert proc.returncode == 0, fail_message(proc)
     verify = p.docs("value", "verify")[-1]["verify"]
     assert verify["required"] == ["readme", "task-1"]
     assert verify["known_failures"][0]["name"] == "legacy"
     # Its FAILED line is followed by the word that it failed at the base, not here.
-    said = proc.stderr[proc.stderr.index("legacy: FAILED"):]
+    said = proc.stderr[proc.stderr.index("legacy: FAILED") :]
     assert "legacy failed at the base too, before this attempt" in said, proc.stderr
     assert "legacy failed (exit" not in proc.stderr
     assert {c["name"]: c["passed"] for c in verify["baseline"]["checks"]} == {
-        "legacy": False, "readme": True}
+        "legacy": False,
+        "readme": True,
+    }
     assert (p.root / "src/value.txt").read_text() == "good\n"
 
 
@@ -62,10 +65,16 @@ Path("README.md").write_text("gone\\n")
 
 
 def test_a_criterion_green_at_the_base_must_stay_green(tmp_path: Path) -> None:
-    p = make_project(tmp_path, BREAKS_README, checks=CHECKS, writable=["src/**", "README.md"],
-                     budgets={"attempts": 1})
-    proc = p.run("loop.sh", "--contract", "loop.yaml",
-                 str(start(p, ["grep -qx good src/value.txt"])))
+    p = make_project(
+        tmp_path,
+        BREAKS_README,
+        checks=CHECKS,
+        writable=["src/**", "README.md"],
+        budgets={"attempts": 1},
+    )
+    proc = p.run(
+        "loop.sh", "--contract", "loop.yaml", str(start(p, ["grep -qx good src/value.txt"]))
+    )
     assert proc.returncode in (21, 22), fail_message(proc)
     verify = p.docs("value", "verify")[-1]["verify"]
     assert verify["passed"] is False and "readme" in verify["required"]
@@ -73,8 +82,9 @@ def test_a_criterion_green_at_the_base_must_stay_green(tmp_path: Path) -> None:
 
 def test_the_tasks_own_check_must_pass(tmp_path: Path) -> None:
     p = make_project(tmp_path, GOOD, checks=CHECKS, budgets={"attempts": 1})
-    proc = p.run("loop.sh", "--contract", "loop.yaml",
-                 str(start(p, ["grep -qx better src/value.txt"])))
+    proc = p.run(
+        "loop.sh", "--contract", "loop.yaml", str(start(p, ["grep -qx better src/value.txt"]))
+    )
     assert proc.returncode in (21, 22), fail_message(proc)
     verify = p.docs("value", "verify")[-1]["verify"]
     assert verify["passed"] is False
@@ -87,8 +97,9 @@ Path("src").mkdir(exist_ok=True)
 Path("src/value.txt").write_text("good\\n" if n > 1 else "bad\\n")
 """
     p = make_project(tmp_path, body, checks=CHECKS)
-    proc = p.run("loop.sh", "--contract", "loop.yaml",
-                 str(start(p, ["grep -qx good src/value.txt"])))
+    proc = p.run(
+        "loop.sh", "--contract", "loop.yaml", str(start(p, ["grep -qx good src/value.txt"]))
+    )
     assert proc.returncode == 0, fail_message(proc)
     assert len(list((p.root / ".loopkit/baseline").glob("*.json"))) == 1
     logs = list((p.root / ".loopkit/artifacts").glob("*/baseline/verify-*.log"))
@@ -115,15 +126,24 @@ def test_a_reopened_task_gets_a_fresh_budget(tmp_path: Path) -> None:
     from tests.helpers.recipes import BIN, recipe_env
 
     check = [{"name": "value", "run": "grep -qx good src/value.txt", "timeout": 30}]
-    p = make_project(tmp_path, WRONG_THREE_TIMES, checks=check, tasks=TASKS,
-                     budgets={"attempts": 3, "same_failure": 3})
+    p = make_project(
+        tmp_path,
+        WRONG_THREE_TIMES,
+        checks=check,
+        tasks=TASKS,
+        budgets={"attempts": 3, "same_failure": 3},
+    )
     first = p.run("phased-loop.sh", "TASKS.md")
     assert first.returncode == 21, fail_message(first)  # the only task parked
     assert p.task_line("value").startswith("- [!]")
     assert p.worker_calls() == 3
-    reopen = subprocess.run([str(BIN / "lk-plan"), "mark", "TASKS.md", "--task", "value",
-                             "--status", "open"], cwd=p.root, env=recipe_env(),
-                            capture_output=True, text=True)
+    reopen = subprocess.run(
+        [str(BIN / "lk-plan"), "mark", "TASKS.md", "--task", "value", "--status", "open"],
+        cwd=p.root,
+        env=recipe_env(),
+        capture_output=True,
+        text=True,
+    )
     assert reopen.returncode == 0 and "new budget epoch (1)" in reopen.stderr, reopen.stderr
     p.git("commit", "-qam", "reopen value")
     second = p.run("phased-loop.sh", "TASKS.md")
@@ -132,8 +152,13 @@ def test_a_reopened_task_gets_a_fresh_budget(tmp_path: Path) -> None:
     assert p.worker_calls() == 4
     types = [r["type"] for r in p.ledger()]
     assert "reopen" in types
-    replay = subprocess.run([str(BIN / "lk-decide"), "--replay", ".loopkit/ledger.jsonl"],
-                            cwd=p.root, env=recipe_env(), capture_output=True, text=True)
+    replay = subprocess.run(
+        [str(BIN / "lk-decide"), "--replay", ".loopkit/ledger.jsonl"],
+        cwd=p.root,
+        env=recipe_env(),
+        capture_output=True,
+        text=True,
+    )
     assert replay.returncode == 0, replay.stdout + replay.stderr
 
 
@@ -158,11 +183,24 @@ if n == 1:
 Path("src/value.txt").write_text("good\\n")
 """
     p = make_project(tmp_path, body)
-    argv = [str(RECIPES / "loop.sh"), "--contract", "loop.yaml", "--task-id", "fix-value",
-            "--task", "Fix"]
-    loop = subprocess.Popen(argv, cwd=p.root, env=recipe_env(), stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    argv = [
+        str(RECIPES / "loop.sh"),
+        "--contract",
+        "loop.yaml",
+        "--task-id",
+        "fix-value",
+        "--task",
+        "Fix",
+    ]
+    loop = subprocess.Popen(
+        argv,
+        cwd=p.root,
+        env=recipe_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 30
     while not (p.scratch / "hanging").exists() and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -199,7 +237,9 @@ if n <= 2:
 Path("src").mkdir(exist_ok=True)
 Path("src/value.txt").write_text("good\\n")
 """
-    p = make_project(tmp_path, body, budgets={"attempts": 1}, backoff={"base_s": 0.01, "max_s": 0.02})
+    p = make_project(
+        tmp_path, body, budgets={"attempts": 1}, backoff={"base_s": 0.01, "max_s": 0.02}
+    )
     proc = _loop(p)
     assert proc.returncode == 0, fail_message(proc)
     classes = [d["failure_class"] for d in p.decisions("fix-value")]
@@ -276,8 +316,9 @@ Path("src/extra.txt").write_text("more\\n")
 """
     files = {"src/value.txt": "good\n"}  # the check passes before any worker runs
     p = make_project(tmp_path, body, files=files)
-    proc = p.run("loop.sh", "--contract", "loop.yaml", "--task-id", "fix-value", "--task", "F",
-                 "--reproduce")
+    proc = p.run(
+        "loop.sh", "--contract", "loop.yaml", "--task-id", "fix-value", "--task", "F", "--reproduce"
+    )
     assert proc.returncode == 0, fail_message(proc)
     assert "the checks already pass on the untouched tree" in proc.stderr
     assert [d["attempt"] for d in p.decisions("fix-value")] == [1]  # round 0 spent nothing

@@ -38,7 +38,10 @@ def test_regression_3_a_transient_failure_waits_backoff_s_before_the_retry(tmp_p
         {"error": {"status": 529, "type": "overloaded_error", "times": 1}, "text": "unused"},
         {
             "tools": [
-                {"name": "Write", "input": {"file_path": "{{cwd}}/src/value.txt", "content": "good\n"}}
+                {
+                    "name": "Write",
+                    "input": {"file_path": "{{cwd}}/src/value.txt", "content": "good\n"},
+                }
             ]
         },
         {"text": "Wrote src/value.txt."},
@@ -46,8 +49,15 @@ def test_regression_3_a_transient_failure_waits_backoff_s_before_the_retry(tmp_p
     with model_server(turns, log=tmp_path / "requests.jsonl") as server:
         env = claude_env_for(server, tmp_path / "claude-home", retries=0)
         proc = p.run(
-            "loop.sh", "--contract", "loop.yaml", "--task-id", "fix-value", "--task", "Make value good",
-            env=env, timeout=180,
+            "loop.sh",
+            "--contract",
+            "loop.yaml",
+            "--task-id",
+            "fix-value",
+            "--task",
+            "Make value good",
+            env=env,
+            timeout=180,
         )
     assert proc.returncode == 0, fail_message(proc)
     first = p.decisions("fix-value")[0]

@@ -166,14 +166,23 @@ def test_no_recipe_holds_trust_logic_of_its_own() -> None:
         code = [line for line in path.read_text().splitlines()
                 if not line.lstrip().startswith(("#", "//"))]  # fmt: skip
         text = "\n".join(code)
-        for word in ("update-ref", "commit-tree", "read-tree", "git commit", "git add",
-                     "loop.lock", "refs/loopkit/\"", "git clean", "git reset"):
+        for word in (
+            "update-ref",
+            "commit-tree",
+            "read-tree",
+            "git commit",
+            "git add",
+            "loop.lock",
+            'refs/loopkit/"',
+            "git clean",
+            "git reset",
+        ):
             assert word not in text, f"{path.name}: {word}"
     assert len((RECIPES / "loop.sh").read_text().splitlines()) <= 150
     assert len((RECIPES / "other-languages" / "loop.mjs").read_text().splitlines()) <= 150
 
 
-@pytest.mark.parametrize("text", ['plain', 'a "quote" \\ back', "tab\tnl\ncr\r\x01\x1f", "é ✓"])
+@pytest.mark.parametrize("text", ["plain", 'a "quote" \\ back', "tab\tnl\ncr\r\x01\x1f", "é ✓"])
 def test_the_start_document_lk_task_writes_holds_exactly_the_text_given(
     text: str, tmp_path: Path
 ) -> None:

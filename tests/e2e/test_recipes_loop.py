@@ -361,7 +361,9 @@ def test_a_home_path_in_the_sandbox_is_the_home_not_a_folder_named_tilde(
     home = tmp_path / "home"
     home.mkdir()
     body = 'Path("src").mkdir(exist_ok=True)\nPath("src/value.txt").write_text("good\\n")\n'
-    p = make_project(tmp_path, body, sandbox={"writable": [str(tmp_path / "worker"), "~/.cache/lk"]})
+    p = make_project(
+        tmp_path, body, sandbox={"writable": [str(tmp_path / "worker"), "~/.cache/lk"]}
+    )
     proc = p.run("loop.sh", "--contract", "loop.yaml", "--task-id", "fix-value", "--task", "Fix",
                  env={"HOME": str(home)})  # fmt: skip
     assert proc.returncode == 0, fail_message(proc)
@@ -601,11 +603,7 @@ def test_each_round_is_one_lk_attempt_and_each_decision_one_lk_task_step(tmp_pat
     wrap = tmp_path / "wrap"
     wrap.mkdir()
     lk = wrap / "lk"
-    lk.write_text(
-        "#!/bin/sh\n"
-        f"printf '%s\\n' \"$1 $2\" >> '{calls}'\n"
-        f"exec '{BIN / 'lk'}' \"$@\"\n"
-    )
+    lk.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$1 $2\" >> '{calls}'\nexec '{BIN / 'lk'}' \"$@\"\n")
     lk.chmod(lk.stat().st_mode | stat.S_IXUSR)
     path = f"{wrap}{os.pathsep}{BIN}{os.pathsep}{os.environ['PATH']}"
     state = tmp_path / "elsewhere"
@@ -614,7 +612,11 @@ def test_each_round_is_one_lk_attempt_and_each_decision_one_lk_task_step(tmp_pat
     assert proc.returncode == 0, fail_message(proc)
     # The landing releases the lock itself (--end): no `lk task end` after a success.
     assert calls.read_text().splitlines() == [
-        "task begin", "attempt --keep", "task save", "attempt --keep", "task land",
+        "task begin",
+        "attempt --keep",
+        "task save",
+        "attempt --keep",
+        "task land",
     ]
     assert p.worker_calls() == 2 and p.git("show", "HEAD:src/value.txt") == "good\n"
     assert (state / "ledger.jsonl").is_file() and not p.state().exists()

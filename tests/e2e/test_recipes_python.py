@@ -16,7 +16,9 @@ pytestmark = pytest.mark.slow
 LOOP_PY = RECIPES / "other-languages" / "loop.py"
 
 
-def py(p: Project, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def py(
+    p: Project, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return p.execute([sys.executable, str(LOOP_PY), *args], env=env, timeout=180)
 
 

@@ -310,8 +310,14 @@ def test_control_a_double_forked_daemon_outlives_a_bare_run(git_repo: Path) -> N
     # In a process of its own: a test process that ran a loopkit command in-process may
     # have become a subreaper (loopkit.proc.guard), which ends such daemons too.
     script = f"from loopkit import proc; import sys; sys.stdout.buffer.write(proc.run({['sh', '-c', DAEMON.format(t=marker)]!r}).output)"
-    out = subprocess.run([sys.executable, "-c", script], cwd=git_repo, env=base_env(),
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=git_repo,
+        env=base_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "started" in out
     try:
         assert not _gone(marker, 0.5)  # what the sandbox prevents

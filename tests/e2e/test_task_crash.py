@@ -45,7 +45,12 @@ def replay_agrees(p: Project) -> bool:
 
 
 def stopped_then_rerun(
-    p: Project, faults: Faults, kind: str, *, match: str = "", at: int | None = None,
+    p: Project,
+    faults: Faults,
+    kind: str,
+    *,
+    match: str = "",
+    at: int | None = None,
     after: bool = False,
 ) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
     faults.arm(kind, match=match, at=at, after=after)
@@ -62,7 +67,9 @@ def landed_and_marked(p: Project) -> None:
     assert p.git("show", "HEAD:src/value.txt") == "good\n"
     assert p.task_line("fix-value").startswith("- [x]")
     subjects = p.git("log", "--pretty=%s").splitlines()
-    assert subjects[0] == "loopkit: mark fix-value done" and subjects[1].startswith("loopkit: fix-value:")
+    assert subjects[0] == "loopkit: mark fix-value done" and subjects[1].startswith(
+        "loopkit: fix-value:"
+    )
     assert p.git("status", "--porcelain") == ""
     assert not p.lock().exists() and not (p.root / ".git/loopkit/task.json").exists()
 

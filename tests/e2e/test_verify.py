@@ -149,7 +149,9 @@ def test_a_check_that_writes_a_protected_file_does_not_complete(git_repo: Path) 
     assert doc["verify"]["changed_by_checks"] == ["conf/db", "debris/cache"]
     assert out.returncode == 10, out.stderr
     assert doc["decision"]["failure_class"] == "scope_violation"
-    assert {"rule": "protected_changed_by_check", "path": "conf/db"} in doc["decision"]["violations"]
+    assert {"rule": "protected_changed_by_check", "path": "conf/db"} in doc["decision"][
+        "violations"
+    ]
     # Debris outside the protected scope (caches a check leaves) still lets it complete.
     (git_repo / "loop.yaml").write_text(text.replace("echo x > conf/db && ", ""))
     git(git_repo, "commit", "-qam", "no conf write")
@@ -188,7 +190,7 @@ def test_evidence_from_lk_verify_only_does_not_complete(git_repo: Path) -> None:
     passed" -- the check that did not run may well fail."""
     _project(git_repo, "mkdir -p notes; echo hi > notes/a.txt", wall_seconds=600, check_timeout=5)
     text = (git_repo / "loop.yaml").read_text()
-    text = text.replace("criteria: [", "criteria: [{name: lint, run: \"true\"}, ")
+    text = text.replace("criteria: [", 'criteria: [{name: lint, run: "true"}, ')
     text = text.replace("test -f notes/a.txt", "grep -q bye notes/a.txt")  # will fail
     (git_repo / "loop.yaml").write_text(text)
     git(git_repo, "commit", "-qam", "two checks")

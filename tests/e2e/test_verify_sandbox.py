@@ -19,12 +19,18 @@ FIXTURE_CHECK = {"name": "fixtures", "run": "test -f data/fixtures/rows.csv", "t
 
 def _verify(p, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """lk-invoke | lk-diff | lk-verify on the project (the worker does nothing)."""
-    doc = json.dumps({"kind": "loopkit/attempt", "version": 1,
-                      "task": {"id": "t", "text": "t", "kind": "task"}})
+    doc = json.dumps(
+        {"kind": "loopkit/attempt", "version": 1, "task": {"id": "t", "text": "t", "kind": "task"}}
+    )
     pipe = "lk-invoke --contract loop.yaml | lk-diff | lk-verify"
     return subprocess.run(
-        ["bash", "-c", pipe], input=doc, cwd=p.root, env=recipe_env(env),
-        capture_output=True, text=True, timeout=120,
+        ["bash", "-c", pipe],
+        input=doc,
+        cwd=p.root,
+        env=recipe_env(env),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -72,9 +78,13 @@ def test_without_a_sandbox_the_record_says_why(tmp_path: Path) -> None:
 def test_mode_required_refuses_to_run_the_checks_without_a_sandbox(tmp_path: Path) -> None:
     p = _project(tmp_path, sandbox={"mode": "required"})
     proc = subprocess.run(
-        ["lk-verify", "--clean-room", "--contract", "loop.yaml"], cwd=p.root,
+        ["lk-verify", "--clean-room", "--contract", "loop.yaml"],
+        cwd=p.root,
         env=recipe_env({"LOOPKIT_BWRAP": str(tmp_path / "no-bwrap")}),
-        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
     )
     assert proc.returncode == 4, proc.stderr
     assert proc.stdout == ""
@@ -84,7 +94,7 @@ def test_mode_required_refuses_to_run_the_checks_without_a_sandbox(tmp_path: Pat
 
 NET_CHECK = {
     "name": "net",
-    "run": "python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", int(open(\"port\").read())), 2)'",
+    "run": 'python3 -c \'import socket; socket.create_connection(("127.0.0.1", int(open("port").read())), 2)\'',
     "timeout": 30,
 }
 
@@ -92,9 +102,12 @@ NET_CHECK = {
 @needs_sandbox
 @pytest.mark.parametrize(
     ("settings", "reaches"),
-    [({}, True), ({"sandbox": {"network": False}}, False),
-     ({"verify": {"network": False}}, False),
-     ({"sandbox": {"network": False}, "verify": {"network": True}}, True)],
+    [
+        ({}, True),
+        ({"sandbox": {"network": False}}, False),
+        ({"verify": {"network": False}}, False),
+        ({"sandbox": {"network": False}, "verify": {"network": True}}, True),
+    ],
 )
 def test_the_checks_network_follows_the_contract(tmp_path: Path, settings, reaches) -> None:
     """A check's code that phones out (here: to a server on 127.0.0.1) reaches it only
@@ -106,8 +119,14 @@ def test_the_checks_network_follows_the_contract(tmp_path: Path, settings, reach
     server.listen(5)
     settings = {k: {**v} for k, v in settings.items()}
     settings.setdefault("sandbox", {})["writable"] = [str(tmp_path / "worker")]
-    p = make_project(tmp_path, "pass\n", checks=[NET_CHECK], writable=["src/**"],
-                     files={"port": str(server.getsockname()[1])}, **settings)
+    p = make_project(
+        tmp_path,
+        "pass\n",
+        checks=[NET_CHECK],
+        writable=["src/**"],
+        files={"port": str(server.getsockname()[1])},
+        **settings,
+    )
     try:
         proc = _verify(p)
     finally:

@@ -77,7 +77,7 @@ def test_a_task_scoped_to_one_file_cannot_commit_another_with_contract_and_tasks
 
 # --------------------------------------------------------------------------- the state folder
 
-CHECK_STATE = "test -d \"$LOOPKIT_STATE_DIR\" || true"
+CHECK_STATE = 'test -d "$LOOPKIT_STATE_DIR" || true'
 
 
 def test_a_contracts_state_dir_is_where_every_command_and_the_loop_keep_state(
@@ -202,9 +202,21 @@ def test_every_command_gives_the_same_answers(
     log = p.root / vbody["checks"][0]["log"]
     assert state in log.resolve().parents or log.resolve().is_relative_to(state.resolve())
 
-    admit = lk(p, "lk-decide", "--admit", *args, stdin=stdin or json.dumps(
-        {"kind": "loopkit/attempt", "version": 1, "task": {"id": "t", "text": "t", "kind": "task"}}
-    ), env=extra)
+    admit = lk(
+        p,
+        "lk-decide",
+        "--admit",
+        *args,
+        stdin=stdin
+        or json.dumps(
+            {
+                "kind": "loopkit/attempt",
+                "version": 1,
+                "task": {"id": "t", "text": "t", "kind": "task"},
+            }
+        ),
+        env=extra,
+    )
     assert admit.returncode == 0, admit.stderr
     assert (state / "ledger.jsonl").is_file() or (state / "ledger").exists() or any(state.iterdir())
 
@@ -266,16 +278,22 @@ def test_lk_workspace_loads_neither_click_nor_process_machinery(tmp_path: Path) 
         (["workspace", "-h"], None),
         (["workspace", "--jso"], None),
         (["workspace", "extra"], None),
-        (["attempt", "--keep", "p/1", "--shell", "--base", "abc"],
-         {"keep": "p/1", "as_shell": True, "base": "abc"}),
-        (["attempt", "--resume=s1", "--contract", "c.yaml"],
-         {"resume": "s1", "contract_path": "c.yaml"}),
+        (
+            ["attempt", "--keep", "p/1", "--shell", "--base", "abc"],
+            {"keep": "p/1", "as_shell": True, "base": "abc"},
+        ),
+        (
+            ["attempt", "--resume=s1", "--contract", "c.yaml"],
+            {"resume": "s1", "contract_path": "c.yaml"},
+        ),
         (["attempt", "--json"], None),  # workspace's flag, not attempt's
         (["attempt", "--shell=1"], None),
         (["attempt", "--keep"], None),
         (["attempt", "--help"], None),
-        (["verify", "--only", "a", "--only=b", "--fail-fast", "--contract", "c.yaml"],
-         {"only": ("a", "b"), "fail_fast": True, "contract_path": "c.yaml"}),
+        (
+            ["verify", "--only", "a", "--only=b", "--fail-fast", "--contract", "c.yaml"],
+            {"only": ("a", "b"), "fail_fast": True, "contract_path": "c.yaml"},
+        ),
         (["verify", "--in-place", "--summary"], {"clean_room": False, "summary": True}),
         (["verify", "--clean-room"], {"clean_room": True}),
         (["verify", "--clean-room", "--in-place"], None),  # click lets the last win
@@ -288,17 +306,23 @@ def test_lk_workspace_loads_neither_click_nor_process_machinery(tmp_path: Path) 
         (["diff", "--base=-x"], {"base": "-x"}),
         (["decide", "--admit", "--trigger", "schedule"], {"admit": True, "trigger": "schedule"}),
         (["decide", "--trigger", "cron"], None),  # not one of its choices: click refuses it
-        (["decide", "--interrupted", "t", "--reason", "gone"],
-         {"interrupted": "t", "reason": "gone"}),
-        (["invoke", "-q", "--timeout", "2.5", "--provider", "command"],
-         {"quiet": True, "timeout": 2.5, "provider": "command"}),
+        (
+            ["decide", "--interrupted", "t", "--reason", "gone"],
+            {"interrupted": "t", "reason": "gone"},
+        ),
+        (
+            ["invoke", "-q", "--timeout", "2.5", "--provider", "command"],
+            {"quiet": True, "timeout": 2.5, "provider": "command"},
+        ),
         (["invoke", "--timeout", "0"], None),
         (["invoke", "--timeout", "nan"], None),
         (["invoke", "--timeout", "soon"], None),
         (["invoke", "--provider", "gpt"], None),
         (["invoke", "-q", "--quiet"], None),
-        (["judge", "--goal", "be good", "--provider=claude"],
-         {"goal": "be good", "provider": "claude"}),
+        (
+            ["judge", "--goal", "be good", "--provider=claude"],
+            {"goal": "be good", "provider": "claude"},
+        ),
         (["plan", "next"], None),
         ([], None),
     ],

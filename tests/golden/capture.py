@@ -1,5 +1,6 @@
-"""Capture the golden streams: the real worker CLIs (claude, codex, opencode, ...), run through lk-invoke against
-the scripted model server, their saved native streams normalized by ``lk-invoke --transcript``.
+"""Capture the golden streams: the real worker CLIs (claude, codex, gemini, qwen, opencode,
+pi, copilot), run through lk-invoke against the scripted model server, their saved native
+streams normalized by ``lk-invoke --transcript``.
 
     .venv/bin/python tests/golden/capture.py [CASE ...]
 
@@ -24,9 +25,11 @@ from tests.helpers.agents import (  # noqa: E402
     claude_env_for,
     codex_env_for,
     copilot_env_for,
+    gemini_env_for,
     model_server,
     opencode_env_for,
     pi_env_for,
+    qwen_env_for,
 )
 from tests.helpers.invoke import lk_invoke, lk_invoke_bin, write_contract  # noqa: E402
 
@@ -44,6 +47,13 @@ PATCH = {
     "name": "apply_patch",
     "input": "*** Begin Patch\n*** Add File: hello.py\n+print('hello')\n*** End Patch\n",
 }
+
+
+GWRITE = {"name": "write_file", "input": {"file_path": "{{cwd}}/hello.py", "content": "print(1)\n"}}
+
+
+def shell(cmd: str) -> dict[str, Any]:
+    return {"name": "run_shell_command", "input": {"command": cmd}}
 
 
 def cat(cmd: str) -> dict[str, Any]:
@@ -181,6 +191,35 @@ CASES: dict[str, dict[str, Any]] = {
         "provider": "codex",
         "turns": [{"error": {"status": 500}}],
     },
+    "gemini_write_shell": {
+        "provider": "gemini",
+        "turns": [
+            {"text": "Creating hello.py.", "tools": [GWRITE]},
+            {"tools": [shell("cat hello.py && git push origin main")]},
+            {"text": "Wrote hello.py."},
+        ],
+    },
+    "gemini_refused": {
+        "provider": "gemini",
+        "turns": [{"tools": [GWRITE]}, {"text": "Done."}],
+        "worker": {"permission_mode": "default"},
+    },
+    "gemini_400": {"provider": "gemini", "turns": [{"error": 400}]},
+    "gemini_500": {"provider": "gemini", "turns": [{"error": 500}]},
+    "qwen_write_shell": {
+        "provider": "qwen",
+        "turns": [
+            {"text": "Creating hello.py.", "tools": [GWRITE]},
+            {"tools": [shell("cat hello.py && git push origin main")]},
+            {"text": "Wrote hello.py."},
+        ],
+    },
+    "qwen_refused": {
+        "provider": "qwen",
+        "turns": [{"tools": [GWRITE]}, {"text": "Done."}],
+        "worker": {"permission_mode": "default"},
+    },
+    "qwen_400": {"provider": "qwen", "turns": [{"error": 400}]},
     "opencode_write_bash": {
         "provider": "opencode",
         "turns": [
@@ -323,6 +362,10 @@ def capture(name: str, case: dict[str, Any]) -> None:
     with model_server(case["turns"]) as server:
         if case["provider"] == "claude":
             env = claude_env_for(server, tmp / "home", retries=case.get("retries", 0))
+        elif case["provider"] == "gemini":
+            env = gemini_env_for(server, tmp / "home", retries=case.get("retries", 0))
+        elif case["provider"] == "qwen":
+            env = qwen_env_for(server, tmp / "home", retries=case.get("retries", 0))
         elif case["provider"] == "copilot":
             env = copilot_env_for(server, tmp / "home")
             env["LOOPKIT_HOMES"] = str(tmp / "homes")

@@ -186,6 +186,34 @@ def codex_env_for(
     return env
 
 
+def gemini_bin() -> str:
+    return _find("gemini")
+
+
+def qwen_bin() -> str:
+    return _find("qwen")
+
+
+def gemini_env_for(
+    server: ModelServer | str, home: str | Path, *, retries: int = 0
+) -> dict[str, str]:
+    """The whole environment for gemini against ``server``; writes its settings."""
+    url = server if isinstance(server, str) else server.url
+    env = rehearse.overlay(rehearse.gemini_env(url, home, retries=retries))
+    env["PATH"] = _path_with_agents(env)
+    return env
+
+
+def qwen_env_for(
+    server: ModelServer | str, home: str | Path, *, retries: int = 0
+) -> dict[str, str]:
+    """The whole environment for qwen against ``server``; writes its settings."""
+    url = server if isinstance(server, str) else server.url
+    env = rehearse.overlay(rehearse.qwen_env(url, home, retries=retries))
+    env["PATH"] = _path_with_agents(env)
+    return env
+
+
 @dataclass
 class AgentRun:
     """One finished CLI run: exit status, its JSON lines, and the raw streams."""

@@ -95,11 +95,11 @@ def notes_project(repo: Path, worker: str, *, wall_seconds: int, check_timeout: 
     """A committed loop.yaml (the command ``worker``, one check) and TASKS.md (one task,
     ``notes``): the worker is done when notes/a.txt exists."""
     (repo / "loop.yaml").write_text(
-        "version: 1\nobjective: Write notes.\nscope: {writable: [\"notes/**\"]}\n"
-        f"criteria: [{{name: notes, run: \"test -f notes/a.txt\", timeout: {check_timeout}}}]\n"
+        'version: 1\nobjective: Write notes.\nscope: {writable: ["notes/**"]}\n'
+        f'criteria: [{{name: notes, run: "test -f notes/a.txt", timeout: {check_timeout}}}]\n'
         f"budgets: {{attempts: 3, wall_seconds: {wall_seconds}}}\n"
-        f"worker: {{provider: command, command: \"{worker}\", timeout: 60}}\n"
-        f"sandbox: {{writable: [\"{repo.parent}\"]}}\n"
+        f'worker: {{provider: command, command: "{worker}", timeout: 60}}\n'
+        f'sandbox: {{writable: ["{repo.parent}"]}}\n'
     )
     (repo / "TASKS.md").write_text(
         "- [ ] Write notes {#notes}\n  budget: 5 lines / 1 file\n  scope: notes/a.txt\n  end\n"

@@ -79,7 +79,9 @@ class Faults:
     def env(self, base: dict[str, str]) -> dict[str, str]:
         return {**base, "PATH": f"{self.bin}{os.pathsep}{base.get('PATH', os.environ['PATH'])}"}
 
-    def arm(self, kind: str, *, at: int | None = None, match: str = "", after: bool = False) -> None:
+    def arm(
+        self, kind: str, *, at: int | None = None, match: str = "", after: bool = False
+    ) -> None:
         for name in ("fired", "count", "calls"):
             (self.dir / name).unlink(missing_ok=True)
         (self.dir / "kind").write_text(kind)

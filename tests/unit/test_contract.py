@@ -71,7 +71,7 @@ def test_the_example_contract_is_valid() -> None:
         (
             {"worker": {"provider": "aider"}},
             "$.worker.provider",
-            "expected one of claude, codex, ",
+            "expected one of claude, codex, command, gemini, qwen, opencode, pi, copilot",
         ),
         ({"worker": {"provider": "command"}}, "$.worker.command", "needs a command"),
         ({"judge": {"model": "x"}}, "$.judge.provider", "missing"),
@@ -228,8 +228,12 @@ def test_defaults_never_invent_a_worker_provider() -> None:
     from loopkit import contract as c
     from loopkit import schema
 
-    data = {"version": 1, "objective": "x", "scope": {"writable": ["a/**"]},
-            "criteria": [{"name": "t", "run": "true"}]}
+    data = {
+        "version": 1,
+        "objective": "x",
+        "scope": {"writable": ["a/**"]},
+        "criteria": [{"name": "t", "run": "true"}],
+    }
     full = c.with_defaults(data)
     assert "provider" not in full["worker"]
     assert schema.errors(full, "contract") == []
@@ -362,8 +366,11 @@ def test_a_non_finite_limit_from_a_document_is_a_problem(value: float) -> None:
     [
         ({"budget": {"attempts": 3}}, "$.budget", "did you mean 'budgets'?"),
         ({"budgets": {"atempts": 3}}, "$.budgets.atempts", "did you mean 'attempts'?"),
-        ({"criteria": [{"name": "t", "run": "true", "timout": 5}]}, "$.criteria[0].timout",
-         "did you mean 'timeout'?"),
+        (
+            {"criteria": [{"name": "t", "run": "true", "timout": 5}]},
+            "$.criteria[0].timout",
+            "did you mean 'timeout'?",
+        ),
     ],
 )
 def test_an_unknown_key_suggests_the_near_miss(doc: dict, where: str, hint: str) -> None:  # type: ignore[type-arg]

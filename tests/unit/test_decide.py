@@ -436,9 +436,13 @@ def test_usage_limit_carries_resume_after_and_no_backoff() -> None:
 def test_transient_failures_spend_no_attempt_and_have_their_own_budget() -> None:
     doc = h.attempt(run=h.run("api_error"), contract_=h.contract(attempts=2, transient=3))
     # Two transient failures already: the attempts budget (2) is not what stops it.
-    d = decide.decide(doc, hist(attempts=2, spent_attempts=0, transient_streak=1), tree_on_disk=TREE)
+    d = decide.decide(
+        doc, hist(attempts=2, spent_attempts=0, transient_streak=1), tree_on_disk=TREE
+    )
     assert (d["outcome"], d["failure_class"]) == ("retry", "transient") and d["backoff_s"]
-    d = decide.decide(doc, hist(attempts=3, spent_attempts=0, transient_streak=2), tree_on_disk=TREE)
+    d = decide.decide(
+        doc, hist(attempts=3, spent_attempts=0, transient_streak=2), tree_on_disk=TREE
+    )
     assert (d["outcome"], d["failure_class"]) == ("blocked", "transient")
     assert "budgets.transient (3)" in d["reason"]
 
@@ -446,8 +450,10 @@ def test_transient_failures_spend_no_attempt_and_have_their_own_budget() -> None
 def test_the_backoff_follows_the_contract() -> None:
     shape = {**h.contract(transient=100), "backoff": {"base_s": 1, "max_s": 4}}
     doc = h.attempt(run=h.run("api_error"), contract_=shape)
-    waits = [decide.decide(doc, hist(transient_streak=k), tree_on_disk=TREE)["backoff_s"]
-             for k in range(6)]
+    waits = [
+        decide.decide(doc, hist(transient_streak=k), tree_on_disk=TREE)["backoff_s"]
+        for k in range(6)
+    ]
     assert 0.5 <= waits[0] <= 1 and all(w <= 4 for w in waits) and waits[5] >= 2
 
 
@@ -466,8 +472,12 @@ def test_the_same_violations_again_are_no_progress_then_park() -> None:
 
 
 def test_a_crash_is_retried_with_its_output_and_the_same_crash_is_no_progress() -> None:
-    run = h.run("crashed", exit_code=2, error="ImportError: no module named parser",
-                final_message="Traceback ...\nImportError: no module named parser")
+    run = h.run(
+        "crashed",
+        exit_code=2,
+        error="ImportError: no module named parser",
+        final_message="Traceback ...\nImportError: no module named parser",
+    )
     doc = h.attempt(run=run)
     d = decide.decide(doc, hist(), tree_on_disk=TREE)
     assert (d["outcome"], d["failure_class"]) == ("retry", "crashed")

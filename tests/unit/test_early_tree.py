@@ -39,7 +39,9 @@ def test_it_is_the_hash_lk_decide_takes_and_its_stat_cache_lands_only_when_taken
     assert not [p.name for p in state.iterdir() if ".early-" in p.name]
 
 
-def test_taken_for_another_tree_or_dropped_it_leaves_nothing(git_repo: Path, tmp_path: Path) -> None:
+def test_taken_for_another_tree_or_dropped_it_leaves_nothing(
+    git_repo: Path, tmp_path: Path
+) -> None:
     state = git_repo / ".git" / "lkstate"
     run = _sealed(git_repo, state)
     sealed = statcache.digest(state)

@@ -123,7 +123,9 @@ def test_signature_prefers_error_lines_and_falls_back_to_the_end() -> None:
 
 def test_terminal_control_sequences_are_not_part_of_a_line() -> None:
     assert normalize_line("\x1b[1;32mok\x1b[0m \x1b]0;title\x07done") == "ok done"
-    assert normalize_line("\x1b]52;c;cHduZWQ=\x1b\\\x9b31mFAILED\x9b0m \x1bPq#0\x1b\\x") == "FAILED x"
+    assert (
+        normalize_line("\x1b]52;c;cHduZWQ=\x1b\\\x9b31mFAILED\x9b0m \x1bPq#0\x1b\\x") == "FAILED x"
+    )
 
 
 def test_combine() -> None:

@@ -231,4 +231,3 @@ def test_the_files_a_config_names_are_control_state(user_repo: tuple[Path, Path]
     assert changed == sorted(
         f"git config file: {home / n}" for n in ("attrs", "conf.d/extra", "ignore-all")
     )
-

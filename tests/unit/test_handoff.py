@@ -155,9 +155,7 @@ def test_no_terminal_control_sequence_reaches_the_handoff() -> None:
         "decision": {"feedback": ESCAPES + "try again\r"},
         "run": {"stuck": {"tool": "Bash", "repeats": 3, "error": ESCAPES + "denied"}},
     }
-    text = handoff.build(
-        task=TASK, contract=CONTRACT, previous=previous, memory=ESCAPES + "lesson"
-    )
+    text = handoff.build(task=TASK, contract=CONTRACT, previous=previous, memory=ESCAPES + "lesson")
     assert "E boom" in text and "no test" in text and "try again" in text and "lesson" in text
     assert not any((ord(c) < 0x20 and c not in "\n\t") or 0x7F <= ord(c) <= 0x9F for c in text)
 
@@ -170,22 +168,29 @@ def test_the_tasks_own_failures_come_first_and_the_bases_are_marked_once() -> No
         "required": ["suite"],
         "checks": [
             {"name": "lint", "passed": False, "exit_code": 1, "output_tail": "E501 long line"},
-            {"name": "suite", "passed": False, "exit_code": 1,
-             "output_tail": "FAILED t::test_other\nFAILED t::test_mine",
-             "blocking_tests": ["t::test_mine"], "regressions": ["t::test_mine"]},
+            {
+                "name": "suite",
+                "passed": False,
+                "exit_code": 1,
+                "output_tail": "FAILED t::test_other\nFAILED t::test_mine",
+                "blocking_tests": ["t::test_mine"],
+                "regressions": ["t::test_mine"],
+            },
         ],
-        "known_failures": [{"name": "lint", "fingerprint": "f1"},
-                           {"name": "suite-old", "fingerprint": "f2", "tests": ["t::test_other"]}],
+        "known_failures": [
+            {"name": "lint", "fingerprint": "f1"},
+            {"name": "suite-old", "fingerprint": "f2", "tests": ["t::test_other"]},
+        ],
     }
     feedback = decide._failure_text(verify)
-    text = handoff.build(
-        task=TASK, previous={"verify": verify, "decision": {"feedback": feedback}}
-    )
+    text = handoff.build(task=TASK, previous={"verify": verify, "decision": {"feedback": feedback}})
     mine = text.index("### Check `suite` failed")
     base = text.index("### Already failing before this task started")
     assert mine < base
     assert "- `t::test_mine` (passed before your change)" in text
     assert "E501 long line" not in text  # a failure of the base: named, its output not shown
     assert "- check `lint`" in text[base:]
-    assert text.count("FAILED t::test_other") == 1  # the decision's copy of the tail is not repeated
+    assert (
+        text.count("FAILED t::test_other") == 1
+    )  # the decision's copy of the tail is not repeated
     assert "tests t::test_mine" in text

@@ -648,7 +648,9 @@ def test_every_name_of_the_package_is_the_one_its_module_defines() -> None:
     imported = {
         alias.name: node.module.rsplit(".", 1)[-1]
         for node in ast.walk(ast.parse(init.read_text()))
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(plan.__name__)
+        if isinstance(node, ast.ImportFrom)
+        and node.module
+        and node.module.startswith(plan.__name__)
         for alias in node.names
     }
     assert imported == plan._HOMES  # what mypy sees is what __getattr__ loads
@@ -670,7 +672,10 @@ def test_check_lines_are_the_tasks_own_acceptance_commands() -> None:
         b"  end\n"
     )
     (task,) = parsed.tasks
-    assert task.as_dict()["checks"] == ["pytest -q tests/test_parser.py", "python -c 'import parser'"]
+    assert task.as_dict()["checks"] == [
+        "pytest -q tests/test_parser.py",
+        "python -c 'import parser'",
+    ]
     assert not plan.check(parsed)
     from loopkit.contract import apply_task
 
@@ -682,8 +687,12 @@ def test_check_lines_are_the_tasks_own_acceptance_commands() -> None:
 
 
 def test_an_empty_check_line_is_a_problem() -> None:
-    parsed = plan.parse(b"- [ ] T {#t}\n  budget: 5 lines / 1 file\n  scope: a.py\n  check:\n  end\n")
-    assert any("check: expected a shell command" in str(p) for p in parsed.problems + plan.check(parsed))
+    parsed = plan.parse(
+        b"- [ ] T {#t}\n  budget: 5 lines / 1 file\n  scope: a.py\n  check:\n  end\n"
+    )
+    assert any(
+        "check: expected a shell command" in str(p) for p in parsed.problems + plan.check(parsed)
+    )
 
 
 def test_a_goal_needs_a_judge_in_the_contract() -> None:

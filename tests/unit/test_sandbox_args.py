@@ -19,9 +19,16 @@ def test_the_room_is_bound_at_the_repository_path_with_its_git_folder_read_only(
     for p in (repo / ".git/objects", room / ".git", repo / "node_modules", home / ".ssh"):
         p.mkdir(parents=True)
     w = sandbox.wrap(
-        ["true"], root=repo, source=room, git_dir=None, state_dir=None, env={"PATH": "/usr/bin"},
+        ["true"],
+        root=repo,
+        source=room,
+        git_dir=None,
+        state_dir=None,
+        env={"PATH": "/usr/bin"},
         bound=[(repo / ".git/objects", ".git/objects"), (repo / "node_modules", "node_modules")],
-        home=home, hidden_extra=[repo / ".git", repo / ".git" / "worktrees"], bwrap="bwrap",
+        home=home,
+        hidden_extra=[repo / ".git", repo / ".git" / "worktrees"],
+        bwrap="bwrap",
     )
     r = str(repo.resolve())
     assert (str(room.resolve()), r) in _pairs(w.argv, "--bind")
@@ -40,7 +47,12 @@ def test_a_hidden_folder_inside_another_hidden_one_is_not_mounted_again(tmp_path
     (common / "worktrees/x").mkdir(parents=True)
     repo.mkdir()
     w = sandbox.wrap(
-        ["true"], root=repo, git_dir=None, state_dir=None, env={}, bwrap="bwrap",
+        ["true"],
+        root=repo,
+        git_dir=None,
+        state_dir=None,
+        env={},
+        bwrap="bwrap",
         hidden_extra=[common, common / "worktrees/x"],
     )
     tmpfs = [w.argv[i + 1] for i, a in enumerate(w.argv) if a == "--tmpfs"]

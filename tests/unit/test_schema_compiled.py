@@ -72,7 +72,9 @@ def test_a_ref_the_checks_cannot_make_goes_to_jsonschema_where_it_is_met() -> No
 def test_a_document_with_a_task_alone_compiles_no_section_it_lacks() -> None:
     compiler = schema._Compiler()
     check = compiler.ref(schema.BASE_URI + "attempt.json", "")
-    assert check({"kind": "loopkit/attempt", "version": 1, "task": {"id": "t", "text": "x", "kind": "task"}})
+    assert check(
+        {"kind": "loopkit/attempt", "version": 1, "task": {"id": "t", "text": "x", "kind": "task"}}
+    )
     followed = {uri.rsplit("/", 1)[-1] for uri in compiler.followed}
     assert "attempt.json" in followed and "task.json" in followed, followed
     assert "diff.json" not in followed and "verify.json" not in followed, followed
@@ -176,7 +178,7 @@ def test_a_valid_document_is_read_without_importing_jsonschema() -> None:
         "import sys; from loopkit import document\n"
         f"document.parse_attempt(open({str(good)!r}).read())\n"
         "print('jsonschema' in sys.modules, 'referencing' in sys.modules)\n"
-        "try:\n    document.parse_attempt('{\"kind\": \"loopkit/attempt\", \"version\": 7}')\n"
+        'try:\n    document.parse_attempt(\'{"kind": "loopkit/attempt", "version": 7}\')\n'
         "except Exception as e:\n    print(type(e).__name__, 'jsonschema' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -196,10 +196,14 @@ ADD_ONLY = Policy(writable=("src/**",), add_only=("tests/**",), protected=("test
         (Change("tests/test_old.py", "deleted", 0, 9), [("add_only", "tests/test_old.py")]),
         (Change("tests/test_old.py", "type_changed"), [("add_only", "tests/test_old.py")]),
         # renamed away: the base's file is gone, whichever side the new name lies
-        (Change("tests/test_b.py", "renamed", old_path="tests/test_a.py"),
-         [("rename_out_of_scope", "tests/test_a.py")]),
-        (Change("src/moved.py", "renamed", old_path="tests/test_a.py"),
-         [("rename_out_of_scope", "tests/test_a.py")]),
+        (
+            Change("tests/test_b.py", "renamed", old_path="tests/test_a.py"),
+            [("rename_out_of_scope", "tests/test_a.py")],
+        ),
+        (
+            Change("src/moved.py", "renamed", old_path="tests/test_a.py"),
+            [("rename_out_of_scope", "tests/test_a.py")],
+        ),
         # a source file renamed into the tests is a new file there
         (Change("tests/test_x.py", "renamed", old_path="src/x.py"), []),
         (Change("tests/test_copy.py", "copied", old_path="tests/test_a.py"), []),
@@ -207,8 +211,18 @@ ADD_ONLY = Policy(writable=("src/**",), add_only=("tests/**",), protected=("test
         (Change("tests/fixtures/new.json", "added", 1), [("protected", "tests/fixtures/new.json")]),
         (Change("docs/new.md", "added", 1), [("outside_writable", "docs/new.md")]),
     ],
-    ids=["new", "modified", "deleted", "retyped", "renamed-within", "renamed-out",
-         "renamed-in", "copied", "protected-wins", "elsewhere"],
+    ids=[
+        "new",
+        "modified",
+        "deleted",
+        "retyped",
+        "renamed-within",
+        "renamed-out",
+        "renamed-in",
+        "copied",
+        "protected-wins",
+        "elsewhere",
+    ],
 )
 def test_add_only_allows_new_files_and_never_a_change_to_the_base_s(
     change: Change, rules: list[tuple[str, str]]

@@ -12,21 +12,41 @@ from loopkit.boundary import secrets
 
 
 def test_only_the_allow_list_and_the_names_asked_for_pass() -> None:
-    parent = {"PATH": "/bin", "AWS_SECRET_ACCESS_KEY": "x" * 20, "OPENAI_API_KEY": "k" * 20,
-              "MY_SETTING": "1", "OPENAI_BASE_URL": "http://127.0.0.1"}
+    parent = {
+        "PATH": "/bin",
+        "AWS_SECRET_ACCESS_KEY": "x" * 20,
+        "OPENAI_API_KEY": "k" * 20,
+        "MY_SETTING": "1",
+        "OPENAI_BASE_URL": "http://127.0.0.1",
+    }
     env = secrets.allowed_env(parent, ["MY_SETTING", "OPENAI_"])
-    assert env == {"PATH": "/bin", "MY_SETTING": "1", "OPENAI_API_KEY": "k" * 20,
-                   "OPENAI_BASE_URL": "http://127.0.0.1"}
+    assert env == {
+        "PATH": "/bin",
+        "MY_SETTING": "1",
+        "OPENAI_API_KEY": "k" * 20,
+        "OPENAI_BASE_URL": "http://127.0.0.1",
+    }
 
 
 def test_values_named_like_secrets_are_redacted_in_text_and_data() -> None:
-    values = secrets.secret_values({"GITHUB_TOKEN": "ghp_abcdef123456", "GIT_AUTHOR_NAME": "Ada Lovelace",
-                                    "SHORT_KEY": "abc", "DB_PASSWORD": "hunter2hunter2"})
+    values = secrets.secret_values(
+        {
+            "GITHUB_TOKEN": "ghp_abcdef123456",
+            "GIT_AUTHOR_NAME": "Ada Lovelace",
+            "SHORT_KEY": "abc",
+            "DB_PASSWORD": "hunter2hunter2",
+        }
+    )
     assert values == ["hunter2hunter2", "ghp_abcdef123456"] or set(values) == {
-        "hunter2hunter2", "ghp_abcdef123456"}
+        "hunter2hunter2",
+        "ghp_abcdef123456",
+    }
     s = secrets.Scrubber(values)
-    doc = {"run": {"final_message": "token ghp_abcdef123456 and hunter2hunter2", "n": 3},
-           "list": ["ghp_abcdef123456"], "by Ada Lovelace": True}
+    doc = {
+        "run": {"final_message": "token ghp_abcdef123456 and hunter2hunter2", "n": 3},
+        "list": ["ghp_abcdef123456"],
+        "by Ada Lovelace": True,
+    }
     out = s.data(doc)
     assert out["run"]["final_message"] == "token [redacted] and [redacted]"
     assert out["list"] == ["[redacted]"] and out["run"]["n"] == 3
@@ -41,8 +61,10 @@ def test_checks_run_outside_the_environment_pre_commit_built_for_loopkit(
     (venv / "bin").mkdir(parents=True)
     monkeypatch.setenv("PRE_COMMIT_HOME", str(store))
     monkeypatch.setattr(sys, "prefix", str(venv))
-    env = {"PATH": os.pathsep.join([str(venv / "bin"), "/usr/local/bin", "/usr/bin"]),
-           "VIRTUAL_ENV": str(venv)}
+    env = {
+        "PATH": os.pathsep.join([str(venv / "bin"), "/usr/local/bin", "/usr/bin"]),
+        "VIRTUAL_ENV": str(venv),
+    }
     out = secrets.outside_hook_env(env)
     assert out["PATH"] == os.pathsep.join(["/usr/local/bin", "/usr/bin"])
     assert "VIRTUAL_ENV" not in out
@@ -78,8 +100,11 @@ def test_what_a_run_needs_from_the_hosts_tmp_is_shown_read_only(tmp_path: Path) 
     (nm / ".bin").mkdir(parents=True)
     repo = tmp_path / "repo"
     (repo / "bin").mkdir(parents=True)
-    env = {"PATH": os.pathsep.join([str(venv / "bin"), str(nm / ".bin"), str(repo / "bin"),
-                                    "/usr/bin"])}
+    env = {
+        "PATH": os.pathsep.join(
+            [str(venv / "bin"), str(nm / ".bin"), str(repo / "bin"), "/usr/bin"]
+        )
+    }
     shown = tools_under([str(venv / "bin" / "python"), "-m", "x"], env, root=repo, tops=["/tmp"])
     if not str(tmp_path.resolve()).startswith("/tmp/"):
         pytest.skip("the test folder is not under /tmp here")

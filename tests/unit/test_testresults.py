@@ -111,8 +111,15 @@ rspec ./spec/calc_spec.rb:4 # Calc adds
 @pytest.mark.parametrize(
     ("output", "source", "failed", "passed"),
     [
-        (JEST, "jest", {"src/sum.test.js \u203a sum \u203a adds",
-                        "src/broken.test.js \u203a Test suite failed to run"}, None),
+        (
+            JEST,
+            "jest",
+            {
+                "src/sum.test.js \u203a sum \u203a adds",
+                "src/broken.test.js \u203a Test suite failed to run",
+            },
+            None,
+        ),
         (VITEST, "vitest", {"test/basic.test.ts > math > adds"}, None),
         (RSPEC, "rspec", {"Calc adds"}, None),
         (PYTEST, "pytest", {"tests/test_a.py::test_two", "tests/test_b.py"}, None),
@@ -209,8 +216,13 @@ def test_reading_any_output_never_raises(output: bytes) -> None:
 
 
 def _check(name: str, failed: list[str] | None, *, passed: bool = False) -> dict:
-    c = {"name": name, "command": "pytest", "exit_code": 0 if passed else 1, "passed": passed,
-         "fingerprint": None if passed else f"fp-{name}-{len(failed or [])}"}
+    c = {
+        "name": name,
+        "command": "pytest",
+        "exit_code": 0 if passed else 1,
+        "passed": passed,
+        "fingerprint": None if passed else f"fp-{name}-{len(failed or [])}",
+    }
     if failed is not None:
         c["tests"] = {"source": "pytest", "failed": failed, "failed_count": len(failed)}
     return c
@@ -247,8 +259,10 @@ def test_the_fingerprint_is_the_set_of_blocking_tests() -> None:
 
 
 def test_without_per_test_results_the_check_is_judged_whole() -> None:
-    body = _ratchet([_check("suite", None), _check("lint", None, passed=True)],
-                    [_check("suite", None), _check("lint", None, passed=True)])
+    body = _ratchet(
+        [_check("suite", None), _check("lint", None, passed=True)],
+        [_check("suite", None), _check("lint", None, passed=True)],
+    )
     assert body["passed"] is True and body["checks"][0]["judged"] == "per_check"
     assert body["known_failures"][0]["name"] == "suite"
 

@@ -105,12 +105,27 @@ def test_the_report_table_fits_the_terminal() -> None:
     doc = {
         "records": 6,
         "problems": [],
-        "tasks": [{"task_id": "fix-parser", "attempts": 3, "outcome": "failed", "cost_usd": 1.5,
-                   "cost_untrusted_usd": 0, "tokens": 1200, "wall_s": 80, "why": why}],
-        "health": {"termination_reasons": {"failed": 1}, "triggers": {"manual": 3},
-                   "runs_near_budget": {"threshold": 0.8, "runs": 0, "share": 0.0},
-                   "cost_per_completed_task": {"trusted_usd": None, "untrusted_usd": None},
-                   "p95_verify_attempts": 1, "tasks": 1, "runs": 3},
+        "tasks": [
+            {
+                "task_id": "fix-parser",
+                "attempts": 3,
+                "outcome": "failed",
+                "cost_usd": 1.5,
+                "cost_untrusted_usd": 0,
+                "tokens": 1200,
+                "wall_s": 80,
+                "why": why,
+            }
+        ],
+        "health": {
+            "termination_reasons": {"failed": 1},
+            "triggers": {"manual": 3},
+            "runs_near_budget": {"threshold": 0.8, "runs": 0, "share": 0.0},
+            "cost_per_completed_task": {"trusted_usd": None, "untrusted_usd": None},
+            "p95_verify_attempts": 1,
+            "tasks": 1,
+            "runs": 3,
+        },
     }
     table = report.text(doc, width=80).splitlines()
     assert all(len(line) <= 80 for line in table[:2]), table[:2]

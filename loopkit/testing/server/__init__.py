@@ -1,5 +1,6 @@
-"""The scripted model server: the Anthropic Messages API and the OpenAI Responses API
-answered from a script, on 127.0.0.1, with the standard library alone.
+"""The scripted model server: the Anthropic Messages API, the OpenAI Responses and Chat
+Completions APIs and the Gemini API answered from a script, on 127.0.0.1, with the
+standard library alone.
 
     from loopkit.testing import ModelServer, script
     with ModelServer(script.from_data([{"text": "Hello"}])) as server:
@@ -9,13 +10,16 @@ answered from a script, on 127.0.0.1, with the standard library alone.
 The turn is chosen from the conversation in the request -- the number of assistant
 turns it already holds -- so a client that re-sends a request (a retry, a resume, a
 cut stream re-sent without ``stream``) gets the same turn again, and a resumed session
-continues the script. Fault counters (``error.times``, ``cut.times``) are kept per API,
+continues the script. On Chat Completions and Gemini, an assistant turn a client seeded
+itself (text the script never says) counts for nothing, and a request without tools is a
+side request answered without taking a turn. Fault counters (``error.times``, ``cut.times``) are kept per API,
 conversation and turn for the server's lifetime. A request without ``stream`` gets one
 JSON answer (Claude Code re-sends a cut stream that way).
 
 The package: :mod:`~loopkit.testing.server.http` reads, records and routes requests and
-sends the answers; :mod:`~loopkit.testing.server.anthropic` and
-:mod:`~loopkit.testing.server.openai` are the two wire formats, behind the small interface
+sends the answers; :mod:`~loopkit.testing.server.anthropic`,
+:mod:`~loopkit.testing.server.openai`, :mod:`~loopkit.testing.server.chat` and
+:mod:`~loopkit.testing.server.gemini` are the wire formats, behind the small interface
 in :mod:`~loopkit.testing.server.wire`; :mod:`~loopkit.testing.server.faults` breaks an
 answer when the script says so. This module keeps the server's state: the script, the
 request log and the fault counters.
@@ -32,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from loopkit.testing.script import Error, Script, Turn
-from loopkit.testing.server import anthropic, openai
+from loopkit.testing.server import anthropic, chat, gemini, openai
 from loopkit.testing.server.http import handler_for
 from loopkit.testing.server.wire import DEFAULT_USAGE, Wire, client_cwd
 
@@ -42,12 +46,15 @@ __all__ = ["DEFAULT_USAGE", "END_TEXT", "ModelServer", "Pick", "assistant_turns"
 END_TEXT = "End of script."
 
 
-def assistant_turns(api: str, body: Any) -> int:
+#: The wire format of each API the script names.
+WIRES: dict[str, Wire] = {"anthropic": anthropic, "openai": openai, "chat": chat, "gemini": gemini}
+
+
+def assistant_turns(api: str, body: Any, *, said: tuple[str, ...] = ()) -> int:
     """How many model turns the conversation in a request already holds."""
     if not isinstance(body, dict):
         return 0
-    wire: Wire = anthropic if api == "anthropic" else openai
-    return wire.assistant_turns(body)
+    return WIRES[api].assistant_turns(body, said=said)
 
 
 @dataclass(frozen=True)
@@ -82,6 +89,7 @@ class ModelServer:
         self._log_path = Path(log) if log is not None else None
         self._log_file = self._log_path.open("a", encoding="utf-8") if self._log_path else None
         self._started = time.monotonic()
+        self._said = (*script.texts(), END_TEXT)
         self._httpd = ThreadingHTTPServer((host, port), handler_for(self))
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -195,7 +203,7 @@ class ModelServer:
         """The turn that answers a request."""
         conversation = self.session_index(api, session)
         turns = self.script.turns(api, conversation)
-        index = assistant_turns(api, body)
+        index = assistant_turns(api, body, said=self._said)
         if index < len(turns):
             return Pick(conversation, index, turns[index], exhausted=False)
         if self.script.exhausted == "repeat_last" and turns:

@@ -8,7 +8,7 @@ tool call. Streamed, it is ``message_start``, a start, delta(s) and stop per blo
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from loopkit.testing.script import Error, Turn
@@ -29,8 +29,19 @@ _ERROR_TYPES = {
 }
 
 
-def assistant_turns(body: Mapping[str, Any]) -> int:
-    """The assistant messages in the request."""
+def wants_turn(body: Mapping[str, Any]) -> bool:
+    """Every request takes a turn: these clients send no side requests that need telling
+    apart (see docs/model-server.md)."""
+    return True
+
+
+def side_answer(body: Mapping[str, Any], *, model: str) -> dict[str, Any]:  # pragma: no cover
+    return answer(Turn(text="Scripted session"), model=model, cwd=None)
+
+
+def assistant_turns(body: Mapping[str, Any], *, said: Iterable[str] = ()) -> int:
+    """The assistant messages in the request (Claude Code seeds none: ``said`` is not
+    needed)."""
     messages = body.get("messages")
     if not isinstance(messages, list):
         return 0

@@ -1,8 +1,10 @@
 """The HTTP side of the model server: reading requests, routing them, sending answers.
 
 ``POST .../messages`` is the Anthropic Messages API, ``POST .../responses`` the OpenAI
-Responses API, ``POST .../messages/count_tokens`` a fixed count; anything else is a 404.
-Every request is recorded (credentials redacted) before it is answered.
+Responses API, ``POST .../chat/completions`` the OpenAI Chat Completions API,
+``POST .../models/M:generateContent`` and ``...:streamGenerateContent`` the Gemini API,
+``POST .../messages/count_tokens`` and ``...:countTokens`` a fixed count; anything else is
+a 404. Every request is recorded (credentials redacted) before it is answered.
 """
 
 from __future__ import annotations
@@ -11,15 +13,15 @@ import json
 import socket
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
-from loopkit.testing.server import anthropic, faults, openai
+from loopkit.testing.server import anthropic, chat, faults, gemini, openai
 from loopkit.testing.server.wire import DEFAULT_USAGE, Event, Wire, client_cwd, new_id
 
 if TYPE_CHECKING:
     from loopkit.testing.server import ModelServer
 
-_REDACT = {"authorization", "x-api-key", "api-key"}
+_REDACT = {"authorization", "x-api-key", "api-key", "x-goog-api-key"}
 
 
 def handler_for(server: ModelServer) -> type[BaseHTTPRequestHandler]:
@@ -48,6 +50,7 @@ class Handler(BaseHTTPRequestHandler):
             headers.get("x-claude-code-session-id")
             or headers.get("session-id")
             or headers.get("session_id")
+            or headers.get("x-session-id")
         )
         return {
             "method": self.command,
@@ -78,8 +81,11 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header(k, v)
         self.end_headers()
 
-    def send_event(self, name: str, data: dict[str, Any]) -> None:
-        self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+    def send_event(self, name: str, data: Any) -> None:
+        """One event: ``event:`` only when it has a name; string data sent as it is."""
+        text = data if isinstance(data, str) else json.dumps(data)
+        head = f"event: {name}\n" if name else ""
+        self.wfile.write(f"{head}data: {text}\n\n".encode())
         self.wfile.flush()
 
     def send_stream(self, events: list[Event], *, cut_after: int | None = None) -> None:
@@ -144,18 +150,31 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = self.read_body()
-        path = urlsplit(self.path).path.rstrip("/")
+        url = urlsplit(self.path)
+        path = url.path.rstrip("/")
         entry = self.entry(body)
-        if path.endswith("/messages/count_tokens"):
-            entry.update(api="anthropic", served="count_tokens", status=200)
+        if path.endswith("/messages/count_tokens") or path.endswith(":countTokens"):
+            api = "anthropic" if path.endswith("/count_tokens") else "gemini"
+            entry.update(api=api, served="count_tokens", status=200)
             self.model.record(entry)
-            self.send_json(200, {"input_tokens": DEFAULT_USAGE["input_tokens"]})
+            count = DEFAULT_USAGE["input_tokens"]
+            self.send_json(200, {"input_tokens": count, "totalTokens": count})
             return
         wire: Wire
+        stream = bool(isinstance(body, dict) and body.get("stream"))
+        sse = True
+        model = body.get("model", "scripted") if isinstance(body, dict) else "scripted"
         if path.endswith("/messages"):
             api, wire = "anthropic", anthropic
         elif path.endswith("/responses"):
             api, wire = "openai", openai
+        elif path.endswith("/chat/completions"):
+            api, wire = "chat", chat
+        elif path.endswith(":generateContent") or path.endswith(":streamGenerateContent"):
+            api, wire = "gemini", gemini
+            stream = path.endswith(":streamGenerateContent")
+            sse = "sse" in parse_qs(url.query).get("alt", [])
+            model = gemini.model_of(path) or "scripted"
         else:
             entry.update(served="not_found", status=404)
             self.model.record(entry)
@@ -163,7 +182,11 @@ class Handler(BaseHTTPRequestHandler):
                 404, {"error": {"type": "not_found_error", "message": f"no route {path}"}}
             )
             return
-        stream = bool(isinstance(body, dict) and body.get("stream"))
+        if isinstance(body, dict) and not wire.wants_turn(body):
+            entry.update(api=api, served="side", status=200, stream=stream)
+            self.model.record(entry)
+            self.send_answer(wire, wire.side_answer(body, model=str(model)), stream, sse)
+            return
         pick = self.model.pick(api, body, session=entry["session"])
         turn = pick.turn
         entry.update(
@@ -179,7 +202,6 @@ class Handler(BaseHTTPRequestHandler):
             status = 200 if turn.error.in_stream else turn.error.status
             entry.update(served="error", status=status, error_status=turn.error.status)
             self.model.record(entry)
-            model = body.get("model", "scripted") if isinstance(body, dict) else "scripted"
             try:
                 faults.send_error(self, wire, turn.error, model=str(model))
             except (BrokenPipeError, ConnectionResetError):
@@ -189,18 +211,37 @@ class Handler(BaseHTTPRequestHandler):
         served = "cut" if cut else ("exhausted" if pick.exhausted else "turn")
         entry.update(served=served, status=200)
         self.model.record(entry)
-        cwd = client_cwd(body)
-        model = body.get("model", "scripted") if isinstance(body, dict) else "scripted"
-        answer = wire.answer(turn, model=str(model), cwd=cwd)
+        answer = wire.answer(turn, model=str(model), cwd=client_cwd(body))
+        if cut is not None and not (stream and sse):
+            try:
+                payload = answer if not stream else [d for _, d in wire.events(answer)]
+                faults.send_truncated(self, payload)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            return
+        cut_after = None
+        if cut is not None:
+            total = len(wire.events(answer))
+            cut_after = faults.events_before_cut(cut, default=wire.DEFAULT_CUT, total=total)
+        self.send_answer(wire, answer, stream, sse, cut_after=cut_after)
+
+    def send_answer(
+        self,
+        wire: Wire,
+        answer: dict[str, Any],
+        stream: bool,
+        sse: bool,
+        *,
+        cut_after: int | None = None,
+    ) -> None:
+        """The answer as one JSON document, as a stream, or (a Gemini stream without
+        ``alt=sse``) as one JSON array of the stream's pieces."""
         try:
             if not stream:
-                if cut is not None:
-                    faults.send_truncated(self, answer)
-                else:
-                    self.send_json(200, answer)
-                return
-            events = wire.events(answer)
-            cut_after = faults.events_before_cut(cut, default=wire.DEFAULT_CUT, total=len(events))
-            self.send_stream(events, cut_after=cut_after)
+                self.send_json(200, answer)
+            elif not sse:
+                self.send_json(200, [d for _, d in wire.events(answer) if not isinstance(d, str)])
+            else:
+                self.send_stream(wire.events(answer), cut_after=cut_after)
         except (BrokenPipeError, ConnectionResetError):
             pass

@@ -9,7 +9,7 @@ per item and ``response.completed``.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from loopkit.testing.script import Error, ToolCall, Turn
@@ -38,8 +38,19 @@ _MODEL_ITEMS = {
 }
 
 
-def assistant_turns(body: Mapping[str, Any]) -> int:
-    """The runs of model items in the request's input (one turn may be several items)."""
+def wants_turn(body: Mapping[str, Any]) -> bool:
+    """Every request takes a turn: these clients send no side requests that need telling
+    apart (see docs/model-server.md)."""
+    return True
+
+
+def side_answer(body: Mapping[str, Any], *, model: str) -> dict[str, Any]:  # pragma: no cover
+    return answer(Turn(text="Scripted session"), model=model, cwd=None)
+
+
+def assistant_turns(body: Mapping[str, Any], *, said: Iterable[str] = ()) -> int:
+    """The runs of model items in the request's input (one turn may be several items;
+    codex seeds none: ``said`` is not needed)."""
     items = body.get("input")
     if not isinstance(items, list):
         return 0

@@ -1,5 +1,5 @@
 """Worker providers: ``get(name)`` returns the adapter for a worker CLI (claude, codex,
-opencode, ...) or command.
+gemini, qwen, opencode, pi, copilot) or command.
 
 Adding a provider is one module with a :class:`~loopkit.worker.providers.base.Provider`
 subclass and one line in ``_REGISTRY``; everything else follows the registry: the
@@ -21,10 +21,12 @@ if TYPE_CHECKING:
 _REGISTRY: dict[str, str] = {
     "claude": "loopkit.worker.providers.claude:ClaudeProvider",
     "codex": "loopkit.worker.providers.codex:CodexProvider",
+    "command": "loopkit.worker.providers.command:CommandProvider",
+    "gemini": "loopkit.worker.providers.gemini:GeminiProvider",
+    "qwen": "loopkit.worker.providers.qwen:QwenProvider",
     "opencode": "loopkit.worker.providers.opencode:OpencodeProvider",
     "pi": "loopkit.worker.providers.pi:PiProvider",
     "copilot": "loopkit.worker.providers.copilot:CopilotProvider",
-    "command": "loopkit.worker.providers.command:CommandProvider",
 }
 
 

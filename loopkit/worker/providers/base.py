@@ -187,6 +187,9 @@ class Invocation:
     files: dict[Path, str]  # written before the start
     cost_trusted: bool  # the CLI talks to its vendor's own endpoint
     model: str | None  # the model asked for (flag or the CLI's config), if known
+    #: Settings the provider renders into its private home's config file (``contained``),
+    #: for what its CLI takes from no flag (gemini's turn cap).
+    settings: dict[str, Any]
 
     def __init__(
         self,
@@ -197,6 +200,7 @@ class Invocation:
         files: dict[Path, str] | None = None,
         cost_trusted: bool = False,
         model: str | None = None,
+        settings: dict[str, Any] | None = None,
     ) -> None:
         self.argv = argv
         self.env = env
@@ -205,6 +209,7 @@ class Invocation:
         self.files = {} if files is None else files
         self.cost_trusted = cost_trusted
         self.model = model
+        self.settings = {} if settings is None else settings
 
     def but(self, **changed: Any) -> Invocation:
         """A copy with ``changed`` fields replaced (this one is left as it is)."""

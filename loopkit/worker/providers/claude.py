@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 
 from loopkit import loader
 from loopkit.text import clip
+from loopkit.worker.providers import tools
 from loopkit.worker.providers.base import (
     Event,
     Exit,
@@ -39,7 +40,6 @@ from loopkit.worker.providers.base import (
     http_status_in,
     is_vendor_url,
 )
-from loopkit.worker.providers.shell import files_read_by
 
 DEFAULT_MAX_TURNS = 30
 READ_ONLY_TOOLS = ("Read", "Glob", "Grep")
@@ -115,12 +115,30 @@ class ClaudeProvider(Provider):
 
     @classmethod
     def sniff(cls, line: Mapping[str, Any]) -> bool:
-        """stream-json and json output: system/assistant/user/result events (a result
-        has its ``subtype``; Copilot's final ``result`` line has none)."""
+        """stream-json and json output: ``system`` lines with a session id, assistant
+        messages, tool results for the API's ``toolu_`` ids, a ``result`` with its cost
+        fields, Messages API stream events. Other CLIs print these types too, and their
+        lines are not taken: Qwen Code's (its version in ``init``, ``system/retry``, an
+        assistant message whose id is the line's own uuid), Gemini CLI's ``result``."""
         t = line.get("type")
+        if t == "system":
+            if "qwen_code_version" in line or line.get("subtype") == "retry":
+                return False
+            return "session_id" in line or line.get("subtype") == "api_retry"
         if t == "result":
-            return "subtype" in line
-        return t in ("system", "assistant", "user", "stream_event")
+            return "subtype" in line and ("total_cost_usd" in line or "modelUsage" in line)
+        msg = line.get("message")
+        if t == "assistant" and isinstance(msg, dict):
+            return "id" in msg and msg.get("id") != line.get("uuid")
+        if t == "user" and isinstance(msg, dict) and isinstance(msg.get("content"), list):
+            return any(
+                isinstance(b, dict) and str(b.get("tool_use_id", "")).startswith("toolu_")
+                for b in msg["content"]
+            )
+        if t == "stream_event":
+            event = line.get("event")
+            return isinstance(event, dict) and event.get("type") in _MESSAGES_EVENTS
+        return False
 
     def contained(self, inv: Invocation) -> tuple[Invocation, list[Path]]:
         """Claude Code writes its sessions and settings to its config folder
@@ -154,6 +172,18 @@ class ClaudeProvider(Provider):
     def classify(self, state: RunState, end: Exit) -> Outcome:
         return classify(state, end)
 
+
+#: The Messages API's stream events (``--include-partial-messages``).
+_MESSAGES_EVENTS = frozenset(
+    (
+        "message_start",
+        "message_delta",
+        "message_stop",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+    )
+)
 
 #: What a private config folder is seeded with from the person's own, every run.
 PERSON_FILES = ("settings.json", ".credentials.json", "CLAUDE.md")
@@ -191,6 +221,10 @@ def _settings_env(env: Mapping[str, str], cwd: Path) -> list[dict[str, str]]:
 
 
 class ClaudeParser(StreamParser):
+    #: What the CLI's tools do (``tools.TABLES``): Qwen Code's stream is this one, with
+    #: its own tool names.
+    TOOLS: ClassVar[Mapping[str, tools.Tool]] = tools.CLAUDE
+
     def __init__(self) -> None:
         super().__init__()
         self._pending: dict[str, ToolCall] = {}
@@ -249,7 +283,7 @@ class ClaudeParser(StreamParser):
                     st.final_message = clip(text.strip(), 8000)
                     events.append(Event("message", text=text))
             elif bt == "tool_use":
-                call = tool_call(block)
+                call = tool_call(block, self.TOOLS)
                 st.add_tool(call)
                 if call.id:
                     self._pending[call.id] = call
@@ -331,20 +365,13 @@ class ClaudeParser(StreamParser):
             st.output_tokens = count(usage.get("output_tokens"))
 
 
-def tool_call(block: dict[str, Any]) -> ToolCall:
+def tool_call(block: dict[str, Any], table: Mapping[str, tools.Tool] = tools.CLAUDE) -> ToolCall:
+    """A ``tool_use`` block as a call, what it does read from the CLI's tool ``table``."""
     name = str(block.get("name") or "?")
     raw = block.get("input") if isinstance(block.get("input"), dict) else {}
     assert isinstance(raw, dict)
     call = ToolCall(id=block.get("id"), name=name, input=clip_input(raw))
-    path = raw.get("file_path") or raw.get("notebook_path")
-    if name in ("Read", "NotebookRead") and isinstance(path, str):
-        call.files_read.append(path)
-    elif name in ("Write", "Edit", "MultiEdit", "NotebookEdit") and isinstance(path, str):
-        call.files_written.append(path)
-    elif name == "Bash" and isinstance(raw.get("command"), str):
-        call.command = raw["command"]
-        call.files_read.extend(files_read_by(raw["command"]))
-    return call
+    return tools.describe(call, raw, table)
 
 
 def result_text(block: dict[str, Any]) -> str:

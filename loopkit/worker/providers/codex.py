@@ -41,18 +41,6 @@ from loopkit.worker.providers.base import (
 from loopkit.worker.providers.shell import files_read_by
 
 DEFAULT_SANDBOX = "workspace-write"
-#: The exec --json event types (besides ``error``).
-EVENT_TYPES = frozenset(
-    (
-        "thread.started",
-        "turn.started",
-        "turn.completed",
-        "turn.failed",
-        "item.started",
-        "item.updated",
-        "item.completed",
-    )
-)
 VENDOR_HOSTS = ("openai.com", "chatgpt.com")
 
 
@@ -93,13 +81,13 @@ class CodexProvider(Provider):
 
     @classmethod
     def sniff(cls, line: Mapping[str, Any]) -> bool:
-        """exec --json events: its own types (thread.started, item.completed, ...) and its
-        bare ``error`` ({type, message} alone); another CLI's dotted types or error
-        events (with a session id, a nested error) are not codex's."""
+        """exec --json events: its own types (thread.started, item.completed, ...) -- not
+        any dotted type, other CLIs print those -- and a bare ``{type: error, message}``
+        (an error line of another CLI carries more)."""
         t = line.get("type")
         if t == "error":
-            return isinstance(line.get("message"), str) and set(line) <= {"type", "message"}
-        return t in EVENT_TYPES
+            return set(line) == {"type", "message"} and isinstance(line["message"], str)
+        return t in _EVENT_TYPES
 
     def contained(self, inv: Invocation) -> tuple[Invocation, list[Path]]:
         """Codex writes its sessions under ``CODEX_HOME`` (else ``~/.codex``). Its own
@@ -266,6 +254,19 @@ class CodexParser(StreamParser):
             return [Event("error", text=msg)]
         return []
 
+
+#: The event types of ``codex exec --json``.
+_EVENT_TYPES = frozenset(
+    (
+        "thread.started",
+        "turn.started",
+        "turn.completed",
+        "turn.failed",
+        "item.started",
+        "item.updated",
+        "item.completed",
+    )
+)
 
 _TOOL_ITEMS = frozenset(("command_execution", "file_change", "mcp_tool_call", "web_search"))
 

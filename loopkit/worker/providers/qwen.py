@@ -1,0 +1,224 @@
+"""Qwen Code (``qwen --prompt=...``) as a worker: argv, stream-json events, error classes.
+
+Run:    qwen --prompt=PROMPT --output-format stream-json
+        --approval-mode yolo|auto-edit|default|plan --max-session-turns N [-m MODEL]
+        [--resume ID]                                                     stdin /dev/null
+        (``--prompt=`` keeps a prompt that starts with "-" a prompt; a judge runs
+        ``--approval-mode plan``: read-only).
+Env:    OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_MODEL select the OpenAI-compatible
+        endpoint (Chat Completions; lk-model-server's too) without ``--auth-type``;
+        QWEN_HOME is the config folder (``~/.qwen``: settings.json, sessions under
+        ``projects/``), a private one in the sandbox.
+Stream: Claude Code's stream-json -- system/init, assistant, user (tool results),
+        result -- with Qwen's own tool names (``tools.QWEN``: write_file, edit,
+        run_shell_command, read_file, ...), ``system/retry`` while it retries a failing
+        request, and ``result.error.message`` ("[API Error: 429 ...]") on failure.
+Errors: as claude's; a write or command the approval mode refused is in
+        ``permission_denials`` while the run still ends ``success`` ("Done."): a refused
+        write means the claim is not done. The turn cap prints no result line, only
+        "Reached max session turns" on stderr.
+Cost:   the CLI prints none: ``usd`` is null.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+from loopkit.text import clip
+from loopkit.worker.providers import tools
+from loopkit.worker.providers.base import (
+    Event,
+    Exit,
+    Invocation,
+    Outcome,
+    Provider,
+    RunSpec,
+    RunState,
+    is_vendor_url,
+)
+from loopkit.worker.providers.claude import ClaudeParser
+
+DEFAULT_APPROVAL = "yolo"
+DEFAULT_MAX_TURNS = 30
+#: The hosts of the model services Qwen Code is made for.
+VENDOR_HOSTS = ("aliyuncs.com", "qwen.ai", "openai.com")
+
+#: What a private QWEN_HOME is seeded with from the person's own, every run.
+PERSON_FILES = ("settings.json", "oauth_creds.json", "QWEN.md", ".env")
+#: What it keeps from one run to the next: sessions (``--resume``) and their state.
+SESSION_FOLDERS = ("projects", "tmp", "installation_id")
+#: Settings loopkit renders on top of the person's (see gemini.QUIET). The background
+#: memory agents are off: after the run they start conversations of their own with the
+#: model (tokens spent on no task), write outside the run's reach, and team memory lives
+#: in the work tree (``.qwen/team-memory/``).
+QUIET = {
+    "general": {"enableAutoUpdate": False},
+    "privacy": {"usageStatisticsEnabled": False},
+    "telemetry": {"enabled": False},
+    "memory": {
+        "enableManagedAutoMemory": False,
+        "enableManagedAutoDream": False,
+        "enableAutoSkill": False,
+        "enableTeamMemory": False,
+        "enableTeamMemorySync": False,
+    },
+}
+
+
+class QwenProvider(Provider):
+    name: ClassVar[str] = "qwen"
+    binary: ClassVar[str | None] = "qwen"
+    install_hint: ClassVar[str] = (
+        "install Qwen Code: npm install -g @qwen-code/qwen-code (or `make agents`)"
+    )
+    env_names: ClassVar[tuple[str, ...]] = ("QWEN_", "OPENAI_", "DASHSCOPE_API_KEY")
+    options: ClassVar[tuple[str, ...]] = (
+        "max_turns",
+        "permission_mode",
+        "env_allow",
+        "resume",
+        "extra_args",
+    )
+
+    def build(self, spec: RunSpec) -> Invocation:
+        approval = "plan" if spec.read_only else (spec.permission_mode or DEFAULT_APPROVAL)
+        argv = [self.binary or "qwen", f"--prompt={spec.prompt}"]
+        argv += ["--output-format", "stream-json", "--approval-mode", approval]
+        argv += ["--max-session-turns", str(spec.max_turns or DEFAULT_MAX_TURNS)]
+        if spec.model:
+            argv += ["-m", spec.model]
+        if spec.resume:
+            argv += ["--resume", spec.resume]
+        argv += spec.extra_args
+        env = self.env(spec)
+        # The yolo warning on every run says what loopkit's sandbox already answers.
+        env.setdefault("QWEN_CODE_SUPPRESS_YOLO_WARNING", "1")
+        return Invocation(
+            argv=argv,
+            env=env,
+            cwd=spec.cwd,
+            stdin=None,
+            cost_trusted=is_vendor_url(env.get("OPENAI_BASE_URL"), VENDOR_HOSTS),
+            model=spec.model or env.get("OPENAI_MODEL"),
+        )
+
+    @classmethod
+    def sniff(cls, line: Mapping[str, Any]) -> bool:
+        """Claude Code's stream-json, told apart by what only Qwen Code prints: its
+        version in ``system/init``, ``system/retry``, a tool of its own in ``init``'s
+        list or in an assistant's ``tool_use``."""
+        t = line.get("type")
+        if t == "system":
+            if "qwen_code_version" in line or line.get("subtype") == "retry":
+                return True
+            names = line.get("tools")
+            return isinstance(names, list) and "run_shell_command" in names
+        if t == "assistant":
+            return any(b.get("name") in tools.QWEN for b in _tool_uses(line))
+        return False
+
+    def contained(self, inv: Invocation) -> tuple[Invocation, list[Path]]:
+        """Qwen Code keeps settings, credentials and sessions in ``QWEN_HOME`` (else
+        ``~/.qwen``): in loopkit's runs a private copy (``containment.provider_home``),
+        the person's settings and credentials copied in afresh, ``QUIET`` rendered on
+        top, the sessions kept for ``--resume``."""
+        from loopkit.boundary import containment
+        from loopkit.worker.providers.gemini import render_settings
+
+        config = inv.env.get("QWEN_HOME")
+        home = inv.env.get("HOME")
+        source = Path(config) if config else Path(home) / ".qwen" if home else None
+        files = {name: source / name for name in PERSON_FILES} if source else {}
+        private = containment.seed_home(
+            containment.provider_home(inv.cwd, self.name), files, keep=SESSION_FOLDERS
+        )
+        render_settings(private / "settings.json", {**QUIET, **inv.settings})
+        return inv.but(env={**inv.env, "QWEN_HOME": str(private)}), [private]
+
+    def parser(self) -> QwenParser:
+        return QwenParser()
+
+    def classify(self, state: RunState, end: Exit) -> Outcome:
+        return classify(state, end)
+
+
+def _tool_uses(line: Mapping[str, Any]) -> list[dict[str, Any]]:
+    msg = line.get("message")
+    content = msg.get("content") if isinstance(msg, dict) else None
+    if not isinstance(content, list):
+        return []
+    return [b for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
+
+
+_API_ERROR = re.compile(r"\[API Error: (\d{3})\b")
+#: The CLI's own advice after any 429 or slow answer: it names a quota whether or not
+#: one was reached, so it is not read as the API's words.
+_ADVICE = re.compile(
+    r"\s*Possible quota limitations in place or slow response times detected\.[^\n]*"
+)
+
+
+class QwenParser(ClaudeParser):
+    TOOLS: ClassVar[Mapping[str, tools.Tool]] = tools.QWEN
+
+    def _system(self, obj: dict[str, Any]) -> list[Event]:
+        if obj.get("subtype") != "retry":
+            return super()._system(obj)
+        st = self.state
+        st.api_retries += 1
+        data = obj.get("data") if isinstance(obj.get("data"), dict) else {}
+        assert isinstance(data, dict)
+        return [Event("retry", text=f"api retry {data.get('attempt')}: {data.get('reason')}")]
+
+    def _result(self, obj: dict[str, Any]) -> list[Event]:
+        if isinstance(obj.get("result"), str):  # the same advice in the text, if any
+            obj = {**obj, "result": _ADVICE.sub("", obj["result"])}
+        events = super()._result(obj)
+        err = obj.get("error")
+        message = err.get("message") if isinstance(err, dict) else None
+        if isinstance(message, str) and message.strip():
+            self.state.add_error(_ADVICE.sub("", message).strip())
+            m = _API_ERROR.search(message)
+            if m and self.state.api_error_status is None:
+                self.state.api_error_status = int(m.group(1))
+        return events
+
+
+def classify(state: RunState, end: Exit) -> Outcome:
+    from loopkit.worker.providers import claude
+
+    tail = end.stderr_tail
+    retrying = re.findall(r"^Retrying in .*$", tail, re.M)
+    state.api_retries = max(state.api_retries, len(retrying))
+    if end.stopped == "timeout" and retrying:
+        # Still retrying a failing request when the clock ran out: the API's failure
+        # decides the retry (a throttle is transient), not the clock.
+        last = retrying[-1]
+        m = _API_ERROR.search(last)
+        reason, resume_after = claude.error_class(int(m.group(1)) if m else None, last)
+        message = f"timed out retrying a failing request ({len(retrying)} retries): {last}"
+        return Outcome(reason, True, clip(message, 500), resume_after)
+    if not state.result_seen and not end.stopped and "max session turns" in tail:
+        return Outcome("max_turns", True, f"reached the turn limit after {state.turns} turns")
+    outcome = claude.classify(state, end)
+    if outcome.stop_reason == "completed" and refused_writes(state):
+        names = sorted(refused_writes(state))
+        return Outcome(
+            "permission_denied", False, f"writes refused by the approval mode: {', '.join(names)}"
+        )
+    if outcome.error:
+        outcome.error = outcome.error.replace("claude ", "qwen ", 1)
+    return outcome
+
+
+def refused_writes(state: RunState) -> set[str]:
+    """The write and command tools among the run's permission denials."""
+    kinds = (tools.WRITE, tools.COMMAND)
+    return {
+        str(d.get("tool"))
+        for d in state.permission_denials
+        if tools.kind_of(tools.QWEN, str(d.get("tool"))) in kinds
+    }
