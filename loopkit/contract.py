@@ -15,6 +15,7 @@ from pathlib import Path
 from loopkit import loader
 from loopkit.errors import BadInput
 from loopkit.worker import providers
+from loopkit.worker.acp import agents as acp_agents
 
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
 if TYPE_CHECKING:
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 CONTRACT_VERSION = 1
 #: The registered providers (loopkit.worker.providers): contract validation follows the registry.
 PROVIDERS = tuple(providers.names())
+ACP_AGENTS = tuple(acp_agents.names())
 SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
 DEFAULT_FILENAMES = ("loop.yaml", "loop.yml", "loop.json")
 #: Contracts larger than this are refused before parsing (no sane contract is this big).
@@ -191,6 +193,7 @@ _SECTIONS: dict[str, dict[str, Check]] = {
         "provider": one_of(*PROVIDERS),
         "model": text,
         "command": text,
+        "agent": one_of(*ACP_AGENTS),
         "max_turns": positive_int,
         "max_cost_usd": positive_number,
         "timeout": positive_number,
@@ -206,10 +209,13 @@ _SECTIONS: dict[str, dict[str, Check]] = {
         "provider": one_of(*PROVIDERS),
         "model": text,
         "command": text,
+        "agent": one_of(*ACP_AGENTS),
         "goal": text,
         "timeout": positive_number,
         "max_turns": positive_int,
         "env_allow": string_list,
+        # the review gate: every task's change is judged before it lands, not only a GOAL's
+        "review": boolean,
     },
     "plan": {"split_lines": positive_int, "split_files": positive_int},
     # carry: ignored paths (a virtualenv, node_modules) the clean room links in

@@ -106,6 +106,13 @@ def _feedback(previous: Mapping[str, Any] | None) -> list[str]:
         if judge.get("feedback"):
             out.append(cut(str(judge["feedback"]).strip(), FEEDBACK_BYTES))
     run = previous.get("run") or {}
+    refused = [r for r in run.get("refused") or [] if isinstance(r, Mapping)]
+    if refused:
+        out.append("### Writes refused before they happened (outside the scope)")
+        for r in refused[:MAX_VIOLATIONS]:
+            out.append(f"- {r.get('path')}: {r.get('rule')}")
+        if len(refused) > MAX_VIOLATIONS:
+            out.append(f"- ... and {len(refused) - MAX_VIOLATIONS} more")
     if run.get("stuck"):
         st = run["stuck"]
         out.append(

@@ -68,6 +68,7 @@ class Run(TypedDict, total=False):
     files_read: NotRequired[list[Any]]
     files_written: NotRequired[list[Any]]
     permission_denials: NotRequired[list[Any]]
+    refused: NotRequired[list[dict[str, Any]]]
     base: NotRequired[str]
     carry: NotRequired[dict[str, Any]]
     sandbox: NotRequired[dict[str, Any]]

@@ -14,8 +14,9 @@
 # failure, so a first fix that fails the same way replans).
 #
 # Each round is one `lk attempt` (admission, lk-invoke | lk-diff | lk-verify [| lk-judge]
-# | lk-decide; its documents under .loopkit/runs/<task>/<run>/). Its exit is the decision,
-# and each decision is one `lk task` step (docs/recipes.md):
+# | lk-decide; its documents under .loopkit/runs/<task>/<run>/; round 1 runs inside `lk task
+# begin --attempt`). Its exit is the decision, and each decision is one `lk task` step,
+# which --settle takes in the same process (docs/recipes.md):
 #   complete (0)          lk task land: exactly the tree the checks ran on is committed (no
 #                         hook; refused, 40, if the branch moved), then the task marked done
 #   retry/replan (10/11)  lk task save: the red tree kept under refs/loopkit/<task>/<n>; the
@@ -56,67 +57,55 @@ done
 case $max_rounds in '' | *[!0-9]*) printf 'loop.sh: --max-rounds needs a number\n' >&2; exit 2 ;; esac
 case " ${begin[*]-} " in *" --task-id "*) ;; *) [ -n "$start" ] || [ ! -t 0 ] || { usage >&2; exit 2; } ;; esac
 
-# The lock, the recovery of a loop that stopped, where the task starts: one step.
-out=$(lk task begin ${start:+"$start"} ${cargs[@]+"${cargs[@]}"} ${begin[@]+"${begin[@]}"} --owner $$ --shell) || exit $?
-eval "$out"
+# The lock, the recovery of a loop that stopped, where the task starts: one step -- and
+# in the same process round 0 (--reproduce) and round 1 (--attempt), LK_ROUND the last.
+first=()
+[ "$reproduce" = 0 ] || first+=(--reproduce)
+[ "$max_rounds" = 0 ] || first+=(--attempt)
+out=$(exec lk task begin ${start:+"$start"} ${cargs[@]+"${cargs[@]}"} ${begin[@]+"${begin[@]}"} --owner $$ --shell ${first[@]+"${first[@]}"})
+rc=$?
+[ -n "$out" ] || exit "$rc" # begin refused (its error is above)
+unset LK_ROUND; eval "$out"
 trap '[ -n "${ended:-}" ] || lk task end --owner $$ >/dev/null' EXIT # the lock released; an open task kept
 [ -z "${LK_FINISHED:-}" ] || exit "$LK_FINISHED" # the stopped loop's task, finished by begin
 trap 'lk_log "interrupted: the tree is saved; the rerun finishes the task"; exit 130' INT TERM
 
-stage() { # stage NAME IN OUT CMD...: one loopkit command, a document in and one out
-    local name=$1 in=$2 out=$3 rc
-    shift 3
-    "$@" <"$in" >"$out"
-    rc=$?
-    if [ ! -s "$out" ] && { [ "$rc" -lt 2 ] || { [ "$rc" -ge 10 ] && [ "$rc" -le 30 ]; }; }; then
-        lk_log "$name exited $rc but printed no document: stopping" # a verdict without one is a bug
-        rc=70
-    fi
-    return "$rc"
-}
-
-settle() { # settle EXIT DOC: act on a decision (LK_DOC_* its fields); returns only to retry
+settled() { # settled EXIT DOC: say what the round's ratchet step did (LK_* its result)
     local rc=$1 doc=$2 label=${LK_DOC_ATTEMPT:-$round}
     [ -s "$doc" ] || lk_die 70 "$doc: no decided document"
     lk_log "$LK_TASK_ID attempt $label: ${LK_DOC_OUTCOME:-?} -- ${LK_DOC_REASON%%$'\n'*}"
     case $rc in
-    0) ended=1 out=$(lk task land "$doc" --label "$label" --stat-cache --end --owner $$ --shell) || { rc=$?; ended=; exit "$rc"; }
-       eval "$out"; lk_note "committed $LK_TASK_ID as ${LK_COMMIT:0:12}"; lk_notify complete "$doc"; exit 0 ;;
+    0) ended=1; lk_note "committed $LK_TASK_ID as ${LK_COMMIT:0:12}"; lk_notify complete "$doc"; exit 0 ;;
     10 | 11)
-        out=$(lk task save "$label" --why "${LK_DOC_OUTCOME:-retry}" --shell) || exit $?
-        eval "$out"; lk_note "saved the work tree of $LK_TASK_ID attempt $label as $LK_REF"
+        lk_note "saved the work tree of $LK_TASK_ID attempt $label as $LK_REF"
         case ${LK_DOC_BACKOFF:-} in '' | 0 | 0.0 | *[!0-9.]*) ;; *)
             lk_log "$LK_TASK_ID: waiting ${LK_DOC_BACKOFF}s before the next attempt ($LK_DOC_CLASS)"
             sleep "$LK_DOC_BACKOFF" ;; esac
         session=$LK_DOC_SESSION input=$doc ;;
     20 | 21 | 22)
-        ended=1 out=$(lk task park "$doc" --label "$label" --end --owner $$ --shell) || { rc=$?; ended=; exit "$rc"; }
-        eval "$out"; lk_note "parked $LK_TASK_ID (${LK_DOC_OUTCOME:-$rc}); the attempt is saved as $LK_REF"
+        ended=1; lk_note "parked $LK_TASK_ID (${LK_DOC_OUTCOME:-$rc}); the attempt is saved as $LK_REF"
         if [ "$rc" = 20 ]; then lk_notify blocked "$doc"; else lk_notify parked "$doc"; fi
         exit "$rc" ;;
-    30) ended=1 out=$(lk task cancel "$doc" --label "$label" --end --owner $$ --shell) || { rc=$?; ended=; exit "$rc"; }
-        eval "$out"; lk_note "$LK_TASK_ID: cancelled; the tree is left as it is (saved as $LK_REF)"
+    30) ended=1; lk_note "$LK_TASK_ID: cancelled; the tree is left as it is (saved as $LK_REF)"
         lk_notify cancelled "$doc"; exit 30 ;;
     esac
 }
 
 input=$LK_START round=0 session=
 lk_log "task $LK_TASK_ID: starting at ${LK_BASE:0:12}; documents in $LK_RUN_DIR"
-if [ "$reproduce" = 1 ]; then # round 0: the checks on the untouched tree, no worker
-    p=$LK_RUN_DIR/0
-    stage lk-diff "$input" "$p-diff.json" lk-diff ${cargs[@]+"${cargs[@]}"} --base "$LK_DIFF_BASE"
-    rc=$?; [ "$rc" -le 1 ] || lk_die "$rc" "lk-diff failed with exit $rc"
-    stage lk-verify "$p-diff.json" "$p-verify.json" lk-verify ${cargs[@]+"${cargs[@]}"}
-    case $? in
-    0) lk_log "$LK_TASK_ID: the checks already pass on the untouched tree: no failure to reproduce, no attempt spent"
-       lk task note "The acceptance checks already pass on the untouched tree (reproduced before this attempt, no attempt spent): the change must keep them passing; make sure it is still needed." >/dev/null || exit $? ;;
-    1) stage lk-decide "$p-verify.json" "$p-decide.json" lk-decide ${cargs[@]+"${cargs[@]}"}
-       rc=$?; LK_DOC_REASON="the checks fail on the untouched tree" LK_DOC_SESSION=''
-       settle "$rc" "$p-decide.json" ;;
-    *) lk_die 70 "lk-verify failed on the untouched tree; see $p-verify.json" ;;
-    esac
-fi
 
+round_done() { # round_done EXIT: the round's settled decision acted on, or the loop stopped
+    local rc=$1
+    lk_note "$LK_TASK_ID round $round: lk attempt exited $rc"
+    for last in "$p-decide.json" "$p-admit.json" ''; do [ ! -s "$last" ] || break; done
+    case $rc in
+    0 | 10 | 11 | 20 | 21 | 22 | 30) settled "$rc" "$last" ;;
+    *) lk_log "stopped: lk attempt exited $rc (its error is above); the rerun finishes the task; see $LK_RUN_DIR"
+       exit "$rc" ;;
+    esac
+}
+
+[ -z "${LK_ROUND:-}" ] || { round=$LK_ROUND p=$LK_RUN_DIR/$LK_ROUND; round_done "$rc"; } # begin's
 while :; do
     round=$((round + 1))
     if [ "$round" -gt "$max_rounds" ]; then
@@ -125,13 +114,10 @@ while :; do
     fi
     p=$LK_RUN_DIR/$round rargs=()
     [ -z "$session" ] || [ "${LK_RESUME:-auto}" = never ] || rargs=(--resume "$session")
-    fields=$(exec lk attempt --keep "$p" --shell ${cargs[@]+"${cargs[@]}"} --base "$LK_DIFF_BASE" ${rargs[@]+"${rargs[@]}"} <"$input")
+    # The attempt, then the ratchet's step its decision calls for (--settle): land, save,
+    # park or cancel, in the same process.
+    fields=$(exec lk attempt --keep "$p" --settle --owner $$ --shell ${cargs[@]+"${cargs[@]}"} --base "$LK_DIFF_BASE" ${rargs[@]+"${rargs[@]}"} <"$input")
     rc=$?
-    eval "$fields" # LK_DOC_*: the last document's fields (outcome, reason, session, backoff)
-    lk_note "$LK_TASK_ID round $round: lk attempt exited $rc"
-    for last in "$p-decide.json" "$p-admit.json" ''; do [ ! -s "$last" ] || break; done
-    case $rc in
-    0 | 10 | 11 | 20 | 21 | 22 | 30) settle "$rc" "$last" ;;
-    *) lk_die "$rc" "lk attempt failed with exit $rc; the tree is saved and the rerun begins again; see $LK_RUN_DIR" ;;
-    esac
+    eval "$fields" # LK_DOC_*: the decision's fields (outcome, reason, session, backoff); LK_*: the step's
+    round_done "$rc"
 done

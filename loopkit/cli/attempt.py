@@ -1,6 +1,7 @@
 """lk attempt: one whole attempt -- admission to decision -- in one process.
 
-Usage:  lk attempt [--contract loop.yaml] [--base REF] [--resume ID] [--keep PREFIX] < doc.json
+Usage:  lk attempt [--contract loop.yaml] [--base REF] [--resume ID] [--keep PREFIX]
+                   [--shell] [--settle [--owner PID]] < doc.json
 
         The same as the pipe
           lk-decide --admit | lk-invoke | lk-diff --base REF | lk-verify [| lk-judge] | lk-decide
@@ -19,6 +20,15 @@ Output: the last stage's document on stdout (the decided attempt; the admission 
         what the recipes keep under .loopkit/runs/. With --shell,
         instead of the document, the fields the recipes act on, as shell assignments
         (LK_DOC_OUTCOME='retry' ..., as `lk task save --doc FILE --shell` prints them).
+Settle: lk attempt --settle  then takes the ratchet's step the decision calls for, in the
+        same process (no Python start of its own): complete lands (lk task land
+        --stat-cache --end), retry and replan save the tree (lk task save), blocked,
+        failed and exhausted park (lk task park --end), cancelled cancels (lk task
+        cancel --end); --owner PID names the loop whose lock a last step releases. The
+        step's result follows the document on stdout: its JSON line (schemas/
+        task-step.json), or with --shell its LK_NAME=VALUE lines after the LK_DOC_* ones.
+        The exit is the decision's once the step is done, the step's own (40, 3, 4)
+        when it is refused or cannot run.
 Early:  lk attempt --early  starts now and acts later: it loads what an attempt needs, then
         reads the call from stdin -- NUL-terminated fields: their number, the working
         directory, the attempt document's path, the number of arguments, the arguments
@@ -31,7 +41,8 @@ Early:  lk attempt --early  starts now and acts later: it loads what an attempt 
 Exit codes: lk-decide's: 0 complete, 10 retry, 11 replan, 20 blocked, 21 failed, 22 budget
         exhausted, 30 cancelled -- admission's refusal (20, 22, 30) included, then nothing
         ran (no PREFIX-invoke.json). A stage that fails otherwise stops the attempt with
-        its own code (2, 3, 4, 70, 130), the stage named on stderr.
+        its own code (2, 3, 4, 70, 130), the stage named on stderr. With --settle, lk
+        task's: 40 the landing or park refused (the branch moved), 4 its environment.
 """
 
 from __future__ import annotations
@@ -49,6 +60,7 @@ Exit codes (lk-decide's):
   30  cancelled
   Admission refusing (20, 22, 30) runs nothing further.
   A stage failing otherwise stops the attempt with its own code.
+  With --settle: 40 the landing or park refused (the branch moved).
 """
     + SHARED_HELP
 )
@@ -71,6 +83,19 @@ Exit codes (lk-decide's):
     "(LK_DOC_*=...), not the document.",
 )
 @click.option(
+    "--settle",
+    is_flag=True,
+    help="Then the ratchet's step the decision calls for, in this process: complete lands, "
+    "retry and replan save, blocked, failed and exhausted park, cancelled cancels "
+    "(lk task land/save/park/cancel; the last three and the landing with --end).",
+)
+@click.option(
+    "--owner",
+    type=int,
+    metavar="PID",
+    help="With --settle: the loop whose lock a last step releases (default: the parent).",
+)
+@click.option(
     "--early",
     is_flag=True,
     help="Load first, then read the rest of the call from stdin (the recipes' lk_attempt_early).",
@@ -82,6 +107,8 @@ def main(
     keep: str | None,
     as_shell: bool,
     early: bool,
+    settle: bool,
+    owner: int | None,
 ) -> int:
     """Run one attempt, admission to decision, each stage the published command itself on
     the document the stage before printed; exit with the decision's code."""
@@ -94,4 +121,6 @@ def main(
         keep=keep,
         as_shell=as_shell,
         early=early,
+        settle=settle,
+        owner=owner,
     )

@@ -45,6 +45,8 @@ PLAIN: dict[str, dict[str, Spec]] = {
         "--keep": ("value", "keep"),
         "--shell": ("flag", "as_shell", True),
         "--early": ("flag", "early", True),
+        "--settle": ("flag", "settle", True),
+        "--owner": ("int", "owner"),
     },
     "verify": {
         "--contract": ("value", "contract_path"),
@@ -103,6 +105,8 @@ TASK: dict[str, tuple[tuple[str, ...], dict[str, Spec]]] = {
             "--memory": ("value", "memory"),
             "--owner": ("int", "owner"),
             "--shell": ("flag", "as_shell", True),
+            "--attempt": ("flag", "attempt", True),
+            "--reproduce": ("flag", "reproduce", True),
         },
     ),
     "save": (

@@ -1,8 +1,8 @@
 """lk-invoke: run one bounded worker attempt and print its normalized ``run`` record.
 
 Usage:  lk-plan next TASKS.md --contract loop.yaml | lk-invoke
-        lk-invoke --contract loop.yaml [--provider claude|codex|gemini|qwen|opencode|pi|copilot
-                  |command] [--command CMD]
+        lk-invoke --contract loop.yaml [--provider claude|codex|command|acp|gemini|qwen
+                  |opencode|pi|copilot] [--command CMD]
                   [--model M] [--resume ID] [--timeout S] [--quiet]
         lk-invoke --dry-run ...             print argv and handoff as JSON, run nothing
         lk-invoke --transcript FILE         normalize a saved stream, run nothing
@@ -17,7 +17,8 @@ Output: the attempt document with ``run`` added (schemas/run.json); with nothing
 
 Exit codes: 0 the worker ran and ended a turn normally; 1 it failed (error, timeout,
         stuck, cancelled, max turns...) -- the record is still printed; 3 bad input;
-        4 the provider CLI is not installed (the message says how to install it).
+        4 the provider CLI (or the ACP agent) is not installed (the message says how to
+        install it).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ Exit codes:
   0   the worker ran and ended a turn normally (stop_reason completed)
   1   the worker failed: error, timeout, stuck, cancelled, max turns (record still printed)
   4   the provider CLI is not installed (npm install -g @anthropic-ai/claude-code
-      or @openai/codex, or `make agents`)
+      or @openai/codex, or `make agents`), or the ACP agent (docs/acp.md)
 
 """
     + SHARED_HELP
@@ -48,9 +49,16 @@ Exit codes:
     type=click.Choice(providers.names()),
     help="The worker (default: the contract's worker.provider).",
 )
-@click.option("--command", "command_", metavar="CMD", help="Shell command for the command worker.")
+@click.option(
+    "--command",
+    "command_",
+    metavar="CMD",
+    help="Shell command for the command worker (acp: the agent's command).",
+)
 @click.option("--model", metavar="M", help="Model for the worker (overrides worker.model).")
-@click.option("--resume", metavar="ID", help="Continue this session (claude/codex).")
+@click.option(
+    "--resume", metavar="ID", help="Continue this session (claude/codex; acp: session/load)."
+)
 @click.option(
     "--timeout",
     type=click.FloatRange(min=0, min_open=True),
@@ -61,7 +69,7 @@ Exit codes:
 @click.option(
     "--transcript",
     metavar="FILE",
-    help="Normalize a saved stream (claude stream-json/json, codex --json); run nothing.",
+    help="Normalize a saved stream (claude stream-json/json, codex --json, acp); run nothing.",
 )
 @click.option(
     "--quiet", "-q", is_flag=True, help="No live progress lines on stderr while the worker runs."
@@ -77,8 +85,8 @@ def main(
     transcript: str | None,
     quiet: bool,
 ) -> int:
-    """Run one bounded worker attempt (claude, codex, opencode, pi, copilot or any command) and
-    print its run record.
+    """Run one bounded worker attempt (claude, codex, an ACP agent, gemini, qwen, opencode, pi,
+    copilot or any command); print its run.
 
     The worker gets a handoff built from the task, the contract and the previous attempt's
     feedback; it is stopped on its timeout, on `lk cancel`, or when it repeats one failing

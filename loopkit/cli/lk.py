@@ -37,6 +37,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "The ratchet's transactions: begin, save, land, park, cancel, end.",
     ),
     "report": ("loopkit.cli.report", "main", "Summarize the ledger."),
+    "stack": (
+        "loopkit.cli.stack",
+        "main",
+        "A verified pull request per slice, stacked: add, restack, push, land, fold.",
+    ),
     "cancel": ("loopkit.cli.cancel", "main", "Persist (or clear) the intent to cancel."),
     "schema": ("loopkit.cli.schema", "main", "Print a published JSON Schema."),
     "workspace": ("loopkit.cli.workspace", "main", "Print the root, contract and state folder."),

@@ -5,7 +5,9 @@ Usage:  lk report [--ledger PATH] [--json | --html FILE]
 Input:  the ledger (.loopkit/ledger.jsonl, or under the state_dir ./loop.yaml names, unless
         --ledger names another).
 Output: a terminal table per task (attempts, outcome, why it stopped, cost, tokens, time)
-        and the loop's health; --json prints a loopkit/report document (schemas/report.json);
+        and the loop's health (with the stacks lk stack recorded here: runs that ended
+        without a pull request against the 5% SLO, cost per merged pull request,
+        landings vs returns); --json prints a loopkit/report document (schemas/report.json);
         --html FILE writes one self-contained page with a timeline of attempts.
 Exit codes: 0 reported (torn or damaged ledger lines are reported and skipped);
         3 --ledger names no file.
@@ -18,10 +20,28 @@ import click
 from loopkit.cli._entry import command, say
 from loopkit.exitcodes import SHARED_HELP
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 EPILOG = (
     "\b\nExit codes of lk report:\n  0   reported (torn or damaged ledger lines are skipped, "
     "with a warning)\n  3   --ledger names no file\n\n" + SHARED_HELP
 )
+
+
+def _stacks() -> list[dict[str, Any]] | None:
+    """The stacks lk stack recorded here (the pull-request panel); None outside git."""
+    from loopkit import git
+    from loopkit.errors import LoopkitError
+
+    try:
+        root = git.locate().root
+    except LoopkitError:
+        return None
+    from loopkit.forge.stack import read_all
+
+    return [s.to_json() for s in read_all(root)]
 
 
 @command(epilog=EPILOG)
@@ -56,6 +76,7 @@ def main(ledger_path: str | None, as_json: bool, html_path: str | None) -> int:
         [p.as_dict() for p in problems],
         ledger=str(path),
         generated_at=ledger.now_iso(),
+        stacks=_stacks(),
     )
     if as_json:
         emit(doc, schema_name="report")

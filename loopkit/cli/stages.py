@@ -46,6 +46,9 @@ class Attempt:
         self.tree: Any = None
         #: The index lk-diff's hash was taken with, for lk-decide's (statcache.Handoff).
         self.handed: Any = None
+        #: The contract's review gate (``judge.review``), as lk-verify read it: every
+        #: task whose checks passed goes to the judge, not only a GOAL.
+        self.review = False
 
     def take_room(self) -> Any:
         room, self.room = self.room, None
@@ -303,6 +306,8 @@ def verify(
     doc = document.read_attempt()
     ws = Workspace.open(contract_path=contract_path, document=doc, require_contract=True)
     terms = ws.contract or {}
+    if within is not None:
+        within.review = bool((terms.get("judge") or {}).get("review"))
     chosen = core.select(terms["criteria"], only)
     attempt = artifacts.assign_attempt_id(doc if doc is not None else {})
     log_dir = artifacts.attempt_dir(ws.state, attempt)
@@ -683,20 +688,61 @@ def attempt(
     keep: str | None = None,
     as_shell: bool = False,
     early: bool = False,
+    settle: bool = False,
+    owner: int | None = None,
 ) -> int:
     """lk attempt: admission to decision, each stage the function above on the document
     the stage before it printed; the decision's exit code. ``early``: loaded first, the
-    call read from stdin afterwards (``_early``)."""
+    call read from stdin afterwards (``_early``). ``settle``: then the ratchet's step for
+    that decision (``transactions.settle``), the lock's ``owner`` released by a last one."""
     from loopkit import document
 
     if early:
-        if contract_path or base or resume or keep or as_shell:
+        if contract_path or base or resume or keep or as_shell or settle or owner:
             raise UsageProblem("lk attempt --early takes the rest of its call on stdin, not here")
         return _early()
+    if owner and not settle:
+        raise UsageProblem("lk attempt --owner names the lock --settle releases: add --settle")
     raw = sys.stdin.read() if document.stdin_has_data() else ""
     if document.parse_attempt(raw) is None:  # nothing piped: a usage error, nothing run
         raise UsageProblem("lk attempt reads an attempt document on stdin (lk-plan next)")
-    return _attempt(raw, contract_path, base, resume, keep, as_shell)
+    return _attempt(raw, contract_path, base, resume, keep, as_shell, settle, owner)
+
+
+def run_attempt(
+    raw: str,
+    *,
+    contract_path: str | None = None,
+    base: str | None = None,
+    resume: str | None = None,
+    keep: str | None = None,
+    as_shell: bool = False,
+    settle: bool = False,
+    owner: int | None = None,
+) -> int:
+    """One attempt on the document ``raw`` (lk attempt's options as keywords), its
+    documents printed; the decision's exit code (``lk task begin --attempt``'s round 1)."""
+    return _attempt(raw, contract_path, base, resume, keep, as_shell, settle, owner)
+
+
+def run_reproduce(raw: str, *, contract_path: str | None, base: str, keep: str) -> tuple[int, str]:
+    """Round 0 (``lk task begin --reproduce``): lk-diff and lk-verify on the untouched
+    tree, no worker, then lk-decide when the checks fail -- the ledger holds the failure,
+    so a first fix that fails the same way replans. ``(0, "")`` when the checks pass;
+    a failing stage's own code and ``""``; else the decision's code and document."""
+    runner = _Runner(Path(keep))
+    carry = Attempt()
+    here = {"contract_path": contract_path, "within": carry}
+    try:
+        rc, text = runner.stage("diff", {**here, "base": base}, raw, ok=(0, 1))
+        if runner.going:
+            rc, text = runner.stage("verify", here, text, ok=(0, 1))
+            carry.drop_room()
+        if not runner.going or rc == 0:
+            return rc, ""
+        return runner.stage("decide", here, text, ok=(0, 10, 11, 20, 21, 22, 30))
+    finally:
+        carry.close()
 
 
 def _attempt(
@@ -706,6 +752,8 @@ def _attempt(
     resume: str | None,
     keep: str | None,
     as_shell: bool,
+    settle: bool = False,
+    owner: int | None = None,
 ) -> int:
     # Threads here mostly start a git process and wait for it: one that has work to hand
     # git should not wait the interpreter's default 5 ms for its turn.
@@ -735,7 +783,7 @@ def _attempt(
             finally:
                 carry.early = False
                 carry.drop_room()  # never left holding the clean room
-            if rc == 0 and runner.going and _kind(text) == "goal":
+            if rc == 0 and runner.going and (carry.review or _kind(text) == "goal"):
                 carry.drop_tree()  # the judge comes between: the tree is hashed after it
                 rc, text = runner.stage("judge", cargs, text, ok=(0, 1))
         if rc in (0, 1) and runner.going:
@@ -744,6 +792,12 @@ def _attempt(
         carry.close()  # never left running, nor handed to a later call
     sys.stdout.write(_shell(text) if as_shell else text)
     sys.stdout.flush()
+    if settle and rc in (0, 10, 11, 20, 21, 22, 30):
+        import json
+
+        from loopkit.cli import transactions
+
+        return transactions.settle(rc, json.loads(text), owner=owner, as_shell=as_shell)
     return rc
 
 
@@ -834,6 +888,8 @@ def _early() -> int:
         kw.get("resume"),
         kw.get("keep"),
         bool(kw.get("as_shell")),
+        bool(kw.get("settle")),
+        kw.get("owner"),
     )
 
 

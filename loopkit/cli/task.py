@@ -1,7 +1,7 @@
 """lk task: the ratchet's transactions, for loops in any language.
 
 Usage:  lk task begin [DOC | --task-id ID --task TEXT [--goal]] [--tasks TASKS.md]
-                      [--allow-dirty] [--reset-path PATH]... [--owner PID]
+                      [--allow-dirty] [--reset-path PATH]... [--owner PID] [--reproduce] [--attempt]
         lk task save LABEL            lk task land [DOC] [--label N] [--stat-cache]
         lk task park [DOC] [--label N] [--outcome O]     lk task cancel [DOC] [--label N]
         lk task end [--owner PID]     lk task note TEXT
@@ -96,6 +96,19 @@ def main() -> None:
     help="An ignored path a park resets (repeatable; adds to $RESET_PATHS).",
 )
 @click.option("--memory", metavar="FILE", help="The memory file (default: the contract's).")
+@click.option(
+    "--attempt",
+    is_flag=True,
+    help="Then round 1 in this process: lk attempt --settle on the start document "
+    "(--keep <run_dir>/1, --base <diff_base>); its output follows begin's, its exit is "
+    "the attempt's.",
+)
+@click.option(
+    "--reproduce",
+    is_flag=True,
+    help="First round 0 in this process: lk-diff and lk-verify on the untouched tree, no "
+    "worker; lk-decide when they fail (the ledger holds the failure), settled as label 0.",
+)
 @_owner
 @_shell
 def begin(**kw: object) -> int:
@@ -106,6 +119,16 @@ def begin(**kw: object) -> int:
     A loop that starts loops of its own exports LK_LOCK_OWNER=its pid: they work under its
     lock. When the task given is the one a stopped loop left and begin finished it,
     "finished" (LK_FINISHED) is the exit code that loop would have given.
+
+    --attempt: round 1 follows in the same process, as `lk attempt --settle --keep
+    <run_dir>/1 --base <diff_base> --owner PID < <start>` would run it (not when begin
+    finished a stopped loop's task): its fields or document follow begin's and the exit
+    is the attempt's, so a loop saves a Python start per task.
+
+    --reproduce: round 0 first, the checks on the untouched tree with no worker: passing,
+    a note goes into the start document (no attempt spent); failing, lk-decide records the
+    failure and its step is taken (saved as <task>/0, or parked). With --shell, LK_ROUND
+    names the last round that ran; the exit is its decision's.
     """
     return t.begin(**kw)  # type: ignore[arg-type]
 

@@ -36,7 +36,11 @@ def _say(line: str) -> None:
 
 
 def _run(
-    step: Callable[[], dict[str, Any]], as_shell: bool = False, *, end: int | None = None
+    step: Callable[[], dict[str, Any]],
+    as_shell: bool = False,
+    *,
+    end: int | None = None,
+    kept: dict[str, Any] | None = None,
 ) -> int:
     """Run one step with SIGINT, SIGTERM and SIGHUP held until it is done (a stop in the
     middle is what the journal is for, but there is no need to cause one), then print its
@@ -65,6 +69,8 @@ def _run(
         for s, handler in old.items():
             signal.signal(s, handler)
     _print(result, as_shell)
+    if kept is not None:
+        kept.update(result)
     return code
 
 
@@ -142,6 +148,8 @@ def begin(
     memory: str | None = None,
     owner: int | None = None,
     as_shell: bool = False,
+    attempt: bool = False,
+    reproduce: bool = False,
 ) -> int:
     from loopkit.ratchet import steps
 
@@ -177,7 +185,82 @@ def begin(
             result.update(steps.keep_start(ctx, result, document, pid))
         return result
 
-    return _run(step, as_shell)
+    if (attempt or reproduce) and document is None:
+        from loopkit.errors import UsageProblem
+
+        raise UsageProblem("lk task begin --attempt or --reproduce needs the task (DOC, --task-id)")
+    begun: dict[str, Any] = {}
+    code = _run(step, as_shell, kept=begun)
+    if code or not (attempt or reproduce) or "finished" in begun:
+        return code
+    return _rounds(begun, pid, contract_path, attempt, reproduce, as_shell)
+
+
+#: The note round 0 leaves in the start document when the checks already pass.
+ALREADY_PASSING = (
+    "The acceptance checks already pass on the untouched tree (reproduced before this "
+    "attempt, no attempt spent): the change must keep them passing; make sure it is still "
+    "needed."
+)
+
+
+def _rounds(
+    begun: dict[str, Any],
+    owner: int,
+    contract_path: str | None,
+    attempt: bool,
+    reproduce: bool,
+    as_shell: bool,
+) -> int:
+    """``lk task begin --reproduce`` and ``--attempt``: round 0 (the checks on the
+    untouched tree, no worker) and round 1 (``lk attempt --settle``) in begin's process,
+    each round's documents kept as <run_dir>/<round>-*.json and printed, each decision
+    settled; the last round's exit (LK_ROUND names it with --shell)."""
+    import json
+
+    from loopkit.cli import stages
+
+    with open(begun["start"], encoding="utf-8") as f:
+        raw = f.read()
+    base, folder = str(begun["diff_base"]), str(begun["run_dir"])
+    code, last = 0, None
+    try:  # LK_ROUND names the round that ran last, even one a failure stopped
+        if reproduce:
+            last = 0
+            code, text = stages.run_reproduce(
+                raw, contract_path=contract_path, base=base, keep=os.path.join(folder, "0")
+            )
+            if text:
+                raw = text
+                doc = json.loads(text)
+                outcome = (doc.get("decision") or {}).get("outcome")
+                _say(f"round 0: the checks fail on the untouched tree ({outcome}); recorded")
+                sys.stdout.write(stages._shell(text) if as_shell else text)
+                code = settle(code, doc, owner=owner, as_shell=as_shell, label="0")
+            elif code == 0:
+                from loopkit.ratchet import steps
+
+                last = None  # nothing decided: round 1 begins from the start document
+                _say("the checks already pass on the untouched tree: no failure to reproduce")
+                steps.note(_ctx(), ALREADY_PASSING)
+                with open(begun["start"], encoding="utf-8") as f:
+                    raw = f.read()  # with the note: round 1's handoff carries it
+        if attempt and code in (0, 10, 11):
+            last = 1
+            code = stages.run_attempt(
+                raw,
+                contract_path=contract_path,
+                base=base,
+                keep=os.path.join(folder, "1"),
+                as_shell=as_shell,
+                settle=True,
+                owner=owner,
+            )
+    finally:
+        if as_shell and last is not None:
+            sys.stdout.write(f"LK_ROUND={last}\n")
+        sys.stdout.flush()
+    return code
 
 
 def save(
@@ -212,6 +295,7 @@ def save(
 def land(
     *,
     doc: str | None = None,
+    document: dict[str, Any] | None = None,
     label: str = "",
     stat_cache: bool = False,
     attempt_in: str | None = None,
@@ -221,7 +305,7 @@ def land(
 ) -> int:
     from loopkit.ratchet import steps
 
-    document = _decided(doc)
+    document = document or _decided(doc)
     return _run(
         lambda: steps.land(
             _ctx(attempt_in), document, label=_label_of(document, label), fresh_stat=stat_cache
@@ -234,6 +318,7 @@ def land(
 def park(
     *,
     doc: str | None = None,
+    document: dict[str, Any] | None = None,
     label: str = "",
     outcome: str = "",
     attempt_in: str | None = None,
@@ -243,7 +328,7 @@ def park(
 ) -> int:
     from loopkit.ratchet import steps
 
-    document = _decided(doc)
+    document = document or _decided(doc)
     why = outcome or str((document.get("decision") or {}).get("outcome") or "failed")
     return _run(
         lambda: steps.park(
@@ -271,6 +356,31 @@ def cancel(
         as_shell,
         end=_releasing(end, owner),
     )
+
+
+def settle(
+    code: int, document: dict[str, Any], *, owner: int | None, as_shell: bool, label: str = ""
+) -> int:
+    """``lk attempt --settle``: the step the decision's exit ``code`` calls for, in the
+    attempt's own process -- complete lands (from lk-decide's fresh stat cache), retry and
+    replan save, blocked, failed and exhausted park, cancelled cancels; the last three and
+    the landing release the loop's lock (``owner``). The decision's code when the step is
+    done; the step's own when it is refused (40) or cannot run (3, 4)."""
+    from loopkit.ratchet import steps
+
+    label = _label_of(document, label)
+    if code == 0:
+        step = land(document=document, stat_cache=True, end=True, owner=owner, as_shell=as_shell)
+    elif code in (10, 11):
+        why = str((document.get("decision") or {}).get("outcome") or "retry")
+        step = _run(lambda: steps.save(_ctx(), label=label, why=why), as_shell)
+    elif code in (20, 21, 22):
+        step = park(document=document, label=label, end=True, owner=owner, as_shell=as_shell)
+    elif code == 30:
+        step = cancel(label=label, end=True, owner=owner, as_shell=as_shell)
+    else:
+        return code
+    return step or code
 
 
 def note(*, text: str) -> int:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopkit.decision import budget
 from loopkit.decision import classify as fc
@@ -30,6 +30,9 @@ from loopkit.digest import sha256
 from loopkit.evidence import globs
 from loopkit.exitcodes import OUTCOME_CODES
 from loopkit.text import clean
+
+if TYPE_CHECKING:
+    from loopkit.sections import Decision
 
 #: The id of "the task" when a document carries no task section.
 DEFAULT_TASK_ID = "default"
@@ -100,6 +103,7 @@ def inputs(document: Mapping[str, Any], contract: Mapping[str, Any] | None) -> d
                 "criteria",
                 "artifacts",
                 "backoff",
+                "judge",  # the review gate (judge.review) decides too: replay needs it
             )
             if k in contract
         }
@@ -169,9 +173,9 @@ def decision(
     backoff: float | None = None,
     resume_after: str | None = None,
     **extra: Any,
-) -> dict[str, Any]:
+) -> Decision:
     """The fields of a decision section; ``extra`` adds others (``exhausted``, ``cause``, ...)."""
-    out = {
+    out: Decision = {
         "outcome": outcome,
         # Both quote worker and check output; loops print them and write them to memory.
         "reason": clean(reason),
@@ -182,7 +186,7 @@ def decision(
         "attempt": attempt,
         "exit_code": int(OUTCOME_CODES[outcome]),
     }
-    out.update(extra)
+    out.update(extra)  # type: ignore[typeddict-item]  # the schema's other fields
     return out
 
 
@@ -259,7 +263,7 @@ def decide(
     *,
     tree_on_disk: str | None,
     cancel: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> Decision:
     """The decision section for one attempt. Pure and deterministic in its arguments."""
     h = dict(history or budget.empty_history())
     n = int(h.get("attempts") or 0) + 1
@@ -293,7 +297,7 @@ def decide(
     violations = _scope_violations(diff, budgets) + _protected_changed_by_checks(
         document.get("verify"), contract
     )
-    is_goal = task.get("kind") == "goal"
+    is_goal = task.get("kind") == "goal" or _reviewed(contract)
     judge_ok = bool(
         judge and judge.get("verdict") == "MET" and judge.get("grounded") and judge.get("trusted")
     )
@@ -313,6 +317,8 @@ def decide(
         why = f"verification passed on the tree on disk with {what} inside scope"
         if is_goal:
             why += "; the judge's grounded verdict is MET"
+            if task.get("kind") != "goal":
+                why += " (review)"
         if not claimed and run is not None:
             why += " (the worker did not claim completion; the evidence decides)"
         return decision("complete", None, why, n)
@@ -433,6 +439,7 @@ class _Case:
         self.diff: Mapping[str, Any] | None = document.get("diff") or None
         self.judge: Mapping[str, Any] | None = document.get("judge") or None
         self.task: Mapping[str, Any] = document.get("task") or {}
+        self.contract: Mapping[str, Any] = document.get("contract") or {}
         self.claimed = bool(self.run and self.run.get("claimed_complete"))
         self.extra: dict[str, Any] = {}
 
@@ -616,16 +623,27 @@ def _no_change(c: _Case) -> Classified | None:
     return None
 
 
+def _reviewed(contract: Mapping[str, Any]) -> bool:
+    """The review gate is on (``judge.review``): every task needs the judge's MET."""
+    judge = contract.get("judge")
+    return isinstance(judge, Mapping) and bool(judge.get("review"))
+
+
 def _goal_unmet(c: _Case) -> Classified | None:
-    """A goal without a grounded, trusted MET from the judge."""
-    if c.task.get("kind") != "goal":
+    """A goal -- or, behind the review gate, any task -- without a grounded, trusted MET
+    from the judge."""
+    if c.task.get("kind") != "goal" and not _reviewed(c.contract):
         return None
     judge = c.judge
     if judge is None:
         return c.says(
             fc.UNGROUNDED,
-            "a goal needs the judge's verdict and there is none (run lk-judge)",
-            "The goal has not been judged.",
+            "a goal needs the judge's verdict and there is none (run lk-judge)"
+            if c.task.get("kind") == "goal"
+            else "the review gate (judge.review) needs the judge's verdict and there is none",
+            "The goal has not been judged."
+            if c.task.get("kind") == "goal"
+            else "The change has not been reviewed.",
         )
     if not judge.get("grounded") or not judge.get("trusted"):
         what = "not grounded in files it read" if not judge.get("grounded") else "not trusted"
@@ -634,9 +652,8 @@ def _goal_unmet(c: _Case) -> Classified | None:
             f"the judge's verdict ({judge.get('verdict')}) is {what}",
             str(judge.get("feedback") or ""),
         )
-    return c.says(
-        fc.JUDGE_NOT_MET, "the judge found the goal not met", str(judge.get("feedback") or "")
-    )
+    what = "the goal not met" if c.task.get("kind") == "goal" else "the change not ready (review)"
+    return c.says(fc.JUDGE_NOT_MET, f"the judge found {what}", str(judge.get("feedback") or ""))
 
 
 #: The rules, in the order they are asked (docs/decide.md): the run's own failure first,

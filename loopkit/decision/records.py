@@ -10,11 +10,14 @@ how records are stored is ``loopkit.state.ledger``'s.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopkit.decision import budget
 from loopkit.decision import classify as fc
 from loopkit.decision import decide as decider
+
+if TYPE_CHECKING:
+    from loopkit.sections import Decision
 
 
 def summarize(view: Mapping[str, Any]) -> dict[str, Any]:
@@ -110,7 +113,7 @@ def attempt_record(
     }
 
 
-def admission_decision(admission: Mapping[str, Any]) -> dict[str, Any] | None:
+def admission_decision(admission: Mapping[str, Any]) -> Decision | None:
     """The decision section an exhausted admission prints (None when admitted)."""
     if admission.get("admitted"):
         return None

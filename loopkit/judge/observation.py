@@ -178,6 +178,12 @@ def observe(
         for t in state.tool_calls
         if t.ok is False and (_is_write(t.name) or _writes(t.command))
     ]
+    # An ACP judge's writes loopkit refused at the protocol (run.refused).
+    denied += [
+        f"{r.get('tool') or r.get('via')}: refused ({r.get('rule')}: {r.get('path')})"[:300]
+        for r in state.refused
+        if isinstance(r, Mapping)
+    ]
     written = grounding(state.files_written, root=root) if root is not None else state.files_written
     text = reply if reply is not None else state.final_message
     return Observed(

@@ -24,7 +24,17 @@ MAX_GOAL_CHARS = 4000
 @dataclass(frozen=True)
 class Goal:
     text: str
-    source: str  # "--goal", "task", "contract"
+    source: str  # "--goal", "task", "review", "contract"
+
+
+#: The goal of the review gate (``judge.review``): what every task's change is held to
+#: before it lands, beside its checks.
+REVIEW = (
+    "The change does what this task asks, correctly and completely: {task}\n"
+    "Review the changed files themselves. It is NOT MET when the change misses part of the "
+    "task, is wrong, or takes a shortcut: a check or test weakened, skipped or deleted, a "
+    "result hard-coded for the checks, an error silenced, or changes the task does not need."
+)
 
 
 def goal_for(
@@ -46,6 +56,10 @@ def goal_for(
             raise BadInput("<stdin>", "the goal task has no text", path="$.task.text")
         return Goal(text, "task")
     judge = (contract or {}).get("judge")
+    if isinstance(judge, Mapping) and judge.get("review") and isinstance(task, Mapping):
+        asked = str(task.get("text") or "").strip()
+        if asked:
+            return Goal(REVIEW.format(task=asked[:MAX_GOAL_CHARS]), "review")
     if isinstance(judge, Mapping) and isinstance(judge.get("goal"), str) and judge["goal"].strip():
         return Goal(judge["goal"].strip(), "contract")
     raise BadInput(

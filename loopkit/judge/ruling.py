@@ -8,12 +8,15 @@ other outcome is NOT_MET with a reason (``REASONS``). The explanation, bounded, 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopkit.judge import verdict as verdicts
 from loopkit.judge.observation import Observed
 from loopkit.judge.prompt import Goal
 from loopkit.text import bound, clean
+
+if TYPE_CHECKING:
+    from loopkit.sections import Judge
 
 #: Why a verdict is NOT_MET (``judge.reason``); None when the judge's MET stands.
 NOT_MET = "not_met"  # the judge itself said NOT MET
@@ -75,12 +78,12 @@ def section(
     goal: Goal | None = None,
     model: str | None = None,
     extra: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> Judge:
     """The ``judge`` section of the attempt document."""
     reading, reason = decide(observed)
     met = reason is None
     grounded = bool(grounded_by(observed)) and reason != MISCITED
-    body: dict[str, Any] = {
+    body: Judge = {
         "verdict": verdicts.MET if met else verdicts.NOT_MET,
         "grounded": grounded,
         "trusted": met or (reason == NOT_MET and grounded),
@@ -112,7 +115,7 @@ def section(
         body["goal"] = goal.text
         body["goal_source"] = goal.source
     if extra:
-        body.update(extra)
+        body.update(extra)  # type: ignore[typeddict-item]  # session_id, transcript, ...
     return body
 
 

@@ -22,6 +22,7 @@ from loopkit.judge.ruling import section
 from loopkit.text import file_tail
 
 if TYPE_CHECKING:
+    from loopkit.sections import Judge
     from loopkit.worker.providers.base import RunState
 
 DEFAULT_TIMEOUT_S = 600.0
@@ -40,6 +41,7 @@ class Settings:
     timeout: float = DEFAULT_TIMEOUT_S
     max_turns: int = DEFAULT_MAX_TURNS
     command: str | None = None
+    agent: str | None = None  # acp: the agent by name
     env_allow: list[str] = field(default_factory=list)
 
     @classmethod
@@ -67,6 +69,7 @@ class Settings:
             timeout=float(judge.get("timeout") or DEFAULT_TIMEOUT_S),
             max_turns=int(judge.get("max_turns") or DEFAULT_MAX_TURNS),
             command=judge.get("command") if same else None,
+            agent=judge.get("agent") if same else None,
             env_allow=list(judge.get("env_allow") or []),
         )
 
@@ -146,6 +149,7 @@ def run(
         sandbox="read-only",
         read_only=True,
         command=settings.command,
+        agent=settings.agent,
         env_allow=settings.env_allow,
         handoff_path=folder / invoke.HANDOFF_NAME,
     )
@@ -286,7 +290,7 @@ def evaluate(
     model: str | None = None,
     transcript: str | None = None,
     cwd: str | os.PathLike[str] = ".",
-) -> dict[str, Any]:
+) -> Judge:
     """One judgement: the ``judge`` section for ``document`` (which gains an attempt_id).
 
     With ``transcript`` a saved stream is judged and nothing runs (no contract, goal or

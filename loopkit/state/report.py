@@ -2,7 +2,10 @@
 
 Per task: attempts, outcome, why it stopped, cost (trusted, and untrusted apart), tokens,
 time. Health: termination reasons, the share of runs that used more than 80% of a budget,
-p95 verification attempts per task, cost per completed task. Rendered as a terminal
+p95 verification attempts per task, cost per completed task; with the stacks ``lk stack``
+recorded, the pull-request panel (``pull_requests``: terminal tasks that ended without a
+pull request against its SLO, cost per merged pull request, landings and returns).
+Rendered as a terminal
 table, JSON (``schemas/report.json``) or one self-contained HTML page with a timeline of
 attempts coloured by outcome.
 """
@@ -13,7 +16,7 @@ import html
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from loopkit.decision import budget
@@ -61,12 +64,58 @@ def _run_fractions(rec: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
+#: Outcomes that end a task (a retry or a replan does not).
+TERMINAL = ("complete", "failed", "blocked", "budget_exhausted", "cancelled")
+#: Reference 002's SLO: fewer than this share of terminal runs end without a pull request.
+PR_SLO = 0.05
+
+
+def pull_requests(
+    tasks: Sequence[Mapping[str, Any]], stacks: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The pull-request panel: which terminal tasks a stack's slice carries to review
+    (a pull request, or a pushed branch on a plain remote), what each merged one cost
+    (every task's spend, parked ones too, over the merged slices), landings and returns."""
+    offered: set[str] = set()
+    merged = returns = 0
+    for stack in stacks:
+        plain = stack.get("forge") == "plain"
+        for s in stack.get("slices") or []:
+            if s.get("pr") is not None or (plain and s.get("pushed")):
+                offered.add(str(s.get("id")))
+                task = (s.get("evidence") or {}).get("task")
+                if task:
+                    offered.add(str(task))
+            if s.get("merged"):
+                merged += 1
+        returns += len(stack.get("returned") or [])
+    terminal = [t for t in tasks if t.get("outcome") in TERMINAL]
+    without = [str(t["task_id"]) for t in terminal if str(t["task_id"]) not in offered]
+    trusted = sum(float(t.get("cost_usd") or 0) for t in tasks)
+    untrusted = sum(float(t.get("cost_untrusted_usd") or 0) for t in tasks)
+    return {
+        "stacks": len(stacks),
+        "terminal_tasks": len(terminal),
+        "without_pull_request": without,
+        "share_without": round(len(without) / len(terminal), 4) if terminal else 0.0,
+        "slo_share": PR_SLO,
+        "merged": merged,
+        "cost_per_merged": {
+            "trusted_usd": round(trusted / merged, 6) if merged else None,
+            "untrusted_usd": round(untrusted / merged, 6) if merged else None,
+        },
+        "landings": merged,
+        "returns": returns,
+    }
+
+
 def build(
     records: list[tuple[int, dict[str, Any]]],
     problems: list[Mapping[str, Any]] | None = None,
     *,
     ledger: str = "",
     generated_at: str = "",
+    stacks: Sequence[Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The report document for a ledger's records (in ledger order)."""
     tasks: dict[str, dict[str, Any]] = {}
@@ -169,6 +218,8 @@ def build(
             "untrusted_usd": round(sum(t["cost_untrusted_usd"] for t in task_list), 6),
         },
     }
+    if stacks is not None:
+        health["pull_requests"] = pull_requests(task_list, stacks)
     return {
         "kind": "loopkit/report",
         "version": 1,
@@ -237,6 +288,19 @@ def text(report: Mapping[str, Any], *, width: int | None = None) -> str:
             else ""
         ),
     ]
+    prs = h.get("pull_requests")
+    if prs and (prs["stacks"] or prs["terminal_tasks"]):
+        cpm = prs["cost_per_merged"]
+        slo = "met" if prs["share_without"] < prs["slo_share"] else "MISSED"
+        lines += [
+            f"  ended without a pull request: {len(prs['without_pull_request'])} of "
+            f"{prs['terminal_tasks']} terminal tasks ({prs['share_without'] * 100:.0f}%; "
+            f"SLO < {prs['slo_share'] * 100:.0f}%: {slo})",
+            f"  cost per merged pull request: {_money(cpm['trusted_usd'])} trusted"
+            + (f", {_money(cpm['untrusted_usd'])} untrusted" if cpm["untrusted_usd"] else "")
+            + f" ({prs['merged']} merged)",
+            f"  landings vs returns: {prs['landings']} landed, {prs['returns']} returned",
+        ]
     if report["problems"]:
         lines.append(
             f"  ledger problems: {len(report['problems'])} line(s) skipped (torn or damaged)"

@@ -318,6 +318,9 @@ def record_from(
         "permission_denials": state.permission_denials,
         "terminal_reason": state.terminal_reason,
     }
+    if state.refused or provider == "acp":
+        # A provider that asks before a write (acp): what loopkit refused, and why.
+        record["refused"] = state.refused
     return record
 
 
@@ -417,7 +420,8 @@ def plan(req: Request, *, root: Path | None = None) -> Plan:
     from loopkit.worker import providers
     from loopkit.workspace import resolve_contract
 
-    contract = resolve_contract(req.contract_path, req.document, start=req.cwd, root=root).contract
+    found = resolve_contract(req.contract_path, req.document, start=req.cwd, root=root)
+    contract = found.contract
     worker = dict((contract or {}).get("worker") or {})
     name = req.provider or ("command" if req.command else worker.get("provider") or "command")
     try:
@@ -450,6 +454,8 @@ def plan(req: Request, *, root: Path | None = None) -> Plan:
         resume=req.resume,
         command=command,
         task_id=task.get("id") if task else None,
+        scope=(contract or {}).get("scope"),
+        control=_steering(base, req, contract, found.source),
         attempt=_attempt_number(req.document, env),
         environ=env,
     )
@@ -462,6 +468,20 @@ def plan(req: Request, *, root: Path | None = None) -> Plan:
     if not req.timeout and isinstance(share, (int, float)) and share > 0:
         timeout = min(timeout, float(share))
     return Plan(provider=provider, spec=spec, contract=contract, worker=worker, timeout=timeout)
+
+
+def _steering(
+    root: Path, req: Request, contract: Mapping[str, Any] | None, source: str | None
+) -> list[str]:
+    """The files that steer the loop, repository-relative (``_control_files``, and the
+    contract file found by default): a provider that asks before a write refuses them."""
+    top = root.resolve()
+    found = _control_files(top, req, contract)
+    if source and source != "<stdin>":
+        path = Path(os.path.abspath(source if os.path.isabs(source) else req.cwd / source))
+        if path.is_file() and path.is_relative_to(top) and path not in found:
+            found.append(path)
+    return [f.relative_to(top).as_posix() for f in found]
 
 
 def _attempt_number(document: Mapping[str, Any] | None, env: Mapping[str, str]) -> int | None:

@@ -47,6 +47,20 @@ def test_a_stage_that_exits_0_without_its_document_stops_the_attempt_with_70(
     assert ran == ["echo", "echo", "echo", "silent"]  # lk-decide never ran
 
 
+def test_round_0_stops_with_70_when_a_stage_prints_no_document(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # lk task begin --reproduce runs round 0's stages with the same rule: a verdict without
+    # its document stops it (70), and lk-decide never sees it (nothing settled, nothing
+    # committed).
+    ran.clear()
+    _stages(monkeypatch, diff=_echo, verify=_silent, decide=_echo)
+    rc, text = stages.run_reproduce(DOC, contract_path=None, base="HEAD", keep=str(tmp_path / "0"))
+    assert (rc, text) == (70, "")
+    assert ran == ["echo", "silent"]
+    assert (tmp_path / "0-verify.json").read_text() == ""
+
+
 def test_without_keep_nothing_is_written_and_the_last_document_is_printed(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

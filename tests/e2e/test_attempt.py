@@ -403,3 +403,86 @@ def test_an_early_attempt_refuses_a_bad_workspace_call(git_repo: Path, tmp_path:
 DOC_TASK = (
     '{"kind": "loopkit/attempt", "version": 1, "task": {"id": "t", "text": "x", "kind": "task"}}'
 )
+
+
+def _begun(repo: Path) -> dict[str, Any]:
+    """A project whose worker writes notes/a.txt, and ``lk task begin`` of its next task,
+    the lock held by this test's process."""
+    import os
+
+    notes_project(repo, "mkdir -p notes; echo hi > notes/a.txt", wall_seconds=600, check_timeout=5)
+    out = lk_run(
+        ["lk", "task", "begin", "--contract", "loop.yaml", "--owner", str(os.getpid())],
+        repo,
+        _task(repo),
+    )
+    assert out.returncode == 0, out.stderr
+    begun: dict[str, Any] = json.loads(out.stdout)
+    return begun
+
+
+def _settled(repo: Path, begun: dict[str, Any], *extra: str) -> subprocess.CompletedProcess[str]:
+    """``lk attempt --settle`` of the begun task, for this test's process's lock."""
+    import os
+
+    args = ["lk", "attempt", "--contract", "loop.yaml", "--base", begun["diff_base"]]
+    args += ["--settle", "--owner", str(os.getpid()), *extra]
+    return lk_run(args, repo, Path(begun["start"]).read_text())
+
+
+def test_settle_lands_in_the_same_process_and_releases_the_lock(git_repo: Path) -> None:
+    # --settle takes the step the decision calls for: complete lands exactly the verified
+    # tree and releases the loop's lock. Naive variants caught: a settle that prints only
+    # the decision (nothing committed); one that keeps the lock (the next loop refused).
+    out = _settled(git_repo, _begun(git_repo))
+    assert out.returncode == 0, out.stderr
+    decided, step = (json.loads(line) for line in out.stdout.splitlines())
+    assert decided["decision"]["outcome"] == "complete"
+    schema.validate(step, "task-step")
+    assert step["step"] == "land" and step["released"] is True
+    assert step["commit"] == git(git_repo, "rev-parse", "HEAD").strip()
+    assert git(git_repo, "rev-parse", "HEAD^{tree}").strip() == decided["verify"]["tree"]
+    assert not (git_repo / ".git" / "loopkit" / "loop.lock").exists()
+
+
+def test_settle_refuses_a_landing_when_the_branch_moved_and_keeps_the_tree(
+    git_repo: Path,
+) -> None:
+    # The branch moved after begin: the landing is refused (40), nothing is committed on
+    # top of the stranger's commit, and the verified tree is saved under refs/loopkit/.
+    begun = _begun(git_repo)
+    git(git_repo, "commit", "-q", "--allow-empty", "-m", "someone else")
+    moved = git(git_repo, "rev-parse", "HEAD").strip()
+    out = _settled(git_repo, begun, "--shell")
+    assert out.returncode == 40, out.stderr
+    assert "LK_DOC_OUTCOME=complete" in out.stdout and "LK_REF=" in out.stdout
+    assert git(git_repo, "rev-parse", "HEAD").strip() == moved
+    assert git(git_repo, "for-each-ref", "refs/loopkit/").strip()
+
+
+def test_owner_without_settle_is_a_usage_error(git_repo: Path) -> None:
+    doc = '{"kind": "loopkit/attempt", "version": 1, "task": {"id": "t", "text": "x"}}'
+    out = lk_run(["lk", "attempt", "--owner", "1"], git_repo, doc)
+    assert out.returncode == 2 and "add --settle" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_begin_attempt_runs_round_1_in_the_same_process(git_repo: Path) -> None:
+    # lk task begin --attempt: begin's result, the decided document and the landing, one
+    # JSON line each; the round's documents kept as <run_dir>/1-*.json. Without a task it
+    # is a usage error that begins nothing.
+    import os
+
+    notes_project(
+        git_repo, "mkdir -p notes; echo hi > notes/a.txt", wall_seconds=600, check_timeout=5
+    )
+    pid = str(os.getpid())
+    bare = lk_run(["lk", "task", "begin", "--attempt", "--owner", pid], git_repo, "")
+    assert bare.returncode == 2 and "needs the task" in bare.stderr
+    assert not (git_repo / ".git" / "loopkit" / "loop.lock").exists()
+    args = ["lk", "task", "begin", "--contract", "loop.yaml", "--owner", pid, "--attempt"]
+    out = lk_run(args, git_repo, _task(git_repo))
+    assert out.returncode == 0, out.stderr
+    begun, decided, landed = (json.loads(line) for line in out.stdout.splitlines())
+    assert begun["step"] == "begin" and landed["step"] == "land"
+    assert decided == json.loads((Path(begun["run_dir"]) / "1-decide.json").read_text())
+    assert landed["commit"] == git(git_repo, "rev-parse", "HEAD").strip()

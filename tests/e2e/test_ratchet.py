@@ -4,11 +4,12 @@ criterion that passed before it started -- never for a red it did not cause."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.helpers.recipes import fail_message, make_project
+from tests.helpers.recipes import fail_message, make_project, recipe_env
 
 pytestmark = pytest.mark.slow
 
@@ -323,3 +324,34 @@ Path("src/extra.txt").write_text("more\\n")
     assert "the checks already pass on the untouched tree" in proc.stderr
     assert [d["attempt"] for d in p.decisions("fix-value")] == [1]  # round 0 spent nothing
     assert "already pass on the untouched tree" in p.handoff(1)
+
+
+def test_the_review_gate_holds_a_green_shortcut_back_until_the_reviewer_is_satisfied(
+    tmp_path: Path,
+) -> None:
+    # judge.review: every task's change goes to the judge before it lands, not only a
+    # GOAL's. Round 1 passes the checks with a shortcut the reviewer rejects: it does not
+    # land, and the reviewer's words are round 2's feedback. Naive variant caught: the
+    # judge asked for GOAL tasks only, so the shortcut lands at round 1.
+    body = """
+Path("src").mkdir(exist_ok=True)
+Path("src/value.txt").write_text("good\\nHACK: always good\\n" if n == 1 else "good\\n")
+"""
+    judge = (
+        "if grep -q HACK src/value.txt; then echo 'CITE: src/value.txt:2: HACK: always good';"
+        " echo 'The value is hard-coded for the check.'; echo 'VERDICT: NOT MET';"
+        " else echo 'CITE: src/value.txt:1: good'; echo 'VERDICT: MET'; fi"
+    )
+    p = make_project(
+        tmp_path, body, judge={"provider": "command", "command": judge, "review": True}
+    )
+    proc = _loop(p)
+    assert proc.returncode == 0, fail_message(proc)
+    assert p.git("show", "HEAD:src/value.txt") == "good\n"
+    first, second = p.decisions("fix-value")
+    assert (first["outcome"], first["failure_class"]) == ("retry", "judge_not_met")
+    assert "hard-coded" in p.handoff(2)
+    assert second["outcome"] == "complete" and "(review)" in second["reason"]
+    replay = subprocess.run(["lk-decide", "--replay", ".loopkit/ledger.jsonl"], cwd=p.root,
+                            env=recipe_env(), capture_output=True, text=True)  # fmt: skip
+    assert replay.returncode == 0, replay.stdout + replay.stderr

@@ -4,7 +4,6 @@ real in a temporary repository (a bare repository as `origin`, the GitHub variab
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -58,10 +57,10 @@ def _run_step(p: Project, job: str, name: str, tmp: Path, **env: str) -> tuple[i
     return done.returncode, outputs
 
 
-def test_workflow_shape_fans_ready_tasks_out_one_job_and_branch_each() -> None:
+def test_workflow_shape_fans_ready_tasks_out_and_lands_in_one_job() -> None:
     wf = _workflow()
     jobs = wf["jobs"]
-    assert set(jobs) == {"plan", "run"}
+    assert set(jobs) == {"plan", "run", "land"}
     run = jobs["run"]
     assert run["needs"] == "plan"
     assert run["strategy"]["fail-fast"] is False
@@ -70,6 +69,28 @@ def test_workflow_shape_fans_ready_tasks_out_one_job_and_branch_each() -> None:
     assert any("upload-artifact" in s.get("uses", "") for s in run["steps"])
     triggers = wf.get("on", wf.get(True))  # YAML 1.1 reads the key `on` as true
     assert "workflow_dispatch" in triggers
+    assert jobs["land"]["concurrency"]["cancel-in-progress"] is False
+
+
+def test_only_the_landing_job_can_write_and_only_its_push_step_holds_the_token() -> None:
+    wf = _workflow()
+    assert wf["permissions"] == {}
+    for name, job in wf["jobs"].items():
+        perms = job["permissions"]
+        writes = {k for k, v in perms.items() if v == "write"}
+        assert writes == ({"contents", "pull-requests", "issues"} if name == "land" else set())
+        for step in job["steps"]:
+            if "actions/checkout@" in step.get("uses", ""):
+                assert step["with"]["persist-credentials"] is False, name
+            if "github.token" in json.dumps(step) or "GH_TOKEN" in json.dumps(step):
+                assert (name, step.get("name")) == ("land", "Push the stack")
+        if name != "land":
+            assert "github.token" not in json.dumps(job)
+    # Every action pinned to a full commit.
+    for job in wf["jobs"].values():
+        for step in job["steps"]:
+            if "uses" in step:
+                assert len(step["uses"].split("@")[1]) == 40, step["uses"]
 
 
 def test_every_shell_step_is_shellcheck_clean(tmp_path: Path) -> None:
@@ -89,10 +110,11 @@ def test_every_shell_step_is_shellcheck_clean(tmp_path: Path) -> None:
 
 
 @pytest.mark.longest
-def test_the_steps_plan_run_and_push_for_real(tmp_path: Path) -> None:
+def test_the_steps_plan_run_pack_and_land_for_real(tmp_path: Path) -> None:
     tasks = (
         plan("alpha", "First")
         + plan("broken", "Will crash")
+        + plan("gamma", "Third")
         + plan("beta", "Second", depends="alpha")
     )
     p = make_project(tmp_path, WORKER, tasks=tasks, checks=CHECK)
@@ -102,26 +124,82 @@ def test_the_steps_plan_run_and_push_for_real(tmp_path: Path) -> None:
     p.git("push", "-q", "origin", "main")
 
     _, out = _run_step(p, "plan", "ready", tmp_path)
-    assert json.loads(out["tasks"]) == ["alpha", "broken"]  # beta waits for alpha
-    assert out["count"] == "2"
+    assert json.loads(out["tasks"]) == ["alpha", "broken", "gamma"]  # beta waits for alpha
+    assert out["count"] == "3"
+    base = out["base"]
+    assert base == p.git("rev-parse", "HEAD").strip()
+    shares = tmp_path / "plan-shares"
+    _run_step(p, "plan", "shares", tmp_path, COUNT="3")
+    assert (shares / "share.json").is_file()
 
-    results = {}
-    for task in ("alpha", "broken"):
-        p.git("switch", "-q", "main")
-        env = {"TASK_ID": task}
-        _run_step(p, "run", "Branch for the task", tmp_path, **env)
-        _, loop_out = _run_step(p, "run", "loop", tmp_path, **env)
-        results[task] = loop_out["code"]
-        _run_step(p, "run", "Push the branch and the saved attempts", tmp_path, **env)
-        _run_step(p, "run", "Report", tmp_path, **env)
-    assert results == {"alpha": "0", "broken": "21"}
+    results = tmp_path / "results"
+    results.mkdir()
+    codes = {}
+    for task in ("alpha", "broken", "gamma"):
+        job = tmp_path / f"job-{task}"
+        job.mkdir()
+        (job / "plan-shares").mkdir()
+        (job / "plan-shares" / "share.json").write_text((shares / "share.json").read_text())
+        p.git("checkout", "-q", "--detach", base)
+        env = {"TASK_ID": task, "BASE": base, "RUNNER_TEMP": str(job)}
+        _, loop_out = _run_step(p, "run", "loop", job, **env)
+        codes[task] = loop_out["code"]
+        _run_step(p, "run", "Pack the result", job, CODE=loop_out["code"], **env)
+        (job / "result").rename(results / f"loopkit-{task}")  # what download-artifact lays out
+        p.git("checkout", "-q", "main")
+        p.git("reset", "-q", "--hard", base)
+    assert codes == {"alpha": "0", "broken": "21", "gamma": "0"}
 
+    env = {
+        "TASKS": out["tasks"],
+        "TARGET": "main",
+        "ISSUE": "",
+        "LOOPKIT_FORGE": "plain",
+        "STACK": "fan-out",
+        "GITHUB_REPOSITORY": "o/r",
+    }
+    _run_step(p, "land", "collect", tmp_path, **env)
+    _run_step(p, "land", "Push the stack", tmp_path, **env)
     remote = git(origin, "for-each-ref", "--format=%(refname)")
-    assert "refs/heads/loopkit/alpha" in remote
-    assert "refs/heads/loopkit/broken" in remote
-    assert "refs/loopkit/broken/" in remote  # the parked attempt travels with its branch
-    alpha_log = git(origin, "log", "--pretty=%s", "loopkit/alpha").splitlines()
-    assert alpha_log[:2] == ["loopkit: mark alpha done", "loopkit: alpha: First"]
-    assert "- [!] Will crash" in git(origin, "show", "loopkit/broken:TASKS.md")
-    assert "loopkit: alpha" in (tmp_path / "summary.md").read_text()
-    assert os.path.getsize(tmp_path / "summary.md") > 0
+    assert "refs/heads/stack/fan-out/alpha" in remote
+    assert "refs/heads/stack/fan-out/gamma" in remote
+    assert "refs/loopkit/broken/" in remote  # the parked attempt travels as evidence
+    alpha = git(origin, "rev-parse", "stack/fan-out/alpha").strip()
+    assert git(origin, "rev-parse", "stack/fan-out/gamma^").strip() == alpha
+    assert git(origin, "rev-parse", "main").strip() == base  # nothing landed by itself
+
+
+def _zizmor(path: Path) -> list[tuple[str, str]]:
+    zizmor = BIN / "zizmor"
+    if not zizmor.exists():
+        pytest.fail("zizmor is not installed in the venv (make install)")
+    done = subprocess.run(
+        [str(zizmor), "--offline", "--format", "json", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode in (0, 10, 11, 12, 13, 14), done.stderr  # 1x: findings, by severity
+    return [(f["ident"], f["determinations"]["severity"]) for f in json.loads(done.stdout)]
+
+
+def test_zizmor_finds_nothing_above_low(tmp_path: Path) -> None:
+    found = _zizmor(WORKFLOW)
+    assert all(sev in ("Unknown", "Informational", "Low") for _, sev in found), found
+    # The same workflow with the worker's checkout keeping its token in .git/config:
+    # zizmor sees it (the check can fail).
+    wf = _workflow()
+    run = wf["jobs"]["run"]
+    del run["steps"][0]["with"]["persist-credentials"]
+    worse = tmp_path / "fan-out.yml"
+    worse.write_text(
+        yaml.safe_dump(
+            {
+                "name": wf["name"],
+                "on": "workflow_dispatch",
+                **{k: v for k, v in wf.items() if k not in ("name", True, "on")},
+            }
+        )
+    )
+    flagged = {ident for ident, sev in _zizmor(worse) if sev in ("Medium", "High")}
+    assert "artipacked" in flagged, flagged

@@ -419,28 +419,6 @@ sys.exit(9)
     assert "parked" not in (p.root / "MEMORY.md").read_text()
 
 
-def test_a_stage_that_prints_no_document_stops_the_loop(tmp_path: Path) -> None:
-    # Naive variant caught: trusting a stage's exit status alone. A broken lk-verify that
-    # exits 0 without its document must not lead to a commit. (The one stand-in in this
-    # suite: the real lk-verify never does this, which is why a shim plays it. The shim is
-    # on PATH, so it is the --reproduce round that meets it, where the recipe runs each
-    # stage as a command of its own; inside `lk attempt` the same rule is held by
-    # tests/cli/test_attempt_cli.py.)
-    shim = tmp_path / "shim"
-    shim.mkdir()
-    (shim / "lk-verify").write_text("#!/bin/sh\ncat >/dev/null\nexit 0\n")
-    (shim / "lk-verify").chmod(0o755)
-    p = make_project(tmp_path, GOOD)
-    before = p.head()
-    from tests.helpers.recipes import recipe_env
-
-    path = f"{shim}:{recipe_env()['PATH']}"
-    proc = loop(p, "--reproduce", env={"PATH": path})
-    assert proc.returncode == 70, fail_message(proc)
-    assert "printed no document" in proc.stderr
-    assert p.head() == before
-
-
 def test_reset_paths_never_follow_a_symlink_out_of_the_repository(tmp_path: Path) -> None:
     # Naive variant caught: `rm -rf "$root/$path"` after an attempt turned a parent folder
     # into a symlink to somewhere else -- the wipe would land outside the repository.
@@ -610,14 +588,12 @@ def test_each_round_is_one_lk_attempt_and_each_decision_one_lk_task_step(tmp_pat
     p = make_project(tmp_path, BAD_THEN_GOOD)
     proc = loop(p, env={"PATH": path, "LOOPKIT_STATE_DIR": str(state)})
     assert proc.returncode == 0, fail_message(proc)
-    # The landing releases the lock itself (--end): no `lk task end` after a success.
-    assert calls.read_text().splitlines() == [
-        "task begin",
-        "attempt --keep",
-        "task save",
-        "attempt --keep",
-        "task land",
-    ]
+    # Round 1 runs inside begin (--attempt), round 2 is one lk attempt; each round's step
+    # (save, then land, which releases the lock itself) is taken by that process
+    # (--settle): no `lk task` of its own, no `lk task end` after a success.
+    assert calls.read_text().splitlines() == ["task begin", "attempt --keep"]
+    saved = p.git("for-each-ref", "--format=%(refname)", "refs/loopkit/").split()
+    assert any(ref.endswith("/1") for ref in saved), saved  # the red round's tree
     assert p.worker_calls() == 2 and p.git("show", "HEAD:src/value.txt") == "good\n"
     assert (state / "ledger.jsonl").is_file() and not p.state().exists()
     log = (state / "recipes.log").read_text()

@@ -194,3 +194,15 @@ def test_the_tasks_own_failures_come_first_and_the_bases_are_marked_once() -> No
         text.count("FAILED t::test_other") == 1
     )  # the decision's copy of the tail is not repeated
     assert "tests t::test_mine" in text
+
+
+def test_writes_refused_at_the_protocol_become_feedback() -> None:
+    """An ACP agent's refused writes (run.refused) are told to the next attempt."""
+    refused = [
+        {"via": "permission", "tool": "Write a.txt", "path": "a.txt", "rule": "outside_writable"},
+        {"via": "fs/write_text_file", "path": "loop.yaml", "rule": "control_file"},
+    ]
+    text = handoff.build(task=TASK, previous={"run": {"provider": "acp", "refused": refused}})
+    assert "### Writes refused before they happened (outside the scope)" in text
+    assert "- a.txt: outside_writable" in text and "- loop.yaml: control_file" in text
+    assert "Writes refused" not in handoff.build(task=TASK, previous={"run": {"refused": []}})

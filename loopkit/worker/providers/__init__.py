@@ -1,5 +1,5 @@
-"""Worker providers: ``get(name)`` returns the adapter for a worker CLI (claude, codex,
-gemini, qwen, opencode, pi, copilot) or command.
+"""Worker providers: ``get(name)`` returns the adapter for claude, codex, command, acp,
+gemini, qwen, opencode, pi or copilot.
 
 Adding a provider is one module with a :class:`~loopkit.worker.providers.base.Provider`
 subclass and one line in ``_REGISTRY``; everything else follows the registry: the
@@ -22,6 +22,7 @@ _REGISTRY: dict[str, str] = {
     "claude": "loopkit.worker.providers.claude:ClaudeProvider",
     "codex": "loopkit.worker.providers.codex:CodexProvider",
     "command": "loopkit.worker.providers.command:CommandProvider",
+    "acp": "loopkit.worker.providers.acp:AcpProvider",
     "gemini": "loopkit.worker.providers.gemini:GeminiProvider",
     "qwen": "loopkit.worker.providers.qwen:QwenProvider",
     "opencode": "loopkit.worker.providers.opencode:OpencodeProvider",

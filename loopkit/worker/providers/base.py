@@ -106,7 +106,10 @@ class RunSpec:
     permission_mode: str | None  # claude --permission-mode (default acceptEdits)
     resume: str | None  # a session id to continue
     read_only: bool  # a judge: no writes, no shell
-    command: str | None  # the command provider's shell command
+    command: str | None  # the command provider's shell command (acp: the agent's)
+    agent: str | None  # acp: a known agent by name (loopkit.worker.acp.agents)
+    scope: Mapping[str, Any] | None  # the contract's scope (acp answers permissions from it)
+    control: list[str]  # the files that steer the loop, repository-relative (acp)
     env_allow: list[str]  # more variable names to pass on
     extra_args: list[str]
     handoff_path: Path | None  # where the command provider's handoff file goes
@@ -127,6 +130,9 @@ class RunSpec:
         resume: str | None = None,
         read_only: bool = False,
         command: str | None = None,
+        agent: str | None = None,
+        scope: Mapping[str, Any] | None = None,
+        control: list[str] | None = None,
         env_allow: list[str] | None = None,
         extra_args: list[str] | None = None,
         handoff_path: Path | None = None,
@@ -145,6 +151,9 @@ class RunSpec:
         self.resume = resume
         self.read_only = read_only
         self.command = command
+        self.agent = agent
+        self.scope = scope
+        self.control = [] if control is None else control
         self.env_allow = [] if env_allow is None else env_allow
         self.extra_args = [] if extra_args is None else extra_args
         self.handoff_path = handoff_path
@@ -167,6 +176,7 @@ class RunSpec:
             "allowed_tools": s.get("allowed_tools"),
             "permission_mode": s.get("permission_mode"),
             "command": s.get("command"),
+            "agent": s.get("agent"),
             "env_allow": list(s.get("env_allow") or []),
             "extra_args": list(s.get("extra_args") or []),
         }
@@ -306,6 +316,7 @@ class RunState:
     terminal_reason: str | None
     errors: list[str]  # provider error messages, in order
     permission_denials: list[dict[str, Any]]
+    refused: list[dict[str, Any]]  # writes loopkit refused before they happened (acp)
     tool_calls: list[ToolCall]  # at most MAX_TOOL_CALLS kept
     tool_call_count: int
     tool_errors: int
@@ -358,6 +369,7 @@ class RunState:
         self.terminal_reason = terminal_reason
         self.errors = [] if errors is None else errors
         self.permission_denials = [] if permission_denials is None else permission_denials
+        self.refused = []
         self.tool_calls = [] if tool_calls is None else tool_calls
         self.tool_call_count = tool_call_count
         self.tool_errors = tool_errors

@@ -1,0 +1,107 @@
+"""A pull request's body: the evidence behind its slice, for the person who reviews it.
+
+What the checks said on the slice's exact tree, the attempts and their cost from the
+ledger, the judge's verdict and citations; the stack's other pull requests; "Closes #N"
+on the last slice only (the one whose merge finishes the parent issue), "Closes #C" for
+a slice's own child issue.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from loopkit.forge.stack import Slice, Stack
+
+MARK = "<!-- loopkit:stack -->"
+
+
+def from_document(doc: dict[str, Any]) -> dict[str, Any]:
+    """The evidence a decided attempt document carries."""
+    task = doc.get("task") or {}
+    decision = doc.get("decision") or {}
+    judge = doc.get("judge") or {}
+    out: dict[str, Any] = {
+        "task": task.get("id"),
+        "attempt": decision.get("attempt"),
+        "outcome": decision.get("outcome"),
+    }
+    if judge:
+        out["judge"] = {
+            "verdict": judge.get("verdict"),
+            "grounded": judge.get("grounded"),
+            "citations": [str(c) for c in judge.get("citations") or []][:20],
+        }
+    return out
+
+
+def from_ledger(ledger: Path, task: str) -> dict[str, Any]:
+    """The task's attempts and cost, from the ledger (nothing when there is none)."""
+    if not task or not ledger.is_file():
+        return {}
+    from loopkit.state import ledger as ledgers
+
+    records, _ = ledgers.read(ledger)
+    runs = [r for _, r in records if r.get("task_id") == task and r.get("type") != "admission"]
+    cost, trusted = 0.0, True
+    for r in runs:
+        usage = r.get("usage") or {}
+        if usage.get("cost_usd") is not None:
+            cost += float(usage["cost_usd"])
+            trusted = trusted and bool(usage.get("cost_trusted"))
+    outcomes = [str((r.get("decision") or {}).get("outcome")) for r in runs if r.get("decision")]
+    return {
+        "attempts": len(runs),
+        "cost_usd": round(cost, 6),
+        "cost_trusted": trusted,
+        "outcomes": outcomes,
+    }
+
+
+def render(stack: Stack, s: Slice) -> str:
+    live = stack.live()
+    index = live.index(s)
+    ev = s.evidence
+    lines = [
+        MARK,
+        f"Slice {index + 1} of {len(live)} of stack `{stack.name}`: `{s.id}`.",
+        "",
+        f"Verified head `{s.head}` (tree `{s.tree}`), built on `{s.fork[:12]}`.",
+        "",
+    ]
+    verify = ev.get("verify") or {}
+    if verify.get("checks"):
+        lines += ["| check | result | seconds |", "|---|---|---|"]
+        for c in verify["checks"]:
+            secs = c.get("duration_s")
+            lines.append(
+                f"| {c.get('name')} | {'pass' if c.get('passed') else 'FAIL'} | "
+                f"{'' if secs is None else f'{float(secs):.1f}'} |"
+            )
+        lines.append("")
+    if ev.get("task"):
+        what = f"Task `{ev['task']}`"
+        if ev.get("attempts") is not None:
+            what += f": {ev['attempts']} attempt(s)"
+            if ev.get("outcomes"):
+                what += " (" + ", ".join(ev["outcomes"]) + ")"
+        if ev.get("cost_usd") is not None:
+            label = (
+                "" if ev.get("cost_trusted", True) else " (untrusted: the CLI's own price table)"
+            )
+            what += f", cost ${float(ev['cost_usd']):.2f}{label}"
+        lines += [what + ".", ""]
+    judge = ev.get("judge") or {}
+    if judge:
+        lines.append(f"Judge: {judge.get('verdict')} (grounded: {judge.get('grounded')}).")
+        lines += [f"- {c}" for c in judge.get("citations") or []]
+        lines.append("")
+    others = [f"#{o.pr}" if o.pr else f"`{o.branch}`" for o in live]
+    lines += ["Stack: " + " → ".join(others), ""]
+    if s.issue:
+        lines.append(f"Closes #{s.issue}")
+    if stack.issue and s is live[-1]:
+        lines.append(f"Closes #{stack.issue}")
+    elif stack.issue:
+        lines.append(f"Part of #{stack.issue}")
+    return "\n".join(lines).rstrip() + "\n"

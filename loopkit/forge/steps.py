@@ -1,0 +1,376 @@
+"""What each ``lk stack`` step does, without click: add (or replace) a verified slice,
+restack (move slices onto their new parents, each moved tree verified again), push
+(every branch at once, atomic with leases, then the pull requests), land (the bottom
+slice, by the forge's merge of exactly the verified head), show."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from loopkit import git
+from loopkit.errors import BadInput, EnvironmentProblem
+from loopkit.forge import body, clients, onto, proof
+from loopkit.forge import push as pushing
+from loopkit.forge.stack import (
+    FORGES,
+    Refused,
+    Slice,
+    Stack,
+    Unverified,
+    check_name,
+    note_return,
+    read,
+    ref,
+    resolve,
+    tree_of,
+    write,
+)
+
+
+def _result(step: str, stack: Stack, **extra: Any) -> dict[str, Any]:
+    return {
+        "kind": "loopkit/stack-step",
+        "version": 1,
+        "step": step,
+        "stack": stack.to_json(),
+        **extra,
+    }
+
+
+def _ancestor(root: Path, old: str, new: str) -> bool:
+    return git.git(["merge-base", "--is-ancestor", old, new], cwd=root, check=False).exit_code == 0
+
+
+def target_tip(root: Path, stack: Stack) -> str:
+    """The target branch now: the remote's (fetched) when the stack has a remote."""
+    if stack.remote:
+        return pushing.fetch(root, stack.remote, stack.target)
+    return resolve(root, f"refs/heads/{stack.target}")
+
+
+def _verified(root: Path, commit: str, contract: Path, what: str) -> dict[str, Any]:
+    section = proof.verify(root, commit, contract=contract)
+    if not section.get("passed"):
+        failed = [c.get("name") for c in section.get("checks") or [] if not c.get("passed")]
+        why = ", ".join(str(f) for f in failed) or "; ".join(section.get("problems") or []) or "?"
+        raise Unverified(f"{what}: its checks failed on tree {section.get('tree')}: {why}")
+    return proof.summary(section)
+
+
+def add(
+    root: Path,
+    name: str,
+    slice_id: str,
+    head_rev: str,
+    *,
+    contract: Path,
+    title: str = "",
+    branch: str = "",
+    target: str = "",
+    remote: str = "",
+    forge: str = "",
+    repo: str = "",
+    issue: int | None = None,
+    doc: dict[str, Any] | None = None,
+    ledger: Path | None = None,
+    fork_rev: str = "",
+) -> dict[str, Any]:
+    """``fork_rev``: the commit the slice was built on when it is not its parent's head --
+    slices built side by side from one base (a CI fan-out) are stacked by restack, each
+    moved from that base onto the slice below it."""
+    check_name(name)
+    if not slice_id or git.ref_component(slice_id) != slice_id:
+        raise BadInput("SLICE", f"{slice_id!r}: a slice's id is letters, digits, '-', '_', '.'")
+    if forge and forge not in FORGES:
+        raise BadInput("--forge", f"{forge!r}: one of {', '.join(FORGES)}")
+    stack, old = read(root, name)
+    if stack is None:
+        stack = Stack(name=name, target=target or "main", remote=remote, forge=forge or "plain")
+    for key, value in (("target", target), ("remote", remote), ("forge", forge), ("repo", repo)):
+        if value:
+            setattr(stack, key, value)
+    if issue is not None:
+        stack.issue = issue
+    if stack.forge != "plain" and not stack.repo:
+        raise BadInput("--repo", f"a {stack.forge} stack needs --repo OWNER/NAME")
+    head = resolve(root, head_rev)
+    tree = tree_of(root, head)
+    known = stack.find(slice_id)
+    live = stack.live()
+    if known is not None and known.merged:
+        raise BadInput("SLICE", f"{slice_id} has landed already ({known.merged[:12]})")
+    if fork_rev:
+        fork = resolve(root, fork_rev)
+    elif known is not None:
+        fork = known.fork
+    elif live:
+        fork = live[-1].head
+    else:
+        fork = git.out(["merge-base", target_tip(root, stack), head], cwd=root)
+    if not _ancestor(root, fork, head):
+        raise Refused(f"{slice_id}: {head[:12]} is not built on its parent {fork[:12]}")
+    evidence: dict[str, Any] = {}
+    section = (doc or {}).get("verify") or {}
+    decided = ((doc or {}).get("decision") or {}).get("outcome") == "complete"
+    if decided and section.get("passed") and section.get("tree") == tree:
+        evidence["verify"] = proof.summary(section)  # the attempt's own evidence, this tree
+    else:
+        evidence["verify"] = _verified(root, head, contract, slice_id)
+    if doc:
+        evidence.update({k: v for k, v in body.from_document(doc).items() if v is not None})
+    if ledger is not None and evidence.get("task"):
+        evidence.update(body.from_ledger(ledger, str(evidence["task"])))
+    if known is None:
+        stack.slices.append(
+            Slice(
+                id=slice_id,
+                branch=branch or f"stack/{name}/{slice_id}",
+                title=title or slice_id,
+                fork=fork,
+                head=head,
+                tree=tree,
+                evidence=evidence,
+            )
+        )
+    else:
+        known.head, known.tree, known.evidence = head, tree, evidence
+        known.title = title or known.title
+    write(root, stack, old, message=f"{'replace' if known else 'add'} {slice_id} at {head[:12]}")
+    return _result("add", stack, slice=slice_id)
+
+
+def _load(root: Path, name: str) -> tuple[Stack, str]:
+    stack, old = read(root, check_name(name))
+    if stack is None:
+        raise BadInput("NAME", f"no stack {name!r} here ({ref(name)} does not exist)")
+    return stack, old
+
+
+def restack(root: Path, name: str, *, contract: Path) -> dict[str, Any]:
+    """Each live slice whose recorded fork point is no longer its parent's head moves onto
+    it (the bottom one onto the target's tip), and its new tree is verified; all or
+    nothing: one that fails its checks or does not apply leaves the stack as it was."""
+    stack, old = _load(root, name)
+    parent = target_tip(root, stack)
+    moved: list[str] = []
+    for s in stack.live():
+        if s.fork != parent:
+            try:
+                new = onto.move(root, fork=s.fork, head=s.head, onto=parent)
+                verify = _verified(root, new, contract, f"{s.id} moved onto {parent[:12]}")
+            except (Refused, Unverified) as e:
+                note_return(root, name, s.id, "restack", e.message)
+                raise
+            s.evidence = {**s.evidence, "verify": verify, "restacked_from": s.head}
+            s.fork, s.head, s.tree = parent, new, tree_of(root, new)
+            moved.append(s.id)
+        parent = s.head
+    if moved:
+        write(root, stack, old, message="restack " + " ".join(moved))
+    return _result("restack", stack, moved=moved)
+
+
+def _evidence_refs(root: Path, stack: Stack) -> list[str]:
+    """The refs a dead run leaves as evidence (saved and parked attempts under
+    refs/loopkit/, never the stack records): pushed as they are, never forced."""
+    listed = git.out(["for-each-ref", "--format=%(refname)", "refs/loopkit/"], cwd=root)
+    return [r for r in listed.splitlines() if r and not r.startswith("refs/loopkit/stack/")]
+
+
+def push(root: Path, name: str, *, issues: bool = False) -> dict[str, Any]:
+    stack, old = _load(root, name)
+    if not stack.remote:
+        raise BadInput("--remote", f"stack {name} has no remote to push to")
+    updates = [
+        pushing.Update(f"refs/heads/{s.branch}", s.head, s.pushed)
+        for s in stack.live()
+        if s.pushed != s.head
+    ]
+    for s in stack.live():
+        s.pushed = s.head
+    before_meta = stack.pushed_meta
+    meta = write(root, stack, old, message="push")
+    try:
+        pushing.push(root, stack.remote, [*updates, pushing.Update(ref(name), meta, before_meta)])
+    except Refused:
+        git.git(["update-ref", ref(name), old, meta], cwd=root, check=False)
+        raise
+    stack.pushed_meta = meta
+    evidence = _evidence_refs(root, stack)
+    kept: list[str] = []
+    if evidence:
+        done = git.git(
+            ["push", "--porcelain", "--no-verify", stack.remote, *[f"{r}:{r}" for r in evidence]],
+            cwd=root,
+            env=pushing.token_env(),
+            check=False,
+        )
+        kept = evidence if done.exit_code == 0 else []
+    forge = clients.client(stack.forge, stack.repo)
+    pulls: list[dict[str, Any]] = []
+    if forge is not None:
+        live = stack.live()
+        if issues:
+            for s in live:
+                if s.issue is None:
+                    part = f"Part of #{stack.issue}." if stack.issue else ""
+                    s.issue = forge.open_issue(
+                        title=s.title, body=f"Slice `{s.id}` of stack `{name}`. {part}"
+                    )
+        for i, s in enumerate(live):
+            base = live[i - 1].branch if i else stack.target
+            if s.pr is None:
+                found = forge.find_pull(s.branch)
+                if found is None:
+                    found = forge.open_pull(
+                        head=s.branch, base=base, title=s.title, body=body.render(stack, s)
+                    )
+                s.pr = found.number
+        for i, s in enumerate(live):  # again: each body names every pull request
+            base = live[i - 1].branch if i else stack.target
+            assert s.pr is not None
+            forge.update_pull(s.pr, base=base, body=body.render(stack, s))
+            pulls.append({"slice": s.id, "number": s.pr, "base": base})
+    write(root, stack, meta, message="pushed")
+    return _result("push", stack, pushed=[u.ref for u in updates], evidence_refs=kept, pulls=pulls)
+
+
+def land(root: Path, name: str, *, method: str = "squash") -> dict[str, Any]:
+    try:
+        return _land(root, name, method=method)
+    except Refused as e:
+        stack, _ = read(root, name)
+        live = stack.live() if stack else []
+        if live:
+            note_return(root, name, live[0].id, "land", e.message)
+        raise
+
+
+def _land(root: Path, name: str, *, method: str) -> dict[str, Any]:
+    """The bottom slice lands, as the forge's merge of exactly its verified head, only
+    where the forge lands up-to-date heads alone; then the landed tree is checked equal to
+    the verified one. A plain remote: the target moves to the verified head itself,
+    leased on the tip it was verified on."""
+    stack, old = _load(root, name)
+    live = stack.live()
+    if not live:
+        raise BadInput("NAME", f"stack {name} has no slice left to land")
+    s = live[0]
+    tip = target_tip(root, stack)
+    if s.fork != tip:
+        raise Refused(
+            f"{s.id} was verified on {s.fork[:12]}, {stack.target} is at {tip[:12]}: "
+            f"run `lk stack restack {name}` and push first"
+        )
+    if s.pushed != s.head:
+        raise Refused(
+            f"{s.id}: the verified head {s.head[:12]} is not pushed; `lk stack push {name}`"
+        )
+    forge = clients.client(stack.forge, stack.repo)
+    if forge is None:
+        if not stack.remote:
+            raise BadInput("--remote", f"stack {name} has no remote to land on")
+        pushing.push(
+            root, stack.remote, [pushing.Update(f"refs/heads/{stack.target}", s.head, tip)]
+        )
+        landed = s.head
+    else:
+        why = forge.landing_guard(stack.target)
+        if why is not None:
+            raise Refused(f"landing refused: {why}")
+        if s.pr is None:
+            raise Refused(f"{s.id} has no pull request yet; `lk stack push {name}`")
+        pr = forge.get_pull(s.pr)
+        if pr.head_sha != s.head:
+            raise Refused(
+                f"#{s.pr}'s head is {pr.head_sha[:12]}, not the verified {s.head[:12]}: "
+                "it changed after verification; nothing merged"
+            )
+        if pr.base != stack.target:
+            raise Refused(f"#{s.pr} targets {pr.base}, not {stack.target}; `lk stack push {name}`")
+        landed = forge.merge(s.pr, sha=s.head, method=method, title=f"{s.title} (#{s.pr})")
+    now = target_tip(root, stack)
+    if now != landed:
+        raise EnvironmentProblem(
+            f"{stack.target} is at {now[:12]} after the merge, not {landed[:12]}"
+        )
+    if tree_of(root, landed) != s.tree:
+        raise Refused(
+            f"{stack.target} landed {landed[:12]} whose tree is not the verified {s.tree[:12]}"
+        )
+    s.merged = landed
+    write(root, stack, old, message=f"landed {s.id} as {landed[:12]}")
+    return _result("land", stack, slice=s.id, landed=landed, tree=s.tree, method=method)
+
+
+def collect(
+    root: Path,
+    name: str,
+    folders: list[Path],
+    *,
+    contract: Path,
+    ledger: Path,
+    **stack_kw: Any,
+) -> dict[str, Any]:
+    """The fan-out's results, in plan order: each job's ledger folded into ``ledger``, its
+    saved attempts fetched under refs/loopkit/ (evidence a parked or dead job leaves), and
+    each green slice added to the stack, its fork point the base the job was pinned to
+    (restack then stacks them, verifying each moved tree)."""
+    from loopkit.forge import fleet
+
+    results = [fleet.read_result(folder) for folder in folders]  # all readable, or nothing
+    stack, old = read(root, check_name(name))
+    if stack is None:  # the stack's settings recorded even when no job came back green
+        stack = Stack(name=name)
+    for key in ("target", "remote", "forge", "repo", "issue"):
+        if stack_kw.get(key):
+            setattr(stack, key, stack_kw[key])
+    if stack.forge not in FORGES:
+        raise BadInput("--forge", f"{stack.forge!r}: one of {', '.join(FORGES)}")
+    write(root, stack, old, message="collect")
+    outcomes: list[dict[str, Any]] = []
+    folded = 0
+    for folder, result in zip(folders, results, strict=True):
+        task = str(result["task"])
+        if (folder / "ledger.jsonl").is_file():
+            folded += fleet.fold(ledger, [folder / "ledger.jsonl"])["added"]
+        bundle = folder / "slice.bundle"
+        if result.get("bundle") and bundle.is_file():
+            git.out(["fetch", "-q", str(bundle), "refs/loopkit/*:refs/loopkit/*"], cwd=root)
+        entry: dict[str, Any] = {"task": task, "code": result["code"]}
+        if result["code"] == 0 and result["head"] != result["base"] and bundle.is_file():
+            git.out(["fetch", "-q", str(bundle), "HEAD"], cwd=root)
+            head = git.out(["rev-parse", "FETCH_HEAD"], cwd=root)
+            if head != result["head"]:
+                raise BadInput(
+                    str(bundle), f"holds {head[:12]}, result.json says {result['head'][:12]}"
+                )
+            doc = None
+            if (folder / "decided.json").is_file():
+                from loopkit.document import parse_attempt
+
+                doc = parse_attempt(
+                    (folder / "decided.json").read_bytes(), source=str(folder / "decided.json")
+                )
+            add(
+                root,
+                name,
+                git.ref_component(task),
+                head,
+                contract=contract,
+                title=task,
+                doc=doc,
+                ledger=ledger,
+                fork_rev=str(result["base"]),
+            )
+            entry["slice"] = git.ref_component(task)
+        outcomes.append(entry)
+    stack, _ = read(root, name)
+    assert stack is not None
+    return _result("collect", stack, outcomes=outcomes, folded=folded)
+
+
+def show(root: Path, name: str) -> dict[str, Any]:
+    stack, _ = _load(root, name)
+    return _result("show", stack)
