@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from loopkit.text import clip
+from loopkit.worker.providers import tools
 from loopkit.worker.providers.base import (
     Event,
     Exit,
@@ -45,11 +46,8 @@ from loopkit.worker.providers.base import (
     clip_input,
     unresolved_failure,
 )
-from loopkit.worker.providers.shell import files_read_by
 
 READ_ONLY_TOOLS = ("view", "grep", "glob")
-WRITE_TOOLS = frozenset(("create", "edit", "str_replace", "write"))
-READ_TOOLS = frozenset(("view",))
 
 
 class CopilotProvider(Provider):
@@ -187,14 +185,7 @@ class CopilotParser(StreamParser):
         name = str(data.get("toolName") or "tool")
         args = _dict(data.get("arguments"))
         call = ToolCall(data.get("toolCallId"), name, clip_input(args))
-        path = args.get("path")
-        if name == "bash":
-            call.command = str(args.get("command") or "")
-            call.files_read = files_read_by(call.command)
-        elif name in WRITE_TOOLS and isinstance(path, str):
-            call.files_written = [path]
-        elif name in READ_TOOLS and isinstance(path, str):
-            call.files_read = [path]
+        tools.describe(call, args, tools.COPILOT)
         self.state.add_tool(call)
         if call.id is not None:
             self._pending[call.id] = call

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from loopkit.text import clip
+from loopkit.worker.providers import tools
 from loopkit.worker.providers.base import (
     Event,
     Exit,
@@ -48,7 +49,6 @@ from loopkit.worker.providers.base import (
     count,
     unresolved_failure,
 )
-from loopkit.worker.providers.shell import files_read_by
 
 DEFAULT_MAX_TURNS = 30
 #: What a judge may not use: the tools disappear from the model's list.
@@ -56,8 +56,6 @@ READ_ONLY_PERMISSION = {"edit": "deny", "bash": "deny", "webfetch": "deny", "tas
 COST_SOURCE = "opencode price table (not trusted)"
 #: The stream's event types; every line also carries ``sessionID`` and ``timestamp``.
 EVENT_TYPES = frozenset(("step_start", "step_finish", "text", "tool_use", "reasoning", "error"))
-WRITE_TOOLS = frozenset(("write", "edit", "multiedit", "patch"))
-READ_TOOLS = frozenset(("read",))
 
 
 class OpencodeProvider(Provider):
@@ -214,14 +212,7 @@ class OpencodeParser(StreamParser):
             self.state.add_tool(call)
             self.state.settle(call, ok=False, error=str(raw.get("error") or "no such tool"))
             return [Event("tool_call", call), Event("tool_result", call)]
-        path = raw.get("filePath")
-        if name == "bash":
-            call.command = str(raw.get("command") or "")
-            call.files_read = files_read_by(call.command)
-        elif name in WRITE_TOOLS and isinstance(path, str):
-            call.files_written = [path]
-        elif name in READ_TOOLS and isinstance(path, str):
-            call.files_read = [path]
+        tools.describe(call, raw, tools.OPENCODE)
         self.state.add_tool(call)
         status = state.get("status")
         if status == "error":

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from loopkit.text import clip
+from loopkit.worker.providers import tools
 from loopkit.worker.providers.base import (
     Event,
     Exit,
@@ -41,7 +42,6 @@ from loopkit.worker.providers.base import (
     http_status_in,
     unresolved_failure,
 )
-from loopkit.worker.providers.shell import files_read_by
 
 READ_ONLY_TOOLS = ("read", "grep", "find", "ls")
 COST_SOURCE = "pi price table (not trusted)"
@@ -65,7 +65,6 @@ EVENT_TYPES = frozenset(
         "queue_update",
     )
 )
-WRITE_TOOLS = frozenset(("write", "edit"))
 
 
 class PiProvider(Provider):
@@ -225,14 +224,7 @@ class PiParser(StreamParser):
         name = str(obj.get("toolName") or "tool")
         args = _dict(obj.get("args"))
         call = ToolCall(obj.get("toolCallId"), name, clip_input(args))
-        path = args.get("path")
-        if name == "bash":
-            call.command = str(args.get("command") or "")
-            call.files_read = files_read_by(call.command)
-        elif name in WRITE_TOOLS and isinstance(path, str):
-            call.files_written = [path]
-        elif name == "read" and isinstance(path, str):
-            call.files_read = [path]
+        tools.describe(call, args, tools.PI)
         self.state.add_tool(call)
         if call.id is not None:
             self._pending[call.id] = call
