@@ -181,3 +181,12 @@ def test_a_worker_that_rewrites_its_own_settings_does_not_keep_them(
     assert second.returncode == 0, second.stderr
     assert second.run["final_message"] == "Planted."  # the scripted server answered again
     assert status(git_repo) == [], status(git_repo)
+
+
+def test_the_turn_cap_is_max_turns(git_repo: Path, tmp_path: Path) -> None:
+    turns = [{"tools": [bash(f"echo {n}")]} for n in range(4)] + [{"text": "Done."}]
+    r = run(git_repo, tmp_path, turns, worker={"max_turns": 2})
+    rec = r.run
+    assert rec["stop_reason"] == "max_turns" and rec["is_error"] is True
+    assert rec["claimed_complete"] is False
+    assert rec["usage"]["turns"] > 2  # past the cap: opencode asks for text only, and goes on

@@ -3,7 +3,9 @@
 Run:    opencode run --format json --print-logs --log-level ERROR [-m PROVIDER/MODEL]
         [--session ID] -- PROMPT                                           stdin /dev/null
         Settings travel in ``OPENCODE_CONFIG_CONTENT`` (merged over the person's own):
-        the turn cap is ``agent.build.steps`` (opencode then forces a text-only answer),
+        the turn cap is ``agent.build.steps`` (at the cap opencode tells the model, in a
+        message the stream never shows, to answer in text only, and goes on: more steps
+        than the cap is ``max_turns``),
         a judge's ``permission`` denies edit, bash and webfetch (the tools vanish), and
         ``snapshot: false`` keeps opencode from copying the work tree into its data
         folder every step. Approvals: a tool opencode would ask about (a path outside the
@@ -66,7 +68,11 @@ class OpencodeProvider(Provider):
 
     options: ClassVar[tuple[str, ...]] = ("max_turns", "env_allow", "resume", "extra_args")
 
+    def __init__(self) -> None:
+        self.steps: int | None = None  # the turn cap of the last build, for its parser
+
     def build(self, spec: RunSpec) -> Invocation:
+        self.steps = spec.max_turns or DEFAULT_MAX_TURNS
         argv = [self.binary or "opencode", "run", "--format", "json"]
         argv += ["--print-logs", "--log-level", "ERROR"]
         if spec.model:
@@ -109,7 +115,7 @@ class OpencodeProvider(Provider):
         return inv.but(env=env), [private]
 
     def parser(self) -> OpencodeParser:
-        return OpencodeParser()
+        return OpencodeParser(max_steps=self.steps)
 
     def classify(self, state: RunState, end: Exit) -> Outcome:
         return classify(state, end)
@@ -153,9 +159,14 @@ def run_config(spec: RunSpec, given: str | None) -> str:
 
 
 class OpencodeParser(StreamParser):
-    def __init__(self) -> None:
+    """``max_steps``: the cap the run was built with. At the cap opencode asks the model
+    for text only (a message the stream never shows) and takes at least one more step,
+    so more steps than the cap mean the cap was reached."""
+
+    def __init__(self, max_steps: int | None = None) -> None:
         super().__init__()
         self.last_reason: str | None = None
+        self.max_steps = max_steps
 
     def handle(self, obj: dict[str, Any]) -> list[Event]:
         t = obj.get("type")
@@ -201,6 +212,11 @@ class OpencodeParser(StreamParser):
             st.result_is_error = True
             events.append(Event("error", text=message))
         return events
+
+    def finish(self) -> RunState:
+        if self.max_steps is not None and self.state.turns > self.max_steps:
+            self.state.terminal_reason = "max_turns"
+        return self.state
 
     def _tool(self, part: dict[str, Any]) -> list[Event]:
         state = _dict(part.get("state"))
@@ -266,6 +282,8 @@ def classify(state: RunState, end: Exit) -> Outcome:
         tail = end.stderr_tail.strip()
         last = tail.splitlines()[-1] if tail else "no error event in the stream"
         return Outcome("crashed", True, clip(f"opencode exited {end.exit_code}: {last}", 500))
+    if state.terminal_reason == "max_turns":
+        return Outcome("max_turns", True, f"reached the step limit after {state.turns - 1} steps")
     if state.permission_denials:
         tools = sorted({str(d.get("tool")) for d in state.permission_denials})
         return Outcome("permission_denied", False, f"opencode rejected: {', '.join(tools)}")
