@@ -11,7 +11,8 @@ Output: one JSON line on stdout once the server listens:
         {"url": "http://127.0.0.1:PORT", "port": PORT, "pid": PID, "log": FILE|null}
         With --env, the line also holds "env": the variables that point that CLI at the
         server (for codex, opencode and pi their config files under DIR are written too).
-        Every request is appended to --log as one JSON line. --check prints {"ok": true, "turns": {...}} and exits.
+        Every request is appended to --log as one JSON line. --check prints
+        {"ok": true, "turns": {...}} and exits.
 Exit codes: 0 stopped by SIGTERM or SIGINT (or --check passed); 3 bad script or options;
         4 the port cannot be bound.
 """
