@@ -42,7 +42,9 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("provider", "own", "config", "session"), CASES, ids=lambda c: str(c))
+@pytest.mark.parametrize(
+    ("provider", "own", "config", "session"), CASES, ids=[c[0].name for c in CASES]
+)
 def test_what_a_worker_plants_in_its_cli_home_is_gone_next_run(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
