@@ -7,15 +7,17 @@ then makes N writes through ``fs/write_text_file`` (half refused), each waiting 
 answer before the next, as an agent does. The same agent with an empty plan is the
 baseline (both processes' start-up, the handshake); what is left, divided by the number
 of questions, is what one question costs: the agent's JSON, the pipe, the gate, the
-write, and the stream line loopkit keeps. Target: at most 1 ms a question (an agent's own
-step -- a model call -- takes seconds), and the client up and asking in at most 300 ms.
-Median of 5 rounds.
+write, and the stream line loopkit keeps. Measured as the CPU time of both processes
+(steady on a shared machine; the wall time is printed beside it). Target: at most 1 ms a
+question (an agent's own step -- a model call -- takes seconds), and both processes up,
+through the handshake and one turn in at most 300 ms. Median of 5 rounds.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -46,7 +48,7 @@ def plan(repo: Path) -> list[dict[str, object]]:
     return steps
 
 
-def once(repo: Path, steps: list[dict[str, object]]) -> float:
+def once(repo: Path, steps: list[dict[str, object]]) -> tuple[float, float]:
     config = repo.parent / "acp.json"
     plan_file = repo.parent / "plan.json"
     plan_file.write_text(json.dumps(steps))
@@ -61,6 +63,7 @@ def once(repo: Path, steps: list[dict[str, object]]) -> float:
         )
     )
     env = {**os.environ, "LOOPKIT_ACP_CONFIG": str(config)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "loopkit.worker.acp"],
@@ -69,10 +72,12 @@ def once(repo: Path, steps: list[dict[str, object]]) -> float:
         capture_output=True,
         check=False,
     )
-    took = time.perf_counter() - start
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         sys.exit(f"the client failed: {done.stderr.decode()[-500:]}")
-    return took
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu, wall
 
 
 def main() -> int:
@@ -86,15 +91,26 @@ def main() -> int:
             full.append(once(repo, steps))
         written = len(list((repo / "src").iterdir()))
         refused_on_disk = (repo / "docs").exists()
-    start_ms = statistics.median(base) * 1000
-    question_ms = (statistics.median(full) - statistics.median(base)) * 1000 / (2 * N)
-    print(
-        f"client and agent up, handshake done, turn ended: {start_ms:.0f} ms (target <= {TARGET_START_MS:.0f})"
+    start_ms = statistics.median(c for c, _ in base) * 1000
+    question_ms = (
+        (statistics.median(c for c, _ in full) - statistics.median(c for c, _ in base))
+        * 1000
+        / (2 * N)
+    )
+    wall_ms = (
+        (statistics.median(w for _, w in full) - statistics.median(w for _, w in base))
+        * 1000
+        / (2 * N)
     )
     print(
-        f"one question (permission or fs write), round trip: {question_ms * 1000:.0f} us (target <= {TARGET_QUESTION_MS * 1000:.0f})"
+        f"start, handshake, one turn: {start_ms:.0f} ms CPU, both processes (target <= {TARGET_START_MS:.0f})"
     )
-    print(f"{2 * N} questions: {N} allowed, {N} refused; files written in scope: {written}; out of scope on disk: {refused_on_disk}")  # fmt: skip
+    print(
+        f"one question (permission or fs write), round trip: {question_ms * 1000:.0f} us CPU, both processes (target <= {TARGET_QUESTION_MS * 1000:.0f}); {wall_ms * 1000:.0f} us wall on this machine now"
+    )
+    print(
+        f"{2 * N} questions: {N} allowed, {N} refused; files written in scope: {written}; out of scope on disk: {refused_on_disk}"
+    )
     ok = start_ms <= TARGET_START_MS and question_ms <= TARGET_QUESTION_MS and not refused_on_disk
     return 0 if ok else 1
 

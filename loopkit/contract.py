@@ -204,6 +204,18 @@ _SECTIONS: dict[str, dict[str, Check]] = {
         "breaker_repeats": positive_int,
         "resume": boolean,
         "extra_args": string_list,
+        # the credential and metering proxy (loopkit.boundary.meter); YAML reads a bare
+        # on/off as true/false
+        "meter": lambda v, w, o: (
+            None
+            if v in ("auto", "on", "off") or isinstance(v, bool)
+            else o.append(Problem(w, f"expected one of auto, on, off, got {_show(v)}"))
+        ),
+        "upstream": lambda v, w, o: (
+            None
+            if isinstance(v, str) and v.startswith(("http://", "https://"))
+            else o.append(Problem(w, f"expected an http(s) URL, got {_show(v)}"))
+        ),
     },
     "judge": {
         "provider": one_of(*PROVIDERS),

@@ -30,6 +30,11 @@ class ExitCode(IntEnum):
     NOT_LANDED = 40  # a landing or a park refused (the branch moved): nothing committed
     RUNAWAY = 41  # a recipe's safety net: more rounds than --max-rounds
 
+    # lk eval --compare: the verdict on the candidate against the baseline (0: better)
+    NO_DIFFERENCE = 50
+    INCONCLUSIVE = 51
+    WORSE = 52
+
 
 #: Decision outcome -> exit code of lk-decide.
 OUTCOME_CODES: dict[str, ExitCode] = {

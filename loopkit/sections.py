@@ -75,6 +75,7 @@ class Run(TypedDict, total=False):
     state_seal: NotRequired[dict[str, Any]]
     git_control: NotRequired[dict[str, Any]]
     ignored_at_start: NotRequired[list[str]]
+    meter: NotRequired[dict[str, Any]]
     special_files: NotRequired[list[dict[str, str]]]
 
 

@@ -256,7 +256,9 @@ def main() -> None:
         _answer(lambda: report(kwargs.get("contract"), as_json=bool(kwargs.get("as_json"))), "lk")
     from loopkit.cli import stages
 
-    _answer(lambda: stages.attempt(**kwargs), "lk")
+    # lk attempt, or a stage by its lk name (lk verify is lk-verify): its own function.
+    run = getattr(stages, name)
+    _answer(lambda: run(**kwargs), "lk")
 
 
 def _stage(name: str) -> None:

@@ -50,6 +50,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "show": ("loopkit.cli.show", "main", "One task's attempts, saved trees and memory."),
     "status": ("loopkit.cli.status", "main", "What is running now (--watch to follow it)."),
     "model-server": ("loopkit.testing.cli", "main", "Run the scripted model server."),
+    "eval": (
+        "loopkit.cli.eval",
+        "main",
+        "Compare agents and models on your tasks: trials, pass rates, a verdict.",
+    ),
 }
 
 

@@ -147,6 +147,11 @@ def gather(state: Path, *, now: float | None = None, root: Path | None = None) -
     attempt_dirs = [p for p in (state / "artifacts").glob("*") if p.is_dir()]
     current = _newest(attempt_dirs) if stage in ("admit", "invoke") else None
     actions, live = _last_actions(current) if current is not None else ([], {})
+    wire = None
+    if current is not None:
+        from loopkit.boundary import meter
+
+        wire = meter.tally(current / "meter.jsonl")
     history: dict[str, Any] = {}
     ledger_path = state / ledgers.DEFAULT_NAME
     if ledger_path.exists():
@@ -172,6 +177,8 @@ def gather(state: Path, *, now: float | None = None, root: Path | None = None) -
         live=live,
         spent=history,
     )
+    if wire is not None:
+        body["wire"] = wire
     return body
 
 
@@ -198,6 +205,15 @@ def text(status: dict[str, Any]) -> str:
         lines.append(
             f"  spent: {spent.get('attempts', 0)} finished attempt(s), ${cost:.2f}"
             + (f", {tokens / 1000:.1f}k tokens in this run" if tokens else "")
+        )
+    wire = status.get("wire")
+    if wire:
+        seen = ", ".join(
+            f"{n}×{code}" for code, n in sorted(wire["statuses"].items()) if code != "200"
+        )
+        lines.append(
+            f"  wire (meter): {wire['requests']} request(s), {wire['transient']} transient, "
+            f"{wire['refused']} refused" + (f" ({seen})" if seen else "")
         )
     for a in status.get("last_actions") or []:
         lines.append(f"  > {a}")

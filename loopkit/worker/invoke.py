@@ -114,16 +114,84 @@ def execute(
     """Run one invocation to its end (or its limit) and return the normalized record.
 
     With ``jail`` the worker starts inside the sandbox it describes (``run.sandbox``
-    records what was used, and why).
+    records what was used, and why). When the provider talks to a model API and a key
+    for it is set (``worker.meter`` not off), the worker talks through the run's meter
+    (``loopkit.boundary.meter``): it gets a token, never the key, and ``run.meter``
+    records what went over the wire.
     """
-    from loopkit import proc
-
     artifacts.mkdir(parents=True, exist_ok=True)
     if spec.handoff_path is None:
         spec.handoff_path = artifacts / HANDOFF_NAME
     inv = provider.build(spec)
     if provider.binary and provider.locate(inv) is None:
         raise EnvironmentProblem(f"{inv.argv[0]} not found on PATH: {provider.install_hint}")
+    meter = _meter_for(provider, spec, artifacts, timeout)
+    try:
+        if meter is not None:
+            inv = provider.metered(inv, meter.url, meter.token, meter.upstream)
+        return _execute(
+            provider,
+            spec,
+            inv,
+            artifacts=artifacts,
+            root=root,
+            timeout=timeout,
+            breaker_repeats=breaker_repeats,
+            should_stop=should_stop,
+            jail=jail,
+            progress=progress,
+            started_mark=started_mark,
+            meter=meter,
+        )
+    finally:
+        if meter is not None:
+            meter.stop()
+
+
+#: Transient answers in a row on the wire (429, 5xx) after which the meter stops a worker
+#: that keeps retrying them in silence: the loop's own backoff takes over from there.
+WIRE_STREAK = 8
+METER_LOG = "meter.jsonl"
+
+
+def _meter_for(provider: Provider, spec: RunSpec, artifacts: Path, timeout: float | None) -> Any:
+    """The run's meter, started; None when it is off or there is no key to hide."""
+    if spec.meter is False or spec.meter == "off":
+        return None
+    from loopkit.boundary import meter as metering
+
+    upstream = provider.upstream(spec)
+    if not metering.wanted(spec.meter, upstream):
+        if spec.meter in ("on", True) and provider.api is not None:
+            names = " or ".join(provider.api.key_vars)
+            raise EnvironmentProblem(f"worker.meter: on, but no key to meter: set {names}")
+        return None
+    assert upstream is not None
+    ttl = (timeout or DEFAULT_TIMEOUT_S) + metering.TTL_MARGIN_S
+    try:
+        return metering.Meter.start(upstream, ttl_s=ttl, log=artifacts / METER_LOG)
+    except ValueError as e:
+        raise BadInput("worker.upstream", str(e)) from None
+
+
+def _execute(
+    provider: Provider,
+    spec: RunSpec,
+    inv: Invocation,
+    *,
+    artifacts: Path,
+    root: Path | None,
+    timeout: float | None,
+    breaker_repeats: int | None,
+    should_stop: Callable[[], str | None] | None,
+    jail: Jail | None,
+    progress: Any,
+    started_mark: Path | None,
+    meter: Any,
+) -> Result:
+    from loopkit import proc
+
+    assert spec.handoff_path is not None
     inv.write_files()
     if spec.handoff_path not in inv.files:
         spec.handoff_path.write_text(spec.prompt, encoding="utf-8")
@@ -164,6 +232,8 @@ def execute(
         watch = _Watch(
             breaker=Breaker(breaker_repeats) if breaker_repeats else None, stop=running.stop
         )
+        if meter is not None:
+            meter.watch(WIRE_STREAK, lambda: running.stop("transient"))
         try:
             with open(stream_path, "wb") as sink:
                 for line in running.lines():
@@ -190,6 +260,9 @@ def execute(
         stderr_tail=file_tail(stderr_path),
     )
     outcome = provider.classify(state, end)
+    metered = meter.section() if meter is not None else None
+    if metered is not None:
+        outcome = _wire_outcome(outcome, finished.stopped, metered)
     if finished.stopped == "stuck" and watch.breaker and watch.breaker.tripped:
         trip = watch.breaker.tripped
         outcome.error = trip.message()
@@ -204,6 +277,8 @@ def execute(
         cost_trusted=inv.cost_trusted,
     )
     record["side_effects"] = watch.side_effects
+    if metered is not None:
+        _apply_meter(record, metered, root)
     if sandboxed is not None:
         record["sandbox"] = sandboxed
     record["stuck"] = (
@@ -216,6 +291,62 @@ def execute(
     record["files_read"] = [_inside(f, spec.cwd) for f in record["files_read"]]
     record["files_written"] = [_inside(f, spec.cwd) for f in record["files_written"]]
     return Result(record=record, state=state, outcome=outcome, invocation=inv)
+
+
+def _wire_outcome(outcome: Outcome, stopped: str | None, metered: dict[str, Any]) -> Outcome:
+    """The outcome with what the meter saw on the wire: a worker the meter stopped after
+    ``WIRE_STREAK`` transient answers in a row, and a failed run whose CLI hid the status
+    (Claude Code reports a 529 it gave up on as no status at all), are rate limited when
+    the last answer was a 429 and an API error otherwise -- transient, either way."""
+    last = metered.get("last_status")
+    wire = "rate_limited" if last == 429 else "api_error"
+    if stopped == "transient":
+        n = metered.get("transient", 0)
+        return Outcome(
+            wire,
+            True,
+            f"the meter saw {n} transient answers (last HTTP {last}); the worker was stopped "
+            "while it kept retrying",
+        )
+    if (
+        outcome.is_error
+        and outcome.stop_reason in ("api_error", "crashed")
+        and isinstance(last, int)
+        and (last == 429 or last >= 500)
+    ):
+        return Outcome(wire, True, outcome.error, outcome.resume_after)
+    return outcome
+
+
+def _apply_meter(record: dict[str, Any], metered: dict[str, Any], root: Path | None) -> None:
+    """``run.meter``, and what it settles in the rest of the record: the retries seen on
+    the wire (whichever CLI hid them), the last failing status, the model actually served,
+    and the cost -- the metered usage at the price table's prices, trusted over the
+    CLI's own figure (which prices the model *name* it sent) when the answers came from
+    the vendor's own hosts or a host the table names for that model."""
+    section = {k: v for k, v in metered.items() if k != "listed"}
+    if section.get("log"):
+        section["log"] = _rel(Path(section["log"]), root)
+    record["meter"] = section
+    record["api_retries"] = max(int(record.get("api_retries") or 0), int(section["retried"]))
+    last = section.get("last_status")
+    if record.get("is_error") and record.get("api_error_status") is None and isinstance(last, int):
+        if last == 429 or last >= 500:
+            record["api_error_status"] = last
+    if section["models"]:
+        record["effective_model"] = section["models"][-1]
+    cost = section["cost"]
+    reported = record["cost"].get("usd")
+    if cost.get("usd") is not None and (cost.get("trusted") or reported is None):
+        source = f"loopkit meter: {cost['source']}"
+        if not cost.get("trusted"):
+            source += f"; the upstream {section['upstream']} is not the vendor's"
+        record["cost"] = {
+            "usd": cost["usd"],
+            "source": source,
+            "trusted": bool(cost.get("trusted")),
+            "reported_usd": reported,
+        }
 
 
 class Jail:

@@ -46,6 +46,9 @@ def ended(stop_reason: str | None, **kw: Any) -> tuple[str, bool, bool]:
         (None, {"error": "session/prompt: Internal error: API Error: 429 rate"}, ("rate_limited", True, False)),
         (None, {"error": "session/prompt: Claude AI usage limit reached|1800000000"}, ("usage_limit", True, False)),
         (None, {"error": "session/prompt: the agent exited (1) before it answered"}, ("crashed", True, False)),
+        # What gemini's and qwen's ACP modes answer session/new without their keys.
+        (None, {"error": "session/new: Gemini API key is missing or not configured."}, ("auth_error", True, False)),
+        (None, {"error": "session/new: Authentication required: Use Qwen Code CLI to authenticate first."}, ("auth_error", True, False)),
         (None, {"error": "the agent cannot resume a session (no loadSession)"}, ("invalid_request", True, False)),
     ],
 )  # fmt: skip

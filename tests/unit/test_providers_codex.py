@@ -74,6 +74,7 @@ def test_env_passes_the_configured_key_not_anthropics(tmp_path: Path) -> None:
 def test_config_without_tomllib_reads_the_same_keys() -> None:
     assert _config_by_pattern(CONFIG) == {
         "model": "gpt-5.5",
+        "name": "local",
         "base_url": "http://127.0.0.1:9/v1",
         "env_key": "MY_MODEL_KEY",
     }

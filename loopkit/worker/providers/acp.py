@@ -92,10 +92,11 @@ class AcpProvider(Provider):
             env_names = (*env_names, *([key] if key else []))
         argv += spec.extra_args
         where = spec.handoff_path.with_name(CONFIG_NAME) if spec.handoff_path else None
-        if where is None:
+        if where is None:  # a dry run, or a caller without artifacts: nothing made here
             import tempfile
+            import uuid
 
-            where = Path(tempfile.mkdtemp(prefix="loopkit-acp-")) / CONFIG_NAME
+            where = Path(tempfile.gettempdir()) / f"loopkit-acp-{uuid.uuid4().hex}.json"
         config = {
             "agent": argv,
             "cwd": str(spec.cwd),

@@ -69,6 +69,10 @@ from loopkit import loader
 from loopkit.boundary.secrets import allowed_env
 from loopkit.text import clip
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from loopkit.boundary.meter import Api, Upstream
+
 #: stop_reason values (schemas/run.json). "completed" is the only one that is not an error.
 STOP_REASONS = (
     "completed",
@@ -116,6 +120,8 @@ class RunSpec:
     attempt: int | None
     task_id: str | None
     environ: Mapping[str, str] | None  # the parent's env (default os.environ)
+    meter: Any  # worker.meter: "auto" (None), "on", "off" (loopkit.boundary.meter)
+    upstream: str | None  # worker.upstream: the real API's base URL, over the environment's
 
     def __init__(
         self,
@@ -139,7 +145,11 @@ class RunSpec:
         attempt: int | None = None,
         task_id: str | None = None,
         environ: Mapping[str, str] | None = None,
+        meter: Any = None,
+        upstream: str | None = None,
     ) -> None:
+        self.meter = meter
+        self.upstream = upstream
         self.prompt = prompt
         self.cwd = Path.cwd() if cwd is None else cwd
         self.model = model
@@ -179,6 +189,8 @@ class RunSpec:
             "agent": s.get("agent"),
             "env_allow": list(s.get("env_allow") or []),
             "extra_args": list(s.get("extra_args") or []),
+            "meter": s.get("meter"),
+            "upstream": s.get("upstream"),
         }
         kw.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**kw)
@@ -200,6 +212,7 @@ class Invocation:
     #: Settings the provider renders into its private home's config file (``contained``),
     #: for what its CLI takes from no flag (gemini's turn cap).
     settings: dict[str, Any]
+    metered: bool  # talks to its API through loopkit's meter (no real key inside)
 
     def __init__(
         self,
@@ -211,7 +224,9 @@ class Invocation:
         cost_trusted: bool = False,
         model: str | None = None,
         settings: dict[str, Any] | None = None,
+        metered: bool = False,
     ) -> None:
+        self.metered = metered
         self.argv = argv
         self.env = env
         self.cwd = cwd
@@ -534,6 +549,30 @@ class Provider:
     def sniff(cls, line: Mapping[str, Any]) -> bool:
         """Whether one JSON line of a saved stream is this provider's native event."""
         return False
+
+    #: The model API the CLI talks to: the variables that hold its key and base URL, and
+    #: the dialect (``loopkit.boundary.meter.Api``). None: nothing to meter (a command).
+    api: ClassVar[Api | None] = None
+
+    def upstream(self, spec: RunSpec) -> Upstream | None:
+        """The real endpoint and key this run would use (from the person's environment;
+        ``worker.upstream`` wins), or None when no key is set or the provider has no API."""
+        if self.api is None:
+            return None
+        from loopkit.boundary.meter import find_upstream
+
+        return find_upstream(self.api, spec.parent_env(), url=spec.upstream)
+
+    def metered(self, inv: Invocation, url: str, token: str, upstream: Upstream) -> Invocation:
+        """``inv`` talking through the meter at ``url``: the key variable holds the run's
+        ``token``, the base URL variable the meter's URL, and no other credential of the
+        API is passed on."""
+        api = upstream.api
+        env = {k: v for k, v in inv.env.items() if k not in api.key_vars}
+        env[upstream.key_var] = token
+        if api.base_url_var:
+            env[api.base_url_var] = url
+        return inv.but(env=env, cost_trusted=False, metered=True)
 
     def contained(self, inv: Invocation) -> tuple[Invocation, list[Path]]:
         """The invocation to run inside loopkit's sandbox, and the paths it must be able

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from loopkit import loader
+from loopkit.boundary.meter import Api, Upstream
 from loopkit.text import clip
 from loopkit.worker.providers import tools
 from loopkit.worker.providers.base import (
@@ -74,6 +75,27 @@ class ClaudeProvider(Provider):
         "API_TIMEOUT_MS",
         "IS_SANDBOX",
     )
+
+    api: ClassVar[Api | None] = Api(
+        "anthropic",
+        ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"),
+        "ANTHROPIC_BASE_URL",
+        "https://api.anthropic.com",
+    )
+
+    def upstream(self, spec: RunSpec) -> Upstream | None:
+        """The key and base URL Claude Code would use: the environment's, with the ``env``
+        of the person's own settings (their config folder's, the managed one) on top, as
+        Claude Code applies them. Never a project's ``.claude/`` settings: the worker
+        writes those, and the key must not follow a URL it chose."""
+        from loopkit.boundary.meter import find_upstream
+
+        parent = spec.parent_env()
+        merged = dict(parent)
+        for found in _settings_env(parent, spec.cwd, project=False):
+            merged.update(found)
+        assert self.api is not None
+        return find_upstream(self.api, merged, url=spec.upstream)
 
     def build(self, spec: RunSpec) -> Invocation:
         argv = [self.binary or "claude", "-p", spec.prompt]
@@ -157,11 +179,18 @@ class ClaudeProvider(Provider):
             source, state = Path(home) / ".claude", Path(home) / ".claude.json"
         else:
             return inv, []
-        files = {name: source / name for name in PERSON_FILES}
+        # Metered, the person's login stays outside too: the worker has only its token.
+        files = {
+            name: source / name
+            for name in PERSON_FILES
+            if not (inv.metered and name in CREDENTIAL_FILES)
+        }
         files[".claude.json"] = state
         private = containment.seed_home(
             containment.provider_home(inv.cwd, self.name), files, keep=SESSION_FOLDERS
         )
+        if inv.metered:
+            _unrouted_settings(private / "settings.json")
         if not (private / ".claude.json").exists():
             (private / ".claude.json").write_text("{}\n", encoding="utf-8")
         return inv.but(env={**inv.env, "CLAUDE_CONFIG_DIR": str(private)}), [private]
@@ -187,6 +216,38 @@ _MESSAGES_EVENTS = frozenset(
 
 #: What a private config folder is seeded with from the person's own, every run.
 PERSON_FILES = ("settings.json", ".credentials.json", "CLAUDE.md")
+#: What holds the person's login: never copied into a metered run's private folder.
+CREDENTIAL_FILES = (".credentials.json",)
+#: What a metered run's copy of settings.json loses: whatever would carry a key or send
+#: the CLI around the meter.
+UNMETERED_SETTINGS = ("apiKeyHelper", "awsAuthRefresh", "awsCredentialExport")
+
+
+def _unrouted_settings(path: Path) -> None:
+    """The private copy of settings.json without a key, a key helper, or a base URL of
+    its own in its ``env`` (which Claude Code would prefer to the meter's)."""
+    try:
+        data = loader.json_loads(path.read_bytes())
+    except (OSError, ValueError):
+        return
+    if not isinstance(data, dict):
+        return
+    for name in UNMETERED_SETTINGS:
+        data.pop(name, None)
+    env = data.get("env")
+    if isinstance(env, dict):
+        data["env"] = {
+            k: v
+            for k, v in env.items()
+            if not (k.startswith(("ANTHROPIC_", "CLAUDE_CODE_USE_")) or k in BASE_URLS)
+        }
+    import json
+
+    from loopkit.files import atomic_write
+
+    atomic_write(path, json.dumps(data, indent=2) + "\n")
+
+
 #: What a private config folder keeps from one run to the next: sessions (``--resume``).
 SESSION_FOLDERS = ("projects", "todos", "session-env", "shell-snapshots", "file-history")
 
@@ -203,10 +264,13 @@ def cost_trusted(env: Mapping[str, str], cwd: Path) -> bool:
     )
 
 
-def _settings_env(env: Mapping[str, str], cwd: Path) -> list[dict[str, str]]:
+def _settings_env(
+    env: Mapping[str, str], cwd: Path, *, project: bool = True
+) -> list[dict[str, str]]:
     config = env.get("CLAUDE_CONFIG_DIR") or (f"{env['HOME']}/.claude" if env.get("HOME") else "")
     paths = [Path(config) / "settings.json"] if config else []
-    paths += [cwd / ".claude" / "settings.json", cwd / ".claude" / "settings.local.json"]
+    if project:
+        paths += [cwd / ".claude" / "settings.json", cwd / ".claude" / "settings.local.json"]
     paths.append(MANAGED_SETTINGS)
     found = []
     for path in paths:

@@ -15,6 +15,7 @@ Cost:   codex prints none: ``usd`` is null and never trusted.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -22,6 +23,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, ClassVar
 
+from loopkit.boundary.meter import Api, Upstream
 from loopkit.text import clip
 from loopkit.worker.providers.base import (
     Event,
@@ -51,6 +53,41 @@ class CodexProvider(Provider):
         "install the Codex CLI: npm install -g @openai/codex (or `make agents`)"
     )
     env_names: ClassVar[tuple[str, ...]] = ("OPENAI_", "CODEX_", "RUST_LOG")
+    api: ClassVar[Api | None] = Api(
+        "openai",
+        ("OPENAI_API_KEY", "CODEX_API_KEY"),
+        "OPENAI_BASE_URL",
+        "https://api.openai.com/v1",
+    )
+
+    def upstream(self, spec: RunSpec) -> Upstream | None:
+        """The active ``[model_providers.X]`` of config.toml when it names its key's
+        variable (``env_key``) and base URL; else the built-in OpenAI provider's."""
+        parent = spec.parent_env()
+        config = provider_config(parent)
+        var = config.get("env_key")
+        if var and config.get("name"):
+            key = parent.get(var, "")
+            if not key.strip():
+                return None
+            url = spec.upstream or config.get("base_url") or "https://api.openai.com/v1"
+            assert self.api is not None
+            return Upstream(url, key, var, self.api, section=config["name"])
+        return super().upstream(spec)
+
+    def metered(self, inv: Invocation, url: str, token: str, upstream: Upstream) -> Invocation:
+        """Through the meter: the key's variable holds the token; the base URL is the
+        meter's -- in ``OPENAI_BASE_URL`` for the built-in provider, as a ``-c`` override of
+        the config's ``[model_providers.X] base_url`` otherwise."""
+        out = super().metered(inv, url, token, upstream)
+        if upstream.section is None:
+            return out
+        env = dict(out.env)
+        env.pop("OPENAI_BASE_URL", None)
+        argv = list(out.argv)
+        at = argv.index("exec") + 1 if "exec" in argv else 1
+        argv[at:at] = ["-c", f"model_providers.{upstream.section}.base_url={json.dumps(url)}"]
+        return out.but(argv=argv, env=env)
 
     def build(self, spec: RunSpec) -> Invocation:
         sandbox = "read-only" if spec.read_only else (spec.sandbox or DEFAULT_SANDBOX)
@@ -106,7 +143,11 @@ class CodexProvider(Provider):
         # `notify` program or an instruction the worker writes never reaches the person.
         from loopkit.boundary import containment
 
-        files = {name: Path(home) / name for name in PERSON_FILES}
+        files = {
+            name: Path(home) / name
+            for name in PERSON_FILES
+            if not (inv.metered and name in CREDENTIAL_FILES)
+        }
         private = containment.seed_home(
             containment.provider_home(inv.cwd, self.name), files, keep=SESSION_FOLDERS
         )
@@ -122,6 +163,8 @@ class CodexProvider(Provider):
 
 #: What a private CODEX_HOME is seeded with from the person's own, every run.
 PERSON_FILES = ("config.toml", "auth.json", "AGENTS.md")
+#: What holds the person's login: never copied into a metered run's private home.
+CREDENTIAL_FILES = ("auth.json",)
 #: What it keeps from one run to the next: sessions (``codex exec resume``) and state.
 SESSION_FOLDERS = ("sessions", "archived_sessions", "*.sqlite", "*.sqlite-*", "log")
 
@@ -147,6 +190,7 @@ def provider_config(environ: Any) -> dict[str, str]:
     providers = data.get("model_providers") or {}
     chosen = providers.get(name) if isinstance(name, str) else None
     if isinstance(chosen, dict):
+        out["name"] = str(name)
         out.update(
             {k: str(chosen[k]) for k in ("base_url", "env_key") if isinstance(chosen.get(k), str)}
         )
@@ -164,6 +208,7 @@ def _config_by_pattern(raw: str) -> dict[str, str]:
     if not section:
         return {}
     out: dict[str, str] = {"model": top.group(1)} if top else {}
+    out["name"] = m.group(1)
     for key in ("base_url", "env_key"):
         km = re.search(rf'^\s*{key}\s*=\s*"([^"]*)"', section.group(1), re.M)
         if km:

@@ -31,6 +31,10 @@ from loopkit.worker.providers.base import (
     StreamParser,
 )
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from loopkit.boundary.meter import Upstream
+
 #: sysexits.h EX_TEMPFAIL: the worker's way of saying "transient, try again later".
 TEMPFAIL = 75
 HANDOFF_ENV = "LOOPKIT_HANDOFF"
@@ -43,6 +47,20 @@ class CommandProvider(Provider):
     install_hint: ClassVar[str] = "give the worker command in the contract (worker.command)"
     env_names: ClassVar[tuple[str, ...]] = ()
     options: ClassVar[tuple[str, ...]] = ("command", "env_allow", "extra_args")
+
+    def upstream(self, spec: RunSpec) -> Upstream | None:
+        """A command's model API is the one whose key ``worker.env_allow`` passes on
+        (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ``GEMINI_API_KEY``, ...): metered, the
+        command gets the run's token in that variable and the meter's URL in the API's
+        base-URL variable."""
+        from loopkit.boundary.meter import KNOWN_APIS, find_upstream
+
+        for api in KNOWN_APIS:
+            if any(var in spec.env_allow for var in api.key_vars):
+                found = find_upstream(api, spec.parent_env(), url=spec.upstream)
+                if found is not None:
+                    return found
+        return None
 
     def build(self, spec: RunSpec) -> Invocation:
         if not spec.command:

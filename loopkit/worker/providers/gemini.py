@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+from loopkit.boundary.meter import Api
 from loopkit.text import clip
 from loopkit.worker.providers import tools
 from loopkit.worker.providers.base import (
@@ -86,6 +87,12 @@ class GeminiProvider(Provider):
         "install Gemini CLI: npm install -g @google/gemini-cli (or `make agents`)"
     )
     env_names: ClassVar[tuple[str, ...]] = ("GEMINI_", "GOOGLE_", "CLOUDSDK_", "NO_BROWSER")
+    api: ClassVar[Api | None] = Api(
+        "gemini",
+        ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+        "GOOGLE_GEMINI_BASE_URL",
+        "https://generativelanguage.googleapis.com",
+    )
     options: ClassVar[tuple[str, ...]] = (
         "max_turns",
         "permission_mode",

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+from loopkit.boundary.meter import Api
 from loopkit.text import clip
 from loopkit.worker.providers import tools
 from loopkit.worker.providers.base import (
@@ -75,6 +76,9 @@ class QwenProvider(Provider):
         "install Qwen Code: npm install -g @qwen-code/qwen-code (or `make agents`)"
     )
     env_names: ClassVar[tuple[str, ...]] = ("QWEN_", "OPENAI_", "DASHSCOPE_API_KEY")
+    api: ClassVar[Api | None] = Api(
+        "openai", ("OPENAI_API_KEY",), "OPENAI_BASE_URL", "https://api.openai.com/v1"
+    )
     options: ClassVar[tuple[str, ...]] = (
         "max_turns",
         "permission_mode",

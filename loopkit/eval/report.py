@@ -1,0 +1,263 @@
+"""What an eval found, per configuration and for pairs of them (schemas/eval.json).
+
+Per configuration: pass@1 over tasks with a task-level bootstrap interval, with the
+infrastructure's failures counted as failures and without them (those trials left
+out); pass@k and pass^k (k = the repeats); cost per verified success; median wall time
+and the agent's part of it; the false-claim rate (the agent said done, loopkit did not
+verify it; of the trials where it said so) and the scope-violation rate. Then each
+configuration against the first (or the pair asked for), paired by task.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+from loopkit.eval import stats
+
+KIND = "loopkit/eval"
+
+
+def summarize(
+    results: Sequence[dict[str, Any]],
+    *,
+    suite: Any,
+    base: str,
+    compare: tuple[str, str] | None = None,
+) -> dict[str, Any]:
+    configs = [c.name for c in suite.configs]
+    tasks = [t.id for t in suite.tasks]
+    per: dict[str, Any] = {}
+    rates: dict[str, dict[str, float]] = {}
+    for name in configs:
+        mine = [r for r in results if r["config"] == name]
+        per[name], rates[name] = _config(mine, tasks, suite)
+    pairs: list[tuple[str, str]] = []
+    if compare is not None:
+        pairs = [compare]
+    elif len(configs) > 1:
+        pairs = [(c, configs[0]) for c in configs[1:]]
+    comparisons = []
+    for a, b in pairs:
+        found = stats.paired(
+            rates[a], rates[b], repeats=suite.repeats, seed=suite.seed, margin=suite.margin
+        )
+        comparisons.append({"candidate": a, "baseline": b, **found})
+    expected = len(configs) * len(tasks) * suite.repeats
+    return {
+        "kind": KIND,
+        "version": 1,
+        "suite": suite.name,
+        "base": base,
+        "repeats": suite.repeats,
+        "seed": suite.seed,
+        "trials": {"expected": expected, "finished": len(results)},
+        "configs": per,
+        "comparisons": comparisons,
+    }
+
+
+def _config(
+    mine: Sequence[dict[str, Any]], tasks: Sequence[str], suite: Any
+) -> tuple[dict[str, Any], dict[str, float]]:
+    with_infra: dict[str, float] = {}
+    without: dict[str, float] = {}
+    counts: dict[str, tuple[int, int]] = {}
+    for t in tasks:
+        trials = [r for r in mine if r["task"] == t]
+        if not trials:
+            continue
+        ok = sum(1 for r in trials if r["status"] == "passed")
+        with_infra[t] = ok / len(trials)
+        clean = [r for r in trials if r["status"] != "infra"]
+        if clean:
+            without[t] = ok / len(clean)
+            counts[t] = (len(clean), ok)
+    k = suite.repeats
+    full = [counts[t] for t in counts if counts[t][0] >= k]
+    passed = [r for r in mine if r["status"] == "passed"]
+    agent_trials = [r for r in mine if r["status"] != "infra"]
+    claimed = [r for r in agent_trials if r.get("claimed")]
+    costs = [r["cost_usd"] for r in mine if isinstance(r.get("cost_usd"), (int, float))]
+    cost_known = len(costs) == len(mine) and bool(mine)
+    seed = suite.seed
+    row = {
+        "trials": len(mine),
+        "passed": len(passed),
+        "infra": sum(1 for r in mine if r["status"] == "infra"),
+        "pass_at_1": _rate(with_infra, seed),
+        "pass_at_1_without_infra": _rate(without, seed),
+        "k": k,
+        "pass_at_k": round(stats.mean([stats.pass_at_k(n, c, k) for n, c in full]), 4)
+        if full
+        else None,
+        "pass_hat_k": round(stats.mean([stats.pass_hat_k(n, c, k) for n, c in full]), 4)
+        if full
+        else None,
+        "cost_per_success_usd": round(sum(costs) / len(passed), 6)
+        if cost_known and passed
+        else None,
+        "cost_usd": round(sum(costs), 6) if costs else None,
+        "cost_complete": cost_known,
+        "wall_s_median": _median([r["wall_s"] for r in mine]),
+        "agent_s_median": _median([r["agent_s"] for r in mine]),
+        "overhead_s_median": _median([r["overhead_s"] for r in mine]),
+        "claims": len(claimed),
+        "false_claims": sum(1 for r in claimed if r.get("false_claim")),
+        "false_claim_rate": round(sum(1 for r in claimed if r.get("false_claim")) / len(claimed), 4)
+        if claimed
+        else None,
+        "scope_violation_rate": round(
+            sum(1 for r in agent_trials if r.get("scope_violation")) / len(agent_trials), 4
+        )
+        if agent_trials
+        else None,
+        "per_task": {t: round(v, 4) for t, v in without.items()},
+    }
+    return row, without
+
+
+def _rate(per_task: dict[str, float], seed: int) -> dict[str, Any]:
+    values = [per_task[t] for t in sorted(per_task)]
+    lo, hi = stats.bootstrap(values, seed=seed)
+    return {
+        "value": round(stats.mean(values), 4) if values else None,
+        "interval": [round(lo, 4), round(hi, 4)] if values else None,
+        "tasks": len(values),
+    }
+
+
+def _median(values: Sequence[float]) -> float | None:
+    return round(statistics.median(values), 3) if values else None
+
+
+# --------------------------------------------------------------------------- text
+
+
+def _pct(rate: dict[str, Any]) -> str:
+    if rate.get("value") is None:
+        return "-"
+    lo, hi = rate["interval"]
+    return f"{rate['value'] * 100:.0f}% [{lo * 100:.0f}-{hi * 100:.0f}]"
+
+
+def _frac(v: float | None) -> str:
+    return "-" if v is None else f"{v * 100:.0f}%"
+
+
+def _money(v: float | None) -> str:
+    return "-" if v is None else f"${v:.4f}"
+
+
+def text(doc: dict[str, Any]) -> str:
+    """The report a person reads in a minute."""
+    t = doc["trials"]
+    lines = [
+        f"eval {doc['suite']} at {doc['base'][:12]}: {t['finished']} of {t['expected']} trials, "
+        f"{doc['repeats']} per task and configuration (seed {doc['seed']})",
+        "",
+    ]
+    head = (
+        "config",
+        "pass@1 [95%]",
+        "w/o infra",
+        f"pass@{doc['repeats']}",
+        f"pass^{doc['repeats']}",
+        "infra",
+        "false claims",
+        "scope",
+        "$/success",
+        "wall (agent)",
+    )
+    rows = [head]
+    for name, c in doc["configs"].items():
+        rows.append(
+            (
+                name,
+                _pct(c["pass_at_1"]),
+                _pct(c["pass_at_1_without_infra"]),
+                _frac(c["pass_at_k"]),
+                _frac(c["pass_hat_k"]),
+                f"{c['infra']}/{c['trials']}",
+                f"{c['false_claims']}/{c['claims']}",
+                _frac(c["scope_violation_rate"]),
+                _money(c["cost_per_success_usd"]),
+                f"{c['wall_s_median'] or 0:.1f}s ({c['agent_s_median'] or 0:.1f}s)",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    for r in rows:
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
+    if doc["comparisons"]:
+        lines.append("")
+    for c in doc["comparisons"]:
+        lo, hi = c["interval"]
+        lines.append(
+            f"{c['candidate']} vs {c['baseline']}: {c['verdict'].upper()} -- difference "
+            f"{c['difference'] * 100:+.0f} points [{lo * 100:+.0f}, {hi * 100:+.0f}] over "
+            f"{c['tasks']} tasks ({c['wins']} better, {c['losses']} worse, {c['ties']} tied; "
+            f"sign test p={c['sign_test_p']:.2f}); this sample detects differences of "
+            f"{c['detectable'] * 100:.0f} points or more"
+        )
+    lines.append("")
+    lines.append(
+        "pass@1: share of trials verified complete by loopkit, averaged over tasks; infra: "
+        "trials the provider or environment failed (retried, then set apart)"
+    )
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- html
+
+
+def html(doc: dict[str, Any]) -> str:
+    """One self-contained page: the table, the comparisons, pass@1 with its interval
+    drawn as inline SVG."""
+    from html import escape as e
+
+    names = list(doc["configs"])
+    bar_h, gap, left, width = 22, 10, 160, 420
+    height = len(names) * (bar_h + gap) + 30
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 60}" height="{height}" '
+        'role="img" aria-label="pass@1 per configuration, with its 95% interval">'
+    ]
+    for pct in (0, 25, 50, 75, 100):
+        x = left + width * pct / 100
+        parts.append(
+            f'<line x1="{x}" y1="0" x2="{x}" y2="{height - 20}" stroke="#ddd"/>'
+            f'<text x="{x}" y="{height - 5}" font-size="11" text-anchor="middle">{pct}%</text>'
+        )
+    for i, name in enumerate(names):
+        c = doc["configs"][name]["pass_at_1"]
+        y = i * (bar_h + gap) + 5
+        v = c["value"] or 0.0
+        parts.append(
+            f'<text x="{left - 8}" y="{y + bar_h * 0.7}" font-size="13" text-anchor="end">{e(name)}</text>'
+            f'<rect x="{left}" y="{y}" width="{width * v:.1f}" height="{bar_h}" fill="#4a7ab5"/>'
+        )
+        if c["interval"]:
+            lo, hi = c["interval"]
+            x1, x2, ym = left + width * lo, left + width * hi, y + bar_h / 2
+            parts.append(
+                f'<line x1="{x1:.1f}" y1="{ym}" x2="{x2:.1f}" y2="{ym}" stroke="#222" stroke-width="2"/>'
+                f'<line x1="{x1:.1f}" y1="{y + 4}" x2="{x1:.1f}" y2="{y + bar_h - 4}" stroke="#222"/>'
+                f'<line x1="{x2:.1f}" y1="{y + 4}" x2="{x2:.1f}" y2="{y + bar_h - 4}" stroke="#222"/>'
+            )
+        parts.append(
+            f'<text x="{left + width + 6}" y="{y + bar_h * 0.7}" font-size="12">{v * 100:.0f}%</text>'
+        )
+    parts.append("</svg>")
+    body = "\n".join(f"<pre>{e(line)}</pre>" for line in [text(doc)])
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'>"
+        f"<title>loopkit eval: {e(doc['suite'])}</title>"
+        "<style>body{font-family:sans-serif;margin:2em}pre{font-size:13px}</style></head><body>"
+        f"<h1>loopkit eval: {e(doc['suite'])}</h1>"
+        "<h2>pass@1 per configuration (95% interval over tasks)</h2>"
+        + "".join(parts)
+        + "<h2>Summary</h2>"
+        + body
+        + "</body></html>\n"
+    )

@@ -1,0 +1,286 @@
+"""The eval's input: tasks, configurations, repeats (``lk eval run SUITE.yaml``).
+
+```yaml
+version: 1
+repo: ./project            # a git repository (relative to this file)
+base: main                 # pinned: resolved to one commit when the run starts
+contract: loop.yaml        # the contract at the base (optional): scope, criteria, budgets
+tasks:
+  - id: fix-add
+    text: Fix add() so that it adds.
+    criteria: [{name: add, run: "python3 -m pytest -q test_add.py", timeout: 60}]
+    scope: [calc.py]       # the task's writable scope (else the contract's)
+    reference: fix-add.patch   # optional: a patch (relative to this file) or a commit
+configs:
+  - {name: claude-sonnet, provider: claude, model: claude-sonnet-4-5, worker: {max_turns: 20}}
+  - {name: codex, provider: codex, model: gpt-5.5}
+  - {name: script, provider: command, worker: {command: ./agent.sh}, env: {X: "1"}}
+repeats: 3                 # trials per task and configuration
+seed: 1                    # the interleaving and the bootstrap
+attempts: 1                # lk attempt rounds per trial (a retry gets the feedback)
+infra_retries: 2           # an infrastructure failure is retried whole, in a fresh tree
+timeout: 900               # the worker's wall-clock limit per attempt
+```
+
+A configuration's ``env`` is laid over the environment of every trial it runs (a
+provider's base URL, a rehearsal's scripted server). Every problem is listed at once.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from loopkit.errors import BadInput
+
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+TOP_KEYS = {
+    "version",
+    "name",
+    "repo",
+    "base",
+    "contract",
+    "tasks",
+    "configs",
+    "repeats",
+    "seed",
+    "attempts",
+    "infra_retries",
+    "timeout",
+    "margin",
+}
+TASK_KEYS = {"id", "text", "criteria", "scope", "reference"}
+CONFIG_KEYS = {"name", "provider", "model", "worker", "env"}
+
+
+class Task:
+    def __init__(
+        self,
+        id: str,
+        text: str,
+        criteria: list[dict[str, Any]] | None,
+        scope: list[str] | None,
+        reference: str | None,
+    ) -> None:
+        self.id = id
+        self.text = text
+        self.criteria = criteria
+        self.scope = scope
+        self.reference = reference
+
+
+class Config:
+    def __init__(
+        self,
+        name: str,
+        provider: str,
+        model: str | None,
+        worker: dict[str, Any],
+        env: dict[str, str],
+    ) -> None:
+        self.name = name
+        self.provider = provider
+        self.model = model
+        self.worker = worker
+        self.env = env
+
+
+class Suite:
+    def __init__(
+        self,
+        path: Path,
+        name: str,
+        repo: Path,
+        base: str,
+        contract: str | None,
+        tasks: list[Task],
+        configs: list[Config],
+        repeats: int,
+        seed: int,
+        attempts: int,
+        infra_retries: int,
+        timeout: float,
+        margin: float,
+    ) -> None:
+        self.path = path
+        self.name = name
+        self.repo = repo
+        self.base = base
+        self.contract = contract
+        self.tasks = tasks
+        self.configs = configs
+        self.repeats = repeats
+        self.seed = seed
+        self.attempts = attempts
+        self.infra_retries = infra_retries
+        self.timeout = timeout
+        self.margin = margin
+
+    def config(self, name: str) -> Config:
+        for c in self.configs:
+            if c.name == name:
+                return c
+        raise BadInput(str(self.path), f"no configuration named {name!r}")
+
+
+def load(path: Path) -> Suite:
+    """The suite at ``path``, validated; BadInput listing every problem."""
+    from loopkit import loader
+    from loopkit.worker import providers
+
+    try:
+        data = loader.yaml_load(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise BadInput(str(path), f"cannot read the eval suite: {e.strerror or e}") from None
+    except ValueError as e:
+        raise BadInput(str(path), str(e)) from None
+    problems: list[str] = []
+    if not isinstance(data, dict):
+        raise BadInput(str(path), "expected a mapping (version, repo, tasks, configs)")
+    for key in sorted(set(data) - TOP_KEYS):
+        problems.append(f"$.{key}: unknown key")
+    if data.get("version") != 1:
+        problems.append("$.version: expected 1")
+
+    def whole(key: str, default: int, low: int) -> int:
+        v = data.get(key, default)
+        if not isinstance(v, int) or isinstance(v, bool) or v < low:
+            problems.append(f"$.{key}: expected an integer >= {low}, got {v!r}")
+            return default
+        return v
+
+    repeats = whole("repeats", 3, 1)
+    seed = whole("seed", 0, 0)
+    attempts = whole("attempts", 1, 1)
+    infra = whole("infra_retries", 2, 0)
+    timeout = data.get("timeout", 900)
+    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
+        problems.append(f"$.timeout: expected a number > 0, got {timeout!r}")
+        timeout = 900
+    margin = data.get("margin", 0.1)
+    if not isinstance(margin, (int, float)) or not 0 < margin < 1:
+        problems.append(f"$.margin: expected a number between 0 and 1, got {margin!r}")
+        margin = 0.1
+    repo_raw = data.get("repo", ".")
+    repo = (path.parent / str(repo_raw)).resolve()
+    if not isinstance(repo_raw, str) or not (repo / ".git").exists():
+        problems.append(f"$.repo: {repo_raw!r} is not a git repository")
+    base = data.get("base", "HEAD")
+    if not isinstance(base, str) or not base:
+        problems.append("$.base: expected a commit or a branch")
+        base = "HEAD"
+    contract = data.get("contract")
+    if contract is not None and not isinstance(contract, str):
+        problems.append("$.contract: expected a path inside the repository")
+        contract = None
+    tasks = _tasks(data.get("tasks"), problems)
+    configs = _configs(data.get("configs"), providers.names(), problems)
+    if problems:
+        raise BadInput(str(path), "; ".join(problems))
+    return Suite(
+        path=path.resolve(),
+        name=str(data.get("name") or path.stem),
+        repo=repo,
+        base=base,
+        contract=contract,
+        tasks=tasks,
+        configs=configs,
+        repeats=repeats,
+        seed=seed,
+        attempts=attempts,
+        infra_retries=infra,
+        timeout=float(timeout),
+        margin=float(margin),
+    )
+
+
+def _tasks(raw: Any, problems: list[str]) -> list[Task]:
+    if not isinstance(raw, list) or not raw:
+        problems.append("$.tasks: expected a non-empty list")
+        return []
+    out: list[Task] = []
+    seen: set[str] = set()
+    for i, t in enumerate(raw):
+        where = f"$.tasks[{i}]"
+        if not isinstance(t, dict):
+            problems.append(f"{where}: expected a mapping")
+            continue
+        for key in sorted(set(t) - TASK_KEYS):
+            problems.append(f"{where}.{key}: unknown key")
+        tid = t.get("id")
+        if not isinstance(tid, str) or not NAME.match(tid):
+            problems.append(f"{where}.id: expected a plain name (letters, digits, . _ -)")
+            continue
+        if tid in seen:
+            problems.append(f"{where}.id: {tid!r} given twice")
+        seen.add(tid)
+        text = t.get("text")
+        if not isinstance(text, str) or not text.strip():
+            problems.append(f"{where}.text: expected the task's text")
+            continue
+        criteria = t.get("criteria")
+        if criteria is not None and (
+            not isinstance(criteria, list)
+            or not all(isinstance(c, dict) and c.get("name") and c.get("run") for c in criteria)
+        ):
+            problems.append(f"{where}.criteria: expected a list of {{name, run, timeout}}")
+            criteria = None
+        scope = t.get("scope")
+        if scope is not None and (
+            not isinstance(scope, list) or not all(isinstance(s, str) for s in scope)
+        ):
+            problems.append(f"{where}.scope: expected a list of globs")
+            scope = None
+        reference = t.get("reference")
+        if reference is not None and not isinstance(reference, str):
+            problems.append(f"{where}.reference: expected a patch file or a commit")
+            reference = None
+        out.append(Task(tid, text, criteria, scope, reference))
+    return out
+
+
+def _configs(raw: Any, known: list[str], problems: list[str]) -> list[Config]:
+    if not isinstance(raw, list) or not raw:
+        problems.append("$.configs: expected a non-empty list")
+        return []
+    out: list[Config] = []
+    seen: set[str] = set()
+    for i, c in enumerate(raw):
+        where = f"$.configs[{i}]"
+        if not isinstance(c, dict):
+            problems.append(f"{where}: expected a mapping")
+            continue
+        for key in sorted(set(c) - CONFIG_KEYS):
+            problems.append(f"{where}.{key}: unknown key")
+        name = c.get("name")
+        if not isinstance(name, str) or not NAME.match(name):
+            problems.append(f"{where}.name: expected a plain name (letters, digits, . _ -)")
+            continue
+        if name in seen:
+            problems.append(f"{where}.name: {name!r} given twice")
+        seen.add(name)
+        provider = c.get("provider")
+        if provider not in known:
+            problems.append(
+                f"{where}.provider: expected one of {', '.join(known)}, got {provider!r}"
+            )
+            continue
+        model = c.get("model")
+        if model is not None and not isinstance(model, str):
+            problems.append(f"{where}.model: expected a model name")
+            model = None
+        worker = c.get("worker") or {}
+        if not isinstance(worker, dict):
+            problems.append(f"{where}.worker: expected the contract's worker options")
+            worker = {}
+        env = c.get("env") or {}
+        if not isinstance(env, dict) or not all(
+            isinstance(k, str) and isinstance(v, (str, int, float)) for k, v in env.items()
+        ):
+            problems.append(f"{where}.env: expected NAME: value pairs")
+            env = {}
+        out.append(
+            Config(name, str(provider), model, dict(worker), {k: str(v) for k, v in env.items()})
+        )
+    return out

@@ -1,0 +1,96 @@
+"""The eval's numbers: the unbiased pass@k and pass^k, the seeded task bootstrap, and the
+paired verdict -- better, worse, no difference, inconclusive -- with what the sample can
+detect."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+
+import pytest
+
+from loopkit.eval import stats
+from loopkit.eval.trials import Trial, schedule
+
+
+@pytest.mark.parametrize(("n", "c", "k"), [(5, 2, 1), (5, 2, 2), (5, 2, 3), (6, 0, 2), (4, 4, 3)])
+def test_pass_at_k_is_the_chance_over_all_subsets(n: int, c: int, k: int) -> None:
+    """pass@k and pass^k equal the exact averages over every k-subset of the trials."""
+    trials = [True] * c + [False] * (n - c)
+    subsets = list(itertools.combinations(trials, k))
+    assert stats.pass_at_k(n, c, k) == pytest.approx(sum(any(s) for s in subsets) / len(subsets))
+    assert stats.pass_hat_k(n, c, k) == pytest.approx(sum(all(s) for s in subsets) / len(subsets))
+
+
+def test_pass_at_k_needs_k_trials() -> None:
+    with pytest.raises(ValueError):
+        stats.pass_at_k(2, 1, 3)
+
+
+def test_the_bootstrap_is_seeded_and_covers_the_mean() -> None:
+    values = [1.0, 0.0, 0.5, 1.0, 0.0, 1.0, 1.0, 0.5]
+    a = stats.bootstrap(values, seed=3)
+    assert a == stats.bootstrap(values, seed=3)
+    assert a[0] < stats.mean(values) < a[1]
+    assert stats.bootstrap([1.0, 1.0, 1.0], seed=1) == (1.0, 1.0)
+
+
+def test_the_sign_test_is_exact() -> None:
+    assert stats.sign_test([1, 1, 1, 1, 1]) == pytest.approx(2 / 32)
+    assert stats.sign_test([1, -1, 0]) == 1.0
+    assert stats.sign_test([]) == 1.0
+
+
+def _rates(diffs: list[float]) -> tuple[dict[str, float], dict[str, float]]:
+    a = {f"t{i}": 0.5 + d / 2 for i, d in enumerate(diffs)}
+    b = {f"t{i}": 0.5 - d / 2 for i, d in enumerate(diffs)}
+    return a, b
+
+
+def test_a_clear_difference_is_better_or_worse() -> None:
+    a, b = _rates([1.0] * 15 + [0.0] * 5)
+    assert stats.paired(a, b, repeats=3, seed=1)["verdict"] == "better"
+    assert stats.paired(b, a, repeats=3, seed=1)["verdict"] == "worse"
+
+
+def test_three_tasks_cannot_tell() -> None:
+    a, b = _rates([1.0, 0.0, 0.0])
+    found = stats.paired(a, b, repeats=2, seed=1)
+    assert found["verdict"] == "inconclusive" and found["detectable"] > 0.5
+
+
+def test_identical_on_a_few_tasks_is_inconclusive_not_no_difference() -> None:
+    """Ties on three tasks with one trial each prove nothing: the floor of the smallest
+    detectable effect keeps that from reading as "no difference"."""
+    a, b = _rates([0.0, 0.0, 0.0])
+    assert stats.paired(a, b, repeats=1, seed=1)["verdict"] == "inconclusive"
+
+
+def test_identical_on_many_tasks_is_no_difference() -> None:
+    rng = random.Random(5)
+    tasks = {f"t{i}": rng.choice([0.0, 0.5, 1.0]) for i in range(400)}
+    found = stats.paired(tasks, dict(tasks), repeats=10, seed=1)
+    assert found["verdict"] == "no difference" and found["detectable"] <= 0.1
+
+
+def test_detectable_shrinks_with_the_square_root_of_the_tasks() -> None:
+    d = [0.5, -0.5] * 8
+    assert stats.detectable(d * 4, 3) == pytest.approx(stats.detectable(d, 3) / 2, rel=0.05)
+    assert stats.detectable([0.0] * 16, 2) == pytest.approx(2.8 * math.sqrt(0.25) / 4, rel=0.01)
+
+
+def test_the_schedule_interleaves_every_configuration_per_task() -> None:
+    from types import SimpleNamespace
+
+    configs = [SimpleNamespace(name=n) for n in "abc"]
+    tasks = [SimpleNamespace(id=f"t{i}") for i in range(4)]
+    suite = SimpleNamespace(configs=configs, tasks=tasks, repeats=2, seed=9)
+    order: list[Trial] = schedule(suite)  # type: ignore[arg-type]
+    assert len(order) == 24 and len({t.key for t in order}) == 24
+    for block in range(0, 24, 3):  # each task's three configurations run back to back
+        names = {t.config.name for t in order[block : block + 3]}
+        assert names == {"a", "b", "c"} and len({t.task.id for t in order[block : block + 3]}) == 1
+    firsts = [order[i].config.name for i in range(0, 24, 3)]
+    assert len(set(firsts)) > 1  # shuffled: not always the same configuration first
+    assert [t.key for t in schedule(suite)] == [t.key for t in order]  # type: ignore[arg-type]
