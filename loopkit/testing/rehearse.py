@@ -1,11 +1,14 @@
-"""The rehearsal kit: the environment and configuration that point the real ``claude``,
-``codex``, ``gemini`` and ``qwen`` CLIs at a scripted model server instead of a vendor's
-API.
+"""The rehearsal kit: the environment and configuration that point the real worker CLIs
+(``claude``, ``codex``, ``gemini``, ``qwen``, ``opencode``, ``pi``, ``copilot``) at a
+scripted model server instead of a vendor's API.
 
     env = claude_env(server.url, home=tmp / "claude-home", retries=2)
     env = codex_home(server.url, tmp / "codex-home", retries=0)
     env = gemini_env(server.url, home=tmp / "gemini-home", retries=0)
     env = qwen_env(server.url, home=tmp / "qwen-home", retries=0)
+    env = opencode_home(server.url, tmp / "opencode-home")
+    env = pi_home(server.url, tmp / "pi-agent", retries=1)
+    env = copilot_env(server.url, tmp / "copilot-home")
 
 Both return only the variables to set; lay them over a copy of ``os.environ`` with
 ``overlay()``, which also drops the variables that would send the CLIs elsewhere.
@@ -46,6 +49,13 @@ ROUTING_VARS = (
     "GOOGLE_GENAI_USE_VERTEXAI",
     "GOOGLE_CLOUD_PROJECT",
     "QWEN_HOME",
+    "OPENCODE_CONFIG",
+    "OPENCODE_CONFIG_CONTENT",
+    "OPENCODE_CONFIG_DIR",
+    "PI_CODING_AGENT_DIR",
+    "PI_CODING_AGENT_SESSION_DIR",
+    "COPILOT_HOME",
+    "COPILOT_GITHUB_TOKEN",
 )
 
 #: The model name qwen is told to use (any name: the scripted server answers them all).
@@ -197,6 +207,99 @@ def qwen_env(
         "OPENAI_API_KEY": api_key,
         "OPENAI_BASE_URL": url if url.endswith("/v1") else url + "/v1",
         "OPENAI_MODEL": model,
+    }
+
+
+#: The model opencode is told to use: ``provider/model``, the provider's base URL redirected.
+OPENCODE_MODEL = "anthropic/claude-sonnet-4-5"
+
+
+def opencode_home(
+    base_url: str,
+    dir: str | Path,
+    *,
+    model: str = OPENCODE_MODEL,
+    api_key: str = REHEARSAL_KEY,
+) -> dict[str, str]:
+    """Write ``dir/.config/opencode/opencode.json`` sending ``opencode`` to ``base_url``
+    (the Anthropic Messages API, ``options.baseURL``); return its env (``HOME`` and the
+    XDG folders under ``dir``, the catalog fetch and autoupdate off)."""
+    home = Path(dir)
+    provider = model.split("/", 1)[0]
+    config = {
+        "model": model,
+        "autoupdate": False,
+        "share": "disabled",
+        "provider": {
+            provider: {"options": {"baseURL": base_url.rstrip("/") + "/v1", "apiKey": api_key}}
+        },
+    }
+    from loopkit.files import atomic_write
+
+    target = home / ".config" / "opencode" / "opencode.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(target, json.dumps(config, indent=2) + "\n")
+    return {
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "OPENCODE_DISABLE_MODELS_FETCH": "1",
+        "OPENCODE_DISABLE_AUTOUPDATE": "1",
+    }
+
+
+#: The model pi is told to use (its built-in anthropic provider, the base URL redirected).
+PI_MODEL = "anthropic/claude-sonnet-4-5"
+
+
+def pi_home(
+    base_url: str,
+    dir: str | Path,
+    *,
+    retries: int = 0,
+    api_key: str = REHEARSAL_KEY,
+) -> dict[str, str]:
+    """Write pi's ``models.json`` (the anthropic provider's ``baseUrl`` set to
+    ``base_url``) and ``settings.json`` (``retries`` agent-level retries, 10 ms apart;
+    the SDK's own retries off) into ``dir``; return its env (``PI_CODING_AGENT_DIR``)."""
+    home = Path(dir)
+    home.mkdir(parents=True, exist_ok=True)
+    models = {"providers": {"anthropic": {"baseUrl": base_url.rstrip("/"), "apiKey": api_key}}}
+    settings = {
+        "defaultProvider": "anthropic",
+        "defaultModel": PI_MODEL.split("/", 1)[1],
+        "retry": {
+            "enabled": retries > 0,
+            "maxRetries": retries,
+            "baseDelayMs": 10,
+            "provider": {"maxRetries": 0},
+        },
+    }
+    from loopkit.files import atomic_write
+
+    atomic_write(home / "models.json", json.dumps(models, indent=2) + "\n")
+    atomic_write(home / "settings.json", json.dumps(settings, indent=2) + "\n")
+    return {"PI_CODING_AGENT_DIR": str(home), "PI_OFFLINE": "1", "PI_TELEMETRY": "0"}
+
+
+#: The model Copilot is told to use over its own-endpoint (BYOK) settings.
+COPILOT_MODEL = "claude-sonnet-4.5"
+
+
+def copilot_env(base_url: str, home: str | Path, *, api_key: str = REHEARSAL_KEY) -> dict[str, str]:
+    """Environment for ``copilot -p`` talking to ``base_url`` (the Anthropic Messages API,
+    its ``COPILOT_PROVIDER_*`` settings) offline, with ``COPILOT_HOME`` under ``home``."""
+    home_path = Path(home)
+    home_path.mkdir(parents=True, exist_ok=True)
+    return {
+        "HOME": str(home_path),
+        "COPILOT_HOME": str(home_path / ".copilot"),
+        "COPILOT_OFFLINE": "true",
+        "COPILOT_AUTO_UPDATE": "false",
+        "COPILOT_PROVIDER_BASE_URL": base_url.rstrip("/"),
+        "COPILOT_PROVIDER_TYPE": "anthropic",
+        "COPILOT_PROVIDER_API_KEY": api_key,
+        "COPILOT_MODEL": COPILOT_MODEL,
     }
 
 

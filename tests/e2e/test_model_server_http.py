@@ -482,3 +482,36 @@ def test_the_scripted_server_fixture(scripted_server: Callable[[Any], ModelServe
     server = scripted_server(["from the fixture"])
     _, _, data = post(server.url, "/v1/messages", messages(USER, stream=False))
     assert json.loads(data)["content"][0]["text"] == "from the fixture"
+
+
+@pytest.mark.parametrize(
+    ("client", "written", "var"),
+    [
+        ("opencode", ".config/opencode/opencode.json", "XDG_CONFIG_HOME"),
+        ("pi", "models.json", "PI_CODING_AGENT_DIR"),
+        ("copilot", None, "COPILOT_PROVIDER_BASE_URL"),
+    ],
+)
+def test_console_script_env_for_the_other_clis(
+    tmp_path: Path, client: str, written: str | None, var: str
+) -> None:
+    script = tmp_path / "script.yaml"
+    script.write_text("- hi\n")
+    home = tmp_path / "h"
+    proc = subprocess.Popen(
+        [lk_model_server(), str(script), "--env", client, "--home", str(home)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        ready = json.loads(proc.stdout.readline())
+        assert var in ready["env"]
+        if written is None:
+            assert ready["env"][var] == ready["url"]
+        else:
+            assert ready["url"] in (home / written).read_text()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0

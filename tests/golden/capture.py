@@ -1,6 +1,6 @@
-"""Capture the golden streams: the real claude, codex, gemini and qwen CLIs, run through
-lk-invoke against
-the scripted model server, their saved native streams normalized by ``lk-invoke --transcript``.
+"""Capture the golden streams: the real worker CLIs (claude, codex, gemini, qwen, opencode,
+pi, copilot), run through lk-invoke against the scripted model server, their saved native
+streams normalized by ``lk-invoke --transcript``.
 
     .venv/bin/python tests/golden/capture.py [CASE ...]
 
@@ -24,8 +24,11 @@ from tests.helpers.agents import (  # noqa: E402
     claude_bin,
     claude_env_for,
     codex_env_for,
+    copilot_env_for,
     gemini_env_for,
     model_server,
+    opencode_env_for,
+    pi_env_for,
     qwen_env_for,
 )
 from tests.helpers.invoke import lk_invoke, lk_invoke_bin, write_contract  # noqa: E402
@@ -56,6 +59,31 @@ def shell(cmd: str) -> dict[str, Any]:
 def cat(cmd: str) -> dict[str, Any]:
     return {"name": "exec_command", "input": {"cmd": cmd}}
 
+
+OC_WRITE = {
+    "name": "write",
+    "input": {"filePath": "{{cwd}}/hello.py", "content": "print('hello')\n"},
+}
+
+
+def oc_bash(cmd: str) -> dict[str, Any]:
+    return {"name": "bash", "input": {"command": cmd, "description": "run"}}
+
+
+PI_WRITE = {"name": "write", "input": {"path": "hello.py", "content": "print('hello')\n"}}
+
+
+def pi_bash(cmd: str) -> dict[str, Any]:
+    return {"name": "bash", "input": {"command": cmd}}
+
+
+GH_CREATE = {
+    "name": "create",
+    "input": {"path": "{{cwd}}/hello.py", "file_text": "print('hello')\n"},
+}
+
+#: opencode retries silently; a short retry-after keeps a capture quick.
+FAST_RETRY = {"retry-after-ms": "20"}
 
 CASES: dict[str, dict[str, Any]] = {
     "claude_write_edit": {
@@ -192,6 +220,86 @@ CASES: dict[str, dict[str, Any]] = {
         "worker": {"permission_mode": "default"},
     },
     "qwen_400": {"provider": "qwen", "turns": [{"error": 400}]},
+    "opencode_write_bash": {
+        "provider": "opencode",
+        "turns": [
+            {"text": "Creating hello.py.", "tools": [OC_WRITE]},
+            {"tools": [oc_bash("python3 hello.py && cat hello.py")]},
+            {"text": "Done."},
+        ],
+    },
+    "opencode_failed_claim": {
+        "provider": "opencode",
+        "turns": [
+            {"tools": [oc_bash("exit 2")]},
+            {"tools": [{"name": "no_such_tool", "input": {"x": 1}}]},
+            {"text": "Done."},
+        ],
+    },
+    "opencode_denied": {
+        "provider": "opencode",
+        "turns": [
+            {"tools": [{"name": "write", "input": {"filePath": "/etc/x.txt", "content": "x\n"}}]},
+            {"text": "Done."},
+        ],
+    },
+    "opencode_429": {
+        "provider": "opencode",
+        "turns": [{"error": {"status": 429, "headers": FAST_RETRY}}],
+    },
+    "opencode_500": {
+        "provider": "opencode",
+        "turns": [{"error": {"status": 500, "headers": FAST_RETRY}}],
+    },
+    "pi_write_bash": {
+        "provider": "pi",
+        "turns": [
+            {"text": "Creating hello.py.", "tools": [PI_WRITE]},
+            {"tools": [pi_bash("python3 hello.py && cat hello.py")]},
+            {"text": "Done."},
+        ],
+    },
+    "pi_failed_claim": {
+        "provider": "pi",
+        "turns": [
+            {"tools": [pi_bash("exit 2")]},
+            {"tools": [{"name": "no_such_tool", "input": {"x": 1}}]},
+            {"text": "Done."},
+        ],
+    },
+    "pi_429": {"provider": "pi", "turns": [{"error": {"status": 429}}], "retries": 1},
+    "pi_500": {"provider": "pi", "turns": [{"error": {"status": 500}}], "retries": 1},
+    "copilot_create_bash": {
+        "provider": "copilot",
+        "turns": [
+            {"text": "Creating hello.py.", "tools": [GH_CREATE]},
+            {"tools": [oc_bash("python3 hello.py && cat hello.py")]},
+            {"text": "Done."},
+        ],
+    },
+    "copilot_failed_claim": {
+        "provider": "copilot",
+        "turns": [
+            {"tools": [oc_bash("exit 2")]},
+            {"tools": [{"name": "no_such_tool", "input": {"x": 1}}]},
+            {"text": "Done."},
+        ],
+    },
+    "copilot_denied": {
+        "provider": "copilot",
+        "turns": [
+            {"tools": [{"name": "create", "input": {"path": "/etc/x.txt", "file_text": "x\n"}}]},
+            {"text": "Done."},
+        ],
+    },
+    "copilot_429": {
+        "provider": "copilot",
+        "turns": [{"error": {"status": 429, "headers": {**FAST_RETRY, "retry-after": "0"}}}],
+    },
+    "copilot_500": {
+        "provider": "copilot",
+        "turns": [{"error": {"status": 500, "headers": {**FAST_RETRY, "retry-after": "0"}}}],
+    },
     "codex_stuck": {
         "provider": "codex",
         "turns": [{"tools": [cat("python3 -c 'import nothing_here'")]} for _ in range(6)]
@@ -258,6 +366,15 @@ def capture(name: str, case: dict[str, Any]) -> None:
             env = gemini_env_for(server, tmp / "home", retries=case.get("retries", 0))
         elif case["provider"] == "qwen":
             env = qwen_env_for(server, tmp / "home", retries=case.get("retries", 0))
+        elif case["provider"] == "copilot":
+            env = copilot_env_for(server, tmp / "home")
+            env["LOOPKIT_HOMES"] = str(tmp / "homes")
+        elif case["provider"] == "pi":
+            env = pi_env_for(server, tmp / "pi-agent", retries=case.get("retries", 0))
+            env["LOOPKIT_HOMES"] = str(tmp / "homes")
+        elif case["provider"] == "opencode":
+            env = opencode_env_for(server, tmp / "home")
+            env["LOOPKIT_HOMES"] = str(tmp / "homes")
         else:
             env = codex_env_for(server, tmp / "home", retries=case.get("retries", 0))
         run = lk_invoke(["--contract", str(contract), "--timeout", "60"], cwd=repo, env=env)

@@ -110,6 +110,48 @@ def codex_bin() -> str:
     return _find("codex")
 
 
+def opencode_bin() -> str:
+    """The opencode CLI (fails under `make test` when missing, skips otherwise)."""
+    return _find("opencode")
+
+
+def opencode_env_for(server: ModelServer | str, home: str | Path) -> dict[str, str]:
+    """The whole environment for opencode against ``server``; writes its opencode.json."""
+    url = server if isinstance(server, str) else server.url
+    env = rehearse.overlay(rehearse.opencode_home(url, home))
+    for var in ("XDG_STATE_HOME", "XDG_CACHE_HOME"):
+        env.pop(var, None)
+    env["PATH"] = _path_with_agents(env)
+    return env
+
+
+def pi_bin() -> str:
+    """The pi CLI (fails under `make test` when missing, skips otherwise)."""
+    return _find("pi")
+
+
+def pi_env_for(server: ModelServer | str, home: str | Path, *, retries: int = 0) -> dict[str, str]:
+    """The whole environment for pi against ``server``; writes its models and settings."""
+    url = server if isinstance(server, str) else server.url
+    env = rehearse.overlay(rehearse.pi_home(url, home, retries=retries))
+    env["PATH"] = _path_with_agents(env)
+    return env
+
+
+def copilot_bin() -> str:
+    """The Copilot CLI (fails under `make test` when missing, skips otherwise)."""
+    return _find("copilot")
+
+
+def copilot_env_for(server: ModelServer | str, home: str | Path) -> dict[str, str]:
+    """The whole environment for copilot against ``server`` (offline, its BYOK settings)."""
+    url = server if isinstance(server, str) else server.url
+    env = rehearse.overlay(rehearse.copilot_env(url, home))
+    env.pop("XDG_CACHE_HOME", None)
+    env["PATH"] = _path_with_agents(env)
+    return env
+
+
 def _path_with_agents(env: Mapping[str, str]) -> str:
     path = env.get("PATH", os.defpath)
     if AGENTS_BIN.is_dir() and str(AGENTS_BIN) not in path.split(os.pathsep):

@@ -71,7 +71,7 @@ def test_the_example_contract_is_valid() -> None:
         (
             {"worker": {"provider": "aider"}},
             "$.worker.provider",
-            "expected one of claude, codex, command, acp, gemini, qwen",
+            "expected one of claude, codex, command, acp, gemini, qwen, opencode, pi, copilot",
         ),
         ({"worker": {"provider": "command"}}, "$.worker.command", "needs a command"),
         ({"judge": {"model": "x"}}, "$.judge.provider", "missing"),

@@ -1,5 +1,5 @@
 """Worker providers: ``get(name)`` returns the adapter for claude, codex, command, acp,
-gemini or qwen.
+gemini, qwen, opencode, pi or copilot.
 
 Adding a provider is one module with a :class:`~loopkit.worker.providers.base.Provider`
 subclass and one line in ``_REGISTRY``; everything else follows the registry: the
@@ -25,6 +25,9 @@ _REGISTRY: dict[str, str] = {
     "acp": "loopkit.worker.providers.acp:AcpProvider",
     "gemini": "loopkit.worker.providers.gemini:GeminiProvider",
     "qwen": "loopkit.worker.providers.qwen:QwenProvider",
+    "opencode": "loopkit.worker.providers.opencode:OpencodeProvider",
+    "pi": "loopkit.worker.providers.pi:PiProvider",
+    "copilot": "loopkit.worker.providers.copilot:CopilotProvider",
 }
 
 

@@ -594,6 +594,26 @@ class Provider:
         return shutil.which(exe, path=inv.env.get("PATH"))
 
 
+def unresolved_failure(state: RunState) -> ToolCall | None:
+    """The first failed tool call nothing later made good, or None.
+
+    A failure is made good by a later successful call of the same tool (for a shell
+    command: the same command line). A worker that says "Done" after a refused write, a
+    missing tool or a command that exited non-zero, and never got past it, has not shown
+    that it is done: its claim is not recorded as one.
+    """
+    calls = state.tool_calls
+    for i, call in enumerate(calls):
+        if call.ok is not False:
+            continue
+        if not any(
+            later.ok and later.name == call.name and later.command == call.command
+            for later in calls[i + 1 :]
+        ):
+            return call
+    return None
+
+
 def count(v: Any) -> int:
     """A token or turn count as reported: a positive int, else 0."""
     return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0

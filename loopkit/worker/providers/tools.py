@@ -53,7 +53,41 @@ QWEN: dict[str, Tool] = {
     "run_shell_command": Tool(COMMAND, ("command",)),
 }
 
-TABLES: dict[str, Mapping[str, Tool]] = {"claude": CLAUDE, "gemini": GEMINI, "qwen": QWEN}
+#: opencode 1.18 (``patch`` and ``multiedit`` name the file as ``edit`` does).
+OPENCODE: dict[str, Tool] = {
+    "read": Tool(READ, ("filePath",)),
+    "write": Tool(WRITE, ("filePath",)),
+    "edit": Tool(WRITE, ("filePath",)),
+    "multiedit": Tool(WRITE, ("filePath",)),
+    "patch": Tool(WRITE, ("filePath",)),
+    "bash": Tool(COMMAND, ("command",)),
+}
+
+#: pi 0.73 (paths relative to the working directory, or absolute).
+PI: dict[str, Tool] = {
+    "read": Tool(READ, ("path",)),
+    "write": Tool(WRITE, ("path",)),
+    "edit": Tool(WRITE, ("path",)),
+    "bash": Tool(COMMAND, ("command",)),
+}
+
+#: GitHub Copilot CLI 1.0 (its ``fileEdits`` on completion name what was really written).
+COPILOT: dict[str, Tool] = {
+    "view": Tool(READ, ("path",)),
+    "create": Tool(WRITE, ("path",)),
+    "edit": Tool(WRITE, ("path",)),
+    "str_replace": Tool(WRITE, ("path",)),
+    "bash": Tool(COMMAND, ("command",)),
+}
+
+TABLES: dict[str, Mapping[str, Tool]] = {
+    "claude": CLAUDE,
+    "gemini": GEMINI,
+    "qwen": QWEN,
+    "opencode": OPENCODE,
+    "pi": PI,
+    "copilot": COPILOT,
+}
 
 
 def kind_of(table: Mapping[str, Tool], name: str) -> str | None:

@@ -1,0 +1,258 @@
+"""GitHub Copilot CLI (``copilot -p --output-format json``) as a worker: argv, events, errors.
+
+Run:    copilot -p PROMPT --output-format json --allow-all-tools --disallow-temp-dir [--model M]
+        [--resume ID] [--available-tools view,grep,glob]                   stdin /dev/null
+        ``--allow-all-tools`` is required without a terminal; paths outside the working
+        directory (the temp folder too, with ``--disallow-temp-dir``) still need an
+        approval nobody can give, so such a call is denied
+        ("Permission denied because no interactive user response was available"). There
+        is no turn limit outside autopilot mode. A judge gets ``--available-tools
+        view,grep,glob``.
+Model:  its own service by default (a GitHub token), or any endpoint the person sets
+        (``COPILOT_PROVIDER_BASE_URL``, ``COPILOT_PROVIDER_TYPE`` anthropic | openai,
+        ``COPILOT_PROVIDER_API_KEY``, ``COPILOT_MODEL``; ``COPILOT_OFFLINE=true`` keeps
+        it off GitHub altogether): how loopkit's scripted server reaches it.
+Stream: one JSON object per line, ``{type, data, id, timestamp}`` with dotted types:
+        assistant.turn_start, assistant.message (``content``, ``toolRequests``),
+        tool.execution_start (``toolName``, ``arguments``), tool.execution_complete
+        (``success``, ``error {message, code}``, ``shellExecution.exitCode``,
+        ``fileEdits``), model.call_failure and assistant.turn_retry while it retries,
+        session.error (``statusCode``, ``errorType``) once it gives up, and a final
+        ``{type: result, sessionId, exitCode}``. A command that exited 2 is a
+        *successful* tool call to Copilot, and it says "Done" and exits 0 after one:
+        loopkit reads ``shellExecution.exitCode`` and does not take that claim.
+Home:   config, sessions and logs in ``COPILOT_HOME`` (default ``~/.copilot``); in
+        loopkit's runs a private copy (``contained``). No token counts, no cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+from loopkit.text import clip
+from loopkit.worker.providers import tools
+from loopkit.worker.providers.base import (
+    Event,
+    Exit,
+    Invocation,
+    Outcome,
+    Provider,
+    RunSpec,
+    RunState,
+    StreamParser,
+    ToolCall,
+    clip_input,
+    unresolved_failure,
+)
+
+READ_ONLY_TOOLS = ("view", "grep", "glob")
+
+
+class CopilotProvider(Provider):
+    name: ClassVar[str] = "copilot"
+    binary: ClassVar[str | None] = "copilot"
+    install_hint: ClassVar[str] = (
+        "install the Copilot CLI: npm install -g @github/copilot (or `make agents`)"
+    )
+    env_names: ClassVar[tuple[str, ...]] = (
+        "COPILOT_",
+        "GH_TOKEN",
+        "GITHUB_TOKEN",
+        "GH_HOST",
+    )
+
+    options: ClassVar[tuple[str, ...]] = ("allowed_tools", "env_allow", "resume", "extra_args")
+
+    def build(self, spec: RunSpec) -> Invocation:
+        prompt = spec.prompt
+        if prompt[:1] == "-":  # it would be read as an option
+            prompt = " " + prompt
+        argv = [self.binary or "copilot", "-p", prompt, "--output-format", "json"]
+        # Its own approvals stop at the working directory: no temp-folder exception.
+        argv += ["--allow-all-tools", "--disallow-temp-dir"]
+        if spec.model:
+            argv += ["--model", spec.model]
+        if spec.resume:
+            argv += ["--resume", spec.resume]
+        if spec.read_only:
+            argv += ["--available-tools", ",".join(READ_ONLY_TOOLS)]
+        elif spec.allowed_tools:
+            argv += ["--available-tools", ",".join(spec.allowed_tools)]
+        argv += spec.extra_args
+        env = self.env(spec)
+        env.setdefault("COPILOT_AUTO_UPDATE", "false")
+        model = spec.model or env.get("COPILOT_MODEL")
+        return Invocation(argv=argv, env=env, cwd=spec.cwd, stdin=None, model=model)
+
+    @classmethod
+    def sniff(cls, line: Mapping[str, Any]) -> bool:
+        """--output-format json: dotted types with a ``data`` object, and the final result
+        ({type: result, sessionId, exitCode})."""
+        t = line.get("type")
+        if t == "result":
+            return "sessionId" in line and "exitCode" in line
+        return isinstance(t, str) and "." in t and isinstance(line.get("data"), dict)
+
+    def contained(self, inv: Invocation) -> tuple[Invocation, list[Path]]:
+        """Copilot's config, sessions and logs move to a private ``COPILOT_HOME``: the
+        person's config copied in afresh each run, the sessions kept for ``--resume``."""
+        from loopkit.boundary import containment
+
+        source = copilot_home(inv.env)
+        if source is None:
+            return inv, []
+        files = {name: source / name for name in PERSON_FILES}
+        private = containment.seed_home(
+            containment.provider_home(inv.cwd, self.name), files, keep=SESSION_FOLDERS
+        )
+        # XDG_CACHE_HOME: where it unpacks its own package on first start, kept too.
+        env = {**inv.env, "COPILOT_HOME": str(private), "XDG_CACHE_HOME": str(private / "cache")}
+        return inv.but(env=env), [private]
+
+    def parser(self) -> CopilotParser:
+        return CopilotParser()
+
+    def classify(self, state: RunState, end: Exit) -> Outcome:
+        return classify(state, end)
+
+
+#: What a private home is seeded with from the person's own, every run.
+PERSON_FILES = ("config.json", "mcp-config.json", "copilot-instructions.md")
+#: What it keeps from one run to the next: sessions (``--resume``), its unpacked package.
+SESSION_FOLDERS = ("session-state", "session-store.db*", "cache")
+
+
+def copilot_home(env: Mapping[str, str]) -> Path | None:
+    chosen = env.get("COPILOT_HOME")
+    if chosen:
+        return Path(chosen)
+    home = env.get("HOME")
+    return Path(home, ".copilot") if home else None
+
+
+class CopilotParser(StreamParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self._pending: dict[Any, ToolCall] = {}
+        self.exit_code: int | None = None
+
+    def handle(self, obj: dict[str, Any]) -> list[Event]:
+        t = obj.get("type")
+        st = self.state
+        data = _dict(obj.get("data"))
+        if t == "assistant.turn_start":
+            st.turns += 1
+        elif t == "assistant.message":
+            text = data.get("content")
+            if isinstance(data.get("model"), str):
+                st.model = data["model"]
+            if isinstance(text, str) and text.strip():
+                st.final_message = clip(text.strip(), 8000)
+                return [Event("message", text=text)]
+        elif t == "tool.execution_start":
+            return self._start(data)
+        elif t == "tool.execution_complete":
+            return self._complete(data)
+        elif t == "assistant.turn_retry":
+            st.api_retries += 1
+            return [Event("retry", text=str(data.get("message") or "retry"))]
+        elif t == "model.call_failure":
+            status = data.get("statusCode")
+            if isinstance(status, int) and not isinstance(status, bool):
+                st.api_error_status = status
+        elif t == "session.error":
+            status = data.get("statusCode")
+            if isinstance(status, int) and not isinstance(status, bool):
+                st.api_error_status = status
+            message = str(data.get("message") or data.get("errorType") or "error")
+            st.add_error(message)
+            st.result_is_error = True
+            return [Event("error", text=message)]
+        elif t == "result":
+            st.result_seen = True
+            if isinstance(obj.get("sessionId"), str):
+                st.session_id = obj["sessionId"]
+            code = obj.get("exitCode")
+            self.exit_code = code if isinstance(code, int) else None
+            if st.result_is_error is None:
+                st.result_is_error = bool(self.exit_code)
+            return [Event("result", text=st.final_message)]
+        return []
+
+    def _start(self, data: dict[str, Any]) -> list[Event]:
+        name = str(data.get("toolName") or "tool")
+        args = _dict(data.get("arguments"))
+        call = ToolCall(data.get("toolCallId"), name, clip_input(args))
+        tools.describe(call, args, tools.COPILOT)
+        self.state.add_tool(call)
+        if call.id is not None:
+            self._pending[call.id] = call
+        return [Event("tool_call", call)]
+
+    def _complete(self, data: dict[str, Any]) -> list[Event]:
+        call = self._pending.pop(data.get("toolCallId"), None)
+        if call is None:
+            return []
+        edits = data.get("fileEdits")
+        if isinstance(edits, list):
+            paths = [str(e["path"]) for e in edits if isinstance(e, dict) and e.get("path")]
+            if paths:
+                call.files_written = paths[:200]
+        if data.get("success") is not True:
+            err = _dict(data.get("error"))
+            message = str(err.get("message") or "tool failed")
+            if err.get("code") == "denied":
+                self.state.permission_denials.append({"tool": call.name, "input": call.input})
+            self.state.settle(call, ok=False, error=message)
+            return [Event("tool_result", call)]
+        code = _dict(data.get("shellExecution")).get("exitCode")
+        if isinstance(code, int) and not isinstance(code, bool) and code != 0:
+            out = str(_dict(data.get("result")).get("content") or "")[-2000:].strip()
+            tail = "\n".join(out.rsplit("\n", 5)[-5:])
+            self.state.settle(call, ok=False, error=f"exit {code}: {tail}")
+        else:
+            self.state.settle(call, ok=True)
+        return [Event("tool_result", call)]
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def classify(state: RunState, end: Exit) -> Outcome:
+    from loopkit.worker.providers.codex import error_class
+
+    if end.stopped:
+        reason = end.stopped if end.stopped in ("timeout", "cancelled", "stuck") else "cancelled"
+        msg = (
+            "wall-clock timeout: the worker's process group was ended"
+            if reason == "timeout"
+            else f"stopped by loopkit: {reason}"
+        )
+        return Outcome(reason, True, msg)
+    if state.errors:
+        message = state.errors[-1]
+        reason, resume_after = error_class(message, state.api_error_status)
+        return Outcome(reason, True, clip(message, 500), resume_after)
+    if end.exit_code not in (0, None) or state.result_is_error:
+        tail = end.stderr_tail.strip()
+        last = tail.splitlines()[-1] if tail else "no error in the stream"
+        if "session" in last.lower() and "not found" in last.lower():
+            return Outcome("invalid_request", True, clip(last, 500))
+        return Outcome("crashed", True, clip(f"copilot exited {end.exit_code}: {last}", 500))
+    if not state.result_seen:
+        return Outcome("crashed", True, "copilot ended without its result line")
+    failed = unresolved_failure(state)
+    if state.permission_denials and (failed is None or failed.name in _denied(state)):
+        tools = ", ".join(sorted(_denied(state)))
+        return Outcome("permission_denied", False, f"copilot denied: {tools}")
+    if failed is not None:
+        why = f"claimed done after a failed {failed.name}: {failed.error}"
+        return Outcome("completed", False, clip(why, 500))
+    return Outcome("completed", False, None, claimed_complete=True)
+
+
+def _denied(state: RunState) -> set[str]:
+    return {str(d.get("tool")) for d in state.permission_denials}

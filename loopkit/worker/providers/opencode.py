@@ -1,0 +1,296 @@
+"""opencode (``opencode run --format json``) as a worker: argv, JSON events, error classes.
+
+Run:    opencode run --format json --print-logs --log-level ERROR [-m PROVIDER/MODEL]
+        [--session ID] -- PROMPT                                           stdin /dev/null
+        Settings travel in ``OPENCODE_CONFIG_CONTENT`` (merged over the person's own):
+        the turn cap is ``agent.build.steps`` (at the cap opencode tells the model, in a
+        message the stream never shows, to answer in text only, and goes on: more steps
+        than the cap is ``max_turns``),
+        a judge's ``permission`` denies edit, bash and webfetch (the tools vanish), and
+        ``snapshot: false`` keeps opencode from copying the work tree into its data
+        folder every step. Approvals: a tool opencode would ask about (a path outside the
+        project) is auto-rejected in ``run`` mode, and the run ends there.
+Stream: one JSON object per line, each with ``type``, ``timestamp`` and ``sessionID``:
+        step_start, text (``part.text``), tool_use (``part.tool``, ``part.state`` with
+        ``status`` completed | error, ``input``, ``output``, ``metadata.exit`` for bash;
+        a tool the model named that does not exist is ``tool: invalid``), step_finish
+        (``part.reason`` stop | tool-calls | length, ``tokens``, ``cost``), and ``error``
+        (``error.name``, ``error.data.message``, ``statusCode``) once retries are spent.
+Retries: silent on stdout (a 500 that never clears is about 100 s of nothing, then one
+        ``error``); with ``--print-logs`` each failed request is one ``stream error`` line
+        on stderr, which is where ``api_retries`` is counted from.
+Home:   settings in ``$XDG_CONFIG_HOME/opencode`` (opencode.json, AGENTS.md), credentials
+        and sessions in ``$XDG_DATA_HOME/opencode``; in loopkit's runs both are a private
+        copy (``contained``), never the work tree and never the person's own.
+Cost:   ``step_finish.cost`` is opencode's price table for the model *name*: recorded,
+        never trusted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+from loopkit.text import clip
+from loopkit.worker.providers import tools
+from loopkit.worker.providers.base import (
+    Event,
+    Exit,
+    Invocation,
+    Outcome,
+    Provider,
+    RunSpec,
+    RunState,
+    StreamParser,
+    ToolCall,
+    clip_input,
+    count,
+    unresolved_failure,
+)
+
+DEFAULT_MAX_TURNS = 30
+#: What a judge may not use: the tools disappear from the model's list.
+READ_ONLY_PERMISSION = {"edit": "deny", "bash": "deny", "webfetch": "deny", "task": "deny"}
+COST_SOURCE = "opencode price table (not trusted)"
+#: The stream's event types; every line also carries ``sessionID`` and ``timestamp``.
+EVENT_TYPES = frozenset(("step_start", "step_finish", "text", "tool_use", "reasoning", "error"))
+
+
+class OpencodeProvider(Provider):
+    name: ClassVar[str] = "opencode"
+    binary: ClassVar[str | None] = "opencode"
+    install_hint: ClassVar[str] = "install opencode: npm install -g opencode-ai (or `make agents`)"
+    env_names: ClassVar[tuple[str, ...]] = ("OPENCODE_", "XDG_CONFIG_HOME", "XDG_DATA_HOME")
+
+    options: ClassVar[tuple[str, ...]] = ("max_turns", "env_allow", "resume", "extra_args")
+
+    def __init__(self) -> None:
+        self.steps: int | None = None  # the turn cap of the last build, for its parser
+
+    def build(self, spec: RunSpec) -> Invocation:
+        self.steps = spec.max_turns or DEFAULT_MAX_TURNS
+        argv = [self.binary or "opencode", "run", "--format", "json"]
+        argv += ["--print-logs", "--log-level", "ERROR"]
+        if spec.model:
+            argv += ["-m", spec.model]
+        if spec.resume:
+            argv += ["--session", spec.resume]
+        argv += spec.extra_args
+        argv += ["--", spec.prompt]
+        env = self.env(spec)
+        env["OPENCODE_CONFIG_CONTENT"] = run_config(spec, env.get("OPENCODE_CONFIG_CONTENT"))
+        env.setdefault("OPENCODE_DISABLE_AUTOUPDATE", "1")
+        return Invocation(argv=argv, env=env, cwd=spec.cwd, stdin=None, model=spec.model)
+
+    @classmethod
+    def sniff(cls, line: Mapping[str, Any]) -> bool:
+        """run --format json events: a known type with a string ``sessionID``."""
+        return line.get("type") in EVENT_TYPES and isinstance(line.get("sessionID"), str)
+
+    def contained(self, inv: Invocation) -> tuple[Invocation, list[Path]]:
+        """opencode's settings and sessions move to a private home: the person's settings
+        and credentials copied in afresh each run, its sessions kept for ``--session``;
+        nothing the worker writes there reaches the person's own opencode."""
+        from loopkit.boundary import containment
+
+        config, data = config_dirs(inv.env)
+        if config is None or data is None:
+            return inv, []
+        files = {f"config/opencode/{n}": config / "opencode" / n for n in PERSON_CONFIG}
+        files.update({f"data/opencode/{n}": data / "opencode" / n for n in PERSON_DATA})
+        private = containment.seed_home(
+            containment.provider_home(inv.cwd, self.name), files, keep=SESSION_FOLDERS
+        )
+        env = {
+            **inv.env,
+            "XDG_CONFIG_HOME": str(private / "config"),
+            "XDG_DATA_HOME": str(private / "data"),
+            "XDG_STATE_HOME": str(private / "state"),
+            "XDG_CACHE_HOME": str(private / "cache"),
+        }
+        return inv.but(env=env), [private]
+
+    def parser(self) -> OpencodeParser:
+        return OpencodeParser(max_steps=self.steps)
+
+    def classify(self, state: RunState, end: Exit) -> Outcome:
+        return classify(state, end)
+
+
+#: The person's files a private home is seeded with, every run.
+PERSON_CONFIG = ("opencode.json", "opencode.jsonc", "AGENTS.md")
+PERSON_DATA = ("auth.json",)
+#: What a private home keeps from one run to the next: sessions (``--session``), plugins.
+SESSION_FOLDERS = ("data", "state", "cache")
+
+
+def config_dirs(env: Mapping[str, str]) -> tuple[Path | None, Path | None]:
+    """The person's XDG config and data folders as opencode finds them."""
+    home = env.get("HOME")
+    config = env.get("XDG_CONFIG_HOME") or (os.path.join(home, ".config") if home else None)
+    data = env.get("XDG_DATA_HOME") or (os.path.join(home, ".local", "share") if home else None)
+    return (Path(config) if config else None, Path(data) if data else None)
+
+
+def run_config(spec: RunSpec, given: str | None) -> str:
+    """``OPENCODE_CONFIG_CONTENT`` for one run: the person's (when it is a JSON object)
+    with loopkit's turn cap, permissions and quiet settings laid over it."""
+    base: dict[str, Any] = {}
+    if given:
+        try:
+            parsed = json.loads(given)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            base = parsed
+    agent = dict(base.get("agent") or {})
+    build = dict(agent.get("build") or {})
+    build["steps"] = spec.max_turns or DEFAULT_MAX_TURNS
+    agent["build"] = build
+    agent["title"] = {**dict(agent.get("title") or {}), "disable": True}  # one request less
+    out = {**base, "agent": agent, "snapshot": False, "autoupdate": False, "share": "disabled"}
+    if spec.read_only:
+        out["permission"] = {**dict(base.get("permission") or {}), **READ_ONLY_PERMISSION}
+    return json.dumps(out, separators=(",", ":"))
+
+
+class OpencodeParser(StreamParser):
+    """``max_steps``: the cap the run was built with. At the cap opencode asks the model
+    for text only (a message the stream never shows) and takes at least one more step,
+    so more steps than the cap mean the cap was reached."""
+
+    def __init__(self, max_steps: int | None = None) -> None:
+        super().__init__()
+        self.last_reason: str | None = None
+        self.max_steps = max_steps
+
+    def handle(self, obj: dict[str, Any]) -> list[Event]:
+        t = obj.get("type")
+        st = self.state
+        sid = obj.get("sessionID")
+        first = st.session_id is None and isinstance(sid, str)
+        if first:
+            st.session_id = sid
+        events = [Event("init")] if first else []
+        part = _dict(obj.get("part"))
+        if t == "step_start":
+            st.turns += 1
+            self.last_reason = None
+        elif t == "text":
+            text = part.get("text")
+            if isinstance(text, str) and text.strip():
+                st.final_message = clip(text.strip(), 8000)
+                events.append(Event("message", text=text))
+        elif t == "tool_use":
+            events += self._tool(part)
+        elif t == "step_finish":
+            self.last_reason = str(part.get("reason") or "")
+            tokens = part.get("tokens")
+            if isinstance(tokens, dict):
+                st.input_tokens += count(tokens.get("input"))
+                st.output_tokens += count(tokens.get("output"))
+            cost = part.get("cost")
+            if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost >= 0:
+                st.cost_usd = (st.cost_usd or 0.0) + float(cost)
+                st.cost_source = COST_SOURCE
+            if self.last_reason == "stop":
+                st.result_seen = True
+                st.result_is_error = False
+                events.append(Event("result", text=st.final_message))
+        elif t == "error":
+            err = _dict(obj.get("error"))
+            data = _dict(err.get("data"))
+            message = str(data.get("message") or err.get("name") or "error")
+            status = data.get("statusCode")
+            if isinstance(status, int) and not isinstance(status, bool):
+                st.api_error_status = status
+            st.add_error(f"{err.get('name') or 'error'}: {message}")
+            st.result_is_error = True
+            events.append(Event("error", text=message))
+        return events
+
+    def finish(self) -> RunState:
+        if self.max_steps is not None and self.state.turns > self.max_steps:
+            self.state.terminal_reason = "max_turns"
+        return self.state
+
+    def _tool(self, part: dict[str, Any]) -> list[Event]:
+        state = _dict(part.get("state"))
+        raw = _dict(state.get("input"))
+        name = str(part.get("tool") or "tool")
+        call = ToolCall(part.get("callID"), name, clip_input(raw))
+        if name == "invalid":  # the model named a tool opencode does not have
+            call.name = str(raw.get("tool") or "invalid")
+            self.state.add_tool(call)
+            self.state.settle(call, ok=False, error=str(raw.get("error") or "no such tool"))
+            return [Event("tool_call", call), Event("tool_result", call)]
+        tools.describe(call, raw, tools.OPENCODE)
+        self.state.add_tool(call)
+        status = state.get("status")
+        if status == "error":
+            self.state.settle(call, ok=False, error=str(state.get("error") or "tool error"))
+            if _REJECTED.search(str(state.get("error") or "")):
+                self.state.permission_denials.append({"tool": name, "input": call.input})
+        elif status == "completed":
+            meta = _dict(state.get("metadata"))
+            code = meta.get("exit")
+            if name == "bash" and isinstance(code, int) and code != 0:
+                out = str(state.get("output") or "")[-2000:].strip()
+                tail = "\n".join(out.rsplit("\n", 5)[-5:])
+                self.state.settle(call, ok=False, error=f"exit {code}: {tail}")
+            else:
+                self.state.settle(call, ok=True)
+        else:
+            return [Event("tool_call", call)]
+        return [Event("tool_call", call), Event("tool_result", call)]
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+_REJECTED = re.compile(r"rejected permission|permission.*denied|not allowed", re.I)
+#: One failed model request, as ``--print-logs`` shows it (the title agent's excluded).
+_STREAM_ERROR = re.compile(r'^.*message="stream error"(?!.*small=true).*$', re.M)
+
+
+def classify(state: RunState, end: Exit) -> Outcome:
+    from loopkit.worker.providers.codex import error_class
+
+    failures = len(_STREAM_ERROR.findall(end.stderr_tail))
+    if failures and not state.api_retries:
+        state.api_retries = failures - 1 if state.errors else failures
+    if end.stopped:
+        reason = end.stopped if end.stopped in ("timeout", "cancelled", "stuck") else "cancelled"
+        msg = (
+            "wall-clock timeout: the worker's process group was ended"
+            if reason == "timeout"
+            else f"stopped by loopkit: {reason}"
+        )
+        return Outcome(reason, True, msg)
+    if state.errors:
+        message = state.errors[-1]
+        reason, resume_after = error_class(message, state.api_error_status)
+        if state.api_error_status:
+            message = f"HTTP {state.api_error_status}: {message}"
+        return Outcome(reason, True, clip(message, 500), resume_after)
+    if end.exit_code not in (0, None):
+        tail = end.stderr_tail.strip()
+        last = tail.splitlines()[-1] if tail else "no error event in the stream"
+        return Outcome("crashed", True, clip(f"opencode exited {end.exit_code}: {last}", 500))
+    if state.terminal_reason == "max_turns":
+        return Outcome("max_turns", True, f"reached the step limit after {state.turns - 1} steps")
+    if state.permission_denials:
+        tools = sorted({str(d.get("tool")) for d in state.permission_denials})
+        return Outcome("permission_denied", False, f"opencode rejected: {', '.join(tools)}")
+    if not state.result_seen:
+        return Outcome("crashed", True, "opencode ended without a final answer")
+    failed = unresolved_failure(state)
+    if failed is not None:
+        why = f"claimed done after a failed {failed.name}: {failed.error}"
+        return Outcome("completed", False, clip(why, 500))
+    return Outcome("completed", False, None, claimed_complete=True)

@@ -1,0 +1,293 @@
+"""pi (``pi -p --mode json``, the pi coding agent) as a worker: argv, JSON events, errors.
+
+Run:    pi -p --mode json [--model PROVIDER/MODEL] [--session ID] [--tools read,grep,find,ls]
+        PROMPT                                                             stdin /dev/null
+        pi has no turn limit and no approvals: every tool it offers runs. A judge gets
+        ``--tools read,grep,find,ls`` (write, edit and bash are then unknown to it).
+Stream: a ``session`` header ({type, version, id, cwd}), then agent_start, turn_start,
+        message_start / message_update / message_end (``message.role`` assistant with
+        ``content`` text and toolCall blocks, ``usage``, ``stopReason`` stop | toolUse |
+        length | error | aborted, ``errorMessage``), tool_execution_start / _end
+        (``toolName``, ``args``, ``isError``, ``result.content``), turn_end, agent_end;
+        ``auto_retry_start`` / ``auto_retry_end`` when it retries a failed request.
+Errors: pi exits 0 after an API failure: the last assistant message says ``stopReason:
+        error`` with ``errorMessage`` ("429 {...}").
+Home:   settings.json (its retry policy), models.json (custom providers and base URLs),
+        auth.json and sessions in ``PI_CODING_AGENT_DIR`` (default ``~/.pi/agent``); in
+        loopkit's runs a private copy (``contained``).
+Cost:   ``usage.cost.total`` is pi's price table for the model *name*: recorded, never
+        trusted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+from loopkit.text import clip
+from loopkit.worker.providers import tools
+from loopkit.worker.providers.base import (
+    Event,
+    Exit,
+    Invocation,
+    Outcome,
+    Provider,
+    RunSpec,
+    RunState,
+    StreamParser,
+    ToolCall,
+    clip_input,
+    count,
+    http_status_in,
+    unresolved_failure,
+)
+
+READ_ONLY_TOOLS = ("read", "grep", "find", "ls")
+COST_SOURCE = "pi price table (not trusted)"
+#: pi's JSON event types (the ``session`` header is told apart by its fields).
+EVENT_TYPES = frozenset(
+    (
+        "agent_start",
+        "agent_end",
+        "turn_start",
+        "turn_end",
+        "message_start",
+        "message_update",
+        "message_end",
+        "tool_execution_start",
+        "tool_execution_update",
+        "tool_execution_end",
+        "auto_retry_start",
+        "auto_retry_end",
+        "compaction_start",
+        "compaction_end",
+        "queue_update",
+    )
+)
+
+
+class PiProvider(Provider):
+    name: ClassVar[str] = "pi"
+    binary: ClassVar[str | None] = "pi"
+    install_hint: ClassVar[str] = (
+        "install pi: npm install -g @mariozechner/pi-coding-agent (or `make agents`)"
+    )
+    env_names: ClassVar[tuple[str, ...]] = (
+        "PI_",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_OAUTH_TOKEN",
+        "OPENAI_API_KEY",
+        "GEMINI_API_KEY",
+        "OPENROUTER_API_KEY",
+    )
+
+    options: ClassVar[tuple[str, ...]] = ("allowed_tools", "env_allow", "resume", "extra_args")
+
+    def build(self, spec: RunSpec) -> Invocation:
+        argv = [self.binary or "pi", "-p", "--mode", "json"]
+        if spec.model:
+            argv += ["--model", spec.model]
+        if spec.resume:
+            argv += ["--session", spec.resume]
+        if spec.read_only:
+            argv += ["--tools", ",".join(READ_ONLY_TOOLS)]
+        elif spec.allowed_tools:
+            argv += ["--tools", ",".join(spec.allowed_tools)]
+        argv += spec.extra_args
+        # pi reads a leading "-" as an option and "@x" as a file: a space keeps it a prompt.
+        prompt = spec.prompt
+        if prompt[:1] in ("-", "@"):
+            prompt = " " + prompt
+        argv.append(prompt)
+        env = self.env(spec)
+        env.setdefault("PI_OFFLINE", "1")  # no update check at start-up
+        env.setdefault("PI_TELEMETRY", "0")
+        return Invocation(argv=argv, env=env, cwd=spec.cwd, stdin=None, model=spec.model)
+
+    @classmethod
+    def sniff(cls, line: Mapping[str, Any]) -> bool:
+        """--mode json: the session header (type, version, id, cwd) or pi's own types."""
+        t = line.get("type")
+        if t == "session":
+            return isinstance(line.get("version"), int) and isinstance(line.get("cwd"), str)
+        return t in EVENT_TYPES
+
+    def contained(self, inv: Invocation) -> tuple[Invocation, list[Path]]:
+        """pi's settings, custom models, credentials and sessions move to a private copy
+        of its folder: the person's files copied in afresh each run, the sessions kept
+        for ``--session``."""
+        from loopkit.boundary import containment
+
+        source = agent_dir(inv.env)
+        if source is None:
+            return inv, []
+        files = {name: source / name for name in PERSON_FILES}
+        private = containment.seed_home(
+            containment.provider_home(inv.cwd, self.name), files, keep=SESSION_FOLDERS
+        )
+        env = {**inv.env, "PI_CODING_AGENT_DIR": str(private)}
+        env.pop("PI_CODING_AGENT_SESSION_DIR", None)
+        return inv.but(env=env), [private]
+
+    def parser(self) -> PiParser:
+        return PiParser()
+
+    def classify(self, state: RunState, end: Exit) -> Outcome:
+        return classify(state, end)
+
+
+#: What a private folder is seeded with from the person's own, every run.
+PERSON_FILES = ("settings.json", "models.json", "auth.json", "AGENTS.md")
+#: What it keeps from one run to the next: sessions (``--session``).
+SESSION_FOLDERS = ("sessions",)
+
+
+def agent_dir(env: Mapping[str, str]) -> Path | None:
+    chosen = env.get("PI_CODING_AGENT_DIR")
+    if chosen:
+        return Path(chosen)
+    home = env.get("HOME")
+    return Path(home, ".pi", "agent") if home else None
+
+
+class PiParser(StreamParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self._pending: dict[Any, ToolCall] = {}
+        self.stop_reason: str | None = None
+        self.error_message: str | None = None
+
+    def handle(self, obj: dict[str, Any]) -> list[Event]:
+        t = obj.get("type")
+        st = self.state
+        if t == "session":
+            if isinstance(obj.get("id"), str):
+                st.session_id = obj["id"]
+            return [Event("init")]
+        if t == "turn_start":
+            st.turns += 1
+            return []
+        if t == "message_end":
+            message = _dict(obj.get("message"))
+            if message.get("role") == "assistant":
+                return self._assistant(message)
+            return []
+        if t == "tool_execution_start":
+            return self._start(obj)
+        if t == "tool_execution_end":
+            return self._end(obj)
+        if t == "auto_retry_start":
+            st.api_retries += 1
+            status = http_status_in(str(obj.get("errorMessage") or "")[:8])
+            if status:
+                st.api_error_status = status
+            return [Event("retry", text=str(obj.get("errorMessage") or ""))]
+        if t == "agent_end":
+            st.result_seen = True
+            st.result_is_error = self.stop_reason in ("error", "aborted")
+            return [Event("result", text=st.final_message)]
+        return []
+
+    def _assistant(self, message: dict[str, Any]) -> list[Event]:
+        st = self.state
+        usage = _dict(message.get("usage"))
+        st.input_tokens += count(usage.get("input"))
+        st.output_tokens += count(usage.get("output"))
+        total = _dict(usage.get("cost")).get("total")
+        if isinstance(total, (int, float)) and not isinstance(total, bool) and total > 0:
+            st.cost_usd = (st.cost_usd or 0.0) + float(total)
+            st.cost_source = COST_SOURCE
+        if isinstance(message.get("model"), str):
+            st.model = message["model"]
+        self.stop_reason = str(message.get("stopReason") or "")
+        events: list[Event] = []
+        if self.stop_reason in ("error", "aborted"):
+            self.error_message = str(message.get("errorMessage") or self.stop_reason)
+            status = http_status_in(self.error_message[:8])
+            if status:
+                st.api_error_status = status
+            return [Event("error", text=self.error_message)]
+        self.error_message = None
+        blocks = message.get("content")
+        texts = [
+            str(b.get("text"))
+            for b in (blocks if isinstance(blocks, list) else [])
+            if isinstance(b, dict) and b.get("type") == "text" and str(b.get("text")).strip()
+        ]
+        if texts:
+            st.final_message = clip("\n".join(texts).strip(), 8000)
+            events.append(Event("message", text=st.final_message))
+        return events
+
+    def _start(self, obj: dict[str, Any]) -> list[Event]:
+        name = str(obj.get("toolName") or "tool")
+        args = _dict(obj.get("args"))
+        call = ToolCall(obj.get("toolCallId"), name, clip_input(args))
+        tools.describe(call, args, tools.PI)
+        self.state.add_tool(call)
+        if call.id is not None:
+            self._pending[call.id] = call
+        return [Event("tool_call", call)]
+
+    def _end(self, obj: dict[str, Any]) -> list[Event]:
+        call = self._pending.pop(obj.get("toolCallId"), None)
+        events: list[Event] = []
+        if call is None:  # an end without its start: count it all the same
+            events += self._start(obj)
+            call = self._pending.pop(obj.get("toolCallId"), None)
+            if call is None:
+                return events
+        result = _dict(obj.get("result"))
+        blocks = result.get("content")
+        text = "\n".join(
+            str(b.get("text"))
+            for b in (blocks if isinstance(blocks, list) else [])
+            if isinstance(b, dict) and b.get("type") == "text"
+        ).strip()
+        if obj.get("isError") is True:
+            self.state.settle(call, ok=False, error="\n".join(text.rsplit("\n", 5)[-5:]))
+        else:
+            self.state.settle(call, ok=True)
+        return [*events, Event("tool_result", call)]
+
+    def finish(self) -> RunState:
+        if self.error_message:
+            self.state.add_error(self.error_message)
+        return self.state
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def classify(state: RunState, end: Exit) -> Outcome:
+    from loopkit.worker.providers.codex import error_class
+
+    if end.stopped:
+        reason = end.stopped if end.stopped in ("timeout", "cancelled", "stuck") else "cancelled"
+        msg = (
+            "wall-clock timeout: the worker's process group was ended"
+            if reason == "timeout"
+            else f"stopped by loopkit: {reason}"
+        )
+        return Outcome(reason, True, msg)
+    if state.errors:  # pi exits 0 after an API failure: the stream says so
+        message = state.errors[-1]
+        if message == "aborted":
+            return Outcome("crashed", True, "pi aborted its turn")
+        reason, resume_after = error_class(message, state.api_error_status)
+        return Outcome(reason, True, clip(message, 500), resume_after)
+    if end.exit_code not in (0, None):
+        tail = end.stderr_tail.strip()
+        last = tail.splitlines()[-1] if tail else "no agent_end in the stream"
+        if "not found" in last.lower() and "session" in last.lower():
+            return Outcome("invalid_request", True, clip(last, 500))
+        return Outcome("crashed", True, clip(f"pi exited {end.exit_code}: {last}", 500))
+    if not state.result_seen:
+        return Outcome("crashed", True, "pi ended without agent_end")
+    failed = unresolved_failure(state)
+    if failed is not None:
+        why = f"claimed done after a failed {failed.name}: {failed.error}"
+        return Outcome("completed", False, clip(why, 500))
+    return Outcome("completed", False, None, claimed_complete=True)
