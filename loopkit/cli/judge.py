@@ -1,6 +1,6 @@
 """lk-judge: a read-only model judge for goals no command can check; grounded verdicts only.
 
-Usage:  lk-judge [--contract F] [--goal TEXT] [--provider claude|codex] [--model M]
+Usage:  lk-judge [--contract F] [--goal TEXT] [--provider NAME] [--model M]
         lk-judge --transcript FILE [--goal TEXT] [--provider P]
 
 Input:  an attempt document on stdin when one is piped (its task's GOAL text, its diff

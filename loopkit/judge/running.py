@@ -57,7 +57,7 @@ class Settings:
         if not chosen:
             raise BadInput(
                 "--provider",
-                "no judge provider: pass --provider claude|codex or set judge.provider "
+                "no judge provider: pass --provider NAME (claude, codex, ...) or set judge.provider "
                 "in the contract",
             )
         same = chosen == judge.get("provider")
