@@ -1,7 +1,8 @@
-"""lk-model-server: serve a model script to the real claude and codex CLIs, offline.
+"""lk-model-server: serve a model script to the real claude, codex, gemini and qwen CLIs,
+offline.
 
 Usage:  lk-model-server SCRIPT [--port 0] [--host 127.0.0.1] [--log FILE]
-                        [--env claude|codex --home DIR] [--retries N]
+                        [--env claude|codex|gemini|qwen --home DIR] [--retries N]
         lk-model-server SCRIPT --check
 
 Input:  SCRIPT, a YAML or JSON model script (a list of turns, or a mapping with
@@ -10,7 +11,8 @@ Input:  SCRIPT, a YAML or JSON model script (a list of turns, or a mapping with
 Output: one JSON line on stdout once the server listens:
         {"url": "http://127.0.0.1:PORT", "port": PORT, "pid": PID, "log": FILE|null}
         With --env, the line also holds "env": the variables that point that CLI at the
-        server (for codex, DIR/config.toml is written too). Every request is appended to
+        server (for codex, DIR/config.toml is written too; for gemini and qwen, their
+        settings.json under DIR). Every request is appended to
         --log as one JSON line. --check prints {"ok": true, "turns": {...}} and exits.
 Exit codes: 0 stopped by SIGTERM or SIGINT (or --check passed); 3 bad script or options;
         4 the port cannot be bound.
@@ -57,13 +59,14 @@ Exit codes:
 @click.option(
     "--env",
     "client",
-    type=click.Choice(["claude", "codex"]),
+    type=click.Choice(["claude", "codex", "gemini", "qwen"]),
     help="Also print the environment that points this CLI at the server.",
 )
 @click.option(
     "--home",
     type=click.Path(file_okay=False),
-    help="With --env: HOME for claude, CODEX_HOME for codex.",
+    help="With --env: HOME for claude, gemini and qwen (their settings written there),"
+    " CODEX_HOME for codex.",
 )
 @click.option(
     "--retries", type=int, default=0, show_default=True, help="With --env: the CLI's retry cap."
@@ -99,7 +102,9 @@ def main(
         click.echo(json.dumps({"ok": True, "turns": turns}))
         return 0
     if client is not None and home is None:
-        raise BadInput("--home", "--env needs --home DIR (HOME for claude, CODEX_HOME for codex)")
+        raise BadInput(
+            "--home", "--env needs --home DIR (HOME for claude, gemini, qwen; CODEX_HOME for codex)"
+        )
     if retries < 0:
         raise BadInput("--retries", f"expected a number >= 0, got {retries}")
     try:
@@ -126,6 +131,10 @@ def main(
             ready["env"] = rehearse.claude_env(server.url, home, retries=retries)
         elif client == "codex" and home is not None:
             ready["env"] = rehearse.codex_home(server.url, home, retries=retries)
+        elif client == "gemini" and home is not None:
+            ready["env"] = rehearse.gemini_env(server.url, home, retries=retries)
+        elif client == "qwen" and home is not None:
+            ready["env"] = rehearse.qwen_env(server.url, home, retries=retries)
         click.echo(json.dumps(ready))
         while not stop.wait(0.1):
             pass
