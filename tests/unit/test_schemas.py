@@ -161,10 +161,11 @@ def test_every_provider_list_follows_the_registry() -> None:
 )
 def test_each_provider_recognises_its_own_saved_stream(path: Path) -> None:
     """Transcript sniffing is each provider's own (Provider.sniff), over the registry."""
+    from loopkit.worker import providers
     from loopkit.worker.providers.base import detect
 
     owner = path.name.split("_", 1)[0]
-    assert detect(path) == (owner if owner in ("claude", "codex") else "command")
+    assert detect(path) == (owner if owner in providers.names() else "command")
 
 
 @pytest.mark.parametrize(
