@@ -1,4 +1,5 @@
-"""Rehearse loops offline: a scripted model server for the real claude and codex CLIs.
+"""Rehearse loops offline: a scripted model server for the real claude, codex, gemini and
+qwen CLIs.
 
     from loopkit.testing import ModelServer, from_data, claude_env, codex_home
 
@@ -24,6 +25,8 @@ _EXPORTS = {
     "claude_env": "loopkit.testing.rehearse",
     "codex_home": "loopkit.testing.rehearse",
     "codex_config": "loopkit.testing.rehearse",
+    "gemini_env": "loopkit.testing.rehearse",
+    "qwen_env": "loopkit.testing.rehearse",
     "overlay": "loopkit.testing.rehearse",
 }
 

@@ -1,7 +1,9 @@
-"""lk-model-server: serve a model script to the real worker CLIs (claude, codex, ...), offline.
+"""lk-model-server: serve a model script to the real worker CLIs (claude, codex, gemini,
+qwen, opencode, pi, copilot), offline.
 
 Usage:  lk-model-server SCRIPT [--port 0] [--host 127.0.0.1] [--log FILE]
-                        [--env claude|codex|opencode|pi|copilot --home DIR] [--retries N]
+                        [--env claude|codex|gemini|qwen|opencode|pi|copilot --home DIR]
+                        [--retries N]
         lk-model-server SCRIPT --check
 
 Input:  SCRIPT, a YAML or JSON model script (a list of turns, or a mapping with
@@ -10,9 +12,10 @@ Input:  SCRIPT, a YAML or JSON model script (a list of turns, or a mapping with
 Output: one JSON line on stdout once the server listens:
         {"url": "http://127.0.0.1:PORT", "port": PORT, "pid": PID, "log": FILE|null}
         With --env, the line also holds "env": the variables that point that CLI at the
-        server (for codex, opencode and pi their config files under DIR are written too).
-        Every request is appended to --log as one JSON line. --check prints
-        {"ok": true, "turns": {...}} and exits.
+        server (for codex, DIR/config.toml is written too; for gemini and qwen, their
+        settings.json under DIR; for opencode and pi their config files). Every request is
+        appended to --log as one JSON line. --check prints {"ok": true, "turns": {...}}
+        and exits.
 Exit codes: 0 stopped by SIGTERM or SIGINT (or --check passed); 3 bad script or options;
         4 the port cannot be bound.
 """
@@ -58,15 +61,15 @@ Exit codes:
 @click.option(
     "--env",
     "client",
-    type=click.Choice(["claude", "codex", "opencode", "pi", "copilot"]),
+    type=click.Choice(["claude", "codex", "gemini", "qwen", "opencode", "pi", "copilot"]),
     help="Also print the environment that points this CLI at the server.",
 )
 @click.option(
     "--home",
     type=click.Path(file_okay=False),
     help=(
-        "With --env: HOME for claude, opencode and copilot, CODEX_HOME for codex,"
-        " PI_CODING_AGENT_DIR for pi."
+        "With --env: HOME for claude, gemini, qwen, opencode and copilot (their settings"
+        " written there), CODEX_HOME for codex, PI_CODING_AGENT_DIR for pi."
     ),
 )
 @click.option(
@@ -139,6 +142,10 @@ def main(
             ready["env"] = rehearse.pi_home(server.url, home, retries=retries)
         elif client == "copilot" and home is not None:
             ready["env"] = rehearse.copilot_env(server.url, home)
+        elif client == "gemini" and home is not None:
+            ready["env"] = rehearse.gemini_env(server.url, home, retries=retries)
+        elif client == "qwen" and home is not None:
+            ready["env"] = rehearse.qwen_env(server.url, home, retries=retries)
         click.echo(json.dumps(ready))
         while not stop.wait(0.1):
             pass

@@ -61,5 +61,5 @@ def test_env_needs_home(tmp_path: Path) -> None:
 def test_unknown_client_is_a_usage_error(tmp_path: Path) -> None:
     script = tmp_path / "s.yaml"
     script.write_text("- a\n")
-    code, _, _ = invoke(str(script), "--env", "gemini", "--home", str(tmp_path))
+    code, _, _ = invoke(str(script), "--env", "aider", "--home", str(tmp_path))
     assert code == 2

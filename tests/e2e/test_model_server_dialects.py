@@ -446,3 +446,36 @@ def test_json_for_a_schema() -> None:
         "e": 5,
         "f": {"g": None},
     }
+
+
+@pytest.mark.parametrize(
+    ("client", "settings", "var"),
+    [
+        ("gemini", ".gemini/settings.json", "GOOGLE_GEMINI_BASE_URL"),
+        ("qwen", ".qwen/settings.json", "OPENAI_BASE_URL"),
+    ],
+)
+def test_console_script_env_for_gemini_and_qwen(
+    tmp_path, client: str, settings: str, var: str
+) -> None:
+    import signal
+    import subprocess
+
+    from tests.e2e.test_model_server_http import lk_model_server
+
+    script = tmp_path / "script.yaml"
+    script.write_text("- text: hello\n")
+    proc = subprocess.Popen(
+        [lk_model_server(), str(script), "--env", client, "--home", str(tmp_path / "h")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        ready = json.loads(proc.stdout.readline())
+        assert ready["env"]["HOME"] == str(tmp_path / "h")
+        assert ready["env"][var].startswith(ready["url"])
+        assert json.loads((tmp_path / "h" / settings).read_text())
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0

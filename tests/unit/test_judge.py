@@ -340,7 +340,13 @@ def test_a_long_reply_is_read_to_its_last_line(tmp_path: Any) -> None:
 
     long = "Reasons. " + "The route is described in detail. " * 2000 + "\nVERDICT: MET"
     events = [
-        {"type": "system", "subtype": "init", "cwd": "/r", "session_id": "s"},
+        {
+            "type": "system",
+            "subtype": "init",
+            "cwd": "/r",
+            "session_id": "s",
+            "apiKeySource": "none",
+        },
         {
             "type": "assistant",
             "message": {

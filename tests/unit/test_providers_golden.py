@@ -99,6 +99,7 @@ def test_golden_stop_reasons_cover_the_failure_classes() -> None:
         {"type": "system", "subtype": "retry", "session_id": "s", "data": {"attempt": 1}},
         {"type": "result", "timestamp": "t", "status": "success", "stats": {}, "session_id": "s"},
         {"type": "assistant", "uuid": "u1", "message": {"id": "u1", "content": []}},
+        {"type": "system", "subtype": "init", "session_id": "s", "cwd": "/r", "tools": ["Execute"]},
     ],
 )
 def test_claude_and_codex_take_no_foreign_line(line: dict[str, object]) -> None:

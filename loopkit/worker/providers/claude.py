@@ -137,16 +137,19 @@ class ClaudeProvider(Provider):
 
     @classmethod
     def sniff(cls, line: Mapping[str, Any]) -> bool:
-        """stream-json and json output: ``system`` lines with a session id, assistant
-        messages, tool results for the API's ``toolu_`` ids, a ``result`` with its cost
-        fields, Messages API stream events. Other CLIs print these types too, and their
-        lines are not taken: Qwen Code's (its version in ``init``, ``system/retry``, an
-        assistant message whose id is the line's own uuid), Gemini CLI's ``result``."""
+        """stream-json and json output: ``system/init`` with Claude Code's own keys (its
+        version, ``apiKeySource``), ``system/api_retry``, assistant messages, tool results
+        for the API's ``toolu_`` ids, a ``result`` with its cost fields, Messages API
+        stream events. Other CLIs print these types too, and their lines are not taken:
+        an ``init`` of another agent (Qwen Code's, droid's), an assistant message whose id
+        is the line's own uuid (Qwen Code), Gemini CLI's ``result``."""
         t = line.get("type")
         if t == "system":
-            if "qwen_code_version" in line or line.get("subtype") == "retry":
+            if "qwen_code_version" in line:
                 return False
-            return "session_id" in line or line.get("subtype") == "api_retry"
+            if line.get("subtype") == "init":
+                return "claude_code_version" in line or "apiKeySource" in line
+            return line.get("subtype") == "api_retry"
         if t == "result":
             return "subtype" in line and ("total_cost_usd" in line or "modelUsage" in line)
         msg = line.get("message")

@@ -1,6 +1,6 @@
 """Gemini CLI (``gemini -p``) as a worker: argv, stream-json events, error classes.
 
-Run:    gemini -p PROMPT --output-format stream-json --skip-trust
+Run:    gemini --prompt=PROMPT --output-format stream-json --skip-trust
         --approval-mode yolo|auto_edit|default|plan [-m MODEL] [--resume ID]   stdin /dev/null
         (a judge runs ``--approval-mode plan``: read-only). There is no turn-limit flag:
         the turn cap is ``model.maxSessionTurns`` in the settings loopkit renders into
@@ -103,7 +103,9 @@ class GeminiProvider(Provider):
 
     def build(self, spec: RunSpec) -> Invocation:
         approval = "plan" if spec.read_only else (spec.permission_mode or DEFAULT_APPROVAL)
-        argv = [self.binary or "gemini", "-p", spec.prompt, "--output-format", "stream-json"]
+        # "--prompt=": a prompt that starts with "-" is still the prompt.
+        argv = [self.binary or "gemini", f"--prompt={spec.prompt}"]
+        argv += ["--output-format", "stream-json"]
         argv += ["--skip-trust", "--approval-mode", approval]
         if spec.model:
             argv += ["-m", spec.model]
