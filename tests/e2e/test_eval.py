@@ -191,24 +191,34 @@ def _codex(server: Any, tmp: Path, fixes: list[str]) -> dict[str, Any]:
     }
 
 
+def _pi(server: Any, tmp: Path, fixes: list[str]) -> dict[str, Any]:
+    from tests.helpers.agents import pi_env_for
+
+    env = pi_env_for(server, tmp / "pi-agent")
+    keep = ("PI_CODING_AGENT_DIR", "PI_OFFLINE", "PI_TELEMETRY", "PATH")
+    return {"provider": "pi", "worker": {}, "env": {k: env[k] for k in keep if k in env}}
+
+
 #: The real CLIs in the eval, each one line: its name, how its scripted model acts, and
-#: what it fixes. A third CLI is one more line here (and its builder above).
+#: what it fixes. Another CLI is one more line here (and its builder above).
 REAL = [
     ("claude", _claude, ["add"], "Bash"),
     ("codex", _codex, ["add", "mul"], "exec_command"),
+    ("pi", _pi, ["mul"], "bash"),
 ]
 
 
 @pytest.mark.agents
 def test_real_clis_and_a_scripted_command_and_a_provider_that_is_down(tmp_path: Path) -> None:
-    """claude and codex (real CLIs, scripted models through the meter) and a scripted
-    command agent on three tasks; a fourth configuration's provider answers 500 for ever.
+    """claude, codex and pi (real CLIs, scripted models; claude's and codex's through the
+    meter) and a scripted command agent on three tasks; a fifth configuration's provider
+    answers 500 for ever.
     Each scripted model fixes some tasks and says "Done." on all of them: loopkit's
     verification, not the agent's word, decides. The provider that is down is the
     infrastructure's failure: retried in a fresh tree, then set apart, never a false
     claim and never counted against an agent in the rate without it."""
     from loopkit.testing.server import ModelServer
-    from tests.helpers.agents import as_script, claude_bin, codex_bin
+    from tests.helpers.agents import as_script, claude_bin, codex_bin, pi_bin
     from tests.helpers.evals import FUNCS
 
     def start_server(turns: Any) -> ModelServer:
@@ -216,6 +226,7 @@ def test_real_clis_and_a_scripted_command_and_a_provider_that_is_down(tmp_path: 
 
     claude_bin()
     codex_bin()
+    pi_bin()
     names = ["add", "mul", "neg"]
     repo = make_repo(tmp_path, names)
     prices = tmp_path / "prices.yaml"
@@ -227,9 +238,8 @@ def test_real_clis_and_a_scripted_command_and_a_provider_that_is_down(tmp_path: 
     configs = []
     try:
         for name, build, fixes, tool in REAL:
-            arg = (
-                {"command": _bash_fixing(fixes)} if tool == "Bash" else {"cmd": _bash_fixing(fixes)}
-            )
+            key = "cmd" if tool == "exec_command" else "command"
+            arg = {key: _bash_fixing(fixes)}
             server = start_server([{"tools": [{"name": tool, "input": arg}]}, {"text": "Done."}])
             servers.append(server)
             configs.append({"name": name, **build(server, tmp_path / name, fixes)})
@@ -258,9 +268,11 @@ def test_real_clis_and_a_scripted_command_and_a_provider_that_is_down(tmp_path: 
     c = doc["configs"]
     assert c["claude"]["per_task"] == {"fix-add": 1.0, "fix-mul": 0.0, "fix-neg": 0.0}
     assert c["codex"]["per_task"] == {"fix-add": 1.0, "fix-mul": 1.0, "fix-neg": 0.0}
+    assert c["pi"]["per_task"] == {"fix-add": 0.0, "fix-mul": 1.0, "fix-neg": 0.0}
     assert c["script"]["pass_at_1"]["value"] == 1.0
     # "Done." on a task it did not fix is a false claim, loopkit's verdict is a failure.
     assert c["claude"]["false_claims"] == 2 and c["codex"]["false_claims"] == 1
+    assert c["pi"]["false_claims"] == 2
     # The metered claude trials priced by the table the rehearsal gave: cost per success.
     assert c["claude"]["cost_per_success_usd"] and c["claude"]["cost_complete"] is True
     # The provider that is down: every trial retried once, then set apart.
