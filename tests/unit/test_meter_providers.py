@@ -175,3 +175,22 @@ def test_copilot_meters_its_own_endpoint_only(tmp_path: Path) -> None:
     assert inv.env["COPILOT_PROVIDER_BEARER_TOKEN"] == TOKEN
     assert inv.env["COPILOT_PROVIDER_BASE_URL"] == URL
     assert "COPILOT_PROVIDER_API_KEY" not in inv.env and KEY not in json.dumps(inv.env)
+
+
+def test_opencode_metered_carries_the_named_config_without_its_keys(tmp_path: Path) -> None:
+    oc = providers.get("opencode")
+    text = """{
+      "instructions": ["a, }// not a comment"], // a comment
+      "provider": {"anthropic": {"options": {"apiKey": "KEY", "timeout": 7,},},},
+    }"""
+    named = write(tmp_path / "elsewhere" / "oc.jsonc", text.replace("KEY", KEY))
+    s = spec(tmp_path, {"OPENCODE_CONFIG": str(named)})
+    up = oc.upstream(s)
+    assert up is not None and up.key == KEY
+    inv = oc.metered(oc.build(s), URL, TOKEN, up)
+    assert "OPENCODE_CONFIG" not in inv.env and KEY not in json.dumps(inv.env)
+    content = json.loads(inv.env["OPENCODE_CONFIG_CONTENT"])
+    assert content["instructions"] == ["a, }// not a comment"]
+    assert content["provider"]["anthropic"]["options"] == {
+        "apiKey": TOKEN, "baseURL": URL, "timeout": 7}  # fmt: skip
+    assert content["agent"]["build"]["steps"]  # loopkit's own settings kept

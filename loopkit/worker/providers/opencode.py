@@ -116,14 +116,19 @@ class OpencodeProvider(Provider):
     def metered(self, inv: Invocation, url: str, token: str, upstream: Upstream) -> Invocation:
         """Through the meter: ``OPENCODE_CONFIG_CONTENT``, merged last, gives the
         anthropic provider the meter's URL and the run's token (over any project config
-        the worker writes); no ``apiKey`` of the person's is passed on."""
+        the worker writes); no ``apiKey`` of the person's is passed on. The file
+        ``OPENCODE_CONFIG`` names (read from outside the sandbox) travels in it too,
+        without its keys."""
         out = super().metered(inv, url, token, upstream)
-        config = _unkeyed(_json_object(out.env.get("OPENCODE_CONFIG_CONTENT")))
+        env = dict(out.env)
+        named = env.pop("OPENCODE_CONFIG", None)
+        content = _json_object(env.get("OPENCODE_CONFIG_CONTENT"))
+        config = _unkeyed(_merged(_read_config(Path(named)), content) if named else content)
         provider = _dict(config.get("provider"))
         entry = _dict(provider.get(PROVIDER))
         entry["options"] = {**_dict(entry.get("options")), "baseURL": url, "apiKey": token}
         config["provider"] = {**provider, PROVIDER: entry}
-        env = {**out.env, "OPENCODE_CONFIG_CONTENT": json.dumps(config, separators=(",", ":"))}
+        env["OPENCODE_CONFIG_CONTENT"] = json.dumps(config, separators=(",", ":"))
         return out.but(env=env)
 
     def build(self, spec: RunSpec) -> Invocation:
@@ -281,7 +286,8 @@ def _json_object(text: str | None, *, comments: bool = False) -> dict[str, Any]:
     if not text:
         return {}
     if comments:
-        text = _TRAILING_COMMA.sub(r"\1", _COMMENT.sub(lambda m: m.group(1) or "", text))
+        for pattern in (_COMMENT, _TRAILING_COMMA):
+            text = pattern.sub(lambda m: m.group(1) or "", text)
     try:
         parsed = json.loads(text)
     except ValueError:
@@ -291,7 +297,16 @@ def _json_object(text: str | None, *, comments: bool = False) -> dict[str, Any]:
 
 #: A JSON string (kept as it is), or a // or /* */ comment (dropped).
 _COMMENT = re.compile(r'("(?:\\.|[^"\\])*")|//[^\n]*|/\*.*?\*/', re.S)
-_TRAILING_COMMA = re.compile(r",(\s*[}\]])")
+#: A JSON string (kept), or a comma before a closing bracket (dropped).
+_TRAILING_COMMA = re.compile(r'("(?:\\.|[^"\\])*")|,(?=\s*[}\]])')
+
+
+def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` laid over ``base``, objects merged key by key (as opencode merges)."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
 
 
 def run_config(spec: RunSpec, given: str | None) -> str:
