@@ -75,12 +75,14 @@ class Api:
     first set one is used), the variable that holds the base URL, the dialect, and the
     vendor's own endpoint when no base URL is set (its domain is where the price table's
     prices hold). Declared once per provider (``Provider.api``); a new provider adds one
-    line."""
+    line. ``bearer_vars``: the key variables whose key the API takes as
+    ``Authorization: Bearer`` (an Anthropic key otherwise goes in ``x-api-key``)."""
 
     dialect: str
     key_vars: tuple[str, ...]
     base_url_var: str | None
     default_upstream: str
+    bearer_vars: tuple[str, ...]
 
     def __init__(
         self,
@@ -88,6 +90,7 @@ class Api:
         key_vars: tuple[str, ...],
         base_url_var: str | None,
         default_upstream: str,
+        bearer_vars: tuple[str, ...] = ("ANTHROPIC_AUTH_TOKEN",),
     ) -> None:
         if dialect not in DIALECTS:
             raise ValueError(f"unknown dialect {dialect!r}")
@@ -95,6 +98,7 @@ class Api:
         self.key_vars = key_vars
         self.base_url_var = base_url_var
         self.default_upstream = default_upstream
+        self.bearer_vars = bearer_vars
 
     @property
     def vendor_domain(self) -> str:
@@ -834,7 +838,7 @@ def _handler_for(meter: Meter) -> type:
 def _credential(upstream: Upstream) -> dict[str, str]:
     if upstream.dialect == "gemini":
         return {"x-goog-api-key": upstream.key}
-    if upstream.dialect == "anthropic" and upstream.key_var != "ANTHROPIC_AUTH_TOKEN":
+    if upstream.dialect == "anthropic" and upstream.key_var not in upstream.api.bearer_vars:
         return {"x-api-key": upstream.key}
     return {"Authorization": f"Bearer {upstream.key}"}
 

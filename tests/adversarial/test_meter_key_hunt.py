@@ -159,3 +159,74 @@ def test_without_the_meter_the_hunter_finds_the_key(git_repo: Path, tmp_path: Pa
     assert "env:ANTHROPIC_API_KEY" in hunted["found"]
     assert "meter" not in r.run
     assert hunted["own"][0] == 200 and upstream >= 1  # the key went straight to the API
+
+
+#: What a worker CLI's own shell tool runs: the key's mark in its environment, every
+#: process's environ and cmdline, its private home, the person's folder, /tmp.
+CLI_HUNT = r"""
+import os, sys
+MARK = b"REAL" + b"KEY"
+found = []
+for k, v in os.environ.items():
+    if MARK in v.encode():
+        found.append("env:" + k)
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    for part in ("environ", "cmdline"):
+        try:
+            if MARK in open(f"/proc/{pid}/{part}", "rb").read():
+                found.append(f"/proc/{pid}/{part}")
+        except OSError:
+            pass
+seen = 0
+for top in {os.environ.get(v) for v in ("HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME",
+            "PI_CODING_AGENT_DIR")} | {"/tmp", os.getcwd(), sys.argv[1]}:
+    for dirpath, dirs, files in os.walk(top or "/nonexistent"):
+        dirs[:] = [d for d in dirs if d != "node_modules"]
+        for f in files:
+            try:
+                with open(os.path.join(dirpath, f), "rb") as fh:
+                    seen += 1
+                    if MARK in fh.read(1 << 20):
+                        found.append(os.path.join(dirpath, f))
+            except OSError:
+                pass
+open("found.txt", "w").write("\n".join(found) + f"\nseen {seen}\n")
+"""
+
+
+@pytest.mark.agents
+@pytest.mark.skipif(not sandbox.probe().available, reason="no working bwrap here")
+@pytest.mark.parametrize("name", ["opencode", "pi"])
+def test_a_cli_worker_finds_no_key_in_its_private_home(
+    git_repo: Path, tmp_path: Path, name: str
+) -> None:
+    """opencode and pi keep the person's key in their own config files; metered, their
+    shell tool -- inside the real sandbox -- finds it nowhere: not in the private copy of
+    that config, not in any environment, not in the person's folder."""
+    from tests.helpers import agents
+
+    getattr(agents, f"{name}_bin")()
+    (git_repo / "hunt.py").write_text(CLI_HUNT)
+    git(git_repo, "add", "hunt.py")
+    git(git_repo, "commit", "-q", "-m", "the hunter")
+    person = tmp_path / "person"
+    command = f"python3 hunt.py {person}"
+    tool = (
+        {"command": command, "description": "hunt"} if name == "opencode" else {"command": command}
+    )
+    turns = [{"tools": [{"name": "bash", "input": tool}]}, {"text": "Done."}]
+    contract = write_contract(
+        tmp_path / "loop.yaml", worker={"provider": name}, sandbox={"mode": "required"}
+    )
+    with model_server(turns) as server:
+        env = getattr(agents, f"{name}_env_for")(server, person, api_key=REAL_KEY)
+        env.pop("ANTHROPIC_API_KEY", None)
+        env["LOOPKIT_HOMES"] = str(tmp_path / "homes")
+        r = lk_invoke(["--contract", str(contract)], cwd=git_repo, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.run["sandbox"]["used"] is True and r.run["meter"]["statuses"].get("200", 0) >= 2
+    lines = (git_repo / "found.txt").read_text().splitlines()
+    assert lines[-1].startswith("seen ") and int(lines[-1].split()[1]) > 3  # it did look
+    assert [x for x in lines[:-1] if x] == []
+    # Outside the sandbox the person's config still holds it: the hunt could have found it.
+    assert any(MARK.encode() in p.read_bytes() for p in person.rglob("*.json"))

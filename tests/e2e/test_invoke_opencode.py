@@ -85,7 +85,10 @@ def test_writes_a_file_and_runs_a_command_leaving_no_config_in_the_tree(
     assert len(private) == 1
     rendered = json.loads(private[0].read_text())
     rendered.pop("$schema", None)  # opencode adds it to the file it reads
-    assert rendered == json.loads(person.read_text())
+    # The key set, the run is metered: the copy is the person's without its apiKey.
+    expected = json.loads(person.read_text())
+    expected["provider"]["anthropic"]["options"].pop("apiKey")
+    assert rendered == expected and rec["meter"]["statuses"] == {"200": 3}
     # ...and its sessions never reach the person's own data folder.
     assert not (tmp_path / "person" / ".local" / "share" / "opencode").exists()
 

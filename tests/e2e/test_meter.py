@@ -201,3 +201,92 @@ def test_gemini_and_qwen_through_the_meter(git_repo: Path, tmp_path: Path, name:
     assert m["statuses"].get("200", 0) >= 2 and m["tokens"]["output"] >= 35
     for what in ("transcript", "stderr", "handoff"):
         assert REAL_KEY not in (git_repo / run[what]).read_text()
+
+
+#: Each CLI's tool that writes a new file, as the scripted server asks for it.
+WRITES = {
+    "opencode": {"name": "write", "input": {"filePath": "{{cwd}}/hello.py", "content": "print(1)\n"}},
+    "pi": {"name": "write", "input": {"path": "hello.py", "content": "print(1)\n"}},
+    "copilot": {
+        "name": "create", "input": {"path": "{{cwd}}/hello.py", "file_text": "print(1)\n"}},
+}  # fmt: skip
+
+
+def files_under(top: Path) -> list[Path]:
+    return [p for p in top.rglob("*") if p.is_file() and not p.is_symlink()]
+
+
+@pytest.mark.parametrize("name", ["opencode", "pi", "copilot"])
+def test_opencode_pi_and_copilot_through_the_meter(
+    git_repo: Path, tmp_path: Path, name: str
+) -> None:
+    # The key where each CLI finds it: opencode's opencode.json (provider.anthropic.options),
+    # pi's models.json (providers.anthropic), copilot's COPILOT_PROVIDER_API_KEY. The run's
+    # private copy of that config talks to the meter with the token; the key stays outside.
+    from tests.helpers import agents
+
+    getattr(agents, f"{name}_bin")()
+    turns = [
+        {"text": "Creating.", "tools": [WRITES[name]],
+         "usage": {"input_tokens": 400, "output_tokens": 30}},
+        {"text": "Done.", "usage": {"input_tokens": 450, "output_tokens": 5}},
+    ]  # fmt: skip
+    contract = write_contract(tmp_path / "loop.yaml", worker={"provider": name})
+    person = tmp_path / "person"
+    with model_server(turns) as server:
+        env = getattr(agents, f"{name}_env_for")(server, person, api_key=REAL_KEY)
+        env.pop("ANTHROPIC_API_KEY", None)
+        env["LOOPKIT_HOMES"] = str(tmp_path / "homes")
+        r = lk_invoke(["--contract", str(contract)], cwd=git_repo, env=env, timeout=240)
+        seen = server.model_requests("anthropic")
+    assert r.returncode == 0, r.stderr
+    run = r.run
+    assert (git_repo / "hello.py").read_text() == "print(1)\n"
+    m = run["meter"]
+    assert m["dialect"] == "anthropic" and m["refused"] == 0
+    assert m["upstream"] == server.url.rstrip("/")
+    # Every model request the server answered went through the meter, and was metered.
+    calls = [e for e in meter_log(git_repo, run) if e["path"].endswith("/messages")]
+    assert len(calls) == len(seen) >= 2 and all(c["status"] == 200 for c in calls)
+    assert m["statuses"].get("200", 0) >= 2 and m["tokens"]["output"] >= 35
+    assert m["tokens"]["input"] >= 850
+    assert run["cost"]["trusted"] is False
+    # The key is in no file of the run and nowhere under the private home it used.
+    for what in ("transcript", "stderr", "handoff"):
+        assert REAL_KEY not in (git_repo / run[what]).read_text()
+    homes = files_under(tmp_path / "homes")
+    assert homes, "the run used no private home"
+    for path in homes:
+        assert REAL_KEY.encode() not in path.read_bytes(), path
+    assert REAL_KEY not in json.dumps(run)
+    if name != "copilot":  # the person's own config is left as it was, their key in it
+        assert any(REAL_KEY.encode() in p.read_bytes() for p in files_under(person))
+
+
+def test_opencode_through_the_meter_ignores_a_project_config(
+    git_repo: Path, tmp_path: Path
+) -> None:
+    """A project opencode.json (the worker's to write) naming another endpoint and key
+    is neither where the meter finds the key nor where the CLI's requests go: the run's
+    config, merged last, points the provider at the meter."""
+    from tests.helpers import git
+    from tests.helpers.agents import opencode_bin, opencode_env_for
+
+    opencode_bin()
+    elsewhere = "http://127.0.0.1:9/v1"
+    project = {"provider": {"anthropic": {"options": {"baseURL": elsewhere, "apiKey": "x"}}}}
+    (git_repo / "opencode.json").write_text(json.dumps(project))
+    git(git_repo, "add", "opencode.json")
+    git(git_repo, "commit", "-q", "-m", "a project config")
+    contract = write_contract(tmp_path / "loop.yaml", worker={"provider": "opencode"})
+    with model_server([{"text": "Done."}]) as server:
+        env = opencode_env_for(server, tmp_path / "person", api_key=REAL_KEY)
+        env.pop("ANTHROPIC_API_KEY", None)
+        env["LOOPKIT_HOMES"] = str(tmp_path / "homes")
+        r = lk_invoke(["--contract", str(contract)], cwd=git_repo, env=env, timeout=180)
+        seen = server.model_requests("anthropic")
+    assert r.returncode == 0, r.stderr
+    m = r.run["meter"]
+    assert m["upstream"] == server.url.rstrip("/")
+    assert m["statuses"] == {"200": len(seen)} and len(seen) >= 1
+    assert [e["path"] for e in meter_log(git_repo, r.run)] == ["/v1/messages"] * len(seen)

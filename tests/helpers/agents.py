@@ -115,10 +115,12 @@ def opencode_bin() -> str:
     return _find("opencode")
 
 
-def opencode_env_for(server: ModelServer | str, home: str | Path) -> dict[str, str]:
+def opencode_env_for(
+    server: ModelServer | str, home: str | Path, *, api_key: str = rehearse.REHEARSAL_KEY
+) -> dict[str, str]:
     """The whole environment for opencode against ``server``; writes its opencode.json."""
     url = server if isinstance(server, str) else server.url
-    env = rehearse.overlay(rehearse.opencode_home(url, home))
+    env = rehearse.overlay(rehearse.opencode_home(url, home, api_key=api_key))
     for var in ("XDG_STATE_HOME", "XDG_CACHE_HOME"):
         env.pop(var, None)
     env["PATH"] = _path_with_agents(env)
@@ -130,10 +132,16 @@ def pi_bin() -> str:
     return _find("pi")
 
 
-def pi_env_for(server: ModelServer | str, home: str | Path, *, retries: int = 0) -> dict[str, str]:
+def pi_env_for(
+    server: ModelServer | str,
+    home: str | Path,
+    *,
+    retries: int = 0,
+    api_key: str = rehearse.REHEARSAL_KEY,
+) -> dict[str, str]:
     """The whole environment for pi against ``server``; writes its models and settings."""
     url = server if isinstance(server, str) else server.url
-    env = rehearse.overlay(rehearse.pi_home(url, home, retries=retries))
+    env = rehearse.overlay(rehearse.pi_home(url, home, retries=retries, api_key=api_key))
     env["PATH"] = _path_with_agents(env)
     return env
 
@@ -143,10 +151,12 @@ def copilot_bin() -> str:
     return _find("copilot")
 
 
-def copilot_env_for(server: ModelServer | str, home: str | Path) -> dict[str, str]:
+def copilot_env_for(
+    server: ModelServer | str, home: str | Path, *, api_key: str = rehearse.REHEARSAL_KEY
+) -> dict[str, str]:
     """The whole environment for copilot against ``server`` (offline, its BYOK settings)."""
     url = server if isinstance(server, str) else server.url
-    env = rehearse.overlay(rehearse.copilot_env(url, home))
+    env = rehearse.overlay(rehearse.copilot_env(url, home, api_key=api_key))
     env.pop("XDG_CACHE_HOME", None)
     env["PATH"] = _path_with_agents(env)
     return env

@@ -21,6 +21,11 @@ Stream: one JSON object per line, ``{type, data, id, timestamp}`` with dotted ty
         ``{type: result, sessionId, exitCode}``. A command that exited 2 is a
         *successful* tool call to Copilot, and it says "Done" and exits 0 after one:
         loopkit reads ``shellExecution.exitCode`` and does not take that claim.
+Meter:  its own endpoint only (``COPILOT_PROVIDER_BASE_URL``; GitHub's model routing is
+        not metered): the key in ``COPILOT_PROVIDER_BEARER_TOKEN`` or
+        ``COPILOT_PROVIDER_API_KEY``, the dialect from ``COPILOT_PROVIDER_TYPE`` (anthropic,
+        openai; azure and a key command are not metered). Metered, both key variables
+        and the key command are gone, the token and the meter's URL in their place.
 Home:   config, sessions and logs in ``COPILOT_HOME`` (default ``~/.copilot``); in
         loopkit's runs a private copy (``contained``). No token counts, no cost.
 """
@@ -31,6 +36,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+from loopkit.boundary.meter import Api, Upstream, find_upstream
 from loopkit.text import clip
 from loopkit.worker.providers import tools
 from loopkit.worker.providers.base import (
@@ -48,6 +54,23 @@ from loopkit.worker.providers.base import (
 )
 
 READ_ONLY_TOOLS = ("view", "grep", "glob")
+#: Its own-endpoint (BYOK) settings, in the order it prefers the keys.
+KEY_VARS = ("COPILOT_PROVIDER_BEARER_TOKEN", "COPILOT_PROVIDER_API_KEY")
+KEY_COMMAND = "COPILOT_PROVIDER_API_KEY_COMMAND"
+BASE_URL_VAR = "COPILOT_PROVIDER_BASE_URL"
+#: The APIs its ``COPILOT_PROVIDER_TYPE`` names that the meter speaks (openai: the default).
+APIS = {
+    "openai": Api(
+        "openai", KEY_VARS, BASE_URL_VAR, "https://api.openai.com/v1", bearer_vars=KEY_VARS
+    ),
+    "anthropic": Api(
+        "anthropic",
+        KEY_VARS,
+        BASE_URL_VAR,
+        "https://api.anthropic.com",
+        bearer_vars=("COPILOT_PROVIDER_BEARER_TOKEN",),
+    ),
+}
 
 
 class CopilotProvider(Provider):
@@ -64,6 +87,24 @@ class CopilotProvider(Provider):
     )
 
     options: ClassVar[tuple[str, ...]] = ("allowed_tools", "env_allow", "resume", "extra_args")
+
+    api: ClassVar[Api | None] = APIS["openai"]
+
+    def upstream(self, spec: RunSpec) -> Upstream | None:
+        """The endpoint and key of its own-endpoint mode, when the person set one (or
+        ``worker.upstream`` names it); None for GitHub's routing, an azure endpoint or a
+        key command."""
+        parent = spec.parent_env()
+        if not (parent.get(BASE_URL_VAR) or spec.upstream) or parent.get(KEY_COMMAND):
+            return None
+        api = APIS.get((parent.get("COPILOT_PROVIDER_TYPE") or "openai").strip().lower())
+        if api is None:
+            return None
+        return find_upstream(api, parent, url=spec.upstream)
+
+    def metered(self, inv: Invocation, url: str, token: str, upstream: Upstream) -> Invocation:
+        out = super().metered(inv, url, token, upstream)
+        return out.but(env={k: v for k, v in out.env.items() if k != KEY_COMMAND})
 
     def build(self, spec: RunSpec) -> Invocation:
         prompt = spec.prompt

@@ -22,6 +22,11 @@ Retries: silent on stdout (a 500 that never clears is about 100 s of nothing, th
 Home:   settings in ``$XDG_CONFIG_HOME/opencode`` (opencode.json, AGENTS.md), credentials
         and sessions in ``$XDG_DATA_HOME/opencode``; in loopkit's runs both are a private
         copy (``contained``), never the work tree and never the person's own.
+Meter:  the anthropic provider's key (``ANTHROPIC_API_KEY``, else the person's
+        ``provider.anthropic.options.apiKey``, else their ``auth.json``) and base URL
+        (``options.baseURL``); metered, ``OPENCODE_CONFIG_CONTENT`` (merged over every
+        config file, the project's too) points ``options`` at the meter with the run's
+        token, and the private copies of the config lose every ``apiKey`` and the login.
 Cost:   ``step_finish.cost`` is opencode's price table for the model *name*: recorded,
         never trusted.
 """
@@ -35,6 +40,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+from loopkit.boundary.meter import Api
 from loopkit.text import clip
 from loopkit.worker.providers import tools
 from loopkit.worker.providers.base import (
@@ -52,7 +58,14 @@ from loopkit.worker.providers.base import (
     unresolved_failure,
 )
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from loopkit.boundary.meter import Upstream
+
 DEFAULT_MAX_TURNS = 30
+#: The provider whose API the meter stands in for, and its endpoint when no baseURL is set.
+PROVIDER = "anthropic"
+DEFAULT_UPSTREAM = "https://api.anthropic.com/v1"
 #: What a judge may not use: the tools disappear from the model's list.
 READ_ONLY_PERMISSION = {"edit": "deny", "bash": "deny", "webfetch": "deny", "task": "deny"}
 COST_SOURCE = "opencode price table (not trusted)"
@@ -70,6 +83,53 @@ class OpencodeProvider(Provider):
 
     def __init__(self) -> None:
         self.steps: int | None = None  # the turn cap of the last build, for its parser
+
+    api: ClassVar[Api | None] = Api("anthropic", ("ANTHROPIC_API_KEY",), None, DEFAULT_UPSTREAM)
+
+    def upstream(self, spec: RunSpec) -> Upstream | None:
+        """The key and endpoint of opencode's ``anthropic`` provider: the environment's
+        ``ANTHROPIC_API_KEY``, else the person's own config (``OPENCODE_CONFIG_CONTENT``,
+        their global opencode.json, their ``auth.json``); never a project's opencode.json,
+        which the worker writes. None when the run's model is another provider's."""
+        from loopkit.boundary.meter import Upstream
+
+        parent = spec.parent_env()
+        configs = person_configs(parent)
+        model = spec.model or next((c["model"] for c in configs if c.get("model")), None)
+        if isinstance(model, str) and "/" in model and model.split("/", 1)[0] != PROVIDER:
+            return None
+        options: dict[str, Any] = {}
+        for config in reversed(configs):  # the later wins, as opencode merges them
+            options.update(_dict(_dict(_dict(config.get("provider")).get(PROVIDER)).get("options")))
+        key = parent.get("ANTHROPIC_API_KEY", "").strip()
+        if not key:
+            key = _value(options.get("apiKey"), parent)
+        if not key:
+            key = _login(parent)
+        if not key:
+            return None
+        base = options.get("baseURL")
+        url = spec.upstream or (base if isinstance(base, str) and base else DEFAULT_UPSTREAM)
+        assert self.api is not None
+        return Upstream(url, key, "ANTHROPIC_API_KEY", self.api)
+
+    def metered(self, inv: Invocation, url: str, token: str, upstream: Upstream) -> Invocation:
+        """Through the meter: ``OPENCODE_CONFIG_CONTENT``, merged last, gives the
+        anthropic provider the meter's URL and the run's token (over any project config
+        the worker writes); no ``apiKey`` of the person's is passed on. The file
+        ``OPENCODE_CONFIG`` names (read from outside the sandbox) travels in it too,
+        without its keys."""
+        out = super().metered(inv, url, token, upstream)
+        env = dict(out.env)
+        named = env.pop("OPENCODE_CONFIG", None)
+        content = _json_object(env.get("OPENCODE_CONFIG_CONTENT"))
+        config = _unkeyed(_merged(_read_config(Path(named)), content) if named else content)
+        provider = _dict(config.get("provider"))
+        entry = _dict(provider.get(PROVIDER))
+        entry["options"] = {**_dict(entry.get("options")), "baseURL": url, "apiKey": token}
+        config["provider"] = {**provider, PROVIDER: entry}
+        env["OPENCODE_CONFIG_CONTENT"] = json.dumps(config, separators=(",", ":"))
+        return out.but(env=env)
 
     def build(self, spec: RunSpec) -> Invocation:
         self.steps = spec.max_turns or DEFAULT_MAX_TURNS
@@ -101,10 +161,15 @@ class OpencodeProvider(Provider):
         if config is None or data is None:
             return inv, []
         files = {f"config/opencode/{n}": config / "opencode" / n for n in PERSON_CONFIG}
-        files.update({f"data/opencode/{n}": data / "opencode" / n for n in PERSON_DATA})
+        # Metered, the person's login stays outside: the worker has only its token.
+        if not inv.metered:
+            files.update({f"data/opencode/{n}": data / "opencode" / n for n in PERSON_DATA})
         private = containment.seed_home(
             containment.provider_home(inv.cwd, self.name), files, keep=SESSION_FOLDERS
         )
+        if inv.metered:
+            for name in CONFIG_FILES:
+                _unkeyed_file(private / "config" / "opencode" / name)
         env = {
             **inv.env,
             "XDG_CONFIG_HOME": str(private / "config"),
@@ -121,6 +186,8 @@ class OpencodeProvider(Provider):
         return classify(state, end)
 
 
+#: opencode's global config files, in the order it merges them (the later wins).
+CONFIG_FILES = ("config.json", "opencode.json", "opencode.jsonc")
 #: The person's files a private home is seeded with, every run.
 PERSON_CONFIG = ("opencode.json", "opencode.jsonc", "AGENTS.md")
 PERSON_DATA = ("auth.json",)
@@ -134,6 +201,112 @@ def config_dirs(env: Mapping[str, str]) -> tuple[Path | None, Path | None]:
     config = env.get("XDG_CONFIG_HOME") or (os.path.join(home, ".config") if home else None)
     data = env.get("XDG_DATA_HOME") or (os.path.join(home, ".local", "share") if home else None)
     return (Path(config) if config else None, Path(data) if data else None)
+
+
+def person_configs(env: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The person's own opencode configs, the one that wins first: ``OPENCODE_CONFIG_CONTENT``,
+    the file ``OPENCODE_CONFIG`` names, then the global files (never a project's)."""
+    found = [_json_object(env.get("OPENCODE_CONFIG_CONTENT"))]
+    named = env.get("OPENCODE_CONFIG")
+    if named:
+        found.append(_read_config(Path(named)))
+    config, _ = config_dirs(env)
+    if config is not None:
+        found += [_read_config(config / "opencode" / n) for n in reversed(CONFIG_FILES)]
+    return [c for c in found if c]
+
+
+def _login(env: Mapping[str, str]) -> str:
+    """The API key ``opencode auth login`` stored for the provider, or ""."""
+    _, data = config_dirs(env)
+    if data is None:
+        return ""
+    entry = _dict(_read_config(data / "opencode" / "auth.json").get(PROVIDER))
+    key = entry.get("key")
+    return key.strip() if entry.get("type") == "api" and isinstance(key, str) else ""
+
+
+_TEMPLATE = re.compile(r"^\{(env|file):([^}]+)\}$")
+
+
+def _value(value: Any, env: Mapping[str, str]) -> str:
+    """A config value as opencode reads it: ``{env:NAME}`` and ``{file:path}`` resolved."""
+    if not isinstance(value, str):
+        return ""
+    m = _TEMPLATE.match(value.strip())
+    if m is None:
+        return value.strip()
+    if m.group(1) == "env":
+        return env.get(m.group(2), "").strip()
+    try:
+        return Path(os.path.expanduser(m.group(2))).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def _unkeyed(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` without an ``apiKey`` in any provider's options."""
+    providers = config.get("provider")
+    if not isinstance(providers, dict):
+        return config
+    out: dict[str, Any] = {}
+    for name, entry in providers.items():
+        if isinstance(entry, dict) and isinstance(entry.get("options"), dict):
+            options = {k: v for k, v in entry["options"].items() if k != "apiKey"}
+            entry = {**entry, "options": options}
+        out[name] = entry
+    return {**config, "provider": out}
+
+
+def _unkeyed_file(path: Path) -> None:
+    """The private copy of a config file without its keys (rewritten as plain JSON); one
+    that cannot be read as JSON is not kept."""
+    if not path.exists():
+        return
+    config = _read_config(path)
+    if not config and path.read_bytes().strip() not in (b"", b"{}"):
+        path.unlink()
+        return
+    from loopkit.files import atomic_write
+
+    atomic_write(path, json.dumps(_unkeyed(config), indent=2) + "\n")
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return {}
+    return _json_object(text, comments=True)
+
+
+def _json_object(text: str | None, *, comments: bool = False) -> dict[str, Any]:
+    """The JSON object in ``text`` (JSONC: comments and trailing commas, with
+    ``comments``), else {}."""
+    if not text:
+        return {}
+    if comments:
+        for pattern in (_COMMENT, _TRAILING_COMMA):
+            text = pattern.sub(lambda m: m.group(1) or "", text)
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+#: A JSON string (kept as it is), or a // or /* */ comment (dropped).
+_COMMENT = re.compile(r'("(?:\\.|[^"\\])*")|//[^\n]*|/\*.*?\*/', re.S)
+#: A JSON string (kept), or a comma before a closing bracket (dropped).
+_TRAILING_COMMA = re.compile(r'("(?:\\.|[^"\\])*")|,(?=\s*[}\]])')
+
+
+def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` laid over ``base``, objects merged key by key (as opencode merges)."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
 
 
 def run_config(spec: RunSpec, given: str | None) -> str:

@@ -15,16 +15,25 @@ Errors: pi exits 0 after an API failure: the last assistant message says ``stopR
 Home:   settings.json (its retry policy), models.json (custom providers and base URLs),
         auth.json and sessions in ``PI_CODING_AGENT_DIR`` (default ``~/.pi/agent``); in
         loopkit's runs a private copy (``contained``).
+Meter:  the anthropic provider's key (``ANTHROPIC_API_KEY``, else the person's
+        ``auth.json`` or ``models.json`` ``providers.anthropic.apiKey``) and base URL
+        (``providers.anthropic.baseUrl``). pi takes its endpoint from no variable: a
+        metered run always gets the private folder, sandbox or not, its ``models.json``
+        pointing at the meter with the run's token, no ``auth.json``, no key of the
+        person's.
 Cost:   ``usage.cost.total`` is pi's price table for the model *name*: recorded, never
         trusted.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+from loopkit import loader
+from loopkit.boundary.meter import Api, Upstream
 from loopkit.text import clip
 from loopkit.worker.providers import tools
 from loopkit.worker.providers.base import (
@@ -44,6 +53,9 @@ from loopkit.worker.providers.base import (
 )
 
 READ_ONLY_TOOLS = ("read", "grep", "find", "ls")
+#: The provider whose API the meter stands in for, and its endpoint when no baseUrl is set.
+PROVIDER = "anthropic"
+DEFAULT_UPSTREAM = "https://api.anthropic.com"
 COST_SOURCE = "pi price table (not trusted)"
 #: pi's JSON event types (the ``session`` header is told apart by its fields).
 EVENT_TYPES = frozenset(
@@ -84,6 +96,47 @@ class PiProvider(Provider):
 
     options: ClassVar[tuple[str, ...]] = ("allowed_tools", "env_allow", "resume", "extra_args")
 
+    api: ClassVar[Api | None] = Api("anthropic", ("ANTHROPIC_API_KEY",), None, DEFAULT_UPSTREAM)
+
+    def upstream(self, spec: RunSpec) -> Upstream | None:
+        """The key and endpoint of pi's ``anthropic`` provider: the environment's
+        ``ANTHROPIC_API_KEY``, else the person's own folder (an ``api_key`` login in
+        auth.json, the provider's ``apiKey`` in models.json); never a file of the project.
+        None when the run's model is another provider's (or a command holds the key)."""
+        parent = spec.parent_env()
+        source = agent_dir(parent)
+        folder = Path("/nonexistent") if source is None else source
+        settings = _read(folder / "settings.json")
+        wanted = spec.model.split("/", 1)[0] if spec.model and "/" in spec.model else None
+        chosen = wanted or settings.get("defaultProvider") or PROVIDER
+        if chosen != PROVIDER:
+            return None
+        entry = _dict(_dict(_read(folder / "models.json").get("providers")).get(PROVIDER))
+        key = parent.get("ANTHROPIC_API_KEY", "").strip()
+        if not key:
+            login = _dict(_read(folder / "auth.json").get(PROVIDER))
+            if login.get("type") == "api_key":
+                key = _value(login.get("key"), parent)
+        if not key:
+            key = _value(entry.get("apiKey"), parent)
+        if not key:
+            return None
+        base = entry.get("baseUrl")
+        url = spec.upstream or (base if isinstance(base, str) and base else DEFAULT_UPSTREAM)
+        assert self.api is not None
+        return Upstream(url, key, "ANTHROPIC_API_KEY", self.api)
+
+    def metered(self, inv: Invocation, url: str, token: str, upstream: Upstream) -> Invocation:
+        """Through the meter: pi reads its endpoint from ``models.json`` alone, so the run
+        moves to its private folder now (``contained``, sandbox or not), whose models.json
+        sends the anthropic provider to the meter with the run's token."""
+        out = super().metered(inv, url, token, upstream)
+        env = {k: v for k, v in out.env.items() if k != "ANTHROPIC_OAUTH_TOKEN"}
+        out = out.but(
+            env=env, settings={**out.settings, METER_SETTING: {"baseUrl": url, "apiKey": token}}
+        )
+        return self.contained(out)[0]
+
     def build(self, spec: RunSpec) -> Invocation:
         argv = [self.binary or "pi", "-p", "--mode", "json"]
         if spec.model:
@@ -119,13 +172,22 @@ class PiProvider(Provider):
         for ``--session``."""
         from loopkit.boundary import containment
 
+        home = containment.provider_home(inv.cwd, self.name)
+        if inv.env.get("PI_CODING_AGENT_DIR") == str(home):  # moved there already (metered)
+            return inv, [home]
         source = agent_dir(inv.env)
         if source is None:
             return inv, []
-        files = {name: source / name for name in PERSON_FILES}
-        private = containment.seed_home(
-            containment.provider_home(inv.cwd, self.name), files, keep=SESSION_FOLDERS
-        )
+        # Metered, the person's login stays outside: the worker has only its token.
+        files = {
+            name: source / name
+            for name in PERSON_FILES
+            if not (inv.metered and name in CREDENTIAL_FILES)
+        }
+        private = containment.seed_home(home, files, keep=SESSION_FOLDERS)
+        meter = inv.settings.get(METER_SETTING)
+        if inv.metered and isinstance(meter, dict):
+            _metered_models(private / "models.json", meter)
         env = {**inv.env, "PI_CODING_AGENT_DIR": str(private)}
         env.pop("PI_CODING_AGENT_SESSION_DIR", None)
         return inv.but(env=env), [private]
@@ -139,8 +201,44 @@ class PiProvider(Provider):
 
 #: What a private folder is seeded with from the person's own, every run.
 PERSON_FILES = ("settings.json", "models.json", "auth.json", "AGENTS.md")
+#: What holds the person's login: never copied into a metered run's private folder.
+CREDENTIAL_FILES = ("auth.json",)
 #: What it keeps from one run to the next: sessions (``--session``).
 SESSION_FOLDERS = ("sessions",)
+#: ``Invocation.settings`` entry a metered run's models.json is given (baseUrl, apiKey).
+METER_SETTING = "meter"
+
+
+def _metered_models(path: Path, meter: Mapping[str, Any]) -> None:
+    """The private copy of models.json with no provider's ``apiKey`` and the anthropic
+    provider sent to the meter (written afresh when the person has none)."""
+    data = _read(path)
+    providers = {
+        name: {k: v for k, v in entry.items() if k != "apiKey"}
+        if isinstance(entry, dict)
+        else entry
+        for name, entry in _dict(data.get("providers")).items()
+    }
+    providers[PROVIDER] = {**_dict(providers.get(PROVIDER)), **meter}
+    from loopkit.files import atomic_write
+
+    atomic_write(path, json.dumps({**data, "providers": providers}, indent=2) + "\n")
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        data = loader.json_loads(path.read_bytes())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _value(value: Any, env: Mapping[str, str]) -> str:
+    """A key as pi resolves it: the variable it names when set, else the text itself; a
+    ``!command`` is not run here (that key is not metered)."""
+    if not isinstance(value, str) or not value.strip() or value.startswith("!"):
+        return ""
+    return (env.get(value) or value).strip()
 
 
 def agent_dir(env: Mapping[str, str]) -> Path | None:
