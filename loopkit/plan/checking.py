@@ -57,7 +57,7 @@ def check(
                 "(budget:, scope:, end) -- or the file was cut short",
             )
         if t.has_plan and not t.slices:
-            if not t.scope:
+            if not t.scope and t.each is None:  # each: makes the slices' scopes
                 problem(t, ".scope", "plan has no scope: list the files or globs it may change")
             if not t.budget:
                 problem(
