@@ -393,6 +393,14 @@ def page(report: Mapping[str, Any]) -> str:
     near = h["runs_near_budget"]
     cpt = h["cost_per_completed_task"]
     reasons = ", ".join(f"{k}: {v}" for k, v in sorted(h["termination_reasons"].items())) or "-"
+    drafts = h.get("plan_drafts") or {}
+    drafts_item = (
+        f"<li>plan drafts: {drafts['drafts']}; valid first time "
+        f"{drafts['first_time_share'] * 100:.0f}%, valid after repair "
+        f"{drafts['after_repair_share'] * 100:.0f}% (SLO &ge; {drafts['slo_share'] * 100:.0f}%)</li>\n"
+        if drafts.get("drafts")
+        else ""
+    )
     return clean(f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>loopkit report</title>
 <style>
@@ -409,7 +417,7 @@ table{{border-collapse:collapse}}td,th{{padding:4px 8px;border-bottom:1px solid 
 <li>runs that used more than {int(near["threshold"] * 100)}% of a budget: {near["runs"]} of {h["runs"]} ({near["share"] * 100:.0f}%)</li>
 <li>p95 verification attempts per task: {e(str(h["p95_verify_attempts"]))}</li>
 <li>cost per completed task: {e(_money(cpt["trusted_usd"]))} trusted; untrusted (shown apart): {e(_money(cpt["untrusted_usd"]))}</li>
-<li>ledger problems (skipped lines): {len(report["problems"])}</li>
+{drafts_item}<li>ledger problems (skipped lines): {len(report["problems"])}</li>
 </ul>
 <h2>Tasks and timeline</h2>
 <p>{legend}</p>

@@ -149,6 +149,15 @@ def test_an_invalid_draft_is_repaired_then_written_and_reported(
     )
     assert "drafts valid first time: 0% (SLO >= 95%: MISSED)" in done.stdout
     assert "valid after repair: 100% (SLO >= 95%: met)" in done.stdout
+    html = tmp_path / "report.html"
+    done = subprocess.run(
+        [_bin("lk"), "report", "--html", str(html)],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        timeout=60,
+    )
+    assert "valid first time 0%, valid after repair 100%" in html.read_text(), done.stderr
 
 
 def test_a_model_that_never_drafts_a_valid_plan_writes_nothing(
@@ -199,4 +208,15 @@ def test_bad_input_is_one_line_and_exit_3(
     assert needle in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert done.stdout == ""
+    assert (repo / "TASKS.md").read_text() == EXISTING
+
+
+def test_a_missing_provider_cli_is_exit_4_and_nothing_written(
+    git_repo: Path, tmp_path: Path
+) -> None:
+    repo = _repo(git_repo)
+    env = {**os.environ, "PATH": "/usr/bin:/bin", "LOOPKIT_VALIDATE_OUTPUT": "1"}
+    code, doc, err = _lk(repo, env, "draft", "issue.md", "--provider", "claude")
+    assert (code, doc) == (4, None), err
+    assert "claude" in err and len(err.strip().splitlines()) == 1
     assert (repo / "TASKS.md").read_text() == EXISTING

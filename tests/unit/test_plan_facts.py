@@ -160,3 +160,56 @@ def test_a_draft_must_not_nest_under_an_existing_item(tree_repo: Path) -> None:
     whole, offset = drafting.joined(existing, "- [ ] New\n")
     assert whole.startswith(existing) and offset == 5
     assert whole.decode().splitlines()[offset] == "- [ ] New"
+
+
+def test_append_plan_keeps_every_byte_and_refuses_a_changed_file(tmp_path: Path) -> None:
+    from loopkit.plan.marking import Conflict, append_plan
+
+    tasks = tmp_path / "TASKS.md"
+    append_plan(tasks, b"", b"- [ ] New\n")  # made when missing
+    assert tasks.read_bytes() == b"- [ ] New\n"
+    original = tasks.read_bytes()
+    tasks.write_bytes(original + b"- [ ] Someone else's\n")
+    with pytest.raises(Conflict):
+        append_plan(tasks, original, original + b"- [ ] Mine\n")
+    assert tasks.read_bytes() == original + b"- [ ] Someone else's\n"
+    with pytest.raises(ValueError):
+        append_plan(tasks, b"other", b"rewritten")
+
+
+def test_next_and_check_hand_out_the_expanded_slices(
+    tree_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from loopkit.cli.plan import main
+
+    monkeypatch.chdir(tree_repo)
+    (tree_repo / "loop.json").write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "objective": "validated handlers",
+                "criteria": [{"name": "t", "run": "true"}],
+                "scope": {"writable": ["src/**"]},
+            }
+        )
+    )
+    (tree_repo / "TASKS.md").write_text(
+        "- [ ] Validate {#validate}\n  each: src/handlers/*.py\n  budget: 30 lines / 1 file\n  end\n"
+    )
+    done = CliRunner().invoke(main, ["next", "TASKS.md", "--contract", "loop.json"])
+    assert done.exit_code == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["task"]["id"] == "validate-orders"
+    assert doc["contract"]["scope"]["writable"] == ["src/handlers/orders.py"]
+    done = CliRunner().invoke(
+        main, ["next", "TASKS.md", "--contract", "loop.json", "--except", "validate-orders"]
+    )
+    assert done.exit_code == 1  # the next slice waits for the first
+    done = CliRunner().invoke(main, ["check", "TASKS.md", "--contract", "loop.json"])
+    assert done.exit_code == 0, done.stdout
+    ids = [t["id"] for t in json.loads(done.stdout)["tasks"]]
+    assert ids == ["validate", "validate-orders", "validate-users"]
