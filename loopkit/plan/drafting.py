@@ -145,15 +145,11 @@ def _trim(lines: list[str]) -> str:
 def joined(existing: bytes, draft: str) -> tuple[bytes, int]:
     """The file with the draft appended (a blank line between), and the draft's first
     line number minus one: what a problem's line is shifted by."""
-    if not existing.strip():
+    if not existing:
         return draft.encode(), 0
-    if existing.endswith(b"\n\n"):
-        sep = b""
-    elif existing.endswith(b"\n"):
-        sep = b"\n"
-    else:
-        sep = b"\n\n"
-    body = existing + sep
+    body = existing if existing.endswith(b"\n") else existing + b"\n"
+    if body.strip() and not body.endswith(b"\n\n"):
+        body += b"\n"
     return body + draft.encode(), body.count(b"\n")
 
 
@@ -195,7 +191,8 @@ def validate(
         if t.status != "open":
             add("", "a drafted item is open: '- [ ]', not done or parked")
         if not t.has_plan:
-            add("", "no plan: a drafted item needs budget:, scope:, files: and end")
+            if not any(p.task == t.id and p.message.startswith("no plan") for p in out):
+                add("", "no plan: a drafted item needs budget:, scope:, files: and end")
         elif not t.slices and t.each is None and not t.files:
             add(".files", "no files: list: name the exact files it changes (+path for new)")
     out.sort(key=lambda p: p.line if p.line is not None else 0)
@@ -289,6 +286,8 @@ def run(
         return "cancelled" if cancel.requested(ws.state) else None
 
     for n in range(1, repairs + 2):
+        if drafts and should_stop():
+            break  # lk cancel: no more repairs
         text = prompt(
             issue,
             contract=ws.contract,
@@ -345,6 +344,14 @@ def read_tasks(tasks_path: Path, ws: Workspace, source: str) -> bytes:
         return raw
     plan = parse(raw, source=source)
     problems = check(plan, contract=ws.contract, tree=prepare(plan, source))
+    unplanned = [t for t in plan.tasks if t.status == "open" and not t.has_plan]
+    if not problems and unplanned:
+        raise BadInput(
+            source,
+            f"open items without plans ({', '.join(t.id for t in unplanned[:3])}"
+            f"{', ...' if len(unplanned) > 3 else ''}): a drafted plan would make them "
+            "invalid (once one item carries a plan, every open item needs one); plan them first",
+        )
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise BadInput(

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from loopkit import schema
+from loopkit.plan.drafting import extract
 from tests.helpers import git
 from tests.helpers.agents import model_server
 from tests.helpers.judge import judge_env
@@ -78,12 +79,14 @@ def _repo(repo: Path) -> Path:
     return repo
 
 
-def _lk(repo: Path, env: dict[str, str], *args: str, tool: str = "lk-plan") -> tuple[int, Any, str]:
+def _lk(
+    repo: Path, env: dict[str, str], *args: str, tool: str = "lk-plan", stdin: str = ""
+) -> tuple[int, Any, str]:
     done = subprocess.run(
         [_bin(tool), *args],
         cwd=repo,
         env=env,
-        stdin=subprocess.DEVNULL,
+        input=stdin,
         capture_output=True,
         text=True,
         timeout=180,
@@ -186,6 +189,8 @@ def test_a_model_that_never_drafts_a_valid_plan_writes_nothing(
         (["draft", "empty.md"], None, "empty"),
         (["draft", "issue.md", "--tasks", "bad.md"], None, "invalid plan already"),
         (["draft", "issue.md", "--provider", "nosuch"], None, "nosuch"),
+        (["draft", "issue.md", "--tasks", "plain.md"], None, "open items without plans (a, b)"),
+        (["draft", "issue.md", "--tasks", "src"], None, "src: is a directory"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_3(
@@ -193,6 +198,7 @@ def test_bad_input_is_one_line_and_exit_3(
 ) -> None:
     repo = _repo(git_repo)
     (repo / "empty.md").write_text("")
+    (repo / "plain.md").write_text("- [ ] A\n- [ ] B\n- [x] C\n")
     (repo / "bad.md").write_text("- [ ] A {#a}\n  budget: 5 lines\n  scope: src/a.py\n")
     env = {**os.environ, "LOOPKIT_VALIDATE_OUTPUT": "1"}
     done = subprocess.run(
@@ -220,3 +226,19 @@ def test_a_missing_provider_cli_is_exit_4_and_nothing_written(
     assert (code, doc) == (4, None), err
     assert "claude" in err and len(err.strip().splitlines()) == 1
     assert (repo / "TASKS.md").read_text() == EXISTING
+
+
+def test_a_valid_first_draft_makes_the_missing_tasks_file(git_repo: Path, tmp_path: Path) -> None:
+    repo = _repo(git_repo)
+    good = GOOD.replace("  depends: setup\n", "")
+    with model_server(_sessions(good)) as server:
+        env = judge_env("claude", server, tmp_path)
+        code, doc, err = _lk(
+            repo, env, "draft", "-", "--provider", "claude", "--tasks", "PLAN.md", stdin=ISSUE
+        )
+        assert code == 0, err
+        assert (doc["issue"], doc["outcome"], doc["repairs"]) == ("<stdin>", "first_time", 0)
+        assert (repo / "PLAN.md").read_text() == extract(good)
+        code, report, err = _lk(repo, env, "report", "--json", tool="lk")
+    panel = report["health"]["plan_drafts"]
+    assert (panel["first_time_share"], panel["after_repair_share"]) == (1.0, 1.0)

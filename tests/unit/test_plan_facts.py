@@ -213,3 +213,20 @@ def test_next_and_check_hand_out_the_expanded_slices(
     assert done.exit_code == 0, done.stdout
     ids = [t["id"] for t in json.loads(done.stdout)["tasks"]]
     assert ids == ["validate", "validate-orders", "validate-users"]
+
+
+@pytest.mark.parametrize(
+    ("existing", "whole"),
+    [
+        (b"", b"- [ ] N\n"),
+        (b"\n\n", b"\n\n- [ ] N\n"),
+        (b"  ", b"  \n- [ ] N\n"),
+        (b"- [x] Old", b"- [x] Old\n\n- [ ] N\n"),
+        (b"- [x] Old\r\n", b"- [x] Old\r\n\n- [ ] N\n"),
+        (b"- [x] Old\n\n", b"- [x] Old\n\n- [ ] N\n"),
+    ],
+)
+def test_a_draft_is_appended_after_every_existing_byte(existing: bytes, whole: bytes) -> None:
+    got, offset = drafting.joined(existing, "- [ ] N\n")
+    assert got == whole and got.startswith(existing)
+    assert got.split(b"\n")[offset] == b"- [ ] N"
