@@ -114,6 +114,12 @@ def expand(plan: Plan, tree: Collection[str]) -> None:
     plan.tasks[:] = ordered
     for i, task in enumerate(ordered):
         task.index = i
+    # The parse problems named indexes before the slices came in between: name them again.
+    ids = plan.by_id()
+    for p in plan.problems:
+        if p.task in ids and p.path.startswith("$.tasks["):
+            rest = p.path[p.path.index("]") + 1 :]
+            p.path = f"$.tasks[{ids[p.task].index}]{rest}"
 
 
 def prepare(plan: Plan, tasks_file: str) -> set[str] | None:

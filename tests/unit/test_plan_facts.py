@@ -230,3 +230,15 @@ def test_a_draft_is_appended_after_every_existing_byte(existing: bytes, whole: b
     got, offset = drafting.joined(existing, "- [ ] N\n")
     assert got == whole and got.startswith(existing)
     assert got.split(b"\n")[offset] == b"- [ ] N"
+
+
+def test_problems_after_an_expansion_name_the_tasks_new_index(tree_repo: Path) -> None:
+    text = (
+        "- [ ] V {#v}\n  each: src/handlers/*.py\n  budget: 5 lines\n  end\n"
+        "- [ ] W {#w}\n  budget: 5 lines\n  scope: src/a.py\n  bogus: 1\n  end\n"
+    )
+    plan = parse(text.encode())
+    assert [p.path for p in plan.problems] == ["$.tasks[1]"]
+    expand(plan, tree_files(tree_repo))
+    assert plan.tasks[3].id == "w"
+    assert [p.path for p in plan.problems] == ["$.tasks[3]"]
