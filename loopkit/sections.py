@@ -34,6 +34,12 @@ class Task(TypedDict, total=False):
     ready: NotRequired[bool]
     accept: NotRequired[list[Any]]
     notes: NotRequired[list[Any]]
+    files: NotRequired[list[Any]]
+    new_files: NotRequired[list[Any]]
+    issue: NotRequired[str]
+    closes: NotRequired[str]
+    each: NotRequired[str]
+    expanded: NotRequired[bool]
 
 
 class Run(TypedDict, total=False):

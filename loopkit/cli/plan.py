@@ -4,6 +4,8 @@ Usage:
   lk-plan check FILE [--contract loop.yaml] [--type auto|contract|tasks]
   lk-plan next TASKS.md [--contract loop.yaml] [--task ID] [--except ID]...
   lk-plan mark TASKS.md --task ID --status done|parked|open [--reason TEXT]
+  lk-plan draft ISSUE [--tasks TASKS.md] [--contract loop.yaml] [--repairs N]
+                [--provider P] [--model M]
   lk-plan guidance [CONTRACT] [--output FILE]
 
 Input:
@@ -30,6 +32,8 @@ Exit codes:
   mark      0 marked (or already so), 1 the task's line changed between read and write
             (nothing written: read and retry), 3 bad input (no such task id, bad file).
   guidance  0 rendered, 3 invalid contract or document.
+  draft     0 a valid plan was appended, 1 no valid plan within --repairs (nothing
+            written), 3 bad input, 4 environment (no repository, no provider CLI).
 """
 
 from __future__ import annotations
@@ -51,8 +55,10 @@ PLAN_HELP = """\b
 Exit codes of lk-plan:
   0   valid / a task was printed / marked / rendered
   1   check: invalid (problems on stdout); next: nothing ready;
-      mark: the line changed under it (nothing written)
-  3   bad input (see the one line on stderr)"""
+      mark: the line changed under it (nothing written);
+      draft: no valid plan within the repairs (nothing written)
+  3   bad input (see the one line on stderr)
+  4   draft: environment (no repository, the provider's CLI missing)"""
 
 
 def _terminal_width() -> int:
@@ -190,7 +196,10 @@ def check_cmd(file: str, contract_path: str | None, kind: str) -> int:
         except BadInput as e:
             problems.append({"path": "$", "message": _content_message(e, source)})
         else:
-            problems = [p.as_dict() for p in check(parsed, contract=contract)]
+            from loopkit.plan.expanding import prepare
+
+            tree = prepare(parsed, source)
+            problems = [p.as_dict() for p in check(parsed, contract=contract, tree=tree)]
             warnings = goal_warnings(parsed, contract=contract)
             warnings += _missing_programs((contract or {}).get("criteria"))
             ids = parsed.by_id()
@@ -234,6 +243,98 @@ def _content_message(e: BadInput, source: str) -> str:
         if prefix and msg.startswith(prefix + ": "):
             msg = msg[len(prefix) + 2 :]
     return msg
+
+
+@main.command("draft", context_settings=SETTINGS)
+@click.argument("issue")
+@click.option(
+    "--tasks",
+    "tasks_file",
+    default="TASKS.md",
+    show_default=True,
+    metavar="FILE",
+    help="The TASKS.md a valid plan is appended to (made when missing).",
+)
+@click.option(
+    "--contract", "contract_path", metavar="FILE", help="The loop contract (default ./loop.yaml)."
+)
+@click.option(
+    "--repairs",
+    type=click.IntRange(0, 10),
+    default=2,
+    show_default=True,
+    help="How many times the checker's problems go back to the model for a repair.",
+)
+@click.option("--provider", metavar="NAME", help="The model's CLI (default: the contract's judge).")
+@click.option("--model", metavar="MODEL", help="The model (default: the contract's judge model).")
+def draft_cmd(
+    issue: str,
+    tasks_file: str,
+    contract_path: str | None,
+    repairs: int,
+    provider: str | None,
+    model: str | None,
+) -> int:
+    """Draft plan items for an issue (ISSUE: a file, or - for stdin) with a model run
+    read-only, gate them with lk-plan check's checker, send the problems back for at most
+    --repairs repairs, and append only a valid plan to TASKS.md.
+
+    Exit 0 written, 1 no valid plan within the repairs (nothing written), 3 bad input,
+    4 environment (no repository, the provider's CLI missing).
+    """
+    from pathlib import Path
+
+    from loopkit.document import emit
+    from loopkit.judge.running import Settings
+    from loopkit.plan import drafting
+    from loopkit.workspace import Workspace
+
+    text = drafting.read_issue(issue, lambda n: sys.stdin.buffer.read(n))
+    ws = Workspace.open(contract_path=contract_path)
+    path = Path(tasks_file)
+    existing = drafting.read_tasks(path, ws, tasks_file)
+    if not provider and not ((ws.contract or {}).get("judge") or {}).get("provider"):
+        from loopkit.errors import BadInput
+
+        raise BadInput(
+            "--provider",
+            "no provider: pass --provider NAME (claude, codex, ...) or set judge.provider in "
+            "the contract (a draft runs read-only, like the judge)",
+        )
+    from loopkit.worker import providers
+
+    if provider is not None and provider not in providers.names():
+        from loopkit.errors import BadInput
+
+        raise BadInput(
+            "--provider", f"no provider {provider!r}: one of {', '.join(providers.names())}"
+        )
+    settings = Settings.resolve(ws.contract, provider=provider, model=model)
+    doc = drafting.run(
+        text,
+        existing=existing,
+        tasks_path=path,
+        ws=ws,
+        settings=settings,
+        repairs=repairs,
+        issue_name="<stdin>" if issue == "-" else issue,
+    )
+    emit(doc, schema_name="plan-draft")
+    last = doc["drafts"][-1]
+    if doc["written"]:
+        how = (
+            "first time" if doc["outcome"] == "first_time" else f"after {doc['repairs']} repair(s)"
+        )
+        _say(f"{tasks_file}: appended {', '.join(doc['tasks'])} (valid {how})")
+        return 0
+    first = last["problems"][0] if last["problems"] else {"message": "no valid plan"}
+    where = f"line {first['line']}: " if "line" in first else ""
+    more = f" (and {len(last['problems']) - 1} more)" if len(last["problems"]) > 1 else ""
+    _say(
+        f"no valid plan after {doc['repairs']} repair(s); nothing written: "
+        f"{where}{first['message']}{more}"
+    )
+    return 1
 
 
 @main.command("next", context_settings=SETTINGS)
@@ -282,7 +383,9 @@ def next_cmd(
     contract = resolved.contract
     raw = read_bytes(tasks_file)
     parsed = parse(raw, source=tasks_file)
-    problems = check(parsed, contract=contract)
+    from loopkit.plan.expanding import prepare
+
+    problems = check(parsed, contract=contract, tree=prepare(parsed, tasks_file))
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise BadInput(

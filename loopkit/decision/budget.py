@@ -105,6 +105,10 @@ def fold(history: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, Any
         h["reserved"] = h["reserved"][1:]
         h["last_outcome"] = "interrupted"
         return h
+    if record.get("type") == "draft":
+        # lk-plan draft's outcome, under a key no task has: counted, nothing spent.
+        h["attempts"] += 1
+        return h
     if record.get("type") == "admission":
         admission = record.get("admission") or {}
         if admission.get("admitted"):

@@ -235,6 +235,8 @@ def replay(records: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
             )
 
     for line, rec in records:
+        if rec.get("type") == "draft":  # lk-plan draft's outcome: no decision to re-derive
+            continue
         inputs_ = rec.get("inputs") or {}
         view = inputs_.get("document") or {}
         tid = str(rec.get("task_id") or "")

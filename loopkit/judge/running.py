@@ -24,6 +24,7 @@ from loopkit.text import file_tail
 if TYPE_CHECKING:
     from loopkit.sections import Judge
     from loopkit.worker.providers.base import RunState
+    from loopkit.workspace import Workspace
 
 DEFAULT_TIMEOUT_S = 600.0
 DEFAULT_MAX_TURNS = 25
@@ -342,16 +343,7 @@ def evaluate(
     def should_stop() -> str | None:
         return "cancelled" if signals or cancel.requested(state_dir) else None
 
-    from loopkit.boundary import containment
-    from loopkit.worker.invoke import Jail
-
-    jail = Jail(
-        policy=containment.Policy.of(contract),
-        root=root,
-        git_dirs=[ws.index.parent, git.common_dir(root)],
-        state=state_dir,
-        repo_writable=False,
-    )
+    jail = read_only_jail(ws)
     with _caught(signals):
         done = run(
             prompt,
@@ -381,6 +373,53 @@ def evaluate(
             "cost": done.cost,
         },
     )
+
+
+def read_only_jail(ws: Workspace) -> Any:
+    """The worker's sandbox for a model that may read the repository but change nothing:
+    the judge's, and the one that drafts a plan (``loopkit.plan.drafting``)."""
+    from loopkit import git
+    from loopkit.boundary import containment
+    from loopkit.worker.invoke import Jail
+
+    return Jail(
+        policy=containment.Policy.of(ws.contract),
+        root=ws.root,
+        git_dirs=[ws.index.parent, git.common_dir(ws.root)],
+        state=ws.state,
+        repo_writable=False,
+    )
+
+
+def run_read_only(
+    prompt: str,
+    settings: Settings,
+    ws: Workspace,
+    *,
+    artifacts: Path,
+    should_stop: Callable[[], str | None] | None = None,
+) -> Run:
+    """``run`` in ``ws``'s repository, in the read-only sandbox, SIGINT/SIGTERM ending the
+    model's process group (``Interrupted``)."""
+    signals: list[str] = []
+
+    def stop() -> str | None:
+        if signals:
+            return "cancelled"
+        return should_stop() if should_stop is not None else None
+
+    with _caught(signals):
+        done = run(
+            prompt,
+            settings,
+            root=ws.root,
+            artifacts=artifacts,
+            should_stop=stop,
+            jail=read_only_jail(ws),
+        )
+    if signals:
+        raise Interrupted(f"{signals[0]}: the model's process group was ended")
+    return done
 
 
 @contextlib.contextmanager

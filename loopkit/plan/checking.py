@@ -7,7 +7,7 @@ unknown or cyclic, scopes outside the contract's writable scope or on its protec
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from loopkit.evidence import globs
@@ -23,8 +23,17 @@ def threshold(contract: Mapping[str, Any] | None) -> tuple[int, int]:
     return int(plan["split_lines"]), int(plan["split_files"])
 
 
-def check(plan: Plan, *, contract: Mapping[str, Any] | None = None) -> list[PlanProblem]:
-    """Every problem in a parsed plan (parse problems first), in document order."""
+def check(
+    plan: Plan,
+    *,
+    contract: Mapping[str, Any] | None = None,
+    tree: Collection[str] | None = None,
+) -> list[PlanProblem]:
+    """Every problem in a parsed plan (parse problems first), in document order.
+
+    ``tree`` (the repository's files, ``expanding.tree_files``) checks each ``files:``
+    entry of an open task against the disk: it exists, or it is declared new.
+    """
     split_lines_, split_files_ = threshold(contract)
     out = list(plan.problems)
     tasks = plan.tasks
@@ -48,7 +57,7 @@ def check(plan: Plan, *, contract: Mapping[str, Any] | None = None) -> list[Plan
                 "(budget:, scope:, end) -- or the file was cut short",
             )
         if t.has_plan and not t.slices:
-            if not t.scope:
+            if not t.scope and t.each is None:  # each: makes the slices' scopes
                 problem(t, ".scope", "plan has no scope: list the files or globs it may change")
             if not t.budget:
                 problem(
@@ -93,6 +102,7 @@ def check(plan: Plan, *, contract: Mapping[str, Any] | None = None) -> list[Plan
         problem(first, ".depends", "dependency cycle: " + " -> ".join([*cycle, cycle[0]]))
     if contract is not None:
         _check_against_contract(tasks, contract, problem)
+    _check_files(tasks, contract, tree, out)
     out.sort(key=lambda p: p.line if p.line is not None else 10**9)
     return out
 
@@ -149,6 +159,61 @@ def _check_against_contract(tasks: list[Task], contract: Mapping[str, Any], prob
                 problem(t, ".scope", f"scope {g!r} is outside the contract's writable scope")
             elif globs.is_literal(g) and any(globs.overlap(g, p) for p in protected):
                 problem(t, ".scope", f"scope {g!r} is protected by the contract")
+
+
+def _check_files(
+    tasks: list[Task],
+    contract: Mapping[str, Any] | None,
+    tree: Collection[str] | None,
+    out: list[PlanProblem],
+) -> None:
+    """Each exact file of an open task: inside its scope and the contract's writable
+    scope, not protected, over no budget, and on disk unless declared new."""
+    scope = (contract or {}).get("scope") or {}
+    allowed = [
+        *(scope.get("writable") or []),
+        *(scope.get("always_allowed") or []),
+        *(scope.get("add_only") or []),
+    ]
+    protected = list(scope.get("protected") or [])
+    for t in tasks:
+        if not t.files or t.status != "open" or t.expanded:
+            continue
+
+        def problem(path: str, message: str, task: Task = t) -> None:
+            out.append(
+                PlanProblem(
+                    f"$.tasks[{task.index}].files", message, task.file_lines.get(path), task.id
+                )
+            )
+
+        for f in t.files:
+            if t.scope and not globs.matches(f, t.scope):
+                problem(f, f"file {f!r} is outside the task's scope ({', '.join(t.scope)})")
+            if allowed and not globs.matches(f, allowed):
+                problem(f, f"file {f!r} is outside the contract's writable scope")
+            elif protected and globs.matches(f, protected):
+                problem(f, f"file {f!r} is protected by the contract")
+            if tree is None:
+                continue
+            if f in t.new_files:
+                if f in tree:
+                    problem(f, f"file {f!r} is declared new but exists in the tree")
+            elif f not in tree:
+                problem(
+                    f,
+                    f"file {f!r} does not exist in the tree: declare it new ('new: {f}' or '+{f}')",
+                )
+        limit = t.budget.get("files")
+        if limit is not None and len(t.files) > limit:
+            out.append(
+                PlanProblem(
+                    f"$.tasks[{t.index}].files",
+                    f"files: lists {len(t.files)} files, over its budget of {limit} files",
+                    t.line,
+                    t.id,
+                )
+            )
 
 
 def _find_cycle(tasks: list[Task], ids: dict[str, Task]) -> list[str] | None:

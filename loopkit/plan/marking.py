@@ -183,3 +183,24 @@ def mark(
     edit = prepare_mark(path, task_id, status, reason=reason)
     commit_edit(edit)
     return edit
+
+
+def append_plan(path: Path, original: bytes, whole: bytes) -> None:
+    """Write ``whole`` (``original`` with items appended) atomically, under the lock, if
+    the file still holds ``original``; a Conflict (exit 1) and nothing written otherwise.
+    No existing item is rewritten: ``whole`` must start with ``original``."""
+    if not whole.startswith(original):
+        raise ValueError("an appended plan keeps every byte of the file")
+    if not original and not path.exists():
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            raise Conflict(f"{path}: created while drafting; nothing written") from None
+        os.close(fd)
+    with _locked(path) as fd:
+        current = b""
+        while chunk := os.read(fd, 1 << 20):
+            current += chunk
+        if current != original:
+            raise Conflict(f"{path}: changed while drafting; nothing written -- draft again")
+        atomic_write(path, whole, sync=True, keep_mode=True)

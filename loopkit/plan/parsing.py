@@ -20,7 +20,20 @@ from loopkit.evidence import globs
 #: A TASKS.md larger than this is refused before it is read (a plan is not a data file).
 MAX_TASKS_BYTES = 4 * 1024 * 1024
 STATUSES = {" ": "open", "x": "done", "X": "done", "!": "parked"}
-PLAN_KEYS = ("budget", "scope", "depends", "allow-empty", "accept", "check", "note")
+PLAN_KEYS = (
+    "budget",
+    "scope",
+    "files",
+    "new",
+    "depends",
+    "allow-empty",
+    "accept",
+    "check",
+    "note",
+    "issue",
+    "closes",
+    "each",
+)
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 MAX_SLUG = 48
 #: A budget is a count of lines or files: more digits than this is not an estimate.
@@ -102,6 +115,14 @@ class Task:
         self.accept: list[str] = []
         self.checks: list[str] = []  # check: lines, the task's own acceptance commands
         self.notes: list[str] = []
+        self.files: list[str] = []  # files: the exact files the task changes
+        self.new_files: list[str] = []  # the ones it creates (new: or a '+path' entry)
+        self.file_lines: dict[str, int] = {}  # each file's line, for problems naming it
+        self.issue: str | None = None  # issue: the issue the task belongs to
+        self.closes: str | None = None  # closes: the issue it closes
+        self.each: str | None = None  # each: one slice per matching file
+        self.each_line: int | None = None
+        self.expanded = False  # a slice made by an each: expansion, not written
         self.reason = reason
         self.has_plan = False
         self.ended = False
@@ -132,6 +153,18 @@ class Task:
             out["checks"] = list(self.checks)
         if self.notes:
             out["notes"] = list(self.notes)
+        if self.files:
+            out["files"] = list(self.files)
+        if self.new_files:
+            out["new_files"] = list(self.new_files)
+        if self.issue is not None:
+            out["issue"] = self.issue
+        if self.closes is not None:
+            out["closes"] = self.closes
+        if self.each is not None:
+            out["each"] = self.each
+        if self.expanded:
+            out["expanded"] = True
         if self.reason is not None:
             out["reason"] = self.reason
         if self.parent is not None:
@@ -406,6 +439,9 @@ def _plan_line(
     if line.startswith(("- ", "* ", "+ ")) and last_key.get(id(task)) == "scope":
         _add_scope(task, [line[2:]], problem)
         return
+    if line.startswith(("- ", "* ")) and last_key.get(id(task)) in ("files", "new"):
+        _add_files(task, [line[2:]], lineno, problem, new=last_key.get(id(task)) == "new")
+        return
     m = _KEY.match(line)
     if not m:
         problem(
@@ -455,6 +491,28 @@ def _plan_line(
             problem("check: expected a shell command (the task's own acceptance check)")
     elif key == "note":
         task.notes.append(value)
+    elif key in ("files", "new"):
+        if value:
+            _add_files(task, value.split(","), lineno, problem, new=key == "new")
+    elif key in ("issue", "closes"):
+        if not value:
+            problem(f"{key}: expected the issue (a number such as #42, or a URL)")
+        elif getattr(task, key) is not None:
+            problem(f"{key} given twice")
+        else:
+            setattr(task, key, value)
+    elif key == "each":
+        entry = value.strip("`").strip()
+        reason = globs.escape_reason(entry) if entry else None
+        if not entry:
+            problem("each: expected a glob, one slice per matching file")
+        elif task.each is not None:
+            problem("each given twice")
+        elif reason:
+            problem(f"each {entry!r} {reason}")
+        else:
+            task.each = globs.normalize(entry)
+            task.each_line = lineno
     else:
         problem(
             f"unknown plan key {key!r}: expected one of "
@@ -477,6 +535,31 @@ def _add_scope(task: Task, entries: Iterable[str], problem: Any) -> None:
             continue
         if entry not in task.scope:
             task.scope.append(entry)
+
+
+def _add_files(task: Task, entries: Iterable[str], lineno: int, problem: Any, *, new: bool) -> None:
+    """Exact paths of ``files:`` (a '+path' entry is a new file) or ``new:``."""
+    for raw in entries:
+        entry = raw.strip().strip("`").strip()
+        is_new = new
+        if entry.startswith("+"):
+            is_new, entry = True, entry[1:].strip()
+        if not entry:
+            continue
+        while entry.startswith("./"):
+            entry = entry[2:]
+        reason = globs.escape_reason(entry)
+        if reason:
+            problem(f"file {entry!r} {reason.replace('scope globs', 'paths')}")
+            continue
+        if not globs.is_literal(entry) or entry.endswith("/"):
+            problem(f"file {entry!r} is not one path: files: lists exact paths, scope: takes globs")
+            continue
+        if entry not in task.files:
+            task.files.append(entry)
+            task.file_lines[entry] = lineno
+        if is_new and entry not in task.new_files:
+            task.new_files.append(entry)
 
 
 def _parse_budget(value: str, problem: Any) -> dict[str, int]:

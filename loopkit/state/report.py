@@ -117,6 +117,28 @@ def pull_requests(
     }
 
 
+#: The plans' SLO: at least this share of drafted plans carry a valid budget, file list
+#: and end marker.
+DRAFT_SLO = 0.95
+
+
+def plan_drafts(outcomes: Sequence[str]) -> dict[str, Any]:
+    """The plan-draft panel: of ``lk-plan draft``'s outcomes, the share valid the first
+    time and the share valid at all (first time or after repair), against the SLO."""
+    n = len(outcomes)
+    first = sum(1 for o in outcomes if o == "first_time")
+    repaired = sum(1 for o in outcomes if o == "repaired")
+    return {
+        "drafts": n,
+        "valid_first_time": first,
+        "valid_after_repair": repaired,
+        "given_up": sum(1 for o in outcomes if o == "given_up"),
+        "first_time_share": round(first / n, 4) if n else None,
+        "after_repair_share": round((first + repaired) / n, 4) if n else None,
+        "slo_share": DRAFT_SLO,
+    }
+
+
 def build(
     records: list[tuple[int, dict[str, Any]]],
     problems: list[Mapping[str, Any]] | None = None,
@@ -132,7 +154,11 @@ def build(
     runs = 0
     near_by_budget: Counter[str] = Counter()
     triggers: Counter[str] = Counter()
+    draft_outcomes: list[str] = []
     for _, rec in records:
+        if rec.get("type") == "draft":  # lk-plan draft's outcome: no task, no run
+            draft_outcomes.append(str((rec.get("draft") or {}).get("outcome") or ""))
+            continue
         tid = str(rec.get("task_id") or "")
         t = tasks.setdefault(
             tid,
@@ -227,6 +253,7 @@ def build(
             "untrusted_usd": round(sum(t["cost_untrusted_usd"] for t in task_list), 6),
         },
     }
+    health["plan_drafts"] = plan_drafts(draft_outcomes)
     if stacks is not None:
         health["pull_requests"] = pull_requests(task_list, stacks, queue)
     return {
@@ -311,6 +338,18 @@ def text(report: Mapping[str, Any], *, width: int | None = None) -> str:
             f"  landings vs returns: stacks {prs['landings']} landed, {prs['returns']} returned"
             f"; queue {prs['queue']['landed']} landed, {prs['queue']['returned']} returned",
         ]
+    drafts = h.get("plan_drafts")
+    if drafts and drafts["drafts"]:
+        slo = drafts["slo_share"]
+
+        def rate(share: float) -> str:
+            return f"{share * 100:.0f}% (SLO >= {slo * 100:.0f}%: {'met' if share >= slo else 'MISSED'})"
+
+        lines += [
+            f"  plan drafts: {drafts['drafts']} ({drafts['given_up']} given up)",
+            f"    drafts valid first time: {rate(drafts['first_time_share'])}",
+            f"    valid after repair: {rate(drafts['after_repair_share'])}",
+        ]
     if report["problems"]:
         lines.append(
             f"  ledger problems: {len(report['problems'])} line(s) skipped (torn or damaged)"
@@ -354,6 +393,14 @@ def page(report: Mapping[str, Any]) -> str:
     near = h["runs_near_budget"]
     cpt = h["cost_per_completed_task"]
     reasons = ", ".join(f"{k}: {v}" for k, v in sorted(h["termination_reasons"].items())) or "-"
+    drafts = h.get("plan_drafts") or {}
+    drafts_item = (
+        f"<li>plan drafts: {drafts['drafts']}; valid first time "
+        f"{drafts['first_time_share'] * 100:.0f}%, valid after repair "
+        f"{drafts['after_repair_share'] * 100:.0f}% (SLO &ge; {drafts['slo_share'] * 100:.0f}%)</li>\n"
+        if drafts.get("drafts")
+        else ""
+    )
     return clean(f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>loopkit report</title>
 <style>
@@ -370,7 +417,7 @@ table{{border-collapse:collapse}}td,th{{padding:4px 8px;border-bottom:1px solid 
 <li>runs that used more than {int(near["threshold"] * 100)}% of a budget: {near["runs"]} of {h["runs"]} ({near["share"] * 100:.0f}%)</li>
 <li>p95 verification attempts per task: {e(str(h["p95_verify_attempts"]))}</li>
 <li>cost per completed task: {e(_money(cpt["trusted_usd"]))} trusted; untrusted (shown apart): {e(_money(cpt["untrusted_usd"]))}</li>
-<li>ledger problems (skipped lines): {len(report["problems"])}</li>
+{drafts_item}<li>ledger problems (skipped lines): {len(report["problems"])}</li>
 </ul>
 <h2>Tasks and timeline</h2>
 <p>{legend}</p>

@@ -1,0 +1,244 @@
+"""The plan facts files:, new:, issue:, closes: and each:, checked against a real tree."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from loopkit.plan import drafting
+from loopkit.plan.checking import check
+from loopkit.plan.expanding import expand, prepare, tree_files
+from loopkit.plan.parsing import parse
+from tests.helpers import git
+
+CONTRACT = {"scope": {"writable": ["src/**", "tests/**"], "protected": ["src/vendor/**"]}}
+
+
+@pytest.fixture(name="tree_repo")
+def tree_repo_fixture(git_repo: Path) -> Path:
+    for name in ("src/a.py", "src/handlers/users.py", "src/handlers/orders.py", "src/vendor/x.py"):
+        (git_repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (git_repo / name).write_text("")
+    (git_repo / "src" / "handlers" / "README.md").write_text("")
+    git(git_repo, "add", ".")
+    git(git_repo, "commit", "-q", "-m", "tree")
+    return git_repo
+
+
+def _problems(text: str, repo: Path, contract: dict[str, object] | None = CONTRACT) -> list[str]:
+    plan = parse(text.encode())
+    tree = tree_files(repo)
+    expand(plan, tree)
+    return [str(p) for p in check(plan, contract=contract, tree=tree)]
+
+
+def test_files_exist_or_are_declared_new(tree_repo: Path) -> None:
+    ok = (
+        "- [ ] A {#a}\n  budget: 20 lines / 3 files\n  scope: src/**, tests/**\n"
+        "  files: src/a.py, +tests/test_a.py\n  new: src/b.py\n  end\n"
+    )
+    assert _problems(ok, tree_repo) == []
+    plan = parse(ok.encode())
+    d = plan.tasks[0].as_dict()
+    assert d["files"] == ["src/a.py", "tests/test_a.py", "src/b.py"]
+    assert d["new_files"] == ["tests/test_a.py", "src/b.py"]
+    missing = (
+        "- [ ] A {#a}\n  budget: 20 lines\n  scope: src/**\n  files:\n  - src/gone.py\n  end\n"
+    )
+    assert _problems(missing, tree_repo) == [
+        "line 5: file 'src/gone.py' does not exist in the tree: declare it new "
+        "('new: src/gone.py' or '+src/gone.py')"
+    ]
+    exists = "- [ ] A {#a}\n  budget: 20 lines\n  scope: src/**\n  files: +src/a.py\n  end\n"
+    assert _problems(exists, tree_repo) == [
+        "line 4: file 'src/a.py' is declared new but exists in the tree"
+    ]
+
+
+def test_files_stay_inside_the_scope_and_the_contract(tree_repo: Path) -> None:
+    text = (
+        "- [ ] A {#a}\n  budget: 20 lines / 4 files\n  scope: src/a.py, docs/**, src/vendor/**\n"
+        "  files: src/a.py\n  files: +src/other.py, +docs/a.md, src/vendor/x.py\n  end\n"
+    )
+    got = _problems(text, tree_repo)
+    assert "line 5: file 'src/other.py' is outside the task's scope" in got[-4] or any(
+        "'src/other.py' is outside the task's scope" in p for p in got
+    )
+    assert any(p.startswith("line 5: file 'docs/a.md' is outside the contract's") for p in got)
+    assert any(p.startswith("line 5: file 'src/vendor/x.py' is protected") for p in got)
+
+
+def test_files_are_exact_paths_within_the_budget(tree_repo: Path) -> None:
+    text = "- [ ] A {#a}\n  budget: 1 files\n  scope: src/**\n  files: src/*.py, src/a.py\n  end\n"
+    got = _problems(text, tree_repo)
+    assert got == [
+        "line 4: file 'src/*.py' is not one path: files: lists exact paths, scope: takes globs"
+    ]
+    text = "- [ ] A {#a}\n  budget: 1 files\n  scope: src/**\n  files: src/a.py, +src/b.py\n  end\n"
+    assert _problems(text, tree_repo) == [
+        "line 1: files: lists 2 files, over its budget of 1 files"
+    ]
+    text = "- [ ] A {#a}\n  budget: 9 lines\n  scope: src/**\n  files: ../etc/passwd\n  end\n"
+    assert "escapes the repository" in _problems(text, tree_repo)[0]
+
+
+def test_done_tasks_are_not_held_to_the_tree(tree_repo: Path) -> None:
+    text = "- [x] A {#a}\n  budget: 9 lines\n  scope: src/**\n  files: src/gone.py\n  end\n"
+    assert _problems(text, tree_repo) == []
+
+
+def test_issue_and_closes_are_carried(tree_repo: Path) -> None:
+    text = (
+        "- [ ] A {#a}\n  issue: #12\n  closes: https://example.invalid/issues/12\n"
+        "  budget: 9 lines\n  scope: src/a.py\n  end\n"
+    )
+    plan = parse(text.encode())
+    d = plan.tasks[0].as_dict()
+    assert (d["issue"], d["closes"]) == ("#12", "https://example.invalid/issues/12")
+    twice = "- [ ] A\n  issue: #1\n  issue: #2\n  budget: 9 lines\n  scope: src/a.py\n  end\n"
+    assert [str(p) for p in parse(twice.encode()).problems] == ["line 3: issue given twice"]
+
+
+def test_each_expands_one_slice_per_file_sorted_and_deterministic(tree_repo: Path) -> None:
+    text = (
+        "- [ ] Validate the handlers {#validate}\n  issue: #7\n  each: src/handlers/*.py\n"
+        "  budget: 30 lines / 1 files\n  end\n- [ ] After {#after}\n  depends: validate\n"
+        "  budget: 5 lines\n  scope: src/a.py\n  end\n"
+    )
+    runs = []
+    for _ in range(2):
+        plan = parse(text.encode())
+        expand(plan, tree_files(tree_repo))
+        runs.append([t.as_dict() for t in plan.tasks])
+    assert runs[0] == runs[1]
+    ids = [(t["id"], t["scope"], t.get("parent")) for t in runs[0]]
+    assert ids == [
+        ("validate", [], None),
+        ("validate-orders", ["src/handlers/orders.py"], "validate"),
+        ("validate-users", ["src/handlers/users.py"], "validate"),
+        ("after", ["src/a.py"], None),
+    ]
+    orders = runs[0][1]
+    assert orders["budget"] == {"lines": 30, "files": 1} and orders["issue"] == "#7"
+    assert orders["expanded"] is True
+    plan = parse(text.encode())
+    assert check(plan, contract=CONTRACT, tree=prepare(plan, str(tree_repo / "TASKS.md"))) == []
+    from loopkit.plan.readiness import ready_tasks
+
+    assert [t.id for t in ready_tasks(plan)] == ["validate-orders"]
+
+
+def test_each_problems(tree_repo: Path) -> None:
+    none = "- [ ] V {#v}\n  each: lib/*.rs\n  budget: 5 lines\n  end\n"
+    assert _problems(none, tree_repo) == ["line 2: each 'lib/*.rs' matches no file in the tree"]
+    outside = "- [ ] V {#v}\n  each: src/vendor/*.py\n  budget: 5 lines\n  end\n"
+    assert _problems(outside, tree_repo) == [
+        "line 1: scope 'src/vendor/x.py' is protected by the contract"
+    ]
+    clash = "- [ ] V {#v}\n  each: src/a.py\n  budget: 5 lines\n  end\n- [ ] X {#v-a}\n  budget: 5 lines\n  scope: src/a.py\n  end\n"
+    plan = parse(clash.encode())
+    expand(plan, tree_files(tree_repo))
+    assert [t.id for t in plan.tasks] == ["v", "v-a-2", "v-a"]
+
+
+def test_extract_takes_the_fenced_items_only() -> None:
+    reply = "Sure.\n\n```markdown\n- [ ] A {#a}\n  budget: 9 lines\n  end\n```\nThanks!"
+    assert drafting.extract(reply) == "- [ ] A {#a}\n  budget: 9 lines\n  end\n"
+    assert drafting.extract("no plan here") == ""
+    bare = "Plan:\n- [ ] A\n  scope: x\n  end\nHope this helps."
+    assert drafting.extract(bare) == "- [ ] A\n  scope: x\n  end\n"
+
+
+def test_a_draft_must_not_nest_under_an_existing_item(tree_repo: Path) -> None:
+    existing = b"- [ ] Old {#old}\n  budget: 9 lines\n  scope: src/a.py\n  end\n"
+    draft = "  - [ ] Sneaky slice\n    budget: 9 lines\n    scope: src/a.py\n    end\n"
+    problems, ids = drafting.validate(
+        existing, draft, contract=CONTRACT, tree=tree_files(tree_repo), source="TASKS.md"
+    )
+    assert ids == [] and "top-level item" in problems[0].message
+    whole, offset = drafting.joined(existing, "- [ ] New\n")
+    assert whole.startswith(existing) and offset == 5
+    assert whole.decode().splitlines()[offset] == "- [ ] New"
+
+
+def test_append_plan_keeps_every_byte_and_refuses_a_changed_file(tmp_path: Path) -> None:
+    from loopkit.plan.marking import Conflict, append_plan
+
+    tasks = tmp_path / "TASKS.md"
+    append_plan(tasks, b"", b"- [ ] New\n")  # made when missing
+    assert tasks.read_bytes() == b"- [ ] New\n"
+    original = tasks.read_bytes()
+    tasks.write_bytes(original + b"- [ ] Someone else's\n")
+    with pytest.raises(Conflict):
+        append_plan(tasks, original, original + b"- [ ] Mine\n")
+    assert tasks.read_bytes() == original + b"- [ ] Someone else's\n"
+    with pytest.raises(ValueError):
+        append_plan(tasks, b"other", b"rewritten")
+
+
+def test_next_and_check_hand_out_the_expanded_slices(
+    tree_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from loopkit.cli.plan import main
+
+    monkeypatch.chdir(tree_repo)
+    (tree_repo / "loop.json").write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "objective": "validated handlers",
+                "criteria": [{"name": "t", "run": "true"}],
+                "scope": {"writable": ["src/**"]},
+            }
+        )
+    )
+    (tree_repo / "TASKS.md").write_text(
+        "- [ ] Validate {#validate}\n  each: src/handlers/*.py\n  budget: 30 lines / 1 file\n  end\n"
+    )
+    done = CliRunner().invoke(main, ["next", "TASKS.md", "--contract", "loop.json"])
+    assert done.exit_code == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["task"]["id"] == "validate-orders"
+    assert doc["contract"]["scope"]["writable"] == ["src/handlers/orders.py"]
+    done = CliRunner().invoke(
+        main, ["next", "TASKS.md", "--contract", "loop.json", "--except", "validate-orders"]
+    )
+    assert done.exit_code == 1  # the next slice waits for the first
+    done = CliRunner().invoke(main, ["check", "TASKS.md", "--contract", "loop.json"])
+    assert done.exit_code == 0, done.stdout
+    ids = [t["id"] for t in json.loads(done.stdout)["tasks"]]
+    assert ids == ["validate", "validate-orders", "validate-users"]
+
+
+@pytest.mark.parametrize(
+    ("existing", "whole"),
+    [
+        (b"", b"- [ ] N\n"),
+        (b"\n\n", b"\n\n- [ ] N\n"),
+        (b"  ", b"  \n- [ ] N\n"),
+        (b"- [x] Old", b"- [x] Old\n\n- [ ] N\n"),
+        (b"- [x] Old\r\n", b"- [x] Old\r\n\n- [ ] N\n"),
+        (b"- [x] Old\n\n", b"- [x] Old\n\n- [ ] N\n"),
+    ],
+)
+def test_a_draft_is_appended_after_every_existing_byte(existing: bytes, whole: bytes) -> None:
+    got, offset = drafting.joined(existing, "- [ ] N\n")
+    assert got == whole and got.startswith(existing)
+    assert got.split(b"\n")[offset] == b"- [ ] N"
+
+
+def test_problems_after_an_expansion_name_the_tasks_new_index(tree_repo: Path) -> None:
+    text = (
+        "- [ ] V {#v}\n  each: src/handlers/*.py\n  budget: 5 lines\n  end\n"
+        "- [ ] W {#w}\n  budget: 5 lines\n  scope: src/a.py\n  bogus: 1\n  end\n"
+    )
+    plan = parse(text.encode())
+    assert [p.path for p in plan.problems] == ["$.tasks[1]"]
+    expand(plan, tree_files(tree_repo))
+    assert plan.tasks[3].id == "w"
+    assert [p.path for p in plan.problems] == ["$.tasks[3]"]
