@@ -3,17 +3,22 @@
 # guarantee of the ratchet (the lock, saves, landing, parking, recovery) is a command:
 # `lk task`. LK_PROG names the recipe; LK_STATE, once known, gets a copy of each line.
 
+lk_now() { TZ=UTC0 printf -v "$1" '%(%Y-%m-%dT%H:%M:%SZ)T' -1; } # lk_now VAR: the time, no fork
+
 lk_log() { # lk_log MESSAGE...: one line on stderr and in $LK_STATE/recipes.log
-    local line
-    line="$(date -u +%Y-%m-%dT%H:%M:%SZ) ${LK_PROG:-loopkit}: $*"
+    local line now
+    lk_now now
+    line="$now ${LK_PROG:-loopkit}: $*"
     printf '%s\n' "$line" >&2
     [ -z "${LK_STATE:-}" ] || [ ! -d "$LK_STATE" ] || printf '%s\n' "$line" >>"$LK_STATE/recipes.log" 2>/dev/null || true
 }
 
 lk_note() { # lk_note MESSAGE...: into the log file only (and stderr with LK_VERBOSE=1)
     if [ "${LK_VERBOSE:-0}" = 1 ]; then lk_log "$@"; return 0; fi
+    local now
+    lk_now now
     [ -z "${LK_STATE:-}" ] || [ ! -d "$LK_STATE" ] ||
-        printf '%s %s: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "${LK_PROG:-loopkit}" "$*" >>"$LK_STATE/recipes.log" 2>/dev/null || true
+        printf '%s %s: %s\n' "$now" "${LK_PROG:-loopkit}" "$*" >>"$LK_STATE/recipes.log" 2>/dev/null || true
 }
 
 lk_die() { # lk_die CODE MESSAGE...
