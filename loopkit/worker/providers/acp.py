@@ -43,6 +43,7 @@ from loopkit.worker.providers.base import (
     clip_input,
     count,
     http_status_in,
+    stopped_outcome,
 )
 from loopkit.worker.providers.shell import files_read_by
 
@@ -348,13 +349,8 @@ def _content_text(update: Mapping[str, Any]) -> str | None:
 def classify(state: RunState, end: Exit) -> Outcome:
     from loopkit.worker.providers.claude import error_class
 
-    if end.stopped:
-        reason = end.stopped if end.stopped in ("timeout", "cancelled", "stuck") else "cancelled"
-        message = {
-            "timeout": "wall-clock timeout: the worker's process group was ended",
-            "stuck": "the breaker stopped a worker repeating one failing tool call",
-        }.get(reason, f"stopped by loopkit: {end.stopped}")
-        return Outcome(reason, is_error=True, error=message)
+    if (ended := stopped_outcome(end)) is not None:
+        return ended
     stop = state.terminal_reason
     errors = "; ".join(state.errors)
     if not state.result_seen:

@@ -614,6 +614,29 @@ def unresolved_failure(state: RunState) -> ToolCall | None:
     return None
 
 
+def stopped_message(reason: str) -> str:
+    """What a run loopkit stopped says, whichever the provider."""
+    if reason == "timeout":
+        return "wall-clock timeout: the worker's process group was ended"
+    if reason == "stuck":
+        return "the breaker stopped a worker repeating one failing tool call"
+    return f"stopped by loopkit: {reason}"
+
+
+def stopped_outcome(end: Exit) -> Outcome | None:
+    """The outcome of a run loopkit stopped -- its timeout, ``lk cancel``, the breaker --
+    the same for every provider; None when loopkit did not stop it."""
+    if not end.stopped:
+        return None
+    reason = end.stopped if end.stopped in ("timeout", "cancelled", "stuck") else "cancelled"
+    return Outcome(reason, True, stopped_message(end.stopped))
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one (a stream's odd line)."""
+    return value if isinstance(value, dict) else {}
+
+
 def count(v: Any) -> int:
     """A token or turn count as reported: a positive int, else 0."""
     return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0

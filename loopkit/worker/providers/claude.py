@@ -40,6 +40,7 @@ from loopkit.worker.providers.base import (
     count,
     http_status_in,
     is_vendor_url,
+    stopped_outcome,
 )
 
 DEFAULT_MAX_TURNS = 30
@@ -461,9 +462,8 @@ _RESET_EPOCH = re.compile(r"\|\s*(\d{10})\b")
 
 def classify(state: RunState, end: Exit) -> Outcome:
     claimed = False
-    if end.stopped:
-        reason = end.stopped if end.stopped in ("timeout", "cancelled", "stuck") else "cancelled"
-        return Outcome(reason, is_error=True, error=_stopped_message(end.stopped, state))
+    if (stopped := stopped_outcome(end)) is not None:
+        return stopped
     if state.result_seen:
         errors = "; ".join(state.errors)
         if state.result_subtype == "error_max_turns" or state.terminal_reason == "max_turns":
@@ -521,11 +521,3 @@ def reset_time(message: str) -> str | None:
     from loopkit.worker.providers.codex import parse_reset
 
     return parse_reset(message)
-
-
-def _stopped_message(reason: str, state: RunState) -> str:
-    if reason == "timeout":
-        return "wall-clock timeout: the worker's process group was ended"
-    if reason == "stuck":
-        return "the breaker stopped a worker repeating one failing tool call"
-    return f"stopped by loopkit: {reason}"

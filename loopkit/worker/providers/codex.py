@@ -39,6 +39,7 @@ from loopkit.worker.providers.base import (
     count,
     http_status_in,
     is_vendor_url,
+    stopped_outcome,
 )
 from loopkit.worker.providers.shell import files_read_by
 
@@ -360,14 +361,8 @@ def _item_result(item: dict[str, Any]) -> tuple[bool, str | None]:
 
 
 def classify(state: RunState, end: Exit) -> Outcome:
-    if end.stopped:
-        reason = end.stopped if end.stopped in ("timeout", "cancelled", "stuck") else "cancelled"
-        msg = (
-            "wall-clock timeout: the worker's process group was ended"
-            if reason == "timeout"
-            else f"stopped by loopkit: {reason}"
-        )
-        return Outcome(reason, True, msg)
+    if (stopped := stopped_outcome(end)) is not None:
+        return stopped
     failed = state.result_is_error or (state.errors and not state.result_seen)
     if failed:
         message = state.errors[-1] if state.errors else "turn failed"

@@ -29,6 +29,7 @@ from loopkit.worker.providers.base import (
     RunSpec,
     RunState,
     StreamParser,
+    stopped_outcome,
 )
 
 TYPE_CHECKING = False
@@ -95,16 +96,8 @@ class CommandProvider(Provider):
         return CommandParser()
 
     def classify(self, state: RunState, end: Exit) -> Outcome:
-        if end.stopped:
-            reason = (
-                end.stopped if end.stopped in ("timeout", "cancelled", "stuck") else "cancelled"
-            )
-            msg = (
-                "wall-clock timeout: the worker's process group was ended"
-                if reason == "timeout"
-                else f"stopped by loopkit: {reason}"
-            )
-            return Outcome(reason, True, msg)
+        if (stopped := stopped_outcome(end)) is not None:
+            return stopped
         if end.exit_code == 0:
             return Outcome("completed", False, None, claimed_complete=True)
         last = state.last_text or _last_line(end.stderr_tail) or "no output"

@@ -49,7 +49,9 @@ from loopkit.worker.providers.base import (
     RunState,
     StreamParser,
     ToolCall,
+    as_dict,
     clip_input,
+    stopped_outcome,
     unresolved_failure,
 )
 
@@ -182,7 +184,7 @@ class CopilotParser(StreamParser):
     def handle(self, obj: dict[str, Any]) -> list[Event]:
         t = obj.get("type")
         st = self.state
-        data = _dict(obj.get("data"))
+        data = as_dict(obj.get("data"))
         if t == "assistant.turn_start":
             st.turns += 1
         elif t == "assistant.message":
@@ -224,7 +226,7 @@ class CopilotParser(StreamParser):
 
     def _start(self, data: dict[str, Any]) -> list[Event]:
         name = str(data.get("toolName") or "tool")
-        args = _dict(data.get("arguments"))
+        args = as_dict(data.get("arguments"))
         call = ToolCall(data.get("toolCallId"), name, clip_input(args))
         tools.describe(call, args, tools.COPILOT)
         self.state.add_tool(call)
@@ -242,15 +244,15 @@ class CopilotParser(StreamParser):
             if paths:
                 call.files_written = paths[:200]
         if data.get("success") is not True:
-            err = _dict(data.get("error"))
+            err = as_dict(data.get("error"))
             message = str(err.get("message") or "tool failed")
             if err.get("code") == "denied":
                 self.state.permission_denials.append({"tool": call.name, "input": call.input})
             self.state.settle(call, ok=False, error=message)
             return [Event("tool_result", call)]
-        code = _dict(data.get("shellExecution")).get("exitCode")
+        code = as_dict(data.get("shellExecution")).get("exitCode")
         if isinstance(code, int) and not isinstance(code, bool) and code != 0:
-            out = str(_dict(data.get("result")).get("content") or "")[-2000:].strip()
+            out = str(as_dict(data.get("result")).get("content") or "")[-2000:].strip()
             tail = "\n".join(out.rsplit("\n", 5)[-5:])
             self.state.settle(call, ok=False, error=f"exit {code}: {tail}")
         else:
@@ -258,21 +260,11 @@ class CopilotParser(StreamParser):
         return [Event("tool_result", call)]
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
 def classify(state: RunState, end: Exit) -> Outcome:
     from loopkit.worker.providers.codex import error_class
 
-    if end.stopped:
-        reason = end.stopped if end.stopped in ("timeout", "cancelled", "stuck") else "cancelled"
-        msg = (
-            "wall-clock timeout: the worker's process group was ended"
-            if reason == "timeout"
-            else f"stopped by loopkit: {reason}"
-        )
-        return Outcome(reason, True, msg)
+    if (stopped := stopped_outcome(end)) is not None:
+        return stopped
     if state.errors:
         message = state.errors[-1]
         reason, resume_after = error_class(message, state.api_error_status)

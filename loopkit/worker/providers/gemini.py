@@ -47,6 +47,7 @@ from loopkit.worker.providers.base import (
     clip_input,
     count,
     http_status_in,
+    stopped_message,
 )
 
 DEFAULT_APPROVAL = "yolo"
@@ -377,11 +378,3 @@ def classify(state: RunState, end: Exit) -> Outcome:
 def denied_message(state: RunState) -> str:
     names = sorted({str(d.get("tool")) for d in state.permission_denials})
     return f"tools refused by the approval mode: {', '.join(names)}"
-
-
-def stopped_message(reason: str) -> str:
-    if reason == "timeout":
-        return "wall-clock timeout: the worker's process group was ended"
-    if reason == "stuck":
-        return "the breaker stopped a worker repeating one failing tool call"
-    return f"stopped by loopkit: {reason}"

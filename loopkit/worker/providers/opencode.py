@@ -53,8 +53,10 @@ from loopkit.worker.providers.base import (
     RunState,
     StreamParser,
     ToolCall,
+    as_dict,
     clip_input,
     count,
+    stopped_outcome,
     unresolved_failure,
 )
 
@@ -100,7 +102,9 @@ class OpencodeProvider(Provider):
             return None
         options: dict[str, Any] = {}
         for config in reversed(configs):  # the later wins, as opencode merges them
-            options.update(_dict(_dict(_dict(config.get("provider")).get(PROVIDER)).get("options")))
+            options.update(
+                as_dict(as_dict(as_dict(config.get("provider")).get(PROVIDER)).get("options"))
+            )
         key = parent.get("ANTHROPIC_API_KEY", "").strip()
         if not key:
             key = _value(options.get("apiKey"), parent)
@@ -124,9 +128,9 @@ class OpencodeProvider(Provider):
         named = env.pop("OPENCODE_CONFIG", None)
         content = _json_object(env.get("OPENCODE_CONFIG_CONTENT"))
         config = _unkeyed(_merged(_read_config(Path(named)), content) if named else content)
-        provider = _dict(config.get("provider"))
-        entry = _dict(provider.get(PROVIDER))
-        entry["options"] = {**_dict(entry.get("options")), "baseURL": url, "apiKey": token}
+        provider = as_dict(config.get("provider"))
+        entry = as_dict(provider.get(PROVIDER))
+        entry["options"] = {**as_dict(entry.get("options")), "baseURL": url, "apiKey": token}
         config["provider"] = {**provider, PROVIDER: entry}
         env["OPENCODE_CONFIG_CONTENT"] = json.dumps(config, separators=(",", ":"))
         return out.but(env=env)
@@ -221,7 +225,7 @@ def _login(env: Mapping[str, str]) -> str:
     _, data = config_dirs(env)
     if data is None:
         return ""
-    entry = _dict(_read_config(data / "opencode" / "auth.json").get(PROVIDER))
+    entry = as_dict(_read_config(data / "opencode" / "auth.json").get(PROVIDER))
     key = entry.get("key")
     return key.strip() if entry.get("type") == "api" and isinstance(key, str) else ""
 
@@ -349,7 +353,7 @@ class OpencodeParser(StreamParser):
         if first:
             st.session_id = sid
         events = [Event("init")] if first else []
-        part = _dict(obj.get("part"))
+        part = as_dict(obj.get("part"))
         if t == "step_start":
             st.turns += 1
             self.last_reason = None
@@ -375,8 +379,8 @@ class OpencodeParser(StreamParser):
                 st.result_is_error = False
                 events.append(Event("result", text=st.final_message))
         elif t == "error":
-            err = _dict(obj.get("error"))
-            data = _dict(err.get("data"))
+            err = as_dict(obj.get("error"))
+            data = as_dict(err.get("data"))
             message = str(data.get("message") or err.get("name") or "error")
             status = data.get("statusCode")
             if isinstance(status, int) and not isinstance(status, bool):
@@ -392,8 +396,8 @@ class OpencodeParser(StreamParser):
         return self.state
 
     def _tool(self, part: dict[str, Any]) -> list[Event]:
-        state = _dict(part.get("state"))
-        raw = _dict(state.get("input"))
+        state = as_dict(part.get("state"))
+        raw = as_dict(state.get("input"))
         name = str(part.get("tool") or "tool")
         call = ToolCall(part.get("callID"), name, clip_input(raw))
         if name == "invalid":  # the model named a tool opencode does not have
@@ -409,7 +413,7 @@ class OpencodeParser(StreamParser):
             if _REJECTED.search(str(state.get("error") or "")):
                 self.state.permission_denials.append({"tool": name, "input": call.input})
         elif status == "completed":
-            meta = _dict(state.get("metadata"))
+            meta = as_dict(state.get("metadata"))
             code = meta.get("exit")
             if name == "bash" and isinstance(code, int) and code != 0:
                 out = str(state.get("output") or "")[-2000:].strip()
@@ -420,10 +424,6 @@ class OpencodeParser(StreamParser):
         else:
             return [Event("tool_call", call)]
         return [Event("tool_call", call), Event("tool_result", call)]
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 _REJECTED = re.compile(r"rejected permission|permission.*denied|not allowed", re.I)
@@ -437,14 +437,8 @@ def classify(state: RunState, end: Exit) -> Outcome:
     failures = len(_STREAM_ERROR.findall(end.stderr_tail))
     if failures and not state.api_retries:
         state.api_retries = failures - 1 if state.errors else failures
-    if end.stopped:
-        reason = end.stopped if end.stopped in ("timeout", "cancelled", "stuck") else "cancelled"
-        msg = (
-            "wall-clock timeout: the worker's process group was ended"
-            if reason == "timeout"
-            else f"stopped by loopkit: {reason}"
-        )
-        return Outcome(reason, True, msg)
+    if (stopped := stopped_outcome(end)) is not None:
+        return stopped
     if state.errors:
         message = state.errors[-1]
         reason, resume_after = error_class(message, state.api_error_status)

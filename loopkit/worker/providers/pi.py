@@ -46,9 +46,11 @@ from loopkit.worker.providers.base import (
     RunState,
     StreamParser,
     ToolCall,
+    as_dict,
     clip_input,
     count,
     http_status_in,
+    stopped_outcome,
     unresolved_failure,
 )
 
@@ -111,10 +113,10 @@ class PiProvider(Provider):
         chosen = wanted or settings.get("defaultProvider") or PROVIDER
         if chosen != PROVIDER:
             return None
-        entry = _dict(_dict(_read(folder / "models.json").get("providers")).get(PROVIDER))
+        entry = as_dict(as_dict(_read(folder / "models.json").get("providers")).get(PROVIDER))
         key = parent.get("ANTHROPIC_API_KEY", "").strip()
         if not key:
-            login = _dict(_read(folder / "auth.json").get(PROVIDER))
+            login = as_dict(_read(folder / "auth.json").get(PROVIDER))
             if login.get("type") == "api_key":
                 key = _value(login.get("key"), parent)
         if not key:
@@ -217,9 +219,9 @@ def _metered_models(path: Path, meter: Mapping[str, Any]) -> None:
         name: {k: v for k, v in entry.items() if k != "apiKey"}
         if isinstance(entry, dict)
         else entry
-        for name, entry in _dict(data.get("providers")).items()
+        for name, entry in as_dict(data.get("providers")).items()
     }
-    providers[PROVIDER] = {**_dict(providers.get(PROVIDER)), **meter}
+    providers[PROVIDER] = {**as_dict(providers.get(PROVIDER)), **meter}
     from loopkit.files import atomic_write
 
     atomic_write(path, json.dumps({**data, "providers": providers}, indent=2) + "\n")
@@ -267,7 +269,7 @@ class PiParser(StreamParser):
             st.turns += 1
             return []
         if t == "message_end":
-            message = _dict(obj.get("message"))
+            message = as_dict(obj.get("message"))
             if message.get("role") == "assistant":
                 return self._assistant(message)
             return []
@@ -289,10 +291,10 @@ class PiParser(StreamParser):
 
     def _assistant(self, message: dict[str, Any]) -> list[Event]:
         st = self.state
-        usage = _dict(message.get("usage"))
+        usage = as_dict(message.get("usage"))
         st.input_tokens += count(usage.get("input"))
         st.output_tokens += count(usage.get("output"))
-        total = _dict(usage.get("cost")).get("total")
+        total = as_dict(usage.get("cost")).get("total")
         if isinstance(total, (int, float)) and not isinstance(total, bool) and total > 0:
             st.cost_usd = (st.cost_usd or 0.0) + float(total)
             st.cost_source = COST_SOURCE
@@ -320,7 +322,7 @@ class PiParser(StreamParser):
 
     def _start(self, obj: dict[str, Any]) -> list[Event]:
         name = str(obj.get("toolName") or "tool")
-        args = _dict(obj.get("args"))
+        args = as_dict(obj.get("args"))
         call = ToolCall(obj.get("toolCallId"), name, clip_input(args))
         tools.describe(call, args, tools.PI)
         self.state.add_tool(call)
@@ -336,7 +338,7 @@ class PiParser(StreamParser):
             call = self._pending.pop(obj.get("toolCallId"), None)
             if call is None:
                 return events
-        result = _dict(obj.get("result"))
+        result = as_dict(obj.get("result"))
         blocks = result.get("content")
         text = "\n".join(
             str(b.get("text"))
@@ -355,21 +357,11 @@ class PiParser(StreamParser):
         return self.state
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
 def classify(state: RunState, end: Exit) -> Outcome:
     from loopkit.worker.providers.codex import error_class
 
-    if end.stopped:
-        reason = end.stopped if end.stopped in ("timeout", "cancelled", "stuck") else "cancelled"
-        msg = (
-            "wall-clock timeout: the worker's process group was ended"
-            if reason == "timeout"
-            else f"stopped by loopkit: {reason}"
-        )
-        return Outcome(reason, True, msg)
+    if (stopped := stopped_outcome(end)) is not None:
+        return stopped
     if state.errors:  # pi exits 0 after an API failure: the stream says so
         message = state.errors[-1]
         if message == "aborted":
