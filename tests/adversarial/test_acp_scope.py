@@ -30,7 +30,13 @@ def project(repo: Path, plan: list[dict[str, Any]]) -> None:
     (repo / "src" / "locked" / "keep.py").write_text("KEEP = 1\n")
     (repo / "tests").mkdir()
     (repo / "tests" / "test_a.py").write_text("def test_a():\n    assert True\n")
-    command = shlex.join([sys.executable, str(AGENT), json.dumps(plan)])
+    # A copy beside the repository, shown in the sandbox (the checkout's own tests/ may
+    # lie under /tmp, which the sandbox makes private).
+    shown = repo.parent / "acp-agent"
+    shown.mkdir(exist_ok=True)
+    agent = shown / AGENT.name
+    agent.write_text(AGENT.read_text())
+    command = shlex.join([sys.executable, str(agent), json.dumps(plan)])
     contract = {
         "version": 1,
         "objective": "Add src/ok.py.",
@@ -41,6 +47,7 @@ def project(repo: Path, plan: list[dict[str, Any]]) -> None:
         },
         "criteria": [{"name": "ok", "run": "test -f src/ok.py", "timeout": 10}],
         "worker": {"provider": "acp", "command": command, "timeout": 60},
+        "sandbox": {"writable": [str(shown)]},
     }
     (repo / "loop.yaml").write_text(yaml.safe_dump(contract, sort_keys=False))
     git(repo, "add", ".")
