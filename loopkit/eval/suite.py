@@ -29,6 +29,7 @@ provider's base URL, a rehearsal's scripted server). Every problem is listed at 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -195,26 +196,36 @@ def load(path: Path) -> Suite:
     )
 
 
-def _tasks(raw: Any, problems: list[str]) -> list[Task]:
+def _named(
+    raw: Any, field: str, keys: set[str], name_key: str, problems: list[str]
+) -> Iterator[tuple[str, dict[str, Any], str]]:
+    """Each entry of the suite's list ``field`` -- a mapping of ``keys`` with a plain,
+    unique name under ``name_key`` -- as (its path, itself, its name); what is wrong with
+    the rest goes to ``problems``."""
     if not isinstance(raw, list) or not raw:
-        problems.append("$.tasks: expected a non-empty list")
-        return []
-    out: list[Task] = []
+        problems.append(f"$.{field}: expected a non-empty list")
+        return
     seen: set[str] = set()
-    for i, t in enumerate(raw):
-        where = f"$.tasks[{i}]"
-        if not isinstance(t, dict):
+    for i, entry in enumerate(raw):
+        where = f"$.{field}[{i}]"
+        if not isinstance(entry, dict):
             problems.append(f"{where}: expected a mapping")
             continue
-        for key in sorted(set(t) - TASK_KEYS):
+        for key in sorted(set(entry) - keys):
             problems.append(f"{where}.{key}: unknown key")
-        tid = t.get("id")
-        if not isinstance(tid, str) or not NAME.match(tid):
-            problems.append(f"{where}.id: expected a plain name (letters, digits, . _ -)")
+        name = entry.get(name_key)
+        if not isinstance(name, str) or not NAME.match(name):
+            problems.append(f"{where}.{name_key}: expected a plain name (letters, digits, . _ -)")
             continue
-        if tid in seen:
-            problems.append(f"{where}.id: {tid!r} given twice")
-        seen.add(tid)
+        if name in seen:
+            problems.append(f"{where}.{name_key}: {name!r} given twice")
+        seen.add(name)
+        yield where, entry, name
+
+
+def _tasks(raw: Any, problems: list[str]) -> list[Task]:
+    out: list[Task] = []
+    for where, t, tid in _named(raw, "tasks", TASK_KEYS, "id", problems):
         text = t.get("text")
         if not isinstance(text, str) or not text.strip():
             problems.append(f"{where}.text: expected the task's text")
@@ -241,25 +252,8 @@ def _tasks(raw: Any, problems: list[str]) -> list[Task]:
 
 
 def _configs(raw: Any, known: list[str], problems: list[str]) -> list[Config]:
-    if not isinstance(raw, list) or not raw:
-        problems.append("$.configs: expected a non-empty list")
-        return []
     out: list[Config] = []
-    seen: set[str] = set()
-    for i, c in enumerate(raw):
-        where = f"$.configs[{i}]"
-        if not isinstance(c, dict):
-            problems.append(f"{where}: expected a mapping")
-            continue
-        for key in sorted(set(c) - CONFIG_KEYS):
-            problems.append(f"{where}.{key}: unknown key")
-        name = c.get("name")
-        if not isinstance(name, str) or not NAME.match(name):
-            problems.append(f"{where}.name: expected a plain name (letters, digits, . _ -)")
-            continue
-        if name in seen:
-            problems.append(f"{where}.name: {name!r} given twice")
-        seen.add(name)
+    for where, c, name in _named(raw, "configs", CONFIG_KEYS, "name", problems):
         provider = c.get("provider")
         if provider not in known:
             problems.append(

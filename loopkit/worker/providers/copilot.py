@@ -50,7 +50,6 @@ from loopkit.worker.providers.base import (
     StreamParser,
     ToolCall,
     as_dict,
-    clip_input,
     stopped_outcome,
     unresolved_failure,
 )
@@ -225,13 +224,11 @@ class CopilotParser(StreamParser):
         return []
 
     def _start(self, data: dict[str, Any]) -> list[Event]:
-        name = str(data.get("toolName") or "tool")
         args = as_dict(data.get("arguments"))
-        call = ToolCall(data.get("toolCallId"), name, clip_input(args))
-        tools.describe(call, args, tools.COPILOT)
-        self.state.add_tool(call)
-        if call.id is not None:
-            self._pending[call.id] = call
+        name = str(data.get("toolName") or "tool")
+        call = tools.started(
+            self.state, self._pending, data.get("toolCallId"), name, args, tools.COPILOT
+        )
         return [Event("tool_call", call)]
 
     def _complete(self, data: dict[str, Any]) -> list[Event]:

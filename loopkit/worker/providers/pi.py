@@ -47,7 +47,6 @@ from loopkit.worker.providers.base import (
     StreamParser,
     ToolCall,
     as_dict,
-    clip_input,
     count,
     http_status_in,
     stopped_outcome,
@@ -321,13 +320,9 @@ class PiParser(StreamParser):
         return events
 
     def _start(self, obj: dict[str, Any]) -> list[Event]:
-        name = str(obj.get("toolName") or "tool")
         args = as_dict(obj.get("args"))
-        call = ToolCall(obj.get("toolCallId"), name, clip_input(args))
-        tools.describe(call, args, tools.PI)
-        self.state.add_tool(call)
-        if call.id is not None:
-            self._pending[call.id] = call
+        name = str(obj.get("toolName") or "tool")
+        call = tools.started(self.state, self._pending, obj.get("toolCallId"), name, args, tools.PI)
         return [Event("tool_call", call)]
 
     def _end(self, obj: dict[str, Any]) -> list[Event]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from loopkit.worker.providers.base import ToolCall
+from loopkit.worker.providers.base import RunState, ToolCall, clip_input
 from loopkit.worker.providers.shell import files_read_by
 
 
@@ -109,4 +109,21 @@ def describe(call: ToolCall, raw: Mapping[str, Any], table: Mapping[str, Tool]) 
     paths = [value] if isinstance(value, str) else value if isinstance(value, list) else []
     found = [p for p in paths if isinstance(p, str) and p]
     (call.files_read if tool.kind == READ else call.files_written).extend(found)
+    return call
+
+
+def started(
+    state: RunState,
+    pending: dict[str, ToolCall],
+    call_id: Any,
+    name: str,
+    raw: Mapping[str, Any],
+    table: Mapping[str, Tool],
+) -> ToolCall:
+    """A tool call a stream began: what it does filled in from ``table``, added to the
+    run's ``state`` and, when it has an id, kept in ``pending`` for its result."""
+    call = describe(ToolCall(call_id, name, clip_input(raw)), raw, table)
+    state.add_tool(call)
+    if call.id is not None:
+        pending[call.id] = call
     return call
