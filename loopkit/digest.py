@@ -13,6 +13,7 @@ import os
 
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Protocol
 
     class Hasher(Protocol):
@@ -36,6 +37,17 @@ def sha256(data: bytes = b"", *, size: int = 0) -> Hasher:
             return big
         except ImportError:
             pass
+    hasher: Hasher = (_built_in or _find_built_in())(data)
+    return hasher
+
+
+_built_in: Callable[[bytes], Hasher] | None = None
+
+
+def _find_built_in() -> Callable[[bytes], Hasher]:
+    """The interpreter's own sha256, looked up once (a failed import is a search of the
+    whole path, every time it is tried)."""
+    global _built_in
     try:
         from _sha2 import sha256 as make  # type: ignore[import-not-found,unused-ignore]  # 3.12+
     except ImportError:
@@ -43,8 +55,9 @@ def sha256(data: bytes = b"", *, size: int = 0) -> Hasher:
             from _sha256 import sha256 as make  # type: ignore[import-not-found,no-redef,unused-ignore]
         except ImportError:
             from hashlib import sha256 as make  # type: ignore[assignment,unused-ignore]
-    hasher: Hasher = make(data)
-    return hasher
+    found: Callable[[bytes], Hasher] = make
+    _built_in = found
+    return found
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:

