@@ -1171,6 +1171,17 @@ def changed_paths(root: Path, old: str, new: str) -> list[tuple[str, str]]:
     ]
 
 
+def tree_folders(root: Path, tree: str) -> set[str]:
+    """Every folder a checkout of ``tree`` has: its trees and its gitlinks (a submodule's
+    folder), repository-relative as the file system names them, and "" for the top."""
+    done = git(["ls-tree", "-r", "-t", "-z", "--format=%(objectmode) %(path)", tree], cwd=root)
+    found = {""}
+    for entry in done.stdout.split(b"\0"):
+        if entry[:7] in (b"040000 ", b"160000 "):
+            found.add(os.fsdecode(entry[7:]))
+    return found
+
+
 def _write_tree_files(root: Path, tree: str, name: str, into: str) -> None:
     """Write every file called ``name`` (``.gitignore``, ``.gitattributes``) of ``tree``
     into the folder ``into``, at its path: two git calls, none when there is none. Blobs

@@ -42,16 +42,29 @@ def kind_of(mode: int) -> str | None:
     return None
 
 
-def clear_new(root: Path, *, since_ns: int, prune: Sequence[str] = ()) -> list[dict[str, str]]:
+def clear_new(
+    root: Path,
+    *,
+    since_ns: int,
+    prune: Sequence[str] = (),
+    folders: set[str] | None = None,
+) -> list[dict[str, str]]:
     """Remove the special files under ``root`` whose change time is ``since_ns`` or later;
     return them as ``[{path, type}]`` (repository-relative, at most ``MAX_RECORDED``).
 
     ``prune``: repository-relative folders not entered (the state folder; folders git
     ignored at the start, ending in ``/`` or not). Folders named ``.git`` are never
-    entered, and symlinks never followed."""
+    entered, and symlinks never followed.
+
+    ``folders``: every folder under ``root`` as it stood at ``since_ns`` ("" the root
+    itself), when the caller knows them all (a clean room: its tree's folders). Then only
+    the folders whose change time is ``since_ns`` or later are listed -- a new entry, of
+    whatever kind, changes its folder's change time, which no process can set back --
+    and a folder new in one of them is walked whole and added to ``folders``."""
     skip = {p.rstrip("/") for p in prune if p.rstrip("/")}
     found: list[dict[str, str]] = []
-    stack = [""]
+    stack = [""] if folders is None else _changed(root, folders, since_ns)
+    known = folders if folders is not None else set()
     while stack:
         rel = stack.pop()
         try:
@@ -65,8 +78,10 @@ def clear_new(root: Path, *, since_ns: int, prune: Sequence[str] = ()) -> list[d
                         continue
                     if e.is_dir(follow_symlinks=False):
                         sub = f"{rel}/{e.name}" if rel else e.name
-                        if e.name != ".git" and sub not in skip:
+                        if e.name != ".git" and sub not in skip and sub not in known:
                             stack.append(sub)
+                            if folders is not None:
+                                known.add(sub)
                         continue
                     if e.is_symlink():
                         continue
@@ -85,3 +100,17 @@ def clear_new(root: Path, *, since_ns: int, prune: Sequence[str] = ()) -> list[d
                 if len(found) < MAX_RECORDED:
                     found.append({"path": f"{rel}/{e.name}" if rel else e.name, "type": kind})
     return sorted(found, key=lambda f: f["path"])
+
+
+def _changed(root: Path, folders: set[str], since_ns: int) -> list[str]:
+    """The folders among ``folders`` whose change time is ``since_ns`` or later (one that is
+    gone, or no longer a folder, is its parent's change)."""
+    out = []
+    for rel in folders:
+        try:
+            st = os.lstat(os.path.join(root, rel) if rel else root)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode) and st.st_ctime_ns >= since_ns:
+            out.append(rel)
+    return out

@@ -269,6 +269,11 @@ def _run(
     should_stop: Callable[[], str | None] | None = None,
 ) -> Result:
     before = synced or watch.hash()
+    folders = None
+    if synced is not None:  # a clean room: its folders are its tree's, listed meanwhile
+        from loopkit.background import Background
+
+        folders = Background(lambda: git.tree_folders(where.root, synced), name="lk-folders")
     roots = sorted(
         {str(p) for p in (where.root, home)} | {os.path.realpath(p) for p in (where.root, home)},
         key=len,
@@ -336,8 +341,8 @@ def _run(
             _read_tests(entry, c, where.root, log, end, started)
         if stopped:
             entry["cancelled"] = True
-        if synced is not None:  # the clean room: a FIFO a check left would block the hash
-            specialfiles.clear_new(where.root, since_ns=started_ns)
+        if folders is not None:  # the clean room: a FIFO a check left would block the hash
+            specialfiles.clear_new(where.root, since_ns=started_ns, folders=folders.result())
         after = watch.hash()
         if after != current:
             entry["changed_tree"] = True
