@@ -316,6 +316,9 @@ def common_dir(root: str | os.PathLike[str]) -> Path:
 
 def index_path(root: str | os.PathLike[str]) -> Path:
     """The index file git uses at ``root`` (honours ``GIT_INDEX_FILE``, worktrees)."""
+    found = _discover(root)
+    if found is not None:  # a plain repository: no git call
+        return found.index
     p = Path(out(["rev-parse", "--git-path", "index"], cwd=root))
     return p if p.is_absolute() else (Path(root) / p).resolve()
 

@@ -474,15 +474,17 @@ def cancel(ctx: Context, *, label: str) -> dict[str, Any]:
 # ----------------------------------------------------------------------- the branch check
 
 
-def _branch_check(ctx: Context, j: dict[str, Any], what: str, ref: str | None, label: str) -> None:
-    """Return when HEAD is where the task began (on its branch); else save the tree (unless
-    ``ref`` holds it), put back a branch rewound to an ancestor, drop the journal and
-    refuse (40). Nothing is committed or reverted."""
+def _branch_check(
+    ctx: Context, j: dict[str, Any], what: str, ref: str | None, label: str
+) -> tuple[str, str]:
+    """Return HEAD's commit and branch when it is where the task began (on its branch);
+    else save the tree (unless ``ref`` holds it), put back a branch rewound to an ancestor,
+    drop the journal and refuse (40). Nothing is committed or reverted."""
     w = ctx.where(j)
     head, branch = trees.head(w)
     base, want = str(j["base"]), str(j.get("branch") or "")
     if head == base and branch == want:
-        return
+        return head, branch
     task = str(j["task"])
     ref = ref or _save(ctx, j, label, "branch moved")
     where = (
@@ -551,8 +553,9 @@ def land(
             f"as {ref}; the task is NOT marked done"
         )
         raise Refused(message, _result("refused", j, ref=ref, reason=message))
+    at = None
     if ctx.attempt_in is None:
-        _branch_check(ctx, j, f"the commit of {task}", None, label)
+        at = _branch_check(ctx, j, f"the commit of {task}", None, label)
     subject = memory.one_line(_doc_get(document, "task", "text") or task, 72)
     why = memory.one_line(_doc_get(document, "decision", "reason") or "complete", 300)
     attempt = _doc_get(document, "attempt_id") or label
@@ -578,7 +581,7 @@ def land(
         phase="landing", commit=commit, tree=tree, label=label, elsewhere=ctx.attempt_in is not None
     )
     journal.write(ctx.folder, j)
-    return _finish_landing(ctx, j, fresh_stat=fresh_stat)
+    return _finish_landing(ctx, j, fresh_stat=fresh_stat, at=at)
 
 
 def _fast_forward_check(ctx: Context, j: dict[str, Any], commit: str, label: str) -> None:
@@ -601,10 +604,15 @@ def _fast_forward_check(ctx: Context, j: dict[str, Any], commit: str, label: str
     raise Refused(message, _result("refused", j, ref=green, commit=commit, reason=message))
 
 
-def _finish_landing(ctx: Context, j: dict[str, Any], *, fresh_stat: bool = False) -> dict[str, Any]:
+def _finish_landing(
+    ctx: Context, j: dict[str, Any], *, fresh_stat: bool = False, at: tuple[str, str] | None = None
+) -> dict[str, Any]:
+    """The landing from its journal: the branch moved to the commit (by compare-and-swap),
+    the index and work tree brought to it, the task marked. ``at``: HEAD's commit and
+    branch as the landing just read them (a rerun reads them again)."""
     w = ctx.where(j)
     task, commit, base = str(j["task"]), str(j["commit"]), str(j["base"])
-    head, branch = trees.head(w)
+    head, branch = at or trees.head(w)
     after = None
     if j["phase"] == "landing":
         if head == base and branch == (j.get("branch") or ""):
