@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from loopkit.boundary import sandbox
 
 
@@ -65,3 +67,29 @@ def test_bwrap_refusing_to_start_is_told_from_a_failing_command() -> None:
     assert sandbox.failed_to_start(1, b"FAILED test_x\n" + msg) is None
     assert sandbox.failed_to_start(2, msg) is None
     assert sandbox.failed_to_start(1, b"") is None
+
+
+def test_probes_asked_at_once_start_one_sandbox_and_share_its_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # lk task begin probes in a thread while the round may ask too: one bwrap start,
+    # one answer (a second probe would cost a sandbox start on the attempt's path).
+    import threading
+
+    real = sandbox.candidates()
+    if not real:
+        pytest.skip("no bwrap here")
+    calls = tmp_path / "calls"
+    fake = tmp_path / "bwrap"
+    fake.write_text(f'#!/bin/sh\necho x >> "{calls}"\nsleep 0.3\nexec "{real[0]}" "$@"\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv(sandbox.BWRAP_ENV, str(fake))
+    monkeypatch.setattr(sandbox, "_PROBED", {})
+    answers: list[sandbox.Probe] = []
+    threads = [threading.Thread(target=lambda: answers.append(sandbox.probe())) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert calls.read_text().count("x") == 1
+    assert len(answers) == 3 and len(set(answers)) == 1 and answers[0].available
