@@ -440,11 +440,11 @@ def mark_cmd(tasks_file: str, task_id: str, status: str, reason: str | None) -> 
 
     edit = prepare_mark(tasks_file, task_id, status, reason=reason)
     if not edit.changed:
-        _say(f"{task_id} is already {status} ({tasks_file} line {edit.index + 1})")
+        _say(f"{task_id} is already {status} ({tasks_file} line {edit.line})")
         return 0
     commit_edit(edit)
-    _say(f"marked {task_id} {status} ({tasks_file} line {edit.index + 1})")
-    if status == "open" and b"[!]" in edit.old_line:
+    _say(f"marked {task_id} {status} ({tasks_file} line {edit.line})")
+    if status == "open" and edit.old_status == "parked":
         _reopen(tasks_file, task_id, reason)
     return 0
 

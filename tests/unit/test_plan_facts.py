@@ -242,3 +242,126 @@ def test_problems_after_an_expansion_name_the_tasks_new_index(tree_repo: Path) -
     expand(plan, tree_files(tree_repo))
     assert plan.tasks[3].id == "w"
     assert [p.path for p in plan.problems] == ["$.tasks[3]"]
+
+
+EACH = (
+    "# Plan\n\n- [ ] Validate the handlers {#validate}\n  issue: #7\n"
+    "  each: src/handlers/*.py\n  budget: 30 lines / 1 file\n  accept: rejects bad input\n"
+    "  end\n- [ ] After {#after}\n  depends: validate\n  budget: 5 lines\n  scope: src/a.py\n"
+    "  end\n"
+)
+
+
+def _next(tasks: Path) -> str | None:
+    from loopkit.plan.readiness import next_task
+
+    plan = parse(tasks.read_bytes())
+    prepare(plan, str(tasks))
+    found = next_task(plan)
+    return found.id if found else None
+
+
+def test_each_slices_are_marked_one_by_one_and_keep_their_ids(tree_repo: Path) -> None:
+    from loopkit.plan.marking import mark
+
+    tasks = tree_repo / "TASKS.md"
+    tasks.write_text(EACH)
+    plan = parse(tasks.read_bytes())
+    prepare(plan, str(tasks))
+    before = {t.id: t.as_dict() for t in plan.tasks if t.expanded}
+    assert _next(tasks) == "validate-orders"
+    edit = mark(tasks, "validate-orders", "done")
+    assert edit.changed
+    text = tasks.read_text()
+    lines = text.splitlines()
+    # The item's own lines and everything around it are kept byte for byte; the slices
+    # are written in between, before the item's end.
+    first = "  - [x] Validate the handlers (src/handlers/orders.py) {#validate-orders}"
+    assert lines[:8] == [*EACH.splitlines()[:7], first]
+    assert text.endswith(EACH[EACH.index("  end\n- [ ] After") :])
+    assert lines[2] == "- [ ] Validate the handlers {#validate}"  # the item is not done
+    assert edit.line == 8 and lines[edit.line - 1].startswith("  - [x]")
+    assert _next(tasks) == "validate-users"
+    # Re-read: the written slices carry the same task documents as the expansion did.
+    plan = parse(tasks.read_bytes())
+    assert check(plan, contract=CONTRACT, tree=prepare(plan, str(tasks))) == []
+    after = {t.id: t.as_dict() for t in plan.tasks if t.parent is not None}
+    for sid, doc in before.items():
+        got = {k: v for k, v in after[sid].items() if k not in ("source", "status")}
+        want = {k: v for k, v in doc.items() if k not in ("source", "status", "expanded")}
+        assert got == want
+    # A second mark is idempotent; a file added to the tree later reshuffles nothing,
+    # though it sorts first and has the same stem as an id handed out.
+    written = tasks.read_bytes()
+    assert not mark(tasks, "validate-orders", "done").changed
+    assert tasks.read_bytes() == written
+    (tree_repo / "src" / "handlers" / "a").mkdir()
+    (tree_repo / "src" / "handlers" / "a" / "users.py").write_text("")
+    (tree_repo / "src" / "handlers" / "accounts.py").write_text("")
+    assert _next(tasks) == "validate-users"
+    plan = parse(tasks.read_bytes())
+    prepare(plan, str(tasks))
+    assert plan.find("validate-users").scope == ["src/handlers/users.py"]  # type: ignore[union-attr]
+    assert [t.id for t in plan.tasks if t.parent] == ["validate-orders", "validate-users"]
+    # The last slice done completes the item; reopening a slice reopens it.
+    mark(tasks, "validate-users", "done")
+    assert tasks.read_text().splitlines()[2] == "- [x] Validate the handlers {#validate}"
+    assert _next(tasks) == "after"
+    mark(tasks, "validate-users", "open")
+    assert tasks.read_text().splitlines()[2] == "- [ ] Validate the handlers {#validate}"
+    assert _next(tasks) == "validate-users"
+
+
+def test_an_each_slice_parked_then_the_next_one(tree_repo: Path) -> None:
+    from loopkit.plan.marking import mark
+
+    tasks = tree_repo / "TASKS.md"
+    tasks.write_text(EACH)
+    mark(tasks, "validate-orders", "parked", reason="same failure twice")
+    text = tasks.read_text()
+    assert (
+        "- [!] Validate the handlers (src/handlers/orders.py) {#validate-orders} "
+        "(parked: same failure twice)" in text
+    )
+    assert _next(tasks) is None  # the next slice waits for the parked one
+    mark(tasks, "validate-orders", "open")
+    assert _next(tasks) == "validate-orders"
+
+
+def test_marking_between_read_and_write_keeps_others_lines_or_refuses(
+    tree_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from loopkit.plan.marking import Conflict, commit_edit, prepare_mark
+
+    tasks = tree_repo / "TASKS.md"
+    tasks.write_text(EACH)
+    # Another writer changes an unrelated line between the read and the write: kept.
+    edit = prepare_mark(tasks, "validate-orders", "done")
+    tasks.write_text(EACH.replace("- [ ] After {#after}", "- [ ] After, renamed {#after}"))
+    assert commit_edit(edit)
+    text = tasks.read_text()
+    assert "After, renamed" in text and "- [x] Validate the handlers (src/handlers/orders" in text
+    # Another mark wrote the slices out meanwhile: this one's item changed, nothing written.
+    tasks.write_text(EACH)
+    mine = prepare_mark(tasks, "validate-users", "parked")
+    other = prepare_mark(tasks, "validate-orders", "done")
+    assert commit_edit(other)
+    theirs = tasks.read_bytes()
+    with pytest.raises(Conflict, match="changed between read and write"):
+        commit_edit(mine)
+    assert tasks.read_bytes() == theirs
+    # A crash in the middle of the write (the rename never happens): the file is whole.
+    tasks.write_text(EACH)
+    edit = prepare_mark(tasks, "validate-orders", "done")
+    import loopkit.files
+
+    def crash(*_: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(loopkit.files.os, "replace", crash)
+    with pytest.raises(OSError):
+        commit_edit(edit)
+    monkeypatch.undo()
+    assert tasks.read_text() == EACH
+    assert sorted(p.name for p in tree_repo.iterdir() if p.name.startswith(".TASKS")) == []
+    assert _next(tasks) == "validate-orders"
