@@ -145,11 +145,13 @@ def plan_edit(
     *,
     source: str,
     tree: Collection[str] | None = None,
+    write_out: bool = False,
 ) -> Edit:
     """The rewrite marking ``task_id``: its line, the parents it completes (or reopens),
     and for a slice of an ``each:`` item not yet written out, the item's slices written
-    out before its ``end`` line. ``tree`` (the repository's files, found from ``path``
-    when needed and not given) expands the ``each:`` items."""
+    out before its ``end`` line (``write_out``: even when its status is unchanged).
+    ``tree`` (the repository's files, found from ``path`` when needed and not given)
+    expands the ``each:`` items."""
     if status not in MARKS:
         raise BadInput("--status", f"expected one of {', '.join(MARKS)}, got {status!r}")
     plan = parse(raw, source=source)
@@ -165,7 +167,7 @@ def plan_edit(
         raise BadInput(source, f"no task with id {task_id!r} (ids: {known})")
     lines = split_lines(raw)
     if task.expanded:
-        return _write_out(plan, lines, path, task, status, reason, raw, tree)
+        return _write_out(plan, lines, path, task, status, reason, raw, tree, force=write_out)
     index = task.line - 1
     old = lines[index]
     new = {index: rewrite_line(old, status, reason)}
@@ -219,6 +221,8 @@ def _write_out(
     reason: str | None,
     raw: bytes,
     tree: Collection[str] | None,
+    *,
+    force: bool = False,
 ) -> Edit:
     """The first mark of an ``each:`` slice: the item's slices written before its ``end``
     line (the item's own lines kept byte for byte), this one with its new status."""
@@ -228,7 +232,7 @@ def _write_out(
     assert parent is not None and parent.end_line is not None
     first, end = parent.line - 1, parent.end_line - 1
     own = b"".join(lines[first : end + 1])
-    if status == task.status and not reason:  # already so: nothing to write out
+    if status == task.status and not reason and not force:  # already so: nothing to write
         return Edit(
             path,
             task.id,
@@ -381,4 +385,17 @@ def append_plan(path: Path, original: bytes, whole: bytes) -> None:
             current += chunk
         if current != original:
             raise Conflict(f"{path}: changed while drafting; nothing written -- draft again")
+        atomic_write(path, whole, sync=True, keep_mode=True)
+
+
+def replace_plan(path: Path, original: bytes, whole: bytes) -> None:
+    """Write ``whole`` atomically, under the lock, if the file still holds ``original``;
+    a Conflict (exit 1) and nothing written otherwise (``lk-plan split``: the model took
+    its time, and the file may have moved on meanwhile)."""
+    with _locked(path) as fd:
+        current = b""
+        while chunk := os.read(fd, 1 << 20):
+            current += chunk
+        if current != original:
+            raise Conflict(f"{path}: changed while splitting; nothing written -- split again")
         atomic_write(path, whole, sync=True, keep_mode=True)
