@@ -4,6 +4,8 @@ only) by the model, and its sub-slices land."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.helpers.recipes import fail_message, make_project
@@ -54,3 +56,116 @@ def test_each_slices_land_in_order_each_marked(tmp_path) -> None:
     text = (p.root / "TASKS.md").read_text()
     assert text.startswith(EACH_TASKS.replace("- [ ] Fix", "- [x] Fix").rsplit("  end\n", 1)[0])
     assert text.endswith("    end\n  end\n")
+
+
+# "rows" is estimated at 4 lines and writes 12 (3x): over its estimate on every attempt.
+# Its sub-slices stay inside theirs; so does "footer".
+SPLIT_TASKS = """\
+# Plan
+
+- [ ] Grow the table {#grow}
+  issue: #9
+  - [ ] Rows {#rows}
+    budget: 4 lines / 2 files
+    scope: src/rows/
+    files: +src/rows/a.txt, +src/rows/b.txt
+    end
+  - [ ] Footer {#footer}
+    budget: 4 lines / 1 file
+    scope: src/footer.txt
+    files: +src/footer.txt
+    end
+  end
+"""
+
+SPLIT_WORKER = """
+Path("src/rows").mkdir(parents=True, exist_ok=True)
+if task == "rows":
+    Path("src/rows/a.txt").write_text("".join(f"row {i}\\n" for i in range(12)))
+elif task.startswith("rows-"):
+    Path(f"src/rows/{task[5:]}.txt").write_text("row\\nrow\\nrow\\n")
+else:
+    Path("src/footer.txt").write_text("total\\n")
+"""
+
+SPLIT_ANSWER = """\
+```markdown
+- [ ] Rows of table a {#rows-a}
+  budget: 6 lines / 1 file
+  scope: src/rows/a.txt
+  files: +src/rows/a.txt
+  end
+- [ ] Rows of table b {#rows-b}
+  budget: 6 lines / 1 file
+  scope: src/rows/b.txt
+  files: +src/rows/b.txt
+  end
+```
+"""
+
+
+@pytest.mark.longest
+def test_a_slice_over_its_estimate_is_re_split_alone_and_its_slices_land(tmp_path) -> None:
+    from tests.helpers.agents import model_server
+    from tests.helpers.judge import judge_env
+
+    p = make_project(
+        tmp_path,
+        SPLIT_WORKER,
+        tasks=SPLIT_TASKS,
+        checks=[{"name": "ok", "run": "true", "timeout": 30}],
+        judge={"provider": "claude"},
+    )
+    log = tmp_path / "requests.jsonl"
+    answers = {"sessions": [[SPLIT_ANSWER]], "exhausted": "end"}
+    with model_server(answers, log=log) as server:
+        env = judge_env("claude", server, tmp_path)
+        env["LOOPKIT_VALIDATE_OUTPUT"] = "0"
+        proc = p.run("phased-loop.sh", env=env, timeout=600)
+    assert proc.returncode == 0, fail_message(proc)
+    # The split, as committed: the rows slice reopened, its sub-slices before its end, and
+    # every other line -- the parent, the footer slice -- byte for byte as it was.
+    sha = p.git("log", "--format=%H", "--grep", "loopkit: re-split rows").split()
+    assert len(sha) == 1, p.git("log", "--pretty=%s")
+    split = p.git("show", f"{sha[0]}:TASKS.md")
+    parked = p.git("show", f"{sha[0]}~1:TASKS.md")
+    assert "  - [!] Rows {#rows}" in parked
+    before, after = parked.splitlines(), split.splitlines()
+    at = before.index("    end")  # the rows slice's end
+    assert after[:at] == [
+        line.replace("[!] Rows {#rows} (parked", "[ ] Rows {#rows} (parked").split(" (parked")[0]
+        if "{#rows}" in line
+        else line
+        for line in before[:at]
+    ]
+    assert after[at + 10 :] == before[at:]
+    assert after[at] == "    - [ ] Rows of table a {#rows-a}"
+    # The sub-slices landed in order, then the footer; the rows slice and the item are
+    # done with their last slices.
+    subjects = p.git("log", "--reverse", "--pretty=%s").splitlines()
+    landed = [s for s in subjects if s.startswith(("loopkit: rows", "loopkit: footer"))]
+    assert landed == [
+        "loopkit: rows-a: Rows of table a",
+        "loopkit: rows-b: Rows of table b",
+        "loopkit: footer: Footer",
+    ]
+    for task in ("rows-a", "rows-b", "rows", "footer", "grow"):
+        assert "[x]" in p.task_line(task), task
+    assert (p.root / "src" / "rows" / "b.txt").read_text() == "row\nrow\nrow\n"
+    # Every attempt's record carries the estimate beside the diff; the report shows both.
+    ledger = p.ledger()
+    rows = [r for r in ledger if r.get("task_id") == "rows" and r.get("estimate")]
+    assert rows and all(r["estimate"]["within"] is False for r in rows)
+    assert rows[0]["estimate"] == {
+        "lines": 4,
+        "files": 2,
+        "actual_lines": 12,
+        "actual_files": 1,
+        "lines_ratio": 3.0,
+        "files_ratio": 0.5,
+        "within": False,
+    }
+    assert "estimates: 100% of 3 landed plan tasks within their estimate" in proc.stdout
+    assert "1 re-split" in proc.stdout
+    asked = [json.dumps(json.loads(line).get("body")) for line in log.read_text().splitlines()]
+    assert any("the diff: 12 lines / 1 files" in a for a in asked)
