@@ -169,3 +169,33 @@ def test_a_slice_over_its_estimate_is_re_split_alone_and_its_slices_land(tmp_pat
     assert "1 re-split" in proc.stdout
     asked = [json.dumps(json.loads(line).get("body")) for line in log.read_text().splitlines()]
     assert any("the diff: 12 lines / 1 files" in a for a in asked)
+
+
+@pytest.mark.longest
+def test_parallel_re_splits_a_slice_over_its_estimate_and_lands_its_slices(tmp_path) -> None:
+    from tests.helpers.agents import model_server
+    from tests.helpers.judge import judge_env
+
+    p = make_project(
+        tmp_path,
+        SPLIT_WORKER,
+        tasks=SPLIT_TASKS,
+        checks=[{"name": "ok", "run": "true", "timeout": 30}],
+        judge={"provider": "claude"},
+    )
+    answers = {"sessions": [[SPLIT_ANSWER]], "exhausted": "end"}
+    with model_server(answers) as server:
+        env = judge_env("claude", server, tmp_path)
+        env["LOOPKIT_VALIDATE_OUTPUT"] = "0"
+        env["LK_WORKTREES"] = str(tmp_path / "worktrees")
+        proc = p.run("parallel.sh", "--jobs", "1", env=env, timeout=600)
+    assert proc.returncode == 0, fail_message(proc)
+    assert "rows: over its estimate: re-split" in proc.stderr
+    subjects = p.git("log", "--reverse", "--pretty=%s").splitlines()
+    assert "loopkit: re-split rows" in subjects
+    for task in ("rows-a", "rows-b", "rows", "footer", "grow"):
+        assert "[x]" in p.task_line(task), task
+    assert (p.root / "src" / "rows" / "a.txt").read_text() == "row\nrow\nrow\n"
+    rows = [r for r in p.ledger() if r.get("task_id") == "rows" and r.get("estimate")]
+    assert len(rows) == 1 and rows[0]["estimate"]["within"] is False  # split at once
+    assert p.git("status", "--porcelain") == ""
