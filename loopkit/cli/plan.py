@@ -40,7 +40,8 @@ Exit codes:
             written), 3 bad input, 4 environment (no repository, no provider CLI).
   split     0 the task's sub-slices were written, 1 no valid split within --repairs or
             TASKS.md changed meanwhile (nothing written), 3 bad input or a task that
-            cannot be split (done, each:, holding slices, a sub-slice, no plan; with
+            cannot be split (done, each:, holding slices, a sub-slice, one file as
+            its scope, no plan; with
             --over-estimate: its last attempt was within its estimate), 4 environment.
 """
 
@@ -366,7 +367,7 @@ def split_cmd(
 
     Exit 0 written, 1 no valid split within the repairs, or TASKS.md changed meanwhile
     (nothing written), 3 bad input or a task that cannot be split (done, an each: item, a
-    parent of slices, a sub-slice, no plan), 4 environment.
+    parent of slices, a sub-slice, one file as its scope, no plan), 4 environment.
     """
     from pathlib import Path
 
@@ -517,8 +518,10 @@ def next_cmd(
 def mark_cmd(tasks_file: str, task_id: str, status: str, reason: str | None) -> int:
     """Rewrite one task's line in TASKS.md: [x] done, [!] parked, [ ] open.
 
-    Every other byte of the file is kept. The write is atomic (temp file + rename) and is
-    refused, exit 1, if that line changed between read and write.
+    Every other byte of the file is kept -- but for the parent of a slice marked done last
+    (marked done too; reopening a slice reopens it), and an each: item, whose slices the
+    first mark of one writes out before its end line. The write is atomic (temp file +
+    rename) and is refused, exit 1, if that line changed between read and write.
     """
     from loopkit.plan.marking import commit_edit, prepare_mark
 

@@ -145,13 +145,11 @@ def plan_edit(
     *,
     source: str,
     tree: Collection[str] | None = None,
-    write_out: bool = False,
 ) -> Edit:
     """The rewrite marking ``task_id``: its line, the parents it completes (or reopens),
     and for a slice of an ``each:`` item not yet written out, the item's slices written
-    out before its ``end`` line (``write_out``: even when its status is unchanged).
-    ``tree`` (the repository's files, found from ``path`` when needed and not given)
-    expands the ``each:`` items."""
+    out before its ``end`` line. ``tree`` (the repository's files, found from ``path``
+    when needed and not given) expands the ``each:`` items."""
     if status not in MARKS:
         raise BadInput("--status", f"expected one of {', '.join(MARKS)}, got {status!r}")
     plan = parse(raw, source=source)
@@ -167,7 +165,7 @@ def plan_edit(
         raise BadInput(source, f"no task with id {task_id!r} (ids: {known})")
     lines = split_lines(raw)
     if task.expanded:
-        return _write_out(plan, lines, path, task, status, reason, raw, tree, force=write_out)
+        return _write_out(plan, lines, path, task, status, reason, raw, tree)
     index = task.line - 1
     old = lines[index]
     new = {index: rewrite_line(old, status, reason)}
@@ -221,8 +219,6 @@ def _write_out(
     reason: str | None,
     raw: bytes,
     tree: Collection[str] | None,
-    *,
-    force: bool = False,
 ) -> Edit:
     """The first mark of an ``each:`` slice: the item's slices written before its ``end``
     line (the item's own lines kept byte for byte), this one with its new status."""
@@ -232,7 +228,7 @@ def _write_out(
     assert parent is not None and parent.end_line is not None
     first, end = parent.line - 1, parent.end_line - 1
     own = b"".join(lines[first : end + 1])
-    if status == task.status and not reason and not force:  # already so: nothing to write
+    if status == task.status and not reason:  # already so: nothing to write out
         return Edit(
             path,
             task.id,

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loopkit.errors import BadInput
+from loopkit.evidence import globs
 from loopkit.plan.checking import check
 from loopkit.plan.drafting import Draft, ask, document, record
 from loopkit.plan.expanding import expand, tree_files
@@ -76,6 +77,12 @@ def refusal(task: Task) -> str | None:
         return "has no plan ending in 'end' to nest slices under: give it a plan first"
     if task.parent is not None and task.parent.parent is not None:
         return "is a sub-slice: slices nest two deep at most, so it cannot be split again"
+    if len(task.scope) == 1 and globs.is_literal(task.scope[0]):
+        # An each: slice is one: its slices' scopes would have to be disjoint inside it.
+        return (
+            f"has one file as its scope ({task.scope[0]}): slices with disjoint scopes "
+            "cannot be made inside it; widen its scope by hand"
+        )
     return None
 
 
@@ -239,14 +246,6 @@ def read_plan(tasks_path: Path, ws: Workspace, source: str, task_id: str) -> tup
     why = refusal(task)
     if why is not None:
         raise BadInput("--task", f"{task_id} {why}")
-    if task.expanded:  # an each: slice: written out first, like its first mark does
-        from loopkit.plan.marking import apply_edit, plan_edit
-
-        edit = plan_edit(
-            raw, tasks_path, task_id, task.status, None, source=source, tree=tree, write_out=True
-        )
-        _, task = find(apply_edit(edit, raw), source, task_id, tree)
-        return apply_edit(edit, raw), task
     return raw, task
 
 
@@ -263,7 +262,6 @@ def run(
     from loopkit.plan.marking import replace_plan
 
     source = str(tasks_path)
-    original = read_bytes(tasks_path)
     raw, task = read_plan(tasks_path, ws, source, task_id)
     over = over_estimate(ws, task_id)
     if only_over and over is None:
@@ -298,7 +296,7 @@ def run(
     )
     if drafts and drafts[-1].valid:
         whole, _ = insert(raw, task, drafts[-1].text)
-        replace_plan(tasks_path, original, whole)
+        replace_plan(tasks_path, raw, whole)
     doc = document(drafts, written, settings=settings, repairs=repairs, tasks_file=source)
     doc["split"] = task_id
     if over is not None:

@@ -365,3 +365,74 @@ def test_marking_between_read_and_write_keeps_others_lines_or_refuses(
     assert tasks.read_text() == EACH
     assert sorted(p.name for p in tree_repo.iterdir() if p.name.startswith(".TASKS")) == []
     assert _next(tasks) == "validate-orders"
+
+
+SPLIT_BASE = (
+    "- [ ] Grow {#grow}\n  - [!] Rows {#rows} (parked: failed)\n    budget: 4 lines / 2 files\n"
+    "    scope: src/handlers/\n    end\n  - [ ] Footer {#footer}\n    budget: 4 lines\n"
+    "    scope: src/a.py\n    end\n  end\n"
+)
+
+ONE = "- [ ] Users {#rows-u}\n  budget: 3 lines\n  scope: src/handlers/users.py\n  files: src/handlers/users.py\n  end\n"
+TWO = ONE.replace("Users {#rows-u}", "Orders {#rows-o}").replace("users.py", "orders.py")
+
+
+@pytest.mark.parametrize(
+    ("answer", "needle"),
+    [
+        # An early end closes the task's plan: what follows would escape under the parent.
+        (
+            ONE + "end\n- [ ] Escaped {#evil}\n  budget: 1 line\n  scope: src/a.py\n  end\n",
+            "after the 'end'",
+        ),
+        (ONE + TWO.replace("{#rows-o}", "{#footer}"), "duplicate id {#footer}"),
+        (ONE, "a split makes at least 2"),
+        (
+            ONE
+            + "  - [ ] Deeper {#d}\n    budget: 1 line\n    scope: src/handlers/users.py\n    end\n"
+            + TWO,
+            "do not nest deeper",
+        ),
+        (ONE + TWO.replace("src/handlers/orders.py", "src/a.py"), "outside its parent's scope"),
+        (ONE + TWO.replace("- [ ]", "- [x]"), "is open"),
+        (ONE + TWO.replace("  files: src/handlers/orders.py\n", ""), "no files: list"),
+        (ONE + TWO.replace("orders.py", "users.py").replace("{#rows-o}", "{#rows-o}"), "disjoint"),
+        ("Sure, here it is.", "no slices in the answer"),
+    ],
+)
+def test_a_hostile_split_answer_is_refused(tree_repo: Path, answer: str, needle: str) -> None:
+    from loopkit.plan import splitting
+
+    tree = tree_files(tree_repo)
+    raw = SPLIT_BASE.encode()
+    plan = parse(raw)
+    expand(plan, tree)
+    task = plan.find("rows")
+    assert task is not None and splitting.refusal(task) is None
+    problems, _ = splitting.validate(
+        raw, task, drafting.extract(answer), contract=CONTRACT, tree=tree, source="TASKS.md"
+    )
+    assert any(needle in p.message for p in problems), [str(p) for p in problems]
+    ok, ids = splitting.validate(
+        raw, task, ONE + TWO, contract=CONTRACT, tree=tree, source="TASKS.md"
+    )
+    assert (ok, ids) == ([], ["rows-u", "rows-o"])
+    whole, at = splitting.insert(raw, task, ONE + TWO)
+    lines = whole.decode().splitlines()
+    assert lines[1] == "  - [ ] Rows {#rows}" and lines[at] == "    - [ ] Users {#rows-u}"
+    assert lines[:1] + lines[2:at] == SPLIT_BASE.splitlines()[:1] + SPLIT_BASE.splitlines()[2:at]
+    assert lines[at + 10 :] == SPLIT_BASE.splitlines()[at:]
+
+
+def test_what_cannot_be_split_says_why(tree_repo: Path) -> None:
+    from loopkit.plan import splitting
+
+    text = EACH + SPLIT_BASE
+    plan = parse(text.encode())
+    expand(plan, tree_files(tree_repo))
+    why = {t.id: splitting.refusal(t) for t in plan.tasks}
+    assert "each: item" in str(why["validate"])
+    assert "one file as its scope (src/handlers/orders.py)" in str(why["validate-orders"])
+    assert "holds slices already" in str(why["grow"])
+    assert "one file as its scope (src/a.py)" in str(why["footer"])
+    assert why["rows"] is None
