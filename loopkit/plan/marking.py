@@ -22,7 +22,7 @@ from loopkit.files import atomic_write
 from loopkit.plan.parsing import ITEM_LINE, STATUS_NOTE, parse, read_bytes, split_lines
 
 if TYPE_CHECKING:
-    from loopkit.plan.parsing import Plan, Task
+    from loopkit.plan.parsing import Task
 
 #: A task's status as the mark between its brackets.
 MARKS = {"open": " ", "done": "x", "parked": "!"}
@@ -165,7 +165,7 @@ def plan_edit(
         raise BadInput(source, f"no task with id {task_id!r} (ids: {known})")
     lines = split_lines(raw)
     if task.expanded:
-        return _write_out(plan, lines, path, task, status, reason, raw, tree)
+        return _write_out(lines, path, task, status, reason, raw, tree)
     index = task.line - 1
     old = lines[index]
     new = {index: rewrite_line(old, status, reason)}
@@ -211,7 +211,6 @@ def _roll_up(task: Task, status: str, lines: list[bytes], new: dict[int, bytes])
 
 
 def _write_out(
-    plan: Plan,
     lines: list[bytes],
     path: Path,
     task: Task,
@@ -249,11 +248,15 @@ def _write_out(
     lead = body[: len(body) - len(body.lstrip())].decode("utf-8")
     block = written_out(parent, {task.id: (status, reason)})
     inserted = [f"{lead}{line}".encode() + eol for line in block]
-    head = {first: lines[first]}
+    # The item follows its slices as it does for written ones (see _roll_up).
+    others = [s.status for s in parent.slices if s is not task]
+    top = lines[first]
+    if status == "done" and parent.status == "open" and all(o == "done" for o in others):
+        top = rewrite_line(top, "done", None)
+    elif status == "open" and parent.status == "done":
+        top = rewrite_line(top, "open", None)
+    region = top + b"".join(lines[first + 1 : end]) + b"".join(inserted) + end_line
     marked = [s.id for s in parent.slices].index(task.id)
-    if status == "done" and len(parent.slices) == 1 and parent.status == "open":
-        head[first] = rewrite_line(lines[first], "done", None)
-    region = head[first] + b"".join(lines[first + 1 : end]) + b"".join(inserted) + end_line
     slice_line = end + 1 + _item_offset(block, marked)
     return Edit(
         path,

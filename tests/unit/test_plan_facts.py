@@ -436,3 +436,16 @@ def test_what_cannot_be_split_says_why(tree_repo: Path) -> None:
     assert "holds slices already" in str(why["grow"])
     assert "one file as its scope (src/a.py)" in str(why["footer"])
     assert why["rows"] is None
+
+
+def test_reopening_a_slice_of_an_each_item_marked_done_by_hand(tree_repo: Path) -> None:
+    from loopkit.plan.marking import mark
+
+    tasks = tree_repo / "TASKS.md"
+    tasks.write_text(EACH.replace("- [ ] Validate", "- [x] Validate"))
+    assert _next(tasks) == "after"
+    mark(tasks, "validate-users", "open")
+    lines = tasks.read_text().splitlines()
+    assert lines[2] == "- [ ] Validate the handlers {#validate}"
+    assert [line[:7] for line in lines if "{#validate-" in line] == ["  - [x]", "  - [ ]"]
+    assert _next(tasks) == "validate-users"
