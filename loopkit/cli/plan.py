@@ -519,7 +519,7 @@ def mark_cmd(tasks_file: str, task_id: str, status: str, reason: str | None) -> 
     """Rewrite one task's line in TASKS.md: [x] done, [!] parked, [ ] open.
 
     Every other byte of the file is kept -- but for the parent of a slice marked done last
-    (marked done too; reopening a slice reopens it), and an each: item, whose slices the
+    (marked done too; reopening or parking a slice reopens it), and an each: item, whose slices the
     first mark of one writes out before its end line. The write is atomic (temp file +
     rename) and is refused, exit 1, if that line changed between read and write.
     """

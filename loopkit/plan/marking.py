@@ -3,7 +3,7 @@
 The rewrite is prepared from the bytes read (``prepare_mark``), then committed under an
 advisory lock only if that line is still what was read (``commit_edit``): lines others
 changed meanwhile are kept, a changed line itself is a ``Conflict`` and nothing is written.
-Marking the last open slice done marks its parent done too (reopening one reopens it);
+Marking the last open slice done marks its parent done too (reopening or parking one reopens it);
 the first mark of an ``each:`` slice writes the item's slices out before its ``end`` line,
 so that each is marked on its own line from then on.
 """
@@ -191,7 +191,7 @@ def plan_edit(
 
 def _roll_up(task: Task, status: str, lines: list[bytes], new: dict[int, bytes]) -> None:
     """A parent follows its slices: done once every slice is done, open again once one is
-    reopened; a parked slice leaves it as it is (its parked slice already blocks it)."""
+    reopened or parked (an open parent with a parked slice counts as parked)."""
     from loopkit.plan.readiness import effective_status
 
     node, status_of = task, {id(task): status}
@@ -200,8 +200,8 @@ def _roll_up(task: Task, status: str, lines: list[bytes], new: dict[int, bytes])
         slices = [status_of.get(id(s)) or effective_status(s) for s in parent.slices]
         if status == "done" and all(s == "done" for s in slices) and parent.status == "open":
             want = "done"
-        elif status == "open" and parent.status == "done":
-            want = "open"
+        elif status != "done" and parent.status == "done":
+            want = "open"  # a slice reopened or parked: its parent is not done any more
         else:
             return
         i = parent.line - 1
@@ -253,7 +253,7 @@ def _write_out(
     top = lines[first]
     if status == "done" and parent.status == "open" and all(o == "done" for o in others):
         top = rewrite_line(top, "done", None)
-    elif status == "open" and parent.status == "done":
+    elif status != "done" and parent.status == "done":
         top = rewrite_line(top, "open", None)
     region = top + b"".join(lines[first + 1 : end]) + b"".join(inserted) + end_line
     marked = [s.id for s in parent.slices].index(task.id)

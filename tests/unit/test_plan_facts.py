@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from loopkit.plan import drafting
 from loopkit.plan.checking import check
@@ -449,3 +451,50 @@ def test_reopening_a_slice_of_an_each_item_marked_done_by_hand(tree_repo: Path) 
     assert lines[2] == "- [ ] Validate the handlers {#validate}"
     assert [line[:7] for line in lines if "{#validate-" in line] == ["  - [x]", "  - [ ]"]
     assert _next(tasks) == "validate-users"
+
+
+@given(
+    n=st.integers(min_value=1, max_value=4),
+    marks=st.lists(
+        st.tuples(
+            st.integers(min_value=0, max_value=3), st.sampled_from(["done", "parked", "open"])
+        ),
+        max_size=8,
+    ),
+)
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_any_sequence_of_marks_on_each_slices_keeps_the_invariants(
+    tree_repo: Path, n: int, marks: list[tuple[int, str]]
+) -> None:
+    from loopkit.plan.marking import mark
+
+    folder = tree_repo / "src" / "many"
+    folder.mkdir(exist_ok=True)
+    for old in folder.iterdir():
+        old.unlink()
+    for i in range(n):
+        (folder / f"m{i}.py").write_text("")
+    item = "- [ ] Many {#many}\n  each: src/many/*.py\n  budget: 5 lines / 1 file\n  end\n"
+    tail = "- [ ] Tail {#tail}\n  budget: 5 lines\n  scope: src/a.py\n  end\n"
+    tasks = tree_repo / "TASKS.md"
+    tasks.write_text(item + tail)
+    want = {f"many-m{i}": "open" for i in range(n)}
+    for index, status in marks:
+        sid = f"many-m{index % n}"
+        mark(tasks, sid, status)
+        want[sid] = status
+        again = tasks.read_bytes()
+        mark(tasks, sid, status)
+        assert tasks.read_bytes() == again  # a second mark changes nothing
+        text = tasks.read_text()
+        assert text.endswith("  end\n" + tail)  # what follows the item is kept
+        assert text.splitlines()[1:3] == item.splitlines()[1:3]  # and its own plan lines
+        plan = parse(tasks.read_bytes())
+        assert check(plan, contract=CONTRACT, tree=prepare(plan, str(tasks))) == []
+        got = {t.id: t.status for t in plan.tasks if t.parent is not None}
+        assert got == want
+        parent = plan.find("many")
+        assert parent is not None
+        assert (parent.status == "done") == all(s == "done" for s in want.values())
