@@ -44,7 +44,8 @@ under the task for you), in the order they should run, each in exactly this form
 - `budget:` each slice's own estimate in lines and files (numbers >= 1). Required.
 - `scope:` inside the task's scope (TASK_SCOPE); the slices' scopes are disjoint.
 - `files:` the exact files the slice changes; each exists or is new (`+path`).
-- `end` closes every item. No nested items.
+- `end` closes every item. No nested items. Do not repeat the task itself or its own
+  `end` line: the slices are placed inside it.
 - Ids: lowercase letters, digits and '-'; never reuse an id listed below.
 """
 
@@ -100,9 +101,12 @@ def insert(raw: bytes, task: Task, answer: str) -> tuple[bytes, int]:
     """TASKS.md with ``answer``'s lines indented under ``task`` before its ``end`` line,
     and the task's line opened again when it was parked; and the (0-based) index of the
     answer's first line in it. Every other byte is kept."""
+    import textwrap
+
     from loopkit.plan.marking import rewrite_line
 
     assert task.end_line is not None
+    answer = textwrap.dedent(answer)  # an answer indented as it will stand is the same
     lines = split_lines(raw)
     end = task.end_line - 1
     end_line = lines[end]
@@ -129,9 +133,11 @@ def validate(
     source: str,
 ) -> tuple[list[PlanProblem], list[str]]:
     """The answer's problems (lines counted in the answer) and the ids of its items."""
+    import textwrap
+
     if not answer.strip():
         return [PlanProblem("$", "no slices in the answer: expected '- [ ] ...' items")], []
-    first = answer.splitlines()[0]
+    first = textwrap.dedent(answer).splitlines()[0]
     m = ITEM_LINE.match(first)
     if m is None or m.group("indent"):
         return [PlanProblem("$", "the answer must start with an item '- [ ] ...'", 1)], []

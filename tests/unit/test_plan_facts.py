@@ -498,3 +498,20 @@ def test_any_sequence_of_marks_on_each_slices_keeps_the_invariants(
         parent = plan.find("many")
         assert parent is not None
         assert (parent.status == "done") == all(s == "done" for s in want.values())
+
+
+def test_a_split_answer_indented_as_it_will_stand_is_taken_as_is(tree_repo: Path) -> None:
+    from loopkit.plan import splitting
+
+    tree = tree_files(tree_repo)
+    raw = SPLIT_BASE.encode()
+    plan = parse(raw)
+    expand(plan, tree)
+    task = plan.find("rows")
+    assert task is not None
+    nested = "".join(f"    {line}\n" for line in (ONE + TWO).splitlines())
+    problems, ids = splitting.validate(
+        raw, task, nested, contract=CONTRACT, tree=tree, source="TASKS.md"
+    )
+    assert (problems, ids) == ([], ["rows-u", "rows-o"])
+    assert splitting.insert(raw, task, nested) == splitting.insert(raw, task, ONE + TWO)
