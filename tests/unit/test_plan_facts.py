@@ -515,3 +515,18 @@ def test_a_split_answer_indented_as_it_will_stand_is_taken_as_is(tree_repo: Path
     )
     assert (problems, ids) == ([], ["rows-u", "rows-o"])
     assert splitting.insert(raw, task, nested) == splitting.insert(raw, task, ONE + TWO)
+
+
+def test_a_split_is_not_written_over_a_file_that_moved_on(tmp_path: Path) -> None:
+    from loopkit.plan.marking import Conflict, replace_plan
+
+    tasks = tmp_path / "TASKS.md"
+    tasks.write_bytes(SPLIT_BASE.encode())
+    tasks.chmod(0o640)
+    original = tasks.read_bytes()
+    tasks.write_bytes(original.replace(b"- [ ] Footer", b"- [x] Footer"))  # landed meanwhile
+    with pytest.raises(Conflict, match="changed while splitting; nothing written"):
+        replace_plan(tasks, original, original + b"split\n")
+    assert b"- [x] Footer" in tasks.read_bytes()
+    replace_plan(tasks, tasks.read_bytes(), b"whole\n")
+    assert tasks.read_bytes() == b"whole\n" and tasks.stat().st_mode & 0o777 == 0o640
