@@ -377,6 +377,8 @@ def split_cmd(
     from loopkit.workspace import Workspace
 
     ws = Workspace.open(contract_path=contract_path)
+    if over_estimate:  # first: a task within its estimate needs no provider to say so
+        splitting.require_over(ws, task_id)
     settings = Settings.resolve(ws.contract, provider=_provider(ws, provider), model=model)
     doc = splitting.run(
         task_id,

@@ -64,6 +64,18 @@ def over_estimate(ws: Workspace, task_id: str) -> Mapping[str, Any] | None:
     return last if last is not None and last.get("within") is False else None
 
 
+def require_over(ws: Workspace, task_id: str) -> Mapping[str, Any]:
+    """The over-run estimate of the task's last attempt; BadInput (exit 3) when it stayed
+    within (``--over-estimate``: nothing to re-split)."""
+    over = over_estimate(ws, task_id)
+    if over is None:
+        raise BadInput(
+            "--over-estimate",
+            f"{task_id}: its last attempt did not go over its estimate (or none is recorded)",
+        )
+    return over
+
+
 def refusal(task: Task) -> str | None:
     """Why this task cannot be re-split without rewriting a plan; None when it can."""
     from loopkit.plan.readiness import effective_status
@@ -269,12 +281,7 @@ def run(
 
     source = str(tasks_path)
     raw, task = read_plan(tasks_path, ws, source, task_id)
-    over = over_estimate(ws, task_id)
-    if only_over and over is None:
-        raise BadInput(
-            "--over-estimate",
-            f"{task_id}: its last attempt did not go over its estimate (or none is recorded)",
-        )
+    over = require_over(ws, task_id) if only_over else over_estimate(ws, task_id)
     tree = tree_files(ws.root)
     ids = [t.id for t in parse(raw, source=source).tasks]
 
