@@ -109,8 +109,7 @@ slice() {
             # Over its estimate: the model re-splits this slice only, committed; its own
             # slices start next (lk-plan next hands them out).
             case ${LK_DOC_CLASS:-} in scope_violation | no_progress)
-                if (cd "$MAIN" && lk-plan split "$tasks" --task "$task" --over-estimate --contract "$contract" >"$p-split.json" &&
-                    g commit -q -m "loopkit: re-split $task" -- "$tasks"); then
+                if (cd "$MAIN" && lk-plan split "$tasks" --task "$task" --over-estimate --commit --contract "$contract" >"$p-split.json"); then
                     lk_log "$task: over its estimate: re-split; its slices start next"; return 0
                 fi ;;
             esac

@@ -12,9 +12,9 @@
 # to the contract. loop.sh runs it: GOAL: items go through lk-judge after their checks;
 # a task is marked done only after its commit landed; a parked task is marked parked and
 # its retrospective lands in the memory file. A task parked after its diff went over its
-# estimate (its budget:) is re-split: `lk-plan split --over-estimate` has the model split
-# that task only into slices nested under it, committed, and they run next (the split's
-# model: the contract's judge). The run ends with `lk report`. The run holds the work
+# estimate (its budget:) is re-split: `lk-plan split --over-estimate --commit` has the
+# model (the contract's judge) split that task only into slices nested under it, commits
+# the split, and they run next. The run ends with `lk report`. The run holds the work
 # tree's lock throughout (lk task begin), and finishes first whatever a run that stopped
 # left half done.
 #
@@ -54,11 +54,10 @@ trap 'lk task end --owner $$ >/dev/null' EXIT
 trap 'lk_log "interrupted"; exit 130' INT TERM
 
 report() { lk report || lk_log "lk report exited $?"; }
-# resplit TASK: the task went over its estimate? Then the model splits it (that task only)
-# and the split is committed; fails when it did not, or no valid split came.
+# resplit TASK: the task went over its estimate? Then the model splits it (that task only),
+# committed; fails when it did not, or no valid split came.
 resplit() {
-    lk-plan split "$tasks" --task "$1" --over-estimate --contract "$contract" >"$LK_STATE/runs/split-$1.json" || return 1
-    git -c core.hooksPath=/dev/null commit -q -m "loopkit: re-split $1" -- "$tasks" || lk_die 40 "$1: the re-split of $tasks could not be committed"
+    lk-plan split "$tasks" --task "$1" --over-estimate --commit --contract "$contract" >"$LK_STATE/runs/split-$1.json" || return 1
     lk_log "$1: over its estimate: re-split; its slices run next"
 }
 

@@ -6,8 +6,8 @@ Usage:
   lk-plan mark TASKS.md --task ID --status done|parked|open [--reason TEXT]
   lk-plan draft ISSUE [--tasks TASKS.md] [--contract loop.yaml] [--repairs N]
                 [--provider P] [--model M]
-  lk-plan split TASKS.md --task ID [--over-estimate] [--contract loop.yaml] [--repairs N]
-                [--provider P] [--model M]
+  lk-plan split TASKS.md --task ID [--over-estimate] [--commit] [--contract loop.yaml]
+                [--repairs N] [--provider P] [--model M]
   lk-plan guidance [CONTRACT] [--output FILE]
 
 Input:
@@ -340,6 +340,13 @@ def draft_cmd(
     "else exit 3, nothing asked.",
 )
 @click.option(
+    "--commit",
+    "commit_it",
+    is_flag=True,
+    help="Commit the split on HEAD (TASKS.md alone, no hook, the branch moved by "
+    "compare-and-swap), as lk task commits a checklist: 'loopkit: re-split ID'.",
+)
+@click.option(
     "--contract", "contract_path", metavar="FILE", help="The loop contract (default ./loop.yaml)."
 )
 @click.option(
@@ -355,6 +362,7 @@ def split_cmd(
     tasks_file: str,
     task_id: str,
     over_estimate: bool,
+    commit_it: bool,
     contract_path: str | None,
     repairs: int,
     provider: str | None,
@@ -367,7 +375,8 @@ def split_cmd(
 
     Exit 0 written, 1 no valid split within the repairs, or TASKS.md changed meanwhile
     (nothing written), 3 bad input or a task that cannot be split (done, an each: item, a
-    parent of slices, a sub-slice, one file as its scope, no plan), 4 environment.
+    parent of slices, a sub-slice, one file as its scope, no plan), 4 environment (with
+    --commit: the split is written but the commit could not be made).
     """
     from pathlib import Path
 
@@ -387,6 +396,7 @@ def split_cmd(
         settings=settings,
         repairs=repairs,
         only_over=over_estimate,
+        commit_it=commit_it,
     )
     emit(doc, schema_name="plan-draft")
     if doc["written"]:

@@ -127,6 +127,9 @@ def test_a_slice_over_its_estimate_is_re_split_alone_and_its_slices_land(tmp_pat
     # every other line -- the parent, the footer slice -- byte for byte as it was.
     sha = p.git("log", "--format=%H", "--grep", "loopkit: re-split rows").split()
     assert len(sha) == 1, p.git("log", "--pretty=%s")
+    assert p.git("show", "--name-only", "--format=", sha[0]).split() == ["TASKS.md"]
+    made = json.loads((p.state() / "runs" / "split-rows.json").read_text())
+    assert (made["split"], made["commit"], made["tasks"]) == ("rows", sha[0], ["rows-a", "rows-b"])
     split = p.git("show", f"{sha[0]}:TASKS.md")
     parked = p.git("show", f"{sha[0]}~1:TASKS.md")
     assert "  - [!] Rows {#rows}" in parked
