@@ -15,15 +15,7 @@ from loopkit.worker.providers.shell import files_read_by, side_effects
 
 def test_registry_knows_the_providers_and_refuses_others() -> None:
     assert providers.names() == [
-        "claude",
-        "codex",
-        "command",
-        "acp",
-        "gemini",
-        "qwen",
-        "opencode",
-        "pi",
-        "copilot",
+        "claude", "codex", "command", "acp", "gemini", "qwen", "opencode", "pi", "copilot"
     ]
     with pytest.raises(KeyError, match="one of: claude, codex, command"):
         providers.get("aider")
