@@ -106,6 +106,13 @@ slice() {
         10 | 11)
             save "$wt" "$task" "$round" || return 4
             drop "$wt"
+            # Over its estimate: the model re-splits this slice only, committed; its own
+            # slices start next (lk-plan next hands them out).
+            case ${LK_DOC_CLASS:-} in scope_violation | no_progress)
+                if (cd "$MAIN" && lk-plan split "$tasks" --task "$task" --over-estimate --commit --contract "$contract" >"$p-split.json"); then
+                    lk_log "$task: over its estimate: re-split; its slices start next"; return 0
+                fi ;;
+            esac
             case ${LK_DOC_BACKOFF:-} in '' | 0 | 0.0 | *[!0-9.]*) ;; *) sleep "$LK_DOC_BACKOFF" ;; esac
             input=$last ;;
         20 | 21 | 22 | 30)

@@ -11,9 +11,12 @@
 # blocks its dependents) and hands out its attempt document with the task's scope applied
 # to the contract. loop.sh runs it: GOAL: items go through lk-judge after their checks;
 # a task is marked done only after its commit landed; a parked task is marked parked and
-# its retrospective lands in the memory file. The run ends with `lk report`. The run holds
-# the work tree's lock throughout (lk task begin), and finishes first whatever a run that
-# stopped left half done.
+# its retrospective lands in the memory file. A task parked after its diff went over its
+# estimate (its budget:) is re-split: `lk-plan split --over-estimate --commit` has the
+# model (the contract's judge) split that task only into slices nested under it, commits
+# the split, and they run next. The run ends with `lk report`. The run holds the work
+# tree's lock throughout (lk task begin), and finishes first whatever a run that stopped
+# left half done.
 #
 # Exit: 0 every task of TASKS.md done; 21 some task is parked (in this run or an
 # earlier one) or left open with nothing ready to run (its dependencies parked); 30 cancelled; 40 a commit
@@ -51,6 +54,12 @@ trap 'lk task end --owner $$ >/dev/null' EXIT
 trap 'lk_log "interrupted"; exit 130' INT TERM
 
 report() { lk report || lk_log "lk report exited $?"; }
+# resplit TASK: the task went over its estimate? Then the model splits it (that task only),
+# committed; fails when it did not, or no valid split came.
+resplit() {
+    lk-plan split "$tasks" --task "$1" --over-estimate --commit --contract "$contract" >"$LK_STATE/runs/split-$1.json" || return 1
+    lk_log "$1: over its estimate: re-split; its slices run next"
+}
 
 handled=' ' parked=0 completed=0 next=$LK_STATE/runs/next.json
 mkdir -p "$LK_STATE/runs"
@@ -69,7 +78,7 @@ while :; do
     rc=$?
     case $rc in
     0) completed=$((completed + 1)) ;;
-    20 | 21 | 22) parked=$((parked + 1)) ;;
+    20 | 21 | 22) resplit "$task" || parked=$((parked + 1)) ;;
     30) report; lk_log "cancelled during $task; stopping"; exit 30 ;;
     *) report; lk_die "$rc" "task $task stopped the run (loop.sh exit $rc); the checklist is left as it is" ;;
     esac

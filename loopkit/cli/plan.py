@@ -6,6 +6,8 @@ Usage:
   lk-plan mark TASKS.md --task ID --status done|parked|open [--reason TEXT]
   lk-plan draft ISSUE [--tasks TASKS.md] [--contract loop.yaml] [--repairs N]
                 [--provider P] [--model M]
+  lk-plan split TASKS.md --task ID [--over-estimate] [--commit] [--contract loop.yaml]
+                [--repairs N] [--provider P] [--model M]
   lk-plan guidance [CONTRACT] [--output FILE]
 
 Input:
@@ -22,6 +24,8 @@ Output:
   next      one JSON attempt document (schema attempt.json): task and contract, with the
             task's scope and budget applied to the contract.
   mark      nothing on stdout; one line on stderr.
+  draft     one JSON document (schema plan-draft.json): the outcome, every draft and its
+  split     problems, the ids written (split: and the task split, its last estimate).
   guidance  Markdown on stdout, or the block written into --output (replacing an earlier
             block between loopkit's marker comments, else appended; other text kept).
 
@@ -34,6 +38,11 @@ Exit codes:
   guidance  0 rendered, 3 invalid contract or document.
   draft     0 a valid plan was appended, 1 no valid plan within --repairs (nothing
             written), 3 bad input, 4 environment (no repository, no provider CLI).
+  split     0 the task's sub-slices were written, 1 no valid split within --repairs or
+            TASKS.md changed meanwhile (nothing written), 3 bad input or a task that
+            cannot be split (done, each:, holding slices, a sub-slice, one file as
+            its scope, no plan; with
+            --over-estimate: its last attempt was within its estimate), 4 environment.
 """
 
 from __future__ import annotations
@@ -56,9 +65,9 @@ Exit codes of lk-plan:
   0   valid / a task was printed / marked / rendered
   1   check: invalid (problems on stdout); next: nothing ready;
       mark: the line changed under it (nothing written);
-      draft: no valid plan within the repairs (nothing written)
-  3   bad input (see the one line on stderr)
-  4   draft: environment (no repository, the provider's CLI missing)"""
+      draft, split: no valid plan within the repairs (nothing written)
+  3   bad input (see the one line on stderr); split: a task that cannot be split
+  4   draft, split: environment (no repository, the provider's CLI missing)"""
 
 
 def _terminal_width() -> int:
@@ -293,23 +302,7 @@ def draft_cmd(
     ws = Workspace.open(contract_path=contract_path)
     path = Path(tasks_file)
     existing = drafting.read_tasks(path, ws, tasks_file)
-    if not provider and not ((ws.contract or {}).get("judge") or {}).get("provider"):
-        from loopkit.errors import BadInput
-
-        raise BadInput(
-            "--provider",
-            "no provider: pass --provider NAME (claude, codex, ...) or set judge.provider in "
-            "the contract (a draft runs read-only, like the judge)",
-        )
-    from loopkit.worker import providers
-
-    if provider is not None and provider not in providers.names():
-        from loopkit.errors import BadInput
-
-        raise BadInput(
-            "--provider", f"no provider {provider!r}: one of {', '.join(providers.names())}"
-        )
-    settings = Settings.resolve(ws.contract, provider=provider, model=model)
+    settings = Settings.resolve(ws.contract, provider=_provider(ws, provider), model=model)
     doc = drafting.run(
         text,
         existing=existing,
@@ -335,6 +328,110 @@ def draft_cmd(
         f"{where}{first['message']}{more}"
     )
     return 1
+
+
+@main.command("split", context_settings=SETTINGS)
+@click.argument("tasks_file", metavar="TASKS.md")
+@click.option("--task", "task_id", required=True, metavar="ID", help="The task to re-split.")
+@click.option(
+    "--over-estimate",
+    is_flag=True,
+    help="Only if the task's last attempt went over its estimate (the ledger's record); "
+    "else exit 3, nothing asked.",
+)
+@click.option(
+    "--commit",
+    "commit_it",
+    is_flag=True,
+    help="Commit the split on HEAD (TASKS.md alone, no hook, the branch moved by "
+    "compare-and-swap), as lk task commits a checklist: 'loopkit: re-split ID'.",
+)
+@click.option(
+    "--contract", "contract_path", metavar="FILE", help="The loop contract (default ./loop.yaml)."
+)
+@click.option(
+    "--repairs",
+    type=click.IntRange(0, 10),
+    default=2,
+    show_default=True,
+    help="How many times the checker's problems go back to the model for a repair.",
+)
+@click.option("--provider", metavar="NAME", help="The model's CLI (default: the contract's judge).")
+@click.option("--model", metavar="MODEL", help="The model (default: the contract's judge model).")
+def split_cmd(
+    tasks_file: str,
+    task_id: str,
+    over_estimate: bool,
+    commit_it: bool,
+    contract_path: str | None,
+    repairs: int,
+    provider: str | None,
+    model: str | None,
+) -> int:
+    """Re-split one task that over-ran its estimate: a model run read-only splits it into
+    smaller slices, gated by lk-plan check's checker (at most --repairs repairs), written
+    nested under it before its end line -- every other line kept, the task opened again
+    if it was parked.
+
+    Exit 0 written, 1 no valid split within the repairs, or TASKS.md changed meanwhile
+    (nothing written), 3 bad input or a task that cannot be split (done, an each: item, a
+    parent of slices, a sub-slice, one file as its scope, no plan), 4 environment (with
+    --commit: the split is written but the commit could not be made).
+    """
+    from pathlib import Path
+
+    from loopkit.document import emit
+    from loopkit.judge.running import Settings
+    from loopkit.plan import splitting
+    from loopkit.workspace import Workspace
+
+    ws = Workspace.open(contract_path=contract_path)
+    if over_estimate:  # first: a task within its estimate needs no provider to say so
+        splitting.require_over(ws, task_id)
+    settings = Settings.resolve(ws.contract, provider=_provider(ws, provider), model=model)
+    doc = splitting.run(
+        task_id,
+        tasks_path=Path(tasks_file),
+        ws=ws,
+        settings=settings,
+        repairs=repairs,
+        only_over=over_estimate,
+        commit_it=commit_it,
+    )
+    emit(doc, schema_name="plan-draft")
+    if doc["written"]:
+        how = (
+            "first time" if doc["outcome"] == "first_time" else f"after {doc['repairs']} repair(s)"
+        )
+        _say(f"{tasks_file}: split {task_id} into {', '.join(doc['tasks'])} (valid {how})")
+        return 0
+    last = doc["drafts"][-1]
+    first = last["problems"][0] if last["problems"] else {"message": "no valid split"}
+    where = f"line {first['line']}: " if "line" in first else ""
+    more = f" (and {len(last['problems']) - 1} more)" if len(last["problems"]) > 1 else ""
+    _say(
+        f"no valid split of {task_id} after {doc['repairs']} repair(s); nothing written: "
+        f"{where}{first['message']}{more}"
+    )
+    return 1
+
+
+def _provider(ws: Any, provider: str | None) -> str | None:
+    """``--provider``, checked; BadInput when neither it nor the contract's judge names one."""
+    from loopkit.errors import BadInput
+    from loopkit.worker import providers
+
+    if not provider and not ((ws.contract or {}).get("judge") or {}).get("provider"):
+        raise BadInput(
+            "--provider",
+            "no provider: pass --provider NAME (claude, codex, ...) or set judge.provider in "
+            "the contract (the model runs read-only, like the judge)",
+        )
+    if provider is not None and provider not in providers.names():
+        raise BadInput(
+            "--provider", f"no provider {provider!r}: one of {', '.join(providers.names())}"
+        )
+    return provider
 
 
 @main.command("next", context_settings=SETTINGS)
@@ -433,18 +530,20 @@ def next_cmd(
 def mark_cmd(tasks_file: str, task_id: str, status: str, reason: str | None) -> int:
     """Rewrite one task's line in TASKS.md: [x] done, [!] parked, [ ] open.
 
-    Every other byte of the file is kept. The write is atomic (temp file + rename) and is
-    refused, exit 1, if that line changed between read and write.
+    Every other byte of the file is kept -- but for the parent of a slice marked done last
+    (marked done too; reopening or parking a slice reopens it), and an each: item, whose slices the
+    first mark of one writes out before its end line. The write is atomic (temp file +
+    rename) and is refused, exit 1, if that line changed between read and write.
     """
     from loopkit.plan.marking import commit_edit, prepare_mark
 
     edit = prepare_mark(tasks_file, task_id, status, reason=reason)
     if not edit.changed:
-        _say(f"{task_id} is already {status} ({tasks_file} line {edit.index + 1})")
+        _say(f"{task_id} is already {status} ({tasks_file} line {edit.line})")
         return 0
     commit_edit(edit)
-    _say(f"marked {task_id} {status} ({tasks_file} line {edit.index + 1})")
-    if status == "open" and b"[!]" in edit.old_line:
+    _say(f"marked {task_id} {status} ({tasks_file} line {edit.line})")
+    if status == "open" and edit.old_status == "parked":
         _reopen(tasks_file, task_id, reason)
     return 0
 

@@ -80,6 +80,33 @@ def summarize(view: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def estimate(view: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A plan task's estimate (its ``budget:``) beside the attempt's actual diff: lines and
+    files, each with its ratio actual/estimate, and whether the diff stayed within. None
+    for a task without a budget."""
+    task = view.get("task") or {}
+    budget_ = task.get("budget") if isinstance(task, Mapping) else None
+    if not isinstance(budget_, Mapping) or not (budget_.get("lines") or budget_.get("files")):
+        return None
+    diff = view.get("diff") or None
+    totals = (diff or {}).get("totals") or {}
+    out: dict[str, Any] = {}
+    within: bool | None = None if diff is None else True
+    for key in ("lines", "files"):
+        est = budget_.get(key)
+        actual = totals.get(key) if diff is not None else None
+        out[key] = est if isinstance(est, int) else None
+        out[f"actual_{key}"] = actual if isinstance(actual, int) else None
+        ratio = None
+        if isinstance(est, int) and est > 0 and isinstance(actual, int):
+            ratio = round(actual / est, 4)
+            if actual > est:
+                within = False
+        out[f"{key}_ratio"] = ratio
+    out["within"] = within
+    return out
+
+
 def attempt_record(
     view: Mapping[str, Any],
     history: Mapping[str, Any],
@@ -91,8 +118,9 @@ def attempt_record(
     started_at: str | None,
     recorded_at: str,
 ) -> dict[str, Any]:
-    """The ledger record of one decided attempt: a readable summary plus the exact inputs."""
-    return {
+    """The ledger record of one decided attempt: a readable summary plus the exact inputs
+    (and for a plan task, its estimate beside the actual diff)."""
+    out = {
         "type": "attempt",
         "task_id": decider.task_id(view),
         "attempt": decision["attempt"],
@@ -111,6 +139,10 @@ def attempt_record(
             "cancel": dict(cancel) if cancel else None,
         },
     }
+    est = estimate(view)
+    if est is not None:
+        out["estimate"] = est
+    return out
 
 
 def admission_decision(admission: Mapping[str, Any]) -> Decision | None:
@@ -273,6 +305,8 @@ def replay(records: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
                 evidence=decider.evidence_state(view, tree),
                 **summarize(view),
             )
+            if "estimate" in rec:  # absent from records older than the estimate
+                derived["estimate"] = estimate(view)
         for key in (
             "admission",
             "decision",
@@ -284,6 +318,7 @@ def replay(records: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
             "diff",
             "verify",
             "judge",
+            "estimate",
         ):
             if key in derived or key in rec:
                 differ(line, rec, key, rec.get(key), derived.get(key))

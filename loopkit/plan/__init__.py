@@ -17,7 +17,8 @@ it and marking it. This package reads and writes bytes; it never prints.
 
 One module per concept: ``parsing`` (bytes, lines, items: the Plan), ``checking`` (plan
 problems: split thresholds, slices, the contract), ``readiness`` (dependencies, the next
-task, why none is ready), ``marking`` (rewriting one line under a lock).
+task, why none is ready), ``marking`` (rewriting one line -- and the parents it
+completes -- under a lock).
 
 The names below are importable from ``loopkit.plan`` itself, each loaded on first use:
 a command imports only the modules its path needs (``lk-plan next`` never loads

@@ -177,7 +177,8 @@ def _check_files(
     ]
     protected = list(scope.get("protected") or [])
     for t in tasks:
-        if not t.files or t.status != "open" or t.expanded:
+        # A parent's files are its slices' (a re-split task's slices land them one by one).
+        if not t.files or t.status != "open" or t.expanded or t.slices:
             continue
 
         def problem(path: str, message: str, task: Task = t) -> None:

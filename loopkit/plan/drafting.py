@@ -259,6 +259,50 @@ def outcome(drafts: list[Draft]) -> str:
     return "given_up"
 
 
+def ask(
+    ws: Workspace,
+    settings: Settings,
+    repairs: int,
+    *,
+    label: str,
+    prompt_for: Callable[[Draft | None], str],
+    validate_answer: Callable[[str], tuple[list[PlanProblem], list[str]]],
+) -> tuple[list[Draft], list[str]]:
+    """Ask the model (read-only, in the sandbox) until an answer passes ``validate_answer``
+    or ``repairs`` repairs are spent; each repair is asked with the last answer's problems.
+    The drafts, and the ids of the valid one (empty when none was)."""
+    from loopkit.judge.running import run_read_only
+    from loopkit.state import artifacts, cancel
+
+    stamp = artifacts.new_attempt_id()
+    drafts: list[Draft] = []
+    previous: Draft | None = None
+
+    def should_stop() -> str | None:
+        return "cancelled" if cancel.requested(ws.state) else None
+
+    for n in range(1, repairs + 2):
+        if drafts and should_stop():
+            break  # lk cancel: no more repairs
+        folder = artifacts.attempt_dir(ws.state, f"{label}-{stamp}-{n}")
+        done = run_read_only(
+            prompt_for(previous), settings, ws, artifacts=folder, should_stop=should_stop
+        )
+        answer = extract(done.observed.reply)
+        problems, ids = validate_answer(answer)
+        if done.observed.tree_before != done.observed.tree_after:
+            problems.insert(0, PlanProblem("$", "the model changed the tree: nothing is taken"))
+        d = Draft(n, answer, problems)
+        d.session_id = done.session_id
+        if done.transcript:
+            d.transcript = artifacts.relative(Path(done.transcript), ws.root)
+        drafts.append(d)
+        if d.valid:
+            return drafts, ids
+        previous = d
+    return drafts, []
+
+
 def run(
     issue: str,
     *,
@@ -270,54 +314,53 @@ def run(
     existing: bytes,
 ) -> dict[str, Any]:
     """Draft, check and repair; append a valid plan; record the outcome. The document."""
-    from loopkit.judge.running import run_read_only
     from loopkit.plan.marking import append_plan
-    from loopkit.state import artifacts, cancel
 
     source = str(tasks_path)
     tree = tree_files(ws.root)
     existing_ids = _ids(existing, source)
     files = sorted(tree)
-    stamp = artifacts.new_attempt_id()
-    drafts: list[Draft] = []
-    previous: Draft | None = None
 
-    def should_stop() -> str | None:
-        return "cancelled" if cancel.requested(ws.state) else None
-
-    for n in range(1, repairs + 2):
-        if drafts and should_stop():
-            break  # lk cancel: no more repairs
-        text = prompt(
+    def prompt_for(previous: Draft | None) -> str:
+        return prompt(
             issue,
             contract=ws.contract,
             files=files,
             existing_ids=existing_ids,
             previous=previous,
         )
-        folder = artifacts.attempt_dir(ws.state, f"draft-{stamp}-{n}")
-        done = run_read_only(text, settings, ws, artifacts=folder, should_stop=should_stop)
-        answer = extract(done.observed.reply)
-        problems, ids = validate(existing, answer, contract=ws.contract, tree=tree, source=source)
-        if done.observed.tree_before != done.observed.tree_after:
-            problems.insert(0, PlanProblem("$", "the model changed the tree: nothing is taken"))
-        d = Draft(n, answer, problems)
-        d.session_id = done.session_id
-        if done.transcript:
-            d.transcript = artifacts.relative(Path(done.transcript), ws.root)
-        drafts.append(d)
-        if d.valid:
-            whole, _ = joined(existing, answer)
-            append_plan(tasks_path, existing, whole)
-            break
-        previous = d
+
+    def validate_answer(answer: str) -> tuple[list[PlanProblem], list[str]]:
+        return validate(existing, answer, contract=ws.contract, tree=tree, source=source)
+
+    drafts, ids = ask(
+        ws,
+        settings,
+        repairs,
+        label="draft",
+        prompt_for=prompt_for,
+        validate_answer=validate_answer,
+    )
+    if drafts and drafts[-1].valid:
+        whole, _ = joined(existing, drafts[-1].text)
+        append_plan(tasks_path, existing, whole)
+    doc = document(drafts, ids, settings=settings, repairs=repairs, tasks_file=source)
+    doc["issue"] = issue_name
+    record(ws, doc)
+    return doc
+
+
+def document(
+    drafts: list[Draft], ids: list[str], *, settings: Settings, repairs: int, tasks_file: str
+) -> dict[str, Any]:
+    """The plan-draft document of a run of drafts (schema plan-draft.json)."""
     result = outcome(drafts)
     written = ids if result != "given_up" else []
-    doc: dict[str, Any] = {
+    return {
         "kind": "loopkit/plan-draft",
         "version": 1,
-        "issue": issue_name,
-        "tasks_file": source,
+        "issue": None,
+        "tasks_file": tasks_file,
         "provider": settings.provider,
         "model": settings.model,
         "outcome": result,
@@ -327,8 +370,6 @@ def run(
         "max_repairs": repairs,
         "drafts": [d.as_dict() for d in drafts],
     }
-    _record(ws, doc)
-    return doc
 
 
 def read_tasks(tasks_path: Path, ws: Workspace, source: str) -> bytes:
@@ -366,8 +407,9 @@ def _ids(existing: bytes, source: str) -> list[str]:
     return [t.id for t in parse(existing, source=source).tasks]
 
 
-def _record(ws: Workspace, doc: Mapping[str, Any]) -> None:
-    """The draft's outcome as one ledger record (``lk report``'s plan-draft rates)."""
+def record(ws: Workspace, doc: Mapping[str, Any]) -> None:
+    """The draft's outcome as one ledger record (``lk report``'s plan-draft rates); a
+    re-split (``lk-plan split``) names the task it split."""
     from loopkit.state import ledger
 
     book = ledger.Ledger(ws.state / ledger.DEFAULT_NAME)
@@ -383,13 +425,15 @@ def _record(ws: Workspace, doc: Mapping[str, Any]) -> None:
                 "started_at": None,
                 "recorded_at": ledger.now_iso(),
                 "decision": None,
-                "reason": f"plan draft {doc['outcome']}: {len(doc['drafts'])} draft(s)",
+                "reason": (f"re-split of {doc['split']}" if doc.get("split") else "plan draft")
+                + f" {doc['outcome']}: {len(doc['drafts'])} draft(s)",
                 "draft": {
                     "outcome": doc["outcome"],
                     "drafts": len(doc["drafts"]),
                     "repairs": doc["repairs"],
                     "tasks": list(doc["tasks"]),
-                    "issue": doc["issue"],
+                    **({"issue": doc["issue"]} if doc.get("issue") is not None else {}),
+                    **({"split": doc["split"]} if doc.get("split") else {}),
                 },
                 "inputs": {
                     "document": {"issue": doc["issue"], "tasks_file": doc["tasks_file"]},

@@ -382,8 +382,13 @@ def parse(raw: bytes, *, source: str = "TASKS.md") -> Plan:
                 note(task, lineno, "empty item: a task needs a text")
             if stack:
                 parent = stack[-1]
-                if parent.parent is not None:
-                    note(task, lineno, "slices do not nest: a slice cannot hold slices of its own")
+                if parent.parent is not None and parent.parent.parent is not None:
+                    note(
+                        task,
+                        lineno,
+                        "slices do not nest deeper: a sub-slice (a slice's own slice, as "
+                        "lk-plan split writes) cannot hold slices of its own",
+                    )
                 elif parent.ended:
                     note(
                         task,

@@ -57,8 +57,11 @@ def blocked_by(t: Task, ids: Mapping[str, Task]) -> list[str]:
 
 
 def is_ready(t: Task, ids: Mapping[str, Task]) -> bool:
-    if t.parent is not None and t.parent.status != "open":
-        return False  # a parent marked done or parked by hand closes its slices
+    node = t.parent
+    while node is not None:
+        if node.status != "open":
+            return False  # a parent marked done or parked by hand closes its slices
+        node = node.parent
     return t.status == "open" and not t.slices and not blocked_by(t, ids)
 
 

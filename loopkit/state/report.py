@@ -139,6 +139,29 @@ def plan_drafts(outcomes: Sequence[str]) -> dict[str, Any]:
     }
 
 
+def estimates(
+    landed: Sequence[Mapping[str, Any]], attempts: int, over: int, splits: int
+) -> dict[str, Any]:
+    """The estimates panel: of the plan tasks that landed, the share whose diff stayed
+    within the estimate (their ``budget:``) and the median actual/estimate; the attempts
+    that over-ran their estimate, and the slices re-split (``lk-plan split``)."""
+    import statistics
+
+    within = sum(1 for e in landed if e.get("within"))
+    out: dict[str, Any] = {
+        "landed": len(landed),
+        "within": within,
+        "within_share": round(within / len(landed), 4) if landed else None,
+        "attempts": attempts,
+        "over_estimate": over,
+        "resplit": splits,
+    }
+    for key in ("lines", "files"):
+        ratios = [float(e[f"{key}_ratio"]) for e in landed if e.get(f"{key}_ratio") is not None]
+        out[f"median_{key}_ratio"] = round(statistics.median(ratios), 4) if ratios else None
+    return out
+
+
 def build(
     records: list[tuple[int, dict[str, Any]]],
     problems: list[Mapping[str, Any]] | None = None,
@@ -155,10 +178,19 @@ def build(
     near_by_budget: Counter[str] = Counter()
     triggers: Counter[str] = Counter()
     draft_outcomes: list[str] = []
+    last_estimate: dict[str, Mapping[str, Any]] = {}  # per task: its last attempt's
+    estimated = over_estimate = splits = 0
     for _, rec in records:
         if rec.get("type") == "draft":  # lk-plan draft's outcome: no task, no run
-            draft_outcomes.append(str((rec.get("draft") or {}).get("outcome") or ""))
+            draft = rec.get("draft") or {}
+            draft_outcomes.append(str(draft.get("outcome") or ""))
+            splits += bool(draft.get("split")) and draft.get("outcome") != "given_up"
             continue
+        est = rec.get("estimate")
+        if isinstance(est, Mapping):
+            last_estimate[str(rec.get("task_id") or "")] = est
+            estimated += 1
+            over_estimate += est.get("within") is False
         tid = str(rec.get("task_id") or "")
         t = tasks.setdefault(
             tid,
@@ -254,6 +286,12 @@ def build(
         },
     }
     health["plan_drafts"] = plan_drafts(draft_outcomes)
+    health["estimates"] = estimates(
+        [last_estimate[t["task_id"]] for t in completed if t["task_id"] in last_estimate],
+        estimated,
+        over_estimate,
+        splits,
+    )
     if stacks is not None:
         health["pull_requests"] = pull_requests(task_list, stacks, queue)
     return {
@@ -266,6 +304,14 @@ def build(
         "health": health,
         "problems": list(problems or []),
     }
+
+
+def _share(v: float | None) -> str:
+    return "-" if v is None else f"{v * 100:.0f}%"
+
+
+def _ratio(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}x"
 
 
 def _money(v: float | None) -> str:
@@ -350,6 +396,15 @@ def text(report: Mapping[str, Any], *, width: int | None = None) -> str:
             f"    drafts valid first time: {rate(drafts['first_time_share'])}",
             f"    valid after repair: {rate(drafts['after_repair_share'])}",
         ]
+    est = h.get("estimates")
+    if est and est["attempts"]:
+        lines.append(
+            f"  estimates: {_share(est['within_share'])} of {est['landed']} landed plan tasks "
+            f"within their estimate; median actual/estimate: lines "
+            f"{_ratio(est['median_lines_ratio'])}, files {_ratio(est['median_files_ratio'])}; "
+            f"{est['over_estimate']} of {est['attempts']} attempts over, "
+            f"{est['resplit']} re-split"
+        )
     if report["problems"]:
         lines.append(
             f"  ledger problems: {len(report['problems'])} line(s) skipped (torn or damaged)"
@@ -401,6 +456,15 @@ def page(report: Mapping[str, Any]) -> str:
         if drafts.get("drafts")
         else ""
     )
+    est = h.get("estimates") or {}
+    if est.get("attempts"):
+        drafts_item += (
+            f"<li>estimates: {_share(est['within_share'])} of {est['landed']} landed plan tasks "
+            f"within their estimate; median actual/estimate: lines "
+            f"{_ratio(est['median_lines_ratio'])}, files {_ratio(est['median_files_ratio'])}; "
+            f"{est['over_estimate']} of {est['attempts']} attempts over, {est['resplit']} "
+            "re-split</li>\n"
+        )
     return clean(f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>loopkit report</title>
 <style>

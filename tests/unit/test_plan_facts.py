@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from loopkit.plan import drafting
 from loopkit.plan.checking import check
@@ -242,3 +244,289 @@ def test_problems_after_an_expansion_name_the_tasks_new_index(tree_repo: Path) -
     expand(plan, tree_files(tree_repo))
     assert plan.tasks[3].id == "w"
     assert [p.path for p in plan.problems] == ["$.tasks[3]"]
+
+
+EACH = (
+    "# Plan\n\n- [ ] Validate the handlers {#validate}\n  issue: #7\n"
+    "  each: src/handlers/*.py\n  budget: 30 lines / 1 file\n  accept: rejects bad input\n"
+    "  end\n- [ ] After {#after}\n  depends: validate\n  budget: 5 lines\n  scope: src/a.py\n"
+    "  end\n"
+)
+
+
+def _next(tasks: Path) -> str | None:
+    from loopkit.plan.readiness import next_task
+
+    plan = parse(tasks.read_bytes())
+    prepare(plan, str(tasks))
+    found = next_task(plan)
+    return found.id if found else None
+
+
+def test_each_slices_are_marked_one_by_one_and_keep_their_ids(tree_repo: Path) -> None:
+    from loopkit.plan.marking import mark
+
+    tasks = tree_repo / "TASKS.md"
+    tasks.write_text(EACH)
+    plan = parse(tasks.read_bytes())
+    prepare(plan, str(tasks))
+    before = {t.id: t.as_dict() for t in plan.tasks if t.expanded}
+    assert _next(tasks) == "validate-orders"
+    edit = mark(tasks, "validate-orders", "done")
+    assert edit.changed
+    text = tasks.read_text()
+    lines = text.splitlines()
+    # The item's own lines and everything around it are kept byte for byte; the slices
+    # are written in between, before the item's end.
+    first = "  - [x] Validate the handlers (src/handlers/orders.py) {#validate-orders}"
+    assert lines[:8] == [*EACH.splitlines()[:7], first]
+    assert text.endswith(EACH[EACH.index("  end\n- [ ] After") :])
+    assert lines[2] == "- [ ] Validate the handlers {#validate}"  # the item is not done
+    assert edit.line == 8 and lines[edit.line - 1].startswith("  - [x]")
+    assert _next(tasks) == "validate-users"
+    # Re-read: the written slices carry the same task documents as the expansion did.
+    plan = parse(tasks.read_bytes())
+    assert check(plan, contract=CONTRACT, tree=prepare(plan, str(tasks))) == []
+    after = {t.id: t.as_dict() for t in plan.tasks if t.parent is not None}
+    for sid, doc in before.items():
+        got = {k: v for k, v in after[sid].items() if k not in ("source", "status")}
+        want = {k: v for k, v in doc.items() if k not in ("source", "status", "expanded")}
+        assert got == want
+    # A second mark is idempotent; a file added to the tree later reshuffles nothing,
+    # though it sorts first and has the same stem as an id handed out.
+    written = tasks.read_bytes()
+    assert not mark(tasks, "validate-orders", "done").changed
+    assert tasks.read_bytes() == written
+    (tree_repo / "src" / "handlers" / "a").mkdir()
+    (tree_repo / "src" / "handlers" / "a" / "users.py").write_text("")
+    (tree_repo / "src" / "handlers" / "accounts.py").write_text("")
+    assert _next(tasks) == "validate-users"
+    plan = parse(tasks.read_bytes())
+    prepare(plan, str(tasks))
+    assert plan.find("validate-users").scope == ["src/handlers/users.py"]  # type: ignore[union-attr]
+    assert [t.id for t in plan.tasks if t.parent] == ["validate-orders", "validate-users"]
+    # The last slice done completes the item; reopening a slice reopens it.
+    mark(tasks, "validate-users", "done")
+    assert tasks.read_text().splitlines()[2] == "- [x] Validate the handlers {#validate}"
+    assert _next(tasks) == "after"
+    mark(tasks, "validate-users", "open")
+    assert tasks.read_text().splitlines()[2] == "- [ ] Validate the handlers {#validate}"
+    assert _next(tasks) == "validate-users"
+
+
+def test_an_each_slice_parked_then_the_next_one(tree_repo: Path) -> None:
+    from loopkit.plan.marking import mark
+
+    tasks = tree_repo / "TASKS.md"
+    tasks.write_text(EACH)
+    mark(tasks, "validate-orders", "parked", reason="same failure twice")
+    text = tasks.read_text()
+    assert (
+        "- [!] Validate the handlers (src/handlers/orders.py) {#validate-orders} "
+        "(parked: same failure twice)" in text
+    )
+    assert _next(tasks) is None  # the next slice waits for the parked one
+    mark(tasks, "validate-orders", "open")
+    assert _next(tasks) == "validate-orders"
+
+
+def test_marking_between_read_and_write_keeps_others_lines_or_refuses(
+    tree_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from loopkit.plan.marking import Conflict, commit_edit, prepare_mark
+
+    tasks = tree_repo / "TASKS.md"
+    tasks.write_text(EACH)
+    # Another writer changes an unrelated line between the read and the write: kept.
+    edit = prepare_mark(tasks, "validate-orders", "done")
+    tasks.write_text(EACH.replace("- [ ] After {#after}", "- [ ] After, renamed {#after}"))
+    assert commit_edit(edit)
+    text = tasks.read_text()
+    assert "After, renamed" in text and "- [x] Validate the handlers (src/handlers/orders" in text
+    # Another mark wrote the slices out meanwhile: this one's item changed, nothing written.
+    tasks.write_text(EACH)
+    mine = prepare_mark(tasks, "validate-users", "parked")
+    other = prepare_mark(tasks, "validate-orders", "done")
+    assert commit_edit(other)
+    theirs = tasks.read_bytes()
+    with pytest.raises(Conflict, match="changed between read and write"):
+        commit_edit(mine)
+    assert tasks.read_bytes() == theirs
+    # A crash in the middle of the write (the rename never happens): the file is whole.
+    tasks.write_text(EACH)
+    edit = prepare_mark(tasks, "validate-orders", "done")
+    import loopkit.files
+
+    def crash(*_: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(loopkit.files.os, "replace", crash)
+    with pytest.raises(OSError):
+        commit_edit(edit)
+    monkeypatch.undo()
+    assert tasks.read_text() == EACH
+    assert sorted(p.name for p in tree_repo.iterdir() if p.name.startswith(".TASKS")) == []
+    assert _next(tasks) == "validate-orders"
+
+
+SPLIT_BASE = (
+    "- [ ] Grow {#grow}\n  - [!] Rows {#rows} (parked: failed)\n    budget: 4 lines / 2 files\n"
+    "    scope: src/handlers/\n    end\n  - [ ] Footer {#footer}\n    budget: 4 lines\n"
+    "    scope: src/a.py\n    end\n  end\n"
+)
+
+ONE = "- [ ] Users {#rows-u}\n  budget: 3 lines\n  scope: src/handlers/users.py\n  files: src/handlers/users.py\n  end\n"
+TWO = ONE.replace("Users {#rows-u}", "Orders {#rows-o}").replace("users.py", "orders.py")
+
+
+@pytest.mark.parametrize(
+    ("answer", "needle"),
+    [
+        # An early end closes the task's plan: what follows would escape under the parent.
+        (
+            ONE + "end\n- [ ] Escaped {#evil}\n  budget: 1 line\n  scope: src/a.py\n  end\n",
+            "after the 'end'",
+        ),
+        (ONE + TWO.replace("{#rows-o}", "{#footer}"), "duplicate id {#footer}"),
+        (ONE, "a split makes at least 2"),
+        (
+            ONE
+            + "  - [ ] Deeper {#d}\n    budget: 1 line\n    scope: src/handlers/users.py\n    end\n"
+            + TWO,
+            "do not nest deeper",
+        ),
+        (ONE + TWO.replace("src/handlers/orders.py", "src/a.py"), "outside its parent's scope"),
+        (ONE + TWO.replace("- [ ]", "- [x]"), "is open"),
+        (ONE + TWO.replace("  files: src/handlers/orders.py\n", ""), "no files: list"),
+        (ONE + TWO.replace("orders.py", "users.py").replace("{#rows-o}", "{#rows-o}"), "disjoint"),
+        ("Sure, here it is.", "no slices in the answer"),
+    ],
+)
+def test_a_hostile_split_answer_is_refused(tree_repo: Path, answer: str, needle: str) -> None:
+    from loopkit.plan import splitting
+
+    tree = tree_files(tree_repo)
+    raw = SPLIT_BASE.encode()
+    plan = parse(raw)
+    expand(plan, tree)
+    task = plan.find("rows")
+    assert task is not None and splitting.refusal(task) is None
+    problems, _ = splitting.validate(
+        raw, task, drafting.extract(answer), contract=CONTRACT, tree=tree, source="TASKS.md"
+    )
+    assert any(needle in p.message for p in problems), [str(p) for p in problems]
+    ok, ids = splitting.validate(
+        raw, task, ONE + TWO, contract=CONTRACT, tree=tree, source="TASKS.md"
+    )
+    assert (ok, ids) == ([], ["rows-u", "rows-o"])
+    whole, at = splitting.insert(raw, task, ONE + TWO)
+    lines = whole.decode().splitlines()
+    assert lines[1] == "  - [ ] Rows {#rows}" and lines[at] == "    - [ ] Users {#rows-u}"
+    assert lines[:1] + lines[2:at] == SPLIT_BASE.splitlines()[:1] + SPLIT_BASE.splitlines()[2:at]
+    assert lines[at + 10 :] == SPLIT_BASE.splitlines()[at:]
+
+
+def test_what_cannot_be_split_says_why(tree_repo: Path) -> None:
+    from loopkit.plan import splitting
+
+    text = EACH + SPLIT_BASE
+    plan = parse(text.encode())
+    expand(plan, tree_files(tree_repo))
+    why = {t.id: splitting.refusal(t) for t in plan.tasks}
+    assert "each: item" in str(why["validate"])
+    assert "one file as its scope (src/handlers/orders.py)" in str(why["validate-orders"])
+    assert "holds slices already" in str(why["grow"])
+    assert "one file as its scope (src/a.py)" in str(why["footer"])
+    assert why["rows"] is None
+
+
+def test_reopening_a_slice_of_an_each_item_marked_done_by_hand(tree_repo: Path) -> None:
+    from loopkit.plan.marking import mark
+
+    tasks = tree_repo / "TASKS.md"
+    tasks.write_text(EACH.replace("- [ ] Validate", "- [x] Validate"))
+    assert _next(tasks) == "after"
+    mark(tasks, "validate-users", "open")
+    lines = tasks.read_text().splitlines()
+    assert lines[2] == "- [ ] Validate the handlers {#validate}"
+    assert [line[:7] for line in lines if "{#validate-" in line] == ["  - [x]", "  - [ ]"]
+    assert _next(tasks) == "validate-users"
+
+
+@given(
+    n=st.integers(min_value=1, max_value=4),
+    marks=st.lists(
+        st.tuples(
+            st.integers(min_value=0, max_value=3), st.sampled_from(["done", "parked", "open"])
+        ),
+        max_size=8,
+    ),
+)
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_any_sequence_of_marks_on_each_slices_keeps_the_invariants(
+    tree_repo: Path, n: int, marks: list[tuple[int, str]]
+) -> None:
+    from loopkit.plan.marking import mark
+
+    folder = tree_repo / "src" / "many"
+    folder.mkdir(exist_ok=True)
+    for old in folder.iterdir():
+        old.unlink()
+    for i in range(n):
+        (folder / f"m{i}.py").write_text("")
+    item = "- [ ] Many {#many}\n  each: src/many/*.py\n  budget: 5 lines / 1 file\n  end\n"
+    tail = "- [ ] Tail {#tail}\n  budget: 5 lines\n  scope: src/a.py\n  end\n"
+    tasks = tree_repo / "TASKS.md"
+    tasks.write_text(item + tail)
+    want = {f"many-m{i}": "open" for i in range(n)}
+    for index, status in marks:
+        sid = f"many-m{index % n}"
+        mark(tasks, sid, status)
+        want[sid] = status
+        again = tasks.read_bytes()
+        mark(tasks, sid, status)
+        assert tasks.read_bytes() == again  # a second mark changes nothing
+        text = tasks.read_text()
+        assert text.endswith("  end\n" + tail)  # what follows the item is kept
+        assert text.splitlines()[1:3] == item.splitlines()[1:3]  # and its own plan lines
+        plan = parse(tasks.read_bytes())
+        assert check(plan, contract=CONTRACT, tree=prepare(plan, str(tasks))) == []
+        got = {t.id: t.status for t in plan.tasks if t.parent is not None}
+        assert got == want
+        parent = plan.find("many")
+        assert parent is not None
+        assert (parent.status == "done") == all(s == "done" for s in want.values())
+
+
+def test_a_split_answer_indented_as_it_will_stand_is_taken_as_is(tree_repo: Path) -> None:
+    from loopkit.plan import splitting
+
+    tree = tree_files(tree_repo)
+    raw = SPLIT_BASE.encode()
+    plan = parse(raw)
+    expand(plan, tree)
+    task = plan.find("rows")
+    assert task is not None
+    nested = "".join(f"    {line}\n" for line in (ONE + TWO).splitlines())
+    problems, ids = splitting.validate(
+        raw, task, nested, contract=CONTRACT, tree=tree, source="TASKS.md"
+    )
+    assert (problems, ids) == ([], ["rows-u", "rows-o"])
+    assert splitting.insert(raw, task, nested) == splitting.insert(raw, task, ONE + TWO)
+
+
+def test_a_split_is_not_written_over_a_file_that_moved_on(tmp_path: Path) -> None:
+    from loopkit.plan.marking import Conflict, replace_plan
+
+    tasks = tmp_path / "TASKS.md"
+    tasks.write_bytes(SPLIT_BASE.encode())
+    tasks.chmod(0o640)
+    original = tasks.read_bytes()
+    tasks.write_bytes(original.replace(b"- [ ] Footer", b"- [x] Footer"))  # landed meanwhile
+    with pytest.raises(Conflict, match="changed while splitting; nothing written"):
+        replace_plan(tasks, original, original + b"split\n")
+    assert b"- [x] Footer" in tasks.read_bytes()
+    replace_plan(tasks, tasks.read_bytes(), b"whole\n")
+    assert tasks.read_bytes() == b"whole\n" and tasks.stat().st_mode & 0o777 == 0o640
