@@ -189,3 +189,89 @@ else:
     # Every commit that touched the plan is one of the lander's marks.
     for commit in p.git("rev-list", f"{start}..HEAD", "--", "TASKS.md").split():
         assert p.git("log", "-1", "--format=%s", commit).startswith("loopkit: mark "), commit
+
+
+# An issue, the plan a model drafts from it (its first draft invalid, repaired once), and
+# that plan's three slices run side by side and landed through the queue.
+ISSUE = "Greet, part and thank the user: three messages, each in its own file under src/.\n"
+SLICES = (("greet", "hello"), ("part", "goodbye"), ("thank", "thank you"))
+
+
+def _draft(*, broken: bool) -> str:
+    items = "".join(
+        f"- [ ] Say {word} {{#{task}}}\n"
+        "  issue: #7\n"
+        "  budget: 1 lines / 1 files\n"
+        f"  scope: src/{task}.txt\n"
+        f"  files: +src/{task}.txt\n" + ("" if broken and task == "thank" else "  end\n")
+        for task, word in SLICES
+    )
+    return f"The plan:\n\n```markdown\n{items}```\n"
+
+
+def test_an_issue_drafted_into_three_slices_each_landed_through_the_queue(
+    tmp_path: Path,
+) -> None:
+    from tests.helpers.agents import model_server
+    from tests.helpers.judge import judge_env
+
+    words = dict(SLICES)
+    body = f"""
+words = {words!r}
+Path("src").mkdir(exist_ok=True)
+time.sleep(1.0)
+Path(f"src/{{task}}.txt").write_text(words[task] + "\\n")
+"""
+    check = {"name": "messages", "run": "test -d src", "timeout": 30}
+    p = make_project(tmp_path, body, files={"src/.keep": ""}, checks=[check])
+    (p.root / "issue.md").write_text(ISSUE)
+    p.git("add", "issue.md")
+    p.git("commit", "-q", "-m", "the issue")
+    sessions = {"sessions": [[_draft(broken=True)], [_draft(broken=False)]], "exhausted": "end"}
+    with model_server(sessions) as server:
+        env = judge_env("claude", server, tmp_path)
+        drafted = p.execute(
+            ["lk-plan", "draft", "issue.md", "--provider", "claude", "--tasks", "TASKS.md"],
+            env=env,
+            timeout=180,
+        )
+    assert drafted.returncode == 0, fail_message(drafted)
+    doc = json.loads(drafted.stdout)
+    assert (doc["outcome"], doc["repairs"], doc["tasks"]) == ("repaired", 1, list(words))
+    p.git("add", "TASKS.md")
+    p.git("commit", "-q", "-m", "plan: three slices of issue #7")
+    start = p.head()
+    proc = p.run(
+        "parallel.sh", "--jobs", "3", env={"LK_WORKTREES": str(tmp_path / "wts")}, timeout=300
+    )
+    assert proc.returncode == 0, fail_message(proc)
+    for task in words:
+        assert p.task_line(task).startswith("- [x]"), p.task_line(task)
+    # The branch: one commit per slice holding exactly its file (each followed by the
+    # lander's mark of its task), each verified on the tip it landed on.
+    work = [
+        c
+        for c in p.git("rev-list", "--reverse", f"{start}..HEAD").split()
+        if not p.git("log", "-1", "--format=%s", c).startswith("loopkit: mark ")
+    ]
+    changed = [
+        set(p.git("diff-tree", "--no-commit-id", "--name-only", "-r", c).split()) for c in work
+    ]
+    assert sorted(map(sorted, changed)) == [[f"src/{t}.txt"] for t in sorted(words)], changed
+    for task, word in SLICES:
+        assert p.git("show", f"HEAD:src/{task}.txt") == word + "\n"
+    entries = [json.loads(e.read_text()) for e in (p.root / ".git/loopkit/queue/entries").iterdir()]
+    assert sorted((e["task"], e["status"]) for e in entries) == [
+        (t, "landed") for t in sorted(words)
+    ]
+    # The ledger: the draft's record, and each slice's complete attempt.
+    records = p.ledger()
+    drafts = [r for r in records if r["type"] == "draft"]
+    assert len(drafts) == 1 and drafts[0]["draft"]["outcome"] == "repaired", drafts
+    complete = sorted(
+        r["task_id"]
+        for r in records
+        if r["type"] == "attempt" and r["decision"]["outcome"] == "complete"
+    )
+    assert complete == sorted(words), complete
+    assert p.git("status", "--porcelain", "--untracked-files=no") == ""
