@@ -159,6 +159,8 @@ def build(
         if rec.get("type") == "draft":  # lk-plan draft's outcome: no task, no run
             draft_outcomes.append(str((rec.get("draft") or {}).get("outcome") or ""))
             continue
+        if rec.get("type") == "pool":  # a run's pool: its tasks' own records tell their runs
+            continue
         tid = str(rec.get("task_id") or "")
         t = tasks.setdefault(
             tid,
