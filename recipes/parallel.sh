@@ -29,6 +29,13 @@
 # A dependent starts once its dependency landed (its mark is on the branch). The branch is
 # only ever moved by the queue's lander. The run holds this checkout's lock (lk task begin).
 #
+# Budgets for the whole run: the contract's `pool` (cost_usd, tokens, wall_seconds) is what
+# all its workers may spend together. Each slice's admission reserves its worker's share
+# (its cost share worker.max_cost_usd, its timeout, its task's tokens left; else the pool
+# / --jobs) in the one ledger before the worker starts, and the settled attempt returns
+# what it did not spend; a slice the pool cannot cover waits while a running one holds a
+# share, and is parked (22) when none does. The run's pool is named in LOOPKIT_POOL.
+#
 # Exit: 0 every task done; 21 some task parked or left open; 40 the queue could not land
 # (see its line); 4 set-up (a dirty checkout, a detached HEAD, another loop running here).
 # shellcheck disable=SC2153,SC2154 # LK_* and the workspace's names come from eval of lk's --shell output
@@ -64,6 +71,9 @@ branch=$(g symbolic-ref -q HEAD) || lk_die 4 "HEAD is detached: check out the br
 lk task begin --owner $$ >/dev/null || exit $?
 export LK_LOCK_OWNER=$$
 export LOOPKIT_STATE_DIR=$LK_STATE # one ledger: every slice's attempts are recorded here
+# The run's pool (the contract's `pool`): each slice's admission reserves its worker's share
+# of it in that ledger before the worker starts, and waits while the pool cannot cover it.
+export LOOPKIT_POOL=parallel-$(date -u +%Y%m%dT%H%M%SZ)-$$ LOOPKIT_POOL_JOBS=$jobs
 MAIN=$root wt_root=${LK_WORKTREES:-${TMPDIR:-/tmp}/loopkit-worktrees}
 mkdir -p "$wt_root" "$LK_STATE/runs" || lk_die 4 "cannot create $wt_root"
 trap 'lk task end --owner $$ >/dev/null' EXIT

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from loopkit.decision import budget
 from tests.helpers.recipes import fail_message, make_project
 
 pytestmark = pytest.mark.slow
@@ -275,3 +276,84 @@ Path(f"src/{{task}}.txt").write_text(words[task] + "\\n")
     )
     assert complete == sorted(words), complete
     assert p.git("status", "--porcelain", "--untracked-files=no") == ""
+
+
+# Each worker asks the model once through lk-invoke's meter (100000 input tokens: $0.30 at
+# the test's price table, a trusted cost) and works two seconds. Its share of the run's
+# pool is its cost share, worker.max_cost_usd 0.5; the pool, $1.40, covers two at once.
+POOLED_WORKER = """
+import urllib.request
+(STATE / f"span-{n}").write_text(f"{time.time()} ")
+body = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 10,
+                   "messages": [{"role": "user", "content": task}]}).encode()
+req = urllib.request.Request(
+    os.environ["ANTHROPIC_BASE_URL"] + "/v1/messages", data=body,
+    headers={"content-type": "application/json", "anthropic-version": "2023-06-01",
+             "x-api-key": os.environ["ANTHROPIC_API_KEY"]})
+urllib.request.urlopen(req, timeout=30).read()
+time.sleep(2.0)
+Path("src").mkdir(exist_ok=True)
+Path(f"src/{task}.txt").write_text(task + "\\n")
+with open(STATE / f"span-{n}", "a") as f:
+    f.write(f"{time.time()}")
+"""
+
+
+def test_four_workers_share_a_pool_that_covers_two(tmp_path: Path) -> None:
+    import yaml
+
+    from tests.helpers.agents import model_server
+
+    tasks = "".join(
+        f"- [ ] slice {t} {{#{t}}}\n  budget: 1 lines / 1 files\n  scope: src/{t}.txt\n  end\n"
+        for t in "abcd"
+    )
+    p = make_project(
+        tmp_path,
+        POOLED_WORKER,
+        tasks=tasks,
+        files={"src/.keep": ""},
+        checks=[{"name": "ok", "run": "true", "timeout": 30}],
+        pool={"cost_usd": 1.4},
+    )
+    contract = json.loads((p.root / "loop.yaml").read_text())
+    contract["worker"].update(env_allow=["ANTHROPIC_API_KEY"], max_cost_usd=0.5)
+    (p.root / "loop.yaml").write_text(json.dumps(contract, indent=2) + "\n")
+    p.git("commit", "-qam", "the workers ask the model")
+    prices = tmp_path / "prices.yaml"
+    entry = {"input": 3.0, "output": 15.0, "as_of": "2026-01-01", "source": "test table"}
+    prices.write_text(
+        yaml.safe_dump({"models": {"claude-sonnet-4-5": {**entry, "hosts": ["127.0.0.1"]}}})
+    )
+    turn = {"text": "ok", "usage": {"input_tokens": 100000, "output_tokens": 0}}
+    with model_server({"turns": [turn], "exhausted": "repeat_last"}) as server:
+        env = {
+            "LK_WORKTREES": str(tmp_path / "wts"),
+            "ANTHROPIC_API_KEY": "sk-ant-test-key",
+            "ANTHROPIC_BASE_URL": server.url,
+            "LOOPKIT_PRICES": str(prices),
+        }
+        proc = p.run("parallel.sh", "--jobs", "4", env=env, timeout=400)
+        asked = len(server.model_requests("anthropic"))
+    assert proc.returncode == 0, fail_message(proc)
+    assert asked == 4 and p.worker_calls() == 4
+    for t in "abcd":
+        assert p.task_line(t).startswith("- [x]"), p.task_line(t)
+    # Never more than two workers at once, though four were allowed: the rest waited for
+    # the pool, and ran after (two did run side by side).
+    spans = [tuple(map(float, (p.scratch / f"span-{n}").read_text().split())) for n in range(1, 5)]
+    at_once = max(sum(1 for a, b in spans if a <= t < b) for t, _ in spans)
+    assert at_once == 2, spans
+    # The ledger: four shares reserved and settled; at no point more reserved and spent
+    # than the pool holds; what was spent is the metered cost of four requests.
+    records = p.ledger()
+    pooled = [r for r in records if r["type"] == "pool"]
+    assert sorted(r["pool"]["event"] for r in pooled) == ["reserve"] * 4 + ["settle"] * 4
+    history = budget.empty_history()
+    for r in pooled:
+        history = budget.fold(history, r)
+        held = sum(float(x["cost_usd"]) for x in history["reserved"])
+        assert history["cost_usd"] + held <= 1.4 + 1e-9, history
+    assert history["cost_usd"] == pytest.approx(1.2) and history["reserved"] == []
+    replay = p.execute(["lk-decide", "--replay", str(p.state() / "ledger.jsonl")])
+    assert replay.returncode == 0, fail_message(replay)
