@@ -73,7 +73,8 @@ export LK_LOCK_OWNER=$$
 export LOOPKIT_STATE_DIR=$LK_STATE # one ledger: every slice's attempts are recorded here
 # The run's pool (the contract's `pool`): each slice's admission reserves its worker's share
 # of it in that ledger before the worker starts, and waits while the pool cannot cover it.
-export LOOPKIT_POOL=parallel-$(date -u +%Y%m%dT%H%M%SZ)-$$ LOOPKIT_POOL_JOBS=$jobs
+LOOPKIT_POOL=parallel-$(date -u +%Y%m%dT%H%M%SZ)-$$
+export LOOPKIT_POOL LOOPKIT_POOL_JOBS=$jobs
 MAIN=$root wt_root=${LK_WORKTREES:-${TMPDIR:-/tmp}/loopkit-worktrees}
 mkdir -p "$wt_root" "$LK_STATE/runs" || lk_die 4 "cannot create $wt_root"
 trap 'lk task end --owner $$ >/dev/null' EXIT
