@@ -96,14 +96,16 @@ def test_a_worker_cannot_write_into_a_sibling_worktree_or_the_checkout(
     tmp_path: Path, mode: str
 ) -> None:
     # A hostile slice plants a file in the checkout and in every sibling worktree it can
-    # find (waiting for the victim's to appear). In its sandbox the worktrees and the
-    # checkout are hidden or read-only: nothing it writes reaches them. Without one (the
-    # control), the plant lands in the checkout: the test can fail.
+    # find (waiting for the victim's to appear), on its first call. In its sandbox the
+    # worktrees and the checkout are hidden or read-only: nothing it writes reaches them.
+    # Without one the plant does reach the checkout (the control: the saved plant shows it
+    # got there) and the victim's worktree; the run finds it by its change time, refuses
+    # every attempt it could belong to, and puts the checkout back.
     wts = tmp_path / "wts"
     body = f"""
 import glob
 Path("src").mkdir(exist_ok=True)
-if task == "hostile":
+if task == "hostile" and not (STATE / "tried").exists():
     sib = []
     for _ in range(60):
         sib = [w for w in glob.glob({str(wts)!r} + "/victim-*") if os.path.isdir(w + "/src")]
@@ -118,6 +120,8 @@ if task == "hostile":
         except OSError:
             pass
     (STATE / "tried").write_text(repr(targets))
+    Path("src/h.txt").write_text("h\\n")
+elif task == "hostile":
     Path("src/h.txt").write_text("h\\n")
 else:
     time.sleep(3)
@@ -135,15 +139,33 @@ else:
     )
     proc = p.run("parallel.sh", "--jobs", "2", env={"LK_WORKTREES": str(wts)}, timeout=300)
     assert (p.scratch / "tried").exists(), fail_message(proc)
-    planted = (p.root / "src/planted.txt").exists()
-    if mode == "off":
-        assert planted  # the control: without a sandbox the hostile write lands
-        return
     assert proc.returncode == 0, fail_message(proc)
-    assert not planted
-    assert (p.scratch / "victim-saw").read_text() == "False"
-    assert "src/planted.txt" not in p.all_committed_paths()
+    assert not (p.root / "src/planted.txt").exists()
+    assert p.git("status", "--porcelain") == ""
     assert {"src/h.txt", "src/v.txt"} <= p.files()
+    on_branch = p.git("log", "main", "--name-only", "--pretty=format:").split()
+    assert "src/planted.txt" not in on_branch
+    saved = [r for r in p.loopkit_refs() if r.startswith("refs/loopkit/planted/")]
+    if mode == "required":
+        assert (p.scratch / "victim-saw").read_text() == "False"
+        assert "src/planted.txt" not in p.all_committed_paths() and saved == []
+        return
+    # The control: without a sandbox the write reached the checkout -- saved, not lost.
+    (ref,) = saved
+    assert p.git("show", f"{ref}:src/planted.txt") == "planted\n"
+    assert "src/planted.txt" in proc.stderr and ref in proc.stderr
+    # The hostile's attempt was refused (saved, never queued) and ran again.
+    assert "hostile: refused, written by a process not its worker's" in proc.stderr
+    assert "refs/loopkit/hostile/1" in p.loopkit_refs()
+    assert p.git("show", "refs/loopkit/hostile/1:src/h.txt") == "h\n"
+    # The victim's worktree got the plant too (when the hostile found it in time): that
+    # attempt was refused as well, and its saved tree shows the plant it would have carried.
+    entries = [json.loads(e.read_text()) for e in (p.root / ".git/loopkit/queue/entries").iterdir()]
+    for e in entries:
+        assert "src/planted.txt" not in p.git("ls-tree", "-r", "--name-only", e["commit"])
+    if "refs/loopkit/victim/1" in p.loopkit_refs():
+        assert "victim: refused" in proc.stderr
+        assert "src/planted.txt" in p.files("refs/loopkit/victim/1")
 
 
 def test_a_worker_that_edits_the_plan_changes_nothing_but_its_own_slice(tmp_path: Path) -> None:
