@@ -2,10 +2,11 @@
 # parallel.sh -- the ready slices of a TASKS.md side by side, each landed through the merge
 # queue: verified on top of what landed before it.
 #
-#   recipes/parallel.sh [--contract loop.yaml] [--jobs N] [--max-rounds N] [TASKS.md]
+#   recipes/parallel.sh [--contract loop.yaml] [--jobs N] [--max-rounds N] [--pool NAME] [TASKS.md]
 #
 # Options: --jobs N (default 2): slices at once; --max-rounds N (default 20): attempts per
-# slice, returns from the queue included.
+# slice, returns from the queue included; --pool NAME: the budget pool's name (default one
+# of this run's own; the same name again goes on from what earlier runs spent of it).
 #
 # Every ready task (open, its dependencies done: `lk-plan next --except` the ones running)
 # runs in a worktree of its own made from the branch's tip when it starts (LK_WORKTREES,
@@ -34,7 +35,16 @@
 # (its cost share worker.max_cost_usd, its timeout, its task's tokens left; else the pool
 # / --jobs) in the one ledger before the worker starts, and the settled attempt returns
 # what it did not spend; a slice the pool cannot cover waits while a running one holds a
-# share, and is parked (22) when none does. The run's pool is named in LOOPKIT_POOL.
+# share, and is parked (22) when none does. A killed worker's share lapses as a task's
+# reservation does (its timeout, then 300 s). The pool's name is in LOOPKIT_POOL.
+#
+# Without a sandbox (sandbox.mode off, or no bwrap) a worker can write into the checkout or
+# a sibling's worktree; loopkit sees when a file changed, not who changed it. What appears
+# in the checkout is saved under refs/loopkit/planted/<run>-<n> and the checkout put back;
+# an attempt whose worker ran when it was written, or whose own worktree changed while its
+# own worker was not running, is refused (saved, not queued) and runs again from the tip.
+# A write into a sibling at the very time the sibling's own worker runs cannot be told from
+# its own work: only the sandbox keeps that out.
 #
 # Exit: 0 every task done; 21 some task parked or left open; 40 the queue could not land
 # (see its line); 4 set-up (a dirty checkout, a detached HEAD, another loop running here).
@@ -45,12 +55,13 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 LK_PROG=parallel.sh
 g() { git -c core.hooksPath=/dev/null -c core.fsmonitor=false "$@"; }
 
-contract='' tasks='' jobs=2 max_rounds=20
+contract='' tasks='' jobs=2 max_rounds=20 pool=
 while [ $# -gt 0 ]; do
     case $1 in
     --contract) contract=${2:?--contract needs a file}; shift 2 ;;
     --jobs) jobs=${2:?--jobs needs a number}; shift 2 ;;
     --max-rounds) max_rounds=${2:?--max-rounds needs a number}; shift 2 ;;
+    --pool) pool=${2:?--pool needs a name}; shift 2 ;;
     -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     -*) printf 'parallel.sh: unknown option %s\n' "$1" >&2; exit 2 ;;
     *) tasks=$1; shift ;;
@@ -73,7 +84,7 @@ export LK_LOCK_OWNER=$$
 export LOOPKIT_STATE_DIR=$LK_STATE # one ledger: every slice's attempts are recorded here
 # The run's pool (the contract's `pool`): each slice's admission reserves its worker's share
 # of it in that ledger before the worker starts, and waits while the pool cannot cover it.
-LOOPKIT_POOL=parallel-$(date -u +%Y%m%dT%H%M%SZ)-$$
+LOOPKIT_POOL=${pool:-parallel-$(date -u +%Y%m%dT%H%M%SZ)-$$}
 export LOOPKIT_POOL LOOPKIT_POOL_JOBS=$jobs
 MAIN=$root wt_root=${LK_WORKTREES:-${TMPDIR:-/tmp}/loopkit-worktrees}
 mkdir -p "$wt_root" "$LK_STATE/runs" || lk_die 4 "cannot create $wt_root"
@@ -151,15 +162,11 @@ drop() { g -C "$MAIN" worktree remove --force "$1" 2>/dev/null || rm -rf -- "$1"
 # shellcheck disable=SC2329 # called through locked
 land() { (cd "$MAIN" && lk queue land --wait --contract "$contract" >/dev/null); }
 
-# Without a sandbox (sandbox.mode off, or no bwrap) nothing stops a worker writing into the
-# checkout or a sibling's worktree; loopkit sees when a file changed, not who changed it.
-# The checkout: only the lander writes there (under this run's lock), so whatever else
-# appears is saved under refs/loopkit/planted/<run>-<n> and put back (`sweep`); every
-# attempt whose worker ran when it was written is refused. A slice's own work tree: what
-# changed there while its own worker was not running (before lk attempt's mark of its
-# start, $p-worker, or after lk-invoke's document, $p-invoke.json) is a process not its
-# own; the attempt is refused (`intruded`). A write into a sibling while the sibling's own
-# worker runs cannot be told from the sibling's own: only the sandbox keeps that out.
+# Writes that are no worker's own (see the header). The checkout: only the lander writes
+# there, under this run's lock, so whatever else appears is a plant (`sweep`). A worker's
+# run: from lk attempt's mark of its start ($p-worker) to lk-invoke's kept document
+# ($p-invoke.json); what its own work tree got outside it, or the checkout within it, is
+# why its attempt is refused (`intruded`).
 lock=$LK_STATE/runs/parallel-$$.lock plants=$LK_STATE/runs/parallel-$$.plants
 : >"$plants" || lk_die 4 "cannot write $plants"
 locked() { # locked CMD...: CMD holding the run's checkout lock
