@@ -39,12 +39,13 @@
 # reservation does (its timeout, then 300 s). The pool's name is in LOOPKIT_POOL.
 #
 # Without a sandbox (sandbox.mode off, or no bwrap) a worker can write into the checkout or
-# a sibling's worktree; loopkit sees when a file changed, not who changed it. What appears
-# in the checkout is saved under refs/loopkit/planted/<run>-<n> and the checkout put back;
-# an attempt whose worker ran when it was written, or whose own worktree changed while its
-# own worker was not running, is refused (saved, not queued) and runs again from the tip.
-# A write into a sibling at the very time the sibling's own worker runs cannot be told from
-# its own work: only the sandbox keeps that out.
+# a sibling's worktree; loopkit sees when a file changed, not who changed it. After each
+# attempt `lk queue sweep` saves what appeared in the checkout (only the lander writes
+# there) under refs/loopkit/planted/ and puts the checkout back; `lk queue add --worktree`
+# refuses (40) an attempt whose worker ran when such a plant was written, or whose own
+# worktree changed while its own worker was not running: saved, not queued, run again
+# from the tip. A write into a sibling at the very time the sibling's own worker runs
+# cannot be told from its own work: only the sandbox keeps that out.
 #
 # Exit: 0 every task done; 21 some task parked or left open; 40 the queue could not land
 # (see its line); 4 set-up (a dirty checkout, a detached HEAD, another loop running here).
@@ -94,7 +95,7 @@ trap 'lk_log "interrupted"; kill 0 2>/dev/null; exit 130' INT TERM
 # slice TASK DOC: one task's rounds, in worktrees; exit 0 landed, 20/21/22 parked, 41
 # over --max-rounds, other codes a failing command's.
 slice() {
-    local task=$1 input=$2 first=$2 round=0 base='' wt p last rc fields intruders
+    local task=$1 input=$2 first=$2 round=0 base='' wt p last rc fields
     local dir=$LK_STATE/runs/$task/parallel-$$ # lk status reads runs/<task>/<run>/
     mkdir -p "$dir"
     while [ "$round" -lt "$max_rounds" ]; do
@@ -110,21 +111,23 @@ slice() {
         eval "$fields"
         last=$p-decide.json; [ -s "$last" ] || last=$p-admit.json
         lk_log "$task attempt ${LK_DOC_ATTEMPT:-$round} (base ${base:0:12}): ${LK_DOC_OUTCOME:-?} -- ${LK_DOC_REASON%%$'\n'*}"
-        locked sweep || return 4
-        if [ "$rc" = 0 ] && intruders=$(intruded "$wt" "$base" "$p") && [ -n "$intruders" ]; then
-            # Not its own work, or not only: never queued. Saved, and again from the tip.
-            lk_log "$task: refused, written by a process not its worker's (${intruders//$'\n'/; }); again from the tip"
-            save "$wt" "$task" "$round" || return 4
-            drop "$wt"
-            input=$first base=''
-            continue
-        fi
+        # What no lander wrote in the checkout: saved, put back (a worker without a sandbox).
+        (cd "$MAIN" && lk queue sweep >/dev/null) || return 4
         case $rc in
         0)
-            fields=$(cd "$MAIN" && lk queue add "$last" --onto "$branch" --tasks "$tasks" --shell) || return $?
-            eval "$fields"
+            fields=$(cd "$MAIN" && lk queue add "$last" --onto "$branch" --tasks "$tasks" --worktree "$wt" --shell)
+            case $? in
+            0) eval "$fields" ;;
+            40) # written by a process not its worker's (the line names it): saved, not queued
+                lk_log "$task: not queued; again from the tip"
+                save "$wt" "$task" "$round" || return 4
+                drop "$wt"
+                input=$first base=''
+                continue ;;
+            *) return 4 ;;
+            esac
             drop "$wt" # its work is saved: refs/loopkit/queue/<entry>
-            locked land
+            (cd "$MAIN" && lk queue land --wait --contract "$contract" >/dev/null)
             case $? in 0 | 1) ;; *) return 40 ;; esac
             fields=$(cd "$MAIN" && lk queue status --entry "$LK_ENTRY" --shell) || return $?
             eval "$fields"
@@ -159,73 +162,6 @@ save() {
         lk task end --owner "$BASHPID" >/dev/null)
 }
 drop() { g -C "$MAIN" worktree remove --force "$1" 2>/dev/null || rm -rf -- "$1"; g -C "$MAIN" worktree prune; }
-# shellcheck disable=SC2329 # called through locked
-land() { (cd "$MAIN" && lk queue land --wait --contract "$contract" >/dev/null); }
-
-# Writes that are no worker's own (see the header). The checkout: only the lander writes
-# there, under this run's lock, so whatever else appears is a plant (`sweep`). A worker's
-# run: from lk attempt's mark of its start ($p-worker) to lk-invoke's kept document
-# ($p-invoke.json); what its own work tree got outside it, or the checkout within it, is
-# why its attempt is refused (`intruded`).
-lock=$LK_STATE/runs/parallel-$$.lock plants=$LK_STATE/runs/parallel-$$.plants
-: >"$plants" || lk_die 4 "cannot write $plants"
-locked() { # locked CMD...: CMD holding the run's checkout lock
-    until mkdir -- "$lock" 2>/dev/null; do sleep 0.05; done
-    "$@"
-    local rc=$?
-    rmdir -- "$lock"
-    return "$rc"
-}
-# ns PATH: the change time of PATH in nanoseconds (its folder's when it is gone).
-ns() {
-    local f=$1 t
-    until t=$(stat -c %.9Z -- "$f" 2>/dev/null); do f=$(dirname -- "$f"); done
-    echo "${t/./}"
-}
-# changed DIR REV: the paths of the work tree DIR that differ from REV, NUL-separated.
-changed() {
-    g -C "$1" update-index -q --refresh >/dev/null 2>&1
-    g -C "$1" diff-index -z --name-only "$2" --
-    g -C "$1" ls-files -z --others --exclude-standard
-}
-# shellcheck disable=SC2329 # called through locked
-sweep() {
-    local paths=() f n idx tree commit ref
-    while IFS= read -r -d '' f; do paths+=("$f"); done < <(changed "$MAIN" HEAD)
-    [ "${#paths[@]}" -gt 0 ] || return 0
-    n=$(($(cut -d' ' -f2 "$plants" | sort -u | wc -l) + 1)) ref=refs/loopkit/planted/$$-$n
-    idx=$LK_STATE/runs/parallel-$$.index
-    for f in "${paths[@]}"; do printf '%s %s %s\n' "$(ns "$MAIN/$f")" "$ref" "$f" >>"$plants"; done
-    rm -f -- "$idx"
-    if ! tree=$(GIT_INDEX_FILE=$idx g -C "$MAIN" read-tree HEAD &&
-        GIT_INDEX_FILE=$idx g -C "$MAIN" update-index --add --remove -- "${paths[@]}" &&
-        GIT_INDEX_FILE=$idx g -C "$MAIN" write-tree) ||
-        ! commit=$(g -C "$MAIN" commit-tree "$tree" -p HEAD -m "loopkit: written into the checkout while parallel.sh ran") ||
-        ! g -C "$MAIN" update-ref "$ref" "$commit"; then
-        lk_log "cannot save what was written into $MAIN"
-        return 1
-    fi
-    rm -f -- "$idx"
-    lk_log "written into the checkout while the slices ran: ${paths[*]}; saved as $ref, the checkout put back"
-    for f in "${paths[@]}"; do
-        g -C "$MAIN" cat-file -e "HEAD:$f" 2>/dev/null || rm -f -- "$MAIN/$f"
-    done
-    g -C "$MAIN" read-tree -u --reset HEAD
-}
-intruded() {
-    local wt=$1 base=$2 p=$3 from to f t ref margin=100000000 # the file clock is coarse
-    from=$(stat -c %.9Y -- "$p-worker" 2>/dev/null) || return 0 # no worker ran
-    to=$(stat -c %.9Y -- "$p-invoke.json" 2>/dev/null) || return 0
-    from=$((${from/./} - margin)) to=$((${to/./} + margin))
-    while IFS= read -r -d '' f; do
-        t=$(ns "$wt/$f")
-        [ "$t" -ge "$from" ] && [ "$t" -le "$to" ] || printf '%s in its work tree\n' "$f"
-    done < <(changed "$wt" "$base")
-    while read -r t ref f; do
-        [ "$t" -ge "$from" ] && [ "$t" -le "$to" ] && printf '%s in the checkout, saved as %s\n' "$f" "$ref"
-    done <"$plants"
-    return 0
-}
 
 declare -A running=() # pid -> task
 handled=() landed=0 parked=0 failed=0
