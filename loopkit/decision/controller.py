@@ -339,6 +339,7 @@ def admit(
             history = txn.history(tid)
             pool: dict[str, Any] | None = None
             if pool_id:
+                _reconcile_pool(txn, pool_id, trigger=how)
                 pool = {
                     "id": pool_id,
                     "jobs": _jobs(environ.get(POOL_JOBS_ENV)),
@@ -392,6 +393,21 @@ def admit(
         warnings,
         notes,
     )
+
+
+def _reconcile_pool(txn: ledgers.Transaction, pool_id: str, *, trigger: Mapping[str, Any]) -> None:
+    """Settle the pool's shares whose tasks settled theirs by a record that did not (an
+    interrupted attempt recorded by ``lk task begin``'s recovery): nothing known spent."""
+    key = budget.pool_key(pool_id)
+    for r in txn.history(key).get("reserved") or []:
+        task = str(r.get("task") or "")
+        held = txn.history(task).get("reserved") or [] if task else []
+        if any(isinstance(x, Mapping) and x.get("pool") == pool_id for x in held):
+            continue
+        event = {"event": "settle", "task": task, "attempt": r.get("attempt"), "spent": {}}
+        txn.append(
+            pool_record(pool_id, txn.history(key), event, now=ledgers.now_iso(), trigger=trigger)
+        )
 
 
 def _cancelled(s: _Setup, view: dict[str, Any], tid: str, intent: Any) -> Result:

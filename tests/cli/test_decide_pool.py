@@ -173,3 +173,29 @@ def test_replay_finds_a_pool_history_someone_edited(repo: Path) -> None:
     assert result.exit_code == 1
     fields = {d["field"] for d in json.loads(result.stdout)["disagreements"]}
     assert "inputs.pool.history" in fields, fields
+
+
+def test_a_share_its_task_settled_without_the_pool_is_returned(repo: Path) -> None:
+    # lk task begin's recovery records a's interrupted attempt (its loop was killed): that
+    # settles a's own reservation, not the pool's. The next admission returns a's share.
+    from loopkit.ratchet.steps import settle_interrupted
+
+    assert admit("a")[0] == 0 and admit("b")[0] == 0
+    assert settle_interrupted(repo / ".loopkit", "a")
+    piped = repo.parent / "c.json"
+    piped.write_text(json.dumps(task("c")))
+    with piped.open() as stdin:
+        done = subprocess.run(
+            [str(Path(sys.executable).parent / "lk-decide"), "--admit"],
+            stdin=stdin,
+            capture_output=True,
+            text=True,
+            timeout=20,  # waiting for a's share to lapse would take its timeout + 300 s
+        )
+    assert done.returncode == 0, done.stderr
+    assert "waited" not in done.stderr
+    settles = [r for r in records(repo) if r["type"] == "pool" and r["pool"]["event"] == "settle"]
+    assert [(r["pool"]["task"], r["pool"]["spent"]) for r in settles] == [("a", {})]
+    assert sorted(r["task"] for r in pool_history(repo)["reserved"]) == ["b", "c"]
+    replay = CliRunner().invoke(decide_main, ["--replay", ".loopkit/ledger.jsonl"])
+    assert replay.exit_code == 0, replay.stderr

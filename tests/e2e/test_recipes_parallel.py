@@ -362,10 +362,11 @@ def test_four_workers_share_a_pool_that_covers_two(tmp_path: Path) -> None:
     for t in "abcd":
         assert p.task_line(t).startswith("- [x]"), p.task_line(t)
     # Never more than two workers at once, though four were allowed: the rest waited for
-    # the pool, and ran after (two did run side by side).
+    # the pool (their admissions say so), and ran after.
     spans = [tuple(map(float, (p.scratch / f"span-{n}").read_text().split())) for n in range(1, 5)]
     at_once = max(sum(1 for a, b in spans if a <= t < b) for t, _ in spans)
-    assert at_once == 2, spans
+    assert at_once <= 2, spans
+    assert "for the run's pool" in proc.stderr, fail_message(proc)
     # The ledger: four shares reserved and settled; at no point more reserved and spent
     # than the pool holds; what was spent is the metered cost of four requests.
     records = p.ledger()
