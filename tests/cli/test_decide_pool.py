@@ -199,3 +199,24 @@ def test_a_share_its_task_settled_without_the_pool_is_returned(repo: Path) -> No
     assert sorted(r["task"] for r in pool_history(repo)["reserved"]) == ["b", "c"]
     replay = CliRunner().invoke(decide_main, ["--replay", ".loopkit/ledger.jsonl"])
     assert replay.exit_code == 0, replay.stderr
+
+
+@pytest.mark.parametrize(
+    ("pool", "jobs", "needle"),
+    [
+        ("{cost_usd: -1}", "4", "$.pool.cost_usd"),
+        ("{tokens: 1.5}", "4", "$.pool.tokens"),
+        ("{coins: 3}", "4", "$.pool.coins"),
+        ("{cost_usd: 1.2}", "many", "LOOPKIT_POOL_JOBS"),
+    ],
+)
+def test_a_bad_pool_is_one_line_and_exit_3(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, pool: str, jobs: str, needle: str
+) -> None:
+    (repo / "loop.yaml").write_text(LOOP_YAML.replace("pool: {cost_usd: 1.2}", f"pool: {pool}"))
+    monkeypatch.setenv("LOOPKIT_POOL_JOBS", jobs)
+    code, out, err = admit("a")
+    assert code == 3, err
+    assert needle in err and len(err.strip().splitlines()) == 1, err
+    assert out == {}
+    assert not (repo / ".loopkit" / "ledger.jsonl").exists() or records(repo) == []
