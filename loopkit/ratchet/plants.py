@@ -41,10 +41,12 @@ RECORD = "planted.jsonl"
 MARGIN_NS = 100_000_000
 
 
-def changed(root: Path, rev: str) -> list[str]:
+def changed(root: Path, rev: str, *, refresh: bool = True) -> list[str]:
     """The paths of the work tree at ``root`` that differ from ``rev``: changed, removed,
-    and new but not ignored."""
-    git.git(["update-index", "-q", "--refresh"], cwd=root, check=False)
+    and new but not ignored. Without ``refresh`` the index is only read (no lock taken
+    on it): a file whose stat data alone changed is listed too."""
+    if refresh:
+        git.git(["update-index", "-q", "--refresh"], cwd=root, check=False)
     tracked = git.out(["diff-index", "-z", "--name-only", rev, "--"], cwd=root)
     new = git.out(["ls-files", "-z", "--others", "--exclude-standard"], cwd=root)
     return sorted({p for p in f"{tracked}\0{new}".split("\0") if p})

@@ -293,6 +293,10 @@ class Queue:
         (``loopkit.ratchet.plants``). Holds the queue's lock: never beside a landing."""
         from loopkit.ratchet import plants
 
+        # Nothing there (the usual case): no wait for a landing in progress. A plant stays
+        # until swept, so this look, which only reads, never misses one.
+        if not plants.changed(self.root, "HEAD", refresh=False):
+            return []
         with self._lander(owner, wait=True):
             found = plants.sweep(self._dir(""), self.root, state)
         if found:
