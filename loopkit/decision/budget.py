@@ -426,9 +426,10 @@ def admit_pool(
     now: str,
 ) -> dict[str, Any]:
     """May this worker take its share of the run's pool? ``pool``: ``id``, ``jobs``, the
-    ``task`` reserving, and the pool's ``history`` (folded from its ledger records: ``fold``). Admitted: the share
-    is reserved; else ``wait`` when a live reservation may still free enough (a running
-    worker's), refused when none can. Pure, like ``admit``."""
+    ``task`` reserving, and the pool's ``history`` (folded from its ledger records by
+    ``fold``). Admitted: the share is reserved; else ``wait`` while the live reservations
+    (running workers') would free enough once settled, refused when they would not.
+    Pure, like ``admit``."""
     history = pool.get("history") or empty_history()
     limits = pool_limits(contract)
     live = live_reservations(history, now)
@@ -443,11 +444,14 @@ def admit_pool(
         for name, limit in limits.items()
     }
     short = [name for name in limits if share[name] > left[name] + 1e-9]
+    # Short even were every live share returned unspent: nothing to wait for.
+    never = [name for name in short if share[name] > limits[name] - spent[name] + 1e-9]
+    waiting = bool(short) and bool(live) and not never
     out: dict[str, Any] = {
         "id": pool.get("id"),
         "admitted": not short,
-        "wait": bool(short) and bool(live),
-        "exhausted": [] if live else short,
+        "wait": waiting,
+        "exhausted": [] if not short or waiting else (never or short),
         "short": short,
         "share": share,
         "left": left,
@@ -459,7 +463,7 @@ def admit_pool(
         )
         out["reason"] = f"the run's pool cannot cover this worker's share ({what}): " + (
             f"waiting for {len(live)} running worker(s) to settle"
-            if live
+            if waiting
             else "nothing running holds a share that could free it"
         )
     else:

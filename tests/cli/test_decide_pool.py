@@ -138,6 +138,16 @@ def test_a_pool_nothing_running_can_free_refuses_with_22(repo: Path) -> None:
     assert ledger.Ledger(repo / ".loopkit" / "ledger.jsonl").history("c")["reserved"] == []
 
 
+def test_no_wait_when_the_running_shares_could_not_free_enough(repo: Path) -> None:
+    assert admit("a")[0] == 0 and admit("b")[0] == 0
+    assert settle(repo, "a", 0.8) == 0  # a spent more than its share: 0.4 left at best
+    # b still runs, but even its whole share back would not cover c's: refused at once.
+    code, out, err = admit("c")
+    assert code == 22, err
+    assert out["admission"]["pool"]["running"] == 1
+    assert out["decision"]["exhausted"] == ["cost_usd"] and "nothing running" in err
+
+
 def test_a_killed_workers_share_expires(repo: Path) -> None:
     assert admit("a")[0] == 0
     assert admit("b")[0] == 0  # both never settle: their workers were killed
