@@ -95,7 +95,7 @@ trap 'lk_log "interrupted"; kill 0 2>/dev/null; exit 130' INT TERM
 # slice TASK DOC: one task's rounds, in worktrees; exit 0 landed, 20/21/22 parked, 41
 # over --max-rounds, other codes a failing command's.
 slice() {
-    local task=$1 input=$2 first=$2 round=0 base='' wt p last rc fields
+    local task=$1 input=$2 first=$2 round=0 base='' wt p last rc fields added
     local dir=$LK_STATE/runs/$task/parallel-$$ # lk status reads runs/<task>/<run>/
     mkdir -p "$dir"
     while [ "$round" -lt "$max_rounds" ]; do
@@ -116,7 +116,8 @@ slice() {
         case $rc in
         0)
             fields=$(cd "$MAIN" && lk queue add "$last" --onto "$branch" --tasks "$tasks" --worktree "$wt" --shell)
-            case $? in
+            added=$?
+            case $added in
             0) eval "$fields" ;;
             40) # written by a process not its worker's (the line names it): saved, not queued
                 lk_log "$task: not queued; again from the tip"
@@ -124,7 +125,7 @@ slice() {
                 drop "$wt"
                 input=$first base=''
                 continue ;;
-            *) return 4 ;;
+            *) return "$added" ;;
             esac
             drop "$wt" # its work is saved: refs/loopkit/queue/<entry>
             (cd "$MAIN" && lk queue land --wait --contract "$contract" >/dev/null)
