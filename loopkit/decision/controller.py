@@ -349,9 +349,9 @@ def admit(
             admission = budget.admit(history, contract, now=now, pool=pool)
             waiting = bool((admission.get("pool") or {}).get("wait"))
             if not waiting:
-                txn.append(
-                    admission_record(view, history, admission, now=now, trigger=how, pool=pool)
-                )
+                # The pool's share first: a process killed between the two appends leaves
+                # a share no task holds, which the next admission returns (_reconcile_pool)
+                # -- never a running worker the pool does not count.
                 reservation = (admission.get("pool") or {}).get("reservation")
                 if pool is not None and admission["admitted"] and reservation:
                     event = {
@@ -361,6 +361,9 @@ def admit(
                         "reservation": reservation,
                     }
                     txn.append(pool_record(pool_id, pool["history"], event, now=now, trigger=how))
+                txn.append(
+                    admission_record(view, history, admission, now=now, trigger=how, pool=pool)
+                )
                 refused = admission_decision(admission)
                 if (
                     refused is not None

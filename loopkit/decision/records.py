@@ -264,6 +264,9 @@ def replay(records: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
     # record then disagrees once, and the records after it still check cleanly whichever
     # half of it (inputs or results) was edited.
     histories: dict[str, list[dict[str, Any]]] = {}
+    # A pool's history before each share it reserved (by pool key, task, attempt): the
+    # one the admission that follows it reserved from.
+    before_share: dict[tuple[str, str, Any], dict[str, Any]] = {}
 
     def differ(line: int, rec: Mapping[str, Any], what: str, recorded: Any, derived: Any) -> None:
         if recorded != derived:
@@ -297,6 +300,9 @@ def replay(records: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
             if isinstance(recorded_history, dict):  # a record lost upstream: follow the ledger
                 resync.append(budget.fold(recorded_history, rec))
         derived: dict[str, Any] = dict(rec)
+        if rec.get("type") == "pool" and (rec.get("pool") or {}).get("event") == "reserve":
+            event = rec.get("pool") or {}
+            before_share[(tid, str(event.get("task")), event.get("attempt"))] = history
         if rec.get("type") in ("reopen", "interrupted", "pool"):
             # A new epoch: nothing to re-derive but the history it starts.
             histories[tid] = [budget.fold(history, rec)]
@@ -304,11 +310,15 @@ def replay(records: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
         if rec.get("type") == "admission":
             pool = inputs_.get("pool")
             if isinstance(pool, dict):
-                # The pool's history it reserved from: the one its records fold to.
-                pool_id = budget.pool_key(str(pool.get("id") or ""))
-                folded = histories.get(pool_id) or [budget.empty_history()]
-                if pool.get("history") not in folded:
-                    differ(line, rec, "inputs.pool.history", pool.get("history"), folded[0])
+                # The pool's history it reserved from: the one before its share's record
+                # (appended just before it), else (refused, or waiting) the one the
+                # pool's records fold to.
+                key = budget.pool_key(str(pool.get("id") or ""))
+                folded = histories.get(key) or [budget.empty_history()]
+                mine = before_share.pop((key, tid, rec.get("attempt")), None)
+                expected = [mine] if mine is not None else folded
+                if pool.get("history") not in expected:
+                    differ(line, rec, "inputs.pool.history", pool.get("history"), expected[0])
             admission = budget.admit(
                 history,
                 view.get("contract") or {},

@@ -71,6 +71,21 @@ def settle(repo: Path, tid: str, usd: float) -> int:
     return CliRunner().invoke(decide_main, [], input=json.dumps(d)).exit_code
 
 
+def admit_soon(repo: Path, tid: str) -> subprocess.CompletedProcess[str]:
+    """The installed lk-decide --admit for TID, given 20 s: waiting for a share to lapse
+    would take its timeout and 300 s."""
+    piped = repo.parent / f"{tid}.json"
+    piped.write_text(json.dumps(task(tid)))
+    with piped.open() as stdin:
+        return subprocess.run(
+            [str(Path(sys.executable).parent / "lk-decide"), "--admit"],
+            stdin=stdin,
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+
+
 def records(repo: Path) -> list[dict[str, Any]]:
     recs, problems = ledger.read(repo / ".loopkit" / "ledger.jsonl")
     assert problems == []
@@ -192,16 +207,7 @@ def test_a_share_its_task_settled_without_the_pool_is_returned(repo: Path) -> No
 
     assert admit("a")[0] == 0 and admit("b")[0] == 0
     assert settle_interrupted(repo / ".loopkit", "a")
-    piped = repo.parent / "c.json"
-    piped.write_text(json.dumps(task("c")))
-    with piped.open() as stdin:
-        done = subprocess.run(
-            [str(Path(sys.executable).parent / "lk-decide"), "--admit"],
-            stdin=stdin,
-            capture_output=True,
-            text=True,
-            timeout=20,  # waiting for a's share to lapse would take its timeout + 300 s
-        )
+    done = admit_soon(repo, "c")
     assert done.returncode == 0, done.stderr
     assert "waited" not in done.stderr
     settles = [r for r in records(repo) if r["type"] == "pool" and r["pool"]["event"] == "settle"]
@@ -230,3 +236,29 @@ def test_a_bad_pool_is_one_line_and_exit_3(
     assert needle in err and len(err.strip().splitlines()) == 1, err
     assert out == {}
     assert not (repo / ".loopkit" / "ledger.jsonl").exists() or records(repo) == []
+
+
+def test_a_share_whose_admission_was_never_written_is_returned(repo: Path) -> None:
+    # Killed between the pool's share and its task's admission (the share goes first):
+    # the pool holds a share no task holds. The next admission returns it; replay agrees.
+    from loopkit.decision.records import pool_record
+
+    book = ledger.Ledger(repo / ".loopkit" / "ledger.jsonl")
+    with book.transaction() as txn:
+        key = budget.pool_key("run-1")
+        share = {"at": ledger.now_iso(), "task": "a", "attempt": 1, "wall_s": 100}
+        event = {"event": "reserve", "task": "a", "attempt": 1, "reservation": share}
+        share["cost_usd"] = 1.0  # all but 0.2 of the pool
+        txn.append(
+            pool_record(
+                "run-1",
+                txn.history(key),
+                event,
+                now=share["at"],
+                trigger={"kind": "manual", "source": "test"},
+            )
+        )
+    assert admit_soon(repo, "b").returncode == 0  # else b waits for a's share to lapse
+    assert sorted(r["task"] for r in pool_history(repo)["reserved"]) == ["b"]
+    replay = CliRunner().invoke(decide_main, ["--replay", ".loopkit/ledger.jsonl"])
+    assert replay.exit_code == 0, replay.stderr
