@@ -64,16 +64,23 @@ def changed_ns(path: Path) -> int:
             path = path.parent
 
 
+#: A worker's run when it never started: nothing written is its own.
+NEVER_RAN = (0, -1)
+
+
 def span(kept: Path) -> tuple[int, int] | None:
     """When the worker of the attempt whose decided document ``lk attempt --keep P`` kept
-    as ``kept`` (``P-decide.json``) ran: ``P-worker``'s time to ``P-invoke.json``'s.
-    None when its worker never started."""
+    as ``kept`` (``P-decide.json``) ran: ``P-worker``'s time to ``P-invoke.json``'s;
+    ``NEVER_RAN`` when its worker never started; None when ``kept`` is no document
+    ``lk attempt --keep`` kept (no ``P-admit.json`` beside it)."""
     stem = kept.name.rsplit("-", 1)[0]
+    if not (kept.parent / f"{stem}-admit.json").is_file():
+        return None
     try:
         start = (kept.parent / f"{stem}-worker").stat().st_mtime_ns
         end = (kept.parent / f"{stem}-invoke.json").stat().st_mtime_ns
     except OSError:
-        return None
+        return NEVER_RAN
     return start, end
 
 
@@ -128,7 +135,7 @@ def intruders(
 ) -> list[str]:
     """Why an attempt whose worker ran ``ran`` (ns) in ``worktree`` (started from ``base``)
     is not its worker's own work alone: each a line naming the path."""
-    lo, hi = ran[0] - MARGIN_NS, ran[1] + MARGIN_NS
+    lo, hi = (ran[0] - MARGIN_NS, ran[1] + MARGIN_NS) if ran != NEVER_RAN else NEVER_RAN
     out = [
         f"{p} in its worktree, written while its worker was not running"
         for p in changed(worktree, base)

@@ -316,8 +316,8 @@ class Queue:
         if ran is None:
             raise BadInput(
                 str(kept),
-                "no worker start mark and lk-invoke document beside it: --worktree needs "
-                "the documents lk attempt --keep P leaves (P-worker, P-invoke.json)",
+                "not a document lk attempt --keep P kept (no P-admit.json beside it): "
+                "--worktree reads when its worker ran from P-worker and P-invoke.json",
             )
         return plants.intruders(worktree, base, ran, plants.read(self.folder))
 

@@ -124,3 +124,12 @@ def test_bad_input_to_add_worktree(tmp_path: Path) -> None:
     assert not os.path.exists(p.root / ".git/loopkit/queue/entries") or not list(
         (p.root / ".git/loopkit/queue/entries").iterdir()
     )
+
+
+def test_an_attempt_whose_worker_never_ran_owns_no_change(tmp_path: Path) -> None:
+    p = _project(tmp_path)
+    own = attempt(p, "own")
+    (p.scratch / "p-own-1-worker").unlink()  # as if its worker never started
+    refused = lk(p, "queue", "add", str(own), "--worktree", str(p.root.parent / "wt-own-1"))
+    assert refused.returncode == 40, refused.stderr
+    assert "src/own.txt in its worktree" in refused.stderr
