@@ -230,6 +230,9 @@ _SECTIONS: dict[str, dict[str, Check]] = {
         "review": boolean,
     },
     "plan": {"split_lines": positive_int, "split_files": positive_int},
+    # what the workers of one run side by side (recipes/parallel.sh) may spend together:
+    # each reserves its share before it starts (loopkit.decision.budget.admit_pool)
+    "pool": {"cost_usd": positive_number, "tokens": positive_int, "wall_seconds": positive_number},
     # carry: ignored paths (a virtualenv, node_modules) the clean room links in
     "verify": {"carry": glob_list, "env_allow": string_list, "network": boolean},
     "sandbox": {

@@ -2,10 +2,11 @@
 # parallel.sh -- the ready slices of a TASKS.md side by side, each landed through the merge
 # queue: verified on top of what landed before it.
 #
-#   recipes/parallel.sh [--contract loop.yaml] [--jobs N] [--max-rounds N] [TASKS.md]
+#   recipes/parallel.sh [--contract loop.yaml] [--jobs N] [--max-rounds N] [--pool NAME] [TASKS.md]
 #
 # Options: --jobs N (default 2): slices at once; --max-rounds N (default 20): attempts per
-# slice, returns from the queue included.
+# slice, returns from the queue included; --pool NAME: the budget pool's name (default one
+# of this run's own; the same name again goes on from what earlier runs spent of it).
 #
 # Every ready task (open, its dependencies done: `lk-plan next --except` the ones running)
 # runs in a worktree of its own made from the branch's tip when it starts (LK_WORKTREES,
@@ -29,6 +30,23 @@
 # A dependent starts once its dependency landed (its mark is on the branch). The branch is
 # only ever moved by the queue's lander. The run holds this checkout's lock (lk task begin).
 #
+# Budgets for the whole run: the contract's `pool` (cost_usd, tokens, wall_seconds) is what
+# all its workers may spend together. Each slice's admission reserves its worker's share
+# (its cost share worker.max_cost_usd, its timeout, its task's tokens left; else the pool
+# / --jobs) in the one ledger before the worker starts, and the settled attempt returns
+# what it did not spend; a slice the pool cannot cover waits while a running one holds a
+# share, and is parked (22) when none does. A killed worker's share lapses as a task's
+# reservation does (its timeout, then 300 s). The pool's name is in LOOPKIT_POOL.
+#
+# Without a sandbox (sandbox.mode off, or no bwrap) a worker can write into the checkout or
+# a sibling's worktree; loopkit sees when a file changed, not who changed it. After each
+# attempt `lk queue sweep` saves what appeared in the checkout (only the lander writes
+# there) under refs/loopkit/planted/ and puts the checkout back; `lk queue add --worktree`
+# refuses (40) an attempt whose worker ran when such a plant was written, or whose own
+# worktree changed while its own worker was not running: saved, not queued, run again
+# from the tip. A write into a sibling at the very time the sibling's own worker runs
+# cannot be told from its own work: only the sandbox keeps that out.
+#
 # Exit: 0 every task done; 21 some task parked or left open; 40 the queue could not land
 # (see its line); 4 set-up (a dirty checkout, a detached HEAD, another loop running here).
 # shellcheck disable=SC2153,SC2154 # LK_* and the workspace's names come from eval of lk's --shell output
@@ -38,12 +56,13 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 LK_PROG=parallel.sh
 g() { git -c core.hooksPath=/dev/null -c core.fsmonitor=false "$@"; }
 
-contract='' tasks='' jobs=2 max_rounds=20
+contract='' tasks='' jobs=2 max_rounds=20 pool=
 while [ $# -gt 0 ]; do
     case $1 in
     --contract) contract=${2:?--contract needs a file}; shift 2 ;;
     --jobs) jobs=${2:?--jobs needs a number}; shift 2 ;;
     --max-rounds) max_rounds=${2:?--max-rounds needs a number}; shift 2 ;;
+    --pool) pool=${2:?--pool needs a name}; shift 2 ;;
     -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     -*) printf 'parallel.sh: unknown option %s\n' "$1" >&2; exit 2 ;;
     *) tasks=$1; shift ;;
@@ -64,6 +83,10 @@ branch=$(g symbolic-ref -q HEAD) || lk_die 4 "HEAD is detached: check out the br
 lk task begin --owner $$ >/dev/null || exit $?
 export LK_LOCK_OWNER=$$
 export LOOPKIT_STATE_DIR=$LK_STATE # one ledger: every slice's attempts are recorded here
+# The run's pool (the contract's `pool`): each slice's admission reserves its worker's share
+# of it in that ledger before the worker starts, and waits while the pool cannot cover it.
+LOOPKIT_POOL=${pool:-parallel-$(date -u +%Y%m%dT%H%M%SZ)-$$}
+export LOOPKIT_POOL LOOPKIT_POOL_JOBS=$jobs
 MAIN=$root wt_root=${LK_WORKTREES:-${TMPDIR:-/tmp}/loopkit-worktrees}
 mkdir -p "$wt_root" "$LK_STATE/runs" || lk_die 4 "cannot create $wt_root"
 trap 'lk task end --owner $$ >/dev/null' EXIT
@@ -72,7 +95,7 @@ trap 'lk_log "interrupted"; kill 0 2>/dev/null; exit 130' INT TERM
 # slice TASK DOC: one task's rounds, in worktrees; exit 0 landed, 20/21/22 parked, 41
 # over --max-rounds, other codes a failing command's.
 slice() {
-    local task=$1 input=$2 round=0 base='' wt p last rc fields
+    local task=$1 input=$2 first=$2 round=0 base='' wt p last rc fields added
     local dir=$LK_STATE/runs/$task/parallel-$$ # lk status reads runs/<task>/<run>/
     mkdir -p "$dir"
     while [ "$round" -lt "$max_rounds" ]; do
@@ -88,10 +111,22 @@ slice() {
         eval "$fields"
         last=$p-decide.json; [ -s "$last" ] || last=$p-admit.json
         lk_log "$task attempt ${LK_DOC_ATTEMPT:-$round} (base ${base:0:12}): ${LK_DOC_OUTCOME:-?} -- ${LK_DOC_REASON%%$'\n'*}"
+        # What no lander wrote in the checkout: saved, put back (a worker without a sandbox).
+        (cd "$MAIN" && lk queue sweep >/dev/null) || return 4
         case $rc in
         0)
-            fields=$(cd "$MAIN" && lk queue add "$last" --onto "$branch" --tasks "$tasks" --shell) || return $?
-            eval "$fields"
+            fields=$(cd "$MAIN" && lk queue add "$last" --onto "$branch" --tasks "$tasks" --worktree "$wt" --shell)
+            added=$?
+            case $added in
+            0) eval "$fields" ;;
+            40) # written by a process not its worker's (the line names it): saved, not queued
+                lk_log "$task: not queued; again from the tip"
+                save "$wt" "$task" "$round" || return 4
+                drop "$wt"
+                input=$first base=''
+                continue ;;
+            *) return "$added" ;;
+            esac
             drop "$wt" # its work is saved: refs/loopkit/queue/<entry>
             (cd "$MAIN" && lk queue land --wait --contract "$contract" >/dev/null)
             case $? in 0 | 1) ;; *) return 40 ;; esac

@@ -1,9 +1,10 @@
 """lk queue: the merge queue -- green attempts land one at a time, each verified on top of
 what landed before it.
 
-Usage:  lk queue add [DOC] [--onto BRANCH] [--tasks TASKS.md] [--shell]
+Usage:  lk queue add [DOC] [--onto BRANCH] [--tasks TASKS.md] [--worktree DIR] [--shell]
         lk queue land [--contract loop.yaml] [--wait]
         lk queue status [--entry ID [--shell]]
+        lk queue sweep
 
 Input:  add: the decided attempt document (a file, or stdin when piped) of a complete
         attempt: its verify.tree and its run.base.
@@ -19,7 +20,11 @@ compare-and-swap; with --tasks given to add, a commit marking the task done foll
 conflicting or red entry is returned to its task, never landed: the document under
 "returned" (decision retry, the failure as feedback) is the previous attempt its next
 attempt reads. A lander stopped anywhere (kill -9 included) is finished by the plain
-rerun. See docs/queue.md.
+rerun. Without a sandbox (recipes/parallel.sh): sweep saves whatever appeared in the
+checkout that no lander wrote under refs/loopkit/planted/ and brings the checkout back to
+its commit; add --worktree refuses (40) an attempt whose worker ran when such a plant was
+written, or whose worktree changed while its own worker was not running. See
+docs/queue.md.
 """
 
 from __future__ import annotations
@@ -38,7 +43,8 @@ if TYPE_CHECKING:
 EPILOG = (
     "\b\nExit codes of lk queue:\n  0   done (land: every queued entry landed)\n"
     "  1   land: an entry was returned to its task (red or conflicting on the tip)\n"
-    "  40  add: not a complete attempt with a verified tree; nothing queued\n"
+    "  40  add: not a complete attempt with a verified tree, or (--worktree) written by a\n"
+    "      process not its worker's; nothing queued\n"
     "  3   bad input (not an attempt document)\n"
     "  4   another lander holds the queue's lock; the branch has no commit; lk-verify\n"
     "      could not run; a path or ref that cannot be written (named)\n\n" + SHARED_HELP
@@ -80,13 +86,36 @@ def main() -> None:
 @click.option("--onto", metavar="BRANCH", help="The branch to land on (default: HEAD's).")
 @click.option("--tasks", metavar="FILE", help="The checklist whose line is marked done on landing.")
 @click.option("--shell", "as_shell", is_flag=True, help="LK_ENTRY=ID and LK_QUEUE_REF=REF lines.")
-def add(doc: str | None, onto: str | None, tasks: str | None, as_shell: bool = False) -> int:
+@click.option(
+    "--worktree",
+    metavar="DIR",
+    help="The worktree the attempt ran in, DOC the decided document lk attempt --keep kept: "
+    "refused (40) when written by a process not its worker's (docs/queue.md).",
+)
+def add(
+    doc: str | None,
+    onto: str | None,
+    tasks: str | None,
+    worktree: str | None = None,
+    as_shell: bool = False,
+) -> int:
     """Queue a complete attempt (its verified tree on its base); the branch does not move."""
-    from loopkit.cli.transactions import _decided
+    from pathlib import Path
 
+    from loopkit.cli.transactions import _decided
+    from loopkit.errors import UsageProblem
+
+    if worktree is not None and not doc:
+        raise UsageProblem("lk queue add --worktree needs DOC, the file lk attempt --keep kept")
     document = _decided(doc)
     q = _queue()
-    entry = q.add(document, onto=onto, tasks=tasks, source=doc or "<stdin>")
+    entry = q.add(
+        document,
+        onto=onto,
+        tasks=tasks,
+        source=doc or "<stdin>",
+        worktree=Path(worktree).resolve() if worktree else None,
+    )
     _say(f"{entry['task']}: queued as {entry['id']} ({entry['ref']})")
     if as_shell:
         _shell(LK_ENTRY=entry["id"], LK_QUEUE_REF=entry["ref"])
@@ -113,6 +142,17 @@ def land(contract_path: str | None, wait: bool = False) -> int:
     result = q.land(contract.resolve(), wait=wait)
     _emit({"step": "land", **result})
     return 1 if result["returned"] else 0
+
+
+@main.command(epilog=EPILOG)
+def sweep() -> int:
+    """Save and put back what appeared in this checkout that no lander wrote."""
+    from loopkit.workspace import for_state_only
+
+    q = _queue()
+    found = q.sweep(for_state_only().state)
+    _emit({"step": "sweep", "planted": found})
+    return 0
 
 
 @main.command(epilog=EPILOG)

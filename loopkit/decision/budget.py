@@ -28,6 +28,11 @@ ACCUMULATING: dict[str, str] = {
 }
 #: A reservation nobody settled is dropped this long after its run's time was up.
 RESERVATION_GRACE_S = 300.0
+#: The budgets a run's pool holds (contract ``pool``), shared by the workers of one run
+#: side by side: the ones that span runs (as ``loopkit.forge.fleet.SHARED_BUDGETS``).
+POOLED = ("cost_usd", "tokens", "wall_seconds")
+#: The ledger key of a pool's records: no task id (ids never start with ':').
+POOL_PREFIX = ":pool:"
 
 
 def empty_history() -> dict[str, Any]:
@@ -109,6 +114,8 @@ def fold(history: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, Any
         # lk-plan draft's outcome, under a key no task has: counted, nothing spent.
         h["attempts"] += 1
         return h
+    if record.get("type") == "pool":
+        return _fold_pool(h, record.get("pool") or {})
     if record.get("type") == "admission":
         admission = record.get("admission") or {}
         if admission.get("admitted"):
@@ -156,6 +163,28 @@ def fold(history: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, Any
     h["resume_after"] = (
         decision.get("resume_after") if decision.get("outcome") == "blocked" else None
     )
+    return h
+
+
+def _fold_pool(h: dict[str, Any], event: Mapping[str, Any]) -> dict[str, Any]:
+    """A pool's history after one of its records: a worker's share reserved, or an
+    attempt settled (its reservation returned, what it spent charged)."""
+    if event.get("event") == "reserve":
+        h["reserved"] = [*h["reserved"], dict(event.get("reservation") or {})]
+        return h
+    task, attempt = event.get("task"), event.get("attempt")
+    mine = [i for i, r in enumerate(h["reserved"]) if r.get("task") == task]
+    exact = [i for i in mine if h["reserved"][i].get("attempt") == attempt]
+    for i in (exact or mine)[:1]:
+        del h["reserved"][i]
+    spent = event.get("spent") or {}
+    h["attempts"] += 1
+    usd = spent.get("cost_usd")
+    if usd is not None:
+        key = "cost_usd" if spent.get("cost_trusted") else "cost_untrusted_usd"
+        h[key] = round(h[key] + float(usd), 6)
+    h["tokens"] += int(spent.get("tokens") or 0)
+    h["wall_s"] = round(h["wall_s"] + float(spent.get("wall_s") or 0), 3)
     return h
 
 
@@ -262,10 +291,18 @@ def verify_reserve_s(contract: Mapping[str, Any]) -> float:
     return float(sum(float(c.get("timeout") or 0) for c in contract.get("criteria") or []))
 
 
-def admit(history: Mapping[str, Any], contract: Mapping[str, Any], *, now: str) -> dict[str, Any]:
+def admit(
+    history: Mapping[str, Any],
+    contract: Mapping[str, Any],
+    *,
+    now: str,
+    pool: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """May the next run start? Reserve its share of every budget, keep verification's reserve.
 
-    Pure: ``now`` (RFC 3339) is an input so a recorded admission can be replayed.
+    ``pool``: the run's pool this worker reserves from as well (``id``, ``jobs``, its
+    ``history``; ``admit_pool``). Pure: ``now`` (RFC 3339) is an input so a recorded
+    admission can be replayed.
     """
     budgets = contract.get("budgets") or {}
     worker = contract.get("worker") or {}
@@ -344,4 +381,113 @@ def admit(history: Mapping[str, Any], contract: Mapping[str, Any], *, now: str) 
             "wall_seconds": granted["timeout_s"] or 0,
             "cost_usd": granted["cost_usd"] or 0,
         }
+    if pool is not None and pool_limits(contract):
+        _with_pool(out, admit_pool(pool, contract, out, now=now))
     return out
+
+
+def pool_key(pool_id: str) -> str:
+    """The ledger key of a pool's records."""
+    return POOL_PREFIX + pool_id
+
+
+def pool_limits(contract: Mapping[str, Any] | None) -> dict[str, float]:
+    """The contract's ``pool``: what one run's workers may spend together."""
+    section = (contract or {}).get("pool") or {}
+    return {k: float(section[k]) for k in POOLED if section.get(k) is not None}
+
+
+def pool_share(
+    admission: Mapping[str, Any], limits: Mapping[str, float], jobs: int
+) -> dict[str, float]:
+    """What one worker reserves from the pool: what its task's admission grants it (the
+    cost share ``worker.max_cost_usd``, the timeout, the task's tokens left), else the
+    pool divided by the run's workers."""
+    granted = admission.get("granted") or {}
+    remaining = admission.get("remaining") or {}
+    own = {
+        "cost_usd": granted.get("cost_usd"),
+        "tokens": remaining.get("tokens"),
+        "wall_seconds": granted.get("timeout_s"),
+    }
+    out = {}
+    for name, limit in limits.items():
+        mine = own.get(name)
+        figure = float(mine) if mine else limit / max(1, jobs)
+        out[name] = round(int(figure) if name == "tokens" else figure, 6)
+    return out
+
+
+def admit_pool(
+    pool: Mapping[str, Any],
+    contract: Mapping[str, Any],
+    admission: Mapping[str, Any],
+    *,
+    now: str,
+) -> dict[str, Any]:
+    """May this worker take its share of the run's pool? ``pool``: ``id``, ``jobs``, the
+    ``task`` reserving, and the pool's ``history`` (folded from its ledger records by
+    ``fold``). Admitted: the share is reserved; else ``wait`` while the live reservations
+    (running workers') would free enough once settled, refused when they would not.
+    Pure, like ``admit``."""
+    history = pool.get("history") or empty_history()
+    limits = pool_limits(contract)
+    live = live_reservations(history, now)
+    spent = {
+        "cost_usd": float(history.get("cost_usd") or 0),
+        "tokens": float(history.get("tokens") or 0),
+        "wall_seconds": float(history.get("wall_s") or 0),
+    }
+    share = pool_share(admission, limits, int(pool.get("jobs") or 1))
+    left = {
+        name: round(limit - spent[name] - sum(float(r.get(name) or 0) for r in live), 6)
+        for name, limit in limits.items()
+    }
+    short = [name for name in limits if share[name] > left[name] + 1e-9]
+    # Short even were every live share returned unspent: nothing to wait for.
+    never = [name for name in short if share[name] > limits[name] - spent[name] + 1e-9]
+    waiting = bool(short) and bool(live) and not never
+    out: dict[str, Any] = {
+        "id": pool.get("id"),
+        "admitted": not short,
+        "wait": waiting,
+        "exhausted": [] if not short or waiting else (never or short),
+        "short": short,
+        "share": share,
+        "left": left,
+        "running": len(live),
+    }
+    if short:
+        what = ", ".join(
+            f"{n} {left[n]:g} left of {limits[n]:g}, share {share[n]:g}" for n in short
+        )
+        out["reason"] = f"the run's pool cannot cover this worker's share ({what}): " + (
+            f"waiting for {len(live)} running worker(s) to settle"
+            if waiting
+            else "nothing running holds a share that could free it"
+        )
+    else:
+        out["reason"] = "the worker's share of the run's pool is reserved"
+        out["reservation"] = {
+            "at": now,
+            "task": pool.get("task"),
+            "attempt": admission.get("attempt"),
+            "wall_s": (admission.get("reservation") or {}).get("wall_s") or 0,
+            **share,
+        }
+    return out
+
+
+def _with_pool(admission: dict[str, Any], pool: dict[str, Any]) -> None:
+    """The task's admission joined with its pool's: admitted only when both are."""
+    admission["pool"] = pool
+    if not admission["admitted"]:  # refused for the task's own budgets: nothing to wait for
+        pool.pop("reservation", None)
+        pool["wait"] = False
+        return
+    if pool["admitted"]:
+        admission["reservation"]["pool"] = pool["id"]
+        return
+    admission["admitted"] = False
+    admission.pop("reservation", None)
+    admission["reason"] = "pool: " + pool["reason"]

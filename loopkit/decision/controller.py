@@ -19,7 +19,13 @@ from typing import Any
 from loopkit import git
 from loopkit.decision import budget, checkpoint
 from loopkit.decision import decide as decider
-from loopkit.decision.records import admission_decision, admission_record, attempt_record, replay
+from loopkit.decision.records import (
+    admission_decision,
+    admission_record,
+    attempt_record,
+    pool_record,
+    replay,
+)
 from loopkit.document import attach
 from loopkit.errors import BadInput
 from loopkit.exitcodes import OUTCOME_CODES
@@ -207,6 +213,7 @@ def decide(
             recorded_at=ledgers.now_iso(),
         )
         txn.append(record)
+        _settle_pool(txn, tid, history, record, trigger=how)
         if decision["outcome"] == "complete":
             pruned = retention.on_complete(
                 s.state, tid, s.ledger.attempt_ids(tid), s.contract.get("artifacts")
@@ -254,10 +261,46 @@ def interrupted(task_id: str, *, reason: str, ledger_path: str | None = None) ->
     path = Path(ledger_path) if ledger_path else for_state_only().state / ledgers.DEFAULT_NAME
     book = ledgers.Ledger(path)
     with book.transaction() as txn:
-        record = records.interrupted_record(
-            task_id, txn.history(task_id), reason=reason, now=ledgers.now_iso()
-        )
-        return txn.append(record)
+        history = txn.history(task_id)
+        record = records.interrupted_record(task_id, history, reason=reason, now=ledgers.now_iso())
+        appended = txn.append(record)
+        _settle_pool(txn, task_id, history, record, trigger=record["trigger"])
+        return appended
+
+
+#: How often a worker waiting for the run's pool asks again (seconds).
+POOL_POLL_S = 0.5
+POOL_ENV = "LOOPKIT_POOL"
+POOL_JOBS_ENV = "LOOPKIT_POOL_JOBS"
+
+
+def _settle_pool(
+    txn: ledgers.Transaction,
+    tid: str,
+    history: Mapping[str, Any],
+    record: Mapping[str, Any],
+    *,
+    trigger: Mapping[str, Any],
+) -> None:
+    """The record settles the task's oldest reservation (``budget.fold``): when that one
+    was reserved from a run's pool too, the pool gets its share back and is charged what
+    the attempt spent (an interrupted attempt: nothing known, nothing charged)."""
+    reserved = history.get("reserved") or []
+    pool_id = reserved[0].get("pool") if reserved and isinstance(reserved[0], Mapping) else None
+    if not isinstance(pool_id, str) or not pool_id:
+        return
+    usage = record.get("usage") or {}
+    spent = {
+        "cost_usd": usage.get("cost_usd"),
+        "cost_trusted": bool(usage.get("cost_trusted")),
+        "tokens": int(usage.get("tokens") or 0),
+        "wall_s": float(usage.get("wall_s") or 0),
+    }
+    key = budget.pool_key(pool_id)
+    event = {"event": "settle", "task": tid, "attempt": record.get("attempt"), "spent": spent}
+    txn.append(
+        pool_record(pool_id, txn.history(key), event, now=ledgers.now_iso(), trigger=trigger)
+    )
 
 
 def admit(
@@ -268,32 +311,76 @@ def admit(
     trigger: str | None = None,
     env: Mapping[str, str] | None = None,
 ) -> Result:
-    """Admission before a run: reserve its share of the budgets, or refuse (22)."""
+    """Admission before a run: reserve its share of the budgets, or refuse (22).
+
+    Within a run's pool (``LOOPKIT_POOL`` names it, ``LOOPKIT_POOL_JOBS`` its workers; the
+    contract's ``pool`` its limits) the worker's share is reserved from the pool too, in
+    the same ledger transaction; while the pool cannot cover it and a running worker's
+    share may still come back, the admission waits (nothing recorded meanwhile)."""
+    import time
+
     s = _setup(document, contract_path, ledger_path)
     doc = s.document
     view = decider.inputs(doc, s.contract)
     tid = decider.task_id(view)
     intent = cancel.requested(s.state)
     if intent:
-        decision = decider.decide(view, None, tree_on_disk=None, cancel=intent)
-        with s.ledger.transaction() as txn:
-            decision["attempt"] = int(txn.history(tid).get("attempts") or 0) + 1
-        attach(doc, "decision", decision)
-        return Result(doc, int(OUTCOME_CODES["cancelled"]), f"not admitted: {decision['reason']}")
-    how = ledgers.detect_trigger(trigger, env if env is not None else os.environ)
-    now = ledgers.now_iso()
+        return _cancelled(s, view, tid, intent)
+    environ = env if env is not None else os.environ
+    how = ledgers.detect_trigger(trigger, environ)
+    contract = view.get("contract") or {}
+    pool_id = environ.get(POOL_ENV, "").strip() if budget.pool_limits(contract) else ""
     warnings: list[str] = []
     notes: list[str] = []
-    with s.ledger.transaction() as txn:
-        history = txn.history(tid)
-        admission = budget.admit(history, view.get("contract") or {}, now=now)
-        txn.append(admission_record(view, history, admission, now=now, trigger=how))
-        refused = admission_decision(admission)
-        if refused is not None and refused["outcome"] == "budget_exhausted":
-            path = checkpoint.write(
-                s.state, tid, checkpoint.build(tid, refused, history, s.contract)
-            )
-            notes.append(f"checkpoint written to {path}")
+    started = time.monotonic()
+    while True:
+        now = ledgers.now_iso()
+        with s.ledger.transaction() as txn:
+            history = txn.history(tid)
+            pool: dict[str, Any] | None = None
+            if pool_id:
+                _reconcile_pool(txn, pool_id, trigger=how)
+                pool = {
+                    "id": pool_id,
+                    "jobs": _jobs(environ.get(POOL_JOBS_ENV)),
+                    "task": tid,
+                    "history": txn.history(budget.pool_key(pool_id)),
+                }
+            admission = budget.admit(history, contract, now=now, pool=pool)
+            waiting = bool((admission.get("pool") or {}).get("wait"))
+            if not waiting:
+                # The pool's share first: a process killed between the two appends leaves
+                # a share no task holds, which the next admission returns (_reconcile_pool)
+                # -- never a running worker the pool does not count.
+                reservation = (admission.get("pool") or {}).get("reservation")
+                if pool is not None and admission["admitted"] and reservation:
+                    event = {
+                        "event": "reserve",
+                        "task": tid,
+                        "attempt": admission["attempt"],
+                        "reservation": reservation,
+                    }
+                    txn.append(pool_record(pool_id, pool["history"], event, now=now, trigger=how))
+                txn.append(
+                    admission_record(view, history, admission, now=now, trigger=how, pool=pool)
+                )
+                refused = admission_decision(admission)
+                if (
+                    refused is not None
+                    and refused["outcome"] == "budget_exhausted"
+                    and admission.get("exhausted")  # the task's own budgets, not the pool's
+                ):
+                    path = checkpoint.write(
+                        s.state, tid, checkpoint.build(tid, refused, history, s.contract)
+                    )
+                    notes.append(f"checkpoint written to {path}")
+                break
+        if intent := cancel.requested(s.state):
+            return _cancelled(s, view, tid, intent)
+        time.sleep(POOL_POLL_S)
+    waited = time.monotonic() - started
+    if waited >= POOL_POLL_S:
+        notes.append(f"waited {waited:.1f}s for the run's pool ({pool_id})")
     warnings[:0] = [f"ledger {s.ledger.path}: {p}" for p in s.ledger.problems]
     doc["admission"] = admission
     if refused is not None:
@@ -307,7 +394,41 @@ def admit(
         0,
         f"admitted attempt {admission['attempt']}" + (f" ({granted})" if granted else ""),
         warnings,
+        notes,
     )
+
+
+def _reconcile_pool(txn: ledgers.Transaction, pool_id: str, *, trigger: Mapping[str, Any]) -> None:
+    """Settle the pool's shares whose tasks settled theirs by a record that did not (an
+    interrupted attempt recorded by ``lk task begin``'s recovery): nothing known spent."""
+    key = budget.pool_key(pool_id)
+    for r in txn.history(key).get("reserved") or []:
+        task = str(r.get("task") or "")
+        held = txn.history(task).get("reserved") or [] if task else []
+        if any(isinstance(x, Mapping) and x.get("pool") == pool_id for x in held):
+            continue
+        event = {"event": "settle", "task": task, "attempt": r.get("attempt"), "spent": {}}
+        txn.append(
+            pool_record(pool_id, txn.history(key), event, now=ledgers.now_iso(), trigger=trigger)
+        )
+
+
+def _cancelled(s: _Setup, view: dict[str, Any], tid: str, intent: Any) -> Result:
+    """Not admitted: a person asked the loop to stop."""
+    decision = decider.decide(view, None, tree_on_disk=None, cancel=intent)
+    with s.ledger.transaction() as txn:
+        decision["attempt"] = int(txn.history(tid).get("attempts") or 0) + 1
+    attach(s.document, "decision", decision)
+    return Result(
+        s.document, int(OUTCOME_CODES["cancelled"]), f"not admitted: {decision['reason']}"
+    )
+
+
+def _jobs(value: str | None) -> int:
+    try:
+        return max(1, int(value or 1))
+    except ValueError:
+        raise BadInput(POOL_JOBS_ENV, f"{value!r}: expected a whole number of workers") from None
 
 
 def replay_ledger(path: str) -> Result:

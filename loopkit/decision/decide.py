@@ -104,6 +104,7 @@ def inputs(document: Mapping[str, Any], contract: Mapping[str, Any] | None) -> d
                 "artifacts",
                 "backoff",
                 "judge",  # the review gate (judge.review) decides too: replay needs it
+                "pool",  # a run's pool: its admissions are replayed too
             )
             if k in contract
         }

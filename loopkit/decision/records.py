@@ -150,6 +150,15 @@ def admission_decision(admission: Mapping[str, Any]) -> Decision | None:
     if admission.get("admitted"):
         return None
     spent = list(admission.get("exhausted") or [])
+    pool = admission.get("pool") or {}
+    if not spent and pool.get("exhausted"):
+        return decider.decision(
+            "budget_exhausted",
+            fc.BUDGET,
+            f"not admitted: {pool.get('reason')} (before attempt {admission.get('attempt')})",
+            int(admission.get("attempt") or 1),
+            exhausted=list(pool["exhausted"]),
+        )
     if not spent and admission.get("blocked_until"):
         until = str(admission["blocked_until"])
         return decider.decision(
@@ -176,8 +185,12 @@ def admission_record(
     *,
     now: str,
     trigger: Mapping[str, Any],
+    pool: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     decision = admission_decision(admission)
+    inputs: dict[str, Any] = {"document": dict(view), "history": dict(history), "now": now}
+    if pool is not None:
+        inputs["pool"] = dict(pool)
     return {
         "type": "admission",
         "task_id": decider.task_id(view),
@@ -189,7 +202,39 @@ def admission_record(
         "admission": dict(admission),
         "decision": decision,
         "reason": admission["reason"],
-        "inputs": {"document": dict(view), "history": dict(history), "now": now},
+        "inputs": inputs,
+    }
+
+
+def pool_record(
+    pool_id: str,
+    history: Mapping[str, Any],
+    event: Mapping[str, Any],
+    *,
+    now: str,
+    trigger: Mapping[str, Any],
+) -> dict[str, Any]:
+    """One event of a run's pool (``budget.admit_pool``), under the pool's own ledger key:
+    a worker's share reserved (``event: reserve``, appended with its task's admission), or
+    an attempt settled (``event: settle``, with its decision: the share returned, what it
+    spent charged). ``history``: the pool's before it."""
+    key = budget.pool_key(pool_id)
+    if event.get("event") == "reserve":
+        reason = f"{event.get('task')}: its share of the run's pool reserved"
+    else:
+        reason = f"{event.get('task')}: settled; its share returned, what it spent charged"
+    return {
+        "type": "pool",
+        "task_id": key,
+        "attempt": int(event.get("attempt") or 1),
+        "attempt_id": None,
+        "trigger": dict(trigger),
+        "started_at": None,
+        "recorded_at": now,
+        "decision": None,
+        "reason": reason,
+        "pool": {"id": pool_id, **event},
+        "inputs": {"document": {"task": {"id": key}}, "history": dict(history)},
     }
 
 
@@ -251,6 +296,9 @@ def replay(records: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
     # record then disagrees once, and the records after it still check cleanly whichever
     # half of it (inputs or results) was edited.
     histories: dict[str, list[dict[str, Any]]] = {}
+    # A pool's history before each share it reserved (by pool key, task, attempt): the
+    # one the admission that follows it reserved from.
+    before_share: dict[tuple[str, str, Any], dict[str, Any]] = {}
 
     def differ(line: int, rec: Mapping[str, Any], what: str, recorded: Any, derived: Any) -> None:
         if recorded != derived:
@@ -284,13 +332,30 @@ def replay(records: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
             if isinstance(recorded_history, dict):  # a record lost upstream: follow the ledger
                 resync.append(budget.fold(recorded_history, rec))
         derived: dict[str, Any] = dict(rec)
-        if rec.get("type") in ("reopen", "interrupted"):
+        if rec.get("type") == "pool" and (rec.get("pool") or {}).get("event") == "reserve":
+            event = rec.get("pool") or {}
+            before_share[(tid, str(event.get("task")), event.get("attempt"))] = history
+        if rec.get("type") in ("reopen", "interrupted", "pool"):
             # A new epoch: nothing to re-derive but the history it starts.
             histories[tid] = [budget.fold(history, rec)]
             continue
         if rec.get("type") == "admission":
+            pool = inputs_.get("pool")
+            if isinstance(pool, dict):
+                # The pool's history it reserved from: the one before its share's record
+                # (appended just before it), else (refused, or waiting) the one the
+                # pool's records fold to.
+                key = budget.pool_key(str(pool.get("id") or ""))
+                folded = histories.get(key) or [budget.empty_history()]
+                mine = before_share.pop((key, tid, rec.get("attempt")), None)
+                expected = [mine] if mine is not None else folded
+                if pool.get("history") not in expected:
+                    differ(line, rec, "inputs.pool.history", pool.get("history"), expected[0])
             admission = budget.admit(
-                history, view.get("contract") or {}, now=str(inputs_.get("now"))
+                history,
+                view.get("contract") or {},
+                now=str(inputs_.get("now")),
+                pool=pool if isinstance(pool, dict) else None,
             )
             derived.update(admission=admission, decision=admission_decision(admission))
         else:

@@ -36,6 +36,7 @@ worktree the lander's checks run in).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -47,7 +48,7 @@ from loopkit.files import atomic_write
 
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Iterator, Mapping
     from typing import Any
 
 REFS = "refs/loopkit/queue/"
@@ -138,9 +139,12 @@ class Queue:
         onto: str | None = None,
         tasks: str | None = None,
         source: str = "<stdin>",
+        worktree: Path | None = None,
     ) -> dict[str, Any]:
         """Queue a complete attempt: its verified tree as a commit on its base, under a ref,
-        and an entry. Adding the same task's same tree again returns the entry there is."""
+        and an entry. Adding the same task's same tree again returns the entry there is.
+        ``worktree``: where it ran, the document being the one ``lk attempt --keep`` kept
+        (``source``): an attempt with ``intruders`` is refused (40), nothing queued."""
         decision = document.get("decision") or {}
         verify = document.get("verify") or {}
         task = document.get("task") or {}
@@ -162,6 +166,13 @@ class Queue:
             raise NotQueued(f"{task_id}: the attempt's base commit ({base or 'none'}) is not here")
         if not self.ok(["cat-file", "-e", f"{tree}^{{tree}}"]):
             raise NotQueued(f"{task_id}: the verified tree {tree} is not in this repository")
+        if worktree is not None:
+            found = self.intruders(Path(source), worktree, base)
+            if found:
+                raise NotQueued(
+                    f"{task_id}: refused, written by a process not its worker's: "
+                    + "; ".join(found)
+                )
         onto = onto or self._branch()
         if not onto.startswith("refs/"):
             onto = f"refs/heads/{onto}"
@@ -222,12 +233,36 @@ class Queue:
         """Land every queued entry in order (see the module's docstring); returns what
         landed and what was returned. Refused (exit 4) while another lander runs."""
         from loopkit import digest
+
+        try:
+            contract_sha = digest.sha256(contract.read_bytes()).hexdigest()
+        except OSError as e:
+            raise EnvironmentProblem(f"cannot read {contract}: {e.strerror}") from None
+        landed: list[dict[str, Any]] = []
+        returned: list[dict[str, Any]] = []
+        with self._lander(owner, wait=wait):
+            self.contract, self.contract_sha = contract, contract_sha
+            self.verify_argv = verify_argv
+            recovered = self._recover()
+            if recovered is not None:
+                landed.append(recovered)
+            for entry in self.entries():
+                if entry["status"] != "queued":
+                    continue
+                result = self._land_one(entry)
+                (landed if result["status"] == "landed" else returned).append(result)
+        return {"landed": landed, "returned": returned}
+
+    @contextlib.contextmanager
+    def _lander(self, owner: int | None, *, wait: bool) -> Iterator[None]:
+        """Hold the queue's lock (one lander at a time); ``wait`` while another holds it,
+        else refuse (exit 4)."""
+        import time
+
         from loopkit.ratchet import lock
 
         folder = self._dir("")
         pid = owner or os.getpid()
-        import time
-
         while True:
             with lock.guard(folder):
                 other = lock.holder(folder)
@@ -245,26 +280,46 @@ class Queue:
                 f"took over the queue's lock from a lander that is gone (pid {held.taken_over})"
             )
         try:
-            contract_sha = digest.sha256(contract.read_bytes()).hexdigest()
-        except OSError as e:
-            raise EnvironmentProblem(f"cannot read {contract}: {e.strerror}") from None
-        self.contract, self.contract_sha = contract, contract_sha
-        self.verify_argv = verify_argv
-        landed: list[dict[str, Any]] = []
-        returned: list[dict[str, Any]] = []
-        try:
-            recovered = self._recover()
-            if recovered is not None:
-                landed.append(recovered)
-            for entry in self.entries():
-                if entry["status"] != "queued":
-                    continue
-                result = self._land_one(entry)
-                (landed if result["status"] == "landed" else returned).append(result)
+            yield
         finally:
             with lock.guard(folder):
                 lock.release(folder, pid)
-        return {"landed": landed, "returned": returned}
+
+    # ------------------------------------------------------------------ plants
+
+    def sweep(self, state: Path, *, owner: int | None = None) -> list[dict[str, Any]]:
+        """What appeared in this checkout that no lander wrote: saved under
+        ``refs/loopkit/planted/``, recorded, the checkout brought back to its commit
+        (``loopkit.ratchet.plants``). Holds the queue's lock: never beside a landing."""
+        from loopkit.ratchet import plants
+
+        # Nothing there (the usual case): no wait for a landing in progress. A plant stays
+        # until swept, so this look, which only reads, never misses one.
+        if not plants.changed(self.root, "HEAD", refresh=False):
+            return []
+        with self._lander(owner, wait=True):
+            found = plants.sweep(self._dir(""), self.root, state)
+        if found:
+            paths = ", ".join(str(p["path"]) for p in found)
+            self.say(
+                f"written into the checkout by no lander: {paths}; saved as {found[0]['ref']}, "
+                "the checkout brought back to its commit"
+            )
+        return found
+
+    def intruders(self, kept: Path, worktree: Path, base: str) -> list[str]:
+        """Why the attempt kept as ``kept`` (by ``lk attempt --keep``), run in
+        ``worktree`` from ``base``, is not its own worker's work alone (none: it is)."""
+        from loopkit.ratchet import plants
+
+        ran = plants.span(kept)
+        if ran is None:
+            raise BadInput(
+                str(kept),
+                "not a document lk attempt --keep P kept (no P-admit.json beside it): "
+                "--worktree reads when its worker ran from P-worker and P-invoke.json",
+            )
+        return plants.intruders(worktree, base, ran, plants.read(self.folder))
 
     def _journal(self) -> Path:
         return self.folder / "lander.json"

@@ -186,6 +186,8 @@ def build(
             draft_outcomes.append(str(draft.get("outcome") or ""))
             splits += bool(draft.get("split")) and draft.get("outcome") != "given_up"
             continue
+        if rec.get("type") == "pool":  # a run's pool: its tasks' own records tell their runs
+            continue
         est = rec.get("estimate")
         if isinstance(est, Mapping):
             last_estimate[str(rec.get("task_id") or "")] = est
