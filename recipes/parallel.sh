@@ -92,8 +92,8 @@ mkdir -p "$wt_root" "$LK_STATE/runs" || lk_die 4 "cannot create $wt_root"
 trap 'lk task end --owner $$ >/dev/null' EXIT
 trap 'lk_log "interrupted"; kill 0 2>/dev/null; exit 130' INT TERM
 
-# slice TASK DOC: one task's rounds, in worktrees; exit 0 landed, 20/21/22 parked, 41
-# over --max-rounds, other codes a failing command's.
+# slice TASK DOC: one task's rounds, in worktrees; exit 0 landed, 12 re-split (its slices
+# run next), 20/21/22 parked, 41 over --max-rounds, other codes a failing command's.
 slice() {
     local task=$1 input=$2 first=$2 round=0 base='' wt p last rc fields added
     local dir=$LK_STATE/runs/$task/parallel-$$ # lk status reads runs/<task>/<run>/
@@ -145,7 +145,7 @@ slice() {
             # slices start next (lk-plan next hands them out).
             case ${LK_DOC_CLASS:-} in scope_violation | no_progress)
                 if (cd "$MAIN" && lk-plan split "$tasks" --task "$task" --over-estimate --commit --contract "$contract" >"$p-split.json"); then
-                    lk_log "$task: over its estimate: re-split; its slices start next"; return 0
+                    lk_log "$task: over its estimate: re-split; its slices start next"; return 12
                 fi ;;
             esac
             case ${LK_DOC_BACKOFF:-} in '' | 0 | 0.0 | *[!0-9.]*) ;; *) sleep "$LK_DOC_BACKOFF" ;; esac
@@ -172,7 +172,7 @@ save() {
 drop() { g -C "$MAIN" worktree remove --force "$1" 2>/dev/null || rm -rf -- "$1"; g -C "$MAIN" worktree prune; }
 
 declare -A running=() # pid -> task
-handled=() landed=0 parked=0 failed=0
+handled=() landed=0 split=0 parked=0 failed=0
 lk_log "slices of $tasks, $jobs at a time, landing on ${branch#refs/heads/} through the queue"
 while :; do
     while [ "${#running[@]}" -lt "$jobs" ]; do
@@ -195,13 +195,14 @@ while :; do
     unset "running[$done_pid]"
     case $rc in
     0) landed=$((landed + 1)) ;;
+    12) split=$((split + 1)) ;;
     20 | 21 | 22) parked=$((parked + 1)); lk_log "$t: parked (exit $rc)" ;;
     *) failed=$((failed + 1)); lk_log "$t: stopped with exit $rc" ;;
     esac
 done
 lk report || :
 open=$(grep -cE '^[[:space:]]*[-*+][[:space:]]+\[ \]' "$tasks" || true)
-lk_log "done: $landed landed, $parked parked, $failed stopped; ${open:-0} open item(s) left"
+lk_log "done: $landed landed, $split re-split, $parked parked, $failed stopped; ${open:-0} open item(s) left"
 [ "$failed" -eq 0 ] || exit 40
 [ "$parked" -eq 0 ] && [ "${open:-0}" -eq 0 ] || exit 21
 exit 0

@@ -194,6 +194,7 @@ def test_parallel_re_splits_a_slice_over_its_estimate_and_lands_its_slices(tmp_p
         proc = p.run("parallel.sh", "--jobs", "1", env=env, timeout=600)
     assert proc.returncode == 0, fail_message(proc)
     assert "rows: over its estimate: re-split" in proc.stderr
+    assert "landed, 1 re-split, 0 parked, 0 stopped" in proc.stderr  # not counted as landed
     subjects = p.git("log", "--reverse", "--pretty=%s").splitlines()
     assert "loopkit: re-split rows" in subjects
     for task in ("rows-a", "rows-b", "rows", "footer", "grow"):
