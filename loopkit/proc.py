@@ -436,18 +436,41 @@ def _wait(
 ) -> int:
     """``proc.wait(timeout)``, asking ``should_stop`` every ``poll_s`` (``_Stopped``)."""
     if should_stop is None:
-        return proc.wait(timeout=timeout)
+        return _wait_exact(proc, timeout)
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:
             raise subprocess.TimeoutExpired(proc.args, timeout or 0)
         try:
-            return proc.wait(timeout=poll_s if left is None else min(poll_s, left))
+            return _wait_exact(proc, poll_s if left is None else min(poll_s, left))
         except subprocess.TimeoutExpired:
             reason = should_stop()
             if reason:
                 raise _Stopped(reason) from None
+
+
+def _wait_exact(proc: subprocess.Popen[bytes], timeout: float | None) -> int:
+    """``proc.wait(timeout)`` that returns the moment the child exits: a pidfd polled
+    (``Popen.wait`` with a timeout sleeps in steps that double up to 50 ms, so it sees an
+    exit up to that late: several milliseconds of every check). Where there is no pidfd
+    (an old kernel), ``Popen.wait`` itself."""
+    if timeout is None:
+        return proc.wait()
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # no pidfd here, or the child is already reaped
+        return proc.wait(timeout=timeout)
+    try:
+        import select
+
+        watch = select.poll()
+        watch.register(fd, select.POLLIN)
+        if not watch.poll(max(0, int(timeout * 1000))):
+            raise subprocess.TimeoutExpired(proc.args, timeout)
+    finally:
+        os.close(fd)
+    return proc.wait()
 
 
 class Running:
