@@ -1177,11 +1177,11 @@ def changed_paths(root: Path, old: str, new: str) -> list[tuple[str, str]]:
 def tree_folders(root: Path, tree: str) -> set[str]:
     """Every folder a checkout of ``tree`` has: its trees and its gitlinks (a submodule's
     folder), repository-relative as the file system names them, and "" for the top."""
-    done = git(["ls-tree", "-r", "-t", "-z", "--format=%(objectmode) %(path)", tree], cwd=root)
+    done = git(["ls-tree", "-r", "-t", "-z", tree], cwd=root)  # "<mode> <type> <id>\t<path>"
     found = {""}
     for entry in done.stdout.split(b"\0"):
         if entry[:7] in (b"040000 ", b"160000 "):
-            found.add(os.fsdecode(entry[7:]))
+            found.add(os.fsdecode(entry.partition(b"\t")[2]))
     return found
 
 
