@@ -34,6 +34,9 @@ _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 #: Leaders of the runs in progress in this process: their trees are not orphans.
 _ACTIVE: set[int] = set()
+#: Held while a child is started and entered in ``_ACTIVE``, and while ``orphans`` looks:
+#: a git call a thread makes as a run ends is never taken for that run's leftover.
+_STARTING = threading.Lock()
 _guarded = False
 _subreaper = False
 
@@ -147,9 +150,10 @@ def orphans(since: int = 0, table: Table | None = None) -> set[int]:
     process a subreaper: then every child it did not start itself is such an orphan."""
     if not _subreaper:
         return set()
-    tree = _children(os.getpid(), since, table)
+    with _STARTING:
+        tree = _children(os.getpid(), since, table)
+        todo = [p for p in tree.get(os.getpid(), []) if p not in _ACTIVE]
     found: set[int] = set()
-    todo = [p for p in tree.get(os.getpid(), []) if p not in _ACTIVE]
     while todo:
         pid = todo.pop()
         if pid in found:
@@ -369,16 +373,17 @@ def run(
         sink = tempfile.TemporaryFile()  # noqa: SIM115
     try:
         stdin_arg: int | None = subprocess.PIPE if input is not None else subprocess.DEVNULL
-        proc = _popen(
-            cmd,
-            shell=shell,
-            cwd=cwd,
-            env=env,
-            stdin=stdin_arg,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
-        _ACTIVE.add(proc.pid)
+        with _STARTING:
+            proc = _popen(
+                cmd,
+                shell=shell,
+                cwd=cwd,
+                env=env,
+                stdin=stdin_arg,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+            )
+            _ACTIVE.add(proc.pid)
         try:
             if input is not None and proc.stdin is not None:
                 with contextlib.suppress(BrokenPipeError):
@@ -553,15 +558,17 @@ def spawn(
     else:
         err = subprocess.DEVNULL
     try:
-        proc = _popen(
-            argv,
-            shell=False,
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=err,
-        )
+        with _STARTING:
+            proc = _popen(
+                argv,
+                shell=False,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=err,
+            )
+            _ACTIVE.add(proc.pid)
     finally:
         if not isinstance(err, int):
             err.close()
@@ -571,7 +578,6 @@ def spawn(
         with contextlib.suppress(BrokenPipeError):
             proc.stdin.close()
     running = Running(proc=proc, started=time.monotonic(), since=since)
-    _ACTIVE.add(proc.pid)
     deadline = running.started + timeout if timeout is not None else None
 
     def watch() -> None:
@@ -615,18 +621,30 @@ def capture(
     input: bytes | None = None,
     timeout: float | None = None,
 ) -> Captured:
-    """Run a short, well-behaved tool (git) and keep stdout and stderr apart."""
+    """Run a short, well-behaved tool (git) and keep stdout and stderr apart. The child is
+    one of the runs in progress while it runs (``_ACTIVE``): a thread's git call is no
+    orphan of a check that ends meanwhile."""
     try:
-        done = subprocess.run(
-            list(argv),
-            cwd=cwd,
-            env=dict(env) if env is not None else None,
-            input=input,
-            stdin=None if input is not None else subprocess.DEVNULL,
-            capture_output=True,
-            timeout=timeout,
-            check=False,
-        )
+        with _STARTING:
+            proc = subprocess.Popen(
+                list(argv),
+                cwd=cwd,
+                env=dict(env) if env is not None else None,
+                stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            _ACTIVE.add(proc.pid)
     except FileNotFoundError:
         return Captured(exit_code=127, stdout=b"", stderr=f"{argv[0]}: not found".encode())
-    return Captured(exit_code=done.returncode, stdout=done.stdout, stderr=done.stderr)
+    try:
+        with proc:
+            try:
+                out, err = proc.communicate(input, timeout=timeout)
+            except BaseException:  # a timeout, Ctrl-C: the child goes too, as with run()
+                proc.kill()
+                proc.wait()
+                raise
+    finally:
+        _ACTIVE.discard(proc.pid)
+    return Captured(exit_code=proc.returncode, stdout=out, stderr=err)

@@ -151,3 +151,33 @@ def test_childless_counts_live_and_unreaped_children() -> None:
     )
     done = proc.run([sys.executable, "-c", script])
     assert done.exit_code == 0, done.output.decode()
+
+
+# A loopkit command (a subreaper) whose thread runs git while a check ends: the check's
+# leftovers are ended, the thread's git call is not one of them.
+_THREAD_AND_CHECK = """
+import sys, threading
+sys.argv[0] = "lk-test"
+from loopkit import proc
+proc.guard()
+got = {}
+import time
+def later():
+    time.sleep(0.2)  # begun while the check runs, ended after it
+    got.update(c=proc.capture(["sleep", "1"]))
+t = threading.Thread(target=later)
+t.start()
+done = proc.run(["sleep", "0.5"], timeout=10)
+t.join()
+print(done.exit_code, got["c"].exit_code)
+"""
+
+
+def test_a_git_call_in_a_thread_is_not_a_leftover_of_a_check_that_ends() -> None:
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-c", _THREAD_AND_CHECK], capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "0"]  # a -15 for the thread's call: taken for an orphan
