@@ -303,7 +303,14 @@ def test_429s_and_5xx_are_counted_and_trip_the_watch() -> None:
     tripped: list[int] = []
     with upstream(reply) as (url, _), metered(url, ANTHROPIC, "ANTHROPIC_API_KEY") as m:
         m.watch(3, lambda: tripped.append(m.streak))
-        got = [post(m, "/v1/messages", {"x-api-key": m.token})[0] for _ in range(4)]
+        got = []
+        for n in range(1, 5):
+            got.append(post(m, "/v1/messages", {"x-api-key": m.token})[0])
+            # The record follows the answer: a client that retries at once could otherwise
+            # have its next answer recorded first (a CLI's backoff is seconds).
+            deadline = time.monotonic() + 10
+            while len(m.records) < n and time.monotonic() < deadline:
+                time.sleep(0.005)
         section = m.section(Prices({}, "none"))
     assert got == [429, 529, 500, 200]
     assert tripped == [3]
