@@ -254,6 +254,56 @@ def _content_message(e: BadInput, source: str) -> str:
     return msg
 
 
+def _model_options(command: Any) -> Any:
+    """The options lk-plan draft and split share: the contract, the repairs, the model."""
+    for option in reversed(
+        [
+            click.option(
+                "--contract",
+                "contract_path",
+                metavar="FILE",
+                help="The loop contract (default ./loop.yaml).",
+            ),
+            click.option(
+                "--repairs",
+                type=click.IntRange(0, 10),
+                default=2,
+                show_default=True,
+                help="How many times the checker's problems go back to the model for a repair.",
+            ),
+            click.option(
+                "--provider",
+                metavar="NAME",
+                help="The model's CLI (default: the contract's judge).",
+            ),
+            click.option(
+                "--model", metavar="MODEL", help="The model (default: the contract's judge model)."
+            ),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
+def _outcome(doc: dict[str, Any], done: str, failed: str) -> int:
+    """Say how a draft or split ended -- ``done`` and how soon the model got it valid, or
+    ``failed`` and the last draft's first problem -- and return its exit (0 or 1)."""
+    if doc["written"]:
+        how = (
+            "first time" if doc["outcome"] == "first_time" else f"after {doc['repairs']} repair(s)"
+        )
+        _say(f"{done} (valid {how})")
+        return 0
+    last = doc["drafts"][-1]
+    first = last["problems"][0] if last["problems"] else {"message": "no valid plan"}
+    where = f"line {first['line']}: " if "line" in first else ""
+    more = f" (and {len(last['problems']) - 1} more)" if len(last["problems"]) > 1 else ""
+    _say(
+        f"{failed} after {doc['repairs']} repair(s); nothing written: {where}{first['message']}{more}"
+    )
+    return 1
+
+
 @main.command("draft", context_settings=SETTINGS)
 @click.argument("issue")
 @click.option(
@@ -264,18 +314,7 @@ def _content_message(e: BadInput, source: str) -> str:
     metavar="FILE",
     help="The TASKS.md a valid plan is appended to (made when missing).",
 )
-@click.option(
-    "--contract", "contract_path", metavar="FILE", help="The loop contract (default ./loop.yaml)."
-)
-@click.option(
-    "--repairs",
-    type=click.IntRange(0, 10),
-    default=2,
-    show_default=True,
-    help="How many times the checker's problems go back to the model for a repair.",
-)
-@click.option("--provider", metavar="NAME", help="The model's CLI (default: the contract's judge).")
-@click.option("--model", metavar="MODEL", help="The model (default: the contract's judge model).")
+@_model_options
 def draft_cmd(
     issue: str,
     tasks_file: str,
@@ -313,21 +352,7 @@ def draft_cmd(
         issue_name="<stdin>" if issue == "-" else issue,
     )
     emit(doc, schema_name="plan-draft")
-    last = doc["drafts"][-1]
-    if doc["written"]:
-        how = (
-            "first time" if doc["outcome"] == "first_time" else f"after {doc['repairs']} repair(s)"
-        )
-        _say(f"{tasks_file}: appended {', '.join(doc['tasks'])} (valid {how})")
-        return 0
-    first = last["problems"][0] if last["problems"] else {"message": "no valid plan"}
-    where = f"line {first['line']}: " if "line" in first else ""
-    more = f" (and {len(last['problems']) - 1} more)" if len(last["problems"]) > 1 else ""
-    _say(
-        f"no valid plan after {doc['repairs']} repair(s); nothing written: "
-        f"{where}{first['message']}{more}"
-    )
-    return 1
+    return _outcome(doc, f"{tasks_file}: appended {', '.join(doc['tasks'])}", "no valid plan")
 
 
 @main.command("split", context_settings=SETTINGS)
@@ -346,18 +371,7 @@ def draft_cmd(
     help="Commit the split on HEAD (TASKS.md alone, no hook, the branch moved by "
     "compare-and-swap), as lk task commits a checklist: 'loopkit: re-split ID'.",
 )
-@click.option(
-    "--contract", "contract_path", metavar="FILE", help="The loop contract (default ./loop.yaml)."
-)
-@click.option(
-    "--repairs",
-    type=click.IntRange(0, 10),
-    default=2,
-    show_default=True,
-    help="How many times the checker's problems go back to the model for a repair.",
-)
-@click.option("--provider", metavar="NAME", help="The model's CLI (default: the contract's judge).")
-@click.option("--model", metavar="MODEL", help="The model (default: the contract's judge model).")
+@_model_options
 def split_cmd(
     tasks_file: str,
     task_id: str,
@@ -399,21 +413,8 @@ def split_cmd(
         commit_it=commit_it,
     )
     emit(doc, schema_name="plan-draft")
-    if doc["written"]:
-        how = (
-            "first time" if doc["outcome"] == "first_time" else f"after {doc['repairs']} repair(s)"
-        )
-        _say(f"{tasks_file}: split {task_id} into {', '.join(doc['tasks'])} (valid {how})")
-        return 0
-    last = doc["drafts"][-1]
-    first = last["problems"][0] if last["problems"] else {"message": "no valid split"}
-    where = f"line {first['line']}: " if "line" in first else ""
-    more = f" (and {len(last['problems']) - 1} more)" if len(last["problems"]) > 1 else ""
-    _say(
-        f"no valid split of {task_id} after {doc['repairs']} repair(s); nothing written: "
-        f"{where}{first['message']}{more}"
-    )
-    return 1
+    done = f"{tasks_file}: split {task_id} into {', '.join(doc['tasks'])}"
+    return _outcome(doc, done, f"no valid split of {task_id}")
 
 
 def _provider(ws: Any, provider: str | None) -> str | None:
