@@ -378,23 +378,19 @@ def append_plan(path: Path, original: bytes, whole: bytes) -> None:
         except FileExistsError:
             raise Conflict(f"{path}: created while drafting; nothing written") from None
         os.close(fd)
-    with _locked(path) as fd:
-        current = b""
-        while chunk := os.read(fd, 1 << 20):
-            current += chunk
-        if current != original:
-            raise Conflict(f"{path}: changed while drafting; nothing written -- draft again")
-        atomic_write(path, whole, sync=True, keep_mode=True)
+    replace_plan(path, original, whole, doing=("drafting", "draft"))
 
 
-def replace_plan(path: Path, original: bytes, whole: bytes) -> None:
+def replace_plan(
+    path: Path, original: bytes, whole: bytes, *, doing: tuple[str, str] = ("splitting", "split")
+) -> None:
     """Write ``whole`` atomically, under the lock, if the file still holds ``original``;
-    a Conflict (exit 1) and nothing written otherwise (``lk-plan split``: the model took
-    its time, and the file may have moved on meanwhile)."""
+    a Conflict (exit 1) and nothing written otherwise (the model took its time, and the
+    file may have moved on meanwhile). ``doing``: what was going on, and what to do again."""
     with _locked(path) as fd:
         current = b""
         while chunk := os.read(fd, 1 << 20):
             current += chunk
         if current != original:
-            raise Conflict(f"{path}: changed while splitting; nothing written -- split again")
+            raise Conflict(f"{path}: changed while {doing[0]}; nothing written -- {doing[1]} again")
         atomic_write(path, whole, sync=True, keep_mode=True)
