@@ -54,6 +54,18 @@ class Group(_Handled, click.Group):
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
+def options(*decorators: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """Several ``click.option``s as one decorator, in the order given (the help lists
+    them so): options more than one command shares."""
+
+    def apply(command: Any) -> Any:
+        for option in reversed(decorators):
+            command = option(command)
+        return command
+
+    return apply
+
+
 def command(**kwargs: Any) -> Callable[[Callable[..., Any]], Command]:
     """``@command()`` -- a click command under loopkit's error handler."""
     kwargs.setdefault("context_settings", CONTEXT)

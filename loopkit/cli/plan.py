@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from loopkit.cli._entry import CONTEXT, Group, say
+from loopkit.cli._entry import CONTEXT, Group, options, say
 from loopkit.exitcodes import SHARED_HELP
 
 if TYPE_CHECKING:
@@ -254,35 +254,30 @@ def _content_message(e: BadInput, source: str) -> str:
     return msg
 
 
-def _model_options(command: Any) -> Any:
-    """The options lk-plan draft and split share: the contract, the repairs, the model."""
-    for option in reversed(
-        [
-            click.option(
-                "--contract",
-                "contract_path",
-                metavar="FILE",
-                help="The loop contract (default ./loop.yaml).",
-            ),
-            click.option(
-                "--repairs",
-                type=click.IntRange(0, 10),
-                default=2,
-                show_default=True,
-                help="How many times the checker's problems go back to the model for a repair.",
-            ),
-            click.option(
-                "--provider",
-                metavar="NAME",
-                help="The model's CLI (default: the contract's judge).",
-            ),
-            click.option(
-                "--model", metavar="MODEL", help="The model (default: the contract's judge model)."
-            ),
-        ]
-    ):
-        command = option(command)
-    return command
+#: The options lk-plan draft and split share: the contract, the repairs, the model.
+_model_options = options(
+    click.option(
+        "--contract",
+        "contract_path",
+        metavar="FILE",
+        help="The loop contract (default ./loop.yaml).",
+    ),
+    click.option(
+        "--repairs",
+        type=click.IntRange(0, 10),
+        default=2,
+        show_default=True,
+        help="How many times the checker's problems go back to the model for a repair.",
+    ),
+    click.option(
+        "--provider",
+        metavar="NAME",
+        help="The model's CLI (default: the contract's judge).",
+    ),
+    click.option(
+        "--model", metavar="MODEL", help="The model (default: the contract's judge model)."
+    ),
+)
 
 
 def _outcome(doc: dict[str, Any], done: str, failed: str) -> int:

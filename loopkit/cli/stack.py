@@ -58,7 +58,7 @@ from typing import Any
 
 import click
 
-from loopkit.cli._entry import CONTEXT, Group
+from loopkit.cli._entry import CONTEXT, Group, options
 from loopkit.exitcodes import SHARED_HELP
 
 EPILOG = (
@@ -102,6 +102,16 @@ _contract_opt = click.option(
 )
 
 
+#: Where a stack goes, as add and collect record it: target, remote, forge, repo, issue.
+_stack_options = options(
+    click.option("--target", default="", help="The branch the stack lands on (default main)."),
+    click.option("--remote", default="", help="The remote pushed to (a name or a URL)."),
+    click.option("--forge", default="", type=click.Choice(["github", "gitlab", "plain", ""])),
+    click.option("--repo", default="", metavar="OWNER/NAME", help="The forge's repository."),
+    click.option("--issue", type=int, default=None, help="The parent issue the last slice closes."),
+)
+
+
 @main.command(epilog=EPILOG)
 @click.argument("name")
 @click.argument("slice_id", metavar="SLICE")
@@ -117,11 +127,7 @@ _contract_opt = click.option(
 @click.option("--doc", metavar="FILE", help="The decided attempt document (- for stdin).")
 @click.option("--title", default="", help="The pull request's title (default: SLICE).")
 @click.option("--branch", default="", help="The slice's branch (default stack/NAME/SLICE).")
-@click.option("--target", default="", help="The branch the stack lands on (default main).")
-@click.option("--remote", default="", help="The remote pushed to (a name or a URL).")
-@click.option("--forge", default="", type=click.Choice(["github", "gitlab", "plain", ""]))
-@click.option("--repo", default="", metavar="OWNER/NAME", help="The forge's repository.")
-@click.option("--issue", type=int, default=None, help="The parent issue the last slice closes.")
+@_stack_options
 @_contract_opt
 def add(
     name: str, slice_id: str, head_rev: str, doc: str | None, contract_path: str | None, **kw: Any
@@ -254,11 +260,7 @@ def pack(out: str, task_id: str, base: str, code: int) -> int:
 @main.command(epilog=EPILOG)
 @click.argument("name")
 @click.argument("results", nargs=-1, required=True, metavar="RESULT...")
-@click.option("--target", default="", help="The branch the stack lands on (default main).")
-@click.option("--remote", default="", help="The remote pushed to (a name or a URL).")
-@click.option("--forge", default="", type=click.Choice(["github", "gitlab", "plain", ""]))
-@click.option("--repo", default="", metavar="OWNER/NAME", help="The forge's repository.")
-@click.option("--issue", type=int, default=None, help="The parent issue the last slice closes.")
+@_stack_options
 @_contract_opt
 def collect(name: str, results: tuple[str, ...], contract_path: str | None, **kw: Any) -> int:
     """Fold the fan-out's results in: ledgers, saved attempts, each green slice added."""
