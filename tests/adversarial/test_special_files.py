@@ -131,3 +131,32 @@ def test_a_check_that_leaves_a_fifo_does_not_hang_the_verification(
         assert proc.returncode == 0, fail_message(proc)
         assert p.git("show", "HEAD:src/value.txt") == "good\n"
     assert stat.S_ISREG((p.root / "src/value.txt").lstat().st_mode) or where != "src/value.txt"
+
+
+def test_a_check_that_hides_fifos_by_setting_folder_times_back_does_not_hang(
+    tmp_path: Path,
+) -> None:
+    """The clean room lists only the folders whose change time moved. A check that plants
+    FIFOs where git opens them -- in a deep folder of the tree, and in a folder the check
+    before it made -- and sets those folders' modification times back must still have
+    them found: a change time cannot be set back, and a folder made by a check is known
+    from then on."""
+    make_cache = "mkdir -p cache && echo x > cache/file && sleep 0.3"
+    plant = (
+        "grep -qx good src/value.txt && mkfifo cache/.gitignore src/deep/.gitignore && "
+        "touch -m -d 2000-01-01 cache src/deep src"
+    )
+    p = make_project(
+        tmp_path,
+        'Path("src/value.txt").write_text("good\\n")\n',
+        files={"src/value.txt": "bad\n", "src/deep/keep.txt": "keep\n"},
+        checks=[
+            {"name": "cache", "run": make_cache, "timeout": 30},
+            {"name": "plant", "run": plant, "timeout": 30},
+        ],
+    )
+    proc = loop_within(p, 90)
+    assert proc.returncode == 0, fail_message(proc)
+    verified = p.docs("fix-value", "verify")[0]["verify"]
+    assert verified["passed"] and [c["passed"] for c in verified["checks"]] == [True, True]
+    assert p.git("show", "HEAD:src/value.txt") == "good\n"
