@@ -270,7 +270,7 @@ def _run(
 ) -> Result:
     before = synced or watch.hash()
     folders = None
-    if synced is not None:  # a clean room: its folders are its tree's, listed meanwhile
+    if synced is not None and criteria:  # a clean room: its folders, listed meanwhile
         from loopkit.background import Background
 
         folders = Background(lambda: git.tree_folders(where.root, synced), name="lk-folders")
