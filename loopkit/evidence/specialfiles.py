@@ -31,6 +31,10 @@ _KINDS = (
 
 #: At most this many are recorded (all are removed).
 MAX_RECORDED = 200
+#: The kernel stamps a file's times from a clock coarser than the one ``time.time_ns()``
+#: reads: a change made just after a start may read as up to a tick before it. Whatever
+#: judges "changed since" by a file's change time takes this much off its start.
+CLOCK_MARGIN_NS = 100_000_000
 
 
 def kind_of(mode: int) -> str | None:

@@ -295,7 +295,7 @@ def _run(
         command, run_env, shell = (
             launch(str(c["run"]), run_env) if launch else (str(c["run"]), run_env, True)
         )
-        started_ns = time.time_ns() - 100_000_000  # the kernel's file clock is coarser
+        started_ns = time.time_ns() - specialfiles.CLOCK_MARGIN_NS
         done = proc.run(
             command,
             shell=shell,

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 from loopkit import git
+from loopkit.evidence.specialfiles import CLOCK_MARGIN_NS
 
 TYPE_CHECKING = False  # typing stays unloaded at run time
 if TYPE_CHECKING:
@@ -37,8 +38,6 @@ if TYPE_CHECKING:
 
 #: The record of plants, in the queue's folder (one JSON object a line).
 RECORD = "planted.jsonl"
-#: The kernel stamps files from a clock coarser than the one time_ns() reads.
-MARGIN_NS = 100_000_000
 
 
 def changed(root: Path, rev: str, *, refresh: bool = True) -> list[str]:
@@ -135,7 +134,7 @@ def intruders(
 ) -> list[str]:
     """Why an attempt whose worker ran ``ran`` (ns) in ``worktree`` (started from ``base``)
     is not its worker's own work alone: each a line naming the path."""
-    lo, hi = (ran[0] - MARGIN_NS, ran[1] + MARGIN_NS) if ran != NEVER_RAN else NEVER_RAN
+    lo, hi = (ran[0] - CLOCK_MARGIN_NS, ran[1] + CLOCK_MARGIN_NS) if ran != NEVER_RAN else NEVER_RAN
     out = [
         f"{p} in its worktree, written while its worker was not running"
         for p in changed(worktree, base)

@@ -712,7 +712,7 @@ def attempt(req: Request) -> dict[str, Any]:
     contracts = remembered(root)
     ignored = ignoring.result()
     # Less a margin: the kernel stamps files from a coarser clock than time_ns() reads.
-    started_ns = time.time_ns() - _CLOCK_MARGIN_NS
+    started_ns = time.time_ns() - specialfiles.CLOCK_MARGIN_NS
     result = execute(
         p.provider,
         p.spec,
@@ -921,10 +921,6 @@ def _git_control(
         }
     return {**found, "changed": during}
 
-
-#: How far before the worker's start a special file's change time may be and still be
-#: the worker's (``specialfiles.clear_new``).
-_CLOCK_MARGIN_NS = 100_000_000
 
 #: At most this many paths in ``run.ignored_at_start`` (every document after lk-invoke
 #: carries it): ignored folders count as one, so only a tree of loose ignored files
