@@ -21,6 +21,7 @@ from typing import Any
 from loopkit.testing.script import Error, ToolCall, Turn
 from loopkit.testing.server.wire import (
     DEFAULT_USAGE,
+    SIDE_TEXT,
     Event,
     count_turns,
     fill,
@@ -30,9 +31,6 @@ from loopkit.testing.server.wire import (
 
 #: A cut without ``after`` comes after the first chunk (the role).
 DEFAULT_CUT = 1
-
-#: What a side request that asks for no JSON is told.
-SIDE_TEXT = "Scripted session"
 
 _ERROR_TYPES = {
     400: "invalid_request_error",

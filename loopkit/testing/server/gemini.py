@@ -23,6 +23,7 @@ from typing import Any
 from loopkit.testing.script import Error, ToolCall, Turn
 from loopkit.testing.server.wire import (
     DEFAULT_USAGE,
+    SIDE_TEXT,
     Event,
     count_turns,
     fill,
@@ -32,8 +33,6 @@ from loopkit.testing.server.wire import (
 
 #: A cut without ``after`` comes after the first piece of the stream.
 DEFAULT_CUT = 1
-
-SIDE_TEXT = "Scripted session"
 
 #: google.rpc status names of the HTTP statuses.
 _STATUS = {

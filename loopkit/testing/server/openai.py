@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from loopkit.testing.script import Error, ToolCall, Turn
-from loopkit.testing.server.wire import DEFAULT_USAGE, Event, fill, new_id
+from loopkit.testing.server.wire import DEFAULT_USAGE, SIDE_TEXT, Event, fill, new_id
 
 #: A cut without ``after`` comes right after ``response.created``.
 DEFAULT_CUT = 1
@@ -45,7 +45,7 @@ def wants_turn(body: Mapping[str, Any]) -> bool:
 
 
 def side_answer(body: Mapping[str, Any], *, model: str) -> dict[str, Any]:  # pragma: no cover
-    return answer(Turn(text="Scripted session"), model=model, cwd=None)
+    return answer(Turn(text=SIDE_TEXT), model=model, cwd=None)
 
 
 def assistant_turns(body: Mapping[str, Any], *, said: Iterable[str] = ()) -> int:

@@ -21,6 +21,8 @@ from loopkit.testing.script import Error, Turn
 
 #: Default token counts reported per response (a script turn's ``usage`` overrides them).
 DEFAULT_USAGE = {"input_tokens": 100, "output_tokens": 20}
+#: What a side request (one that takes no turn of the script) is answered, in every dialect.
+SIDE_TEXT = "Scripted session"
 
 #: One server-sent event: its name ("" for none) and its data (a string is sent raw).
 Event = tuple[str, Any]
