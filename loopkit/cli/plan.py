@@ -205,10 +205,13 @@ def check_cmd(file: str, contract_path: str | None, kind: str) -> int:
         except BadInput as e:
             problems.append({"path": "$", "message": _content_message(e, source)})
         else:
-            from loopkit.plan.expanding import prepare
+            from loopkit.plan.expanding import folders_of, prepare
 
             tree = prepare(parsed, source)
-            problems = [p.as_dict() for p in check(parsed, contract=contract, tree=tree)]
+            problems = [
+                p.as_dict()
+                for p in check(parsed, contract=contract, tree=tree, is_folder=folders_of(source))
+            ]
             warnings = goal_warnings(parsed, contract=contract)
             warnings += _missing_programs((contract or {}).get("criteria"))
             ids = parsed.by_id()
@@ -476,9 +479,10 @@ def next_cmd(
     contract = resolved.contract
     raw = read_bytes(tasks_file)
     parsed = parse(raw, source=tasks_file)
-    from loopkit.plan.expanding import prepare
+    from loopkit.plan.expanding import folders_of, prepare
 
-    problems = check(parsed, contract=contract, tree=prepare(parsed, tasks_file))
+    tree = prepare(parsed, tasks_file)
+    problems = check(parsed, contract=contract, tree=tree, is_folder=folders_of(tasks_file))
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise BadInput(

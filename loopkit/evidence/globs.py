@@ -9,6 +9,11 @@ Globs are relative to the repository root and use ``/`` as the separator:
   name (``a**b``) it crosses directories, like git's wildmatch;
 - a glob that matches a directory covers everything beneath it, as in ``.gitignore``
   (``migrations`` and ``migrations/`` both cover ``migrations/0001.sql``);
+- a glob with no wildcard names one path: a file, unless it is a folder. Matching needs
+  no answer (a file has nothing beneath it), comparing does: ``src/a.py`` and
+  ``**/conftest.py`` share a path only if ``src/a.py`` is a folder. ``overlap`` is told
+  which literal globs name files; lk-plan reads a literal as a folder when it ends with
+  ``/`` or is a folder in the work tree, as a file otherwise;
 - dotfiles are matched like any other name.
 
 ``matches`` answers "does this glob cover this path" (a compiled regex: lk-diff asks it of
@@ -22,7 +27,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from loopkit.values import Value
 
@@ -301,8 +306,13 @@ def _spell(
     return "".join(reversed(out))
 
 
-def overlap(a: str, b: str) -> bool:
-    """True when some path is covered by both globs (directories cover what is under them)."""
+def overlap(a: str, b: str, *, is_file: Callable[[str], bool] | None = None) -> bool:
+    """True when some path is covered by both globs (directories cover what is under them).
+
+    ``is_file`` tells which literal globs name a file (their normalized spelling is asked):
+    a file covers its own path and nothing beneath it, so it shares a path with the other
+    glob only when that glob covers it. Without ``is_file`` a literal may be a folder.
+    """
     if normalize(a) == normalize(b):
         return True
     # A literal glob covers its own path: when the other covers it too, a regex match
@@ -310,6 +320,17 @@ def overlap(a: str, b: str) -> bool:
     # contract's writable globs).
     for lit, other in ((a, b), (b, a)):
         path = normalize(lit)
-        if is_literal(lit) and is_literal(path) and matches(path, (other,)):
-            return True
+        if is_literal(lit) and is_literal(path):
+            if matches(path, (other,)):
+                return True
+            if is_file is not None and is_file(path):
+                return False  # nothing beneath a file: its own path was the only one
     return witness(a, b) is not None
+
+
+def covers_folder(folder: str, globs: Iterable[str]) -> bool:
+    """Whether ``globs`` cover the literal ``folder`` itself or every name directly inside
+    it (``tests/**``, ``tests/*``): everything a task could write there. A name made of
+    characters no glob names stands for every name."""
+    inside = folder.rstrip("/") + "/" + _OTHER * 2
+    return matches(folder.rstrip("/"), globs) or matches(inside, globs)

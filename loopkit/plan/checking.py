@@ -7,7 +7,7 @@ unknown or cyclic, scopes outside the contract's writable scope or on its protec
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from loopkit.evidence import globs
@@ -28,14 +28,25 @@ def check(
     *,
     contract: Mapping[str, Any] | None = None,
     tree: Collection[str] | None = None,
+    is_folder: Callable[[str], bool] | None = None,
 ) -> list[PlanProblem]:
     """Every problem in a parsed plan (parse problems first), in document order.
 
     ``tree`` (the repository's files, ``expanding.tree_files``) checks each ``files:``
     entry of an open task against the disk: it exists, or it is declared new.
+    ``is_folder`` (``expanding.folders``) tells which scope entries with no wildcard are
+    folders in the work tree; every other one names a file (``src/a.py`` cannot hold a
+    ``conftest.py``). Without it, the folders are those ``tree`` holds files in; without
+    either, such an entry names a file unless it ends with ``/``.
     """
+    if is_folder is None and tree is not None:
+        is_folder = _folders_in(tree)
     split_lines_, split_files_ = threshold(contract)
     out = list(plan.problems)
+
+    def is_file(path: str) -> bool:
+        return is_folder is None or not is_folder(path)
+
     tasks = plan.tasks
     ids = plan.by_id()
 
@@ -95,16 +106,32 @@ def check(
                     "scopes)",
                 )
         if t.slices:
-            _check_slices(t, problem)
+            _check_slices(t, problem, is_file)
     cycle = _find_cycle(tasks, ids)
     if cycle:
         first = ids[cycle[0]]
         problem(first, ".depends", "dependency cycle: " + " -> ".join([*cycle, cycle[0]]))
     if contract is not None:
-        _check_against_contract(tasks, contract, problem)
+        _check_against_contract(tasks, contract, problem, is_file)
     _check_files(tasks, contract, tree, out)
     out.sort(key=lambda p: p.line if p.line is not None else 10**9)
     return out
+
+
+def _folders_in(tree: Collection[str]) -> Callable[[str], bool]:
+    """Which paths are folders of ``tree`` (a set of files), listed at the first question."""
+    found: set[str] = set()
+
+    def is_folder(path: str) -> bool:
+        if not found:
+            for f in tree:
+                parts = f.split("/")[:-1]
+                for k in range(1, len(parts) + 1):
+                    found.add("/".join(parts[:k]))
+            found.add("")  # the root: listed, even when the tree is empty
+        return path in found
+
+    return is_folder
 
 
 def _estimate(t: Task) -> str:
@@ -126,17 +153,17 @@ def _over(t: Task, max_lines: int, max_files: int) -> bool:
     )
 
 
-def _check_slices(parent: Task, problem: Any) -> None:
+def _check_slices(parent: Task, problem: Any, is_file: Callable[[str], bool]) -> None:
     for s in parent.slices:
         if parent.scope:
             for g in s.scope:
-                if not any(globs.overlap(g, p) for p in parent.scope):
+                if not any(globs.overlap(g, p, is_file=is_file) for p in parent.scope):
                     problem(s, ".scope", f"scope {g!r} is outside its parent's scope")
     for i, a in enumerate(parent.slices):
         for b in parent.slices[i + 1 :]:
             for ga in a.scope:
                 for gb in b.scope:
-                    if globs.overlap(ga, gb):
+                    if globs.overlap(ga, gb, is_file=is_file):
                         problem(
                             b,
                             ".scope",
@@ -145,7 +172,9 @@ def _check_slices(parent: Task, problem: Any) -> None:
                         )
 
 
-def _check_against_contract(tasks: list[Task], contract: Mapping[str, Any], problem: Any) -> None:
+def _check_against_contract(
+    tasks: list[Task], contract: Mapping[str, Any], problem: Any, is_file: Callable[[str], bool]
+) -> None:
     scope = contract.get("scope") or {}
     allowed = [
         *(scope.get("writable") or []),
@@ -155,10 +184,23 @@ def _check_against_contract(tasks: list[Task], contract: Mapping[str, Any], prob
     protected = list(scope.get("protected") or [])
     for t in tasks:
         for g in t.scope:
-            if allowed and not any(globs.overlap(g, a) for a in allowed):
+            if allowed and not any(globs.overlap(g, a, is_file=is_file) for a in allowed):
                 problem(t, ".scope", f"scope {g!r} is outside the contract's writable scope")
-            elif globs.is_literal(g) and any(globs.overlap(g, p) for p in protected):
+            elif protected and _names_protected(g, protected, is_file):
                 problem(t, ".scope", f"scope {g!r} is protected by the contract")
+
+
+def _names_protected(scope: str, protected: list[str], is_file: Callable[[str], bool]) -> bool:
+    """Whether a scope entry with no wildcard names a protected path: a protected file, or
+    a folder the protected globs cover whole. A glob scope is never refused here (what it
+    reaches beyond the protected paths is writable), nor a file or folder that merely
+    could hold a protected one (``src/`` beside ``**/conftest.py``)."""
+    path = globs.normalize(scope)
+    if not globs.is_literal(scope):
+        return False
+    if globs.is_literal(path) and is_file(path):
+        return globs.matches(path, protected)
+    return globs.covers_folder(path.removesuffix("/**"), protected)
 
 
 def _check_files(

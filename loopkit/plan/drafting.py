@@ -375,7 +375,7 @@ def document(
 def read_tasks(tasks_path: Path, ws: Workspace, source: str) -> bytes:
     """The TASKS.md as it is (b'' when there is none); BadInput when it is invalid already:
     a draft is checked with it, and its problems would be no draft's."""
-    from loopkit.plan.expanding import prepare
+    from loopkit.plan.expanding import folders, prepare
     from loopkit.plan.parsing import read_bytes
 
     if not tasks_path.exists():
@@ -384,7 +384,8 @@ def read_tasks(tasks_path: Path, ws: Workspace, source: str) -> bytes:
     if not raw.strip():
         return raw
     plan = parse(raw, source=source)
-    problems = check(plan, contract=ws.contract, tree=prepare(plan, source))
+    tree = prepare(plan, source)
+    problems = check(plan, contract=ws.contract, tree=tree, is_folder=folders(ws.root))
     unplanned = [t for t in plan.tasks if t.status == "open" and not t.has_plan]
     if not problems and unplanned:
         raise BadInput(

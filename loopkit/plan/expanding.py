@@ -11,8 +11,9 @@ item's slices, each marked on its own line, whatever files the tree gains later.
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from loopkit.evidence import globs
@@ -133,6 +134,28 @@ def prepare(plan: Plan, tasks_file: str) -> set[str] | None:
     tree = tree_files(root_of(folder))
     expand(plan, tree)
     return tree
+
+
+def folders(start: Path) -> Callable[[str], bool]:
+    """Which repository-relative paths are folders in the work tree of the repository
+    holding ``start`` (a folder): how lk-plan reads a scope entry with no wildcard. The
+    repository is looked up once, at the first question."""
+
+    @functools.cache
+    def root() -> Path:
+        return root_of(start)
+
+    def is_folder(path: str) -> bool:
+        return (root() / path).is_dir()
+
+    return is_folder
+
+
+def folders_of(tasks_file: str) -> Callable[[str], bool]:
+    """``folders`` for the repository a TASKS.md lives in (the current folder's for stdin)."""
+    if tasks_file in ("-", "<stdin>"):
+        return folders(Path.cwd())
+    return folders(Path(tasks_file).resolve().parent)
 
 
 def written_out(parent: Task, statuses: dict[str, tuple[str, str | None]]) -> list[str]:

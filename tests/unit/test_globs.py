@@ -122,3 +122,43 @@ def test_plan_and_diff_agree_that_a_directory_covers_its_files() -> None:
     assert not [p for p in problems if "scope" in str(p)], problems
     policy = Policy.from_contract(contract)
     assert policy is not None and policy.in_scope("db/migrations/0001.sql")
+
+
+@pytest.mark.parametrize(
+    ("literal", "other", "shared"),
+    [
+        ("src/pkg/_caller.py", "**/conftest.py", False),  # a file holds no conftest.py
+        ("README.md", "**/*.py", False),  # nor a README.md/x.py
+        ("src/a.py", "src/**", True),
+        ("src/a.py", "src", True),  # the folder covers it
+        ("src/a.py", "src/a.py", True),
+        ("src/a.py", "src/b.py", False),
+    ],
+)
+def test_a_literal_that_names_a_file_shares_only_its_own_path(
+    literal: str, other: str, shared: bool
+) -> None:
+    def is_file(path: str) -> bool:
+        return path == literal
+
+    assert globs.overlap(literal, other, is_file=is_file) is shared
+    assert globs.overlap(other, literal, is_file=is_file) is shared
+    # read as a folder it may hold what the other covers (the directory rule)
+    assert globs.overlap(literal, other) is (shared or other.startswith("**/"))
+
+
+@pytest.mark.parametrize(
+    ("folder", "protected", "covered"),
+    [
+        ("tests", ["tests/**"], True),
+        ("tests", ["tests/*"], True),
+        ("tests", ["tests"], True),
+        ("src", ["**/conftest.py"], False),
+        ("tests", ["tests/*.py"], False),
+        ("src/x", ["src/**"], True),
+    ],
+)
+def test_covers_folder_is_the_folder_whole(
+    folder: str, protected: list[str], covered: bool
+) -> None:
+    assert globs.covers_folder(folder, protected) is covered

@@ -709,3 +709,49 @@ def test_a_goal_needs_a_judge_in_the_contract() -> None:
     (warned,) = warnings(parsed, contract=bare)
     assert "docs is a GOAL" in warned["message"] and warned["line"] == 1
     assert warnings(parsed, contract={**bare, "judge": {"provider": "codex"}}) == []
+
+
+PYTHON_INIT = {
+    **CONTRACT,
+    "scope": {"writable": ["src/**"], "protected": ["**/conftest.py"], "add_only": ["tests/**"]},
+}
+
+
+def test_a_scope_naming_a_file_is_not_a_folder_that_could_hold_a_protected_one() -> None:
+    # The README's own example scope, against what `lk init` writes for a Python project.
+    text = small("x", scope="src/parser/headers.py, tests/parser/test_headers.py")
+    assert problems(text, PYTHON_INIT) == []
+    assert problems(small("y", scope="src/pkg/_caller.py"), PYTHON_INIT) == []
+    assert problems(small("z", scope="src/pkg/conftest.py"), PYTHON_INIT) == [
+        "scope 'src/pkg/conftest.py' is protected by the contract"
+    ]
+    # a file outside the writable scope is outside it, even where a folder of that name
+    # could hold a writable file
+    assert problems(
+        small("r", scope="README.md"), {**CONTRACT, "scope": {"writable": ["**/*.py"]}}
+    ) == ["scope 'README.md' is outside the contract's writable scope"]
+
+
+def test_a_scope_naming_a_folder_is_read_as_the_folder() -> None:
+    folders = {"src", "src/pkg", "migrations"}
+    contract = {
+        **CONTRACT,
+        "scope": {"writable": ["src/pkg/**", "migrations/**"], "protected": ["migrations/**"]},
+    }
+    found = [
+        p.message
+        for p in plan.check(
+            parsed(small("a", scope="src/pkg") + small("b", scope="migrations")),
+            contract=contract,
+            is_folder=folders.__contains__,
+        )
+    ]
+    assert found == ["scope 'migrations' is protected by the contract"]
+    # slices naming files in one folder are disjoint; a slice naming the folder is not
+    text = (
+        "- [ ] P {#p}\n  scope: src/**\n"
+        + small("s1", scope="src/pkg/a.py", indent="  ")
+        + small("s2", scope="src/pkg/b.py", indent="  ")
+        + "  end\n"
+    )
+    assert [p.message for p in plan.check(parsed(text), is_folder=folders.__contains__)] == []
