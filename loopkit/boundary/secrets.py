@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
 if TYPE_CHECKING:
@@ -102,6 +103,48 @@ def outside_hook_env(env: dict[str, str]) -> dict[str, str]:
         )
     if out.get("VIRTUAL_ENV") and os.path.realpath(out["VIRTUAL_ENV"]) == prefix:
         del out["VIRTUAL_ENV"]
+    return out
+
+
+#: A project's own virtualenv folders, first found first (as ``python -m venv .venv``
+#: and most tools name it).
+PROJECT_VENVS = (".venv", "venv")
+
+
+def project_env(env: Mapping[str, str], root: Path | None) -> dict[str, str]:
+    """``env`` as a person in the project at ``root`` has it with its environment
+    activated: the project's virtualenv (``.venv``, else ``venv``: a folder with
+    ``bin/python``) first on PATH and in VIRTUAL_ENV, its ``node_modules/.bin`` after
+    it (as ``npm test`` has it). loopkit's own virtualenv -- the one whose ``python``
+    runs loopkit, when it is not the project's -- is taken off PATH then, so a check's
+    ``python`` and its tools are the project's, never loopkit's; and the environment
+    pre-commit built for loopkit (``outside_hook_env``) is always taken off."""
+    import sys
+
+    out = outside_hook_env(dict(env))
+    if root is None:
+        return out
+    first: list[str] = []
+    venv = next((root / n for n in PROJECT_VENVS if (root / n / "bin" / "python").exists()), None)
+    if venv is not None:
+        first.append(str(venv / "bin"))
+        out["VIRTUAL_ENV"] = str(venv)
+        out.pop("PYTHONHOME", None)
+    node = root / "node_modules" / ".bin"
+    if node.is_dir():
+        first.append(str(node))
+    if not first:
+        return out
+    own = os.path.realpath(sys.prefix)
+    drop = set(first)
+    if venv is not None and sys.prefix != sys.base_prefix and own != os.path.realpath(venv):
+        drop |= {os.path.join(sys.prefix, "bin"), os.path.join(own, "bin")}
+    rest = [
+        p
+        for p in out.get("PATH", os.defpath).split(os.pathsep)
+        if p and p not in drop and os.path.realpath(p) not in drop
+    ]
+    out["PATH"] = os.pathsep.join([*first, *rest])
     return out
 
 

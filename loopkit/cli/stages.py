@@ -312,7 +312,7 @@ def verify(
     attempt = artifacts.assign_attempt_id(doc if doc is not None else {})
     log_dir = artifacts.attempt_dir(ws.state, attempt)
     proc.guard()  # nothing a check starts outlives it, nor this command
-    env = _check_env(terms, doc)
+    env = _check_env(terms, doc, ws.root)
     ticker = _Ticker() if _stderr_is_terminal() else None
     lines = None if ticker or summary else _lines
     state = ws.state
@@ -542,10 +542,10 @@ def _summary(body: dict[str, Any], saved: Any, root: Any) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _check_env(terms: dict[str, Any], doc: dict[str, Any] | None) -> dict[str, str]:
+def _check_env(terms: dict[str, Any], doc: dict[str, Any] | None, root: Path) -> dict[str, str]:
     from loopkit.evidence.verify import check_env
 
-    return check_env(terms, doc)
+    return check_env(terms, doc, root=root)
 
 
 def _lines(event: str, index: int, total: int, name: str, check: Any) -> None:

@@ -21,6 +21,7 @@ Nothing here trusts more than the check itself: the check is the worker's code t
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -293,10 +294,13 @@ _NOTHING_COLLECTED = (
 )
 
 
-def cannot_run(command: str, exit_code: int | None, output: bytes) -> str | None:
+def cannot_run(
+    command: str, exit_code: int | None, output: bytes, *, path: str | None = None
+) -> str | None:
     """Why the check could not run at all -- its program missing or not executable, the
     interpreter without its test runner, a runner that collected nothing -- as one line;
-    None when it ran (whatever it then found)."""
+    None when it ran (whatever it then found). ``path`` (the checks' PATH) names which
+    program ran and where it came from."""
     if exit_code is None:  # timed out: it ran
         return None
     text = output[-8192:].decode("utf-8", "replace")
@@ -304,17 +308,41 @@ def cannot_run(command: str, exit_code: int | None, output: bytes) -> str | None
     if exit_code == 127:
         m = pattern(_MISSING_PROGRAM, re.M).search(text)
         what = m.group(1) if m else program
-        return f"`{what}` is not installed or not on PATH (exit 127)"
+        return f"`{what}` is not installed or not on PATH (exit 127){_searched(path)}"
     if exit_code == 126:
         return f"`{program}` cannot be executed (exit 126: not executable, or a bad interpreter)"
     m = pattern(_NO_MODULE, re.M).search(text)
     if m:
-        return f"the interpreter has no `{m.group(1)}` module (its test runner is not installed)"
+        return (
+            f"the interpreter has no `{m.group(1)}` module (its test runner is not installed)"
+            + _which(program, path)
+        )
     if (exit_code == 5 and "pytest" in command) or pattern(_NOTHING_COLLECTED, re.M | re.I).search(
         text
     ):
         return "the test runner collected no tests"
     return None
+
+
+def _which(program: str, path: str | None) -> str:
+    """``: `python` is /p/.venv/bin/python (the checks' PATH)``, or nothing when unknown."""
+    import shutil
+
+    if path is None:
+        return ""
+    found = program if "/" in program else shutil.which(program, path=path)
+    if not found:
+        return ""
+    return f": `{program}` is {found} (found on the checks' PATH{_searched(path, inside=True)})"
+
+
+def _searched(path: str | None, *, inside: bool = False) -> str:
+    """The checks' PATH, shortened to its first entries, for a line about a program."""
+    if path is None:
+        return ""
+    entries = [p for p in path.split(os.pathsep) if p]
+    shown = ", ".join(entries[:4]) + (", ..." if len(entries) > 4 else "")
+    return f": {shown}" if inside else f"; the checks' PATH: {shown}"
 
 
 def _program(command: str) -> str:

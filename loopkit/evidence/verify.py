@@ -338,7 +338,7 @@ def _run(
             "log": artifacts.relative(log, home),
         }
         if not passed:
-            _read_tests(entry, c, where.root, log, end, started)
+            _read_tests(entry, c, where.root, log, end, started, path=run_env.get("PATH"))
         if stopped:
             entry["cancelled"] = True
         if folders is not None:  # the clean room: a FIFO a check left would block the hash
@@ -385,13 +385,15 @@ def _read_tests(
     log: Path,
     end: bytes,
     started: float,
+    *,
+    path: str | None = None,
 ) -> None:
     """A failed check's per-test results (``tests``) and, where the check could not run
-    at all, why (``cannot_run``). With per-test results the check's fingerprint is the
+    at all, why (``cannot_run``, naming the program on the checks' ``path``). With per-test results the check's fingerprint is the
     set of its failing test ids: the same failure is exactly the same tests failing."""
     from loopkit.evidence import testresults
 
-    why = testresults.cannot_run(entry["command"], entry["exit_code"], end)
+    why = testresults.cannot_run(entry["command"], entry["exit_code"], end, path=path)
     if why is not None:
         entry["cannot_run"] = why
         return
@@ -410,13 +412,17 @@ def _read_tests(
 FULL_OUTPUT_BYTES = 32 << 20
 
 
-def check_env(contract: Mapping[str, Any], doc: Mapping[str, Any] | None) -> dict[str, str]:
+def check_env(
+    contract: Mapping[str, Any], doc: Mapping[str, Any] | None, *, root: Path | None = None
+) -> dict[str, str]:
     """The checks' environment: the allow-list (loopkit.boundary.secrets) plus the contract's
-    ``verify.env_allow``, and LOOPKIT_TASK_ID when a task is piped."""
+    ``verify.env_allow``, as in the project's activated environment (``secrets.project_env``:
+    its ``.venv`` first, for the repository at ``root``), and LOOPKIT_TASK_ID when a task
+    is piped."""
     from loopkit.boundary import secrets
 
     names = [*secrets.CHECK_ENV, *((contract.get("verify") or {}).get("env_allow") or [])]
-    env = secrets.outside_hook_env(secrets.allowed_env(os.environ, names))
+    env = secrets.project_env(secrets.allowed_env(os.environ, names), root)
     task = (doc or {}).get("task")
     if isinstance(task, Mapping) and task.get("id"):
         env["LOOPKIT_TASK_ID"] = str(task["id"])

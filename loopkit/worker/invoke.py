@@ -830,7 +830,7 @@ def _base_beside(
         return None
     from loopkit.evidence import cleanroom, verify
 
-    env = verify.check_env(contract, req.document)
+    env = verify.check_env(contract, req.document, root=root)
     criteria = list(contract["criteria"])
 
     def run(written: dict[str, str]) -> dict[str, Any]:
