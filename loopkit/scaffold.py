@@ -6,11 +6,15 @@ a ``Makefile`` with a ``test`` target, ``package.json`` with a ``test`` script,
 ``Cargo.toml``, ``go.mod``, ``tox.ini``, then Python (``pyproject.toml``, ``setup.py``,
 ``setup.cfg``, ``pytest.ini`` or a ``tests/`` folder) with pytest; tox only where it is
 installed. The writable scope is the project's own top-level folders (not hidden ones, not
-vendored dependencies, not what git ignores: a ``data/`` folder). The project's existing
-tests (its test folders, its test files elsewhere) go under ``scope.add_only``: the agent
-may add tests, never weaken the ones that judge it; a Python project's ``conftest.py``
-files are protected outright (a new one can skip every test beside it). What is written
-passes ``lk-plan check`` as it stands; nothing is ever overwritten unless asked.
+vendored dependencies, not what git ignores: a ``data/`` folder) and its code at the root
+(``index.js``, ``module.py``: ``*.js``, ``*.py``), a root-level tool configuration
+(``jest.config.js``) protected. The project's existing tests (its test folders, at the
+top or deeper as in a monorepo's ``packages/*/test/``, its test files elsewhere) go under
+``scope.add_only``: the agent may add tests, never weaken the ones that judge it; a Python
+project's ``conftest.py`` files are protected outright (a new one can skip every test
+beside it). What is written passes ``lk-plan check`` as it stands; nothing is ever
+overwritten unless asked, but a project's own AGENTS.md gets loopkit's guidance as a
+block of its own, the rest of it kept.
 """
 
 from __future__ import annotations
@@ -33,6 +37,55 @@ _NOT_SOURCE = {
     "__pycache__",
     "site-packages",
 }
+
+#: The extensions of code files: such files at the root are the project's own code.
+_CODE = frozenset(
+    [
+        "py",
+        "js",
+        "mjs",
+        "cjs",
+        "jsx",
+        "ts",
+        "mts",
+        "cts",
+        "tsx",
+        "go",
+        "rs",
+        "rb",
+        "php",
+        "c",
+        "h",
+        "cc",
+        "cpp",
+        "hpp",
+        "java",
+        "kt",
+        "swift",
+        "lua",
+        "sh",
+        "pl",
+        "ex",
+        "exs",
+        "erl",
+        "hs",
+        "ml",
+        "scala",
+        "cs",
+        "fs",
+        "dart",
+        "zig",
+        "nim",
+        "r",
+        "jl",
+    ]
+)
+#: Root-level files that configure a tool (its test runner's among them): code, but not
+#: the agent's to change.
+_CONFIG = re.compile(r"\.config\.|^\.|^(setup|noxfile|conftest|Gulpfile|Gruntfile)\.", re.I)
+
+#: Of those, the ones that can change what the tests run (protected when writable).
+_RUNNER = re.compile(r"\.config\.|^\.|^conftest\.", re.I)
 
 #: Top-level folders that hold a project's tests.
 _TEST_FOLDERS = ("tests", "test", "spec", "__tests__")
@@ -73,15 +126,28 @@ def detect(root: Path) -> Project:
     rest = [f for f in files if not any(f.startswith(name + "/") for name in tests)]
     from loopkit.evidence.globs import matches
 
+    # Test folders deeper down (a monorepo's packages/a/test/).
+    add_only += [f"**/{name}/**" for name in _TEST_FOLDERS if any(f"/{name}/" in f for f in rest)]
     add_only += [g for g in _TEST_FILES if any(matches(f, (g,)) for f in rest)]
-    # No folder of its own yet: the usual ones (tests too, when there are none to keep).
+    at_root = [f for f in files if "/" not in f and "." in f]
+    code = [f for f in at_root if f.rsplit(".", 1)[1] in _CODE]
+    configs = sorted(f for f in code if _CONFIG.search(f))
+    root_code = sorted({"*." + f.rsplit(".", 1)[1] for f in code if f not in configs})
+    own = [f"{name}/**" for name in folders if name not in tests] + root_code
+    # No code of its own yet: the usual folders (tests too, when there are none to keep).
     fallback = ["src/**"] if add_only else ["src/**", "tests/**"]
-    project.writable = [f"{name}/**" for name in folders if name not in tests] or fallback
+    project.writable = own or fallback
     project.add_only = add_only
     if project.kind == "python":
         # A new conftest.py can skip or deselect every test beside it: add-only is not
         # enough there.
         project.protected = ["**/conftest.py"]
+    if root_code:  # *.js at the root reaches jest.config.js, a test runner's configuration
+        project.protected += [
+            c
+            for c in configs
+            if _RUNNER.search(c) and matches(c, root_code) and not matches(c, project.protected)
+        ]
     from loopkit.evidence.cleanroom import carried
 
     found = carried(root, {"criteria": [{"run": project.test}]})
@@ -108,10 +174,16 @@ def detect(root: Path) -> Project:
             "tests, never change or delete the ones that judge it (scope.add_only in "
             "loop.yaml)"
         )
+    if root_code:
+        project.notes.append(
+            f"the code at the root is writable ({', '.join(root_code)})"
+            + (f", its tool configuration not ({', '.join(configs)})" if configs else "")
+        )
     if project.protected:
         project.notes.append(
-            f"protected: {', '.join(project.protected)}, new ones too: a conftest.py can "
-            "skip or deselect the tests that judge the agent (scope.protected)"
+            f"protected: {', '.join(project.protected)}: a conftest.py or a test runner's "
+            "configuration can skip or deselect the tests that judge the agent "
+            "(scope.protected)"
         )
     return project
 
@@ -250,6 +322,7 @@ def recipes_dir() -> Path:
 class Written:
     path: Path
     skipped: bool  # it existed and --force was not given
+    merged: bool = False  # the project's own file, loopkit's block added or renewed
 
 
 def write(root: Path, *, force: bool = False) -> tuple[Project, list[Written]]:
@@ -262,20 +335,22 @@ def write(root: Path, *, force: bool = False) -> tuple[Project, list[Written]]:
     ctext = contract_text(project)
     data = contract.checked(contract.parse_text(ctext.encode(), "loop.yaml"), "loop.yaml")
     tasks = TASKS_TEXT.replace("{scope}", project.writable[0].removesuffix("**"))
+    guidance_block = guidance.render(data)
     files = {
         "loop.yaml": ctext,
         "TASKS.md": tasks,
         "MEMORY.md": "# Memory\n\nRetrospectives of parked tasks are appended here.\n",
-        "AGENTS.md": guidance.update(None, guidance.render(data)),
+        "AGENTS.md": guidance.update(None, guidance_block),
     }
     out = []
     for name, text in files.items():
         path = root / name
-        if path.exists() and not force:
+        merged = name == "AGENTS.md" and path.is_file()
+        if path.exists() and not force and not merged:
             out.append(Written(path, skipped=True))
             continue
-        if name == "AGENTS.md" and path.exists():
-            text = guidance.update(path.read_text(encoding="utf-8"), guidance.render(data))
+        if merged:  # the project's own guidance kept: loopkit's is a block of its own
+            text = guidance.update(path.read_text(encoding="utf-8"), guidance_block)
         atomic_write(path, text, keep_mode=True)
-        out.append(Written(path, skipped=False))
+        out.append(Written(path, skipped=False, merged=merged))
     return project, out

@@ -53,6 +53,8 @@ def main(folder: str, force: bool) -> int:
         say("lk init", f"warning: `{program}` is not on PATH: the check cannot run here yet")
     for w in written:
         what = "left as it is (--force to overwrite)" if w.skipped else "written"
+        if w.merged:
+            what = "loopkit's guidance added as a block of its own; the rest kept as it was"
         say("lk init", f"{w.path}: {what}")
     say(
         "lk init",
