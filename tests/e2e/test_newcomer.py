@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.recipes import BIN, fail_message, make_project, recipe_env
+from tests.helpers.recipes import BIN, fail_message, git, make_project, recipe_env
 
 
 def lk(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -89,7 +89,7 @@ def test_init_protects_the_tests_and_leaves_ignored_folders_out(git_repo: Path) 
     assert scope["writable"] == ["src/**"]  # not data/ (ignored), not the tests
     assert scope["add_only"] == ["tests/**"]
     assert scope["protected"] == ["**/conftest.py"]  # a new one could skip every test
-    assert "protected: **/conftest.py, new ones too" in done.stderr
+    assert "protected: **/conftest.py: a conftest.py" in done.stderr
     assert "data/ (git ignores it)" in done.stderr
     assert "the checks do not see data/" in done.stderr and "verify.carry" in done.stderr
     assert "verify" not in yaml.safe_load((git_repo / "loop.yaml").read_text())  # nothing found
@@ -271,3 +271,129 @@ Path("src/value.txt").write_text("good\\n" if task == "good" else "bad\\n")
         "exit 3",
     )
     assert "the notify command failed" in again.stderr
+
+
+# --- the contract `lk init` writes, on the shapes projects come in ------------------------
+
+SHAPES = {
+    # The README's own example scope, in a src-layout Python project.
+    "src-layout": (
+        {"pyproject.toml": "[project]\nname='p'\n", "src/parser/headers.py": "",
+         "src/parser/_caller.py": "", "tests/parser/test_headers.py": ""},
+        "src/parser/headers.py, tests/parser/test_headers.py, src/parser/_caller.py",
+        "src/parser/conftest.py",
+    ),
+    "root-python": (
+        {"pyproject.toml": "[project]\nname='m'\n", "module.py": "", "test_module.py": "",
+         "setup.py": ""},
+        "module.py",
+        "conftest.py",
+    ),
+    "root-node": (
+        {"package.json": '{"name": "x", "scripts": {"test": "node test/t.js"}}',
+         "index.js": "", "test/t.js": "", "jest.config.js": ""},
+        "index.js, test/t2.js",
+        "jest.config.js",
+    ),
+    "monorepo": (
+        {"package.json": '{"name": "x", "scripts": {"test": "npm -ws test"}}',
+         "packages/a/index.js": "", "packages/a/test/a.js": "", "packages/b/lib/b.js": ""},
+        "packages/b/lib/b.js, packages/a/index.js",
+        None,
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_init_then_a_task_naming_files_checks(git_repo: Path, shape: str) -> None:
+    files, scope, refused = SHAPES[shape]
+    for rel, text in files.items():
+        (git_repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (git_repo / rel).write_text(text)
+    git(git_repo, "add", "-A")
+    git(git_repo, "commit", "-qm", "the project")
+    assert lk(git_repo, "init").returncode == 0
+    task = "- [ ] Fix it {#fix}\n  budget: 40 lines / 2 files\n  scope: " + scope + "\n  end\n"
+    (git_repo / "TASKS.md").write_text(task)
+    checked = lk(git_repo, "plan", "check", "TASKS.md")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    if refused is not None:  # a file the contract protects is refused by name
+        (git_repo / "TASKS.md").write_text(task.replace(scope, refused))
+        checked = lk(git_repo, "plan", "check", "TASKS.md")
+        assert checked.returncode == 1  # a verdict: invalid
+        assert f"scope '{refused}' is protected by the contract" in checked.stderr
+
+
+def test_init_makes_the_code_at_the_root_writable_and_its_runner_config_not(
+    git_repo: Path,
+) -> None:
+    files = SHAPES["root-node"][0]
+    for rel, text in files.items():
+        (git_repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (git_repo / rel).write_text(text)
+    assert lk(git_repo, "init").returncode == 0
+    import yaml
+
+    scope = yaml.safe_load((git_repo / "loop.yaml").read_text())["scope"]
+    assert scope["writable"] == ["*.js"]
+    assert scope["protected"] == ["jest.config.js"]
+    assert scope["add_only"] == ["test/**"]
+
+
+def test_init_adds_its_guidance_to_the_project_s_own_agents_md(git_repo: Path) -> None:
+    (git_repo / "AGENTS.md").write_text("# Our rules\n\nUse tabs.\n")
+    (git_repo / "src").mkdir()
+    (git_repo / "src" / "a.py").write_text("")
+    done = lk(git_repo, "init")
+    assert done.returncode == 0, done.stderr
+    text = (git_repo / "AGENTS.md").read_text()
+    assert text.startswith("# Our rules\n\nUse tabs.\n")  # the project's own, kept
+    assert "loopkit:guidance:begin" in text and "loopkit:guidance:end" in text
+    assert "guidance added as a block of its own" in done.stderr
+    again = lk(git_repo, "init")  # once: a second init renews the block, never doubles it
+    assert again.returncode == 0
+    assert (git_repo / "AGENTS.md").read_text().count("loopkit:guidance:begin") == 1
+
+
+# --- the project's environment is the checks' environment ---------------------------------
+
+ENV_CHECKS = """\
+version: 1
+objective: the checks run in the project's environment
+scope: {writable: ["src/**"]}
+criteria:
+  - {name: which, run: "python -c 'import os, sys; assert sys.prefix == os.environ[\\"VIRTUAL_ENV\\"] == os.path.realpath(\\".venv\\"), sys.prefix'", timeout: 120}
+  - {name: runner, run: "python -m pytest -q", timeout: 120}
+  - {name: tool, run: "mytool", timeout: 120}
+verify: {carry: [".venv/", "node_modules/"]}
+budgets: {attempts: 2}
+worker: {provider: command, command: "true"}
+sandbox: {mode: %s}
+"""
+
+
+@pytest.mark.parametrize("mode", ["off", "auto"])
+def test_the_checks_run_in_the_project_s_venv_and_name_the_interpreter(
+    git_repo: Path, mode: str
+) -> None:
+    import sys
+
+    (git_repo / ".gitignore").write_text(".venv/\nnode_modules/\n.loopkit/\n")
+    (git_repo / "loop.yaml").write_text(ENV_CHECKS % mode)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(git_repo / ".venv")],
+                   check=True, timeout=120)  # fmt: skip
+    tool = git_repo / "node_modules" / ".bin" / "mytool"
+    tool.parent.mkdir(parents=True)
+    tool.write_text("#!/bin/sh\necho its own tool\n")
+    tool.chmod(0o755)
+    git(git_repo, "add", "-A")
+    git(git_repo, "commit", "-qm", "a project with its own environment")
+    # loopkit's own venv first on PATH, nothing activated: as after `pip install` into it
+    env = recipe_env({"VIRTUAL_ENV": ""})
+    done = subprocess.run([str(BIN / "lk-verify")], cwd=git_repo, capture_output=True,
+                          text=True, env=env, timeout=300)  # fmt: skip
+    checks = {c["name"]: c for c in json.loads(done.stdout)["checks"]}
+    assert checks["which"]["passed"], done.stderr  # the project's python, VIRTUAL_ENV set
+    assert checks["tool"]["passed"], done.stderr  # node_modules/.bin on PATH
+    why = checks["runner"]["cannot_run"]  # the project's venv has no pytest: it says which
+    assert "no `pytest` module" in why and f"{git_repo / '.venv' / 'bin' / 'python'}" in why
