@@ -507,6 +507,14 @@ def next_cmd(
             _say(summary(parsed))
             return 1
         task = found
+    from loopkit.plan.reopening import reopen
+
+    record = reopen(tasks_file, task.id, by_hand=True)
+    if record is not None:  # set back to `- [ ]` by hand after a park: as `mark --status open`
+        _say(
+            f"{task.id}: set back to '- [ ]' after its park: a new budget epoch "
+            f"({record['epoch']}) starts in {record['ledger']}"
+        )
     task_doc = task.as_dict(source=tasks_file)
     doc = new_attempt(task=task_doc, contract=contracts.apply_task(contract, task_doc))
     resolved.stamp(doc)  # the contract the loop starts with: later stages refuse a changed file
@@ -551,24 +559,11 @@ def mark_cmd(tasks_file: str, task_id: str, status: str, reason: str | None) -> 
 def _reopen(tasks_file: str, task_id: str, reason: str | None) -> None:
     """A parked task reopened by a person starts a new budget epoch, recorded in the
     ledger of the repository TASKS.md is in (none outside a repository: nothing spent)."""
-    from pathlib import Path
+    from loopkit.plan.reopening import reopen
 
-    from loopkit.decision import records
-    from loopkit.errors import EnvironmentProblem
-    from loopkit.state import ledger
-    from loopkit.workspace import for_state_only
-
-    try:
-        ws = for_state_only(Path(tasks_file).resolve().parent)
-    except EnvironmentProblem:
-        return
-    book = ledger.Ledger(ws.state / ledger.DEFAULT_NAME)
-    with book.transaction() as txn:
-        record = records.reopen_record(
-            task_id, txn.history(task_id), reason=reason or "", now=ledger.now_iso()
-        )
-        txn.append(record)
-    _say(f"{task_id}: a new budget epoch ({record['epoch']}) starts in {book.path}")
+    record = reopen(tasks_file, task_id, reason=reason or "")
+    if record is not None:
+        _say(f"{task_id}: a new budget epoch ({record['epoch']}) starts in {record['ledger']}")
 
 
 @main.command("guidance", context_settings=SETTINGS)

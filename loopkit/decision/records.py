@@ -239,18 +239,24 @@ def pool_record(
 
 
 def reopen_record(
-    task_id: str, history: Mapping[str, Any], *, reason: str, now: str
+    task_id: str,
+    history: Mapping[str, Any],
+    *,
+    reason: str,
+    now: str,
+    source: str = "lk-plan mark --status open",
 ) -> dict[str, Any]:
-    """A task reopened by a person (``lk-plan mark --status open`` on a parked task): a
-    new budget epoch starts for it -- the attempts, the same-failure streaks and the
-    spend the budgets count begin again (``budget.fold``)."""
+    """A task reopened by a person (``lk-plan mark --status open`` on a parked task, or
+    its line set back to ``- [ ]`` by hand: ``source``): a new budget epoch starts for it
+    -- the attempts, the same-failure streaks and the spend the budgets count begin again
+    (``budget.fold``)."""
     epoch = int(history.get("epoch") or 0) + 1
     return {
         "type": "reopen",
         "task_id": task_id,
         "attempt": int(history.get("attempts") or 0) + 1,
         "attempt_id": None,
-        "trigger": {"kind": "manual", "source": "lk-plan mark --status open"},
+        "trigger": {"kind": "manual", "source": source},
         "started_at": None,
         "recorded_at": now,
         "decision": None,

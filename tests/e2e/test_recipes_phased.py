@@ -179,3 +179,38 @@ def test_a_rerun_with_a_parked_task_left_is_not_done(tmp_path) -> None:
     assert "1 parked item(s) left" in again.stderr
     calls = p.worker_calls()
     assert p.run("phased-loop.sh").returncode == 21 and p.worker_calls() == calls
+
+
+def test_a_parked_task_set_back_by_hand_gets_a_new_budget_epoch(tmp_path) -> None:
+    # The README: reword the task, "set it back to `- [ ]`, and run the recipe again".
+    # The worker gets it right only once the person has helped (a file in its scratch).
+    worker = """
+    Path("src").mkdir(exist_ok=True)
+    helped = (Path(sys.argv[0]).parent / "helped").exists()
+    Path("src/fix.txt").write_text("good\\n" if helped else "bad\\n")
+    """
+    tasks = "# Tasks\n\n" + plan("fix", "Fix it")
+    p = make_project(tmp_path, worker, tasks=tasks, checks=CHECK, budgets={"attempts": 1})
+    proc = p.run("phased-loop.sh")
+    assert proc.returncode == 21, fail_message(proc)  # parked: the attempts are spent
+    assert p.task_line("fix").startswith("- [!]")
+    # The person helps, sets the line back by hand (no lk-plan mark) and commits.
+    (p.scratch / "helped").write_text("")
+    text = (p.root / "TASKS.md").read_text().replace("- [!] Fix it", "- [ ] Fix it")
+    (p.root / "TASKS.md").write_text(text)
+    p.git("commit", "-qam", "reopen fix")
+    proc = p.run("phased-loop.sh")
+    assert proc.returncode == 0, fail_message(proc)
+    assert p.task_line("fix").startswith("- [x]")
+    assert "set back to '- [ ]' after its park: a new budget epoch (1)" in proc.stderr
+    import json
+
+    ledger = [
+        json.loads(x) for x in (p.root / ".loopkit" / "ledger.jsonl").read_text().splitlines()
+    ]
+    (reopen,) = [r for r in ledger if r.get("type") == "reopen"]
+    assert reopen["trigger"]["source"] == "TASKS.md: set back to '- [ ]'"
+    # Run again: the task is done, nothing is reopened twice.
+    assert p.run("phased-loop.sh").returncode == 0
+    ledger = (p.root / ".loopkit" / "ledger.jsonl").read_text()
+    assert ledger.count('"type":"reopen"') + ledger.count('"type": "reopen"') == 1
