@@ -306,8 +306,11 @@ def carried(
     worker): the contract's ``verify.carry``, and the dependency folders found on disk
     (``DEPENDENCY_FOLDERS``; ``.venv``/``venv`` when a criterion or the environment uses
     it). Only paths that exist; a tracked path of the same name is the tree's (the room
-    holds it and nothing is carried over it)."""
-    env = os.environ if env is None else env
+    holds it and nothing is carried over it). ``env``: the checks' (by default the
+    project's own, ``secrets.project_env``: its virtualenv is on their PATH)."""
+    from loopkit.boundary.secrets import project_env
+
+    env = project_env(os.environ, root) if env is None else env
     verify = (terms or {}).get("verify") or {}
     out: dict[str, str] = {}
     for rel in verify.get("carry") or []:
