@@ -259,11 +259,51 @@ def for_checks(
 
 def provider_homes() -> Path:
     """Where the providers' private homes live (beside the clean rooms, in the user cache
-    folder; ``$LOOPKIT_HOMES`` moves them): never visible to the checks."""
+    folder; ``$LOOPKIT_HOMES`` moves them): never visible to the checks, and never under
+    the temporary folder (``TMPDIR``, else /tmp), where codex refuses to lay out its
+    helper binaries and its edits then fail -- a person whose HOME or cache is there
+    gets ``$XDG_RUNTIME_DIR/loopkit/homes``, else ``/var/tmp/loopkit-UID/homes``."""
     from loopkit.evidence import cleanroom
 
     chosen = os.environ.get("LOOPKIT_HOMES")
-    return Path(chosen) if chosen else cleanroom.rooms().parent / "homes"
+    if chosen:
+        return Path(chosen)
+    default = cleanroom.rooms().parent / "homes"
+    if not under_temp(default):
+        return default
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    for base in (Path(runtime) / "loopkit" if runtime else None, _var_tmp()):
+        if base is not None and not under_temp(base) and _private(base):
+            return base / "homes"
+    return default
+
+
+def temp_dir() -> Path:
+    """The temporary folder as the agent CLIs read it: ``TMPDIR``, else /tmp."""
+    return Path(os.environ.get("TMPDIR") or "/tmp")
+
+
+def under_temp(path: Path) -> bool:
+    """Whether ``path`` lies in the temporary folder (codex refuses its helpers there)."""
+    temp = os.path.realpath(temp_dir())
+    here = os.path.realpath(path)
+    return here == temp or here.startswith(temp.rstrip(os.sep) + os.sep)
+
+
+def _var_tmp() -> Path:
+    return Path("/var/tmp") / f"loopkit-{os.getuid()}"
+
+
+def _private(folder: Path) -> bool:
+    """Make ``folder`` (0700) or find it: a real folder of this user's, nobody else's."""
+    import stat
+
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = os.lstat(folder)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077
 
 
 def provider_home(root: Path, name: str) -> Path:

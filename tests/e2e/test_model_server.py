@@ -77,6 +77,10 @@ def test_codex_writes_edits_and_runs_a_command(git_repo: Path, tmp_path: Path) -
     with model_server(turns) as server:
         run = run_codex(server, git_repo, "create hello.txt", home=tmp_path / "codex")
     assert run.returncode == 0, run.stderr
+    assert "Refusing to create helper binaries" not in run.stderr  # its home is not in /tmp
+    assert not any(
+        i.get("status") == "failed" for i in (e["item"] for e in run.of_type("item.completed"))
+    )
     assert (git_repo / "hello.txt").read_text() == "hello, world\n"
     assert "?? hello.txt" in git(git_repo, "status", "--porcelain")
     items = [e["item"] for e in run.of_type("item.completed")]

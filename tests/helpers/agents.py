@@ -179,6 +179,32 @@ def claude_env_for(
     return env
 
 
+_MOVED_HOMES: list[Path] = []
+
+
+def codex_home_outside_temp(home: str | Path) -> Path:
+    """``home``, or where it goes when it lies in the temporary folder: codex refuses to
+    lay out its helper binaries there ("Refusing to create helper binaries under temporary
+    dir"), and its apply_patch then fails. Beside loopkit's own provider homes (never in
+    the temporary folder); removed when the test process ends. The same ``home`` maps to
+    the same folder, so a resume finds its session."""
+    import atexit
+    import hashlib
+
+    from loopkit.boundary import containment
+
+    home = Path(home)
+    if not containment.under_temp(home):
+        return home
+    name = hashlib.sha256(str(home).encode()).hexdigest()[:20]
+    moved = containment.provider_homes() / "test-codex" / f"{os.getpid()}-{name}"
+    if not _MOVED_HOMES:
+        atexit.register(lambda: [shutil.rmtree(p, ignore_errors=True) for p in _MOVED_HOMES])
+    if moved not in _MOVED_HOMES:
+        _MOVED_HOMES.append(moved)
+    return moved
+
+
 def codex_env_for(
     server: ModelServer | str,
     home: str | Path,
@@ -323,5 +349,6 @@ def run_codex(
     """
     argv = [codex_bin(), "exec", "--json", "--sandbox", sandbox, *args]
     argv += ["resume", resume, prompt] if resume else [prompt]
+    home = codex_home_outside_temp(home)
     env = codex_env_for(server, home, retries=retries, stream_retries=stream_retries)
     return _run(argv, cwd, env, timeout)

@@ -136,6 +136,22 @@ def test_items_become_tool_calls_with_files() -> None:
     assert outcome.stop_reason == "completed" and outcome.claimed_complete
 
 
+def test_a_failed_file_change_is_a_tool_error_not_an_edit() -> None:
+    # codex 0.171 with its helpers refused: apply_patch fails ("Failed to write file"), the
+    # item says status failed, and codex still exits 0.
+    change = {"id": "i1", "type": "file_change", "changes": [{"path": "/r/b.py", "kind": "add"}]}
+    p = feed(
+        {"type": "item.started", "item": {**change, "status": "in_progress"}},
+        {"type": "item.completed", "item": {**change, "status": "failed"}},
+        {"type": "turn.completed", "usage": {"input_tokens": 4, "output_tokens": 1}},
+    )
+    state = p.finish()
+    assert state.files_written == []  # nothing was written
+    assert state.tool_errors == 1
+    (call,) = state.tool_calls
+    assert call.ok is False and call.error == "file_change failed"
+
+
 def test_reconnect_lines_count_as_retries_and_turn_failed_decides() -> None:
     p = feed(
         {"type": "error", "message": "Reconnecting... 1/2 (stream error: 500)"},
