@@ -50,7 +50,7 @@ def test_timeout_kills_the_grandchild_too(tmp_path: Path) -> None:
     start = time.monotonic()
     done = proc.run(f"sleep {marker} & wait", shell=True, timeout=0.5)
     assert done.timed_out and done.exit_code is None
-    assert time.monotonic() - start < 5
+    assert time.monotonic() - start < 60  # the sleep was not waited out (bench/bench_stops.py)
     assert _none_left(marker)
 
 

@@ -4,7 +4,6 @@ task id, one-line texts, a refusal where no task can begin."""
 from __future__ import annotations
 
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -50,10 +49,8 @@ def test_one_line_is_one_bounded_line(text: str) -> None:
 def test_one_line_stays_linear_on_a_long_text() -> None:
     # A decision's reason may quote hundreds of worker-chosen paths.
     text = ("p/" + "x" * 60 + " ") * 16000  # 1 MB
-    start = time.perf_counter()
-    line = memory.one_line(text, 300)
+    line = memory.one_line(text, 300)  # how fast: bench/bench_stops.py
     assert len(line) == 300 and line.endswith("…")
-    assert time.perf_counter() - start < 2
 
 
 def test_a_repository_without_a_commit_is_refused_whatever_its_files_are_called(

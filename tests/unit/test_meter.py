@@ -188,13 +188,11 @@ def test_a_stream_is_passed_on_as_it_comes() -> None:
             chunk = r.read1(65536)
             assert chunk, "the stream ended before its first event"
             line += chunk
-        got_first = time.monotonic()
         first_read.set()
         rest = r.read()
         assert b"message_delta" in rest
         conn.close()
     assert b"message_start" in line and waited == [True]  # read before the rest was sent
-    assert time.monotonic() - got_first < 5
     rec = m.records[0]
     assert rec["model"] == "claude-x" and rec["input"] == 7 and rec["output"] == 5
 
