@@ -55,10 +55,20 @@ trap 'lk_log "interrupted"; exit 130' INT TERM
 
 report() { lk report || lk_log "lk report exited $?"; }
 # resplit TASK: the task went over its estimate? Then the model splits it (that task only),
-# committed; fails when it did not, or no valid split came.
+# committed; fails when it did not, or no valid split came. A task within its estimate is
+# no one's error (nothing said); one over it with no model to split it is said as such.
 resplit() {
-    lk-plan split "$tasks" --task "$1" --over-estimate --commit --contract "$contract" >"$LK_STATE/runs/split-$1.json" || return 1
-    lk_log "$1: over its estimate: re-split; its slices run next"
+    local out=$LK_STATE/runs/split-$1 rc=0
+    lk-plan split "$tasks" --task "$1" --over-estimate --commit --contract "$contract" >"$out.json" 2>"$out.err" || rc=$?
+    if [ "$rc" = 0 ]; then
+        cat "$out.err" >&2; lk_log "$1: over its estimate: re-split; its slices run next"; return 0
+    fi
+    if [ "$rc" = 3 ] && grep -q -- ' --over-estimate: ' "$out.err"; then return 1; fi # within it
+    if [ "$rc" = 3 ] && grep -q -- ' --provider: ' "$out.err"; then
+        lk_log "$1 went over its estimate; not re-split: $(sed -n 's/^.*--provider: //p' "$out.err" | head -n 1)"
+        return 1
+    fi
+    cat "$out.err" >&2; return 1
 }
 
 handled=' ' parked=0 completed=0 next=$LK_STATE/runs/next.json

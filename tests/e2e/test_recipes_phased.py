@@ -194,6 +194,8 @@ def test_a_parked_task_set_back_by_hand_gets_a_new_budget_epoch(tmp_path) -> Non
     proc = p.run("phased-loop.sh")
     assert proc.returncode == 21, fail_message(proc)  # parked: the attempts are spent
     assert p.task_line("fix").startswith("- [!]")
+    # the recipe's probe for a re-split is not the person's error
+    assert "error:" not in proc.stderr, proc.stderr
     # The person helps, sets the line back by hand (no lk-plan mark) and commits.
     (p.scratch / "helped").write_text("")
     text = (p.root / "TASKS.md").read_text().replace("- [!] Fix it", "- [ ] Fix it")
