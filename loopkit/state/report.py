@@ -373,7 +373,9 @@ def text(report: Mapping[str, Any], *, width: int | None = None) -> str:
         ),
     ]
     prs = h.get("pull_requests")
-    if prs and (prs["stacks"] or prs["terminal_tasks"] or any(prs["queue"].values())):
+    # Only where pull requests are the way work lands (a stack, the merge queue): a local
+    # loop commits on its branch, and no pull request is missing there.
+    if prs and (prs["stacks"] or any(prs["queue"].values())):
         cpm = prs["cost_per_merged"]
         slo = "met" if prs["share_without"] < prs["slo_share"] else "MISSED"
         lines += [
@@ -573,7 +575,9 @@ def story_text(story: Mapping[str, Any]) -> str:
     lines = [f"task {story['task']}: {len(story['attempts'])} attempt(s)"]
     rows = [("#", "decision (failure class)", "time", "cost", "reason")]
     for a in story["attempts"]:
-        cost = _money(a["cost_usd"]) + ("" if a["cost_trusted"] in (True, None) else "?")
+        # "?" marks a figure loopkit could not trust, never a missing one ("-": no cost)
+        untrusted = a["cost_usd"] is not None and a["cost_trusted"] not in (True, None)
+        cost = _money(a["cost_usd"]) + (" (untrusted)" if untrusted else "")
         secs = f"{a['duration_s']:.0f}s" if isinstance(a["duration_s"], (int, float)) else "-"
         klass = f" ({a['failure_class']})" if a["failure_class"] else ""
         rows.append(

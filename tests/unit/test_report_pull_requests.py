@@ -65,7 +65,11 @@ def test_the_text_says_whether_the_slo_was_met() -> None:
     doc = report.build([], stacks=[])
     assert "pull_requests" in doc["health"]
     rec = {"task_id": "a", "type": "attempt", "decision": {"outcome": "failed"}, "usage": {}}
-    doc = report.build([(0, rec)], stacks=[])
+    # A local run (no stack, no queue): its tasks land on the branch, no SLO applies.
+    local = report.text(report.build([(0, rec)], stacks=[]), width=120)
+    assert "pull request" not in local and "SLO" not in local
+    stack = {"forge": "github", "slices": [], "returned": []}
+    doc = report.build([(0, rec)], stacks=[stack])
     text = report.text(doc, width=120)
     assert "ended without a pull request: 1 of 1 terminal tasks (100%; SLO < 5%: MISSED)" in text
     assert "landings vs returns: stacks 0 landed, 0 returned; queue 0 landed, 0 returned" in text
@@ -80,3 +84,16 @@ def test_the_queue_s_landings_and_returns_are_counted() -> None:
     ]
     got = report.pull_requests([], [], queue)["queue"]
     assert got == {"landed": 2, "returned": 1, "queued": 1}
+
+
+def test_lk_show_tells_a_missing_cost_from_an_untrusted_one() -> None:
+    def attempt(n: int, usd: float | None, trusted: bool | None) -> dict[str, object]:
+        return {"attempt": n, "outcome": "failed", "failure_class": None, "duration_s": 3,
+                "cost_usd": usd, "cost_trusted": trusted, "reason": "r"}  # fmt: skip
+
+    story = {"task": "t", "attempts": [attempt(1, None, False), attempt(2, 0.5, False)],
+             "saved": [], "memory": []}  # fmt: skip
+    text = report.story_text(story)
+    assert "-?" not in text  # a command worker's run has no cost: "-", nothing to doubt
+    row1, row2 = [line for line in text.splitlines() if line.lstrip().startswith("#")][1:]
+    assert " - " in row1 and "$0.50 (untrusted)" in row2
