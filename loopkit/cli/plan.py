@@ -153,10 +153,18 @@ def _looks_like_tasks(name: str, raw: bytes) -> bool:
     show_default=True,
     help="What FILE is (auto: by extension, else by content).",
 )
-def check_cmd(file: str, contract_path: str | None, kind: str) -> int:
-    """Validate a loop contract or a TASKS.md and list every problem as JSON.
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="The JSON document on stdout even on a terminal (it always is when piped).",
+)
+def check_cmd(file: str, contract_path: str | None, kind: str, as_json: bool = False) -> int:
+    """Validate a loop contract or a TASKS.md and list every problem.
 
-    Exit 0 valid, 1 invalid (the problems as JSON on stdout), 3 the file cannot be read.
+    On a terminal, one line per problem (FILE:LINE: message); piped, or with --json, the
+    problems as one JSON document on stdout. Exit 0 valid, 1 invalid, 3 the file cannot
+    be read.
     """
     from loopkit import contract as contracts
     from loopkit.document import emit
@@ -236,7 +244,12 @@ def check_cmd(file: str, contract_path: str | None, kind: str) -> int:
     if tasks is not None:
         doc["contract"] = used
         doc["tasks"] = tasks
-    emit(doc, schema_name="problems")
+    if as_json or not sys.stdout.isatty():
+        emit(doc, schema_name="problems")
+    else:  # a person at a terminal: the problems as lines (the JSON: --json, or piped)
+        for p in problems:
+            where = f"{p['line']}:" if "line" in p else f" {p['path']}:"
+            sys.stdout.write(f"{source}:{where} {p['message']}\n")
     if problems:
         first = problems[0]
         where = f"line {first['line']}: " if "line" in first else f"{first['path']}: "

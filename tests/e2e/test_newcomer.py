@@ -397,3 +397,33 @@ def test_the_checks_run_in_the_project_s_venv_and_name_the_interpreter(
     assert checks["tool"]["passed"], done.stderr  # node_modules/.bin on PATH
     why = checks["runner"]["cannot_run"]  # the project's venv has no pytest: it says which
     assert "no `pytest` module" in why and f"{git_repo / '.venv' / 'bin' / 'python'}" in why
+
+
+def test_plan_check_on_a_terminal_lists_lines_and_piped_prints_json(git_repo: Path) -> None:
+    import pty
+
+    (git_repo / "TASKS.md").write_text("- [ ] A {#a}\n  budget: 5 lines\n  end\n")
+    primary, secondary = pty.openpty()
+    try:
+        done = subprocess.run([str(BIN / "lk-plan"), "check", "TASKS.md"], cwd=git_repo,
+                              stdout=secondary, stderr=subprocess.PIPE, env=recipe_env(),
+                              timeout=60)  # fmt: skip
+        os.close(secondary)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(primary, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(primary)
+    assert done.returncode == 1
+    text = shown.decode().replace("\r\n", "\n")
+    assert text == "TASKS.md:1: plan has no scope: list the files or globs it may change\n"
+    piped = lk(git_repo, "plan", "check", "TASKS.md")
+    assert json.loads(piped.stdout)["valid"] is False
+    forced = lk(git_repo, "plan", "check", "--json", "TASKS.md")
+    assert forced.stdout == piped.stdout
