@@ -94,14 +94,14 @@ def check(
                 problem(
                     t,
                     ".budget",
-                    f"slice estimate {est} is over the split threshold ({split_lines_} lines or "
+                    f"slice budget {est} is over the split threshold ({split_lines_} lines or "
                     f"{split_files_} files): make it smaller",
                 )
             else:
                 problem(
                     t,
                     ".budget",
-                    f"estimate {est} is over the split threshold ({split_lines_} lines or "
+                    f"budget {est} is over the split threshold ({split_lines_} lines or "
                     f"{split_files_} files): split it into slices (nested items with disjoint "
                     "scopes)",
                 )

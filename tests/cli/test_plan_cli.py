@@ -103,7 +103,7 @@ def test_check_invalid_tasks_lists_every_problem_with_lines(project: Path) -> No
     doc = one_json(r, "problems")
     msgs = {(p["line"], p["task"], p["message"].split(":")[0]) for p in doc["problems"]}
     assert (25, "big-one", "truncated plan") in msgs
-    assert any(p["message"].startswith("estimate 900 lines") for p in doc["problems"])
+    assert any(p["message"].startswith("budget 900 lines") for p in doc["problems"])
     assert r.stderr.startswith("lk-plan: TASKS.md: invalid tasks: line ")
 
 

@@ -270,7 +270,7 @@ def test_a_slice_over_the_threshold_is_a_problem() -> None:
         + item("part", plan_lines=("budget: 700 lines", "scope: src/a/**"), indent="  ")
         + "  end\n"
     )
-    assert any("slice estimate 700 lines" in m for m in problems(text))
+    assert any("slice budget 700 lines" in m for m in problems(text))
 
 
 def test_slices_must_be_disjoint() -> None:
