@@ -224,6 +224,7 @@ def for_checks(
     starts outlives it. Without a sandbox (``mode: off``, or none can start) the checks
     run as they are, in the room, and the record says why."""
     from loopkit.boundary import sandbox
+    from loopkit.evidence import cleanroom
 
     policy, usable = checks_policy(contract)
     # The checks run the worker's code: a contract that cut the worker's network
@@ -237,7 +238,11 @@ def for_checks(
     shown = [expand(p, root=root) for p in policy.show]
     hide = [expand(p, root=root) for p in policy.hide]
     bound: list[tuple[Path, str]] = [(objects, ".git/objects")]
-    bound += [(root / name, name) for name in carried if not os.path.lexists(room / name)]
+    bound += [
+        (cleanroom.source_of(root, name), name)
+        for name in carried
+        if not os.path.lexists(room / name)
+    ]
     args = {
         "root": root,
         "source": room,
@@ -246,7 +251,7 @@ def for_checks(
         "bound": bound,
         "home": home,
         "shown": [p for p in shown if os.path.lexists(p)],
-        "venvs": [root / name for name in carried],
+        "venvs": [cleanroom.source_of(root, name) for name in carried],
         "hidden_extra": [*hidden, *hide],
         "network": network,
     }

@@ -164,7 +164,7 @@ def _synced(root: Path, path: Path, tree: str, held: str | None, carry: Sequence
     carried = []
     for rel in carry:
         name = rel.strip().strip("/")
-        source = root / name
+        source = source_of(root, name)
         if not name or not (source.exists() or source.is_symlink()):
             continue
         target = path / name
@@ -299,6 +299,21 @@ def _uses_venv(
     return None
 
 
+def source_of(root: Path, name: str) -> Path:
+    """Where the carried path ``name`` of the work tree at ``root`` is read from: the work
+    tree's own, else -- in a linked worktree (``git worktree add``, parallel.sh's slices)
+    that lacks it -- the main checkout's: the ignored dependencies a worktree never gets
+    (``node_modules/``, ``.venv/``) are the ones the main checkout's checks see."""
+    own = root / name
+    if os.path.lexists(own):
+        return own
+    dirs = git.git_dirs(root) if (root / ".git").is_file() else None
+    if dirs is None or dirs.common == dirs.own or dirs.common.name != ".git":
+        return own
+    main = dirs.common.parent / name
+    return main if os.path.lexists(main) else own
+
+
 def carried(
     root: Path, terms: Mapping[str, Any] | None, env: Mapping[str, str] | None = None
 ) -> list[Carried]:
@@ -315,10 +330,10 @@ def carried(
     out: dict[str, str] = {}
     for rel in verify.get("carry") or []:
         name = str(rel).strip().strip("/")
-        if name and (os.path.lexists(root / name)):
+        if name and (os.path.lexists(source_of(root, name))):
             out.setdefault(name, "verify.carry")
     for name, why in DEPENDENCY_FOLDERS.items():
-        if os.path.isdir(root / name):
+        if os.path.isdir(source_of(root, name)):
             out.setdefault(name, why)
     criteria = (terms or {}).get("criteria") or []
     commands = [str(c.get("run", "")) for c in criteria if isinstance(c, Mapping)]

@@ -427,3 +427,36 @@ def test_plan_check_on_a_terminal_lists_lines_and_piped_prints_json(git_repo: Pa
     assert json.loads(piped.stdout)["valid"] is False
     forced = lk(git_repo, "plan", "check", "--json", "TASKS.md")
     assert forced.stdout == piped.stdout
+
+
+@pytest.mark.parametrize("mode", ["off", "auto"])
+def test_a_linked_worktree_s_checks_see_the_main_checkout_s_dependencies(
+    git_repo: Path, tmp_path: Path, mode: str
+) -> None:
+    # parallel.sh runs each slice in `git worktree add`'s checkout, which never gets the
+    # ignored node_modules/: its checks read the main checkout's, read-only.
+    (git_repo / ".gitignore").write_text("node_modules/\n.loopkit/\n")
+    tool = git_repo / "node_modules" / ".bin" / "lint"
+    tool.parent.mkdir(parents=True)
+    tool.write_text("#!/bin/sh\necho linted\n")
+    tool.chmod(0o755)
+    contract = (
+        "version: 1\nobjective: o\nscope: {writable: ['src/**']}\n"
+        "criteria:\n  - {name: lint, run: 'node_modules/.bin/lint', timeout: 60}\n"
+        "  - {name: write, run: 'touch node_modules/x', timeout: 60}\n"
+        "budgets: {attempts: 2}\nworker: {provider: command, command: 'true'}\n"
+        f"sandbox: {{mode: {mode}}}\n"
+    )
+    (git_repo / "loop.yaml").write_text(contract)
+    git(git_repo, "add", "-A")
+    git(git_repo, "commit", "-qm", "a project with ignored dependencies")
+    wt = tmp_path / "slice"
+    git(git_repo, "worktree", "add", "-q", str(wt))
+    assert not (wt / "node_modules").exists()
+    done = subprocess.run([str(BIN / "lk-verify"), "--clean-room"], cwd=wt, capture_output=True, text=True,
+                          env=recipe_env(), timeout=300)  # fmt: skip
+    lint, write = json.loads(done.stdout)["checks"]
+    assert lint["passed"], done.stderr  # the main checkout's tool, at the worktree's path
+    if mode == "auto":  # read-only in the sandbox: the touch fails, nothing is written
+        assert not write["passed"]
+        assert not (git_repo / "node_modules" / "x").exists()
