@@ -443,10 +443,17 @@ print("added sub")
 
 
 def first_loop(
-    installed: Installed, root: Path, tmp_path: Path, worker: str, *, path_first: Path | None = None
+    installed: Installed,
+    root: Path,
+    tmp_path: Path,
+    worker: str,
+    *,
+    path_first: Path | None = None,
+    tasks: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """`lk init`, the worker in the contract, the first commit, then the README's next
-    command, as the README has them; asserts that what `lk init` wrote checks."""
+    command, as the README has them; asserts that what `lk init` wrote checks, and the
+    task ``tasks`` (a TASKS.md of the person's own) after it."""
     env = installed.env()
     if path_first is not None:  # the project's own virtualenv, activated
         env["PATH"] = f"{path_first}{os.pathsep}{env['PATH']}"
@@ -454,6 +461,8 @@ def first_loop(
                           timeout=60)  # fmt: skip
     assert init.returncode == 0, out(init)
     assert "add-only" in init.stderr, out(init)
+    if tasks is not None:
+        (root / "TASKS.md").write_text(tasks)
     for name in ("loop.yaml", "TASKS.md"):
         checked = subprocess.run(["lk-plan", "check", name], cwd=root, env=env,
                                  capture_output=True, text=True)  # fmt: skip
@@ -511,6 +520,27 @@ def test_the_readme_s_first_loop_commits_a_fix_on_a_python_project(
     attempts = [r for r in verify if r.get("type") == "attempt"]
     assert [r["decision"]["outcome"] for r in attempts] == ["complete"]  # the first attempt
     assert git(root, "status", "--porcelain") == ""
+
+
+@pytest.mark.longest
+def test_a_task_naming_a_file_runs_its_checks_in_the_project_s_venv_unactivated(
+    installed: Installed, tmp_path: Path
+) -> None:
+    # No virtualenv activated: loopkit's own venv (the wheel's) is first on PATH, and its
+    # python has no pytest. The checks must run the project's .venv, as its shell would.
+    root = python_project(tmp_path / "calc")
+    fix = FIX_SUB.format(path="src/calc/__init__.py", code="\n\ndef sub(a, b):\n    return a - b\n")
+    tasks = (
+        "# Tasks\n\n- [ ] Add sub() {#sub}\n  budget: 10 lines / 1 file\n"
+        "  scope: src/calc/__init__.py\n  end\n"
+    )
+    loop = first_loop(installed, root, tmp_path, fix, tasks=tasks)
+    assert loop.returncode == 0, out(loop)
+    assert "def sub" in git(root, "show", "HEAD~1:src/calc/__init__.py")
+    assert "- [x] Add sub()" in (root / "TASKS.md").read_text()
+    ledger = [json.loads(line) for line in (root / ".loopkit" / "ledger.jsonl").open()]
+    attempts = [r for r in ledger if r.get("type") == "attempt"]
+    assert [r["decision"]["outcome"] for r in attempts] == ["complete"]  # the first attempt
 
 
 NODE_TEST = """\
