@@ -308,6 +308,9 @@ def cannot_run(
     if exit_code == 127:
         m = pattern(_MISSING_PROGRAM, re.M).search(text)
         what = m.group(1) if m else program
+        hidden = _hidden(what, path)
+        if hidden:
+            return hidden
         return f"`{what}` is not installed or not on PATH (exit 127){_searched(path)}"
     if exit_code == 126:
         return f"`{program}` cannot be executed (exit 126: not executable, or a bad interpreter)"
@@ -322,6 +325,25 @@ def cannot_run(
     ):
         return "the test runner collected no tests"
     return None
+
+
+def _hidden(program: str, path: str | None) -> str | None:
+    """Why a program the check could not find is there all the same, outside the checks'
+    sandbox: under /tmp (the sandbox's own /tmp is private and empty), or elsewhere it
+    hides. None when it is nowhere to be found."""
+    import shutil
+
+    if path is None:
+        return None
+    found = program if "/" in program else shutil.which(program, path=path)
+    if not found or not os.path.isfile(found):
+        return None
+    if found == "/tmp" or found.startswith("/tmp/"):
+        return (
+            f"`{program}` is {found}, under /tmp, and the checks' sandbox has a private /tmp "
+            "of its own: install the tool elsewhere (or sandbox.mode: off) (exit 127)"
+        )
+    return f"`{program}` is {found}, which the checks' sandbox does not show (exit 127)"
 
 
 def _which(program: str, path: str | None) -> str:

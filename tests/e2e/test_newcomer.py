@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -460,3 +461,33 @@ def test_a_linked_worktree_s_checks_see_the_main_checkout_s_dependencies(
     if mode == "auto":  # read-only in the sandbox: the touch fails, nothing is written
         assert not write["passed"]
         assert not (git_repo / "node_modules" / "x").exists()
+
+
+def test_a_check_tool_under_tmp_says_the_sandbox_hides_it(git_repo: Path) -> None:
+    import tempfile
+
+    tools = Path(tempfile.mkdtemp(prefix="lk-tools-", dir="/tmp"))
+    try:
+        (tools / "mylint").write_text("#!/bin/sh\necho ok\n")
+        (tools / "mylint").chmod(0o755)
+        (git_repo / ".gitignore").write_text(".loopkit/\n")
+        (git_repo / "loop.yaml").write_text(
+            "version: 1\nobjective: o\nscope: {writable: ['src/**']}\n"
+            f"criteria:\n  - {{name: lint, run: {tools}/mylint, timeout: 60}}\n"
+            "budgets: {attempts: 2}\nworker: {provider: command, command: 'true'}\n"
+            "sandbox: {mode: required}\n"
+        )
+        git(git_repo, "add", "-A")
+        git(git_repo, "commit", "-qm", "a check whose tool lives under /tmp")
+        # named by its path (the tools on PATH the sandbox shows itself)
+        done = subprocess.run([str(BIN / "lk-verify"), "--clean-room"], cwd=git_repo,
+                              capture_output=True, text=True, env=recipe_env(), timeout=300)  # fmt: skip
+        if "sandbox required" in done.stderr:
+            pytest.skip("no sandbox can start here")
+        (check,) = json.loads(done.stdout)["checks"]
+        assert f"`{tools}/mylint` is {tools}/mylint, under /tmp" in check.get("cannot_run", ""), (
+            done.stderr + json.dumps(check)
+        )
+        assert "private /tmp" in check["cannot_run"]
+    finally:
+        shutil.rmtree(tools, ignore_errors=True)
