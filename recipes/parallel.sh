@@ -144,9 +144,11 @@ slice() {
             # Over its estimate: the model re-splits this slice only, committed; its own
             # slices start next (lk-plan next hands them out).
             case ${LK_DOC_CLASS:-} in scope_violation | no_progress)
-                if (cd "$MAIN" && lk-plan split "$tasks" --task "$task" --over-estimate --commit --contract "$contract" >"$p-split.json"); then
+                if (cd "$MAIN" && lk-plan split "$tasks" --task "$task" --over-estimate --commit --contract "$contract" >"$p-split.json" 2>"$p-split.err"); then
                     lk_log "$task: over its estimate: re-split; its slices start next"; return 12
-                fi ;;
+                fi
+                # within its estimate: nothing to say; anything else is said as it was
+                grep -q -- ' --over-estimate: ' "$p-split.err" || cat "$p-split.err" >&2 ;;
             esac
             case ${LK_DOC_BACKOFF:-} in '' | 0 | 0.0 | *[!0-9.]*) ;; *) sleep "$LK_DOC_BACKOFF" ;; esac
             input=$last ;;
