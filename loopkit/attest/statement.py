@@ -1,0 +1,145 @@
+"""The in-toto Statement a landing makes: its subject the landed commit and its tree, its
+predicate what verified it (schemas/attest-statement.json), built from the decided
+attempt document and the task's records in the ledger."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from loopkit import __version__, git
+from loopkit.digest import sha256
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from typing import Any
+
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+PREDICATE_TYPE = "https://loopkit.dev/attest/landing/v1"
+
+
+def canonical(value: object) -> bytes:
+    """The one byte form loopkit hashes and signs: sorted keys, no spaces, UTF-8."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def criteria_digest(criteria: Sequence[Mapping[str, Any]]) -> str:
+    """The digest of what a contract's checks run: each criterion's name and command."""
+    pairs = [[str(c.get("name")), str(c.get("run"))] for c in criteria]
+    return sha256(canonical(pairs)).hexdigest()
+
+
+def repository(root: Path, commit: str) -> list[str]:
+    """The repository's identity at ``commit``: its root commits, sorted. A statement made
+    in another repository names other roots (a fork shares them: its history is this
+    one's)."""
+    out = git.out(["rev-list", "--max-parents=0", commit], cwd=root)
+    return sorted(out.split())
+
+
+def _get(doc: Mapping[str, Any], *path: str) -> Any:
+    value: Any = doc
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def _check(c: Mapping[str, Any], runner: str) -> dict[str, Any]:
+    tests = c.get("tests")
+    return {
+        "name": str(c.get("name")),
+        "command": str(c.get("command")),
+        "runner": runner,
+        "exit_code": c.get("exit_code"),
+        "passed": bool(c.get("passed")),
+        "duration_s": c.get("duration_s"),
+        "output_sha256": c.get("output_sha256"),
+        "tests_sha256": sha256(canonical(tests)).hexdigest() if tests else None,
+    }
+
+
+def _attempts(state: Path, task: str) -> list[dict[str, Any]]:
+    from loopkit.state import ledger
+
+    records, _ = ledger.read(state / "ledger.jsonl")
+    out = []
+    for _, rec in records:
+        if rec.get("type") != "attempt" or rec.get("task_id") != task:
+            continue
+        decision = rec.get("decision") or {}
+        out.append(
+            {
+                "attempt": rec.get("attempt"),
+                "attempt_id": rec.get("attempt_id"),
+                "outcome": decision.get("outcome"),
+                "reason": str(decision.get("reason") or "")[:300],
+            }
+        )
+    return out
+
+
+def _runner(doc: Mapping[str, Any]) -> str:
+    sandbox = _get(doc, "verify", "sandbox") or {}
+    where = "clean room" if _get(doc, "verify", "clean_room") else "in place"
+    return f"{where}; sandbox {sandbox.get('mode', 'off')}{'' if sandbox.get('used') else ' (not used)'}"
+
+
+def build(
+    document: Mapping[str, Any],
+    *,
+    root: Path,
+    commit: str,
+    tree: str,
+    base: str,
+    state: Path,
+    contract_path: str | None,
+) -> dict[str, Any]:
+    """The statement for ``commit`` (whose tree is ``tree``), landed from ``document``."""
+    task = _get(document, "task") or {}
+    run = _get(document, "run") or {}
+    judge = _get(document, "judge")
+    cost = _get(run, "cost") or {}
+    runner = _runner(document)
+    checks = [_check(c, runner) for c in _get(document, "verify", "checks") or []]
+    criteria = _get(document, "contract", "criteria") or []
+    predicate: dict[str, Any] = {
+        "base": base,
+        "task": {"id": str(task.get("id") or ""), "text": str(task.get("text") or "")[:500]},
+        "contract": {
+            "path": contract_path,
+            "sha256": _get(document, "contract_source", "sha256"),
+            "criteria_sha256": criteria_digest(criteria),
+        },
+        "checks": checks,
+        "attempts": _attempts(state, str(task.get("id") or "")),
+        "decision": {
+            "outcome": _get(document, "decision", "outcome"),
+            "attempt": _get(document, "decision", "attempt"),
+            "attempt_id": _get(document, "attempt_id"),
+        },
+        "worker": {
+            "agent": run.get("provider"),
+            "model": run.get("effective_model"),
+            "version": run.get("version"),
+        },
+        "judge": None
+        if not isinstance(judge, dict)
+        else {
+            "verdict": judge.get("verdict"),
+            "model": judge.get("model"),
+            "citations": judge.get("citations") or [],
+        },
+        "cost": {"usd": cost.get("usd"), "trusted": bool(cost.get("trusted"))},
+        "loopkit": {"version": __version__},
+        "repository": {"roots": repository(root, commit)},
+    }
+    return {
+        "_type": STATEMENT_TYPE,
+        "subject": [
+            {"name": "commit", "digest": {"gitCommit": commit}},
+            {"name": "tree", "digest": {"gitTree": tree}},
+        ],
+        "predicateType": PREDICATE_TYPE,
+        "predicate": predicate,
+    }
