@@ -37,6 +37,8 @@ class Result:
     statement_of: str | None = None  # the commit the statement names
     tree: str | None = None
     checks: list[str] = field(default_factory=list)
+    bookkeeping: list[str] = field(default_factory=list)  # paths a mark after it may change
+    bookkeeping_of: str | None = None  # a mark commit: the landed commit it follows
 
     def fail(self, code: ExitCode, problem: str) -> Result:
         self.code, self.problem = code, problem
@@ -52,6 +54,7 @@ class Result:
             "statement_of": self.statement_of,
             "tree": self.tree,
             "checks": self.checks,
+            "bookkeeping_of": self.bookkeeping_of,
         }
 
 
@@ -111,7 +114,9 @@ def verify_commit(root: Path, rev: str, *, allowed: Path) -> Result:
     r = Result(commit)
     raw = store.get(root, commit)
     if raw is None:
-        return r.fail(ExitCode.ATTEST_MISSING, f"{commit[:12]}: no statement ({store.REF})")
+        return _bookkeeping(root, r, allowed) or r.fail(
+            ExitCode.ATTEST_MISSING, f"{commit[:12]}: no statement ({store.REF})"
+        )
     try:
         payload_type, payload, sigs = _envelope(raw)
     except Unreadable as e:
@@ -170,6 +175,7 @@ def verify_commit(root: Path, rev: str, *, allowed: Path) -> Result:
             f"{commit[:12]}: the statement is {(r.statement_of or 'none')[:12]}'s (the same "
             "tree, another commit: moved, amended or squashed)",
         )
+    r.bookkeeping = [str(p) for p in pred.get("bookkeeping") or []]
     checks = [c for c in pred.get("checks") or [] if isinstance(c, dict)]
     r.checks = [str(c.get("name")) for c in checks]
     criteria = _criteria_at(root, commit, (pred.get("contract") or {}).get("path"))
@@ -187,6 +193,24 @@ def verify_commit(root: Path, rev: str, *, allowed: Path) -> Result:
     failed = [name for (name, _), ok in ran.items() if not ok]
     if failed:
         return r.fail(ExitCode.ATTEST_CHECKS, f"{commit[:12]}: checks failed: {', '.join(failed)}")
+    return r
+
+
+def _bookkeeping(root: Path, r: Result, allowed: Path) -> Result | None:
+    """A commit without a statement of its own that holds anyway: loopkit's bookkeeping
+    after a landing (the checklist's mark), one parent whose statement holds and names
+    every path this commit changes among its ``bookkeeping``."""
+    parents = git.out(["rev-list", "--parents", "-n", "1", r.commit], cwd=root).split()[1:]
+    if len(parents) != 1 or store.get(root, parents[0]) is None:
+        return None
+    parent = verify_commit(root, parents[0], allowed=allowed)
+    changed = git.out(
+        ["diff-tree", "--no-commit-id", "--name-only", "-r", "-z", parents[0], r.commit],
+        cwd=root,
+    ).split("\0")
+    if parent.code != ExitCode.OK or not set(filter(None, changed)) <= set(parent.bookkeeping):
+        return None
+    r.signer, r.statement_of, r.bookkeeping_of = parent.signer, parent.statement_of, parents[0]
     return r
 
 

@@ -30,7 +30,7 @@ def _inside(root: Path, path: object) -> str | None:
     if not isinstance(path, str) or not path:
         return None
     try:
-        return Path(path).resolve().relative_to(root.resolve()).as_posix()
+        return (root / path).resolve().relative_to(root.resolve()).as_posix()
     except ValueError:
         return None
 
