@@ -214,6 +214,23 @@ def _bookkeeping(root: Path, r: Result, allowed: Path) -> Result | None:
     return r
 
 
+class NotAttested(LoopkitError):
+    """A commit whose statement does not hold where one is required: its code, its line."""
+
+    def __init__(self, result: Result) -> None:
+        super().__init__(result.problem)
+        self.code = result.code
+
+
+def require(cwd: Path, rev: str, *, allowed_signers: str | None = None) -> Result:
+    """``rev``'s answer when its statement holds; NotAttested (60-66) otherwise."""
+    root = git.locate(cwd).root
+    r = verify_commit(root, rev, allowed=envelope.allowed_signers(root, allowed_signers))
+    if r.code != ExitCode.OK:
+        raise NotAttested(r)
+    return r
+
+
 def verify(root: Path, revs: list[str], *, allowed_signers: str | None = None) -> list[Result]:
     """Each commit ``revs`` name (a range A..B names each commit in it), oldest first."""
     allowed = envelope.allowed_signers(root, allowed_signers)
