@@ -33,3 +33,25 @@ def get(root: Path, commit: str) -> bytes | None:
     if done.exit_code != 0 or not blob:
         return None
     return git.git(["cat-file", "blob", blob], cwd=root).stdout
+
+
+def publish(root: Path, remote: str, *, env: dict[str, str]) -> bool:
+    """The notes ref pushed to ``remote`` as a fast-forward (never forced: statements
+    others pushed are kept). When the remote's holds notes this one lacks, they are
+    fetched and merged first (each commit's note is its own; where both have one, this
+    one's stays) and the push made again. False when there is nothing to push or the
+    remote refused."""
+    if not git.git(["rev-parse", "-q", "--verify", REF], cwd=root, check=False).stdout:
+        return False
+    theirs = REF + "-remote"
+    for _ in range(3):
+        args = ["push", "-q", "--no-verify", remote, f"{REF}:{REF}"]
+        if git.git(args, cwd=root, env=env, check=False).exit_code == 0:
+            return True
+        fetch = ["fetch", "-q", "--no-tags", remote, f"+{REF}:{theirs}"]
+        if git.git(fetch, cwd=root, env=env, check=False).exit_code != 0:
+            return False
+        merge = ["notes", "--ref", REF, "merge", "-q", "-s", "ours", theirs]
+        if git.git(merge, cwd=root, check=False).exit_code != 0:
+            return False
+    return False

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from loopkit import git
+from loopkit.attest import store
 from loopkit.errors import BadInput, EnvironmentProblem
 from loopkit.forge import body, clients, onto, proof
 from loopkit.forge import push as pushing
@@ -210,6 +211,7 @@ def push(root: Path, name: str, *, issues: bool = False) -> dict[str, Any]:
             check=False,
         )
         kept = evidence if done.exit_code == 0 else []
+    store.publish(root, stack.remote, env=pushing.token_env())  # the statements (attest)
     forge = clients.client(stack.forge, stack.repo)
     pulls: list[dict[str, Any]] = []
     if forge is not None:

@@ -294,3 +294,55 @@ def test_the_round_trip_through_a_bare_remote_and_the_forge(
         there = _fresh_clone(p, url, tmp_path / "forge-clone")
         code, _, err = attest(there, "HEAD^", "HEAD", "--allowed-signers", str(allowed))
         assert code == 0, err
+
+
+def test_the_queues_landings_verify_the_rebuilt_one_by_its_own_checks(tmp_path: Path) -> None:
+    """Through the merge queue: the entry landed as it was, and the one rebuilt on the new
+    tip, verified there -- each verified commit and each mark holds by its statement."""
+    from tests.e2e.test_queue import _add, _project
+    from tests.helpers.queue import attempt, lk, out
+
+    p = _project(tmp_path)
+    base = p.head()
+    _add(p, attempt(p, "set-a", base=base))
+    _add(p, attempt(p, "add-c", base=base))
+    done = lk(p, "queue", "land")
+    assert done.returncode == 0, done.stderr
+    first, second = out(done)["landed"]
+    assert second["verification"] == "ran"
+    code, doc, err = attest(p, f"{base}..HEAD")
+    assert code == 0, err
+    verified = [c["commit"] for c in doc["commits"] if c["bookkeeping_of"] is None]
+    assert verified == [first["verified"], second["verified"]]
+    st = payload(note(p, second["verified"]))
+    assert st["predicate"]["base"] == first["commit"]
+    assert {"gitTree": second["tree"]} in [s["digest"] for s in st["subject"]]
+
+
+def test_lk_stack_push_carries_the_statements_and_keeps_the_remotes(
+    landed: Project, tmp_path: Path
+) -> None:
+    """The remote already holds a statement this checkout lacks (another landing's): the
+    push merges, never overwrites, and a fresh clone verifies both."""
+    p = landed
+    bare = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+    p.git("push", "-q", str(bare), "HEAD~2:refs/heads/main")
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(p.root, elsewhere, symlinks=True)
+    other = Project(root=elsewhere, scratch=p.scratch)
+    tree = other.git("rev-parse", "HEAD^{tree}").strip()
+    theirs = commit_tree(other, tree, "HEAD~2", "theirs")  # no statement, only a note
+    other.git("notes", "--ref", NOTES, "add", "-m", "kept", theirs)
+    other.git("push", "-q", str(bare), NOTES, f"{theirs}:refs/heads/theirs")
+    lk = str(BIN / "lk")
+    added = p.execute(
+        [lk, "stack", "add", "demo", "s1", "--remote", str(bare), "--contract", "loop.yaml"]
+    )
+    assert added.returncode == 0, fail_message(added)
+    pushed = p.execute([lk, "stack", "push", "demo"])
+    assert pushed.returncode == 0, fail_message(pushed)
+    remote_notes = subprocess.run(
+        ["git", "notes", "--ref", NOTES, "list"], cwd=bare, capture_output=True, text=True
+    ).stdout
+    assert p.git("rev-parse", "HEAD^").strip() in remote_notes and theirs in remote_notes
