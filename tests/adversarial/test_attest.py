@@ -346,3 +346,37 @@ def test_lk_stack_push_carries_the_statements_and_keeps_the_remotes(
         ["git", "notes", "--ref", NOTES, "list"], cwd=bare, capture_output=True, text=True
     ).stdout
     assert p.git("rev-parse", "HEAD^").strip() in remote_notes and theirs in remote_notes
+
+
+def test_a_pull_request_names_its_heads_statement(landed: Project, tmp_path: Path) -> None:
+    """lk stack push to the test forge with the real gh: the notes ref goes along, and the
+    pull request of a slice whose head is attested says where its statement is."""
+    from tests.helpers import require_tool
+
+    require_tool("gh")
+    p = landed
+    with serving(tmp_path / "forge") as forge:
+        forge.create_repo("o/r")
+        p.git("push", "-q", forge.url("o/r", token=forge.token), "HEAD~2:refs/heads/main")
+        p.git("remote", "add", "origin", forge.url("o/r"))
+        env = {**forge.gh_env(tmp_path / "gh"), "LOOPKIT_FORGE_TOKEN": forge.token}
+        lk = str(BIN / "lk")
+        added = p.execute(
+            [lk, "stack", "add", "demo", "s1", "--head", "HEAD^", "--contract", "loop.yaml",
+             "--remote", "origin", "--forge", "github", "--repo", "o/r", "--title", "Fix"],
+            env=env,
+        )  # fmt: skip
+        assert added.returncode == 0, fail_message(added)
+        pushed = p.execute([lk, "stack", "push", "demo"], env=env)
+        assert pushed.returncode == 0, fail_message(pushed)
+        (pr,) = json.loads(pushed.stdout)["pulls"]
+        body = forge.repos["o/r"].pulls[pr["number"]]["body"]
+        landed_commit = p.git("rev-parse", "HEAD^").strip()
+        assert f"the note of `{landed_commit[:12]}`" in body
+        listed = subprocess.run(
+            ["git", "notes", "--ref", NOTES, "list", landed_commit],
+            cwd=forge.repos["o/r"].path,
+            capture_output=True,
+            text=True,
+        )
+        assert listed.returncode == 0 and listed.stdout.strip()
