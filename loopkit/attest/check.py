@@ -82,10 +82,13 @@ def _subject(st: Any, name: str, digest: str) -> str | None:
     return None
 
 
-def _criteria_at(root: Path, commit: str, path: str | None) -> list[dict[str, Any]] | str:
+#: The contract whose criteria a statement is held to when neither the caller nor the
+#: statement names one inside the repository (its contract was outside: a CI job's share).
+DEFAULT_CONTRACT = "loop.yaml"
+
+
+def _criteria_at(root: Path, commit: str, path: str) -> list[dict[str, Any]] | str:
     """The contract's criteria at ``commit``, or why they cannot be read."""
-    if not path:
-        return "the statement names no contract inside the repository"
     done = git.git(["cat-file", "blob", f"{commit}:{path}"], cwd=root, check=False)
     if done.exit_code != 0:
         return f"{commit[:12]} has no {path}"
@@ -108,13 +111,13 @@ def commit_of(root: Path, rev: str) -> str:
     return done.stdout.decode().strip()
 
 
-def verify_commit(root: Path, rev: str, *, allowed: Path) -> Result:
+def verify_commit(root: Path, rev: str, *, allowed: Path, contract: str | None = None) -> Result:
     """The answer for ``rev``."""
     commit = commit_of(root, rev)
     r = Result(commit)
     raw = store.get(root, commit)
     if raw is None:
-        return _bookkeeping(root, r, allowed) or r.fail(
+        return _bookkeeping(root, r, allowed, contract) or r.fail(
             ExitCode.ATTEST_MISSING, f"{commit[:12]}: no statement ({store.REF})"
         )
     try:
@@ -178,7 +181,8 @@ def verify_commit(root: Path, rev: str, *, allowed: Path) -> Result:
     r.bookkeeping = [str(p) for p in pred.get("bookkeeping") or []]
     checks = [c for c in pred.get("checks") or [] if isinstance(c, dict)]
     r.checks = [str(c.get("name")) for c in checks]
-    criteria = _criteria_at(root, commit, (pred.get("contract") or {}).get("path"))
+    named = contract or (pred.get("contract") or {}).get("path") or DEFAULT_CONTRACT
+    criteria = _criteria_at(root, commit, str(named))
     if isinstance(criteria, str):
         return r.fail(ExitCode.ATTEST_CHECKS, f"{commit[:12]}: {criteria}")
     ran = {(str(c.get("name")), str(c.get("command"))): bool(c.get("passed")) for c in checks}
@@ -196,14 +200,14 @@ def verify_commit(root: Path, rev: str, *, allowed: Path) -> Result:
     return r
 
 
-def _bookkeeping(root: Path, r: Result, allowed: Path) -> Result | None:
+def _bookkeeping(root: Path, r: Result, allowed: Path, contract: str | None) -> Result | None:
     """A commit without a statement of its own that holds anyway: loopkit's bookkeeping
     after a landing (the checklist's mark), one parent whose statement holds and names
     every path this commit changes among its ``bookkeeping``."""
     parents = git.out(["rev-list", "--parents", "-n", "1", r.commit], cwd=root).split()[1:]
     if len(parents) != 1 or store.get(root, parents[0]) is None:
         return None
-    parent = verify_commit(root, parents[0], allowed=allowed)
+    parent = verify_commit(root, parents[0], allowed=allowed, contract=contract)
     changed = git.out(
         ["diff-tree", "--no-commit-id", "--name-only", "-r", "-z", parents[0], r.commit],
         cwd=root,
@@ -222,16 +226,25 @@ class NotAttested(LoopkitError):
         self.code = result.code
 
 
-def require(cwd: Path, rev: str, *, allowed_signers: str | None = None) -> Result:
+def require(
+    cwd: Path, rev: str, *, allowed_signers: str | None = None, contract: str | None = None
+) -> Result:
     """``rev``'s answer when its statement holds; NotAttested (60-66) otherwise."""
     root = git.locate(cwd).root
-    r = verify_commit(root, rev, allowed=envelope.allowed_signers(root, allowed_signers))
+    allowed = envelope.allowed_signers(root, allowed_signers)
+    r = verify_commit(root, rev, allowed=allowed, contract=contract)
     if r.code != ExitCode.OK:
         raise NotAttested(r)
     return r
 
 
-def verify(root: Path, revs: list[str], *, allowed_signers: str | None = None) -> list[Result]:
+def verify(
+    root: Path,
+    revs: list[str],
+    *,
+    allowed_signers: str | None = None,
+    contract: str | None = None,
+) -> list[Result]:
     """Each commit ``revs`` name (a range A..B names each commit in it), oldest first."""
     allowed = envelope.allowed_signers(root, allowed_signers)
     commits: list[str] = []
@@ -245,7 +258,7 @@ def verify(root: Path, revs: list[str], *, allowed_signers: str | None = None) -
             commits += listed.stdout.decode().split()
         else:
             commits.append(rev)
-    return [verify_commit(root, c, allowed=allowed) for c in commits]
+    return [verify_commit(root, c, allowed=allowed, contract=contract) for c in commits]
 
 
 def document(results: list[Result]) -> dict[str, Any]:

@@ -35,23 +35,31 @@ def get(root: Path, commit: str) -> bytes | None:
     return git.git(["cat-file", "blob", blob], cwd=root).stdout
 
 
+def take(root: Path, source: str, *, env: dict[str, str] | None = None) -> bool:
+    """The statements ``source`` (a remote, a path, a bundle) holds, merged into this
+    repository's: each commit's note is its own; where both hold one, this one's stays.
+    False when ``source`` has none or they cannot be merged."""
+    theirs = REF + "-incoming"
+    fetch = ["fetch", "-q", "--no-tags", source, f"+{REF}:{theirs}"]
+    if git.git(fetch, cwd=root, env=env, check=False).exit_code != 0:
+        return False
+    merge = ["notes", "--ref", REF, "merge", "-q", "-s", "ours", theirs]
+    merged = git.git(merge, cwd=root, check=False).exit_code == 0
+    git.git(["update-ref", "-d", theirs], cwd=root, check=False)
+    return merged
+
+
 def publish(root: Path, remote: str, *, env: dict[str, str]) -> bool:
     """The notes ref pushed to ``remote`` as a fast-forward (never forced: statements
     others pushed are kept). When the remote's holds notes this one lacks, they are
-    fetched and merged first (each commit's note is its own; where both have one, this
-    one's stays) and the push made again. False when there is nothing to push or the
-    remote refused."""
+    merged first (``take``) and the push made again. False when there is nothing to push
+    or the remote refused."""
     if not git.git(["rev-parse", "-q", "--verify", REF], cwd=root, check=False).stdout:
         return False
-    theirs = REF + "-remote"
     for _ in range(3):
         args = ["push", "-q", "--no-verify", remote, f"{REF}:{REF}"]
         if git.git(args, cwd=root, env=env, check=False).exit_code == 0:
             return True
-        fetch = ["fetch", "-q", "--no-tags", remote, f"+{REF}:{theirs}"]
-        if git.git(fetch, cwd=root, env=env, check=False).exit_code != 0:
-            return False
-        merge = ["notes", "--ref", REF, "merge", "-q", "-s", "ours", theirs]
-        if git.git(merge, cwd=root, check=False).exit_code != 0:
+        if not take(root, remote, env=env):
             return False
     return False

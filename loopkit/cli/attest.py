@@ -1,6 +1,6 @@
 """lk attest: the signed statement of what verified a landed commit (docs/attest.md).
 
-Usage:  lk attest verify [REV | A..B]... [--allowed-signers FILE]
+Usage:  lk attest verify [REV | A..B]... [--allowed-signers FILE] [--contract PATH]
         lk attest show [REV]
 
 Each landing (lk task land, lk queue) signs an in-toto statement (schemas/
@@ -9,7 +9,8 @@ under refs/notes/loopkit-attest. verify checks, for each commit named (default H
 the signature against the allowed signers (--allowed-signers, else git's
 gpg.ssh.allowedSignersFile, else the repository key's file in the git folder), that the
 statement was made in this repository, names this commit and its tree, and that its
-checks are the contract's criteria at that commit, each passed.
+checks are the contract's criteria at that commit, each passed (--contract, a path in
+the commit's tree; else the one the statement names; else loop.yaml).
 
 Output: verify prints one JSON line (schemas/attest-verify.json); the first failure's
 line goes to stderr and its code is the exit status. show prints the statement.
@@ -54,10 +55,18 @@ def main() -> None:
     help="The SSH allowed signers file (default: gpg.ssh.allowedSignersFile, else the "
     "repository key's, in the git folder).",
 )
-def verify(revs: tuple[str, ...], allowed_signers: str | None) -> int:
+@click.option(
+    "--contract",
+    metavar="PATH",
+    help="The contract (a path in the commit's tree) whose criteria the statement's checks "
+    "must be (default: the one the statement names, else loop.yaml).",
+)
+def verify(revs: tuple[str, ...], allowed_signers: str | None, contract: str | None) -> int:
     """Check each commit's statement: signer, repository, tree, commit, checks."""
     root = git.locate(".").root
-    results = check.verify(root, list(revs) or ["HEAD"], allowed_signers=allowed_signers)
+    results = check.verify(
+        root, list(revs) or ["HEAD"], allowed_signers=allowed_signers, contract=contract
+    )
     doc = check.document(results)
     click.echo(check.as_text(doc))
     for r in results:

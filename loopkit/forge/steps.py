@@ -354,6 +354,7 @@ def collect(
         bundle = folder / "slice.bundle"
         if result.get("bundle") and bundle.is_file():
             git.out(["fetch", "-q", str(bundle), "refs/loopkit/*:refs/loopkit/*"], cwd=root)
+            store.take(root, str(bundle))  # the job's signed statements, if it has any
         entry: dict[str, Any] = {"task": task, "code": result["code"]}
         if result["code"] == 0 and result["head"] != result["base"] and bundle.is_file():
             git.out(["fetch", "-q", str(bundle), "HEAD"], cwd=root)
