@@ -59,10 +59,12 @@ class Result:
 
 
 class Unreadable(LoopkitError):
+    """A note that is not a DSSE envelope (62: it is not what was signed)."""
+
     code = ExitCode.ATTEST_CHANGED
 
 
-def _envelope(raw: bytes) -> tuple[str, bytes, list[bytes]]:
+def opened(raw: bytes) -> tuple[str, bytes, list[bytes]]:
     try:
         env = loader.json_loads(raw.decode("utf-8"))
         payload_type = env["payloadType"]
@@ -121,7 +123,7 @@ def verify_commit(root: Path, rev: str, *, allowed: Path, contract: str | None =
             ExitCode.ATTEST_MISSING, f"{commit[:12]}: no statement ({store.REF})"
         )
     try:
-        payload_type, payload, sigs = _envelope(raw)
+        payload_type, payload, sigs = opened(raw)
     except Unreadable as e:
         return r.fail(ExitCode.ATTEST_CHANGED, f"{commit[:12]}: {e}")
     known = False

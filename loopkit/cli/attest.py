@@ -18,7 +18,6 @@ line goes to stderr and its code is the exit status. show prints the statement.
 
 from __future__ import annotations
 
-import base64
 import json
 
 import click
@@ -83,6 +82,10 @@ def show(rev: str) -> int:
     raw = store.get(root, check.commit_of(root, rev))
     if raw is None:
         raise BadInput(rev, f"no statement ({store.REF})")
-    payload = json.loads(raw)["payload"]
-    click.echo(json.dumps(json.loads(base64.b64decode(payload)), indent=2))
+    _, payload, _ = check.opened(raw)
+    try:
+        shown = json.dumps(json.loads(payload), indent=2)
+    except ValueError as e:
+        raise check.Unreadable(f"{rev}: the payload is not JSON: {e}") from None
+    click.echo(shown)
     return 0

@@ -380,3 +380,24 @@ def test_a_pull_request_names_its_heads_statement(landed: Project, tmp_path: Pat
             text=True,
         )
         assert listed.returncode == 0 and listed.stdout.strip()
+
+
+def test_bad_input_is_one_line_and_its_code(landed: Project, tmp_path: Path) -> None:
+    p = landed
+    lk = str(BIN / "lk")
+    for args, code, said in (
+        (["verify", "no-such-rev"], 3, "no-such-rev: names no commit"),
+        (["verify", "HEAD..no-such-rev"], 3, "names no range of commits"),
+        (["show", "HEAD~2"], 3, "no statement"),
+    ):
+        done = p.execute([lk, "attest", *args])
+        assert (done.returncode, done.stdout) == (code, ""), fail_message(done)
+        assert said in done.stderr and len(done.stderr.splitlines()) == 1
+    outside = p.execute([lk, "attest", "verify"], cwd=tmp_path)
+    assert outside.returncode == 4 and "not a git repository" in outside.stderr
+    # A note that is not an envelope at all: refused as changed (62), and shown as such.
+    p.git("notes", "--ref", NOTES, "add", "-f", "-m", "not json", "HEAD^")
+    code, _, err = attest(p, "HEAD^")
+    assert code == 62 and "not a DSSE envelope" in err
+    shown = p.execute([lk, "attest", "show", "HEAD^"])
+    assert shown.returncode == 62 and "Traceback" not in shown.stderr
