@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from loopkit import __version__, git
+from loopkit import __version__, git, loader
 from loopkit.digest import sha256
+from loopkit.files import atomic_write
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -33,9 +34,33 @@ def criteria_digest(criteria: Sequence[Mapping[str, Any]]) -> str:
 def repository(root: Path, commit: str) -> list[str]:
     """The repository's identity at ``commit``: its root commits, sorted. A statement made
     in another repository names other roots (a fork shares them: its history is this
-    one's)."""
-    out = git.out(["rev-list", "--max-parents=0", commit], cwd=root)
-    return sorted(out.split())
+    one's). The last answer is kept (``<git common dir>/loopkit/attest/roots.json``): from
+    a descendant of that commit, only the history since is walked."""
+    cache = git.git_dirs(root).common / "loopkit" / "attest" / "roots.json"
+    known: dict[str, Any] = {}
+    try:
+        known = loader.json_loads(cache.read_text(encoding="utf-8"))
+    except (OSError, ValueError, loader.LoadError):
+        pass
+    since, roots = known.get("commit"), known.get("roots")
+    args = ["rev-list", "--max-parents=0", commit]
+    if (
+        isinstance(since, str)
+        and git.is_object_id(since)
+        and isinstance(roots, list)
+        and git.git(["merge-base", "--is-ancestor", since, commit], cwd=root, check=False).exit_code
+        == 0
+    ):
+        args.append(f"^{since}")
+    else:
+        roots = []
+    found = sorted({*map(str, roots), *git.out(args, cwd=root).split()})
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(cache, json.dumps({"commit": commit, "roots": found}))
+    except OSError:
+        pass  # a cache: the next call walks the whole history again
+    return found
 
 
 def _get(doc: Mapping[str, Any], *path: str) -> Any:
