@@ -5,6 +5,7 @@ attempt document and the task's records in the ledger."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from loopkit import __version__, git, loader
@@ -84,24 +85,57 @@ def _check(c: Mapping[str, Any], runner: str) -> dict[str, Any]:
     }
 
 
+#: How far back from the ledger's end the task's attempts are looked for (bytes).
+LEDGER_WINDOW = 64 << 20
+
+
 def _attempts(state: Path, task: str) -> list[dict[str, Any]]:
+    """The task's attempts and their decisions, read from the ledger's end backwards until
+    each attempt its index lists is found (the ledger is never read whole)."""
     from loopkit.state import ledger
 
-    records, _ = ledger.read(state / "ledger.jsonl")
-    out = []
-    for _, rec in records:
-        if rec.get("type") != "attempt" or rec.get("task_id") != task:
-            continue
-        decision = rec.get("decision") or {}
-        out.append(
-            {
-                "attempt": rec.get("attempt"),
-                "attempt_id": rec.get("attempt_id"),
-                "outcome": decision.get("outcome"),
-                "reason": str(decision.get("reason") or "")[:300],
-            }
-        )
-    return out
+    path = state / "ledger.jsonl"
+    wanted = set(ledger.Ledger(path).attempt_ids(task))
+    found: dict[str, dict[str, Any]] = {}
+    order: list[str] = []
+    try:
+        f = open(path, "rb")  # noqa: SIM115 -- closed below, read in chunks
+    except OSError:
+        return []
+    with f:
+        end = f.seek(0, os.SEEK_END)
+        floor, tail = max(0, end - LEDGER_WINDOW), b""
+        while end > floor and not (wanted and wanted <= found.keys()):
+            start = max(floor, end - (1 << 20))
+            f.seek(start)
+            lines = (f.read(end - start) + tail).split(b"\n")
+            tail = lines.pop(0) if start > 0 else b""
+            for line in reversed(lines):
+                rec = _record(line)
+                if rec is None or rec.get("type") != "attempt" or rec.get("task_id") != task:
+                    continue
+                key = str(rec.get("attempt_id") or len(order))
+                if key not in found:
+                    decision = rec.get("decision") or {}
+                    found[key] = {
+                        "attempt": rec.get("attempt"),
+                        "attempt_id": rec.get("attempt_id"),
+                        "outcome": decision.get("outcome"),
+                        "reason": str(decision.get("reason") or "")[:300],
+                    }
+                    order.append(key)
+            end = start
+    return [found[k] for k in reversed(order)]
+
+
+def _record(line: bytes) -> dict[str, Any] | None:
+    if b'"attempt"' not in line:
+        return None
+    try:
+        rec = loader.json_loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, loader.LoadError):
+        return None
+    return rec if isinstance(rec, dict) else None
 
 
 def _runner(doc: Mapping[str, Any]) -> str:
