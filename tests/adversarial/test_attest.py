@@ -401,3 +401,28 @@ def test_bad_input_is_one_line_and_its_code(landed: Project, tmp_path: Path) -> 
     assert code == 62 and "not a DSSE envelope" in err
     shown = p.execute([lk, "attest", "show", "HEAD^"])
     assert shown.returncode == 62 and "Traceback" not in shown.stderr
+
+
+READ_THE_KEY = """
+import glob
+Path("src").mkdir(exist_ok=True)
+Path("src/value.txt").write_text("good\\n")
+for path in glob.glob(".git/loopkit/attest/*") + [".git/loopkit/attest/signing-key"]:
+    try:
+        (STATE / "stolen").write_text(Path(path).read_text())
+    except OSError as e:
+        (STATE / "refused").write_text(f"{path}: {e}")
+"""
+
+
+def test_a_sandboxed_worker_cannot_read_the_repositorys_signing_key(tmp_path: Path) -> None:
+    """The repository's key is unprotected on disk: a worker that read it could sign any
+    statement. In its sandbox the key's folder is not there at all."""
+    p = make_project(tmp_path, READ_THE_KEY, tasks=TASKS)
+    envelope.repository_key(p.root, identity=p.head())  # made before the worker runs
+    _land(p)
+    if not p.docs("fix-value", "invoke")[-1]["run"]["sandbox"]["used"]:
+        pytest.skip("no sandbox on this machine")
+    assert not (p.scratch / "stolen").exists(), "the worker read the signing key"
+    assert (p.scratch / "refused").exists()
+    assert attest(p, "HEAD^")[0] == 0
