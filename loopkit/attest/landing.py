@@ -60,9 +60,7 @@ def record(
             base=base,
             state=state,
             contract_path=_inside(root, (document.get("contract_source") or {}).get("path")),
-        )
-        made["predicate"]["bookkeeping"] = sorted(
-            {p for p in (_inside(root, b) for b in bookkeeping) if p}
+            bookkeeping=[p for p in (_inside(root, b) for b in bookkeeping) if p],
         )
         roots = made["predicate"]["repository"]["roots"]
         who = envelope.signer(root, identity=roots[0] if roots else "repository")

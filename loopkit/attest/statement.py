@@ -153,8 +153,10 @@ def build(
     base: str,
     state: Path,
     contract_path: str | None,
+    bookkeeping: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The statement for ``commit`` (whose tree is ``tree``), landed from ``document``."""
+    """The statement for ``commit`` (whose tree is ``tree``), landed from ``document``;
+    ``bookkeeping``: the paths loopkit's mark commit right after it may change."""
     task = _get(document, "task") or {}
     run = _get(document, "run") or {}
     judge = _get(document, "judge")
@@ -192,6 +194,7 @@ def build(
         "cost": {"usd": cost.get("usd"), "trusted": bool(cost.get("trusted"))},
         "loopkit": {"version": __version__},
         "repository": {"roots": repository(root, commit)},
+        "bookkeeping": sorted(set(bookkeeping)),
     }
     return {
         "_type": STATEMENT_TYPE,
