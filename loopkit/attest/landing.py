@@ -12,7 +12,7 @@ from pathlib import Path
 
 from loopkit import git
 from loopkit.attest import envelope, statement, store
-from loopkit.errors import LoopkitError
+from loopkit.errors import EnvironmentProblem, LoopkitError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -66,9 +66,12 @@ def record(
         who = envelope.signer(root, identity=roots[0] if roots else "repository")
         sealed = envelope.seal(statement.canonical(made), who)
         blob = store.put(root, commit, json.dumps(sealed, indent=1).encode() + b"\n")
-    except LoopkitError as e:
+    except (LoopkitError, OSError) as e:
+        problem = (
+            e if isinstance(e, LoopkitError) else EnvironmentProblem(f"{e.filename}: {e.strerror}")
+        )
         if rule == "require":
-            raise
-        say(f"warning: {commit[:12]} lands without a signed statement: {e}")
+            raise problem from None
+        say(f"warning: {commit[:12]} lands without a signed statement: {problem}")
         return None
     return blob

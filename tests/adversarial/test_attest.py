@@ -258,6 +258,18 @@ def test_under_require_no_commit_lands_unattested(tmp_path: Path) -> None:
     assert "is not attested" in proc.stderr
     assert p.head() == before
     assert p.git("notes", "--ref", NOTES, "list") == ""
+    # The default policy lands, says so, and the commit is one nobody attested.
+    (tmp_path / "default").mkdir()
+    q = make_project(tmp_path / "default", WORKER, tasks=TASKS)
+    q.git("config", "gpg.format", "ssh")
+    q.git("config", "user.signingkey", str(tmp_path / "no-such-key"))
+    proc = q.run(
+        "loop.sh", "--contract", "loop.yaml", "--tasks", "TASKS.md", "--task-id", "fix-value",
+        "--task", "Fix",
+    )  # fmt: skip
+    assert proc.returncode == 0, fail_message(proc)
+    assert "lands without a signed statement" in proc.stderr
+    assert attest(q, "HEAD^")[0] == 60
 
 
 # ---------------------------------------------------------------------------- round trip
