@@ -35,6 +35,15 @@ class ExitCode(IntEnum):
     INCONCLUSIVE = 51
     WORSE = 52
 
+    # lk attest verify, lk-verify --attest: why a commit's statement does not hold
+    ATTEST_MISSING = 60  # no statement where one is required
+    ATTEST_UNKNOWN_SIGNER = 61  # signed by a key no allowed signer holds
+    ATTEST_CHANGED = 62  # the signature does not cover the statement (its predicate edited)
+    ATTEST_REPLAYED = 63  # made in another repository (other root commits)
+    ATTEST_CHANGED_TREE = 64  # the commit's tree is not the tree the checks ran on
+    ATTEST_MOVED = 65  # the statement is another commit's (the same tree)
+    ATTEST_CHECKS = 66  # its checks are not the contract's criteria at that commit
+
 
 #: Decision outcome -> exit code of lk-decide.
 OUTCOME_CODES: dict[str, ExitCode] = {

@@ -148,7 +148,15 @@ def contain(
         repo_writable=repo_writable,
         home=env.get("HOME") or os.path.expanduser("~"),
         shown=[p for p in (expand(x, root=root) for x in policy.show) if os.path.lexists(p)],
-        hidden_extra=[expand(x, root=root) for x in policy.hide],
+        hidden_extra=[
+            *(expand(x, root=root) for x in policy.hide),
+            # the repository's signing key (lk attest): no worker signs as loopkit
+            *(
+                d / "loopkit" / "attest"
+                for d in git_dirs
+                if os.path.lexists(d / "loopkit" / "attest")
+            ),
+        ],
     )
     record.update(used=True, tool="bwrap", reason=found.reason)
     return Contained(wrapped.argv, wrapped.env, record, scratch)

@@ -56,6 +56,7 @@ PLAIN: dict[str, dict[str, Spec]] = {
         "--in-place": ("flag", "clean_room", False),
         "--summary": ("flag", "summary", True),
         "--ratchet": ("flag", "ratchet", True),
+        "--attest": ("flag", "attest", True),
     },
     "diff": {"--contract": ("value", "contract_path"), "--base": ("value", "base")},
     "decide": {

@@ -41,6 +41,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "main",
         "The merge queue: each green attempt landed verified on the tip.",
     ),
+    "attest": ("loopkit.cli.attest", "main", "Verify the signed statement of a landed commit."),
     "report": ("loopkit.cli.report", "main", "Summarize the ledger."),
     "stack": (
         "loopkit.cli.stack",

@@ -293,11 +293,17 @@ def verify(
     clean_room: bool | None = None,
     summary: bool = False,
     ratchet: bool = False,
+    attest: bool = False,
     within: Attempt | None = None,
 ) -> int:
     """lk-verify: the acceptance checks, in a clean room for a piped attempt (else in
     place), their evidence bound to the tree. ``ratchet`` (a commit hook, alone): never
-    worse than HEAD -- what failed there does not block, per test where results exist."""
+    worse than HEAD -- what failed there does not block, per test where results exist.
+    ``attest``: HEAD's signed statement must hold first (loopkit.attest.check.require)."""
+    if attest:
+        from loopkit.attest import check
+
+        check.require(Path.cwd(), "HEAD")
     from loopkit import document, proc
     from loopkit.evidence import verify as core
     from loopkit.state import artifacts

@@ -20,8 +20,10 @@ Output: one JSON line on stdout: the attempt document with "verify" added, or th
         check's full output is in the log named by checks[].log (under .loopkit/).
         Progress goes to stderr: a live line on a terminal, else a line as each check
         starts and ends.
+        [--attest]       (CI, a pre-push hook: HEAD's signed statement must hold
+                          first; lk attest verify's codes 60-66 refuse it)
 Exit codes: 0 every check passed; 1 a check failed (or timed out); 3 bad input;
-        4 not a git repository.
+        4 not a git repository; 60-66 (--attest) HEAD's statement does not hold.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ EPILOG = (
 Exit codes:
   0   every check passed
   1   a check failed or timed out (the evidence is still printed)
+  60-66  --attest: HEAD's signed statement does not hold (lk attest verify --help)
 """
     + SHARED_HELP
 )
@@ -67,6 +70,13 @@ Exit codes:
     "test where the check gives per-test results) -- not what already failed. HEAD's "
     "results are run once per tree in the clean room and kept.",
 )
+@click.option(
+    "--attest",
+    is_flag=True,
+    help="First require HEAD's signed statement to hold (lk attest verify HEAD; a CI job "
+    "or a pre-push hook): an unattested commit is refused with its code (60-66) before "
+    "any check runs.",
+)
 def main(
     contract_path: str | None,
     only: tuple[str, ...],
@@ -74,6 +84,7 @@ def main(
     clean_room: bool | None,
     summary: bool,
     ratchet: bool,
+    attest: bool,
 ) -> int:
     """Run the contract's acceptance checks in order, each in the repository root with its
     timeout, and record per check its exit code, duration, output tail, output sha256 and
@@ -87,4 +98,5 @@ def main(
         clean_room=clean_room,
         summary=summary,
         ratchet=ratchet,
+        attest=attest,
     )

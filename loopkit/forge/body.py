@@ -58,7 +58,9 @@ def from_ledger(ledger: Path, task: str) -> dict[str, Any]:
     }
 
 
-def render(stack: Stack, s: Slice) -> str:
+def render(stack: Stack, s: Slice, signed: frozenset[str] = frozenset()) -> str:
+    """The body of ``s``'s pull request; ``signed``: the slices whose head carries a signed
+    statement on the remote (refs/notes/loopkit-attest, docs/attest.md)."""
     live = stack.live()
     index = live.index(s)
     ev = s.evidence
@@ -96,6 +98,13 @@ def render(stack: Stack, s: Slice) -> str:
         lines.append(f"Judge: {judge.get('verdict')} (grounded: {judge.get('grounded')}).")
         lines += [f"- {c}" for c in judge.get("citations") or []]
         lines.append("")
+    if s.id in signed:
+        lines += [
+            f"Signed statement of what verified it: the note of `{s.head[:12]}` under "
+            "`refs/notes/loopkit-attest` (`git fetch origin refs/notes/loopkit-attest:"
+            f"refs/notes/loopkit-attest && lk attest verify {s.head[:12]}`).",
+            "",
+        ]
     others = [f"#{o.pr}" if o.pr else f"`{o.branch}`" for o in live]
     lines += ["Stack: " + " → ".join(others), ""]
     if s.issue:

@@ -91,6 +91,7 @@ def pack(root: Path, out: Path, *, task: str, base: str, code: int, state: Path)
     import shutil
 
     from loopkit import git
+    from loopkit.attest import store
 
     out.mkdir(parents=True, exist_ok=True)
     head = git.out(["rev-parse", "HEAD"], cwd=root)
@@ -104,6 +105,8 @@ def pack(root: Path, out: Path, *, task: str, base: str, code: int, state: Path)
         if r
     ]
     revs = (["HEAD"] if head != base else []) + saved
+    if revs and git.git(["rev-parse", "-q", "--verify", store.REF], cwd=root, check=False).stdout:
+        revs.append(store.REF)  # the statements of what landed (lk attest)
     if revs:
         git.out(["bundle", "create", "-q", str(out / "slice.bundle"), *revs, f"^{base}"], cwd=root)
     ledger = state / "ledger.jsonl"

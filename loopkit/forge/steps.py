@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from loopkit import git
+from loopkit.attest import store
 from loopkit.errors import BadInput, EnvironmentProblem
 from loopkit.forge import body, clients, onto, proof
 from loopkit.forge import push as pushing
@@ -210,10 +211,12 @@ def push(root: Path, name: str, *, issues: bool = False) -> dict[str, Any]:
             check=False,
         )
         kept = evidence if done.exit_code == 0 else []
+    published = store.publish(root, stack.remote, env=pushing.token_env())  # the statements
     forge = clients.client(stack.forge, stack.repo)
     pulls: list[dict[str, Any]] = []
     if forge is not None:
         live = stack.live()
+        signed = frozenset(s.id for s in live if published and store.get(root, s.head))
         if issues:
             for s in live:
                 if s.issue is None:
@@ -227,13 +230,13 @@ def push(root: Path, name: str, *, issues: bool = False) -> dict[str, Any]:
                 found = forge.find_pull(s.branch)
                 if found is None:
                     found = forge.open_pull(
-                        head=s.branch, base=base, title=s.title, body=body.render(stack, s)
+                        head=s.branch, base=base, title=s.title, body=body.render(stack, s, signed)
                     )
                 s.pr = found.number
         for i, s in enumerate(live):  # again: each body names every pull request
             base = live[i - 1].branch if i else stack.target
             assert s.pr is not None
-            forge.update_pull(s.pr, base=base, body=body.render(stack, s))
+            forge.update_pull(s.pr, base=base, body=body.render(stack, s, signed))
             pulls.append({"slice": s.id, "number": s.pr, "base": base})
     if pulls or issues:
         write(root, stack, current, message="pull requests")
@@ -351,6 +354,7 @@ def collect(
         bundle = folder / "slice.bundle"
         if result.get("bundle") and bundle.is_file():
             git.out(["fetch", "-q", str(bundle), "refs/loopkit/*:refs/loopkit/*"], cwd=root)
+            store.take(root, str(bundle))  # the job's signed statements, if it has any
         entry: dict[str, Any] = {"task": task, "code": result["code"]}
         if result["code"] == 0 and result["head"] != result["base"] and bundle.is_file():
             git.out(["fetch", "-q", str(bundle), "HEAD"], cwd=root)

@@ -42,6 +42,7 @@ import os
 from pathlib import Path
 
 from loopkit import git
+from loopkit.attest import landing
 from loopkit.errors import BadInput, EnvironmentProblem, LoopkitError
 from loopkit.exitcodes import ExitCode
 from loopkit.files import atomic_write
@@ -377,6 +378,7 @@ class Queue:
                     f"Landed through the queue ({entry['id']}): verified on top of {tip[:12]}.",
                 ]
             )
+            self._attest(entry, verify, verified, tip)
             final = self._mark(entry, verified)
             j = {
                 "entry": entry["id"],
@@ -395,6 +397,23 @@ class Queue:
             )
             self._forget()
         raise EnvironmentProblem(f"{onto} kept moving: {entry['id']} rebuilt {MAX_REBUILDS} times")
+
+    def _attest(
+        self, entry: Mapping[str, Any], verify: Mapping[str, Any], commit: str, tip: str
+    ) -> None:
+        """The landing's signed statement, ``commit``'s note (loopkit.attest.landing)."""
+        doc = dict(self._read(Path(str(entry["document"]))) or {})
+        doc["verify"] = verify
+        landing.record(
+            self.root,
+            doc,
+            commit=commit,
+            tree=str(verify.get("tree") or ""),
+            base=tip,
+            state=self.root / ".loopkit",
+            bookkeeping=[str(entry.get("tasks") or "")],
+            say=self.say,
+        )
 
     def _rebuild(self, entry: Mapping[str, Any], tip: str) -> tuple[str, list[str] | None]:
         """The entry's tree on ``tip``, or the paths that conflict."""

@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 
 from loopkit import git
+from loopkit.attest import landing
 from loopkit.errors import BadInput, EnvironmentProblem, LoopkitError
 from loopkit.exitcodes import ExitCode
 from loopkit.ratchet import journal, lock, memory, trees
@@ -577,11 +578,35 @@ def land(
     commit = done.stdout.decode().strip()
     if ctx.attempt_in is not None:
         _fast_forward_check(ctx, j, commit, label)
+    _attest(ctx, j, document, commit, str(tree), label)
     j.update(
         phase="landing", commit=commit, tree=tree, label=label, elsewhere=ctx.attempt_in is not None
     )
     journal.write(ctx.folder, j)
     return _finish_landing(ctx, j, fresh_stat=fresh_stat, at=at)
+
+
+def _attest(
+    ctx: Context, j: dict[str, Any], document: Mapping[str, Any], commit: str, tree: str, label: str
+) -> None:
+    """The landing's signed statement, the commit's note before the branch moves to it
+    (loopkit.attest.landing); under ``loopkit.attest=require``, none refuses the landing."""
+    try:
+        landing.record(
+            ctx.root,
+            document,
+            commit=commit,
+            tree=tree,
+            base=str(j["diff_base"]),
+            state=ctx.where(j).state,
+            bookkeeping=[str(j.get("tasks") or ""), str(j.get("memory") or "")],
+            say=ctx.say,
+        )
+    except LoopkitError as e:
+        ref = _save(ctx, j, label, "complete, not attested")
+        journal.remove(ctx.folder)
+        text = f"{commit[:12]} is not attested ({e}); the tree is saved as {ref}; nothing landed"
+        raise Refused(text, _result("refused", j, ref=ref, reason=text)) from None
 
 
 def _fast_forward_check(ctx: Context, j: dict[str, Any], commit: str, label: str) -> None:

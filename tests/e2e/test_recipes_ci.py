@@ -157,8 +157,18 @@ def test_the_steps_plan_run_pack_and_land_for_real(tmp_path: Path) -> None:
         "LOOPKIT_FORGE": "plain",
         "STACK": "fan-out",
         "GITHUB_REPOSITORY": "o/r",
+        # The jobs signed with the repository's key: the land job verifies each statement.
+        "ALLOWED_SIGNERS": (p.root / ".git/loopkit/attest/allowed_signers").read_text(),
     }
+    # A fresh land runner holds no statement: each comes from its job's bundle.
+    p.git("update-ref", "-d", "refs/notes/loopkit-attest")
     _run_step(p, "land", "collect", tmp_path, **env)
+    alpha_head = json.loads((results / "loopkit-alpha" / "result.json").read_text())["head"]
+    allowed = p.root / ".git/loopkit/attest/allowed_signers"
+    done = p.execute(
+        [str(BIN / "lk"), "attest", "verify", alpha_head, "--allowed-signers", str(allowed)]
+    )
+    assert done.returncode == 0, done.stderr
     _run_step(p, "land", "Push the stack", tmp_path, **env)
     remote = git(origin, "for-each-ref", "--format=%(refname)")
     assert "refs/heads/stack/fan-out/alpha" in remote
