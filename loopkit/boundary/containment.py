@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from loopkit import places
 from loopkit.errors import EnvironmentProblem
 
 MODES = ("auto", "required", "off")
@@ -260,18 +261,14 @@ def for_checks(
 def provider_homes() -> Path:
     """Where the providers' private homes live (beside the clean rooms, in the user cache
     folder; ``$LOOPKIT_HOMES`` moves them): never visible to the checks."""
-    from loopkit.evidence import cleanroom
-
     chosen = os.environ.get("LOOPKIT_HOMES")
-    return Path(chosen) if chosen else cleanroom.rooms().parent / "homes"
+    return Path(chosen) if chosen else places.rooms().parent / "homes"
 
 
 def provider_home(root: Path, name: str) -> Path:
     """The private home of provider ``name`` for the repository at ``root``: where its CLI
     keeps settings and sessions during loopkit's runs, never the person's own."""
-    from loopkit.evidence import cleanroom
-
-    return provider_homes() / cleanroom.home_of(root).name / name
+    return provider_homes() / places.home_of(root).name / name
 
 
 def seed_home(home: Path, files: Mapping[str, Path], *, keep: Sequence[str]) -> Path:

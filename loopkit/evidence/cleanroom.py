@@ -41,30 +41,10 @@ from typing import Any
 
 from loopkit import git
 from loopkit.digest import sha256
+from loopkit.places import ROOM_ENV as ROOM_ENV
+from loopkit.places import home_of as home_of
+from loopkit.places import rooms as rooms
 from loopkit.values import Value
-
-ROOM_ENV = "LOOPKIT_CLEANROOM"
-
-
-def home_of(root: Path) -> Path:
-    """Where the clean room of the repository at ``root`` lives (one per repository: its
-    worktrees share it, one verification at a time)."""
-    real = os.path.realpath(git.common_dir(root))
-    key = sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:16]
-    top = Path(real).parent if Path(real).name == ".git" else Path(real)
-    name = f"{top.name or 'repo'}-{key}"
-    return rooms() / name
-
-
-def rooms() -> Path:
-    """The folder every repository's clean room lives in: ``$LOOPKIT_CLEANROOM``, else
-    ``cleanroom/`` in loopkit's user cache folder (``$XDG_CACHE_HOME/loopkit``, else
-    ``~/.cache/loopkit``), beside the providers' private homes."""
-    chosen = os.environ.get(ROOM_ENV)
-    if chosen:
-        return Path(chosen)
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(cache) / "loopkit" / "cleanroom"
 
 
 @contextlib.contextmanager

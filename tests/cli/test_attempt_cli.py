@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from loopkit.cli import attempt, stages
+from loopkit import attempt as attempts
+from loopkit.cli import attempt
 
 DOC = '{"kind": "loopkit/attempt", "version": 1, "task": {"id": "t", "text": "x", "kind": "task"}}'
 ran: list[str] = []
@@ -31,7 +32,7 @@ def _echo(**options: Any) -> int:
 
 def _stages(monkeypatch: pytest.MonkeyPatch, **which: Any) -> None:
     for name, run in which.items():
-        monkeypatch.setitem(stages.STAGES, name, run)
+        monkeypatch.setitem(attempts.STAGES, name, run)
 
 
 def test_a_stage_that_exits_0_without_its_document_stops_the_attempt_with_70(
@@ -55,7 +56,9 @@ def test_round_0_stops_with_70_when_a_stage_prints_no_document(
     # committed).
     ran.clear()
     _stages(monkeypatch, diff=_echo, verify=_silent, decide=_echo)
-    rc, text = stages.run_reproduce(DOC, contract_path=None, base="HEAD", keep=str(tmp_path / "0"))
+    rc, text = attempts.run_reproduce(
+        DOC, contract_path=None, base="HEAD", keep=str(tmp_path / "0")
+    )
     assert (rc, text) == (70, "")
     assert ran == ["echo", "silent"]
     assert (tmp_path / "0-verify.json").read_text() == ""
@@ -84,7 +87,7 @@ def test_a_stage_never_blocks_on_a_stderr_nobody_reads(tmp_path: Path) -> None:
     code = f"""
 import os, sys
 from pathlib import Path
-from loopkit.cli.stages import _tee_stderr
+from loopkit.attempt import _tee_stderr
 with _tee_stderr(Path({str(tmp_path / "stage.err")!r})):
     for _ in range(4096):
         os.write(2, b"x" * 99 + b"\\n")
@@ -129,5 +132,5 @@ def test_the_document_an_attempt_begins_with_is_validated_once_before_any_stage(
     result = CliRunner().invoke(attempt.main, [], input=DOC)
     assert result.exit_code == 0, result.output
     assert len(seen) == 1  # the first document, once
-    stdin = stages._Input(DOC, checked=True)
+    stdin = attempts._Input(DOC, checked=True)
     assert document.read_attempt(stdin) is not None and len(seen) == 1
