@@ -1,16 +1,15 @@
 """One attempt, admission to decision, in one process: ``lk attempt`` and the rounds of
 ``lk task begin --attempt`` / ``--reproduce``.
 
-The stages are the stage commands' own functions (loopkit.stages), run one after another
-on the document the stage before printed, each with its own stdin, stdout and stderr as
-the shell would give them; the work a stage begins for a later one travels in one
-``Attempt``. The commands' layer (loopkit.cli.transactions) reads the first document,
+The stages are the stage commands' own functions (loopkit.stages), run one after another,
+each with its own stderr as the shell would give it; the document travels between them
+as a value in one ``Attempt`` (each stage takes the one before's and leaves its own,
+nothing printed and read back), beside the work a stage begins for a later one. The commands' layer (loopkit.cli.transactions) reads the first document,
 prints the last and takes the ratchet's step for the decision.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import shlex
@@ -20,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from loopkit import stages
+from loopkit.document import dumps
 from loopkit.exitcodes import ExitCode
 from loopkit.files import atomic_write
 from loopkit.handling import handle, say
@@ -31,30 +31,29 @@ if TYPE_CHECKING:
 
 
 def run(
-    raw: str,
+    doc: dict[str, Any],
     *,
     contract_path: str | None = None,
     base: str | None = None,
     resume: str | None = None,
     keep: str | None = None,
-) -> tuple[int, str]:
-    """One attempt on the document ``raw`` (validated by the caller): admission to
+) -> tuple[int, dict[str, Any] | None]:
+    """One attempt on the document ``doc`` (validated by the caller): admission to
     decision, each stage the stage command's own function on the document the stage
-    before it printed. The decision's exit code (a failing stage's own) and the last
-    document printed (empty when a stage printed none)."""
+    before it left. The decision's exit code (a failing stage's own) and the last
+    document (None when the last stage that ran left none)."""
     # Threads here mostly start a git process and wait for it: one that has work to hand
     # git should not wait the interpreter's default 5 ms for its turn.
     sys.setswitchinterval(0.0005)
-    cargs: dict[str, object] = {"contract_path": contract_path}
-    runner = _Runner(Path(keep) if keep else None)
     carry = Attempt()
-    here = {**cargs, "within": carry}
-    rc, text = runner.stage("admit", {**cargs, "admit": True}, raw, ok=(0, 20, 22, 30))
+    here: dict[str, Any] = {"contract_path": contract_path, "within": carry}
+    runner = _Runner(Path(keep) if keep else None, carry)
+    rc, text = runner.stage("admit", {**here, "admit": True}, doc, ok=(0, 20, 22, 30))
     if rc == 0:
         # The mark a recovery reads: this round's worker was about to start (its attempt
         # is charged); without it, a loop stopped before the worker is not.
         mark = runner.keep.with_name(f"{runner.keep.name}-worker") if runner.keep else None
-        options = {**cargs, "resume": resume, "started_mark": str(mark) if mark else None}
+        options = {**here, "resume": resume, "started_mark": str(mark) if mark else None}
         rc, text = runner.stage("invoke", options, text, ok=(0, 1))
     try:
         if rc in (0, 1) and runner.going:
@@ -72,7 +71,7 @@ def run(
                 carry.drop_room()  # never left holding the clean room
             if rc == 0 and runner.going and (carry.review or _kind(text) == "goal"):
                 carry.drop_tree()  # the judge comes between: the tree is hashed after it
-                rc, text = runner.stage("judge", cargs, text, ok=(0, 1))
+                rc, text = runner.stage("judge", here, text, ok=(0, 1))
         if rc in (0, 1) and runner.going:
             rc, text = runner.stage("decide", here, text, ok=(0, 10, 11, 20, 21, 22, 30))
     finally:
@@ -80,21 +79,23 @@ def run(
     return rc, text
 
 
-def run_reproduce(raw: str, *, contract_path: str | None, base: str, keep: str) -> tuple[int, str]:
+def run_reproduce(
+    doc: dict[str, Any], *, contract_path: str | None, base: str, keep: str
+) -> tuple[int, dict[str, Any] | None]:
     """Round 0 (``lk task begin --reproduce``): lk-diff and lk-verify on the untouched
     tree, no worker, then lk-decide when the checks fail -- the ledger holds the failure,
-    so a first fix that fails the same way replans. ``(0, "")`` when the checks pass;
-    a failing stage's own code and ``""``; else the decision's code and document."""
-    runner = _Runner(Path(keep))
+    so a first fix that fails the same way replans. ``(0, None)`` when the checks pass;
+    a failing stage's own code and None; else the decision's code and document."""
     carry = Attempt()
+    runner = _Runner(Path(keep), carry)
     here = {"contract_path": contract_path, "within": carry}
     try:
-        rc, text = runner.stage("diff", {**here, "base": base}, raw, ok=(0, 1))
+        rc, text = runner.stage("diff", {**here, "base": base}, doc, ok=(0, 1))
         if runner.going:
             rc, text = runner.stage("verify", here, text, ok=(0, 1))
             carry.drop_room()
         if not runner.going or rc == 0:
-            return rc, ""
+            return rc, None
         return runner.stage("decide", here, text, ok=(0, 10, 11, 20, 21, 22, 30))
     finally:
         carry.close()
@@ -120,13 +121,12 @@ SHELL_FIELDS = {
 }
 
 
-def shell(text: str) -> str:
-    """``text`` (a document, or nothing) as LK_DOC_* assignments: empty for null, false or
+def shell(doc: dict[str, Any] | None) -> str:
+    """``doc`` (a document, or None) as LK_DOC_* assignments: empty for null, false or
     missing, true as ``true``, objects and lists as JSON; LK_DOC_FAILING names the
     failing checks. Nothing for no document."""
-    if not text.strip():
+    if doc is None:
         return ""
-    doc = json.loads(text)
 
     def get(path: str) -> str:
         value: Any = doc
@@ -148,28 +148,26 @@ def shell(text: str) -> str:
     return "".join(f"LK_DOC_{name}={shlex.quote(value)}\n" for name, value in fields.items())
 
 
-def _kind(text: str) -> str | None:
-    try:
-        task = json.loads(text).get("task") or {}
-    except (ValueError, AttributeError):
-        return None
+def _kind(doc: dict[str, Any] | None) -> str | None:
+    task = (doc or {}).get("task") or {}
     return task.get("kind") if isinstance(task, dict) else None
 
 
 class _Runner:
-    """Runs the stages one after another in this process, each with its own stdin, stdout
-    and stderr, as the shell would give them. What a stage reads is the attempt's own
-    document (the caller validated the first; each later one is what a stage printed),
-    parsed without validating it again."""
+    """Runs the stages one after another in this process, each with its own stderr, as
+    the shell would give it, and the document the stage before it left (``carry.doc``),
+    never validated again: the caller validated the first, each later one is a stage's
+    own."""
 
-    def __init__(self, keep: Path | None) -> None:
+    def __init__(self, keep: Path | None, carry: Attempt) -> None:
         self.keep = keep
+        self.carry = carry
         #: False once a stage failed in a way that stops the attempt.
         self.going = True
 
     def stage(
-        self, name: str, options: dict[str, Any], text: str, *, ok: tuple[int, ...]
-    ) -> tuple[int, str]:
+        self, name: str, options: dict[str, Any], doc: dict[str, Any] | None, *, ok: tuple[int, ...]
+    ) -> tuple[int, dict[str, Any] | None]:
         run = STAGES[name]
         prog = "lk-decide" if name == "admit" else f"lk-{name}"
         err = self.keep.with_name(f"{self.keep.name}-{name}.err") if self.keep else None
@@ -179,39 +177,29 @@ class _Runner:
             # would): `lk status` reads the newest empty one as the stage in progress.
             kept.parent.mkdir(parents=True, exist_ok=True)
             kept.write_bytes(b"")
-        out = io.StringIO()
-        saved = sys.stdin, sys.stdout
-        sys.stdin, sys.stdout = _Input(text, checked=True), out
+        self.carry.doc, self.carry.out = doc, None
         try:
             with _tee_stderr(err):
                 rc = handle(lambda: run(**options), prog)
         finally:
-            sys.stdin, sys.stdout = saved
-        printed = out.getvalue()
-        if kept is not None:
-            atomic_write(kept, printed)
+            self.carry.doc = None
+        out, self.carry.out = self.carry.out, None
+        if kept is not None and out is not None:
+            atomic_write(kept, text(out))
         if rc not in ok:
             self.going = False
             say("lk attempt", f"{prog} failed with exit {rc}; the attempt stops there")
-        elif not printed.strip():
+        elif out is None:
             # A verdict or a decision without its document is a bug, never a result.
             self.going = False
             say("lk attempt", f"{prog} exited {rc} but printed no document")
             rc = ExitCode.INTERNAL
-        return rc, printed
+        return rc, out
 
 
-class _Input(io.StringIO):
-    """A stage's stdin: the document before it, read like a pipe (never a terminal).
-    ``checked``: the attempt's own document as a stage printed it, from the one the attempt
-    validated when it began -- read by the next stage without validating it again."""
-
-    def __init__(self, text: str, *, checked: bool = False) -> None:
-        super().__init__(text)
-        self.checked = checked
-
-    def isatty(self) -> bool:
-        return False
+def text(doc: dict[str, Any] | None) -> str:
+    """``doc`` as a stage command prints it: one line of JSON (nothing for None)."""
+    return "" if doc is None else dumps(doc) + "\n"
 
 
 class _tee_stderr:

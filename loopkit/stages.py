@@ -3,13 +3,14 @@
 ``lk-decide``, ``lk-invoke``, ``lk-diff``, ``lk-verify`` and ``lk-judge`` parse their
 options with click (loopkit.cli.<name>: options, help, exit-code table) and call the
 function of the same name here with them; so does ``lk attempt``, which runs the stages
-one after another in one process (``attempt``, below). The console script answers a plain
+one after another in one process (loopkit.attempt). The console script answers a plain
 ``lk attempt`` through loopkit.cli.door, so an attempt never loads click (click and what
 it loads were a tenth of an attempt's instructions).
 
-Each function reads its document on stdin, prints its document on stdout, its lines on
-stderr (``say``), and returns the exit code; errors are raised (loopkit.errors) for the
-one handler (loopkit.handling) to report.
+Each function reads its document on stdin and prints its document on stdout -- or, within
+one ``lk attempt`` (loopkit.attempt), takes it from the ``Attempt`` and leaves its own
+there as a value -- writes its lines on stderr (``say``), and returns the exit code;
+errors are raised (loopkit.errors) for the one handler (loopkit.handling) to report.
 """
 
 from __future__ import annotations
@@ -29,9 +30,15 @@ if TYPE_CHECKING:
 class Attempt:
     """What one ``lk attempt`` carries from a stage to the next beside the document: work a
     later stage needs, begun early by the one before it. Handed to each stage explicitly
-    (``within=``); a stage command run on its own gets none and begins nothing early."""
+    (``within=``); a stage command run on its own gets none and begins nothing early.
+    The document travels in it too: each stage takes ``doc`` (the one before it left) and
+    leaves its own in ``out``, as a value -- nothing is printed or read back between them."""
 
     def __init__(self) -> None:
+        #: The document the stage running now works on.
+        self.doc: dict[str, Any] | None = None
+        #: The document it left (``document.handed``); None until it is done.
+        self.out: dict[str, Any] | None = None
         #: Whether the stage running now may begin later stages' work (set around lk-diff
         #: and lk-verify).
         self.early = False
@@ -80,6 +87,24 @@ class Attempt:
         self.drop_handed()
 
 
+def _taken(within: Attempt | None) -> dict[str, Any] | None:
+    """The stage's document: the one the attempt hands it, else the piped one (read and
+    validated)."""
+    from loopkit import document
+
+    return within.doc if within is not None else document.read_attempt()
+
+
+def _leave(within: Attempt | None, doc: dict[str, Any]) -> None:
+    """The stage's document: left for the attempt's next stage, else printed."""
+    from loopkit import document
+
+    if within is not None:
+        within.out = document.handed(doc)
+    else:
+        document.emit(doc)
+
+
 # --------------------------------------------------------------------------- lk-decide
 
 
@@ -96,7 +121,7 @@ def decide(
 ) -> int:
     """lk-decide: the decision (``admit``: the admission) for the piped attempt."""
     from loopkit.decision import controller
-    from loopkit.document import emit, read_attempt
+    from loopkit.document import emit
 
     if replay_path:
         result = controller.replay_ledger(replay_path)
@@ -116,7 +141,7 @@ def decide(
         emit(record, schema_name="ledger-record")
         say("lk-decide", f"{interrupted}: attempt {record['attempt']} recorded as interrupted")
         return 0
-    document = read_attempt(sys.stdin)
+    document = _taken(within)
     if admit:
         result = controller.admit(
             document, contract_path=contract_path, ledger_path=ledger_path, trigger=trigger
@@ -134,7 +159,7 @@ def decide(
         say("lk-decide", f"warning: {line}")
     for line in result.notes:
         say("lk-decide", line)
-    emit(result.document)
+    _leave(within, result.document)
     say("lk-decide", result.summary)
     return result.code
 
@@ -154,6 +179,7 @@ def invoke(
     transcript: str | None = None,
     quiet: bool = False,
     started_mark: str | None = None,
+    within: Attempt | None = None,
 ) -> int:
     """lk-invoke: one bounded worker attempt, its run record added to the document."""
     import json
@@ -165,7 +191,7 @@ def invoke(
         record = core.normalize_transcript(transcript, provider=provider)
         document.emit(document.attach(None, "run", record))
         return 0 if record["stop_reason"] == "completed" else 1
-    doc = document.read_attempt()
+    doc = _taken(within)
     req = core.Request(
         document=doc,
         contract_path=contract_path,
@@ -190,10 +216,10 @@ def invoke(
     proc.guard()  # SIGTERM ends the worker's processes on the way out (exit 130)
     out = core.attempt(req)
     if doc is None:
-        document.emit(document.attach(None, "run", out))
+        _leave(within, document.attach(None, "run", out))
         run = out
     else:
-        document.emit(out)
+        _leave(within, out)
         run = out["run"]
     return 0 if run["stop_reason"] == "completed" else 1
 
@@ -213,7 +239,7 @@ def diff(
     from loopkit.evidence import statcache
     from loopkit.workspace import Workspace
 
-    doc = document.read_attempt()
+    doc = _taken(within)
     recorded = (doc or {}).get("diff") or {}
     started = ((doc or {}).get("run") or {}).get("base")  # HEAD before the worker ran
     asked = recorded.get("base") or base or started or "HEAD"
@@ -246,7 +272,7 @@ def diff(
         say("lk-diff", f"{v['rule']}: {v['path']} ({v.get('detail', '')})")
     if len(violations) > MAX_SHOWN:
         say("lk-diff", f"... and {len(violations) - MAX_SHOWN} more violations")
-    document.emit(document.attach(doc, "diff", result.body))
+    _leave(within, document.attach(doc, "diff", result.body))
     return 0 if result.within_policy else 1
 
 
@@ -260,13 +286,14 @@ def judge(
     provider: str | None = None,
     model: str | None = None,
     transcript: str | None = None,
+    within: Attempt | None = None,
 ) -> int:
     """lk-judge: a read-only model's grounded verdict on the goal, added to the document."""
     from loopkit import document
     from loopkit.judge.ruling import passed
     from loopkit.judge.running import evaluate
 
-    doc = document.read_attempt()
+    doc = _taken(within)
     body = evaluate(
         doc,
         contract_path=contract_path,
@@ -275,7 +302,7 @@ def judge(
         model=model,
         transcript=transcript,
     )
-    document.emit(document.attach(doc, "judge", body))
+    _leave(within, document.attach(doc, "judge", body))
     return 0 if passed(body) else 1
 
 
@@ -300,7 +327,7 @@ def verify(
     from loopkit.state import artifacts
     from loopkit.workspace import Workspace
 
-    doc = document.read_attempt()
+    doc = _taken(within)
     ws = Workspace.open(contract_path=contract_path, document=doc, require_contract=True)
     terms = ws.contract or {}
     if within is not None:
@@ -434,7 +461,7 @@ def verify(
         sys.stdout.write(_summary(result.body, ws.state / "verify-last.json", ws.root))
         sys.stdout.flush()
     else:
-        document.emit(out)
+        _leave(within, out)
     return 0 if result.passed else 1
 
 

@@ -244,26 +244,22 @@ def _rounds(
     untouched tree, no worker) and round 1 (``lk attempt --settle``) in begin's process,
     each round's documents kept as <run_dir>/<round>-*.json and printed, each decision
     settled; the last round's exit (LK_ROUND names it with --shell)."""
-    import json
-
     from loopkit import attempt as attempts
 
-    with open(begun["start"], encoding="utf-8") as f:
-        raw = f.read()
+    doc = _start(begun)
     base, folder = str(begun["diff_base"]), str(begun["run_dir"])
     code, last = 0, None
     try:  # LK_ROUND names the round that ran last, even one a failure stopped
         if reproduce:
             last = 0
-            code, text = attempts.run_reproduce(
-                raw, contract_path=contract_path, base=base, keep=os.path.join(folder, "0")
+            code, decided = attempts.run_reproduce(
+                doc, contract_path=contract_path, base=base, keep=os.path.join(folder, "0")
             )
-            if text:
-                raw = text
-                doc = json.loads(text)
+            if decided is not None:
+                doc = decided
                 outcome = (doc.get("decision") or {}).get("outcome")
                 _say(f"round 0: the checks fail on the untouched tree ({outcome}); recorded")
-                sys.stdout.write(attempts.shell(text) if as_shell else text)
+                sys.stdout.write(attempts.shell(doc) if as_shell else attempts.text(doc))
                 code = settle_step(code, doc, owner=owner, as_shell=as_shell, label="0")
             elif code == 0:
                 from loopkit.ratchet import steps
@@ -271,12 +267,11 @@ def _rounds(
                 last = None  # nothing decided: round 1 begins from the start document
                 _say("the checks already pass on the untouched tree: no failure to reproduce")
                 steps.note(_ctx(), ALREADY_PASSING)
-                with open(begun["start"], encoding="utf-8") as f:
-                    raw = f.read()  # with the note: round 1's handoff carries it
+                doc = _start(begun)  # with the note: round 1's handoff carries it
         if attempt and code in (0, 10, 11):
             last = 1
             code = _round(
-                raw,
+                doc,
                 contract_path=contract_path,
                 base=base,
                 keep=os.path.join(folder, "1"),
@@ -310,11 +305,11 @@ def attempt(
 
     if owner and not settle:
         raise UsageProblem("lk attempt --owner names the lock --settle releases: add --settle")
-    raw = sys.stdin.read() if document.stdin_has_data() else ""
-    if document.parse_attempt(raw) is None:  # nothing piped: a usage error, nothing run
+    doc = document.read_attempt()
+    if doc is None:  # nothing piped: a usage error, nothing run
         raise UsageProblem("lk attempt reads an attempt document on stdin (lk-plan next)")
     return _round(
-        raw,
+        doc,
         contract_path=contract_path,
         base=base,
         resume=resume,
@@ -326,7 +321,7 @@ def attempt(
 
 
 def _round(
-    raw: str,
+    doc: dict[str, Any],
     *,
     contract_path: str | None,
     base: str | None,
@@ -336,17 +331,27 @@ def _round(
     owner: int | None,
     resume: str | None = None,
 ) -> int:
-    """One attempt on ``raw``, its last document printed, then (``settle``) its step."""
-    import json
-
+    """One attempt on ``doc``, its last document printed, then (``settle``) its step."""
     from loopkit import attempt as attempts
 
-    rc, text = attempts.run(raw, contract_path=contract_path, base=base, resume=resume, keep=keep)
-    sys.stdout.write(attempts.shell(text) if as_shell else text)
+    rc, last = attempts.run(doc, contract_path=contract_path, base=base, resume=resume, keep=keep)
+    sys.stdout.write(attempts.shell(last) if as_shell else attempts.text(last))
     sys.stdout.flush()
-    if settle and rc in (0, 10, 11, 20, 21, 22, 30):
-        return settle_step(rc, json.loads(text), owner=owner, as_shell=as_shell)
+    if settle and last is not None and rc in (0, 10, 11, 20, 21, 22, 30):
+        return settle_step(rc, last, owner=owner, as_shell=as_shell)
     return rc
+
+
+def _start(begun: dict[str, Any]) -> dict[str, Any]:
+    """The start document ``lk task begin`` wrote (its own: parsed, not validated again)."""
+    from loopkit.document import parse_attempt
+    from loopkit.errors import BadInput
+
+    with open(begun["start"], encoding="utf-8") as f:
+        doc = parse_attempt(f.read(), source=str(begun["start"]), checked=True)
+    if doc is None:
+        raise BadInput(str(begun["start"]), "no start document")
+    return doc
 
 
 def save(
@@ -369,11 +374,9 @@ def save(
         lambda: steps.save(_ctx(attempt_in), label=name, why=why or outcome or "saved"), as_shell
     )
     if as_shell and document is not None:
-        import json
-
         from loopkit.attempt import shell
 
-        sys.stdout.write(shell(json.dumps(document)))
+        sys.stdout.write(shell(document))
         sys.stdout.flush()
     return code
 
