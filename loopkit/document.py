@@ -181,7 +181,7 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     if isinstance(value, float):
-        dumps(value)  # NaN and Infinity are refused as dumps refuses them
+        json.dumps(value, allow_nan=False)  # NaN and Infinity refused, as dumps refuses them
         return value
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
@@ -193,5 +193,5 @@ def _key(key: object) -> str:
     if isinstance(key, int):
         return int.__repr__(key)
     if isinstance(key, float):
-        return dumps(key)  # NaN and Infinity refused
+        return json.dumps(key, allow_nan=False)  # NaN and Infinity refused
     raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
