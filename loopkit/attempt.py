@@ -15,7 +15,7 @@ import os
 import shlex
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from loopkit import stages
@@ -46,7 +46,7 @@ def run(
     # git should not wait the interpreter's default 5 ms for its turn.
     sys.setswitchinterval(0.0005)
     carry = Attempt()
-    here: dict[str, Any] = {"contract_path": contract_path, "within": carry}
+    here = {"contract_path": contract_path, "within": carry}
     runner = _Runner(Path(keep) if keep else None, carry)
     rc, text = runner.stage("admit", {**here, "admit": True}, doc, ok=(0, 20, 22, 30))
     if rc == 0:
@@ -166,7 +166,12 @@ class _Runner:
         self.going = True
 
     def stage(
-        self, name: str, options: dict[str, Any], doc: dict[str, Any] | None, *, ok: tuple[int, ...]
+        self,
+        name: str,
+        options: Mapping[str, object],
+        doc: dict[str, Any] | None,
+        *,
+        ok: tuple[int, ...],
     ) -> tuple[int, dict[str, Any] | None]:
         run = STAGES[name]
         prog = "lk-decide" if name == "admit" else f"lk-{name}"

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from loopkit.handling import say
@@ -349,65 +349,11 @@ def verify(
 
     try:
         if clean_room if clean_room is not None else doc is not None:
-            from loopkit.evidence import cleanroom
-
-            run = (doc or {}).get("run") or {}
-            carried = cleanroom.carried(ws.root, terms)
-            carry = [c.name for c in carried]
-            reset = cleanroom.reset_dirs(ws.root)
             shown = ticker.update if ticker else lines
-            result = core.in_clean_room(
-                ws.root,
-                chosen,
-                index=ws.index,
-                head=run.get("base"),
-                carry=carry,
-                carry_before=run.get("carry"),
-                contract=terms,
-                state=ws.state,
-                reset=reset,
-                log_dir=log_dir,
-                fail_fast=fail_fast,
-                progress=_early_tree_after(within, shown, ws.root, ws.state, run)
-                if within is not None and within.early
-                else shown,
-                env=env,
-                tree=_checked_tree(doc),
-                early=within.take_room() if within is not None else None,
-                should_stop=cancelled,
-            )
-            if within is not None and within.tree is not None:
-                within.tree.wait()  # it ran beside the clean room's hash; done first
-            # The base: the commit the worker started from; with no worker (a
-            # reproduction on the untouched tree), the one lk-diff measured from.
-            base_commit = run.get("base") or (
-                None if run else ((doc or {}).get("diff") or {}).get("base")
-            )
-            stopped = any(c.get("cancelled") for c in result.body["checks"])
-            if base_commit and not only and not result.passed and not stopped:
-                if within is not None:
-                    within.drop_tree()  # the base's checks run next: hashed after them
-                # Never worse than the base: the criteria's results on the untouched tree.
-                # Asked only when a check failed: when every check passes, nothing can be
-                # worse than the base, and the tree is not checked out and run twice.
-                base = core.baseline(
-                    ws.root,
-                    ws.state,
-                    str(base_commit),
-                    chosen,
-                    log_dir=log_dir,
-                    env=env,
-                    carry=carry,
-                    sealed=(run.get("state_seal") or {}).get("baseline"),
-                    contract=terms,
-                    reset=reset,
-                    same=None if run else result.body,
-                    should_stop=cancelled,
-                )
-                core.ratchet(result.body, base, task=(doc or {}).get("task"))
-            result.body["carried"] = [{"path": c.name, "why": c.why} for c in carried]
-            if not all(c["passed"] for c in result.body["checks"]):
-                _explain_unseen(result.body, run, carry, reset, ws)
+            result = _in_clean_room(
+                doc, ws, terms, chosen, only=only, log_dir=log_dir, fail_fast=fail_fast,
+                env=env, shown=shown, within=within, cancelled=cancelled,
+            )  # fmt: skip
         else:
             result = core.run_checks(
                 ws.root,
@@ -463,6 +409,82 @@ def verify(
     else:
         _leave(within, out)
     return 0 if result.passed else 1
+
+
+def _in_clean_room(
+    doc: dict[str, Any] | None,
+    ws: Any,
+    terms: Any,
+    chosen: Any,
+    *,
+    only: Sequence[str],
+    log_dir: Path,
+    fail_fast: bool,
+    env: dict[str, str],
+    shown: Any,
+    within: Attempt | None,
+    cancelled: Callable[[], str | None],
+) -> Any:
+    """lk-verify's checks in the clean room on the attempt's tree, then (a check failed)
+    the same checks on the base's tree: never worse than the base."""
+    from loopkit.evidence import cleanroom
+    from loopkit.evidence import verify as core
+
+    run = (doc or {}).get("run") or {}
+    carried = cleanroom.carried(ws.root, terms)
+    carry = [c.name for c in carried]
+    reset = cleanroom.reset_dirs(ws.root)
+    result = core.in_clean_room(
+        ws.root,
+        chosen,
+        index=ws.index,
+        head=run.get("base"),
+        carry=carry,
+        carry_before=run.get("carry"),
+        contract=terms,
+        state=ws.state,
+        reset=reset,
+        log_dir=log_dir,
+        fail_fast=fail_fast,
+        progress=_early_tree_after(within, shown, ws.root, ws.state, run)
+        if within is not None and within.early
+        else shown,
+        env=env,
+        tree=_checked_tree(doc),
+        early=within.take_room() if within is not None else None,
+        should_stop=cancelled,
+    )
+    if within is not None and within.tree is not None:
+        within.tree.wait()  # it ran beside the clean room's hash; done first
+    # The base: the commit the worker started from; with no worker (a
+    # reproduction on the untouched tree), the one lk-diff measured from.
+    base_commit = run.get("base") or (None if run else ((doc or {}).get("diff") or {}).get("base"))
+    stopped = any(c.get("cancelled") for c in result.body["checks"])
+    if base_commit and not only and not result.passed and not stopped:
+        if within is not None:
+            within.drop_tree()  # the base's checks run next: hashed after them
+        # Never worse than the base: the criteria's results on the untouched tree.
+        # Asked only when a check failed: when every check passes, nothing can be
+        # worse than the base, and the tree is not checked out and run twice.
+        base = core.baseline(
+            ws.root,
+            ws.state,
+            str(base_commit),
+            chosen,
+            log_dir=log_dir,
+            env=env,
+            carry=carry,
+            sealed=(run.get("state_seal") or {}).get("baseline"),
+            contract=terms,
+            reset=reset,
+            same=None if run else result.body,
+            should_stop=cancelled,
+        )
+        core.ratchet(result.body, base, task=(doc or {}).get("task"))
+    result.body["carried"] = [{"path": c.name, "why": c.why} for c in carried]
+    if not all(c["passed"] for c in result.body["checks"]):
+        _explain_unseen(result.body, run, carry, reset, ws)
+    return result
 
 
 def _against_head(

@@ -6,8 +6,8 @@ Usage:  lk attempt [--contract loop.yaml] [--base REF] [--resume ID] [--keep PRE
         The same as the pipe
           lk-decide --admit | lk-invoke | lk-diff --base REF | lk-verify [| lk-judge] | lk-decide
         stage for stage: each stage is that very command's code (loopkit.stages), run
-        in this process on the document the stage before it printed, so Python and loopkit
-        start once instead of five or six times (and the `lk` console script runs it
+        in this process on the document the stage before it left (handed on as a value,
+        not printed and read back), so Python and loopkit start once instead of five or six times (and the `lk` console script runs it
         without loading click). lk-judge runs when the task is a GOAL whose checks passed.
 
 Input:  an attempt document on stdin: a task (lk-plan next) or a decided attempt to retry.
