@@ -339,3 +339,45 @@ def test_begin_attempt_runs_round_1_in_the_same_process(git_repo: Path) -> None:
     assert begun["step"] == "begin" and landed["step"] == "land"
     assert decided == json.loads((Path(begun["run_dir"]) / "1-decide.json").read_text())
     assert landed["commit"] == git(git_repo, "rev-parse", "HEAD").strip()
+
+
+def test_inside_one_attempt_no_stage_reads_back_text_another_stage_wrote(
+    git_repo: Path, tmp_path: Path
+) -> None:
+    # The document travels between the stages as a value: the piped one is parsed once,
+    # and no stage parses text a stage before it printed. Naive variant caught: the stages
+    # handing JSON text to each other through a swapped stdin/stdout (one parse a stage).
+    # The outcome and every kept document stay what the pipe of commands gives.
+    import sys
+
+    notes_project(
+        git_repo, "mkdir -p notes; echo hi > notes/a.txt", wall_seconds=600, check_timeout=5
+    )
+    lk = Path(sys.executable).parent / "lk"
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import runpy, sys\n"
+        "from loopkit import document, loader\n"
+        "parsed = []\n"
+        "real_parse, real_loads = document.parse_attempt, loader.json_loads\n"
+        "def parse(raw, **kw):\n    parsed.append('parse_attempt')\n    return real_parse(raw, **kw)\n"
+        "def loads(raw, *a, **kw):\n"
+        "    if '\"loopkit/attempt\"' in str(raw[:200]):\n        parsed.append('json')\n"
+        "    return real_loads(raw, *a, **kw)\n"
+        "document.parse_attempt, loader.json_loads = parse, loads\n"
+        f"sys.argv = [{str(lk)!r}, *sys.argv[1:]]\n"
+        "try:\n    runpy.run_path(sys.argv[0], run_name='__main__')\nexcept SystemExit as e:\n"
+        "    code = e.code\n"
+        "sys.stderr.write(f'EXIT={code} PARSED={parsed}\\n')\n"
+    )
+    prefix = tmp_path / "r" / "1"
+    done = subprocess.run(
+        [sys.executable, str(probe), "attempt", "--contract", "loop.yaml", "--keep", str(prefix)],
+        cwd=git_repo, input=_task(git_repo), capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == "EXIT=0 PARSED=['parse_attempt', 'json']", last
+    assert json.loads(done.stdout)["decision"]["outcome"] == "complete"
+    for stage in STAGES:
+        kept = (tmp_path / "r" / f"1-{stage}.json").read_text()
+        assert kept.endswith("\n") and json.loads(kept)["kind"] == "loopkit/attempt", stage
