@@ -15,11 +15,13 @@ errors are raised (loopkit.errors) for the one handler (loopkit.handling) to rep
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from loopkit import document
 from loopkit.handling import say
 
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
@@ -90,15 +92,11 @@ class Attempt:
 def _taken(within: Attempt | None) -> dict[str, Any] | None:
     """The stage's document: the one the attempt hands it, else the piped one (read and
     validated)."""
-    from loopkit import document
-
     return within.doc if within is not None else document.read_attempt()
 
 
 def _leave(within: Attempt | None, doc: dict[str, Any]) -> None:
     """The stage's document: left for the attempt's next stage, else printed."""
-    from loopkit import document
-
     if within is not None:
         within.out = document.handed(doc)
     else:
@@ -121,7 +119,6 @@ def decide(
 ) -> int:
     """lk-decide: the decision (``admit``: the admission) for the piped attempt."""
     from loopkit.decision import controller
-    from loopkit.document import emit
 
     if replay_path:
         result = controller.replay_ledger(replay_path)
@@ -133,23 +130,23 @@ def decide(
                 f"line {d['line']} (task {d['task_id']}, attempt {d['attempt']}): "
                 f"recorded {d['field']} disagrees with the re-derived one",
             )
-        emit(result.document, schema_name="replay")
+        document.emit(result.document, schema_name="replay")
         say("lk-decide", result.summary)
         return result.code
     if interrupted:
         record = controller.interrupted(interrupted, reason=reason or "", ledger_path=ledger_path)
-        emit(record, schema_name="ledger-record")
+        document.emit(record, schema_name="ledger-record")
         say("lk-decide", f"{interrupted}: attempt {record['attempt']} recorded as interrupted")
         return 0
-    document = _taken(within)
+    doc = _taken(within)
     if admit:
         result = controller.admit(
-            document, contract_path=contract_path, ledger_path=ledger_path, trigger=trigger
+            doc, contract_path=contract_path, ledger_path=ledger_path, trigger=trigger
         )
     else:
         early = within.take_tree() if within is not None else None
         result = controller.decide(
-            document,
+            doc,
             contract_path=contract_path,
             ledger_path=ledger_path,
             trigger=trigger,
@@ -182,9 +179,6 @@ def invoke(
     within: Attempt | None = None,
 ) -> int:
     """lk-invoke: one bounded worker attempt, its run record added to the document."""
-    import json
-
-    from loopkit import document
     from loopkit.worker import invoke as core
 
     if transcript:
@@ -234,7 +228,7 @@ def diff(
     *, contract_path: str | None = None, base: str | None = None, within: Attempt | None = None
 ) -> int:
     """lk-diff: the change against its base, the tree's hash, the scope policy."""
-    from loopkit import document, git
+    from loopkit import git
     from loopkit.evidence import diff as core
     from loopkit.evidence import statcache
     from loopkit.workspace import Workspace
@@ -289,7 +283,6 @@ def judge(
     within: Attempt | None = None,
 ) -> int:
     """lk-judge: a read-only model's grounded verdict on the goal, added to the document."""
-    from loopkit import document
     from loopkit.judge.ruling import passed
     from loopkit.judge.running import evaluate
 
@@ -322,7 +315,7 @@ def verify(
     """lk-verify: the acceptance checks, in a clean room for a piped attempt (else in
     place), their evidence bound to the tree. ``ratchet`` (a commit hook, alone): never
     worse than HEAD -- what failed there does not block, per test where results exist."""
-    from loopkit import document, proc
+    from loopkit import proc
     from loopkit.evidence import verify as core
     from loopkit.state import artifacts
     from loopkit.workspace import Workspace
@@ -603,8 +596,6 @@ def _lines(event: str, index: int, total: int, name: str, check: Any) -> None:
 
 
 def _stderr_is_terminal() -> bool:
-    import sys
-
     try:
         return sys.stderr.isatty()
     except (AttributeError, ValueError):
