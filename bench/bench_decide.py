@@ -24,9 +24,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from loopkit.decision import decide  # noqa: E402
+from loopkit.decision import decide, ledger  # noqa: E402
 from loopkit.decision.records import attempt_record  # noqa: E402
-from loopkit.state import ledger  # noqa: E402
 from tests.helpers import decide as h  # noqa: E402
 
 SMALL, LARGE = 100, 100_000

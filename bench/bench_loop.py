@@ -108,6 +108,7 @@ def main() -> int:
                     took = timed(
                         [
                             str(RECIPES / "loop.sh"),
+                            "--fast",
                             "--contract",
                             "loop.yaml",
                             "--task-id",

@@ -145,6 +145,20 @@ def emit(
     document: Mapping[str, Any], *, schema_name: str | None = None, stream: IO[str] | None = None
 ) -> None:
     """Write one document as one line of JSON on stdout (validated when the switch is on)."""
+    out = stream if stream is not None else sys.stdout
+    out.write(dumps(_outgoing(document, schema_name)) + "\n")
+    out.flush()
+
+
+def handed(document: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``emit`` would print, as a value: the document checked as emit checks it, its
+    secrets redacted, copied into plain JSON values (lists, string keys) -- what the next
+    stage of one ``lk attempt`` takes, as it would have read the printed line."""
+    plain: dict[str, Any] = _plain(_outgoing(document, None))
+    return plain
+
+
+def _outgoing(document: Mapping[str, Any], schema_name: str | None) -> Any:
     if os.environ.get(VALIDATE_OUTPUT_ENV) == "1":
         from loopkit import schema
 
@@ -155,6 +169,29 @@ def emit(
             raise RuntimeError(f"output fails its schema: {e}") from None
     from loopkit.boundary.secrets import scrub
 
-    out = stream if stream is not None else sys.stdout
-    out.write(dumps(scrub(document)) + "\n")
-    out.flush()
+    return scrub(document)
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON would give it back: a copy sharing nothing with it."""
+    if isinstance(value, str) or value is None or isinstance(value, (bool, int)):
+        return value
+    if isinstance(value, dict):
+        return {k if isinstance(k, str) else _key(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, float):
+        json.dumps(value, allow_nan=False)  # NaN and Infinity refused, as dumps refuses them
+        return value
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def _key(key: object) -> str:
+    """A key that is not text, as JSON writes it."""
+    if key is None or isinstance(key, bool):
+        return {None: "null", True: "true", False: "false"}[key]
+    if isinstance(key, int):
+        return int.__repr__(key)
+    if isinstance(key, float):
+        return json.dumps(key, allow_nan=False)  # NaN and Infinity refused
+    raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")

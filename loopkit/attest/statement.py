@@ -92,7 +92,7 @@ LEDGER_WINDOW = 64 << 20
 def _attempts(state: Path, task: str) -> list[dict[str, Any]]:
     """The task's attempts and their decisions, read from the ledger's end backwards until
     each attempt its index lists is found (the ledger is never read whole)."""
-    from loopkit.state import ledger
+    from loopkit.decision import ledger
 
     path = state / "ledger.jsonl"
     wanted = set(ledger.Ledger(path).attempt_ids(task))

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from loopkit import places
 from loopkit.errors import EnvironmentProblem
 
 MODES = ("auto", "required", "off")
@@ -232,7 +233,6 @@ def for_checks(
     starts outlives it. Without a sandbox (``mode: off``, or none can start) the checks
     run as they are, in the room, and the record says why."""
     from loopkit.boundary import sandbox
-    from loopkit.evidence import cleanroom
 
     policy, usable = checks_policy(contract)
     # The checks run the worker's code: a contract that cut the worker's network
@@ -247,7 +247,7 @@ def for_checks(
     hide = [expand(p, root=root) for p in policy.hide]
     bound: list[tuple[Path, str]] = [(objects, ".git/objects")]
     bound += [
-        (cleanroom.source_of(root, name), name)
+        (places.source_of(root, name), name)
         for name in carried
         if not os.path.lexists(room / name)
     ]
@@ -259,7 +259,7 @@ def for_checks(
         "bound": bound,
         "home": home,
         "shown": [p for p in shown if os.path.lexists(p)],
-        "venvs": [cleanroom.source_of(root, name) for name in carried],
+        "venvs": [places.source_of(root, name) for name in carried],
         "hidden_extra": [*hidden, *hide],
         "network": network,
     }
@@ -276,12 +276,10 @@ def provider_homes() -> Path:
     the temporary folder (``TMPDIR``, else /tmp), where codex refuses to lay out its
     helper binaries and its edits then fail -- a person whose HOME or cache is there
     gets ``$XDG_RUNTIME_DIR/loopkit/homes``, else ``/var/tmp/loopkit-UID/homes``."""
-    from loopkit.evidence import cleanroom
-
     chosen = os.environ.get("LOOPKIT_HOMES")
     if chosen:
         return Path(chosen)
-    default = cleanroom.rooms().parent / "homes"
+    default = places.rooms().parent / "homes"
     if not under_temp(default):
         return default
     runtime = os.environ.get("XDG_RUNTIME_DIR")
@@ -322,9 +320,7 @@ def _private(folder: Path) -> bool:
 def provider_home(root: Path, name: str) -> Path:
     """The private home of provider ``name`` for the repository at ``root``: where its CLI
     keeps settings and sessions during loopkit's runs, never the person's own."""
-    from loopkit.evidence import cleanroom
-
-    return provider_homes() / cleanroom.home_of(root).name / name
+    return provider_homes() / places.home_of(root).name / name
 
 
 def seed_home(home: Path, files: Mapping[str, Path], *, keep: Sequence[str]) -> Path:

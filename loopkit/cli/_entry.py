@@ -1,4 +1,4 @@
-"""Commands and groups that run under loopkit's one error handler (loopkit.cli._handle)."""
+"""Commands and groups that run under loopkit's one error handler (loopkit.handling)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from loopkit.cli._handle import handle, say
+from loopkit.handling import handle, say
 
 __all__ = ["CONTEXT", "Command", "Group", "command", "handle", "say"]
 

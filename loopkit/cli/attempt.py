@@ -5,9 +5,9 @@ Usage:  lk attempt [--contract loop.yaml] [--base REF] [--resume ID] [--keep PRE
 
         The same as the pipe
           lk-decide --admit | lk-invoke | lk-diff --base REF | lk-verify [| lk-judge] | lk-decide
-        stage for stage: each stage is that very command's code (loopkit.cli.stages), run
-        in this process on the document the stage before it printed, so Python and loopkit
-        start once instead of five or six times (and the `lk` console script runs it
+        stage for stage: each stage is that very command's code (loopkit.stages), run
+        in this process on the document the stage before it left (handed on as a value,
+        not printed and read back), so Python and loopkit start once instead of five or six times (and the `lk` console script runs it
         without loading click). lk-judge runs when the task is a GOAL whose checks passed.
 
 Input:  an attempt document on stdin: a task (lk-plan next) or a decided attempt to retry.
@@ -29,15 +29,6 @@ Settle: lk attempt --settle  then takes the ratchet's step the decision calls fo
         task-step.json), or with --shell its LK_NAME=VALUE lines after the LK_DOC_* ones.
         The exit is the decision's once the step is done, the step's own (40, 3, 4)
         when it is refused or cannot run.
-Early:  lk attempt --early  starts now and acts later: it loads what an attempt needs, then
-        reads the call from stdin -- NUL-terminated fields: their number, the working
-        directory, the attempt document's path, the number of arguments, the arguments
-        (as above), then the environment as NAME=value (which replaces its own). One
-        workspace call may come first (arguments `workspace [--contract FILE]`, no
-        environment): it prints what `lk workspace` would for that document, a NUL, its
-        exit code and a NUL, then waits for the attempt's call. A loop may start it
-        beside its own set-up and hand it the round's call. Nothing on stdin at all:
-        nothing runs, exit 0.
 Exit codes: lk-decide's: 0 complete, 10 retry, 11 replan, 20 blocked, 21 failed, 22 budget
         exhausted, 30 cancelled -- admission's refusal (20, 22, 30) included, then nothing
         ran (no PREFIX-invoke.json). A stage that fails otherwise stops the attempt with
@@ -95,32 +86,25 @@ Exit codes (lk-decide's):
     metavar="PID",
     help="With --settle: the loop whose lock a last step releases (default: the parent).",
 )
-@click.option(
-    "--early",
-    is_flag=True,
-    help="Load first, then read the rest of the call from stdin (the recipes' lk_attempt_early).",
-)
 def main(
     contract_path: str | None,
     base: str | None,
     resume: str | None,
     keep: str | None,
     as_shell: bool,
-    early: bool,
     settle: bool,
     owner: int | None,
 ) -> int:
     """Run one attempt, admission to decision, each stage the published command itself on
     the document the stage before printed; exit with the decision's code."""
-    from loopkit.cli import stages
+    from loopkit.cli import transactions
 
-    return stages.attempt(
+    return transactions.attempt(
         contract_path=contract_path,
         base=base,
         resume=resume,
         keep=keep,
         as_shell=as_shell,
-        early=early,
         settle=settle,
         owner=owner,
     )

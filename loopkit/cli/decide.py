@@ -76,7 +76,7 @@ def main(
     with the decision's code. Every decision is appended to the ledger with the exact
     inputs it was derived from, so `--replay` can check it later.
     """
-    from loopkit.cli import stages
+    from loopkit import stages
 
     return stages.decide(
         contract_path=contract_path,

@@ -50,6 +50,6 @@ def main(contract_path: str | None, base: str | None) -> int:
     gitlink) is a violation wherever it is, and in a loop so is any change under .git that
     steers git or loopkit since lk-invoke recorded it (hooks, config, info/, modules/, the
     contract cache: git_control_changed; HEAD or its branch: head_moved)."""
-    from loopkit.cli import stages
+    from loopkit import stages
 
     return stages.diff(contract_path=contract_path, base=base)

@@ -6,13 +6,14 @@ workspace`` took). So the ``lk`` console script answers two commands here:
 - ``lk workspace [--contract FILE] [--json]``, what every recipe asks before its first
   round;
 - ``lk attempt [--contract FILE] [--base REF] [--resume ID] [--keep PREFIX] [--shell]``,
-  every round of a recipe: the stages run as loopkit.cli.stages' functions;
+  every round of a recipe (loopkit.cli.transactions.attempt, the stages run by
+  loopkit.attempt);
 - ``lk task VERB ...``, the ratchet's steps every loop takes around its rounds
   (loopkit.cli.transactions);
 
 and the stage commands' console scripts (``lk-verify``, the commit hook's call; ``lk-diff``,
 ``lk-decide``, ``lk-invoke``, ``lk-judge``, as in a pipe or ``loop.mk``) answer a plain call
-with the stage's function in loopkit.cli.stages.
+with the stage's function in loopkit.stages.
 
 Any other command, ``--help``, and any argument this door does not know go to click
 (loopkit.cli.lk, loopkit.cli.<stage>), which gives the usage errors: nothing is parsed
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     Spec = tuple[Any, ...]
 
 #: command -> {option: how the door reads it}, with the keyword arguments of its function
-#: in stages (or workspace.report): ("value", kwarg) one value; ("repeat", kwarg) one
+#: in loopkit.stages (or workspace.report, transactions.attempt): ("value", kwarg) one value; ("repeat", kwarg) one
 #: value each time, all kept in order; ("flag", kwarg, value); ("choice", kwarg, values)
 #: one of those values alone; ("positive", kwarg) a finite number above 0. Anything else
 #: -- a value missing or starting with "-", an option twice, two flags setting one kwarg
@@ -44,7 +45,6 @@ PLAIN: dict[str, dict[str, Spec]] = {
         "--resume": ("value", "resume"),
         "--keep": ("value", "keep"),
         "--shell": ("flag", "as_shell", True),
-        "--early": ("flag", "early", True),
         "--settle": ("flag", "settle", True),
         "--owner": ("int", "owner"),
     },
@@ -255,9 +255,13 @@ def main() -> None:
         from loopkit.workspace import report
 
         _answer(lambda: report(kwargs.get("contract"), as_json=bool(kwargs.get("as_json"))), "lk")
-    from loopkit.cli import stages
+    if name == "attempt":
+        from loopkit.cli import transactions
 
-    # lk attempt, or a stage by its lk name (lk verify is lk-verify): its own function.
+        _answer(lambda: transactions.attempt(**kwargs), "lk")
+    from loopkit import stages
+
+    # a stage by its lk name (lk verify is lk-verify): its own function.
     run = getattr(stages, name)
     _answer(lambda: run(**kwargs), "lk")
 
@@ -271,14 +275,14 @@ def _stage(name: str) -> None:
     if found is None:
         importlib.import_module(f"loopkit.cli.{name}").main()
         return
-    from loopkit.cli import stages
+    from loopkit import stages
 
     run = getattr(stages, name)
     _answer(lambda: run(**found[1]), f"lk-{name}")
 
 
 def _answer(call: Any, prog: str) -> None:
-    from loopkit.cli._handle import handle
+    from loopkit.handling import handle
 
     leave(handle(call, prog))
 

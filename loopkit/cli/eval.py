@@ -87,10 +87,10 @@ def run(
     compare: tuple[str, str] | None,
 ) -> int:
     """Run the suite's trials (those not finished yet), then report."""
-    from loopkit.cli._handle import say
     from loopkit.errors import BadInput
     from loopkit.eval import suite as suites
     from loopkit.eval import trials
+    from loopkit.handling import say
 
     s = suites.load(Path(suite_path))
     _check_compare(s, compare)

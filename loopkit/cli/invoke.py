@@ -92,7 +92,7 @@ def main(
     feedback; it is stopped on its timeout, on `lk cancel`, or when it repeats one failing
     tool call (stop_reason stuck). Its native stream is saved under .loopkit/artifacts/.
     """
-    from loopkit.cli import stages
+    from loopkit import stages
 
     return stages.invoke(
         contract_path=contract_path,

@@ -67,7 +67,7 @@ def main(
     is taken before and after: a judge that changed anything has its verdict refused.
     The judge's reasons, bounded, go into judge.feedback for the next attempt.
     """
-    from loopkit.cli import stages
+    from loopkit import stages
 
     return stages.judge(
         contract_path=contract_path,

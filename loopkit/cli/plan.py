@@ -421,11 +421,24 @@ def split_cmd(
         settings=settings,
         repairs=repairs,
         only_over=over_estimate,
-        commit_it=commit_it,
     )
+    if doc["written"] and commit_it:
+        doc["commit"] = _commit(ws, Path(tasks_file), task_id)
     emit(doc, schema_name="plan-draft")
     done = f"{tasks_file}: split {task_id} into {', '.join(doc['tasks'])}"
     return _outcome(doc, done, f"no valid split of {task_id}")
+
+
+def _commit(ws: Any, tasks_path: Any, task_id: str) -> str | None:
+    """The split committed on HEAD: that one file, no hook, the branch moved by
+    compare-and-swap (``lk task``'s own commit of a checklist); None when there was
+    nothing to commit (git ignores the file, or it is outside the work tree)."""
+    from loopkit import git
+    from loopkit.ratchet import trees
+    from loopkit.ratchet.steps import commit_paths
+
+    where = trees.Where(ws.root, git.git_dirs(ws.root).own, ws.state)
+    return commit_paths(where, [str(tasks_path.resolve())], f"loopkit: re-split {task_id}")
 
 
 def _provider(ws: Any, provider: str | None) -> str | None:

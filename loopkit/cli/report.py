@@ -56,9 +56,10 @@ def main(ledger_path: str | None, as_json: bool, html_path: str | None) -> int:
     """Summarize the ledger: per task, and the loop's health."""
     from pathlib import Path
 
+    from loopkit.decision import ledger
     from loopkit.document import emit
     from loopkit.errors import BadInput
-    from loopkit.state import ledger, report
+    from loopkit.views import report
 
     if as_json and html_path:
         raise click.UsageError("--json and --html exclude each other")

@@ -34,8 +34,9 @@ def main(task_id: str, as_json: bool, ledger_path: str | None) -> int:
     from pathlib import Path
 
     from loopkit import git
+    from loopkit.decision import ledger
     from loopkit.document import emit
-    from loopkit.state import ledger, report
+    from loopkit.views import report
     from loopkit.workspace import for_state_only
 
     ws = for_state_only()

@@ -72,8 +72,8 @@ EPILOG = (
 
 
 def _emit(result: dict[str, Any]) -> int:
-    from loopkit.cli._handle import say
     from loopkit.document import emit
+    from loopkit.handling import say
 
     emit(result)
     stack = result["stack"]
@@ -211,9 +211,9 @@ def show(name: str) -> int:
 @click.option("--into", metavar="FILE", help="The ledger to fold into (default: this one's).")
 def fold(ledgers: tuple[str, ...], into: str | None) -> int:
     """Append the records of ledgers CI jobs sent back to one ledger, each record once."""
-    from loopkit.cli._handle import say
     from loopkit.document import emit
     from loopkit.forge import fleet
+    from loopkit.handling import say
     from loopkit.workspace import for_state_only
 
     target = Path(into) if into else for_state_only().state / "ledger.jsonl"
@@ -245,9 +245,9 @@ def share(contract_path: str, jobs: int) -> int:
 @click.option("--code", type=int, required=True, help="The loop's exit code.")
 def pack(out: str, task_id: str, base: str, code: int) -> int:
     """Write what a fan-out job sends back (result, bundle, ledger, decided document)."""
-    from loopkit.cli._handle import say
     from loopkit.document import emit
     from loopkit.forge import fleet
+    from loopkit.handling import say
     from loopkit.workspace import for_state_only
 
     ws = for_state_only()

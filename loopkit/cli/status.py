@@ -39,7 +39,7 @@ def main(as_json: bool, watch: float | None) -> int:
     import time
 
     from loopkit.document import emit
-    from loopkit.state import status as core
+    from loopkit.views import status as core
     from loopkit.workspace import for_state_only
 
     ws = for_state_only()

@@ -1,6 +1,7 @@
-"""What each ``lk task`` step does once its arguments are parsed, without click: the
-console script's door (loopkit.cli.door) calls these for a plain call, the click commands
-(loopkit.cli.task) for the rest. The steps themselves are loopkit.ratchet.steps."""
+"""What each ``lk task`` step and ``lk attempt`` do once their arguments are parsed,
+without click: the console script's door (loopkit.cli.door) calls these for a plain call,
+the click commands (loopkit.cli.task, loopkit.cli.attempt) for the rest. The steps
+themselves are loopkit.ratchet.steps; the attempt is loopkit.attempt."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ _SHELL = {
 
 
 def _say(line: str) -> None:
-    from loopkit.cli._handle import say
+    from loopkit.handling import say
 
     say("lk task", line)
 
@@ -202,7 +203,7 @@ def begin(
 
 #: What the rounds run, imported while begin walks the tree.
 _ROUND_MODULES = (
-    "loopkit.cli.stages",
+    "loopkit.attempt",
     "loopkit.decision.controller",
     "loopkit.worker.invoke",
     "loopkit.evidence.diff",
@@ -243,39 +244,34 @@ def _rounds(
     untouched tree, no worker) and round 1 (``lk attempt --settle``) in begin's process,
     each round's documents kept as <run_dir>/<round>-*.json and printed, each decision
     settled; the last round's exit (LK_ROUND names it with --shell)."""
-    import json
+    from loopkit import attempt as attempts
 
-    from loopkit.cli import stages
-
-    with open(begun["start"], encoding="utf-8") as f:
-        raw = f.read()
+    doc = _start(begun)
     base, folder = str(begun["diff_base"]), str(begun["run_dir"])
     code, last = 0, None
     try:  # LK_ROUND names the round that ran last, even one a failure stopped
         if reproduce:
             last = 0
-            code, text = stages.run_reproduce(
-                raw, contract_path=contract_path, base=base, keep=os.path.join(folder, "0")
+            code, decided = attempts.run_reproduce(
+                doc, contract_path=contract_path, base=base, keep=os.path.join(folder, "0")
             )
-            if text:
-                raw = text
-                doc = json.loads(text)
+            if decided is not None:
+                doc = decided
                 outcome = (doc.get("decision") or {}).get("outcome")
                 _say(f"round 0: the checks fail on the untouched tree ({outcome}); recorded")
-                sys.stdout.write(stages._shell(text) if as_shell else text)
-                code = settle(code, doc, owner=owner, as_shell=as_shell, label="0")
+                sys.stdout.write(attempts.shell(doc) if as_shell else attempts.text(doc))
+                code = settle_step(code, doc, owner=owner, as_shell=as_shell, label="0")
             elif code == 0:
                 from loopkit.ratchet import steps
 
                 last = None  # nothing decided: round 1 begins from the start document
                 _say("the checks already pass on the untouched tree: no failure to reproduce")
                 steps.note(_ctx(), ALREADY_PASSING)
-                with open(begun["start"], encoding="utf-8") as f:
-                    raw = f.read()  # with the note: round 1's handoff carries it
+                doc = _start(begun)  # with the note: round 1's handoff carries it
         if attempt and code in (0, 10, 11):
             last = 1
-            code = stages.run_attempt(
-                raw,
+            code = _round(
+                doc,
                 contract_path=contract_path,
                 base=base,
                 keep=os.path.join(folder, "1"),
@@ -288,6 +284,74 @@ def _rounds(
             sys.stdout.write(f"LK_ROUND={last}\n")
         sys.stdout.flush()
     return code
+
+
+def attempt(
+    *,
+    contract_path: str | None = None,
+    base: str | None = None,
+    resume: str | None = None,
+    keep: str | None = None,
+    as_shell: bool = False,
+    settle: bool = False,
+    owner: int | None = None,
+) -> int:
+    """lk attempt: admission to decision on the piped document (loopkit.attempt), the
+    last document printed (``as_shell``: its fields); the decision's exit code.
+    ``settle``: then the ratchet's step for that decision (``settle``), the lock's
+    ``owner`` released by a last one."""
+    from loopkit import document
+    from loopkit.errors import UsageProblem
+
+    if owner and not settle:
+        raise UsageProblem("lk attempt --owner names the lock --settle releases: add --settle")
+    doc = document.read_attempt()
+    if doc is None:  # nothing piped: a usage error, nothing run
+        raise UsageProblem("lk attempt reads an attempt document on stdin (lk-plan next)")
+    return _round(
+        doc,
+        contract_path=contract_path,
+        base=base,
+        resume=resume,
+        keep=keep,
+        as_shell=as_shell,
+        settle=settle,
+        owner=owner,
+    )
+
+
+def _round(
+    doc: dict[str, Any],
+    *,
+    contract_path: str | None,
+    base: str | None,
+    keep: str | None,
+    as_shell: bool,
+    settle: bool,
+    owner: int | None,
+    resume: str | None = None,
+) -> int:
+    """One attempt on ``doc``, its last document printed, then (``settle``) its step."""
+    from loopkit import attempt as attempts
+
+    rc, last = attempts.run(doc, contract_path=contract_path, base=base, resume=resume, keep=keep)
+    sys.stdout.write(attempts.shell(last) if as_shell else attempts.text(last))
+    sys.stdout.flush()
+    if settle and last is not None and rc in (0, 10, 11, 20, 21, 22, 30):
+        return settle_step(rc, last, owner=owner, as_shell=as_shell)
+    return rc
+
+
+def _start(begun: dict[str, Any]) -> dict[str, Any]:
+    """The start document ``lk task begin`` wrote (its own: parsed, not validated again)."""
+    from loopkit.document import parse_attempt
+    from loopkit.errors import BadInput
+
+    with open(begun["start"], encoding="utf-8") as f:
+        doc = parse_attempt(f.read(), source=str(begun["start"]), checked=True)
+    if doc is None:
+        raise BadInput(str(begun["start"]), "no start document")
+    return doc
 
 
 def save(
@@ -310,11 +374,9 @@ def save(
         lambda: steps.save(_ctx(attempt_in), label=name, why=why or outcome or "saved"), as_shell
     )
     if as_shell and document is not None:
-        import json
+        from loopkit.attempt import shell
 
-        from loopkit.cli.stages import _shell as fields
-
-        sys.stdout.write(fields(json.dumps(document)))
+        sys.stdout.write(shell(document))
         sys.stdout.flush()
     return code
 
@@ -385,7 +447,7 @@ def cancel(
     )
 
 
-def settle(
+def settle_step(
     code: int, document: dict[str, Any], *, owner: int | None, as_shell: bool, label: str = ""
 ) -> int:
     """``lk attempt --settle``: the step the decision's exit ``code`` calls for, in the

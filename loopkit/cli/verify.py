@@ -89,7 +89,7 @@ def main(
     """Run the contract's acceptance checks in order, each in the repository root with its
     timeout, and record per check its exit code, duration, output tail, output sha256 and
     failure fingerprint, with the tree hash before and after the checks."""
-    from loopkit.cli import stages
+    from loopkit import stages
 
     return stages.verify(
         contract_path=contract_path,

@@ -12,9 +12,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from loopkit.decision import budget
+from loopkit.decision import budget, ledger
 from loopkit.files import atomic_write
-from loopkit.state import ledger
 
 KIND = "loopkit/checkpoint"
 

@@ -19,6 +19,7 @@ from typing import Any
 from loopkit import git
 from loopkit.decision import budget, checkpoint
 from loopkit.decision import decide as decider
+from loopkit.decision import ledger as ledgers
 from loopkit.decision.records import (
     admission_decision,
     admission_record,
@@ -30,7 +31,6 @@ from loopkit.document import attach
 from loopkit.errors import BadInput
 from loopkit.exitcodes import OUTCOME_CODES
 from loopkit.state import cancel, retention
-from loopkit.state import ledger as ledgers
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ A record is appended for every decision (``attempt_record``) and every admission
 (``admission_record``): a readable summary of the attempt, the decision, and the exact
 inputs it was derived from, so ``replay`` can re-derive each decision, history and
 summary and name the records that disagree. The rules themselves are ``loopkit.decision.decide``'s;
-how records are stored is ``loopkit.state.ledger``'s.
+how records are stored is ``loopkit.decision.ledger``'s.
 """
 
 from __future__ import annotations

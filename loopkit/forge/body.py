@@ -39,7 +39,7 @@ def from_ledger(ledger: Path, task: str) -> dict[str, Any]:
     """The task's attempts and cost, from the ledger (nothing when there is none)."""
     if not task or not ledger.is_file():
         return {}
-    from loopkit.state import ledger as ledgers
+    from loopkit.decision import ledger as ledgers
 
     records, _ = ledgers.read(ledger)
     runs = [r for _, r in records if r.get("task_id") == task and r.get("type") != "admission"]

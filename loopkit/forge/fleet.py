@@ -48,7 +48,7 @@ def _identity(record: dict[str, Any]) -> str:
 
 
 def fold(into: Path, sources: Sequence[Path]) -> dict[str, Any]:
-    from loopkit.state import ledger as ledgers
+    from loopkit.decision import ledger as ledgers
 
     incoming: list[tuple[str, dict[str, Any]]] = []
     problems = 0

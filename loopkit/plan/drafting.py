@@ -411,7 +411,7 @@ def _ids(existing: bytes, source: str) -> list[str]:
 def record(ws: Workspace, doc: Mapping[str, Any]) -> None:
     """The draft's outcome as one ledger record (``lk report``'s plan-draft rates); a
     re-split (``lk-plan split``) names the task it split."""
-    from loopkit.state import ledger
+    from loopkit.decision import ledger
 
     book = ledger.Ledger(ws.state / ledger.DEFAULT_NAME)
     with book.transaction() as txn:

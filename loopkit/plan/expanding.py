@@ -4,9 +4,9 @@
 a plain folder is walked). ``expand`` turns every ``each: GLOB`` item into one slice per
 matching file, sorted by path, with the id ``<id>-<stem>`` and the file as its scope:
 the same tree gives the same slices, at ``lk-plan check`` and at ``lk-plan next`` alike.
-``written_out`` renders an item's slices as written slices: the first mark of one of them
-writes them into the TASKS.md (``loopkit.plan.marking``), and from then on they are the
-item's slices, each marked on its own line, whatever files the tree gains later.
+The first mark of one of them writes the item's slices into the TASKS.md
+(``loopkit.plan.marking.written_out``), and from then on they are the item's slices, each
+marked on its own line, whatever files the tree gains later.
 """
 
 from __future__ import annotations
@@ -157,29 +157,3 @@ def folders_of(tasks_file: str) -> Callable[[str], bool]:
         return folders(Path.cwd())
     return folders(Path(tasks_file).resolve().parent)
 
-
-def written_out(parent: Task, statuses: dict[str, tuple[str, str | None]]) -> list[str]:
-    """The expanded slices of ``parent`` as written slices (lines without indentation or
-    line endings; a slice's plan lines indented by two): id, text, budget, scope, files,
-    issue, closes, accept and check lines -- the same task documents as the expansion.
-    ``statuses`` gives a slice its (status, note) other than the parent's."""
-    from loopkit.plan.marking import MARKS, clean_reason
-
-    out: list[str] = []
-    for s in parent.slices:
-        status, note = statuses.get(s.id, (s.status, None))
-        tail = f" ({status}: {clean_reason(note)})" if note and status != "open" else ""
-        goal = "GOAL: " if s.kind == "goal" else ""
-        out.append(f"- [{MARKS[status]}] {goal}{s.text} {{#{s.id}}}{tail}")
-        budget = " / ".join(f"{s.budget[k]} {k}" for k in ("lines", "files") if k in s.budget)
-        if budget:
-            out.append(f"  budget: {budget}")
-        out.append(f"  scope: {', '.join(s.scope)}")
-        out.append(f"  files: {', '.join(s.files)}")
-        for key, value in (("issue", s.issue), ("closes", s.closes)):
-            if value is not None:
-                out.append(f"  {key}: {value}")
-        out.extend(f"  accept: {a}" for a in s.accept)
-        out.extend(f"  check: {c}" for c in s.checks)
-        out.append("  end")
-    return out

@@ -221,8 +221,6 @@ def _write_out(
 ) -> Edit:
     """The first mark of an ``each:`` slice: the item's slices written before its ``end``
     line (the item's own lines kept byte for byte), this one with its new status."""
-    from loopkit.plan.expanding import written_out
-
     parent = task.parent
     assert parent is not None and parent.end_line is not None
     first, end = parent.line - 1, parent.end_line - 1
@@ -394,3 +392,28 @@ def replace_plan(
         if current != original:
             raise Conflict(f"{path}: changed while {doing[0]}; nothing written -- {doing[1]} again")
         atomic_write(path, whole, sync=True, keep_mode=True)
+
+
+def written_out(parent: Task, statuses: dict[str, tuple[str, str | None]]) -> list[str]:
+    """The expanded slices of ``parent`` as written slices (lines without indentation or
+    line endings; a slice's plan lines indented by two): id, text, budget, scope, files,
+    issue, closes, accept and check lines -- the same task documents as the expansion.
+    ``statuses`` gives a slice its (status, note) other than the parent's."""
+    out: list[str] = []
+    for s in parent.slices:
+        status, note = statuses.get(s.id, (s.status, None))
+        tail = f" ({status}: {clean_reason(note)})" if note and status != "open" else ""
+        goal = "GOAL: " if s.kind == "goal" else ""
+        out.append(f"- [{MARKS[status]}] {goal}{s.text} {{#{s.id}}}{tail}")
+        budget = " / ".join(f"{s.budget[k]} {k}" for k in ("lines", "files") if k in s.budget)
+        if budget:
+            out.append(f"  budget: {budget}")
+        out.append(f"  scope: {', '.join(s.scope)}")
+        out.append(f"  files: {', '.join(s.files)}")
+        for key, value in (("issue", s.issue), ("closes", s.closes)):
+            if value is not None:
+                out.append(f"  {key}: {value}")
+        out.extend(f"  accept: {a}" for a in s.accept)
+        out.extend(f"  check: {c}" for c in s.checks)
+        out.append("  end")
+    return out

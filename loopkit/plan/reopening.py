@@ -37,7 +37,7 @@ def reopen(
         return None  # nothing ever ran here (ledger.DEFAULT_NAME, asked without loading it)
     from loopkit import git
     from loopkit.decision import records
-    from loopkit.state import ledger
+    from loopkit.decision import ledger
 
     book = ledger.Ledger(ws.state / ledger.DEFAULT_NAME)
     with book.transaction() as txn:

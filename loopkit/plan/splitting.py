@@ -53,7 +53,7 @@ under the task for you), in the order they should run, each in exactly this form
 def over_estimate(ws: Workspace, task_id: str) -> Mapping[str, Any] | None:
     """The estimate of the task's last attempt that recorded one (the ledger's), when
     that attempt's diff went over it; None otherwise."""
-    from loopkit.state import ledger
+    from loopkit.decision import ledger
 
     path = ws.state / ledger.DEFAULT_NAME
     records, _ = ledger.read(path) if path.exists() else ([], [])
@@ -267,18 +267,6 @@ def read_plan(tasks_path: Path, ws: Workspace, source: str, task_id: str) -> tup
     return raw, task
 
 
-def commit(ws: Workspace, tasks_path: Path, task_id: str) -> str | None:
-    """The split committed on HEAD: that one file, no hook, the branch moved by
-    compare-and-swap (``lk task``'s own commit of a checklist); None when there was
-    nothing to commit (git ignores the file, or it is outside the work tree)."""
-    from loopkit import git
-    from loopkit.ratchet import trees
-    from loopkit.ratchet.steps import commit_paths
-
-    where = trees.Where(ws.root, git.git_dirs(ws.root).own, ws.state)
-    return commit_paths(where, [str(tasks_path.resolve())], f"loopkit: re-split {task_id}")
-
-
 def run(
     task_id: str,
     *,
@@ -287,10 +275,9 @@ def run(
     settings: Settings,
     repairs: int,
     only_over: bool,
-    commit_it: bool = False,
 ) -> dict[str, Any]:
-    """Split, check and repair; write a valid split (and commit it); record the outcome.
-    The document."""
+    """Split, check and repair; write a valid split; record the outcome. The document
+    (``written``: the caller commits the file, ``lk-plan split --commit``)."""
     from loopkit.plan.marking import replace_plan
 
     source = str(tasks_path)
@@ -329,6 +316,4 @@ def run(
     if over is not None:
         doc["estimate"] = dict(over)
     record(ws, doc)
-    if doc["written"] and commit_it:
-        doc["commit"] = commit(ws, tasks_path, task_id)
     return doc

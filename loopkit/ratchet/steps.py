@@ -969,8 +969,8 @@ def settle_interrupted(state: Path, task: str, *, run_dir: Path | None = None) -
     no attempt is charged twice, none for a loop killed between a decision and the next
     admission, and none for one killed after its admission but before its worker ran
     (``worker_ran``: the record says ``ran: false`` and the budgets do not count it)."""
+    from loopkit.decision import ledger as ledgers
     from loopkit.decision import records
-    from loopkit.state import ledger as ledgers
 
     path = state / ledgers.DEFAULT_NAME
     if not path.is_file():

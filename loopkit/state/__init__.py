@@ -1,1 +1,1 @@
-"""The state folder: the ledger, the report, retention of artifacts, what is running now, cancellation, the artifact folders."""
+"""The state folder: the attempt folders (artifacts), their retention, cancellation."""

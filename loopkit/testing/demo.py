@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from loopkit import contract, git, proc, workspace
-from loopkit.state import ledger
+from loopkit.decision import ledger
 
 TASK_ID = "blank-line"
 HEADERS = "src/parser/headers.py"

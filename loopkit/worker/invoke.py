@@ -676,8 +676,8 @@ def attempt(req: Request) -> dict[str, Any]:
     def cancelled() -> str | None:
         return "cancelled" if cancel.requested(state_path) else None
 
+    from loopkit.decision import ledger
     from loopkit.evidence import statcache
-    from loopkit.state import ledger
 
     # What steers git and loopkit under .git, before the worker (loopkit's own exclude
     # line for the state folder is already written): lk-diff reports any change. Read

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from loopkit import git, schema
 from loopkit.cli.cancel import main as cancel_main
 from loopkit.cli.decide import main as decide_main
-from loopkit.state import ledger
+from loopkit.decision import ledger
 from tests.helpers import decide as h
 from tests.helpers.evidence import lk_run as _run
 

@@ -17,8 +17,7 @@ from click.testing import CliRunner
 
 from loopkit import git, schema
 from loopkit.cli.decide import main as decide_main
-from loopkit.decision import budget
-from loopkit.state import ledger
+from loopkit.decision import budget, ledger
 from tests.helpers import decide as h
 
 # Each worker's cost share is 0.5 (worker.max_cost_usd); the pool covers two of them.

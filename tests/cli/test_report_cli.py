@@ -12,8 +12,8 @@ from click.testing import CliRunner
 
 from loopkit import schema
 from loopkit.cli.report import main as report_main
-from loopkit.decision import decide, records
-from loopkit.state import ledger, report
+from loopkit.decision import decide, ledger, records
+from loopkit.views import report
 from tests.helpers import decide as h
 from tests.helpers.decide import TREE
 from tests.helpers.evidence import lk_run as _run

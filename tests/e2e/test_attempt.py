@@ -253,153 +253,6 @@ def test_an_attempt_through_the_console_script_never_loads_click(
     assert probed("attempt", "--help")[0] == "EXIT=0 CLICK=True"
 
 
-def _early(cwd: Path, call: bytes | None, env: dict[str, str] | None = None) -> Any:
-    """``lk attempt --early`` started in ``cwd``, handed ``call`` on stdin once it runs."""
-    import os
-    import sys
-
-    proc = subprocess.Popen(
-        [str(Path(sys.executable).parent / "lk"), "attempt", "--early"], cwd=cwd,
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env=env if env is not None else dict(os.environ),
-    )  # fmt: skip
-    out, err = proc.communicate(call or b"", timeout=120)
-    return proc.returncode, out.decode(), err.decode()
-
-
-def _call(cwd: Path, doc: Path, args: list[str], env: dict[str, str]) -> bytes:
-    fields = [str(cwd), str(doc), str(len(args)), *args, *(f"{k}={v}" for k, v in env.items())]
-    return b"".join(f.encode() + b"\0" for f in [str(len(fields)), *fields])
-
-
-def _notes_task(git_repo: Path, tmp_path: Path) -> Path:
-    """A project whose worker writes notes/a.txt, and its task document's path."""
-    notes_project(
-        git_repo, "mkdir -p notes; echo hi > notes/a.txt", wall_seconds=600, check_timeout=5
-    )
-    doc = tmp_path / "task.json"
-    doc.write_text(_task(git_repo))
-    return doc
-
-
-def test_an_early_attempt_runs_the_call_it_is_handed_in_its_place_and_environment(
-    git_repo: Path, tmp_path: Path
-) -> None:
-    # The recipes start `lk attempt --early` before they know the round's call; it must
-    # then run as if started with it: the call's arguments, its working directory (not
-    # the one it started in) and its environment (not the one it started with).
-    import os
-
-    doc = _notes_task(git_repo, tmp_path)
-    prefix = tmp_path / "runs" / "1"
-    state = tmp_path / "state"  # the recipes export the state folder after the start
-    env = {**os.environ, "LOOPKIT_STATE_DIR": str(state)}
-    args = ["--contract", "loop.yaml", "--keep", str(prefix), "--shell"]
-    rc, out, err = _early(tmp_path, _call(git_repo, doc, args, env))
-    assert rc == 0, err
-    assert "LK_DOC_OUTCOME=complete" in out
-    assert (git_repo / "notes" / "a.txt").read_text() == "hi\n"
-    assert _kept(prefix, "decide")["decision"]["outcome"] == "complete"
-    assert (state / "ledger.jsonl").is_file() and not (git_repo / ".loopkit").exists()
-
-
-def test_an_early_attempt_handed_nothing_runs_nothing(tmp_path: Path) -> None:
-    # The recipe ended before its first round (a dirty tree, a held lock): stdin closes
-    # and the process ends at once, silently, having written nothing.
-    rc, out, err = _early(tmp_path, None)
-    assert (rc, out, err) == (0, "", "")
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_an_early_attempt_refuses_a_bad_call_in_one_line(git_repo: Path, tmp_path: Path) -> None:
-    import os
-
-    doc = tmp_path / "task.json"
-    doc.write_text(DOC_TASK)
-    env = dict(os.environ)
-    bad = {
-        b"3\0" + str(git_repo).encode() + b"\0": "ended in the middle",  # stdin ends early
-        b"x\0": "does not start with its length",
-        _call(git_repo, doc, ["--bogus"], env): "not a plain lk attempt",
-        _call(git_repo, doc, ["--early"], env): "not a plain lk attempt",
-        _call(git_repo, doc, [], {"=x": "y"}): "not an environment entry",
-        b"2\0" + str(git_repo).encode() + b"\0" + str(doc).encode() + b"\0": "malformed",
-        _call(tmp_path / "gone", doc, [], env): "cannot work there",
-    }
-    for call, why in bad.items():
-        rc, out, err = _early(tmp_path, call)
-        assert rc == 2 and why in err, (call, rc, err)
-        assert len(err.strip().splitlines()) == 1 and out == "", err
-    rc, out, err = _early(tmp_path, _call(git_repo, tmp_path / "none.json", [], env))
-    assert rc == 3 and "cannot read the attempt document" in err, err
-    # --early takes nothing else on its command line: the call comes on stdin.
-    out2 = lk_run(["lk", "attempt", "--early", "--shell"], git_repo, "")
-    assert out2.returncode == 2 and "on stdin, not here" in out2.stderr, out2.stderr
-
-
-def test_an_early_attempt_answers_the_workspace_call_before_its_own(
-    git_repo: Path, tmp_path: Path
-) -> None:
-    # The recipes ask the early process `lk workspace`'s question first (no Python start
-    # of its own): the same answer `lk workspace` prints, a NUL, its exit code, a NUL --
-    # then it waits for the round's call and runs it.
-    import os
-    import sys
-
-    doc = _notes_task(git_repo, tmp_path)
-    plain = lk_run(["lk", "workspace", "--contract", "loop.yaml"], git_repo, doc.read_text())
-    assert plain.returncode == 0, plain.stderr
-    proc = subprocess.Popen(
-        [str(Path(sys.executable).parent / "lk"), "attempt", "--early"], cwd=tmp_path,
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    assert proc.stdin is not None and proc.stdout is not None
-    proc.stdin.write(_call(git_repo, doc, ["workspace", "--contract", "loop.yaml"], {}))
-    proc.stdin.flush()
-    answer = b""
-    while answer.count(b"\0") < 2:
-        chunk = os.read(proc.stdout.fileno(), 4096)
-        assert chunk, proc.stderr.read() if proc.stderr else ""
-        answer += chunk
-    text, code, rest = answer.split(b"\0")
-    assert (text.decode(), code, rest) == (plain.stdout, b"0", b"")
-    args = ["--contract", "loop.yaml", "--shell"]
-    out, err = proc.communicate(_call(git_repo, doc, args, dict(os.environ)), timeout=120)
-    assert proc.returncode == 0, err
-    assert "LK_DOC_OUTCOME=complete" in out.decode()
-
-
-def test_an_early_attempt_refuses_a_bad_workspace_call(git_repo: Path, tmp_path: Path) -> None:
-    # A bad contract: lk workspace's own line and code, in the answer's frame, and nothing
-    # more runs. A call that is not a plain lk workspace, or carries an environment (it
-    # is answered in the one the process started with): one line, exit 2.
-    import os
-
-    doc = tmp_path / "task.json"
-    doc.write_text(DOC_TASK)
-    (git_repo / "broken.yaml").write_text("version: 1\nobjective: [\n")
-    rc, out, err = _early(
-        tmp_path, _call(git_repo, doc, ["workspace", "--contract", "broken.yaml"], {})
-    )
-    assert rc == 3 and out.endswith("\x003\x00") and "broken.yaml" in err, (out, err)
-    assert len(err.strip().splitlines()) == 1, err
-    bad = [
-        _call(git_repo, doc, ["workspace", "--json"], {}),
-        _call(git_repo, doc, ["workspace", "--bogus"], {}),
-        _call(git_repo, doc, ["workspace"], {"HOME": "/"}),
-    ]
-    for call in bad:
-        rc, out, err = _early(tmp_path, call)
-        assert rc == 2 and "not a plain lk workspace" in err and out == "", (call, err)
-    # Two calls at once: the second is not the recipe's (it waits for the answer first).
-    twice = _call(git_repo, doc, ["workspace"], {}) * 2
-    rc, out, err = _early(tmp_path, twice)
-    assert rc == 2 and "more on stdin than one call" in err and out == "", err
-    env = dict(os.environ)
-    rc, out, err = _early(tmp_path, _call(git_repo, doc, [], env) + b"x")
-    assert rc == 2 and "more on stdin than one call" in err, err
-
-
 DOC_TASK = (
     '{"kind": "loopkit/attempt", "version": 1, "task": {"id": "t", "text": "x", "kind": "task"}}'
 )
@@ -486,3 +339,45 @@ def test_begin_attempt_runs_round_1_in_the_same_process(git_repo: Path) -> None:
     assert begun["step"] == "begin" and landed["step"] == "land"
     assert decided == json.loads((Path(begun["run_dir"]) / "1-decide.json").read_text())
     assert landed["commit"] == git(git_repo, "rev-parse", "HEAD").strip()
+
+
+def test_inside_one_attempt_no_stage_reads_back_text_another_stage_wrote(
+    git_repo: Path, tmp_path: Path
+) -> None:
+    # The document travels between the stages as a value: the piped one is parsed once,
+    # and no stage parses text a stage before it printed. Naive variant caught: the stages
+    # handing JSON text to each other through a swapped stdin/stdout (one parse a stage).
+    # The outcome and every kept document stay what the pipe of commands gives.
+    import sys
+
+    notes_project(
+        git_repo, "mkdir -p notes; echo hi > notes/a.txt", wall_seconds=600, check_timeout=5
+    )
+    lk = Path(sys.executable).parent / "lk"
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import runpy, sys\n"
+        "from loopkit import document, loader\n"
+        "parsed = []\n"
+        "real_parse, real_loads = document.parse_attempt, loader.json_loads\n"
+        "def parse(raw, **kw):\n    parsed.append('parse_attempt')\n    return real_parse(raw, **kw)\n"
+        "def loads(raw, *a, **kw):\n"
+        "    if '\"loopkit/attempt\"' in str(raw[:200]):\n        parsed.append('json')\n"
+        "    return real_loads(raw, *a, **kw)\n"
+        "document.parse_attempt, loader.json_loads = parse, loads\n"
+        f"sys.argv = [{str(lk)!r}, *sys.argv[1:]]\n"
+        "try:\n    runpy.run_path(sys.argv[0], run_name='__main__')\nexcept SystemExit as e:\n"
+        "    code = e.code\n"
+        "sys.stderr.write(f'EXIT={code} PARSED={parsed}\\n')\n"
+    )
+    prefix = tmp_path / "r" / "1"
+    done = subprocess.run(
+        [sys.executable, str(probe), "attempt", "--contract", "loop.yaml", "--keep", str(prefix)],
+        cwd=git_repo, input=_task(git_repo), capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == "EXIT=0 PARSED=['parse_attempt', 'json']", last
+    assert json.loads(done.stdout)["decision"]["outcome"] == "complete"
+    for stage in STAGES:
+        kept = (tmp_path / "r" / f"1-{stage}.json").read_text()
+        assert kept.endswith("\n") and json.loads(kept)["kind"] == "loopkit/attempt", stage

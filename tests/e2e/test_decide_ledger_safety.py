@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from loopkit.decision import ledger
 from loopkit.decision.records import replay
-from loopkit.state import ledger
 from tests.helpers import decide as h
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from loopkit import schema
-from loopkit.state import ledger
+from loopkit.decision import ledger
 from tests.helpers import git
 
 BIN = Path(sys.executable).parent

@@ -584,13 +584,24 @@ def test_each_round_is_one_lk_attempt_and_each_decision_one_lk_task_step(tmp_pat
     lk.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$1 $2\" >> '{calls}'\nexec '{BIN / 'lk'}' \"$@\"\n")
     lk.chmod(lk.stat().st_mode | stat.S_IXUSR)
     path = f"{wrap}{os.pathsep}{BIN}{os.pathsep}{os.environ['PATH']}"
+    # By default the ratchet shows: begin, each round, each round's step (save, then land,
+    # which releases the lock itself), no `lk task end` after a success.
+    (tmp_path / "shown").mkdir()
+    shown = make_project(tmp_path / "shown", BAD_THEN_GOOD)
+    proc = loop(shown, env={"PATH": path})
+    assert proc.returncode == 0, fail_message(proc)
+    assert calls.read_text().splitlines() == [
+        "task begin", "attempt --keep", "task save", "attempt --keep", "task land",
+    ]  # fmt: skip
+    assert shown.git("show", "HEAD:src/value.txt") == "good\n" and not shown.lock().exists()
+    calls.unlink()
     state = tmp_path / "elsewhere"
     p = make_project(tmp_path, BAD_THEN_GOOD)
-    proc = loop(p, env={"PATH": path, "LOOPKIT_STATE_DIR": str(state)})
+    proc = loop(p, "--fast", env={"PATH": path, "LOOPKIT_STATE_DIR": str(state)})
     assert proc.returncode == 0, fail_message(proc)
-    # Round 1 runs inside begin (--attempt), round 2 is one lk attempt; each round's step
-    # (save, then land, which releases the lock itself) is taken by that process
-    # (--settle): no `lk task` of its own, no `lk task end` after a success.
+    # --fast: round 1 runs inside begin (--attempt), round 2 is one lk attempt; each
+    # round's step (save, then land, which releases the lock itself) is taken by that
+    # process (--settle): no `lk task` of its own, no `lk task end` after a success.
     assert calls.read_text().splitlines() == ["task begin", "attempt --keep"]
     saved = p.git("for-each-ref", "--format=%(refname)", "refs/loopkit/").split()
     assert any(ref.endswith("/1") for ref in saved), saved  # the red round's tree

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from loopkit.decision import ledger
 from loopkit.errors import BadInput
 from loopkit.forge import fleet, onto
 from loopkit.forge.stack import Refused
-from loopkit.state import ledger
 from tests.helpers import git
 
 

@@ -260,7 +260,7 @@ def test_the_crash_handler_survives_a_full_disk_and_a_full_disk_is_exit_4(
     # handler whose own log write fails and lets a traceback out with exit 1.
     import tempfile
 
-    from loopkit.cli._handle import handle
+    from loopkit.handling import handle
 
     def full() -> int:
         raise OSError(28, "No space left on device", str(tmp_path / "ledger.jsonl"))

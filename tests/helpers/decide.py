@@ -148,7 +148,7 @@ def writer_main() -> None:
     import os
     import sys
 
-    from loopkit.state.ledger import Ledger
+    from loopkit.decision.ledger import Ledger
 
     path, count, task = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     ldg = Ledger(path)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from loopkit.attest import statement
-from loopkit.state.ledger import task_file_name
+from loopkit.decision.ledger import task_file_name
 
 
 def _rec(task: str, n: int, pad: int) -> dict[str, object]:

@@ -8,10 +8,9 @@ from pathlib import Path
 import pytest
 
 from loopkit import git
-from loopkit.decision import controller
+from loopkit.decision import controller, ledger
 from loopkit.errors import LoopkitError
 from loopkit.evidence import statcache
-from loopkit.state import ledger
 
 
 def _sealed(repo: Path, state: Path) -> dict[str, object]:

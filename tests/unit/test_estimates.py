@@ -7,7 +7,7 @@ import copy
 from typing import Any
 
 from loopkit.decision import records
-from loopkit.state import report
+from loopkit.views import report
 
 
 def _view(budget: dict[str, int] | None, lines: int | None, files: int | None) -> dict[str, Any]:

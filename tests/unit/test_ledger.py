@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from loopkit import schema
-from loopkit.decision import budget, checkpoint, decide
+from loopkit.decision import budget, checkpoint, decide, ledger
 from loopkit.decision.records import attempt_record, replay
-from loopkit.state import ledger, retention
+from loopkit.state import retention
 from tests.helpers import decide as h
 from tests.helpers.decide import TREE
 

@@ -364,7 +364,7 @@ def test_find_upstream_takes_the_persons_key_and_base_url() -> None:
 def test_lk_status_shows_the_wire_while_the_worker_runs(tmp_path: Path) -> None:
     """A worker mid-run whose CLI is retrying 429s in silence: its meter log already
     says so, and lk status shows it."""
-    from loopkit.state import status
+    from loopkit.views import status
 
     state = tmp_path / ".loopkit"
     run = state / "runs" / "fix-x" / "r1"

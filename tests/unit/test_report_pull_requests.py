@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loopkit.state import report
+from loopkit.views import report
 
 
 def _task(tid: str, outcome: str | None, cost: float = 1.0) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from loopkit import schema
-from loopkit.state import status
+from loopkit.views import status
 
 
 def _run(state: Path, task: str, docs: dict[str, str]) -> None:

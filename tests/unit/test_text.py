@@ -99,7 +99,7 @@ def test_clip_words_never_cuts_a_word_and_says_it_cut() -> None:
 
 
 def test_the_report_table_fits_the_terminal() -> None:
-    from loopkit.state import report
+    from loopkit.views import report
 
     why = "no progress: the same failure fingerprint as the previous attempt, repeat 2; park"
     doc = {

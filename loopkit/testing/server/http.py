@@ -19,6 +19,7 @@ from loopkit.testing.server import anthropic, chat, faults, gemini, openai
 from loopkit.testing.server.wire import DEFAULT_USAGE, Event, Wire, client_cwd, new_id
 
 if TYPE_CHECKING:
+    from loopkit.testing.script import Error
     from loopkit.testing.server import ModelServer
 
 _REDACT = {"authorization", "x-api-key", "api-key", "x-goog-api-key"}
@@ -96,6 +97,26 @@ class Handler(BaseHTTPRequestHandler):
                 self.cut_now()
                 return
             self.send_event(name, data)
+
+    def send_fault(self, wire: Wire, error: Error, *, model: str) -> None:
+        """A scripted API error: its status and envelope, or a 200 stream carrying it."""
+        payload = error.body if error.body is not None else wire.error_body(error)
+        if not error.in_stream:
+            self.send_json(error.status, payload, dict(error.headers))
+            return
+        self.start_sse(dict(error.headers))
+        for name, data in wire.error_events(payload, model=model):
+            self.send_event(name, data)
+
+    def send_truncated(self, payload: Any) -> None:
+        """A JSON answer cut in half: the promised length, half the bytes, then a close."""
+        data = json.dumps(payload).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data[: len(data) // 2])
+        self.cut_now()
 
     def cut_now(self) -> None:
         """Close the connection abruptly, mid-response."""
@@ -203,7 +224,7 @@ class Handler(BaseHTTPRequestHandler):
             entry.update(served="error", status=status, error_status=turn.error.status)
             self.model.record(entry)
             try:
-                faults.send_error(self, wire, turn.error, model=str(model))
+                self.send_fault(wire, turn.error, model=str(model))
             except (BrokenPipeError, ConnectionResetError):
                 pass
             return
@@ -215,7 +236,7 @@ class Handler(BaseHTTPRequestHandler):
         if cut is not None and not (stream and sse):
             try:
                 payload = answer if not stream else [d for _, d in wire.events(answer)]
-                faults.send_truncated(self, payload)
+                self.send_truncated(payload)
             except (BrokenPipeError, ConnectionResetError):
                 pass
             return

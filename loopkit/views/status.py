@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from loopkit.state import ledger as ledgers
+from loopkit.decision import ledger as ledgers
 
 STAGES = ("admit", "invoke", "diff", "verify", "judge", "decide")
 #: What runs after each stage's document is written (the stage now in progress).

@@ -1,0 +1,718 @@
+"""What each stage command does once its options are parsed -- without click.
+
+``lk-decide``, ``lk-invoke``, ``lk-diff``, ``lk-verify`` and ``lk-judge`` parse their
+options with click (loopkit.cli.<name>: options, help, exit-code table) and call the
+function of the same name here with them; so does ``lk attempt``, which runs the stages
+one after another in one process (loopkit.attempt). The console script answers a plain
+``lk attempt`` through loopkit.cli.door, so an attempt never loads click (click and what
+it loads were a tenth of an attempt's instructions).
+
+Each function reads its document on stdin and prints its document on stdout -- or, within
+one ``lk attempt`` (loopkit.attempt), takes it from the ``Attempt`` and leaves its own
+there as a value -- writes its lines on stderr (``say``), and returns the exit code;
+errors are raised (loopkit.errors) for the one handler (loopkit.handling) to report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from loopkit import document
+from loopkit.handling import say
+
+TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
+if TYPE_CHECKING:
+    from typing import Any
+
+
+class Attempt:
+    """What one ``lk attempt`` carries from a stage to the next beside the document: work a
+    later stage needs, begun early by the one before it. Handed to each stage explicitly
+    (``within=``); a stage command run on its own gets none and begins nothing early.
+    The document travels in it too: each stage takes ``doc`` (the one before it left) and
+    leaves its own in ``out``, as a value -- nothing is printed or read back between them."""
+
+    def __init__(self) -> None:
+        #: The document the stage running now works on.
+        self.doc: dict[str, Any] | None = None
+        #: The document it left (``document.handed``); None until it is done.
+        self.out: dict[str, Any] | None = None
+        #: Whether the stage running now may begin later stages' work (set around lk-diff
+        #: and lk-verify).
+        self.early = False
+        #: The clean room's sync to the tree lk-diff wrote, begun while lk-diff goes on,
+        #: for the lk-verify after it (cleanroom.EarlyRoom).
+        self.room: Any = None
+        #: The tree on disk, hashed from the moment lk-verify's last check ended, for the
+        #: lk-decide after it (controller.EarlyTree).
+        self.tree: Any = None
+        #: The index lk-diff's hash was taken with, for lk-decide's (statcache.Handoff).
+        self.handed: Any = None
+        #: The contract's review gate (``judge.review``), as lk-verify read it: every
+        #: task whose checks passed goes to the judge, not only a GOAL.
+        self.review = False
+
+    def take_room(self) -> Any:
+        room, self.room = self.room, None
+        return room
+
+    def take_tree(self) -> Any:
+        tree, self.tree = self.tree, None
+        return tree
+
+    def drop_room(self) -> None:
+        """Let go of a clean room synced early that lk-verify did not take."""
+        room = self.take_room()
+        if room is not None:
+            room.release()
+
+    def drop_tree(self) -> None:
+        """Forget an early hash of the tree on disk: lk-decide hashes the tree itself."""
+        tree = self.take_tree()
+        if tree is not None:
+            tree.drop()
+
+    def drop_handed(self) -> None:
+        """Remove the index lk-diff left for lk-decide (taken or not)."""
+        handed, self.handed = self.handed, None
+        if handed is not None:
+            handed.drop()
+
+    def close(self) -> None:
+        """Nothing left running, held or handed on to a later call."""
+        self.drop_room()
+        self.drop_tree()
+        self.drop_handed()
+
+
+def _taken(within: Attempt | None) -> dict[str, Any] | None:
+    """The stage's document: the one the attempt hands it, else the piped one (read and
+    validated)."""
+    return within.doc if within is not None else document.read_attempt()
+
+
+def _leave(within: Attempt | None, doc: dict[str, Any]) -> None:
+    """The stage's document: left for the attempt's next stage, else printed."""
+    if within is not None:
+        within.out = document.handed(doc)
+    else:
+        document.emit(doc)
+
+
+# --------------------------------------------------------------------------- lk-decide
+
+
+def decide(
+    *,
+    contract_path: str | None = None,
+    ledger_path: str | None = None,
+    trigger: str | None = None,
+    admit: bool = False,
+    replay_path: str | None = None,
+    interrupted: str | None = None,
+    reason: str | None = None,
+    within: Attempt | None = None,
+) -> int:
+    """lk-decide: the decision (``admit``: the admission) for the piped attempt."""
+    from loopkit.decision import controller
+
+    if replay_path:
+        result = controller.replay_ledger(replay_path)
+        for problem in result.warnings:
+            say("lk-decide", f"warning: {problem}")
+        for d in result.document["disagreements"]:
+            say(
+                "lk-decide",
+                f"line {d['line']} (task {d['task_id']}, attempt {d['attempt']}): "
+                f"recorded {d['field']} disagrees with the re-derived one",
+            )
+        document.emit(result.document, schema_name="replay")
+        say("lk-decide", result.summary)
+        return result.code
+    if interrupted:
+        record = controller.interrupted(interrupted, reason=reason or "", ledger_path=ledger_path)
+        document.emit(record, schema_name="ledger-record")
+        say("lk-decide", f"{interrupted}: attempt {record['attempt']} recorded as interrupted")
+        return 0
+    doc = _taken(within)
+    if admit:
+        result = controller.admit(
+            doc, contract_path=contract_path, ledger_path=ledger_path, trigger=trigger
+        )
+    else:
+        early = within.take_tree() if within is not None else None
+        result = controller.decide(
+            doc,
+            contract_path=contract_path,
+            ledger_path=ledger_path,
+            trigger=trigger,
+            early=early,
+        )
+    for line in result.warnings:
+        say("lk-decide", f"warning: {line}")
+    for line in result.notes:
+        say("lk-decide", line)
+    _leave(within, result.document)
+    say("lk-decide", result.summary)
+    return result.code
+
+
+# --------------------------------------------------------------------------- lk-invoke
+
+
+def invoke(
+    *,
+    contract_path: str | None = None,
+    provider: str | None = None,
+    command: str | None = None,
+    model: str | None = None,
+    resume: str | None = None,
+    timeout: float | None = None,
+    dry_run: bool = False,
+    transcript: str | None = None,
+    quiet: bool = False,
+    started_mark: str | None = None,
+    within: Attempt | None = None,
+) -> int:
+    """lk-invoke: one bounded worker attempt, its run record added to the document."""
+    from loopkit.worker import invoke as core
+
+    if transcript:
+        record = core.normalize_transcript(transcript, provider=provider)
+        document.emit(document.attach(None, "run", record))
+        return 0 if record["stop_reason"] == "completed" else 1
+    doc = _taken(within)
+    req = core.Request(
+        document=doc,
+        contract_path=contract_path,
+        provider=provider,
+        command=command,
+        model=model,
+        resume=resume,
+        timeout=timeout,
+        cwd=Path.cwd(),
+        started_mark=Path(started_mark) if started_mark else None,
+    )
+    if not quiet:
+        from loopkit.worker.progress import Progress
+
+        req.progress = Progress("lk-invoke")
+    if dry_run:
+        sys.stdout.write(json.dumps(core.dry_run(req), ensure_ascii=False) + "\n")
+        sys.stdout.flush()
+        return 0
+    from loopkit import proc
+
+    proc.guard()  # SIGTERM ends the worker's processes on the way out (exit 130)
+    out = core.attempt(req)
+    if doc is None:
+        _leave(within, document.attach(None, "run", out))
+        run = out
+    else:
+        _leave(within, out)
+        run = out["run"]
+    return 0 if run["stop_reason"] == "completed" else 1
+
+
+# --------------------------------------------------------------------------- lk-diff
+
+#: Violations named on stderr (all of them are in the JSON document).
+MAX_SHOWN = 20
+
+
+def diff(
+    *, contract_path: str | None = None, base: str | None = None, within: Attempt | None = None
+) -> int:
+    """lk-diff: the change against its base, the tree's hash, the scope policy."""
+    from loopkit import git
+    from loopkit.evidence import diff as core
+    from loopkit.evidence import statcache
+    from loopkit.workspace import Workspace
+
+    doc = _taken(within)
+    recorded = (doc or {}).get("diff") or {}
+    started = ((doc or {}).get("run") or {}).get("base")  # HEAD before the worker ran
+    asked = recorded.get("base") or base or started or "HEAD"
+    ws = Workspace.open(contract_path=contract_path, document=doc)
+    where = git.Located(root=ws.root, index=ws.index, base=None)
+    terms = ws.contract
+    started = ((doc or {}).get("run") or {}).get("git_control")  # .git before the worker
+    seed = statcache.seed(ws.state, ((doc or {}).get("run") or {}).get("state_seal"))
+    result = core.assess(
+        core.gather_at(
+            where,
+            asked,
+            git_control=started,
+            seed=seed,
+            ignored_at_start=((doc or {}).get("run") or {}).get("ignored_at_start"),
+            on_tree=_early_work(within, ws, doc, terms, seed)
+            if within is not None and within.early
+            else None,
+        ),
+        contract=terms,
+        control=ws.control_files() if doc is not None else (),
+        drift=ws.contract_drift,
+        git_control=started,
+        special_files=((doc or {}).get("run") or {}).get("special_files") or (),
+    )
+    if terms is None:
+        say("lk-diff", "no contract: the scope policy was not checked")
+    violations = result.body["violations"]
+    for v in violations[:MAX_SHOWN]:  # paths are the worker's choice: say() cleans them
+        say("lk-diff", f"{v['rule']}: {v['path']} ({v.get('detail', '')})")
+    if len(violations) > MAX_SHOWN:
+        say("lk-diff", f"... and {len(violations) - MAX_SHOWN} more violations")
+    _leave(within, document.attach(doc, "diff", result.body))
+    return 0 if result.within_policy else 1
+
+
+# --------------------------------------------------------------------------- lk-judge
+
+
+def judge(
+    *,
+    contract_path: str | None = None,
+    goal: str | None = None,
+    provider: str | None = None,
+    model: str | None = None,
+    transcript: str | None = None,
+    within: Attempt | None = None,
+) -> int:
+    """lk-judge: a read-only model's grounded verdict on the goal, added to the document."""
+    from loopkit.judge.ruling import passed
+    from loopkit.judge.running import evaluate
+
+    doc = _taken(within)
+    body = evaluate(
+        doc,
+        contract_path=contract_path,
+        goal=goal,
+        provider=provider,
+        model=model,
+        transcript=transcript,
+    )
+    _leave(within, document.attach(doc, "judge", body))
+    return 0 if passed(body) else 1
+
+
+# --------------------------------------------------------------------------- lk-verify
+
+
+def verify(
+    *,
+    contract_path: str | None = None,
+    only: Sequence[str] = (),
+    fail_fast: bool = False,
+    clean_room: bool | None = None,
+    summary: bool = False,
+    ratchet: bool = False,
+    attest: bool = False,
+    within: Attempt | None = None,
+) -> int:
+    """lk-verify: the acceptance checks, in a clean room for a piped attempt (else in
+    place), their evidence bound to the tree. ``ratchet`` (a commit hook, alone): never
+    worse than HEAD -- what failed there does not block, per test where results exist.
+    ``attest``: HEAD's signed statement must hold first (loopkit.attest.check.require)."""
+    if attest:
+        from loopkit.attest import check
+
+        check.require(Path.cwd(), "HEAD")
+    from loopkit import proc
+    from loopkit.evidence import verify as core
+    from loopkit.state import artifacts
+    from loopkit.workspace import Workspace
+
+    doc = _taken(within)
+    ws = Workspace.open(contract_path=contract_path, document=doc, require_contract=True)
+    terms = ws.contract or {}
+    if within is not None:
+        within.review = bool((terms.get("judge") or {}).get("review"))
+    chosen = core.select(terms["criteria"], only)
+    attempt = artifacts.assign_attempt_id(doc if doc is not None else {})
+    log_dir = artifacts.attempt_dir(ws.state, attempt)
+    proc.guard()  # nothing a check starts outlives it, nor this command
+    env = _check_env(terms, doc, ws.root)
+    ticker = _Ticker() if _stderr_is_terminal() else None
+    lines = None if ticker or summary else _lines
+    state = ws.state
+
+    def cancelled() -> str | None:
+        # `lk cancel` ends a running check at once, not after it (loopkit.state.cancel).
+        from loopkit.state import cancel
+
+        return "cancelled" if cancel.requested(state) else None
+
+    try:
+        if clean_room if clean_room is not None else doc is not None:
+            shown = ticker.update if ticker else lines
+            result = _in_clean_room(
+                doc, ws, terms, chosen, only=only, log_dir=log_dir, fail_fast=fail_fast,
+                env=env, shown=shown, within=within, cancelled=cancelled,
+            )  # fmt: skip
+        else:
+            result = core.run_checks(
+                ws.root,
+                chosen,
+                index=ws.index,
+                log_dir=log_dir,
+                fail_fast=fail_fast,
+                progress=ticker.update if ticker else lines,
+                env=env,
+                should_stop=cancelled,
+            )
+            if ratchet and not only and not result.passed:
+                _against_head(result.body, ws, terms, chosen, log_dir, env)
+    finally:
+        if ticker:
+            ticker.close()
+    known = {k.get("name") for k in result.body.get("known_failures") or []}
+    for c in result.body["checks"]:
+        if not c["passed"] and c["name"] in known:
+            say(
+                "lk-verify",
+                f"{c['name']} failed at the base too, before this attempt (fingerprint "
+                f"{c['fingerprint']}): a known failure, not required; log: {c['log']}",
+            )
+        elif not c["passed"]:
+            why = (
+                "ended by lk cancel"
+                if c.get("cancelled")
+                else "timed out"
+                if c.get("timed_out")
+                else f"exit {c['exit_code']}"
+            )
+            say(
+                "lk-verify",
+                f"{c['name']} failed ({why}); fingerprint {c['fingerprint']}; log: {c['log']}",
+            )
+        if c.get("changed_tree"):
+            say("lk-verify", f"{c['name']} changed the working tree")
+        _say_judged(c, result.body)
+    for e in result.body.get("environment") or []:
+        say("lk-verify", f"{e['name']} cannot run: `{e['command']}`: {e['why']}")
+    # The evidence as recorded: lk-decide refuses a verify section that differs from it.
+    from loopkit.files import atomic_write
+
+    atomic_write(log_dir / core.RECORD_NAME, document.dumps(result.body))
+    for problem in result.body.get("problems") or []:
+        say("lk-verify", f"not verified: {problem}")
+    out = document.attach(doc, "verify", result.body, attempt_id=attempt)
+    if summary:
+        atomic_write(ws.state / "verify-last.json", document.dumps(out) + "\n")
+        sys.stdout.write(_summary(result.body, ws.state / "verify-last.json", ws.root))
+        sys.stdout.flush()
+    else:
+        _leave(within, out)
+    return 0 if result.passed else 1
+
+
+def _in_clean_room(
+    doc: dict[str, Any] | None,
+    ws: Any,
+    terms: Any,
+    chosen: Any,
+    *,
+    only: Sequence[str],
+    log_dir: Path,
+    fail_fast: bool,
+    env: dict[str, str],
+    shown: Any,
+    within: Attempt | None,
+    cancelled: Callable[[], str | None],
+) -> Any:
+    """lk-verify's checks in the clean room on the attempt's tree, then (a check failed)
+    the same checks on the base's tree: never worse than the base."""
+    from loopkit.evidence import cleanroom
+    from loopkit.evidence import verify as core
+
+    run = (doc or {}).get("run") or {}
+    carried = cleanroom.carried(ws.root, terms)
+    carry = [c.name for c in carried]
+    reset = cleanroom.reset_dirs(ws.root)
+    result = core.in_clean_room(
+        ws.root,
+        chosen,
+        index=ws.index,
+        head=run.get("base"),
+        carry=carry,
+        carry_before=run.get("carry"),
+        contract=terms,
+        state=ws.state,
+        reset=reset,
+        log_dir=log_dir,
+        fail_fast=fail_fast,
+        progress=_early_tree_after(within, shown, ws.root, ws.state, run)
+        if within is not None and within.early
+        else shown,
+        env=env,
+        tree=_checked_tree(doc),
+        early=within.take_room() if within is not None else None,
+        should_stop=cancelled,
+    )
+    if within is not None and within.tree is not None:
+        within.tree.wait()  # it ran beside the clean room's hash; done first
+    # The base: the commit the worker started from; with no worker (a
+    # reproduction on the untouched tree), the one lk-diff measured from.
+    base_commit = run.get("base") or (None if run else ((doc or {}).get("diff") or {}).get("base"))
+    stopped = any(c.get("cancelled") for c in result.body["checks"])
+    if base_commit and not only and not result.passed and not stopped:
+        if within is not None:
+            within.drop_tree()  # the base's checks run next: hashed after them
+        # Never worse than the base: the criteria's results on the untouched tree.
+        # Asked only when a check failed: when every check passes, nothing can be
+        # worse than the base, and the tree is not checked out and run twice.
+        base = core.baseline(
+            ws.root,
+            ws.state,
+            str(base_commit),
+            chosen,
+            log_dir=log_dir,
+            env=env,
+            carry=carry,
+            sealed=(run.get("state_seal") or {}).get("baseline"),
+            contract=terms,
+            reset=reset,
+            same=None if run else result.body,
+            should_stop=cancelled,
+        )
+        core.ratchet(result.body, base, task=(doc or {}).get("task"))
+    result.body["carried"] = [{"path": c.name, "why": c.why} for c in carried]
+    if not all(c["passed"] for c in result.body["checks"]):
+        _explain_unseen(result.body, run, carry, reset, ws)
+    return result
+
+
+def _against_head(
+    body: dict[str, Any], ws: Any, terms: Any, chosen: Any, log_dir: Any, env: Any
+) -> None:
+    """The ratchet for a commit hook: HEAD's results (run once per tree in the clean room,
+    kept in the git folder's cache, out of a worker's reach) are the base."""
+    from loopkit import git
+    from loopkit.evidence import cleanroom
+    from loopkit.evidence import verify as core
+    from loopkit.workspace import _cache_folder
+
+    head = git.resolve(ws.root, "HEAD")
+    if not head:
+        return  # no commit yet: nothing to be worse than
+    say(
+        "lk-verify", "a check failed: running the checks on HEAD to see what this change made worse"
+    )
+    base = core.baseline(
+        ws.root,
+        ws.state,
+        head,
+        chosen,
+        log_dir=log_dir,
+        env=env,
+        carry=[c.name for c in cleanroom.carried(ws.root, terms)],
+        contract=terms,
+        reset=cleanroom.reset_dirs(ws.root),
+        kept_in=_cache_folder(ws.root),
+    )
+    core.ratchet(body, base, demand=False)
+
+
+def _say_judged(check: dict[str, Any], body: dict[str, Any]) -> None:
+    """How a check red at the base was judged: per test, or as a whole (and why)."""
+    if check["passed"] or "required" not in body:
+        return
+    name = check["name"]
+    if check.get("judged") == "per_test":
+        worse = check.get("blocking_tests") or []
+        if worse:
+            shown = ", ".join(worse[:5]) + (f" and {len(worse) - 5} more" if len(worse) > 5 else "")
+            say("lk-verify", f"{name}: judged per test; blocking: {shown}")
+        elif name not in body["required"]:
+            say("lk-verify", f"{name}: judged per test; no test that passed at the base fails")
+    elif name not in body["required"]:
+        say(
+            "lk-verify",
+            f"{name}: no per-test results (name a JUnit report in the criterion's `junit`): "
+            "judged as a whole; it failed at the base too, so it does not block",
+        )
+
+
+def _explain_unseen(body: dict[str, Any], run: Any, carry: Any, reset: Any, ws: Any) -> None:
+    """A failing check in the clean room, and ignored paths of the work tree it did not
+    see: one line naming them and the key that shows them (``verify.carry``), so neither
+    a person nor the agent chases a failure that is the set-up's."""
+
+    from loopkit.evidence import cleanroom
+
+    ignored = run.get("ignored_at_start") or []
+    state = os.path.relpath(ws.state, ws.root).replace(os.sep, "/")
+    unseen = cleanroom.not_shown(ignored, carry, reset, state)
+    if unseen:
+        names = ", ".join(unseen[:5]) + (f" and {len(unseen) - 5} more" if len(unseen) > 5 else "")
+        body["not_shown"] = unseen[:50]
+        body["hint"] = (
+            f"the checks ran on the verified tree alone; ignored paths of the work tree they "
+            f"did not see: {names} -- if a check needs them, name them in verify.carry"
+        )
+        say("lk-verify", body["hint"])
+
+
+def _summary(body: dict[str, Any], saved: Any, root: Any) -> str:
+    """The checks for a person: one line each, the tail of a failing one under it."""
+
+    from loopkit.text import clean
+
+    lines = []
+    for c in body["checks"]:
+        mark = "ok" if c["passed"] else ("TIMED OUT" if c.get("timed_out") else "FAILED")
+        known = not c["passed"] and c["name"] not in body.get("required", [c["name"]])
+        if known:
+            mark = "AS BEFORE"  # failed at the base too, and nothing in it got worse
+        lines.append(f"{mark:>9}  {c['name']}  ({c['duration_s']:.1f}s)  {c['command']}")
+        if c.get("blocking_tests"):
+            lines.append("           | worse than before: " + ", ".join(c["blocking_tests"][:10]))
+        if not c["passed"] and not known:
+            tail = clean(c.get("output_tail") or "").splitlines()[-15:]
+            lines.extend("           | " + t for t in tail)
+    verdict = (
+        "a check failed: the commit is blocked"
+        if not body["passed"]
+        else "nothing is worse than at HEAD"
+        if "required" in body
+        else "all checks passed"
+    )
+    lines.append(f"lk-verify: {verdict} (the evidence: {os.path.relpath(saved, root)})")
+    return "\n".join(lines) + "\n"
+
+
+def _check_env(terms: dict[str, Any], doc: dict[str, Any] | None, root: Path) -> dict[str, str]:
+    from loopkit.evidence.verify import check_env
+
+    return check_env(terms, doc, root=root)
+
+
+def _lines(event: str, index: int, total: int, name: str, check: Any) -> None:
+    """Progress off a terminal (a log, a recipe): one line as each check starts and ends."""
+    if event == "start":
+        say("lk-verify", f"[{index + 1}/{total}] {name} ...")
+    elif event == "end":
+        mark = "ok" if check and check.get("passed") else "FAILED"
+        secs = check.get("duration_s", 0.0) if check else 0.0
+        say("lk-verify", f"[{index + 1}/{total}] {name}: {mark} ({secs:.1f}s)")
+
+
+def _stderr_is_terminal() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class _Ticker:
+    """One status line on a terminal's stderr: which check runs and for how long."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._line: tuple[int, int, str, float] | None = None
+        self._thread = threading.Thread(target=self._run, name="lk-verify-progress", daemon=True)
+        self._thread.start()
+
+    def update(self, event: str, index: int, total: int, name: str, check: Any) -> None:
+        import time
+
+        with self._lock:
+            if event == "start":
+                self._line = (index, total, name, time.monotonic())
+                self._draw()
+            elif event == "end":
+                self._line = None
+                mark = "ok" if check and check.get("passed") else "FAILED"
+                secs = check.get("duration_s", 0.0) if check else 0.0
+                from loopkit.text import clean
+
+                shown = clean(name)  # the line's own control codes only
+                _stderr(f"\r\x1b[K[{index + 1}/{total}] {shown}: {mark} ({secs:.1f}s)\n")
+
+    def _draw(self) -> None:
+        import time
+
+        if self._line is None:
+            return
+        index, total, name, started = self._line
+        elapsed = time.monotonic() - started
+        from loopkit.text import clean
+
+        shown = clean(name)
+        _stderr(f"\r\x1b[K[{index + 1}/{total}] {shown} ... {elapsed:.0f}s")
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            with self._lock:
+                self._draw()
+
+    def close(self) -> None:
+        self._stop.set()
+
+
+def _early_tree_after(attempt: Attempt, shown: Any, root: Path, state: Path, run: Any) -> Any:
+    """``shown`` (lk-verify's progress lines), which also begins the hash of the tree on
+    disk for lk-decide once the last check's process has ended, before the clean room is
+    hashed after it (controller.EarlyTree)."""
+
+    def progress(event: str, index: int, total: int, name: str, entry: Any) -> None:
+        if shown is not None:
+            shown(event, index, total, name, entry)
+        if event == "ran" and index == total - 1 and attempt.tree is None:
+            from loopkit.decision.controller import EarlyTree
+
+            attempt.tree = EarlyTree(root, state, run, handed=attempt.handed)
+
+    return progress
+
+
+def _early_work(
+    attempt: Attempt, ws: Any, doc: dict[str, Any] | None, terms: Any, seed: Path | None
+) -> Any:
+    """Within ``lk attempt``, as lk-diff begins: what lk-diff hands the tree it writes
+    (and the index holding it) to, for the stages after it --
+
+    - the clean room's sync for lk-verify's checks (cleanroom.EarlyRoom), cleared now;
+      taken only when lk-verify asks for that same tree, head and carried paths;
+    - a copy of the index, for lk-decide's hash of the tree on disk (statcache.Handoff),
+      when the hash started from the stat cache (loopkit's own stat data: ``seed``).
+    """
+    from loopkit.evidence import cleanroom, statcache
+
+    room = None
+    if doc is not None and isinstance(terms, dict):
+        from loopkit.evidence.verify import room_links
+
+        carry = [c.name for c in cleanroom.carried(ws.root, terms)]
+        room = cleanroom.EarlyRoom(
+            ws.root, head=(doc.get("run") or {}).get("base"), carry=room_links(terms, carry)
+        )
+        attempt.room = room
+    handed = statcache.beside(ws.state, "diff")
+
+    def begin(tree: str, index: Path) -> None:
+        if room is not None:
+            room.sync(tree)
+        if seed is not None:
+            attempt.handed = statcache.Handoff.leave(index, handed, tree)
+
+    return begin
+
+
+def _checked_tree(doc: dict[str, Any] | None) -> str | None:
+    """The tree lk-diff checked (diff.tree): the one to verify, so the scope policy and the
+    checks judge the same tree. None without one: the working tree is hashed instead."""
+    tree = ((doc or {}).get("diff") or {}).get("tree")
+    return tree if isinstance(tree, str) and tree else None
+
+
+def _stderr(text: str) -> None:
+    sys.stderr.write(text)
+    sys.stderr.flush()
