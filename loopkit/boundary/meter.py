@@ -32,9 +32,12 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
+import re
+import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +49,62 @@ if TYPE_CHECKING:
 DIALECTS = ("anthropic", "openai", "gemini")
 #: Request headers that may carry a credential: never forwarded as they came.
 CREDENTIAL_HEADERS = ("authorization", "x-api-key", "x-goog-api-key", "api-key")
+#: The only request headers forwarded (the APIs' own, and what a body needs); any other
+#: header a client sends stays at the meter.
+FORWARDED_HEADERS = frozenset(
+    (
+        "accept",
+        "content-type",
+        "content-encoding",
+        "user-agent",
+        "anthropic-version",
+        "anthropic-beta",
+        "openai-beta",
+        "x-goog-api-client",
+        "session_id",
+        "conversation_id",
+        "originator",
+    )
+)
+_MODEL = r"[A-Za-z0-9][A-Za-z0-9._@-]*"
+#: Each dialect's endpoints (method, path under the upstream's prefix): nothing else is
+#: forwarded, not even to the same host.
+ENDPOINTS: dict[str, tuple[tuple[str, re.Pattern[str]], ...]] = {
+    "anthropic": (
+        ("POST", re.compile(r"/v1/messages(/count_tokens)?")),
+        ("GET", re.compile(rf"/v1/models(/{_MODEL})?")),
+    ),
+    "openai": (
+        ("POST", re.compile(r"/(responses|chat/completions)")),
+        ("GET", re.compile(rf"/models(/{_MODEL})?")),
+    ),
+    "gemini": (
+        (
+            "POST",
+            re.compile(
+                rf"/v1(beta|alpha)?/models/{_MODEL}:"
+                r"(generateContent|streamGenerateContent|countTokens)"
+            ),
+        ),
+        ("GET", re.compile(rf"/v1(beta|alpha)?/models(/{_MODEL})?")),
+    ),
+}
+#: A request body over this is refused (413): its head says so, or it grows past it.
+MAX_BODY_BYTES = 32 << 20
+#: A body up to this is held (so a stale upstream connection can be retried); a larger
+#: one is forwarded as it is read.
+REPLAYABLE_BYTES = 1 << 20
+#: A refused request's body up to this is read and dropped (its client then reads the
+#: refusal rather than a reset); a larger one is never read.
+DRAIN_BYTES = 64 << 10
+CHUNK_BYTES = 64 << 10
+#: Seconds: any one read or write on a worker's connection (and the wait between its
+#: requests); a request's head from its first byte; an authenticated body in all.
+IDLE_S = 75.0
+HEAD_S = 20.0
+BODY_S = 300.0
+#: Connections open at once; one more is closed as it comes.
+MAX_CONNECTIONS = 64
 #: Hop-by-hop headers (RFC 9110 7.6.1): each side of the proxy has its own.
 HOP_BY_HOP = (
     "connection",
@@ -365,20 +424,69 @@ class Prices:
 # --------------------------------------------------------------------------- the proxy
 
 
+class _Server:
+    """The meter's listeners: threads per connection, at most ``MAX_CONNECTIONS`` open."""
+
+    @staticmethod
+    def make(meter: Meter, address: str | tuple[str, int], cap: int) -> Any:
+        import socketserver
+        from http.server import HTTPServer
+
+        base: type = HTTPServer if isinstance(address, tuple) else socketserver.UnixStreamServer
+
+        class Server(socketserver.ThreadingMixIn, base):  # type: ignore[misc]
+            daemon_threads = True
+            block_on_close = False
+            open = 0
+
+            def verify_request(self, request: Any, client_address: Any) -> bool:
+                with meter._lock:
+                    if Server.open >= cap:
+                        return False
+                    Server.open += 1
+                return True
+
+            def process_request_thread(self, request: Any, client_address: Any) -> None:
+                try:
+                    super().process_request_thread(request, client_address)
+                finally:
+                    with meter._lock:
+                        Server.open -= 1
+
+            def server_bind(self) -> None:
+                if isinstance(address, tuple):
+                    HTTPServer.server_bind(self)
+                else:
+                    socketserver.UnixStreamServer.server_bind(self)
+                    self.server_name, self.server_port = "localhost", 0
+
+        return Server(address, _handler_for(meter))
+
+
 class Meter:
-    """One run's loopback proxy: a token, an expiry, an upstream, a record of requests."""
+    """One run's loopback proxy: a token, an expiry, an upstream, a record of requests.
+    ``unix``: a socket path it listens on too (the way in from a sandbox without a
+    network of its own, ``loopkit.boundary.egress``)."""
 
     def __init__(
-        self, upstream: Upstream, *, ttl_s: float, log: Path | None = None, host: str = "127.0.0.1"
+        self,
+        upstream: Upstream,
+        *,
+        ttl_s: float,
+        log: Path | None = None,
+        host: str = "127.0.0.1",
+        unix: Path | None = None,
+        max_body: int = MAX_BODY_BYTES,
+        max_connections: int = MAX_CONNECTIONS,
     ) -> None:
         import secrets
-        from http.server import ThreadingHTTPServer
         from urllib.parse import urlsplit
 
         self.upstream = upstream
         self.token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         self.expires = time.time() + ttl_s
         self.log = log
+        self.max_body = max_body
         self.records: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         parts = urlsplit(upstream.url)
@@ -387,38 +495,75 @@ class Meter:
         self._scheme = parts.scheme
         self._host = parts.hostname
         self._port = parts.port
-        self._prefix = parts.path.rstrip("/")
+        self.prefix = parts.path.rstrip("/")
         self._local = threading.local()
         self.streak = 0  # transient answers in a row
         self._active = 0  # requests being answered
         self._idle = threading.Condition(self._lock)
         self._limit = 0
         self._trip: Callable[[], None] | None = None
-        self._server = ThreadingHTTPServer((host, 0), _handler_for(self))
-        self._server.daemon_threads = True
-        self._thread: threading.Thread | None = None
-        self.url = f"http://{host}:{self._server.server_address[1]}{self._prefix}"
+        self._deadlines: dict[socket.socket, float] = {}
+        self._servers = [_Server.make(self, (host, 0), max_connections)]
+        if unix is not None:
+            self._servers.append(_Server.make(self, str(unix), max_connections))
+        self._threads: list[threading.Thread] = []
+        self._stopping = threading.Event()
+        self.port = int(self._servers[0].server_address[1])
+        self.url = f"http://{host}:{self.port}{self.prefix}"
 
     @classmethod
-    def start(cls, upstream: Upstream, *, ttl_s: float, log: Path | None = None) -> Meter:
-        meter = cls(upstream, ttl_s=ttl_s, log=log)
-        meter._thread = threading.Thread(
-            target=meter._server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True
-        )
-        meter._thread.start()
+    def start(
+        cls, upstream: Upstream, *, ttl_s: float, log: Path | None = None, **kw: Any
+    ) -> Meter:
+        meter = cls(upstream, ttl_s=ttl_s, log=log, **kw)
+        for server in meter._servers:
+            meter._threads.append(
+                threading.Thread(
+                    target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True
+                )
+            )
+        meter._threads.append(threading.Thread(target=meter._watch, daemon=True))
+        for t in meter._threads:
+            t.start()
         return meter
 
     def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        self._stopping.set()
+        for server in self._servers:
+            if self._threads:
+                server.shutdown()
+            server.server_close()
+        for t in self._threads:
+            t.join(timeout=5)
 
     def __enter__(self) -> Meter:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def deadline(self, conn: socket.socket, seconds: float | None) -> None:
+        """Cut ``conn`` off once ``seconds`` have passed (None: no deadline)."""
+        with self._lock:
+            if seconds is None:
+                self._deadlines.pop(conn, None)
+            else:
+                self._deadlines[conn] = time.monotonic() + seconds
+
+    def _watch(self) -> None:
+        # One thread for every deadline: a client too slow with its request's head or
+        # body has its connection shut, which ends the read its handler waits in.
+        while not self._stopping.wait(0.25):
+            now = time.monotonic()
+            with self._lock:
+                late = [c for c, t in self._deadlines.items() if t <= now]
+                for c in late:
+                    del self._deadlines[c]
+            for c in late:
+                try:
+                    c.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
 
     # -- what the handler asks --------------------------------------------------------
     def admits(self, presented: str | None) -> str | None:
@@ -665,15 +810,94 @@ def presented_token(headers: Any, query: str) -> str | None:
     return None
 
 
+def endpoint(dialect: str, method: str, path: str, prefix: str) -> str | None:
+    """None when ``method path`` is one of the dialect's API endpoints under the upstream's
+    ``prefix``, else why not (the meter forwards nothing else, not even to the same host)."""
+    if "%" in path or "\\" in path or posixpath.normpath(path) != path or "//" in path:
+        return f"not the API: {method} {path[:200]}"
+    rest = path[len(prefix) :] if path.startswith(prefix + "/") else None
+    if rest is not None:
+        for allowed, shape in ENDPOINTS[dialect]:
+            if method == allowed and shape.fullmatch(rest):
+                return None
+    return f"not the API: {method} {path[:200]}"
+
+
+class _Refused(Exception):
+    """A request the meter answers itself: the status and why."""
+
+    def __init__(self, status: int, why: str) -> None:
+        super().__init__(why)
+        self.status = status
+        self.why = why
+
+
+def _body_chunks(rfile: Any, length: int | None, cap: int) -> Iterator[bytes]:
+    """The request body as it arrives, at most ``CHUNK_BYTES`` at a time, never more than
+    ``cap`` bytes in all (``_Refused`` 413 once it would be): ``length`` bytes, or the
+    chunked encoding's chunks when ``length`` is None."""
+    seen = 0
+    if length is not None:
+        while seen < length:
+            chunk = rfile.read1(min(CHUNK_BYTES, length - seen))
+            if not chunk:
+                raise OSError("the client closed the body short")
+            seen += len(chunk)
+            yield chunk
+        return
+    while True:
+        line = rfile.readline(1024)
+        try:
+            size = int(line.split(b";")[0].strip() or b"x", 16)
+        except ValueError:
+            raise _Refused(400, "a malformed chunked body") from None
+        if size == 0:
+            for _ in range(64):  # trailers, up to the blank line
+                if rfile.readline(1024) in (b"\r\n", b"\n", b""):
+                    return
+            raise _Refused(400, "a malformed chunked body")
+        if seen + size > cap:
+            raise _Refused(413, f"a body over {cap} bytes")
+        left = size
+        while left:
+            chunk = rfile.read1(min(CHUNK_BYTES, left))
+            if not chunk:
+                raise OSError("the client closed the body short")
+            left -= len(chunk)
+            seen += len(chunk)
+            yield chunk
+        rfile.readline(16)
+
+
 def _handler_for(meter: Meter) -> type:
     from http.server import BaseHTTPRequestHandler
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         server_version = "loopkit-meter"
+        timeout = IDLE_S  # any one read or write; the watchdog bounds a request's head
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
+
+        def handle_one_request(self) -> None:
+            # Wait (at most IDLE_S) for a request's first byte, then give its head HEAD_S
+            # in all: a client sending a byte now and then is cut off all the same.
+            try:
+                if not self.rfile.peek(1):  # type: ignore[attr-defined]
+                    self.close_connection = True
+                    return
+            except OSError:
+                self.close_connection = True
+                return
+            meter.deadline(self.connection, HEAD_S)
+            try:
+                super().handle_one_request()
+            finally:
+                meter.deadline(self.connection, None)
+
+        def handle_expect_100(self) -> bool:
+            return True  # "100 Continue" only once the token and the endpoint are checked
 
         def do_POST(self) -> None:
             self._proxy()
@@ -687,25 +911,14 @@ def _handler_for(meter: Meter) -> type:
         def do_DELETE(self) -> None:
             self._proxy()
 
-        def _body(self) -> bytes:
-            if "chunked" in (self.headers.get("transfer-encoding") or "").lower():
-                out = bytearray()
-                while True:
-                    size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                    if size == 0:
-                        while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                            pass
-                        return bytes(out)
-                    out += self.rfile.read(size)
-                    self.rfile.readline()
-            length = int(self.headers.get("content-length") or 0)
-            return self.rfile.read(length) if length > 0 else b""
-
-        def _reply(self, status: int, payload: Any) -> None:
+        def _reply(self, status: int, payload: Any, *, close: bool = False) -> None:
             data = json.dumps(payload).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
+            if close:
+                self.send_header("Connection", "close")
+                self.close_connection = True
             self.end_headers()
             self.wfile.write(data)
 
@@ -716,41 +929,94 @@ def _handler_for(meter: Meter) -> type:
             finally:
                 meter.end()
 
+        def _length(self) -> int | None:
+            """The body's announced length (None: chunked); ``_Refused`` when it cannot
+            be read safely or is over the cap."""
+            if "chunked" in (self.headers.get("transfer-encoding") or "").lower():
+                return None
+            raw = (self.headers.get("content-length") or "0").strip()
+            if not raw.isdigit():
+                raise _Refused(400, "a malformed Content-Length")
+            if int(raw) > meter.max_body:
+                raise _Refused(413, f"a body over {meter.max_body} bytes")
+            return int(raw)
+
+        def _check(self, parts: Any) -> int | None:
+            """Everything the request's head decides, before any byte of its body is
+            read: the token, the endpoint, the size. Returns the body's length."""
+            why = meter.admits(presented_token(self.headers, parts.query))
+            if why is not None:
+                raise _Refused(401, why)
+            why = endpoint(meter.upstream.dialect, self.command, parts.path, meter.prefix)
+            if why is not None:
+                raise _Refused(404, why)
+            return self._length()
+
+        def _refuse(self, refused: _Refused, entry: dict[str, Any], started: float) -> None:
+            # A small body still on the wire is read and dropped, so the client reads the
+            # answer rather than a reset; a larger one is never read: the connection closes.
+            try:
+                length = int(self.headers.get("content-length") or "x")
+            except ValueError:
+                length = -1
+            if 0 < length <= DRAIN_BYTES and refused.status != 413:
+                meter.deadline(self.connection, HEAD_S)
+                self.rfile.read(length)
+            self._reply(
+                refused.status,
+                refusal(meter.upstream.dialect, refused.status, f"loopkit meter: {refused.why}"),
+                close=True,
+            )
+            meter.record(
+                {
+                    **entry,
+                    "status": refused.status,
+                    "refused": refused.why,
+                    "latency_ms": _ms(started),
+                }
+            )
+
         def _forward(self) -> None:
+            import http.client
             from urllib.parse import parse_qsl, urlencode, urlsplit
 
             started = time.monotonic()
             when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-            body = self._body()
             parts = urlsplit(self.path)
             entry: dict[str, Any] = {"time": when, "method": self.command, "path": parts.path}
-            why = meter.admits(presented_token(self.headers, parts.query))
-            if why is not None:
-                self._reply(401, refusal(meter.upstream.dialect, 401, f"loopkit meter: {why}"))
-                meter.record({**entry, "status": 401, "refused": why, "latency_ms": _ms(started)})
+            try:
+                length = self._check(parts)
+            except _Refused as refused:
+                self._refuse(refused, entry, started)
                 return
+            if "100-continue" in (self.headers.get("expect") or "").lower():
+                self.send_response_only(100)
+                self.end_headers()
             query = [
                 (k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "key"
             ]
             target = parts.path + ("?" + urlencode(query) if query else "")
-            headers = {
-                k: v
-                for k, v in self.headers.items()
-                if k.lower() not in HOP_BY_HOP and k.lower() not in CREDENTIAL_HEADERS
-            }
+            headers = {k: v for k, v in self.headers.items() if k.lower() in FORWARDED_HEADERS}
             headers.update(_credential(meter.upstream))
             headers["Accept-Encoding"] = "identity"  # the usage must be readable
-            headers["Content-Length"] = str(len(body))
-            import http.client
-
+            meter.deadline(self.connection, BODY_S)
             try:
-                resp = self._send(target, body, headers)
+                try:
+                    resp = self._send(target, headers, length)
+                finally:
+                    meter.deadline(self.connection, None)
+            except _Refused as refused:
+                meter.drop_connection()
+                self._refuse(refused, entry, started)
+                return
             except (OSError, http.client.HTTPException) as e:
+                meter.drop_connection()
                 self._reply(
                     502,
                     refusal(
                         meter.upstream.dialect, 502, f"loopkit meter: upstream unreachable: {e}"
                     ),
+                    close=True,
                 )
                 meter.record(
                     {
@@ -768,12 +1034,12 @@ def _handler_for(meter: Meter) -> type:
             for k, v in resp.getheaders():
                 if k.lower() not in HOP_BY_HOP:
                     self.send_header(k, v)
-            length = resp.getheader("content-length")
-            chunked = length is None
+            answer_length = resp.getheader("content-length")
+            chunked = answer_length is None
             if chunked:
                 self.send_header("Transfer-Encoding", "chunked")
             else:
-                self.send_header("Content-Length", length or "0")
+                self.send_header("Content-Length", answer_length or "0")
             self.end_headers()
             cut = None
             sent = 0
@@ -792,8 +1058,12 @@ def _handler_for(meter: Meter) -> type:
                 if chunked:
                     self.wfile.write(b"0\r\n\r\n")
                     self.wfile.flush()
-                elif length is not None and length.isdigit() and sent < int(length):
-                    raise http.client.IncompleteRead(b"", int(length) - sent)
+                elif (
+                    answer_length is not None
+                    and answer_length.isdigit()
+                    and sent < int(answer_length)
+                ):
+                    raise http.client.IncompleteRead(b"", int(answer_length) - sent)
             except (OSError, http.client.HTTPException) as e:
                 # The upstream cut its answer (or the worker went away): the worker sees
                 # the cut too, its connection closed short of what was promised.
@@ -818,21 +1088,53 @@ def _handler_for(meter: Meter) -> type:
                 entry["error"] = usage.error or f"cut: {cut}"
             meter.record(entry)
 
-        def _send(self, target: str, body: bytes, headers: dict[str, str]) -> Any:
+        def _send(self, target: str, headers: dict[str, str], length: int | None) -> Any:
+            """Send the request upstream, its body streamed from the client as it comes.
+            A body of up to ``REPLAYABLE_BYTES`` is held (bounded) so that a kept-alive
+            upstream connection that went stale can be retried once on a fresh one; a
+            larger one goes out on a fresh connection as it is read, never held whole."""
             import http.client
 
-            for again in (True, False):
-                conn = meter.connection()
-                try:
-                    conn.request(self.command, target, body, headers)
-                    return conn.getresponse()
-                except (OSError, http.client.HTTPException):
-                    meter.drop_connection()
-                    if not again:
-                        raise
-            raise OSError("unreachable")  # pragma: no cover
+            body = _body_chunks(self.rfile, length, meter.max_body)
+            head = bytearray()
+            for chunk in body:
+                head += chunk
+                if len(head) > REPLAYABLE_BYTES:
+                    break
+            else:
+                headers["Content-Length"] = str(len(head))
+                for again in (True, False):
+                    conn = meter.connection()
+                    try:
+                        conn.request(self.command, target, bytes(head), headers)
+                        return conn.getresponse()
+                    except (OSError, http.client.HTTPException):
+                        meter.drop_connection()
+                        if not again:
+                            raise
+            meter.drop_connection()
+            conn = meter.connection()
+            conn.putrequest(self.command, target, skip_accept_encoding=True)
+            if length is not None:
+                headers["Content-Length"] = str(length)
+            else:
+                headers["Transfer-Encoding"] = "chunked"
+            for k, v in headers.items():
+                conn.putheader(k, v)
+            conn.endheaders()
+            framed = length is None
+            for chunk in _chain(bytes(head), body):
+                conn.send(b"%x\r\n%s\r\n" % (len(chunk), chunk) if framed else chunk)
+            if framed:
+                conn.send(b"0\r\n\r\n")
+            return conn.getresponse()
 
     return Handler
+
+
+def _chain(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
+    yield first
+    yield from rest
 
 
 def _credential(upstream: Upstream) -> dict[str, str]:
