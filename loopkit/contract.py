@@ -216,6 +216,8 @@ _SECTIONS: dict[str, dict[str, Check]] = {
             if isinstance(v, str) and v.startswith(("http://", "https://"))
             else o.append(Problem(w, f"expected an http(s) URL, got {_show(v)}"))
         ),
+        # credentials passed on raw beside the meter (each named in env_allow too)
+        "unmetered": string_list,
     },
     "judge": {
         "provider": one_of(*PROVIDERS),

@@ -67,16 +67,17 @@ FORWARDED_HEADERS = frozenset(
     )
 )
 _MODEL = r"[A-Za-z0-9][A-Za-z0-9._@-]*"
-#: Each dialect's endpoints (method, path under the upstream's prefix): nothing else is
-#: forwarded, not even to the same host.
+#: Each dialect's endpoints (method, path under the upstream's prefix; the version
+#: segment is the prefix's own when the base URL ends in it, as opencode's and codex's
+#: do): nothing else is forwarded, not even to the same host.
 ENDPOINTS: dict[str, tuple[tuple[str, re.Pattern[str]], ...]] = {
     "anthropic": (
-        ("POST", re.compile(r"/v1/messages(/count_tokens)?")),
-        ("GET", re.compile(rf"/v1/models(/{_MODEL})?")),
+        ("POST", re.compile(r"(/v1)?/messages(/count_tokens)?")),
+        ("GET", re.compile(rf"(/v1)?/models(/{_MODEL})?")),
     ),
     "openai": (
-        ("POST", re.compile(r"/(responses|chat/completions)")),
-        ("GET", re.compile(rf"/models(/{_MODEL})?")),
+        ("POST", re.compile(r"(/v1)?/(responses|chat/completions)")),
+        ("GET", re.compile(rf"(/v1)?/models(/{_MODEL})?")),
     ),
     "gemini": (
         (
@@ -487,6 +488,9 @@ class Meter:
         self.expires = time.time() + ttl_s
         self.log = log
         self.max_body = max_body
+        #: The person's credentials the worker did not get, and those it got raw.
+        self.withheld: list[str] = []
+        self.unmetered: list[str] = []
         self.records: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         parts = urlsplit(upstream.url)
@@ -640,12 +644,14 @@ class Meter:
         """The run record's ``meter`` section (schemas/run.json), once every request
         under way has its record."""
         self.settled()
-        return summarize(
+        out = summarize(
             self.records,
             upstream=self.upstream,
             prices=prices or Prices.load(),
             log=self.log,
         )
+        out["withheld"], out["unmetered"] = self.withheld, self.unmetered
+        return out
 
 
 def summarize(

@@ -224,6 +224,14 @@ CREDENTIALS = (
     ".config/hub",
     ".claude/.credentials.json",
     ".codex/auth.json",
+    ".gemini/oauth_creds.json",
+    ".gemini/google_accounts.json",
+    ".qwen/oauth_creds.json",
+    ".qwen/.env",
+    ".local/share/opencode/auth.json",
+    ".pi/agent/auth.json",
+    ".copilot",
+    ".config/github-copilot",
 )
 
 

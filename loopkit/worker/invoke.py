@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from loopkit.boundary import secrets
 from loopkit.errors import BadInput, EnvironmentProblem
 from loopkit.text import clean, file_tail
 from loopkit.worker.breaker import DEFAULT_REPEATS, Breaker
@@ -129,6 +130,18 @@ def execute(
     try:
         if meter is not None:
             inv = provider.metered(inv, meter.url, meter.token, meter.upstream)
+            # Metered, the worker holds the run's token and no other credential of the
+            # person's (another vendor's key, an OAuth token, a cloud login) unless the
+            # contract names it and marks it unmetered.
+            kept = secrets.withhold(
+                inv.env,
+                token=meter.token,
+                named=spec.env_allow,
+                unmetered=spec.unmetered,
+                metering=meter.upstream.key_var,
+            )
+            inv = inv.but(env=kept.env)
+            meter.withheld, meter.unmetered = kept.withheld, kept.unmetered
         return _execute(
             provider,
             spec,

@@ -122,6 +122,7 @@ class RunSpec:
     environ: Mapping[str, str] | None  # the parent's env (default os.environ)
     meter: Any  # worker.meter: "auto" (None), "on", "off" (loopkit.boundary.meter)
     upstream: str | None  # worker.upstream: the real API's base URL, over the environment's
+    unmetered: list[str]  # worker.unmetered: credentials passed on raw beside the meter
 
     def __init__(
         self,
@@ -147,9 +148,11 @@ class RunSpec:
         environ: Mapping[str, str] | None = None,
         meter: Any = None,
         upstream: str | None = None,
+        unmetered: list[str] | None = None,
     ) -> None:
         self.meter = meter
         self.upstream = upstream
+        self.unmetered = [] if unmetered is None else unmetered
         self.prompt = prompt
         self.cwd = Path.cwd() if cwd is None else cwd
         self.model = model
@@ -191,6 +194,7 @@ class RunSpec:
             "extra_args": list(s.get("extra_args") or []),
             "meter": s.get("meter"),
             "upstream": s.get("upstream"),
+            "unmetered": list(s.get("unmetered") or []),
         }
         kw.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**kw)
