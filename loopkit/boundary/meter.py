@@ -465,9 +465,7 @@ class _Server:
 
 
 class Meter:
-    """One run's loopback proxy: a token, an expiry, an upstream, a record of requests.
-    ``unix``: a socket path it listens on too (the way in from a sandbox without a
-    network of its own, ``loopkit.boundary.egress``)."""
+    """One run's loopback proxy: a token, an expiry, an upstream, a record of requests."""
 
     def __init__(
         self,
@@ -476,7 +474,6 @@ class Meter:
         ttl_s: float,
         log: Path | None = None,
         host: str = "127.0.0.1",
-        unix: Path | None = None,
         max_body: int = MAX_BODY_BYTES,
         max_connections: int = MAX_CONNECTIONS,
     ) -> None:
@@ -507,9 +504,8 @@ class Meter:
         self._limit = 0
         self._trip: Callable[[], None] | None = None
         self._deadlines: dict[socket.socket, float] = {}
+        self._cap = max_connections
         self._servers = [_Server.make(self, (host, 0), max_connections)]
-        if unix is not None:
-            self._servers.append(_Server.make(self, str(unix), max_connections))
         self._threads: list[threading.Thread] = []
         self._stopping = threading.Event()
         self.port = int(self._servers[0].server_address[1])
@@ -530,6 +526,17 @@ class Meter:
         for t in meter._threads:
             t.start()
         return meter
+
+    def listen(self, path: Path) -> None:
+        """Listen on the unix socket ``path`` too (a sandbox's way in without a network,
+        ``loopkit.boundary.egress``)."""
+        server = _Server.make(self, str(path), self._cap)
+        self._servers.append(server)
+        thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True
+        )
+        self._threads.append(thread)
+        thread.start()
 
     def stop(self) -> None:
         self._stopping.set()

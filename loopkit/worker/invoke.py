@@ -142,6 +142,8 @@ def execute(
             )
             inv = inv.but(env=kept.env)
             meter.withheld, meter.unmetered = kept.withheld, kept.unmetered
+        if jail is not None:
+            jail.way = _way_for(jail, meter)
         return _execute(
             provider,
             spec,
@@ -157,8 +159,23 @@ def execute(
             meter=meter,
         )
     finally:
+        if jail is not None and jail.way is not None:
+            jail.way.stop()
         if meter is not None:
             meter.stop()
+
+
+def _way_for(jail: Jail, meter: Any) -> Any:
+    """The run's egress (``loopkit.boundary.egress``) when its sandbox will have no
+    network but the meter and the allowed hosts: ``sandbox.network: egress``, the default
+    for a metered worker, where a sandbox can start."""
+    from loopkit.boundary import egress, sandbox
+
+    if jail.policy.mode == "off" or jail.policy.network_for(meter is not None) != "egress":
+        return None
+    if not sandbox.probe().available:
+        return None
+    return egress.Way.start(jail.policy.hosts, meter)
 
 
 #: Transient answers in a row on the wire (429, 5xx) after which the meter stops a worker
@@ -294,6 +311,8 @@ def _execute(
         _apply_meter(record, metered, root)
     if sandboxed is not None:
         record["sandbox"] = sandboxed
+        if jail is not None and jail.way is not None and sandboxed.get("used"):
+            sandboxed["egress"] = jail.way.section()
     record["stuck"] = (
         watch.breaker.tripped.as_dict() if watch.breaker and watch.breaker.tripped else None
     )
@@ -388,6 +407,7 @@ class Jail:
         self.state = state
         self.read_only = [] if read_only is None else read_only
         self.repo_writable = repo_writable
+        self.way: Any = None  # the run's egress, when its sandbox has no network
 
     def apply(self, provider: Provider, inv: Invocation) -> Any:
         from loopkit.boundary import containment
@@ -410,6 +430,7 @@ class Jail:
             read_only=self.read_only,
             visible=visible,
             repo_writable=self.repo_writable,
+            way=self.way,
         )
 
 
