@@ -61,6 +61,8 @@ FORWARDED_HEADERS = frozenset(
         "anthropic-beta",
         "openai-beta",
         "x-goog-api-client",
+        "x-app",
+        "x-claude-code-session-id",
         "session_id",
         "conversation_id",
         "originator",
