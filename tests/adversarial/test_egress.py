@@ -244,3 +244,51 @@ git ls-remote http://{o}/repo.git; echo "git-other=$?"
     assert egress["allowed"] == [a] and egress["used"][a] >= 4
     assert egress["refused"][o] >= 4, egress
     assert set(egress["refused"]) == {o}
+
+
+@pytest.mark.parametrize(("network", "passes"), [("egress", True), (True, False)])
+def test_the_checks_get_the_egress_mode_from_verify_network(
+    tmp_path: Path, network: Any, passes: bool
+) -> None:
+    """A check (the worker's code) reaches the allowed host through the gate and nothing
+    else: with ``verify.network: egress`` it passes; with the network shared its direct
+    connection goes through, and it fails."""
+    from tests.helpers.recipes import make_project, recipe_env
+
+    www = tmp_path / "www"
+    www.mkdir()
+    (www / "hello.txt").write_text("allowed\n")
+    allowed, other = serve(www, "127.0.0.2"), serve(www, "127.0.0.3")
+    a = f"127.0.0.2:{allowed.server_address[1]}"
+    o = f"127.0.0.3:{other.server_address[1]}"
+    check = (
+        f"curl -fsS http://{a}/hello.txt && ! curl -fsS http://{o}/hello.txt"
+        f" && ! curl -fsS --noproxy '*' http://{a}/hello.txt"
+    )
+    p = make_project(
+        tmp_path,
+        "pass\n",
+        checks=[{"name": "net", "run": check, "timeout": 60}],
+        writable=["src/**"],
+        sandbox={"writable": [str(tmp_path / "worker")], "hosts": [a]},
+        verify={"network": network},
+    )
+    doc = json.dumps(
+        {"kind": "loopkit/attempt", "version": 1, "task": {"id": "t", "text": "t", "kind": "task"}}
+    )
+    try:
+        proc = subprocess.run(
+            ["bash", "-c", "lk-invoke --contract loop.yaml | lk-diff | lk-verify"],
+            input=doc,
+            cwd=p.root,
+            env=recipe_env(None),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    finally:
+        allowed.shutdown()
+        other.shutdown()
+    body = json.loads(proc.stdout)["verify"]
+    assert body["sandbox"]["network"] == network
+    assert (proc.returncode == 0) is passes, proc.stderr
