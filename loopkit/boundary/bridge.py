@@ -65,7 +65,11 @@ def main(argv: list[str]) -> int:
         listener.bind(("127.0.0.1", int(port)))
         listener.listen(128)
         threading.Thread(target=_serve, args=(listener, path), daemon=True).start()
-    child = subprocess.Popen(argv[cut + 1 :])
+    try:
+        child = subprocess.Popen(argv[cut + 1 :])
+    except OSError as e:
+        sys.stderr.write(f"loopkit bridge: {argv[cut + 1]}: {e.strerror or e}\n")
+        return 127
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda n, _f: child.send_signal(n))
     code = child.wait()

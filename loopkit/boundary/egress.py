@@ -40,6 +40,8 @@ MODES = ("egress",)
 MAX_HEAD_BYTES = 16 << 10
 HEAD_S = 20.0
 CONNECT_S = 30.0
+#: Connections through the gate at once; one more is closed as it comes.
+MAX_CONNECTIONS = 64
 MAX_LISTED = 50
 
 TYPE_CHECKING = False
@@ -78,6 +80,21 @@ class Gate:
         class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             daemon_threads = True
             block_on_close = False
+            open = 0
+
+            def verify_request(self, request: Any, client_address: Any) -> bool:
+                with gate._lock:
+                    if Server.open >= MAX_CONNECTIONS:
+                        return False
+                    Server.open += 1
+                return True
+
+            def process_request_thread(self, request: Any, client_address: Any) -> None:
+                try:
+                    super().process_request_thread(request, client_address)
+                finally:
+                    with gate._lock:
+                        Server.open -= 1
 
         self._server = Server(str(path), Handler)
         self._thread = threading.Thread(

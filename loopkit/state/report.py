@@ -377,7 +377,7 @@ def text(report: Mapping[str, Any], *, width: int | None = None) -> str:
         ),
     ]
     if h.get("refused_hosts"):
-        lines.append(f"  hosts the egress gate refused: {_hosts(h['refused_hosts'])}")
+        lines.append(f"  hosts the egress gate refused: {refused_text(h['refused_hosts'])}")
     prs = h.get("pull_requests")
     if prs and (prs["stacks"] or prs["terminal_tasks"] or any(prs["queue"].values())):
         cpm = prs["cost_per_merged"]
@@ -575,7 +575,7 @@ def _memory_about(memory: str, task_id: str) -> list[str]:
     return out
 
 
-def _hosts(refused: Mapping[str, int]) -> str:
+def refused_text(refused: Mapping[str, int]) -> str:
     """``a:443 (3×), b:80`` -- the hosts the egress gate refused, most refused first."""
     ranked = sorted(refused.items(), key=lambda kv: (-kv[1], kv[0]))
     return ", ".join(f"{h} ({n}×)" if n > 1 else h for h, n in ranked)
@@ -602,7 +602,7 @@ def story_text(story: Mapping[str, Any]) -> str:
                 lines.append(f"     note: {clip(hint, 240)}")
         for a in story["attempts"]:
             if a.get("refused_hosts"):
-                lines.append(f"  #{a['attempt']} refused hosts: {_hosts(a['refused_hosts'])}")
+                lines.append(f"  #{a['attempt']} refused hosts: {refused_text(a['refused_hosts'])}")
     if story["saved"]:
         lines.append(
             "saved trees (the command beside one applies what that attempt changed, uncommitted):"

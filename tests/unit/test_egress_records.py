@@ -39,3 +39,25 @@ def test_refused_hosts_are_listed_by_show_and_report() -> None:
     doc = report.build(list(enumerate(records)))
     assert doc["health"]["refused_hosts"] == {"evil.example:443": 3, "a.test:80": 1}
     assert "hosts the egress gate refused: evil.example:443 (3×), a.test:80" in report.text(doc)
+
+
+def test_the_pull_request_body_lists_the_refused_hosts(tmp_path: Any) -> None:
+    import json
+
+    from loopkit.forge import body
+    from loopkit.forge.stack import Slice, Stack
+
+    ledger = tmp_path / "ledger.jsonl"
+    lines = [attempt(1, {"evil.example:443": 2}), attempt(2, {"evil.example:443": 1})]
+    from loopkit.state.ledger import RECORD_KIND
+
+    ledger.write_text("".join(json.dumps({**r, "kind": RECORD_KIND}) + "\n" for r in lines))
+    ev = body.from_ledger(ledger, "T1")
+    assert ev["refused_hosts"] == {"evil.example:443": 3}
+    stack = Stack.__new__(Stack)
+    s = Slice.__new__(Slice)
+    stack.live = lambda: [s]  # type: ignore[method-assign]
+    stack.name, stack.issue = "st", None
+    s.id, s.head, s.tree, s.fork, s.evidence = "T1", "h" * 40, "t" * 40, "f" * 40, ev
+    s.issue, s.pr, s.branch = None, None, "b"
+    assert "Hosts the egress gate refused: evil.example:443 (3×)." in body.render(stack, s)
