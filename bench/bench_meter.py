@@ -30,7 +30,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from loopkit.boundary import egress, sandbox
-from loopkit.boundary.meter import KNOWN_APIS, Meter, Upstream
+from loopkit.boundary.dialects import KNOWN_APIS, Upstream
+from loopkit.boundary.meter import Meter
 from loopkit.testing import script
 from loopkit.testing.server import ModelServer
 

@@ -188,10 +188,11 @@ def _meter_for(provider: Provider, spec: RunSpec, artifacts: Path, timeout: floa
     """The run's meter, started; None when it is off or there is no key to hide."""
     if spec.meter is False or spec.meter == "off":
         return None
+    from loopkit.boundary import dialects
     from loopkit.boundary import meter as metering
 
     upstream = provider.upstream(spec)
-    if not metering.wanted(spec.meter, upstream):
+    if not dialects.wanted(spec.meter, upstream):
         if spec.meter in ("on", True) and provider.api is not None:
             names = " or ".join(provider.api.key_vars)
             raise EnvironmentProblem(f"worker.meter: on, but no key to meter: set {names}")

@@ -16,7 +16,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from loopkit.boundary.meter import KNOWN_APIS, Api, Meter, Prices, Upstream, find_upstream
+from loopkit.boundary.dialects import KNOWN_APIS, Api, Upstream, find_upstream
+from loopkit.boundary.meter import Meter
+from loopkit.boundary.prices import Prices
 
 KEY = "real-key-0123456789abcdef"
 ANTHROPIC = Api(

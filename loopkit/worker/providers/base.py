@@ -71,7 +71,7 @@ from loopkit.text import clip
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from loopkit.boundary.meter import Api, Upstream
+    from loopkit.boundary.dialects import Api, Upstream
 
 #: stop_reason values (schemas/run.json). "completed" is the only one that is not an error.
 STOP_REASONS = (
@@ -555,7 +555,7 @@ class Provider:
         return False
 
     #: The model API the CLI talks to: the variables that hold its key and base URL, and
-    #: the dialect (``loopkit.boundary.meter.Api``). None: nothing to meter (a command).
+    #: the dialect (``loopkit.boundary.dialects.Api``). None: nothing to meter (a command).
     api: ClassVar[Api | None] = None
 
     def upstream(self, spec: RunSpec) -> Upstream | None:
@@ -563,7 +563,7 @@ class Provider:
         ``worker.upstream`` wins), or None when no key is set or the provider has no API."""
         if self.api is None:
             return None
-        from loopkit.boundary.meter import find_upstream
+        from loopkit.boundary.dialects import find_upstream
 
         return find_upstream(self.api, spec.parent_env(), url=spec.upstream)
 
