@@ -99,10 +99,11 @@ VENDOR_CREDENTIALS: dict[str, tuple[str, ...]] = {
     "aws": ("AWS_",),
 }
 #: Any other variable named like a credential (a word of its name: ``*_API_KEY``,
-#: ``*_TOKEN``, ``*_SECRET``, ...; ``MAX_OUTPUT_TOKENS`` is a setting, not a token).
+#: ``*_TOKEN``, ``*_SECRET``, ...; ``MAX_OUTPUT_TOKENS`` and ``GEMINI_DEFAULT_AUTH_TYPE``
+#: are settings, not credentials).
 CREDENTIAL_NAME = re.compile(
-    r"(?:^|_)(?:API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|AUTH|COOKIE)(?:_|$)"
-    r"|KEY_COMMAND$",
+    r"(?:^|_)(?:API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|COOKIE)(?:_|$)"
+    r"|(?:^|_)AUTH$|KEY_COMMAND$",
     re.IGNORECASE,
 )
 _VENDOR_NAMES = frozenset(n for names in VENDOR_CREDENTIALS.values() for n in names)
