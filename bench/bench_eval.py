@@ -73,7 +73,9 @@ def main() -> int:
     print(f"  agent's run      median {agent:.2f} s")
     print(f"  eval overhead    median {over:.2f} s   p90 {p90:.2f} s")
     ok = over <= TARGET_S
-    print(f"  target: at most {TARGET_S:.0f} s of overhead per trial -- {'met' if ok else 'MISSED'}")
+    print(
+        f"  target: at most {TARGET_S:.0f} s of overhead per trial -- {'met' if ok else 'MISSED'}"
+    )
     return 0 if ok else 1
 
 

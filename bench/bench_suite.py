@@ -98,9 +98,22 @@ def fetch() -> Path | None:
     found = sorted(CACHE.glob("boltons-*.tar.gz"))
     if not found:
         done = subprocess.run(
-            [sys.executable, "-m", "pip", "download", LIBRARY, "--no-deps", "--no-binary",
-             ":all:", "-d", str(CACHE), "-q"],
-            capture_output=True, text=True, timeout=300,
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                LIBRARY,
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                "-d",
+                str(CACHE),
+                "-q",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         found = sorted(CACHE.glob("boltons-*.tar.gz"))
         if done.returncode != 0 or not found:
@@ -135,12 +148,10 @@ def template(src: Path, where: Path, suite: str, worker: Path) -> Path:
         "objective": "Fix the library's bugs, one task at a time.",
         "scope": {"writable": ["boltons/**"]},
         "criteria": [
-            {"name": "suite", "run": suite, "timeout": 300,
-             "env": {"PYTHONDONTWRITEBYTECODE": "1"}}
+            {"name": "suite", "run": suite, "timeout": 300, "env": {"PYTHONDONTWRITEBYTECODE": "1"}}
         ],
         "budgets": {"attempts": 3, "same_failure": 2},
-        "worker": {"provider": "command", "command": f"{sys.executable} {worker}",
-                   "timeout": 300},
+        "worker": {"provider": "command", "command": f"{sys.executable} {worker}", "timeout": 300},
         # The worker script lives outside the repository: shown to the worker's sandbox.
         "sandbox": {"writable": [str(worker.parent)]},
     }
@@ -152,8 +163,17 @@ def template(src: Path, where: Path, suite: str, worker: Path) -> Path:
     )
     (root / "TASKS.md").write_text("# Tasks\n\n" + plan)
     git(root, "add", "-A")
-    git(root, "-c", "user.name=bench", "-c", "user.email=bench@example.com", "commit", "-q",
-        "-m", "boltons with four bugs")
+    git(
+        root,
+        "-c",
+        "user.name=bench",
+        "-c",
+        "user.email=bench@example.com",
+        "commit",
+        "-q",
+        "-m",
+        "boltons with four bugs",
+    )
     return root
 
 
@@ -161,8 +181,11 @@ def env(home: Path) -> dict[str, str]:
     out = dict(os.environ)
     out["PATH"] = f"{BIN}{os.pathsep}{out.get('PATH', '')}"
     out.update(
-        HOME=str(home), GIT_AUTHOR_NAME="bench", GIT_AUTHOR_EMAIL="bench@example.com",
-        GIT_COMMITTER_NAME="bench", GIT_COMMITTER_EMAIL="bench@example.com",
+        HOME=str(home),
+        GIT_AUTHOR_NAME="bench",
+        GIT_AUTHOR_EMAIL="bench@example.com",
+        GIT_COMMITTER_NAME="bench",
+        GIT_COMMITTER_EMAIL="bench@example.com",
         LOOPKIT_VALIDATE_OUTPUT="0",
     )
     return out
@@ -170,8 +193,15 @@ def env(home: Path) -> dict[str, str]:
 
 def timed(cmd: list[str], root: Path, home: Path) -> tuple[float, subprocess.CompletedProcess[str]]:
     start = time.monotonic()
-    done = subprocess.run(cmd, cwd=root, env=env(home), capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, timeout=1800)
+    done = subprocess.run(
+        cmd,
+        cwd=root,
+        env=env(home),
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=1800,
+    )
     return time.monotonic() - start, done
 
 
@@ -187,12 +217,13 @@ def main() -> int:
         worker.write_text(WORKER.format(bugs=BUGS, work=WORK_S))
         base = template(src, where, suite, worker)
         naive = where / "naive.sh"
-        naive.write_text(NAIVE.format(tasks=" ".join(BUGS), python=sys.executable,
-                                      worker=worker, suite=suite))
+        naive.write_text(
+            NAIVE.format(tasks=" ".join(BUGS), python=sys.executable, worker=worker, suite=suite)
+        )
         ratios, ours, theirs = [], [], []
         for i in range(PAIRS):
             runs = {}
-            for name in (("loopkit", "naive") if i % 2 == 0 else ("naive", "loopkit")):
+            for name in ("loopkit", "naive") if i % 2 == 0 else ("naive", "loopkit"):
                 root = where / f"{name}-{i}"
                 subprocess.run(["git", "clone", "-q", str(base), str(root)], check=True)
                 home = where / f"home-{name}-{i}"
@@ -211,8 +242,11 @@ def main() -> int:
             ours.append(runs["loopkit"])
             theirs.append(runs["naive"])
             ratios.append(runs["loopkit"] / runs["naive"])
-            print(f"pair {i + 1}: phased-loop.sh {runs['loopkit']:.1f} s, naive loop "
-                  f"{runs['naive']:.1f} s: {ratios[-1]:.2f}x", flush=True)
+            print(
+                f"pair {i + 1}: phased-loop.sh {runs['loopkit']:.1f} s, naive loop "
+                f"{runs['naive']:.1f} s: {ratios[-1]:.2f}x",
+                flush=True,
+            )
     ratio = statistics.median(ratios)
     print(
         f"{LIBRARY.split('==')[0]}'s own suite (red at the base), {len(BUGS)} tasks, worker "

@@ -105,6 +105,24 @@ def boolean(v: Any, where: str, out: list[Problem]) -> None:
         out.append(Problem(where, f"expected true or false, got {_show(v)}"))
 
 
+def network(v: Any, where: str, out: list[Problem]) -> None:
+    """true (shared), false (cut) or egress (loopkit.boundary.egress)."""
+    if not isinstance(v, bool) and v != "egress":
+        out.append(Problem(where, f"expected true, false or egress, got {_show(v)}"))
+
+
+def host_ports(v: Any, where: str, out: list[Problem]) -> None:
+    """A list of ``host:port`` (the egress gate's allowed hosts)."""
+    from loopkit.boundary.egress import host_port
+
+    if not isinstance(v, list):
+        out.append(Problem(where, f"expected a list of host:port, got {_show(v)}"))
+        return
+    for i, item in enumerate(v):
+        if not isinstance(item, str) or host_port(item) is None or ":" not in item:
+            out.append(Problem(f"{where}[{i}]", f"expected host:port, got {_show(item)}"))
+
+
 def string_list(v: Any, where: str, out: list[Problem]) -> None:
     if not isinstance(v, list):
         out.append(Problem(where, f"expected a list of strings, got {_show(v)}"))
@@ -216,6 +234,8 @@ _SECTIONS: dict[str, dict[str, Check]] = {
             if isinstance(v, str) and v.startswith(("http://", "https://"))
             else o.append(Problem(w, f"expected an http(s) URL, got {_show(v)}"))
         ),
+        # credentials passed on raw beside the meter (each named in env_allow too)
+        "unmetered": string_list,
     },
     "judge": {
         "provider": one_of(*PROVIDERS),
@@ -234,7 +254,7 @@ _SECTIONS: dict[str, dict[str, Check]] = {
     # each reserves its share before it starts (loopkit.decision.budget.admit_pool)
     "pool": {"cost_usd": positive_number, "tokens": positive_int, "wall_seconds": positive_number},
     # carry: ignored paths (a virtualenv, node_modules) the clean room links in
-    "verify": {"carry": glob_list, "env_allow": string_list, "network": boolean},
+    "verify": {"carry": glob_list, "env_allow": string_list, "network": network},
     "sandbox": {
         # YAML reads a bare `off` as false: false means "off" too
         "mode": lambda v, w, o: (
@@ -242,7 +262,9 @@ _SECTIONS: dict[str, dict[str, Check]] = {
             if v in ("auto", "required", "off") or v is False
             else o.append(Problem(w, f"expected one of auto, required, off, got {_show(v)}"))
         ),
-        "network": boolean,
+        "network": network,
+        # the hosts the egress gate lets through (sandbox.network: egress)
+        "hosts": host_ports,
         "writable": string_list,
         # what the private home shows (read-only), and more paths hidden from workers
         # and checks

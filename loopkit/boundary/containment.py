@@ -30,44 +30,63 @@ from typing import Any
 from loopkit import places
 from loopkit.errors import EnvironmentProblem
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from loopkit.boundary.egress import Way
+
 MODES = ("auto", "required", "off")
-DEFAULTS: dict[str, Any] = {"mode": "auto", "network": True, "writable": []}
+DEFAULTS: dict[str, Any] = {"mode": "auto", "network": None, "writable": []}
 
 
 class Policy:
-    """The sandbox a run asks for (the contract's ``sandbox`` with its defaults)."""
+    """The sandbox a run asks for (the contract's ``sandbox`` with its defaults).
+    ``network``: shared (true), cut (false), or ``egress`` (``loopkit.boundary.egress``:
+    no network but the loopback, the meter and the gate to ``hosts``); unset, it is
+    ``egress`` for a metered worker and shared otherwise (``network_for``)."""
 
     mode: str
-    network: bool
+    network: bool | str | None
     writable: list[str]
     show: list[str]
     hide: list[str]
+    hosts: list[str]
 
     def __init__(
         self,
         mode: str = "auto",
-        network: bool = True,
+        network: bool | str | None = True,
         writable: list[str] | None = None,
         show: list[str] | None = None,
         hide: list[str] | None = None,
+        hosts: list[str] | None = None,
     ) -> None:
         self.mode = mode
         self.network = network
         self.writable = [] if writable is None else writable
         self.show = [] if show is None else show
         self.hide = [] if hide is None else hide
+        self.hosts = [] if hosts is None else hosts
 
     @classmethod
     def of(cls, contract: Mapping[str, Any] | None) -> Policy:
         section = dict(DEFAULTS)
         section.update((contract or {}).get("sandbox") or {})
+        raw = section["network"]
         return cls(
             mode="off" if section["mode"] is False else str(section["mode"]),
-            network=bool(section["network"]),
+            network=raw if raw is None or raw == "egress" else bool(raw),
             writable=[str(p) for p in section.get("writable") or []],
             show=[str(p) for p in section.get("show") or []],
             hide=[str(p) for p in section.get("hide") or []],
+            hosts=[str(h) for h in section.get("hosts") or []],
         )
+
+    def network_for(self, metered: bool) -> bool | str:
+        """The network a worker gets: as the contract says, else ``egress`` when it is
+        metered (its API is the meter) and shared when not."""
+        if self.network is None:
+            return "egress" if metered else True
+        return self.network
 
 
 class Contained:
@@ -104,14 +123,17 @@ def contain(
     read_only: Sequence[Path] = (),
     visible: Mapping[str, Path] | None = None,
     repo_writable: bool = True,
+    way: Way | None = None,
 ) -> Contained:
     """``argv`` wrapped as the policy says, or as it is (with the reason) when no sandbox
     is asked for or can start. ``visible`` maps environment variables to files in the
     hidden state folder the worker must read (the command provider's handoff): each is
-    copied to a scratch folder shown read-only, and the variable points at the copy."""
+    copied to a scratch folder shown read-only, and the variable points at the copy.
+    ``way``: the run's egress (``loopkit.boundary.egress``), used when the sandbox starts."""
     from loopkit.boundary import sandbox
 
-    record: dict[str, Any] = {"mode": policy.mode, "network": policy.network}
+    network = "egress" if way is not None else policy.network_for(False)
+    record: dict[str, Any] = {"mode": policy.mode, "network": network}
     if policy.mode == "off":
         return Contained(list(argv), dict(env), {**record, "used": False, "reason": "mode: off"})
     found = sandbox.probe()
@@ -134,6 +156,8 @@ def contain(
     extra = [expand(p, root=root) for p in policy.writable]
     for p in extra:
         p.mkdir(parents=True, exist_ok=True)
+    if way is not None:
+        argv, inner = way.inside(argv, inner)
     wrapped = sandbox.wrap(
         argv,
         root=root,
@@ -145,8 +169,9 @@ def contain(
             *(p for p in (*git_dirs, *read_only) if os.path.lexists(p)),
             *shown,
         ],
-        network=policy.network,
+        network=network is True,
         repo_writable=repo_writable,
+        egress=way.folder if way is not None else None,
         home=env.get("HOME") or os.path.expanduser("~"),
         shown=[p for p in (expand(x, root=root) for x in policy.show) if os.path.lexists(p)],
         hidden_extra=[
@@ -179,9 +204,16 @@ class Checks:
 
     record: dict[str, Any]
 
-    def __init__(self, record: dict[str, Any], args: dict[str, Any] | None) -> None:
+    def __init__(
+        self,
+        record: dict[str, Any],
+        args: dict[str, Any] | None,
+        hosts: list[str] | None = None,
+    ) -> None:
         self.record = record
         self._args = args
+        self._hosts = hosts  # egress: the hosts the gate lets through
+        self._way: Way | None = None
 
     def command(
         self, command: str, env: Mapping[str, str]
@@ -193,7 +225,18 @@ class Checks:
 
         inner = dict(env)
         inner.setdefault("HOME", self._args["home"])
-        wrapped = sandbox.wrap(["/bin/sh", "-c", command], env=inner, **self._args)
+        argv = ["/bin/sh", "-c", command]
+        if self._hosts is not None:
+            if self._way is None:
+                import atexit
+
+                from loopkit.boundary.egress import Way
+
+                self._way = Way.start(self._hosts)
+                atexit.register(self._way.stop)
+            argv, inner = self._way.inside(argv, inner)
+        egress = self._way.folder if self._way is not None else None
+        wrapped = sandbox.wrap(argv, env=inner, egress=egress, **self._args)
         return wrapped.argv, wrapped.env, False
 
 
@@ -236,8 +279,10 @@ def for_checks(
 
     policy, usable = checks_policy(contract)
     # The checks run the worker's code: a contract that cut the worker's network
-    # (sandbox.network: false) cuts theirs too, unless verify.network says otherwise.
-    network = bool(((contract or {}).get("verify") or {}).get("network", policy.network))
+    # (sandbox.network: false, or egress) cuts theirs too, unless verify.network says
+    # otherwise; unset, they share it.
+    chosen = ((contract or {}).get("verify") or {}).get("network", policy.network)
+    network: bool | str = "egress" if chosen == "egress" else chosen is None or bool(chosen)
     record: dict[str, Any] = {"mode": policy.mode, "network": network}
     if not usable:
         why = "mode: off" if policy.mode == "off" else sandbox.probe().reason
@@ -261,10 +306,10 @@ def for_checks(
         "shown": [p for p in shown if os.path.lexists(p)],
         "venvs": [places.source_of(root, name) for name in carried],
         "hidden_extra": [*hidden, *hide],
-        "network": network,
+        "network": network is True,
     }
     record.update(used=True, tool="bwrap", reason=sandbox.probe().reason)
-    return Checks(record, args)
+    return Checks(record, args, hosts=policy.hosts if network == "egress" else None)
 
 
 # --------------------------------------------------------------------------- provider homes

@@ -224,6 +224,14 @@ CREDENTIALS = (
     ".config/hub",
     ".claude/.credentials.json",
     ".codex/auth.json",
+    ".gemini/oauth_creds.json",
+    ".gemini/google_accounts.json",
+    ".qwen/oauth_creds.json",
+    ".qwen/.env",
+    ".local/share/opencode/auth.json",
+    ".pi/agent/auth.json",
+    ".copilot",
+    ".config/github-copilot",
 )
 
 
@@ -339,6 +347,7 @@ def wrap(
     home: PathLike | None = None,
     shown: Sequence[PathLike] = (),
     venvs: Sequence[PathLike] = (),
+    egress: PathLike | None = None,
 ) -> Wrapped:
     """``argv`` inside a sandbox rooted at the repository ``root``.
 
@@ -360,6 +369,10 @@ def wrap(
     ``CODEX_HOME``); a missing ``state_dir`` is created so that the worker cannot create
     it first. ``bwrap`` defaults to the binary :func:`probe` found working;
     :class:`SandboxUnavailable` when there is none.
+
+    ``egress``: the folder of the run's egress sockets (``loopkit.boundary.egress``),
+    bound at ``egress.INNER``; the sandbox then has a network namespace of its own
+    (nothing but ``lo``), whatever ``network`` says.
 
     Mount order matters (a later mount covers an earlier one): everything read-only, the
     private home and what is shown of it, then the writable extras, then the repository,
@@ -423,6 +436,11 @@ def wrap(
         args += ["--ro-bind", src, dest]
     for host, rel in bound:
         args += ["--ro-bind", _abs(host), os.path.join(top, os.fspath(rel))]
+    if egress is not None:
+        from loopkit.boundary.egress import INNER
+
+        args += ["--bind", _abs(egress), INNER]
+        network = False
     hidden = list(dict.fromkeys(hidden))
     for p in hidden:
         if any(p.startswith(h + os.sep) for h in hidden):

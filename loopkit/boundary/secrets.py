@@ -68,6 +68,102 @@ SECRET_NAME = re.compile(
     r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|PRIVATE|COOKIE|AUTH(?!OR)|SIGNATURE",
     re.IGNORECASE,
 )
+#: The variables that hold a person's credentials, by vendor (names, and prefixes ending
+#: in ``_``): with the meter on, none reaches a worker unless the contract names it.
+VENDOR_CREDENTIALS: dict[str, tuple[str, ...]] = {
+    "anthropic": (
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "ANTHROPIC_OAUTH_TOKEN",
+        "CLAUDE_CODE_OAUTH_TOKEN",
+    ),
+    "openai": ("OPENAI_API_KEY", "OPENAI_ADMIN_KEY", "CODEX_API_KEY", "AZURE_OPENAI_API_KEY"),
+    "google": (
+        "GEMINI_API_KEY",
+        "GOOGLE_API_KEY",
+        "GOOGLE_GENAI_API_KEY",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+        "GOOGLE_CLOUD_ACCESS_TOKEN",
+        "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE",
+    ),
+    "alibaba": ("DASHSCOPE_API_KEY",),
+    "github": (
+        "GH_TOKEN",
+        "GITHUB_TOKEN",
+        "GH_ENTERPRISE_TOKEN",
+        "GITHUB_ENTERPRISE_TOKEN",
+        "COPILOT_GITHUB_TOKEN",
+        "COPILOT_PROVIDER_API_KEY",
+        "COPILOT_PROVIDER_BEARER_TOKEN",
+        "COPILOT_PROVIDER_API_KEY_COMMAND",
+    ),
+    "aws": ("AWS_",),
+}
+#: Any other variable named like a credential (a word of its name: ``*_API_KEY``,
+#: ``*_TOKEN``, ``*_SECRET``, ...; ``MAX_OUTPUT_TOKENS`` and ``GEMINI_DEFAULT_AUTH_TYPE``
+#: are settings, not credentials).
+CREDENTIAL_NAME = re.compile(
+    r"(?:^|_)(?:API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|COOKIE)(?:_|$)"
+    r"|(?:^|_)AUTH$|KEY_COMMAND$",
+    re.IGNORECASE,
+)
+_VENDOR_NAMES = frozenset(n for names in VENDOR_CREDENTIALS.values() for n in names)
+_VENDOR_PREFIXES = tuple(n for n in _VENDOR_NAMES if n.endswith("_"))
+
+
+def is_credential(name: str) -> bool:
+    """Whether the variable ``name`` holds a credential (a vendor's, or named like one)."""
+    return (
+        name in _VENDOR_NAMES
+        or name.startswith(_VENDOR_PREFIXES)
+        or CREDENTIAL_NAME.search(name) is not None
+    )
+
+
+class Withheld:
+    """What a metered run's environment keeps of the person's credentials."""
+
+    __slots__ = ("env", "unmetered", "withheld")
+
+    def __init__(self, env: dict[str, str], withheld: list[str], unmetered: list[str]) -> None:
+        self.env = env
+        self.withheld = withheld  # names not passed on
+        self.unmetered = unmetered  # names passed on raw, as the contract marks them
+
+
+def withhold(
+    env: Mapping[str, str],
+    *,
+    token: str,
+    named: Sequence[str],
+    unmetered: Sequence[str],
+    metering: str,
+) -> Withheld:
+    """``env`` (a metered worker's) without any credential but the run's ``token``: every
+    credential-shaped variable is dropped, unless the contract names it exactly
+    (``named``, its ``env_allow``) -- then it is refused (``EnvironmentProblem``, exit 4),
+    the meter meters ``metering`` alone, unless the contract marks it ``unmetered``."""
+    from loopkit.errors import EnvironmentProblem
+
+    keep: dict[str, str] = {}
+    dropped: list[str] = []
+    raw: list[str] = []
+    for name, value in env.items():
+        if value == token or not is_credential(name):
+            keep[name] = value
+        elif name in unmetered:
+            keep[name] = value
+            raw.append(name)
+        elif name in named:
+            raise EnvironmentProblem(
+                f"worker.env_allow: {name} is a credential the meter cannot meter (it meters"
+                f" {metering}); name it in worker.unmetered to pass it on raw"
+            )
+        else:
+            dropped.append(name)
+    return Withheld(keep, sorted(dropped), sorted(raw))
+
+
 #: Shorter values are not redacted: "1" or "true" would blank out half a log.
 MIN_SECRET_CHARS = 6
 REDACTED = "[redacted]"

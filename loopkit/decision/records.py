@@ -49,6 +49,9 @@ def summarize(view: Mapping[str, Any]) -> dict[str, Any]:
             )
         }
         out["run"]["cost"] = run.get("cost")
+        refused = ((run.get("sandbox") or {}).get("egress") or {}).get("refused")
+        if refused:  # the hosts the egress gate refused (sandbox.network: egress)
+            out["run"]["refused_hosts"] = dict(refused)
     if diff is not None:
         totals = diff.get("totals") or {}
         out["diff"] = {

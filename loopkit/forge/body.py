@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from loopkit.forge.stack import Slice, Stack
+from loopkit.state.report import refused_text
 
 MARK = "<!-- loopkit:stack -->"
 
@@ -50,11 +51,16 @@ def from_ledger(ledger: Path, task: str) -> dict[str, Any]:
             cost += float(usage["cost_usd"])
             trusted = trusted and bool(usage.get("cost_trusted"))
     outcomes = [str((r.get("decision") or {}).get("outcome")) for r in runs if r.get("decision")]
+    refused: dict[str, int] = {}
+    for r in runs:
+        for host, n in ((r.get("run") or {}).get("refused_hosts") or {}).items():
+            refused[host] = refused.get(host, 0) + int(n)
     return {
         "attempts": len(runs),
         "cost_usd": round(cost, 6),
         "cost_trusted": trusted,
         "outcomes": outcomes,
+        "refused_hosts": refused,
     }
 
 
@@ -93,6 +99,8 @@ def render(stack: Stack, s: Slice, signed: frozenset[str] = frozenset()) -> str:
             )
             what += f", cost ${float(ev['cost_usd']):.2f}{label}"
         lines += [what + ".", ""]
+    if ev.get("refused_hosts"):
+        lines += [f"Hosts the egress gate refused: {refused_text(ev['refused_hosts'])}.", ""]
     judge = ev.get("judge") or {}
     if judge:
         lines.append(f"Judge: {judge.get('verdict')} (grounded: {judge.get('grounded')}).")

@@ -175,6 +175,7 @@ def build(
     tasks: dict[str, dict[str, Any]] = {}
     near_limit_runs = 0
     runs = 0
+    refused_hosts: Counter[str] = Counter()
     near_by_budget: Counter[str] = Counter()
     triggers: Counter[str] = Counter()
     draft_outcomes: list[str] = []
@@ -239,6 +240,8 @@ def build(
                 t[key] = round(t[key] + float(usd), 6)
             t["tokens"] += int(usage.get("tokens") or 0)
             t["wall_s"] = round(t["wall_s"] + float(usage.get("wall_s") or 0), 3)
+            for host, n in (((rec.get("run") or {}).get("refused_hosts")) or {}).items():
+                refused_hosts[host] += int(n)
             fractions = _run_fractions(rec)
             over = [k for k, v in fractions.items() if v > NEAR_LIMIT]
             if over:
@@ -287,6 +290,7 @@ def build(
             "untrusted_usd": round(sum(t["cost_untrusted_usd"] for t in task_list), 6),
         },
     }
+    health["refused_hosts"] = dict(refused_hosts.most_common())
     health["plan_drafts"] = plan_drafts(draft_outcomes)
     health["estimates"] = estimates(
         [last_estimate[t["task_id"]] for t in completed if t["task_id"] in last_estimate],
@@ -372,6 +376,8 @@ def text(report: Mapping[str, Any], *, width: int | None = None) -> str:
             else ""
         ),
     ]
+    if h.get("refused_hosts"):
+        lines.append(f"  hosts the egress gate refused: {refused_text(h['refused_hosts'])}")
     prs = h.get("pull_requests")
     # Only where pull requests are the way work lands (a stack, the merge queue): a local
     # loop commits on its branch, and no pull request is missing there.
@@ -528,6 +534,7 @@ def task_story(
                 "duration_s": run.get("duration_s"),
                 "cost_usd": usage.get("cost_usd"),
                 "cost_trusted": usage.get("cost_trusted"),
+                "refused_hosts": dict(run.get("refused_hosts") or {}),
             }
         )
     # A saved attempt is a commit on the tree its task began from: a cherry-pick without
@@ -570,6 +577,12 @@ def _memory_about(memory: str, task_id: str) -> list[str]:
     return out
 
 
+def refused_text(refused: Mapping[str, int]) -> str:
+    """``a:443 (3×), b:80`` -- the hosts the egress gate refused, most refused first."""
+    ranked = sorted(refused.items(), key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join(f"{h} ({n}×)" if n > 1 else h for h, n in ranked)
+
+
 def story_text(story: Mapping[str, Any]) -> str:
     """``lk show`` for a person."""
     lines = [f"task {story['task']}: {len(story['attempts'])} attempt(s)"]
@@ -591,6 +604,9 @@ def story_text(story: Mapping[str, Any]) -> str:
             lines.append(("  " + "  ".join(cells) + "  " + r[4]).rstrip())
             if hint:
                 lines.append(f"     note: {clip(hint, 240)}")
+        for a in story["attempts"]:
+            if a.get("refused_hosts"):
+                lines.append(f"  #{a['attempt']} refused hosts: {refused_text(a['refused_hosts'])}")
     if story["saved"]:
         lines.append(
             "saved trees (the command beside one applies what that attempt changed, uncommitted):"

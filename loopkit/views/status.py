@@ -149,9 +149,9 @@ def gather(state: Path, *, now: float | None = None, root: Path | None = None) -
     actions, live = _last_actions(current) if current is not None else ([], {})
     wire = None
     if current is not None:
-        from loopkit.boundary import meter
+        from loopkit.boundary import usage as wire_usage
 
-        wire = meter.tally(current / "meter.jsonl")
+        wire = wire_usage.tally(current / "meter.jsonl")
     history: dict[str, Any] = {}
     ledger_path = state / ledgers.DEFAULT_NAME
     if ledger_path.exists():

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from loopkit.boundary import secrets
 from loopkit.errors import BadInput, EnvironmentProblem
 from loopkit.text import clean, file_tail
 from loopkit.worker.breaker import DEFAULT_REPEATS, Breaker
@@ -129,6 +130,20 @@ def execute(
     try:
         if meter is not None:
             inv = provider.metered(inv, meter.url, meter.token, meter.upstream)
+            # Metered, the worker holds the run's token and no other credential of the
+            # person's (another vendor's key, an OAuth token, a cloud login) unless the
+            # contract names it and marks it unmetered.
+            kept = secrets.withhold(
+                inv.env,
+                token=meter.token,
+                named=spec.env_allow,
+                unmetered=spec.unmetered,
+                metering=meter.upstream.key_var,
+            )
+            inv = inv.but(env=kept.env)
+            meter.withheld, meter.unmetered = kept.withheld, kept.unmetered
+        if jail is not None:
+            jail.way = _way_for(jail, meter)
         return _execute(
             provider,
             spec,
@@ -144,8 +159,23 @@ def execute(
             meter=meter,
         )
     finally:
+        if jail is not None and jail.way is not None:
+            jail.way.stop()
         if meter is not None:
             meter.stop()
+
+
+def _way_for(jail: Jail, meter: Any) -> Any:
+    """The run's egress (``loopkit.boundary.egress``) when its sandbox will have no
+    network but the meter and the allowed hosts: ``sandbox.network: egress``, the default
+    for a metered worker, where a sandbox can start."""
+    from loopkit.boundary import egress, sandbox
+
+    if jail.policy.mode == "off" or jail.policy.network_for(meter is not None) != "egress":
+        return None
+    if not sandbox.probe().available:
+        return None
+    return egress.Way.start(jail.policy.hosts, meter)
 
 
 #: Transient answers in a row on the wire (429, 5xx) after which the meter stops a worker
@@ -158,10 +188,11 @@ def _meter_for(provider: Provider, spec: RunSpec, artifacts: Path, timeout: floa
     """The run's meter, started; None when it is off or there is no key to hide."""
     if spec.meter is False or spec.meter == "off":
         return None
+    from loopkit.boundary import dialects
     from loopkit.boundary import meter as metering
 
     upstream = provider.upstream(spec)
-    if not metering.wanted(spec.meter, upstream):
+    if not dialects.wanted(spec.meter, upstream):
         if spec.meter in ("on", True) and provider.api is not None:
             names = " or ".join(provider.api.key_vars)
             raise EnvironmentProblem(f"worker.meter: on, but no key to meter: set {names}")
@@ -281,6 +312,8 @@ def _execute(
         _apply_meter(record, metered, root)
     if sandboxed is not None:
         record["sandbox"] = sandboxed
+        if jail is not None and jail.way is not None and sandboxed.get("used"):
+            sandboxed["egress"] = jail.way.section()
     record["stuck"] = (
         watch.breaker.tripped.as_dict() if watch.breaker and watch.breaker.tripped else None
     )
@@ -375,6 +408,7 @@ class Jail:
         self.state = state
         self.read_only = [] if read_only is None else read_only
         self.repo_writable = repo_writable
+        self.way: Any = None  # the run's egress, when its sandbox has no network
 
     def apply(self, provider: Provider, inv: Invocation) -> Any:
         from loopkit.boundary import containment
@@ -397,6 +431,7 @@ class Jail:
             read_only=self.read_only,
             visible=visible,
             repo_writable=self.repo_writable,
+            way=self.way,
         )
 
 

@@ -4,6 +4,7 @@ per-run proxy, with a token and never the key, and every request is metered."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -290,3 +291,69 @@ def test_opencode_through_the_meter_ignores_a_project_config(
     assert m["upstream"] == server.url.rstrip("/")
     assert m["statuses"] == {"200": len(seen)} and len(seen) >= 1
     assert [e["path"] for e in meter_log(git_repo, r.run)] == ["/v1/messages"] * len(seen)
+
+
+#: What a person sets for each CLI with no settings file at all: the key's variable (and
+#: copilot's own-endpoint variables); the endpoint is the contract's worker.upstream.
+ORDINARY = {
+    "gemini": ({"GEMINI_API_KEY": REAL_KEY}, "", "gemini"),
+    "qwen": ({"OPENAI_API_KEY": REAL_KEY, "OPENAI_MODEL": "qwen3-coder-plus"}, "/v1", "openai"),
+    "opencode": ({"ANTHROPIC_API_KEY": REAL_KEY}, "/v1", "anthropic"),
+    "pi": ({"ANTHROPIC_API_KEY": REAL_KEY}, "", "anthropic"),
+    "copilot": (
+        {"COPILOT_PROVIDER_API_KEY": REAL_KEY, "COPILOT_PROVIDER_TYPE": "anthropic",
+         "COPILOT_OFFLINE": "true", "COPILOT_MODEL": "claude-sonnet-4.5"},
+        "",
+        "anthropic",
+    ),
+}  # fmt: skip
+#: Each CLI's tool that writes a new file.
+WRITE_TOOLS = {
+    **WRITES,
+    "gemini": {"name": "write_file", "input": {"file_path": "{{cwd}}/hello.py", "content": "print(1)\n"}},
+    "qwen": {"name": "write_file", "input": {"file_path": "{{cwd}}/hello.py", "content": "print(1)\n"}},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(ORDINARY))
+def test_metered_from_no_settings_of_loopkits_making(
+    git_repo: Path, tmp_path: Path, name: str
+) -> None:
+    """A person's ordinary set-up: an empty home (no settings file of any CLI), the key in
+    its variable, the endpoint in the contract. loopkit itself writes whatever the CLI
+    needs to talk to the meter with the token (gemini: API-key auth), and the run
+    completes metered."""
+    from tests.helpers import agents
+
+    getattr(agents, f"{name}_bin")()
+    person, suffix, dialect = ORDINARY[name]
+    turns = [
+        {"text": "Creating.", "tools": [WRITE_TOOLS[name]],
+         "usage": {"input_tokens": 400, "output_tokens": 30}},
+        {"text": "Done.", "usage": {"input_tokens": 450, "output_tokens": 5}},
+    ]  # fmt: skip
+    home = tmp_path / "home"
+    home.mkdir()
+    with model_server(turns) as server:
+        upstream = server.url.rstrip("/") + suffix
+        if name == "copilot":
+            person = {**person, "COPILOT_PROVIDER_BASE_URL": upstream}
+        contract = write_contract(
+            tmp_path / "loop.yaml", worker={"provider": name, "upstream": upstream}
+        )
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("ANTHROPIC_", "OPENAI_", "GEMINI_", "GOOGLE_", "COPILOT_"))
+        }
+        env.update(person, HOME=str(home), LOOPKIT_HOMES=str(tmp_path / "homes"))
+        env["PATH"] = agents._path_with_agents(env)
+        r = lk_invoke(["--contract", str(contract)], cwd=git_repo, env=env, timeout=300)
+    assert list(home.iterdir()) == []  # nothing was written into the person's home
+    assert r.returncode == 0, r.stderr
+    run = r.run
+    assert run["stop_reason"] == "completed", run["error"]
+    assert (git_repo / "hello.py").read_text() == "print(1)\n"
+    m = run["meter"]
+    assert m["dialect"] == dialect and m["statuses"].get("200", 0) >= 2
+    assert REAL_KEY not in json.dumps(run)

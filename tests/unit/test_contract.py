@@ -83,6 +83,12 @@ def test_the_example_contract_is_valid() -> None:
         ({"version": None}, "$.version", "missing"),
         ({"kind": "loopkit/attempt"}, "$.kind", "loopkit/contract"),
         ({"colour": "blue"}, "$.colour", "unknown key"),
+        ({"sandbox": {"network": "open"}}, "$.sandbox.network", "true, false or egress"),
+        ({"verify": {"network": "yes"}}, "$.verify.network", "true, false or egress"),
+        ({"sandbox": {"hosts": "pypi:443"}}, "$.sandbox.hosts", "list of host:port"),
+        ({"sandbox": {"hosts": ["pypi.example"]}}, "$.sandbox.hosts[0]", "host:port"),
+        ({"sandbox": {"hosts": ["a/b:443"]}}, "$.sandbox.hosts[0]", "host:port"),
+        ({"worker": {"provider": "claude", "unmetered": "X"}}, "$.worker.unmetered", "list"),
     ],
 )
 def test_each_problem(changes: dict[str, Any], path: str, message: str) -> None:
@@ -128,6 +134,9 @@ def test_hand_written_validator_agrees_with_the_schema_on_valid_documents() -> N
         {"worker": {"provider": "claude", "max_turns": 3}},
         {"plan": {"split_lines": 100, "split_files": 2}},
         {"allow_empty_change": True, "memory": "MEMORY.md"},
+        {"sandbox": {"network": "egress", "hosts": ["pypi.example:443", "127.0.0.2:8080"]}},
+        {"verify": {"network": "egress"}},
+        {"worker": {"provider": "command", "command": "x", "unmetered": ["OPENAI_API_KEY"]}},
     ):
         data = _with(**changes)
         assert contract.validate(data) == []

@@ -16,7 +16,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from loopkit.boundary.meter import KNOWN_APIS, Api, Meter, Prices, Upstream, find_upstream
+from loopkit.boundary.dialects import KNOWN_APIS, Api, Upstream, find_upstream
+from loopkit.boundary.meter import Meter
+from loopkit.boundary.prices import Prices
 
 KEY = "real-key-0123456789abcdef"
 ANTHROPIC = Api(
@@ -106,28 +108,28 @@ def metered(
 
 
 @pytest.mark.parametrize(
-    ("api", "var", "header", "value"),
+    ("api", "var", "header", "value", "path"),
     [
-        (ANTHROPIC, "ANTHROPIC_API_KEY", "x-api-key", KEY),
-        (ANTHROPIC, "ANTHROPIC_AUTH_TOKEN", "authorization", f"Bearer {KEY}"),
-        (OPENAI, "OPENAI_API_KEY", "authorization", f"Bearer {KEY}"),
-        (GEMINI, "GEMINI_API_KEY", "x-goog-api-key", KEY),
+        (ANTHROPIC, "ANTHROPIC_API_KEY", "x-api-key", KEY, "/v1/messages"),
+        (ANTHROPIC, "ANTHROPIC_AUTH_TOKEN", "authorization", f"Bearer {KEY}", "/v1/messages"),
+        (OPENAI, "OPENAI_API_KEY", "authorization", f"Bearer {KEY}", "/responses"),
+        (GEMINI, "GEMINI_API_KEY", "x-goog-api-key", KEY, "/v1beta/models/g:generateContent"),
     ],
 )
 def test_the_real_key_goes_where_the_api_wants_it(
-    api: Api, var: str, header: str, value: str
+    api: Api, var: str, header: str, value: str, path: str
 ) -> None:
     with (
         upstream(json_reply({"model": "m", "usage": {}})) as (url, seen),
         metered(url, api, var) as m,
     ):
-        status, _, _ = post(m, "/v1/x?key=" + m.token + "&alt=sse", {"x-api-key": m.token})
+        status, _, _ = post(m, path + "?key=" + m.token + "&alt=sse", {"x-api-key": m.token})
     assert status == 200
     got = {k.lower(): v for k, v in seen[0]["headers"].items()}
     assert got[header] == value
     # The token the worker sent is not passed on, in any header or the query.
     assert m.token not in json.dumps(seen[0]["headers"]) and m.token not in seen[0]["path"]
-    assert seen[0]["path"] == "/v1/x?alt=sse"
+    assert seen[0]["path"] == path + "?alt=sse"
     others = {"x-api-key", "authorization", "x-goog-api-key"} - {header}
     assert not others & set(got)
 
@@ -280,7 +282,7 @@ def test_usage_from_every_wire_format(case: str) -> None:
     shape, payload, (model, inp, out, cread, cwrite) = USAGE_CASES[case]
     reply = sse_reply(payload) if shape == "sse" else json_reply(payload)
     with upstream(reply) as (url, _), metered(url, ANTHROPIC, "ANTHROPIC_API_KEY") as m:
-        status, _, _ = post(m, "/v1/any", {"x-api-key": m.token})
+        status, _, _ = post(m, "/v1/messages", {"x-api-key": m.token})
     assert status == 200
     r = m.records[0]
     assert (r["model"], r["input"], r["output"], r["cache_read"], r["cache_write"]) == (

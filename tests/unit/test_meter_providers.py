@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from loopkit.boundary.meter import _credential
+from loopkit.boundary.dialects import credential
 from loopkit.worker import providers
 from loopkit.worker.providers.base import RunSpec
 
@@ -66,7 +66,7 @@ def test_opencode_finds_the_key_in_the_persons_config_never_the_projects(tmp_pat
     )
     up = oc.upstream(spec(tmp_path, {"MY_KEY": KEY}))
     assert up is not None and up.key == KEY and up.url == "http://127.0.0.1:2/v1"
-    assert up.dialect == "anthropic" and _credential(up) == {"x-api-key": KEY}
+    assert up.dialect == "anthropic" and credential(up) == {"x-api-key": KEY}
     # The environment's key first; worker.upstream over the config's endpoint.
     up = oc.upstream(spec(tmp_path, {"ANTHROPIC_API_KEY": "env-key", "MY_KEY": KEY}, upstream=URL))
     assert up is not None and up.key == "env-key" and up.url == URL.rstrip("/")
@@ -162,12 +162,12 @@ def test_copilot_meters_its_own_endpoint_only(tmp_path: Path) -> None:
     assert cp.upstream(spec(tmp_path, {"COPILOT_PROVIDER_API_KEY": KEY})) is None  # GitHub's
     up = cp.upstream(spec(tmp_path, byok))
     assert up is not None and up.dialect == "openai" and up.url == "http://127.0.0.1:4"
-    assert _credential(up) == {"Authorization": f"Bearer {KEY}"}
+    assert credential(up) == {"Authorization": f"Bearer {KEY}"}
     up = cp.upstream(spec(tmp_path, {**byok, "COPILOT_PROVIDER_TYPE": "anthropic"}))
-    assert up is not None and _credential(up) == {"x-api-key": KEY}
+    assert up is not None and credential(up) == {"x-api-key": KEY}
     bearer = {**byok, "COPILOT_PROVIDER_TYPE": "anthropic", "COPILOT_PROVIDER_BEARER_TOKEN": "b"}
     up = cp.upstream(spec(tmp_path, bearer))
-    assert up is not None and _credential(up) == {"Authorization": "Bearer b"}
+    assert up is not None and credential(up) == {"Authorization": "Bearer b"}
     assert cp.upstream(spec(tmp_path, {**byok, "COPILOT_PROVIDER_TYPE": "azure"})) is None
     assert cp.upstream(spec(tmp_path, {**byok, "COPILOT_PROVIDER_API_KEY_COMMAND": "x"})) is None
     s = spec(tmp_path, bearer)

@@ -111,3 +111,27 @@ def test_what_a_run_needs_from_the_hosts_tmp_is_shown_read_only(tmp_path: Path) 
     assert venv.resolve() in shown and nm.resolve() in shown
     assert repo.resolve() not in shown and not any(p == Path("/tmp") for p in shown)
     assert all(str(p).startswith("/tmp/") for p in shown)
+
+
+@pytest.mark.parametrize(
+    ("name", "credential"),
+    [
+        ("ANTHROPIC_AUTH_TOKEN", True),
+        ("CLAUDE_CODE_OAUTH_TOKEN", True),
+        ("GOOGLE_APPLICATION_CREDENTIALS", True),
+        ("AWS_PROFILE", True),
+        ("AWS_SECRET_ACCESS_KEY", True),
+        ("COPILOT_PROVIDER_API_KEY_COMMAND", True),
+        ("OPENROUTER_API_KEY", True),
+        ("GH_TOKEN", True),
+        ("CLAUDE_CODE_MAX_OUTPUT_TOKENS", False),
+        ("GEMINI_DEFAULT_AUTH_TYPE", False),
+        ("ANTHROPIC_BASE_URL", False),
+        ("KEYBOARD_LAYOUT", False),
+        ("COPILOT_MODEL", False),
+    ],
+)
+def test_what_a_credential_is(name: str, credential: bool) -> None:
+    from loopkit.boundary.secrets import is_credential
+
+    assert is_credential(name) is credential

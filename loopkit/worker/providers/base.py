@@ -71,7 +71,7 @@ from loopkit.text import clip
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from loopkit.boundary.meter import Api, Upstream
+    from loopkit.boundary.dialects import Api, Upstream
 
 #: stop_reason values (schemas/run.json). "completed" is the only one that is not an error.
 STOP_REASONS = (
@@ -122,6 +122,7 @@ class RunSpec:
     environ: Mapping[str, str] | None  # the parent's env (default os.environ)
     meter: Any  # worker.meter: "auto" (None), "on", "off" (loopkit.boundary.meter)
     upstream: str | None  # worker.upstream: the real API's base URL, over the environment's
+    unmetered: list[str]  # worker.unmetered: credentials passed on raw beside the meter
 
     def __init__(
         self,
@@ -147,9 +148,11 @@ class RunSpec:
         environ: Mapping[str, str] | None = None,
         meter: Any = None,
         upstream: str | None = None,
+        unmetered: list[str] | None = None,
     ) -> None:
         self.meter = meter
         self.upstream = upstream
+        self.unmetered = [] if unmetered is None else unmetered
         self.prompt = prompt
         self.cwd = Path.cwd() if cwd is None else cwd
         self.model = model
@@ -191,6 +194,7 @@ class RunSpec:
             "extra_args": list(s.get("extra_args") or []),
             "meter": s.get("meter"),
             "upstream": s.get("upstream"),
+            "unmetered": list(s.get("unmetered") or []),
         }
         kw.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**kw)
@@ -551,7 +555,7 @@ class Provider:
         return False
 
     #: The model API the CLI talks to: the variables that hold its key and base URL, and
-    #: the dialect (``loopkit.boundary.meter.Api``). None: nothing to meter (a command).
+    #: the dialect (``loopkit.boundary.dialects.Api``). None: nothing to meter (a command).
     api: ClassVar[Api | None] = None
 
     def upstream(self, spec: RunSpec) -> Upstream | None:
@@ -559,7 +563,7 @@ class Provider:
         ``worker.upstream`` wins), or None when no key is set or the provider has no API."""
         if self.api is None:
             return None
-        from loopkit.boundary.meter import find_upstream
+        from loopkit.boundary.dialects import find_upstream
 
         return find_upstream(self.api, spec.parent_env(), url=spec.upstream)
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from loopkit import loader
-from loopkit.boundary.meter import Api, Upstream
+from loopkit.boundary.dialects import Api, Upstream
 from loopkit.text import clip
 from loopkit.worker.providers import tools
 from loopkit.worker.providers.base import (
@@ -89,7 +89,7 @@ class ClaudeProvider(Provider):
         of the person's own settings (their config folder's, the managed one) on top, as
         Claude Code applies them. Never a project's ``.claude/`` settings: the worker
         writes those, and the key must not follow a URL it chose."""
-        from loopkit.boundary.meter import find_upstream
+        from loopkit.boundary.dialects import find_upstream
 
         parent = spec.parent_env()
         merged = dict(parent)

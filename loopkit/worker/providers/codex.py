@@ -23,7 +23,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, ClassVar
 
-from loopkit.boundary.meter import Api, Upstream
+from loopkit.boundary.dialects import Api, Upstream
 from loopkit.text import clip
 from loopkit.worker.providers.base import (
     Event,

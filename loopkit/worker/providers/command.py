@@ -34,7 +34,7 @@ from loopkit.worker.providers.base import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from loopkit.boundary.meter import Upstream
+    from loopkit.boundary.dialects import Upstream
 
 #: sysexits.h EX_TEMPFAIL: the worker's way of saying "transient, try again later".
 TEMPFAIL = 75
@@ -54,7 +54,7 @@ class CommandProvider(Provider):
         (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ``GEMINI_API_KEY``, ...): metered, the
         command gets the run's token in that variable and the meter's URL in the API's
         base-URL variable."""
-        from loopkit.boundary.meter import KNOWN_APIS, find_upstream
+        from loopkit.boundary.dialects import KNOWN_APIS, find_upstream
 
         for api in KNOWN_APIS:
             if any(var in spec.env_allow for var in api.key_vars):

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from loopkit.boundary.meter import Api
+from loopkit.boundary.dialects import Api
 from loopkit.text import clip
 from loopkit.worker.providers import tools
 from loopkit.worker.providers.base import (
@@ -55,6 +55,9 @@ VENDOR_HOSTS = ("googleapis.com",)
 
 #: What a private home is seeded with from the person's own ``.gemini``, every run.
 PERSON_FILES = ("settings.json", "oauth_creds.json", "google_accounts.json", "GEMINI.md")
+#: What holds the person's login: never copied into a metered run's private home.
+CREDENTIAL_FILES = ("oauth_creds.json", "google_accounts.json")
+API_KEY_AUTH = "gemini-api-key"
 #: What it keeps from one run to the next: sessions (``--resume``) and their index.
 SESSION_FOLDERS = ("tmp", "history", "projects.json", "installation_id")
 
@@ -115,7 +118,7 @@ class GeminiProvider(Provider):
         argv += spec.extra_args
         env = self.env(spec)
         if env.get("GEMINI_API_KEY") and not env.get("GEMINI_DEFAULT_AUTH_TYPE"):
-            env["GEMINI_DEFAULT_AUTH_TYPE"] = "gemini-api-key"
+            env["GEMINI_DEFAULT_AUTH_TYPE"] = API_KEY_AUTH
         settings: dict[str, Any] = {}
         if spec.max_turns:
             settings["model"] = {"maxSessionTurns": int(spec.max_turns)}
@@ -158,9 +161,16 @@ class GeminiProvider(Provider):
         source = Path(base) / ".gemini" if base else None
         private = containment.provider_home(inv.cwd, self.name)
         dot = private / ".gemini"
-        files = {name: source / name for name in PERSON_FILES} if source else {}
+        files = {
+            name: source / name
+            for name in PERSON_FILES
+            if source and not (inv.metered and name in CREDENTIAL_FILES)
+        }
         containment.seed_home(dot, files, keep=SESSION_FOLDERS)
-        render_settings(dot / "settings.json", {**QUIET, **inv.settings})
+        # Metered, the only way in is the run's token as an API key: headless, gemini
+        # takes the base URL for a gateway login unless its settings select that.
+        metered = {"security": {"auth": {"selectedType": API_KEY_AUTH}}} if inv.metered else {}
+        render_settings(dot / "settings.json", {**QUIET, **inv.settings, **metered})
         return inv.but(env={**inv.env, "GEMINI_CLI_HOME": str(private)}), [private]
 
     def parser(self) -> GeminiParser:

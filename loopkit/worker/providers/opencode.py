@@ -40,7 +40,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from loopkit.boundary.meter import Api
+from loopkit.boundary.dialects import Api
 from loopkit.text import clip
 from loopkit.worker.providers import tools
 from loopkit.worker.providers.base import (
@@ -62,7 +62,7 @@ from loopkit.worker.providers.base import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from loopkit.boundary.meter import Upstream
+    from loopkit.boundary.dialects import Upstream
 
 DEFAULT_MAX_TURNS = 30
 #: The provider whose API the meter stands in for, and its endpoint when no baseURL is set.
@@ -93,7 +93,7 @@ class OpencodeProvider(Provider):
         ``ANTHROPIC_API_KEY``, else the person's own config (``OPENCODE_CONFIG_CONTENT``,
         their global opencode.json, their ``auth.json``); never a project's opencode.json,
         which the worker writes. None when the run's model is another provider's."""
-        from loopkit.boundary.meter import Upstream
+        from loopkit.boundary.dialects import Upstream
 
         parent = spec.parent_env()
         configs = person_configs(parent)

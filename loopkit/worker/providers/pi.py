@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from loopkit import loader
-from loopkit.boundary.meter import Api, Upstream
+from loopkit.boundary.dialects import Api, Upstream
 from loopkit.text import clip
 from loopkit.worker.providers import tools
 from loopkit.worker.providers.base import (

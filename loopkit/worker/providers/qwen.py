@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from loopkit.boundary.meter import Api
+from loopkit.boundary.dialects import Api
 from loopkit.text import clip
 from loopkit.worker.providers import tools
 from loopkit.worker.providers.base import (
@@ -49,6 +49,8 @@ VENDOR_HOSTS = ("aliyuncs.com", "qwen.ai", "openai.com")
 
 #: What a private QWEN_HOME is seeded with from the person's own, every run.
 PERSON_FILES = ("settings.json", "oauth_creds.json", "QWEN.md", ".env")
+#: What holds the person's login (or keys): never copied into a metered run's private home.
+CREDENTIAL_FILES = ("oauth_creds.json", ".env")
 #: What it keeps from one run to the next: sessions (``--resume``) and their state.
 SESSION_FOLDERS = ("projects", "tmp", "installation_id")
 #: Settings loopkit renders on top of the person's (see gemini.QUIET). The background
@@ -135,7 +137,11 @@ class QwenProvider(Provider):
         config = inv.env.get("QWEN_HOME")
         home = inv.env.get("HOME")
         source = Path(config) if config else Path(home) / ".qwen" if home else None
-        files = {name: source / name for name in PERSON_FILES} if source else {}
+        files = {
+            name: source / name
+            for name in PERSON_FILES
+            if source and not (inv.metered and name in CREDENTIAL_FILES)
+        }
         private = containment.seed_home(
             containment.provider_home(inv.cwd, self.name), files, keep=SESSION_FOLDERS
         )
