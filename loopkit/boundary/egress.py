@@ -261,3 +261,9 @@ class Way:
     def section(self) -> dict[str, Any]:
         """The record: the mode, the hosts allowed, used and refused (with counts)."""
         return {"mode": "egress", **self.gate.section()}
+
+
+def refused_text(refused: Mapping[str, int]) -> str:
+    """``a:443 (3×), b:80`` -- the hosts the egress gate refused, most refused first."""
+    ranked = sorted(refused.items(), key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join(f"{h} ({n}×)" if n > 1 else h for h, n in ranked)

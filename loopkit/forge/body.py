@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from loopkit.boundary.egress import refused_text
 from loopkit.forge.stack import Slice, Stack
-from loopkit.state.report import refused_text
 
 MARK = "<!-- loopkit:stack -->"
 

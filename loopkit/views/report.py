@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from loopkit.boundary.egress import refused_text
 from loopkit.decision import budget
 from loopkit.text import clean, clip, clip_words
 
@@ -575,12 +576,6 @@ def _memory_about(memory: str, task_id: str) -> list[str]:
     if current:
         out.append("\n".join(current).strip())
     return out
-
-
-def refused_text(refused: Mapping[str, int]) -> str:
-    """``a:443 (3×), b:80`` -- the hosts the egress gate refused, most refused first."""
-    ranked = sorted(refused.items(), key=lambda kv: (-kv[1], kv[0]))
-    return ", ".join(f"{h} ({n}×)" if n > 1 else h for h, n in ranked)
 
 
 def story_text(story: Mapping[str, Any]) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 
 from loopkit import schema
 from loopkit.decision.records import summarize
-from loopkit.state import report
+from loopkit.views import report
 
 
 def attempt(n: int, refused: dict[str, int]) -> dict[str, Any]:
@@ -49,7 +49,7 @@ def test_the_pull_request_body_lists_the_refused_hosts(tmp_path: Any) -> None:
 
     ledger = tmp_path / "ledger.jsonl"
     lines = [attempt(1, {"evil.example:443": 2}), attempt(2, {"evil.example:443": 1})]
-    from loopkit.state.ledger import RECORD_KIND
+    from loopkit.decision.ledger import RECORD_KIND
 
     ledger.write_text("".join(json.dumps({**r, "kind": RECORD_KIND}) + "\n" for r in lines))
     ev = body.from_ledger(ledger, "T1")
