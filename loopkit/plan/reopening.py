@@ -36,8 +36,7 @@ def reopen(
     if by_hand and not (ws.state / "ledger.jsonl").is_file():
         return None  # nothing ever ran here (ledger.DEFAULT_NAME, asked without loading it)
     from loopkit import git
-    from loopkit.decision import records
-    from loopkit.decision import ledger
+    from loopkit.decision import ledger, records
 
     book = ledger.Ledger(ws.state / ledger.DEFAULT_NAME)
     with book.transaction() as txn:
