@@ -292,9 +292,7 @@ def for_checks(
     hide = [expand(p, root=root) for p in policy.hide]
     bound: list[tuple[Path, str]] = [(objects, ".git/objects")]
     bound += [
-        (places.source_of(root, name), name)
-        for name in carried
-        if not os.path.lexists(room / name)
+        (places.source_of(root, name), name) for name in carried if not os.path.lexists(room / name)
     ]
     args = {
         "root": root,

@@ -156,4 +156,3 @@ def folders_of(tasks_file: str) -> Callable[[str], bool]:
     if tasks_file in ("-", "<stdin>"):
         return folders(Path.cwd())
     return folders(Path(tasks_file).resolve().parent)
-
