@@ -30,7 +30,8 @@ Layout, in the repository's common git folder (shared by every worktree, read-on
 sandboxed worker): ``loopkit/queue/entries/<id>.json`` (the entries),
 ``docs/<id>.json`` (each entry's decided document), ``returned/<id>.json`` (the document
 a returned entry hands its task), ``verified/<tree>-<contract>.json`` (verifications by
-tree), ``lander.json`` (the journal), ``loop.lock`` (the lander's lock) and ``room/`` (the
+tree), ``lander.json`` (the journal), ``lander.flock`` and ``loop.lock`` (the lander's lock:
+the flock its process holds, the pid it names) and ``room/`` (the
 worktree the lander's checks run in).
 """
 
@@ -256,34 +257,49 @@ class Queue:
     @contextlib.contextmanager
     def _lander(self, owner: int | None, *, wait: bool) -> Iterator[None]:
         """Hold the queue's lock (one lander at a time); ``wait`` while another holds it,
-        else refuse (exit 4)."""
+        else refuse (exit 4). What tells a live lander is an ``flock`` on ``lander.flock``
+        that the lander's process holds while it lands: a dead process holds none -- a
+        zombie no parent reaps, a pid used again by another process. ``loop.lock`` names
+        the holder (its pid) for a person."""
+        import fcntl
         import time
 
         from loopkit.ratchet import lock
 
         folder = self._dir("")
         pid = owner or os.getpid()
-        while True:
-            with lock.guard(folder):
-                other = lock.holder(folder)
-                if not other or other == pid:
-                    held = lock.take(folder, pid, self.root)
-                    break
-            if not wait:
-                raise EnvironmentProblem(
-                    f"another lander (pid {other}) is landing this repository's queue: one "
-                    f"lander at a time. Wait for it to end, or stop it (kill {other})"
-                )
-            time.sleep(0.2)  # --wait: the other lander lands what this one would have
-        if held.taken_over is not None:
-            self.say(
-                f"took over the queue's lock from a lander that is gone (pid {held.taken_over})"
-            )
         try:
-            yield
-        finally:
+            live = os.open(folder / "lander.flock", os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as e:
+            raise EnvironmentProblem(f"cannot write {e.filename}: {e.strerror}") from None
+        try:
+            while True:
+                try:
+                    fcntl.flock(live, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    pass
+                if not wait:
+                    other = lock.read(folder / lock.LOCK_NAME)[0] or "unknown"
+                    raise EnvironmentProblem(
+                        f"another lander (pid {other}) is landing this repository's queue: "
+                        f"one lander at a time. Wait for it to end, or stop it (kill {other})"
+                    )
+                time.sleep(0.2)  # --wait: the other lander lands what this one would have
             with lock.guard(folder):
-                lock.release(folder, pid)
+                gone = lock.read(folder / lock.LOCK_NAME)[0]
+                if gone and gone != pid:  # its flock is free: that lander is gone
+                    lock.release(folder, gone)
+                lock.take(folder, pid, self.root)
+            if gone and gone != pid:
+                self.say(f"took over the queue's lock from a lander that is gone (pid {gone})")
+            try:
+                yield
+            finally:
+                with lock.guard(folder):
+                    lock.release(folder, pid)
+        finally:
+            os.close(live)  # the flock goes with it
 
     # ------------------------------------------------------------------ plants
 

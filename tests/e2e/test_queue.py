@@ -4,12 +4,18 @@ verified on top of what landed before it; a red or conflicting one goes back to 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.helpers.queue import attempt, doc, lk, out
-from tests.helpers.recipes import make_project
+from tests.helpers.recipes import make_project, recipe_env
 
 pytestmark = pytest.mark.slow
 
@@ -170,15 +176,16 @@ def test_add_refuses_what_is_not_green_and_land_refuses_a_second_lander(tmp_path
     junk.write_text("{not json")
     done = lk(p, "queue", "add", str(junk))
     assert done.returncode == 3 and "junk.json" in done.stderr
-    # A live lander holds the lock: a second one is refused with one line (exit 4).
-    import subprocess
-
-    holder = subprocess.Popen(["sleep", "30"])
+    # A live lander holds the lock (its flock, and its pid named): a second one is refused
+    # with one line (exit 4).
+    folder = p.root / ".git/loopkit/queue"
+    (folder / "loop.lock").mkdir(parents=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(folder / "lander.flock"), str(folder / "loop.lock")],
+        stdout=subprocess.PIPE,
+    )
     try:
-        lock = p.root / ".git/loopkit/queue/loop.lock"
-        lock.mkdir(parents=True)
-        (lock / "pid").write_text(f"{holder.pid}\n")
-        (lock / "started").write_text("")
+        assert holder.stdout is not None and holder.stdout.readline()  # it holds the flock
         done = lk(p, "queue", "land")
         assert done.returncode == 4 and f"another lander (pid {holder.pid})" in done.stderr
     finally:
@@ -186,3 +193,71 @@ def test_add_refuses_what_is_not_green_and_land_refuses_a_second_lander(tmp_path
         holder.wait()
     done = lk(p, "queue", "land")  # its owner gone, the lock is taken over
     assert done.returncode == 0, done.stderr
+
+
+#: A lander as the lock sees one: its flock held, its pid in loop.lock.
+HOLD = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
+fcntl.flock(fd, fcntl.LOCK_EX)
+open(os.path.join(sys.argv[2], "pid"), "w").write(f"{os.getpid()}\\n")
+print("held", flush=True)
+time.sleep(60)
+"""
+
+#: A git first on PATH that stops at the landing's move of the branch (and says so).
+STALL = """#!/bin/bash
+case " $* " in *" update-ref "*" refs/heads/"*) echo $$ >"$(dirname "$0")/stalled"; exec sleep 300 ;; esac
+exec __GIT__ "$@"
+"""
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def test_a_killed_lander_its_parent_never_reaps_does_not_block_the_queue(tmp_path: Path) -> None:
+    """kill -9 of a lander in the middle of its landing, under a parent that never reaps
+    it (a container whose pid 1 does not): the zombie holds no lock, the next lander lands."""
+    p = _project(tmp_path)
+    _add(p, attempt(p, "set-a"))
+    shim = tmp_path / "stall"
+    shim.mkdir()
+    (shim / "git").write_text(STALL.replace("__GIT__", shutil.which("git") or "/usr/bin/git"))
+    (shim / "git").chmod(0o755)
+    env = recipe_env()
+    env["PATH"] = f"{shim}:{env['PATH']}"
+    # sh starts the lander and becomes a sleep: a parent that never waits for its child
+    parent = subprocess.Popen(
+        ["sh", "-c", f'lk queue land >/dev/null 2>&1 & echo $! >"{shim}/lander"; exec sleep 300'],
+        cwd=p.root, env=env, start_new_session=True,
+    )  # fmt: skip
+    try:
+        for _ in range(1200):
+            if (shim / "stalled").exists() and (shim / "lander").exists():
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("the lander never reached its landing")
+        lander = int((shim / "lander").read_text())
+        os.kill(lander, signal.SIGKILL)
+        os.kill(int((shim / "stalled").read_text()), signal.SIGKILL)
+        for _ in range(100):
+            if _state(lander) == "Z":
+                break
+            time.sleep(0.1)
+        assert _state(lander) == "Z"
+        assert (p.root / ".git/loopkit/queue/loop.lock/pid").read_text().strip() == str(lander)
+        done = lk(p, "queue", "land")
+        assert _state(lander) == "Z"  # still a zombie: it was taken for dead all the same
+        assert done.returncode == 0, done.stderr
+        assert (
+            f"took over the queue's lock from a lander that is gone (pid {lander})" in done.stderr
+        )
+        assert p.git("log", "--format=%s", "main").splitlines()[:2] == [
+            "loopkit: mark set-a done",
+            "loopkit: set-a: do set-a",
+        ]
+    finally:
+        os.killpg(parent.pid, signal.SIGKILL)
+        parent.wait()
