@@ -53,10 +53,20 @@ if TYPE_CHECKING:
     from typing import Any
 
 REFS = "refs/loopkit/queue/"
+#: Per branch, the last tip the lander trusts: one it landed, or one it verified green.
+TRUSTED = "refs/loopkit/trusted/"
+#: The record of tips refused (one JSON object a line, in the queue's folder).
+UNTRUSTED = "untrusted.jsonl"
 ENTRY_KIND = "loopkit/queue-entry"
 JOURNAL_KIND = "loopkit/queue-journal"
 #: How often one entry is rebuilt because the tip moved under the lander before it gives up.
 MAX_REBUILDS = 20
+
+
+class Untrusted(LoopkitError):
+    """The branch's tip is a commit the queue did not land and its checks fail: exit 40."""
+
+    code = ExitCode.NOT_LANDED
 
 
 class NotQueued(LoopkitError):
@@ -247,6 +257,10 @@ class Queue:
             recovered = self._recover()
             if recovered is not None:
                 landed.append(recovered)
+            here = git.git(["symbolic-ref", "-q", "HEAD"], cwd=self.root, check=False)
+            if here.exit_code == 0:  # the first lander here trusts the tip it finds
+                onto = here.stdout.decode().strip()
+                self._trusted(onto, self.tip(onto))
             for entry in self.entries():
                 if entry["status"] != "queued":
                     continue
@@ -375,6 +389,7 @@ class Queue:
         onto = str(entry["onto"])
         for _ in range(MAX_REBUILDS):
             tip = self.tip(onto)
+            self._trusted(onto, tip)
             tree, conflicts = self._rebuild(entry, tip)
             if conflicts is not None:
                 return self._return(entry, tip, conflicts=conflicts)
@@ -411,6 +426,44 @@ class Queue:
             )
             self._forget()
         raise EnvironmentProblem(f"{onto} kept moving: {entry['id']} rebuilt {MAX_REBUILDS} times")
+
+    def _trust(self, onto: str, commit: str) -> None:
+        ref = TRUSTED + onto.removeprefix("refs/heads/")
+        self.out(["update-ref", "-m", "loopkit: a tip the queue trusts", ref, commit])
+
+    def _trusted(self, onto: str, tip: str) -> None:
+        """Build only on a tip the queue trusts: one it landed, or a commit made outside it
+        (a person's) whose checks pass -- verified here before anything is built on it. A
+        tip whose checks fail (a worker without a sandbox moving the branch, say) is
+        refused (exit 40), recorded in ``untrusted.jsonl``, and nothing lands on it. The
+        first lander of a branch trusts the tip it finds."""
+        ref = TRUSTED + onto.removeprefix("refs/heads/")
+        done = git.git(["rev-parse", "-q", "--verify", ref], cwd=self.root, check=False)
+        known = done.stdout.decode().strip()
+        if done.exit_code != 0 or known == tip:
+            if done.exit_code != 0:
+                self._trust(onto, tip)
+            return
+        tree = self.out(["rev-parse", f"{tip}^{{tree}}"])
+        cache = self._dir("verified") / f"{tree}-{self.contract_sha[:16]}.json"
+        verify = self._read(cache)
+        if not verify or verify.get("tree") != tree:
+            self.say(f"{onto} is at {tip[:12]}, a commit the queue did not land: verifying it")
+            verify = self._run_verify(tree, tip)
+            self._write(cache, verify)
+        if verify.get("passed"):
+            self.say(f"{onto}: {tip[:12]} (not landed by the queue) is green: landing on it")
+            self._trust(onto, tip)
+            return
+        failed = [str(c.get("name")) for c in verify.get("checks") or () if not c.get("passed")]
+        with open(self.folder / UNTRUSTED, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"branch": onto, "tip": tip, "trusted": known, "failed": failed})
+                    + "\n")  # fmt: skip
+        raise Untrusted(
+            f"{onto} is at {tip[:12]}, a commit the queue did not land, and its checks fail "
+            f"({', '.join(failed) or 'lk-verify'}): nothing lands on it; the queue last landed "
+            f"{known[:12]} (to go back: git update-ref {onto} {known} {tip})"
+        )
 
     def _rebuild(self, entry: Mapping[str, Any], tip: str) -> tuple[str, list[str] | None]:
         """The entry's tree on ``tip``, or the paths that conflict."""
@@ -550,6 +603,7 @@ class Queue:
             "tip": j["tip"],
             "verification": j.get("verification") or "ran",
         }
+        self._trust(str(entry["onto"]), str(j["commit"]))
         self._save_entry(entry)
         self._forget()
         self.say(

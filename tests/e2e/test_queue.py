@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.queue import attempt, doc, lk, out
-from tests.helpers.recipes import make_project, recipe_env
+from tests.helpers.recipes import make_project, recipe_env, write_worker
 
 pytestmark = pytest.mark.slow
 
@@ -261,3 +261,47 @@ def test_a_killed_lander_its_parent_never_reaps_does_not_block_the_queue(tmp_pat
     finally:
         os.killpg(parent.pid, signal.SIGKILL)
         parent.wait()
+
+
+# A worker without a sandbox that moves main itself: a red commit (b = 5) made with git's
+# plumbing in a scratch index and put on main with `git update-ref`; its own change is
+# green. A person's commit outside loopkit, green, is verified and built on.
+EVIL = """
+import os, subprocess
+def g(*a, **kw):
+    return subprocess.run(["git", *a], check=True, capture_output=True, text=True, **kw).stdout.strip()
+env = {**os.environ, "GIT_INDEX_FILE": str(STATE / "evil-index")}
+g("read-tree", "main", env=env)
+blob = g("hash-object", "-w", "--stdin", input="5\\n")
+g("update-index", "--cacheinfo", f"100644,{blob},src/b.txt", env=env)
+red = g("commit-tree", g("write-tree", env=env), "-p", "main", "-m", "all fine")
+g("update-ref", "refs/heads/main", red)
+Path("src/c.txt").write_text("c\\n")
+"""
+
+
+def test_the_queue_builds_only_on_a_tip_it_landed_or_verified(tmp_path: Path) -> None:
+    p = _project(tmp_path, sandbox={"mode": "off"})
+    assert lk(p, "queue", "land").returncode == 0  # the first lander trusts the tip it finds
+    # A person's green commit made outside loopkit: verified, then built on.
+    (p.root / "README.md").write_text("# project, edited\n")
+    p.git("commit", "-qam", "a person's edit")
+    _add(p, attempt(p, "set-a"))
+    done = lk(p, "queue", "land")
+    assert done.returncode == 0, done.stderr
+    assert "not landed by the queue) is green" in done.stderr
+    assert p.git("log", "--format=%s", "-3").splitlines() == [
+        "loopkit: mark set-a done", "loopkit: set-a: do set-a", "a person's edit",
+    ]  # fmt: skip
+    # The worker's red tip: refused with one line, recorded, nothing built on it.
+    write_worker(p.scratch, WORKER.replace('elif task == "add-c":', 'elif task == "no":') + EVIL)
+    _add(p, attempt(p, "add-c"))
+    red = p.head()
+    assert p.git("log", "-1", "--format=%s", "main").strip() == "all fine"
+    done = lk(p, "queue", "land")
+    assert done.returncode == 40, done.stderr
+    assert "a commit the queue did not land, and its checks fail (sum)" in done.stderr
+    assert done.stderr.count("\n") <= 2 and "Traceback" not in done.stderr
+    assert p.git("rev-parse", "main").strip() == red  # nothing landed on it
+    record = json.loads((p.root / ".git/loopkit/queue/untrusted.jsonl").read_text())
+    assert record["tip"] == red and record["failed"] == ["sum"]
