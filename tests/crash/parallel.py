@@ -1,6 +1,7 @@
 """The crash harness over recipes/parallel.sh and its merge queue: faults at git calls of
-a real run of two slices side by side (each landed through ``lk queue``), then the plain
-rerun, judged by outcomes only (tests/crash/harness.py does the same for a phased run).
+a real run of two slices side by side (each landed through ``lk queue``) -- kill -9,
+SIGTERM, SIGINT, a full disk, refs that cannot be written -- then the plain rerun, judged
+by outcomes only (tests/crash/harness.py does the same for a phased run).
 
 The project: ``add-c`` and ``add-d`` write disjoint files, green at their first attempt;
 ``--jobs 2``: both start from the same tip, so the second to land is rebuilt on the
@@ -30,7 +31,7 @@ from pathlib import Path
 from tests.helpers.faults import Faults, group_left
 from tests.helpers.recipes import RECIPES, Project, make_project, recipe_env
 
-KINDS = ("kill9", "kill9", "term", "int")
+KINDS = ("kill9", "kill9", "term", "int", "disk", "roref")
 WORKER = """
 calls = STATE / f"calls-{task}"
 calls.write_text(str(int(calls.read_text()) + 1 if calls.exists() else 1))

@@ -1,5 +1,6 @@
 """parallel.sh stopped at the queue's steps -- as the lander built the merged tree, while
-it verified, just after the branch moved, once an entry was queued -- and then the plain
+it verified, just after the branch moved, once an entry was queued; refs that cannot be
+written, a full disk -- and then the plain
 rerun: nothing lands twice, no worker is paid again for work queued or landed, the
 checkout follows the branch (tests/crash/parallel.py judges). The large sample:
 ``python -m tests.crash.parallel``."""
@@ -20,6 +21,8 @@ CASES = [
     ("term", "checkout-index", False),  # a CI runner's cancel there
     ("kill9", "update-ref -m loopkit: land 000001", True),  # the branch moved, not the checkout
     ("int", "refs/loopkit/queue/000001", True),  # queued, not landed
+    ("roref", "update-ref -m loopkit: land 000001", False),  # the branch cannot move
+    ("disk", "merge-tree", False),  # the disk full from the rebuild on
 ]
 
 
