@@ -932,19 +932,22 @@ def _recover_attempt(ctx: Context, j: dict[str, Any]) -> dict[str, Any]:
 
 
 def _rebuild(ctx: Context) -> dict[str, Any]:
-    """The journal torn and its twin gone: the step in progress is undone from what git
-    and the disk hold. The work tree is saved under ``refs/loopkit/<task>/recovered`` when
-    it differs from HEAD (nothing verified is left only on disk), the index and the work
-    tree brought to HEAD -- the branch's commit, landed or not -- and the attempt's open
+    """The journal torn and its twin gone: the step in progress is finished or undone from
+    what git and the disk hold. The work tree is saved under ``refs/loopkit/<task>/
+    recovered`` when it differs from HEAD (nothing verified is left only on disk), the
+    index and the work tree brought to HEAD -- the branch's commit, landed or not; when
+    HEAD is the task's own landed commit (its ``Loopkit-Tree`` trailer names its tree) the
+    task is marked done in its checklist and the mark committed -- and the attempt's open
     admission settled. The task is the last one a run began (its start document), else
     the one HEAD's commit names."""
     bad = journal.set_aside(ctx.folder)
     w = ctx.where({})
     head, _ = trees.head(w)
-    task, run_dir = _last_start(w.state)
-    if not task and head:
-        task = w.out(["log", "-1", "--format=%(trailers:key=Loopkit-Task,valueonly)", head])
-    task = task.strip() or "unknown"
+    started, run_dir, checklist = _last_start(w.state)
+    named = ""
+    if head:
+        named = w.out(["log", "-1", "--format=%(trailers:key=Loopkit-Task,valueonly)", head])
+    task = started or named.strip() or "unknown"
     out: dict[str, Any] = {"task": task, "finished": "rebuilt", "ref": None}
     if head:
         head_tree = w.out(["rev-parse", f"{head}^{{tree}}"])
@@ -957,6 +960,12 @@ def _rebuild(ctx: Context) -> dict[str, Any]:
                 head,
             )
         trees.sync_to(w, head_tree)
+        landed = w.out(["log", "-1", "--format=%(trailers:key=Loopkit-Tree,valueonly)", head])
+        if landed.strip() == head_tree and checklist and named.strip() == started:
+            # HEAD is the task's landed commit, its mark not committed: the landing finished
+            _mark_and_commit(ctx, w, {"task": task, "tasks": checklist}, "done", None,
+                             [checklist], f"loopkit: mark {task} done")  # fmt: skip
+            out["finished"] = "land"
     out["settled"] = settle_interrupted(w.state, task, run_dir=run_dir)
     ctx.say(
         f"the task journal was torn and its twin is gone (kept as {bad}): rebuilt from git "
@@ -966,8 +975,9 @@ def _rebuild(ctx: Context) -> dict[str, Any]:
     return out
 
 
-def _last_start(state: Path) -> tuple[str, Path | None]:
-    """The task and run folder of the last start document a loop kept (``keep_start``)."""
+def _last_start(state: Path) -> tuple[str, Path | None, str]:
+    """The task, run folder and checklist (the task's ``source.file``) of the last start
+    document a loop kept (``keep_start``)."""
     import json
 
     best: tuple[int, Path] | None = None
@@ -979,12 +989,19 @@ def _last_start(state: Path) -> tuple[str, Path | None]:
         if best is None or at > best[0]:
             best = (at, start)
     if best is None:
-        return "", None
+        return "", None, ""
     try:
-        task = _doc_get(json.loads(best[1].read_text(encoding="utf-8")), "task", "id")
+        doc = json.loads(best[1].read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return "", None
-    return (task, best[1].parent) if isinstance(task, str) else ("", None)
+        return "", None, ""
+    task, source = _doc_get(doc, "task", "id"), _doc_get(doc, "task", "source", "file")
+    if not isinstance(task, str):
+        return "", None, ""
+    return (
+        task,
+        best[1].parent,
+        source if isinstance(source, str) and Path(source).is_file() else "",
+    )
 
 
 def worker_ran(run_dir: Path | None) -> bool:

@@ -21,8 +21,10 @@ CASES = [
     ("empty", "loopkit: alpha complete"),
     # the park reverted, its record not committed: "parking"
     ("torn", "loopkit: park broken"),
-    # journal and twin both gone, the green commit made: rebuilt from git and the disk
+    # journal and twin both gone: rebuilt from git and the disk -- the green commit made
+    # (undone: saved, the task again), the branch moved to it (finished: marked)
     ("lost", "loopkit: alpha: First"),
+    ("lost", "loopkit: alpha complete"),
 ]
 
 
