@@ -965,7 +965,7 @@ def _rebuild(ctx: Context) -> dict[str, Any]:
             # HEAD is the task's landed commit, its mark not committed: the landing finished
             _mark_and_commit(ctx, w, {"task": task, "tasks": checklist}, "done", None,
                              [checklist], f"loopkit: mark {task} done")  # fmt: skip
-            out["finished"] = "land"
+            out.update(finished="land", commit=head)
     out["settled"] = settle_interrupted(w.state, task, run_dir=run_dir)
     ctx.say(
         f"the task journal was torn and its twin is gone (kept as {bad}): rebuilt from git "
