@@ -74,8 +74,9 @@ bench: install agents ## Benchmarks: figures and ratios against their targets
 
 CRASH_TRIALS ?= 60
 CRASH_SEED ?= 7
-crash: install ## The crash harness's large sample: faults over a phased run (CRASH_TRIALS, CRASH_SEED)
+crash: install ## The crash harness's large sample: faults over a phased run and a parallel.sh run (CRASH_TRIALS, CRASH_SEED)
 	$(BIN)/python -m tests.crash.harness --trials $(CRASH_TRIALS) --seed $(CRASH_SEED)
+	$(BIN)/python -m tests.crash.parallel --trials $(CRASH_TRIALS) --seed $(CRASH_SEED)
 
 dist-check: install ## Build the wheel, install it in a fresh venv, run every --help, print every schema
 	bash .ci/dist-check

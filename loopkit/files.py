@@ -33,7 +33,8 @@ def atomic_write(
 ) -> None:
     """Write ``path`` whole or not at all (a temp file beside it, then a rename).
 
-    ``sync`` flushes to disk before the rename (a ledger checkpoint, a checklist);
+    ``sync`` flushes the file to disk before the rename and its folder after it (a ledger
+    checkpoint, a checklist, a journal: a power loss leaves the old content or the new);
     ``keep_mode`` gives the new file the old one's permission bits (a user's file
     rewritten in place keeps being executable, or private); ``mtime_ns``: its modification
     time, set before it appears (an index copied with its own: git's racy-entry rule).
@@ -62,3 +63,14 @@ def atomic_write(
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    if sync:
+        sync_folder(path.parent)
+
+
+def sync_folder(folder: Path) -> None:
+    """Flush ``folder``'s entries to disk (a file renamed into it or removed from it)."""
+    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -29,6 +29,8 @@
 #
 # A dependent starts once its dependency landed (its mark is on the branch). The branch is
 # only ever moved by the queue's lander. The run holds this checkout's lock (lk task begin).
+# A run stopped anywhere (kill -9 included) is finished by the plain rerun: it lands what
+# the stopped run queued first (`lk queue land`), then starts only the tasks still open.
 #
 # Budgets for the whole run: the contract's `pool` (cost_usd, tokens, wall_seconds) is what
 # all its workers may spend together. Each slice's admission reserves its worker's share
@@ -79,7 +81,6 @@ tasks=${tasks:-$root/TASKS.md}
 [ -f "$tasks" ] || lk_die 3 "$tasks: no such file"
 tasks=$(cd "$(dirname "$tasks")" && pwd)/${tasks##*/}
 branch=$(g symbolic-ref -q HEAD) || lk_die 4 "HEAD is detached: check out the branch the slices should land on"
-[ -z "$(g status --porcelain --untracked-files=normal)" ] || lk_die 4 "uncommitted changes in $root: commit or stash them first"
 lk task begin --owner $$ >/dev/null || exit $?
 export LK_LOCK_OWNER=$$
 export LOOPKIT_STATE_DIR=$LK_STATE # one ledger: every slice's attempts are recorded here
@@ -91,6 +92,11 @@ MAIN=$root wt_root=${LK_WORKTREES:-${TMPDIR:-/tmp}/loopkit-worktrees}
 mkdir -p "$wt_root" "$LK_STATE/runs" || lk_die 4 "cannot create $wt_root"
 trap 'lk task end --owner $$ >/dev/null' EXIT
 trap 'lk_log "interrupted"; kill 0 2>/dev/null; exit 130' INT TERM
+# What a stopped run left in the queue lands first (a lander stopped anywhere is finished,
+# the checkout brought to the branch): no slice queued or landed is paid for again.
+lk queue land --wait --contract "$contract" >/dev/null
+case $? in 0 | 1) ;; *) lk_die 40 "the queue a stopped run left could not land (see its line)" ;; esac
+[ -z "$(g status --porcelain --untracked-files=normal)" ] || lk_die 4 "uncommitted changes in $root: commit or stash them first"
 
 # slice TASK DOC: one task's rounds, in worktrees; exit 0 landed, 12 re-split (its slices
 # run next), 20/21/22 parked, 41 over --max-rounds, other codes a failing command's.

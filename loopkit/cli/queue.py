@@ -44,7 +44,8 @@ EPILOG = (
     "\b\nExit codes of lk queue:\n  0   done (land: every queued entry landed)\n"
     "  1   land: an entry was returned to its task (red or conflicting on the tip)\n"
     "  40  add: not a complete attempt with a verified tree, or (--worktree) written by a\n"
-    "      process not its worker's; nothing queued\n"
+    "      process not its worker's; nothing queued; land: the branch's tip is a commit\n"
+    "      the queue did not land and its checks fail (nothing lands on it)\n"
     "  3   bad input (not an attempt document)\n"
     "  4   another lander holds the queue's lock; the branch has no commit; lk-verify\n"
     "      could not run; a path or ref that cannot be written (named)\n\n" + SHARED_HELP

@@ -2,8 +2,12 @@
 
 One JSON file in the work tree's own git folder (``<git-dir>/loopkit/task.json``, beside
 the lock, out of every worker's reach under the sandbox), written whole or not at all and
-flushed to disk before the step it announces begins. It holds where the task began and
-the step in progress (``phase``):
+flushed to disk (the file, then its folder) before the step it announces begins. Its twin
+in git, the same text as a blob under the work tree's own ref ``refs/worktree/loopkit/
+task-journal``, is written just before it: a file torn or emptied anyway (a power loss, a
+disk that lied about its flush) is read back from its twin, and with neither the rerun
+rebuilds what it needs from git and the disk (``steps.recover``). It holds where the task
+began and the step in progress (``phase``):
 
 ``attempt``  the worker may be running or may have run: the rerun saves the tree under a
              ref and brings the work tree back to the start
@@ -23,8 +27,9 @@ import json
 import os
 from pathlib import Path
 
+from loopkit import git
 from loopkit.errors import EnvironmentProblem
-from loopkit.files import atomic_write
+from loopkit.files import atomic_write, sync_folder
 
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
 if TYPE_CHECKING:
@@ -32,16 +37,26 @@ if TYPE_CHECKING:
 
 NAME = "task.json"
 KIND = "loopkit/task-journal"
+#: the journal's twin: per work tree (git keeps ``refs/worktree/`` in the own git folder)
+REF = "refs/worktree/loopkit/task-journal"
+#: the twin's objects and ref flushed to disk as they are written
+_FSYNC = ["-c", "core.fsync=loose-object,reference", "-c", "core.fsyncMethod=fsync"]
 
 
 def path(folder: Path) -> Path:
     return folder / NAME
 
 
+def _parse(raw: bytes) -> dict[str, Any] | None:
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) and data.get("kind") == KIND else None
+
+
 def load(folder: Path) -> dict[str, Any] | None:
-    """The journal, or None when there is none. A torn or unreadable one (a disk that
-    filled while it was written cannot tear it: it is renamed into place) is set aside
-    as ``task.json.bad`` and reported as None."""
+    """The journal, or None when there is none or it is torn (``torn`` tells which)."""
     p = path(folder)
     try:
         raw = p.read_bytes()
@@ -49,34 +64,60 @@ def load(folder: Path) -> dict[str, Any] | None:
         return None
     except OSError as e:
         raise EnvironmentProblem(f"cannot read {p}: {e.strerror}") from None
+    return _parse(raw)
+
+
+def torn(folder: Path) -> bool:
+    """Whether a journal file is there but not whole (torn, emptied, not a journal)."""
     try:
-        data = json.loads(raw)
-        if not isinstance(data, dict) or data.get("kind") != KIND:
-            raise ValueError
-    except ValueError:
-        try:
-            os.replace(p, p.with_name(NAME + ".bad"))
-        except OSError:
-            pass
-        return None
-    return data
+        return _parse(path(folder).read_bytes()) is None
+    except OSError:
+        return False
+
+
+def twin(folder: Path) -> dict[str, Any] | None:
+    """The journal as its twin in git holds it (None when there is none)."""
+    done = git.git(["cat-file", "blob", REF], cwd=folder.parent, check=False)
+    return _parse(done.stdout) if done.exit_code == 0 else None
+
+
+def set_aside(folder: Path) -> Path:
+    """Keep a torn journal as ``task.json.bad`` for a person; its twin goes."""
+    bad = path(folder).with_name(NAME + ".bad")
+    try:
+        os.replace(path(folder), bad)
+    except OSError:
+        pass
+    git.git(["update-ref", "-d", REF], cwd=folder.parent, check=False)
+    return bad
 
 
 def write(folder: Path, data: dict[str, Any]) -> None:
     data["kind"] = KIND
     data["version"] = 1
+    text = json.dumps(data, indent=1) + "\n"
     try:
-        atomic_write(path(folder), json.dumps(data, indent=1) + "\n", sync=True)
+        folder.mkdir(parents=True, exist_ok=True)
+        blob = git.out([*_FSYNC, "hash-object", "-w", "--stdin"], cwd=folder.parent,
+                       input=text.encode())  # fmt: skip
+        git.git([*_FSYNC, "update-ref", REF, blob], cwd=folder.parent)
+        atomic_write(path(folder), text, sync=True)
     except OSError as e:
         raise EnvironmentProblem(
             f"cannot write {e.filename or path(folder)}: {e.strerror}"
         ) from None
+    except git.GitError as e:
+        raise EnvironmentProblem(f"cannot write the task journal's twin {REF}: {e}") from None
 
 
 def remove(folder: Path) -> None:
     try:
         path(folder).unlink()
+        sync_folder(folder)
     except FileNotFoundError:
         pass
     except OSError as e:
         raise EnvironmentProblem(f"cannot remove {path(folder)}: {e.strerror}") from None
+    # A twin left by a stop between the two is never read: only a torn file sends a
+    # rerun to it, and every write writes the twin first.
+    git.git(["update-ref", "-d", REF], cwd=folder.parent, check=False)

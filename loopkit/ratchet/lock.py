@@ -3,8 +3,9 @@
 The lock lives with the work tree -- in its own git folder (``<git-dir>/loopkit/loop.lock``),
 not in the state folder -- so two loops with different state folders cannot both hold it.
 It is a folder holding the owner's pid and start time (``pid``, ``started``). Whether the
-owner is alive is what decides: a lock whose pid is gone, or is now another process (a
-start time that differs: a reused pid), is taken over and said so. A loop started by the
+owner is alive is what decides: a lock whose pid is gone, has ended (a zombie its parent
+never reaps), or is now another process (a start time that differs: a reused pid), is
+taken over and said so. A loop started by the
 loop holding the lock (``phased-loop.sh`` starting ``loop.sh``) works under it.
 
 Taking, checking and taking over happen under an ``flock`` on a guard file beside it:
@@ -60,10 +61,21 @@ def _exists(pid: int) -> bool:
 
 
 def alive(pid: int, stamp: str) -> bool:
-    """``pid`` runs and is the process that wrote ``stamp`` (its start time)."""
-    if pid <= 0 or not _exists(pid):
+    """``pid`` runs and is the process that wrote ``stamp`` (its start time). A zombie (a
+    process that ended and that its parent has not reaped) does not run."""
+    if pid <= 0 or not _exists(pid) or _ended(pid):
         return False
     return not stamp or started(pid) == stamp
+
+
+def _ended(pid: int) -> bool:
+    """Whether ``pid`` ended but is still listed (Linux: state Z or X in /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
+            fields = f.read().rsplit(")", 1)[-1].split()
+    except OSError:
+        return False
+    return bool(fields) and fields[0] in ("Z", "X")
 
 
 def parent(pid: int) -> int:

@@ -30,7 +30,8 @@ Layout, in the repository's common git folder (shared by every worktree, read-on
 sandboxed worker): ``loopkit/queue/entries/<id>.json`` (the entries),
 ``docs/<id>.json`` (each entry's decided document), ``returned/<id>.json`` (the document
 a returned entry hands its task), ``verified/<tree>-<contract>.json`` (verifications by
-tree), ``lander.json`` (the journal), ``loop.lock`` (the lander's lock) and ``room/`` (the
+tree), ``lander.json`` (the journal), ``lander.flock`` and ``loop.lock`` (the lander's lock:
+the flock its process holds, the pid it names) and ``room/`` (the
 worktree the lander's checks run in).
 """
 
@@ -53,10 +54,20 @@ if TYPE_CHECKING:
     from typing import Any
 
 REFS = "refs/loopkit/queue/"
+#: Per branch, the last tip the lander trusts: one it landed, or one it verified green.
+TRUSTED = "refs/loopkit/trusted/"
+#: The record of tips refused (one JSON object a line, in the queue's folder).
+UNTRUSTED = "untrusted.jsonl"
 ENTRY_KIND = "loopkit/queue-entry"
 JOURNAL_KIND = "loopkit/queue-journal"
 #: How often one entry is rebuilt because the tip moved under the lander before it gives up.
 MAX_REBUILDS = 20
+
+
+class Untrusted(LoopkitError):
+    """The branch's tip is a commit the queue did not land and its checks fail: exit 40."""
+
+    code = ExitCode.NOT_LANDED
 
 
 class NotQueued(LoopkitError):
@@ -247,6 +258,10 @@ class Queue:
             recovered = self._recover()
             if recovered is not None:
                 landed.append(recovered)
+            here = git.git(["symbolic-ref", "-q", "HEAD"], cwd=self.root, check=False)
+            if here.exit_code == 0:  # the first lander here trusts the tip it finds
+                onto = here.stdout.decode().strip()
+                self._trusted(onto, self.tip(onto))
             for entry in self.entries():
                 if entry["status"] != "queued":
                     continue
@@ -257,34 +272,49 @@ class Queue:
     @contextlib.contextmanager
     def _lander(self, owner: int | None, *, wait: bool) -> Iterator[None]:
         """Hold the queue's lock (one lander at a time); ``wait`` while another holds it,
-        else refuse (exit 4)."""
+        else refuse (exit 4). What tells a live lander is an ``flock`` on ``lander.flock``
+        that the lander's process holds while it lands: a dead process holds none -- a
+        zombie no parent reaps, a pid used again by another process. ``loop.lock`` names
+        the holder (its pid) for a person."""
+        import fcntl
         import time
 
         from loopkit.ratchet import lock
 
         folder = self._dir("")
         pid = owner or os.getpid()
-        while True:
-            with lock.guard(folder):
-                other = lock.holder(folder)
-                if not other or other == pid:
-                    held = lock.take(folder, pid, self.root)
-                    break
-            if not wait:
-                raise EnvironmentProblem(
-                    f"another lander (pid {other}) is landing this repository's queue: one "
-                    f"lander at a time. Wait for it to end, or stop it (kill {other})"
-                )
-            time.sleep(0.2)  # --wait: the other lander lands what this one would have
-        if held.taken_over is not None:
-            self.say(
-                f"took over the queue's lock from a lander that is gone (pid {held.taken_over})"
-            )
         try:
-            yield
-        finally:
+            live = os.open(folder / "lander.flock", os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as e:
+            raise EnvironmentProblem(f"cannot write {e.filename}: {e.strerror}") from None
+        try:
+            while True:
+                try:
+                    fcntl.flock(live, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    pass
+                if not wait:
+                    other = lock.read(folder / lock.LOCK_NAME)[0] or "unknown"
+                    raise EnvironmentProblem(
+                        f"another lander (pid {other}) is landing this repository's queue: "
+                        f"one lander at a time. Wait for it to end, or stop it (kill {other})"
+                    )
+                time.sleep(0.2)  # --wait: the other lander lands what this one would have
             with lock.guard(folder):
-                lock.release(folder, pid)
+                gone = lock.read(folder / lock.LOCK_NAME)[0]
+                if gone and gone != pid:  # its flock is free: that lander is gone
+                    lock.release(folder, gone)
+                lock.take(folder, pid, self.root)
+            if gone and gone != pid:
+                self.say(f"took over the queue's lock from a lander that is gone (pid {gone})")
+            try:
+                yield
+            finally:
+                with lock.guard(folder):
+                    lock.release(folder, pid)
+        finally:
+            os.close(live)  # the flock goes with it
 
     # ------------------------------------------------------------------ plants
 
@@ -360,6 +390,7 @@ class Queue:
         onto = str(entry["onto"])
         for _ in range(MAX_REBUILDS):
             tip = self.tip(onto)
+            self._trusted(onto, tip)
             tree, conflicts = self._rebuild(entry, tip)
             if conflicts is not None:
                 return self._return(entry, tip, conflicts=conflicts)
@@ -413,6 +444,41 @@ class Queue:
             state=self.root / ".loopkit",
             bookkeeping=[str(entry.get("tasks") or "")],
             say=self.say,
+        )
+
+    def _trust(self, onto: str, commit: str) -> None:
+        ref = TRUSTED + onto.removeprefix("refs/heads/")
+        self.out(["update-ref", "-m", "loopkit: a tip the queue trusts", ref, commit])
+
+    def _trusted(self, onto: str, tip: str) -> None:
+        """Build only on a tip the queue trusts: one it landed, or a commit made outside it
+        (a person's) whose checks pass -- verified here before anything is built on it. A
+        tip whose checks fail (a worker without a sandbox moving the branch, say) is
+        refused (exit 40), recorded in ``untrusted.jsonl``, and nothing lands on it. The
+        first lander of a branch trusts the tip it finds."""
+        ref = TRUSTED + onto.removeprefix("refs/heads/")
+        done = git.git(["rev-parse", "-q", "--verify", ref], cwd=self.root, check=False)
+        known = done.stdout.decode().strip()
+        if done.exit_code != 0 or known == tip:
+            if done.exit_code != 0:
+                self._trust(onto, tip)
+            return
+        # Verified afresh, never from the cache: what put the tip there could write it too.
+        tree = self.out(["rev-parse", f"{tip}^{{tree}}"])
+        self.say(f"{onto} is at {tip[:12]}, a commit the queue did not land: verifying it")
+        verify = self._run_verify(tree, tip)
+        if verify.get("passed"):
+            self.say(f"{onto}: {tip[:12]} (not landed by the queue) is green: landing on it")
+            self._trust(onto, tip)
+            return
+        failed = [str(c.get("name")) for c in verify.get("checks") or () if not c.get("passed")]
+        with open(self.folder / UNTRUSTED, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"branch": onto, "tip": tip, "trusted": known, "failed": failed})
+                    + "\n")  # fmt: skip
+        raise Untrusted(
+            f"{onto} is at {tip[:12]}, a commit the queue did not land, and its checks fail "
+            f"({', '.join(failed) or 'lk-verify'}): nothing lands on it; the queue last landed "
+            f"{known[:12]} (to go back: git update-ref {onto} {known} {tip})"
         )
 
     def _rebuild(self, entry: Mapping[str, Any], tip: str) -> tuple[str, list[str] | None]:
@@ -553,6 +619,7 @@ class Queue:
             "tip": j["tip"],
             "verification": j.get("verification") or "ran",
         }
+        self._trust(str(entry["onto"]), str(j["commit"]))
         self._save_entry(entry)
         self._forget()
         self.say(

@@ -701,6 +701,7 @@ def _index_to_commit(
             raise Refused(message, _result("refused", j, commit=j["commit"], reason=message))
         if keep is None:
             w.ok(["update-index", "-q", "--refresh"])
+        trees.checkout_converted(w, str(j["diff_base"]), str(j["commit"]))
         return None
     label = f"{j.get('label') or 'land'}-after-verify"
     ref = _save(ctx, j, label, "changed after verification")
@@ -890,7 +891,15 @@ def recover(ctx: Context, *, owner: int) -> list[dict[str, Any]]:
     began, and its admission settled in the ledger (once, and only when one is open)."""
     j = journal.load(ctx.folder)
     if j is None:
-        return []
+        if not journal.torn(ctx.folder):
+            return []
+        j = journal.twin(ctx.folder)
+        if j is None:
+            return [_rebuild(ctx)]
+        ctx.say(
+            f"the task journal {journal.path(ctx.folder)} was torn: read back from its twin "
+            f"in git ({journal.REF})"
+        )
     if j.get("owner") != owner and lock.alive(int(j.get("owner") or 0), ""):
         if int(j.get("owner") or 0) in lock.ancestors(owner):
             return []  # the loop above this one is in the middle of it
@@ -945,6 +954,79 @@ def _recover_attempt(ctx: Context, j: dict[str, Any]) -> dict[str, Any]:
     )
     journal.remove(ctx.folder)
     return out
+
+
+def _rebuild(ctx: Context) -> dict[str, Any]:
+    """The journal torn and its twin gone: the step in progress is finished or undone from
+    what git and the disk hold. The work tree is saved under ``refs/loopkit/<task>/
+    recovered`` when it differs from HEAD (nothing verified is left only on disk), the
+    index and the work tree brought to HEAD -- the branch's commit, landed or not; when
+    HEAD is the task's own landed commit (its ``Loopkit-Tree`` trailer names its tree) the
+    task is marked done in its checklist and the mark committed -- and the attempt's open
+    admission settled. The task is the last one a run began (its start document), else
+    the one HEAD's commit names."""
+    bad = journal.set_aside(ctx.folder)
+    w = ctx.where({})
+    head, _ = trees.head(w)
+    started, run_dir, checklist = _last_start(w.state)
+    named = ""
+    if head:
+        named = w.out(["log", "-1", "--format=%(trailers:key=Loopkit-Task,valueonly)", head])
+    task = started or named.strip() or "unknown"
+    out: dict[str, Any] = {"task": task, "finished": "rebuilt", "ref": None}
+    if head:
+        head_tree = w.out(["rev-parse", f"{head}^{{tree}}"])
+        if trees.live_tree(w) != head_tree:
+            out["ref"] = trees.save(
+                w,
+                task,
+                "recovered",
+                f"loopkit: {task}: the work tree a stopped loop left (its journal was torn)",
+                head,
+            )
+        trees.sync_to(w, head_tree)
+        landed = w.out(["log", "-1", "--format=%(trailers:key=Loopkit-Tree,valueonly)", head])
+        if landed.strip() == head_tree and checklist and named.strip() == started:
+            # HEAD is the task's landed commit, its mark not committed: the landing finished
+            _mark_and_commit(ctx, w, {"task": task, "tasks": checklist}, "done", None,
+                             [checklist], f"loopkit: mark {task} done")  # fmt: skip
+            out.update(finished="land", commit=head)
+    out["settled"] = settle_interrupted(w.state, task, run_dir=run_dir)
+    ctx.say(
+        f"the task journal was torn and its twin is gone (kept as {bad}): rebuilt from git "
+        f"and the disk; the work tree is back at HEAD {_short(head)}"
+        + (f", what was on disk is saved as {out['ref']}" if out["ref"] else "")
+    )
+    return out
+
+
+def _last_start(state: Path) -> tuple[str, Path | None, str]:
+    """The task, run folder and checklist (the task's ``source.file``) of the last start
+    document a loop kept (``keep_start``)."""
+    import json
+
+    best: tuple[int, Path] | None = None
+    for start in state.glob("runs/*/*/start.json"):
+        try:
+            at = start.stat().st_mtime_ns
+        except OSError:
+            continue
+        if best is None or at > best[0]:
+            best = (at, start)
+    if best is None:
+        return "", None, ""
+    try:
+        doc = json.loads(best[1].read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "", None, ""
+    task, source = _doc_get(doc, "task", "id"), _doc_get(doc, "task", "source", "file")
+    if not isinstance(task, str):
+        return "", None, ""
+    return (
+        task,
+        best[1].parent,
+        source if isinstance(source, str) and Path(source).is_file() else "",
+    )
 
 
 def worker_ran(run_dir: Path | None) -> bool:

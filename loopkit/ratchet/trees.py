@@ -223,6 +223,36 @@ def sync_to(w: Where, target: str, index: str | None = None) -> None:
         w.ok(["update-index", "-q", "--refresh"])
 
 
+#: The attributes by which a checkout writes a file other than as git stores it.
+CONVERTING = ("ident", "filter", "eol", "working-tree-encoding")
+
+
+def checkout_converted(w: Where, old: str, new: str) -> list[str]:
+    """The files that changed from ``old`` to ``new`` and that a checkout writes converted
+    (``ident``, a filter, ``eol``, an encoding) written again from the index, as a checkout
+    of ``new`` writes them: a worker wrote them as git stores them (``$Id$`` unexpanded),
+    which ``git status`` finds clean though a clone holds other text. Call with the index
+    at ``new``. Returns the paths written."""
+    changed = w.out(["diff-tree", "-r", "-z", "--name-only", "--no-renames", old, new])
+    paths = [p for p in changed.split("\0") if p]
+    if not paths:
+        return []
+    found = w.out(["check-attr", "-z", "--stdin", *CONVERTING], input="\0".join(paths).encode())
+    fields = found.split("\0")
+    converted = sorted(
+        {path for path, _, value in zip(fields[0::3], fields[1::3], fields[2::3], strict=False)
+         if value not in ("unspecified", "unset", "")}
+    )  # fmt: skip
+    if converted:
+        # checkout-index skips a file whose stat data the index matches: gone first.
+        for path in converted:
+            with contextlib.suppress(FileNotFoundError):
+                (w.root / path).unlink()
+        w.out(["checkout-index", "-f", "-u", "-q", "-z", "--stdin"],
+              input="\0".join(converted).encode())  # fmt: skip
+    return converted
+
+
 def keep_commit(w: Where, task: str, label: str, commit: str) -> str:
     """A new ref ``refs/loopkit/<task>/<label>[-N]`` holding ``commit`` (never an existing
     one overwritten: the empty old value makes update-ref refuse one that appeared)."""

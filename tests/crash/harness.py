@@ -5,7 +5,9 @@ A trial builds a project (three tasks: ``alpha`` red then green, ``beta`` green,
 always crashing: a park), counts the git calls of an undisturbed run (the golden run, once
 per harness), then runs the loop with one fault at one call (tests/helpers/faults.py:
 kill -9, SIGTERM or SIGINT to the loop's process group, a full disk, refs that cannot be
-written, a stale index.lock), and then the plain rerun with no flag. It holds when:
+written, a stale index.lock; and a kill -9 after which the task journal is torn in half
+or emptied -- what a power loss can leave of a file -- its twin in git kept, or ``lost``
+with it), and then the plain rerun with no flag. It holds when:
 
 - no process of the loop outlived either run;
 - the plain rerun finished the plan without a person: alpha and beta done, broken parked,
@@ -37,7 +39,9 @@ from typing import Any
 from tests.helpers.faults import Faults, group_left
 from tests.helpers.recipes import RECIPES, Project, make_project, recipe_env
 
-KINDS = ("kill9", "kill9", "term", "int", "disk", "roref", "lock")
+KINDS = ("kill9", "kill9", "term", "int", "disk", "roref", "lock", "torn", "empty")
+#: kill -9, then the journal damaged: torn in half, emptied, or emptied with its twin gone
+DAMAGE = ("torn", "empty", "lost")
 
 CHECK = [{"name": "all-good", "run": 'for f in src/*.txt; do grep -qx good "$f" || exit 1; done',
           "timeout": 30}]  # fmt: skip
@@ -75,6 +79,7 @@ class Trial:
     kind: str
     problems: list[str] = field(default_factory=list)
     call: str = ""
+    damaged: bool = False
 
     @property
     def held(self) -> bool:
@@ -92,12 +97,27 @@ def golden(tmp: Path) -> int:
     return faults.count()
 
 
-def run_trial(tmp: Path, seed: int, point: int, kind: str) -> Trial:
+def damage(p: Project, kind: str) -> bool:
+    """Tear, empty or lose the task journal a kill left; False when there was none."""
+    journal = p.root / ".git/loopkit/task.json"
+    if kind not in DAMAGE or not journal.exists():
+        return False
+    text = journal.read_bytes()
+    journal.write_bytes(text[: len(text) // 2] if kind == "torn" else b"")
+    if kind == "lost":
+        p.git("update-ref", "-d", "refs/worktree/loopkit/task-journal", check=False)
+    return True
+
+
+def run_trial(
+    tmp: Path, seed: int, point: int, kind: str, *, match: str = "", after: bool = False
+) -> Trial:
     trial = Trial(seed, point, kind)
-    p = project(tmp / f"t{seed}-{point}-{kind}")
+    p = project(tmp / f"t{seed}-{point}-{kind}-{abs(hash(match)) % 1000}")
     faults = Faults(p.root.parent / "faults")
-    faults.arm(kind, at=point)
+    faults.arm("kill9" if kind in DAMAGE else kind, at=point or None, match=match, after=after)
     first = faults.run(ARGV, cwd=p.root, env=recipe_env())
+    trial.damaged = damage(p, kind)
     pgid = int((faults.dir / "pgid").read_text())
     calls = faults.calls()
     fired = faults.fired()

@@ -4,12 +4,18 @@ verified on top of what landed before it; a red or conflicting one goes back to 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.helpers.queue import attempt, doc, lk, out
-from tests.helpers.recipes import make_project
+from tests.helpers.recipes import make_project, recipe_env, write_worker
 
 pytestmark = pytest.mark.slow
 
@@ -170,15 +176,16 @@ def test_add_refuses_what_is_not_green_and_land_refuses_a_second_lander(tmp_path
     junk.write_text("{not json")
     done = lk(p, "queue", "add", str(junk))
     assert done.returncode == 3 and "junk.json" in done.stderr
-    # A live lander holds the lock: a second one is refused with one line (exit 4).
-    import subprocess
-
-    holder = subprocess.Popen(["sleep", "30"])
+    # A live lander holds the lock (its flock, and its pid named): a second one is refused
+    # with one line (exit 4).
+    folder = p.root / ".git/loopkit/queue"
+    (folder / "loop.lock").mkdir(parents=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(folder / "lander.flock"), str(folder / "loop.lock")],
+        stdout=subprocess.PIPE,
+    )
     try:
-        lock = p.root / ".git/loopkit/queue/loop.lock"
-        lock.mkdir(parents=True)
-        (lock / "pid").write_text(f"{holder.pid}\n")
-        (lock / "started").write_text("")
+        assert holder.stdout is not None and holder.stdout.readline()  # it holds the flock
         done = lk(p, "queue", "land")
         assert done.returncode == 4 and f"another lander (pid {holder.pid})" in done.stderr
     finally:
@@ -186,3 +193,115 @@ def test_add_refuses_what_is_not_green_and_land_refuses_a_second_lander(tmp_path
         holder.wait()
     done = lk(p, "queue", "land")  # its owner gone, the lock is taken over
     assert done.returncode == 0, done.stderr
+
+
+#: A lander as the lock sees one: its flock held, its pid in loop.lock.
+HOLD = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
+fcntl.flock(fd, fcntl.LOCK_EX)
+open(os.path.join(sys.argv[2], "pid"), "w").write(f"{os.getpid()}\\n")
+print("held", flush=True)
+time.sleep(60)
+"""
+
+#: A git first on PATH that stops at the landing's move of the branch (and says so).
+STALL = """#!/bin/bash
+case " $* " in *" update-ref "*" refs/heads/"*) echo $$ >"$(dirname "$0")/stalled"; exec sleep 300 ;; esac
+exec __GIT__ "$@"
+"""
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def test_a_killed_lander_its_parent_never_reaps_does_not_block_the_queue(tmp_path: Path) -> None:
+    """kill -9 of a lander in the middle of its landing, under a parent that never reaps
+    it (a container whose pid 1 does not): the zombie holds no lock, the next lander lands."""
+    p = _project(tmp_path)
+    _add(p, attempt(p, "set-a"))
+    shim = tmp_path / "stall"
+    shim.mkdir()
+    (shim / "git").write_text(STALL.replace("__GIT__", shutil.which("git") or "/usr/bin/git"))
+    (shim / "git").chmod(0o755)
+    env = recipe_env()
+    env["PATH"] = f"{shim}:{env['PATH']}"
+    # sh starts the lander and becomes a sleep: a parent that never waits for its child
+    parent = subprocess.Popen(
+        ["sh", "-c", f'lk queue land >/dev/null 2>&1 & echo $! >"{shim}/lander"; exec sleep 300'],
+        cwd=p.root, env=env, start_new_session=True,
+    )  # fmt: skip
+    try:
+        for _ in range(1200):
+            if (shim / "stalled").exists() and (shim / "lander").exists():
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("the lander never reached its landing")
+        lander = int((shim / "lander").read_text())
+        os.kill(lander, signal.SIGKILL)
+        os.kill(int((shim / "stalled").read_text()), signal.SIGKILL)
+        for _ in range(100):
+            if _state(lander) == "Z":
+                break
+            time.sleep(0.1)
+        assert _state(lander) == "Z"
+        assert (p.root / ".git/loopkit/queue/loop.lock/pid").read_text().strip() == str(lander)
+        done = lk(p, "queue", "land")
+        assert _state(lander) == "Z"  # still a zombie: it was taken for dead all the same
+        assert done.returncode == 0, done.stderr
+        assert (
+            f"took over the queue's lock from a lander that is gone (pid {lander})" in done.stderr
+        )
+        assert p.git("log", "--format=%s", "main").splitlines()[:2] == [
+            "loopkit: mark set-a done",
+            "loopkit: set-a: do set-a",
+        ]
+    finally:
+        os.killpg(parent.pid, signal.SIGKILL)
+        parent.wait()
+
+
+# A worker without a sandbox that moves main itself: a red commit (b = 5) made with git's
+# plumbing in a scratch index and put on main with `git update-ref`; its own change is
+# green. A person's commit outside loopkit, green, is verified and built on.
+EVIL = """
+import os, subprocess
+def g(*a, **kw):
+    return subprocess.run(["git", *a], check=True, capture_output=True, text=True, **kw).stdout.strip()
+env = {**os.environ, "GIT_INDEX_FILE": str(STATE / "evil-index")}
+g("read-tree", "main", env=env)
+blob = g("hash-object", "-w", "--stdin", input="5\\n")
+g("update-index", "--cacheinfo", f"100644,{blob},src/b.txt", env=env)
+red = g("commit-tree", g("write-tree", env=env), "-p", "main", "-m", "all fine")
+g("update-ref", "refs/heads/main", red)
+Path("src/c.txt").write_text("c\\n")
+"""
+
+
+def test_the_queue_builds_only_on_a_tip_it_landed_or_verified(tmp_path: Path) -> None:
+    p = _project(tmp_path, sandbox={"mode": "off"})
+    assert lk(p, "queue", "land").returncode == 0  # the first lander trusts the tip it finds
+    # A person's green commit made outside loopkit: verified, then built on.
+    (p.root / "README.md").write_text("# project, edited\n")
+    p.git("commit", "-qam", "a person's edit")
+    _add(p, attempt(p, "set-a"))
+    done = lk(p, "queue", "land")
+    assert done.returncode == 0, done.stderr
+    assert "not landed by the queue) is green" in done.stderr
+    assert p.git("log", "--format=%s", "-3").splitlines() == [
+        "loopkit: mark set-a done", "loopkit: set-a: do set-a", "a person's edit",
+    ]  # fmt: skip
+    # The worker's red tip: refused with one line, recorded, nothing built on it.
+    write_worker(p.scratch, WORKER.replace('elif task == "add-c":', 'elif task == "no":') + EVIL)
+    _add(p, attempt(p, "add-c"))
+    red = p.head()
+    assert p.git("log", "-1", "--format=%s", "main").strip() == "all fine"
+    done = lk(p, "queue", "land")
+    assert done.returncode == 40, done.stderr
+    assert "a commit the queue did not land, and its checks fail (sum)" in done.stderr
+    assert done.stderr.count("\n") <= 2 and "Traceback" not in done.stderr
+    assert p.git("rev-parse", "main").strip() == red  # nothing landed on it
+    record = json.loads((p.root / ".git/loopkit/queue/untrusted.jsonl").read_text())
+    assert record["tip"] == red and record["failed"] == ["sum"]

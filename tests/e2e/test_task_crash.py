@@ -302,3 +302,49 @@ def test_a_kill_after_the_admission_before_the_worker_started_charges_nothing(
     assert rerun.returncode == 0, fail_message(rerun)
     assert settled(p) and replay_agrees(p)
     landed_and_marked(p)
+
+
+def test_a_killed_loop_its_parent_never_reaps_is_dead_to_the_rerun(tmp_path: Path) -> None:
+    # kill -9 of a loop mid-attempt under a parent that never reaps it (a container whose
+    # pid 1 does not): its pid stays listed, a zombie holding the lock's pid; the plain
+    # rerun takes the lock over and finishes. Naive variant caught: a lock that takes
+    # whatever `kill -0` finds for a live loop (exit 4 until the zombie is reaped).
+    import signal
+    import time
+
+    body = """
+import time
+if n == 1:
+    Path("src").mkdir(exist_ok=True)
+    Path("src/value.txt").write_text("half\\n")
+    time.sleep(60)
+Path("src").mkdir(exist_ok=True)
+Path("src/value.txt").write_text("good\\n")
+"""
+    p = make_project(tmp_path, body, tasks=TASKS)
+    loop_pid = tmp_path / "loop.pid"
+    argv = " ".join(f"'{a}'" for a in ARGV)
+    parent = subprocess.Popen(["sh", "-c", f'setsid {argv} >/dev/null 2>&1 & echo $! >"{loop_pid}"; exec sleep 300'],
+                              cwd=p.root, env=recipe_env(), start_new_session=True)  # fmt: skip
+    try:
+        for _ in range(1200):
+            if loop_pid.exists() and p.worker_calls() >= 1 and (p.root / "src/value.txt").exists():
+                break
+            time.sleep(0.05)
+        loop = int(loop_pid.read_text())
+        os.killpg(loop, signal.SIGKILL)
+        for _ in range(100):
+            state = Path(f"/proc/{loop}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            if state == "Z":
+                break
+            time.sleep(0.1)
+        assert state == "Z"
+        rerun = p.execute(ARGV)
+        assert Path(f"/proc/{loop}/stat").exists()  # the zombie is still there
+        assert rerun.returncode == 0, fail_message(rerun)
+        assert "took over the lock of a loop that is gone" in rerun.stderr
+    finally:
+        os.killpg(parent.pid, signal.SIGKILL)
+        parent.wait()
+    assert settled(p) and replay_agrees(p)
+    landed_and_marked(p)

@@ -1,0 +1,35 @@
+"""A kill -9 that leaves the task journal torn or empty (what a power loss can leave of a
+file), at the moments a journal is open in a phased run: an attempt whose green commit
+is made, a landing whose branch moved, a park half done. The plain rerun recovers from
+it -- from the journal's twin in git, or with both gone from git and the disk -- and
+finishes the plan as the harness judges it (tests/crash/harness.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.crash.harness import run_trial
+
+pytestmark = [pytest.mark.slow, pytest.mark.longest]
+
+CASES = [
+    # the green commit made, not landed: the journal says "attempt"
+    ("torn", "loopkit: alpha: First"),
+    # the branch moved to the commit, the index and the mark not yet: "landing"
+    ("empty", "loopkit: alpha complete"),
+    # the park reverted, its record not committed: "parking"
+    ("torn", "loopkit: park broken"),
+    # journal and twin both gone: rebuilt from git and the disk -- the green commit made
+    # (undone: saved, the task again), the branch moved to it (finished: marked)
+    ("lost", "loopkit: alpha: First"),
+    ("lost", "loopkit: alpha complete"),
+]
+
+
+@pytest.mark.parametrize(("kind", "match"), CASES, ids=[f"{k}-{m[9:]}" for k, m in CASES])
+def test_a_torn_journal_is_recovered_from(tmp_path: Path, kind: str, match: str) -> None:
+    t = run_trial(tmp_path, 0, 0, kind, match=match, after=True)
+    assert t.damaged, f"no journal was open at {match!r}"
+    assert t.held, f"{kind} after {t.call[:60]!r}: {t.problems}"
