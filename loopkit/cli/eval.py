@@ -2,8 +2,10 @@
 
 Usage:  lk eval run SUITE.yaml [--jobs N] [--state DIR] [--json | --html FILE]
                                [--compare CANDIDATE BASELINE] [--no-validate]
+                               [--infra strict|counted|excluded]
         lk eval report SUITE.yaml [--state DIR] [--json | --html FILE]
-                               [--compare CANDIDATE BASELINE]
+                               [--compare CANDIDATE BASELINE] [--infra ...]
+        lk eval plan --effect D [--rate P] [--spread S] [--configs N] [--json]
 
 The same tasks across agent x model configurations x N repeats (the suite file: see
 docs/eval.md and loopkit/eval/suite.py). Each trial runs in a fresh git worktree at the
@@ -13,12 +15,17 @@ completion, scope, the ratchet), never by the agent's word. Tasks are validated 
 time (seeded). A trial the infrastructure failed (the provider's 5xx or 429 after its
 retries, a usage limit, credentials, a missing CLI, a check that could not run) is
 retried whole in a fresh tree, then set apart: pass rates are reported with and without
-them. Every finished trial is appended to <state>/trials.jsonl; a rerun skips those.
+them. Every finished trial is appended to <state>/trials.jsonl, named by a hash of all
+that defines it (configuration, provider version, contract, task, base, loopkit's
+version); a rerun skips those, and never reuses a trial of a configuration changed under
+the same name. The bases are pinned by the first run (<state>/pins.json).
 
 Output: the report for a person on stdout (per configuration: pass@1 with a 95%
         task-level bootstrap interval, with and without infrastructure failures, pass@k,
         pass^k, false claims, scope violations, cost per verified success, wall time; then
-        each configuration against the first, paired by task); --json one loopkit/eval
+        each configuration against the first, paired by task, Holm-corrected when there
+        are several comparisons; each comparison reads infrastructure failures the
+        stricter way unless --infra says otherwise); --json one loopkit/eval
         document (schemas/eval.json); --html FILE a page with a plot. Progress on stderr.
 Exit codes: 0 done (with --compare: the candidate is better); 50 no difference; 51
         inconclusive (the sample cannot tell); 52 worse -- the verdict of --compare, for a
@@ -60,6 +67,14 @@ _json = click.option("--json", "as_json", is_flag=True, help="Print one JSON doc
 _html = click.option(
     "--html", "html_path", metavar="FILE", help="Also write a page with a plot to FILE."
 )
+_infra = click.option(
+    "--infra",
+    "reading",
+    type=click.Choice(["strict", "counted", "excluded"]),
+    default="strict",
+    help="How comparisons count infrastructure failures: as the agent's (counted), left "
+    "out (excluded), or per comparison the less favourable to the candidate [strict].",
+)
 _compare = click.option(
     "--compare",
     nargs=2,
@@ -77,6 +92,7 @@ _compare = click.option(
 @_json
 @_html
 @_compare
+@_infra
 def run(
     suite_path: str,
     jobs: int,
@@ -85,6 +101,7 @@ def run(
     as_json: bool,
     html_path: str | None,
     compare: tuple[str, str] | None,
+    reading: str,
 ) -> int:
     """Run the suite's trials (those not finished yet), then report."""
     from loopkit.cli._handle import say
@@ -102,7 +119,7 @@ def run(
             raise BadInput(suite_path, "; ".join(problems))
         say("lk eval", f"{len(s.tasks)} task(s) valid at {runner.base[:12]}")
     results = runner.run(jobs=jobs)
-    return _report(s, runner.base, results, as_json, html_path, compare)
+    return _report(runner, results, as_json, html_path, compare, reading)
 
 
 @main.command(epilog=EPILOG)
@@ -111,29 +128,100 @@ def run(
 @_json
 @_html
 @_compare
+@_infra
 def report(
     suite_path: str,
     state_dir: str | None,
     as_json: bool,
     html_path: str | None,
     compare: tuple[str, str] | None,
+    reading: str,
 ) -> int:
     """Report what the trials finished so far show (nothing runs)."""
-    from loopkit import git
     from loopkit.errors import BadInput
     from loopkit.eval import suite as suites
     from loopkit.eval import trials
 
     s = suites.load(Path(suite_path))
     _check_compare(s, compare)
-    results = trials.read_results(_state_of(s, state_dir))
+    runner = trials.Runner(s, _state_of(s, state_dir))
+    results = trials.read_results(runner.state)
     if not results:
         raise BadInput(suite_path, "no finished trials yet: run `lk eval run` first")
-    try:
-        base = git.out(["rev-parse", "--verify", f"{s.base}^{{commit}}"], cwd=s.repo).strip()
-    except git.GitError:
-        base = s.base
-    return _report(s, base, results, as_json, html_path, compare)
+    runner.prepare(clear=False)
+    return _report(runner, results, as_json, html_path, compare, reading)
+
+
+@main.command(epilog=EPILOG)
+@click.option(
+    "--effect",
+    type=click.FloatRange(0, 1, min_open=True),
+    required=True,
+    help="The difference of pass rates to detect (0.1 = 10 points).",
+)
+@click.option(
+    "--rate", type=click.FloatRange(0, 1), default=0.5, help="The baseline's pass rate [0.5]."
+)
+@click.option(
+    "--spread",
+    type=click.FloatRange(0, 1),
+    default=0.0,
+    help="How much the true difference varies from task to task (its SD) [0].",
+)
+@click.option(
+    "--configs",
+    type=click.IntRange(min=2),
+    default=2,
+    help="Configurations compared (each against the first, Holm-corrected) [2].",
+)
+@click.option("--power", type=click.FloatRange(0.5, 1, max_open=True), default=0.8, help="[0.8]")
+@_json
+def plan(
+    effect: float, rate: float, spread: float, configs: int, power: float, as_json: bool
+) -> int:
+    """Tasks x repeats needed to detect a difference of EFFECT (5% two-sided)."""
+    from loopkit.document import emit
+    from loopkit.eval import stats
+
+    rows = [
+        {
+            "repeats": r,
+            "tasks": (
+                n := stats.plan(
+                    effect=effect,
+                    rate=rate,
+                    repeats=r,
+                    spread=spread,
+                    comparisons=configs - 1,
+                    power=power,
+                )
+            ),
+            "trials": n * r * configs,
+        }
+        for r in (1, 2, 3, 5, 10)
+    ]
+    if as_json:
+        emit(
+            {
+                "effect": effect,
+                "rate": rate,
+                "spread": spread,
+                "configs": configs,
+                "power": power,
+                "plan": rows,
+            }
+        )
+        return 0
+    click.echo(
+        f"to detect {effect * 100:.0f} points over a {rate * 100:.0f}% baseline "
+        f"(5% two-sided, {power * 100:.0f}% power, {configs} configurations, "
+        f"task spread {spread}):"
+    )
+    for row in rows:
+        click.echo(
+            f"  {row['repeats']:>2} repeats: {row['tasks']:>5} tasks, {row['trials']:>6} trials"
+        )
+    return 0
 
 
 def _state_of(s: object, state_dir: str | None) -> Path:
@@ -160,18 +248,29 @@ VERDICT_CODES = {
 
 
 def _report(
-    s: object,
-    base: str,
+    runner: object,
     results: list[dict[str, object]],
     as_json: bool,
     html_path: str | None,
     compare: tuple[str, str] | None,
+    reading: str,
 ) -> int:
     from loopkit.document import emit
     from loopkit.eval import report as reports
+    from loopkit.eval.trials import Runner
     from loopkit.files import atomic_write
 
-    doc = reports.summarize(results, suite=s, base=base, compare=compare)
+    assert isinstance(runner, Runner)
+    current, stale = runner.current(list(results))
+    doc = reports.summarize(
+        current,
+        suite=runner.suite,
+        base=runner.base,
+        bases=runner.bases,
+        compare=compare,
+        reading=reading,
+        stale=stale,
+    )
     if as_json:
         emit(doc, schema_name="eval")
     else:

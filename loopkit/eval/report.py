@@ -19,17 +19,31 @@ from loopkit.eval import stats
 KIND = "loopkit/eval"
 
 
+#: The readings of infrastructure failures: as the agent's failures, or left out.
+READINGS = ("counted", "excluded")
+#: Verdicts from the least to the most favourable to the candidate: the strict reading
+#: is the one whose verdict comes first.
+ORDER = ("worse", "inconclusive", "no difference", "better")
+
+
 def summarize(
     results: Sequence[dict[str, Any]],
     *,
     suite: Any,
     base: str,
+    bases: dict[str, str] | None = None,
     compare: tuple[str, str] | None = None,
+    reading: str = "strict",
+    stale: int = 0,
 ) -> dict[str, Any]:
+    """The report of ``results`` (the suite's current trials). ``reading``: which count of
+    the infrastructure's failures the comparisons (and the gate) use -- ``counted`` as
+    the agent's failures, ``excluded`` (left out), or ``strict``: per comparison, the
+    one less favourable to the candidate."""
     configs = [c.name for c in suite.configs]
     tasks = [t.id for t in suite.tasks]
     per: dict[str, Any] = {}
-    rates: dict[str, dict[str, float]] = {}
+    rates: dict[str, dict[str, dict[str, float]]] = {}
     for name in configs:
         mine = [r for r in results if r["config"] == name]
         per[name], rates[name] = _config(mine, tasks, suite)
@@ -38,44 +52,99 @@ def summarize(
         pairs = [compare]
     elif len(configs) > 1:
         pairs = [(c, configs[0]) for c in configs[1:]]
+    found: dict[str, list[dict[str, Any]]] = {}
+    for how in READINGS:
+        found[how] = [
+            stats.paired(
+                rates[a][how],
+                rates[b][how],
+                repeats=suite.repeats,
+                seed=suite.seed,
+                margin=suite.margin,
+            )
+            for a, b in pairs
+        ]
+        if len(pairs) > 1:
+            _correct(found[how])
     comparisons = []
-    for a, b in pairs:
-        found = stats.paired(
-            rates[a], rates[b], repeats=suite.repeats, seed=suite.seed, margin=suite.margin
+    for i, (a, b) in enumerate(pairs):
+        both = {how: found[how][i] for how in READINGS}
+        chosen = (
+            min(READINGS, key=lambda how: ORDER.index(both[how]["verdict"]))
+            if reading == "strict"
+            else reading
         )
-        comparisons.append({"candidate": a, "baseline": b, **found})
+        comparisons.append(
+            {
+                "candidate": a,
+                "baseline": b,
+                **both[chosen],
+                "reading": chosen,
+                "correction": "holm" if len(pairs) > 1 else "none",
+                "readings": both,
+            }
+        )
     expected = len(configs) * len(tasks) * suite.repeats
     return {
         "kind": KIND,
         "version": 1,
         "suite": suite.name,
         "base": base,
+        "bases": dict(bases or {}),
         "repeats": suite.repeats,
         "seed": suite.seed,
-        "trials": {"expected": expected, "finished": len(results)},
+        "infra_reading": reading,
+        "trials": {"expected": expected, "finished": len(results), "stale": stale},
         "configs": per,
         "comparisons": comparisons,
     }
 
 
+def _correct(found: list[dict[str, Any]]) -> None:
+    """Holm's correction over the comparisons of one reading: each verdict again, on its
+    adjusted p-value."""
+    adjusted = stats.holm([float(f["p"]) for f in found])
+    for f, p in zip(found, adjusted, strict=True):
+        f["p_adjusted"] = round(p, 4)
+        f["verdict"] = stats.verdict(
+            int(f["tasks"]),
+            float(f["difference"]),
+            p,
+            tuple(f["interval"]),
+            float(f["detectable"]),
+            float(f["margin"]),
+        )
+
+
 def _config(
     mine: Sequence[dict[str, Any]], tasks: Sequence[str], suite: Any
-) -> tuple[dict[str, Any], dict[str, float]]:
+) -> tuple[dict[str, Any], dict[str, dict[str, float]]]:
+    """A configuration's row, and its per-task pass rates in both readings."""
     with_infra: dict[str, float] = {}
     without: dict[str, float] = {}
-    counts: dict[str, tuple[int, int]] = {}
+    counts: dict[str, dict[str, tuple[int, int]]] = {how: {} for how in READINGS}
     for t in tasks:
         trials = [r for r in mine if r["task"] == t]
         if not trials:
             continue
         ok = sum(1 for r in trials if r["status"] == "passed")
         with_infra[t] = ok / len(trials)
+        counts["counted"][t] = (len(trials), ok)
         clean = [r for r in trials if r["status"] != "infra"]
         if clean:
             without[t] = ok / len(clean)
-            counts[t] = (len(clean), ok)
+            counts["excluded"][t] = (len(clean), ok)
     k = suite.repeats
-    full = [counts[t] for t in counts if counts[t][0] >= k]
+    at_k: dict[str, float | None] = {}
+    hat_k: dict[str, float | None] = {}
+    for how in READINGS:
+        full = [nc for nc in counts[how].values() if nc[0] >= k]
+        at_k[how] = (
+            round(stats.mean([stats.pass_at_k(n, c, k) for n, c in full]), 4) if full else None
+        )
+        hat_k[how] = (
+            round(stats.mean([stats.pass_hat_k(n, c, k) for n, c in full]), 4) if full else None
+        )
     passed = [r for r in mine if r["status"] == "passed"]
     agent_trials = [r for r in mine if r["status"] != "infra"]
     claimed = [r for r in agent_trials if r.get("claimed")]
@@ -89,17 +158,16 @@ def _config(
         "pass_at_1": _rate(with_infra, seed),
         "pass_at_1_without_infra": _rate(without, seed),
         "k": k,
-        "pass_at_k": round(stats.mean([stats.pass_at_k(n, c, k) for n, c in full]), 4)
-        if full
-        else None,
-        "pass_hat_k": round(stats.mean([stats.pass_hat_k(n, c, k) for n, c in full]), 4)
-        if full
-        else None,
-        "cost_per_success_usd": round(sum(costs) / len(passed), 6)
-        if cost_known and passed
-        else None,
+        "pass_at_k": at_k["counted"],
+        "pass_hat_k": hat_k["counted"],
+        "pass_at_k_without_infra": at_k["excluded"],
+        "pass_hat_k_without_infra": hat_k["excluded"],
+        # Over the trials whose cost is known (every trial, when cost_complete): what a
+        # success cost stays in the report through an outage.
+        "cost_per_success_usd": round(sum(costs) / len(passed), 6) if passed and costs else None,
         "cost_usd": round(sum(costs), 6) if costs else None,
         "cost_complete": cost_known,
+        "tokens": sum(int(r.get("tokens") or 0) for r in mine),
         "wall_s_median": _median([r["wall_s"] for r in mine]),
         "agent_s_median": _median([r["agent_s"] for r in mine]),
         "overhead_s_median": _median([r["overhead_s"] for r in mine]),
@@ -114,8 +182,9 @@ def _config(
         if agent_trials
         else None,
         "per_task": {t: round(v, 4) for t, v in without.items()},
+        "per_task_with_infra": {t: round(v, 4) for t, v in with_infra.items()},
     }
-    return row, without
+    return row, {"counted": with_infra, "excluded": without}
 
 
 def _rate(per_task: dict[str, float], seed: int) -> dict[str, Any]:
@@ -148,6 +217,13 @@ def _frac(v: float | None) -> str:
 
 def _money(v: float | None) -> str:
     return "-" if v is None else f"${v:.4f}"
+
+
+_READ = {
+    "strict": "both ways, each verdict the less favourable to the candidate",
+    "counted": "as the agent's failures",
+    "excluded": "as left out",
+}
 
 
 def text(doc: dict[str, Any]) -> str:
@@ -193,18 +269,26 @@ def text(doc: dict[str, Any]) -> str:
         lines.append("")
     for c in doc["comparisons"]:
         lo, hi = c["interval"]
+        held = f"; Holm-adjusted p={c['p_adjusted']:.3f}" if "p_adjusted" in c else ""
         lines.append(
             f"{c['candidate']} vs {c['baseline']}: {c['verdict'].upper()} -- difference "
             f"{c['difference'] * 100:+.0f} points [{lo * 100:+.0f}, {hi * 100:+.0f}] over "
             f"{c['tasks']} tasks ({c['wins']} better, {c['losses']} worse, {c['ties']} tied; "
-            f"sign test p={c['sign_test_p']:.2f}); this sample detects differences of "
+            f"p={c['p']:.3f}{held}; sign test p={c['sign_test_p']:.2f}); infra "
+            f"{c['reading']}; this sample detects differences of "
             f"{c['detectable'] * 100:.0f} points or more"
         )
     lines.append("")
     lines.append(
         "pass@1: share of trials verified complete by loopkit, averaged over tasks; infra: "
-        "trials the provider or environment failed (retried, then set apart)"
+        "trials the provider or environment failed (retried, then set apart); comparisons "
+        f"read them {_READ[doc['infra_reading']]}"
     )
+    if doc["trials"].get("stale"):
+        lines.append(
+            f"{doc['trials']['stale']} trial(s) in the log are of an earlier configuration, "
+            "task or base: not counted"
+        )
     return "\n".join(lines) + "\n"
 
 

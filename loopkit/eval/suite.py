@@ -11,6 +11,8 @@ tasks:
     criteria: [{name: add, run: "python3 -m pytest -q test_add.py", timeout: 60}]
     scope: [calc.py]       # the task's writable scope (else the contract's)
     reference: fix-add.patch   # optional: a patch (relative to this file) or a commit
+    repo: ./other          # optional: the task's own repository and base (else the suite's)
+    base: v1.2
 configs:
   - {name: claude-sonnet, provider: claude, model: claude-sonnet-4-5, worker: {max_turns: 20}}
   - {name: codex, provider: codex, model: gpt-5.5}
@@ -51,7 +53,7 @@ TOP_KEYS = {
     "timeout",
     "margin",
 }
-TASK_KEYS = {"id", "text", "criteria", "scope", "reference"}
+TASK_KEYS = {"id", "text", "criteria", "scope", "reference", "repo", "base"}
 CONFIG_KEYS = {"name", "provider", "model", "worker", "env"}
 
 
@@ -63,12 +65,17 @@ class Task:
         criteria: list[dict[str, Any]] | None,
         scope: list[str] | None,
         reference: str | None,
+        repo: Path | None = None,
+        base: str | None = None,
     ) -> None:
         self.id = id
         self.text = text
         self.criteria = criteria
         self.scope = scope
         self.reference = reference
+        #: The task's own repository and base (else the suite's).
+        self.repo = repo
+        self.base = base
 
 
 class Config:
@@ -175,7 +182,7 @@ def load(path: Path) -> Suite:
     if contract is not None and not isinstance(contract, str):
         problems.append("$.contract: expected a path inside the repository")
         contract = None
-    tasks = _tasks(data.get("tasks"), problems)
+    tasks = _tasks(data.get("tasks"), path.parent, problems)
     configs = _configs(data.get("configs"), providers.names(), problems)
     if problems:
         raise BadInput(str(path), "; ".join(problems))
@@ -223,7 +230,7 @@ def _named(
         yield where, entry, name
 
 
-def _tasks(raw: Any, problems: list[str]) -> list[Task]:
+def _tasks(raw: Any, folder: Path, problems: list[str]) -> list[Task]:
     out: list[Task] = []
     for where, t, tid in _named(raw, "tasks", TASK_KEYS, "id", problems):
         text = t.get("text")
@@ -247,7 +254,16 @@ def _tasks(raw: Any, problems: list[str]) -> list[Task]:
         if reference is not None and not isinstance(reference, str):
             problems.append(f"{where}.reference: expected a patch file or a commit")
             reference = None
-        out.append(Task(tid, text, criteria, scope, reference))
+        repo: Path | None = None
+        if "repo" in t:
+            repo = (folder / str(t["repo"])).resolve()
+            if not isinstance(t["repo"], str) or not (repo / ".git").exists():
+                problems.append(f"{where}.repo: {t['repo']!r} is not a git repository")
+        base = t.get("base")
+        if base is not None and (not isinstance(base, str) or not base):
+            problems.append(f"{where}.base: expected a commit or a branch")
+            base = None
+        out.append(Task(tid, text, criteria, scope, reference, repo, base))
     return out
 
 
