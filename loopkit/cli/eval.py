@@ -181,46 +181,13 @@ def plan(
 ) -> int:
     """Tasks x repeats needed to detect a difference of EFFECT (5% two-sided)."""
     from loopkit.document import emit
-    from loopkit.eval import stats
+    from loopkit.eval import report as reports
 
-    rows = [
-        {
-            "repeats": r,
-            "tasks": (
-                n := stats.plan(
-                    effect=effect,
-                    rate=rate,
-                    repeats=r,
-                    spread=spread,
-                    comparisons=configs - 1,
-                    power=power,
-                )
-            ),
-            "trials": n * r * configs,
-        }
-        for r in (1, 2, 3, 5, 10)
-    ]
+    doc = reports.plan(effect=effect, rate=rate, spread=spread, configs=configs, power=power)
     if as_json:
-        emit(
-            {
-                "effect": effect,
-                "rate": rate,
-                "spread": spread,
-                "configs": configs,
-                "power": power,
-                "plan": rows,
-            }
-        )
-        return 0
-    click.echo(
-        f"to detect {effect * 100:.0f} points over a {rate * 100:.0f}% baseline "
-        f"(5% two-sided, {power * 100:.0f}% power, {configs} configurations, "
-        f"task spread {spread}):"
-    )
-    for row in rows:
-        click.echo(
-            f"  {row['repeats']:>2} repeats: {row['tasks']:>5} tasks, {row['trials']:>6} trials"
-        )
+        emit(doc, schema_name="eval-plan")
+    else:
+        click.echo(reports.plan_text(doc), nl=False)
     return 0
 
 

@@ -17,6 +17,9 @@ from typing import Any
 from loopkit.eval import stats
 
 KIND = "loopkit/eval"
+PLAN_KIND = "loopkit/eval-plan"
+#: The repeats ``lk eval plan`` lists.
+PLAN_REPEATS = (1, 2, 3, 5, 10)
 
 
 #: The readings of infrastructure failures: as the agent's failures, or left out.
@@ -199,6 +202,43 @@ def _rate(per_task: dict[str, float], seed: int) -> dict[str, Any]:
 
 def _median(values: Sequence[float]) -> float | None:
     return round(statistics.median(values), 3) if values else None
+
+
+def plan(
+    *, effect: float, rate: float, spread: float, configs: int, power: float
+) -> dict[str, Any]:
+    """``lk eval plan``: per number of repeats, the tasks (and trials) a comparison of
+    ``configs`` configurations needs to detect ``effect`` (schemas/eval-plan.json)."""
+    rows = []
+    for r in PLAN_REPEATS:
+        n = stats.plan(
+            effect=effect, rate=rate, repeats=r, spread=spread, comparisons=configs - 1, power=power
+        )
+        rows.append({"repeats": r, "tasks": n, "trials": n * r * configs})
+    return {
+        "kind": PLAN_KIND,
+        "version": 1,
+        "effect": effect,
+        "rate": rate,
+        "spread": spread,
+        "configs": configs,
+        "power": power,
+        "alpha": stats.ALPHA,
+        "plan": rows,
+    }
+
+
+def plan_text(doc: dict[str, Any]) -> str:
+    lines = [
+        f"to detect {doc['effect'] * 100:.0f} points over a {doc['rate'] * 100:.0f}% baseline "
+        f"(5% two-sided, {doc['power'] * 100:.0f}% power, {doc['configs']} configurations, "
+        f"task-to-task spread {doc['spread']}):"
+    ]
+    for row in doc["plan"]:
+        lines.append(
+            f"  {row['repeats']:>2} repeats: {row['tasks']:>5} tasks, {row['trials']:>6} trials"
+        )
+    return "\n".join(lines) + "\n"
 
 
 # --------------------------------------------------------------------------- text
