@@ -6,6 +6,8 @@ Usage:  lk eval run SUITE.yaml [--jobs N] [--state DIR] [--json | --html FILE]
         lk eval report SUITE.yaml [--state DIR] [--json | --html FILE]
                                [--compare CANDIDATE BASELINE] [--infra ...]
         lk eval plan --effect D [--rate P] [--spread S] [--configs N] [--json]
+        lk eval mine REPO --out SUITE.yaml [--rev REV] [--look N] [--tasks N]
+                               [--test-command CMD]
 
 The same tasks across agent x model configurations x N repeats (the suite file: see
 docs/eval.md and loopkit/eval/suite.py). Each trial runs in a fresh git worktree at the
@@ -114,7 +116,7 @@ def run(
     runner = trials.Runner(s, _state_of(s, state_dir), say=lambda m: say("lk eval", m))
     runner.prepare()
     if not no_validate:
-        problems = runner.validate()
+        problems = runner.validate(jobs=jobs)
         if problems:
             raise BadInput(suite_path, "; ".join(problems))
         say("lk eval", f"{len(s.tasks)} task(s) valid at {runner.base[:12]}")
@@ -188,6 +190,51 @@ def plan(
         emit(doc, schema_name="eval-plan")
     else:
         click.echo(reports.plan_text(doc), nl=False)
+    return 0
+
+
+@main.command(epilog=EPILOG)
+@click.argument("repo_path", metavar="REPO")
+@click.option("--out", "out_path", metavar="FILE", required=True, help="The suite to write.")
+@click.option("--rev", default="HEAD", help="Mine the history before this commit [HEAD].")
+@click.option("--look", type=click.IntRange(min=1), default=200, help="Commits looked at [200].")
+@click.option("--tasks", type=click.IntRange(min=1), default=20, help="Tasks wanted [20].")
+@click.option(
+    "--test-command",
+    default="python3 -m pytest",
+    metavar="CMD",
+    help="How the repository's tests run (pytest) [python3 -m pytest].",
+)
+def mine(repo_path: str, out_path: str, rev: str, look: int, tasks: int, test_command: str) -> int:
+    """Tasks from REPO's history: commits that changed source and tests together, the
+    source change to make again at the parent, the commit's tests hidden from the agent.
+    Each is validated (a test fails before and passes after) before it is written."""
+    import shlex
+
+    from loopkit import git
+    from loopkit.cli._handle import say
+    from loopkit.errors import BadInput
+    from loopkit.eval import mine as mining
+    from loopkit.files import atomic_write
+
+    repo = Path(repo_path).resolve()
+    try:
+        git.out(["rev-parse", "--verify", f"{rev}^{{commit}}"], cwd=repo)
+    except (git.GitError, OSError):
+        raise BadInput(repo_path, f"not a git repository with a commit {rev!r}") from None
+    command = shlex.split(test_command)
+    found = mining.mine(
+        repo, rev=rev, look=look, want=tasks, command=command, say=lambda m: say("lk eval", m)
+    )
+    if not found:
+        raise BadInput(
+            repo_path,
+            f"none of the last {look} commits changed source and tests together with a test "
+            "that fails before it and passes after",
+        )
+    out = Path(out_path)
+    atomic_write(out, mining.suite(repo, out, found, command))
+    click.echo(f"{len(found)} validated task(s) written to {out}")
     return 0
 
 

@@ -13,6 +13,10 @@ tasks:
     reference: fix-add.patch   # optional: a patch (relative to this file) or a commit
     repo: ./other          # optional: the task's own repository and base (else the suite's)
     base: v1.2
+    hidden:                # optional: tests the agent never sees, written in only to score
+      from: 1a2b3c4        #   a commit of the task's repository that holds them
+      paths: [tests/test_add.py]
+      criteria: [{name: fail_to_pass, run: "python3 -m pytest -q tests/test_add.py"}]
 configs:
   - {name: claude-sonnet, provider: claude, model: claude-sonnet-4-5, worker: {max_turns: 20}}
   - {name: codex, provider: codex, model: gpt-5.5}
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +58,21 @@ TOP_KEYS = {
     "timeout",
     "margin",
 }
-TASK_KEYS = {"id", "text", "criteria", "scope", "reference", "repo", "base"}
+TASK_KEYS = {"id", "text", "criteria", "scope", "reference", "repo", "base", "hidden"}
+HIDDEN_KEYS = {"from", "paths", "criteria"}
+
+
+@dataclass(frozen=True)
+class Hidden:
+    """Tests the agent never sees: ``paths`` as they are at the commit ``source`` of the
+    task's repository, written over the trial's tree only to run ``criteria``, which
+    score it."""
+
+    source: str
+    paths: list[str]
+    criteria: list[dict[str, Any]]
+
+
 CONFIG_KEYS = {"name", "provider", "model", "worker", "env"}
 
 
@@ -67,6 +86,7 @@ class Task:
         reference: str | None,
         repo: Path | None = None,
         base: str | None = None,
+        hidden: Hidden | None = None,
     ) -> None:
         self.id = id
         self.text = text
@@ -76,6 +96,7 @@ class Task:
         #: The task's own repository and base (else the suite's).
         self.repo = repo
         self.base = base
+        self.hidden = hidden
 
 
 class Config:
@@ -238,10 +259,7 @@ def _tasks(raw: Any, folder: Path, problems: list[str]) -> list[Task]:
             problems.append(f"{where}.text: expected the task's text")
             continue
         criteria = t.get("criteria")
-        if criteria is not None and (
-            not isinstance(criteria, list)
-            or not all(isinstance(c, dict) and c.get("name") and c.get("run") for c in criteria)
-        ):
+        if criteria is not None and not _criteria_ok(criteria):
             problems.append(f"{where}.criteria: expected a list of {{name, run, timeout}}")
             criteria = None
         scope = t.get("scope")
@@ -263,8 +281,37 @@ def _tasks(raw: Any, folder: Path, problems: list[str]) -> list[Task]:
         if base is not None and (not isinstance(base, str) or not base):
             problems.append(f"{where}.base: expected a commit or a branch")
             base = None
-        out.append(Task(tid, text, criteria, scope, reference, repo, base))
+        hidden = _hidden(t.get("hidden"), where, problems) if "hidden" in t else None
+        out.append(Task(tid, text, criteria, scope, reference, repo, base, hidden))
     return out
+
+
+def _criteria_ok(criteria: Any) -> bool:
+    return isinstance(criteria, list) and all(
+        isinstance(c, dict) and c.get("name") and c.get("run") for c in criteria
+    )
+
+
+def _hidden(raw: Any, where: str, problems: list[str]) -> Hidden | None:
+    where = f"{where}.hidden"
+    if not isinstance(raw, dict):
+        problems.append(f"{where}: expected {{from, paths, criteria}}")
+        return None
+    for key in sorted(set(raw) - HIDDEN_KEYS):
+        problems.append(f"{where}.{key}: unknown key")
+    source, paths, criteria = raw.get("from"), raw.get("paths"), raw.get("criteria")
+    wrong = len(problems)
+    if not isinstance(source, str) or not source:
+        problems.append(f"{where}.from: expected the commit that holds the hidden tests")
+    if not isinstance(paths, list) or not paths or not all(isinstance(p, str) for p in paths):
+        problems.append(f"{where}.paths: expected a list of the hidden tests' paths")
+    elif any(p.startswith("/") or ".." in p.split("/") for p in paths):
+        problems.append(f"{where}.paths: expected paths inside the repository")
+    if not _criteria_ok(criteria) or not criteria:
+        problems.append(f"{where}.criteria: expected a list of {{name, run, timeout}}")
+    if len(problems) > wrong or not isinstance(paths, list) or not isinstance(criteria, list):
+        return None
+    return Hidden(str(source), [str(p) for p in paths], list(criteria))
 
 
 def _configs(raw: Any, known: list[str], problems: list[str]) -> list[Config]:

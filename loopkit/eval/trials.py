@@ -23,6 +23,7 @@ import os
 import random
 import shutil
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -234,6 +235,26 @@ class Runner:
             scope["writable"] = task.scope
         scope.setdefault("writable", ["**"])
         c["scope"] = scope
+        if task.hidden is not None:
+            # The hidden tests' paths and pytest's conftest files are not the agent's to
+            # write: what it leaves there would run beside the hidden tests.
+            scope["protected"] = sorted(
+                {*scope.get("protected", []), *task.hidden.paths, "conftest.py", "**/conftest.py"}
+            )
+            # Where the hidden tests are: the repository (its later commits), the eval's
+            # folder (other tasks' trees, their documents) and the suite file. A trial
+            # without a sandbox to hide them does not run.
+            box = dict(c.get("sandbox") or {})
+            box["mode"] = "required"
+            box["hide"] = sorted(
+                {
+                    *box.get("hide", []),
+                    str(self.repo_of(task)),
+                    str(self.state.resolve()),
+                    str(self.suite.path),
+                }
+            )
+            c["sandbox"] = box
         budgets = dict(c.get("budgets") or {})
         budgets["attempts"] = self.suite.attempts
         c["budgets"] = budgets
@@ -280,6 +301,9 @@ class Runner:
                 "criteria": task.criteria,
                 "scope": task.scope,
                 "repo": str(self.repo_of(task)),
+                "hidden": None
+                if task.hidden is None
+                else [task.hidden.source, task.hidden.paths, task.hidden.criteria],
             }
         )
 
@@ -319,6 +343,8 @@ class Runner:
 
     # -- worktrees ------------------------------------------------------------------
     def fresh_tree(self, slug: str, task: Task) -> Path:
+        if task.hidden is not None:
+            return self._bare_tree(slug, task)
         tree = self.state / "trees" / slug
         if tree.exists():
             self.drop_tree(tree, task)
@@ -329,9 +355,27 @@ class Runner:
         )
         return tree
 
+    def _bare_tree(self, slug: str, task: Task) -> Path:
+        """A task with hidden tests starts in a repository of its own holding the base
+        commit alone (fetched shallow): none of the repository's later commits -- the
+        fix, its tests -- is in its objects. It lies in a folder of the system's temporary
+        folder, which no other trial's sandbox shows."""
+        from loopkit import git
+
+        tree = Path(tempfile.mkdtemp(prefix="loopkit-eval-")) / slug
+        tree.mkdir()
+        url = self.repo_of(task).resolve().as_uri()
+        git.out(["init", "--quiet"], cwd=tree)
+        git.out(["fetch", "--quiet", "--depth=1", url, self.bases[task.id]], cwd=tree)
+        git.out(["checkout", "--quiet", "--detach", "FETCH_HEAD"], cwd=tree)
+        return tree
+
     def drop_tree(self, tree: Path, task: Task) -> None:
         from loopkit import git
 
+        if task.hidden is not None:
+            shutil.rmtree(tree.parent, ignore_errors=True)
+            return
         repo = self.repo_of(task)
         try:
             self._git(["worktree", "remove", "--force", str(tree)], repo)
@@ -339,46 +383,105 @@ class Runner:
             shutil.rmtree(tree, ignore_errors=True)
             self._git(["worktree", "prune"], repo)
 
+    def scoring_contract(self, task: Task) -> Path:
+        """The contract a task's hidden checks run under (lk verify, hidden tests in)."""
+        assert task.hidden is not None
+        body = self.contract_of(None, task)
+        body["criteria"] = task.hidden.criteria
+        return self.write_contract(body)
+
+    def write_hidden(self, tree: Path, task: Task) -> None:
+        from loopkit.eval import mine
+
+        assert task.hidden is not None
+        mine.write_hidden(self.repo_of(task), task.hidden.source, task.hidden.paths, tree)
+
+    def score(self, tree: Path, task: Task) -> int | None:
+        """lk verify's exit code on the hidden checks, the hidden tests written over what
+        the trial left (0: they pass)."""
+        self.write_hidden(tree, task)
+        code, _ = self._verify(tree, self.scoring_contract(task), ".score")
+        return code
+
     # -- validation -----------------------------------------------------------------
-    def validate(self) -> list[str]:
-        """Each task fails at its base, and its reference (if any) passes: the problems."""
+    def _validate_hidden(self, task: Task) -> list[str]:
+        """Its hidden checks fail at the base (the hidden tests in) and pass with the
+        reference."""
+        out: list[str] = []
+        tree = self.fresh_tree(f"validate--{task.id}", task)
+        try:
+            code = self.score(tree, task)
+            if code == 0:
+                out.append(f"task {task.id}: its hidden checks already pass at the base")
+            elif code != 1:
+                out.append(
+                    f"task {task.id}: its hidden checks could not run (lk-verify exit {code})"
+                )
+        finally:
+            self.drop_tree(tree, task)
+        if task.reference is None:
+            return out
+        tree = self.fresh_tree(f"validate--{task.id}--reference", task)
+        try:
+            why = self._apply_reference(tree, task)
+            if why:
+                out.append(f"task {task.id}: reference {task.reference}: {why}")
+            elif self.score(tree, task) != 0:
+                out.append(
+                    f"task {task.id}: its reference solution does not pass its hidden checks"
+                )
+        finally:
+            self.drop_tree(tree, task)
+        return out
+
+    def validate(self, *, jobs: int = 1) -> list[str]:
+        """Each task fails at its base, and its reference (if any) passes: the problems
+        (``jobs`` tasks at once)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            return [p for found in pool.map(self._validate, self.suite.tasks) for p in found]
+
+    def _validate(self, task: Task) -> list[str]:
         problems: list[str] = []
-        for task in self.suite.tasks:
-            body = self.contract_of(None, task)
-            if not body.get("criteria"):
-                problems.append(f"task {task.id}: no criteria (the task's or the contract's)")
-                continue
-            contract = self.write_contract(body)
-            tree = self.fresh_tree(f"validate--{task.id}", task)
-            try:
-                code, _ = self._verify(tree, contract)
-                if code == 0:
-                    problems.append(
-                        f"task {task.id}: its checks already pass at the base "
-                        f"{self.bases[task.id][:12]}"
-                    )
-                elif code != 1:
-                    problems.append(
-                        f"task {task.id}: its checks could not run at the base (lk-verify exit {code})"
-                    )
-                if task.reference is not None:
-                    why = self._apply_reference(tree, task)
-                    if why:
-                        problems.append(f"task {task.id}: reference {task.reference}: {why}")
-                    else:
-                        code, _ = self._verify(tree, contract)
-                        if code != 0:
-                            problems.append(
-                                f"task {task.id}: its reference solution does not pass its checks"
-                            )
-            finally:
-                self.drop_tree(tree, task)
+        if task.hidden is not None:
+            return self._validate_hidden(task)
+        body = self.contract_of(None, task)
+        if not body.get("criteria"):
+            return [f"task {task.id}: no criteria (the task's or the contract's)"]
+        contract = self.write_contract(body)
+        tree = self.fresh_tree(f"validate--{task.id}", task)
+        try:
+            code, _ = self._verify(tree, contract)
+            if code == 0:
+                problems.append(
+                    f"task {task.id}: its checks already pass at the base "
+                    f"{self.bases[task.id][:12]}"
+                )
+            elif code != 1:
+                problems.append(
+                    f"task {task.id}: its checks could not run at the base (lk-verify exit {code})"
+                )
+            if task.reference is not None:
+                why = self._apply_reference(tree, task)
+                if why:
+                    problems.append(f"task {task.id}: reference {task.reference}: {why}")
+                else:
+                    code, _ = self._verify(tree, contract)
+                    if code != 0:
+                        problems.append(
+                            f"task {task.id}: its reference solution does not pass its checks"
+                        )
+        finally:
+            self.drop_tree(tree, task)
         return problems
 
-    def _verify(self, tree: Path, contract: Path) -> tuple[int | None, bytes]:
+    def _verify(
+        self, tree: Path, contract: Path, state: str = ".state"
+    ) -> tuple[int | None, bytes]:
         from loopkit import proc
 
-        env = {**self.environ, "LOOPKIT_STATE_DIR": str(tree.parent / (tree.name + ".state"))}
+        env = {**self.environ, "LOOPKIT_STATE_DIR": str(tree.parent / (tree.name + state))}
         done = proc.run(
             [*lk_argv(), "verify", "--contract", str(contract)], cwd=tree, env=env, timeout=3600
         )
@@ -395,14 +498,13 @@ class Runner:
                 None if done.exit_code == 0 else done.stderr.decode(errors="replace").strip()[:300]
             )
         try:
-            diff = git.out(
+            # The diff whole, its last newline too (a patch without it is corrupt).
+            diff = git.git(
                 ["diff", "--binary", self.bases[task.id], reference], cwd=self.repo_of(task)
-            )
+            ).stdout
         except git.GitError:
             return "neither a patch file nor a commit"
-        done = proc.capture(
-            ["git", "apply", "--whitespace=nowarn", "-"], cwd=tree, input=diff.encode()
-        )
+        done = proc.capture(["git", "apply", "--whitespace=nowarn", "-"], cwd=tree, input=diff)
         return None if done.exit_code == 0 else done.stderr.decode(errors="replace").strip()[:300]
 
     # -- the trials -----------------------------------------------------------------
@@ -529,7 +631,15 @@ class Runner:
 
         atomic_write(self.state / "documents" / f"{slug}.json", json.dumps(rounds) + "\n")
         last = rounds[-1]
-        return self._result(t, rounds, code, started, infra=_infra(last, code))
+        infra = _infra(last, code)
+        hidden: bool | None = None
+        complete = (last.get("decision") or {}).get("outcome") == "complete"
+        if t.task.hidden is not None and not infra and complete:
+            scored = self.score(tree, t.task)
+            if scored not in (0, 1):
+                infra = f"the hidden checks could not run (lk-verify exit {scored})"
+            hidden = scored == 0
+        return self._result(t, rounds, code, started, infra=infra, hidden=hidden)
 
     def _result(
         self,
@@ -539,7 +649,10 @@ class Runner:
         started: float,
         *,
         infra: str | None,
+        hidden: bool | None = None,
     ) -> dict[str, Any]:
+        """The trial's line; ``hidden``: whether its hidden checks passed (None: the task
+        has none, or the decision was not complete)."""
         wall = time.monotonic() - started
         last = rounds[-1] if rounds else {}
         decision = last.get("decision") or {}
@@ -547,7 +660,9 @@ class Runner:
         agent_s = sum(float(r.get("duration_s") or 0) for r in runs)
         spent = [_spent(r) for r in runs]
         costs = [c for c, _, _ in spent]
-        passed = decision.get("outcome") == "complete" and not infra
+        passed = decision.get("outcome") == "complete" and not infra and hidden is not False
+        if t.task.hidden is not None and hidden is None:
+            passed = False
         claimed = any(bool(r.get("claimed_complete")) for r in runs)
         assert t.hashes is not None
         return {
@@ -559,6 +674,7 @@ class Runner:
             "status": "infra" if infra else ("passed" if passed else "failed"),
             "infra": infra,
             "outcome": decision.get("outcome"),
+            "hidden_checks": None if hidden is None else ("passed" if hidden else "failed"),
             "failure_class": decision.get("failure_class"),
             "exit_code": code,
             "rounds": len(rounds),
