@@ -5,7 +5,6 @@ outages, and a flaky provider does not pass the gate."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,16 +13,9 @@ from typing import Any
 import pytest
 
 from tests.helpers import git
-from tests.helpers.evals import command_config, make_repo, results, write_suite
+from tests.helpers.evals import command_config, lk, make_repo, results, write_suite
 
 pytestmark = pytest.mark.slow
-
-
-def lk(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 600) -> Any:
-    full = {**os.environ, **(env or {}), "LOOPKIT_VALIDATE_OUTPUT": "1"}
-    return subprocess.run(
-        ["lk", *args], cwd=cwd, env=full, capture_output=True, text=True, timeout=timeout
-    )
 
 
 def head(repo: Path) -> str:
@@ -244,3 +236,23 @@ def test_plan_gives_the_textbook_sample_size(tmp_path: Path) -> None:
     assert json.loads(more.stdout)["plan"][0]["tasks"] > 93
     bad = lk("eval", "plan", "--effect", "2", cwd=tmp_path)
     assert bad.returncode != 0 and "Traceback" not in bad.stderr
+
+
+def test_a_bad_hidden_section_is_one_line_naming_each_problem(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, ["add"])
+    suite = write_suite(tmp_path, repo, ["add"], [command_config("x", fix=[])])
+    text = suite.read_text().replace(
+        "  scope:", "  hidden: {from: '', paths: [../escape.py], criteria: [], extra: 1}\n  scope:"
+    )
+    suite.write_text(text)
+    r = lk("eval", "run", str(suite), cwd=tmp_path)
+    assert r.returncode == 3 and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    for part in (
+        "hidden.from",
+        "hidden.paths: expected paths inside",
+        "hidden.criteria",
+        "hidden.extra",
+    ):
+        assert part in r.stderr, r.stderr
+    assert not (tmp_path / ".loopkit").exists()  # nothing half-written

@@ -5,10 +5,8 @@ shows), a correct agent passing them, a wrong one and a hunter failing."""
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -18,18 +16,12 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.helpers.evals import lk
 from tests.helpers.history import make_history
 
 pytestmark = pytest.mark.slow
 
 PY = sys.executable
-
-
-def lk(*args: str, cwd: Path, timeout: float = 900) -> Any:
-    env = {**os.environ, "LOOPKIT_VALIDATE_OUTPUT": "1"}
-    return subprocess.run(
-        ["lk", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
-    )
 
 
 @pytest.fixture(name="visible")
@@ -121,6 +113,7 @@ def test_mined_tasks_hide_their_tests_and_score_the_agents(visible: Path) -> Non
         "--tasks",
         "10",
         cwd=visible,
+        timeout=1800,
     )
     assert mined.returncode == 0, mined.stderr
     doc = yaml.safe_load(suite.read_text())

@@ -144,6 +144,14 @@ def command_config(name: str, fix: list[str]) -> dict[str, Any]:
     }
 
 
+def lk(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 600) -> Any:
+    """``lk ARGS`` in ``cwd``, its output validated against its schema."""
+    full = {**os.environ, **(env or {}), "LOOPKIT_VALIDATE_OUTPUT": "1"}
+    return subprocess.run(
+        ["lk", *args], cwd=cwd, env=full, capture_output=True, text=True, timeout=timeout
+    )
+
+
 def results(root: Path) -> list[dict[str, Any]]:
     path = root / ".loopkit" / "eval" / "calc" / "trials.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()]
