@@ -290,7 +290,8 @@ def _report(
     else:
         click.echo(reports.text(doc), nl=False)
     if html_path:
-        atomic_write(Path(html_path), reports.html(doc))
+        page = Path(html_path)
+        atomic_write(page, reports.html(doc, runner.cells(current, page.resolve().parent)))
     if compare is None:
         return 0
     return int(VERDICT_CODES[str(doc["comparisons"][0]["verdict"])])

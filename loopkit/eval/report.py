@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
+from html import escape as e
 from typing import Any
 
 from loopkit.eval import stats
@@ -335,11 +336,39 @@ def text(doc: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------- html
 
 
-def html(doc: dict[str, Any]) -> str:
-    """One self-contained page: the table, the comparisons, pass@1 with its interval
-    drawn as inline SVG."""
-    from html import escape as e
+#: A trial's cell in the page: its status and the link to its documents (or None).
+Cell = tuple[str, str | None]
+GLYPH = {"passed": "✓", "failed": "✗", "infra": "!"}
 
+
+def html(doc: dict[str, Any], cells: dict[str, dict[str, list[Cell]]] | None = None) -> str:
+    """One self-contained page: pass@1 per configuration with its interval, cost against
+    pass rate (the frontier), the comparisons, and per task (hardest first) each trial's
+    outcome linked to its transcript or documents (``cells``: config -> task -> trials)."""
+    parts = [_bars(doc), _frontier(doc)]
+    body = f"<pre>{e(text(doc))}</pre>"
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'>"
+        f"<title>loopkit eval: {e(doc['suite'])}</title>"
+        "<style>body{font-family:sans-serif;margin:2em}pre{font-size:13px}"
+        "td,th{padding:2px 8px;text-align:center}td.t{text-align:left}"
+        "a{text-decoration:none}.passed{color:#1a7f37}.failed{color:#cf222e}"
+        ".infra{color:#9a6700}</style></head><body>"
+        f"<h1>loopkit eval: {e(doc['suite'])}</h1>"
+        "<h2>pass@1 per configuration (95% interval over tasks)</h2>"
+        + parts[0]
+        + "<h2>Cost against pass rate (the frontier: no configuration both cheaper and "
+        "better)</h2>"
+        + parts[1]
+        + "<h2>Per task, hardest first</h2>"
+        + _tasks_table(doc, cells or {})
+        + "<h2>Summary</h2>"
+        + body
+        + "</body></html>\n"
+    )
+
+
+def _bars(doc: dict[str, Any]) -> str:
     names = list(doc["configs"])
     bar_h, gap, left, width = 22, 10, 160, 420
     height = len(names) * (bar_h + gap) + 30
@@ -373,15 +402,82 @@ def html(doc: dict[str, Any]) -> str:
             f'<text x="{left + width + 6}" y="{y + bar_h * 0.7}" font-size="12">{v * 100:.0f}%</text>'
         )
     parts.append("</svg>")
-    body = "\n".join(f"<pre>{e(line)}</pre>" for line in [text(doc)])
-    return (
-        "<!doctype html><html><head><meta charset='utf-8'>"
-        f"<title>loopkit eval: {e(doc['suite'])}</title>"
-        "<style>body{font-family:sans-serif;margin:2em}pre{font-size:13px}</style></head><body>"
-        f"<h1>loopkit eval: {e(doc['suite'])}</h1>"
-        "<h2>pass@1 per configuration (95% interval over tasks)</h2>"
-        + "".join(parts)
-        + "<h2>Summary</h2>"
-        + body
-        + "</body></html>\n"
-    )
+    return "".join(parts)
+
+
+def frontier(points: dict[str, tuple[float, float]]) -> list[str]:
+    """The configurations no other beats on both cost (lower) and pass rate (higher),
+    cheapest first."""
+    out: list[str] = []
+    for name, (_cost, rate) in sorted(points.items(), key=lambda kv: (kv[1][0], -kv[1][1])):
+        if not out or rate > points[out[-1]][1]:
+            out.append(name)
+    return out
+
+
+def _frontier(doc: dict[str, Any]) -> str:
+    """pass@1 (with its interval) against the mean cost of a trial, per configuration."""
+    points: dict[str, tuple[float, float]] = {}
+    for name, c in doc["configs"].items():
+        if c["pass_at_1"]["value"] is not None and c["cost_usd"] is not None and c["trials"]:
+            points[name] = (c["cost_usd"] / c["trials"], c["pass_at_1"]["value"])
+    if not points:
+        return "<p>No configuration's cost is known.</p>"
+    left, top, width, height = 60, 10, 420, 240
+    most = max(cost for cost, _ in points.values()) or 1.0
+    best = frontier(points)
+
+    def xy(cost: float, rate: float) -> tuple[float, float]:
+        return left + width * cost / most, top + height * (1 - rate)
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 160}" '
+        f'height="{top + height + 40}" role="img" aria-label="cost per trial against pass@1">'
+        f'<line x1="{left}" y1="{top + height}" x2="{left + width}" y2="{top + height}" stroke="#999"/>'
+        f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + height}" stroke="#999"/>'
+        f'<text x="{left + width / 2}" y="{top + height + 32}" font-size="12" text-anchor="middle">'
+        f"mean cost per trial (USD, 0 to {most:.4f})</text>"
+        f'<text x="12" y="{top + height / 2}" font-size="12" transform="rotate(-90 12 '
+        f'{top + height / 2})" text-anchor="middle">pass@1</text>'
+    ]
+    line = " ".join("{:.1f},{:.1f}".format(*xy(*points[n])) for n in best)
+    parts.append(f'<polyline points="{line}" fill="none" stroke="#4a7ab5" stroke-dasharray="4 3"/>')
+    for name, (cost, rate) in points.items():
+        x, y = xy(cost, rate)
+        interval = doc["configs"][name]["pass_at_1"]["interval"]
+        if interval:
+            y1, y2 = xy(cost, interval[0])[1], xy(cost, interval[1])[1]
+            parts.append(
+                f'<line x1="{x:.1f}" y1="{y1:.1f}" x2="{x:.1f}" y2="{y2:.1f}" stroke="#222"/>'
+            )
+        fill = "#4a7ab5" if name in best else "#bbb"
+        parts.append(
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="5" fill="{fill}"/>'
+            f'<text x="{x + 8:.1f}" y="{y + 4:.1f}" font-size="12">{e(name)}</text>'
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _tasks_table(doc: dict[str, Any], cells: dict[str, dict[str, list[Cell]]]) -> str:
+    """Rows: tasks, hardest first (the mean pass rate over the configurations, the
+    infrastructure's failures left out); a cell per configuration, a mark per trial."""
+    names = list(doc["configs"])
+    tasks = sorted({t for c in doc["configs"].values() for t in c["per_task"]})
+    rate = {
+        t: stats.mean([c["per_task"][t] for c in doc["configs"].values() if t in c["per_task"]])
+        for t in tasks
+    }
+    head = "".join(f"<th>{e(n)}</th>" for n in names)
+    rows = [f"<table><tr><th>task</th><th>solved</th>{head}</tr>"]
+    for t in sorted(tasks, key=lambda t: (rate[t], t)):
+        row = [f"<td class='t'>{e(t)}</td><td>{rate[t] * 100:.0f}%</td>"]
+        for n in names:
+            marks = []
+            for status, href in cells.get(n, {}).get(t, []):
+                mark = f"<span class='{e(status)}'>{GLYPH.get(status, '?')}</span>"
+                marks.append(f"<a href='{e(href)}'>{mark}</a>" if href else mark)
+            row.append(f"<td>{' '.join(marks)}</td>")
+        rows.append("<tr>" + "".join(row) + "</tr>")
+    rows.append("</table>")
+    return "".join(rows)

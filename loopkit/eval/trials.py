@@ -341,6 +341,19 @@ class Runner:
                 stale += 1
         return list(mine.values()), stale
 
+    def cells(
+        self, results: list[dict[str, Any]], folder: Path
+    ) -> dict[str, dict[str, list[tuple[str, str | None]]]]:
+        """Per configuration and task, each trial's status and a link (relative to
+        ``folder``) to its transcript, else its documents."""
+        out: dict[str, dict[str, list[tuple[str, str | None]]]] = {}
+        for r in sorted(results, key=lambda r: (r["config"], r["task"], r["repeat"])):
+            kept = [*(r.get("transcripts") or []), r.get("document")]
+            href = next((str(k) for k in kept if k), None)
+            link = os.path.relpath(self.state.resolve() / href, folder) if href else None
+            out.setdefault(r["config"], {}).setdefault(r["task"], []).append((r["status"], link))
+        return out
+
     # -- worktrees ------------------------------------------------------------------
     def fresh_tree(self, slug: str, task: Task) -> Path:
         if task.hidden is not None:
@@ -630,6 +643,7 @@ class Runner:
         from loopkit.files import atomic_write
 
         atomic_write(self.state / "documents" / f"{slug}.json", json.dumps(rounds) + "\n")
+        saved = self._keep_transcripts(tree, rounds, slug)
         last = rounds[-1]
         infra = _infra(last, code)
         hidden: bool | None = None
@@ -639,7 +653,27 @@ class Runner:
             if scored not in (0, 1):
                 infra = f"the hidden checks could not run (lk-verify exit {scored})"
             hidden = scored == 0
-        return self._result(t, rounds, code, started, infra=infra, hidden=hidden)
+        result = self._result(t, rounds, code, started, infra=infra, hidden=hidden)
+        result["document"] = f"documents/{slug}.json"
+        result["transcripts"] = saved
+        return result
+
+    def _keep_transcripts(self, tree: Path, rounds: list[dict[str, Any]], slug: str) -> list[str]:
+        """Each round's transcript, copied beside the trial's documents before its tree
+        goes (paths relative to the state folder)."""
+        kept: list[str] = []
+        for i, doc in enumerate(rounds, 1):
+            raw = (doc.get("run") or {}).get("transcript")
+            if not isinstance(raw, str) or not raw:
+                continue
+            source = (tree / raw).resolve()
+            name = f"documents/{slug}.{i}.transcript.jsonl"
+            try:
+                shutil.copyfile(source, self.state / name)
+            except OSError:
+                continue
+            kept.append(name)
+        return kept
 
     def _result(
         self,

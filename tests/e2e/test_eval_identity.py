@@ -5,6 +5,7 @@ outages, and a flaky provider does not pass the gate."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -152,9 +153,18 @@ def test_a_metered_command_spends_tokens_and_an_outage_costs_nothing(tmp_path: P
             repeats=2,
             infra_retries=1,
         )
-        r = lk("eval", "run", str(suite), "--json", cwd=tmp_path)
+        page = tmp_path / "report" / "eval.html"
+        page.parent.mkdir()
+        r = lk("eval", "run", str(suite), "--json", "--html", str(page), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     trials = {t["key"]: t for t in results(tmp_path)}
+    # The page: the cost-vs-pass-rate plot (the metered configuration on the frontier),
+    # and each trial's cell linked to what it left: its transcript, else its documents.
+    html = page.read_text()
+    assert "cost per trial against pass@1" in html and "Per task, hardest first" in html
+    links = re.findall(r"<a href='([^']+)'>", html)
+    assert len(links) == 4 and all((page.parent / link).is_file() for link in links)
+    assert any(link.endswith(".transcript.jsonl") for link in links)
     for rep in (0, 1):
         ok = trials[f"metered/fix-add/{rep}"]
         assert ok["status"] == "passed" and ok["tokens"] > 0 and ok["tokens_from"] == ["meter"]

@@ -158,3 +158,11 @@ def test_plan_is_the_two_proportion_sample_size() -> None:
     assert stats.plan(effect=0.1, rate=0.5, repeats=1) == 388
     # Repeats average the binomial noise away, never the spread between tasks.
     assert stats.plan(effect=0.1, rate=0.5, repeats=1000, spread=0.2) > 30
+
+
+def test_the_frontier_keeps_what_nothing_beats_on_cost_and_pass_rate() -> None:
+    from loopkit.eval.report import frontier
+
+    points = {"cheap": (0.1, 0.4), "dear": (1.0, 0.9), "worse": (0.5, 0.3), "mid": (0.4, 0.6)}
+    assert frontier(points) == ["cheap", "mid", "dear"]
+    assert frontier({"a": (0.2, 0.5), "b": (0.2, 0.5)}) == ["a"]
