@@ -8,6 +8,7 @@ Usage:  lk eval run SUITE.yaml [--jobs N] [--state DIR] [--json | --html FILE]
         lk eval plan --effect D [--rate P] [--spread S] [--configs N] [--json]
         lk eval mine REPO --out SUITE.yaml [--rev REV] [--look N] [--tasks N]
                                [--test-command CMD]
+        lk eval mine --instances FILE.jsonl --repos DIR --out SUITE.yaml
 
 The same tasks across agent x model configurations x N repeats (the suite file: see
 docs/eval.md and loopkit/eval/suite.py). Each trial runs in a fresh git worktree at the
@@ -194,7 +195,7 @@ def plan(
 
 
 @main.command(epilog=EPILOG)
-@click.argument("repo_path", metavar="REPO")
+@click.argument("repo_path", metavar="REPO", required=False)
 @click.option("--out", "out_path", metavar="FILE", required=True, help="The suite to write.")
 @click.option("--rev", default="HEAD", help="Mine the history before this commit [HEAD].")
 @click.option("--look", type=click.IntRange(min=1), default=200, help="Commits looked at [200].")
@@ -205,10 +206,30 @@ def plan(
     metavar="CMD",
     help="How the repository's tests run (pytest) [python3 -m pytest].",
 )
-def mine(repo_path: str, out_path: str, rev: str, look: int, tasks: int, test_command: str) -> int:
+@click.option(
+    "--instances",
+    metavar="FILE",
+    help="Import SWE-bench-style instances (JSON lines) instead of mining REPO.",
+)
+@click.option(
+    "--repos",
+    metavar="DIR",
+    help="With --instances: the folder of their repositories' clones (<name> or <owner>__<name>).",
+)
+def mine(
+    repo_path: str | None,
+    out_path: str,
+    rev: str,
+    look: int,
+    tasks: int,
+    test_command: str,
+    instances: str | None,
+    repos: str | None,
+) -> int:
     """Tasks from REPO's history: commits that changed source and tests together, the
     source change to make again at the parent, the commit's tests hidden from the agent.
-    Each is validated (a test fails before and passes after) before it is written."""
+    Each is validated (a test fails before and passes after) before it is written. With
+    --instances: SWE-bench-style instances, each at its own repository and base."""
     import shlex
 
     from loopkit import git
@@ -217,12 +238,29 @@ def mine(repo_path: str, out_path: str, rev: str, look: int, tasks: int, test_co
     from loopkit.eval import mine as mining
     from loopkit.files import atomic_write
 
+    command = shlex.split(test_command)
+    out = Path(out_path)
+    if instances is not None:
+        if not repos:
+            raise BadInput(instances, "--instances needs --repos DIR (where their clones are)")
+        try:
+            where, found = mining.instances(Path(instances), Path(repos))
+        except (OSError, ValueError, git.GitError) as e:
+            raise BadInput(
+                instances, str(e).splitlines()[0] if str(e) else type(e).__name__
+            ) from None
+        if not found:
+            raise BadInput(instances, "no instance in the file")
+        atomic_write(out, mining.suite(where[0], out, found, command, where))
+        click.echo(f"{len(found)} instance(s) written to {out}")
+        return 0
+    if repo_path is None:
+        raise BadInput("lk eval mine", "give REPO, or --instances FILE --repos DIR")
     repo = Path(repo_path).resolve()
     try:
         git.out(["rev-parse", "--verify", f"{rev}^{{commit}}"], cwd=repo)
     except (git.GitError, OSError):
         raise BadInput(repo_path, f"not a git repository with a commit {rev!r}") from None
-    command = shlex.split(test_command)
     found = mining.mine(
         repo, rev=rev, look=look, want=tasks, command=command, say=lambda m: say("lk eval", m)
     )
@@ -232,7 +270,6 @@ def mine(repo_path: str, out_path: str, rev: str, look: int, tasks: int, test_co
             f"none of the last {look} commits changed source and tests together with a test "
             "that fails before it and passes after",
         )
-    out = Path(out_path)
     atomic_write(out, mining.suite(repo, out, found, command))
     click.echo(f"{len(found)} validated task(s) written to {out}")
     return 0

@@ -16,6 +16,7 @@ lk-verify, before any trial.
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
 import re
 import shlex
@@ -191,22 +192,111 @@ def mine(
     return found
 
 
-def suite(repo: Path, out: Path, tasks: list[Mined], command: list[str]) -> str:
-    """The suite file's text: the mined tasks, each at its own base, and a configuration
-    to edit."""
+def suite(
+    repo: Path, out: Path, tasks: list[Mined], command: list[str], repos: list[Path] | None = None
+) -> str:
+    """The suite file's text: the mined tasks, each at its own base (and in its own
+    repository, ``repos``, when they differ), and a configuration to edit."""
+    entries = [as_task(m, command) for m in tasks]
+    for entry, own in zip(entries, repos or [], strict=False):
+        if own != repo:
+            entry["repo"] = os.path.relpath(own, out.parent.resolve())
     doc = {
         "version": 1,
         "name": out.stem,
         "repo": os.path.relpath(repo, out.parent.resolve()),
-        "tasks": [as_task(m, command) for m in tasks],
+        "tasks": entries,
         "configs": [{"name": "claude", "provider": "claude"}],
         "repeats": 3,
     }
     head = (
-        f"# Tasks mined from {repo.name}'s history by lk eval mine: each a commit's source\n"
-        "# change to make again, its tests hidden from the agent. Edit the configs.\n"
+        f"# Tasks by lk eval mine from {repo.name}: each a source change to make again,\n"
+        "# its tests hidden from the agent. Edit the configs.\n"
     )
     return head + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=100)
+
+
+#: Where imported instances' commits are kept in their repository.
+INSTANCE_REFS = "refs/loopkit/instances/"
+
+
+def instance(raw: object, repos: Path, where: str) -> tuple[Path, Mined]:
+    """One SWE-bench-style instance (``instance_id``, ``repo``, ``base_commit``,
+    ``problem_statement``, ``patch``, ``test_patch``, ``FAIL_TO_PASS``, ``PASS_TO_PASS``)
+    as a task of its local repository (``repos``/<name>, or <owner>__<name>): the fix and
+    its tests made one commit on the base, kept under ``refs/loopkit/instances/``, so the
+    task is like a mined one. ValueError naming what is wrong."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where}: expected an instance object")
+    missing = [
+        k
+        for k in ("instance_id", "repo", "base_commit", "patch", "test_patch", "FAIL_TO_PASS")
+        if not raw.get(k)
+    ]
+    if missing:
+        raise ValueError(f"{where}: missing {', '.join(missing)}")
+    owner_name = str(raw["repo"])
+    candidates_ = [repos / owner_name.replace("/", "__"), repos / owner_name.split("/")[-1]]
+    repo = next((c for c in candidates_ if (c / ".git").exists()), None)
+    if repo is None:
+        raise ValueError(f"{where}: no clone of {owner_name} in {repos}")
+
+    def ids(value: object) -> list[str]:
+        found = json.loads(value) if isinstance(value, str) else value
+        if not isinstance(found, list):
+            raise ValueError(f"{where}: expected a list of test ids")
+        return [str(x) for x in found]
+
+    tid = re.sub(r"[^a-z0-9]+", "-", str(raw["instance_id"]).lower()).strip("-")[:64] or "task"
+    base = git.out(["rev-parse", "--verify", f"{raw['base_commit']}^{{commit}}"], cwd=repo)
+    tests = sorted(set(re.findall(r"^\+\+\+ b/(\S+)", str(raw["test_patch"]), re.M)))
+    fix = _commit(repo, base, [str(raw["patch"]), str(raw["test_patch"])], tid)
+    git.out(["update-ref", INSTANCE_REFS + tid, fix], cwd=repo)
+    sources = sorted(set(re.findall(r"^\+\+\+ b/(\S+\.py)", str(raw["patch"]), re.M)))
+    text = str(raw.get("problem_statement") or raw["instance_id"])
+    return repo, Mined(
+        tid,
+        text,
+        base,
+        fix,
+        sources,
+        tests,
+        ids(raw["FAIL_TO_PASS"]),
+        ids(raw.get("PASS_TO_PASS") or []),
+    )
+
+
+def instances(path: Path, repos: Path) -> tuple[list[Path], list[Mined]]:
+    """The instances of a JSON-lines file, each with its repository."""
+    where: list[Path] = []
+    found: list[Mined] = []
+    lines = [x for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+    for i, line in enumerate(lines, 1):
+        repo, task = instance(json.loads(line), repos, f"line {i}")
+        where.append(repo.resolve())
+        found.append(task)
+    return where, found
+
+
+def _commit(repo: Path, base: str, patches: list[str], name: str) -> str:
+    """A commit on ``base`` with ``patches`` applied (made in a scratch worktree)."""
+    with tempfile.TemporaryDirectory(prefix="loopkit-instance-") as tmp:
+        tree = Path(tmp) / "tree"
+        git.out(["worktree", "add", "--detach", "--quiet", str(tree), base], cwd=repo)
+        try:
+            for patch in patches:
+                done = proc.capture(
+                    ["git", "apply", "--whitespace=nowarn", "-"], cwd=tree, input=patch.encode()
+                )
+                if done.exit_code != 0:
+                    why = done.stderr.decode(errors="replace").strip()[:200]
+                    raise ValueError(f"{name}: a patch does not apply at its base: {why}")
+            git.out(["add", "-A"], cwd=tree)
+            who = ["-c", "user.name=loopkit", "-c", "user.email=loopkit@localhost"]
+            git.out([*who, "commit", "--quiet", "--no-verify", "-m", f"instance {name}"], cwd=tree)
+            return git.out(["rev-parse", "HEAD"], cwd=tree)
+        finally:
+            git.out(["worktree", "remove", "--force", str(tree)], cwd=repo)
 
 
 def as_task(m: Mined, command: list[str]) -> dict[str, object]:

@@ -43,6 +43,8 @@ from typing import Any
 from loopkit.errors import BadInput
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+#: A task's id, as lk attempt takes it (schemas/attempt.json).
+TASK_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 TOP_KEYS = {
     "version",
     "name",
@@ -225,7 +227,12 @@ def load(path: Path) -> Suite:
 
 
 def _named(
-    raw: Any, field: str, keys: set[str], name_key: str, problems: list[str]
+    raw: Any,
+    field: str,
+    keys: set[str],
+    name_key: str,
+    problems: list[str],
+    shape: tuple[re.Pattern[str], str] = (NAME, "letters, digits, . _ -"),
 ) -> Iterator[tuple[str, dict[str, Any], str]]:
     """Each entry of the suite's list ``field`` -- a mapping of ``keys`` with a plain,
     unique name under ``name_key`` -- as (its path, itself, its name); what is wrong with
@@ -242,8 +249,8 @@ def _named(
         for key in sorted(set(entry) - keys):
             problems.append(f"{where}.{key}: unknown key")
         name = entry.get(name_key)
-        if not isinstance(name, str) or not NAME.match(name):
-            problems.append(f"{where}.{name_key}: expected a plain name (letters, digits, . _ -)")
+        if not isinstance(name, str) or not shape[0].match(name):
+            problems.append(f"{where}.{name_key}: expected a plain name ({shape[1]})")
             continue
         if name in seen:
             problems.append(f"{where}.{name_key}: {name!r} given twice")
@@ -253,7 +260,8 @@ def _named(
 
 def _tasks(raw: Any, folder: Path, problems: list[str]) -> list[Task]:
     out: list[Task] = []
-    for where, t, tid in _named(raw, "tasks", TASK_KEYS, "id", problems):
+    shape = (TASK_ID, "lower-case letters, digits, -")
+    for where, t, tid in _named(raw, "tasks", TASK_KEYS, "id", problems, shape):
         text = t.get("text")
         if not isinstance(text, str) or not text.strip():
             problems.append(f"{where}.text: expected the task's text")

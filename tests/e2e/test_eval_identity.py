@@ -266,3 +266,13 @@ def test_a_bad_hidden_section_is_one_line_naming_each_problem(tmp_path: Path) ->
     ):
         assert part in r.stderr, r.stderr
     assert not (tmp_path / ".loopkit").exists()  # nothing half-written
+
+
+def test_a_task_id_lk_attempt_would_refuse_is_refused_up_front(tmp_path: Path) -> None:
+    """An id with capitals or an underscore passed the suite before and then failed every
+    trial as infra (lk attempt refuses it): now the suite names it."""
+    repo = make_repo(tmp_path, ["add"])
+    suite = write_suite(tmp_path, repo, ["add"], [command_config("x", fix=[])])
+    suite.write_text(suite.read_text().replace("id: fix-add", "id: Fix_add"))
+    r = lk("eval", "run", str(suite), cwd=tmp_path)
+    assert r.returncode == 3 and "$.tasks[0].id: expected a plain name" in r.stderr

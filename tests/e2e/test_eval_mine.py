@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shlex
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -169,3 +170,90 @@ def test_mined_tasks_hide_their_tests_and_score_the_agents(visible: Path) -> Non
     assert len(said) == 10 and all("hunted: " in s for s in said), said
     assert all("1 commit(s) in the tree's repository" in s for s in said), said
     assert not any(" from " in s or "suite" in s or "state " in s for s in said), said
+
+
+def test_swe_bench_style_instances_import_across_repositories(visible: Path) -> None:
+    """Two instances in the SWE-bench shape, from two repositories (a clone under the
+    <owner>__<name> spelling): each task at its own repository and base, its test patch
+    hidden; the correct agent passes both, the wrong one neither."""
+    repo, final = make_history(visible)
+    other = visible / "acme__textkit2"
+    subprocess.run(["git", "clone", "-q", str(repo), str(other)], check=True)
+
+    def as_instance(at: Path, rev: str, f2p: list[str], p2p: list[str]) -> dict[str, Any]:
+        def out(*args: str) -> str:
+            return subprocess.run(
+                ["git", *args], cwd=at, capture_output=True, text=True, check=True
+            ).stdout
+
+        commit = out("log", "-1", "--format=%H", f"--grep={rev}").strip()
+        return {
+            "instance_id": f"{at.name}-{rev.split()[-1]}",
+            "repo": f"acme/{at.name}",
+            "base_commit": out("rev-parse", f"{commit}^").strip(),
+            "problem_statement": out("log", "-1", "--format=%B", commit),
+            "patch": out("diff", f"{commit}^", commit, "--", "textkit"),
+            "test_patch": out("diff", f"{commit}^", commit, "--", "tests"),
+            "FAIL_TO_PASS": json.dumps(f2p),
+            "PASS_TO_PASS": json.dumps(p2p),
+        }
+
+    listed = visible / "instances.jsonl"
+    listed.write_text(
+        json.dumps(as_instance(repo, "add rotate", ["tests/test_seqs.py::test_rotate"], []))
+        + "\n"
+        + json.dumps(
+            as_instance(
+                other,
+                "either order",
+                ["tests/test_nums.py::test_clamp_swapped"],
+                ["tests/test_nums.py::test_clamp", "tests/test_nums.py::test_mean"],
+            )
+        )
+        + "\n"
+    )
+    suite = visible / "swe.yaml"
+    r = lk(
+        "eval",
+        "mine",
+        "--instances",
+        str(listed),
+        "--repos",
+        str(visible),
+        "--out",
+        str(suite),
+        "--test-command",
+        f"{PY} -m pytest",
+        cwd=visible,
+    )
+    assert r.returncode == 0, r.stderr
+    doc = yaml.safe_load(suite.read_text())
+    assert [t.get("repo") for t in doc["tasks"]] == [None, "acme__textkit2"]
+    assert doc["tasks"][1]["hidden"]["paths"] == ["tests/test_nums.py"]
+    doc["configs"] = [
+        config("correct", CORRECT, {"SOLUTION": json.dumps(final)}),
+        config("wrong", "print('Done')", {}),
+    ]
+    doc["repeats"] = 1
+    suite.write_text(yaml.safe_dump(doc, sort_keys=False))
+    state = visible / "state"
+    run = lk("eval", "run", str(suite), "--json", "--state", str(state), cwd=visible, timeout=1200)
+    assert run.returncode == 0, run.stderr[-3000:]
+    c = json.loads(run.stdout)["configs"]
+    assert c["correct"]["pass_at_1"]["value"] == 1.0
+    assert c["wrong"]["pass_at_1"]["value"] == 0.0
+    # A bad instance: one line naming it, nothing written.
+    listed.write_text(json.dumps({"instance_id": "x", "repo": "acme/nowhere"}) + "\n")
+    bad = lk(
+        "eval",
+        "mine",
+        "--instances",
+        str(listed),
+        "--repos",
+        str(visible),
+        "--out",
+        str(visible / "bad.yaml"),
+        cwd=visible,
+    )
+    assert bad.returncode == 3 and "line 1: missing base_commit" in bad.stderr
+    assert not (visible / "bad.yaml").exists() and "Traceback" not in bad.stderr
