@@ -328,10 +328,12 @@ class Runner:
             self.identify(t)
         return order
 
-    def current(self, results: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    def current(
+        self, results: list[dict[str, Any]], order: list[Trial] | None = None
+    ) -> tuple[list[dict[str, Any]], int]:
         """The results of the suite as it is now (the last line of each trial), and how
         many lines in the log are of a configuration, task or base it no longer has."""
-        wanted = {t.hashes.id for t in self.trials() if t.hashes}
+        wanted = {t.hashes.id for t in (order or self.trials()) if t.hashes}
         mine: dict[str, dict[str, Any]] = {}
         stale = 0
         for r in results:
@@ -527,7 +529,7 @@ class Runner:
         order = self.trials()
         for t in order:
             self.config_log(t.config)
-        finished, stale = self.current(read_results(self.state))
+        finished, stale = self.current(read_results(self.state), order)
         done = {r["id"] for r in finished}
         todo = [t for t in order if t.hashes and t.hashes.id not in done]
         if done:
