@@ -51,7 +51,8 @@ EPILOG = (
     "  50  --compare: no difference (the sample could have seen one of the margin)\n"
     "  51  --compare: inconclusive (the sample cannot tell)\n"
     "  52  --compare: the candidate is worse\n"
-    "  3   the suite is invalid, or a task fails validation\n\n" + SHARED_HELP
+    "  3   the suite is invalid, or a task fails validation; lk eval mine: no task\n"
+    "      validated, or a bad instance\n\n" + SHARED_HELP
 )
 
 
@@ -258,6 +259,8 @@ def mine(
         raise BadInput("lk eval mine", "give REPO, or --instances FILE --repos DIR")
     repo = Path(repo_path).resolve()
     try:
+        if not (repo / ".git").exists():
+            raise git.GitError("not a repository")
         git.out(["rev-parse", "--verify", f"{rev}^{{commit}}"], cwd=repo)
     except (git.GitError, OSError):
         raise BadInput(repo_path, f"not a git repository with a commit {rev!r}") from None

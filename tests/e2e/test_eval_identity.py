@@ -246,6 +246,10 @@ def test_plan_gives_the_textbook_sample_size(tmp_path: Path) -> None:
     assert json.loads(more.stdout)["plan"][0]["tasks"] > 93
     bad = lk("eval", "plan", "--effect", "2", cwd=tmp_path)
     assert bad.returncode != 0 and "Traceback" not in bad.stderr
+    # lk eval mine on what is no repository: one line, exit 3, nothing written.
+    nowhere = lk("eval", "mine", str(tmp_path / "nowhere"), "--out", "s.yaml", cwd=tmp_path)
+    assert nowhere.returncode == 3 and len(nowhere.stderr.strip().splitlines()) == 1
+    assert "not a git repository" in nowhere.stderr and not (tmp_path / "s.yaml").exists()
 
 
 def test_a_bad_hidden_section_is_one_line_naming_each_problem(tmp_path: Path) -> None:
