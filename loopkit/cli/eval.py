@@ -2,8 +2,13 @@
 
 Usage:  lk eval run SUITE.yaml [--jobs N] [--state DIR] [--json | --html FILE]
                                [--compare CANDIDATE BASELINE] [--no-validate]
+                               [--infra strict|counted|excluded]
         lk eval report SUITE.yaml [--state DIR] [--json | --html FILE]
-                               [--compare CANDIDATE BASELINE]
+                               [--compare CANDIDATE BASELINE] [--infra ...]
+        lk eval plan --effect D [--rate P] [--spread S] [--configs N] [--json]
+        lk eval mine REPO --out SUITE.yaml [--rev REV] [--look N] [--tasks N]
+                               [--test-command CMD]
+        lk eval mine --instances FILE.jsonl --repos DIR --out SUITE.yaml
 
 The same tasks across agent x model configurations x N repeats (the suite file: see
 docs/eval.md and loopkit/eval/suite.py). Each trial runs in a fresh git worktree at the
@@ -13,12 +18,17 @@ completion, scope, the ratchet), never by the agent's word. Tasks are validated 
 time (seeded). A trial the infrastructure failed (the provider's 5xx or 429 after its
 retries, a usage limit, credentials, a missing CLI, a check that could not run) is
 retried whole in a fresh tree, then set apart: pass rates are reported with and without
-them. Every finished trial is appended to <state>/trials.jsonl; a rerun skips those.
+them. Every finished trial is appended to <state>/trials.jsonl, named by a hash of all
+that defines it (configuration, provider version, contract, task, base, loopkit's
+version); a rerun skips those, and never reuses a trial of a configuration changed under
+the same name. The bases are pinned by the first run (<state>/pins.json).
 
 Output: the report for a person on stdout (per configuration: pass@1 with a 95%
         task-level bootstrap interval, with and without infrastructure failures, pass@k,
         pass^k, false claims, scope violations, cost per verified success, wall time; then
-        each configuration against the first, paired by task); --json one loopkit/eval
+        each configuration against the first, paired by task, Holm-corrected when there
+        are several comparisons; each comparison reads infrastructure failures the
+        stricter way unless --infra says otherwise); --json one loopkit/eval
         document (schemas/eval.json); --html FILE a page with a plot. Progress on stderr.
 Exit codes: 0 done (with --compare: the candidate is better); 50 no difference; 51
         inconclusive (the sample cannot tell); 52 worse -- the verdict of --compare, for a
@@ -41,7 +51,8 @@ EPILOG = (
     "  50  --compare: no difference (the sample could have seen one of the margin)\n"
     "  51  --compare: inconclusive (the sample cannot tell)\n"
     "  52  --compare: the candidate is worse\n"
-    "  3   the suite is invalid, or a task fails validation\n\n" + SHARED_HELP
+    "  3   the suite is invalid, or a task fails validation; lk eval mine: no task\n"
+    "      validated, or a bad instance\n\n" + SHARED_HELP
 )
 
 
@@ -60,6 +71,14 @@ _json = click.option("--json", "as_json", is_flag=True, help="Print one JSON doc
 _html = click.option(
     "--html", "html_path", metavar="FILE", help="Also write a page with a plot to FILE."
 )
+_infra = click.option(
+    "--infra",
+    "reading",
+    type=click.Choice(["strict", "counted", "excluded"]),
+    default="strict",
+    help="How comparisons count infrastructure failures: as the agent's (counted), left "
+    "out (excluded), or per comparison the less favourable to the candidate [strict].",
+)
 _compare = click.option(
     "--compare",
     nargs=2,
@@ -77,6 +96,7 @@ _compare = click.option(
 @_json
 @_html
 @_compare
+@_infra
 def run(
     suite_path: str,
     jobs: int,
@@ -85,6 +105,7 @@ def run(
     as_json: bool,
     html_path: str | None,
     compare: tuple[str, str] | None,
+    reading: str,
 ) -> int:
     """Run the suite's trials (those not finished yet), then report."""
     from loopkit.errors import BadInput
@@ -97,12 +118,12 @@ def run(
     runner = trials.Runner(s, _state_of(s, state_dir), say=lambda m: say("lk eval", m))
     runner.prepare()
     if not no_validate:
-        problems = runner.validate()
+        problems = runner.validate(jobs=jobs)
         if problems:
             raise BadInput(suite_path, "; ".join(problems))
         say("lk eval", f"{len(s.tasks)} task(s) valid at {runner.base[:12]}")
     results = runner.run(jobs=jobs)
-    return _report(s, runner.base, results, as_json, html_path, compare)
+    return _report(runner, results, as_json, html_path, compare, reading)
 
 
 @main.command(epilog=EPILOG)
@@ -111,29 +132,150 @@ def run(
 @_json
 @_html
 @_compare
+@_infra
 def report(
     suite_path: str,
     state_dir: str | None,
     as_json: bool,
     html_path: str | None,
     compare: tuple[str, str] | None,
+    reading: str,
 ) -> int:
     """Report what the trials finished so far show (nothing runs)."""
-    from loopkit import git
     from loopkit.errors import BadInput
     from loopkit.eval import suite as suites
     from loopkit.eval import trials
 
     s = suites.load(Path(suite_path))
     _check_compare(s, compare)
-    results = trials.read_results(_state_of(s, state_dir))
+    runner = trials.Runner(s, _state_of(s, state_dir))
+    results = trials.read_results(runner.state)
     if not results:
         raise BadInput(suite_path, "no finished trials yet: run `lk eval run` first")
+    runner.prepare(clear=False)
+    return _report(runner, results, as_json, html_path, compare, reading)
+
+
+@main.command(epilog=EPILOG)
+@click.option(
+    "--effect",
+    type=click.FloatRange(0, 1, min_open=True),
+    required=True,
+    help="The difference of pass rates to detect (0.1 = 10 points).",
+)
+@click.option(
+    "--rate", type=click.FloatRange(0, 1), default=0.5, help="The baseline's pass rate [0.5]."
+)
+@click.option(
+    "--spread",
+    type=click.FloatRange(0, 1),
+    default=0.0,
+    help="How much the true difference varies from task to task (its SD) [0].",
+)
+@click.option(
+    "--configs",
+    type=click.IntRange(min=2),
+    default=2,
+    help="Configurations compared (each against the first, Holm-corrected) [2].",
+)
+@click.option("--power", type=click.FloatRange(0.5, 1, max_open=True), default=0.8, help="[0.8]")
+@_json
+def plan(
+    effect: float, rate: float, spread: float, configs: int, power: float, as_json: bool
+) -> int:
+    """Tasks x repeats needed to detect a difference of EFFECT (5% two-sided)."""
+    from loopkit.document import emit
+    from loopkit.eval import report as reports
+
+    doc = reports.plan(effect=effect, rate=rate, spread=spread, configs=configs, power=power)
+    if as_json:
+        emit(doc, schema_name="eval-plan")
+    else:
+        click.echo(reports.plan_text(doc), nl=False)
+    return 0
+
+
+@main.command(epilog=EPILOG)
+@click.argument("repo_path", metavar="REPO", required=False)
+@click.option("--out", "out_path", metavar="FILE", required=True, help="The suite to write.")
+@click.option("--rev", default="HEAD", help="Mine the history before this commit [HEAD].")
+@click.option("--look", type=click.IntRange(min=1), default=200, help="Commits looked at [200].")
+@click.option("--tasks", type=click.IntRange(min=1), default=20, help="Tasks wanted [20].")
+@click.option(
+    "--test-command",
+    default="python3 -m pytest",
+    metavar="CMD",
+    help="How the repository's tests run (pytest) [python3 -m pytest].",
+)
+@click.option(
+    "--instances",
+    metavar="FILE",
+    help="Import SWE-bench-style instances (JSON lines) instead of mining REPO.",
+)
+@click.option(
+    "--repos",
+    metavar="DIR",
+    help="With --instances: the folder of their repositories' clones (<name> or <owner>__<name>).",
+)
+def mine(
+    repo_path: str | None,
+    out_path: str,
+    rev: str,
+    look: int,
+    tasks: int,
+    test_command: str,
+    instances: str | None,
+    repos: str | None,
+) -> int:
+    """Tasks from REPO's history: commits that changed source and tests together, the
+    source change to make again at the parent, the commit's tests hidden from the agent.
+    Each is validated (a test fails before and passes after) before it is written. With
+    --instances: SWE-bench-style instances, each at its own repository and base."""
+    import shlex
+
+    from loopkit import git
+    from loopkit.cli._handle import say
+    from loopkit.errors import BadInput
+    from loopkit.eval import mine as mining
+    from loopkit.files import atomic_write
+
+    command = shlex.split(test_command)
+    out = Path(out_path)
+    if instances is not None:
+        if not repos:
+            raise BadInput(instances, "--instances needs --repos DIR (where their clones are)")
+        try:
+            where, found = mining.instances(Path(instances), Path(repos))
+        except (OSError, ValueError, git.GitError) as e:
+            raise BadInput(
+                instances, str(e).splitlines()[0] if str(e) else type(e).__name__
+            ) from None
+        if not found:
+            raise BadInput(instances, "no instance in the file")
+        atomic_write(out, mining.suite(where[0], out, found, command, where))
+        click.echo(f"{len(found)} instance(s) written to {out}")
+        return 0
+    if repo_path is None:
+        raise BadInput("lk eval mine", "give REPO, or --instances FILE --repos DIR")
+    repo = Path(repo_path).resolve()
     try:
-        base = git.out(["rev-parse", "--verify", f"{s.base}^{{commit}}"], cwd=s.repo).strip()
-    except git.GitError:
-        base = s.base
-    return _report(s, base, results, as_json, html_path, compare)
+        if not (repo / ".git").exists():
+            raise git.GitError("not a repository")
+        git.out(["rev-parse", "--verify", f"{rev}^{{commit}}"], cwd=repo)
+    except (git.GitError, OSError):
+        raise BadInput(repo_path, f"not a git repository with a commit {rev!r}") from None
+    found = mining.mine(
+        repo, rev=rev, look=look, want=tasks, command=command, say=lambda m: say("lk eval", m)
+    )
+    if not found:
+        raise BadInput(
+            repo_path,
+            f"none of the last {look} commits changed source and tests together with a test "
+            "that fails before it and passes after",
+        )
+    atomic_write(out, mining.suite(repo, out, found, command))
+    click.echo(f"{len(found)} validated task(s) written to {out}")
+    return 0
 
 
 def _state_of(s: object, state_dir: str | None) -> Path:
@@ -160,24 +302,36 @@ VERDICT_CODES = {
 
 
 def _report(
-    s: object,
-    base: str,
+    runner: object,
     results: list[dict[str, object]],
     as_json: bool,
     html_path: str | None,
     compare: tuple[str, str] | None,
+    reading: str,
 ) -> int:
     from loopkit.document import emit
     from loopkit.eval import report as reports
+    from loopkit.eval.trials import Runner
     from loopkit.files import atomic_write
 
-    doc = reports.summarize(results, suite=s, base=base, compare=compare)
+    assert isinstance(runner, Runner)
+    current, stale = runner.current(list(results))
+    doc = reports.summarize(
+        current,
+        suite=runner.suite,
+        base=runner.base,
+        bases=runner.bases,
+        compare=compare,
+        reading=reading,
+        stale=stale,
+    )
     if as_json:
         emit(doc, schema_name="eval")
     else:
         click.echo(reports.text(doc), nl=False)
     if html_path:
-        atomic_write(Path(html_path), reports.html(doc))
+        page = Path(html_path)
+        atomic_write(page, reports.html(doc, runner.cells(current, page.resolve().parent)))
     if compare is None:
         return 0
     return int(VERDICT_CODES[str(doc["comparisons"][0]["verdict"])])

@@ -11,6 +11,12 @@ tasks:
     criteria: [{name: add, run: "python3 -m pytest -q test_add.py", timeout: 60}]
     scope: [calc.py]       # the task's writable scope (else the contract's)
     reference: fix-add.patch   # optional: a patch (relative to this file) or a commit
+    repo: ./other          # optional: the task's own repository and base (else the suite's)
+    base: v1.2
+    hidden:                # optional: tests the agent never sees, written in only to score
+      from: 1a2b3c4        #   a commit of the task's repository that holds them
+      paths: [tests/test_add.py]
+      criteria: [{name: fail_to_pass, run: "python3 -m pytest -q tests/test_add.py"}]
 configs:
   - {name: claude-sonnet, provider: claude, model: claude-sonnet-4-5, worker: {max_turns: 20}}
   - {name: codex, provider: codex, model: gpt-5.5}
@@ -30,12 +36,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from loopkit.errors import BadInput
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+#: A task's id, as lk attempt takes it (schemas/attempt.json).
+TASK_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 TOP_KEYS = {
     "version",
     "name",
@@ -51,7 +60,21 @@ TOP_KEYS = {
     "timeout",
     "margin",
 }
-TASK_KEYS = {"id", "text", "criteria", "scope", "reference"}
+TASK_KEYS = {"id", "text", "criteria", "scope", "reference", "repo", "base", "hidden"}
+HIDDEN_KEYS = {"from", "paths", "criteria"}
+
+
+@dataclass(frozen=True)
+class Hidden:
+    """Tests the agent never sees: ``paths`` as they are at the commit ``source`` of the
+    task's repository, written over the trial's tree only to run ``criteria``, which
+    score it."""
+
+    source: str
+    paths: list[str]
+    criteria: list[dict[str, Any]]
+
+
 CONFIG_KEYS = {"name", "provider", "model", "worker", "env"}
 
 
@@ -63,12 +86,19 @@ class Task:
         criteria: list[dict[str, Any]] | None,
         scope: list[str] | None,
         reference: str | None,
+        repo: Path | None = None,
+        base: str | None = None,
+        hidden: Hidden | None = None,
     ) -> None:
         self.id = id
         self.text = text
         self.criteria = criteria
         self.scope = scope
         self.reference = reference
+        #: The task's own repository and base (else the suite's).
+        self.repo = repo
+        self.base = base
+        self.hidden = hidden
 
 
 class Config:
@@ -175,7 +205,7 @@ def load(path: Path) -> Suite:
     if contract is not None and not isinstance(contract, str):
         problems.append("$.contract: expected a path inside the repository")
         contract = None
-    tasks = _tasks(data.get("tasks"), problems)
+    tasks = _tasks(data.get("tasks"), path.parent, problems)
     configs = _configs(data.get("configs"), providers.names(), problems)
     if problems:
         raise BadInput(str(path), "; ".join(problems))
@@ -197,7 +227,12 @@ def load(path: Path) -> Suite:
 
 
 def _named(
-    raw: Any, field: str, keys: set[str], name_key: str, problems: list[str]
+    raw: Any,
+    field: str,
+    keys: set[str],
+    name_key: str,
+    problems: list[str],
+    shape: tuple[re.Pattern[str], str] = (NAME, "letters, digits, . _ -"),
 ) -> Iterator[tuple[str, dict[str, Any], str]]:
     """Each entry of the suite's list ``field`` -- a mapping of ``keys`` with a plain,
     unique name under ``name_key`` -- as (its path, itself, its name); what is wrong with
@@ -214,8 +249,8 @@ def _named(
         for key in sorted(set(entry) - keys):
             problems.append(f"{where}.{key}: unknown key")
         name = entry.get(name_key)
-        if not isinstance(name, str) or not NAME.match(name):
-            problems.append(f"{where}.{name_key}: expected a plain name (letters, digits, . _ -)")
+        if not isinstance(name, str) or not shape[0].match(name):
+            problems.append(f"{where}.{name_key}: expected a plain name ({shape[1]})")
             continue
         if name in seen:
             problems.append(f"{where}.{name_key}: {name!r} given twice")
@@ -223,18 +258,16 @@ def _named(
         yield where, entry, name
 
 
-def _tasks(raw: Any, problems: list[str]) -> list[Task]:
+def _tasks(raw: Any, folder: Path, problems: list[str]) -> list[Task]:
     out: list[Task] = []
-    for where, t, tid in _named(raw, "tasks", TASK_KEYS, "id", problems):
+    shape = (TASK_ID, "lower-case letters, digits, -")
+    for where, t, tid in _named(raw, "tasks", TASK_KEYS, "id", problems, shape):
         text = t.get("text")
         if not isinstance(text, str) or not text.strip():
             problems.append(f"{where}.text: expected the task's text")
             continue
         criteria = t.get("criteria")
-        if criteria is not None and (
-            not isinstance(criteria, list)
-            or not all(isinstance(c, dict) and c.get("name") and c.get("run") for c in criteria)
-        ):
+        if criteria is not None and not _criteria_ok(criteria):
             problems.append(f"{where}.criteria: expected a list of {{name, run, timeout}}")
             criteria = None
         scope = t.get("scope")
@@ -247,8 +280,46 @@ def _tasks(raw: Any, problems: list[str]) -> list[Task]:
         if reference is not None and not isinstance(reference, str):
             problems.append(f"{where}.reference: expected a patch file or a commit")
             reference = None
-        out.append(Task(tid, text, criteria, scope, reference))
+        repo: Path | None = None
+        if "repo" in t:
+            repo = (folder / str(t["repo"])).resolve()
+            if not isinstance(t["repo"], str) or not (repo / ".git").exists():
+                problems.append(f"{where}.repo: {t['repo']!r} is not a git repository")
+        base = t.get("base")
+        if base is not None and (not isinstance(base, str) or not base):
+            problems.append(f"{where}.base: expected a commit or a branch")
+            base = None
+        hidden = _hidden(t.get("hidden"), where, problems) if "hidden" in t else None
+        out.append(Task(tid, text, criteria, scope, reference, repo, base, hidden))
     return out
+
+
+def _criteria_ok(criteria: Any) -> bool:
+    return isinstance(criteria, list) and all(
+        isinstance(c, dict) and c.get("name") and c.get("run") for c in criteria
+    )
+
+
+def _hidden(raw: Any, where: str, problems: list[str]) -> Hidden | None:
+    where = f"{where}.hidden"
+    if not isinstance(raw, dict):
+        problems.append(f"{where}: expected {{from, paths, criteria}}")
+        return None
+    for key in sorted(set(raw) - HIDDEN_KEYS):
+        problems.append(f"{where}.{key}: unknown key")
+    source, paths, criteria = raw.get("from"), raw.get("paths"), raw.get("criteria")
+    wrong = len(problems)
+    if not isinstance(source, str) or not source:
+        problems.append(f"{where}.from: expected the commit that holds the hidden tests")
+    if not isinstance(paths, list) or not paths or not all(isinstance(p, str) for p in paths):
+        problems.append(f"{where}.paths: expected a list of the hidden tests' paths")
+    elif any(p.startswith("/") or ".." in p.split("/") for p in paths):
+        problems.append(f"{where}.paths: expected paths inside the repository")
+    if not _criteria_ok(criteria) or not criteria:
+        problems.append(f"{where}.criteria: expected a list of {{name, run, timeout}}")
+    if len(problems) > wrong or not isinstance(paths, list) or not isinstance(criteria, list):
+        return None
+    return Hidden(str(source), [str(p) for p in paths], list(criteria))
 
 
 def _configs(raw: Any, known: list[str], problems: list[str]) -> list[Config]:

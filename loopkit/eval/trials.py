@@ -23,6 +23,7 @@ import os
 import random
 import shutil
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -30,9 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from loopkit.errors import BadInput
+from loopkit.eval import identity
 from loopkit.eval.suite import Config, Suite, Task
 
 RESULTS = "trials.jsonl"
+#: The commit each (repository, base) was pinned to by the eval's first run.
+PINS = "pins.json"
 #: lk attempt's exit codes that end a trial with a decision (0 complete, 10 retry, 11
 #: replan, 20 blocked, 21 failed, 22 budget exhausted).
 DECIDED = (0, 10, 11, 20, 21, 22)
@@ -46,6 +50,8 @@ class Trial:
         self.config = config
         self.task = task
         self.repeat = repeat
+        #: What defines it (``Runner.identify``): set before it runs.
+        self.hashes: identity.Hashes | None = None
 
     @property
     def key(self) -> str:
@@ -113,36 +119,81 @@ class Runner:
         self.say = say or (lambda _line: None)
         self._git_lock = threading.Lock()
         self._write_lock = threading.Lock()
+        #: The first task's pinned base (the suite's, unless every task has its own).
         self.base = ""
-        self.contract: dict[str, Any] = {}
+        #: Each task's pinned base commit.
+        self.bases: dict[str, str] = {}
+        self._contracts: dict[tuple[Path, str], dict[str, Any]] = {}
+        self._configs: dict[str, tuple[str, dict[str, object]]] = {}
+
+    def repo_of(self, task: Task) -> Path:
+        return task.repo or self.suite.repo
 
     # -- set-up ---------------------------------------------------------------------
-    def prepare(self) -> None:
-        """Pin the base, read the contract there, clear what a killed run left."""
-        from loopkit import git, loader
+    def prepare(self, *, clear: bool = True) -> None:
+        """Pin each task's base, read the contract there, clear what a killed run left.
 
+        A base is pinned once per eval: the first run writes ``pins.json`` and every
+        rerun starts from the same commits, wherever the branch has moved since (a
+        report reads them too). ``clear=False``: only read (``lk eval report``)."""
+        from loopkit.files import atomic_write
+
+        pins = self._read_pins()
+        fresh = False
+        for task in self.suite.tasks:
+            repo, ref = self.repo_of(task), task.base or self.suite.base
+            key = f"{repo}@{ref}"
+            if key not in pins:
+                pins[key] = self._resolve(repo, ref)
+                fresh = True
+            self.bases[task.id] = pins[key]
+            self._contract_at(repo, pins[key])
+        self.base = self.bases[self.suite.tasks[0].id]
+        if not clear:
+            return
         self.state.mkdir(parents=True, exist_ok=True)
+        if fresh:
+            atomic_write(self.state / PINS, json.dumps(pins, indent=2, sort_keys=True) + "\n")
+        self._clear_trees()
+        for folder in ("contracts", "configs", "documents"):
+            (self.state / folder).mkdir(exist_ok=True)
+
+    def _read_pins(self) -> dict[str, str]:
         try:
-            self.base = git.out(
-                ["rev-parse", "--verify", f"{self.suite.base}^{{commit}}"], cwd=self.suite.repo
-            ).strip()
+            data = json.loads((self.state / PINS).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+    def _resolve(self, repo: Path, ref: str) -> str:
+        from loopkit import git
+
+        try:
+            return git.out(["rev-parse", "--verify", f"{ref}^{{commit}}"], cwd=repo).strip()
         except git.GitError:
             raise BadInput(
-                str(self.suite.path),
-                f"$.base: {self.suite.base!r} is no commit of {self.suite.repo}",
+                str(self.suite.path), f"$.base: {ref!r} is no commit of {repo}"
             ) from None
+
+    def _contract_at(self, repo: Path, base: str) -> dict[str, Any]:
+        """The suite's contract as it is at ``base`` ({} without one)."""
+        from loopkit import git, loader
+
+        if (repo, base) in self._contracts:
+            return self._contracts[(repo, base)]
+        found: dict[str, Any] = {}
         if self.suite.contract:
             try:
-                raw = git.out(["show", f"{self.base}:{self.suite.contract}"], cwd=self.suite.repo)
-                data = loader.yaml_load(raw)
+                data = loader.yaml_load(
+                    git.out(["show", f"{base}:{self.suite.contract}"], cwd=repo)
+                )
             except (git.GitError, ValueError) as e:
                 raise BadInput(
-                    str(self.suite.path), f"$.contract: {self.suite.contract} at the base: {e}"
+                    str(self.suite.path), f"$.contract: {self.suite.contract} at {base[:12]}: {e}"
                 ) from None
-            self.contract = dict(data) if isinstance(data, dict) else {}
-        self._clear_trees()
-        (self.state / "contracts").mkdir(exist_ok=True)
-        (self.state / "documents").mkdir(exist_ok=True)
+            found = dict(data) if isinstance(data, dict) else {}
+        self._contracts[(repo, base)] = found
+        return found
 
     def _clear_trees(self) -> None:
         """Remove the worktrees a killed run left: a kill during ``git worktree add``
@@ -150,28 +201,31 @@ class Runner:
         from loopkit import git
 
         trees = (self.state / "trees").resolve()
-        listed = self._git(["worktree", "list", "--porcelain"])
-        for line in listed.splitlines():
-            path = line.removeprefix("worktree ").strip()
-            if line.startswith("worktree ") and path.startswith(str(trees) + os.sep):
-                try:
-                    self._git(["worktree", "unlock", path])
-                except git.GitError:
-                    pass  # not locked
-        if trees.exists():
-            shutil.rmtree(trees, ignore_errors=True)
-        self._git(["worktree", "prune"])
+        for repo in dict.fromkeys(self.repo_of(t) for t in self.suite.tasks):
+            listed = self._git(["worktree", "list", "--porcelain"], repo)
+            for line in listed.splitlines():
+                path = line.removeprefix("worktree ").strip()
+                if line.startswith("worktree ") and path.startswith(str(trees) + os.sep):
+                    try:
+                        self._git(["worktree", "unlock", path], repo)
+                    except git.GitError:
+                        pass  # not locked
+            if trees.exists():
+                shutil.rmtree(trees, ignore_errors=True)
+            self._git(["worktree", "prune"], repo)
 
-    def _git(self, args: list[str]) -> str:
+    def _git(self, args: list[str], repo: Path) -> str:
         from loopkit import git
 
         with self._git_lock:
-            return git.out(args, cwd=self.suite.repo)
+            return git.out(args, cwd=repo)
 
-    def contract_for(self, config: Config | None, task: Task) -> Path:
-        """The trial's contract: the suite's, with the task's checks and scope and the
-        configuration's worker."""
-        c = json.loads(json.dumps(self.contract))  # a copy
+    # -- what defines a trial -------------------------------------------------------
+    def contract_of(self, config: Config | None, task: Task) -> dict[str, Any]:
+        """The trial's contract: the suite's at the task's base, with the task's checks
+        and scope and the configuration's worker."""
+        base = self._contract_at(self.repo_of(task), self.bases[task.id])
+        c: dict[str, Any] = json.loads(json.dumps(base))  # a copy
         c.setdefault("version", 1)
         c.setdefault("objective", task.text)
         if task.criteria is not None:
@@ -181,6 +235,26 @@ class Runner:
             scope["writable"] = task.scope
         scope.setdefault("writable", ["**"])
         c["scope"] = scope
+        if task.hidden is not None:
+            # The hidden tests' paths and pytest's conftest files are not the agent's to
+            # write: what it leaves there would run beside the hidden tests.
+            scope["protected"] = sorted(
+                {*scope.get("protected", []), *task.hidden.paths, "conftest.py", "**/conftest.py"}
+            )
+            # Where the hidden tests are: the repository (its later commits), the eval's
+            # folder (other tasks' trees, their documents) and the suite file. A trial
+            # without a sandbox to hide them does not run.
+            box = dict(c.get("sandbox") or {})
+            box["mode"] = "required"
+            box["hide"] = sorted(
+                {
+                    *box.get("hide", []),
+                    str(self.repo_of(task)),
+                    str(self.state.resolve()),
+                    str(self.suite.path),
+                }
+            )
+            c["sandbox"] = box
         budgets = dict(c.get("budgets") or {})
         budgets["attempts"] = self.suite.attempts
         c["budgets"] = budgets
@@ -191,76 +265,247 @@ class Runner:
                 worker["model"] = config.model
             worker.setdefault("timeout", self.suite.timeout)
             c["worker"] = worker
-        name = f"{config.name if config else 'checks'}--{task.id}.json"
-        path = self.state / "contracts" / name
+        return c
+
+    def write_contract(self, contract: Mapping[str, Any]) -> Path:
+        """The contract's file, named by its hash: the log keeps every one that ran."""
         from loopkit.files import atomic_write
 
-        atomic_write(path, json.dumps(c, indent=2) + "\n")
+        path = self.state / "contracts" / f"{identity.digest(contract)}.json"
+        if not path.exists():
+            atomic_write(path, json.dumps(contract, indent=2, sort_keys=True) + "\n")
         return path
 
-    def fresh_tree(self, slug: str) -> Path:
+    def config_of(self, config: Config) -> tuple[str, dict[str, object]]:
+        """The configuration's hash and its record (the provider's executable hashed)."""
+        if config.name not in self._configs:
+            from loopkit.worker import providers
+
+            exe = identity.config_executable(providers.get(config.provider).binary, config.worker)
+            path_var = config.env.get("PATH", self.environ.get("PATH"))
+            record = identity.config_record(
+                provider=config.provider,
+                model=config.model,
+                worker=config.worker,
+                env=config.env,
+                version=identity.executable_version(exe, path_var),
+            )
+            self._configs[config.name] = (identity.digest(record), record)
+        return self._configs[config.name]
+
+    def task_hash(self, task: Task) -> str:
+        return identity.digest(
+            {
+                "id": task.id,
+                "text": task.text,
+                "criteria": task.criteria,
+                "scope": task.scope,
+                "repo": str(self.repo_of(task)),
+                "hidden": None
+                if task.hidden is None
+                else [task.hidden.source, task.hidden.paths, task.hidden.criteria],
+            }
+        )
+
+    def identify(self, t: Trial) -> identity.Hashes:
+        config, record = self.config_of(t.config)
+        t.hashes = identity.trial(
+            config=config,
+            task=self.task_hash(t.task),
+            contract=identity.digest(self.contract_of(t.config, t.task)),
+            version=record["provider_version"]
+            if isinstance(record["provider_version"], str)
+            else None,
+            base=self.bases[t.task.id],
+            repeat=t.repeat,
+        )
+        return t.hashes
+
+    def trials(self) -> list[Trial]:
+        """Every trial of the suite, in the order they start, each identified."""
+        order = schedule(self.suite)
+        for t in order:
+            self.identify(t)
+        return order
+
+    def current(
+        self, results: list[dict[str, Any]], order: list[Trial] | None = None
+    ) -> tuple[list[dict[str, Any]], int]:
+        """The results of the suite as it is now (the last line of each trial), and how
+        many lines in the log are of a configuration, task or base it no longer has."""
+        wanted = {t.hashes.id for t in (order or self.trials()) if t.hashes}
+        mine: dict[str, dict[str, Any]] = {}
+        stale = 0
+        for r in results:
+            if r.get("id") in wanted:
+                mine[str(r["id"])] = r
+            else:
+                stale += 1
+        return list(mine.values()), stale
+
+    def cells(
+        self, results: list[dict[str, Any]], folder: Path
+    ) -> dict[str, dict[str, list[tuple[str, str | None]]]]:
+        """Per configuration and task, each trial's status and a link (relative to
+        ``folder``) to its transcript, else its documents."""
+        out: dict[str, dict[str, list[tuple[str, str | None]]]] = {}
+        for r in sorted(results, key=lambda r: (r["config"], r["task"], r["repeat"])):
+            kept = [*(r.get("transcripts") or []), r.get("document")]
+            href = next((str(k) for k in kept if k), None)
+            link = os.path.relpath(self.state.resolve() / href, folder) if href else None
+            out.setdefault(r["config"], {}).setdefault(r["task"], []).append((r["status"], link))
+        return out
+
+    # -- worktrees ------------------------------------------------------------------
+    def fresh_tree(self, slug: str, task: Task) -> Path:
+        if task.hidden is not None:
+            return self._bare_tree(slug, task)
         tree = self.state / "trees" / slug
         if tree.exists():
-            self.drop_tree(tree)
+            self.drop_tree(tree, task)
         tree.parent.mkdir(parents=True, exist_ok=True)
-        self._git(["worktree", "add", "--detach", "--quiet", str(tree), self.base])
+        self._git(
+            ["worktree", "add", "--detach", "--quiet", str(tree), self.bases[task.id]],
+            self.repo_of(task),
+        )
         return tree
 
-    def drop_tree(self, tree: Path) -> None:
+    def _bare_tree(self, slug: str, task: Task) -> Path:
+        """A task with hidden tests starts in a repository of its own holding the base
+        commit alone (fetched shallow): none of the repository's later commits -- the
+        fix, its tests -- is in its objects. It lies in a folder of the system's temporary
+        folder, which no other trial's sandbox shows."""
         from loopkit import git
 
+        tree = Path(tempfile.mkdtemp(prefix="loopkit-eval-")) / slug
+        tree.mkdir()
+        url = self.repo_of(task).resolve().as_uri()
+        git.out(["init", "--quiet"], cwd=tree)
+        git.out(["fetch", "--quiet", "--depth=1", url, self.bases[task.id]], cwd=tree)
+        git.out(["checkout", "--quiet", "--detach", "FETCH_HEAD"], cwd=tree)
+        return tree
+
+    def drop_tree(self, tree: Path, task: Task) -> None:
+        from loopkit import git
+
+        if task.hidden is not None:
+            shutil.rmtree(tree.parent, ignore_errors=True)
+            return
+        repo = self.repo_of(task)
         try:
-            self._git(["worktree", "remove", "--force", str(tree)])
+            self._git(["worktree", "remove", "--force", str(tree)], repo)
         except git.GitError:
             shutil.rmtree(tree, ignore_errors=True)
-            self._git(["worktree", "prune"])
+            self._git(["worktree", "prune"], repo)
+
+    def scoring_contract(self, task: Task) -> Path:
+        """The contract a task's hidden checks run under (lk verify, hidden tests in)."""
+        assert task.hidden is not None
+        body = self.contract_of(None, task)
+        body["criteria"] = task.hidden.criteria
+        return self.write_contract(body)
+
+    def write_hidden(self, tree: Path, task: Task) -> None:
+        from loopkit.eval import mine
+
+        assert task.hidden is not None
+        mine.write_hidden(self.repo_of(task), task.hidden.source, task.hidden.paths, tree)
+
+    def score(self, tree: Path, task: Task) -> int | None:
+        """lk verify's exit code on the hidden checks, the hidden tests written over what
+        the trial left (0: they pass)."""
+        self.write_hidden(tree, task)
+        code, _ = self._verify(tree, self.scoring_contract(task), ".score")
+        return code
 
     # -- validation -----------------------------------------------------------------
-    def validate(self) -> list[str]:
-        """Each task fails at its base, and its reference (if any) passes: the problems."""
+    def _validate_hidden(self, task: Task) -> list[str]:
+        """Its hidden checks fail at the base (the hidden tests in) and pass with the
+        reference."""
+        out: list[str] = []
+        tree = self.fresh_tree(f"validate--{task.id}", task)
+        try:
+            code = self.score(tree, task)
+            if code == 0:
+                out.append(f"task {task.id}: its hidden checks already pass at the base")
+            elif code != 1:
+                out.append(
+                    f"task {task.id}: its hidden checks could not run (lk-verify exit {code})"
+                )
+        finally:
+            self.drop_tree(tree, task)
+        if task.reference is None:
+            return out
+        tree = self.fresh_tree(f"validate--{task.id}--reference", task)
+        try:
+            why = self._apply_reference(tree, task)
+            if why:
+                out.append(f"task {task.id}: reference {task.reference}: {why}")
+            elif self.score(tree, task) != 0:
+                out.append(
+                    f"task {task.id}: its reference solution does not pass its hidden checks"
+                )
+        finally:
+            self.drop_tree(tree, task)
+        return out
+
+    def validate(self, *, jobs: int = 1) -> list[str]:
+        """Each task fails at its base, and its reference (if any) passes: the problems
+        (``jobs`` tasks at once)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            return [p for found in pool.map(self._validate, self.suite.tasks) for p in found]
+
+    def _validate(self, task: Task) -> list[str]:
         problems: list[str] = []
-        for task in self.suite.tasks:
-            contract = self.contract_for(None, task)
-            if not (json.loads(contract.read_text()).get("criteria")):
-                problems.append(f"task {task.id}: no criteria (the task's or the contract's)")
-                continue
-            tree = self.fresh_tree(f"validate--{task.id}")
-            try:
-                code, _ = self._verify(tree, contract)
-                if code == 0:
-                    problems.append(
-                        f"task {task.id}: its checks already pass at the base {self.base[:12]}"
-                    )
-                elif code != 1:
-                    problems.append(
-                        f"task {task.id}: its checks could not run at the base (lk-verify exit {code})"
-                    )
-                if task.reference is not None:
-                    why = self._apply_reference(tree, task.reference)
-                    if why:
-                        problems.append(f"task {task.id}: reference {task.reference}: {why}")
-                    else:
-                        code, _ = self._verify(tree, contract)
-                        if code != 0:
-                            problems.append(
-                                f"task {task.id}: its reference solution does not pass its checks"
-                            )
-            finally:
-                self.drop_tree(tree)
+        if task.hidden is not None:
+            return self._validate_hidden(task)
+        body = self.contract_of(None, task)
+        if not body.get("criteria"):
+            return [f"task {task.id}: no criteria (the task's or the contract's)"]
+        contract = self.write_contract(body)
+        tree = self.fresh_tree(f"validate--{task.id}", task)
+        try:
+            code, _ = self._verify(tree, contract)
+            if code == 0:
+                problems.append(
+                    f"task {task.id}: its checks already pass at the base "
+                    f"{self.bases[task.id][:12]}"
+                )
+            elif code != 1:
+                problems.append(
+                    f"task {task.id}: its checks could not run at the base (lk-verify exit {code})"
+                )
+            if task.reference is not None:
+                why = self._apply_reference(tree, task)
+                if why:
+                    problems.append(f"task {task.id}: reference {task.reference}: {why}")
+                else:
+                    code, _ = self._verify(tree, contract)
+                    if code != 0:
+                        problems.append(
+                            f"task {task.id}: its reference solution does not pass its checks"
+                        )
+        finally:
+            self.drop_tree(tree, task)
         return problems
 
-    def _verify(self, tree: Path, contract: Path) -> tuple[int | None, bytes]:
+    def _verify(
+        self, tree: Path, contract: Path, state: str = ".state"
+    ) -> tuple[int | None, bytes]:
         from loopkit import proc
 
-        env = {**self.environ, "LOOPKIT_STATE_DIR": str(tree.parent / (tree.name + ".state"))}
+        env = {**self.environ, "LOOPKIT_STATE_DIR": str(tree.parent / (tree.name + state))}
         done = proc.run(
             [*lk_argv(), "verify", "--contract", str(contract)], cwd=tree, env=env, timeout=3600
         )
         return done.exit_code, done.output
 
-    def _apply_reference(self, tree: Path, reference: str) -> str | None:
+    def _apply_reference(self, tree: Path, task: Task) -> str | None:
         from loopkit import git, proc
 
+        reference = str(task.reference)
         patch = (self.suite.path.parent / reference).resolve()
         if patch.is_file():
             done = proc.capture(["git", "apply", "--whitespace=nowarn", str(patch)], cwd=tree)
@@ -268,22 +513,31 @@ class Runner:
                 None if done.exit_code == 0 else done.stderr.decode(errors="replace").strip()[:300]
             )
         try:
-            diff = git.out(["diff", "--binary", self.base, reference], cwd=self.suite.repo)
+            # The diff whole, its last newline too (a patch without it is corrupt).
+            diff = git.git(
+                ["diff", "--binary", self.bases[task.id], reference], cwd=self.repo_of(task)
+            ).stdout
         except git.GitError:
             return "neither a patch file nor a commit"
-        done = proc.capture(
-            ["git", "apply", "--whitespace=nowarn", "-"], cwd=tree, input=diff.encode()
-        )
+        done = proc.capture(["git", "apply", "--whitespace=nowarn", "-"], cwd=tree, input=diff)
         return None if done.exit_code == 0 else done.stderr.decode(errors="replace").strip()[:300]
 
     # -- the trials -----------------------------------------------------------------
     def run(self, *, jobs: int = 1) -> list[dict[str, Any]]:
-        """Run every trial not finished yet; the results of all of them."""
-        done = {r["key"] for r in read_results(self.state)}
-        todo = [t for t in schedule(self.suite) if t.key not in done]
-        total = len(schedule(self.suite))
+        """Run every trial not finished yet; the results of all of them (the suite's as it
+        is now: a trial of a changed configuration is a new one)."""
+        order = self.trials()
+        for t in order:
+            self.config_log(t.config)
+        finished, stale = self.current(read_results(self.state), order)
+        done = {r["id"] for r in finished}
+        todo = [t for t in order if t.hashes and t.hashes.id not in done]
         if done:
-            self.say(f"resuming: {len(done)} of {total} trials finished before")
+            self.say(f"resuming: {len(done)} of {len(order)} trials finished before")
+        if stale:
+            self.say(
+                f"{stale} trial(s) in the log are of another configuration, task or base: not used"
+            )
         if jobs <= 1:
             for t in todo:
                 self._record(self.trial(t))
@@ -294,6 +548,15 @@ class Runner:
                 for result in pool.map(self.trial, todo):
                     self._record(result)
         return read_results(self.state)
+
+    def config_log(self, config: Config) -> None:
+        """The configuration's record, named by its hash, in the eval log's folder."""
+        from loopkit.files import atomic_write
+
+        digest, record = self.config_of(config)
+        path = self.state / "configs" / f"{digest}.json"
+        if not path.exists():
+            atomic_write(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
 
     def _record(self, result: dict[str, Any]) -> None:
         line = json.dumps(result, sort_keys=True) + "\n"
@@ -308,13 +571,18 @@ class Runner:
         )
 
     def trial(self, t: Trial) -> dict[str, Any]:
-        """One trial, its infrastructure failures retried whole in a fresh tree."""
-        contract = self.contract_for(t.config, t.task)
+        """One trial, its infrastructure failures retried whole in a fresh tree; what every
+        try spent is the trial's."""
+        contract = self.write_contract(self.contract_of(t.config, t.task))
         tries = 0
         infra_seen: list[str] = []
+        spent: list[float | None] = []
+        tokens = 0
         while True:
             tries += 1
             result = self._once(t, contract, tries)
+            spent.append(result["cost_usd"])
+            tokens += int(result["tokens"])
             if not result.get("infra"):
                 break
             infra_seen.append(str(result["infra"]))
@@ -322,16 +590,18 @@ class Runner:
                 break
         result["tries"] = tries
         result["infra_failures"] = infra_seen
+        result["cost_usd"] = None if None in spent else round(sum(c or 0.0 for c in spent), 6)
+        result["tokens"] = tokens
         return result
 
     def _once(self, t: Trial, contract: Path, tries: int) -> dict[str, Any]:
         slug = f"{t.slug}--{tries}"
-        tree = self.fresh_tree(slug)
+        tree = self.fresh_tree(slug, t.task)
         started = time.monotonic()
         try:
             return self._attempts(t, contract, tree, slug, started)
         finally:
-            self.drop_tree(tree)
+            self.drop_tree(tree, t.task)
             shutil.rmtree(tree.parent / (tree.name + ".state"), ignore_errors=True)
 
     def _attempts(
@@ -375,8 +645,37 @@ class Runner:
         from loopkit.files import atomic_write
 
         atomic_write(self.state / "documents" / f"{slug}.json", json.dumps(rounds) + "\n")
+        saved = self._keep_transcripts(tree, rounds, slug)
         last = rounds[-1]
-        return self._result(t, rounds, code, started, infra=_infra(last, code))
+        infra = _infra(last, code)
+        hidden: bool | None = None
+        complete = (last.get("decision") or {}).get("outcome") == "complete"
+        if t.task.hidden is not None and not infra and complete:
+            scored = self.score(tree, t.task)
+            if scored not in (0, 1):
+                infra = f"the hidden checks could not run (lk-verify exit {scored})"
+            hidden = scored == 0
+        result = self._result(t, rounds, code, started, infra=infra, hidden=hidden)
+        result["document"] = f"documents/{slug}.json"
+        result["transcripts"] = saved
+        return result
+
+    def _keep_transcripts(self, tree: Path, rounds: list[dict[str, Any]], slug: str) -> list[str]:
+        """Each round's transcript, copied beside the trial's documents before its tree
+        goes (paths relative to the state folder)."""
+        kept: list[str] = []
+        for i, doc in enumerate(rounds, 1):
+            raw = (doc.get("run") or {}).get("transcript")
+            if not isinstance(raw, str) or not raw:
+                continue
+            source = (tree / raw).resolve()
+            name = f"documents/{slug}.{i}.transcript.jsonl"
+            try:
+                shutil.copyfile(source, self.state / name)
+            except OSError:
+                continue
+            kept.append(name)
+        return kept
 
     def _result(
         self,
@@ -386,24 +685,32 @@ class Runner:
         started: float,
         *,
         infra: str | None,
+        hidden: bool | None = None,
     ) -> dict[str, Any]:
+        """The trial's line; ``hidden``: whether its hidden checks passed (None: the task
+        has none, or the decision was not complete)."""
         wall = time.monotonic() - started
         last = rounds[-1] if rounds else {}
         decision = last.get("decision") or {}
         runs = [r.get("run") or {} for r in rounds]
         agent_s = sum(float(r.get("duration_s") or 0) for r in runs)
-        costs = [_cost(r) for r in runs]
-        known = [c for c in costs if c is not None]
-        passed = decision.get("outcome") == "complete" and not infra
+        spent = [_spent(r) for r in runs]
+        costs = [c for c, _, _ in spent]
+        passed = decision.get("outcome") == "complete" and not infra and hidden is not False
+        if t.task.hidden is not None and hidden is None:
+            passed = False
         claimed = any(bool(r.get("claimed_complete")) for r in runs)
+        assert t.hashes is not None
         return {
             "key": t.key,
+            **t.hashes.record(),
             "config": t.config.name,
             "task": t.task.id,
             "repeat": t.repeat,
             "status": "infra" if infra else ("passed" if passed else "failed"),
             "infra": infra,
             "outcome": decision.get("outcome"),
+            "hidden_checks": None if hidden is None else ("passed" if hidden else "failed"),
             "failure_class": decision.get("failure_class"),
             "exit_code": code,
             "rounds": len(rounds),
@@ -412,17 +719,38 @@ class Runner:
             "scope_violation": any(
                 (r.get("diff") or {}).get("within_policy") is False for r in rounds
             ),
-            "cost_usd": round(sum(known), 6) if known and len(known) == len(costs) else None,
-            "tokens": sum(
-                int((r.get("usage") or {}).get("input_tokens") or 0)
-                + int((r.get("usage") or {}).get("output_tokens") or 0)
-                for r in runs
-            ),
+            # No document, no knowing what the worker spent: unknown, never zero.
+            "cost_usd": round(sum(c or 0.0 for c in costs), 6)
+            if rounds and None not in costs
+            else None,
+            "tokens": sum(n for _, n, _ in spent),
+            "tokens_from": sorted({src for _, _, src in spent}),
             "wall_s": round(wall, 3),
             "agent_s": round(agent_s, 3),
             "overhead_s": round(max(0.0, wall - agent_s), 3),
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
+
+
+def _spent(run: Mapping[str, Any]) -> tuple[float | None, int, str]:
+    """A run's cost and tokens: the meter's where it ran (what went over the wire,
+    whichever CLI or command made the requests), else the CLI's own usage; a run that
+    spent no token cost nothing."""
+    meter = run.get("meter")
+    if isinstance(meter, dict):
+        counts = meter.get("tokens") or {}
+        tokens = sum(
+            int(counts.get(k) or 0) for k in ("input", "output", "cache_read", "cache_write")
+        )
+        source = "meter"
+    else:
+        usage = run.get("usage") or {}
+        tokens = int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
+        source = "cli" if tokens else "none"
+    cost = _cost(run)
+    if cost is None and tokens == 0:
+        cost = 0.0
+    return cost, tokens, source
 
 
 def _cost(run: Mapping[str, Any]) -> float | None:

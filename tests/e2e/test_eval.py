@@ -11,16 +11,16 @@ from typing import Any
 
 import pytest
 
-from tests.helpers.evals import command_config, make_repo, reference_patches, results, write_suite
+from tests.helpers.evals import (
+    command_config,
+    lk,
+    make_repo,
+    reference_patches,
+    results,
+    write_suite,
+)
 
 pytestmark = pytest.mark.slow
-
-
-def lk(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 600) -> Any:
-    full = {**os.environ, **(env or {}), "LOOPKIT_VALIDATE_OUTPUT": "1"}
-    return subprocess.run(
-        ["lk", *args], cwd=cwd, env=full, capture_output=True, text=True, timeout=timeout
-    )
 
 
 def test_a_clear_winner_is_better_and_the_loser_worse(tmp_path: Path) -> None:

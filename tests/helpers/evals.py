@@ -69,12 +69,21 @@ def reference_patches(root: Path, repo: Path, names: list[str]) -> dict[str, str
 
 
 #: A command worker: fixes the functions named in FIX (comma-separated) when its task is
-#: one of them, and says it is done in every case (a false claim on the others).
+#: one of them, and says it is done in every case (a false claim on the others). Those in
+#: FIRST_ONLY it fixes on the trial's first repeat only; on those in DOWN_FIRST its
+#: provider is down (exit 75) on the first repeat. The repeat is in its tree's name.
 AGENT = r"""
 import os, sys, time
 time.sleep(float(os.environ.get("SLEEP") or 0))
 task = os.environ["LOOPKIT_TASK_ID"]
 name = task.removeprefix("fix-")
+first = os.path.basename(os.getcwd()).split("--")[2] == "0"
+if name in os.environ.get("DOWN_FIRST", "").split(",") and first:
+    print("API error: 503 upstream unavailable")
+    sys.exit(75)
+if name in os.environ.get("FIRST_ONLY", "").split(",") and not first:
+    print("Done: fixed " + name)
+    sys.exit(0)
 fix = {n: (b, f) for n, (b, f, _) in FUNCS.items()}
 late = os.environ.get("FIX_ON_RETRY") and not os.environ.get("LOOPKIT_ATTEMPT", "1") > "1"
 if name in os.environ.get("FIX", "").split(",") and not late:
@@ -129,10 +138,18 @@ def command_config(name: str, fix: list[str]) -> dict[str, Any]:
         "provider": "command",
         "worker": {
             "command": f"{sys.executable} agent.py",
-            "env_allow": ["FIX", "SLEEP", "FIX_ON_RETRY"],
+            "env_allow": ["FIX", "SLEEP", "FIX_ON_RETRY", "FIRST_ONLY", "DOWN_FIRST"],
         },
         "env": {"FIX": ",".join(fix)},
     }
+
+
+def lk(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 600) -> Any:
+    """``lk ARGS`` in ``cwd``, its output validated against its schema."""
+    full = {**os.environ, **(env or {}), "LOOPKIT_VALIDATE_OUTPUT": "1"}
+    return subprocess.run(
+        ["lk", *args], cwd=cwd, env=full, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def results(root: Path) -> list[dict[str, Any]]:

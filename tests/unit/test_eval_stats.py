@@ -94,3 +94,75 @@ def test_the_schedule_interleaves_every_configuration_per_task() -> None:
     firsts = [order[i].config.name for i in range(0, 24, 3)]
     assert len(set(firsts)) > 1  # shuffled: not always the same configuration first
     assert [t.key for t in schedule(suite)] == [t.key for t in order]  # type: ignore[arg-type]
+
+
+def _trials(config: str, passes: list[int]) -> list[dict[str, object]]:
+    return [
+        {
+            "config": config,
+            "task": f"t{i}",
+            "status": "passed" if ok else "failed",
+            "wall_s": 1.0,
+            "agent_s": 1.0,
+            "overhead_s": 0.0,
+        }
+        for i, ok in enumerate(passes)
+    ]
+
+
+def test_holm_turns_a_borderline_better_inconclusive_among_three_configurations() -> None:
+    """cand beats base on six tasks and loses one of ten (p = 0.044): alone, better. With
+    a third configuration compared too, Holm doubles the smallest p: inconclusive; a
+    clear difference stays better."""
+    from types import SimpleNamespace
+
+    from loopkit.eval import report
+
+    base = [0, 0, 0, 0, 0, 0, 1, 0, 0, 0]
+    cand = [1, 1, 1, 1, 1, 1, 0, 0, 0, 0]
+    results = _trials("base", base) + _trials("cand", cand) + _trials("other", base)
+    suite = SimpleNamespace(
+        name="s",
+        repeats=1,
+        seed=7,
+        margin=0.1,
+        configs=[SimpleNamespace(name=n) for n in ("base", "cand", "other")],
+        tasks=[SimpleNamespace(id=f"t{i}") for i in range(10)],
+    )
+    alone = report.summarize(results, suite=suite, base="b", compare=("cand", "base"))
+    (one,) = alone["comparisons"]
+    assert one["verdict"] == "better" and one["p"] == pytest.approx(0.044, abs=0.005)
+    assert one["correction"] == "none" and "p_adjusted" not in one
+    many = report.summarize(results, suite=suite, base="b")
+    first = many["comparisons"][0]
+    assert first["candidate"] == "cand" and first["correction"] == "holm"
+    assert first["p_adjusted"] == pytest.approx(2 * first["p"], abs=0.001)
+    assert first["verdict"] == "inconclusive"
+    clear = _trials("cand", [1] * 10)
+    strong = report.summarize(
+        _trials("base", [0] * 10) + clear + _trials("other", [0] * 10), suite=suite, base="b"
+    )
+    assert strong["comparisons"][0]["verdict"] == "better"
+
+
+def test_holm_adjusts_step_down_and_stays_monotone() -> None:
+    assert stats.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert stats.holm([0.5]) == [0.5]
+    assert stats.holm([0.001, 0.9]) == pytest.approx([0.002, 0.9])
+
+
+def test_plan_is_the_two_proportion_sample_size() -> None:
+    # 50% vs 70%, 5% two-sided, 80% power: 93 per group (Fleiss, no continuity correction).
+    assert stats.plan(effect=0.2, rate=0.5, repeats=1) == 93
+    # 50% vs 60%: 388 per group by the same formula (387.3, rounded up).
+    assert stats.plan(effect=0.1, rate=0.5, repeats=1) == 388
+    # Repeats average the binomial noise away, never the spread between tasks.
+    assert stats.plan(effect=0.1, rate=0.5, repeats=1000, spread=0.2) > 30
+
+
+def test_the_frontier_keeps_what_nothing_beats_on_cost_and_pass_rate() -> None:
+    from loopkit.eval.report import frontier
+
+    points = {"cheap": (0.1, 0.4), "dear": (1.0, 0.9), "worse": (0.5, 0.3), "mid": (0.4, 0.6)}
+    assert frontier(points) == ["cheap", "mid", "dear"]
+    assert frontier({"a": (0.2, 0.5), "b": (0.2, 0.5)}) == ["a"]
