@@ -234,7 +234,7 @@ def mine(
     import shlex
 
     from loopkit import git
-    from loopkit.cli._handle import say
+    from loopkit.handling import say
     from loopkit.errors import BadInput
     from loopkit.eval import mine as mining
     from loopkit.files import atomic_write
