@@ -195,3 +195,28 @@ def test_the_checks_see_an_arrow_added(
         assert (layer_of(imported) > layer_of(importer)) is upward
     finally:
         GRAPH[importer] = before
+
+
+def _missing(name: str, path: Path) -> list[str]:
+    """The loopkit modules ``name`` imports by absolute name that do not exist."""
+    gone = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            gone += [a.name for a in node.names if a.name.startswith("loopkit.")]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            if node.module == "loopkit" or node.module.startswith("loopkit."):
+                gone += [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+    exists = [m for m in gone if m in MODULES]
+    # ``from pkg import name``: either a submodule or a name defined in an existing module
+    return sorted(
+        {m for m in gone if m not in MODULES and m.rsplit(".", 1)[0] not in MODULES} - set(exists)
+    )
+
+
+def test_every_loopkit_import_names_a_module_that_exists() -> None:
+    """A moved module leaves no import of its old name behind (inside functions too)."""
+    stale = {name: _missing(name, path) for name, path in MODULES.items()}
+    stale = {k: v for k, v in stale.items() if v}
+    assert not stale, "imports of loopkit modules that do not exist:\n" + "\n".join(
+        f"{k}: {', '.join(v)}" for k, v in sorted(stale.items())
+    )
