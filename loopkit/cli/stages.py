@@ -20,6 +20,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from loopkit import timing
 from loopkit.cli._handle import handle, say
 from loopkit.errors import UsageProblem
 from loopkit.exitcodes import ExitCode
@@ -1063,6 +1064,7 @@ class _Runner:
         out = io.StringIO()
         saved = sys.stdin, sys.stdout
         sys.stdin, sys.stdout = _Input(text, checked=True), out
+        timing.begin()
         try:
             with _tee_stderr(err):
                 rc = handle(lambda: run(**options), prog)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from loopkit import git
+from loopkit import git, timing
 from loopkit.decision import budget, checkpoint
 from loopkit.decision import decide as decider
 from loopkit.decision.records import (
@@ -202,6 +202,8 @@ def decide(
     with s.ledger.transaction() as txn:
         history = txn.history(tid)
         decision = decider.decide(view, history, tree_on_disk=tree, cancel=intent)
+        earlier = doc.get("timings")
+        timings = [*(earlier if isinstance(earlier, list) else ()), timing.entry("decision", {})]
         record = attempt_record(
             view,
             history,
@@ -211,6 +213,7 @@ def decide(
             trigger=how,
             started_at=doc.get("started_at"),
             recorded_at=ledgers.now_iso(),
+            timings=timings,
         )
         txn.append(record)
         _settle_pool(txn, tid, history, record, trigger=how)
@@ -228,6 +231,7 @@ def decide(
             notes.append(f"checkpoint written to {path}")
     warnings[:0] = [f"ledger {s.ledger.path}: {p}" for p in s.ledger.problems]
     attach(doc, "decision", decision)
+    doc["timings"] = timings
     summary = f"{decision['outcome']}"
     if decision["failure_class"]:
         summary += f" ({decision['failure_class']})"

@@ -117,9 +117,11 @@ def attempt_record(
     trigger: Mapping[str, Any],
     started_at: str | None,
     recorded_at: str,
+    timings: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The ledger record of one decided attempt: a readable summary plus the exact inputs
-    (and for a plan task, its estimate beside the actual diff)."""
+    (and for a plan task, its estimate beside the actual diff; ``timings``, each stage's
+    time, when measured: loopkit.timing)."""
     out = {
         "type": "attempt",
         "task_id": decider.task_id(view),
@@ -142,6 +144,8 @@ def attempt_record(
     est = estimate(view)
     if est is not None:
         out["estimate"] = est
+    if timings:
+        out["timings"] = timings
     return out
 
 
