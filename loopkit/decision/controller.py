@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -440,21 +440,30 @@ def replay_ledger(path: str) -> Result:
     p = Path(path)
     if not p.is_file():
         raise BadInput(path, "no such ledger file")
-    records, problems = ledgers.read(p)
-    disagreements = replay(records)
+    # One record at a time: the ledger may hold more records than fit in memory at once.
+    problems: list[ledgers.Problem] = []
+    count = [0]
+
+    def counted() -> Iterator[tuple[int, dict[str, Any]]]:
+        for item in ledgers.stream(p, problems):
+            count[0] += 1
+            yield item
+
+    disagreements = replay(counted())
+    records = count[0]
     doc = {
         "kind": "loopkit/replay",
         "version": 1,
         "ledger": str(p),
-        "records": len(records),
+        "records": records,
         "agree": not disagreements,
         "disagreements": disagreements,
         "problems": [x.as_dict() for x in problems],
     }
     bad = {d["line"] for d in disagreements}
     summary = (
-        f"all {len(records)} recorded decisions re-derive"
+        f"all {records} recorded decisions re-derive"
         if not disagreements
-        else f"{len(bad)} of {len(records)} records disagree with their re-derivation"
+        else f"{len(bad)} of {records} records disagree with their re-derivation"
     )
     return Result(doc, 1 if disagreements else 0, summary, [str(x) for x in problems])

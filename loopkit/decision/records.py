@@ -9,7 +9,7 @@ how records are stored is ``loopkit.state.ledger``'s.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from loopkit.decision import budget
@@ -286,7 +286,7 @@ def interrupted_record(
     }
 
 
-def replay(records: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
+def replay(records: Iterable[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
     """Re-derive every recorded decision (and history, and summary) from its inputs.
 
     Returns the disagreements: each names the record's line, task, attempt, the field and
