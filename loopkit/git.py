@@ -365,20 +365,39 @@ def locate(
     if not index.is_absolute():
         index = (Path(path) / index).resolve()
     resolved = lines[2] if len(lines) > 2 and done.exit_code == 0 else None
+    if resolved is not None:
+        _known_commit(root, resolved)
     if base is not None and resolved is None:
         resolved = _tree_or_empty(root, base, unborn_ok=unborn_ok)
     return Located(root=root, index=index, base=resolved)
 
 
+#: Commit ids git named as commits in this process, by repository root: an object's id
+#: is its content, so such an id stays a commit (``resolve`` answers it without git). An
+#: object removed since (a pruning ``gc``) fails the git call that reads it, as before.
+_COMMITS: dict[str, set[str]] = {}
+
+
+def _known_commit(root: str | os.PathLike[str], commit: str) -> None:
+    if is_object_id(commit):
+        _COMMITS.setdefault(os.path.realpath(root), set()).add(commit)
+
+
 def resolve(root: Path, base: str, *, unborn_ok: bool = True) -> str | None:
-    """``base`` as a commit id (or a tree id); None when it names nothing (see ``locate``)."""
+    """``base`` as a commit id (or a tree id); None when it names nothing (see ``locate``).
+    A commit's full id git already named as a commit here is answered without git."""
+    if base in _COMMITS.get(os.path.realpath(root), ()):
+        return base
     done = git(
         ["rev-parse", "--verify", "-q", "--end-of-options", f"{base}^{{commit}}"],
         cwd=root,
         check=False,
     )
     if done.exit_code == 0:
-        return done.stdout.decode().strip()
+        commit = done.stdout.decode().strip()
+        if commit == base:  # a full id that is a commit (a tag's peels to another id)
+            _known_commit(root, commit)
+        return commit
     return _tree_or_empty(root, base, unborn_ok=unborn_ok)
 
 

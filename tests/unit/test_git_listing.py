@@ -40,3 +40,34 @@ def test_new_blob_ids_match_a_listing_without_renames(tmp_path: Path) -> None:
     ]
     assert sorted(git.new_blob_ids(records)) == sorted(expected)
     assert len(expected) == 6
+
+
+def test_a_commit_git_named_is_resolved_again_without_git(tmp_path: Path) -> None:
+    """lk-invoke resolves HEAD before the worker; lk-diff's base is that id: answered from
+    what git said, in this process and this repository only -- a tag's id (which peels
+    to another) and an id git never named are asked of git."""
+    from loopkit import timing
+
+    repo = tmp_path / "r"
+    repo.mkdir()
+    run_git(repo, "init", "-q")
+    (repo / "a").write_text("a\n")
+    run_git(repo, "add", "a")
+    run_git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    run_git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "tag", "-am", "t", "v1")
+    head = run_git(repo, "rev-parse", "HEAD").strip()
+    tag = run_git(repo, "rev-parse", "v1").strip()
+    assert git.locate(repo, base="HEAD").base == head
+    timing.begin()
+    assert git.resolve(repo, head) == head
+    assert timing.git_processes() == 0
+    assert git.resolve(repo, tag) == head  # peeled by git
+    assert git.resolve(repo, tag) == head  # and asked again: a tag is not a commit
+    assert git.resolve(repo, "0" * 40) is None
+    assert timing.git_processes() >= 4
+    other = tmp_path / "other"
+    other.mkdir()
+    run_git(other, "init", "-q")
+    timing.begin()
+    assert git.resolve(other, head) is None  # another repository has no such commit
+    assert timing.git_processes() >= 1
