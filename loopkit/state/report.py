@@ -176,8 +176,7 @@ def stages(timed: Sequence[Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
                 continue
             stage = str(e.get("stage"))
             seconds.setdefault(stage, []).append(float(e["s"]))
-            git = e.get("git") if isinstance(e.get("git"), Mapping) else {}
-            processes.setdefault(stage, []).append(int(git.get("processes") or 0))
+            processes.setdefault(stage, []).append(_git_processes(e))
             if isinstance(e.get("worker_s"), (int, float)):
                 seconds.setdefault("worker", []).append(float(e["worker_s"]))
             for c in e.get("checks") or ():
@@ -195,12 +194,19 @@ def stages(timed: Sequence[Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
         }
         for stage, values in seconds.items()
     }
-    git = [sum(int((e.get("git") or {}).get("processes") or 0) for e in t) for t in timed]
+    git = [sum(_git_processes(e) for e in t) for t in timed]
     return {
         "attempts": len(timed),
         "per_stage": per,
         "median_git_processes": statistics.median(git) if git else None,
     }
+
+
+def _git_processes(entry: object) -> int:
+    """A timing entry's git processes (0 for a damaged one: ledger lines are input)."""
+    git = entry.get("git") if isinstance(entry, Mapping) else None
+    count = git.get("processes") if isinstance(git, Mapping) else None
+    return count if isinstance(count, int) else 0
 
 
 def build(

@@ -101,3 +101,11 @@ def test_a_record_without_timings_stays_valid_and_reports(git_repo: Path) -> Non
     show = lk_run(["lk", "show", "notes", "--json"], git_repo)
     assert json.loads(show.stdout)["attempts"][0]["timings"] is None
     assert "time by stage" not in lk_run(["lk", "show", "notes"], git_repo).stdout
+    # A hand-edited record's damaged entries: skipped, the report still made.
+    damaged = [json.loads(line) for line in old]
+    damaged[-1]["timings"] = ["x", {"stage": "diff", "s": "a"}, {"stage": "diff", "s": 1, "git": 2}]
+    ledger.write_text("".join(json.dumps(r) + "\n" for r in damaged))
+    report = lk_run(["lk", "report", "--json"], git_repo)
+    assert report.returncode == 0, report.stderr
+    per = json.loads(report.stdout)["health"]["stages"]["per_stage"]
+    assert per == {"diff": {"attempts": 1, "median_s": 1.0, "median_git_processes": 0}}
