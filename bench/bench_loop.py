@@ -120,6 +120,31 @@ def subcommand(argv: list[str]) -> str:
     return "?"
 
 
+def timings(repo: Path) -> list[dict[str, object]]:
+    """The stage timings of the attempt the loop just recorded (its ledger record's)."""
+    lines = (repo / ".loopkit" / "ledger.jsonl").read_text().splitlines()
+    last = [json.loads(x) for x in lines if '"type":"attempt"' in x.replace(" ", "")]
+    return list(last[-1].get("timings") or []) if last else []
+
+
+def stage_medians(stages: list[list[dict[str, object]]]) -> str:
+    """``diff 120 ms (git 5), ...``: each stage's median over the timed attempts."""
+    by: dict[str, list[float]] = {}
+    git: dict[str, list[float]] = {}
+    for entries in stages:
+        for e in entries:
+            name = str(e.get("stage"))
+            by.setdefault(name, []).append(float(e["s"]))  # type: ignore[arg-type]
+            git.setdefault(name, []).append(float(e["git"]["processes"]))  # type: ignore[index]
+            if "worker_s" in e:
+                by.setdefault("(worker)", []).append(float(e["worker_s"]))  # type: ignore[arg-type]
+    return ", ".join(
+        f"{k} {statistics.median(v) * 1000:.0f} ms"
+        + (f" (git {statistics.median(git[k]):g})" if k in git else "")
+        for k, v in by.items()
+    )
+
+
 def load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
@@ -136,6 +161,7 @@ def main() -> int:
     floor_argv = CLICK_FLOOR
     loops, naives, floors, pairs = [], [], [], []
     counts: dict[str, int] = {}
+    stages: list[list[dict[str, object]]] = []
     counts_by = ""
     print(f"load average before: {load()}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -143,17 +169,20 @@ def main() -> int:
         log = counting_git(Path(tmp))
         counted = {**env, "PATH": f"{tmp}{os.pathsep}{env['PATH']}"}
 
-        def one(kind: str, n: int, env: dict[str, str]) -> float:
+        def one(kind: str, n: int, env: dict[str, str], *, record: bool = False) -> float:
             git(repo, "reset", "-q", "--hard", start)
             git(repo, "clean", "-fdxq", "-e", ".loopkit")
             shutil.rmtree(repo / ".loopkit", ignore_errors=True)
             if kind == "loop":
                 argv = [str(RECIPES / "loop.sh"), "--contract", "loop.yaml"]
-                return timed([*argv, "--task-id", f"t{n}", "--task", "edit"], repo, env)
+                took = timed([*argv, "--task-id", f"t{n}", "--task", "edit"], repo, env)
+                if record:
+                    stages.append(timings(repo))
+                return took
             return timed(["sh", "-c", naive], repo, {**env, "TASK": f"t{n}"})
 
         for n in range(RUNS + 1):
-            took = {kind: one(kind, n, env) for kind in ("loop", "naive")}
+            took = {kind: one(kind, n, env, record=bool(n)) for kind in ("loop", "naive")}
             if n:
                 loops.append(took["loop"])
                 naives.append(took["naive"])
@@ -189,6 +218,10 @@ def main() -> int:
         f"paired: the attempt = {paired:.2f}x the naive ratchet (median of {len(pairs)} pairs, "
         f"{min(pairs):.2f}-{max(pairs):.2f}; target <= {NAIVE_TARGET:g}x)"
     )
+    if any(stages):
+        print(
+            f"where an attempt's time goes (medians, the ledger's timings): {stage_medians(stages)}"
+        )
     print(
         f"git processes: {counts['loop']} an attempt ({counts_by}); the naive ratchet "
         f"{counts['naive']} (target <= {GIT_TARGET})"
