@@ -28,6 +28,7 @@ from loopkit.decision.records import (
 )
 from loopkit.document import attach
 from loopkit.errors import BadInput
+from loopkit.evidence.verify import RECORD_NAME, keep_as_base
 from loopkit.exitcodes import OUTCOME_CODES
 from loopkit.state import cancel, retention
 from loopkit.state import ledger as ledgers
@@ -218,6 +219,15 @@ def decide(
         txn.append(record)
         _settle_pool(txn, tid, history, record, trigger=how)
         if decision["outcome"] == "complete":
+            verified = doc.get("verify")
+            if (
+                isinstance(verified, Mapping)
+                and verified.get("tree") == tree
+                and view.get("verify_recorded") == "match"
+            ):
+                # The tree that lands is the next task's base: its checks' results are
+                # that base's (evidence.verify.keep_as_base).
+                keep_as_base(s.state, verified, s.contract.get("criteria") or [])
             pruned = retention.on_complete(
                 s.state, tid, s.ledger.attempt_ids(tid), s.contract.get("artifacts")
             )
@@ -243,7 +253,6 @@ def _recorded_verify(state: Path, doc: Mapping[str, Any]) -> str | None:
     """Whether the piped verify section is the one lk-verify recorded for this attempt:
     "match", "differs", "missing" (none recorded), or None (no verify section)."""
     from loopkit import loader
-    from loopkit.evidence.verify import RECORD_NAME
 
     verify = doc.get("verify")
     attempt = doc.get("attempt_id")
