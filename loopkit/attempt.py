@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from loopkit import stages
+from loopkit import stages, timing
 from loopkit.document import dumps
 from loopkit.exitcodes import ExitCode
 from loopkit.files import atomic_write
@@ -183,6 +183,7 @@ class _Runner:
             kept.parent.mkdir(parents=True, exist_ok=True)
             kept.write_bytes(b"")
         self.carry.doc, self.carry.out = doc, None
+        timing.begin()
         try:
             with _tee_stderr(err):
                 rc = handle(lambda: run(**options), prog)

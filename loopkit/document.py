@@ -11,7 +11,7 @@ import os
 import sys
 from collections.abc import Mapping
 
-from loopkit import SCHEMA_VERSION, loader
+from loopkit import SCHEMA_VERSION, loader, timing
 from loopkit.errors import BadInput
 
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
@@ -47,11 +47,14 @@ def attach(
     """What a command prints once its work is done: the piped attempt ``document`` with
     its section ``name`` set to ``body``, or -- nothing piped -- the section alone
     (``kind: loopkit/<name>``) carrying ``attempt_id`` so the next command of a pipe
-    stays in the same attempt. The one way every command adds its section."""
+    stays in the same attempt. The one way every command adds its section; the stage's
+    timing is appended to the document's ``timings`` with it (loopkit.timing)."""
     if name not in SECTIONS:
         raise ValueError(f"no section {name!r}")
     if document is not None:
         document[name] = dict(body)
+        if name != "decision":  # lk-decide's entry goes into its ledger record (controller)
+            timing.add(document, name, body)
         return document
     alone = dict(body)
     if attempt_id is not None:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from loopkit.errors import EnvironmentProblem, LoopkitError
 from loopkit.exitcodes import ExitCode
+from loopkit.files import atomic_write
 
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
 if TYPE_CHECKING:
@@ -364,20 +365,39 @@ def locate(
     if not index.is_absolute():
         index = (Path(path) / index).resolve()
     resolved = lines[2] if len(lines) > 2 and done.exit_code == 0 else None
+    if resolved is not None:
+        _known_commit(root, resolved)
     if base is not None and resolved is None:
         resolved = _tree_or_empty(root, base, unborn_ok=unborn_ok)
     return Located(root=root, index=index, base=resolved)
 
 
+#: Commit ids git named as commits in this process, by repository root: an object's id
+#: is its content, so such an id stays a commit (``resolve`` answers it without git). An
+#: object removed since (a pruning ``gc``) fails the git call that reads it, as before.
+_COMMITS: dict[str, set[str]] = {}
+
+
+def _known_commit(root: str | os.PathLike[str], commit: str) -> None:
+    if is_object_id(commit):
+        _COMMITS.setdefault(os.path.realpath(root), set()).add(commit)
+
+
 def resolve(root: Path, base: str, *, unborn_ok: bool = True) -> str | None:
-    """``base`` as a commit id (or a tree id); None when it names nothing (see ``locate``)."""
+    """``base`` as a commit id (or a tree id); None when it names nothing (see ``locate``).
+    A commit's full id git already named as a commit here is answered without git."""
+    if base in _COMMITS.get(os.path.realpath(root), ()):
+        return base
     done = git(
         ["rev-parse", "--verify", "-q", "--end-of-options", f"{base}^{{commit}}"],
         cwd=root,
         check=False,
     )
     if done.exit_code == 0:
-        return done.stdout.decode().strip()
+        commit = done.stdout.decode().strip()
+        if commit == base:  # a full id that is a commit (a tag's peels to another id)
+            _known_commit(root, commit)
+        return commit
     return _tree_or_empty(root, base, unborn_ok=unborn_ok)
 
 
@@ -453,26 +473,21 @@ def _discover(path: str | os.PathLike[str]) -> Located | None:
         here = parent
 
 
-def new_blob_sizes(
-    root: str | os.PathLike[str], base: str, *, env: Mapping[str, str] | None = None
-) -> dict[str, int]:
-    """``{blob id: bytes}`` for every blob the index (``env``) holds that ``base`` does not
-    have at that path: the new side of the change, without rename detection or line
-    counts, so it is quick (no content is read), then ``object_sizes`` of those blobs."""
-    done = git(
-        ["diff-index", "--cached", "-z", "--raw", "--no-renames", "--end-of-options", base],
-        cwd=root,
-        env=env,
-    )
-    # Without renames each record is two fields: ":old-mode new-mode old-id new-id status"
-    # and the path (which may itself start with ":", so the fields are taken in pairs).
-    fields = done.stdout.split(b"\0")
+def new_blob_ids(records: bytes) -> list[str]:
+    """The blob ids on the new side of ``git diff-index -z --raw [--numstat] [-M]``
+    output (``records``): each raw record's new id, but a deleted path's or a submodule's
+    commit. The raw records come first, each ``:meta`` and its path (two paths for a rename
+    or a copy); the numstat lines after them never start with ``:``, and a path that does
+    is never read as a record, as the fields are taken in their record's order."""
+    fields = records.split(b"\0")
     ids = []
-    for meta in fields[0 : len(fields) - 1 : 2]:
-        _, new_mode, _, new_id = meta[1:].split(b" ")[:4]
+    at = 0
+    while at < len(fields) - 1 and fields[at][:1] == b":":
+        _, new_mode, _, new_id, status = fields[at][1:].split(b" ")[:5]
         if new_mode not in (b"000000", b"160000"):  # deleted, or a submodule's commit
             ids.append(new_id.decode("ascii"))
-    return object_sizes(root, ids, env=env)
+        at += 3 if status[:1] in (b"R", b"C") else 2
+    return ids
 
 
 def object_sizes(
@@ -643,14 +658,56 @@ def control_state(
     for ref, value in _replace_refs(dirs.common).items():
         state[f".git/{ref}"] = value
     defaults = user_files()
-    for file, key in [*defaults, *configured_files(root, dirs, defaults)]:
+    _digest_into(state, defaults)
+    _digest_into(state, _configured(root, dirs, defaults, state))
+    return state
+
+
+def _digest_into(state: dict[str, str], files: Sequence[tuple[str, str]]) -> None:
+    for file, key in files:
         # What git reads: a dotfiles symlink's target's content, and where it points.
         value = _digest(Path(os.path.realpath(file)))
         if value != "absent" and os.path.islink(file):
             value = f"{value} via a symlink to {os.readlink(file)}"
         if value != "absent":
             state[key] = value
-    return state
+
+
+#: ``configured_files``' last answer in this process: what it was read from (the control
+#: state of the repository's and the user's own files, git's environment), the answer,
+#: and the digest of every other file it depends on (each file named and each include
+#: target, present or not). lk-invoke asks before and after the worker, lk-diff again.
+_configured_last: tuple[tuple[object, ...], list[tuple[str, str]], dict[str, str]] | None = None
+
+
+def _configured(
+    root: str | os.PathLike[str],
+    dirs: GitDirs,
+    defaults: Sequence[tuple[str, str]],
+    state: dict[str, str],
+) -> list[tuple[str, str]]:
+    """``configured_files``, without its git call when nothing it depends on changed since
+    the last answer: every file git read config from is either in ``state`` already (the
+    repository's config files, HEAD for ``includeIf onbranch:``, the user's files) or
+    named in the answer, and an include target that held no entry (empty, or absent) is
+    digested too -- so a worker filling one is seen as when git is asked."""
+    global _configured_last
+    env = tuple(
+        sorted(
+            (k, v)
+            for k, v in os.environ.items()
+            if k.startswith("GIT_") or k in ("HOME", "XDG_CONFIG_HOME")
+        )
+    )
+    key = (os.path.realpath(root), env, tuple(sorted(state.items())))
+    last = _configured_last
+    if last is not None and last[0] == key:
+        if all(_digest(Path(os.path.realpath(f))) == d for f, d in last[2].items()):
+            return last[1]
+    found, includes = _configured_and_includes(root, dirs, defaults)
+    depends = {f: _digest(Path(os.path.realpath(f))) for f in [*(f for f, _ in found), *includes]}
+    _configured_last = (key, found, depends)
+    return found
 
 
 def user_files() -> list[tuple[str, str]]:
@@ -683,9 +740,18 @@ def configured_files(
     and ``core.excludesFile`` set to a path of their own (``~/.gitignore_global``). The
     repository's own config files are ``.git/`` control state already, and ``defaults``
     (``user_files``) are watched by name. One git call."""
+    return _configured_and_includes(root, dirs, defaults)[0]
+
+
+def _configured_and_includes(
+    root: str | os.PathLike[str], dirs: GitDirs, defaults: Sequence[tuple[str, str]]
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """``configured_files``, and every file an include names (``include.path``,
+    ``includeIf.*.path``), whether git read an entry from it or not."""
     done = git(["config", "--list", "--show-origin", "-z"], cwd=root, check=False)
     if done.exit_code != 0:
-        return []
+        return [], []
+    includes: list[str] = []
     fields = done.stdout.split(b"\0")
     own = {os.path.realpath(d) for d in (dirs.own, dirs.common)}
     found: dict[str, None] = {}
@@ -699,8 +765,18 @@ def configured_files(
         if key.lower() in (b"core.attributesfile", b"core.excludesfile") and value:
             named = os.path.expanduser(os.fsdecode(value))
             found[os.path.normpath(os.path.join(root, named))] = None
+        lowered = key.lower()
+        if (
+            value
+            and lowered.endswith(b".path")
+            and lowered.startswith((b"include.", b"includeif."))
+        ):
+            # Relative to the file that names it (git's rule for an include).
+            named = os.path.expanduser(os.fsdecode(value))
+            includes.append(os.path.normpath(os.path.join(os.path.dirname(source), named)))
     by_name = {os.path.normpath(path) for path, _ in defaults}
-    return [(path, f"git config file: {path}") for path in found if path not in by_name]
+    named_files = [(path, f"git config file: {path}") for path in found if path not in by_name]
+    return named_files, includes
 
 
 #: Files in info/ git writes for itself (update-server-info): not control state.
@@ -1351,7 +1427,13 @@ def ensure_room(root: Path, path: Path, *, head: str | None) -> None:
         detached = (path / ".git" / "HEAD").read_bytes() == f"{commit}\n".encode()
     except OSError:
         detached = False
-    if not detached:  # already so: no git call (a detached HEAD is its commit's id alone)
+    if detached:  # already so: no git call (a detached HEAD is its commit's id alone)
+        return
+    if is_object_id(commit):
+        # The room is loopkit's own repository: its detached HEAD is written as git would
+        # write it (the id and a newline, whole or not at all), without a git process.
+        atomic_write(path / ".git" / "HEAD", f"{commit}\n")
+    else:
         git(["update-ref", "--no-deref", "HEAD", commit], cwd=path)
 
 
@@ -1464,8 +1546,8 @@ def worktree_changes(
     Yields ``(records, tree, sizes, unborn)``: ``records`` is the ``-z`` output of ``git
     diff-index --raw --numstat -M`` (renames found, binary files marked ``-``), tracked
     and untracked files alike; ``tree()`` waits for ``git write-tree`` and ``sizes()`` for
-    the size of every blob the change's new side names (``{id: bytes}``, see
-    ``new_blob_sizes``). Both run meanwhile (they only read the scratch index and the
+    the size of every blob the change's new side names (``{id: bytes}``: ``new_blob_ids``
+    of the records, then ``object_sizes``). Both run meanwhile (they only read the scratch index and the
     object store), so the caller can parse the records in the mean time. ``unborn`` names
     nested repositories without a commit (left out of the index, so of all three).
     ``base`` may be a call that returns the base's id, made once the index is up to date
@@ -1487,14 +1569,13 @@ def worktree_changes(
             return tree
 
         writer = Background(write, name="loopkit-write-tree")
-        sizer = Background(
-            lambda: new_blob_sizes(root, base_id, env=env), name="loopkit-blob-sizes"
-        )
+        sizer: Background | None = None
 
         def tree() -> str:
             return str(writer.result())
 
         def sizes() -> dict[str, int]:
+            assert sizer is not None
             found: dict[str, int] = sizer.result()
             return found
 
@@ -1513,7 +1594,11 @@ def worktree_changes(
                 cwd=root,
                 env=env,
             )
+            # The new side's sizes from the same records: one listing of the change.
+            ids = new_blob_ids(done.stdout)
+            sizer = Background(lambda: object_sizes(root, ids, env=env), name="loopkit-blob-sizes")
             yield done.stdout, tree, sizes, list(watch.unborn)
         finally:
             writer.wait()  # the scratch index goes only once write-tree is done with it
-            sizer.wait()
+            if sizer is not None:
+                sizer.wait()

@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from loopkit import timing
+
 #: Seconds between SIGTERM and SIGKILL when a group is stopped.
 GRACE_S = 2.0
 #: Seconds a worker's output may stay open after its leader exited (a child holding it).
@@ -624,6 +626,7 @@ def capture(
     """Run a short, well-behaved tool (git) and keep stdout and stderr apart. The child is
     one of the runs in progress while it runs (``_ACTIVE``): a thread's git call is no
     orphan of a check that ends meanwhile."""
+    began = time.perf_counter()
     try:
         with _STARTING:
             proc = subprocess.Popen(
@@ -647,4 +650,6 @@ def capture(
                 raise
     finally:
         _ACTIVE.discard(proc.pid)
+        if argv[0] == "git":
+            timing.git_ran(time.perf_counter() - began)
     return Captured(exit_code=proc.returncode, stdout=out, stderr=err)

@@ -234,10 +234,10 @@ def mine(
     import shlex
 
     from loopkit import git
-    from loopkit.handling import say
     from loopkit.errors import BadInput
     from loopkit.eval import mine as mining
     from loopkit.files import atomic_write
+    from loopkit.handling import say
 
     command = shlex.split(test_command)
     out = Path(out_path)

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from loopkit import git
+from loopkit import git, timing
 from loopkit.decision import budget, checkpoint
 from loopkit.decision import decide as decider
 from loopkit.decision import ledger as ledgers
@@ -29,6 +29,7 @@ from loopkit.decision.records import (
 )
 from loopkit.document import attach
 from loopkit.errors import BadInput
+from loopkit.evidence.verify import RECORD_NAME, keep_as_base
 from loopkit.exitcodes import OUTCOME_CODES
 from loopkit.state import cancel, retention
 
@@ -202,6 +203,8 @@ def decide(
     with s.ledger.transaction() as txn:
         history = txn.history(tid)
         decision = decider.decide(view, history, tree_on_disk=tree, cancel=intent)
+        earlier = doc.get("timings")
+        timings = [*(earlier if isinstance(earlier, list) else ()), timing.entry("decision", {})]
         record = attempt_record(
             view,
             history,
@@ -211,10 +214,20 @@ def decide(
             trigger=how,
             started_at=doc.get("started_at"),
             recorded_at=ledgers.now_iso(),
+            timings=timings,
         )
         txn.append(record)
         _settle_pool(txn, tid, history, record, trigger=how)
         if decision["outcome"] == "complete":
+            verified = doc.get("verify")
+            if (
+                isinstance(verified, Mapping)
+                and verified.get("tree") == tree
+                and view.get("verify_recorded") == "match"
+            ):
+                # The tree that lands is the next task's base: its checks' results are
+                # that base's (evidence.verify.keep_as_base).
+                keep_as_base(s.state, verified, s.contract.get("criteria") or [])
             pruned = retention.on_complete(
                 s.state, tid, s.ledger.attempt_ids(tid), s.contract.get("artifacts")
             )
@@ -228,6 +241,7 @@ def decide(
             notes.append(f"checkpoint written to {path}")
     warnings[:0] = [f"ledger {s.ledger.path}: {p}" for p in s.ledger.problems]
     attach(doc, "decision", decision)
+    doc["timings"] = timings
     summary = f"{decision['outcome']}"
     if decision["failure_class"]:
         summary += f" ({decision['failure_class']})"
@@ -239,7 +253,6 @@ def _recorded_verify(state: Path, doc: Mapping[str, Any]) -> str | None:
     """Whether the piped verify section is the one lk-verify recorded for this attempt:
     "match", "differs", "missing" (none recorded), or None (no verify section)."""
     from loopkit import loader
-    from loopkit.evidence.verify import RECORD_NAME
 
     verify = doc.get("verify")
     attempt = doc.get("attempt_id")
@@ -436,21 +449,30 @@ def replay_ledger(path: str) -> Result:
     p = Path(path)
     if not p.is_file():
         raise BadInput(path, "no such ledger file")
-    records, problems = ledgers.read(p)
-    disagreements = replay(records)
+    # One record at a time: the ledger may hold more records than fit in memory at once.
+    problems: list[ledgers.Problem] = []
+    count = [0]
+
+    def counted() -> Iterator[tuple[int, dict[str, Any]]]:
+        for item in ledgers.stream(p, problems):
+            count[0] += 1
+            yield item
+
+    disagreements = replay(counted())
+    records = count[0]
     doc = {
         "kind": "loopkit/replay",
         "version": 1,
         "ledger": str(p),
-        "records": len(records),
+        "records": records,
         "agree": not disagreements,
         "disagreements": disagreements,
         "problems": [x.as_dict() for x in problems],
     }
     bad = {d["line"] for d in disagreements}
     summary = (
-        f"all {len(records)} recorded decisions re-derive"
+        f"all {records} recorded decisions re-derive"
         if not disagreements
-        else f"{len(bad)} of {len(records)} records disagree with their re-derivation"
+        else f"{len(bad)} of {records} records disagree with their re-derivation"
     )
     return Result(doc, 1 if disagreements else 0, summary, [str(x) for x in problems])

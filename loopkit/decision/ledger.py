@@ -142,18 +142,29 @@ def _scan(
 
 def read(path: str | os.PathLike[str]) -> tuple[list[tuple[int, dict[str, Any]]], list[Problem]]:
     """Every whole record with its line number, and the lines that are not (never fatal)."""
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        return [], []
-    records: list[tuple[int, dict[str, Any]]] = []
     problems: list[Problem] = []
-    for line, _, rec, problem in _parse_lines(data, start_offset=0, start_line=1):
-        if rec is not None and line is not None:
-            records.append((line, rec))
-        elif problem is not None:
-            problems.append(problem)
-    return records, problems
+    return list(stream(path, problems)), problems
+
+
+def stream(
+    path: str | os.PathLike[str], problems: list[Problem]
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``read``'s records one at a time, a line read as each is asked for (the lines that
+    are not whole records go to ``problems``): a reader that needs each record once, such
+    as ``lk-decide --replay``, holds one record at a time, whatever the ledger's size."""
+    try:
+        f = open(path, "rb")  # noqa: SIM115 (closed as the generator ends)
+    except FileNotFoundError:
+        return
+    with f:
+        offset = 0
+        for number, raw in enumerate(f, start=1):
+            for line, _, rec, problem in _parse_lines(raw, start_offset=offset, start_line=number):
+                if rec is not None and line is not None:
+                    yield line, rec
+                elif problem is not None:
+                    problems.append(problem)
+            offset += len(raw)
 
 
 class Ledger:

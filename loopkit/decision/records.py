@@ -9,7 +9,7 @@ how records are stored is ``loopkit.decision.ledger``'s.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from loopkit.decision import budget
@@ -120,9 +120,11 @@ def attempt_record(
     trigger: Mapping[str, Any],
     started_at: str | None,
     recorded_at: str,
+    timings: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The ledger record of one decided attempt: a readable summary plus the exact inputs
-    (and for a plan task, its estimate beside the actual diff)."""
+    (and for a plan task, its estimate beside the actual diff; ``timings``, each stage's
+    time, when measured: loopkit.timing)."""
     out = {
         "type": "attempt",
         "task_id": decider.task_id(view),
@@ -145,6 +147,8 @@ def attempt_record(
     est = estimate(view)
     if est is not None:
         out["estimate"] = est
+    if timings:
+        out["timings"] = timings
     return out
 
 
@@ -291,7 +295,7 @@ def interrupted_record(
     }
 
 
-def replay(records: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
+def replay(records: Iterable[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
     """Re-derive every recorded decision (and history, and summary) from its inputs.
 
     Returns the disagreements: each names the record's line, task, attempt, the field and

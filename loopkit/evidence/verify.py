@@ -469,9 +469,7 @@ def baseline(
 
     plain = [c for c in criteria if not is_task_check(c.get("name"))]
     tree = git.resolve(root, f"{base}^{{tree}}") or base
-    key = digest.sha256(
-        json.dumps([tree, [[c["name"], c["run"], c.get("junit")] for c in plain]]).encode()
-    ).hexdigest()[:32]
+    key = base_key(tree, plain)
     cached = (kept_in / f"base-{key}.json") if kept_in else state / BASELINE_FOLDER / f"{key}.json"
     if same is not None and same.get("tree") == tree:
         # The checks just ran on the base's own tree (a reproduction, no worker): those
@@ -518,6 +516,45 @@ def baseline(
     if written is not None:
         written[cached.name] = digest.sha256(data).hexdigest()
     return out
+
+
+def base_key(tree: str, plain: Sequence[Mapping[str, Any]]) -> str:
+    """What a base result is kept under: the tree and the checks' names and commands."""
+    import json
+
+    named = [[c["name"], c["run"], c.get("junit")] for c in plain]
+    return digest.sha256(json.dumps([tree, named]).encode()).hexdigest()[:32]
+
+
+def keep_as_base(
+    state: Path, body: Mapping[str, Any], criteria: Sequence[Mapping[str, Any]]
+) -> bool:
+    """lk-verify's results on a tree that lands, kept as that tree's base results: the
+    next task starts from exactly that tree (the landing commits the tree the checks ran
+    on), so its base run finds them instead of syncing the clean room and running every
+    check again. Only a whole run in the clean room whose checks left the tree as it was
+    (``tree_after``), none cut short, every check of the contract there; read back only
+    as sealed by the next lk-invoke, like every base result."""
+    import json
+
+    from loopkit.contract import is_task_check
+    from loopkit.files import atomic_write
+
+    plain = [c for c in criteria if not is_task_check(c.get("name"))]
+    checks = body.get("checks")
+    tree = body.get("tree")
+    if not (body.get("clean_room") and body.get("passed") and isinstance(checks, list)):
+        return False
+    if not isinstance(tree, str) or body.get("tree_after") != tree or body.get("problems"):
+        return False
+    ran = {c.get("name"): c for c in checks if isinstance(c, Mapping)}
+    if any(c["name"] not in ran or ran[c["name"]].get("cancelled") for c in plain):
+        return False
+    out = {"tree": tree, "checks": [_at_base(ran[c["name"]]) for c in plain]}
+    atomic_write(
+        state / BASELINE_FOLDER / f"{base_key(tree, plain)}.json", json.dumps(out, allow_nan=False)
+    )
+    return True
 
 
 def _at_base(check: Mapping[str, Any]) -> dict[str, Any]:

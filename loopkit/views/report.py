@@ -15,10 +15,12 @@ from __future__ import annotations
 import html
 import math
 import re
+import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from loopkit import timing
 from loopkit.boundary.egress import refused_text
 from loopkit.decision import budget
 from loopkit.text import clean, clip, clip_words
@@ -163,6 +165,51 @@ def estimates(
     return out
 
 
+def stages(timed: Sequence[Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
+    """Where the timed attempts' time went (their records' ``timings``, loopkit.timing):
+    per stage in the order stages run, the median seconds and git processes an attempt,
+    and the median worker and check seconds."""
+    seconds: dict[str, list[float]] = {}
+    processes: dict[str, list[int]] = {}
+    for entries in timed:
+        for e in entries:
+            if not isinstance(e, Mapping) or not isinstance(e.get("s"), (int, float)):
+                continue
+            stage = str(e.get("stage"))
+            seconds.setdefault(stage, []).append(float(e["s"]))
+            processes.setdefault(stage, []).append(_git_processes(e))
+            if isinstance(e.get("worker_s"), (int, float)):
+                seconds.setdefault("worker", []).append(float(e["worker_s"]))
+            for c in e.get("checks") or ():
+                if isinstance(c, Mapping) and isinstance(c.get("s"), (int, float)):
+                    seconds.setdefault(f"check {c.get('name')}", []).append(float(c["s"]))
+    per = {
+        stage: {
+            "attempts": len(values),
+            "median_s": round(statistics.median(values), 4),
+            **(
+                {"median_git_processes": statistics.median(processes[stage])}
+                if stage in processes
+                else {}
+            ),
+        }
+        for stage, values in seconds.items()
+    }
+    git = [sum(_git_processes(e) for e in t) for t in timed]
+    return {
+        "attempts": len(timed),
+        "per_stage": per,
+        "median_git_processes": statistics.median(git) if git else None,
+    }
+
+
+def _git_processes(entry: object) -> int:
+    """A timing entry's git processes (0 for a damaged one: ledger lines are input)."""
+    git = entry.get("git") if isinstance(entry, Mapping) else None
+    count = git.get("processes") if isinstance(git, Mapping) else None
+    return count if isinstance(count, int) else 0
+
+
 def build(
     records: list[tuple[int, dict[str, Any]]],
     problems: list[Mapping[str, Any]] | None = None,
@@ -182,6 +229,7 @@ def build(
     draft_outcomes: list[str] = []
     last_estimate: dict[str, Mapping[str, Any]] = {}  # per task: its last attempt's
     estimated = over_estimate = splits = 0
+    timed: list[Sequence[Mapping[str, Any]]] = []
     for _, rec in records:
         if rec.get("type") == "draft":  # lk-plan draft's outcome: no task, no run
             draft = rec.get("draft") or {}
@@ -243,6 +291,8 @@ def build(
             t["wall_s"] = round(t["wall_s"] + float(usage.get("wall_s") or 0), 3)
             for host, n in (((rec.get("run") or {}).get("refused_hosts")) or {}).items():
                 refused_hosts[host] += int(n)
+            if isinstance(rec.get("timings"), list):
+                timed.append(rec["timings"])
             fractions = _run_fractions(rec)
             over = [k for k, v in fractions.items() if v > NEAR_LIMIT]
             if over:
@@ -299,6 +349,7 @@ def build(
         over_estimate,
         splits,
     )
+    health["stages"] = stages(timed)
     if stacks is not None:
         health["pull_requests"] = pull_requests(task_list, stacks, queue)
     return {
@@ -415,6 +466,17 @@ def text(report: Mapping[str, Any], *, width: int | None = None) -> str:
             f"{_ratio(est['median_lines_ratio'])}, files {_ratio(est['median_files_ratio'])}; "
             f"{est['over_estimate']} of {est['attempts']} attempts over, "
             f"{est['resplit']} re-split"
+        )
+    timed = h.get("stages")
+    if timed and timed["attempts"]:
+        parts = [
+            f"{name} {v['median_s']:.3f}s"
+            + (f" (git {v['median_git_processes']:g})" if "median_git_processes" in v else "")
+            for name, v in timed["per_stage"].items()
+        ]
+        lines.append(
+            f"  where the time goes (median of {timed['attempts']} timed attempts; "
+            f"{timed['median_git_processes']:g} git processes an attempt): " + ", ".join(parts)
         )
     if report["problems"]:
         lines.append(
@@ -536,6 +598,7 @@ def task_story(
                 "cost_usd": usage.get("cost_usd"),
                 "cost_trusted": usage.get("cost_trusted"),
                 "refused_hosts": dict(run.get("refused_hosts") or {}),
+                "timings": rec.get("timings") if isinstance(rec.get("timings"), list) else None,
             }
         )
     # A saved attempt is a commit on the tree its task began from: a cherry-pick without
@@ -602,6 +665,9 @@ def story_text(story: Mapping[str, Any]) -> str:
         for a in story["attempts"]:
             if a.get("refused_hosts"):
                 lines.append(f"  #{a['attempt']} refused hosts: {refused_text(a['refused_hosts'])}")
+            if a.get("timings"):
+                lines.append(f"  #{a['attempt']} time by stage:")
+                lines.extend(f"     {clean(timing.line(e))}" for e in a["timings"])
     if story["saved"]:
         lines.append(
             "saved trees (the command beside one applies what that attempt changed, uncommitted):"

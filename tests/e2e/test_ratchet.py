@@ -102,7 +102,14 @@ Path("src/value.txt").write_text("good\\n" if n > 1 else "bad\\n")
         "loop.sh", "--contract", "loop.yaml", str(start(p, ["grep -qx good src/value.txt"]))
     )
     assert proc.returncode == 0, fail_message(proc)
-    assert len(list((p.root / ".loopkit/baseline").glob("*.json"))) == 1
+    kept = [
+        json.loads(f.read_text())["tree"] for f in (p.root / ".loopkit/baseline").glob("*.json")
+    ]
+    # The start's tree, run once for both attempts; and the tree that landed, whose checks
+    # lk-verify just ran (kept by lk-decide: the next task's base).
+    assert sorted(kept) == sorted(
+        p.git("rev-parse", f"HEAD{x}^{{tree}}").strip() for x in ("~1", "")
+    )
     logs = list((p.root / ".loopkit/artifacts").glob("*/baseline/verify-*.log"))
     assert len(logs) == 2  # two criteria, run once at the base for both attempts
 

@@ -231,3 +231,38 @@ def test_the_files_a_config_names_are_control_state(user_repo: tuple[Path, Path]
     assert changed == sorted(
         f"git config file: {home / n}" for n in ("attrs", "conf.d/extra", "ignore-all")
     )
+
+
+def test_the_config_listing_is_asked_again_only_when_a_file_it_reads_changed(
+    user_repo: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """lk-invoke asks before and after the worker, lk-diff again: the answer is reused
+    while nothing git reads config from changed -- and an include that held no entry,
+    empty or not there yet, is watched too: a worker filling one is seen."""
+    from loopkit import timing
+
+    repo, home = user_repo
+    (home / ".gitconfig").write_text("[include]\n\tpath = extra.cfg\n\tpath = later.cfg\n")
+    (home / "extra.cfg").write_text("")  # empty: git reads no entry from it
+    before = git.control_state(repo)
+    timing.begin()
+    assert git.control_state(repo) == before
+    assert timing.git_processes() == 0  # nothing changed: no git call
+    attributes = tmp_path / "attrs"
+    attributes.write_text("* -diff\n")
+    (home / "extra.cfg").write_text(f"[core]\n\tattributesFile = {attributes}\n")
+    filled = git.control_state(repo)
+    assert git.control_changes(before, filled) == [
+        f"git config file: {attributes}",
+        f"git config file: {home / 'extra.cfg'}",
+    ]
+    (home / "later.cfg").write_text("[alias]\n\tx = status\n")  # an include not there before
+    assert f"git config file: {home / 'later.cfg'}" in git.control_changes(
+        filled, git.control_state(repo)
+    )
+    # The repository's own config named it: a new entry there is asked about again.
+    subprocess.run(
+        ["git", "config", "core.excludesFile", str(tmp_path / "ex")], cwd=repo, check=True
+    )
+    (tmp_path / "ex").write_text("*.log\n")
+    assert f"git config file: {tmp_path / 'ex'}" in git.control_state(repo)
