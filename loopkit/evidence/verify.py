@@ -96,6 +96,7 @@ def run_checks(
     synced: str | None = None,
     launch: Launch | None = None,
     should_stop: Callable[[], str | None] | None = None,
+    between: Callable[[bool], None] | None = None,
 ) -> Result:
     """Run ``criteria`` in order in the repository at ``root``; the ``verify`` section.
 
@@ -110,6 +111,9 @@ def run_checks(
     sandbox, ``containment.for_checks``); without it the command runs as it is.
     ``should_stop`` is asked while a check runs: a reason (``lk cancel``) ends that check's
     process group at once (``checks[].cancelled``), and the checks after it do not run.
+    ``between`` is called before each check but the first (given whether the check
+    before it changed the tree): a clean room brings itself back to the verified tree
+    there (``cleanroom.restore``), so no file one check wrote reaches the next.
     """
     where = git.locate(root) if index is None else git.Located(root=root, index=index, base=None)
     with git.TreeWatch(where.root, index=where.index, skip=skip) as watch:
@@ -125,6 +129,7 @@ def run_checks(
             synced,
             launch,
             should_stop,
+            between,
         )
 
 
@@ -178,18 +183,21 @@ def in_clean_room(
             synced=tree,
             launch=jail.command,
             should_stop=should_stop,
+            between=lambda changed: cleanroom.restore(room, root, changed=changed, reset=reset),
         )
         body = result.body
         body["sandbox"] = jail.record
         touched: list[str] = []
+        moved = body.pop("moved_by_checks", {})
         if body.get("tree_changed"):
-            moved = git.changed_paths(room.path, tree, body["tree_after"])
-            touched = sorted(p for p, status in moved if status != "A")
+            touched = sorted(p for p, status in moved.items() if status != "A")
             body["changed_by_checks"] = touched
-            body["debris"] = sorted(p for p, status in moved if status == "A")[:200]
+            body["debris"] = sorted(p for p, status in moved.items() if status == "A")[:200]
         # New files alone (debris) leave the tree's own files as they were: the next sync
         # removes them anyway.
-        cleanroom.settle(room, intact=body["tree"] == tree and not touched)
+        cleanroom.settle(
+            room, intact=body["tree"] == tree and (body["tree_after"] == tree or not touched)
+        )
     body["clean_room"] = True
     problems: list[str] = []
     if body["tree"] != tree:
@@ -267,6 +275,7 @@ def _run(
     synced: str | None = None,
     launch: Launch | None = None,
     should_stop: Callable[[], str | None] | None = None,
+    between: Callable[[bool], None] | None = None,
 ) -> Result:
     before = synced or watch.hash()
     folders = None
@@ -280,6 +289,7 @@ def _run(
         reverse=True,
     )
     current = before
+    moved: dict[str, str] = {}  # path -> status, of what the checks changed in the tree
     checks: list[dict[str, Any]] = []
     base_env = dict(os.environ if env is None else env)
     user_home = os.path.expanduser("~")
@@ -289,6 +299,9 @@ def _run(
         if progress:
             progress("start", i, total, name, None)
         log = log_dir / f"verify-{i + 1:02d}-{_slug(name)}.log"
+        if between is not None and i:
+            between(current != before)
+            current = before
         run_env = dict(base_env)
         run_env.update({str(k): str(v) for k, v in (c.get("env") or {}).items()})
         started = time.time()
@@ -347,6 +360,8 @@ def _run(
         if after != current:
             entry["changed_tree"] = True
             entry["tree_after"] = after
+            for path, status in git.changed_paths(where.root, current, after):
+                moved.setdefault(path, status)
         current = after
         checks.append(entry)
         if progress:
@@ -354,10 +369,11 @@ def _run(
         if stopped or (fail_fast and not passed):
             break
     passed_all = all(c["passed"] for c in checks) and len(checks) == total
+    changed = any(c.get("changed_tree") for c in checks)
     body: dict[str, Any] = {
         "tree": before,
         "tree_after": current,
-        "tree_changed": current != before,
+        "tree_changed": changed,
         "passed": passed_all,
         "fingerprint": fingerprint.combine((c["name"], c["fingerprint"]) for c in checks),
         "checks": checks,
@@ -370,11 +386,10 @@ def _run(
     ]
     if stuck:
         body["environment"] = stuck
-    if current != before:
+    if changed:
         # What the checks themselves changed: the diff, taken before them, never saw it.
-        body["changed_by_checks"] = sorted(
-            p for p, _ in git.changed_paths(where.root, before, current)
-        )
+        body["changed_by_checks"] = sorted(moved)
+        body["moved_by_checks"] = moved
     return Result(body)
 
 
@@ -500,10 +515,11 @@ def baseline(
             synced=tree,
             launch=jail.command,
             should_stop=should_stop,
+            between=lambda changed: cleanroom.restore(room, root, changed=changed, reset=reset),
         )
         cleanroom.settle(room, intact=result.body["tree_after"] == tree)
     out = {"tree": tree, "checks": [_at_base(c) for c in result.body["checks"]]}
-    if result.body["tree_after"] != tree:
+    if result.body["tree_changed"]:
         return out  # the checks (or someone) changed the base's files there: not kept
     if any(c.get("cancelled") for c in result.body["checks"]):
         return out  # a cut-short run is no result
