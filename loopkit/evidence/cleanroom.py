@@ -179,6 +179,16 @@ def restore(room: Room, root: Path, *, changed: bool, reset: Sequence[str] = ())
     make_reset_dirs(room.path, reset)
 
 
+def moved(room: Room, root: Path, tree: str, *, reset: Sequence[str] = ()) -> Room:
+    """The room, its checks done and the files of its tree as the sync wrote them, brought
+    to another ``tree``: what the checks left removed, only the files that differ written
+    (``git read-tree -m``), the carried links and reset folders made again."""
+    git.sync_worktree(room.path, tree, held=room.tree)
+    _link(root, room.path, room.carried)
+    make_reset_dirs(room.path, reset)
+    return Room(path=room.path, tree=tree, carried=room.carried, stamp=_stamp(room.path))
+
+
 def _link(root: Path, path: Path, carry: Sequence[str]) -> tuple[str, ...]:
     """The carried paths linked into the room at ``path`` (symlinks to the work tree's);
     those linked."""

@@ -164,11 +164,18 @@ def in_clean_room(
     the clean room, never committed. A carried path whose fingerprint moved since the
     worker started fails the verification too.
     """
-    from loopkit.evidence import cleanroom
+    from loopkit.evidence import basetests, cleanroom
 
     if tree is None:
         tree = git.tree_hash(root, index=index)
     links = room_links(contract, carry)
+    base_tree = git.resolve(root, f"{head}^{{tree}}") if head else None
+    commands = [str(c["run"]) for c in criteria]
+    tests_tree = (
+        basetests.tree(root, base_tree, tree, contract, named_by=commands) if base_tree else tree
+    )
+    plain = basetests.plain(criteria) if tests_tree != tree else []
+    first: Result | None = None
     with cleanroom.held(root, tree, head=head, carry=links, early=early) as room:
         jail = _jail(root, room, contract, carry, state, env, reset)
         result = run_checks(
@@ -193,13 +200,41 @@ def in_clean_room(
             touched = sorted(p for p, status in moved.items() if status != "A")
             body["changed_by_checks"] = touched
             body["debris"] = sorted(p for p, status in moved.items() if status == "A")[:200]
-        # New files alone (debris) leave the tree's own files as they were: the next sync
-        # removes them anyway.
-        cleanroom.settle(
-            room, intact=body["tree"] == tree and (body["tree_after"] == tree or not touched)
-        )
+        stopped = any(c.get("cancelled") for c in body["checks"])
+        if plain and not stopped and body["tree"] == tree and not touched:
+            # The base's tests, as the base had them (``basetests``): the room brought to
+            # that tree (only the files that differ are written), the plain criteria again.
+            at = cleanroom.moved(room, root, tests_tree, reset=reset)
+            first = run_checks(
+                room.path,
+                plain,
+                log_dir=log_dir / "base-tests",
+                fail_fast=fail_fast,
+                progress=progress,
+                env=env,
+                skip=(*room.carried, *carry),
+                home=root,
+                synced=tests_tree,
+                launch=jail.command,
+                should_stop=should_stop,
+                between=lambda changed: cleanroom.restore(at, root, changed=changed, reset=reset),
+            )
+            moved = first.body.pop("moved_by_checks", {})
+            touched = sorted(p for p, status in moved.items() if status != "A")
+            cleanroom.settle(at, intact=first.body["tree_after"] == tests_tree or not touched)
+        else:
+            # New files alone (debris) leave the tree's own files as they were: the next
+            # sync removes them anyway.
+            cleanroom.settle(
+                room, intact=body["tree"] == tree and (body["tree_after"] == tree or not touched)
+            )
     body["clean_room"] = True
     problems: list[str] = []
+    if first is not None:
+        _phased(body, first.body, tests_tree)
+        if touched and not body.get("changed_by_checks"):
+            body["changed_by_checks"] = touched
+            body["tree_changed"] = True
     if body["tree"] != tree:
         problems.append(f"the clean room held tree {body['tree'][:12]}, not {tree[:12]}")
         body["tree"] = tree
@@ -217,6 +252,38 @@ def in_clean_room(
         body["passed"] = False
         body["problems"] = problems
     return result
+
+
+def _phased(body: dict[str, Any], first: Mapping[str, Any], tests_tree: str) -> None:
+    """The two runs as one section: ``checks`` holds the base's tests' run for each plain
+    criterion (what the ratchet judges) and the whole tree's for a task's own checks;
+    ``whole_tree`` the whole tree's run of the plain criteria (the worker's new tests with
+    them). Passed only when both runs pass."""
+    ran = {str(c["name"]): c for c in first["checks"]}
+    whole = [c for c in body["checks"] if str(c["name"]) in ran]
+    for c in first["checks"]:
+        c["run_on"] = "base_tests"
+    body["checks"] = [ran.get(str(c["name"]), c) for c in body["checks"]]
+    body["base_tests_tree"] = tests_tree
+    body["whole_tree"] = {
+        "checks": whole,
+        "passed": all(c["passed"] for c in whole),
+        "skipped": list(first.get("skipped") or []),
+    }
+    every = [*body["checks"], *whole]
+    body["passed"] = bool(body["passed"] and first["passed"] and all(c["passed"] for c in every))
+    body["fingerprint"] = fingerprint.combine(
+        [(c["name"], c["fingerprint"]) for c in body["checks"]]
+        + [(f"{c['name']} (whole tree)", c["fingerprint"]) for c in whole if not c["passed"]]
+    )
+    stuck = [
+        {"name": c["name"], "command": c["command"], "why": c["cannot_run"]}
+        for c in body["checks"]
+        if c.get("cannot_run")
+    ]
+    body.pop("environment", None)
+    if stuck:
+        body["environment"] = stuck
 
 
 def room_links(contract: Mapping[str, Any] | None, carry: Sequence[str]) -> list[str]:
@@ -621,6 +688,7 @@ def ratchet(
     for n in body.get("skipped") or []:
         if is_task_check(n) or (at_base.get(n) or {}).get("passed", True):
             required.append(n)
+    blocking.update(_whole_tree_blocking(body, text))
     if demand and not required and not named_any:
         required = names
         blocking = {str(c["name"]): c["fingerprint"] for c in body["checks"] if not c["passed"]}
@@ -634,6 +702,34 @@ def ratchet(
     ran_all = not set(required) & set(body.get("skipped") or [])
     body["passed"] = bool(ran_all and not blocking and not environment and not body.get("problems"))
     body["fingerprint"] = fingerprint.combine(blocking.items())
+
+
+def _whole_tree_blocking(body: Mapping[str, Any], text: str) -> dict[str, str | None]:
+    """The whole tree's run (``whole_tree``: the worker's new tests beside the base's),
+    judged against the base's tests' run of the same criterion: a test failing there that
+    did not fail in the base's tests' run blocks (a new test, or one the worker's added
+    files broke), and so does a test the task names; without per-test results, a failure
+    blocks when the base's tests' run of it passed."""
+    from loopkit.evidence import testresults
+
+    first = {str(c["name"]): c for c in body["checks"]}
+    out: dict[str, str | None] = {}
+    for c in (body.get("whole_tree") or {}).get("checks") or []:
+        if c["passed"]:
+            continue
+        name = str(c["name"])
+        b = first.get(name) or {}
+        now_ids = testresults.failed_ids(c.get("tests"))
+        then_ids = testresults.failed_ids(b.get("tests"))
+        key = f"{name} (whole tree)"
+        if now_ids is not None and (then_ids is not None or b.get("passed")):
+            worse = sorted((now_ids - (then_ids or frozenset())) | _named(text, now_ids))
+            if worse:
+                c["blocking_tests"] = worse[: testresults.MAX_IDS]
+                out[key] = fingerprint.of_tests(worse)
+        elif b.get("passed", True):
+            out[key] = c["fingerprint"]
+    return out
 
 
 def _task_words(task: Mapping[str, Any] | None) -> str:

@@ -94,3 +94,79 @@ def test_a_check_s_debris_never_reaches_the_next_check(tmp_path: Path, how: str)
     verify = p.docs("fix-value", "verify")[-1]["verify"]
     tests = next(c for c in verify["checks"] if c["name"] == "tests")
     assert not tests["passed"] and "tests/test_calc.py::test_add" in tests["tests"]["failed"]
+
+
+# --------------------------------------------------------------------------- added files
+
+#: Each adds files only (the add-only tests and the source's folders allow it), the bug
+#: left in: a mechanism by which a new file changes how the existing tests run.
+ADDED = {
+    # pytest: a conftest.py beside the tests reports every test as passed
+    "conftest beside the tests": {"tests/conftest.py": ALL_PASS},
+    # pytest: a module in the tests' folder shadows the one they import (the tests'
+    # folder goes first on sys.path: rootdir-based import mode)
+    "module shadowing the source": {"tests/calc.py": FIX},
+    # pytest: a package __init__ that patches the source before the tests import it
+    "tests made a package": {"tests/__init__.py": "import calc\ncalc.add = lambda a, b: a + b\n"},
+    # pytest: a test module beside the source, collected first, patching it at import
+    "test beside the source": {
+        "src/test_aaa.py": "import calc\ncalc.add = lambda a, b: a + b\n",
+    },
+    # Python: a sitecustomize.py on the import path (PYTHONPATH=src), read at start-up
+    "sitecustomize": {
+        "src/sitecustomize.py": "import sys, types\nm = types.ModuleType('calc')\n"
+        "m.add = lambda a, b: a + b\nsys.modules['calc'] = m\n",
+    },
+    # pytest: a conftest.py in a new folder of the source, collected with it
+    "conftest in a new source folder": {"src/extra/conftest.py": ALL_PASS,
+                                        "src/extra/test_x.py": "def test_x():\n    pass\n"},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("how", sorted(ADDED))
+def test_a_file_the_worker_adds_never_changes_how_the_base_s_tests_run(
+    tmp_path: Path, how: str
+) -> None:
+    body = "".join(f"Path({k!r}).parent.mkdir(parents=True, exist_ok=True)\n"
+                   f"Path({k!r}).write_text({v!r})\n" for k, v in ADDED[how].items())  # fmt: skip
+    check = {"name": "tests", "run": f"PYTHONPATH=src {PYTEST} tests src", "timeout": 60}
+    p = project(tmp_path, body, checks=[check])
+    before = p.head()
+    proc = loop(p)
+    assert_parked(p, proc, tmp_path, before)
+    verify = p.docs("fix-value", "verify")[-1]["verify"]
+    tests = verify["checks"][0]
+    assert tests["run_on"] == "base_tests" and not tests["passed"], tests
+    assert "tests/test_calc.py::test_add" in tests["tests"]["failed"]
+
+
+def test_an_honest_fix_with_a_new_module_and_a_new_test_lands(tmp_path: Path) -> None:
+    body = (
+        "Path('src/plus.py').write_text('def plus(a, b):\\n    return a + b\\n')\n"
+        "Path('src/calc.py').write_text('from plus import plus\\n\\n\\n"
+        "def add(a, b):\\n    return plus(a, b)\\n')\n"
+        "Path('tests/test_plus.py').write_text('from plus import plus\\n\\n\\n"
+        "def test_plus():\\n    assert plus(1, 2) == 3\\n')\n"
+    )
+    p = project(tmp_path, body)
+    proc = loop(p)
+    assert proc.returncode == 0, fail_message(proc)
+    assert "tests/test_plus.py" in p.files()
+    verify = p.docs("fix-value", "verify")[-1]["verify"]
+    assert verify["passed"] and verify["whole_tree"]["passed"], verify
+    assert verify["checks"][0]["run_on"] == "base_tests"
+
+
+def test_a_new_test_that_fails_on_the_whole_tree_blocks(tmp_path: Path) -> None:
+    body = (
+        f"Path('src/calc.py').write_text({FIX!r})\n"
+        "Path('tests/test_new.py').write_text('def test_new():\\n    assert False\\n')\n"
+    )
+    p = project(tmp_path, body)
+    before = p.head()
+    proc = loop(p)
+    assert proc.returncode in (20, 21, 22), fail_message(proc)
+    assert p.head() == before or "tests/test_new.py" not in p.files()
+    verify = p.docs("fix-value", "verify")[-1]["verify"]
+    whole = verify["whole_tree"]["checks"][0]
+    assert whole["blocking_tests"] == ["tests/test_new.py::test_new"], whole
