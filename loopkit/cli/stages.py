@@ -325,7 +325,7 @@ def verify(
 
     try:
         if clean_room if clean_room is not None else doc is not None:
-            from loopkit.evidence import cleanroom
+            from loopkit.evidence import basetests, cleanroom
 
             run = (doc or {}).get("run") or {}
             carried = cleanroom.carried(ws.root, terms)
@@ -351,6 +351,7 @@ def verify(
                 tree=_checked_tree(doc),
                 early=within.take_room() if within is not None else None,
                 should_stop=cancelled,
+                prove=basetests.proving(terms, (doc or {}).get("task")),
             )
             if within is not None and within.tree is not None:
                 within.tree.wait()  # it ran beside the clean room's hash; done first

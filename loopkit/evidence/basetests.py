@@ -93,7 +93,7 @@ def tree(
 
 def _named(path: bytes, texts: Sequence[bytes]) -> bool:
     """Whether the file at ``path`` is named, as a word, in one of ``texts``: its name
-    without its extension (``helpers`` of ``src/pkg/helpers.py``; an index file's folder,
+    (``a.txt``), or its name without its extension (``helpers`` of ``src/pkg/helpers.py``; an index file's folder,
     ``utils`` of ``src/utils/index.js`` or ``src/utils/__init__.py``)."""
     import re
 
@@ -101,10 +101,9 @@ def _named(path: bytes, texts: Sequence[bytes]) -> bool:
     stem = base.split(b".", 1)[0] if not base.startswith(b".") else b""
     if stem in (b"index", b"__init__", b"mod", b"lib", b"main"):
         stem = folder.rpartition(b"/")[2]
-    if len(stem) < 2:
-        return False
-    word = re.compile(rb"(?<![\w-])" + re.escape(stem) + rb"(?![\w-])")
-    return any(word.search(t) for t in texts)
+    names = [base] + ([stem] if len(stem) >= 2 else [])
+    words = [re.compile(rb"(?<![\w-])" + re.escape(n) + rb"(?![\w.-])") for n in names]
+    return any(w.search(t) for w in words for t in texts)
 
 
 def _name(path: bytes) -> str:
@@ -116,3 +115,73 @@ def plain(criteria: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     from loopkit.contract import is_task_check
 
     return [c for c in criteria if not is_task_check(c.get("name"))]
+
+
+def without_fix(root: Path, base: str, attempt: str, contract: Mapping[str, Any] | None) -> str:
+    """The attempt's tree with the code under test as at ``base``: the attempt's tests on
+    the unfixed code (``verify.prove_new_tests``). Every path of the code under test the
+    attempt changed or added is taken back to the base's (an added one: absent)."""
+    writable, out = source_scope(contract)
+    back = [
+        was
+        for _, was, now in git.tree_diff(root, base, attempt)
+        if globs.matches(_name(now.path), writable) and not globs.matches(_name(now.path), out)
+    ]
+    return git.tree_edited(root, attempt, back)
+
+
+def proving(contract: Mapping[str, Any] | None, task: Mapping[str, Any] | None) -> bool:
+    """Whether this task's change must be proven by a test (``verify.prove_new_tests``:
+    true, or ``fixes``: a task whose text says "fix")."""
+    import re
+
+    wanted = ((contract or {}).get("verify") or {}).get("prove_new_tests")
+    if wanted == "fixes":
+        words = str((task or {}).get("text") or "")
+        return bool(re.search(r"\bfix(?:es|ed|ing)?\b|\bbugs?\b", words, re.I))
+    return wanted is True
+
+
+def proof(first: Mapping[str, Any], unfixed: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``proof`` section: the tests that fail on the attempt's tests with the base's
+    code under test (``unfixed``, a run on ``without_fix``) and pass on the attempt
+    (``first``: the runs on the attempt's trees, by criterion), each with both results;
+    ``proven`` when there is at least one. A test that passes on the unfixed code proves
+    nothing about the change, and is not listed."""
+    from loopkit.evidence import testresults
+
+    after = {str(c["name"]): c for c in first["checks"]}
+    for c in (first.get("whole_tree") or {}).get("checks") or []:
+        after[str(c["name"]) + " (whole tree)"] = c
+    tests: list[dict[str, str]] = []
+    why: list[str] = []
+    for c in unfixed["checks"]:
+        name = str(c["name"])
+        if c["passed"]:
+            continue
+        before = testresults.failed_ids(c.get("tests"))
+        if before is None:
+            why.append(f"{name}: no per-test results on the unfixed code")
+            continue
+        now: set[str] = set()
+        for key in (name, name + " (whole tree)"):
+            ran = after.get(key)
+            if ran is None:
+                continue
+            ids = testresults.failed_ids(ran.get("tests")) if not ran["passed"] else frozenset()
+            if ids is None:
+                ids = before  # unreadable on the attempt: none of them counts as passing
+            now |= ids
+        tests += [
+            {"check": name, "id": t, "without_fix": "failed", "attempt": "passed"}
+            for t in sorted(before - now)
+        ]
+    out: dict[str, Any] = {"proven": bool(tests), "tests": tests[: testresults.MAX_IDS]}
+    if not tests:
+        why.append(
+            "no test fails on the unfixed code and passes with the change: a test that "
+            "passes on the unfixed code is no evidence"
+        )
+    if why:
+        out["why"] = why
+    return out

@@ -151,6 +151,7 @@ def in_clean_room(
     state: Path | None = None,
     reset: Sequence[str] = (),
     should_stop: Callable[[], str | None] | None = None,
+    prove: bool = False,
 ) -> Result:
     """Run ``criteria`` in the clean room synced to the working tree's tree (see
     ``loopkit.evidence.cleanroom``); the ``verify`` section, bound to that tree. ``tree`` is that
@@ -163,6 +164,12 @@ def in_clean_room(
     commit is not the one the checks left. New files (caches, build output) are debris of
     the clean room, never committed. A carried path whose fingerprint moved since the
     worker started fails the verification too.
+
+    When the attempt added or changed more than the code under test, the contract's
+    criteria run again on the base's tests' tree (``basetests``, ``_phased``). ``prove``
+    (``verify.prove_new_tests``): they run once more on the attempt's tests with the
+    base's code under test (``basetests.without_fix``), and the verification passes only
+    when a test fails there and passes on the attempt (``proof``).
     """
     from loopkit.evidence import basetests, cleanroom
 
@@ -176,6 +183,7 @@ def in_clean_room(
     )
     plain = basetests.plain(criteria) if tests_tree != tree else []
     first: Result | None = None
+    unfixed: Result | None = None
     with cleanroom.held(root, tree, head=head, carry=links, early=early) as room:
         jail = _jail(root, room, contract, carry, state, env, reset)
         result = run_checks(
@@ -210,7 +218,9 @@ def in_clean_room(
                 plain,
                 log_dir=log_dir / "base-tests",
                 fail_fast=fail_fast,
-                progress=progress,
+                progress=None
+                if progress is None
+                else lambda ev, i, n, name, e: progress(ev, i, n, f"{name} (the base's tests)", e),
                 env=env,
                 skip=(*room.carried, *carry),
                 home=root,
@@ -221,20 +231,46 @@ def in_clean_room(
             )
             moved = first.body.pop("moved_by_checks", {})
             touched = sorted(p for p, status in moved.items() if status != "A")
-            cleanroom.settle(at, intact=first.body["tree_after"] == tests_tree or not touched)
-        else:
-            # New files alone (debris) leave the tree's own files as they were: the next
-            # sync removes them anyway.
-            cleanroom.settle(
-                room, intact=body["tree"] == tree and (body["tree_after"] == tree or not touched)
+            room = at
+        unfixed_tree = (
+            basetests.without_fix(root, base_tree, tree, contract) if prove and base_tree else None
+        )
+        if unfixed_tree and unfixed_tree != tree and not stopped and not touched:
+            # The attempt's tests on the base's code under test: what they show of the change.
+            back = cleanroom.moved(room, root, unfixed_tree, reset=reset)
+            unfixed = run_checks(
+                room.path,
+                basetests.plain(criteria),
+                log_dir=log_dir / "without-fix",
+                env=env,
+                skip=(*room.carried, *carry),
+                home=root,
+                synced=unfixed_tree,
+                launch=jail.command,
+                should_stop=should_stop,
+                between=lambda changed: cleanroom.restore(back, root, changed=changed, reset=reset),
             )
+            moved = unfixed.body.pop("moved_by_checks", {})
+            touched = sorted(p for p, status in moved.items() if status != "A")
+            room = back
+        # New files alone (debris) leave the tree's own files as they were: the next sync
+        # removes them anyway.
+        cleanroom.settle(room, intact=body["tree"] == tree and not touched)
     body["clean_room"] = True
     problems: list[str] = []
     if first is not None:
         _phased(body, first.body, tests_tree)
-        if touched and not body.get("changed_by_checks"):
-            body["changed_by_checks"] = touched
-            body["tree_changed"] = True
+    if touched and not body.get("changed_by_checks"):
+        body["changed_by_checks"] = touched
+        body["tree_changed"] = True
+    if prove:
+        if unfixed is not None:
+            body["proof"] = {"tree": unfixed.body["tree"], **basetests.proof(body, unfixed.body)}
+        else:
+            why = "the change holds no code under test, or its checks did not all run"
+            body["proof"] = {"proven": False, "tests": [], "why": [why]}
+        if not body["proof"]["proven"]:
+            problems.append("not proven by a test: " + "; ".join(body["proof"]["why"]))
     if body["tree"] != tree:
         problems.append(f"the clean room held tree {body['tree'][:12]}, not {tree[:12]}")
         body["tree"] = tree

@@ -10,6 +10,7 @@ run as the base had them)."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -170,3 +171,42 @@ def test_a_new_test_that_fails_on_the_whole_tree_blocks(tmp_path: Path) -> None:
     verify = p.docs("fix-value", "verify")[-1]["verify"]
     whole = verify["whole_tree"]["checks"][0]
     assert whole["blocking_tests"] == ["tests/test_new.py::test_new"], whole
+
+
+# --------------------------------------------------------------------------- proof
+
+#: The base's test passes on the bug (0 - 0 == 0): only a new test can show the fix.
+ZERO = "from calc import add\n\n\ndef test_zero():\n    assert add(0, 0) == 0\n"
+PROOFS = {
+    # a new test that passes on the unfixed code too: no evidence
+    "passes without the fix": "def test_more():\n    assert add(1, 0) == 1\n",
+    # one that fails on the unfixed code and passes with the fix
+    "fails without the fix": "def test_two():\n    assert add(2, 2) == 4\n",
+}
+
+
+@pytest.mark.parametrize("how", sorted(PROOFS))
+def test_a_fix_lands_only_when_a_test_fails_without_it(tmp_path: Path, how: str) -> None:
+    new = "from calc import add\n\n\n" + PROOFS[how]
+    body = (
+        f"Path('src/calc.py').write_text({FIX!r})\nPath('tests/test_new.py').write_text({new!r})\n"
+    )
+    p = project(tmp_path, body, files={"tests/test_calc.py": ZERO})
+    data = json.loads((p.root / "loop.yaml").read_text())
+    data["verify"] = {"prove_new_tests": "fixes"}
+    (p.root / "loop.yaml").write_text(json.dumps(data))
+    p.git("commit", "-qam", "prove fixes")
+    before = p.head()
+    proc = loop(p)
+    proof = p.docs("fix-value", "verify")[-1]["verify"]["proof"]
+    if how == "passes without the fix":
+        assert proc.returncode in (20, 21, 22), fail_message(proc)
+        assert p.head() == before or p.git("show", "HEAD:src/calc.py") == BUG
+        assert proof["proven"] is False and proof["tests"] == [], proof
+        assert "no evidence" in " ".join(proof["why"])
+    else:
+        assert proc.returncode == 0, fail_message(proc)
+        assert p.git("show", "HEAD:src/calc.py") == FIX
+        assert proof["proven"] is True
+        assert proof["tests"] == [{"check": "tests", "id": "tests/test_new.py::test_two",
+                                   "without_fix": "failed", "attempt": "passed"}]  # fmt: skip
