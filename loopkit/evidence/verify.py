@@ -660,8 +660,10 @@ def ratchet(
     set of those blocking test ids. Without per-test results a criterion failing at the
     base does not block (``known_failures``, today's per-check rule, said in ``judged``).
     If nothing is required and the task has no checks or named tests of its own, every
-    check must pass (``demand``; a commit hook, which has no task, asks only "not
-    worse"). The section's fingerprint follows the blocking failures only, so a failure
+    check must pass but a failure the base had left as it was -- the same failing tests,
+    or the same fingerprint (``demand``: a task is judged by what it changes, and another
+    task's red test parked at the base blocks no one; a commit hook, which has no task,
+    asks only "not worse"). The section's fingerprint follows the blocking failures only, so a failure
     the task did not cause is not taken for no progress.
 
     A check that cannot run (``cannot_run``) and could not at the base either is the
@@ -726,9 +728,20 @@ def ratchet(
             required.append(n)
     blocking.update(_whole_tree_blocking(body, text))
     if demand and not required and not named_any:
+        # Every check, but a failure the base had, left as it was, is still the base's:
+        # the same failing tests, or (as a whole) the same fingerprint.
+        same = {
+            str(k["name"])
+            for k in known
+            if "tests" in k or k["fingerprint"] == (at_base.get(k["name"]) or {}).get("fingerprint")
+        }
         required = names
-        blocking = {str(c["name"]): c["fingerprint"] for c in body["checks"] if not c["passed"]}
-        known = []
+        blocking = {
+            str(c["name"]): c["fingerprint"]
+            for c in body["checks"]
+            if not c["passed"] and c["name"] not in same
+        }
+        known = [k for k in known if k["name"] in same]
     body["baseline"] = dict(base)
     body["required"] = required
     body["known_failures"] = known

@@ -210,3 +210,39 @@ def test_a_fix_lands_only_when_a_test_fails_without_it(tmp_path: Path, how: str)
         assert proof["proven"] is True
         assert proof["tests"] == [{"check": "tests", "id": "tests/test_new.py::test_two",
                                    "without_fix": "failed", "attempt": "passed"}]  # fmt: skip
+
+
+# --------------------------------------------------------------------------- by its change
+
+#: A task that leaves calc alone: the base's red test_add is another task's (parked).
+NOTES = "Path('src/notes.txt').write_text('notes\\n')\n"
+
+
+@pytest.mark.parametrize("judged", ["per test", "per check"])
+def test_an_independent_task_lands_while_another_s_failure_stays_at_the_base(
+    tmp_path: Path, judged: str
+) -> None:
+    run = PYTEST if judged == "per test" else f"{PYTEST} -rN"  # -rN: no FAILED lines
+    p = project(tmp_path, NOTES, checks=[{"name": "tests", "run": run, "timeout": 60}])
+    proc = p.run("loop.sh", "--contract", "loop.yaml", "--task-id", "notes",
+                 "--task", "Write the notes")  # fmt: skip
+    assert proc.returncode == 0, fail_message(proc)
+    assert p.git("show", "HEAD:src/notes.txt") == "notes\n"
+    verify = p.docs("notes", "verify")[-1]["verify"]
+    assert verify["passed"] and [k["name"] for k in verify["known_failures"]] == ["tests"]
+
+
+#: The same task, breaking test_zero beside the base's red test_add.
+BREAKS = NOTES + "Path('src/calc.py').write_text('def add(a, b):\\n    return a - b + 1\\n')\n"
+
+
+def test_a_task_that_breaks_another_test_beside_the_base_s_failure_is_blocked(
+    tmp_path: Path,
+) -> None:
+    p = project(tmp_path, BREAKS)
+    before = p.head()
+    proc = p.run("loop.sh", "--contract", "loop.yaml", "--task-id", "notes",
+                 "--task", "Write the notes")  # fmt: skip
+    assert_parked(p, proc, tmp_path, before)
+    tests = p.docs("notes", "verify")[-1]["verify"]["checks"][0]
+    assert tests["blocking_tests"] == ["tests/test_calc.py::test_zero"], tests
