@@ -486,9 +486,10 @@ def _say_judged(check: dict[str, Any], body: dict[str, Any]) -> None:
         elif name not in body["required"]:
             say("lk-verify", f"{name}: judged per test; no test that passed at the base fails")
     elif name not in body["required"]:
+        why = check.get("per_test_unread") or "name a JUnit report in the criterion's `junit`"
         say(
             "lk-verify",
-            f"{name}: no per-test results (name a JUnit report in the criterion's `junit`): "
+            f"{name}: no per-test results ({why}): "
             "judged as a whole; it failed at the base too, so it does not block",
         )
 

@@ -516,8 +516,11 @@ def _read_tests(
     output = end
     if entry["output_bytes"] > len(end) and entry["output_bytes"] <= FULL_OUTPUT_BYTES:
         output = log.read_bytes()  # go test -json and TAP list every test from the start
-    found = testresults.read(criterion, cwd=cwd, output=output, started=started)
+    notes: list[str] = []
+    found = testresults.read(criterion, cwd=cwd, output=output, started=started, notes=notes)
     if found is None:
+        if notes:
+            entry["per_test_unread"] = notes[0]
         return
     entry["tests"] = found.section()
     if found.failed:

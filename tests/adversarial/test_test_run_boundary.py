@@ -246,3 +246,45 @@ def test_a_task_that_breaks_another_test_beside_the_base_s_failure_is_blocked(
     assert_parked(p, proc, tmp_path, before)
     tests = p.docs("notes", "verify")[-1]["verify"]["checks"][0]
     assert tests["blocking_tests"] == ["tests/test_calc.py::test_zero"], tests
+
+
+# --------------------------------------------------------------------------- identities
+
+#: A tape-like runner: one test per source file, every assertion "should be equal".
+TAPE_RUNNER = """\
+echo "TAP version 13"; n=0; bad=0
+for t in a b c; do
+  n=$((n + 1)); echo "# $t"
+  if grep -qx good "src/$t.txt"; then echo "ok $n should be equal"
+  else echo "not ok $n should be equal"; bad=1; fi
+done
+echo "1..$n"; exit $bad
+"""
+
+
+def test_a_new_failure_does_not_hide_behind_a_known_one_of_the_same_message(
+    tmp_path: Path,
+) -> None:
+    # a and c red at the base; the task fixes c (its own check) and breaks b.
+    body = "Path('src/c.txt').write_text('good\\n')\nPath('src/b.txt').write_text('bad\\n')\n"
+    p = make_project(
+        tmp_path,
+        body,
+        files={  # a and c red at the base
+            "src/a.txt": "bad\n",
+            "src/b.txt": "good\n",
+            "src/c.txt": "bad\n",
+            "tests/tap.sh": TAPE_RUNNER,
+        },
+        checks=[{"name": "tap", "run": "sh tests/tap.sh", "timeout": 60}],
+        budgets={"attempts": 1},
+    )
+    start = p.scratch / "start.json"
+    start.write_text(json.dumps({"kind": "loopkit/attempt", "version": 1, "task": {
+        "id": "fix-c", "text": "Make c good", "kind": "task",
+        "checks": ["grep -qx good src/c.txt"]}}))  # fmt: skip
+    proc = p.run("loop.sh", "--contract", "loop.yaml", str(start))
+    assert proc.returncode in (20, 21, 22), fail_message(proc)
+    assert p.git("show", "HEAD:src/b.txt") == "good\n"  # the break never landed
+    tap = p.docs("fix-c", "verify")[-1]["verify"]["checks"][0]
+    assert tap["blocking_tests"] == ["b \u203a should be equal"], tap
