@@ -74,8 +74,10 @@ def _sha256_file(path: Path) -> tuple[str, bytes]:
 class Result:
     """The ``verify`` section, and whether every check passed."""
 
-    def __init__(self, body: dict[str, Any]) -> None:
+    def __init__(self, body: dict[str, Any], moved: Mapping[str, str] | None = None) -> None:
         self.body = body
+        #: What the checks changed of the tree they ran on: path -> status (A, M, D, T).
+        self.moved = dict(moved or {})
 
     @property
     def passed(self) -> bool:
@@ -203,7 +205,7 @@ def in_clean_room(
         body = result.body
         body["sandbox"] = jail.record
         touched: list[str] = []
-        moved = body.pop("moved_by_checks", {})
+        moved = result.moved
         if body.get("tree_changed"):
             touched = sorted(p for p, status in moved.items() if status != "A")
             body["changed_by_checks"] = touched
@@ -229,7 +231,7 @@ def in_clean_room(
                 should_stop=should_stop,
                 between=lambda changed: cleanroom.restore(at, root, changed=changed, reset=reset),
             )
-            moved = first.body.pop("moved_by_checks", {})
+            moved = first.moved
             touched = sorted(p for p, status in moved.items() if status != "A")
             room = at
         unfixed_tree = (
@@ -250,7 +252,7 @@ def in_clean_room(
                 should_stop=should_stop,
                 between=lambda changed: cleanroom.restore(back, root, changed=changed, reset=reset),
             )
-            moved = unfixed.body.pop("moved_by_checks", {})
+            moved = unfixed.moved
             touched = sorted(p for p, status in moved.items() if status != "A")
             room = back
         # New files alone (debris) leave the tree's own files as they were: the next sync
@@ -492,8 +494,7 @@ def _run(
     if changed:
         # What the checks themselves changed: the diff, taken before them, never saw it.
         body["changed_by_checks"] = sorted(moved)
-        body["moved_by_checks"] = moved
-    return Result(body)
+    return Result(body, moved)
 
 
 def _read_tests(
