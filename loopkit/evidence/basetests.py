@@ -133,13 +133,18 @@ def without_fix(root: Path, base: str, attempt: str, contract: Mapping[str, Any]
 def proving(contract: Mapping[str, Any] | None, task: Mapping[str, Any] | None) -> bool:
     """Whether this task's change must be proven by a test (``verify.prove_new_tests``:
     true, or ``fixes``: a task whose text says "fix")."""
-    import re
-
     wanted = ((contract or {}).get("verify") or {}).get("prove_new_tests")
     if wanted == "fixes":
-        words = str((task or {}).get("text") or "")
-        return bool(re.search(r"\bfix(?:es|ed|ing)?\b|\bbugs?\b", words, re.I))
+        return says_fix(task)
     return wanted is True
+
+
+def says_fix(task: Mapping[str, Any] | None) -> bool:
+    """Whether the task's text says it fixes something (fix, fixes, fixed, fixing, bug)."""
+    import re
+
+    words = str((task or {}).get("text") or "")
+    return bool(re.search(r"\bfix(?:es|ed|ing)?\b|\bbugs?\b", words, re.I))
 
 
 def proof(first: Mapping[str, Any], unfixed: Mapping[str, Any]) -> dict[str, Any]:

@@ -664,11 +664,13 @@ def ratchet(
     set of those blocking test ids. Without per-test results a criterion failing at the
     base does not block (``known_failures``, today's per-check rule, said in ``judged``).
     If nothing is required and the task has no checks or named tests of its own, every
-    check must pass but a failure the base had left as it was -- the same failing tests,
-    or the same fingerprint (``demand``: a task is judged by what it changes, and another
-    task's red test parked at the base blocks no one; a commit hook, which has no task,
-    asks only "not worse"). The section's fingerprint follows the blocking failures only, so a failure
-    the task did not cause is not taken for no progress.
+    check must pass but a criterion judged per test whose failing tests are the base's,
+    left as they were (``demand``: a task is judged by what it changes, and another task's
+    red test parked at the base blocks no one) -- unless the task says it fixes something:
+    a fix that names nothing must leave every check green. Judged as a whole, a failure
+    cannot be told to be the one the base had, and still blocks. A commit hook, which has
+    no task, asks only "not worse". The section's fingerprint follows the blocking
+    failures only, so a failure the task did not cause is not taken for no progress.
 
     A check that cannot run (``cannot_run``) and could not at the base either is the
     environment's failure, not the task's: it is listed in ``environment``, and the
@@ -732,13 +734,10 @@ def ratchet(
             required.append(n)
     blocking.update(_whole_tree_blocking(body, text))
     if demand and not required and not named_any:
-        # Every check, but a failure the base had, left as it was, is still the base's:
-        # the same failing tests, or (as a whole) the same fingerprint.
-        same = {
-            str(k["name"])
-            for k in known
-            if "tests" in k or k["fingerprint"] == (at_base.get(k["name"]) or {}).get("fingerprint")
-        }
+        # Every check, but the base's failing tests, left as they were, are still the base's.
+        from loopkit.evidence.basetests import says_fix
+
+        same = {str(k["name"]) for k in known if "tests" in k and not says_fix(task)}
         required = names
         blocking = {
             str(c["name"]): c["fingerprint"]

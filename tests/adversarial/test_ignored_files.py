@@ -23,9 +23,6 @@ FILES = {
     ".gitignore": "__pycache__/\n.pytest_cache/\n",
 }
 PYTEST = {"name": "tests", "run": "python -m pytest -q -p no:cacheprovider tests", "timeout": 60}
-#: Green at the base: the worker breaks it (a task is judged by what it changes, so a
-#: failure the base had, left failing, would not block a task that names nothing).
-GREEN = {**FILES, "src/calc.py": "def f():\n    return 1\n"}
 
 # Broken code, and a conftest.py that reports every failing test as passed, hidden from
 # git through .git/info/exclude (so it is in no diff and no tree hash).
@@ -50,7 +47,7 @@ def test_an_ignored_conftest_cannot_turn_a_failure_into_a_pass(tmp_path: Path) -
         tmp_path,
         CONFTEST,
         sandbox=OFF,
-        files=GREEN,
+        files=FILES,
         checks=[PYTEST],
         writable=["src/**"],
         budgets={"attempts": 2},
@@ -88,7 +85,7 @@ def test_a_stale_pyc_beside_broken_source_does_not_pass(tmp_path: Path) -> None:
         tmp_path,
         STALE_PYC,
         sandbox=OFF,
-        files=GREEN,
+        files=FILES,
         checks=[check],
         writable=["src/**"],
         budgets={"attempts": 2},
