@@ -254,7 +254,18 @@ _SECTIONS: dict[str, dict[str, Check]] = {
     # each reserves its share before it starts (loopkit.decision.budget.admit_pool)
     "pool": {"cost_usd": positive_number, "tokens": positive_int, "wall_seconds": positive_number},
     # carry: ignored paths (a virtualenv, node_modules) the clean room links in
-    "verify": {"carry": glob_list, "env_allow": string_list, "network": network},
+    "verify": {
+        "carry": glob_list,
+        "env_allow": string_list,
+        "network": network,
+        # a task's change must be shown by a test that fails without it and passes with it
+        # (loopkit.evidence.basetests.proof): every task, or those whose text says "fix"
+        "prove_new_tests": lambda v, w, o: (
+            None
+            if isinstance(v, bool) or v == "fixes"
+            else o.append(Problem(w, f"expected true, false or fixes, got {_show(v)}"))
+        ),
+    },
     "sandbox": {
         # YAML reads a bare `off` as false: false means "off" too
         "mode": lambda v, w, o: (

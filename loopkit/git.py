@@ -1250,6 +1250,80 @@ def changed_paths(root: Path, old: str, new: str) -> list[tuple[str, str]]:
     ]
 
 
+class Entry:
+    """A path as a tree holds it: its name (bytes, as git stores it), mode and object id;
+    mode ``000000`` for a path the tree does not hold."""
+
+    __slots__ = ("mode", "oid", "path")
+
+    def __init__(self, path: bytes, mode: str, oid: str) -> None:
+        self.path, self.mode, self.oid = path, mode, oid
+
+
+#: The mode ``tree_edited`` reads as "no such path".
+ABSENT = "000000"
+
+
+def tree_diff(root: Path, old: str, new: str) -> list[tuple[str, Entry, Entry]]:
+    """Each path that differs between two trees: its status letter (A, M, D, T), and the
+    path as ``old`` and as ``new`` hold it (``ABSENT`` where one does not)."""
+    done = git(
+        ["diff-tree", "-r", "-z", "--raw", "--no-renames", "--no-abbrev", old, new], cwd=root
+    )
+    fields = done.stdout.split(b"\0")
+    out = []
+    for i in range(0, len(fields) - 1, 2):
+        meta = fields[i].decode("ascii")
+        if not meta.startswith(":"):
+            continue
+        old_mode, new_mode, old_oid, new_oid, status = meta[1:].split()
+        path = fields[i + 1]
+        out.append((status[:1], Entry(path, old_mode, old_oid), Entry(path, new_mode, new_oid)))
+    return out
+
+
+def tree_edited(root: Path, tree: str, entries: Sequence[Entry]) -> str:
+    """``tree`` with each of ``entries`` set as it says (``ABSENT``: removed): a scratch
+    index, three git calls, no file written but the new tree objects."""
+    import tempfile
+
+    if not entries:
+        return tree
+    with tempfile.TemporaryDirectory(prefix="lk-tree-") as scratch:
+        env = {"GIT_INDEX_FILE": os.path.join(scratch, "index")}
+        git(["read-tree", tree], cwd=root, env=env)
+        lines = b"".join(
+            (b"0 " + b"0" * len(e.oid) if e.mode == ABSENT else f"{e.mode} {e.oid}".encode())
+            + b"\t"
+            + e.path
+            + b"\0"
+            for e in entries
+        )
+        git(["update-index", "-z", "--index-info"], cwd=root, env=env, input=lines)
+        return out(["write-tree"], cwd=root, env=env)
+
+
+def folder_names(root: Path, tree: str, folders: Sequence[bytes]) -> dict[bytes, set[bytes]]:
+    """The names directly in each of ``folders`` (paths, ``b""`` for the top) in ``tree``:
+    one git call."""
+    found: dict[bytes, set[bytes]] = {f: set() for f in folders}
+    wanted = [f for f in folders if f]
+    if wanted:
+        done = git(
+            ["--literal-pathspecs", "ls-tree", "-z", "--name-only", tree, "--"]
+            + [os.fsdecode(f) + "/" for f in wanted],
+            cwd=root,
+        )
+        for path in done.stdout.split(b"\0"):
+            folder, _, name = path.rpartition(b"/")
+            if folder in found:
+                found[folder].add(name)
+    if b"" in found:
+        done = git(["ls-tree", "-z", "--name-only", tree], cwd=root)
+        found[b""] = set(done.stdout.split(b"\0")) - {b""}
+    return found
+
+
 def tree_folders(root: Path, tree: str) -> set[str]:
     """Every folder a checkout of ``tree`` has: its trees and its gitlinks (a submodule's
     folder), repository-relative as the file system names them, and "" for the top."""

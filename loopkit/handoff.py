@@ -81,6 +81,11 @@ def _contract(contract: Mapping[str, Any] | None, task: Mapping[str, Any] | None
             "before your change fails. What already failed before the task started does "
             "not block it, unless the task names it."
         )
+        if (contract.get("verify") or {}).get("prove_new_tests"):
+            out.append(
+                "A fix must come with a test that fails without your change and passes with "
+                "it: a test that passes on the unfixed code is no evidence."
+            )
         out.append("")
     return out
 
@@ -170,6 +175,14 @@ def _checks(verify: Mapping[str, Any]) -> list[str]:
             out += ["```", cut(tail, TAIL_BYTES, keep="tail"), "```"]
     if len(mine) > MAX_CHECKS:
         out.append(f"({len(mine) - MAX_CHECKS} more failing checks not shown)")
+    for c in (verify.get("whole_tree") or {}).get("checks") or []:
+        if c.get("blocking_tests"):
+            shown = ", ".join(f"`{t}`" for t in c["blocking_tests"][:MAX_TESTS])
+            out.append(f"### Check `{c.get('name')}` with your new tests: failing: {shown}")
+    proof = verify.get("proof") or {}
+    if proof and not proof.get("proven"):
+        out.append("### Not proven by a test")
+        out += [f"- {cut(str(w), 300)}" for w in proof.get("why") or []]
     if known:
         out.append(
             "### Already failing before this task started (not caused by your change; "

@@ -245,6 +245,11 @@ def _seen(root: Path) -> tuple[list[str], set[str]]:
     return files, ignored
 
 
+#: The kinds whose test command loopkit reads test by test (pytest, go test, cargo test):
+#: there ``lk init`` asks a fix to be proven by a test (``verify.prove_new_tests``).
+PER_TEST = frozenset({"python", "go", "rust"})
+
+
 def contract_text(project: Project) -> str:
     """A commented loop.yaml for ``project``."""
     writable = ", ".join(json.dumps(g) for g in project.writable)
@@ -256,12 +261,18 @@ def contract_text(project: Project) -> str:
         else ""
     )
     carry = (
-        "\nverify:                    # the checks run in a clean room at the repository's path\n"
         f"  carry: [{', '.join(json.dumps(c) for c in project.carry)}]"
         "   # ignored folders they see read-only\n"
         if project.carry
         else ""
     )
+    if project.kind in PER_TEST:
+        carry += "  prove_new_tests: fixes   # a fix lands only with a test that fails without it\n"
+    if carry:
+        carry = (
+            "\nverify:                    # the checks run in a clean room at the repository's path\n"
+            + carry
+        )
     return f"""\
 # The loop contract: what the loop is for, what the agent may touch, what "done" means
 # and what it may spend. Check it with `lk-plan check loop.yaml`; the full schema is

@@ -126,6 +126,9 @@ class Verify(TypedDict, total=False):
     carried: NotRequired[list[Any]]
     not_shown: NotRequired[list[Any]]
     hint: NotRequired[str]
+    base_tests_tree: NotRequired[Any]
+    whole_tree: NotRequired[dict[str, Any]]
+    proof: NotRequired[dict[str, Any]]
 
 
 class Judge(TypedDict, total=False):

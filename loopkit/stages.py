@@ -426,7 +426,7 @@ def _in_clean_room(
 ) -> Any:
     """lk-verify's checks in the clean room on the attempt's tree, then (a check failed)
     the same checks on the base's tree: never worse than the base."""
-    from loopkit.evidence import cleanroom
+    from loopkit.evidence import basetests, cleanroom
     from loopkit.evidence import verify as core
 
     run = (doc or {}).get("run") or {}
@@ -452,6 +452,7 @@ def _in_clean_room(
         tree=_checked_tree(doc),
         early=within.take_room() if within is not None else None,
         should_stop=cancelled,
+        prove=basetests.proving(terms, (doc or {}).get("task")),
     )
     if within is not None and within.tree is not None:
         within.tree.wait()  # it ran beside the clean room's hash; done first
@@ -530,9 +531,10 @@ def _say_judged(check: dict[str, Any], body: dict[str, Any]) -> None:
         elif name not in body["required"]:
             say("lk-verify", f"{name}: judged per test; no test that passed at the base fails")
     elif name not in body["required"]:
+        why = check.get("per_test_unread") or "name a JUnit report in the criterion's `junit`"
         say(
             "lk-verify",
-            f"{name}: no per-test results (name a JUnit report in the criterion's `junit`): "
+            f"{name}: no per-test results ({why}): "
             "judged as a whole; it failed at the base too, so it does not block",
         )
 

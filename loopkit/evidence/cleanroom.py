@@ -142,6 +142,37 @@ def _synced(root: Path, path: Path, tree: str, held: str | None, carry: Sequence
     linked in."""
     git.sync_worktree(path, tree, held=held, cleaned=True)
     stamp = _stamp(path)
+    return Room(path=path, tree=tree, carried=_link(root, path, carry), stamp=stamp)
+
+
+def restore(room: Room, root: Path, *, changed: bool, reset: Sequence[str] = ()) -> None:
+    """Bring the room back to the tree it was synced to, between two checks: everything
+    a check left that the index does not hold removed (untracked and ignored files: a
+    ``conftest.py``, a ``sitecustomize.py``, a ``.pth``, a ``__pycache__`` -- whatever the
+    next check's runner would pick up), and, when the check changed a file of the tree
+    (``changed``), every file checked against the index; then the carried links and the
+    reset folders as the sync made them. One ``git clean`` when nothing of the tree moved."""
+    if changed:
+        git.sync_worktree(room.path, room.tree)
+    else:
+        git.clean_worktree(room.path)
+    _link(root, room.path, room.carried)
+    make_reset_dirs(room.path, reset)
+
+
+def moved(room: Room, root: Path, tree: str, *, reset: Sequence[str] = ()) -> Room:
+    """The room, its checks done and the files of its tree as the sync wrote them, brought
+    to another ``tree``: what the checks left removed, only the files that differ written
+    (``git read-tree -m``), the carried links and reset folders made again."""
+    git.sync_worktree(room.path, tree, held=room.tree)
+    _link(root, room.path, room.carried)
+    make_reset_dirs(room.path, reset)
+    return Room(path=room.path, tree=tree, carried=room.carried, stamp=_stamp(room.path))
+
+
+def _link(root: Path, path: Path, carry: Sequence[str]) -> tuple[str, ...]:
+    """The carried paths linked into the room at ``path`` (symlinks to the work tree's);
+    those linked."""
     carried = []
     for rel in carry:
         name = rel.strip().strip("/")
@@ -154,7 +185,7 @@ def _synced(root: Path, path: Path, tree: str, held: str | None, carry: Sequence
             continue  # a tracked path of that name: the tree wins
         os.symlink(source, target, target_is_directory=source.is_dir())
         carried.append(name)
-    return Room(path=path, tree=tree, carried=tuple(carried), stamp=stamp)
+    return tuple(carried)
 
 
 @contextlib.contextmanager

@@ -76,16 +76,22 @@ def failed_ids(section: Mapping[str, Any] | None) -> frozenset[str] | None:
 # --------------------------------------------------------------------------- reading
 
 
+class NoIdentity(Exception):
+    """An output that names its tests, but not one by one: why it is read per check."""
+
+
 def read(
     criterion: Mapping[str, Any],
     *,
     cwd: Path,
     output: bytes,
     started: float,
+    notes: list[str] | None = None,
 ) -> Tests | None:
     """The check's per-test results (None when no source gives them). ``output`` is the
     check's output (its end is enough for every source but ``go test -json`` and TAP);
-    ``started`` is when the check started (an older report is a stale one)."""
+    ``started`` is when the check started (an older report is a stale one). ``notes``
+    receives why an output that lists tests is not read per test (``NoIdentity``)."""
     junit = criterion.get("junit")
     if isinstance(junit, str) and junit:
         found = _junit(cwd, junit, started)
@@ -93,7 +99,12 @@ def read(
             return found
     text = output.decode("utf-8", "replace")
     for parse in (_go_json, _tap, _pytest, _go_text, _cargo, _unittest, _jest, _vitest, _rspec):
-        found = parse(text)
+        try:
+            found = parse(text)
+        except NoIdentity as why:
+            if notes is not None:
+                notes.append(str(why))
+            return None
         if found is not None:
             return found
     return None
@@ -161,19 +172,67 @@ def _go_json(text: str) -> Tests | None:
 _TAP = r"^\s*(not ok|ok)\b\s*(\d+)?\s*(?:-\s*)?([^#\n]*?)\s*(#\s*(?:skip|todo)\b.*)?$"
 
 
+#: tape's closing counts, and other comments that are no test's name.
+_TAP_COUNTS = r"^(?:tests|pass|fail|skip|todo|ok|not ok)\b(?:\s+\d+)?\s*$"
+
+
 def _tap(text: str) -> Tests | None:
+    """TAP: each result's id is its description under the test it belongs to -- the last
+    top-level comment (tape: ``# name``) and the open subtests (node:test: ``# Subtest:
+    name``, indented) -- with the number of its kind within that test when the same
+    description is there more than once (tape's "should be equal"). Where descriptions
+    repeat and the output names no tests to tell them apart, no id is an identity: the
+    check is read per check (``NoIdentity``)."""
     if not pattern(r"^\s*(?:TAP version \d+|1\.\.\d+)\s*$", re.M).search(text):
         return None
-    failed: set[str] = set()
-    passed: set[str] = set()
-    for m in pattern(_TAP, re.M | re.I).finditer(text):
+    header = ""
+    subtests: list[tuple[int, str]] = []  # (indent, name), open
+    results: list[tuple[str, str, bool]] = []  # (the test it is in, description, failed)
+    for line in text.splitlines():
+        indent = len(line) - len(line.lstrip())
+        body = line.strip()
+        sub = pattern(r"^#\s*Subtest:\s*(.+?)\s*$").match(body)
+        if sub:
+            subtests = [s for s in subtests if s[0] < indent] + [(indent, sub.group(1))]
+            continue
+        if body.startswith("#") and indent == 0:
+            name = body.lstrip("#").strip()
+            if name and not pattern(_TAP_COUNTS, re.I).match(name):
+                header = name
+            continue
+        m = pattern(_TAP, re.I).match(line)
+        if not m:
+            continue
         verdict, number, desc, directive = m.groups()
-        tid = desc.strip() or f"#{number}"
+        desc = desc.strip() or f"#{number}"
+        subtests = [s for s in subtests if s[0] < indent or (s[0] == indent and s[1] != desc)]
+        if subtests and subtests[-1] == (indent, desc):
+            subtests.pop()
         if directive:  # skipped or todo: neither way a verdict
             continue
-        (failed if verdict.lower() == "not ok" else passed).add(tid)
-    if not failed and not passed:
+        within = " \u203a ".join([header, *(n for i, n in subtests if i < indent)])
+        results.append((within.strip(" \u203a"), desc, verdict.lower() == "not ok"))
+    if not results:
         return None
+    seen: dict[tuple[str, str], int] = {}
+    for within, desc, _ in results:
+        seen[(within, desc)] = seen.get((within, desc), 0) + 1
+    repeated = [k for k, n in seen.items() if n > 1]
+    if repeated and any(not within for within, _ in repeated):
+        raise NoIdentity(
+            f"TAP: the description {repeated[0][1]!r} is given to more than one test and the "
+            "output names no test to tell them apart: read per check"
+        )
+    failed: set[str] = set()
+    passed: set[str] = set()
+    count: dict[tuple[str, str], int] = {}
+    for within, desc, bad in results:
+        key = (within, desc)
+        count[key] = count.get(key, 0) + 1
+        tid = f"{within} \u203a {desc}" if within else desc
+        if seen[key] > 1:
+            tid += f" [{count[key]}]"
+        (failed if bad else passed).add(tid)
     return Tests("tap", failed, passed, len(failed | passed))
 
 

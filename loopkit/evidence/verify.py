@@ -74,8 +74,10 @@ def _sha256_file(path: Path) -> tuple[str, bytes]:
 class Result:
     """The ``verify`` section, and whether every check passed."""
 
-    def __init__(self, body: dict[str, Any]) -> None:
+    def __init__(self, body: dict[str, Any], moved: Mapping[str, str] | None = None) -> None:
         self.body = body
+        #: What the checks changed of the tree they ran on: path -> status (A, M, D, T).
+        self.moved = dict(moved or {})
 
     @property
     def passed(self) -> bool:
@@ -96,6 +98,7 @@ def run_checks(
     synced: str | None = None,
     launch: Launch | None = None,
     should_stop: Callable[[], str | None] | None = None,
+    between: Callable[[bool], None] | None = None,
 ) -> Result:
     """Run ``criteria`` in order in the repository at ``root``; the ``verify`` section.
 
@@ -110,6 +113,9 @@ def run_checks(
     sandbox, ``containment.for_checks``); without it the command runs as it is.
     ``should_stop`` is asked while a check runs: a reason (``lk cancel``) ends that check's
     process group at once (``checks[].cancelled``), and the checks after it do not run.
+    ``between`` is called before each check but the first (given whether the check
+    before it changed the tree): a clean room brings itself back to the verified tree
+    there (``cleanroom.restore``), so no file one check wrote reaches the next.
     """
     where = git.locate(root) if index is None else git.Located(root=root, index=index, base=None)
     with git.TreeWatch(where.root, index=where.index, skip=skip) as watch:
@@ -125,6 +131,7 @@ def run_checks(
             synced,
             launch,
             should_stop,
+            between,
         )
 
 
@@ -146,6 +153,7 @@ def in_clean_room(
     state: Path | None = None,
     reset: Sequence[str] = (),
     should_stop: Callable[[], str | None] | None = None,
+    prove: bool = False,
 ) -> Result:
     """Run ``criteria`` in the clean room synced to the working tree's tree (see
     ``loopkit.evidence.cleanroom``); the ``verify`` section, bound to that tree. ``tree`` is that
@@ -158,12 +166,26 @@ def in_clean_room(
     commit is not the one the checks left. New files (caches, build output) are debris of
     the clean room, never committed. A carried path whose fingerprint moved since the
     worker started fails the verification too.
+
+    When the attempt added or changed more than the code under test, the contract's
+    criteria run again on the base's tests' tree (``basetests``, ``_phased``). ``prove``
+    (``verify.prove_new_tests``): they run once more on the attempt's tests with the
+    base's code under test (``basetests.without_fix``), and the verification passes only
+    when a test fails there and passes on the attempt (``proof``).
     """
-    from loopkit.evidence import cleanroom
+    from loopkit.evidence import basetests, cleanroom
 
     if tree is None:
         tree = git.tree_hash(root, index=index)
     links = room_links(contract, carry)
+    base_tree = git.resolve(root, f"{head}^{{tree}}") if head else None
+    commands = [str(c["run"]) for c in criteria]
+    tests_tree = (
+        basetests.tree(root, base_tree, tree, contract, named_by=commands) if base_tree else tree
+    )
+    plain = basetests.plain(criteria) if tests_tree != tree else []
+    first: Result | None = None
+    unfixed: Result | None = None
     with cleanroom.held(root, tree, head=head, carry=links, early=early) as room:
         jail = _jail(root, room, contract, carry, state, env, reset)
         result = run_checks(
@@ -178,20 +200,79 @@ def in_clean_room(
             synced=tree,
             launch=jail.command,
             should_stop=should_stop,
+            between=lambda changed: cleanroom.restore(room, root, changed=changed, reset=reset),
         )
         body = result.body
         body["sandbox"] = jail.record
         touched: list[str] = []
+        moved = result.moved
         if body.get("tree_changed"):
-            moved = git.changed_paths(room.path, tree, body["tree_after"])
-            touched = sorted(p for p, status in moved if status != "A")
+            touched = sorted(p for p, status in moved.items() if status != "A")
             body["changed_by_checks"] = touched
-            body["debris"] = sorted(p for p, status in moved if status == "A")[:200]
+            body["debris"] = sorted(p for p, status in moved.items() if status == "A")[:200]
+        stopped = any(c.get("cancelled") for c in body["checks"])
+        if plain and not stopped and body["tree"] == tree and not touched:
+            # The base's tests, as the base had them (``basetests``): the room brought to
+            # that tree (only the files that differ are written), the plain criteria again.
+            at = cleanroom.moved(room, root, tests_tree, reset=reset)
+            first = run_checks(
+                room.path,
+                plain,
+                log_dir=log_dir / "base-tests",
+                fail_fast=fail_fast,
+                progress=None
+                if progress is None
+                else lambda ev, i, n, name, e: progress(ev, i, n, f"{name} (the base's tests)", e),
+                env=env,
+                skip=(*room.carried, *carry),
+                home=root,
+                synced=tests_tree,
+                launch=jail.command,
+                should_stop=should_stop,
+                between=lambda changed: cleanroom.restore(at, root, changed=changed, reset=reset),
+            )
+            moved = first.moved
+            touched = sorted(p for p, status in moved.items() if status != "A")
+            room = at
+        unfixed_tree = (
+            basetests.without_fix(root, base_tree, tree, contract) if prove and base_tree else None
+        )
+        if unfixed_tree and unfixed_tree != tree and not stopped and not touched:
+            # The attempt's tests on the base's code under test: what they show of the change.
+            back = cleanroom.moved(room, root, unfixed_tree, reset=reset)
+            unfixed = run_checks(
+                room.path,
+                basetests.plain(criteria),
+                log_dir=log_dir / "without-fix",
+                env=env,
+                skip=(*room.carried, *carry),
+                home=root,
+                synced=unfixed_tree,
+                launch=jail.command,
+                should_stop=should_stop,
+                between=lambda changed: cleanroom.restore(back, root, changed=changed, reset=reset),
+            )
+            moved = unfixed.moved
+            touched = sorted(p for p, status in moved.items() if status != "A")
+            room = back
         # New files alone (debris) leave the tree's own files as they were: the next sync
         # removes them anyway.
         cleanroom.settle(room, intact=body["tree"] == tree and not touched)
     body["clean_room"] = True
     problems: list[str] = []
+    if first is not None:
+        _phased(body, first.body, tests_tree)
+    if touched and not body.get("changed_by_checks"):
+        body["changed_by_checks"] = touched
+        body["tree_changed"] = True
+    if prove:
+        if unfixed is not None:
+            body["proof"] = {"tree": unfixed.body["tree"], **basetests.proof(body, unfixed.body)}
+        else:
+            why = "the change holds no code under test, or its checks did not all run"
+            body["proof"] = {"proven": False, "tests": [], "why": [why]}
+        if not body["proof"]["proven"]:
+            problems.append("not proven by a test: " + "; ".join(body["proof"]["why"]))
     if body["tree"] != tree:
         problems.append(f"the clean room held tree {body['tree'][:12]}, not {tree[:12]}")
         body["tree"] = tree
@@ -209,6 +290,38 @@ def in_clean_room(
         body["passed"] = False
         body["problems"] = problems
     return result
+
+
+def _phased(body: dict[str, Any], first: Mapping[str, Any], tests_tree: str) -> None:
+    """The two runs as one section: ``checks`` holds the base's tests' run for each plain
+    criterion (what the ratchet judges) and the whole tree's for a task's own checks;
+    ``whole_tree`` the whole tree's run of the plain criteria (the worker's new tests with
+    them). Passed only when both runs pass."""
+    ran = {str(c["name"]): c for c in first["checks"]}
+    whole = [c for c in body["checks"] if str(c["name"]) in ran]
+    for c in first["checks"]:
+        c["run_on"] = "base_tests"
+    body["checks"] = [ran.get(str(c["name"]), c) for c in body["checks"]]
+    body["base_tests_tree"] = tests_tree
+    body["whole_tree"] = {
+        "checks": whole,
+        "passed": all(c["passed"] for c in whole),
+        "skipped": list(first.get("skipped") or []),
+    }
+    every = [*body["checks"], *whole]
+    body["passed"] = bool(body["passed"] and first["passed"] and all(c["passed"] for c in every))
+    body["fingerprint"] = fingerprint.combine(
+        [(c["name"], c["fingerprint"]) for c in body["checks"]]
+        + [(f"{c['name']} (whole tree)", c["fingerprint"]) for c in whole if not c["passed"]]
+    )
+    stuck = [
+        {"name": c["name"], "command": c["command"], "why": c["cannot_run"]}
+        for c in body["checks"]
+        if c.get("cannot_run")
+    ]
+    body.pop("environment", None)
+    if stuck:
+        body["environment"] = stuck
 
 
 def room_links(contract: Mapping[str, Any] | None, carry: Sequence[str]) -> list[str]:
@@ -267,6 +380,7 @@ def _run(
     synced: str | None = None,
     launch: Launch | None = None,
     should_stop: Callable[[], str | None] | None = None,
+    between: Callable[[bool], None] | None = None,
 ) -> Result:
     before = synced or watch.hash()
     folders = None
@@ -280,6 +394,7 @@ def _run(
         reverse=True,
     )
     current = before
+    moved: dict[str, str] = {}  # path -> status, of what the checks changed in the tree
     checks: list[dict[str, Any]] = []
     base_env = dict(os.environ if env is None else env)
     user_home = os.path.expanduser("~")
@@ -289,6 +404,9 @@ def _run(
         if progress:
             progress("start", i, total, name, None)
         log = log_dir / f"verify-{i + 1:02d}-{_slug(name)}.log"
+        if between is not None and i:
+            between(current != before)
+            current = before
         run_env = dict(base_env)
         run_env.update({str(k): str(v) for k, v in (c.get("env") or {}).items()})
         started = time.time()
@@ -347,6 +465,8 @@ def _run(
         if after != current:
             entry["changed_tree"] = True
             entry["tree_after"] = after
+            for path, status in git.changed_paths(where.root, current, after):
+                moved.setdefault(path, status)
         current = after
         checks.append(entry)
         if progress:
@@ -354,10 +474,11 @@ def _run(
         if stopped or (fail_fast and not passed):
             break
     passed_all = all(c["passed"] for c in checks) and len(checks) == total
+    changed = any(c.get("changed_tree") for c in checks)
     body: dict[str, Any] = {
         "tree": before,
         "tree_after": current,
-        "tree_changed": current != before,
+        "tree_changed": changed,
         "passed": passed_all,
         "fingerprint": fingerprint.combine((c["name"], c["fingerprint"]) for c in checks),
         "checks": checks,
@@ -370,12 +491,10 @@ def _run(
     ]
     if stuck:
         body["environment"] = stuck
-    if current != before:
+    if changed:
         # What the checks themselves changed: the diff, taken before them, never saw it.
-        body["changed_by_checks"] = sorted(
-            p for p, _ in git.changed_paths(where.root, before, current)
-        )
-    return Result(body)
+        body["changed_by_checks"] = sorted(moved)
+    return Result(body, moved)
 
 
 def _read_tests(
@@ -400,8 +519,11 @@ def _read_tests(
     output = end
     if entry["output_bytes"] > len(end) and entry["output_bytes"] <= FULL_OUTPUT_BYTES:
         output = log.read_bytes()  # go test -json and TAP list every test from the start
-    found = testresults.read(criterion, cwd=cwd, output=output, started=started)
+    notes: list[str] = []
+    found = testresults.read(criterion, cwd=cwd, output=output, started=started, notes=notes)
     if found is None:
+        if notes:
+            entry["per_test_unread"] = notes[0]
         return
     entry["tests"] = found.section()
     if found.failed:
@@ -504,10 +626,11 @@ def baseline(
             synced=tree,
             launch=jail.command,
             should_stop=should_stop,
+            between=lambda changed: cleanroom.restore(room, root, changed=changed, reset=reset),
         )
         cleanroom.settle(room, intact=result.body["tree_after"] == tree)
     out = {"tree": tree, "checks": [_at_base(c) for c in result.body["checks"]]}
-    if result.body["tree_after"] != tree:
+    if result.body["tree_changed"]:
         return out  # the checks (or someone) changed the base's files there: not kept
     if any(c.get("cancelled") for c in result.body["checks"]):
         return out  # a cut-short run is no result
@@ -584,9 +707,13 @@ def ratchet(
     set of those blocking test ids. Without per-test results a criterion failing at the
     base does not block (``known_failures``, today's per-check rule, said in ``judged``).
     If nothing is required and the task has no checks or named tests of its own, every
-    check must pass (``demand``; a commit hook, which has no task, asks only "not
-    worse"). The section's fingerprint follows the blocking failures only, so a failure
-    the task did not cause is not taken for no progress.
+    check must pass but a criterion judged per test whose failing tests are the base's,
+    left as they were (``demand``: a task is judged by what it changes, and another task's
+    red test parked at the base blocks no one) -- unless the task says it fixes something:
+    a fix that names nothing must leave every check green. Judged as a whole, a failure
+    cannot be told to be the one the base had, and still blocks. A commit hook, which has
+    no task, asks only "not worse". The section's fingerprint follows the blocking
+    failures only, so a failure the task did not cause is not taken for no progress.
 
     A check that cannot run (``cannot_run``) and could not at the base either is the
     environment's failure, not the task's: it is listed in ``environment``, and the
@@ -648,10 +775,19 @@ def ratchet(
     for n in body.get("skipped") or []:
         if is_task_check(n) or (at_base.get(n) or {}).get("passed", True):
             required.append(n)
+    blocking.update(_whole_tree_blocking(body, text))
     if demand and not required and not named_any:
+        # Every check, but the base's failing tests, left as they were, are still the base's.
+        from loopkit.evidence.basetests import says_fix
+
+        same = {str(k["name"]) for k in known if "tests" in k and not says_fix(task)}
         required = names
-        blocking = {str(c["name"]): c["fingerprint"] for c in body["checks"] if not c["passed"]}
-        known = []
+        blocking = {
+            str(c["name"]): c["fingerprint"]
+            for c in body["checks"]
+            if not c["passed"] and c["name"] not in same
+        }
+        known = [k for k in known if k["name"] in same]
     body["baseline"] = dict(base)
     body["required"] = required
     body["known_failures"] = known
@@ -661,6 +797,34 @@ def ratchet(
     ran_all = not set(required) & set(body.get("skipped") or [])
     body["passed"] = bool(ran_all and not blocking and not environment and not body.get("problems"))
     body["fingerprint"] = fingerprint.combine(blocking.items())
+
+
+def _whole_tree_blocking(body: Mapping[str, Any], text: str) -> dict[str, str | None]:
+    """The whole tree's run (``whole_tree``: the worker's new tests beside the base's),
+    judged against the base's tests' run of the same criterion: a test failing there that
+    did not fail in the base's tests' run blocks (a new test, or one the worker's added
+    files broke), and so does a test the task names; without per-test results, a failure
+    blocks when the base's tests' run of it passed."""
+    from loopkit.evidence import testresults
+
+    first = {str(c["name"]): c for c in body["checks"]}
+    out: dict[str, str | None] = {}
+    for c in (body.get("whole_tree") or {}).get("checks") or []:
+        if c["passed"]:
+            continue
+        name = str(c["name"])
+        b = first.get(name) or {}
+        now_ids = testresults.failed_ids(c.get("tests"))
+        then_ids = testresults.failed_ids(b.get("tests"))
+        key = f"{name} (whole tree)"
+        if now_ids is not None and (then_ids is not None or b.get("passed")):
+            worse = sorted((now_ids - (then_ids or frozenset())) | _named(text, now_ids))
+            if worse:
+                c["blocking_tests"] = worse[: testresults.MAX_IDS]
+                out[key] = fingerprint.of_tests(worse)
+        elif b.get("passed", True):
+            out[key] = c["fingerprint"]
+    return out
 
 
 def _task_words(task: Mapping[str, Any] | None) -> str:

@@ -137,13 +137,14 @@ def test_a_check_that_hides_fifos_by_setting_folder_times_back_does_not_hang(
     tmp_path: Path,
 ) -> None:
     """The clean room lists only the folders whose change time moved. A check that plants
-    FIFOs where git opens them -- in a deep folder of the tree, and in a folder the check
-    before it made -- and sets those folders' modification times back must still have
-    them found: a change time cannot be set back, and a folder made by a check is known
-    from then on."""
+    FIFOs where git opens them -- in a deep folder of the tree, and in a folder it made
+    itself (each check starts from the verified tree: what the check before it made is
+    gone) -- and sets those folders' modification times back must still have them found:
+    a change time cannot be set back, and a folder made by a check is known from then on."""
     make_cache = "mkdir -p cache && echo x > cache/file && sleep 0.3"
     plant = (
-        "grep -qx good src/value.txt && mkfifo cache/.gitignore src/deep/.gitignore && "
+        f"{make_cache} && grep -qx good src/value.txt && "
+        "mkfifo cache/.gitignore src/deep/.gitignore && "
         "touch -m -d 2000-01-01 cache src/deep src"
     )
     p = make_project(

@@ -93,7 +93,9 @@ def test_init_protects_the_tests_and_leaves_ignored_folders_out(git_repo: Path) 
     assert "protected: **/conftest.py: a conftest.py" in done.stderr
     assert "data/ (git ignores it)" in done.stderr
     assert "the checks do not see data/" in done.stderr and "verify.carry" in done.stderr
-    assert "verify" not in yaml.safe_load((git_repo / "loop.yaml").read_text())  # nothing found
+    verify = yaml.safe_load((git_repo / "loop.yaml").read_text())["verify"]
+    assert "carry" not in verify  # nothing found
+    assert verify["prove_new_tests"] == "fixes"  # pytest is read per test
     assert "add-only" in done.stderr and "tests/**" in done.stderr
     assert "tox is not installed" in done.stderr and "python -m pytest -q" in done.stderr
     assert "Add new files, never change or delete" in (git_repo / "AGENTS.md").read_text()

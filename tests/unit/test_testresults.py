@@ -283,3 +283,73 @@ def test_a_check_that_cannot_run_at_the_base_too_is_the_environment() -> None:
     assert known["passed"] is False and known["environment"][0]["name"] == "suite"
     broken = _ratchet([dict(now)], [_check("suite", ["t::a"])])
     assert "environment" not in broken and broken["passed"] is False
+
+
+#: tape: assertion messages shared by many tests, each test named in a comment before them.
+TAPE = b"""\
+TAP version 13
+# parses blank
+ok 1 should be strictly equal
+not ok 2 should be deeply equivalent
+# parses plain
+ok 3 should be deeply equivalent
+not ok 4 should be deeply equivalent
+not ok 5 should be deeply equivalent
+
+1..5
+# tests 5
+# pass  2
+# fail  3
+"""
+
+#: node:test: subtests named, nested by indentation; two share a name in two suites.
+NODE_TAP = b"""\
+TAP version 13
+# Subtest: parse
+    # Subtest: works
+    not ok 1 - works
+      ---
+      ...
+    1..1
+not ok 1 - parse
+# Subtest: format
+    # Subtest: works
+    ok 1 - works
+    1..1
+ok 2 - format
+1..2
+# tests 2
+"""
+
+
+def _tap(text: bytes) -> testresults.Tests | None:
+    return testresults.read({}, cwd=Path("."), output=text, started=0.0)
+
+
+def test_tape_s_shared_messages_are_told_apart_by_their_test_and_number() -> None:
+    found = _tap(TAPE)
+    assert found is not None and found.source == "tap"
+    assert found.failed == {
+        "parses blank \u203a should be deeply equivalent",
+        "parses plain \u203a should be deeply equivalent [2]",
+        "parses plain \u203a should be deeply equivalent [3]",
+    }
+    assert found.passed == {
+        "parses blank \u203a should be strictly equal",
+        "parses plain \u203a should be deeply equivalent [1]",
+    }
+
+
+def test_node_test_s_subtests_are_named_by_their_suite() -> None:
+    found = _tap(NODE_TAP)
+    assert found is not None
+    assert found.failed == {"parse \u203a works", "parse"}
+    assert found.passed == {"format \u203a works", "format"}
+
+
+def test_shared_messages_with_no_test_names_are_read_per_check_and_say_why() -> None:
+    notes: list[str] = []
+    text = b"TAP version 13\nok 1 should be equal\nnot ok 2 should be equal\n1..2\n"
+    found = testresults.read({}, cwd=Path("."), output=text, started=0.0, notes=notes)
+    assert found is None
+    assert notes and "more than one test" in notes[0] and "per check" in notes[0]

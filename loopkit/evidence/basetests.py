@@ -1,0 +1,192 @@
+"""The tree the base's tests are judged on: the base's test infrastructure, the attempt's
+source.
+
+``scope.add_only`` keeps the worker from editing the tests that judge it; it does not keep
+a file the worker *adds* from changing how they run -- a ``conftest.py`` beside them, a
+module that shadows the one they import, a ``sitecustomize.py`` on the import path, a
+``__mocks__`` folder, a ``_test.go`` with an ``init()``, a ``build.rs``. So the existing
+tests run on a tree made for them, by construction rather than from a list of names:
+
+* **the code under test** is what the contract lets the worker write and does not call a
+  test (``scope.writable``, less ``scope.add_only`` and ``scope.protected``). Of it,
+  the attempt's version of each file the base held (changed or deleted), and of each
+  file the worker added *that the code under test reaches by
+  name*: its name (without its extension) is a word of such a file -- ``from .helpers
+  import x``, ``require('./helpers')``, ``mod helpers;`` -- or a criterion's command
+  names it (``grep -qx good src/value.txt``). A file nothing names is
+  infrastructure whatever it is called: it can act on the tests only by being found by
+  the runner or the interpreter (a ``conftest.py``, a ``sitecustomize.py``, a ``.pth``, a
+  ``__mocks__`` folder, a module shadowing another on the import path, a ``test_*.py``
+  collected beside the source that patches it at import);
+* **everything else is the base's**: the tests' folders and files, and every file outside
+  the writable scope -- the runner's configuration (``pytest.ini``, ``pyproject.toml``,
+  ``setup.cfg``, ``tox.ini``, ``package.json``, a jest or vitest config, ``Cargo.toml``,
+  ``build.rs``, ``go.mod``) unless the contract makes it writable (``lk init`` never
+  does: its writable scope is the project's folders).
+
+A name in a comment counts as reaching the file (the rule reads words, not a language);
+what the code under test names is part of what it does, and a plain import of it gets
+the same. Go compiles every file of a package without naming it: an added ``.go`` file
+the changed source does not name is absent from the base's tests' run.
+
+The worker's new tests run in a second run, on the whole tree (``verify.in_clean_room``).
+When the two trees are the same (the worker changed only the code under test), there is
+one run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from loopkit import git
+from loopkit.evidence import globs
+
+
+def source_scope(contract: Mapping[str, Any] | None) -> tuple[list[str], list[str]]:
+    """The globs of the code under test: (what is in, what is taken out of it)."""
+    scope = (contract or {}).get("scope") or {}
+    writable = [str(g) for g in scope.get("writable") or []]
+    out = [str(g) for g in (*(scope.get("add_only") or []), *(scope.get("protected") or []))]
+    return writable, out
+
+
+def tree(
+    root: Path,
+    base: str,
+    attempt: str,
+    contract: Mapping[str, Any] | None,
+    *,
+    named_by: Sequence[str] = (),
+) -> str:
+    """The tree the base's tests run on (see the module's text): ``attempt`` itself when
+    every change it holds since ``base`` (a tree) is the code under test's. ``named_by``:
+    texts that reach files by name as the code under test does (the criteria's commands:
+    ``grep -qx good src/value.txt`` asks for that file)."""
+    writable, out = source_scope(contract)
+    if base == attempt or not writable:
+        return attempt
+    keep: list[git.Entry] = []  # the base's version, where the attempt's is not taken
+    taken: list[git.Entry] = []  # the code under test the base held, as the attempt has it
+    added: list[tuple[git.Entry, git.Entry]] = []  # (the base's: absent, the attempt's)
+    for status, was, now in git.tree_diff(root, base, attempt):
+        name = _name(now.path)
+        if not globs.matches(name, writable) or globs.matches(name, out):
+            keep.append(was)
+        elif status == "A":
+            added.append((was, now))
+        elif now.mode != git.ABSENT:
+            taken.append(now)
+    # The files the code under test reaches by name, and those they reach in turn.
+    reached = [t.encode("utf-8", "surrogateescape") for t in named_by]
+    reached += [git.blob(root, e.oid) for e in taken if e.mode[:2] == "10"]
+    while added:
+        found = [(was, now) for was, now in added if _named(now.path, reached)]
+        if not found:
+            break
+        reached += [git.blob(root, now.oid) for _, now in found if now.mode[:2] == "10"]
+        added = [pair for pair in added if pair not in found]
+    keep += [was for was, _ in added]
+    return git.tree_edited(root, attempt, keep) if keep else attempt
+
+
+def _named(path: bytes, texts: Sequence[bytes]) -> bool:
+    """Whether the file at ``path`` is named, as a word, in one of ``texts``: its name
+    (``a.txt``), or its name without its extension (``helpers`` of ``src/pkg/helpers.py``; an index file's folder,
+    ``utils`` of ``src/utils/index.js`` or ``src/utils/__init__.py``)."""
+    import re
+
+    folder, _, base = path.rpartition(b"/")
+    stem = base.split(b".", 1)[0] if not base.startswith(b".") else b""
+    if stem in (b"index", b"__init__", b"mod", b"lib", b"main"):
+        stem = folder.rpartition(b"/")[2]
+    names = [base] + ([stem] if len(stem) >= 2 else [])
+    words = [re.compile(rb"(?<![\w-])" + re.escape(n) + rb"(?![\w.-])") for n in names]
+    return any(w.search(t) for w in words for t in texts)
+
+
+def _name(path: bytes) -> str:
+    return path.decode("utf-8", "surrogateescape")
+
+
+def plain(criteria: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The criteria that judge the base's tests: the contract's own, not a task's."""
+    from loopkit.contract import is_task_check
+
+    return [c for c in criteria if not is_task_check(c.get("name"))]
+
+
+def without_fix(root: Path, base: str, attempt: str, contract: Mapping[str, Any] | None) -> str:
+    """The attempt's tree with the code under test as at ``base``: the attempt's tests on
+    the unfixed code (``verify.prove_new_tests``). Every path of the code under test the
+    attempt changed or added is taken back to the base's (an added one: absent)."""
+    writable, out = source_scope(contract)
+    back = [
+        was
+        for _, was, now in git.tree_diff(root, base, attempt)
+        if globs.matches(_name(now.path), writable) and not globs.matches(_name(now.path), out)
+    ]
+    return git.tree_edited(root, attempt, back)
+
+
+def proving(contract: Mapping[str, Any] | None, task: Mapping[str, Any] | None) -> bool:
+    """Whether this task's change must be proven by a test (``verify.prove_new_tests``:
+    true, or ``fixes``: a task whose text says "fix")."""
+    wanted = ((contract or {}).get("verify") or {}).get("prove_new_tests")
+    if wanted == "fixes":
+        return says_fix(task)
+    return wanted is True
+
+
+def says_fix(task: Mapping[str, Any] | None) -> bool:
+    """Whether the task's text says it fixes something (fix, fixes, fixed, fixing, bug)."""
+    import re
+
+    words = str((task or {}).get("text") or "")
+    return bool(re.search(r"\bfix(?:es|ed|ing)?\b|\bbugs?\b", words, re.I))
+
+
+def proof(first: Mapping[str, Any], unfixed: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``proof`` section: the tests that fail on the attempt's tests with the base's
+    code under test (``unfixed``, a run on ``without_fix``) and pass on the attempt
+    (``first``: the runs on the attempt's trees, by criterion), each with both results;
+    ``proven`` when there is at least one. A test that passes on the unfixed code proves
+    nothing about the change, and is not listed."""
+    from loopkit.evidence import testresults
+
+    after = {str(c["name"]): c for c in first["checks"]}
+    for c in (first.get("whole_tree") or {}).get("checks") or []:
+        after[str(c["name"]) + " (whole tree)"] = c
+    tests: list[dict[str, str]] = []
+    why: list[str] = []
+    for c in unfixed["checks"]:
+        name = str(c["name"])
+        if c["passed"]:
+            continue
+        before = testresults.failed_ids(c.get("tests"))
+        if before is None:
+            why.append(f"{name}: no per-test results on the unfixed code")
+            continue
+        now: set[str] = set()
+        for key in (name, name + " (whole tree)"):
+            ran = after.get(key)
+            if ran is None:
+                continue
+            ids = testresults.failed_ids(ran.get("tests")) if not ran["passed"] else frozenset()
+            if ids is None:
+                ids = before  # unreadable on the attempt: none of them counts as passing
+            now |= ids
+        tests += [
+            {"check": name, "id": t, "without_fix": "failed", "attempt": "passed"}
+            for t in sorted(before - now)
+        ]
+    out: dict[str, Any] = {"proven": bool(tests), "tests": tests[: testresults.MAX_IDS]}
+    if not tests:
+        why.append(
+            "no test fails on the unfixed code and passes with the change: a test that "
+            "passes on the unfixed code is no evidence"
+        )
+    if why:
+        out["why"] = why
+    return out
