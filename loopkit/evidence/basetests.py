@@ -81,14 +81,29 @@ def tree(
     # The files the code under test reaches by name, and those they reach in turn.
     reached = [t.encode("utf-8", "surrogateescape") for t in named_by]
     reached += [git.blob(root, e.oid) for e in taken if e.mode[:2] == "10"]
+    patterns = _globs_named(named_by)  # `for f in src/*.txt` names every file it matches
     while added:
-        found = [(was, now) for was, now in added if _named(now.path, reached)]
+        found = [
+            (was, now)
+            for was, now in added
+            if _named(now.path, reached) or globs.matches(_name(now.path), patterns)
+        ]
         if not found:
             break
         reached += [git.blob(root, now.oid) for _, now in found if now.mode[:2] == "10"]
         added = [pair for pair in added if pair not in found]
     keep += [was for was, _ in added]
     return git.tree_edited(root, attempt, keep) if keep else attempt
+
+
+def _globs_named(commands: Sequence[str]) -> list[str]:
+    """The glob words of the criteria's commands (``src/*.txt``), relative to the
+    repository: a command reaches each file such a word matches, as it reaches a file it
+    names."""
+    import re
+
+    found = re.findall(r"[\w./\[\]*?{}-]*[*?\[][\w./\[\]*?{}-]*", " ".join(commands))
+    return [w.removeprefix("./") for w in found if not w.startswith(("/", "-"))]
 
 
 def _named(path: bytes, texts: Sequence[bytes]) -> bool:
