@@ -20,7 +20,6 @@ from pathlib import Path
 
 from loopkit.errors import EnvironmentProblem, LoopkitError
 from loopkit.exitcodes import ExitCode
-from loopkit.files import atomic_write
 
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
 if TYPE_CHECKING:
@@ -1506,6 +1505,8 @@ def ensure_room(root: Path, path: Path, *, head: str | None) -> None:
     if is_object_id(commit):
         # The room is loopkit's own repository: its detached HEAD is written as git would
         # write it (the id and a newline, whole or not at all), without a git process.
+        from loopkit.files import atomic_write  # not at import: lk-plan next never writes
+
         atomic_write(path / ".git" / "HEAD", f"{commit}\n")
     else:
         git(["update-ref", "--no-deref", "HEAD", commit], cwd=path)
