@@ -252,6 +252,13 @@ class Checks:
         wrapped = sandbox.wrap(argv, env=inner, egress=egress, **self._args)
         return wrapped.argv, wrapped.env, False
 
+    def recorded(self) -> dict[str, Any]:
+        """The record (``verify.sandbox``) with what the egress gate saw of the checks so
+        far (``egress``: the hosts allowed, used and refused), once one went through it."""
+        if self._way is None:
+            return self.record
+        return {**self.record, "egress": self._way.section()}
+
 
 def checks_policy(contract: Mapping[str, Any] | None) -> tuple[Policy, bool]:
     """The sandbox policy the checks follow (the contract's ``sandbox.mode``) and whether
