@@ -173,7 +173,7 @@ def contain(
         repo_writable=repo_writable,
         egress=way.folder if way is not None else None,
         home=env.get("HOME") or os.path.expanduser("~"),
-        shown=[p for p in (expand(x, root=root) for x in policy.show) if os.path.lexists(p)],
+        shown=shown_paths(policy, root),
         hidden_extra=[
             *(expand(x, root=root) for x in policy.hide),
             # the repository's signing key (lk attest): no worker signs as loopkit
@@ -189,6 +189,19 @@ def contain(
 
 
 # --------------------------------------------------------------------------- the checks
+
+
+def shown_paths(policy: Policy, root: Path) -> list[Path]:
+    """The contract's ``sandbox.show`` paths, expanded; one that is missing is an
+    environment error naming it as the contract does (a sandbox that cannot mount what it
+    was asked to show never starts)."""
+    out: list[Path] = []
+    for text in policy.show:
+        path = expand(text, root=root)
+        if not os.path.exists(path):
+            raise EnvironmentProblem(f"sandbox.show: {path} does not exist")
+        out.append(path)
+    return out
 
 
 def expand(path: str, *, root: Path) -> Path:
@@ -239,6 +252,13 @@ class Checks:
         wrapped = sandbox.wrap(argv, env=inner, egress=egress, **self._args)
         return wrapped.argv, wrapped.env, False
 
+    def recorded(self) -> dict[str, Any]:
+        """The record (``verify.sandbox``) with what the egress gate saw of the checks so
+        far (``egress``: the hosts allowed, used and refused), once one went through it."""
+        if self._way is None:
+            return self.record
+        return {**self.record, "egress": self._way.section()}
+
 
 def checks_policy(contract: Mapping[str, Any] | None) -> tuple[Policy, bool]:
     """The sandbox policy the checks follow (the contract's ``sandbox.mode``) and whether
@@ -288,7 +308,7 @@ def for_checks(
         why = "mode: off" if policy.mode == "off" else sandbox.probe().reason
         return Checks({**record, "used": False, "reason": why}, None)
     home = env.get("HOME") or os.path.expanduser("~")
-    shown = [expand(p, root=root) for p in policy.show]
+    shown = shown_paths(policy, root)
     hide = [expand(p, root=root) for p in policy.hide]
     bound: list[tuple[Path, str]] = [(objects, ".git/objects")]
     bound += [
@@ -301,7 +321,7 @@ def for_checks(
         "state_dir": None,
         "bound": bound,
         "home": home,
-        "shown": [p for p in shown if os.path.lexists(p)],
+        "shown": shown,
         "venvs": [places.source_of(root, name) for name in carried],
         "hidden_extra": [*hidden, *hide],
         "network": network is True,

@@ -186,14 +186,56 @@ def _abs(path: PathLike) -> str:
     return os.path.realpath(os.fspath(path))
 
 
-def _existing(paths: Iterable[PathLike], what: str) -> list[str]:
+def _existing(paths: Iterable[PathLike], what: str, want: int = os.R_OK) -> list[str]:
+    """The real paths, each one the worker may read (``want``: or write): else
+    :class:`SandboxUnavailable` naming the path and why, before anything starts."""
     out: list[str] = []
     for p in paths:
         real = _abs(p)
         if not os.path.exists(real):
             raise SandboxUnavailable(f"sandbox: {what} {os.fspath(p)} does not exist")
+        why = denied(real, want)
+        if why:
+            raise SandboxUnavailable(f"sandbox: {what} {os.fspath(p)}: {why}")
         out.append(real)
     return list(dict.fromkeys(out))
+
+
+def denied(path: PathLike, want: int) -> str | None:
+    """Why the worker may not read (``want`` os.R_OK) or write (os.W_OK) ``path``, in a
+    few words; None when it may. The worker runs as this user and, as root, with every
+    capability dropped (``_cap_drop``): root's own view (``os.access``) would say yes to a
+    checkout another user owns, where the worker then meets "Permission denied". So for
+    root the answer is the file's owner and mode bits, as for anyone else; a file with an
+    access control list is taken as allowed (its entries are not read here)."""
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        return e.strerror or str(e)
+    is_dir = os.path.isdir(path)
+    need = want | (os.X_OK if is_dir else 0)
+    verb = "write" if want & os.W_OK else "read"
+    if os.geteuid() != 0:
+        if os.access(path, need, effective_ids=os.access in os.supports_effective_ids):
+            return None
+        return f"uid {os.geteuid()} cannot {verb} it (owned by uid {st.st_uid}, mode {st.st_mode & 0o7777:o})"
+    try:
+        os.getxattr(path, "system.posix_acl_access")
+        return None
+    except OSError:
+        pass
+    if st.st_uid == 0:
+        shift = 6
+    elif st.st_gid == os.getegid() or st.st_gid in os.getgroups():
+        shift = 3
+    else:
+        shift = 0
+    if (st.st_mode >> shift) & need == need:
+        return None
+    return (
+        f"owned by uid {st.st_uid}, mode {st.st_mode & 0o7777:o}: the worker (uid 0 with "
+        f"no capabilities) cannot {verb} it"
+    )
 
 
 def _hide(path: str) -> list[str]:
@@ -391,7 +433,11 @@ def wrap(
         raise SandboxUnavailable(
             f"sandbox: the repository {os.fspath(source or root)} is not a folder"
         )
-    writable = _existing(writable_extra, "writable path")
+    if repo_writable and source is None:
+        why = denied(origin, os.W_OK)
+        if why:
+            raise SandboxUnavailable(f"sandbox: the repository {origin}: {why}")
+    writable = _existing(writable_extra, "writable path", os.W_OK)
     protected = [(p, p) for p in _existing(read_only_extra, "read-only path")]
     private = _abs(home) if home is not None else None
     if private in ("/", top) or (private and top.startswith(private + os.sep) and source is None):
@@ -401,7 +447,7 @@ def wrap(
     # read-only.
     more = [os.fspath(p) for p in venvs]
     back = [str(p) for p in tools_under(argv, env, root=Path(top), tops=tops, more=more)]
-    seen = [_abs(p) for p in shown if os.path.lexists(_abs(p))]
+    seen = _existing(shown, "sandbox.show path")
     if private:
         seen += [p for p in (os.path.join(private, t) for t in TOOLCHAINS) if os.path.isdir(p)]
     for candidate in (os.path.join(origin, ".git"), git_dir):

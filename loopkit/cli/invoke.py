@@ -35,7 +35,9 @@ Exit codes:
   0   the worker ran and ended a turn normally (stop_reason completed)
   1   the worker failed: error, timeout, stuck, cancelled, max turns (record still printed)
   4   the provider CLI is not installed (npm install -g @anthropic-ai/claude-code
-      or @openai/codex, or `make agents`), or the ACP agent (docs/acp.md)
+      or @openai/codex, or `make agents`), or the ACP agent (docs/acp.md), or the
+      command worker's program; the sandbox cannot be set up (a path it binds missing,
+      or one the worker cannot write or read): one line names it; the worker never ran
 
 """
     + SHARED_HELP

@@ -76,6 +76,9 @@ def summarize(view: Mapping[str, Any]) -> dict[str, Any]:
         }
         if verify.get("hint"):
             out["verify"]["hint"] = verify["hint"]
+        refused = ((verify.get("sandbox") or {}).get("egress") or {}).get("refused")
+        if refused:  # the hosts the egress gate refused the checks (verify.network: egress)
+            out["verify"]["refused_hosts"] = dict(refused)
     else:
         out["verify"] = None
     if judge is not None:

@@ -445,18 +445,31 @@ def missing_programs(criteria: Any, *, path: str | None) -> list[tuple[str, str]
     """(check name, program) for each criterion whose program is not found on ``path``:
     an absolute or relative path to a file (``./run-tests``) is not looked up, nor a
     shell builtin or keyword."""
-    import shutil
-
     out = []
     for c in criteria or []:
         if not isinstance(c, Mapping) or not isinstance(c.get("run"), str):
             continue
-        program = _program(c["run"])
-        if not program or "/" in program or program in _SHELL_WORDS or "$" in program:
-            continue
-        if shutil.which(program, path=path) is None:
+        program = absent_program(c["run"], path=path)
+        if program is not None:
             out.append((str(c.get("name")), program))
     return out
+
+
+def absent_program(command: str, *, path: str | None, cwd: str | None = None) -> str | None:
+    """The program the shell command starts when it is not found on ``path`` (with
+    ``cwd``: a path to a program, from there, that is not an executable file), else None
+    -- also for a shell builtin or keyword, or a word the shell expands first."""
+    import shutil
+
+    program = _program(command)
+    if not program or program in _SHELL_WORDS or any(c in program for c in "$`*?~;&|<>(){}"):
+        return None
+    if "/" in program:
+        if cwd is None:
+            return None
+        full = os.path.join(cwd, program)
+        return None if os.path.isfile(full) and os.access(full, os.X_OK) else program
+    return program if shutil.which(program, path=path) is None else None
 
 
 _SHELL_WORDS = frozenset(

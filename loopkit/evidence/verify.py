@@ -203,7 +203,6 @@ def in_clean_room(
             between=lambda changed: cleanroom.restore(room, root, changed=changed, reset=reset),
         )
         body = result.body
-        body["sandbox"] = jail.record
         touched: list[str] = []
         moved = result.moved
         if body.get("tree_changed"):
@@ -255,6 +254,7 @@ def in_clean_room(
             moved = unfixed.moved
             touched = sorted(p for p, status in moved.items() if status != "A")
             room = back
+        body["sandbox"] = jail.recorded()  # after every run: the hosts refused to any of them
         # New files alone (debris) leave the tree's own files as they were: the next sync
         # removes them anyway.
         cleanroom.settle(room, intact=body["tree"] == tree and not touched)

@@ -224,6 +224,7 @@ def build(
     near_limit_runs = 0
     runs = 0
     refused_hosts: Counter[str] = Counter()
+    verify_refused_hosts: Counter[str] = Counter()  # the checks' (verify.network: egress)
     near_by_budget: Counter[str] = Counter()
     triggers: Counter[str] = Counter()
     draft_outcomes: list[str] = []
@@ -291,6 +292,8 @@ def build(
             t["wall_s"] = round(t["wall_s"] + float(usage.get("wall_s") or 0), 3)
             for host, n in (((rec.get("run") or {}).get("refused_hosts")) or {}).items():
                 refused_hosts[host] += int(n)
+            for host, n in (((rec.get("verify") or {}).get("refused_hosts")) or {}).items():
+                verify_refused_hosts[host] += int(n)
             if isinstance(rec.get("timings"), list):
                 timed.append(rec["timings"])
             fractions = _run_fractions(rec)
@@ -342,6 +345,7 @@ def build(
         },
     }
     health["refused_hosts"] = dict(refused_hosts.most_common())
+    health["verify_refused_hosts"] = dict(verify_refused_hosts.most_common())
     health["plan_drafts"] = plan_drafts(draft_outcomes)
     health["estimates"] = estimates(
         [last_estimate[t["task_id"]] for t in completed if t["task_id"] in last_estimate],
@@ -430,6 +434,9 @@ def text(report: Mapping[str, Any], *, width: int | None = None) -> str:
     ]
     if h.get("refused_hosts"):
         lines.append(f"  hosts the egress gate refused: {refused_text(h['refused_hosts'])}")
+    if h.get("verify_refused_hosts"):
+        refused = refused_text(h["verify_refused_hosts"])
+        lines.append(f"  hosts the egress gate refused the checks: {refused}")
     prs = h.get("pull_requests")
     # Only where pull requests are the way work lands (a stack, the merge queue): a local
     # loop commits on its branch, and no pull request is missing there.
@@ -598,6 +605,7 @@ def task_story(
                 "cost_usd": usage.get("cost_usd"),
                 "cost_trusted": usage.get("cost_trusted"),
                 "refused_hosts": dict(run.get("refused_hosts") or {}),
+                "verify_refused_hosts": dict((rec.get("verify") or {}).get("refused_hosts") or {}),
                 "timings": rec.get("timings") if isinstance(rec.get("timings"), list) else None,
             }
         )
@@ -665,6 +673,9 @@ def story_text(story: Mapping[str, Any]) -> str:
         for a in story["attempts"]:
             if a.get("refused_hosts"):
                 lines.append(f"  #{a['attempt']} refused hosts: {refused_text(a['refused_hosts'])}")
+            if a.get("verify_refused_hosts"):
+                refused = refused_text(a["verify_refused_hosts"])
+                lines.append(f"  #{a['attempt']} hosts refused to the checks: {refused}")
             if a.get("timings"):
                 lines.append(f"  #{a['attempt']} time by stage:")
                 lines.extend(f"     {clean(timing.line(e))}" for e in a["timings"])

@@ -124,8 +124,8 @@ def execute(
     if spec.handoff_path is None:
         spec.handoff_path = artifacts / HANDOFF_NAME
     inv = provider.build(spec)
-    if provider.binary and provider.locate(inv) is None:
-        raise EnvironmentProblem(f"{inv.argv[0]} not found on PATH: {provider.install_hint}")
+    if provider.locate(inv) is None:
+        raise EnvironmentProblem(provider.not_found(inv))
     meter = _meter_for(provider, spec, artifacts, timeout)
     try:
         if meter is not None:
@@ -284,6 +284,8 @@ def _execute(
             import shutil
 
             shutil.rmtree(scratch, ignore_errors=True)
+        if sandboxed is not None and sandboxed.get("used"):
+            _started_in_sandbox(finished.exit_code, stream_path, stderr_path, started_mark)
     state = parser.finish()
     end = Exit(
         exit_code=finished.exit_code,
@@ -324,6 +326,23 @@ def _execute(
     record["files_read"] = [_inside(f, spec.cwd) for f in record["files_read"]]
     record["files_written"] = [_inside(f, spec.cwd) for f in record["files_written"]]
     return Result(record=record, state=state, outcome=outcome, invocation=inv)
+
+
+def _started_in_sandbox(
+    exit_code: int | None, stream: Path, stderr: Path, started_mark: Path | None
+) -> None:
+    """A sandbox that never started (bwrap's own complaint alone, exit 1, no output) is a
+    set-up error: the worker never ran, so its attempt is not charged (the mark goes) and
+    the run is not its crash. Raises :class:`SandboxUnavailable` then (exit 4)."""
+    from loopkit.boundary import sandbox
+
+    if exit_code != 1 or stream.stat().st_size:
+        return
+    why = sandbox.failed_to_start(exit_code, file_tail(stderr).encode("utf-8"))
+    if why:
+        if started_mark is not None:
+            started_mark.unlink(missing_ok=True)
+        raise sandbox.SandboxUnavailable(f"the worker's sandbox did not start: {why}")
 
 
 def _wire_outcome(outcome: Outcome, stopped: str | None, metered: dict[str, Any]) -> Outcome:

@@ -292,3 +292,47 @@ def test_the_checks_get_the_egress_mode_from_verify_network(
     body = json.loads(proc.stdout)["verify"]
     assert body["sandbox"]["network"] == network
     assert (proc.returncode == 0) is passes, proc.stderr
+
+
+def test_the_hosts_refused_to_the_checks_are_in_the_verify_record_and_lk_show(
+    tmp_path: Path,
+) -> None:
+    """A check under ``verify.network: egress`` that reaches for a host the contract does
+    not list is refused -- and the refusal is no secret: the verify record
+    (``verify.sandbox.egress.refused``), the ledger's record of the attempt, ``lk show``
+    and ``lk report`` name the host, as they do for the worker's."""
+    from tests.adversarial.helpers import loop
+    from tests.helpers.recipes import fail_message, make_project, recipe_env
+
+    www = tmp_path / "www"
+    www.mkdir()
+    (www / "hello.txt").write_text("out\n")
+    other = serve(www, "127.0.0.3")
+    o = f"127.0.0.3:{other.server_address[1]}"
+    check = f"! curl -fsS http://{o}/hello.txt && grep -qx good src/value.txt"
+    p = make_project(
+        tmp_path,
+        'Path("src/value.txt").write_text("good\\n")\n',
+        files={"src/value.txt": "bad\n"},
+        checks=[{"name": "net", "run": check, "timeout": 60}],
+        writable=["src/**"],
+        sandbox={"writable": [str(tmp_path / "worker")], "network": True},
+        verify={"network": "egress"},
+    )
+    try:
+        proc = loop(p)
+    finally:
+        other.shutdown()
+    assert proc.returncode == 0, fail_message(proc)
+    verify = p.docs("fix-value", "verify")[-1]["verify"]
+    assert verify["sandbox"]["egress"]["refused"] == {o: 1}, verify["sandbox"]
+    decided = [r for r in p.ledger() if r.get("decision")]
+    assert decided[-1]["verify"]["refused_hosts"] == {o: 1}
+    shown = subprocess.run(
+        ["lk", "show", "fix-value"], cwd=p.root, env=recipe_env(), capture_output=True, text=True
+    )
+    assert f"#1 hosts refused to the checks: {o}" in shown.stdout, shown.stdout + shown.stderr
+    report = subprocess.run(
+        ["lk", "report"], cwd=p.root, env=recipe_env(), capture_output=True, text=True
+    )
+    assert f"hosts the egress gate refused the checks: {o}" in report.stdout, report.stdout

@@ -597,6 +597,10 @@ class Provider:
             return exe if os.access(exe, os.X_OK) else None
         return shutil.which(exe, path=inv.env.get("PATH"))
 
+    def not_found(self, inv: Invocation) -> str:
+        """The one line for a worker whose program :meth:`locate` did not find."""
+        return f"{inv.argv[0]} not found on PATH: {self.install_hint}"
+
 
 def unresolved_failure(state: RunState) -> ToolCall | None:
     """The first failed tool call nothing later made good, or None.

@@ -9,7 +9,9 @@ Result: exit 0 -> completed (claimed_complete); exit 75 (EX_TEMPFAIL) -> api_err
         transient failure that lk-decide retries with backoff (how a wrapper script says
         "the model was overloaded, try later"); any other status -> crashed, with that
         status and the last line in ``error``. Timeout, cancellation and the breaker end
-        the whole process group as for any provider.
+        the whole process group as for any provider. A program that is not there (the
+        command's first word not on PATH, a path to it not executable) is found before
+        the start: an environment error (exit 4), never the worker's crash.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import ClassVar
 
+from loopkit.evidence.testresults import absent_program
 from loopkit.text import clip
 from loopkit.worker.providers.base import (
     Event,
@@ -91,6 +94,20 @@ class CommandProvider(Provider):
             files={handoff: spec.prompt},
             cost_trusted=False,
         )
+
+    def locate(self, inv: Invocation) -> str | None:
+        """The shell, when the program the command starts is there (a program on PATH, a
+        path to one from the repository, or the shell's own word); None when it is not:
+        a set-up error before the worker starts, never its crash."""
+        return None if self._absent(inv) else SHELL
+
+    def not_found(self, inv: Invocation) -> str:
+        program = self._absent(inv)
+        where = "from the repository" if "/" in str(program) else "on PATH"
+        return f"worker.command: {program} not found {where} (or not executable)"
+
+    def _absent(self, inv: Invocation) -> str | None:
+        return absent_program(inv.argv[2], path=inv.env.get("PATH"), cwd=str(inv.cwd))
 
     def parser(self) -> CommandParser:
         return CommandParser()
