@@ -7,7 +7,7 @@ Usage:  lk stack add NAME SLICE [--head REV] [--fork REV] [--doc DECIDED.json] [
         lk stack restack NAME [--contract loop.yaml]
         lk stack sync NAME [--contract loop.yaml]
         lk stack push NAME [--issues]
-        lk stack land NAME [--method squash|merge]
+        lk stack land NAME [--method squash|merge|rebase]
         lk stack show NAME
         lk stack fold LEDGER... [--into FILE]
         lk stack share CONTRACT --jobs N
@@ -208,7 +208,10 @@ def push(name: str, issues: bool) -> int:
 @main.command(epilog=EPILOG)
 @click.argument("name")
 @click.option(
-    "--method", default="squash", show_default=True, type=click.Choice(["squash", "merge"])
+    "--method",
+    default="squash",
+    show_default=True,
+    type=click.Choice(["squash", "merge", "rebase"]),
 )
 def land(name: str, method: str) -> int:
     """Land the bottom slice: exactly its verified head, only on a forge that demands it."""

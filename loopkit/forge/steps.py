@@ -166,6 +166,9 @@ def _follow(root: Path, stack: Stack, tip: str, *, foreign: bool) -> list[dict[s
         pr = forge.get_pull(s.pr)
         if pr.state == "merged":
             landed = pr.merge_commit
+            if not landed:  # a fast-forward merge names no commit: git says what landed
+                held = onto.move(root, fork=s.fork, head=s.head, onto=tip)
+                landed = tip if tree_of(root, held) == tree_of(root, tip) else ""
             if pr.base != stack.target:
                 raise Refused(
                     f"{s.id}: #{s.pr} was merged into {pr.base}, not {stack.target}: "

@@ -78,11 +78,11 @@ def test_a_merge_on_the_forge_below_the_stack_then_sync(
     assert w.gh(f"repos/o/r/pulls/{s2['pr']}")["state"] == "open"
 
     # The rest lands, each exactly its verified tree.
-    out = w.lk("land", "demo")
+    out = w.lk("land", "demo", "--method", method)
     assert out["slice"] == "s2"
     out = _sync(w)
     assert out["moved"] == ["s3"] and out["followed"] == []
-    out = w.lk("land", "demo")
+    out = w.lk("land", "demo", "--method", method)
     assert all(s["merged"] for s in out["stack"]["slices"])
     top = out["stack"]["slices"][2]
     assert git(w.repo, "rev-parse", f"{out['landed']}^{{tree}}").strip() == top["tree"]
