@@ -161,36 +161,46 @@ def _follow(root: Path, stack: Stack, tip: str, *, foreign: bool) -> list[dict[s
         return []
     followed: list[dict[str, Any]] = []
     for s in stack.live():
-        if s.pr is None:
-            continue
-        pr = forge.get_pull(s.pr)
-        if pr.state == "merged":
-            landed = pr.merge_commit
-            if not landed:  # a fast-forward merge names no commit: git says what landed
-                held = onto.move(root, fork=s.fork, head=s.head, onto=tip)
-                landed = tip if tree_of(root, held) == tree_of(root, tip) else ""
-            if pr.base != stack.target:
-                raise Refused(
-                    f"{s.id}: #{s.pr} was merged into {pr.base}, not {stack.target}: "
-                    "not followed, nothing moved"
-                )
-            if not landed or not _ancestor(root, landed, tip):
-                raise Refused(
-                    f"{s.id}: #{s.pr} merged as {landed[:12] or '?'}, which {stack.target} "
-                    f"({tip[:12]}) does not hold: nothing moved"
-                )
-            s.merged = landed
-            followed.append({"slice": s.id, "state": "merged", "pr": s.pr, "landed": landed})
-        elif pr.state == "closed":
-            s.closed = f"#{s.pr} closed on the forge without merging"
-            followed.append({"slice": s.id, "state": "closed", "pr": s.pr})
-        elif foreign and s.pushed and pr.head_sha != s.pushed:
-            raise Refused(
-                f"{s.id}: {s.branch} is at {pr.head_sha[:12]} on the forge, not the "
-                f"{s.pushed[:12]} this stack pushed (someone else pushed it): not overwritten, "
-                "nothing moved"
-            )
+        if s.pr is not None:
+            try:
+                followed += _follow_one(root, stack, s, forge.get_pull(s.pr), tip, foreign)
+            except Refused as e:
+                note_return(root, stack.name, s.id, "restack", e.message)
+                raise
     return followed
+
+
+def _follow_one(
+    root: Path, stack: Stack, s: Slice, pr: clients.Pull, tip: str, foreign: bool
+) -> list[dict[str, Any]]:
+    """One slice's pull request followed (``_follow``)."""
+    if pr.state == "merged":
+        landed = pr.merge_commit
+        if not landed:  # a fast-forward merge names no commit: git says what landed
+            held = onto.move(root, fork=s.fork, head=s.head, onto=tip)
+            landed = tip if tree_of(root, held) == tree_of(root, tip) else ""
+        if pr.base != stack.target:
+            raise Refused(
+                f"{s.id}: #{s.pr} was merged into {pr.base}, not {stack.target}: "
+                "not followed, nothing moved"
+            )
+        if not landed or not _ancestor(root, landed, tip):
+            raise Refused(
+                f"{s.id}: #{s.pr} merged as {landed[:12] or '?'}, which {stack.target} "
+                f"({tip[:12]}) does not hold: nothing moved"
+            )
+        s.merged = landed
+        return [{"slice": s.id, "state": "merged", "pr": s.pr, "landed": landed}]
+    if pr.state == "closed":
+        s.closed = f"#{s.pr} closed on the forge without merging"
+        return [{"slice": s.id, "state": "closed", "pr": s.pr}]
+    if foreign and s.pushed and pr.head_sha != s.pushed:
+        raise Refused(
+            f"{s.id}: {s.branch} is at {pr.head_sha[:12]} on the forge, not the "
+            f"{s.pushed[:12]} this stack pushed (someone else pushed it): not overwritten, "
+            "nothing moved"
+        )
+    return []
 
 
 def restack(root: Path, name: str, *, contract: Path, foreign: bool = False) -> dict[str, Any]:
@@ -207,8 +217,8 @@ def restack(root: Path, name: str, *, contract: Path, foreign: bool = False) -> 
     parent = tip
     moved: list[str] = []
     at = ""  # the slice being moved (a refusal is noted against it)
+    followed = _follow(root, stack, tip, foreign=foreign)
     try:
-        followed = _follow(root, stack, tip, foreign=foreign)
         for s in stack.live():
             at = s.id
             if s.fork != parent:
@@ -225,8 +235,7 @@ def restack(root: Path, name: str, *, contract: Path, foreign: bool = False) -> 
                 moved.append(s.id)
             parent = s.head
     except (Refused, Unverified) as e:
-        live = stack.live()
-        note_return(root, name, at or (live[0].id if live else ""), "restack", e.message)
+        note_return(root, name, at, "restack", e.message)
         raise
     if moved or followed:
         gone = [f"{f['slice']} {f['state']}" for f in followed]

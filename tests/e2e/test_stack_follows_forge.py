@@ -172,6 +172,7 @@ def test_a_branch_someone_else_pushed_is_not_overwritten(w: World) -> None:
     after = w.lk("show", "demo")["stack"]
     assert [s["head"] for s in after["slices"]] == [s1["head"], s2["head"], s3["head"]]
     assert not any(s["merged"] for s in after["slices"])
+    assert [(r["slice"], r["step"]) for r in after["returned"]] == [("s2", "restack")]
     assert git(w.repo, "rev-parse", "refs/loopkit/stack/demo^").strip() == before
     assert w.gh(f"repos/o/r/pulls/{s3['pr']}")["base"]["ref"] == s2["branch"]
 
