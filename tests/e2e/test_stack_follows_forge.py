@@ -193,3 +193,18 @@ def test_restack_drops_a_slice_main_already_holds(w: World) -> None:
     assert s1["merged"] == tip
     assert git(w.repo, "rev-parse", f"{s2['head']}^").strip() == tip
     _no_empty_commit(w, tip, s3["head"])
+
+
+def test_a_pull_request_merged_into_the_slice_below_is_refused(w: World) -> None:
+    """#2 merged on the forge into s1's branch (its base then), not main: s1's branch
+    moved under the stack and main holds nothing of it; sync refuses, moves nothing."""
+    _three(w)
+    s1, s2, s3 = w.lk("push", "demo")["stack"]["slices"]
+    _web_merge(w, s2["pr"], "merge", delete=False)
+    before = w.lk("show", "demo")["stack"]["slices"]
+    said = _sync(w, code=40)["stderr"]
+    lines = [line for line in said.splitlines() if line.strip()]
+    assert len(lines) == 1 and s1["branch"] in lines[0] and "nothing moved" in lines[0]
+    assert w.lk("show", "demo")["stack"]["slices"] == before
+    assert w.remote_sha(s3["branch"]) == s3["head"]
+    assert w.gh(f"repos/o/r/pulls/{s3['pr']}")["base"]["ref"] == s2["branch"]
