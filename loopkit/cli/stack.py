@@ -5,8 +5,9 @@ Usage:  lk stack add NAME SLICE [--head REV] [--fork REV] [--doc DECIDED.json] [
                      [--target main] [--remote origin] [--forge github|gitlab|plain]
                      [--repo OWNER/NAME] [--issue N] [--contract loop.yaml]
         lk stack restack NAME [--contract loop.yaml]
+        lk stack sync NAME [--contract loop.yaml]
         lk stack push NAME [--issues]
-        lk stack land NAME [--method squash|merge]
+        lk stack land NAME [--method squash|merge|rebase]
         lk stack show NAME
         lk stack fold LEDGER... [--into FILE]
         lk stack share CONTRACT --jobs N
@@ -19,7 +20,13 @@ tree its checks passed on -- the decided document's own evidence when --doc name
 complete attempt on that very tree, else lk-verify runs on it. restack moves every slice
 whose fork point is no longer its parent's head onto it (the bottom one onto the target's
 tip, after a squash merge below as after a change), by plumbing from the recorded fork
-point, and verifies each moved tree again. push pushes every changed branch and the
+point, and verifies each moved tree again; first it follows the forge: a slice whose pull
+request was merged there (merge, squash or rebase) or whose change the target already
+holds leaves the stack as landed (never replayed as an empty commit), one whose pull
+request was closed leaves it unlanded, and a branch someone else pushed is refused (exit
+40, nothing moved). sync is restack then push: after a merge on the forge's web page,
+the slices above land on what landed, each verified, their pull requests retargeted.
+push pushes every changed branch and the
 stack's record in one atomic push, each leased on what this stack last pushed there,
 plus the saved and parked attempts under refs/loopkit/ (evidence a dead run leaves);
 then opens or updates one pull request per slice, each based on the one below, its body
@@ -44,7 +51,8 @@ Input:  --doc: a decided attempt document (lk attempt's, a file or - for stdin).
 Output: one JSON line (schemas/stack-step.json): {"kind": "loopkit/stack-step",
         "version": 1, "step": ..., "stack": {the record}, ...}.
 Exit codes: 0 done; 1 a slice's checks failed (nothing recorded or moved); 40 refused,
-        nothing moved: a lease lost (the remote branch moved), a slice that does not apply
+        nothing moved: a lease lost (the remote branch moved, a branch someone else
+        pushed), a pull request merged elsewhere than the target, a slice that does not apply
         on its new parent, a head changed after verification, a forge that would land an
         untested tree, a merge the forge refused, a landed tree not the verified one;
         3 bad input; 4 environment (not a git repository, gh or glab missing, the forge's
@@ -64,7 +72,8 @@ from loopkit.exitcodes import SHARED_HELP
 EPILOG = (
     "\b\nExit codes of lk stack:\n  0   done\n"
     "  1   a slice's checks failed: nothing recorded, pushed or landed\n"
-    "  40  refused, nothing moved: a lease lost, a conflict on restack, a head changed\n"
+    "  40  refused, nothing moved: a lease lost or a branch someone else pushed, a\n"
+    "      conflict on restack, a head changed\n"
     "      after verification, a forge that does not demand up-to-date heads, a merge the\n"
     "      forge refused, a landed tree that is not the verified one\n"
     "  4   gh or glab missing, the forge's API failing, not a git repository\n\n" + SHARED_HELP
@@ -77,7 +86,7 @@ def _emit(result: dict[str, Any]) -> int:
 
     emit(result)
     stack = result["stack"]
-    live = [s for s in stack["slices"] if not s["merged"]]
+    live = [s for s in stack["slices"] if not s["merged"] and not s.get("closed")]
     say("lk stack", f"{stack['name']}: {result['step']} done, {len(live)} slice(s) open")
     return 0
 
@@ -177,6 +186,17 @@ def restack(name: str, contract_path: str | None) -> int:
 
 @main.command(epilog=EPILOG)
 @click.argument("name")
+@_contract_opt
+def sync(name: str, contract_path: str | None) -> int:
+    """Follow the forge: drop merged and closed slices, restack the rest (verified), push."""
+    from loopkit.forge import steps
+
+    root = _root()
+    return _emit(steps.sync(root, name, contract=_contract(contract_path, root)))
+
+
+@main.command(epilog=EPILOG)
+@click.argument("name")
 @click.option("--issues", is_flag=True, help="Open a child issue per slice (once).")
 def push(name: str, issues: bool) -> int:
     """Push every slice atomically with leases; open or update its pull requests."""
@@ -188,7 +208,10 @@ def push(name: str, issues: bool) -> int:
 @main.command(epilog=EPILOG)
 @click.argument("name")
 @click.option(
-    "--method", default="squash", show_default=True, type=click.Choice(["squash", "merge"])
+    "--method",
+    default="squash",
+    show_default=True,
+    type=click.Choice(["squash", "merge", "rebase"]),
 )
 def land(name: str, method: str) -> int:
     """Land the bottom slice: exactly its verified head, only on a forge that demands it."""

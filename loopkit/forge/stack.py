@@ -45,6 +45,7 @@ class Slice:
     pr: int | None = None
     issue: int | None = None
     merged: str = ""  # the commit the forge landed it as
+    closed: str = ""  # why it left the stack unlanded (its pull request closed on the forge)
 
 
 @dataclass
@@ -61,7 +62,7 @@ class Stack:
     returned: list[dict[str, Any]] = field(default_factory=list)
 
     def live(self) -> list[Slice]:
-        return [s for s in self.slices if not s.merged]
+        return [s for s in self.slices if not s.merged and not s.closed]
 
     def find(self, slice_id: str) -> Slice | None:
         return next((s for s in self.slices if s.id == slice_id), None)

@@ -101,6 +101,8 @@ def add(
     live = stack.live()
     if known is not None and known.merged:
         raise BadInput("SLICE", f"{slice_id} has landed already ({known.merged[:12]})")
+    if known is not None and known.closed:
+        raise BadInput("SLICE", f"{slice_id} left the stack: {known.closed}")
     if fork_rev:
         fork = resolve(root, fork_rev)
     elif known is not None:
@@ -148,28 +150,117 @@ def _load(root: Path, name: str) -> tuple[Stack, str]:
     return stack, old
 
 
-def restack(root: Path, name: str, *, contract: Path) -> dict[str, Any]:
-    """Each live slice whose recorded fork point is no longer its parent's head moves onto
-    it (the bottom one onto the target's tip), and its new tree is verified; all or
-    nothing: one that fails its checks or does not apply leaves the stack as it was."""
-    stack, old = _load(root, name)
-    parent = target_tip(root, stack)
-    moved: list[str] = []
+def _follow(root: Path, stack: Stack, tip: str, *, foreign: bool) -> list[dict[str, Any]]:
+    """What the forge shows of each live slice's pull request, applied to the record: a
+    merged one is marked landed (the commit the forge names, which the target must hold),
+    a closed one leaves the stack (never reopened); with ``foreign``, an open one whose
+    head is not what this stack pushed there was pushed by someone else: Refused, nothing
+    changed (else the push's lease refuses it later)."""
+    forge = clients.client(stack.forge, stack.repo)
+    if forge is None:
+        return []
+    followed: list[dict[str, Any]] = []
     for s in stack.live():
-        if s.fork != parent:
+        if s.pr is not None:
             try:
-                new = onto.move(root, fork=s.fork, head=s.head, onto=parent)
-                verify = _verified(root, new, contract, f"{s.id} moved onto {parent[:12]}")
-            except (Refused, Unverified) as e:
-                note_return(root, name, s.id, "restack", e.message)
+                followed += _follow_one(root, stack, s, forge.get_pull(s.pr), tip, foreign)
+            except Refused as e:
+                note_return(root, stack.name, s.id, "restack", e.message)
                 raise
-            s.evidence = {**s.evidence, "verify": verify, "restacked_from": s.head}
-            s.fork, s.head, s.tree = parent, new, tree_of(root, new)
-            moved.append(s.id)
-        parent = s.head
-    if moved:
-        write(root, stack, old, message="restack " + " ".join(moved))
-    return _result("restack", stack, moved=moved)
+    return followed
+
+
+def _follow_one(
+    root: Path, stack: Stack, s: Slice, pr: clients.Pull, tip: str, foreign: bool
+) -> list[dict[str, Any]]:
+    """One slice's pull request followed (``_follow``)."""
+    if pr.state == "merged":
+        landed = pr.merge_commit
+        if not landed:  # a fast-forward merge names no commit: git says what landed
+            held = onto.move(root, fork=s.fork, head=s.head, onto=tip)
+            landed = tip if tree_of(root, held) == tree_of(root, tip) else ""
+        if pr.base != stack.target:
+            raise Refused(
+                f"{s.id}: #{s.pr} was merged into {pr.base}, not {stack.target}: "
+                "not followed, nothing moved"
+            )
+        if not landed or not _ancestor(root, landed, tip):
+            raise Refused(
+                f"{s.id}: #{s.pr} merged as {landed[:12] or '?'}, which {stack.target} "
+                f"({tip[:12]}) does not hold: nothing moved"
+            )
+        s.merged = landed
+        return [{"slice": s.id, "state": "merged", "pr": s.pr, "landed": landed}]
+    if pr.state == "closed":
+        s.closed = f"#{s.pr} closed on the forge without merging"
+        return [{"slice": s.id, "state": "closed", "pr": s.pr}]
+    if foreign and s.pushed and pr.head_sha != s.pushed:
+        raise Refused(
+            f"{s.id}: {s.branch} is at {pr.head_sha[:12]} on the forge, not the "
+            f"{s.pushed[:12]} this stack pushed (someone else pushed it): not overwritten, "
+            "nothing moved"
+        )
+    return []
+
+
+def restack(root: Path, name: str, *, contract: Path, foreign: bool = False) -> dict[str, Any]:
+    """First the forge is followed: a slice whose pull request merged (merge, squash or
+    rebase) is marked landed, one whose pull request was closed leaves the stack, and a
+    bottom slice whose change the target already holds is landed too -- never replayed
+    as an empty commit. Then each live slice whose recorded fork point is no longer its
+    parent's head moves onto it (the bottom one onto the target's tip), and its new tree
+    is verified; all or nothing: one that fails its checks, does not apply, or a branch
+    someone else pushed (``foreign``: sync's, which pushes next) leaves the stack as it
+    was."""
+    stack, old = _load(root, name)
+    tip = target_tip(root, stack)
+    parent = tip
+    moved: list[str] = []
+    at = ""  # the slice being moved (a refusal is noted against it)
+    followed = _follow(root, stack, tip, foreign=foreign)
+    try:
+        for s in stack.live():
+            at = s.id
+            if s.fork != parent:
+                new = onto.move(root, fork=s.fork, head=s.head, onto=parent)
+                if tree_of(root, new) == tree_of(root, parent):  # nothing of it left to apply
+                    if parent != tip:
+                        raise Refused(f"{s.id}: its change is already in the slice below it")
+                    s.merged = tip
+                    followed.append({"slice": s.id, "state": "merged", "pr": s.pr, "landed": tip})
+                    continue
+                verify = _verified(root, new, contract, f"{s.id} moved onto {parent[:12]}")
+                s.evidence = {**s.evidence, "verify": verify, "restacked_from": s.head}
+                s.fork, s.head, s.tree = parent, new, tree_of(root, new)
+                moved.append(s.id)
+            parent = s.head
+    except (Refused, Unverified) as e:
+        note_return(root, name, at, "restack", e.message)
+        raise
+    if moved or followed:
+        gone = [f"{f['slice']} {f['state']}" for f in followed]
+        write(root, stack, old, message="restack " + " ".join([*gone, *moved]))
+    return _result("restack", stack, moved=moved, followed=followed)
+
+
+def sync(root: Path, name: str, *, contract: Path) -> dict[str, Any]:
+    """The stack follows the forge: restack (landed and closed slices leave it, the rest
+    move onto what landed, each moved tree verified), then push (leased) and retarget
+    every open pull request onto the branch below it, the bottom one onto the target."""
+    done = restack(root, name, contract=contract, foreign=True)
+    stack, _ = _load(root, name)
+    pushed: dict[str, Any] = {}
+    if stack.remote and stack.live():
+        pushed = push(root, name)
+        stack = Stack.from_json(pushed["stack"], ref(name))
+    return _result(
+        "sync",
+        stack,
+        moved=done["moved"],
+        followed=done["followed"],
+        pushed=pushed.get("pushed", []),
+        pulls=pushed.get("pulls", []),
+    )
 
 
 def _evidence_refs(root: Path, stack: Stack) -> list[str]:

@@ -6,9 +6,14 @@ What it answers (JSON, as GitHub does):
 
 - ``GET /user``; ``GET /repos/O/R``
 - pulls: ``POST /repos/O/R/pulls``, ``GET .../pulls[?state&head&base]``, ``GET|PATCH
-  .../pulls/N``, ``PUT .../pulls/N/merge`` with ``merge_method`` merge or squash and the
-  ``sha`` check (409 when the head moved), refused (405) when a protected base demands an
-  up-to-date head or a passing status that is not there
+  .../pulls/N``, ``PUT .../pulls/N/merge`` with ``merge_method`` merge (a merge commit),
+  squash (one new commit, the pull request's combined tree) or rebase (each commit
+  replayed anew; ``merge_commit_sha`` the last) and the ``sha`` check (409 when the head
+  moved), refused (405) when a protected base demands an up-to-date head or a passing
+  status that is not there
+- branches: ``DELETE .../git/refs/heads/B`` (the web page's "Delete branch"): a pull
+  request from B is closed; one based on B is retargeted onto the base of the pull
+  request that merged B, else closed
 - issues: ``POST /repos/O/R/issues``, ``GET|PATCH .../issues/N``; a pull request merged
   into the default branch closes the issues its body names ("Closes #N", "Fixes #N")
 - branch protection: ``GET|PUT|DELETE .../branches/B/protection``; rules:
@@ -167,6 +172,7 @@ class Forge:
 
     def _pull_view(self, repo: Repo, pr: dict[str, Any]) -> dict[str, Any]:
         head_sha = pr["merged_head"] if pr["merged"] else self._sha(repo, pr["head"])
+        head_sha = head_sha or pr.get("last_head")  # a head branch deleted: its last commit
         return {
             "number": pr["number"],
             "state": pr["state"],
@@ -219,6 +225,9 @@ class Forge:
                 if method == "DELETE":
                     repo.protection.pop(branch, None)
                     return 204, None
+            if rest[:3] == ["git", "refs", "heads"] and len(rest) > 3 and method == "DELETE":
+                self._delete_branch(repo, "/".join(rest[3:]))
+                return 204, None
             if rest[:2] == ["rules", "branches"] and method == "GET":
                 branch = "/".join(rest[2:])
                 listed = list(repo.rules.get(branch, []))
@@ -258,6 +267,32 @@ class Forge:
                         return 200, {"errors": [{"message": e.message}]}
                     return 200, {"data": {"enqueuePullRequest": {"mergeQueueEntry": {"id": "MQE"}}}}
         return 200, {"errors": [{"message": "Could not resolve to a node"}]}
+
+    def delete_branch(self, full_name: str, branch: str) -> None:
+        """The web page's "Delete branch" (or ``DELETE .../git/refs/heads/B``)."""
+        with self.lock:
+            self._delete_branch(self.repos[full_name], branch)
+
+    def _delete_branch(self, repo: Repo, branch: str) -> None:
+        """As GitHub does: an open pull request from the branch is closed; one based on it
+        is retargeted onto the base of the pull request that merged the branch, else
+        closed."""
+        sha = self._sha(repo, branch)
+        if sha is None:
+            raise ForgeError(422, "Reference does not exist")
+        merged_into = next(
+            (p["base"] for p in repo.pulls.values() if p["head"] == branch and p["merged"]), None
+        )
+        for pr in repo.pulls.values():
+            if pr["state"] != "open":
+                continue
+            if pr["head"] == branch:
+                pr.update(state="closed", last_head=sha)
+            elif pr["base"] == branch and merged_into is not None:
+                pr["base"] = merged_into
+            elif pr["base"] == branch:
+                pr.update(state="closed", last_head=self._sha(repo, pr["head"]))
+        _git(repo.path, "update-ref", "-d", f"refs/heads/{branch}", sha)
 
     def _pulls(
         self, repo: Repo, method: str, rest: list[str], query: dict[str, list[str]], body: Any
@@ -357,6 +392,8 @@ class Forge:
             commit = _git(
                 repo.path, "commit-tree", tree, "-p", base, "-p", head, "-m", title, env=stamp
             )
+        elif method == "rebase":
+            commit = _replay(repo.path, base, head, stamp)
         else:
             raise ForgeError(422, f"merge_method {method!r} is not allowed")
         _git(repo.path, "update-ref", f"refs/heads/{pr['base']}", commit, base)
@@ -389,6 +426,40 @@ class Forge:
                 if key in body:
                     got[key] = body[key]
         return 200, got
+
+
+def _replay(path: Path, base: str, head: str, stamp: dict[str, str]) -> str:
+    """A rebase merge: each commit of ``base..head`` replayed anew on ``base`` (its author
+    and message kept, the forge its committer); the last one's id."""
+    current = base
+    for commit in _git(path, "rev-list", "--reverse", "--no-merges", f"{base}..{head}").split():
+        parent_tree = _git(path, "rev-parse", f"{commit}^^{{tree}}")
+        root = _git(path, "commit-tree", parent_tree, "-m", "base", env=stamp)
+        ours = _git(path, "commit-tree", f"{current}^{{tree}}", "-p", root, "-m", "o", env=stamp)
+        theirs = _git(path, "commit-tree", f"{commit}^{{tree}}", "-p", root, "-m", "t", env=stamp)
+        done = subprocess.run(
+            ["git", "merge-tree", "--write-tree", ours, theirs],
+            cwd=path,
+            capture_output=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise ForgeError(405, "This branch can't be rebased (conflict)")
+        tree = done.stdout.decode().split("\n", 1)[0].strip()
+        an, ae, ad, message = _git(
+            path, "log", "-1", "--format=%an%x00%ae%x00%aI%x00%B", commit
+        ).split("\0", 3)
+        author = {"GIT_AUTHOR_NAME": an, "GIT_AUTHOR_EMAIL": ae, "GIT_AUTHOR_DATE": ad}
+        current = _git(
+            path,
+            "commit-tree",
+            tree,
+            "-p",
+            current,
+            input=message.encode(),
+            env={**stamp, **author},
+        )
+    return current
 
 
 def _is_ancestor(path: Path, old: str, new: str) -> bool:

@@ -41,7 +41,7 @@ def _refs(repo: Path) -> str:
         (["collect", "demo", "nowhere"], 3, "result.json: no such file"),
         (["fold", "nowhere.jsonl"], 3, "nowhere.jsonl: no such ledger file"),
         (["share", "loop.yaml", "--jobs", "0"], 3, "--jobs: 0: at least one job"),
-        (["land", "demo", "--method", "rebase"], 2, "Invalid value"),
+        (["land", "demo", "--method", "cherry-pick"], 2, "Invalid value"),
     ],
 )
 def test_bad_input_is_one_line_and_its_code(
