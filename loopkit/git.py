@@ -1267,7 +1267,9 @@ def tree_diff(root: Path, old: str, new: str) -> list[tuple[str, Entry, Entry]]:
     """Each path that differs between two trees: its status letter (A, M, D, T), and the
     path as ``old`` and as ``new`` hold it (``ABSENT`` where one does not)."""
     done = git(
-        ["diff-tree", "-r", "-z", "--raw", "--no-renames", "--no-abbrev", old, new], cwd=root
+        ["diff-tree", "-r", "-z", "--raw", "--no-renames", "--no-abbrev", old, new],
+        cwd=root,
+        env={"GIT_INDEX_FILE": str(NO_INDEX)},  # two trees: the worker's index is not asked
     )
     fields = done.stdout.split(b"\0")
     out = []

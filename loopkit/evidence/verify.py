@@ -19,7 +19,7 @@ from typing import Any
 
 from loopkit import digest, git, proc, text
 from loopkit.errors import BadInput, LoopkitError
-from loopkit.evidence import fingerprint, specialfiles
+from loopkit.evidence import fingerprint, globs, specialfiles
 from loopkit.state import artifacts
 
 TYPE_CHECKING = False
@@ -709,8 +709,11 @@ def ratchet(
     If nothing is required and the task has no checks or named tests of its own, every
     check must pass but a criterion judged per test whose failing tests are the base's,
     left as they were (``demand``: a task is judged by what it changes, and another task's
-    red test parked at the base blocks no one) -- unless the task says it fixes something:
-    a fix that names nothing must leave every check green. Judged as a whole, a failure
+    red test parked at the base blocks no one) -- only for a task that says where it works
+    (its own ``scope:``) whose base failures all lie outside it, each a test whose id names
+    its file (``tests/test_calc.py::test_add``), and that does not say it fixes something.
+    A task with no scope of its own, or whose scope holds a failing test's file, is there
+    for that failure: it must leave every check green. Judged as a whole, a failure
     cannot be told to be the one the base had, and still blocks. A commit hook, which has
     no task, asks only "not worse". The section's fingerprint follows the blocking
     failures only, so a failure the task did not cause is not taken for no progress.
@@ -780,7 +783,11 @@ def ratchet(
         # Every check, but the base's failing tests, left as they were, are still the base's.
         from loopkit.evidence.basetests import says_fix
 
-        same = {str(k["name"]) for k in known if "tests" in k and not says_fix(task)}
+        same = {
+            str(k["name"])
+            for k in known
+            if "tests" in k and not says_fix(task) and _elsewhere(k["tests"], task)
+        }
         required = names
         blocking = {
             str(c["name"]): c["fingerprint"]
@@ -825,6 +832,18 @@ def _whole_tree_blocking(body: Mapping[str, Any], text: str) -> dict[str, str | 
         elif b.get("passed", True):
             out[key] = c["fingerprint"]
     return out
+
+
+def _elsewhere(tests: Sequence[str], task: Mapping[str, Any] | None) -> bool:
+    """Whether every failing test in ``tests`` lies outside the task's own scope, each
+    told by the file its id names (``path::name``). A task with no scope of its own, or an
+    id that names no file, tells nothing: the failure may be the task's to fix."""
+    scope = [str(g) for g in (task or {}).get("scope") or []]
+    if not scope or not tests or len(tests) >= 50:  # 50: the known list is cut there
+        return False
+    if any("::" not in t or t.startswith("::") for t in tests):
+        return False
+    return not any(globs.matches(t.split("::", 1)[0], scope) for t in tests)
 
 
 def _task_words(task: Mapping[str, Any] | None) -> str:

@@ -217,14 +217,18 @@ def test_a_fix_lands_only_when_a_test_fails_without_it(tmp_path: Path, how: str)
 
 #: A task that leaves calc alone: the base's red test_add is another task's (parked).
 NOTES = "Path('src/notes.txt').write_text('notes\\n')\n"
+#: The task says where it works: the base's red test lies outside it.
+NOTES_TASK = (
+    "# Tasks\n\n- [ ] Write the notes {#notes}\n"
+    "  budget: 10 lines / 1 files\n  scope: src/notes.txt\n  end\n"
+)
 
 
 def test_an_independent_task_lands_while_another_s_failure_stays_at_the_base(
     tmp_path: Path,
 ) -> None:
-    p = project(tmp_path, NOTES)
-    proc = p.run("loop.sh", "--contract", "loop.yaml", "--task-id", "notes",
-                 "--task", "Write the notes")  # fmt: skip
+    p = project(tmp_path, NOTES, files={"TASKS.md": NOTES_TASK})
+    proc = p.run("phased-loop.sh", "--contract", "loop.yaml", "TASKS.md")
     assert proc.returncode == 0, fail_message(proc)
     assert p.git("show", "HEAD:src/notes.txt") == "notes\n"
     verify = p.docs("notes", "verify")[-1]["verify"]
