@@ -133,6 +133,10 @@ def _may_filter(sub: str, args: Sequence[str]) -> bool:
         return any(a in ("--filters", "--textconv") or a.startswith("--path") for a in args)
     if sub == "diff-index":
         return "--cached" not in args
+    if sub == "hash-object":  # stdin alone, with no --path, is hashed as is (git's own rule)
+        rest = args[_subcommand(args)[0] + 1 :]
+        named = any(a.startswith("--path") or a == "--stdin-paths" for a in rest)
+        return named or "--stdin" not in rest or not all(a.startswith("-") for a in rest)
     return True
 
 
@@ -388,6 +392,8 @@ def resolve(root: Path, base: str, *, unborn_ok: bool = True) -> str | None:
     A commit's full id git already named as a commit here is answered without git."""
     if base in _COMMITS.get(os.path.realpath(root), ()):
         return base
+    if base.endswith("^{tree}"):  # never a commit: one question, not two
+        return _tree_or_empty(root, base, unborn_ok=unborn_ok)
     done = git(
         ["rev-parse", "--verify", "-q", "--end-of-options", f"{base}^{{commit}}"],
         cwd=root,
@@ -837,6 +843,29 @@ def _walk(
             path = Path(folder) / d
             if path.is_symlink():
                 state[f"{label}/{path.relative_to(top).as_posix()}"] = _digest(path)
+
+
+def head_from_files(root: str | os.PathLike[str]) -> tuple[str, str] | None:
+    """The commit at HEAD ("" for an unborn branch) and its branch ("" when detached), read
+    from git's files where their format is stable: the work tree's ``HEAD``, the branch's
+    loose file, ``packed-refs``. None when only git can say (another ref store, a symbolic
+    ref below HEAD, a HEAD not on a branch under ``refs/heads/``, discovery variables)."""
+    dirs = _git_dirs(root)
+    if dirs is None or (dirs.common / "reftable").is_dir():
+        return None
+    try:
+        text = (dirs.own / "HEAD").read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if is_object_id(text):
+        return text, ""
+    ref = text.removeprefix("ref: ")
+    if ref == text or not ref.startswith("refs/heads/"):
+        return None
+    value = _ref_value(root, dirs.common, ref)
+    if value == "absent":
+        return "", ref
+    return (value, ref) if is_object_id(value) else None
 
 
 def _ref_value(root: str | os.PathLike[str], common: Path, ref: str) -> str:
