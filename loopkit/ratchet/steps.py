@@ -660,8 +660,9 @@ def _finish_landing(
             w.out(["read-tree", "-u", "-m", str(j["start_tree"]), commit])
         else:
             after = _index_to_commit(ctx, w, j, fresh_stat=fresh_stat)
-        j["phase"] = "marking"
-        journal.write(ctx.folder, j)
+        if j.get("tasks"):  # with no checklist to mark, the journal goes next: no step between
+            j["phase"] = "marking"
+            journal.write(ctx.folder, j)
     _mark_and_commit(
         ctx, w, j, "done", None, [str(j.get("tasks") or "")], f"loopkit: mark {task} done"
     )
