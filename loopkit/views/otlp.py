@@ -119,12 +119,15 @@ def _span(
     return span
 
 
+def _part(record: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """A section of the record; empty when absent or not an object (a damaged record)."""
+    value = record.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def _attempt_attributes(record: Mapping[str, Any], run_no: int) -> dict[str, object]:
-    run = record.get("run") or {}
-    usage = record.get("usage") or {}
-    decision = record.get("decision") or {}
-    diff = record.get("diff") or {}
-    verify = record.get("verify") or {}
+    run, usage, decision = _part(record, "run"), _part(record, "usage"), _part(record, "decision")
+    diff, verify = _part(record, "diff"), _part(record, "verify")
     return {
         "gen_ai.operation.name": "invoke_agent",
         "gen_ai.system": run.get("provider"),
@@ -153,13 +156,14 @@ def _stage_spans(
 ) -> list[dict[str, object]]:
     spans: list[dict[str, object]] = []
     at = start
-    for i, entry in enumerate(record.get("timings") or ()):
+    timings = record.get("timings")
+    for i, entry in enumerate(timings if isinstance(timings, list) else ()):
         if not isinstance(entry, dict) or not isinstance(entry.get("s"), (int, float)):
             continue
         stage = str(entry.get("stage"))
         span_id = _hex(16, trace_id, parent, "stage", i, stage)
         end = at + int(entry["s"] * 1e9)
-        git = entry.get("git") or {}
+        git = _part(entry, "git")
         attributes = {
             "loopkit.stage": stage,
             "loopkit.git.processes": git.get("processes"),
@@ -168,7 +172,8 @@ def _stage_spans(
         }
         spans.append(_span(trace_id, span_id, parent, f"lk-{stage}", at, end, attributes))
         checked = at
-        for j, check in enumerate(entry.get("checks") or ()):
+        checks = entry.get("checks")
+        for j, check in enumerate(checks if isinstance(checks, list) else ()):
             if not isinstance(check, dict) or not isinstance(check.get("s"), (int, float)):
                 continue
             done = checked + int(check["s"] * 1e9)
@@ -205,7 +210,7 @@ def request(records: Iterable[Mapping[str, Any]], service: str = "loopkit") -> d
                 continue
             start = _nanos(record.get("started_at")) or end
             span_id = _hex(16, trace_id, "attempt", record.get("attempt"), record.get("attempt_id"))
-            outcome = (record.get("decision") or {}).get("outcome")
+            outcome = _part(record, "decision").get("outcome")
             name = f"attempt {record.get('attempt')} of {run.task_id}"
             error = outcome in ("failed", "blocked", "budget_exhausted")
             attributes = _attempt_attributes(record, run_no)

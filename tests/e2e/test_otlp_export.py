@@ -189,3 +189,18 @@ def test_no_receiver_and_a_bad_url_each_say_one_line(git_repo: Path) -> None:
     bad = lk_run(["lk", "report", "--otlp", "ftp://127.0.0.1/x"], git_repo)
     assert bad.returncode == 3, bad.stderr
     assert "http(s) URL" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_damaged_record_is_sent_with_what_it_has() -> None:
+    damaged = {
+        "type": "attempt",
+        "task_id": "t",
+        "attempt": 1,
+        "started_at": "2026-01-01T00:00:00.000Z",
+        "recorded_at": "2026-01-01T00:00:01.000Z",
+        "run": "not an object",
+        "decision": ["nor this"],
+        "timings": [{"stage": "diff", "s": 0.5, "git": 3, "checks": "x"}, "junk"],
+    }
+    spans = otlp.request([damaged])["resourceSpans"][0]["scopeSpans"][0]["spans"]  # type: ignore[index]
+    assert [s["name"] for s in spans] == ["attempt 1 of t", "lk-diff"]
