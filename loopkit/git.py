@@ -132,6 +132,10 @@ def _may_filter(sub: str, args: Sequence[str]) -> bool:
         return any(a in ("--filters", "--textconv") or a.startswith("--path") for a in args)
     if sub == "diff-index":
         return "--cached" not in args
+    if sub == "hash-object":  # stdin alone, with no --path, is hashed as is (git's own rule)
+        rest = args[_subcommand(args)[0] + 1 :]
+        named = any(a.startswith("--path") or a == "--stdin-paths" for a in rest)
+        return named or "--stdin" not in rest or not all(a.startswith("-") for a in rest)
     return True
 
 
@@ -387,6 +391,8 @@ def resolve(root: Path, base: str, *, unborn_ok: bool = True) -> str | None:
     A commit's full id git already named as a commit here is answered without git."""
     if base in _COMMITS.get(os.path.realpath(root), ()):
         return base
+    if base.endswith("^{tree}"):  # never a commit: one question, not two
+        return _tree_or_empty(root, base, unborn_ok=unborn_ok)
     done = git(
         ["rev-parse", "--verify", "-q", "--end-of-options", f"{base}^{{commit}}"],
         cwd=root,
@@ -836,6 +842,29 @@ def _walk(
             path = Path(folder) / d
             if path.is_symlink():
                 state[f"{label}/{path.relative_to(top).as_posix()}"] = _digest(path)
+
+
+def head_from_files(root: str | os.PathLike[str]) -> tuple[str, str] | None:
+    """The commit at HEAD ("" for an unborn branch) and its branch ("" when detached), read
+    from git's files where their format is stable: the work tree's ``HEAD``, the branch's
+    loose file, ``packed-refs``. None when only git can say (another ref store, a symbolic
+    ref below HEAD, a HEAD not on a branch under ``refs/heads/``, discovery variables)."""
+    dirs = _git_dirs(root)
+    if dirs is None or (dirs.common / "reftable").is_dir():
+        return None
+    try:
+        text = (dirs.own / "HEAD").read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if is_object_id(text):
+        return text, ""
+    ref = text.removeprefix("ref: ")
+    if ref == text or not ref.startswith("refs/heads/"):
+        return None
+    value = _ref_value(root, dirs.common, ref)
+    if value == "absent":
+        return "", ref
+    return (value, ref) if is_object_id(value) else None
 
 
 def _ref_value(root: str | os.PathLike[str], common: Path, ref: str) -> str:
@@ -1325,15 +1354,46 @@ def folder_names(root: Path, tree: str, folders: Sequence[bytes]) -> dict[bytes,
     return found
 
 
+class TreeListing:
+    """What one listing of a tree says: every folder a checkout of it has (its trees and
+    gitlinks, repository-relative, "" for the top) and each ``.gitattributes`` entry
+    (path, mode, id), sorted."""
+
+    __slots__ = ("attributes", "folders")
+
+    def __init__(self, folders: frozenset[str], attributes: tuple[tuple[str, str, str], ...]):
+        self.folders = folders
+        self.attributes = attributes
+
+
+#: Listings already read, by repository and tree id (a tree's content never changes).
+_LISTINGS: dict[tuple[str, str], TreeListing] = {}
+
+
+def tree_listing(root: Path, tree: str) -> TreeListing:
+    """``tree``'s listing (``ls-tree -r -t``): one git call a process for each tree."""
+    key = (os.path.realpath(root), tree)
+    found = _LISTINGS.get(key)
+    if found is not None:
+        return found
+    done = git(["ls-tree", "-r", "-t", "-z", tree], cwd=root)  # "<mode> <type> <id>\t<path>"
+    folders = {""}
+    attributes = []
+    for entry in done.stdout.split(b"\0"):
+        meta, _, path = entry.partition(b"\t")
+        if meta[:7] in (b"040000 ", b"160000 "):
+            folders.add(os.fsdecode(path))
+        elif posixpath.basename(path) == b".gitattributes":
+            mode, _, oid = meta.decode("ascii").split(" ")
+            attributes.append((os.fsdecode(path), mode, oid))
+    found = _LISTINGS[key] = TreeListing(frozenset(folders), tuple(sorted(attributes)))
+    return found
+
+
 def tree_folders(root: Path, tree: str) -> set[str]:
     """Every folder a checkout of ``tree`` has: its trees and its gitlinks (a submodule's
     folder), repository-relative as the file system names them, and "" for the top."""
-    done = git(["ls-tree", "-r", "-t", "-z", tree], cwd=root)  # "<mode> <type> <id>\t<path>"
-    found = {""}
-    for entry in done.stdout.split(b"\0"):
-        if entry[:7] in (b"040000 ", b"160000 "):
-            found.add(os.fsdecode(entry.partition(b"\t")[2]))
-    return found
+    return set(tree_listing(root, tree).folders)
 
 
 def _write_tree_files(root: Path, tree: str, name: str, into: str) -> None:
@@ -1525,7 +1585,14 @@ def clean_worktree(path: Path) -> None:
     git(["clean", "-ffdxq"], cwd=path)
 
 
-def sync_worktree(path: Path, tree: str, *, held: str | None = None, cleaned: bool = False) -> None:
+def sync_worktree(
+    path: Path,
+    tree: str,
+    *,
+    held: str | None = None,
+    cleaned: bool = False,
+    held_attributes: tuple[tuple[str, str, str], ...] | None = None,
+) -> None:
     """Make the work tree at ``path`` hold exactly ``tree``: everything untracked or ignored
     (nested repositories too) removed (``clean_worktree``; already done when ``cleaned``),
     then its files rewritten only where they differ -- a file the index held and the tree
@@ -1535,12 +1602,20 @@ def sync_worktree(path: Path, tree: str, *, held: str | None = None, cleaned: bo
     settled mark). Then only what differs between the two trees is read and written (a
     two-tree ``read-tree``: no file the trees share is looked at, and none at all when they
     are the same tree); else, or when git refuses (a file it would write is not as the
-    index says), every file is checked against the index (``--reset``)."""
+    index says), every file is checked against the index (``--reset``).
+
+    ``held_attributes``: ``held``'s ``.gitattributes`` entries (``tree_listing``): whether
+    they change is then read from ``tree``'s listing (which the checks' folder list uses
+    too) instead of a diff against the index."""
     if not cleaned:
         clean_worktree(path)
     if held == tree:
         return
-    if _attributes_change(path, tree):
+    if (
+        _attributes_change(path, tree)
+        if held is None or held_attributes is None
+        else tree_listing(path, tree).attributes != held_attributes
+    ):
         # git rewrites only the files whose content differs: those the old attributes
         # checked out (LF where `eol=crlf` now asks CRLF, `$Id$` unexpanded, UTF-8 where a
         # `working-tree-encoding` now asks UTF-16) would stay as they were, unlike in a

@@ -1,6 +1,6 @@
 """lk report: summarize the ledger for a person.
 
-Usage:  lk report [--ledger PATH] [--json | --html FILE]
+Usage:  lk report [--ledger PATH] [--json | --html FILE | --otlp URL]
 
 Input:  the ledger (.loopkit/ledger.jsonl, or under the state_dir ./loop.yaml names, unless
         --ledger names another).
@@ -8,9 +8,12 @@ Output: a terminal table per task (attempts, outcome, why it stopped, cost, toke
         and the loop's health (with the stacks lk stack recorded here: runs that ended
         without a pull request against the 5% SLO, cost per merged pull request,
         landings vs returns of the stacks and of lk queue); --json prints a loopkit/report document (schemas/report.json);
-        --html FILE writes one self-contained page with a timeline of attempts.
+        --html FILE writes one self-contained page with a timeline of attempts;
+        --otlp URL sends the runs, attempts and stages as OpenTelemetry spans to an
+        OTLP/HTTP receiver (JSON; URL/v1/traces when the URL names no path).
 Exit codes: 0 reported (torn or damaged ledger lines are reported and skipped);
-        3 --ledger names no file.
+        3 --ledger names no file, or --otlp no http(s) URL;
+        4 the OTLP receiver could not be reached or refused the spans.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ if TYPE_CHECKING:
 
 EPILOG = (
     "\b\nExit codes of lk report:\n  0   reported (torn or damaged ledger lines are skipped, "
-    "with a warning)\n  3   --ledger names no file\n\n" + SHARED_HELP
+    "with a warning)\n  3   --ledger names no file, or --otlp no http(s) URL\n"
+    "  4   the OTLP receiver could not be reached or refused the spans\n\n" + SHARED_HELP
 )
 
 
@@ -52,17 +56,29 @@ def _landings() -> tuple[list[dict[str, Any]] | None, list[dict[str, Any]]]:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--html", "html_path", metavar="FILE", help="Write a self-contained HTML page.")
-def main(ledger_path: str | None, as_json: bool, html_path: str | None) -> int:
+@click.option(
+    "--otlp",
+    "otlp_url",
+    metavar="URL",
+    help="Send the runs, attempts and stages as spans to an OTLP/HTTP receiver.",
+)
+def main(
+    ledger_path: str | None, as_json: bool, html_path: str | None, otlp_url: str | None
+) -> int:
     """Summarize the ledger: per task, and the loop's health."""
     from pathlib import Path
 
     from loopkit.decision import ledger
     from loopkit.document import emit
     from loopkit.errors import BadInput
-    from loopkit.views import report
+    from loopkit.exitcodes import ExitCode
+    from loopkit.views import otlp, report
 
-    if as_json and html_path:
-        raise click.UsageError("--json and --html exclude each other")
+    if sum(map(bool, (as_json, html_path, otlp_url))) > 1:
+        raise click.UsageError("--json, --html and --otlp exclude each other")
+    traces_url = otlp.endpoint(otlp_url) if otlp_url else None
+    if otlp_url and traces_url is None:
+        raise BadInput(otlp_url, "--otlp needs an http(s) URL of an OTLP/HTTP receiver")
     if ledger_path:
         path = Path(ledger_path)
         if not path.is_file():
@@ -74,6 +90,14 @@ def main(ledger_path: str | None, as_json: bool, html_path: str | None) -> int:
     records, problems = ledger.read(path)
     for p in problems:
         say("lk report", f"warning: {path}: {p}")
+    if traces_url:
+        body = otlp.request(r for _, r in records)
+        why = otlp.send(traces_url, body)
+        if why:
+            say("lk report", f"error: {traces_url}: {why}")
+            return int(ExitCode.ENVIRONMENT)
+        say("lk report", f"sent {otlp.span_count(body)} spans to {traces_url}")
+        return 0
     stacks, queue = _landings()
     doc = report.build(
         records,

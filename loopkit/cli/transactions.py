@@ -171,7 +171,7 @@ def begin(
     ctx = _ctx()
 
     def step() -> dict[str, Any]:
-        result = steps.begin(
+        return steps.begin(
             ctx,
             owner=pid,
             document=document,
@@ -182,9 +182,6 @@ def begin(
             reset_paths=resets,
             memory_file=memory or os.environ.get("MEMORY_FILE") or None,
         )
-        if document is not None and "finished" not in result:
-            result.update(steps.keep_start(ctx, result, document, pid))
-        return result
 
     if (attempt or reproduce) and document is None:
         from loopkit.errors import UsageProblem

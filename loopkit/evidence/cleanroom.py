@@ -33,6 +33,7 @@ conftest files, node's module resolution) can reach the working tree's files.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -65,8 +66,12 @@ def occupied(root: Path) -> Iterator[None]:
 
 
 #: In the clean room's git folder: the tree its files held when the last checks ended, and
-#: the stamp of its index then -- the index the sync wrote, untouched (``settle``).
+#: the stamp of its index then -- the index the sync wrote, untouched (``settle``); on a
+#: second line, that tree's ``.gitattributes`` entries (``git.tree_listing``).
 SETTLED = "loopkit-settled"
+
+#: A settled tree and its ``.gitattributes`` entries (None: not known).
+Held = tuple[str, tuple[tuple[str, str, str], ...] | None]
 
 
 class Room(Value):
@@ -90,17 +95,24 @@ def _stamp(path: Path) -> str:
     return ":".join(map(str, stamp)) if stamp else ""
 
 
-def _held(path: Path) -> str | None:
+def _held(path: Path) -> Held | None:
     """The tree the room is known to hold (its settled mark, when its index is still the
-    one the mark names), the mark taken away: a sync or a check that does not end leaves
-    none behind, and the next sync checks every file."""
+    one the mark names) and its attributes files, the mark taken away: a sync or a check
+    that does not end leaves none behind, and the next sync checks every file."""
     mark = path / ".git" / SETTLED
     try:
-        tree, _, stamp = mark.read_text(encoding="utf-8").strip().partition(" ")
+        first, _, second = mark.read_text(encoding="utf-8").partition("\n")
         mark.unlink()
     except (OSError, UnicodeDecodeError):
         return None
-    return tree if stamp and stamp == _stamp(path) and git.is_object_id(tree) else None
+    tree, _, stamp = first.strip().partition(" ")
+    if not (stamp and stamp == _stamp(path) and git.is_object_id(tree)):
+        return None
+    try:
+        attributes = tuple((str(p), str(m), str(o)) for p, m, o in json.loads(second))
+    except (ValueError, TypeError):
+        attributes = None  # not listed: the sync asks the index
+    return tree, attributes
 
 
 def settle(room: Room, *, intact: bool) -> None:
@@ -111,7 +123,8 @@ def settle(room: Room, *, intact: bool) -> None:
     if intact and room.stamp and _stamp(room.path) == room.stamp:
         from loopkit.files import atomic_write
 
-        atomic_write(room.path / ".git" / SETTLED, f"{room.tree} {room.stamp}\n")
+        attributes = json.dumps(git.tree_listing(room.path, room.tree).attributes)
+        atomic_write(room.path / ".git" / SETTLED, f"{room.tree} {room.stamp}\n{attributes}\n")
 
 
 def prepare(
@@ -126,7 +139,7 @@ def prepare(
     return _synced(root, path, tree, held, carry)
 
 
-def _cleared(root: Path, *, head: str | None) -> tuple[Path, str | None]:
+def _cleared(root: Path, *, head: str | None) -> tuple[Path, Held | None]:
     """The clean room of ``root`` (made if need be), its HEAD at ``head``, nothing in it but
     its index's files; and the tree it is known to hold (its settled mark), if any. The
     half of a sync that needs no tree yet."""
@@ -137,10 +150,11 @@ def _cleared(root: Path, *, head: str | None) -> tuple[Path, str | None]:
     return path, held
 
 
-def _synced(root: Path, path: Path, tree: str, held: str | None, carry: Sequence[str]) -> Room:
+def _synced(root: Path, path: Path, tree: str, held: Held | None, carry: Sequence[str]) -> Room:
     """The other half (``_cleared`` done): the room brought to ``tree``, the carried paths
     linked in."""
-    git.sync_worktree(path, tree, held=held, cleaned=True)
+    was, attributes = held or (None, None)
+    git.sync_worktree(path, tree, held=was, cleaned=True, held_attributes=attributes)
     stamp = _stamp(path)
     return Room(path=path, tree=tree, carried=_link(root, path, carry), stamp=stamp)
 
@@ -164,7 +178,8 @@ def moved(room: Room, root: Path, tree: str, *, reset: Sequence[str] = ()) -> Ro
     """The room, its checks done and the files of its tree as the sync wrote them, brought
     to another ``tree``: what the checks left removed, only the files that differ written
     (``git read-tree -m``), the carried links and reset folders made again."""
-    git.sync_worktree(room.path, tree, held=room.tree)
+    listed = git.tree_listing(room.path, room.tree).attributes
+    git.sync_worktree(room.path, tree, held=room.tree, held_attributes=listed)
     _link(root, room.path, room.carried)
     make_reset_dirs(room.path, reset)
     return Room(path=room.path, tree=tree, carried=room.carried, stamp=_stamp(room.path))

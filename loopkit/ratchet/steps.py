@@ -182,6 +182,8 @@ def begin(
         start_index=j["start_index"] or None,
         user_start=j.get("user_start"),
         state=j["state"],
+        run_dir=str(Path(j["start_doc"]).parent),
+        start=j["start_doc"],
     )
     return result
 
@@ -234,6 +236,7 @@ def _start(
                 "would revert them, a commit would sweep them in), or pass --allow-dirty"
             )
         _record_dirty_start(ctx, w, j)
+    j["start_doc"] = str(_keep_start(state, task, document, owner))
     journal.write(ctx.folder, j)
     return j
 
@@ -251,28 +254,22 @@ def _finished(recovered: Sequence[Mapping[str, Any]], task: Any) -> dict[str, An
     return None
 
 
-def keep_start(
-    ctx: Context, result: Mapping[str, Any], document: Mapping[str, Any], owner: int
-) -> dict[str, str]:
+def _keep_start(state: Path, task: str, document: Mapping[str, Any], owner: int) -> Path:
     """Keep the start document as ``<state>/runs/<task>/<run>/start.json`` (the run folder
-    a loop keeps each round's documents in); its place goes into the journal."""
+    a loop keeps each round's documents in), before the journal that names it is written."""
     import json
     import time
 
     from loopkit.files import atomic_write
 
     run = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{owner}"
-    folder = Path(str(result["state"])) / "runs" / git.ref_component(str(result["task"])) / run
-    start = folder / "start.json"
+    start = state / "runs" / git.ref_component(task) / run / "start.json"
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        start.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(start, json.dumps(document, ensure_ascii=False) + "\n")
     except OSError as e:
         raise EnvironmentProblem(f"cannot write {e.filename or start}: {e.strerror}") from None
-    j = _task_journal(ctx)
-    j["start_doc"] = str(start)
-    journal.write(ctx.folder, j)
-    return {"run_dir": str(folder), "start": str(start)}
+    return start
 
 
 def note(ctx: Context, text: str) -> dict[str, Any]:
@@ -540,12 +537,14 @@ def land(
             path="decision.outcome",
         )
     tree = _doc_get(document, "verify", "tree")
-    kind = (
-        git.git(["cat-file", "-t", tree], cwd=ctx.root, check=False)
-        if (isinstance(tree, str) and git.is_object_id(tree))
-        else None
-    )
-    if kind is None or kind.exit_code != 0 or kind.stdout.strip() != b"tree":
+    # commit-tree takes nothing but a tree: only when it fails is git asked what it was.
+    done = None
+    if isinstance(tree, str) and git.is_object_id(tree):
+        parent, message = str(j["diff_base"]), _message(document, task, label)
+        done = git.git(
+            ["commit-tree", tree, "-p", parent, "-m", message], cwd=ctx.root, check=False
+        )
+    if done is None or (done.exit_code != 0 and not _is_tree(ctx.root, tree)):
         ref = _save(ctx, j, label, "complete, no verified tree")
         journal.remove(ctx.folder)
         message = (
@@ -557,16 +556,6 @@ def land(
     at = None
     if ctx.attempt_in is None:
         at = _branch_check(ctx, j, f"the commit of {task}", None, label)
-    subject = memory.one_line(_doc_get(document, "task", "text") or task, 72)
-    why = memory.one_line(_doc_get(document, "decision", "reason") or "complete", 300)
-    attempt = _doc_get(document, "attempt_id") or label
-    message = (
-        f"loopkit: {task}: {subject}\n\n{why}\n\nLoopkit-Task: {task}\n"
-        f"Loopkit-Attempt: {attempt}\nLoopkit-Tree: {tree}"
-    )
-    done = git.git(
-        ["commit-tree", tree, "-p", str(j["diff_base"]), "-m", message], cwd=ctx.root, check=False
-    )
     if done.exit_code != 0:
         ref = _save(ctx, j, label, "complete, commit failed")
         journal.remove(ctx.folder)
@@ -584,6 +573,23 @@ def land(
     )
     journal.write(ctx.folder, j)
     return _finish_landing(ctx, j, fresh_stat=fresh_stat, at=at)
+
+
+def _is_tree(root: Path, oid: str) -> bool:
+    kind = git.git(["cat-file", "-t", oid], cwd=root, check=False)
+    return kind.exit_code == 0 and kind.stdout.strip() == b"tree"
+
+
+def _message(document: Mapping[str, Any], task: str, label: str) -> str:
+    """The landed commit's message: the task, why it is complete, and its trailers."""
+    subject = memory.one_line(_doc_get(document, "task", "text") or task, 72)
+    why = memory.one_line(_doc_get(document, "decision", "reason") or "complete", 300)
+    attempt = _doc_get(document, "attempt_id") or label
+    tree = _doc_get(document, "verify", "tree")
+    return (
+        f"loopkit: {task}: {subject}\n\n{why}\n\nLoopkit-Task: {task}\n"
+        f"Loopkit-Attempt: {attempt}\nLoopkit-Tree: {tree}"
+    )
 
 
 def _attest(
@@ -654,8 +660,9 @@ def _finish_landing(
             w.out(["read-tree", "-u", "-m", str(j["start_tree"]), commit])
         else:
             after = _index_to_commit(ctx, w, j, fresh_stat=fresh_stat)
-        j["phase"] = "marking"
-        journal.write(ctx.folder, j)
+        if j.get("tasks"):  # with no checklist to mark, the journal goes next: no step between
+            j["phase"] = "marking"
+            journal.write(ctx.folder, j)
     _mark_and_commit(
         ctx, w, j, "done", None, [str(j.get("tasks") or "")], f"loopkit: mark {task} done"
     )
@@ -1002,7 +1009,7 @@ def _rebuild(ctx: Context) -> dict[str, Any]:
 
 def _last_start(state: Path) -> tuple[str, Path | None, str]:
     """The task, run folder and checklist (the task's ``source.file``) of the last start
-    document a loop kept (``keep_start``)."""
+    document a loop kept (``_keep_start``)."""
     import json
 
     best: tuple[int, Path] | None = None

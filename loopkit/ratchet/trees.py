@@ -41,7 +41,11 @@ class Where:
 
 
 def head(w: Where) -> tuple[str, str]:
-    """The commit at HEAD ("" when none) and the branch it is on ("" when detached)."""
+    """The commit at HEAD ("" when none) and the branch it is on ("" when detached): from
+    git's ref files where it can (no process), else git's answer."""
+    found = git.head_from_files(w.root)
+    if found is not None:
+        return found
     commit, _, branch = head_tree(w)
     return commit, branch
 
