@@ -85,9 +85,12 @@ def test_a_mark_that_does_not_hold_is_not_taken(project: Path, tmp_path: Path, f
     _verify(project, tmp_path)
     room = cleanroom.home_of(project)
     mark = room / ".git" / cleanroom.SETTLED
-    tree, stamp = mark.read_text().split()
+    # the mark's first line: the tree and the index's stamp; the rest: the tree's
+    # .gitattributes entries, kept as they are so only the forged part differs
+    first, _, rest = mark.read_text().partition("\n")
+    tree, stamp = first.split()
     (room / "check.py").write_text("raise SystemExit(0)\n")
-    mark.write_text(f"{forged} {stamp}\n")
+    mark.write_text(f"{forged} {stamp}\n{rest}")
     body = _verify(project, tmp_path)
     assert body["passed"] is False and not body.get("changed_by_checks"), body
     assert (room / "check.py").read_text() == CHECK_PY
@@ -95,7 +98,7 @@ def test_a_mark_that_does_not_hold_is_not_taken(project: Path, tmp_path: Path, f
     (room / "check.py").write_text("raise SystemExit(0)\n")
     git.git(["update-index", "--refresh"], cwd=room, check=False)
     git.git(["add", "pkg/m0.py"], cwd=room)
-    mark.write_text(f"{tree} {stamp}\n")
+    mark.write_text(f"{tree} {stamp}\n{rest}")
     body = _verify(project, tmp_path)
     assert body["passed"] is False and not body.get("changed_by_checks"), body
     assert (room / "check.py").read_text() == CHECK_PY
