@@ -91,7 +91,8 @@ export LOOPKIT_POOL LOOPKIT_POOL_JOBS=$jobs
 MAIN=$root wt_root=${LK_WORKTREES:-${TMPDIR:-/tmp}/loopkit-worktrees}
 mkdir -p "$wt_root" "$LK_STATE/runs" || lk_die 4 "cannot create $wt_root"
 trap 'lk task end --owner $$ >/dev/null' EXIT
-trap 'lk_log "interrupted"; kill 0 2>/dev/null; exit 130' INT TERM
+# The shell ignores the signal it sends its own group, so the trap runs once.
+trap 'trap "" INT TERM; lk_log "interrupted"; kill 0 2>/dev/null; exit 130' INT TERM
 # What a stopped run left in the queue lands first (a lander stopped anywhere is finished,
 # the checkout brought to the branch): no slice queued or landed is paid for again.
 lk queue land --wait --contract "$contract" >/dev/null

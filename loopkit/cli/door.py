@@ -238,6 +238,22 @@ def plain_args(
 
 def main() -> None:
     """The ``lk`` console script: a plain ``lk workspace`` or ``lk attempt`` without click."""
+    try:
+        _main()
+    except KeyboardInterrupt:  # outside a command's own handler (click's, or handle's)
+        _interrupted("lk")
+
+
+def _interrupted(prog: str) -> None:
+    """An interrupt no command caught: one line and 130, never a traceback."""
+    from loopkit.exitcodes import ExitCode
+    from loopkit.handling import say
+
+    say(prog, "interrupted")
+    leave(ExitCode.INTERRUPTED)
+
+
+def _main() -> None:
     args = sys.argv[1:]
     if args[:1] == ["task"] and (step := task_args(args[1:])) is not None:
         from loopkit.cli import transactions
@@ -271,14 +287,17 @@ def _stage(name: str) -> None:
     else goes to its click command."""
     import importlib
 
-    found = plain_args([name, *sys.argv[1:]])
-    if found is None:
-        importlib.import_module(f"loopkit.cli.{name}").main()
-        return
-    from loopkit import stages
+    try:
+        found = plain_args([name, *sys.argv[1:]])
+        if found is None:
+            importlib.import_module(f"loopkit.cli.{name}").main()
+            return
+        from loopkit import stages
 
-    run = getattr(stages, name)
-    _answer(lambda: run(**found[1]), f"lk-{name}")
+        run = getattr(stages, name)
+        _answer(lambda: run(**found[1]), f"lk-{name}")
+    except KeyboardInterrupt:  # outside the stage's own handler
+        _interrupted(f"lk-{name}")
 
 
 def _answer(call: Any, prog: str) -> None:
