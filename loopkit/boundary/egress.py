@@ -32,6 +32,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from loopkit.boundary import listeners
+
 #: Where the sockets' folder appears inside the sandbox (under its private /tmp).
 INNER = "/tmp/.loopkit-egress"
 PROXY_PORT = 3128
@@ -77,25 +79,7 @@ class Gate:
             def handle(self) -> None:
                 gate._handle(self.request)
 
-        class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-            daemon_threads = True
-            block_on_close = False
-            open = 0
-
-            def verify_request(self, request: Any, client_address: Any) -> bool:
-                with gate._lock:
-                    if Server.open >= MAX_CONNECTIONS:
-                        return False
-                    Server.open += 1
-                return True
-
-            def process_request_thread(self, request: Any, client_address: Any) -> None:
-                try:
-                    super().process_request_thread(request, client_address)
-                finally:
-                    with gate._lock:
-                        Server.open -= 1
-
+        Server = listeners.capped(socketserver.UnixStreamServer, MAX_CONNECTIONS, self._lock)
         self._server = Server(str(path), Handler)
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True

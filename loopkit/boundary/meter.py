@@ -101,27 +101,10 @@ class _Server:
         import socketserver
         from http.server import HTTPServer
 
+        from loopkit.boundary import listeners
+
         base: type = HTTPServer if isinstance(address, tuple) else socketserver.UnixStreamServer
-
-        class Server(socketserver.ThreadingMixIn, base):  # type: ignore[misc]
-            daemon_threads = True
-            block_on_close = False
-            open = 0
-
-            def verify_request(self, request: Any, client_address: Any) -> bool:
-                with meter._lock:
-                    if Server.open >= cap:
-                        return False
-                    Server.open += 1
-                return True
-
-            def process_request_thread(self, request: Any, client_address: Any) -> None:
-                try:
-                    super().process_request_thread(request, client_address)
-                finally:
-                    with meter._lock:
-                        Server.open -= 1
-
+        class Server(listeners.capped(base, cap, meter._lock)):  # type: ignore[misc]
             def server_bind(self) -> None:
                 if isinstance(address, tuple):
                     HTTPServer.server_bind(self)
