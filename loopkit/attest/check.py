@@ -77,7 +77,7 @@ def opened(raw: bytes) -> tuple[str, bytes, list[bytes]]:
     return payload_type, payload, sigs
 
 
-def _subject(st: Any, name: str, digest: str) -> str | None:
+def _subject(st: Any, digest: str) -> str | None:
     for s in st.get("subject") or []:
         if isinstance(s, dict) and isinstance(s.get("digest"), dict) and digest in s["digest"]:
             return str(s["digest"][digest])
@@ -157,8 +157,10 @@ def verify_commit(root: Path, rev: str, *, allowed: Path, contract: str | None =
     ):
         return r.fail(ExitCode.ATTEST_CHANGED, f"{commit[:12]}: not a loopkit landing statement")
     pred = st["predicate"]
-    r.statement_of = _subject(st, "commit", "gitCommit")
-    r.tree = _subject(st, "tree", "gitTree")
+    r.statement_of = _subject(st, "gitCommit")
+    r.tree = _subject(st, "gitTree")
+    if not all(isinstance(pred.get(k) or {}, dict) for k in ("repository", "contract")):
+        return r.fail(ExitCode.ATTEST_CHANGED, f"{commit[:12]}: not a loopkit landing statement")
     roots = (pred.get("repository") or {}).get("roots")
     here = statement.repository(root, commit)
     if roots != here:

@@ -28,11 +28,8 @@ def put(root: Path, commit: str, envelope: bytes) -> str:
 
 def get(root: Path, commit: str) -> bytes | None:
     """``commit``'s envelope, or None."""
-    done = git.git(["notes", "--ref", REF, "list", commit], cwd=root, check=False)
-    blob = done.stdout.decode().strip()
-    if done.exit_code != 0 or not blob:
-        return None
-    return git.git(["cat-file", "blob", blob], cwd=root).stdout
+    done = git.git(["notes", "--ref", REF, "show", commit], cwd=root, check=False)
+    return done.stdout if done.exit_code == 0 and done.stdout else None
 
 
 def take(root: Path, source: str, *, env: dict[str, str] | None = None) -> bool:

@@ -104,6 +104,7 @@ class _Server:
         from loopkit.boundary import listeners
 
         base: type = HTTPServer if isinstance(address, tuple) else socketserver.UnixStreamServer
+
         class Server(listeners.capped(base, cap, meter._lock)):  # type: ignore[misc]
             def server_bind(self) -> None:
                 if isinstance(address, tuple):

@@ -234,9 +234,11 @@ def in_clean_room(
             touched = sorted(p for p, status in moved.items() if status != "A")
             room = at
         unfixed_tree = (
-            basetests.without_fix(root, base_tree, tree, contract) if prove and base_tree else None
+            basetests.without_fix(root, base_tree, tree, contract)
+            if prove and base_tree and not stopped and not touched
+            else None
         )
-        if unfixed_tree and unfixed_tree != tree and not stopped and not touched:
+        if unfixed_tree and unfixed_tree != tree:
             # The attempt's tests on the base's code under test: what they show of the change.
             back = cleanroom.moved(room, root, unfixed_tree, reset=reset)
             unfixed = run_checks(
@@ -585,11 +587,11 @@ def baseline(
     import json
 
     from loopkit.contract import is_task_check
-    from loopkit.evidence import cleanroom
+    from loopkit.evidence import basetests, cleanroom
     from loopkit.files import atomic_write
     from loopkit.loader import json_loads
 
-    plain = [c for c in criteria if not is_task_check(c.get("name"))]
+    plain = basetests.plain(criteria)
     tree = git.resolve(root, f"{base}^{{tree}}") or base
     key = base_key(tree, plain)
     cached = (kept_in / f"base-{key}.json") if kept_in else state / BASELINE_FOLDER / f"{key}.json"
@@ -660,10 +662,10 @@ def keep_as_base(
     as sealed by the next lk-invoke, like every base result."""
     import json
 
-    from loopkit.contract import is_task_check
+    from loopkit.evidence import basetests
     from loopkit.files import atomic_write
 
-    plain = [c for c in criteria if not is_task_check(c.get("name"))]
+    plain = basetests.plain(criteria)
     checks = body.get("checks")
     tree = body.get("tree")
     if not (body.get("clean_room") and body.get("passed") and isinstance(checks, list)):
