@@ -613,7 +613,7 @@ def control_state(
 
     - the user's own git files outside the repository (``user_files``: the global and
       system config, the default attributes and ignore files), keyed ``~/.gitconfig``...,
-      and the files a config names (``configured_files``: ``git config file: PATH``);
+      and the files a config names (``_configured_and_includes``: ``git config file: PATH``);
 
     Keys are ``.git/``-relative paths (a linked worktree's own files as if its git folder
     were ``.git``), and those of ``user_files``. Plain file reads, no git call (except for refs git keeps in a form
@@ -678,7 +678,7 @@ def _digest_into(state: dict[str, str], files: Sequence[tuple[str, str]]) -> Non
             state[key] = value
 
 
-#: ``configured_files``' last answer in this process: what it was read from (the control
+#: ``_configured_and_includes``' last answer in this process: what it was read from (the control
 #: state of the repository's and the user's own files, git's environment), the answer,
 #: and the digest of every other file it depends on (each file named and each include
 #: target, present or not). lk-invoke asks before and after the worker, lk-diff again.
@@ -691,7 +691,7 @@ def _configured(
     defaults: Sequence[tuple[str, str]],
     state: dict[str, str],
 ) -> list[tuple[str, str]]:
-    """``configured_files``, without its git call when nothing it depends on changed since
+    """``_configured_and_includes``, without its git call when nothing it depends on changed since
     the last answer: every file git read config from is either in ``state`` already (the
     repository's config files, HEAD for ``includeIf onbranch:``, the user's files) or
     named in the answer, and an include target that held no entry (empty, or absent) is
@@ -736,23 +736,17 @@ def user_files() -> list[tuple[str, str]]:
     return found
 
 
-def configured_files(
+def _configured_and_includes(
     root: str | os.PathLike[str], dirs: GitDirs, defaults: Sequence[tuple[str, str]]
-) -> list[tuple[str, str]]:
+) -> tuple[list[tuple[str, str]], list[str]]:
     """The files git reads for this repository because a config names them, as (path,
     control-state key ``git config file: PATH``): every config file an entry comes from
     (an ``include.path`` target, a global config elsewhere) and the ``core.attributesFile``
     and ``core.excludesFile`` set to a path of their own (``~/.gitignore_global``). The
     repository's own config files are ``.git/`` control state already, and ``defaults``
-    (``user_files``) are watched by name. One git call."""
-    return _configured_and_includes(root, dirs, defaults)[0]
-
-
-def _configured_and_includes(
-    root: str | os.PathLike[str], dirs: GitDirs, defaults: Sequence[tuple[str, str]]
-) -> tuple[list[tuple[str, str]], list[str]]:
-    """``configured_files``, and every file an include names (``include.path``,
-    ``includeIf.*.path``), whether git read an entry from it or not."""
+    (``user_files``) are watched by name. Beside them, every file an include names
+    (``include.path``, ``includeIf.*.path``), whether git read an entry from it or not.
+    One git call."""
     done = git(["config", "--list", "--show-origin", "-z"], cwd=root, check=False)
     if done.exit_code != 0:
         return [], []
@@ -1331,27 +1325,6 @@ def tree_edited(root: Path, tree: str, entries: Sequence[Entry]) -> str:
         )
         git(["update-index", "-z", "--index-info"], cwd=root, env=env, input=lines)
         return out(["write-tree"], cwd=root, env=env)
-
-
-def folder_names(root: Path, tree: str, folders: Sequence[bytes]) -> dict[bytes, set[bytes]]:
-    """The names directly in each of ``folders`` (paths, ``b""`` for the top) in ``tree``:
-    one git call."""
-    found: dict[bytes, set[bytes]] = {f: set() for f in folders}
-    wanted = [f for f in folders if f]
-    if wanted:
-        done = git(
-            ["--literal-pathspecs", "ls-tree", "-z", "--name-only", tree, "--"]
-            + [os.fsdecode(f) + "/" for f in wanted],
-            cwd=root,
-        )
-        for path in done.stdout.split(b"\0"):
-            folder, _, name = path.rpartition(b"/")
-            if folder in found:
-                found[folder].add(name)
-    if b"" in found:
-        done = git(["ls-tree", "-z", "--name-only", tree], cwd=root)
-        found[b""] = set(done.stdout.split(b"\0")) - {b""}
-    return found
 
 
 class TreeListing:
