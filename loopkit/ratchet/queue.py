@@ -43,7 +43,6 @@ import os
 from pathlib import Path
 
 from loopkit import git
-from loopkit.attest import landing
 from loopkit.errors import BadInput, EnvironmentProblem, LoopkitError
 from loopkit.exitcodes import ExitCode
 from loopkit.files import atomic_write
@@ -260,8 +259,7 @@ class Queue:
                 landed.append(recovered)
             here = git.git(["symbolic-ref", "-q", "HEAD"], cwd=self.root, check=False)
             if here.exit_code == 0:  # the first lander here trusts the tip it finds
-                onto = here.stdout.decode().strip()
-                self._trusted(onto, self.tip(onto))
+                self._first_trust(here.stdout.decode().strip())
             for entry in self.entries():
                 if entry["status"] != "queued":
                     continue
@@ -433,6 +431,8 @@ class Queue:
         self, entry: Mapping[str, Any], verify: Mapping[str, Any], commit: str, tip: str
     ) -> None:
         """The landing's signed statement, ``commit``'s note (loopkit.attest.landing)."""
+        from loopkit.attest import landing
+
         doc = dict(self._read(Path(str(entry["document"]))) or {})
         doc["verify"] = verify
         landing.record(
@@ -445,6 +445,18 @@ class Queue:
             bookkeeping=[str(entry.get("tasks") or "")],
             say=self.say,
         )
+
+    def _first_trust(self, onto: str) -> None:
+        """Trust ``onto``'s tip when nothing is trusted there yet (the first lander): no
+        check here -- a tip moved since is verified when an entry lands on it."""
+        ref = TRUSTED + onto.removeprefix("refs/heads/")
+
+        def exists(name: str) -> bool:
+            done = git.git(["rev-parse", "-q", "--verify", name], cwd=self.root, check=False)
+            return done.exit_code == 0
+
+        if not exists(ref) and exists(onto):  # an unborn branch has nothing to trust
+            self._trust(onto, self.tip(onto))
 
     def _trust(self, onto: str, commit: str) -> None:
         ref = TRUSTED + onto.removeprefix("refs/heads/")

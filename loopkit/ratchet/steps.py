@@ -19,7 +19,6 @@ import os
 from pathlib import Path
 
 from loopkit import git
-from loopkit.attest import landing
 from loopkit.errors import BadInput, EnvironmentProblem, LoopkitError
 from loopkit.exitcodes import ExitCode
 from loopkit.ratchet import journal, lock, memory, trees
@@ -597,6 +596,8 @@ def _attest(
 ) -> None:
     """The landing's signed statement, the commit's note before the branch moves to it
     (loopkit.attest.landing); under ``loopkit.attest=require``, none refuses the landing."""
+    from loopkit.attest import landing  # loaded when a landing signs, not for every step
+
     try:
         landing.record(
             ctx.root,
