@@ -12,8 +12,8 @@ statement was made in this repository, names this commit and its tree, and that 
 checks are the contract's criteria at that commit, each passed (--contract, a path in
 the commit's tree; else the one the statement names; else loop.yaml).
 
-Output: verify prints one JSON line (schemas/attest-verify.json); the first failure's
-line goes to stderr and its code is the exit status. show prints the statement.
+Output: verify prints one JSON line (schemas/attest-verify.json); each failure's line
+goes to stderr, and the first one's code is the exit status. show prints the statement.
 """
 
 from __future__ import annotations
