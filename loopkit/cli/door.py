@@ -238,10 +238,56 @@ def plain_args(
 
 def main() -> None:
     """The ``lk`` console script: a plain ``lk workspace`` or ``lk attempt`` without click."""
+    quiet_interrupts("lk")
     try:
         _main()
     except KeyboardInterrupt:  # outside a command's own handler (click's, or handle's)
         _interrupted("lk")
+
+
+def plan() -> None:
+    """The ``lk-plan`` console script: its click group, with interrupts answered as every
+    command's are (the group's import is most of its start-up)."""
+    quiet_interrupts("lk-plan")
+    try:
+        from loopkit.cli.plan import main as group
+
+        group()
+    except KeyboardInterrupt:
+        _interrupted("lk-plan")
+
+
+def quiet_interrupts(prog: str) -> None:
+    """From here to the process's last instruction, an interrupt that no handler catches
+    -- one that comes while a module loads, a second one while the first is being wound
+    down, one while the interpreter exits and waits for its threads -- ends the command
+    with one line and exit 130, never a traceback. (Each command handles the interrupt it
+    expects, ending what it started; this is the floor under all of them.)"""
+    shown = sys.excepthook
+    unraisable = sys.unraisablehook
+
+    def uncaught(kind: type[BaseException], value: BaseException, tb: object) -> None:
+        if not issubclass(kind, KeyboardInterrupt):
+            shown(kind, value, tb)  # type: ignore[arg-type]
+            return
+        _last_line(prog)
+
+    def ignored(what: Any) -> None:
+        if isinstance(what.exc_value, KeyboardInterrupt):
+            _last_line(prog)
+        unraisable(what)
+
+    sys.excepthook = uncaught
+    sys.unraisablehook = ignored
+
+
+def _last_line(prog: str) -> None:
+    import os
+
+    try:
+        os.write(2, f"{prog}: interrupted\n".encode())
+    finally:
+        os._exit(130)  # ExitCode.INTERRUPTED, without loading anything more
 
 
 def _interrupted(prog: str) -> None:
@@ -287,6 +333,7 @@ def _stage(name: str) -> None:
     else goes to its click command."""
     import importlib
 
+    quiet_interrupts(f"lk-{name}")
     try:
         found = plain_args([name, *sys.argv[1:]])
         if found is None:
