@@ -9,9 +9,10 @@ from typing import Any
 
 import click
 
+from loopkit.cli.options import Arg, Opt
 from loopkit.handling import handle, say
 
-__all__ = ["CONTEXT", "Command", "Group", "command", "handle", "say"]
+__all__ = ["CONTEXT", "Command", "Group", "command", "declared", "handle", "say"]
 
 
 class _Handled:
@@ -64,6 +65,31 @@ def options(*decorators: Callable[[Any], Any]) -> Callable[[Any], Any]:
         return command
 
     return apply
+
+
+def declared(params: Sequence[Opt | Arg], *, providers: Sequence[str] = ()) -> Callable[[Any], Any]:
+    """A command's click parameters, built from their one declaration (loopkit.cli.options),
+    in its order. ``providers``: the choices of a ``choice`` option that names none."""
+    built: list[Callable[[Any], Any]] = []
+    for p in params:
+        if isinstance(p, Arg):
+            built.append(click.argument(p.name, required=p.required, metavar=p.metavar))
+            continue
+        extra: dict[str, Any] = {"metavar": p.metavar, "help": p.help}
+        if p.default is not None or p.kind == "switch":  # a switch given neither way: None
+            extra["default"] = p.default
+        if p.kind == "flag":
+            extra["is_flag"] = True
+        elif p.kind == "repeat":
+            extra["multiple"] = True
+        elif p.kind == "choice":
+            extra["type"] = click.Choice(list(p.choices or providers))
+        elif p.kind == "positive":
+            extra["type"] = click.FloatRange(min=0, min_open=True)
+        elif p.kind == "int":
+            extra["type"] = int
+        built.append(click.option(*p.names, p.kwarg, **extra))
+    return options(*built)
 
 
 def command(**kwargs: Any) -> Callable[[Callable[..., Any]], Command]:

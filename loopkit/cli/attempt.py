@@ -38,9 +38,10 @@ Exit codes: lk-decide's: 0 complete, 10 retry, 11 replan, 20 blocked, 21 failed,
 
 from __future__ import annotations
 
-import click
+from typing import Any
 
-from loopkit.cli._entry import command
+from loopkit.cli import options, transactions
+from loopkit.cli._entry import command, declared
 from loopkit.exitcodes import SHARED_HELP
 
 EPILOG = (
@@ -58,53 +59,8 @@ Exit codes (lk-decide's):
 
 
 @command(epilog=EPILOG)
-@click.option("--contract", "contract_path", metavar="FILE", help="The loop contract (loop.yaml).")
-@click.option("--base", metavar="REF", help="What lk-diff measures the change from (--base).")
-@click.option("--resume", metavar="ID", help="Continue this worker session (lk-invoke --resume).")
-@click.option(
-    "--keep",
-    metavar="PREFIX",
-    help="Keep every stage's document as PREFIX-<stage>.json and its stderr as PREFIX-<stage>.err.",
-)
-@click.option(
-    "--shell",
-    "as_shell",
-    is_flag=True,
-    help="Print the last document's fields the recipes act on as shell assignments "
-    "(LK_DOC_*=...), not the document.",
-)
-@click.option(
-    "--settle",
-    is_flag=True,
-    help="Then the ratchet's step the decision calls for, in this process: complete lands, "
-    "retry and replan save, blocked, failed and exhausted park, cancelled cancels "
-    "(lk task land/save/park/cancel; the last three and the landing with --end).",
-)
-@click.option(
-    "--owner",
-    type=int,
-    metavar="PID",
-    help="With --settle: the loop whose lock a last step releases (default: the parent).",
-)
-def main(
-    contract_path: str | None,
-    base: str | None,
-    resume: str | None,
-    keep: str | None,
-    as_shell: bool,
-    settle: bool,
-    owner: int | None,
-) -> int:
+@declared(options.ATTEMPT)
+def main(**kw: Any) -> int:
     """Run one attempt, admission to decision, each stage the published command itself on
     the document the stage before printed; exit with the decision's code."""
-    from loopkit.cli import transactions
-
-    return transactions.attempt(
-        contract_path=contract_path,
-        base=base,
-        resume=resume,
-        keep=keep,
-        as_shell=as_shell,
-        settle=settle,
-        owner=owner,
-    )
+    return transactions.attempt(**kw)

@@ -16,9 +16,11 @@ Exit codes: 0 complete, 10 retry, 11 replan, 20 blocked, 21 failed, 22 budget ex
 
 from __future__ import annotations
 
-import click
+from typing import Any
 
-from loopkit.cli._entry import command
+from loopkit import stages
+from loopkit.cli import options
+from loopkit.cli._entry import command, declared
 from loopkit.exitcodes import SHARED_HELP
 
 EPILOG = (
@@ -40,50 +42,12 @@ Exit codes of lk-decide (the decision):
 
 
 @command(epilog=EPILOG)
-@click.option("--contract", "contract_path", metavar="F", help="The loop contract (loop.yaml).")
-@click.option(
-    "--ledger", "ledger_path", metavar="PATH", help="Ledger file [.loopkit/ledger.jsonl]."
-)
-@click.option(
-    "--trigger",
-    type=click.Choice(["manual", "schedule", "event"]),
-    help="What started this loop [detected from CI variables, else manual].",
-)
-@click.option("--admit", is_flag=True, help="Admission: reserve the next run's share (0) or 22.")
-@click.option(
-    "--replay", "replay_path", metavar="LEDGER", help="Re-derive every recorded decision."
-)
-@click.option(
-    "--interrupted",
-    "interrupted",
-    metavar="TASK",
-    help="Record that TASK's attempt never reached a decision (its loop died); the recipes "
-    "call it when they recover at the next start.",
-)
-@click.option("--reason", metavar="TEXT", help="With --interrupted: what was found.")
-def main(
-    contract_path: str | None,
-    ledger_path: str | None,
-    trigger: str | None,
-    admit: bool,
-    replay_path: str | None,
-    interrupted: str | None,
-    reason: str | None,
-) -> int:
+@declared(options.DECIDE)
+def main(**kw: Any) -> int:
     """Decide an attempt's next step from its evidence and the task's history.
 
     Reads the attempt document on stdin, prints it with a `decision` section and exits
     with the decision's code. Every decision is appended to the ledger with the exact
     inputs it was derived from, so `--replay` can check it later.
     """
-    from loopkit import stages
-
-    return stages.decide(
-        contract_path=contract_path,
-        ledger_path=ledger_path,
-        trigger=trigger,
-        admit=admit,
-        replay_path=replay_path,
-        interrupted=interrupted,
-        reason=reason,
-    )
+    return stages.decide(**kw)

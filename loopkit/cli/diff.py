@@ -17,9 +17,11 @@ Exit codes: 0 within policy; 1 policy violated; 3 bad input; 4 not a git reposit
 
 from __future__ import annotations
 
-import click
+from typing import Any
 
-from loopkit.cli._entry import command
+from loopkit import stages
+from loopkit.cli import options
+from loopkit.cli._entry import command, declared
 from loopkit.exitcodes import SHARED_HELP
 
 EPILOG = (
@@ -33,14 +35,8 @@ Exit codes:
 
 
 @command(epilog=EPILOG)
-@click.option("--contract", "contract_path", metavar="FILE", help="The loop contract (loop.yaml).")
-@click.option(
-    "--base",
-    metavar="REF",
-    help="Compare against REF (default: the worker's starting commit, run.base, else HEAD). "
-    "A piped attempt's recorded diff.base wins.",
-)
-def main(contract_path: str | None, base: str | None) -> int:
+@declared(options.DIFF)
+def main(**kw: Any) -> int:
     """Collect the change (staged, unstaged and untracked, renames, deletions, binary files,
     modes, symlinks) against a base, hash the working tree, and check the scope policy:
     protected globs win over writable ones, always_allowed paths never violate, add_only
@@ -50,6 +46,4 @@ def main(contract_path: str | None, base: str | None) -> int:
     gitlink) is a violation wherever it is, and in a loop so is any change under .git that
     steers git or loopkit since lk-invoke recorded it (hooks, config, info/, modules/, the
     contract cache: git_control_changed; HEAD or its branch: head_moved)."""
-    from loopkit import stages
-
-    return stages.diff(contract_path=contract_path, base=base)
+    return stages.diff(**kw)

@@ -25,134 +25,28 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+from loopkit.cli import options
+
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
 if TYPE_CHECKING:
     from typing import Any
 
     Spec = tuple[Any, ...]
 
-#: command -> {option: how the door reads it}, with the keyword arguments of its function
-#: in loopkit.stages (or workspace.report, transactions.attempt): ("value", kwarg) one value; ("repeat", kwarg) one
-#: value each time, all kept in order; ("flag", kwarg, value); ("choice", kwarg, values)
-#: one of those values alone; ("positive", kwarg) a finite number above 0. Anything else
-#: -- a value missing or starting with "-", an option twice, two flags setting one kwarg
-#: -- is click's to parse or refuse. A test holds each table to its click command's options.
+#: command -> {option: how the door reads it}, from the one declaration of each command's
+#: options (loopkit.cli.options, which the click commands are built from too): ("value",
+#: kwarg) one value; ("repeat", kwarg) one value each time, all kept in order; ("flag",
+#: kwarg, value); ("choice", kwarg, values) one of those values alone; ("positive", kwarg)
+#: a finite number above 0; ("int", kwarg) a whole number above 0. Anything else -- a value
+#: missing or starting with "-", an option twice, two flags setting one kwarg -- is
+#: click's to parse or refuse.
 PLAIN: dict[str, dict[str, Spec]] = {
-    "workspace": {"--contract": ("value", "contract"), "--json": ("flag", "as_json", True)},
-    "attempt": {
-        "--contract": ("value", "contract_path"),
-        "--base": ("value", "base"),
-        "--resume": ("value", "resume"),
-        "--keep": ("value", "keep"),
-        "--shell": ("flag", "as_shell", True),
-        "--settle": ("flag", "settle", True),
-        "--owner": ("int", "owner"),
-    },
-    "verify": {
-        "--contract": ("value", "contract_path"),
-        "--only": ("repeat", "only"),
-        "--fail-fast": ("flag", "fail_fast", True),
-        "--clean-room": ("flag", "clean_room", True),
-        "--in-place": ("flag", "clean_room", False),
-        "--summary": ("flag", "summary", True),
-        "--ratchet": ("flag", "ratchet", True),
-        "--attest": ("flag", "attest", True),
-    },
-    "diff": {"--contract": ("value", "contract_path"), "--base": ("value", "base")},
-    "decide": {
-        "--contract": ("value", "contract_path"),
-        "--ledger": ("value", "ledger_path"),
-        "--trigger": ("choice", "trigger", ("manual", "schedule", "event")),
-        "--admit": ("flag", "admit", True),
-        "--replay": ("value", "replay_path"),
-        "--interrupted": ("value", "interrupted"),
-        "--reason": ("value", "reason"),
-    },
-    "invoke": {
-        "--contract": ("value", "contract_path"),
-        "--provider": ("choice", "provider", None),  # None: the registered providers
-        "--command": ("value", "command"),
-        "--model": ("value", "model"),
-        "--resume": ("value", "resume"),
-        "--timeout": ("positive", "timeout"),
-        "--dry-run": ("flag", "dry_run", True),
-        "--transcript": ("value", "transcript"),
-        "--quiet": ("flag", "quiet", True),
-        "-q": ("flag", "quiet", True),
-    },
-    "judge": {
-        "--contract": ("value", "contract_path"),
-        "--goal": ("value", "goal"),
-        "--provider": ("choice", "provider", None),
-        "--model": ("value", "model"),
-        "--transcript": ("value", "transcript"),
-    },
+    name: options.door_table(params)[1] for name, params in options.COMMANDS.items()
 }
 
-
-#: ``lk task VERB``: (the positional arguments' keywords, in order; the options as above,
-#: plus ("int", kwarg) a whole number). A test holds each to its click command.
+#: ``lk task VERB``: (the positional arguments' keywords, in order; the options as above).
 TASK: dict[str, tuple[tuple[str, ...], dict[str, Spec]]] = {
-    "begin": (
-        ("doc",),
-        {
-            "--task-id": ("value", "task_id"),
-            "--task": ("value", "task_text"),
-            "--goal": ("flag", "goal", True),
-            "--contract": ("value", "contract_path"),
-            "--tasks": ("value", "tasks"),
-            "--allow-dirty": ("flag", "allow_dirty", True),
-            "--reset-path": ("repeat", "reset_paths"),
-            "--memory": ("value", "memory"),
-            "--owner": ("int", "owner"),
-            "--shell": ("flag", "as_shell", True),
-            "--attempt": ("flag", "attempt", True),
-            "--reproduce": ("flag", "reproduce", True),
-        },
-    ),
-    "save": (
-        ("label",),
-        {
-            "--why": ("value", "why"),
-            "--doc": ("value", "doc"),
-            "--in": ("value", "attempt_in"),
-            "--shell": ("flag", "as_shell", True),
-        },
-    ),
-    "land": (
-        ("doc",),
-        {
-            "--label": ("value", "label"),
-            "--stat-cache": ("flag", "stat_cache", True),
-            "--in": ("value", "attempt_in"),
-            "--shell": ("flag", "as_shell", True),
-            "--end": ("flag", "end", True),
-            "--owner": ("int", "owner"),
-        },
-    ),
-    "park": (
-        ("doc",),
-        {
-            "--label": ("value", "label"),
-            "--outcome": ("value", "outcome"),
-            "--in": ("value", "attempt_in"),
-            "--shell": ("flag", "as_shell", True),
-            "--end": ("flag", "end", True),
-            "--owner": ("int", "owner"),
-        },
-    ),
-    "cancel": (
-        ("doc",),
-        {
-            "--label": ("value", "label"),
-            "--in": ("value", "attempt_in"),
-            "--shell": ("flag", "as_shell", True),
-            "--end": ("flag", "end", True),
-            "--owner": ("int", "owner"),
-        },
-    ),
-    "note": (("text",), {}),
-    "end": ((), {"--owner": ("int", "owner"), "--label": ("value", "label")}),
+    verb: options.door_table(params) for verb, params in options.TASK.items()
 }
 
 

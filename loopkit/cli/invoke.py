@@ -23,9 +23,11 @@ Exit codes: 0 the worker ran and ended a turn normally; 1 it failed (error, time
 
 from __future__ import annotations
 
-import click
+from typing import Any
 
-from loopkit.cli._entry import command
+from loopkit import stages
+from loopkit.cli import options
+from loopkit.cli._entry import command, declared
 from loopkit.exitcodes import SHARED_HELP
 from loopkit.worker import providers
 
@@ -45,48 +47,8 @@ Exit codes:
 
 
 @command(epilog=EPILOG)
-@click.option("--contract", "contract_path", metavar="FILE", help="The loop contract.")
-@click.option(
-    "--provider",
-    type=click.Choice(providers.names()),
-    help="The worker (default: the contract's worker.provider).",
-)
-@click.option(
-    "--command",
-    "command_",
-    metavar="CMD",
-    help="Shell command for the command worker (acp: the agent's command).",
-)
-@click.option("--model", metavar="M", help="Model for the worker (overrides worker.model).")
-@click.option(
-    "--resume", metavar="ID", help="Continue this session (claude/codex; acp: session/load)."
-)
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    metavar="S",
-    help="Wall-clock limit in seconds (overrides worker.timeout; default 900).",
-)
-@click.option("--dry-run", is_flag=True, help="Print argv and handoff as JSON; run nothing.")
-@click.option(
-    "--transcript",
-    metavar="FILE",
-    help="Normalize a saved stream (claude stream-json/json, codex --json, acp); run nothing.",
-)
-@click.option(
-    "--quiet", "-q", is_flag=True, help="No live progress lines on stderr while the worker runs."
-)
-def main(
-    contract_path: str | None,
-    provider: str | None,
-    command_: str | None,
-    model: str | None,
-    resume: str | None,
-    timeout: float | None,
-    dry_run: bool,
-    transcript: str | None,
-    quiet: bool,
-) -> int:
+@declared(options.INVOKE, providers=providers.names())
+def main(**kw: Any) -> int:
     """Run one bounded worker attempt (claude, codex, an ACP agent, gemini, qwen, opencode, pi,
     copilot or any command); print its run.
 
@@ -94,16 +56,4 @@ def main(
     feedback; it is stopped on its timeout, on `lk cancel`, or when it repeats one failing
     tool call (stop_reason stuck). Its native stream is saved under .loopkit/artifacts/.
     """
-    from loopkit import stages
-
-    return stages.invoke(
-        contract_path=contract_path,
-        provider=provider,
-        command=command_,
-        model=model,
-        resume=resume,
-        timeout=timeout,
-        dry_run=dry_run,
-        transcript=transcript,
-        quiet=quiet,
-    )
+    return stages.invoke(**kw)

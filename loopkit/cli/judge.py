@@ -20,9 +20,11 @@ Exit codes: 0 MET and grounded; 1 NOT MET, ungrounded, no verdict, failed run or
 
 from __future__ import annotations
 
-import click
+from typing import Any
 
-from loopkit.cli._entry import command
+from loopkit import stages
+from loopkit.cli import options
+from loopkit.cli._entry import command, declared
 from loopkit.exitcodes import SHARED_HELP
 from loopkit.worker import providers
 
@@ -39,26 +41,8 @@ Exit codes:
 
 
 @command(epilog=EPILOG)
-@click.option("--contract", "contract_path", metavar="F", help="The loop contract (loop.yaml).")
-@click.option("--goal", metavar="TEXT", help="The goal to judge (else the task's GOAL text).")
-@click.option(
-    "--provider",
-    type=click.Choice(providers.names()),
-    help="The judge's provider (else the contract's judge.provider).",
-)
-@click.option("--model", metavar="M", help="The judge's model (else the contract's judge.model).")
-@click.option(
-    "--transcript",
-    metavar="FILE",
-    help="Judge a saved judge transcript (claude stream-json/json, codex JSONL); run nothing.",
-)
-def main(
-    contract_path: str | None,
-    goal: str | None,
-    provider: str | None,
-    model: str | None,
-    transcript: str | None,
-) -> int:
+@declared(options.JUDGE, providers=providers.names())
+def main(**kw: Any) -> int:
     """Ask a read-only model whether a goal is met, and trust only a grounded MET.
 
     The judge must open the files it judges and end its reply with `VERDICT: MET` or
@@ -67,12 +51,4 @@ def main(
     is taken before and after: a judge that changed anything has its verdict refused.
     The judge's reasons, bounded, go into judge.feedback for the next attempt.
     """
-    from loopkit import stages
-
-    return stages.judge(
-        contract_path=contract_path,
-        goal=goal,
-        provider=provider,
-        model=model,
-        transcript=transcript,
-    )
+    return stages.judge(**kw)

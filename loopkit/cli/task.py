@@ -34,10 +34,13 @@ one line names it; the plain rerun finishes once the cause is gone).
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
+from loopkit.cli import options
 from loopkit.cli import transactions as t
-from loopkit.cli._entry import CONTEXT, Group
+from loopkit.cli._entry import CONTEXT, Group, declared
 from loopkit.exitcodes import SHARED_HELP
 
 EPILOG = (
@@ -49,27 +52,6 @@ EPILOG = (
     "      unsafe reset path; a full disk or an unwritable path or ref (named)\n\n" + SHARED_HELP
 )
 
-_owner = click.option(
-    "--owner",
-    type=int,
-    metavar="PID",
-    help="The loop's process id (default: this command's parent). Pass your loop's own.",
-)
-_shell = click.option("--shell", "as_shell", is_flag=True, help="LK_NAME=VALUE lines, not JSON.")
-_label = click.option("--label", default="", metavar="NAME", help="The attempt (the ref's name).")
-_end = click.option(
-    "--end",
-    is_flag=True,
-    help="The loop's last step: release its lock too (--owner), no `lk task end` needed.",
-)
-_in = click.option(
-    "--in",
-    "attempt_in",
-    metavar="DIR",
-    help="The attempt ran in DIR, another worktree of this repository: its tree is saved, "
-    "and land fast-forwards this checkout to the commit.",
-)
-
 
 @click.group(cls=Group, context_settings=CONTEXT, epilog=EPILOG)
 def main() -> None:
@@ -77,41 +59,8 @@ def main() -> None:
 
 
 @main.command(epilog=EPILOG)
-@click.argument("doc", required=False, metavar="[DOC]")
-@click.option("--task-id", metavar="ID", help="Begin a task given here instead of a document.")
-@click.option("--task", "task_text", metavar="TEXT", help="The task's text (with --task-id).")
-@click.option("--goal", is_flag=True, help="The task is a GOAL (judged after its checks pass).")
-@click.option("--contract", "contract_path", metavar="FILE", help="The loop contract.")
-@click.option("--tasks", metavar="FILE", help="The TASKS.md to mark done or parked.")
-@click.option(
-    "--allow-dirty",
-    is_flag=True,
-    help="Begin on uncommitted changes: saved as refs/loopkit/<task>/user-start.",
-)
-@click.option(
-    "--reset-path",
-    "reset_paths",
-    multiple=True,
-    metavar="PATH",
-    help="An ignored path a park resets (repeatable; adds to $RESET_PATHS).",
-)
-@click.option("--memory", metavar="FILE", help="The memory file (default: the contract's).")
-@click.option(
-    "--attempt",
-    is_flag=True,
-    help="Then round 1 in this process: lk attempt --settle on the start document "
-    "(--keep <run_dir>/1, --base <diff_base>); its output follows begin's, its exit is "
-    "the attempt's.",
-)
-@click.option(
-    "--reproduce",
-    is_flag=True,
-    help="First round 0 in this process: lk-diff and lk-verify on the untouched tree, no "
-    "worker; lk-decide when they fail (the ledger holds the failure), settled as label 0.",
-)
-@_owner
-@_shell
-def begin(**kw: object) -> int:
+@declared(options.TASK["begin"])
+def begin(**kw: Any) -> int:
     """Take the lock, finish what a stopped loop left, record where the task begins.
 
     The start document is kept as <state>/runs/<task>/<run>/start.json (run_dir, start).
@@ -130,80 +79,50 @@ def begin(**kw: object) -> int:
     failure and its step is taken (saved as <task>/0, or parked). With --shell, LK_ROUND
     names the last round that ran; the exit is its decision's.
     """
-    return t.begin(**kw)  # type: ignore[arg-type]
+    return t.begin(**kw)
 
 
 @main.command(epilog=EPILOG)
-@click.argument("label", required=False)
-@click.option("--why", default="", metavar="TEXT", help="Said in the saved commit's message.")
-@click.option(
-    "--doc",
-    metavar="FILE",
-    help="The decided document: the label is its attempt; --shell adds its LK_DOC_* fields.",
-)
-@_in
-@_shell
-def save(**kw: object) -> int:
+@declared(options.TASK["save"])
+def save(**kw: Any) -> int:
     """Save the work tree as it stands under refs/loopkit/<task>/<LABEL>[-N].
 
     With --doc and --shell, the decision's fields a loop acts on follow (LK_DOC_OUTCOME,
     LK_DOC_ATTEMPT, LK_DOC_REASON, LK_DOC_BACKOFF, LK_DOC_SESSION, ...: as lk attempt
     --shell prints them)."""
-    return t.save(**kw)  # type: ignore[arg-type]
+    return t.save(**kw)
 
 
 @main.command(epilog=EPILOG)
-@click.argument("doc", required=False, metavar="[DOC]")
-@_label
-@click.option(
-    "--stat-cache",
-    is_flag=True,
-    help="lk-decide's stat cache is fresh (no worker ran since): start from it.",
-)
-@_in
-@_end
-@_owner
-@_shell
-def land(**kw: object) -> int:
+@declared(options.TASK["land"])
+def land(**kw: Any) -> int:
     """Commit exactly the tree a complete decision's checks ran on; mark the task done."""
-    return t.land(**kw)  # type: ignore[arg-type]
+    return t.land(**kw)
 
 
 @main.command(epilog=EPILOG)
-@click.argument("doc", required=False, metavar="[DOC]")
-@_label
-@click.option("--outcome", default="", metavar="NAME", help="Default: the decision's outcome.")
-@_in
-@_end
-@_owner
-@_shell
-def park(**kw: object) -> int:
+@declared(options.TASK["park"])
+def park(**kw: Any) -> int:
     """Save, revert, reset, write the retrospective, mark parked, commit the record."""
-    return t.park(**kw)  # type: ignore[arg-type]
+    return t.park(**kw)
 
 
 @main.command(epilog=EPILOG)
-@click.argument("doc", required=False, metavar="[DOC]")
-@_label
-@_in
-@_end
-@_owner
-@_shell
-def cancel(**kw: object) -> int:
+@declared(options.TASK["cancel"])
+def cancel(**kw: Any) -> int:
     """Save the tree under refs/loopkit/<task>/cancelled and leave it as it is."""
-    return t.cancel(**kw)  # type: ignore[arg-type]
+    return t.cancel(**kw)
 
 
 @main.command(epilog=EPILOG)
-@click.argument("text")
-def note(**kw: object) -> int:
+@declared(options.TASK["note"])
+def note(**kw: Any) -> int:
     """Add TEXT to the task's notes in its start document (the handoff carries it)."""
-    return t.note(**kw)  # type: ignore[arg-type]
+    return t.note(**kw)
 
 
 @main.command(epilog=EPILOG)
-@_owner
-@_label
-def end(**kw: object) -> int:
+@declared(options.TASK["end"])
+def end(**kw: Any) -> int:
     """Release the lock; a task still open is saved and kept for the next begin."""
-    return t.end(**kw)  # type: ignore[arg-type]
+    return t.end(**kw)

@@ -28,9 +28,11 @@ Exit codes: 0 every check passed; 1 a check failed (or timed out); 3 bad input;
 
 from __future__ import annotations
 
-import click
+from typing import Any
 
-from loopkit.cli._entry import command
+from loopkit import stages
+from loopkit.cli import options
+from loopkit.cli._entry import command, declared
 from loopkit.exitcodes import SHARED_HELP
 
 EPILOG = (
@@ -45,58 +47,9 @@ Exit codes:
 
 
 @command(epilog=EPILOG)
-@click.option("--contract", "contract_path", metavar="FILE", help="The loop contract (loop.yaml).")
-@click.option("--only", multiple=True, metavar="NAME", help="Run only the check NAME (repeatable).")
-@click.option("--fail-fast", is_flag=True, help="Stop at the first failing check.")
-@click.option(
-    "--clean-room/--in-place",
-    "clean_room",
-    default=None,
-    help="Run the checks in a clean checkout of exactly the working tree's tree (the "
-    "default when an attempt document is piped: what a recipe commits), or in the working "
-    "tree itself (the default alone, e.g. in a commit hook).",
-)
-@click.option(
-    "--summary",
-    is_flag=True,
-    help="For a person (a commit hook): a short summary on stdout -- each check, and the "
-    "tail of a failing one -- and the JSON document into the state folder (verify-last.json).",
-)
-@click.option(
-    "--ratchet",
-    is_flag=True,
-    help="Alone (a commit hook on a project red at HEAD): block only what this change "
-    "makes worse than HEAD -- a check that passed there, a test that passed there (per "
-    "test where the check gives per-test results) -- not what already failed. HEAD's "
-    "results are run once per tree in the clean room and kept.",
-)
-@click.option(
-    "--attest",
-    is_flag=True,
-    help="First require HEAD's signed statement to hold (lk attest verify HEAD; a CI job "
-    "or a pre-push hook): an unattested commit is refused with its code (60-66) before "
-    "any check runs.",
-)
-def main(
-    contract_path: str | None,
-    only: tuple[str, ...],
-    fail_fast: bool,
-    clean_room: bool | None,
-    summary: bool,
-    ratchet: bool,
-    attest: bool,
-) -> int:
+@declared(options.VERIFY)
+def main(**kw: Any) -> int:
     """Run the contract's acceptance checks in order, each in the repository root with its
     timeout, and record per check its exit code, duration, output tail, output sha256 and
     failure fingerprint, with the tree hash before and after the checks."""
-    from loopkit import stages
-
-    return stages.verify(
-        contract_path=contract_path,
-        only=only,
-        fail_fast=fail_fast,
-        clean_room=clean_room,
-        summary=summary,
-        ratchet=ratchet,
-        attest=attest,
-    )
+    return stages.verify(**kw)

@@ -14,22 +14,17 @@ Exit codes: 0 answered; 3 bad input (an invalid contract or document); 4 not a g
 
 from __future__ import annotations
 
-import click
-
-from loopkit.cli._entry import command
+from loopkit.cli import options
+from loopkit.cli._entry import command, declared
 from loopkit.exitcodes import SHARED_HELP
+from loopkit.workspace import report
 
 
 @command(epilog=SHARED_HELP)
-@click.option("--contract", "contract_path", metavar="FILE", help="The loop contract (loop.yaml).")
-@click.option(
-    "--json", "as_json", is_flag=True, help="One JSON document instead of NAME=VALUE lines."
-)
-def main(contract_path: str | None, as_json: bool) -> int:
+@declared(options.WORKSPACE)
+def main(contract: str | None, as_json: bool) -> int:
     """Print the workspace every command resolves here: root, state folder, contract
     (--contract > the piped document's > ./loop.yaml, the piped task applied), memory
     file. Recipes and loops in other languages ask this instead of re-deriving it."""
-    from loopkit.workspace import report
-
-    report(contract_path, as_json=as_json)
+    report(contract, as_json=as_json)
     return 0
