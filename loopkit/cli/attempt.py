@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loopkit.cli import options, transactions
+from loopkit.cli import options
 from loopkit.cli._entry import command, declared
 from loopkit.exitcodes import SHARED_HELP
 
@@ -63,4 +63,6 @@ Exit codes (lk-decide's):
 def main(**kw: Any) -> int:
     """Run one attempt, admission to decision, each stage the published command itself on
     the document the stage before printed; exit with the decision's code."""
+    from loopkit.cli import transactions  # not at the top: --help loads none of it
+
     return transactions.attempt(**kw)

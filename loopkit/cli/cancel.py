@@ -17,7 +17,10 @@ from __future__ import annotations
 import click
 
 from loopkit.cli._entry import command, say
+from loopkit.document import emit
 from loopkit.exitcodes import SHARED_HELP
+from loopkit.state import cancel
+from loopkit.workspace import for_state_only
 
 EPILOG = (
     "\b\nExit codes of lk cancel:\n  0   requested, cleared, or (--status) requested\n"
@@ -32,9 +35,6 @@ EPILOG = (
 @click.option("--status", is_flag=True, help="Only show whether cancellation is requested.")
 def main(reason: str | None, clear: bool, status: bool) -> int:
     """Ask every loop in this repository to stop at its next boundary (or lift that)."""
-    from loopkit.document import emit
-    from loopkit.state import cancel
-    from loopkit.workspace import for_state_only
 
     state = for_state_only().state
     body: dict[str, object] = {"kind": "loopkit/cancel", "version": 1}

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from loopkit import stages
 from loopkit.cli import options
 from loopkit.cli._entry import command, declared
 from loopkit.exitcodes import SHARED_HELP
@@ -50,4 +49,6 @@ def main(**kw: Any) -> int:
     with the decision's code. Every decision is appended to the ledger with the exact
     inputs it was derived from, so `--replay` can check it later.
     """
+    from loopkit import stages  # not at the top: --help loads none of it
+
     return stages.decide(**kw)

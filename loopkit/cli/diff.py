@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from loopkit import stages
 from loopkit.cli import options
 from loopkit.cli._entry import command, declared
 from loopkit.exitcodes import SHARED_HELP
@@ -46,4 +45,6 @@ def main(**kw: Any) -> int:
     gitlink) is a violation wherever it is, and in a loop so is any change under .git that
     steers git or loopkit since lk-invoke recorded it (hooks, config, info/, modules/, the
     contract cache: git_control_changed; HEAD or its branch: head_moved)."""
+    from loopkit import stages  # not at the top: --help loads none of it
+
     return stages.diff(**kw)

@@ -22,6 +22,8 @@ twice that click would parse differently.
 
 from __future__ import annotations
 
+import atexit
+import os
 import sys
 from collections.abc import Sequence
 
@@ -176,8 +178,6 @@ def quiet_interrupts(prog: str) -> None:
 
 
 def _last_line(prog: str) -> None:
-    import os
-
     try:
         os.write(2, f"{prog}: interrupted\n".encode())
     finally:
@@ -253,8 +253,6 @@ def leave(code: int) -> None:
     end, for memory the process is about to give back whole). What needs a normal exit
     gets one: a thread of its own still running, an exit handler registered, an output
     that cannot be flushed (Python reports it as it always does)."""
-    import atexit
-    import os
     import threading
 
     try:

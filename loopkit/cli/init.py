@@ -23,9 +23,14 @@ Exit codes: 0 written (or left alone); 3 DIR is not a folder.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
+from loopkit import scaffold
 from loopkit.cli._entry import command, say
+from loopkit.errors import BadInput
+from loopkit.evidence.testresults import missing_programs
 from loopkit.exitcodes import SHARED_HELP
 
 
@@ -34,10 +39,6 @@ from loopkit.exitcodes import SHARED_HELP
 @click.option("--force", is_flag=True, help="Overwrite files that exist.")
 def main(folder: str, force: bool) -> int:
     """Write loop.yaml, TASKS.md, MEMORY.md and AGENTS.md for the project in DIR."""
-    from pathlib import Path
-
-    from loopkit import scaffold
-    from loopkit.errors import BadInput
 
     root = Path(folder)
     if not root.is_dir():
@@ -47,7 +48,6 @@ def main(folder: str, force: bool) -> int:
     say("lk init", f"writable: {', '.join(project.writable)}")
     for note in project.notes:
         say("lk init", note)
-    from loopkit.evidence.testresults import missing_programs
 
     for _, program in missing_programs([{"name": "tests", "run": project.test}], path=None):
         say("lk init", f"warning: `{program}` is not on PATH: the check cannot run here yet")

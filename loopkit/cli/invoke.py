@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from loopkit import stages
 from loopkit.cli import options
 from loopkit.cli._entry import command, declared
 from loopkit.exitcodes import SHARED_HELP
@@ -56,4 +55,6 @@ def main(**kw: Any) -> int:
     feedback; it is stopped on its timeout, on `lk cancel`, or when it repeats one failing
     tool call (stop_reason stuck). Its native stream is saved under .loopkit/artifacts/.
     """
+    from loopkit import stages  # not at the top: --help loads none of it
+
     return stages.invoke(**kw)

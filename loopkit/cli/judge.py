@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from loopkit import stages
 from loopkit.cli import options
 from loopkit.cli._entry import command, declared
 from loopkit.exitcodes import SHARED_HELP
@@ -51,4 +50,6 @@ def main(**kw: Any) -> int:
     is taken before and after: a judge that changed anything has its verdict refused.
     The judge's reasons, bounded, go into judge.feedback for the next attempt.
     """
+    from loopkit import stages  # not at the top: --help loads none of it
+
     return stages.judge(**kw)

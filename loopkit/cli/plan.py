@@ -47,18 +47,20 @@ Exit codes:
 
 from __future__ import annotations
 
+import os
+import re
 import sys
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from loopkit import guidance
 from loopkit.cli._entry import CONTEXT, Group, options, say
+from loopkit.errors import BadInput
 from loopkit.exitcodes import SHARED_HELP
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-    from loopkit.errors import BadInput
 
 PLAN_HELP = """\b
 Exit codes of lk-plan:
@@ -73,7 +75,6 @@ Exit codes of lk-plan:
 def _terminal_width() -> int:
     """The help width shutil.get_terminal_size would give, without importing shutil
     (with its compression modules: ~5 ms of start-up for every --help)."""
-    import os
 
     try:
         cols = int(os.environ.get("COLUMNS", "0"))
@@ -104,7 +105,6 @@ def _read_input(file: str) -> tuple[bytes, str, int]:
     """(bytes, source name, size); OS-level failures are bad input (exit 3)."""
     from pathlib import Path
 
-    from loopkit.errors import BadInput
     from loopkit.plan.parsing import MAX_TASKS_BYTES
 
     if file == "-":
@@ -131,7 +131,6 @@ def _looks_like_tasks(name: str, raw: bytes) -> bool:
         return True
     if lower.endswith((".yaml", ".yml", ".json")):
         return False
-    import re
 
     return re.search(rb"(?m)^[ \t]*[-*+][ \t]+\[[ xX!]\]", raw[:65536]) is not None
 
@@ -168,7 +167,6 @@ def check_cmd(file: str, contract_path: str | None, kind: str, as_json: bool = F
     """
     from loopkit import contract as contracts
     from loopkit.document import emit
-    from loopkit.errors import BadInput
     from loopkit.plan.checking import check
     from loopkit.plan.checking import warnings as goal_warnings
     from loopkit.plan.parsing import MAX_TASKS_BYTES, parse
@@ -443,7 +441,6 @@ def _commit(ws: Any, tasks_path: Any, task_id: str) -> str | None:
 
 def _provider(ws: Any, provider: str | None) -> str | None:
     """``--provider``, checked; BadInput when neither it nor the contract's judge names one."""
-    from loopkit.errors import BadInput
     from loopkit.worker import providers
 
     if not provider and not ((ws.contract or {}).get("judge") or {}).get("provider"):
@@ -489,7 +486,6 @@ def next_cmd(
 
     from loopkit import contract as contracts
     from loopkit.document import emit, new_attempt
-    from loopkit.errors import BadInput
     from loopkit.plan.checking import check
     from loopkit.plan.parsing import parse, read_bytes
     from loopkit.plan.readiness import blocked_by, effective_status, is_ready, summary
@@ -607,7 +603,6 @@ def guidance_cmd(contract_file: str | None, output: str | None) -> int:
     block between loopkit's marker comments is replaced; the rest of the file is kept.
     """
     from loopkit import contract as contracts
-    from loopkit import guidance
 
     task = None
     if contract_file in (None, "-"):
@@ -615,8 +610,6 @@ def guidance_cmd(contract_file: str | None, output: str | None) -> int:
 
         doc = read_attempt()
         if doc is None and contract_file == "-":
-            from loopkit.errors import BadInput
-
             raise BadInput("<stdin>", "empty: expected an attempt document (JSON)")
         from pathlib import Path
 
@@ -642,8 +635,6 @@ def guidance_cmd(contract_file: str | None, output: str | None) -> int:
 
 
 def _write_guidance(path: Path, block: str) -> None:
-    from loopkit import guidance
-    from loopkit.errors import BadInput
     from loopkit.files import atomic_write
 
     try:
@@ -670,7 +661,6 @@ def _repository() -> Path | None:
 def _missing_programs(criteria: Any) -> list[dict[str, Any]]:
     """A warning for each criterion whose program is not on PATH here: such a check
     cannot run, and a loop would block on it (the ``environment`` class)."""
-    import os
 
     from loopkit.evidence.testresults import missing_programs
 

@@ -29,16 +29,20 @@ docs/queue.md.
 
 from __future__ import annotations
 
+import shlex
 import sys
+from pathlib import Path
 
 import click
 
+from loopkit import git
 from loopkit.cli._entry import CONTEXT, Group, say
+from loopkit.cli.transactions import _decided
+from loopkit.document import emit
+from loopkit.errors import BadInput, EnvironmentProblem, UsageProblem
 from loopkit.exitcodes import SHARED_HELP
-
-TYPE_CHECKING = False  # typing stays unloaded at run time
-if TYPE_CHECKING:
-    from loopkit.ratchet.queue import Queue
+from loopkit.ratchet.queue import Queue
+from loopkit.workspace import for_state_only
 
 EPILOG = (
     "\b\nExit codes of lk queue:\n  0   done (land: every queued entry landed)\n"
@@ -53,8 +57,6 @@ EPILOG = (
 
 
 def _shell(**fields: object) -> None:
-    import shlex
-
     for name, value in fields.items():
         sys.stdout.write(f"{name}={shlex.quote('' if value is None else str(value))}\n")
     sys.stdout.flush()
@@ -65,15 +67,10 @@ def _say(line: str) -> None:
 
 
 def _emit(body: dict[str, object]) -> None:
-    from loopkit.document import emit
-
     emit({"kind": "loopkit/queue", "version": 1, **body}, schema_name="queue")
 
 
 def _queue() -> Queue:
-    from loopkit import git
-    from loopkit.ratchet.queue import Queue
-
     return Queue(git.locate().root, say=_say)
 
 
@@ -101,10 +98,6 @@ def add(
     as_shell: bool = False,
 ) -> int:
     """Queue a complete attempt (its verified tree on its base); the branch does not move."""
-    from pathlib import Path
-
-    from loopkit.cli.transactions import _decided
-    from loopkit.errors import UsageProblem
 
     if worktree is not None and not doc:
         raise UsageProblem("lk queue add --worktree needs DOC, the file lk attempt --keep kept")
@@ -132,9 +125,6 @@ def add(
 @click.option("--wait", is_flag=True, help="Wait while another lander runs, then land.")
 def land(contract_path: str | None, wait: bool = False) -> int:
     """Land every queued entry in order, each verified on top of what landed before it."""
-    from pathlib import Path
-
-    from loopkit.errors import EnvironmentProblem
 
     q = _queue()
     contract = Path(contract_path) if contract_path else q.root / "loop.yaml"
@@ -148,7 +138,6 @@ def land(contract_path: str | None, wait: bool = False) -> int:
 @main.command(epilog=EPILOG)
 def sweep() -> int:
     """Save and put back what appeared in this checkout that no lander wrote."""
-    from loopkit.workspace import for_state_only
 
     q = _queue()
     found = q.sweep(for_state_only().state)
@@ -167,7 +156,6 @@ def sweep() -> int:
 )
 def status(entry_id: str | None, as_shell: bool = False) -> int:
     """Every entry of the queue: queued, landed or returned."""
-    from loopkit.errors import BadInput, UsageProblem
 
     q = _queue()
     entries = q.entries()

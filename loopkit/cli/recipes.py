@@ -13,26 +13,26 @@ Exit codes: 0 printed or copied; 3 DIR exists and is not an empty folder.
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import click
 
 from loopkit.cli._entry import command, say
+from loopkit.errors import BadInput
 from loopkit.exitcodes import SHARED_HELP
+from loopkit.scaffold import recipes_dir
 
 
 @command(epilog=SHARED_HELP)
 @click.option("--copy", "target", metavar="DIR", help="Copy the recipes into DIR.")
 def main(target: str | None) -> int:
     """Print where the recipes are, or copy them (--copy DIR)."""
-    from loopkit.scaffold import recipes_dir
 
     source = str(recipes_dir())
     if target is None:
         click.echo(source)
         return 0
-    import shutil
-    from pathlib import Path
-
-    from loopkit.errors import BadInput
 
     dest = Path(target)
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):

@@ -18,10 +18,22 @@ Exit codes: 0 reported (torn or damaged ledger lines are reported and skipped);
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import click
 
+from loopkit import git
 from loopkit.cli._entry import command, say
-from loopkit.exitcodes import SHARED_HELP
+from loopkit.decision import ledger
+from loopkit.document import emit
+from loopkit.errors import BadInput, LoopkitError
+from loopkit.exitcodes import SHARED_HELP, ExitCode
+from loopkit.files import atomic_write
+from loopkit.forge.stack import read_all
+from loopkit.ratchet.queue import Queue
+from loopkit.views import otlp, report
+from loopkit.workspace import for_state_only
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -37,15 +49,11 @@ EPILOG = (
 def _landings() -> tuple[list[dict[str, Any]] | None, list[dict[str, Any]]]:
     """The stacks lk stack recorded here and the merge queue's entries (the pull-request
     panel); None and nothing outside git."""
-    from loopkit import git
-    from loopkit.errors import LoopkitError
 
     try:
         root = git.locate().root
     except LoopkitError:
         return None, []
-    from loopkit.forge.stack import read_all
-    from loopkit.ratchet.queue import Queue
 
     return [s.to_json() for s in read_all(root)], Queue(root).entries()
 
@@ -66,13 +74,6 @@ def main(
     ledger_path: str | None, as_json: bool, html_path: str | None, otlp_url: str | None
 ) -> int:
     """Summarize the ledger: per task, and the loop's health."""
-    from pathlib import Path
-
-    from loopkit.decision import ledger
-    from loopkit.document import emit
-    from loopkit.errors import BadInput
-    from loopkit.exitcodes import ExitCode
-    from loopkit.views import otlp, report
 
     if sum(map(bool, (as_json, html_path, otlp_url))) > 1:
         raise click.UsageError("--json, --html and --otlp exclude each other")
@@ -84,8 +85,6 @@ def main(
         if not path.is_file():
             raise BadInput(ledger_path, "no such ledger file")
     else:
-        from loopkit.workspace import for_state_only
-
         path = for_state_only().state / ledger.DEFAULT_NAME
     records, problems = ledger.read(path)
     for p in problems:
@@ -110,10 +109,6 @@ def main(
     if as_json:
         emit(doc, schema_name="report")
     elif html_path:
-        import os
-
-        from loopkit.files import atomic_write
-
         atomic_write(Path(html_path), report.page(doc))
         mask = os.umask(0)  # a page to share: the usual mode, not the temp file's 0600
         os.umask(mask)

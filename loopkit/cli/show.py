@@ -17,10 +17,17 @@ Exit codes: 0 shown; 1 the ledger has no attempt of TASK and no tree is saved fo
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
+from loopkit import git
 from loopkit.cli._entry import command
+from loopkit.decision import ledger
+from loopkit.document import emit
 from loopkit.exitcodes import SHARED_HELP
+from loopkit.views import report
+from loopkit.workspace import for_state_only
 
 EPILOG = "\b\nExit codes of lk show:\n  0   shown\n  1   nothing known about TASK\n\n" + SHARED_HELP
 
@@ -31,13 +38,6 @@ EPILOG = "\b\nExit codes of lk show:\n  0   shown\n  1   nothing known about TAS
 @click.option("--ledger", "ledger_path", metavar="PATH", help="Ledger file [state folder].")
 def main(task_id: str, as_json: bool, ledger_path: str | None) -> int:
     """Show TASK's attempts, its saved trees and how to restore them, and its memory."""
-    from pathlib import Path
-
-    from loopkit import git
-    from loopkit.decision import ledger
-    from loopkit.document import emit
-    from loopkit.views import report
-    from loopkit.workspace import for_state_only
 
     ws = for_state_only()
     path = Path(ledger_path) if ledger_path else ws.state / ledger.DEFAULT_NAME

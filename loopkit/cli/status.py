@@ -15,10 +15,15 @@ Exit codes: 0 shown (a loop runs, or ran); 1 no loop has run here; 4 not in a gi
 
 from __future__ import annotations
 
+import time
+
 import click
 
 from loopkit.cli._entry import command
+from loopkit.document import emit
 from loopkit.exitcodes import SHARED_HELP
+from loopkit.views import status as core
+from loopkit.workspace import for_state_only
 
 EPILOG = "\b\nExit codes of lk status:\n  0   shown\n  1   no loop has run here\n\n" + SHARED_HELP
 
@@ -36,11 +41,6 @@ EPILOG = "\b\nExit codes of lk status:\n  0   shown\n  1   no loop has run here\
 )
 def main(as_json: bool, watch: float | None) -> int:
     """Show what is running now: task, attempt, stage, elapsed, last actions, spend."""
-    import time
-
-    from loopkit.document import emit
-    from loopkit.views import status as core
-    from loopkit.workspace import for_state_only
 
     ws = for_state_only()
     state = ws.state

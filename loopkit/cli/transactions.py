@@ -6,9 +6,19 @@ themselves are loopkit.ratchet.steps; the attempt is loopkit.attempt."""
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import sys
 from collections.abc import Callable
+
+from loopkit import attempt as attempts
+from loopkit import git
+from loopkit.background import Background
+from loopkit.document import emit, parse_attempt, read_attempt, stdin_has_data
+from loopkit.errors import BadInput, UsageProblem
+from loopkit.handling import say
+from loopkit.ratchet import lock, steps
+from loopkit.ratchet.steps import Context, Refused
 
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
 if TYPE_CHECKING:
@@ -31,8 +41,6 @@ _SHELL = {
 
 
 def _say(line: str) -> None:
-    from loopkit.handling import say
-
     say("lk task", line)
 
 
@@ -46,7 +54,6 @@ def _run(
     """Run one step with SIGINT, SIGTERM and SIGHUP held until it is done (a stop in the
     middle is what the journal is for, but there is no need to cause one), then print its
     result."""
-    from loopkit.ratchet.steps import Refused
 
     # Ignored, not handled: an ignored signal stays ignored in the git processes the step
     # starts, which share the loop's process group -- a Ctrl-C must not kill one of them
@@ -60,9 +67,6 @@ def _run(
             _say(f"error: {e.message}")
             result, code = e.result, int(e.code)
         if end is not None:  # the loop's last step: its lock goes with it (no `end` to run)
-            from loopkit import git
-            from loopkit.ratchet import lock
-
             folder = git.git_dirs(git.locate().root).own / "loopkit"
             with lock.guard(folder):
                 result["released"] = lock.release(folder, end)
@@ -77,15 +81,12 @@ def _run(
 
 def _print(result: dict[str, Any], as_shell: bool) -> None:
     if as_shell:
-        import shlex
-
         for name, key in _SHELL.items():  # only what this step answers: nothing else is reset
             if key in result:
                 value = result[key]
                 sys.stdout.write(f"{name}={shlex.quote('' if value is None else str(value))}\n")
         sys.stdout.flush()
         return
-    from loopkit.document import emit
 
     emit(result, schema_name="task-step")
 
@@ -94,8 +95,6 @@ def _doc(path: str | None, *, checked: bool = False) -> dict[str, Any] | None:
     """The document in ``path`` (its last line), or the piped one. ``checked``: only its
     kind is held to the schema here -- the step checks each field it acts on itself, so a
     decided document naming no tree is refused as such (40), not as bad input."""
-    from loopkit.document import parse_attempt, stdin_has_data
-    from loopkit.errors import BadInput
 
     source = path if path and path != "-" else "<stdin>"
     try:
@@ -111,8 +110,6 @@ def _doc(path: str | None, *, checked: bool = False) -> dict[str, Any] | None:
 
 
 def _decided(path: str | None) -> dict[str, Any]:
-    from loopkit.errors import BadInput
-
     doc = _doc(path, checked=True)
     if doc is None:
         raise BadInput(path or "<stdin>", "no document: expected the decided attempt document")
@@ -120,8 +117,6 @@ def _decided(path: str | None) -> dict[str, Any]:
 
 
 def _ctx(attempt_in: str | None = None) -> Any:
-    from loopkit.ratchet.steps import Context
-
     return Context(say=_say, attempt_in=attempt_in)
 
 
@@ -152,8 +147,6 @@ def begin(
     attempt: bool = False,
     reproduce: bool = False,
 ) -> int:
-    from loopkit.ratchet import steps
-
     if task_id:
         document: dict[str, Any] | None = {
             "kind": "loopkit/attempt",
@@ -184,12 +177,8 @@ def begin(
         )
 
     if (attempt or reproduce) and document is None:
-        from loopkit.errors import UsageProblem
-
         raise UsageProblem("lk task begin --attempt or --reproduce needs the task (DOC, --task-id)")
     if attempt or reproduce:
-        from loopkit.background import Background
-
         Background(_warm_rounds, name="lk-warm-rounds")
     begun: dict[str, Any] = {}
     code = _run(step, as_shell, kept=begun)
@@ -213,7 +202,6 @@ _ROUND_MODULES = (
 def _warm_rounds() -> None:
     """The rounds' code imported and their sandbox probed, in threads, while begin's own
     thread mostly waits for git's walk of the tree: some 20 ms of a one-round task."""
-    from loopkit.background import Background
     from loopkit.boundary import sandbox
 
     Background(sandbox.probe, name="lk-sandbox-probe")
@@ -241,7 +229,6 @@ def _rounds(
     untouched tree, no worker) and round 1 (``lk attempt --settle``) in begin's process,
     each round's documents kept as <run_dir>/<round>-*.json and printed, each decision
     settled; the last round's exit (LK_ROUND names it with --shell)."""
-    from loopkit import attempt as attempts
 
     doc = _start(begun)
     base, folder = str(begun["diff_base"]), str(begun["run_dir"])
@@ -259,8 +246,6 @@ def _rounds(
                 sys.stdout.write(attempts.shell(doc) if as_shell else attempts.text(doc))
                 code = settle_step(code, doc, owner=owner, as_shell=as_shell, label="0")
             elif code == 0:
-                from loopkit.ratchet import steps
-
                 last = None  # nothing decided: round 1 begins from the start document
                 _say("the checks already pass on the untouched tree: no failure to reproduce")
                 steps.note(_ctx(), ALREADY_PASSING)
@@ -297,12 +282,10 @@ def attempt(
     last document printed (``as_shell``: its fields); the decision's exit code.
     ``settle``: then the ratchet's step for that decision (``settle``), the lock's
     ``owner`` released by a last one."""
-    from loopkit import document
-    from loopkit.errors import UsageProblem
 
     if owner and not settle:
         raise UsageProblem("lk attempt --owner names the lock --settle releases: add --settle")
-    doc = document.read_attempt()
+    doc = read_attempt()
     if doc is None:  # nothing piped: a usage error, nothing run
         raise UsageProblem("lk attempt reads an attempt document on stdin (lk-plan next)")
     return _round(
@@ -329,7 +312,6 @@ def _round(
     resume: str | None = None,
 ) -> int:
     """One attempt on ``doc``, its last document printed, then (``settle``) its step."""
-    from loopkit import attempt as attempts
 
     rc, last = attempts.run(doc, contract_path=contract_path, base=base, resume=resume, keep=keep)
     sys.stdout.write(attempts.shell(last) if as_shell else attempts.text(last))
@@ -341,8 +323,6 @@ def _round(
 
 def _start(begun: dict[str, Any]) -> dict[str, Any]:
     """The start document ``lk task begin`` wrote (its own: parsed, not validated again)."""
-    from loopkit.document import parse_attempt
-    from loopkit.errors import BadInput
 
     with open(begun["start"], encoding="utf-8") as f:
         doc = parse_attempt(f.read(), source=str(begun["start"]), checked=True)
@@ -359,9 +339,6 @@ def save(
     attempt_in: str | None = None,
     as_shell: bool = False,
 ) -> int:
-    from loopkit.errors import UsageProblem
-    from loopkit.ratchet import steps
-
     document = _decided(doc) if doc else None
     if not label and document is None:
         raise UsageProblem("lk task save needs a LABEL (or --doc, whose attempt names it)")
@@ -371,9 +348,7 @@ def save(
         lambda: steps.save(_ctx(attempt_in), label=name, why=why or outcome or "saved"), as_shell
     )
     if as_shell and document is not None:
-        from loopkit.attempt import shell
-
-        sys.stdout.write(shell(document))
+        sys.stdout.write(attempts.shell(document))
         sys.stdout.flush()
     return code
 
@@ -389,8 +364,6 @@ def land(
     end: bool = False,
     owner: int | None = None,
 ) -> int:
-    from loopkit.ratchet import steps
-
     document = document or _decided(doc)
     return _run(
         lambda: steps.land(
@@ -412,8 +385,6 @@ def park(
     end: bool = False,
     owner: int | None = None,
 ) -> int:
-    from loopkit.ratchet import steps
-
     document = document or _decided(doc)
     why = outcome or str((document.get("decision") or {}).get("outcome") or "failed")
     return _run(
@@ -434,8 +405,6 @@ def cancel(
     end: bool = False,
     owner: int | None = None,
 ) -> int:
-    from loopkit.ratchet import steps
-
     _doc(doc)  # read (and checked) when given: the decision that cancelled
     return _run(
         lambda: steps.cancel(_ctx(attempt_in), label=label or "cancelled"),
@@ -452,7 +421,6 @@ def settle_step(
     replan save, blocked, failed and exhausted park, cancelled cancels; the last three and
     the landing release the loop's lock (``owner``). The decision's code when the step is
     done; the step's own when it is refused (40) or cannot run (3, 4)."""
-    from loopkit.ratchet import steps
 
     label = _label_of(document, label)
     if code == 0:
@@ -470,13 +438,9 @@ def settle_step(
 
 
 def note(*, text: str) -> int:
-    from loopkit.ratchet import steps
-
     return _run(lambda: steps.note(_ctx(), text))
 
 
 def end(*, owner: int | None = None, label: str = "") -> int:
-    from loopkit.ratchet import steps
-
     pid = owner or os.getppid()
     return _run(lambda: steps.end(_ctx(), owner=pid, label=label or "stopped"))

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from loopkit import stages
 from loopkit.cli import options
 from loopkit.cli._entry import command, declared
 from loopkit.exitcodes import SHARED_HELP
@@ -52,4 +51,6 @@ def main(**kw: Any) -> int:
     """Run the contract's acceptance checks in order, each in the repository root with its
     timeout, and record per check its exit code, duration, output tail, output sha256 and
     failure fingerprint, with the tree hash before and after the checks."""
+    from loopkit import stages  # not at the top: --help loads none of it
+
     return stages.verify(**kw)

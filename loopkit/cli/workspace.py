@@ -17,7 +17,6 @@ from __future__ import annotations
 from loopkit.cli import options
 from loopkit.cli._entry import command, declared
 from loopkit.exitcodes import SHARED_HELP
-from loopkit.workspace import report
 
 
 @command(epilog=SHARED_HELP)
@@ -26,5 +25,7 @@ def main(contract: str | None, as_json: bool) -> int:
     """Print the workspace every command resolves here: root, state folder, contract
     (--contract > the piped document's > ./loop.yaml, the piped task applied), memory
     file. Recipes and loops in other languages ask this instead of re-deriving it."""
+    from loopkit.workspace import report  # not at the top: --help loads none of it
+
     report(contract, as_json=as_json)
     return 0
