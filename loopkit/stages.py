@@ -18,11 +18,20 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+import threading
+import time
+from collections.abc import Sequence
 from pathlib import Path
 
-from loopkit import document
+from loopkit import document, git, proc
+from loopkit.evidence import basetests, cleanroom, statcache
+from loopkit.evidence import diff as changes
+from loopkit.evidence import verify as checks
+from loopkit.files import atomic_write
 from loopkit.handling import say
+from loopkit.state import artifacts, cancel
+from loopkit.text import clean
+from loopkit.workspace import Workspace, _cache_folder
 
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
 if TYPE_CHECKING:
@@ -205,7 +214,6 @@ def invoke(
         sys.stdout.write(json.dumps(core.dry_run(req), ensure_ascii=False) + "\n")
         sys.stdout.flush()
         return 0
-    from loopkit import proc
 
     proc.guard()  # SIGTERM ends the worker's processes on the way out (exit 130)
     out = core.attempt(req)
@@ -228,11 +236,6 @@ def diff(
     *, contract_path: str | None = None, base: str | None = None, within: Attempt | None = None
 ) -> int:
     """lk-diff: the change against its base, the tree's hash, the scope policy."""
-    from loopkit import git
-    from loopkit.evidence import diff as core
-    from loopkit.evidence import statcache
-    from loopkit.workspace import Workspace
-
     doc = _taken(within)
     recorded = (doc or {}).get("diff") or {}
     started = ((doc or {}).get("run") or {}).get("base")  # HEAD before the worker ran
@@ -242,8 +245,8 @@ def diff(
     terms = ws.contract
     started = ((doc or {}).get("run") or {}).get("git_control")  # .git before the worker
     seed = statcache.seed(ws.state, ((doc or {}).get("run") or {}).get("state_seal"))
-    result = core.assess(
-        core.gather_at(
+    result = changes.assess(
+        changes.gather_at(
             where,
             asked,
             git_control=started,
@@ -318,59 +321,180 @@ def verify(
     worse than HEAD -- what failed there does not block, per test where results exist.
     ``attest``: HEAD's signed statement must hold first (loopkit.attest.check.require)."""
     if attest:
-        from loopkit.attest import check
+        from loopkit.attest import check  # the signing code: for --attest alone
 
         check.require(Path.cwd(), "HEAD")
-    from loopkit import proc
-    from loopkit.evidence import verify as core
-    from loopkit.state import artifacts
-    from loopkit.workspace import Workspace
-
     doc = _taken(within)
     ws = Workspace.open(contract_path=contract_path, document=doc, require_contract=True)
     terms = ws.contract or {}
     if within is not None:
         within.review = bool((terms.get("judge") or {}).get("review"))
-    chosen = core.select(terms["criteria"], only)
+    chosen = checks.select(terms["criteria"], only)
     attempt = artifacts.assign_attempt_id(doc if doc is not None else {})
-    log_dir = artifacts.attempt_dir(ws.state, attempt)
+    run = _Checks(ws, terms, chosen, only=only, fail_fast=fail_fast, doc=doc, attempt=attempt)
     proc.guard()  # nothing a check starts outlives it, nor this command
-    env = _check_env(terms, doc, ws.root)
     ticker = _Ticker() if _stderr_is_terminal() else None
-    lines = None if ticker or summary else _lines
-    state = ws.state
-
-    def cancelled() -> str | None:
-        # `lk cancel` ends a running check at once, not after it (loopkit.state.cancel).
-        from loopkit.state import cancel
-
-        return "cancelled" if cancel.requested(state) else None
-
+    shown = ticker.update if ticker else None if summary else _lines
     try:
         if clean_room if clean_room is not None else doc is not None:
-            shown = ticker.update if ticker else lines
-            result = _in_clean_room(
-                doc, ws, terms, chosen, only=only, log_dir=log_dir, fail_fast=fail_fast,
-                env=env, shown=shown, within=within, cancelled=cancelled,
-            )  # fmt: skip
+            result = run.in_clean_room(doc, shown, within)
         else:
-            result = core.run_checks(
-                ws.root,
-                chosen,
-                index=ws.index,
-                log_dir=log_dir,
-                fail_fast=fail_fast,
-                progress=ticker.update if ticker else lines,
-                env=env,
-                should_stop=cancelled,
-            )
-            if ratchet and not only and not result.passed:
-                _against_head(result.body, ws, terms, chosen, log_dir, env)
+            result = run.in_place(shown, ratchet=ratchet)
     finally:
         if ticker:
             ticker.close()
-    known = {k.get("name") for k in result.body.get("known_failures") or []}
-    for c in result.body["checks"]:
+    _say_results(result.body)
+    # The evidence as recorded: lk-decide refuses a verify section that differs from it.
+    atomic_write(run.log_dir / checks.RECORD_NAME, document.dumps(result.body))
+    out = document.attach(doc, "verify", result.body, attempt_id=attempt)
+    if summary:
+        atomic_write(ws.state / "verify-last.json", document.dumps(out) + "\n")
+        sys.stdout.write(_summary(result.body, ws.state / "verify-last.json", ws.root))
+        sys.stdout.flush()
+    else:
+        _leave(within, out)
+    return 0 if result.passed else 1
+
+
+class _Checks:
+    """One lk-verify's chosen checks and what every way of running them shares: the
+    workspace, the contract, the log folder, the checks' environment."""
+
+    def __init__(
+        self,
+        ws: Workspace,
+        terms: dict[str, Any],
+        chosen: Any,
+        *,
+        only: Sequence[str],
+        fail_fast: bool,
+        doc: dict[str, Any] | None,
+        attempt: Any,
+    ) -> None:
+        self.ws, self.terms, self.chosen = ws, terms, chosen
+        self.only, self.fail_fast = only, fail_fast
+        self.log_dir = artifacts.attempt_dir(ws.state, attempt)
+        self.env = checks.check_env(terms, doc, root=ws.root)
+
+    def cancelled(self) -> str | None:
+        """`lk cancel` ends a running check at once, not after it (loopkit.state.cancel)."""
+        return "cancelled" if cancel.requested(self.ws.state) else None
+
+    def in_place(self, shown: Any, *, ratchet: bool) -> Any:
+        """The checks in the working tree itself (alone: a commit hook); ``ratchet``: a
+        failure is judged against HEAD's results."""
+        result = checks.run_checks(
+            self.ws.root,
+            self.chosen,
+            index=self.ws.index,
+            log_dir=self.log_dir,
+            fail_fast=self.fail_fast,
+            progress=shown,
+            env=self.env,
+            should_stop=self.cancelled,
+        )
+        if ratchet and not self.only and not result.passed:
+            self.against_head(result.body)
+        return result
+
+    def in_clean_room(self, doc: dict[str, Any] | None, shown: Any, within: Attempt | None) -> Any:
+        """The checks in the clean room on the attempt's tree, then (a check failed) the
+        same checks on the base's tree: never worse than the base."""
+        ws, terms = self.ws, self.terms
+        run = (doc or {}).get("run") or {}
+        carried = cleanroom.carried(ws.root, terms)
+        carry = [c.name for c in carried]
+        reset = cleanroom.reset_dirs(ws.root)
+        result = checks.in_clean_room(
+            ws.root,
+            self.chosen,
+            index=ws.index,
+            head=run.get("base"),
+            carry=carry,
+            carry_before=run.get("carry"),
+            contract=terms,
+            state=ws.state,
+            reset=reset,
+            log_dir=self.log_dir,
+            fail_fast=self.fail_fast,
+            progress=_early_tree_after(within, shown, ws.root, ws.state, run)
+            if within is not None and within.early
+            else shown,
+            env=self.env,
+            tree=_checked_tree(doc),
+            early=within.take_room() if within is not None else None,
+            should_stop=self.cancelled,
+            prove=basetests.proving(terms, (doc or {}).get("task")),
+        )
+        if within is not None and within.tree is not None:
+            within.tree.wait()  # it ran beside the clean room's hash; done first
+        # The base: the commit the worker started from; with no worker (a
+        # reproduction on the untouched tree), the one lk-diff measured from.
+        base = run.get("base") or (None if run else ((doc or {}).get("diff") or {}).get("base"))
+        stopped = any(c.get("cancelled") for c in result.body["checks"])
+        if base and not self.only and not result.passed and not stopped:
+            if within is not None:
+                within.drop_tree()  # the base's checks run next: hashed after them
+            self.against_base(result, str(base), doc, carry=carry, reset=reset)
+        result.body["carried"] = [{"path": c.name, "why": c.why} for c in carried]
+        if not all(c["passed"] for c in result.body["checks"]):
+            _explain_unseen(result.body, run, carry, reset, ws)
+        return result
+
+    def against_base(
+        self, result: Any, base: str, doc: dict[str, Any] | None, *, carry: Any, reset: Any
+    ) -> None:
+        """Never worse than the base: the criteria's results on the untouched tree. Asked
+        only when a check failed: when every check passes, nothing can be worse than the
+        base, and the tree is not checked out and run twice."""
+        run = (doc or {}).get("run") or {}
+        at_base = checks.baseline(
+            self.ws.root,
+            self.ws.state,
+            base,
+            self.chosen,
+            log_dir=self.log_dir,
+            env=self.env,
+            carry=carry,
+            sealed=(run.get("state_seal") or {}).get("baseline"),
+            contract=self.terms,
+            reset=reset,
+            same=None if run else result.body,
+            should_stop=self.cancelled,
+        )
+        checks.ratchet(result.body, at_base, task=(doc or {}).get("task"))
+
+    def against_head(self, body: dict[str, Any]) -> None:
+        """The ratchet for a commit hook: HEAD's results (run once per tree in the clean
+        room, kept in the git folder's cache, out of a worker's reach) are the base."""
+        ws = self.ws
+        head = git.resolve(ws.root, "HEAD")
+        if not head:
+            return  # no commit yet: nothing to be worse than
+        say(
+            "lk-verify",
+            "a check failed: running the checks on HEAD to see what this change made worse",
+        )
+        at_head = checks.baseline(
+            ws.root,
+            ws.state,
+            head,
+            self.chosen,
+            log_dir=self.log_dir,
+            env=self.env,
+            carry=[c.name for c in cleanroom.carried(ws.root, self.terms)],
+            contract=self.terms,
+            reset=cleanroom.reset_dirs(ws.root),
+            kept_in=_cache_folder(ws.root),
+        )
+        checks.ratchet(body, at_head, demand=False)
+
+
+def _say_results(body: dict[str, Any]) -> None:
+    """A line on stderr for each check that failed (and why), changed the tree, or was
+    judged against the base; each check that cannot run; each problem of the evidence."""
+    known = {k.get("name") for k in body.get("known_failures") or []}
+    for c in body["checks"]:
         if not c["passed"] and c["name"] in known:
             say(
                 "lk-verify",
@@ -391,131 +515,11 @@ def verify(
             )
         if c.get("changed_tree"):
             say("lk-verify", f"{c['name']} changed the working tree")
-        _say_judged(c, result.body)
-    for e in result.body.get("environment") or []:
+        _say_judged(c, body)
+    for e in body.get("environment") or []:
         say("lk-verify", f"{e['name']} cannot run: `{e['command']}`: {e['why']}")
-    # The evidence as recorded: lk-decide refuses a verify section that differs from it.
-    from loopkit.files import atomic_write
-
-    atomic_write(log_dir / core.RECORD_NAME, document.dumps(result.body))
-    for problem in result.body.get("problems") or []:
+    for problem in body.get("problems") or []:
         say("lk-verify", f"not verified: {problem}")
-    out = document.attach(doc, "verify", result.body, attempt_id=attempt)
-    if summary:
-        atomic_write(ws.state / "verify-last.json", document.dumps(out) + "\n")
-        sys.stdout.write(_summary(result.body, ws.state / "verify-last.json", ws.root))
-        sys.stdout.flush()
-    else:
-        _leave(within, out)
-    return 0 if result.passed else 1
-
-
-def _in_clean_room(
-    doc: dict[str, Any] | None,
-    ws: Any,
-    terms: Any,
-    chosen: Any,
-    *,
-    only: Sequence[str],
-    log_dir: Path,
-    fail_fast: bool,
-    env: dict[str, str],
-    shown: Any,
-    within: Attempt | None,
-    cancelled: Callable[[], str | None],
-) -> Any:
-    """lk-verify's checks in the clean room on the attempt's tree, then (a check failed)
-    the same checks on the base's tree: never worse than the base."""
-    from loopkit.evidence import basetests, cleanroom
-    from loopkit.evidence import verify as core
-
-    run = (doc or {}).get("run") or {}
-    carried = cleanroom.carried(ws.root, terms)
-    carry = [c.name for c in carried]
-    reset = cleanroom.reset_dirs(ws.root)
-    result = core.in_clean_room(
-        ws.root,
-        chosen,
-        index=ws.index,
-        head=run.get("base"),
-        carry=carry,
-        carry_before=run.get("carry"),
-        contract=terms,
-        state=ws.state,
-        reset=reset,
-        log_dir=log_dir,
-        fail_fast=fail_fast,
-        progress=_early_tree_after(within, shown, ws.root, ws.state, run)
-        if within is not None and within.early
-        else shown,
-        env=env,
-        tree=_checked_tree(doc),
-        early=within.take_room() if within is not None else None,
-        should_stop=cancelled,
-        prove=basetests.proving(terms, (doc or {}).get("task")),
-    )
-    if within is not None and within.tree is not None:
-        within.tree.wait()  # it ran beside the clean room's hash; done first
-    # The base: the commit the worker started from; with no worker (a
-    # reproduction on the untouched tree), the one lk-diff measured from.
-    base_commit = run.get("base") or (None if run else ((doc or {}).get("diff") or {}).get("base"))
-    stopped = any(c.get("cancelled") for c in result.body["checks"])
-    if base_commit and not only and not result.passed and not stopped:
-        if within is not None:
-            within.drop_tree()  # the base's checks run next: hashed after them
-        # Never worse than the base: the criteria's results on the untouched tree.
-        # Asked only when a check failed: when every check passes, nothing can be
-        # worse than the base, and the tree is not checked out and run twice.
-        base = core.baseline(
-            ws.root,
-            ws.state,
-            str(base_commit),
-            chosen,
-            log_dir=log_dir,
-            env=env,
-            carry=carry,
-            sealed=(run.get("state_seal") or {}).get("baseline"),
-            contract=terms,
-            reset=reset,
-            same=None if run else result.body,
-            should_stop=cancelled,
-        )
-        core.ratchet(result.body, base, task=(doc or {}).get("task"))
-    result.body["carried"] = [{"path": c.name, "why": c.why} for c in carried]
-    if not all(c["passed"] for c in result.body["checks"]):
-        _explain_unseen(result.body, run, carry, reset, ws)
-    return result
-
-
-def _against_head(
-    body: dict[str, Any], ws: Any, terms: Any, chosen: Any, log_dir: Any, env: Any
-) -> None:
-    """The ratchet for a commit hook: HEAD's results (run once per tree in the clean room,
-    kept in the git folder's cache, out of a worker's reach) are the base."""
-    from loopkit import git
-    from loopkit.evidence import cleanroom
-    from loopkit.evidence import verify as core
-    from loopkit.workspace import _cache_folder
-
-    head = git.resolve(ws.root, "HEAD")
-    if not head:
-        return  # no commit yet: nothing to be worse than
-    say(
-        "lk-verify", "a check failed: running the checks on HEAD to see what this change made worse"
-    )
-    base = core.baseline(
-        ws.root,
-        ws.state,
-        head,
-        chosen,
-        log_dir=log_dir,
-        env=env,
-        carry=[c.name for c in cleanroom.carried(ws.root, terms)],
-        contract=terms,
-        reset=cleanroom.reset_dirs(ws.root),
-        kept_in=_cache_folder(ws.root),
-    )
-    core.ratchet(body, base, demand=False)
 
 
 def _say_judged(check: dict[str, Any], body: dict[str, Any]) -> None:
@@ -543,9 +547,6 @@ def _explain_unseen(body: dict[str, Any], run: Any, carry: Any, reset: Any, ws: 
     """A failing check in the clean room, and ignored paths of the work tree it did not
     see: one line naming them and the key that shows them (``verify.carry``), so neither
     a person nor the agent chases a failure that is the set-up's."""
-
-    from loopkit.evidence import cleanroom
-
     ignored = run.get("ignored_at_start") or []
     state = os.path.relpath(ws.state, ws.root).replace(os.sep, "/")
     unseen = cleanroom.not_shown(ignored, carry, reset, state)
@@ -561,9 +562,6 @@ def _explain_unseen(body: dict[str, Any], run: Any, carry: Any, reset: Any, ws: 
 
 def _summary(body: dict[str, Any], saved: Any, root: Any) -> str:
     """The checks for a person: one line each, the tail of a failing one under it."""
-
-    from loopkit.text import clean
-
     lines = []
     for c in body["checks"]:
         mark = "ok" if c["passed"] else ("TIMED OUT" if c.get("timed_out") else "FAILED")
@@ -587,12 +585,6 @@ def _summary(body: dict[str, Any], saved: Any, root: Any) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _check_env(terms: dict[str, Any], doc: dict[str, Any] | None, root: Path) -> dict[str, str]:
-    from loopkit.evidence.verify import check_env
-
-    return check_env(terms, doc, root=root)
-
-
 def _lines(event: str, index: int, total: int, name: str, check: Any) -> None:
     """Progress off a terminal (a log, a recipe): one line as each check starts and ends."""
     if event == "start":
@@ -614,8 +606,6 @@ class _Ticker:
     """One status line on a terminal's stderr: which check runs and for how long."""
 
     def __init__(self) -> None:
-        import threading
-
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._line: tuple[int, int, str, float] | None = None
@@ -623,8 +613,6 @@ class _Ticker:
         self._thread.start()
 
     def update(self, event: str, index: int, total: int, name: str, check: Any) -> None:
-        import time
-
         with self._lock:
             if event == "start":
                 self._line = (index, total, name, time.monotonic())
@@ -633,20 +621,14 @@ class _Ticker:
                 self._line = None
                 mark = "ok" if check and check.get("passed") else "FAILED"
                 secs = check.get("duration_s", 0.0) if check else 0.0
-                from loopkit.text import clean
-
                 shown = clean(name)  # the line's own control codes only
                 _stderr(f"\r\x1b[K[{index + 1}/{total}] {shown}: {mark} ({secs:.1f}s)\n")
 
     def _draw(self) -> None:
-        import time
-
         if self._line is None:
             return
         index, total, name, started = self._line
         elapsed = time.monotonic() - started
-        from loopkit.text import clean
-
         shown = clean(name)
         _stderr(f"\r\x1b[K[{index + 1}/{total}] {shown} ... {elapsed:.0f}s")
 
@@ -686,15 +668,11 @@ def _early_work(
     - a copy of the index, for lk-decide's hash of the tree on disk (statcache.Handoff),
       when the hash started from the stat cache (loopkit's own stat data: ``seed``).
     """
-    from loopkit.evidence import cleanroom, statcache
-
     room = None
     if doc is not None and isinstance(terms, dict):
-        from loopkit.evidence.verify import room_links
-
         carry = [c.name for c in cleanroom.carried(ws.root, terms)]
         room = cleanroom.EarlyRoom(
-            ws.root, head=(doc.get("run") or {}).get("base"), carry=room_links(terms, carry)
+            ws.root, head=(doc.get("run") or {}).get("base"), carry=checks.room_links(terms, carry)
         )
         attempt.room = room
     handed = statcache.beside(ws.state, "diff")
