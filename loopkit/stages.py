@@ -25,7 +25,6 @@ from pathlib import Path
 
 from loopkit import document, git, proc
 from loopkit.evidence import basetests, cleanroom, statcache
-from loopkit.evidence import diff as changes
 from loopkit.evidence import verify as checks
 from loopkit.files import atomic_write
 from loopkit.handling import say
@@ -236,6 +235,8 @@ def diff(
     *, contract_path: str | None = None, base: str | None = None, within: Attempt | None = None
 ) -> int:
     """lk-diff: the change against its base, the tree's hash, the scope policy."""
+    from loopkit.evidence import diff as changes  # lk-diff's own core: not for the others
+
     doc = _taken(within)
     recorded = (doc or {}).get("diff") or {}
     started = ((doc or {}).get("run") or {}).get("base")  # HEAD before the worker ran

@@ -1,7 +1,8 @@
 """What each ``lk task`` step and ``lk attempt`` do once their arguments are parsed,
 without click: the console script's door (loopkit.cli.door) calls these for a plain call,
 the click commands (loopkit.cli.task, loopkit.cli.attempt) for the rest. The steps
-themselves are loopkit.ratchet.steps; the attempt is loopkit.attempt."""
+themselves are loopkit.ratchet.steps; the attempt is loopkit.attempt, imported only where
+an attempt runs (or its fields are printed): a plain ``lk task`` step loads no stage."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import signal
 import sys
 from collections.abc import Callable
 
-from loopkit import attempt as attempts
 from loopkit import git
 from loopkit.background import Background
 from loopkit.document import emit, parse_attempt, read_attempt, stdin_has_data
@@ -229,6 +229,7 @@ def _rounds(
     untouched tree, no worker) and round 1 (``lk attempt --settle``) in begin's process,
     each round's documents kept as <run_dir>/<round>-*.json and printed, each decision
     settled; the last round's exit (LK_ROUND names it with --shell)."""
+    from loopkit import attempt as attempts  # the stages: not for the ratchet's steps alone
 
     doc = _start(begun)
     base, folder = str(begun["diff_base"]), str(begun["run_dir"])
@@ -312,6 +313,7 @@ def _round(
     resume: str | None = None,
 ) -> int:
     """One attempt on ``doc``, its last document printed, then (``settle``) its step."""
+    from loopkit import attempt as attempts  # the stages: not for the ratchet's steps alone
 
     rc, last = attempts.run(doc, contract_path=contract_path, base=base, resume=resume, keep=keep)
     sys.stdout.write(attempts.shell(last) if as_shell else attempts.text(last))
@@ -348,7 +350,9 @@ def save(
         lambda: steps.save(_ctx(attempt_in), label=name, why=why or outcome or "saved"), as_shell
     )
     if as_shell and document is not None:
-        sys.stdout.write(attempts.shell(document))
+        from loopkit.attempt import shell  # the stages: not for the ratchet's steps alone
+
+        sys.stdout.write(shell(document))
         sys.stdout.flush()
     return code
 
