@@ -16,7 +16,15 @@ import pytest
 
 from tests.adversarial.helpers import nothing_unverified_landed
 from tests.helpers.recipes import fail_message
-from tests.helpers.runners import CJS_BUG, ESM_BUG, PY_FIX, RS_FIX, runner, runner_project
+from tests.helpers.runners import (
+    CJS_BUG,
+    ESM_BUG,
+    PY_FIX,
+    RS_FIX,
+    RUNNERS,
+    runner,
+    runner_project,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -129,7 +137,7 @@ def test_a_file_the_worker_adds_never_changes_how_the_base_s_tests_run(
     assert any(made.failing in t for t in tests["tests"]["failed"]), tests
 
 
-@pytest.mark.parametrize("name", ["unittest", "jest", "vitest", "cargo", "go"])
+@pytest.mark.parametrize("name", sorted(RUNNERS))
 def test_an_honest_fix_with_a_new_test_lands(tmp_path, name: str) -> None:
     made = runner(name)
     path, text = made.new_test
