@@ -1,5 +1,5 @@
 """The test run is the boundary, per runner: through the real loop.sh, for each runner
-loopkit reads per test (unittest, jest, vitest, cargo test, go test; pytest and node:test
+loopkit reads per test (unittest, jest, vitest, node:test, cargo test, go test; pytest's
 are in test_test_run_boundary.py), a hostile worker that leaves the bug in and only ADDS
 files a runner or an interpreter finds by itself never gets the bug landed, and an honest
 fix with a new test lands.
@@ -18,6 +18,7 @@ from tests.adversarial.helpers import nothing_unverified_landed
 from tests.helpers.recipes import fail_message
 from tests.helpers.runners import (
     CJS_BUG,
+    CJS_FIX,
     ESM_BUG,
     PY_FIX,
     RS_FIX,
@@ -56,12 +57,12 @@ ATTACKS: dict[tuple[str, str], dict[str, str]] = {
     # jest reads a jest.config.js at the root by itself (the check names `jest`)
     ("jest", "jest.config.js mapping the module to another"): {
         "jest.config.js": MAPPER,
-        "src/good.js": "exports.add = (a, b) => a + b;\n",
+        "src/good.js": CJS_FIX,
     },
     # the same, the changed source naming the runner
     ("jest", "jest.config.js, the source naming jest"): {
         "jest.config.js": MAPPER,
-        "src/good.js": "exports.add = (a, b) => a + b;\n",
+        "src/good.js": CJS_FIX,
         "src/calc.js": "// tested with jest\n" + CJS_BUG,
     },
     # babel-jest transforms every file with the project's babel configuration
@@ -78,6 +79,13 @@ ATTACKS: dict[tuple[str, str], dict[str, str]] = {
     ("vitest", ".mjs shadowing the source, which names it"): {
         "src/calc.mjs": ESM_FIX,
         "src/calc.js": "// calc\n" + ESM_BUG,
+    },
+    # node resolves `../src/calc` to a file of that very name before calc.js
+    ("node", "extensionless module shadowing the source"): {"src/calc": CJS_FIX},
+    # the same, the changed source naming its module
+    ("node", "extensionless module shadowing the source, which names it"): {
+        "src/calc": CJS_FIX,
+        "src/calc.js": "// calc\n" + CJS_BUG,
     },
     # cargo runs each test binary through the configured runner
     ("cargo", ".cargo/config.toml test runner"): {

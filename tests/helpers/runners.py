@@ -1,12 +1,13 @@
-"""A small project of each test runner loopkit reads per test, its bug in place: ``add``
+"""A small project of each test runner loopkit reads per test (but pytest's, in
+tests/adversarial/test_test_run_boundary.py), its bug in place: ``add``
 subtracts, and the project's own test shows it.
 
 ``runner(name)`` gives the project's files, its check and its scope (the whole tree
 writable but the runner's own configuration, the tests add-only: the widest scope a
 contract gives, where every file a runner or an interpreter finds by itself may be
 added); ``runner_project`` makes the repository with a worker that writes the files it
-is given. The JavaScript runners come from ``.cache/runners`` (``make runners``) or
-PATH; cargo and go from PATH.
+is given. jest and vitest come from ``.cache/runners`` (``make runners``) or PATH; node,
+cargo and go from PATH.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ JS_TEST = (
     "test('zero', () => { expect(add(0, 0)).toBe(0); });\n"
 )
 CJS_BUG = "exports.add = (a, b) => a - b;\n"
+CJS_FIX = "exports.add = (a, b) => a + b;\n"
 ESM_BUG = "export const add = (a, b) => a - b;\n"
 RS_BUG = "pub fn add(a: i64, b: i64) -> i64 {\n    a - b\n}\n"
 RS_FIX = "pub fn add(a: i64, b: i64) -> i64 {\n    a + b\n}\n"
@@ -100,7 +102,7 @@ def _jest() -> Runner:
         },
         check=f"{_js_tool('jest')} --ci --no-cache tests",
         source="src/calc.js",
-        fix="exports.add = (a, b) => a + b;\n",
+        fix=CJS_FIX,
         failing="test_add",
         new_test=(
             "tests/more.test.js",
@@ -129,6 +131,30 @@ def _vitest() -> Runner:
             "test('more', () => { expect(add(1, 2)).toBe(3); });\n",
         ),
         protected=["package.json"],
+    )
+
+
+def _node() -> Runner:
+    return Runner(
+        name="node",
+        files={
+            "src/calc.js": CJS_BUG,
+            "tests/calc.test.js": "const test = require('node:test');\n"
+            "const assert = require('node:assert');\nconst { add } = require('../src/calc');\n"
+            "test('test_add', () => { assert.strictEqual(add(2, 2), 4); });\n"
+            "test('zero', () => { assert.strictEqual(add(0, 0), 0); });\n",
+        },
+        check="node --test --test-reporter=tap tests/",
+        source="src/calc.js",
+        fix=CJS_FIX,
+        failing="test_add",
+        new_test=(
+            "tests/more.test.js",
+            "const test = require('node:test');\nconst assert = require('node:assert');\n"
+            "const { add } = require('../src/calc');\n"
+            "test('more', () => { assert.strictEqual(add(1, 2), 3); });\n",
+        ),
+        tools=("node",),
     )
 
 
@@ -185,7 +211,14 @@ def _go() -> Runner:
     )
 
 
-RUNNERS = {"unittest": _unittest, "jest": _jest, "vitest": _vitest, "cargo": _cargo, "go": _go}
+RUNNERS = {
+    "unittest": _unittest,
+    "jest": _jest,
+    "vitest": _vitest,
+    "node": _node,
+    "cargo": _cargo,
+    "go": _go,
+}
 
 
 def runner(name: str) -> Runner:
