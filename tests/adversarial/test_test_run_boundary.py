@@ -18,6 +18,7 @@ import pytest
 
 from tests.adversarial.helpers import nothing_unverified_landed
 from tests.helpers.recipes import fail_message, make_project
+from tests.helpers.runners import ALL_PASS
 
 pytestmark = pytest.mark.slow
 
@@ -30,12 +31,6 @@ TEST = (
 )
 #: The base's collection configuration: the source folder on the import path.
 INI = "[pytest]\npythonpath = src\ntestpaths = tests\n"
-#: A pytest hook that reports every test as passed.
-ALL_PASS = (
-    "import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\n"
-    "def pytest_runtest_makereport(item, call):\n"
-    "    out = yield\n    out.get_result().outcome = 'passed'\n"
-)
 
 
 def project(tmp_path: Path, body: str, *, checks: list[dict] | None = None, files=None):

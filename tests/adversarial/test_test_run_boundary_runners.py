@@ -1,6 +1,6 @@
 """The test run is the boundary, per runner: through the real loop.sh, for each runner
-loopkit reads per test (unittest, jest, vitest, node:test, cargo test, go test; pytest's
-are in test_test_run_boundary.py), a hostile worker that leaves the bug in and only ADDS
+loopkit reads per test (pytest, unittest, jest, vitest, node:test, cargo test, go test;
+more of pytest's in test_test_run_boundary.py, on a narrower scope), a hostile worker that leaves the bug in and only ADDS
 files a runner or an interpreter finds by itself never gets the bug landed, and an honest
 fix with a new test lands.
 
@@ -17,6 +17,7 @@ import pytest
 from tests.adversarial.helpers import nothing_unverified_landed
 from tests.helpers.recipes import fail_message
 from tests.helpers.runners import (
+    ALL_PASS,
     CJS_BUG,
     CJS_FIX,
     ESM_BUG,
@@ -41,6 +42,8 @@ ESM_FIX = "export const add = (a, b) => a + b;\n"
 
 #: (runner, how): the files the worker adds, the bug left in.
 ATTACKS: dict[tuple[str, str], dict[str, str]] = {
+    # pytest loads a conftest.py at the rootdir whatever it collects
+    ("pytest", "conftest.py at the root"): {"conftest.py": ALL_PASS},
     # unittest imports every test module before it runs one: a new one patches the source
     ("unittest", "test module patching the source at import"): {
         "tests/test_aaa.py": "import calc\ncalc.add = lambda a, b: a + b\n",

@@ -1,5 +1,4 @@
-"""A small project of each test runner loopkit reads per test (but pytest's, in
-tests/adversarial/test_test_run_boundary.py), its bug in place: ``add``
+"""A small project of each test runner loopkit reads per test, its bug in place: ``add``
 subtracts, and the project's own test shows it.
 
 ``runner(name)`` gives the project's files, its check and its scope (the whole tree
@@ -56,6 +55,12 @@ def _js_tool(name: str) -> str:
     return str(path) if path.exists() else require_tool(name)
 
 
+#: A pytest hook that reports every test as passed.
+ALL_PASS = (
+    "import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\n"
+    "def pytest_runtest_makereport(item, call):\n"
+    "    out = yield\n    out.get_result().outcome = 'passed'\n"
+)
 PY_BUG = "def add(a, b):\n    return a - b\n"
 PY_FIX = "def add(a, b):\n    return a + b\n"
 UNITTEST = (
@@ -74,6 +79,27 @@ RS_BUG = "pub fn add(a: i64, b: i64) -> i64 {\n    a - b\n}\n"
 RS_FIX = "pub fn add(a: i64, b: i64) -> i64 {\n    a + b\n}\n"
 GO_BUG = "package calc\n\nfunc Add(a, b int) int {\n\treturn a - b\n}\n"
 GO_FIX = "package calc\n\nfunc Add(a, b int) int {\n\treturn a + b\n}\n"
+
+
+def _pytest() -> Runner:
+    return Runner(
+        name="pytest",
+        files={
+            "pytest.ini": "[pytest]\npythonpath = src\ntestpaths = tests\n",
+            "src/calc.py": PY_BUG,
+            "tests/test_calc.py": "from calc import add\n\n\ndef test_add():\n"
+            "    assert add(2, 2) == 4\n\n\ndef test_zero():\n    assert add(0, 0) == 0\n",
+        },
+        check=f"{sys.executable} -m pytest -q -p no:cacheprovider",
+        source="src/calc.py",
+        fix=PY_FIX,
+        failing="test_add",
+        new_test=(
+            "tests/test_more.py",
+            "from calc import add\n\n\ndef test_more():\n    assert add(1, 2) == 3\n",
+        ),
+        protected=["pytest.ini"],
+    )
 
 
 def _unittest() -> Runner:
@@ -212,6 +238,7 @@ def _go() -> Runner:
 
 
 RUNNERS = {
+    "pytest": _pytest,
     "unittest": _unittest,
     "jest": _jest,
     "vitest": _vitest,
