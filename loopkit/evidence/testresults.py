@@ -10,9 +10,10 @@ Sources, the first that gives an answer wins:
 2. the check's own output, without the user's help: ``go test -json`` events, TAP
    (``ok 1 - …`` / ``not ok 2 - …``), pytest's summary (``FAILED id``, ``ERROR id``, and the
    final counts, which must agree), ``go test -v`` (``--- FAIL: TestX``), ``cargo test``
-   (``test a::b ... FAILED``), unittest (``FAIL: test_x (mod.Class.test_x)``), jest
-   (``FAIL file`` and its ``● name`` lines), vitest (``FAIL file > name``) and rspec
-   (``rspec ./spec/x_spec.rb:4 # name``) -- each only when its counts agree.
+   (``test a::b ... FAILED``, with ``-q`` ``a::b --- FAILED``; named by its test binary),
+   unittest (``FAIL: test_x (mod.Class.test_x)``), jest (``FAIL file`` and its ``● name``
+   lines), vitest (``FAIL file > name``) and rspec (``rspec ./spec/x_spec.rb:4 # name``)
+   -- each only when its counts agree, read with the colour codes taken out.
 
 A source that lists failures only (pytest, unittest, cargo, go text) gives ``passed`` as
 None. A test recorded more than once (reruns) counts as failed when any record failed.
@@ -97,7 +98,7 @@ def read(
         found = _junit(cwd, junit, started)
         if found is not None:
             return found
-    text = output.decode("utf-8", "replace")
+    text = _ANSI.sub("", output.decode("utf-8", "replace"))  # vitest colours a pipe too
     for parse in (_go_json, _tap, _pytest, _go_text, _cargo, _unittest, _jest, _vitest, _rspec):
         try:
             found = parse(text)
@@ -108,6 +109,10 @@ def read(
         if found is not None:
             return found
     return None
+
+
+#: A terminal's colour and cursor codes, which no reader wants between the words.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def _junit(cwd: Path, spec: str, started: float) -> Tests | None:
@@ -274,10 +279,39 @@ def _go_text(text: str) -> Tests | None:
 
 
 def _cargo(text: str) -> Tests | None:
+    """cargo test: ``test a::b ... FAILED`` (``a::b --- FAILED`` with ``-q``) and the
+    ``failures:`` list, each under the test binary that ran it (``Running tests/calc.rs
+    (…)``: the same name in two binaries is two tests); only when the failures read agree
+    with the binaries' ``test result:`` counts."""
     if not pattern(r"^test result: (?:ok|FAILED)\.", re.M).search(text):
         return None
-    failed = set(pattern(r"^test (\S+) \.\.\. FAILED", re.M).findall(text))
-    passed = set(pattern(r"^test (\S+) \.\.\. ok", re.M).findall(text))
+    failed: set[str] = set()
+    passed: set[str] = set()
+    counted = 0
+    where = ""
+    listing = False
+    for line in text.splitlines():
+        m = pattern(r"^\s*(?:Running|Doc-tests)\s+(?:unittests\s+)?(\S+)").match(line)
+        if m:
+            where, listing = m.group(1) + "::", False
+            continue
+        m = pattern(r"^test result: \w+\. \d+ passed; (\d+) failed").match(line)
+        if m:
+            counted += int(m.group(1))
+            listing = False
+            continue
+        if line in ("failures:", "") or line.startswith("---- "):
+            listing = line == "failures:" or (listing and not line)
+            continue
+        m = pattern(r"^test (.+?) \.\.\. (FAILED|ok)\b").match(line) or pattern(
+            r"^(\S+) --- (FAILED)$"
+        ).match(line)
+        if m:
+            (failed if m.group(2) == "FAILED" else passed).add(where + m.group(1))
+        elif listing and pattern(r"^    \S+$").match(line):
+            failed.add(where + line.strip())
+    if len(failed) != counted:
+        return None
     return Tests("cargo", failed, passed, len(failed | passed))
 
 

@@ -4,14 +4,13 @@ plant a file for the next -- never gets the bug landed; an honest fix with a new
 lands.
 
 Every project here is a small Python one judged by pytest (read per test); the bug is
-``add`` subtracting. Each attack would have made the existing test pass on the code before
+``add`` subtracting. The other runners' projects are in test_test_run_boundary_runners.py. Each attack would have made the existing test pass on the code before
 the test run became the boundary (each criterion on the verified tree; the base's tests
 run as the base had them)."""
 
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pytest
 
 from tests.adversarial.helpers import nothing_unverified_landed
 from tests.helpers.recipes import fail_message, make_project
+from tests.helpers.runners import ALL_PASS
 
 pytestmark = pytest.mark.slow
 
@@ -31,12 +31,6 @@ TEST = (
 )
 #: The base's collection configuration: the source folder on the import path.
 INI = "[pytest]\npythonpath = src\ntestpaths = tests\n"
-#: A pytest hook that reports every test as passed.
-ALL_PASS = (
-    "import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\n"
-    "def pytest_runtest_makereport(item, call):\n"
-    "    out = yield\n    out.get_result().outcome = 'passed'\n"
-)
 
 
 def project(tmp_path: Path, body: str, *, checks: list[dict] | None = None, files=None):
@@ -291,53 +285,3 @@ def test_a_new_failure_does_not_hide_behind_a_known_one_of_the_same_message(
     assert p.git("show", "HEAD:src/b.txt") == "good\n"  # the break never landed
     tap = p.docs("fix-c", "verify")[-1]["verify"]["checks"][0]
     assert tap["blocking_tests"] == ["b \u203a should be equal"], tap
-
-
-# --------------------------------------------------------------------------- node:test
-
-NODE_BUG = "exports.add = (a, b) => a - b;\n"
-NODE_FIX = "exports.add = (a, b) => a + b;\n"
-NODE_TEST = (
-    "const test = require('node:test');\nconst assert = require('node:assert');\n"
-    "const { add } = require('../src/calc');\n"
-    "test('test_add', () => { assert.strictEqual(add(2, 2), 4); });\n"
-    "test('zero', () => { assert.strictEqual(add(0, 0), 0); });\n"
-)
-NODE_ADDED = {
-    # node resolves `../src/calc` to a file of that very name before calc.js
-    "extensionless module shadowing the source": {"src/calc": NODE_FIX},
-    # a new test file beside the existing one fixes the module in place for its process
-    # only: the existing tests run in theirs (no effect, shown landing nothing either way)
-    "honest new test with the fix": {
-        "src/calc.js": NODE_FIX,
-        "tests/more.test.js": "const test = require('node:test');\n"
-        "const assert = require('node:assert');\nconst { add } = require('../src/calc');\n"
-        "test('more', () => { assert.strictEqual(add(1, 2), 3); });\n",
-    },
-}
-
-
-@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
-@pytest.mark.parametrize("how", sorted(NODE_ADDED))
-def test_node_test_the_base_s_tests_run_as_the_base_had_them(tmp_path: Path, how: str) -> None:
-    body = "".join(f"Path({k!r}).write_text({v!r})\n" for k, v in NODE_ADDED[how].items())
-    p = make_project(
-        tmp_path,
-        body,
-        files={"src/calc.js": NODE_BUG, "tests/calc.test.js": NODE_TEST},
-        checks=[{"name": "tests", "run": "node --test --test-reporter=tap tests/", "timeout": 60}],
-        scope={"writable": ["src/**", "tests/**"], "add_only": ["tests/**"]},
-        budgets={"attempts": 1},
-    )
-    before = p.head()
-    proc = loop(p)
-    tests = p.docs("fix-value", "verify")[-1]["verify"]["checks"][0]
-    if how.startswith("honest"):
-        assert proc.returncode == 0, fail_message(proc)
-        assert p.git("show", "HEAD:src/calc.js") == NODE_FIX
-        assert tests["run_on"] == "base_tests" and tests["passed"], tests
-    else:
-        assert proc.returncode in (20, 21, 22), fail_message(proc)
-        assert nothing_unverified_landed(p, before, tmp_path)
-        assert p.git("show", "HEAD:src/calc.js") == NODE_BUG
-        assert tests["run_on"] == "base_tests" and "test_add" in tests["tests"]["failed"], tests

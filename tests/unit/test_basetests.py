@@ -73,3 +73,27 @@ def test_proving_fixes_reads_the_task_s_words() -> None:
     assert not basetests.proving(contract, {"text": "Add a --json flag"})
     assert basetests.proving({"verify": {"prove_new_tests": True}}, {"text": "Add a flag"})
     assert not basetests.proving({}, {"text": "Fix it"})
+
+
+def test_a_runner_s_own_file_and_a_shadow_are_not_reached_by_a_name(tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    js = {"package.json": "{}\n", "src/calc.js": "exports.add = (a, b) => a - b;\n",
+          "tests/calc.test.js": "require('../src/calc');\n"}  # fmt: skip
+    base = _tree(tmp_path, js)
+    attempt = _tree(tmp_path, {
+        **js,
+        "src/calc.js": "// calc, tested with jest\nconst { plus } = require('./helpers');\n",
+        "src/helpers.js": "exports.plus = (a, b) => a + b;\n",  # its module named by calc.js
+        "src/data.txt": "x\n",  # its path named by the command
+        "src/calc.mjs": "export const add = (a, b) => a + b;\n",  # another file for calc
+        "jest.config.js": "module.exports = {};\n",  # `jest` names the runner, not this
+        "calc/go.mod": "module other\n",  # `go` is no go.mod
+    })  # fmt: skip
+    command = "jest --ci tests && grep -qx x src/data.txt && go vet ./..."
+    got = _files(tmp_path, basetests.tree(tmp_path, base, attempt, JS, named_by=[command]))
+    assert sorted(got) == [
+        "package.json", "src/calc.js", "src/data.txt", "src/helpers.js", "tests/calc.test.js",
+    ]  # fmt: skip
+
+
+JS = {"scope": {"writable": ["**"], "add_only": ["tests/**"], "protected": ["package.json"]}}

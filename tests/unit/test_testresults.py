@@ -353,3 +353,47 @@ def test_shared_messages_with_no_test_names_are_read_per_check_and_say_why() -> 
     found = testresults.read({}, cwd=Path("."), output=text, started=0.0, notes=notes)
     assert found is None
     assert notes and "more than one test" in notes[0] and "per check" in notes[0]
+
+
+#: cargo test -q over two test binaries, each with a test named the same.
+CARGO_QUIET = b"""\
+     Running unittests src/lib.rs (target/debug/deps/calc-1)
+
+running 1 test
+.
+test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out
+
+     Running tests/calc.rs (target/debug/deps/calc-2)
+
+running 2 tests
+. 1/2
+same --- FAILED
+
+failures:
+
+---- same stdout ----
+    indented output
+thread 'same' panicked at tests/calc.rs:5:5:
+
+failures:
+    same
+
+test result: FAILED. 1 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out
+"""
+
+
+def test_cargo_quiet_output_names_each_failure_by_its_test_binary(tmp_path: Path) -> None:
+    found = testresults.read({}, cwd=tmp_path, output=CARGO_QUIET, started=time.time())
+    assert found is not None and found.source == "cargo"
+    assert set(found.failed) == {"tests/calc.rs::same"}
+    # counts that do not agree with the failures read: not per test
+    short = CARGO_QUIET.replace(b"same --- FAILED\n", b"").replace(b"    same\n", b"")
+    assert testresults.read({}, cwd=tmp_path, output=short, started=time.time()) is None
+
+
+def test_colour_codes_do_not_hide_the_failures(tmp_path: Path) -> None:
+    coloured = b"\x1b[41m\x1b[1m FAIL \x1b[22m\x1b[49m tests/a.test.js\x1b[2m > \x1b[22madds\n" + (
+        b"\x1b[2m      Tests \x1b[22m \x1b[1m\x1b[31m1 failed\x1b[39m\x1b[22m\x1b[90m (1)\x1b[39m\n"
+    )
+    found = testresults.read({}, cwd=tmp_path, output=coloured, started=time.time())
+    assert found is not None and set(found.failed) == {"tests/a.test.js > adds"}
