@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
+from loopkit.evidence import fingerprint
+
 #: Budgets that accumulate across attempts (contract ``budgets`` key -> history key).
 ACCUMULATING: dict[str, str] = {
     # a transient failure (overloaded, throttled) does not spend an attempt
@@ -214,8 +216,6 @@ def crash_signature(run: Any) -> str | None:
     removed (paths, numbers, addresses), so the same crash in another run compares equal."""
     if not isinstance(run, Mapping):
         return None
-    from loopkit.evidence import fingerprint
-
     text = str(run.get("error") or run.get("final_message") or "")
     return fingerprint.of_output(
         text.encode("utf-8", "replace"), exit_code=run.get("exit_code"), timed_out=False

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from loopkit import git, timing
-from loopkit.decision import budget, checkpoint
+from loopkit import git, loader, timing
+from loopkit.background import Background
+from loopkit.decision import budget, checkpoint, records
 from loopkit.decision import decide as decider
 from loopkit.decision import ledger as ledgers
 from loopkit.decision.records import (
@@ -27,15 +29,14 @@ from loopkit.decision.records import (
     pool_record,
     replay,
 )
-from loopkit.document import attach
+from loopkit.document import attach, new_attempt
 from loopkit.errors import BadInput
+from loopkit.evidence import statcache
 from loopkit.evidence.verify import RECORD_NAME, keep_as_base
 from loopkit.exitcodes import OUTCOME_CODES
 from loopkit.state import cancel, retention
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from loopkit.evidence import statcache
+from loopkit.state.artifacts import assign_attempt_id
+from loopkit.workspace import Workspace, for_state_only
 
 
 class Result:
@@ -86,10 +87,6 @@ class _Setup:
 def _setup(
     document: dict[str, Any] | None, contract_path: str | None, ledger_path: str | None
 ) -> _Setup:
-    from loopkit.document import new_attempt
-    from loopkit.state.artifacts import assign_attempt_id
-    from loopkit.workspace import Workspace
-
     doc = document if document is not None else new_attempt()
     ws = Workspace.open(contract_path=contract_path, document=doc, require_contract=True)
     contract = ws.contract or {}
@@ -112,8 +109,6 @@ def tree_on_disk(
     -- the recipes' hash and the next attempt's start from it (kept as ``keep_as`` instead
     when given). ``run``: the document's run section (its state seal); ``handed``: the
     index lk-diff left in the same ``lk attempt``, started from while it is unchanged."""
-    from loopkit.evidence import statcache
-
     kept = keep_as or statcache.path(state)
     if handed is not None and (given := handed.seed()) is not None:
         return git.tree_hash(root, seed=given, keep=kept, held=handed.tree)
@@ -133,9 +128,6 @@ class EarlyTree:
     def __init__(
         self, root: Path, state: Path, run: Any, *, handed: statcache.Handoff | None = None
     ) -> None:
-        from loopkit.background import Background
-        from loopkit.evidence import statcache
-
         self.root, self.state = root, state
         self._kept = statcache.beside(state, "early")
         self._hash = Background(
@@ -154,8 +146,6 @@ class EarlyTree:
         except BaseException:
             self.drop()
             raise
-        from loopkit.evidence import statcache
-
         if self._kept.exists():
             os.replace(self._kept, statcache.path(state))
         return tree
@@ -252,8 +242,6 @@ def decide(
 def _recorded_verify(state: Path, doc: Mapping[str, Any]) -> str | None:
     """Whether the piped verify section is the one lk-verify recorded for this attempt:
     "match", "differs", "missing" (none recorded), or None (no verify section)."""
-    from loopkit import loader
-
     verify = doc.get("verify")
     attempt = doc.get("attempt_id")
     if not isinstance(verify, Mapping) or not isinstance(attempt, str):
@@ -268,9 +256,6 @@ def _recorded_verify(state: Path, doc: Mapping[str, Any]) -> str | None:
 
 def interrupted(task_id: str, *, reason: str, ledger_path: str | None = None) -> dict[str, Any]:
     """Append an ``interrupted`` record for ``task_id`` (records.interrupted_record)."""
-    from loopkit.decision import records
-    from loopkit.workspace import for_state_only
-
     path = Path(ledger_path) if ledger_path else for_state_only().state / ledgers.DEFAULT_NAME
     book = ledgers.Ledger(path)
     with book.transaction() as txn:
@@ -330,8 +315,6 @@ def admit(
     contract's ``pool`` its limits) the worker's share is reserved from the pool too, in
     the same ledger transaction; while the pool cannot cover it and a running worker's
     share may still come back, the admission waits (nothing recorded meanwhile)."""
-    import time
-
     s = _setup(document, contract_path, ledger_path)
     doc = s.document
     view = decider.inputs(doc, s.contract)

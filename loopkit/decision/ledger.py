@@ -33,6 +33,7 @@ from loopkit.boundary.secrets import scrub
 from loopkit.decision import budget
 from loopkit.digest import file_sha256, sha256
 from loopkit.errors import EnvironmentProblem
+from loopkit.evidence import statcache
 from loopkit.files import atomic_write
 
 RECORD_KIND = "loopkit/ledger-record"
@@ -397,8 +398,6 @@ def seal(state: Path, *, stat_cache: bool = True, task: str | None = None) -> di
     if task:
         facts["task"] = task
     if stat_cache:
-        from loopkit.evidence import statcache
-
         facts[statcache.SEAL_KEY] = statcache.digest(state)
     return facts
 

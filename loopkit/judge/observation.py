@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from loopkit import git
+from loopkit.judge import verdict
+
 if TYPE_CHECKING:
     from loopkit.worker.providers.base import Outcome, RunState
 
@@ -145,9 +148,6 @@ def own_words(reply: str | None, *, root: Path, tree: str) -> str | None:
     citations left count. One ``git grep`` over the tree."""
     if not reply:
         return reply
-    from loopkit import git
-    from loopkit.judge import verdict
-
     lines = reply.splitlines()
     decisive = [line for line in lines if verdict.is_candidate(line) or _CITE.match(line)]
     printed = git.lines_in_tree(root, tree, decisive) if decisive else {}
@@ -226,8 +226,6 @@ def _writes(command: str | None) -> bool:
 
 def tree_changes(root: Path, before: str, after: str) -> list[dict[str, str]]:
     """What differs between two tree hashes: [{status, path}], statuses as lk-diff words."""
-    from loopkit import git
-
     if before == after:
         return []
     return [

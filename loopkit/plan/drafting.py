@@ -14,10 +14,14 @@ from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from loopkit.decision import ledger
 from loopkit.errors import BadInput
-from loopkit.plan.checking import check
-from loopkit.plan.expanding import expand, tree_files
-from loopkit.plan.parsing import ITEM_LINE, PlanProblem, parse
+from loopkit.judge.running import run_read_only
+from loopkit.plan.checking import check, threshold
+from loopkit.plan.expanding import expand, folders, prepare, tree_files
+from loopkit.plan.marking import append_plan
+from loopkit.plan.parsing import ITEM_LINE, PlanProblem, parse, read_bytes
+from loopkit.state import artifacts, cancel
 
 if TYPE_CHECKING:
     from loopkit.judge.running import Settings
@@ -209,8 +213,6 @@ def prompt(
 ) -> str:
     """What the model is asked: the issue, the contract's objective and scope, the
     repository's files, the plan syntax -- and, for a repair, its last draft's problems."""
-    from loopkit.plan.checking import threshold
-
     split_lines, split_files = threshold(contract)
     scope = (contract or {}).get("scope") or {}
     shown = files[:MAX_PROMPT_FILES]
@@ -271,9 +273,6 @@ def ask(
     """Ask the model (read-only, in the sandbox) until an answer passes ``validate_answer``
     or ``repairs`` repairs are spent; each repair is asked with the last answer's problems.
     The drafts, and the ids of the valid one (empty when none was)."""
-    from loopkit.judge.running import run_read_only
-    from loopkit.state import artifacts, cancel
-
     stamp = artifacts.new_attempt_id()
     drafts: list[Draft] = []
     previous: Draft | None = None
@@ -314,8 +313,6 @@ def run(
     existing: bytes,
 ) -> dict[str, Any]:
     """Draft, check and repair; append a valid plan; record the outcome. The document."""
-    from loopkit.plan.marking import append_plan
-
     source = str(tasks_path)
     tree = tree_files(ws.root)
     existing_ids = _ids(existing, source)
@@ -375,9 +372,6 @@ def document(
 def read_tasks(tasks_path: Path, ws: Workspace, source: str) -> bytes:
     """The TASKS.md as it is (b'' when there is none); BadInput when it is invalid already:
     a draft is checked with it, and its problems would be no draft's."""
-    from loopkit.plan.expanding import folders, prepare
-    from loopkit.plan.parsing import read_bytes
-
     if not tasks_path.exists():
         return b""
     raw = read_bytes(tasks_path)
@@ -411,8 +405,6 @@ def _ids(existing: bytes, source: str) -> list[str]:
 def record(ws: Workspace, doc: Mapping[str, Any]) -> None:
     """The draft's outcome as one ledger record (``lk report``'s plan-draft rates); a
     re-split (``lk-plan split``) names the task it split."""
-    from loopkit.decision import ledger
-
     book = ledger.Ledger(ws.state / ledger.DEFAULT_NAME)
     with book.transaction() as txn:
         history = txn.history(RECORD_TASK)

@@ -36,8 +36,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from loopkit import contract, git, proc, workspace
+from loopkit import contract, git, proc, scaffold, workspace
 from loopkit.decision import ledger
+from loopkit.testing import ModelServer, claude_env, from_data, overlay
 
 TASK_ID = "blank-line"
 HEADERS = "src/parser/headers.py"
@@ -145,9 +146,7 @@ def claude_turns() -> list[dict[str, Any]]:
 
 def recipes_dir() -> Path:
     """The recipes (``loopkit.scaffold.recipes_dir``)."""
-    from loopkit.scaffold import recipes_dir as found
-
-    return found()
+    return scaffold.recipes_dir()
 
 
 def _say(text: str = "") -> None:
@@ -245,8 +244,6 @@ def run(provider: str, workdir: Path) -> int:
         if shutil.which("claude") is None:
             print("demo: the claude CLI is not on PATH (make agents installs it)", file=sys.stderr)
             return 4
-        from loopkit.testing import ModelServer, claude_env, from_data, overlay
-
         server = ModelServer(from_data(claude_turns()), log=workdir / "model-requests.jsonl")
         server.start()
         # The real CLI, pointed at the scripted server: no key, no network.

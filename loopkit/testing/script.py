@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loopkit import loader
 from loopkit.errors import BadInput
 
 #: API names and the aliases a script may use for them.
@@ -161,8 +162,6 @@ def load(path: str | Path) -> Script:
 
 def parse(text: str, *, source: str = "script") -> Script:
     """Parse YAML or JSON text into a validated script."""
-    from loopkit import loader
-
     try:
         data = loader.yaml_load(text)
     except loader.LoadError as e:

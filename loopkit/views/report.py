@@ -15,6 +15,7 @@ from __future__ import annotations
 import html
 import math
 import re
+import shutil
 import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -385,8 +386,6 @@ def text(report: Mapping[str, Any], *, width: int | None = None) -> str:
     terminal's, else 100) bounds each line: the reason column gets what is left, cut at a
     word with an ellipsis."""
     if width is None:
-        import shutil
-
         width = shutil.get_terminal_size((100, 24)).columns
     rows = [
         ("task", "attempts", "outcome", "cost", "untrusted", "tokens", "time", "why it stopped")

@@ -16,7 +16,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from loopkit import git
+from loopkit.boundary import usage as wire_usage
 from loopkit.decision import ledger as ledgers
+from loopkit.text import clean, clip
+from loopkit.worker import providers
+from loopkit.worker.providers.base import detect
 
 STAGES = ("admit", "invoke", "diff", "verify", "judge", "decide")
 #: What runs after each stage's document is written (the stage now in progress).
@@ -46,8 +51,6 @@ def lock(state: Path, root: Path | None = None) -> dict[str, Any] | None:
     work tree at ``root`` (loopkit.ratchet.lock); without one, the state folder's."""
     folder = state
     if root is not None:
-        from loopkit import git
-
         try:
             folder = git.git_dirs(root).own / "loopkit"
         except git.GitError:
@@ -95,9 +98,6 @@ def _stage(run_dir: Path) -> tuple[int, str | None, str | None, float | None]:
 
 def _last_actions(folder: Path, limit: int = 5) -> tuple[list[str], dict[str, Any]]:
     """The worker's last tool calls and its spend so far, from its stream on disk."""
-    from loopkit.worker import providers
-    from loopkit.worker.providers.base import detect
-
     stream = next((p for p in (folder / "stream.jsonl", folder / "output.log") if p.exists()), None)
     if stream is None:
         return [], {}
@@ -123,8 +123,6 @@ def _last_actions(folder: Path, limit: int = 5) -> tuple[list[str], dict[str, An
 def gather(state: Path, *, now: float | None = None, root: Path | None = None) -> dict[str, Any]:
     """The status document (schemas/status.json); ``root``: the work tree (where its lock
     is)."""
-    from loopkit.text import clean, clip
-
     now = time.time() if now is None else now
     held = lock(state, root)
     body: dict[str, Any] = {
@@ -149,8 +147,6 @@ def gather(state: Path, *, now: float | None = None, root: Path | None = None) -
     actions, live = _last_actions(current) if current is not None else ([], {})
     wire = None
     if current is not None:
-        from loopkit.boundary import usage as wire_usage
-
         wire = wire_usage.tally(current / "meter.jsonl")
     history: dict[str, Any] = {}
     ledger_path = state / ledgers.DEFAULT_NAME

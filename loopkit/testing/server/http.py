@@ -9,6 +9,7 @@ a 404. Every request is recorded (credentials redacted) before it is answered.
 
 from __future__ import annotations
 
+import gzip
 import json
 import socket
 from http.server import BaseHTTPRequestHandler
@@ -135,8 +136,6 @@ class Handler(BaseHTTPRequestHandler):
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length > 0 else b""
         if self.headers.get("Content-Encoding", "").lower() == "gzip":
-            import gzip
-
             raw = gzip.decompress(raw)
         if not raw:
             return None
