@@ -374,12 +374,10 @@ class Inputs(TypedDict, total=False):
     pool: NotRequired[JSONObject]
 
 
-class Record(TypedDict, total=False):
-    """schemas/ledger-record.json: one line of the ledger."""
+class Entry(TypedDict, total=False):
+    """A ledger record as loopkit.decision.records makes it, before the ledger numbers it
+    (``Record`` less its kind, version and seq)."""
 
-    kind: Required[str]
-    version: Required[int]
-    seq: Required[int]
     type: Required[str]
     task_id: Required[str]
     attempt: Required[int]
@@ -393,7 +391,7 @@ class Record(TypedDict, total=False):
     verify: NotRequired[JSONObject | None]
     judge: NotRequired[JSONObject | None]
     evidence: NotRequired[Evidence]
-    admission: NotRequired[JSONObject]
+    admission: NotRequired[Admission]
     decision: Required[Decision | None]
     reason: Required[str]
     inputs: Required[Inputs]
@@ -403,6 +401,26 @@ class Record(TypedDict, total=False):
     draft: NotRequired[JSONObject]
     estimate: NotRequired[JSONObject]
     timings: NotRequired[list[Timing]]
+
+
+class Record(Entry, total=False):
+    """schemas/ledger-record.json: one line of the ledger."""
+
+    kind: Required[str]
+    version: Required[int]
+    seq: Required[int]
+
+
+class Disagreement(TypedDict, total=False):
+    """schemas/replay.json#/properties/disagreements/items"""
+
+    line: Required[int]
+    seq: NotRequired[int | None]
+    task_id: Required[str | None]
+    attempt: NotRequired[int | None]
+    field: Required[str]
+    recorded: Required[Any]
+    derived: Required[Any]
 
 
 class Stuck(TypedDict, total=False):
@@ -583,3 +601,103 @@ class Artifacts(TypedDict, total=False):
 
     retention_days: float
     keep_completed: int
+
+
+class Reservation(TypedDict, total=False):
+    """A running worker's share of the budgets, reserved at its admission (a pool's
+    share also names its task and attempt, and the task's names its pool)."""
+
+    at: Required[str]
+    wall_s: Required[float]
+    wall_seconds: float
+    cost_usd: float
+    tokens: float
+    task: str | None
+    attempt: int | None
+    pool: str
+
+
+class History(TypedDict):
+    """What a task's ledger records fold to (loopkit.decision.budget.fold): what its
+    budgets have counted so far. A pool's history has the same shape."""
+
+    attempts: int
+    spent_attempts: int
+    verify_attempts: int
+    cost_usd: float
+    cost_untrusted_usd: float
+    tokens: int
+    turns: int
+    wall_s: float
+    last_fingerprint: str | None
+    same_failure: int
+    timeouts: int
+    transient_streak: int
+    no_op_streak: int
+    last_violations: str | None
+    same_violation: int
+    last_crash: str | None
+    same_crash: int
+    last_outcome: str | None
+    last_class: str | None
+    resume_after: str | None
+    reserved: list[Reservation]
+    epoch: int
+
+
+class Granted(TypedDict):
+    """What an admission grants the next run."""
+
+    timeout_s: float | None
+    cost_usd: float | None
+    turns: int | None
+
+
+class PoolAdmission(TypedDict, total=False):
+    """One worker's admission to its run's pool (loopkit.decision.budget.admit_pool)."""
+
+    id: Required[Any]
+    admitted: Required[bool]
+    wait: Required[bool]
+    exhausted: Required[list[str]]
+    short: Required[list[str]]
+    share: Required[dict[str, float]]
+    left: Required[dict[str, float]]
+    running: Required[int]
+    reason: str
+    reservation: Reservation
+
+
+class Admission(TypedDict, total=False):
+    """May the next run start (loopkit.decision.budget.admit): the ledger's
+    ``admission`` of an admission record."""
+
+    admitted: Required[bool]
+    blocked_until: Required[str | None]
+    attempt: Required[int]
+    exhausted: Required[list[str]]
+    granted: Required[Granted]
+    verify_reserve_s: Required[float]
+    remaining: Required[dict[str, float]]
+    reason: Required[str]
+    reservation: Reservation
+    pool: PoolAdmission
+
+
+class Summary(TypedDict):
+    """A ledger record's readable summary of its attempt (loopkit.decision.records)."""
+
+    run: JSONObject | None
+    usage: Spent
+    diff: JSONObject | None
+    judge: JSONObject | None
+    verify: JSONObject | None
+
+
+class View(Attempt, total=False):
+    """The part of an attempt document a decision reads (loopkit.decision.decide.inputs),
+    with what lk-decide found beside it: whether lk-verify's own record of the checks
+    matches the verify section, and whether the worker changed the state folder."""
+
+    verify_recorded: str | None
+    state_tampered: list[str]

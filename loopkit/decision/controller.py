@@ -15,7 +15,7 @@ import os
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from loopkit import git, loader, timing
 from loopkit.background import Background
@@ -37,6 +37,9 @@ from loopkit.exitcodes import OUTCOME_CODES
 from loopkit.state import cancel, retention
 from loopkit.state.artifacts import assign_attempt_id
 from loopkit.workspace import Workspace, for_state_only
+
+if TYPE_CHECKING:
+    from loopkit.sections import Contract, JSONObject, Record, View
 
 
 class Result:
@@ -64,7 +67,7 @@ class Result:
 
 class _Setup:
     document: dict[str, Any]
-    contract: dict[str, Any]
+    contract: Contract
     root: Path
     state: Path
     ledger: ledgers.Ledger
@@ -72,7 +75,7 @@ class _Setup:
     def __init__(
         self,
         document: dict[str, Any],
-        contract: dict[str, Any],
+        contract: Contract,
         root: Path,
         state: Path,
         ledger: ledgers.Ledger,
@@ -89,7 +92,7 @@ def _setup(
 ) -> _Setup:
     doc = document if document is not None else new_attempt()
     ws = Workspace.open(contract_path=contract_path, document=doc, require_contract=True)
-    contract = ws.contract or {}
+    contract = cast("Contract", ws.contract or {})
     ws.stamp(doc)
     path = Path(ledger_path) if ledger_path else ws.state / ledgers.DEFAULT_NAME
     assign_attempt_id(doc)
@@ -254,7 +257,7 @@ def _recorded_verify(state: Path, doc: Mapping[str, Any]) -> str | None:
     return "match" if recorded == verify else "differs"
 
 
-def interrupted(task_id: str, *, reason: str, ledger_path: str | None = None) -> dict[str, Any]:
+def interrupted(task_id: str, *, reason: str, ledger_path: str | None = None) -> Record:
     """Append an ``interrupted`` record for ``task_id`` (records.interrupted_record)."""
     path = Path(ledger_path) if ledger_path else for_state_only().state / ledgers.DEFAULT_NAME
     book = ledgers.Ledger(path)
@@ -324,7 +327,7 @@ def admit(
         return _cancelled(s, view, tid, intent)
     environ = env if env is not None else os.environ
     how = ledgers.detect_trigger(trigger, environ)
-    contract = view.get("contract") or {}
+    contract: Mapping[str, Any] = view.get("contract") or {}
     pool_id = environ.get(POOL_ENV, "").strip() if budget.pool_limits(contract) else ""
     warnings: list[str] = []
     notes: list[str] = []
@@ -343,12 +346,13 @@ def admit(
                     "history": txn.history(budget.pool_key(pool_id)),
                 }
             admission = budget.admit(history, contract, now=now, pool=pool)
-            waiting = bool((admission.get("pool") or {}).get("wait"))
+            pooled = admission.get("pool")
+            waiting = bool(pooled and pooled["wait"])
             if not waiting:
                 # The pool's share first: a process killed between the two appends leaves
                 # a share no task holds, which the next admission returns (_reconcile_pool)
                 # -- never a running worker the pool does not count.
-                reservation = (admission.get("pool") or {}).get("reservation")
+                reservation = pooled.get("reservation") if pooled else None
                 if pool is not None and admission["admitted"] and reservation:
                     event = {
                         "event": "reserve",
@@ -403,13 +407,14 @@ def _reconcile_pool(txn: ledgers.Transaction, pool_id: str, *, trigger: Mapping[
         held = txn.history(task).get("reserved") or [] if task else []
         if any(isinstance(x, Mapping) and x.get("pool") == pool_id for x in held):
             continue
-        event = {"event": "settle", "task": task, "attempt": r.get("attempt"), "spent": {}}
+        event: JSONObject = {"event": "settle", "task": task, "attempt": r.get("attempt")}
+        event["spent"] = {}
         txn.append(
             pool_record(pool_id, txn.history(key), event, now=ledgers.now_iso(), trigger=trigger)
         )
 
 
-def _cancelled(s: _Setup, view: dict[str, Any], tid: str, intent: Any) -> Result:
+def _cancelled(s: _Setup, view: View, tid: str, intent: Any) -> Result:
     """Not admitted: a person asked the loop to stop."""
     decision = decider.decide(view, None, tree_on_disk=None, cancel=intent)
     with s.ledger.transaction() as txn:
@@ -436,7 +441,7 @@ def replay_ledger(path: str) -> Result:
     problems: list[ledgers.Problem] = []
     count = [0]
 
-    def counted() -> Iterator[tuple[int, dict[str, Any]]]:
+    def counted() -> Iterator[tuple[int, Record]]:
         for item in ledgers.stream(p, problems):
             count[0] += 1
             yield item

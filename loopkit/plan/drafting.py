@@ -20,7 +20,7 @@ from loopkit.judge.running import run_read_only
 from loopkit.plan.checking import check, threshold
 from loopkit.plan.expanding import expand, folders, prepare, tree_files
 from loopkit.plan.marking import append_plan
-from loopkit.plan.parsing import ITEM_LINE, PlanProblem, parse, read_bytes
+from loopkit.plan.parsing import ITEM_LINE, Plan, PlanProblem, parse, read_bytes
 from loopkit.state import artifacts, cancel
 
 if TYPE_CHECKING:
@@ -166,24 +166,18 @@ def validate(
     source: str,
 ) -> tuple[list[PlanProblem], list[str]]:
     """The draft's problems (lines counted in the draft) and the ids of its items."""
-    if not draft.strip():
-        return [PlanProblem("$", "no plan items in the answer: expected '- [ ] ...' items")], []
-    first = draft.splitlines()[0]
-    m = ITEM_LINE.match(first)
-    if m is None or m.group("indent"):
-        return [PlanProblem("$", "the draft must start with a top-level item '- [ ] ...'", 1)], []
+    refused = first_item(
+        draft,
+        empty="no plan items in the answer: expected '- [ ] ...' items",
+        not_item="the draft must start with a top-level item '- [ ] ...'",
+    )
+    if refused is not None:
+        return [refused], []
     whole, offset = joined(existing, draft)
-    try:
-        plan = parse(whole, source=source)
-    except BadInput as e:
-        return [PlanProblem("$", str(e))], []
-    expand(plan, tree)
-    problems = check(plan, contract=contract, tree=tree)
+    plan, out = placed(whole, offset, None, contract=contract, tree=tree, source=source)
+    if plan is None:
+        return out, []
     new = [t for t in plan.tasks if t.line > offset]
-    out: list[PlanProblem] = []
-    for p in problems:
-        line = p.line - offset if p.line is not None and p.line > offset else None
-        out.append(PlanProblem(p.path, p.message, line, p.task))
     for t in new:
         line = t.line - offset
 
@@ -201,6 +195,46 @@ def validate(
             add(".files", "no files: list: name the exact files it changes (+path for new)")
     out.sort(key=lambda p: p.line if p.line is not None else 0)
     return out, [t.id for t in new if not t.expanded]
+
+
+def first_item(answer: str, *, empty: str, not_item: str) -> PlanProblem | None:
+    """Why a model's answer cannot be placed in the plan at all -- nothing in it (``empty``),
+    or a first line that is not a top-level item (``not_item``) -- else None."""
+    if not answer.strip():
+        return PlanProblem("$", empty)
+    m = ITEM_LINE.match(answer.splitlines()[0])
+    if m is None or m.group("indent"):
+        return PlanProblem("$", not_item, 1)
+    return None
+
+
+def placed(
+    whole: bytes,
+    start: int,
+    count: int | None,
+    *,
+    contract: Mapping[str, Any] | None,
+    tree: Collection[str],
+    source: str,
+) -> tuple[Plan | None, list[PlanProblem]]:
+    """A model's answer placed in the plan file (``whole``, the answer's ``count`` lines
+    after line ``start``; None: to the end) parsed, expanded and checked: the plan (None
+    when the bytes are not a plan at all) and its problems, each line counted in the
+    answer (None for a problem outside it)."""
+    try:
+        plan = parse(whole, source=source)
+    except BadInput as e:
+        return None, [PlanProblem("$", str(e))]
+    expand(plan, tree)
+    out: list[PlanProblem] = []
+    for p in check(plan, contract=contract, tree=tree):
+        inside = (
+            p.line is not None and p.line > start and (count is None or p.line <= start + count)
+        )
+        out.append(
+            PlanProblem(p.path, p.message, p.line - start if inside and p.line else None, p.task)
+        )
+    return plan, out
 
 
 def prompt(

@@ -60,5 +60,4 @@ def reopen(
             **({"source": source} if source else {}),
         )
         txn.append(record)
-    record["ledger"] = str(book.path)
-    return record
+    return {**record, "ledger": str(book.path)}

@@ -20,10 +20,18 @@ from loopkit.decision import ledger
 from loopkit.errors import BadInput
 from loopkit.evidence import globs
 from loopkit.plan.checking import check
-from loopkit.plan.drafting import MAX_PROMPT_FILES, Draft, ask, document, record
+from loopkit.plan.drafting import (
+    MAX_PROMPT_FILES,
+    Draft,
+    ask,
+    document,
+    first_item,
+    placed,
+    record,
+)
 from loopkit.plan.expanding import expand, tree_files
 from loopkit.plan.marking import replace_plan, rewrite_line
-from loopkit.plan.parsing import ITEM_LINE, Plan, PlanProblem, Task, parse, read_bytes, split_lines
+from loopkit.plan.parsing import Plan, PlanProblem, Task, parse, read_bytes, split_lines
 from loopkit.plan.readiness import effective_status
 
 if TYPE_CHECKING:
@@ -141,23 +149,18 @@ def validate(
     source: str,
 ) -> tuple[list[PlanProblem], list[str]]:
     """The answer's problems (lines counted in the answer) and the ids of its items."""
-    if not answer.strip():
-        return [PlanProblem("$", "no slices in the answer: expected '- [ ] ...' items")], []
-    first = textwrap.dedent(answer).splitlines()[0]
-    m = ITEM_LINE.match(first)
-    if m is None or m.group("indent"):
-        return [PlanProblem("$", "the answer must start with an item '- [ ] ...'", 1)], []
+    refused = first_item(
+        textwrap.dedent(answer),
+        empty="no slices in the answer: expected '- [ ] ...' items",
+        not_item="the answer must start with an item '- [ ] ...'",
+    )
+    if refused is not None:
+        return [refused], []
     whole, start = insert(raw, task, answer)
     count = len(answer.splitlines())
-    try:
-        plan = parse(whole, source=source)
-    except BadInput as e:
-        return [PlanProblem("$", str(e))], []
-    expand(plan, tree)
-    out: list[PlanProblem] = []
-    for p in check(plan, contract=contract, tree=tree):
-        line = p.line - start if p.line is not None and start < p.line <= start + count else None
-        out.append(PlanProblem(p.path, p.message, line, p.task))
+    plan, out = placed(whole, start, count, contract=contract, tree=tree, source=source)
+    if plan is None:
+        return out, []
     parent = plan.find(task.id)
     new = [t for t in plan.tasks if start < t.line <= start + count]
     slices = [t for t in new if parent is not None and t.parent is parent]

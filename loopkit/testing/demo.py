@@ -34,11 +34,14 @@ import sysconfig
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopkit import contract, git, proc, scaffold, workspace
 from loopkit.decision import ledger
 from loopkit.testing import ModelServer, claude_env, from_data, overlay
+
+if TYPE_CHECKING:
+    from loopkit.sections import Record
 
 TASK_ID = "blank-line"
 HEADERS = "src/parser/headers.py"
@@ -190,7 +193,7 @@ def make_repo(root: Path, worker_spec: Mapping[str, Any]) -> Path:
     return repo
 
 
-def _records(repo: Path) -> list[dict[str, Any]]:
+def _records(repo: Path) -> list[Record]:
     """The ledger's records (the demo's environment keeps the state in .loopkit/)."""
     records, _ = ledger.read(repo / workspace.DEFAULT_STATE / ledger.DEFAULT_NAME)
     return [record for _, record in records]

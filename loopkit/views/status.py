@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -154,7 +155,7 @@ def gather(state: Path, *, now: float | None = None, root: Path | None = None) -
         records, _ = ledgers.read(ledger_path)
         for _, rec in records:
             if rec.get("task_id") == task and rec.get("type") == "attempt":
-                usage = rec.get("usage") or {}
+                usage: Mapping[str, Any] = rec.get("usage") or {}
                 history["attempts"] = history.get("attempts", 0) + 1
                 if isinstance(usage.get("cost_usd"), (int, float)):
                     history["cost_usd"] = round(

@@ -215,6 +215,7 @@ TYPED = [
     ("ledger-record#/properties/usage", "Spent"),
     ("ledger-record#/properties/evidence", "Evidence"),
     ("ledger-record#/properties/inputs", "Inputs"),
+    ("replay#/properties/disagreements/items", "Disagreement"),
 ]
 
 
