@@ -20,6 +20,7 @@ from loopkit.testing.server import anthropic, chat, faults, gemini, openai
 from loopkit.testing.server.wire import DEFAULT_USAGE, Event, Wire, client_cwd, new_id
 
 if TYPE_CHECKING:
+    from loopkit.sections import JSONObject
     from loopkit.testing.script import Error
     from loopkit.testing.server import ModelServer
 
@@ -42,7 +43,7 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     # -- plumbing --------------------------------------------------------------------
-    def entry(self, body: Any = None) -> dict[str, Any]:
+    def entry(self, body: Any = None) -> JSONObject:
         """The request as the log records it."""
         headers = {
             k.lower(): ("<redacted>" if k.lower() in _REDACT else v)
@@ -248,7 +249,7 @@ class Handler(BaseHTTPRequestHandler):
     def send_answer(
         self,
         wire: Wire,
-        answer: dict[str, Any],
+        answer: JSONObject,
         stream: bool,
         sse: bool,
         *,
