@@ -7,9 +7,12 @@ holds the two together, so a field added to one and not the other fails a test. 
 builds or reads a document annotates it with these types (mypy then checks the keys it
 uses). Imported for type checking only: nothing here loads at run time.
 
-``JSONObject`` is the one name for a JSON object whose shape is open by design: a
-``Check``'s own tests, the raw ``said`` of a judge, the ``extra`` facts a decision carries,
-the view a replayed record re-derives from.
+``JSONObject`` is the one name for a JSON object whose shape loopkit leaves open: what a
+schema itself declares a bare ``object`` (a ledger record's ``inputs.document`` and
+``history`` as they were recorded, its ``estimate``, ``draft`` and ``pool``; the summaries
+of ``run``, ``diff`` and ``verify`` a record keeps), the decision's ``extra`` fields
+gathered before the decision is made, and the wire payloads of the model APIs and the
+forge that loopkit.testing's servers answer (their vendors' shapes, not loopkit's).
 """
 
 from __future__ import annotations
@@ -701,3 +704,50 @@ class View(Attempt, total=False):
 
     verify_recorded: str | None
     state_tampered: list[str]
+
+
+class Intent(TypedDict, total=False):
+    """A person's request to stop (the state folder's cancel.json; schemas/cancel.json's
+    ``intent``): why, when, and the process that asked."""
+
+    reason: Required[str]
+    at: str
+    pid: int
+
+
+class Citation(TypedDict, total=False):
+    """schemas/judge.json#/properties/citations/items"""
+
+    path: Required[str]
+    line: Required[int]
+    text: Required[str]
+    ok: Required[bool]
+    why: NotRequired[str]
+
+
+class Moment(TypedDict, total=False):
+    """schemas/report.json#/properties/tasks/items/properties/timeline/items"""
+
+    attempt: Required[int | None]
+    outcome: Required[str | None]
+    failure_class: NotRequired[str | None]
+    at: NotRequired[str | None]
+    reason: NotRequired[str | None]
+
+
+class TaskReport(TypedDict, total=False):
+    """schemas/report.json#/properties/tasks/items"""
+
+    task_id: Required[str]
+    attempts: Required[int]
+    verify_attempts: Required[int]
+    outcome: Required[str | None]
+    failure_class: Required[str | None]
+    why: Required[str | None]
+    cost_usd: Required[float]
+    cost_untrusted_usd: Required[float]
+    tokens: Required[int]
+    wall_s: Required[float]
+    first_at: NotRequired[str | None]
+    last_at: NotRequired[str | None]
+    timeline: Required[list[Moment]]

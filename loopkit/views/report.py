@@ -19,12 +19,15 @@ import shutil
 import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopkit import timing
 from loopkit.boundary.egress import refused_text
 from loopkit.decision import budget
 from loopkit.text import clean, clip, clip_words
+
+if TYPE_CHECKING:
+    from loopkit.sections import TaskReport
 
 NEAR_LIMIT = 0.8
 #: Outcome -> colour of its box in the HTML timeline.
@@ -245,7 +248,7 @@ class _Tally:
     counts its health is made of."""
 
     def __init__(self) -> None:
-        self.tasks: dict[str, dict[str, Any]] = {}
+        self.tasks: dict[str, TaskReport] = {}
         self.runs = 0
         self.near_limit_runs = 0
         self.near_by_budget: Counter[str] = Counter()
@@ -290,7 +293,7 @@ class _Tally:
         if decision is not None:
             _decided(t, decision, rec)
 
-    def task(self, rec: Mapping[str, Any]) -> dict[str, Any]:
+    def task(self, rec: Mapping[str, Any]) -> TaskReport:
         """The record's task as the report shows it (started by its first record)."""
         tid = str(rec.get("task_id") or "")
         return self.tasks.setdefault(
@@ -312,7 +315,7 @@ class _Tally:
             },
         )
 
-    def ran(self, t: dict[str, Any], rec: Mapping[str, Any]) -> None:
+    def ran(self, t: TaskReport, rec: Mapping[str, Any]) -> None:
         """An attempt that ran: what it spent, the hosts refused, its stages' times, the
         budgets it came near."""
         self.runs += 1
@@ -322,9 +325,10 @@ class _Tally:
         if usage.get("verified"):
             t["verify_attempts"] += 1
         usd = usage.get("cost_usd")
-        if usd is not None:
-            key = "cost_usd" if usage.get("cost_trusted") else "cost_untrusted_usd"
-            t[key] = round(t[key] + float(usd), 6)
+        if usd is not None and usage.get("cost_trusted"):
+            t["cost_usd"] = round(t["cost_usd"] + float(usd), 6)
+        elif usd is not None:
+            t["cost_untrusted_usd"] = round(t["cost_untrusted_usd"] + float(usd), 6)
         t["tokens"] += int(usage.get("tokens") or 0)
         t["wall_s"] = round(t["wall_s"] + float(usage.get("wall_s") or 0), 3)
         for host, n in (((rec.get("run") or {}).get("refused_hosts")) or {}).items():
@@ -339,7 +343,7 @@ class _Tally:
             self.near_by_budget.update(over)
 
 
-def _decided(t: dict[str, Any], decision: Mapping[str, Any], rec: Mapping[str, Any]) -> None:
+def _decided(t: TaskReport, decision: Mapping[str, Any], rec: Mapping[str, Any]) -> None:
     """The task's outcome as of its latest decision, and the decision on its timeline."""
     t["outcome"] = decision.get("outcome")
     t["failure_class"] = decision.get("failure_class")
@@ -356,7 +360,7 @@ def _decided(t: dict[str, Any], decision: Mapping[str, Any], rec: Mapping[str, A
     )
 
 
-def _health(tally: _Tally, task_list: list[dict[str, Any]]) -> dict[str, Any]:
+def _health(tally: _Tally, task_list: list[TaskReport]) -> dict[str, Any]:
     """The loop's health from the folded records: why tasks ended, how close runs came to
     their budgets, what completed tasks cost, the estimates, the stages' times."""
     runs = tally.runs

@@ -15,7 +15,7 @@ import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopkit import git
 from loopkit.boundary import usage as wire_usage
@@ -23,6 +23,25 @@ from loopkit.decision import ledger as ledgers
 from loopkit.text import clean, clip
 from loopkit.worker import providers
 from loopkit.worker.providers.base import detect
+
+if TYPE_CHECKING:
+    from typing import TypedDict
+
+    class Lock(TypedDict):
+        """The loop's lock: its pid, and whether that process runs."""
+
+        pid: int
+        alive: bool
+
+    class Spend(TypedDict, total=False):
+        """What a worker or a task has spent so far, as far as it is known."""
+
+        attempts: int
+        input_tokens: int
+        output_tokens: int
+        cost_usd: float | None
+        turns: int
+
 
 STAGES = ("admit", "invoke", "diff", "verify", "judge", "decide")
 #: What runs after each stage's document is written (the stage now in progress).
@@ -47,7 +66,7 @@ def _pid_alive(pid: int) -> bool:
         return True
 
 
-def lock(state: Path, root: Path | None = None) -> dict[str, Any] | None:
+def lock(state: Path, root: Path | None = None) -> Lock | None:
     """The loop's lock, when there is one: its pid and whether it runs. It lives with the
     work tree at ``root`` (loopkit.ratchet.lock); without one, the state folder's."""
     folder = state
@@ -97,7 +116,7 @@ def _stage(run_dir: Path) -> tuple[int, str | None, str | None, float | None]:
     return round_, in_progress, last_name, last[0] if last else None
 
 
-def _last_actions(folder: Path, limit: int = 5) -> tuple[list[str], dict[str, Any]]:
+def _last_actions(folder: Path, limit: int = 5) -> tuple[list[str], Spend]:
     """The worker's last tool calls and its spend so far, from its stream on disk."""
     stream = next((p for p in (folder / "stream.jsonl", folder / "output.log") if p.exists()), None)
     if stream is None:
@@ -112,7 +131,7 @@ def _last_actions(folder: Path, limit: int = 5) -> tuple[list[str], dict[str, An
                     what = tool.command or ", ".join(tool.files_written or tool.files_read)
                     actions.append(f"{tool.name} {what}".strip())
     st = parser.state
-    spend = {
+    spend: Spend = {
         "input_tokens": st.input_tokens,
         "output_tokens": st.output_tokens,
         "cost_usd": st.cost_usd,
@@ -145,11 +164,14 @@ def gather(state: Path, *, now: float | None = None, root: Path | None = None) -
     task = run_dir.parent.name
     attempt_dirs = [p for p in (state / "artifacts").glob("*") if p.is_dir()]
     current = _newest(attempt_dirs) if stage in ("admit", "invoke") else None
-    actions, live = _last_actions(current) if current is not None else ([], {})
+    actions: list[str] = []
+    live: Spend = {}
+    if current is not None:
+        actions, live = _last_actions(current)
     wire = None
     if current is not None:
         wire = wire_usage.tally(current / "meter.jsonl")
-    history: dict[str, Any] = {}
+    history: Spend = {}  # the task's attempts so far and their trusted cost
     ledger_path = state / ledgers.DEFAULT_NAME
     if ledger_path.exists():
         records, _ = ledgers.read(ledger_path)
@@ -159,7 +181,7 @@ def gather(state: Path, *, now: float | None = None, root: Path | None = None) -
                 history["attempts"] = history.get("attempts", 0) + 1
                 if isinstance(usage.get("cost_usd"), (int, float)):
                     history["cost_usd"] = round(
-                        history.get("cost_usd", 0.0) + float(usage["cost_usd"]), 6
+                        (history.get("cost_usd") or 0.0) + float(usage["cost_usd"]), 6
                     )
     # Slices side by side (recipes/parallel.sh): every run folder whose round has begun
     # and not been decided yet is a worker at it.

@@ -216,6 +216,9 @@ TYPED = [
     ("ledger-record#/properties/evidence", "Evidence"),
     ("ledger-record#/properties/inputs", "Inputs"),
     ("replay#/properties/disagreements/items", "Disagreement"),
+    ("judge#/properties/citations/items", "Citation"),
+    ("report#/properties/tasks/items", "TaskReport"),
+    ("report#/properties/tasks/items/properties/timeline/items", "Moment"),
 ]
 
 
