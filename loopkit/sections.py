@@ -11,12 +11,14 @@ uses). Imported for type checking only: nothing here loads at run time.
 schema itself declares a bare ``object`` (a ledger record's ``inputs.document`` and
 ``history`` as they were recorded, its ``estimate``, ``draft`` and ``pool``; the summaries
 of ``run``, ``diff`` and ``verify`` a record keeps), the decision's ``extra`` fields
-gathered before the decision is made, and the wire payloads of the model APIs and the
+gathered before the decision is made, the JSON Schema documents loopkit.schema
+compiles, and the wire payloads of the model APIs and the
 forge that loopkit.testing's servers answer (their vendors' shapes, not loopkit's).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:  # spelled out for type checkers; Python 3.10 has them in typing_extensions
@@ -751,3 +753,34 @@ class TaskReport(TypedDict, total=False):
     first_at: NotRequired[str | None]
     last_at: NotRequired[str | None]
     timeline: Required[list[Moment]]
+
+
+class DraftTry(TypedDict, total=False):
+    """schemas/plan-draft.json#/properties/drafts/items: one answer of the model."""
+
+    draft: Required[int]
+    valid: Required[bool]
+    problems: Required[list[Mapping[str, Any]]]
+    lines: NotRequired[int]
+    session_id: NotRequired[str | None]
+    transcript: NotRequired[str | None]
+
+
+class PlanDraft(TypedDict, total=False):
+    """schemas/plan-draft.json: what lk-plan draft (and split) did."""
+
+    kind: Required[str]
+    version: Required[int]
+    issue: Required[str | None]
+    tasks_file: Required[str]
+    provider: Required[str]
+    model: NotRequired[str | None]
+    outcome: Required[str]
+    written: Required[bool]
+    tasks: Required[list[str]]
+    repairs: Required[int]
+    max_repairs: Required[int]
+    drafts: Required[list[DraftTry]]
+    split: NotRequired[str]
+    estimate: NotRequired[JSONObject]
+    commit: NotRequired[str | None]

@@ -25,6 +25,7 @@ from loopkit.state import artifacts, cancel
 
 if TYPE_CHECKING:
     from loopkit.judge.running import Settings
+    from loopkit.sections import DraftTry, PlanDraft
     from loopkit.workspace import Workspace
 
 DEFAULT_REPAIRS = 2
@@ -78,8 +79,8 @@ class Draft:
     def valid(self) -> bool:
         return not self.problems
 
-    def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def as_dict(self) -> DraftTry:
+        out: DraftTry = {
             "draft": self.number,
             "valid": self.valid,
             "problems": [p.as_dict() for p in self.problems],
@@ -345,7 +346,7 @@ def run(
     repairs: int,
     issue_name: str,
     existing: bytes,
-) -> dict[str, Any]:
+) -> PlanDraft:
     """Draft, check and repair; append a valid plan; record the outcome. The document."""
     source = str(tasks_path)
     tree = tree_files(ws.root)
@@ -383,7 +384,7 @@ def run(
 
 def document(
     drafts: list[Draft], ids: list[str], *, settings: Settings, repairs: int, tasks_file: str
-) -> dict[str, Any]:
+) -> PlanDraft:
     """The plan-draft document of a run of drafts (schema plan-draft.json)."""
     result = outcome(drafts)
     written = ids if result != "given_up" else []

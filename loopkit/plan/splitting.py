@@ -36,6 +36,7 @@ from loopkit.plan.readiness import effective_status
 
 if TYPE_CHECKING:
     from loopkit.judge.running import Settings
+    from loopkit.sections import PlanDraft
     from loopkit.workspace import Workspace
 
 #: A split makes at least this many sub-slices (one would be the same task again).
@@ -270,7 +271,7 @@ def run(
     settings: Settings,
     repairs: int,
     only_over: bool,
-) -> dict[str, Any]:
+) -> PlanDraft:
     """Split, check and repair; write a valid split; record the outcome. The document
     (``written``: the caller commits the file, ``lk-plan split --commit``)."""
     source = str(tasks_path)

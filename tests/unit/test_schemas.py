@@ -217,6 +217,8 @@ TYPED = [
     ("ledger-record#/properties/inputs", "Inputs"),
     ("replay#/properties/disagreements/items", "Disagreement"),
     ("judge#/properties/citations/items", "Citation"),
+    ("plan-draft", "PlanDraft"),
+    ("plan-draft#/properties/drafts/items", "DraftTry"),
     ("report#/properties/tasks/items", "TaskReport"),
     ("report#/properties/tasks/items/properties/timeline/items", "Moment"),
 ]
