@@ -784,3 +784,101 @@ class PlanDraft(TypedDict, total=False):
     split: NotRequired[str]
     estimate: NotRequired[JSONObject]
     commit: NotRequired[str | None]
+
+
+class NearBudget(TypedDict, total=False):
+    """schemas/report.json#/properties/health/properties/runs_near_budget"""
+
+    threshold: Required[float]
+    runs: Required[int]
+    share: Required[float]
+    by_budget: NotRequired[dict[str, int]]
+
+
+class Dollars(TypedDict, total=False):
+    """schemas/report.json#/properties/health/properties/cost_per_completed_task"""
+
+    trusted_usd: Required[float | None]
+    untrusted_usd: Required[float | None]
+
+
+class PullRequests(TypedDict, total=False):
+    """schemas/report.json#/properties/health/properties/pull_requests"""
+
+    stacks: Required[int]
+    terminal_tasks: Required[int]
+    without_pull_request: Required[list[str]]
+    share_without: Required[float]
+    slo_share: Required[float]
+    merged: Required[int]
+    cost_per_merged: Required[Dollars]
+    landings: Required[int]
+    returns: Required[int]
+    queue: NotRequired[dict[str, int]]
+
+
+class DraftRates(TypedDict, total=False):
+    """schemas/report.json#/properties/health/properties/plan_drafts"""
+
+    drafts: Required[int]
+    valid_first_time: Required[int]
+    valid_after_repair: Required[int]
+    given_up: Required[int]
+    first_time_share: Required[float | None]
+    after_repair_share: Required[float | None]
+    slo_share: Required[float]
+
+
+class Estimates(TypedDict, total=False):
+    """schemas/report.json#/properties/health/properties/estimates"""
+
+    landed: Required[int]
+    within: Required[int]
+    within_share: Required[float | None]
+    attempts: Required[int]
+    over_estimate: Required[int]
+    resplit: Required[int]
+    median_lines_ratio: Required[float | None]
+    median_files_ratio: Required[float | None]
+
+
+class StageTimes(TypedDict, total=False):
+    """schemas/report.json#/properties/health/properties/stages"""
+
+    attempts: Required[int]
+    per_stage: Required[dict[str, dict[str, float]]]
+    median_git_processes: Required[float | None]
+
+
+class Health(TypedDict, total=False):
+    """schemas/report.json#/properties/health"""
+
+    tasks: Required[int]
+    runs: Required[int]
+    termination_reasons: Required[dict[str, int]]
+    failure_classes: NotRequired[dict[str, int]]
+    runs_near_budget: Required[NearBudget]
+    p95_verify_attempts: Required[int | None]
+    completed_tasks: Required[int]
+    cost_per_completed_task: Required[Dollars]
+    cost_total: NotRequired[Dollars]
+    triggers: NotRequired[dict[str, int]]
+    refused_hosts: NotRequired[dict[str, int]]
+    verify_refused_hosts: NotRequired[dict[str, int]]
+    pull_requests: NotRequired[PullRequests]
+    plan_drafts: NotRequired[DraftRates]
+    estimates: NotRequired[Estimates]
+    stages: NotRequired[StageTimes]
+
+
+class Report(TypedDict, total=False):
+    """schemas/report.json"""
+
+    kind: Required[str]
+    version: Required[int]
+    ledger: Required[str]
+    generated_at: NotRequired[str]
+    records: Required[int]
+    tasks: Required[list[TaskReport]]
+    health: Required[Health]
+    problems: Required[list[Mapping[str, Any]]]

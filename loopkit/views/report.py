@@ -27,7 +27,15 @@ from loopkit.decision import budget
 from loopkit.text import clean, clip, clip_words
 
 if TYPE_CHECKING:
-    from loopkit.sections import TaskReport
+    from loopkit.sections import (
+        DraftRates,
+        Estimates,
+        Health,
+        PullRequests,
+        Report,
+        StageTimes,
+        TaskReport,
+    )
 
 NEAR_LIMIT = 0.8
 #: Outcome -> colour of its box in the HTML timeline.
@@ -81,7 +89,7 @@ def pull_requests(
     tasks: Sequence[Mapping[str, Any]],
     stacks: Sequence[Mapping[str, Any]],
     queue: Sequence[Mapping[str, Any]] = (),
-) -> dict[str, Any]:
+) -> PullRequests:
     """The pull-request panel: which terminal tasks a stack's slice carries to review
     (a pull request, or a pushed branch on a plain remote), what each merged one cost
     (every task's spend, parked ones too, over the merged slices), landings and returns:
@@ -129,7 +137,7 @@ def pull_requests(
 DRAFT_SLO = 0.95
 
 
-def plan_drafts(outcomes: Sequence[str]) -> dict[str, Any]:
+def plan_drafts(outcomes: Sequence[str]) -> DraftRates:
     """The plan-draft panel: of ``lk-plan draft``'s outcomes, the share valid the first
     time and the share valid at all (first time or after repair), against the SLO."""
     n = len(outcomes)
@@ -148,28 +156,29 @@ def plan_drafts(outcomes: Sequence[str]) -> dict[str, Any]:
 
 def estimates(
     landed: Sequence[Mapping[str, Any]], attempts: int, over: int, splits: int
-) -> dict[str, Any]:
+) -> Estimates:
     """The estimates panel: of the plan tasks that landed, the share whose diff stayed
     within the estimate (their ``budget:``) and the median actual/estimate; the attempts
     that over-ran their estimate, and the slices re-split (``lk-plan split``)."""
-    import statistics
-
     within = sum(1 for e in landed if e.get("within"))
-    out: dict[str, Any] = {
+    return {
         "landed": len(landed),
         "within": within,
         "within_share": round(within / len(landed), 4) if landed else None,
         "attempts": attempts,
         "over_estimate": over,
         "resplit": splits,
+        "median_lines_ratio": _median_ratio(landed, "lines_ratio"),
+        "median_files_ratio": _median_ratio(landed, "files_ratio"),
     }
-    for key in ("lines", "files"):
-        ratios = [float(e[f"{key}_ratio"]) for e in landed if e.get(f"{key}_ratio") is not None]
-        out[f"median_{key}_ratio"] = round(statistics.median(ratios), 4) if ratios else None
-    return out
 
 
-def stages(timed: Sequence[Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
+def _median_ratio(landed: Sequence[Mapping[str, Any]], key: str) -> float | None:
+    ratios = [float(e[key]) for e in landed if e.get(key) is not None]
+    return round(statistics.median(ratios), 4) if ratios else None
+
+
+def stages(timed: Sequence[Sequence[Mapping[str, Any]]]) -> StageTimes:
     """Where the timed attempts' time went (their records' ``timings``, loopkit.timing):
     per stage in the order stages run, the median seconds and git processes an attempt,
     and the median worker and check seconds."""
@@ -222,7 +231,7 @@ def build(
     generated_at: str = "",
     stacks: Sequence[Mapping[str, Any]] | None = None,
     queue: Sequence[Mapping[str, Any]] = (),
-) -> dict[str, Any]:
+) -> Report:
     """The report document for a ledger's records (in ledger order)."""
     tally = _Tally()
     for _, rec in records:
@@ -360,7 +369,7 @@ def _decided(t: TaskReport, decision: Mapping[str, Any], rec: Mapping[str, Any])
     )
 
 
-def _health(tally: _Tally, task_list: list[TaskReport]) -> dict[str, Any]:
+def _health(tally: _Tally, task_list: list[TaskReport]) -> Health:
     """The loop's health from the folded records: why tasks ended, how close runs came to
     their budgets, what completed tasks cost, the estimates, the stages' times."""
     runs = tally.runs
