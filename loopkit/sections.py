@@ -882,3 +882,45 @@ class Report(TypedDict, total=False):
     tasks: Required[list[TaskReport]]
     health: Required[Health]
     problems: Required[list[Mapping[str, Any]]]
+
+
+class ScriptTool(TypedDict, total=False):
+    """schemas/model-script.json#/$defs/tool: a tool call a scripted turn makes."""
+
+    name: Required[str]
+    input: NotRequired[JSONObject | str]
+    id: NotRequired[str]
+
+
+class ScriptError(TypedDict, total=False):
+    """schemas/model-script.json#/$defs/error/oneOf/1: an error a scripted turn answers."""
+
+    status: Required[int]
+    type: NotRequired[str]
+    message: NotRequired[str]
+    code: NotRequired[str]
+    headers: NotRequired[dict[str, str | float | bool]]
+    body: NotRequired[Any]
+    times: NotRequired[int]
+    in_stream: NotRequired[bool]
+
+
+class ScriptCut(TypedDict, total=False):
+    """schemas/model-script.json#/$defs/turn/oneOf/1/properties/cut/oneOf/1"""
+
+    after: int
+    times: int
+
+
+class ScriptTurn(TypedDict, total=False):
+    """schemas/model-script.json#/$defs/turn/oneOf/1: one scripted turn."""
+
+    text: str
+    tools: list[ScriptTool]
+    error: ScriptError
+    fail: ScriptError
+    cut: ScriptCut | bool
+    delay: float
+    stop_reason: str
+    usage: dict[str, int]
+    note: Any

@@ -218,6 +218,10 @@ TYPED = [
     ("replay#/properties/disagreements/items", "Disagreement"),
     ("judge#/properties/citations/items", "Citation"),
     ("plan-draft", "PlanDraft"),
+    ("model-script#/$defs/tool", "ScriptTool"),
+    ("model-script#/$defs/error/oneOf/1", "ScriptError"),
+    ("model-script#/$defs/turn/oneOf/1", "ScriptTurn"),
+    ("model-script#/$defs/turn/oneOf/1/properties/cut/oneOf/1", "ScriptCut"),
     ("report", "Report"),
     ("report#/properties/health", "Health"),
     ("report#/properties/health/properties/runs_near_budget", "NearBudget"),
@@ -242,7 +246,7 @@ def test_each_typed_section_is_its_schema(name: str, typed: str) -> None:
     file, _, pointer = name.partition("#")
     doc = schema.load(file)
     for step in pointer.strip("/").split("/") if pointer else []:
-        doc = doc[step]
+        doc = doc[int(step)] if isinstance(doc, list) else doc[step]
     annotations = cls.__annotations__
     assert set(annotations) == set(doc["properties"]), name
     spelled = {k: str(getattr(v, "__forward_arg__", v)) for k, v in annotations.items()}
