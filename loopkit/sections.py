@@ -924,3 +924,20 @@ class ScriptTurn(TypedDict, total=False):
     stop_reason: str
     usage: dict[str, int]
     note: Any
+
+
+class Derived(TypedDict, total=False):
+    """What replay re-derives of a ledger record from its inputs (loopkit.decision.records):
+    the fields it then compares with the recorded ones."""
+
+    admission: Admission
+    decision: Decision | None
+    reason: str
+    attempt: int
+    evidence: Evidence
+    run: JSONObject | None
+    usage: Spent
+    diff: JSONObject | None
+    judge: JSONObject | None
+    verify: JSONObject | None
+    estimate: JSONObject | None

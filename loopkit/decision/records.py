@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from loopkit.sections import (
         Admission,
         Decision,
+        Derived,
         Disagreement,
         Entry,
         History,
@@ -399,11 +400,12 @@ class _Replay:
             # A new epoch: nothing to re-derive but the history it starts.
             self.histories[tid] = [budget.fold(history, rec)]
             return
-        derived: dict[str, Any] = dict(rec)
-        if rec.get("type") == "admission":
-            derived.update(self.admission(line, rec, tid, history))
-        else:
-            derived.update(_decided(rec, history))
+        redone = (
+            self.admission(line, rec, tid, history)
+            if rec.get("type") == "admission"
+            else _decided(rec, history)
+        )
+        derived: dict[str, object] = {**rec, **redone}
         for key in DERIVED:
             if key in derived or key in rec:
                 self.differ(line, rec, key, rec.get(key), derived.get(key))
@@ -429,9 +431,7 @@ class _Replay:
             return candidates[0], [budget.fold(recorded, rec)]
         return candidates[0], []
 
-    def admission(
-        self, line: int, rec: Mapping[str, Any], tid: str, history: History
-    ) -> dict[str, Any]:
+    def admission(self, line: int, rec: Mapping[str, Any], tid: str, history: History) -> Derived:
         """An admission re-derived: the budgets' verdict on its history (and its pool's)."""
         inputs_ = rec.get("inputs") or {}
         pool = inputs_.get("pool")
@@ -454,14 +454,19 @@ class _Replay:
         return {"admission": admission, "decision": admission_decision(admission)}
 
 
-def _decided(rec: Mapping[str, Any], history: History) -> dict[str, Any]:
+def _decided(rec: Mapping[str, Any], history: History) -> Derived:
     """An attempt's decision re-derived from its inputs, with the summary beside it."""
     inputs_ = rec.get("inputs") or {}
     view = inputs_.get("document") or {}
     tree = inputs_.get("tree_on_disk")
     decision = decider.decide(view, history, tree_on_disk=tree, cancel=inputs_.get("cancel"))
-    derived: dict[str, Any] = {
-        **summarize(view),
+    summary = summarize(view)
+    derived: Derived = {
+        "run": summary["run"],
+        "usage": summary["usage"],
+        "diff": summary["diff"],
+        "judge": summary["judge"],
+        "verify": summary["verify"],
         "decision": decision,
         "reason": decision["reason"],
         "attempt": decision["attempt"],
