@@ -25,13 +25,45 @@ from loopkit.worker import providers
 from loopkit.worker.providers.base import detect
 
 if TYPE_CHECKING:
-    from typing import TypedDict
+    from typing import Required, TypedDict
+
+    from loopkit.sections import JSONObject
 
     class Lock(TypedDict):
         """The loop's lock: its pid, and whether that process runs."""
 
         pid: int
         alive: bool
+
+    class Worker(TypedDict):
+        """A slice's loop at work beside this one (recipes/parallel.sh)."""
+
+        task: str
+        run: str
+        round: int
+        stage: str | None
+
+    class Status(TypedDict, total=False):
+        """schemas/status.json: what ``lk status`` prints."""
+
+        kind: Required[str]
+        version: Required[int]
+        state_dir: Required[str]
+        running: Required[bool]
+        pid: int | None
+        task: Required[str | None]
+        run: str
+        round: int
+        stage: str | None
+        last_document: str | None
+        elapsed_s: float | None
+        since_last_document_s: float | None
+        attempt_id: str | None
+        last_actions: list[str]
+        workers: list[Worker]
+        live: Spend
+        spent: Spend
+        wire: JSONObject
 
     class Spend(TypedDict, total=False):
         """What a worker or a task has spent so far, as far as it is known."""
@@ -140,12 +172,12 @@ def _last_actions(folder: Path, limit: int = 5) -> tuple[list[str], Spend]:
     return actions[-limit:], spend
 
 
-def gather(state: Path, *, now: float | None = None, root: Path | None = None) -> dict[str, Any]:
+def gather(state: Path, *, now: float | None = None, root: Path | None = None) -> Status:
     """The status document (schemas/status.json); ``root``: the work tree (where its lock
     is)."""
     now = time.time() if now is None else now
     held = lock(state, root)
-    body: dict[str, Any] = {
+    body: Status = {
         "kind": "loopkit/status",
         "version": 1,
         "state_dir": str(state),
@@ -185,7 +217,7 @@ def gather(state: Path, *, now: float | None = None, root: Path | None = None) -
                     )
     # Slices side by side (recipes/parallel.sh): every run folder whose round has begun
     # and not been decided yet is a worker at it.
-    workers = []
+    workers: list[Worker] = []
     if body["running"]:
         for other in sorted(runs):
             r, st, done_last, _ = _stage(other)
@@ -193,26 +225,24 @@ def gather(state: Path, *, now: float | None = None, root: Path | None = None) -
                 workers.append(
                     {"task": other.parent.name, "run": str(other), "round": r, "stage": st}
                 )
-    body.update(
-        workers=workers,
-        task=task,
-        run=str(run_dir),
-        round=round_,
-        stage=stage if body["running"] else None,
-        last_document=last,
-        elapsed_s=round(now - started, 1) if started else None,
-        since_last_document_s=round(now - at, 1) if at else None,
-        attempt_id=current.name if current is not None else None,
-        last_actions=[clip(clean(a), 200) for a in actions],
-        live=live,
-        spent=history,
-    )
+    body["workers"] = workers
+    body["task"] = task
+    body["run"] = str(run_dir)
+    body["round"] = round_
+    body["stage"] = stage if body["running"] else None
+    body["last_document"] = last
+    body["elapsed_s"] = round(now - started, 1) if started else None
+    body["since_last_document_s"] = round(now - at, 1) if at else None
+    body["attempt_id"] = current.name if current is not None else None
+    body["last_actions"] = [clip(clean(a), 200) for a in actions]
+    body["live"] = live
+    body["spent"] = history
     if wire is not None:
         body["wire"] = wire
     return body
 
 
-def text(status: dict[str, Any]) -> str:
+def text(status: Status) -> str:
     """``lk status`` for a person."""
     if status.get("task") is None:
         return "no loop has run here yet\n"
