@@ -41,7 +41,7 @@ from loopkit.decision import ledger
 from loopkit.testing import ModelServer, claude_env, from_data, overlay
 
 if TYPE_CHECKING:
-    from loopkit.sections import Record
+    from loopkit.sections import Record, ScriptTurn, WorkerSettings
 
 TASK_ID = "blank-line"
 HEADERS = "src/parser/headers.py"
@@ -106,7 +106,7 @@ def worker() -> int:
 # --- the claude variant: the same story as a model script ------------------------------------
 
 
-def claude_turns() -> list[dict[str, Any]]:
+def claude_turns() -> list[ScriptTurn]:
     """The model's side of the story. Attempt 2 resumes attempt 1's session, so its turns
     follow on (the server picks a turn by the assistant turns already in the conversation)."""
     path = "{{cwd}}/" + HEADERS
@@ -251,7 +251,7 @@ def run(provider: str, workdir: Path) -> int:
         server.start()
         # The real CLI, pointed at the scripted server: no key, no network.
         base = overlay(claude_env(server.url, workdir / "claude-home", retries=0))
-        spec: dict[str, Any] = {"provider": "claude", "max_turns": 10, "timeout": 180}
+        spec: WorkerSettings = {"provider": "claude", "max_turns": 10, "timeout": 180}
     else:
         spec = {
             "provider": "command",
