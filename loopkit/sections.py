@@ -941,3 +941,13 @@ class Derived(TypedDict, total=False):
     judge: JSONObject | None
     verify: JSONObject | None
     estimate: JSONObject | None
+
+
+class PoolAsk(TypedDict):
+    """A worker's admission within its run's pool (a ledger record's ``inputs.pool``):
+    the pool, its workers, the task asking, and the pool's history it reserves from."""
+
+    id: str
+    jobs: int
+    task: str
+    history: History

@@ -39,7 +39,7 @@ from loopkit.state.artifacts import assign_attempt_id
 from loopkit.workspace import Workspace, for_state_only
 
 if TYPE_CHECKING:
-    from loopkit.sections import Contract, JSONObject, Record, View
+    from loopkit.sections import Contract, JSONObject, PoolAsk, Record, View
 
 
 class Result:
@@ -336,7 +336,7 @@ def admit(
         now = ledgers.now_iso()
         with s.ledger.transaction() as txn:
             history = txn.history(tid)
-            pool: dict[str, Any] | None = None
+            pool: PoolAsk | None = None
             if pool_id:
                 _reconcile_pool(txn, pool_id, trigger=how)
                 pool = {
