@@ -14,6 +14,7 @@ from pathlib import Path
 
 from loopkit import loader
 from loopkit.errors import BadInput
+from loopkit.evidence import globs
 from loopkit.worker import providers
 from loopkit.worker.acp import agents as acp_agents
 
@@ -140,8 +141,6 @@ def glob_list(v: Any, where: str, out: list[Problem]) -> None:
         if not isinstance(item, str) or not item.strip():
             out.append(Problem(p, f"expected a non-empty glob, got {_show(item)}"))
             continue
-        from loopkit.evidence import globs  # not loaded by a command that meets a cached contract
-
         reason = globs.escape_reason(item)
         if reason:
             out.append(Problem(p, f"glob {item!r} {reason}"))
@@ -439,8 +438,6 @@ def control_warnings(data: Mapping[str, Any], *, contract_file: str) -> list[dic
     """Writable globs that cover a file steering the loop (the contract itself, TASKS.md,
     the memory file, the state folder): in a loop a change there is a violation anyway,
     so such a glob promises the worker what it will not get."""
-    import os
-
     scope = data.get("scope") if isinstance(data.get("scope"), Mapping) else {}
     writable = [g for g in (scope or {}).get("writable") or [] if isinstance(g, str)]
     names = {
@@ -449,8 +446,6 @@ def control_warnings(data: Mapping[str, Any], *, contract_file: str) -> list[dic
         "the memory file": data.get("memory") if isinstance(data.get("memory"), str) else None,
         "the state folder": (data.get("state_dir") or ".loopkit") + "/ledger.jsonl",
     }
-    from loopkit.evidence import globs
-
     out = []
     for i, glob in enumerate(writable):
         for what, path in names.items():

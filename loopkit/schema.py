@@ -26,6 +26,8 @@ TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a featur
 if TYPE_CHECKING:
     from typing import Any
 
+    from loopkit.sections import JSONObject
+
 BASE_URI = "https://loopkit.dev/schema/v1/"
 
 
@@ -43,11 +45,11 @@ def names() -> list[str]:
 
 
 @functools.cache
-def load(name: str) -> dict[str, Any]:
+def load(name: str) -> JSONObject:
     path = schema_dir() / f"{name}.json"
     if not path.is_file():
         raise KeyError(name)
-    data: dict[str, Any] = loader.json_loads(path.read_bytes())
+    data: JSONObject = loader.json_loads(path.read_bytes())
     return data
 
 
@@ -170,7 +172,7 @@ class _Compiler:
             return found[0]
         return _all_of(found)
 
-    def keyword(self, key: str, value: Any, node: dict[str, Any], base: str) -> Check | None:
+    def keyword(self, key: str, value: Any, node: JSONObject, base: str) -> Check | None:
         """The check one keyword of ``node`` makes (None: it asserts nothing)."""
         if key in _ANNOTATIONS or key in ("then", "else"):
             return None

@@ -1,17 +1,45 @@
-"""The attempt document's sections as typed dictionaries: what each command writes.
+"""The attempt document, its sections, the contract and the ledger's records as typed
+dictionaries: what each command writes and reads.
 
 Each ``TypedDict`` lists exactly the properties of its published schema
-(``schemas/<name>.json``); ``tests/unit/test_schemas.py`` holds the two together, so a
-field added to one and not the other fails a test. Code that builds a section can annotate
-it with these types (mypy then checks the keys it uses).
+(``schemas/<name>.json``, or the object at a path inside one); ``tests/unit/test_schemas.py``
+holds the two together, so a field added to one and not the other fails a test. Code that
+builds or reads a document annotates it with these types (mypy then checks the keys it
+uses). Imported for type checking only: nothing here loads at run time.
+
+``JSONObject`` is the one name for a JSON object whose shape loopkit leaves open: what a
+schema itself declares a bare ``object`` (a ledger record's ``inputs.document`` and
+``history`` as they were recorded, its ``estimate``, ``draft`` and ``pool``; the summaries
+of ``run``, ``diff`` and ``verify`` a record keeps), the decision's ``extra`` fields
+gathered before the decision is made, the JSON Schema documents loopkit.schema
+compiles, and the wire payloads of the model APIs and the
+forge that loopkit.testing's servers answer (their vendors' shapes, not loopkit's).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:  # spelled out for type checkers; Python 3.10 has them in typing_extensions
     from typing_extensions import NotRequired, Required
+
+#: A JSON object whose shape is open (see the module's text): the one such name.
+JSONObject = dict[str, Any]
+
+
+class TaskBudget(TypedDict, total=False):
+    """schemas/task.json#/properties/budget"""
+
+    lines: int
+    files: int
+
+
+class TaskSource(TypedDict, total=False):
+    """schemas/task.json#/properties/source"""
+
+    file: str
+    line: int
 
 
 class Task(TypedDict, total=False):
@@ -22,24 +50,42 @@ class Task(TypedDict, total=False):
     id: Required[str]
     text: Required[str]
     status: NotRequired[str]
-    scope: NotRequired[list[Any]]
-    budget: NotRequired[dict[str, Any]]
-    depends: NotRequired[list[Any]]
+    scope: NotRequired[list[str]]
+    budget: NotRequired[TaskBudget]
+    depends: NotRequired[list[str]]
     allow_empty: NotRequired[bool]
-    source: NotRequired[dict[str, Any]]
-    slices: NotRequired[list[Any]]
+    source: NotRequired[TaskSource]
+    slices: NotRequired[list[str]]
     reason: NotRequired[str | None]
     parent: NotRequired[str]
-    checks: NotRequired[list[Any]]
+    checks: NotRequired[list[str]]
     ready: NotRequired[bool]
-    accept: NotRequired[list[Any]]
-    notes: NotRequired[list[Any]]
-    files: NotRequired[list[Any]]
-    new_files: NotRequired[list[Any]]
+    accept: NotRequired[list[str]]
+    notes: NotRequired[list[str]]
+    files: NotRequired[list[str]]
+    new_files: NotRequired[list[str]]
     issue: NotRequired[str]
     closes: NotRequired[str]
     each: NotRequired[str]
     expanded: NotRequired[bool]
+
+
+class RunUsage(TypedDict, total=False):
+    """schemas/run.json#/properties/usage"""
+
+    input_tokens: int
+    output_tokens: int
+    turns: int
+    tool_calls: int
+
+
+class Cost(TypedDict, total=False):
+    """schemas/run.json#/properties/cost"""
+
+    usd: Required[float | None]
+    source: Required[str]
+    trusted: Required[bool]
+    reported_usd: NotRequired[float | None]
 
 
 class Run(TypedDict, total=False):
@@ -56,8 +102,8 @@ class Run(TypedDict, total=False):
     claimed_complete: NotRequired[bool]
     final_message: NotRequired[str | None]
     effective_model: NotRequired[str | None]
-    usage: NotRequired[dict[str, Any]]
-    cost: NotRequired[dict[str, Any]]
+    usage: NotRequired[RunUsage]
+    cost: NotRequired[Cost]
     api_retries: NotRequired[int]
     tool_errors: NotRequired[int]
     duration_s: NotRequired[float]
@@ -65,7 +111,7 @@ class Run(TypedDict, total=False):
     resume_after: NotRequired[str | None]
     error: NotRequired[str | None]
     side_effects: NotRequired[list[Any]]
-    stuck: NotRequired[dict[str, Any] | None]
+    stuck: NotRequired[Stuck | None]
     attempt_id: NotRequired[Any]
     api_error_status: NotRequired[int | None]
     terminal_reason: NotRequired[str | None]
@@ -74,14 +120,14 @@ class Run(TypedDict, total=False):
     files_read: NotRequired[list[Any]]
     files_written: NotRequired[list[Any]]
     permission_denials: NotRequired[list[Any]]
-    refused: NotRequired[list[dict[str, Any]]]
+    refused: NotRequired[list[JSONObject]]
     base: NotRequired[str]
-    carry: NotRequired[dict[str, Any]]
-    sandbox: NotRequired[dict[str, Any]]
-    state_seal: NotRequired[dict[str, Any]]
-    git_control: NotRequired[dict[str, Any]]
+    carry: NotRequired[JSONObject]
+    sandbox: NotRequired[Sandboxed]
+    state_seal: NotRequired[StateSeal]
+    git_control: NotRequired[GitControl]
     ignored_at_start: NotRequired[list[str]]
-    meter: NotRequired[dict[str, Any]]
+    meter: NotRequired[Metered]
     special_files: NotRequired[list[dict[str, str]]]
 
 
@@ -93,11 +139,11 @@ class Diff(TypedDict, total=False):
     base: Required[str]
     tree: Required[Any]
     files: Required[list[Any]]
-    totals: Required[dict[str, Any]]
+    totals: Required[Totals]
     violations: Required[list[Any]]
     within_policy: Required[bool]
     base_ref: NotRequired[str]
-    policy: NotRequired[dict[str, Any] | None]
+    policy: NotRequired[Policy | None]
 
 
 class Verify(TypedDict, total=False):
@@ -118,17 +164,17 @@ class Verify(TypedDict, total=False):
     debris: NotRequired[list[Any]]
     carry_changed: NotRequired[list[Any]]
     problems: NotRequired[list[Any]]
-    baseline: NotRequired[dict[str, Any]]
+    baseline: NotRequired[Baseline]
     required: NotRequired[list[Any]]
     known_failures: NotRequired[list[Any]]
     environment: NotRequired[list[Any]]
-    sandbox: NotRequired[dict[str, Any]]
+    sandbox: NotRequired[Sandboxed]
     carried: NotRequired[list[Any]]
     not_shown: NotRequired[list[Any]]
     hint: NotRequired[str]
     base_tests_tree: NotRequired[Any]
-    whole_tree: NotRequired[dict[str, Any]]
-    proof: NotRequired[dict[str, Any]]
+    whole_tree: NotRequired[WholeTree]
+    proof: NotRequired[Proof]
 
 
 class Judge(TypedDict, total=False):
@@ -154,13 +200,13 @@ class Judge(TypedDict, total=False):
     denied: NotRequired[list[Any]]
     files_written: NotRequired[list[Any]]
     citations: NotRequired[list[Any]]
-    read_only: NotRequired[dict[str, Any]]
+    read_only: NotRequired[ReadOnly]
     duration_s: NotRequired[float]
     transcript: NotRequired[str | None]
     command: NotRequired[list[Any]]
     tool_calls: NotRequired[int]
-    usage: NotRequired[dict[str, Any]]
-    cost: NotRequired[dict[str, Any]]
+    usage: NotRequired[RunUsage]
+    cost: NotRequired[Cost]
 
 
 class Decision(TypedDict, total=False):
@@ -180,3 +226,728 @@ class Decision(TypedDict, total=False):
     cause: NotRequired[str | None]
     violations: NotRequired[list[Any]]
     crash: NotRequired[str | None]
+
+
+class ContractSource(TypedDict):
+    """schemas/attempt.json#/properties/contract_source"""
+
+    path: str
+    sha256: str
+
+
+class GitTime(TypedDict):
+    """schemas/common.json#/$defs/timings/items/properties/git"""
+
+    processes: int
+    s: float
+
+
+class CheckTime(TypedDict):
+    """schemas/common.json#/$defs/timings/items/properties/checks/items"""
+
+    name: str
+    s: float
+
+
+class Timing(TypedDict, total=False):
+    """schemas/common.json#/$defs/timings/items"""
+
+    stage: Required[str]
+    s: Required[float]
+    git: Required[GitTime]
+    worker_s: NotRequired[float]
+    checks: NotRequired[list[CheckTime]]
+
+
+class Scope(TypedDict, total=False):
+    """schemas/contract.json#/properties/scope"""
+
+    writable: Required[list[str]]
+    protected: NotRequired[list[str]]
+    always_allowed: NotRequired[list[str]]
+    add_only: NotRequired[list[str]]
+
+
+class Criterion(TypedDict, total=False):
+    """schemas/contract.json#/properties/criteria/items"""
+
+    name: Required[str]
+    run: Required[str]
+    timeout: NotRequired[float]
+    env: NotRequired[dict[str, str]]
+    junit: NotRequired[str]
+
+
+class Budgets(TypedDict, total=False):
+    """schemas/contract.json#/properties/budgets"""
+
+    attempts: int
+    changed_files: int
+    changed_lines: int
+    changed_bytes: int
+    wall_seconds: float
+    cost_usd: float
+    tokens: int
+    turns: int
+    verify_attempts: int
+    same_failure: int
+    timeouts: int
+    verify_reserve_s: float
+    transient: int
+
+
+class Contract(TypedDict, total=False):
+    """schemas/contract.json (its sections' settings stay objects of their schema)"""
+
+    kind: NotRequired[str]
+    version: Required[int]
+    objective: Required[str]
+    scope: Required[Scope]
+    criteria: Required[list[Criterion]]
+    budgets: NotRequired[Budgets]
+    backoff: NotRequired[dict[str, float]]
+    worker: NotRequired[WorkerSettings]
+    judge: NotRequired[JudgeSettings]
+    plan: NotRequired[dict[str, int]]
+    pool: NotRequired[dict[str, float]]
+    verify: NotRequired[VerifySettings]
+    sandbox: NotRequired[SandboxSettings]
+    artifacts: NotRequired[Artifacts]
+    memory: NotRequired[str]
+    state_dir: NotRequired[str]
+    allow_empty_change: NotRequired[bool]
+
+
+class Attempt(TypedDict, total=False):
+    """schemas/attempt.json: the document every stage reads and adds its section to."""
+
+    kind: Required[str]
+    version: Required[int]
+    task: NotRequired[Task]
+    contract: NotRequired[Contract]
+    run: NotRequired[Run]
+    diff: NotRequired[Diff]
+    verify: NotRequired[Verify]
+    judge: NotRequired[Judge]
+    decision: NotRequired[Decision]
+    attempt_id: NotRequired[str]
+    started_at: NotRequired[str]
+    contract_source: NotRequired[ContractSource]
+    timings: NotRequired[list[Timing]]
+
+
+class Trigger(TypedDict):
+    """schemas/ledger-record.json#/properties/trigger"""
+
+    kind: str
+    source: str
+
+
+class Spent(TypedDict, total=False):
+    """schemas/ledger-record.json#/properties/usage: what one attempt spent."""
+
+    cost_usd: NotRequired[float | None]
+    cost_source: NotRequired[str | None]
+    cost_trusted: NotRequired[bool]
+    input_tokens: NotRequired[int]
+    output_tokens: NotRequired[int]
+    tokens: Required[int]
+    turns: Required[int]
+    wall_s: Required[float]
+    verified: NotRequired[bool]
+
+
+class Evidence(TypedDict, total=False):
+    """schemas/ledger-record.json#/properties/evidence"""
+
+    verified: bool
+    passed: bool
+    fingerprint: str | None
+    stale: bool
+    stale_why: list[str]
+    reproduction: bool
+
+
+class Inputs(TypedDict, total=False):
+    """schemas/ledger-record.json#/properties/inputs: what a decision was derived from."""
+
+    document: Required[JSONObject]
+    history: Required[JSONObject]
+    tree_on_disk: NotRequired[str | None]
+    cancel: NotRequired[JSONObject | None]
+    now: NotRequired[str]
+    pool: NotRequired[JSONObject]
+
+
+class Entry(TypedDict, total=False):
+    """A ledger record as loopkit.decision.records makes it, before the ledger numbers it
+    (``Record`` less its kind, version and seq)."""
+
+    type: Required[str]
+    task_id: Required[str]
+    attempt: Required[int]
+    attempt_id: NotRequired[str | None]
+    trigger: Required[Trigger]
+    started_at: NotRequired[str | None]
+    recorded_at: Required[str]
+    run: NotRequired[JSONObject | None]
+    usage: NotRequired[Spent]
+    diff: NotRequired[JSONObject | None]
+    verify: NotRequired[JSONObject | None]
+    judge: NotRequired[JSONObject | None]
+    evidence: NotRequired[Evidence]
+    admission: NotRequired[Admission]
+    decision: Required[Decision | None]
+    reason: Required[str]
+    inputs: Required[Inputs]
+    epoch: NotRequired[int]
+    ran: NotRequired[bool]
+    pool: NotRequired[JSONObject]
+    draft: NotRequired[JSONObject]
+    estimate: NotRequired[JSONObject]
+    timings: NotRequired[list[Timing]]
+
+
+class Record(Entry, total=False):
+    """schemas/ledger-record.json: one line of the ledger."""
+
+    kind: Required[str]
+    version: Required[int]
+    seq: Required[int]
+
+
+class Disagreement(TypedDict, total=False):
+    """schemas/replay.json#/properties/disagreements/items"""
+
+    line: Required[int]
+    seq: NotRequired[int | None]
+    task_id: Required[str | None]
+    attempt: NotRequired[int | None]
+    field: Required[str]
+    recorded: Required[Any]
+    derived: Required[Any]
+
+
+class Stuck(TypedDict, total=False):
+    """schemas/run.json#/properties/stuck"""
+
+    tool: Required[str]
+    error: Required[str]
+    repeats: Required[int]
+    example: NotRequired[str]
+    input: NotRequired[JSONObject]
+
+
+class Sandboxed(TypedDict, total=False):
+    """schemas/run.json#/properties/sandbox"""
+
+    mode: Required[str]
+    used: Required[bool]
+    tool: NotRequired[str]
+    reason: Required[str]
+    network: NotRequired[str | bool]
+    egress: NotRequired[JSONObject]
+
+
+class StateSeal(TypedDict, total=False):
+    """schemas/run.json#/properties/state_seal"""
+
+    folder: str
+    ledger: str
+    index: str
+    cancel: bool
+    baseline: JSONObject
+    task: str
+    stat_index: str
+
+
+class GitControl(TypedDict, total=False):
+    """schemas/run.json#/properties/git_control"""
+
+    digest: Required[str]
+    paths: Required[JSONObject]
+    changed: NotRequired[list[str]]
+
+
+class Metered(TypedDict, total=False):
+    """schemas/run.json#/properties/meter"""
+
+    upstream: Required[str]
+    dialect: Required[str]
+    requests: Required[int]
+    statuses: Required[JSONObject]
+    refused: Required[int]
+    withheld: NotRequired[list[str]]
+    unmetered: NotRequired[list[str]]
+    transient: Required[int]
+    retried: NotRequired[int]
+    last_status: NotRequired[int | None]
+    models: Required[list[str]]
+    tokens: Required[JSONObject]
+    cost: Required[JSONObject]
+    latency_ms: NotRequired[JSONObject]
+    log: NotRequired[str | None]
+
+
+class Totals(TypedDict, total=False):
+    """schemas/diff.json#/properties/totals"""
+
+    files: Required[int]
+    lines: Required[int]
+    added: NotRequired[int]
+    deleted: NotRequired[int]
+    bytes: NotRequired[int]
+
+
+class Policy(TypedDict, total=False):
+    """schemas/diff.json#/properties/policy"""
+
+    writable: list[str]
+    protected: list[str]
+    always_allowed: list[str]
+    add_only: list[str]
+    changed_files: int | None
+    changed_lines: int | None
+    changed_bytes: int | None
+
+
+class Baseline(TypedDict, total=False):
+    """schemas/verify.json#/properties/baseline"""
+
+    tree: str
+    checks: list[JSONObject]
+
+
+class WholeTree(TypedDict, total=False):
+    """schemas/verify.json#/properties/whole_tree"""
+
+    checks: Required[list[Any]]
+    passed: Required[bool]
+    skipped: NotRequired[list[str]]
+
+
+class Proof(TypedDict, total=False):
+    """schemas/verify.json#/properties/proof"""
+
+    proven: Required[bool]
+    tree: NotRequired[str]
+    tests: Required[list[JSONObject]]
+    why: NotRequired[list[str]]
+
+
+class ReadOnly(TypedDict, total=False):
+    """schemas/judge.json#/properties/read_only"""
+
+    checked: Required[bool]
+    tree_before: Required[Any]
+    tree_after: Required[Any]
+    changed: Required[bool]
+    changes: Required[list[JSONObject]]
+
+
+class WorkerSettings(TypedDict, total=False):
+    """schemas/contract.json#/properties/worker"""
+
+    provider: str
+    model: str
+    command: str
+    agent: str
+    max_turns: int
+    max_cost_usd: float
+    timeout: float
+    sandbox: str
+    allowed_tools: list[str]
+    permission_mode: str
+    env_allow: list[str]
+    breaker_repeats: int
+    resume: bool
+    extra_args: list[str]
+    meter: str | bool
+    upstream: str
+    unmetered: list[str]
+
+
+class JudgeSettings(TypedDict, total=False):
+    """schemas/contract.json#/properties/judge"""
+
+    provider: Required[str]
+    model: NotRequired[str]
+    command: NotRequired[str]
+    agent: NotRequired[str]
+    goal: NotRequired[str]
+    timeout: NotRequired[float]
+    max_turns: NotRequired[int]
+    env_allow: NotRequired[list[str]]
+    review: NotRequired[bool]
+
+
+class VerifySettings(TypedDict, total=False):
+    """schemas/contract.json#/properties/verify"""
+
+    carry: list[str]
+    env_allow: list[str]
+    network: str | bool
+    prove_new_tests: str | bool
+
+
+class SandboxSettings(TypedDict, total=False):
+    """schemas/contract.json#/properties/sandbox"""
+
+    mode: str | bool
+    network: str | bool
+    hosts: list[str]
+    writable: list[str]
+    show: list[str]
+    hide: list[str]
+
+
+class Artifacts(TypedDict, total=False):
+    """schemas/contract.json#/properties/artifacts"""
+
+    retention_days: float
+    keep_completed: int
+
+
+class Reservation(TypedDict, total=False):
+    """A running worker's share of the budgets, reserved at its admission (a pool's
+    share also names its task and attempt, and the task's names its pool)."""
+
+    at: Required[str]
+    wall_s: Required[float]
+    wall_seconds: float
+    cost_usd: float
+    tokens: float
+    task: str | None
+    attempt: int | None
+    pool: str
+
+
+class History(TypedDict):
+    """What a task's ledger records fold to (loopkit.decision.budget.fold): what its
+    budgets have counted so far. A pool's history has the same shape."""
+
+    attempts: int
+    spent_attempts: int
+    verify_attempts: int
+    cost_usd: float
+    cost_untrusted_usd: float
+    tokens: int
+    turns: int
+    wall_s: float
+    last_fingerprint: str | None
+    same_failure: int
+    timeouts: int
+    transient_streak: int
+    no_op_streak: int
+    last_violations: str | None
+    same_violation: int
+    last_crash: str | None
+    same_crash: int
+    last_outcome: str | None
+    last_class: str | None
+    resume_after: str | None
+    reserved: list[Reservation]
+    epoch: int
+
+
+class Granted(TypedDict):
+    """What an admission grants the next run."""
+
+    timeout_s: float | None
+    cost_usd: float | None
+    turns: int | None
+
+
+class PoolAdmission(TypedDict, total=False):
+    """One worker's admission to its run's pool (loopkit.decision.budget.admit_pool)."""
+
+    id: Required[Any]
+    admitted: Required[bool]
+    wait: Required[bool]
+    exhausted: Required[list[str]]
+    short: Required[list[str]]
+    share: Required[dict[str, float]]
+    left: Required[dict[str, float]]
+    running: Required[int]
+    reason: str
+    reservation: Reservation
+
+
+class Admission(TypedDict, total=False):
+    """May the next run start (loopkit.decision.budget.admit): the ledger's
+    ``admission`` of an admission record."""
+
+    admitted: Required[bool]
+    blocked_until: Required[str | None]
+    attempt: Required[int]
+    exhausted: Required[list[str]]
+    granted: Required[Granted]
+    verify_reserve_s: Required[float]
+    remaining: Required[dict[str, float]]
+    reason: Required[str]
+    reservation: Reservation
+    pool: PoolAdmission
+
+
+class Summary(TypedDict):
+    """A ledger record's readable summary of its attempt (loopkit.decision.records)."""
+
+    run: JSONObject | None
+    usage: Spent
+    diff: JSONObject | None
+    judge: JSONObject | None
+    verify: JSONObject | None
+
+
+class View(Attempt, total=False):
+    """The part of an attempt document a decision reads (loopkit.decision.decide.inputs),
+    with what lk-decide found beside it: whether lk-verify's own record of the checks
+    matches the verify section, and whether the worker changed the state folder."""
+
+    verify_recorded: str | None
+    state_tampered: list[str]
+
+
+class Intent(TypedDict, total=False):
+    """A person's request to stop (the state folder's cancel.json; schemas/cancel.json's
+    ``intent``): why, when, and the process that asked."""
+
+    reason: Required[str]
+    at: str
+    pid: int
+
+
+class Citation(TypedDict, total=False):
+    """schemas/judge.json#/properties/citations/items"""
+
+    path: Required[str]
+    line: Required[int]
+    text: Required[str]
+    ok: Required[bool]
+    why: NotRequired[str]
+
+
+class Moment(TypedDict, total=False):
+    """schemas/report.json#/properties/tasks/items/properties/timeline/items"""
+
+    attempt: Required[int | None]
+    outcome: Required[str | None]
+    failure_class: NotRequired[str | None]
+    at: NotRequired[str | None]
+    reason: NotRequired[str | None]
+
+
+class TaskReport(TypedDict, total=False):
+    """schemas/report.json#/properties/tasks/items"""
+
+    task_id: Required[str]
+    attempts: Required[int]
+    verify_attempts: Required[int]
+    outcome: Required[str | None]
+    failure_class: Required[str | None]
+    why: Required[str | None]
+    cost_usd: Required[float]
+    cost_untrusted_usd: Required[float]
+    tokens: Required[int]
+    wall_s: Required[float]
+    first_at: NotRequired[str | None]
+    last_at: NotRequired[str | None]
+    timeline: Required[list[Moment]]
+
+
+class DraftTry(TypedDict, total=False):
+    """schemas/plan-draft.json#/properties/drafts/items: one answer of the model."""
+
+    draft: Required[int]
+    valid: Required[bool]
+    problems: Required[list[Mapping[str, Any]]]
+    lines: NotRequired[int]
+    session_id: NotRequired[str | None]
+    transcript: NotRequired[str | None]
+
+
+class PlanDraft(TypedDict, total=False):
+    """schemas/plan-draft.json: what lk-plan draft (and split) did."""
+
+    kind: Required[str]
+    version: Required[int]
+    issue: Required[str | None]
+    tasks_file: Required[str]
+    provider: Required[str]
+    model: NotRequired[str | None]
+    outcome: Required[str]
+    written: Required[bool]
+    tasks: Required[list[str]]
+    repairs: Required[int]
+    max_repairs: Required[int]
+    drafts: Required[list[DraftTry]]
+    split: NotRequired[str]
+    estimate: NotRequired[JSONObject]
+    commit: NotRequired[str | None]
+
+
+class NearBudget(TypedDict, total=False):
+    """schemas/report.json#/properties/health/properties/runs_near_budget"""
+
+    threshold: Required[float]
+    runs: Required[int]
+    share: Required[float]
+    by_budget: NotRequired[dict[str, int]]
+
+
+class Dollars(TypedDict, total=False):
+    """schemas/report.json#/properties/health/properties/cost_per_completed_task"""
+
+    trusted_usd: Required[float | None]
+    untrusted_usd: Required[float | None]
+
+
+class PullRequests(TypedDict, total=False):
+    """schemas/report.json#/properties/health/properties/pull_requests"""
+
+    stacks: Required[int]
+    terminal_tasks: Required[int]
+    without_pull_request: Required[list[str]]
+    share_without: Required[float]
+    slo_share: Required[float]
+    merged: Required[int]
+    cost_per_merged: Required[Dollars]
+    landings: Required[int]
+    returns: Required[int]
+    queue: NotRequired[dict[str, int]]
+
+
+class DraftRates(TypedDict, total=False):
+    """schemas/report.json#/properties/health/properties/plan_drafts"""
+
+    drafts: Required[int]
+    valid_first_time: Required[int]
+    valid_after_repair: Required[int]
+    given_up: Required[int]
+    first_time_share: Required[float | None]
+    after_repair_share: Required[float | None]
+    slo_share: Required[float]
+
+
+class Estimates(TypedDict, total=False):
+    """schemas/report.json#/properties/health/properties/estimates"""
+
+    landed: Required[int]
+    within: Required[int]
+    within_share: Required[float | None]
+    attempts: Required[int]
+    over_estimate: Required[int]
+    resplit: Required[int]
+    median_lines_ratio: Required[float | None]
+    median_files_ratio: Required[float | None]
+
+
+class StageTimes(TypedDict, total=False):
+    """schemas/report.json#/properties/health/properties/stages"""
+
+    attempts: Required[int]
+    per_stage: Required[dict[str, dict[str, float]]]
+    median_git_processes: Required[float | None]
+
+
+class Health(TypedDict, total=False):
+    """schemas/report.json#/properties/health"""
+
+    tasks: Required[int]
+    runs: Required[int]
+    termination_reasons: Required[dict[str, int]]
+    failure_classes: NotRequired[dict[str, int]]
+    runs_near_budget: Required[NearBudget]
+    p95_verify_attempts: Required[int | None]
+    completed_tasks: Required[int]
+    cost_per_completed_task: Required[Dollars]
+    cost_total: NotRequired[Dollars]
+    triggers: NotRequired[dict[str, int]]
+    refused_hosts: NotRequired[dict[str, int]]
+    verify_refused_hosts: NotRequired[dict[str, int]]
+    pull_requests: NotRequired[PullRequests]
+    plan_drafts: NotRequired[DraftRates]
+    estimates: NotRequired[Estimates]
+    stages: NotRequired[StageTimes]
+
+
+class Report(TypedDict, total=False):
+    """schemas/report.json"""
+
+    kind: Required[str]
+    version: Required[int]
+    ledger: Required[str]
+    generated_at: NotRequired[str]
+    records: Required[int]
+    tasks: Required[list[TaskReport]]
+    health: Required[Health]
+    problems: Required[list[Mapping[str, Any]]]
+
+
+class ScriptTool(TypedDict, total=False):
+    """schemas/model-script.json#/$defs/tool: a tool call a scripted turn makes."""
+
+    name: Required[str]
+    input: NotRequired[JSONObject | str]
+    id: NotRequired[str]
+
+
+class ScriptError(TypedDict, total=False):
+    """schemas/model-script.json#/$defs/error/oneOf/1: an error a scripted turn answers."""
+
+    status: Required[int]
+    type: NotRequired[str]
+    message: NotRequired[str]
+    code: NotRequired[str]
+    headers: NotRequired[dict[str, str | float | bool]]
+    body: NotRequired[Any]
+    times: NotRequired[int]
+    in_stream: NotRequired[bool]
+
+
+class ScriptCut(TypedDict, total=False):
+    """schemas/model-script.json#/$defs/turn/oneOf/1/properties/cut/oneOf/1"""
+
+    after: int
+    times: int
+
+
+class ScriptTurn(TypedDict, total=False):
+    """schemas/model-script.json#/$defs/turn/oneOf/1: one scripted turn."""
+
+    text: str
+    tools: list[ScriptTool]
+    error: ScriptError
+    fail: ScriptError
+    cut: ScriptCut | bool
+    delay: float
+    stop_reason: str
+    usage: dict[str, int]
+    note: Any
+
+
+class Derived(TypedDict, total=False):
+    """What replay re-derives of a ledger record from its inputs (loopkit.decision.records):
+    the fields it then compares with the recorded ones."""
+
+    admission: Admission
+    decision: Decision | None
+    reason: str
+    attempt: int
+    evidence: Evidence
+    run: JSONObject | None
+    usage: Spent
+    diff: JSONObject | None
+    judge: JSONObject | None
+    verify: JSONObject | None
+    estimate: JSONObject | None
+
+
+class PoolAsk(TypedDict):
+    """A worker's admission within its run's pool (a ledger record's ``inputs.pool``):
+    the pool, its workers, the task asking, and the pool's history it reserves from."""
+
+    id: str
+    jobs: int
+    task: str
+    history: History

@@ -21,11 +21,15 @@ command and recipe gives the same answers to the same flags, document and enviro
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from loopkit import git
+from loopkit import SCHEMA_VERSION, __version__, git, loader
+from loopkit.digest import sha256
+from loopkit.document import emit, read_attempt
 from loopkit.errors import BadInput, EnvironmentProblem
 
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
@@ -184,18 +188,14 @@ def report(contract_path: str | None, *, as_json: bool) -> None:
     """What ``lk workspace`` prints on stdout for the piped document (if any) and
     ``--contract``: one JSON line (schemas/workspace.json), or NAME=VALUE lines quoted for
     a shell. The state folder is created and excluded from git, as any command would."""
-    import sys
-
-    from loopkit import document
-
-    doc = document.read_attempt()
+    doc = read_attempt()
     ws = Workspace.open(contract_path=contract_path, document=doc)
     ws.state  # noqa: B018 -- created and excluded, as every command would
     body = ws.as_dict()
     if as_json:
-        document.emit(body)
+        emit(body)
         return
-    import shlex
+    import shlex  # only for a shell's lines
 
     lines = []
     for key in ("root", "state_dir", "contract", "contract_sha256", "memory", "task"):
@@ -234,7 +234,7 @@ class Found:
 
 def find_default(*folders: Path | None) -> Path | None:
     """loop.yaml (or .yml/.json) in the first of ``folders`` that has one."""
-    from loopkit.contract import DEFAULT_FILENAMES
+    from loopkit.contract import DEFAULT_FILENAMES  # not loaded for a cached contract
 
     for folder in folders:
         if folder is None:
@@ -308,8 +308,6 @@ def _parsed(raw: bytes, source: str, sha: str, root: Path | None) -> dict[str, A
     cached = _cache_file(root, sha)
     if cached is not None:
         try:
-            from loopkit import loader
-
             data = loader.json_loads(cached.read_bytes())
             if isinstance(data, dict) and data.get("criteria"):
                 return data
@@ -319,7 +317,7 @@ def _parsed(raw: bytes, source: str, sha: str, root: Path | None) -> dict[str, A
 
     data = contracts.checked(contracts.parse_text(raw, source), source)
     if cached is not None:
-        from loopkit.files import atomic_write
+        from loopkit.files import atomic_write  # lk-plan next meets cached contracts
 
         try:
             atomic_write(cached, _dumps(data))
@@ -378,16 +376,12 @@ def clear_cache(root: Path, *, keep: Mapping[str, bytes] | None = None) -> None:
 
 
 def _dumps(data: Any) -> str:
-    import json
-
     return json.dumps(data, allow_nan=False)
 
 
 def _cache_file(root: Path | None, sha: str) -> Path | None:
     if root is None:
         return None
-    from loopkit import SCHEMA_VERSION, __version__
-
     if not (root / ".git").is_dir():
         return None  # a linked worktree or a submodule: no cache rather than a git call
     # The validation rules are part of the key: a changed contract.py is a new cache.
@@ -428,8 +422,6 @@ def _read(path: str) -> bytes:
 
 
 def _sha256(raw: bytes) -> str:
-    from loopkit.digest import sha256
-
     return str(sha256(raw).hexdigest())
 
 

@@ -62,6 +62,8 @@ from loopkit.exitcodes import SHARED_HELP
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from loopkit.sections import PlanDraft
+
 PLAN_HELP = """\b
 Exit codes of lk-plan:
   0   valid / a task was printed / marked / rendered
@@ -294,7 +296,7 @@ _model_options = options(
 )
 
 
-def _outcome(doc: dict[str, Any], done: str, failed: str) -> int:
+def _outcome(doc: PlanDraft, done: str, failed: str) -> int:
     """Say how a draft or split ended -- ``done`` and how soon the model got it valid, or
     ``failed`` and the last draft's first problem -- and return its exit (0 or 1)."""
     if doc["written"]:

@@ -12,9 +12,14 @@ fiction). Tokens always count. Wall time is the measured time of runs and checks
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+from loopkit.evidence import fingerprint
+
+if TYPE_CHECKING:
+    from loopkit.sections import Admission, Granted, History, PoolAdmission, Reservation, Spent
 
 #: Budgets that accumulate across attempts (contract ``budgets`` key -> history key).
 ACCUMULATING: dict[str, str] = {
@@ -35,7 +40,7 @@ POOLED = ("cost_usd", "tokens", "wall_seconds")
 POOL_PREFIX = ":pool:"
 
 
-def empty_history() -> dict[str, Any]:
+def empty_history() -> History:
     return {
         "attempts": 0,  # every attempt run (its number)
         "spent_attempts": 0,  # the ones the attempts budget counts: all but transient
@@ -65,7 +70,7 @@ def empty_history() -> dict[str, Any]:
 _EMPTY = empty_history()
 
 
-def usage_of(document: Mapping[str, Any]) -> dict[str, Any]:
+def usage_of(document: Mapping[str, Any]) -> Spent:
     """What one attempt spent, read from its run and verify sections."""
     run = document.get("run") or {}
     usage = run.get("usage") or {}
@@ -88,12 +93,17 @@ def usage_of(document: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def fold(history: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, Any]:
+def filled(history: Mapping[str, Any] | None) -> History:
+    """A copy of ``history`` (as read from JSON) with every key a history has: one from
+    before a key was added lacks it."""
+    h = cast("History", {**_EMPTY, **(history or {})})
+    h["reserved"] = [cast("Reservation", dict(r)) for r in h["reserved"]]  # the only nested value
+    return h
+
+
+def fold(history: Mapping[str, Any] | None, record: Mapping[str, Any]) -> History:
     """The history after one ledger record (pure; the input is not changed)."""
-    h = dict(history) if history else empty_history()
-    for key, value in _EMPTY.items():
-        h.setdefault(key, value)
-    h["reserved"] = [dict(r) for r in h["reserved"]]  # the only nested value
+    h = filled(history)
     if record.get("type") == "reopen":
         # A person reopened a parked task: a new budget epoch. The attempt numbers go on
         # (the ledger's records stay unique); everything the budgets count starts again.
@@ -119,7 +129,10 @@ def fold(history: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, Any
     if record.get("type") == "admission":
         admission = record.get("admission") or {}
         if admission.get("admitted"):
-            h["reserved"] = [*h["reserved"], admission.get("reservation") or {}]
+            h["reserved"] = [
+                *h["reserved"],
+                cast("Reservation", admission.get("reservation") or {}),
+            ]
         return h
     usage = record.get("usage") or {}
     decision = record.get("decision") or {}
@@ -132,8 +145,7 @@ def fold(history: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, Any
         h["reserved"] = h["reserved"][1:]
     usd = usage.get("cost_usd")
     if usd is not None:
-        key = "cost_usd" if usage.get("cost_trusted") else "cost_untrusted_usd"
-        h[key] = round(h[key] + float(usd), 6)
+        _charge(h, float(usd), trusted=bool(usage.get("cost_trusted")))
     h["tokens"] += int(usage.get("tokens") or 0)
     h["turns"] += int(usage.get("turns") or 0)
     h["wall_s"] = round(h["wall_s"] + float(usage.get("wall_s") or 0), 3)
@@ -166,11 +178,11 @@ def fold(history: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, Any
     return h
 
 
-def _fold_pool(h: dict[str, Any], event: Mapping[str, Any]) -> dict[str, Any]:
+def _fold_pool(h: History, event: Mapping[str, Any]) -> History:
     """A pool's history after one of its records: a worker's share reserved, or an
     attempt settled (its reservation returned, what it spent charged)."""
     if event.get("event") == "reserve":
-        h["reserved"] = [*h["reserved"], dict(event.get("reservation") or {})]
+        h["reserved"] = [*h["reserved"], cast("Reservation", dict(event.get("reservation") or {}))]
         return h
     task, attempt = event.get("task"), event.get("attempt")
     mine = [i for i, r in enumerate(h["reserved"]) if r.get("task") == task]
@@ -181,11 +193,18 @@ def _fold_pool(h: dict[str, Any], event: Mapping[str, Any]) -> dict[str, Any]:
     h["attempts"] += 1
     usd = spent.get("cost_usd")
     if usd is not None:
-        key = "cost_usd" if spent.get("cost_trusted") else "cost_untrusted_usd"
-        h[key] = round(h[key] + float(usd), 6)
+        _charge(h, float(usd), trusted=bool(spent.get("cost_trusted")))
     h["tokens"] += int(spent.get("tokens") or 0)
     h["wall_s"] = round(h["wall_s"] + float(spent.get("wall_s") or 0), 3)
     return h
+
+
+def _charge(h: History, usd: float, *, trusted: bool) -> None:
+    """Add ``usd`` to the history's trusted cost, or to its untrusted one."""
+    if trusted:
+        h["cost_usd"] = round(h["cost_usd"] + usd, 6)
+    else:
+        h["cost_untrusted_usd"] = round(h["cost_untrusted_usd"] + usd, 6)
 
 
 def _free(record: Mapping[str, Any]) -> bool:
@@ -214,15 +233,13 @@ def crash_signature(run: Any) -> str | None:
     removed (paths, numbers, addresses), so the same crash in another run compares equal."""
     if not isinstance(run, Mapping):
         return None
-    from loopkit.evidence import fingerprint
-
     text = str(run.get("error") or run.get("final_message") or "")
     return fingerprint.of_output(
         text.encode("utf-8", "replace"), exit_code=run.get("exit_code"), timed_out=False
     )
 
 
-def used(history: Mapping[str, Any]) -> dict[str, Any]:
+def used(history: Mapping[str, Any]) -> dict[str, float | None]:
     """What each accumulating budget has used so far (by budget name)."""
     return {
         name: spent_attempts(history) if name == "attempts" else history.get(key)
@@ -270,7 +287,7 @@ def parse_time(value: str | None) -> datetime | None:
     return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
 
 
-def live_reservations(history: Mapping[str, Any], now: str) -> list[dict[str, Any]]:
+def live_reservations(history: Mapping[str, Any], now: str) -> list[Reservation]:
     """Reservations not yet settled by an attempt and not abandoned (past their time)."""
     t_now = parse_time(now)
     out = []
@@ -279,8 +296,13 @@ def live_reservations(history: Mapping[str, Any], now: str) -> list[dict[str, An
         if at is None or t_now is None:
             continue
         if (t_now - at).total_seconds() <= float(r.get("wall_s") or 0) + RESERVATION_GRACE_S:
-            out.append(dict(r))
+            out.append(cast("Reservation", dict(r)))
     return out
+
+
+def held(live: Iterable[Mapping[str, Any]], name: str) -> float:
+    """What the ``live`` reservations hold of the budget ``name``."""
+    return sum(float(r.get(name) or 0) for r in live)
 
 
 def verify_reserve_s(contract: Mapping[str, Any]) -> float:
@@ -297,7 +319,7 @@ def admit(
     *,
     now: str,
     pool: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> Admission:
     """May the next run start? Reserve its share of every budget, keep verification's reserve.
 
     ``pool``: the run's pool this worker reserves from as well (``id``, ``jobs``, its
@@ -308,13 +330,13 @@ def admit(
     worker = contract.get("worker") or {}
     live = live_reservations(history, now)
     short: list[str] = []
-    granted: dict[str, Any] = {}
+    granted: Granted = {"timeout_s": None, "cost_usd": None, "turns": None}
     remaining: dict[str, float] = {}
 
     def left(name: str, used: float) -> float | None:
         if budgets.get(name) is None:
             return None
-        value = float(budgets[name]) - used - sum(float(r.get(name) or 0) for r in live)
+        value = float(budgets[name]) - used - held(live, name)
         remaining[name] = round(value, 6)
         return value
 
@@ -364,7 +386,7 @@ def admit(
         reason = f"blocked until {blocked_until} ({history.get('last_class')}): not before then"
     else:
         reason = "admitted: the next run's share is reserved"
-    out: dict[str, Any] = {
+    out: Admission = {
         "admitted": admitted,
         "blocked_until": blocked_until if blocked else None,
         "attempt": int(history.get("attempts") or 0) + len(live) + 1,
@@ -424,7 +446,7 @@ def admit_pool(
     admission: Mapping[str, Any],
     *,
     now: str,
-) -> dict[str, Any]:
+) -> PoolAdmission:
     """May this worker take its share of the run's pool? ``pool``: ``id``, ``jobs``, the
     ``task`` reserving, and the pool's ``history`` (folded from its ledger records by
     ``fold``). Admitted: the share is reserved; else ``wait`` while the live reservations
@@ -440,14 +462,13 @@ def admit_pool(
     }
     share = pool_share(admission, limits, int(pool.get("jobs") or 1))
     left = {
-        name: round(limit - spent[name] - sum(float(r.get(name) or 0) for r in live), 6)
-        for name, limit in limits.items()
+        name: round(limit - spent[name] - held(live, name), 6) for name, limit in limits.items()
     }
     short = [name for name in limits if share[name] > left[name] + 1e-9]
     # Short even were every live share returned unspent: nothing to wait for.
     never = [name for name in short if share[name] > limits[name] - spent[name] + 1e-9]
     waiting = bool(short) and bool(live) and not never
-    out: dict[str, Any] = {
+    out: PoolAdmission = {
         "id": pool.get("id"),
         "admitted": not short,
         "wait": waiting,
@@ -468,17 +489,18 @@ def admit_pool(
         )
     else:
         out["reason"] = "the worker's share of the run's pool is reserved"
-        out["reservation"] = {
+        mine: dict[str, object] = {
             "at": now,
             "task": pool.get("task"),
             "attempt": admission.get("attempt"),
             "wall_s": (admission.get("reservation") or {}).get("wall_s") or 0,
             **share,
         }
+        out["reservation"] = cast("Reservation", mine)
     return out
 
 
-def _with_pool(admission: dict[str, Any], pool: dict[str, Any]) -> None:
+def _with_pool(admission: Admission, pool: PoolAdmission) -> None:
     """The task's admission joined with its pool's: admitted only when both are."""
     admission["pool"] = pool
     if not admission["admitted"]:  # refused for the task's own budgets: nothing to wait for

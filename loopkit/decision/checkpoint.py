@@ -10,10 +10,33 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopkit.decision import budget, ledger
 from loopkit.files import atomic_write
+
+if TYPE_CHECKING:
+    from typing import TypedDict
+
+    class Checkpoint(TypedDict):
+        """What an exhausted task leaves in the state folder's checkpoints/: why it
+        stopped, and its budgets' state then."""
+
+        kind: str
+        version: int
+        task_id: str
+        at: str
+        exit_reason: str
+        outcome: str
+        exhausted: list[str]
+        used: dict[str, float | None]
+        limits: dict[str, float]
+        fractions: dict[str, float]
+        last_fingerprint: str | None
+        last_outcome: str | None
+        last_class: str | None
+        cost_untrusted_usd: float | None
+
 
 KIND = "loopkit/checkpoint"
 
@@ -23,7 +46,7 @@ def build(
     decision: Mapping[str, Any],
     history: Mapping[str, Any],
     contract: Mapping[str, Any],
-) -> dict[str, Any]:
+) -> Checkpoint:
     """The checkpoint of an exhausted task: the decision's reason, the budgets' state."""
     return {
         "kind": KIND,

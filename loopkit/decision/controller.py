@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
-from loopkit import git, timing
-from loopkit.decision import budget, checkpoint
+from loopkit import git, loader, timing
+from loopkit.background import Background
+from loopkit.decision import budget, checkpoint, records
 from loopkit.decision import decide as decider
 from loopkit.decision import ledger as ledgers
 from loopkit.decision.records import (
@@ -27,15 +29,17 @@ from loopkit.decision.records import (
     pool_record,
     replay,
 )
-from loopkit.document import attach
+from loopkit.document import attach, new_attempt
 from loopkit.errors import BadInput
+from loopkit.evidence import statcache
 from loopkit.evidence.verify import RECORD_NAME, keep_as_base
 from loopkit.exitcodes import OUTCOME_CODES
 from loopkit.state import cancel, retention
+from loopkit.state.artifacts import assign_attempt_id
+from loopkit.workspace import Workspace, for_state_only
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from loopkit.evidence import statcache
+    from loopkit.sections import Contract, JSONObject, PoolAsk, Record, View
 
 
 class Result:
@@ -63,7 +67,7 @@ class Result:
 
 class _Setup:
     document: dict[str, Any]
-    contract: dict[str, Any]
+    contract: Contract
     root: Path
     state: Path
     ledger: ledgers.Ledger
@@ -71,7 +75,7 @@ class _Setup:
     def __init__(
         self,
         document: dict[str, Any],
-        contract: dict[str, Any],
+        contract: Contract,
         root: Path,
         state: Path,
         ledger: ledgers.Ledger,
@@ -86,13 +90,9 @@ class _Setup:
 def _setup(
     document: dict[str, Any] | None, contract_path: str | None, ledger_path: str | None
 ) -> _Setup:
-    from loopkit.document import new_attempt
-    from loopkit.state.artifacts import assign_attempt_id
-    from loopkit.workspace import Workspace
-
     doc = document if document is not None else new_attempt()
     ws = Workspace.open(contract_path=contract_path, document=doc, require_contract=True)
-    contract = ws.contract or {}
+    contract = cast("Contract", ws.contract or {})
     ws.stamp(doc)
     path = Path(ledger_path) if ledger_path else ws.state / ledgers.DEFAULT_NAME
     assign_attempt_id(doc)
@@ -112,8 +112,6 @@ def tree_on_disk(
     -- the recipes' hash and the next attempt's start from it (kept as ``keep_as`` instead
     when given). ``run``: the document's run section (its state seal); ``handed``: the
     index lk-diff left in the same ``lk attempt``, started from while it is unchanged."""
-    from loopkit.evidence import statcache
-
     kept = keep_as or statcache.path(state)
     if handed is not None and (given := handed.seed()) is not None:
         return git.tree_hash(root, seed=given, keep=kept, held=handed.tree)
@@ -133,9 +131,6 @@ class EarlyTree:
     def __init__(
         self, root: Path, state: Path, run: Any, *, handed: statcache.Handoff | None = None
     ) -> None:
-        from loopkit.background import Background
-        from loopkit.evidence import statcache
-
         self.root, self.state = root, state
         self._kept = statcache.beside(state, "early")
         self._hash = Background(
@@ -154,8 +149,6 @@ class EarlyTree:
         except BaseException:
             self.drop()
             raise
-        from loopkit.evidence import statcache
-
         if self._kept.exists():
             os.replace(self._kept, statcache.path(state))
         return tree
@@ -252,8 +245,6 @@ def decide(
 def _recorded_verify(state: Path, doc: Mapping[str, Any]) -> str | None:
     """Whether the piped verify section is the one lk-verify recorded for this attempt:
     "match", "differs", "missing" (none recorded), or None (no verify section)."""
-    from loopkit import loader
-
     verify = doc.get("verify")
     attempt = doc.get("attempt_id")
     if not isinstance(verify, Mapping) or not isinstance(attempt, str):
@@ -266,11 +257,8 @@ def _recorded_verify(state: Path, doc: Mapping[str, Any]) -> str | None:
     return "match" if recorded == verify else "differs"
 
 
-def interrupted(task_id: str, *, reason: str, ledger_path: str | None = None) -> dict[str, Any]:
+def interrupted(task_id: str, *, reason: str, ledger_path: str | None = None) -> Record:
     """Append an ``interrupted`` record for ``task_id`` (records.interrupted_record)."""
-    from loopkit.decision import records
-    from loopkit.workspace import for_state_only
-
     path = Path(ledger_path) if ledger_path else for_state_only().state / ledgers.DEFAULT_NAME
     book = ledgers.Ledger(path)
     with book.transaction() as txn:
@@ -330,8 +318,6 @@ def admit(
     contract's ``pool`` its limits) the worker's share is reserved from the pool too, in
     the same ledger transaction; while the pool cannot cover it and a running worker's
     share may still come back, the admission waits (nothing recorded meanwhile)."""
-    import time
-
     s = _setup(document, contract_path, ledger_path)
     doc = s.document
     view = decider.inputs(doc, s.contract)
@@ -341,7 +327,7 @@ def admit(
         return _cancelled(s, view, tid, intent)
     environ = env if env is not None else os.environ
     how = ledgers.detect_trigger(trigger, environ)
-    contract = view.get("contract") or {}
+    contract: Mapping[str, Any] = view.get("contract") or {}
     pool_id = environ.get(POOL_ENV, "").strip() if budget.pool_limits(contract) else ""
     warnings: list[str] = []
     notes: list[str] = []
@@ -350,7 +336,7 @@ def admit(
         now = ledgers.now_iso()
         with s.ledger.transaction() as txn:
             history = txn.history(tid)
-            pool: dict[str, Any] | None = None
+            pool: PoolAsk | None = None
             if pool_id:
                 _reconcile_pool(txn, pool_id, trigger=how)
                 pool = {
@@ -360,12 +346,13 @@ def admit(
                     "history": txn.history(budget.pool_key(pool_id)),
                 }
             admission = budget.admit(history, contract, now=now, pool=pool)
-            waiting = bool((admission.get("pool") or {}).get("wait"))
+            pooled = admission.get("pool")
+            waiting = bool(pooled and pooled["wait"])
             if not waiting:
                 # The pool's share first: a process killed between the two appends leaves
                 # a share no task holds, which the next admission returns (_reconcile_pool)
                 # -- never a running worker the pool does not count.
-                reservation = (admission.get("pool") or {}).get("reservation")
+                reservation = pooled.get("reservation") if pooled else None
                 if pool is not None and admission["admitted"] and reservation:
                     event = {
                         "event": "reserve",
@@ -420,13 +407,14 @@ def _reconcile_pool(txn: ledgers.Transaction, pool_id: str, *, trigger: Mapping[
         held = txn.history(task).get("reserved") or [] if task else []
         if any(isinstance(x, Mapping) and x.get("pool") == pool_id for x in held):
             continue
-        event = {"event": "settle", "task": task, "attempt": r.get("attempt"), "spent": {}}
+        event: JSONObject = {"event": "settle", "task": task, "attempt": r.get("attempt")}
+        event["spent"] = {}
         txn.append(
             pool_record(pool_id, txn.history(key), event, now=ledgers.now_iso(), trigger=trigger)
         )
 
 
-def _cancelled(s: _Setup, view: dict[str, Any], tid: str, intent: Any) -> Result:
+def _cancelled(s: _Setup, view: View, tid: str, intent: Any) -> Result:
     """Not admitted: a person asked the loop to stop."""
     decision = decider.decide(view, None, tree_on_disk=None, cancel=intent)
     with s.ledger.transaction() as txn:
@@ -453,7 +441,7 @@ def replay_ledger(path: str) -> Result:
     problems: list[ledgers.Problem] = []
     count = [0]
 
-    def counted() -> Iterator[tuple[int, dict[str, Any]]]:
+    def counted() -> Iterator[tuple[int, Record]]:
         for item in ledgers.stream(p, problems):
             count[0] += 1
             yield item

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from loopkit.decision import budget
 from loopkit.decision import classify as fc
@@ -32,7 +32,7 @@ from loopkit.exitcodes import OUTCOME_CODES
 from loopkit.text import clean
 
 if TYPE_CHECKING:
-    from loopkit.sections import Decision
+    from loopkit.sections import Decision, Evidence, JSONObject, View
 
 #: The id of "the task" when a document carries no task section.
 DEFAULT_TASK_ID = "default"
@@ -57,13 +57,13 @@ def task_id(document: Mapping[str, Any]) -> str:
     return str(task.get("id") or DEFAULT_TASK_ID)
 
 
-def inputs(document: Mapping[str, Any], contract: Mapping[str, Any] | None) -> dict[str, Any]:
+def inputs(document: Mapping[str, Any], contract: Mapping[str, Any] | None) -> View:
     """The part of an attempt document a decision reads: what the ledger keeps for replay.
 
     Bulky fields (full transcripts, long outputs) are cut here, *before* deciding, so the
     recorded inputs are exactly what the decision saw.
     """
-    view: dict[str, Any] = {
+    view: JSONObject = {  # a View: the sections cut to what a decision reads
         "kind": "loopkit/attempt",
         "version": 1,
         "attempt_id": document.get("attempt_id"),
@@ -108,7 +108,7 @@ def inputs(document: Mapping[str, Any], contract: Mapping[str, Any] | None) -> d
             )
             if k in contract
         }
-    return view
+    return cast("View", view)
 
 
 def _jitter(attempt_id: str | None, attempt: int, streak: int) -> float:
@@ -191,7 +191,7 @@ def decision(
     return out
 
 
-def evidence_state(document: Mapping[str, Any], tree_on_disk: str | None) -> dict[str, Any]:
+def evidence_state(document: Mapping[str, Any], tree_on_disk: str | None) -> Evidence:
     """Whether verification and diff are present, current, and what they say."""
     verify = document.get("verify") or None
     diff = document.get("diff") or None
@@ -224,7 +224,7 @@ def evidence_state(document: Mapping[str, Any], tree_on_disk: str | None) -> dic
                 f"the diff was taken on tree {str(diff.get('tree'))[:12]}, "
                 f"verification on {str(verify.get('tree'))[:12]}"
             )
-    out = {
+    out: Evidence = {
         "verified": verify is not None,
         "passed": bool(verify and verify.get("passed")),
         "fingerprint": verify.get("fingerprint") if verify else None,
@@ -412,7 +412,7 @@ def _protected_changed_by_checks(
 
 #: What a rule says of an attempt that did not complete: (class, reason, feedback, extra
 #: fields for the decision).
-Classified = tuple[str, str, str, dict[str, Any]]
+Classified = tuple[str, str, str, "JSONObject"]
 
 
 class _Case:
@@ -442,7 +442,7 @@ class _Case:
         self.task: Mapping[str, Any] = document.get("task") or {}
         self.contract: Mapping[str, Any] = document.get("contract") or {}
         self.claimed = bool(self.run and self.run.get("claimed_complete"))
-        self.extra: dict[str, Any] = {}
+        self.extra: JSONObject = {}
 
     def says(self, cls: str, reason: str, feedback: str = "") -> Classified:
         return cls, reason, feedback, self.extra
@@ -689,9 +689,9 @@ def _act(
     budgets: Mapping[str, Any],
     run: Mapping[str, Any] | None,
     attempt_id: str | None,
-    extra: dict[str, Any],
+    extra: JSONObject,
     backoff: Mapping[str, Any] | None = None,
-) -> tuple[str, str, dict[str, Any]]:
+) -> tuple[str, str, JSONObject]:
     """The outcome for a class, refined by the task's history."""
     outcome = fc.outcome_of(cls)
     extra = dict(extra)

@@ -26,14 +26,28 @@ import shutil
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from loopkit import loader
 from loopkit.boundary.secrets import scrub
 from loopkit.decision import budget
 from loopkit.digest import file_sha256, sha256
 from loopkit.errors import EnvironmentProblem
+from loopkit.evidence import statcache
 from loopkit.files import atomic_write
+
+if TYPE_CHECKING:
+    from typing import TypedDict
+
+    from loopkit.sections import History, Record
+
+    class IndexEntry(TypedDict):
+        """A task's entry in the ledger's index: its history, folded up to ``offset``."""
+
+        task_id: str
+        offset: int
+        history: History
+
 
 RECORD_KIND = "loopkit/ledger-record"
 DEFAULT_NAME = "ledger.jsonl"
@@ -67,7 +81,7 @@ class Problem:
         self.offset = offset
         self.message = message
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, int | str | None]:
         return {"line": self.line, "offset": self.offset, "message": self.message}
 
     def __str__(self) -> str:
@@ -77,7 +91,7 @@ class Problem:
 
 def _parse_lines(
     data: bytes, *, start_offset: int, start_line: int | None
-) -> Iterator[tuple[int | None, int, dict[str, Any] | None, Problem | None]]:
+) -> Iterator[tuple[int | None, int, Record | None, Problem | None]]:
     """(line number, end offset, record or None, problem or None) for each line in ``data``."""
     pos = 0
     line = start_line
@@ -106,7 +120,7 @@ def _parse_lines(
                     if e.path is not None:  # whole JSON, but not strict: a NaN, a repeated key
                         why = f"{e.problem} at {e.path}"
                 if isinstance(rec, dict) and rec.get("kind") == RECORD_KIND:
-                    yield line, start_offset + end, rec, None
+                    yield line, start_offset + end, cast("Record", rec), None
                 else:
                     yield (
                         line,
@@ -121,7 +135,7 @@ def _parse_lines(
 
 def _scan(
     path: Path, start: int, stop: int, *, chunk: int = 8 << 20
-) -> Iterator[tuple[int | None, int, dict[str, Any] | None, Problem | None]]:
+) -> Iterator[tuple[int | None, int, Record | None, Problem | None]]:
     """``_parse_lines`` over bytes [start, stop) of a file, a chunk at a time (bounded memory)."""
     with open(path, "rb") as f:
         f.seek(start)
@@ -140,15 +154,13 @@ def _scan(
             yield from _parse_lines(carry, start_offset=pos - len(carry), start_line=None)
 
 
-def read(path: str | os.PathLike[str]) -> tuple[list[tuple[int, dict[str, Any]]], list[Problem]]:
+def read(path: str | os.PathLike[str]) -> tuple[list[tuple[int, Record]], list[Problem]]:
     """Every whole record with its line number, and the lines that are not (never fatal)."""
     problems: list[Problem] = []
     return list(stream(path, problems)), problems
 
 
-def stream(
-    path: str | os.PathLike[str], problems: list[Problem]
-) -> Iterator[tuple[int, dict[str, Any]]]:
+def stream(path: str | os.PathLike[str], problems: list[Problem]) -> Iterator[tuple[int, Record]]:
     """``read``'s records one at a time, a line read as each is asked for (the lines that
     are not whole records go to ``problems``): a reader that needs each record once, such
     as ``lk-decide --replay``, holds one record at a time, whatever the ledger's size."""
@@ -209,7 +221,7 @@ class Ledger:
         finally:
             os.close(lock_fd)  # closing releases the lock
 
-    def history(self, task_id: str) -> dict[str, Any]:
+    def history(self, task_id: str) -> History:
         with self.transaction() as txn:
             return txn.history(task_id)
 
@@ -227,31 +239,33 @@ class Transaction:
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
         self._meta_path = ledger.index_dir / "meta.json"
-        self._cache: dict[str, dict[str, Any]] = {}
+        self._cache: dict[str, IndexEntry] = {}
         self.meta = self._read_json(self._meta_path) or {"offset": 0, "seq": 0}
 
     @staticmethod
-    def _read_json(path: Path) -> dict[str, Any] | None:
+    def _read_json(path: Path) -> dict[str, Any] | None:  # meta.json, a task's entry
         try:
             data = loader.json_loads(path.read_bytes())
         except (FileNotFoundError, loader.LoadError):
             return None
         return data if isinstance(data, dict) else None
 
-    def _task(self, task_id: str) -> dict[str, Any]:
+    def _task(self, task_id: str) -> IndexEntry:
         if task_id not in self._cache:
             path = self.ledger._task_file(task_id)
-            entry = self._read_json(path)
-            if entry is None or entry.get("task_id") != task_id:
+            found = self._read_json(path)
+            if found is not None and found.get("task_id") == task_id:
+                entry = cast("IndexEntry", found)
+            else:
                 entry = {"task_id": task_id, "offset": 0, "history": budget.empty_history()}
                 if path.exists():  # damaged (e.g. by a power loss): rebuild it from the ledger
                     entry = self._rebuild_task(task_id)
             self._cache[task_id] = entry
         return self._cache[task_id]
 
-    def _rebuild_task(self, task_id: str) -> dict[str, Any]:
+    def _rebuild_task(self, task_id: str) -> IndexEntry:
         """One task's index entry re-folded from the ledger (only when its file is damaged)."""
-        entry: dict[str, Any] = {"task_id": task_id, "offset": 0, "history": budget.empty_history()}
+        entry: IndexEntry = {"task_id": task_id, "offset": 0, "history": budget.empty_history()}
         stop = int(self.meta.get("offset") or 0)
         if stop and self.ledger.path.exists():
             for _, end, rec, _ in _scan(self.ledger.path, 0, stop):
@@ -265,8 +279,8 @@ class Transaction:
         )
         return entry
 
-    def history(self, task_id: str) -> dict[str, Any]:
-        return dict(self._task(task_id)["history"])
+    def history(self, task_id: str) -> History:
+        return budget.filled(self._task(task_id)["history"])
 
     def _size(self) -> int:
         try:
@@ -317,10 +331,10 @@ class Transaction:
         with open(path, "a", encoding="utf-8") as f:
             f.write("".join(a + "\n" for a in attempt_ids))
 
-    def append(self, record: dict[str, Any]) -> dict[str, Any]:
+    def append(self, entry: Mapping[str, Any]) -> Record:
         """Write one record durably (one write, fsync), then fold it into the index."""
         seq = int(self.meta.get("seq") or 0) + 1
-        record = scrub({"kind": RECORD_KIND, "version": 1, "seq": seq, **record})
+        record: Record = scrub({"kind": RECORD_KIND, "version": 1, "seq": seq, **entry})
         record["seq"] = seq
         line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         data = (line + "\n").encode()
@@ -337,9 +351,9 @@ class Transaction:
         finally:
             os.close(fd)
         tid = str(record.get("task_id") or "")
-        entry = self._task(tid)
-        entry["history"] = budget.fold(entry["history"], record)
-        entry["offset"] = end
+        index = self._task(tid)
+        index["history"] = budget.fold(index["history"], record)
+        index["offset"] = end
         self._save_task(tid)
         if record.get("type") == "attempt" and record.get("attempt_id"):
             self._add_attempt_id(tid, str(record["attempt_id"]))
@@ -397,8 +411,6 @@ def seal(state: Path, *, stat_cache: bool = True, task: str | None = None) -> di
     if task:
         facts["task"] = task
     if stat_cache:
-        from loopkit.evidence import statcache
-
         facts[statcache.SEAL_KEY] = statcache.digest(state)
     return facts
 

@@ -10,83 +10,105 @@ how records are stored is ``loopkit.decision.ledger``'s.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from loopkit.decision import budget
 from loopkit.decision import classify as fc
 from loopkit.decision import decide as decider
 
 if TYPE_CHECKING:
-    from loopkit.sections import Decision
+    from loopkit.sections import (
+        Admission,
+        Decision,
+        Derived,
+        Disagreement,
+        Entry,
+        History,
+        Inputs,
+        JSONObject,
+        Summary,
+        Timing,
+        Trigger,
+    )
 
 
-def summarize(view: Mapping[str, Any]) -> dict[str, Any]:
+def summarize(view: Mapping[str, Any]) -> Summary:
     """The record's readable summary of an attempt (derived from its inputs; replay checks it)."""
     run = view.get("run") or None
-    diff = view.get("diff") or None
-    verify = view.get("verify") or None
     judge = view.get("judge") or None
-    out: dict[str, Any] = {
-        "run": None,
+    return {
+        "run": None if run is None else _ran(run),
         "usage": budget.usage_of(view),
-        "diff": None,
-        "judge": None,
+        "diff": _changed(view.get("diff") or None),
+        "judge": None
+        if judge is None
+        else {k: judge.get(k) for k in ("verdict", "grounded", "trusted", "provider")},
+        "verify": _verified(view.get("verify") or None),
     }
-    if run is not None:
-        out["run"] = {
-            k: run.get(k)
-            for k in (
-                "provider",
-                "command",
-                "effective_model",
-                "session_id",
-                "stop_reason",
-                "is_error",
-                "exit_code",
-                "claimed_complete",
-                "duration_s",
-                "transcript",
-            )
-        }
-        out["run"]["cost"] = run.get("cost")
-        refused = ((run.get("sandbox") or {}).get("egress") or {}).get("refused")
-        if refused:  # the hosts the egress gate refused (sandbox.network: egress)
-            out["run"]["refused_hosts"] = dict(refused)
-    if diff is not None:
-        totals = diff.get("totals") or {}
-        out["diff"] = {
-            "base": diff.get("base"),
-            "tree": diff.get("tree"),
-            "files": totals.get("files"),
-            "lines": totals.get("lines"),
-            "within_policy": diff.get("within_policy"),
-            "violations": len(diff.get("violations") or []),
-        }
-        if "bytes" in totals:  # absent from records older than the changed_bytes budget
-            out["diff"]["bytes"] = totals["bytes"]
-    if verify is not None:
-        out["verify"] = {
-            "tree": verify.get("tree"),
-            "passed": verify.get("passed"),
-            "fingerprint": verify.get("fingerprint"),
-            "checks": [
-                {"name": c.get("name"), "passed": c.get("passed"), "exit_code": c.get("exit_code")}
-                for c in verify.get("checks") or []
-            ],
-        }
-        if verify.get("hint"):
-            out["verify"]["hint"] = verify["hint"]
-        refused = ((verify.get("sandbox") or {}).get("egress") or {}).get("refused")
-        if refused:  # the hosts the egress gate refused the checks (verify.network: egress)
-            out["verify"]["refused_hosts"] = dict(refused)
-    else:
-        out["verify"] = None
-    if judge is not None:
-        out["judge"] = {k: judge.get(k) for k in ("verdict", "grounded", "trusted", "provider")}
+
+
+#: The fields of the run section a record keeps.
+RUN_FIELDS = (
+    "provider",
+    "command",
+    "effective_model",
+    "session_id",
+    "stop_reason",
+    "is_error",
+    "exit_code",
+    "claimed_complete",
+    "duration_s",
+    "transcript",
+)
+
+
+def _ran(run: Mapping[str, Any]) -> JSONObject:
+    out = {k: run.get(k) for k in RUN_FIELDS}
+    out["cost"] = run.get("cost")
+    refused = ((run.get("sandbox") or {}).get("egress") or {}).get("refused")
+    if refused:  # the hosts the egress gate refused (sandbox.network: egress)
+        out["refused_hosts"] = dict(refused)
     return out
 
 
-def estimate(view: Mapping[str, Any]) -> dict[str, Any] | None:
+def _changed(diff: Mapping[str, Any] | None) -> JSONObject | None:
+    if diff is None:
+        return None
+    totals = diff.get("totals") or {}
+    out = {
+        "base": diff.get("base"),
+        "tree": diff.get("tree"),
+        "files": totals.get("files"),
+        "lines": totals.get("lines"),
+        "within_policy": diff.get("within_policy"),
+        "violations": len(diff.get("violations") or []),
+    }
+    if "bytes" in totals:  # absent from records older than the changed_bytes budget
+        out["bytes"] = totals["bytes"]
+    return out
+
+
+def _verified(verify: Mapping[str, Any] | None) -> JSONObject | None:
+    if verify is None:
+        return None
+    out: JSONObject = {
+        "tree": verify.get("tree"),
+        "passed": verify.get("passed"),
+        "fingerprint": verify.get("fingerprint"),
+        "checks": [
+            {"name": c.get("name"), "passed": c.get("passed"), "exit_code": c.get("exit_code")}
+            for c in verify.get("checks") or []
+        ],
+    }
+    if verify.get("hint"):
+        out["hint"] = verify["hint"]
+    refused = ((verify.get("sandbox") or {}).get("egress") or {}).get("refused")
+    if refused:  # the hosts the egress gate refused the checks (verify.network: egress)
+        out["refused_hosts"] = dict(refused)
+    return out
+
+
+def estimate(view: Mapping[str, Any]) -> JSONObject | None:
     """A plan task's estimate (its ``budget:``) beside the attempt's actual diff: lines and
     files, each with its ratio actual/estimate, and whether the diff stayed within. None
     for a task without a budget."""
@@ -96,7 +118,7 @@ def estimate(view: Mapping[str, Any]) -> dict[str, Any] | None:
         return None
     diff = view.get("diff") or None
     totals = (diff or {}).get("totals") or {}
-    out: dict[str, Any] = {}
+    out: JSONObject = {}  # the schema leaves it open: lines, files, actual_*, *_ratio, within
     within: bool | None = None if diff is None else True
     for key in ("lines", "files"):
         est = budget_.get(key)
@@ -123,22 +145,27 @@ def attempt_record(
     trigger: Mapping[str, Any],
     started_at: str | None,
     recorded_at: str,
-    timings: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
+    timings: list[Timing] | None = None,
+) -> Entry:
     """The ledger record of one decided attempt: a readable summary plus the exact inputs
     (and for a plan task, its estimate beside the actual diff; ``timings``, each stage's
     time, when measured: loopkit.timing)."""
-    out = {
+    summary = summarize(view)
+    out: Entry = {
         "type": "attempt",
         "task_id": decider.task_id(view),
         "attempt": decision["attempt"],
         "attempt_id": view.get("attempt_id"),
-        "trigger": dict(trigger),
+        "trigger": cast("Trigger", dict(trigger)),
         "started_at": started_at,
         "recorded_at": recorded_at,
-        **summarize(view),
+        "run": summary["run"],
+        "usage": summary["usage"],
+        "diff": summary["diff"],
+        "judge": summary["judge"],
+        "verify": summary["verify"],
         "evidence": decider.evidence_state(view, tree_on_disk),
-        "decision": dict(decision),
+        "decision": cast("Decision", dict(decision)),
         "reason": decision["reason"],
         "inputs": {
             "document": dict(view),
@@ -196,9 +223,9 @@ def admission_record(
     now: str,
     trigger: Mapping[str, Any],
     pool: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> Entry:
     decision = admission_decision(admission)
-    inputs: dict[str, Any] = {"document": dict(view), "history": dict(history), "now": now}
+    inputs: Inputs = {"document": dict(view), "history": dict(history), "now": now}
     if pool is not None:
         inputs["pool"] = dict(pool)
     return {
@@ -206,10 +233,10 @@ def admission_record(
         "task_id": decider.task_id(view),
         "attempt": admission["attempt"],
         "attempt_id": None,
-        "trigger": dict(trigger),
+        "trigger": cast("Trigger", dict(trigger)),
         "started_at": None,
         "recorded_at": now,
-        "admission": dict(admission),
+        "admission": cast("Admission", dict(admission)),
         "decision": decision,
         "reason": admission["reason"],
         "inputs": inputs,
@@ -223,7 +250,7 @@ def pool_record(
     *,
     now: str,
     trigger: Mapping[str, Any],
-) -> dict[str, Any]:
+) -> Entry:
     """One event of a run's pool (``budget.admit_pool``), under the pool's own ledger key:
     a worker's share reserved (``event: reserve``, appended with its task's admission), or
     an attempt settled (``event: settle``, with its decision: the share returned, what it
@@ -238,7 +265,7 @@ def pool_record(
         "task_id": key,
         "attempt": int(event.get("attempt") or 1),
         "attempt_id": None,
-        "trigger": dict(trigger),
+        "trigger": cast("Trigger", dict(trigger)),
         "started_at": None,
         "recorded_at": now,
         "decision": None,
@@ -255,7 +282,7 @@ def reopen_record(
     reason: str,
     now: str,
     source: str = "lk-plan mark --status open",
-) -> dict[str, Any]:
+) -> Entry:
     """A task reopened by a person (``lk-plan mark --status open`` on a parked task, or
     its line set back to ``- [ ]`` by hand: ``source``): a new budget epoch starts for it
     -- the attempts, the same-failure streaks and the spend the budgets count begin again
@@ -278,7 +305,7 @@ def reopen_record(
 
 def interrupted_record(
     task_id: str, history: Mapping[str, Any], *, reason: str, now: str, ran: bool = True
-) -> dict[str, Any]:
+) -> Entry:
     """An attempt that never reached a decision (its loop was killed): the recipe that
     found it saved its tree and restored the start. It counts as an attempt -- a loop
     killed again and again still ends under its budgets -- and settles its reservation;
@@ -298,7 +325,7 @@ def interrupted_record(
     }
 
 
-def replay(records: Iterable[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
+def replay(records: Iterable[tuple[int, Mapping[str, Any]]]) -> list[Disagreement]:
     """Re-derive every recorded decision (and history, and summary) from its inputs.
 
     Returns the disagreements: each names the record's line, task, attempt, the field and
@@ -306,19 +333,48 @@ def replay(records: Iterable[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]
     record whose recorded history was edited is caught as well as one whose evidence or
     decision was.
     """
-    out: list[dict[str, Any]] = []
-    # Per task, the histories the next record may start from: folded from what the
-    # previous record's inputs re-derive, and folded from what it recorded. A tampered
-    # record then disagrees once, and the records after it still check cleanly whichever
-    # half of it (inputs or results) was edited.
-    histories: dict[str, list[dict[str, Any]]] = {}
-    # A pool's history before each share it reserved (by pool key, task, attempt): the
-    # one the admission that follows it reserved from.
-    before_share: dict[tuple[str, str, Any], dict[str, Any]] = {}
+    state = _Replay()
+    for line, rec in records:
+        if rec.get("type") != "draft":  # lk-plan draft's outcome: no decision to re-derive
+            state.check(line, rec)
+    return state.out
 
-    def differ(line: int, rec: Mapping[str, Any], what: str, recorded: Any, derived: Any) -> None:
+
+#: The fields of a record that replay re-derives and compares.
+DERIVED = (
+    "admission",
+    "decision",
+    "reason",
+    "attempt",
+    "evidence",
+    "run",
+    "usage",
+    "diff",
+    "verify",
+    "judge",
+    "estimate",
+)
+
+
+class _Replay:
+    """What replaying a ledger carries from one record to the next."""
+
+    def __init__(self) -> None:
+        self.out: list[Disagreement] = []
+        # Per task, the histories the next record may start from: folded from what the
+        # previous record's inputs re-derive, and folded from what it recorded. A
+        # tampered record then disagrees once, and the records after it still check
+        # cleanly whichever half of it (inputs or results) was edited.
+        self.histories: dict[str, list[History]] = {}
+        # A pool's history before each share it reserved (by pool key, task, attempt):
+        # the one the admission that follows it reserved from.
+        self.before_share: dict[tuple[str, str, Any], History] = {}
+
+    def differ(
+        self, line: int, rec: Mapping[str, Any], what: str, recorded: Any, derived: Any
+    ) -> None:
         if recorded != derived:
-            out.append(
+            self.out.append(
                 {
                     "line": line,
                     "seq": rec.get("seq"),
@@ -330,78 +386,92 @@ def replay(records: Iterable[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]
                 }
             )
 
-    for line, rec in records:
-        if rec.get("type") == "draft":  # lk-plan draft's outcome: no decision to re-derive
-            continue
+    def check(self, line: int, rec: Mapping[str, Any]) -> None:
+        """One record: its history, then what it re-derives, compared field by field."""
         inputs_ = rec.get("inputs") or {}
         view = inputs_.get("document") or {}
         tid = str(rec.get("task_id") or "")
-        candidates = histories.get(tid) or [budget.empty_history()]
-        recorded_history = inputs_.get("history")
-        differ(line, rec, "task_id", tid, decider.task_id(view))
-        resync: list[dict[str, Any]] = []
-        if recorded_history in candidates:
-            history = recorded_history
-        else:
-            differ(line, rec, "inputs.history", recorded_history, candidates[0])
-            history = candidates[0]
-            if isinstance(recorded_history, dict):  # a record lost upstream: follow the ledger
-                resync.append(budget.fold(recorded_history, rec))
-        derived: dict[str, Any] = dict(rec)
+        self.differ(line, rec, "task_id", tid, decider.task_id(view))
+        history, resync = self.starting_history(line, rec, tid)
         if rec.get("type") == "pool" and (rec.get("pool") or {}).get("event") == "reserve":
             event = rec.get("pool") or {}
-            before_share[(tid, str(event.get("task")), event.get("attempt"))] = history
+            self.before_share[(tid, str(event.get("task")), event.get("attempt"))] = history
         if rec.get("type") in ("reopen", "interrupted", "pool"):
             # A new epoch: nothing to re-derive but the history it starts.
-            histories[tid] = [budget.fold(history, rec)]
-            continue
-        if rec.get("type") == "admission":
-            pool = inputs_.get("pool")
-            if isinstance(pool, dict):
-                # The pool's history it reserved from: the one before its share's record
-                # (appended just before it), else (refused, or waiting) the one the
-                # pool's records fold to.
-                key = budget.pool_key(str(pool.get("id") or ""))
-                folded = histories.get(key) or [budget.empty_history()]
-                mine = before_share.pop((key, tid, rec.get("attempt")), None)
-                expected = [mine] if mine is not None else folded
-                if pool.get("history") not in expected:
-                    differ(line, rec, "inputs.pool.history", pool.get("history"), expected[0])
-            admission = budget.admit(
-                history,
-                view.get("contract") or {},
-                now=str(inputs_.get("now")),
-                pool=pool if isinstance(pool, dict) else None,
-            )
-            derived.update(admission=admission, decision=admission_decision(admission))
-        else:
-            tree = inputs_.get("tree_on_disk")
-            decision = decider.decide(
-                view, history, tree_on_disk=tree, cancel=inputs_.get("cancel")
-            )
-            derived.update(
-                decision=decision,
-                reason=decision["reason"],
-                attempt=decision["attempt"],
-                evidence=decider.evidence_state(view, tree),
-                **summarize(view),
-            )
-            if "estimate" in rec:  # absent from records older than the estimate
-                derived["estimate"] = estimate(view)
-        for key in (
-            "admission",
-            "decision",
-            "reason",
-            "attempt",
-            "evidence",
-            "run",
-            "usage",
-            "diff",
-            "verify",
-            "judge",
-            "estimate",
-        ):
+            self.histories[tid] = [budget.fold(history, rec)]
+            return
+        redone = (
+            self.admission(line, rec, tid, history)
+            if rec.get("type") == "admission"
+            else _decided(rec, history)
+        )
+        derived: dict[str, object] = {**rec, **redone}
+        for key in DERIVED:
             if key in derived or key in rec:
-                differ(line, rec, key, rec.get(key), derived.get(key))
-        histories[tid] = [budget.fold(history, derived), budget.fold(history, rec), *resync]
-    return out
+                self.differ(line, rec, key, rec.get(key), derived.get(key))
+        self.histories[tid] = [
+            budget.fold(history, derived),
+            budget.fold(history, rec),
+            *resync,
+        ]
+
+    def starting_history(
+        self, line: int, rec: Mapping[str, Any], tid: str
+    ) -> tuple[History, list[History]]:
+        """The history the record starts from -- its recorded one when the ledger folds to
+        it, else the folded one (a disagreement) -- and, for a record whose predecessor
+        was lost, the history its own recorded one folds to (the ledger followed)."""
+        candidates = self.histories.get(tid) or [budget.empty_history()]
+        recorded = (rec.get("inputs") or {}).get("history")
+        for candidate in candidates:
+            if recorded == candidate:
+                return candidate, []
+        self.differ(line, rec, "inputs.history", recorded, candidates[0])
+        if isinstance(recorded, dict):  # a record lost upstream: follow the ledger
+            return candidates[0], [budget.fold(recorded, rec)]
+        return candidates[0], []
+
+    def admission(self, line: int, rec: Mapping[str, Any], tid: str, history: History) -> Derived:
+        """An admission re-derived: the budgets' verdict on its history (and its pool's)."""
+        inputs_ = rec.get("inputs") or {}
+        pool = inputs_.get("pool")
+        if isinstance(pool, dict):
+            # The pool's history it reserved from: the one before its share's record
+            # (appended just before it), else (refused, or waiting) the one the pool's
+            # records fold to.
+            key = budget.pool_key(str(pool.get("id") or ""))
+            folded = self.histories.get(key) or [budget.empty_history()]
+            mine = self.before_share.pop((key, tid, rec.get("attempt")), None)
+            expected = [mine] if mine is not None else folded
+            if pool.get("history") not in expected:
+                self.differ(line, rec, "inputs.pool.history", pool.get("history"), expected[0])
+        admission = budget.admit(
+            history,
+            (inputs_.get("document") or {}).get("contract") or {},
+            now=str(inputs_.get("now")),
+            pool=pool if isinstance(pool, dict) else None,
+        )
+        return {"admission": admission, "decision": admission_decision(admission)}
+
+
+def _decided(rec: Mapping[str, Any], history: History) -> Derived:
+    """An attempt's decision re-derived from its inputs, with the summary beside it."""
+    inputs_ = rec.get("inputs") or {}
+    view = inputs_.get("document") or {}
+    tree = inputs_.get("tree_on_disk")
+    decision = decider.decide(view, history, tree_on_disk=tree, cancel=inputs_.get("cancel"))
+    summary = summarize(view)
+    derived: Derived = {
+        "run": summary["run"],
+        "usage": summary["usage"],
+        "diff": summary["diff"],
+        "judge": summary["judge"],
+        "verify": summary["verify"],
+        "decision": decision,
+        "reason": decision["reason"],
+        "attempt": decision["attempt"],
+        "evidence": decider.evidence_state(view, tree),
+    }
+    if "estimate" in rec:  # absent from records older than the estimate
+        derived["estimate"] = estimate(view)
+    return derived

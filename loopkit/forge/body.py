@@ -8,6 +8,7 @@ a slice's own child issue.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,11 +47,11 @@ def from_ledger(ledger: Path, task: str) -> dict[str, Any]:
     runs = [r for _, r in records if r.get("task_id") == task and r.get("type") != "admission"]
     cost, trusted = 0.0, True
     for r in runs:
-        usage = r.get("usage") or {}
+        usage: Mapping[str, Any] = r.get("usage") or {}
         if usage.get("cost_usd") is not None:
             cost += float(usage["cost_usd"])
             trusted = trusted and bool(usage.get("cost_trusted"))
-    outcomes = [str((r.get("decision") or {}).get("outcome")) for r in runs if r.get("decision")]
+    outcomes = [str(d.get("outcome")) for r in runs if (d := r.get("decision"))]
     refused: dict[str, int] = {}
     for r in runs:
         for host, n in ((r.get("run") or {}).get("refused_hosts") or {}).items():

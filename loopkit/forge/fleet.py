@@ -11,7 +11,7 @@ content less its sequence number, which each ledger numbers on its own."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ def share(contract: dict[str, Any], jobs: int) -> dict[str, Any]:
     return out
 
 
-def _identity(record: dict[str, Any]) -> str:
+def _identity(record: Mapping[str, Any]) -> str:
     body = {k: v for k, v in record.items() if k != "seq"}
     return sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
@@ -50,7 +50,7 @@ def _identity(record: dict[str, Any]) -> str:
 def fold(into: Path, sources: Sequence[Path]) -> dict[str, Any]:
     from loopkit.decision import ledger as ledgers
 
-    incoming: list[tuple[str, dict[str, Any]]] = []
+    incoming: list[tuple[str, Mapping[str, Any]]] = []
     problems = 0
     for source in sources:
         if not source.is_file():

@@ -15,7 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from loopkit import git
+from loopkit.judge import verdict
+
 if TYPE_CHECKING:
+    from loopkit.sections import Citation
     from loopkit.worker.providers.base import Outcome, RunState
 
 #: Files that never count as reading the work: git's own and loopkit's state.
@@ -83,7 +87,7 @@ class Observed:
     tree_after: str | None = None
     changes: list[dict[str, str]] = field(default_factory=list)
     #: ``CITE: path:line: text`` lines of the reply, each checked against the tree.
-    citations: list[dict[str, Any]] = field(default_factory=list)
+    citations: list[Citation] = field(default_factory=list)
 
 
 #: A citation line in a judge's reply: ``CITE: path:line: exact text``.
@@ -94,17 +98,17 @@ MAX_CITATIONS = 50
 
 def citations(
     reply: str | None, *, root: str | os.PathLike[str] | None, state_dir: str | None = None
-) -> list[dict[str, Any]]:
+) -> list[Citation]:
     """Each ``CITE: path:line: text`` of ``reply``, checked against the tree on disk: the
     file is inside the repository (not .git, not the state folder), the line exists, and
     the cited text is on it (whitespace at the ends aside). Any judge can show its work
     this way -- a command judge too, which has no recorded file reads."""
-    out: list[dict[str, Any]] = []
+    out: list[Citation] = []
     for m in _CITE.finditer(reply or ""):
         if len(out) >= MAX_CITATIONS:
             break
         path, number, text = m.group("path").strip(), int(m.group("line")), m.group("text")
-        entry: dict[str, Any] = {"path": path[:300], "line": number, "text": text[:300]}
+        entry: Citation = {"path": path[:300], "line": number, "text": text[:300], "ok": False}
         inside = grounding([path], root=root, state_dir=state_dir) if root is not None else []
         why = None
         if root is None:
@@ -145,9 +149,6 @@ def own_words(reply: str | None, *, root: Path, tree: str) -> str | None:
     citations left count. One ``git grep`` over the tree."""
     if not reply:
         return reply
-    from loopkit import git
-    from loopkit.judge import verdict
-
     lines = reply.splitlines()
     decisive = [line for line in lines if verdict.is_candidate(line) or _CITE.match(line)]
     printed = git.lines_in_tree(root, tree, decisive) if decisive else {}
@@ -226,8 +227,6 @@ def _writes(command: str | None) -> bool:
 
 def tree_changes(root: Path, before: str, after: str) -> list[dict[str, str]]:
     """What differs between two tree hashes: [{status, path}], statuses as lk-diff words."""
-    from loopkit import git
-
     if before == after:
         return []
     return [

@@ -10,21 +10,30 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from loopkit import git, loader
+from loopkit.boundary import containment
 from loopkit.errors import BadInput, Interrupted
 from loopkit.judge.observation import Observed, observe, own_words, tree_changes
 from loopkit.judge.prompt import Goal, build_prompt, goal_for
 from loopkit.judge.ruling import section
+from loopkit.state import artifacts, cancel
 from loopkit.text import file_tail
+from loopkit.worker import invoke, providers
+from loopkit.worker.invoke import Jail
+from loopkit.worker.providers import base
+from loopkit.worker.providers.base import Exit, RunSpec
+from loopkit.workspace import Workspace
 
 if TYPE_CHECKING:
     from loopkit.sections import Judge
     from loopkit.worker.providers.base import RunState
-    from loopkit.workspace import Workspace
 
 DEFAULT_TIMEOUT_S = 600.0
 DEFAULT_MAX_TURNS = 25
@@ -136,10 +145,6 @@ def run(
     handling as a worker); its files go to ``artifacts/judge/`` (prompt, stream, stderr).
     Raises EnvironmentProblem (exit 4) when the provider's CLI is not installed.
     """
-    from loopkit import git
-    from loopkit.worker import invoke, providers
-    from loopkit.worker.providers.base import RunSpec
-
     provider = providers.get(settings.provider)
     folder = artifacts / JUDGE_FOLDER
     spec = RunSpec(
@@ -200,8 +205,6 @@ def _full_reply(provider: str, stream: Path | None, state: RunState) -> str | No
     if provider == "command":  # plain output: its tail is the reply, reasons included
         text = file_tail(stream, MAX_REPLY_CHARS).strip()
         return text or state.final_message
-    from loopkit.worker import providers
-
     parser = providers.get(provider).parser()
     reply = Reply()
     with open(stream, "rb") as f:
@@ -217,8 +220,6 @@ def from_transcript(
     root: str | os.PathLike[str] | None = None,
 ) -> tuple[Observed, RunState]:
     """Judge a saved judge transcript (claude stream-json or json, codex JSONL); runs nothing."""
-    from loopkit.worker.providers import base
-
     p = Path(path)
     if not p.is_file():
         raise BadInput(str(path), "no such file" if not p.exists() else "not a file")
@@ -226,8 +227,6 @@ def from_transcript(
         raise BadInput(
             str(path), "not a judge transcript: expected claude stream-json or codex JSONL"
         )
-    from loopkit.worker import providers
-
     name = provider or base.detect(p)
     parser = providers.get(name).parser()
     reply = Reply()
@@ -237,8 +236,6 @@ def from_transcript(
     state = parser.finish()
     if not state.lines:
         raise BadInput(str(path), "empty: expected a judge transcript")
-    from loopkit.worker.providers.base import Exit
-
     # A saved stream has no exit status: without its final result it was cut short.
     outcome = (
         providers.get(name).classify(state, Exit(exit_code=0 if not state.result_is_error else 1))
@@ -260,8 +257,6 @@ def stream_cwd(path: Path, *, lines: int = 20) -> str | None:
 
     Paths the judge read are made relative to it, as they would be in a live run.
     """
-    from loopkit import loader
-
     try:
         with open(path, "rb") as f:
             for n, raw in enumerate(f):
@@ -313,10 +308,6 @@ def evaluate(
                 "tool_calls": state.tool_call_count,
             },
         )
-
-    from loopkit import git
-    from loopkit.state import artifacts, cancel
-    from loopkit.workspace import Workspace
 
     ws = Workspace.open(contract_path=contract_path, document=document, cwd=cwd)
     contract = ws.contract
@@ -378,10 +369,6 @@ def evaluate(
 def read_only_jail(ws: Workspace) -> Any:
     """The worker's sandbox for a model that may read the repository but change nothing:
     the judge's, and the one that drafts a plan (``loopkit.plan.drafting``)."""
-    from loopkit import git
-    from loopkit.boundary import containment
-    from loopkit.worker.invoke import Jail
-
     return Jail(
         policy=containment.Policy.of(ws.contract),
         root=ws.root,
@@ -429,9 +416,6 @@ def _caught(seen: list[str]) -> Iterator[None]:
     The judge's CLI runs in a session of its own (so a timeout can end its whole group),
     out of reach of the terminal's Ctrl-C: the watchdog ends it when a signal is noted.
     """
-    import signal
-    import threading
-
     if threading.current_thread() is not threading.main_thread():
         yield
         return

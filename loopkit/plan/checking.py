@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
+from loopkit.contract import DEFAULTS
 from loopkit.evidence import globs
 from loopkit.plan.parsing import Plan, PlanProblem, Task
 from loopkit.plan.readiness import all_depends
@@ -17,8 +18,6 @@ from loopkit.plan.readiness import all_depends
 
 def threshold(contract: Mapping[str, Any] | None) -> tuple[int, int]:
     """(split_lines, split_files): the contract's, else the contract defaults."""
-    from loopkit.contract import DEFAULTS
-
     plan = {**DEFAULTS["plan"], **((contract or {}).get("plan") or {})}
     return int(plan["split_lines"]), int(plan["split_files"])
 

@@ -14,13 +14,18 @@ from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from loopkit.decision import ledger
 from loopkit.errors import BadInput
-from loopkit.plan.checking import check
-from loopkit.plan.expanding import expand, tree_files
-from loopkit.plan.parsing import ITEM_LINE, PlanProblem, parse
+from loopkit.judge.running import run_read_only
+from loopkit.plan.checking import check, threshold
+from loopkit.plan.expanding import expand, folders, prepare, tree_files
+from loopkit.plan.marking import append_plan
+from loopkit.plan.parsing import ITEM_LINE, Plan, PlanProblem, parse, read_bytes
+from loopkit.state import artifacts, cancel
 
 if TYPE_CHECKING:
     from loopkit.judge.running import Settings
+    from loopkit.sections import DraftTry, PlanDraft
     from loopkit.workspace import Workspace
 
 DEFAULT_REPAIRS = 2
@@ -74,8 +79,8 @@ class Draft:
     def valid(self) -> bool:
         return not self.problems
 
-    def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def as_dict(self) -> DraftTry:
+        out: DraftTry = {
             "draft": self.number,
             "valid": self.valid,
             "problems": [p.as_dict() for p in self.problems],
@@ -162,24 +167,18 @@ def validate(
     source: str,
 ) -> tuple[list[PlanProblem], list[str]]:
     """The draft's problems (lines counted in the draft) and the ids of its items."""
-    if not draft.strip():
-        return [PlanProblem("$", "no plan items in the answer: expected '- [ ] ...' items")], []
-    first = draft.splitlines()[0]
-    m = ITEM_LINE.match(first)
-    if m is None or m.group("indent"):
-        return [PlanProblem("$", "the draft must start with a top-level item '- [ ] ...'", 1)], []
+    refused = first_item(
+        draft,
+        empty="no plan items in the answer: expected '- [ ] ...' items",
+        not_item="the draft must start with a top-level item '- [ ] ...'",
+    )
+    if refused is not None:
+        return [refused], []
     whole, offset = joined(existing, draft)
-    try:
-        plan = parse(whole, source=source)
-    except BadInput as e:
-        return [PlanProblem("$", str(e))], []
-    expand(plan, tree)
-    problems = check(plan, contract=contract, tree=tree)
+    plan, out = placed(whole, offset, None, contract=contract, tree=tree, source=source)
+    if plan is None:
+        return out, []
     new = [t for t in plan.tasks if t.line > offset]
-    out: list[PlanProblem] = []
-    for p in problems:
-        line = p.line - offset if p.line is not None and p.line > offset else None
-        out.append(PlanProblem(p.path, p.message, line, p.task))
     for t in new:
         line = t.line - offset
 
@@ -199,6 +198,46 @@ def validate(
     return out, [t.id for t in new if not t.expanded]
 
 
+def first_item(answer: str, *, empty: str, not_item: str) -> PlanProblem | None:
+    """Why a model's answer cannot be placed in the plan at all -- nothing in it (``empty``),
+    or a first line that is not a top-level item (``not_item``) -- else None."""
+    if not answer.strip():
+        return PlanProblem("$", empty)
+    m = ITEM_LINE.match(answer.splitlines()[0])
+    if m is None or m.group("indent"):
+        return PlanProblem("$", not_item, 1)
+    return None
+
+
+def placed(
+    whole: bytes,
+    start: int,
+    count: int | None,
+    *,
+    contract: Mapping[str, Any] | None,
+    tree: Collection[str],
+    source: str,
+) -> tuple[Plan | None, list[PlanProblem]]:
+    """A model's answer placed in the plan file (``whole``, the answer's ``count`` lines
+    after line ``start``; None: to the end) parsed, expanded and checked: the plan (None
+    when the bytes are not a plan at all) and its problems, each line counted in the
+    answer (None for a problem outside it)."""
+    try:
+        plan = parse(whole, source=source)
+    except BadInput as e:
+        return None, [PlanProblem("$", str(e))]
+    expand(plan, tree)
+    out: list[PlanProblem] = []
+    for p in check(plan, contract=contract, tree=tree):
+        inside = (
+            p.line is not None and p.line > start and (count is None or p.line <= start + count)
+        )
+        out.append(
+            PlanProblem(p.path, p.message, p.line - start if inside and p.line else None, p.task)
+        )
+    return plan, out
+
+
 def prompt(
     issue: str,
     *,
@@ -209,8 +248,6 @@ def prompt(
 ) -> str:
     """What the model is asked: the issue, the contract's objective and scope, the
     repository's files, the plan syntax -- and, for a repair, its last draft's problems."""
-    from loopkit.plan.checking import threshold
-
     split_lines, split_files = threshold(contract)
     scope = (contract or {}).get("scope") or {}
     shown = files[:MAX_PROMPT_FILES]
@@ -271,9 +308,6 @@ def ask(
     """Ask the model (read-only, in the sandbox) until an answer passes ``validate_answer``
     or ``repairs`` repairs are spent; each repair is asked with the last answer's problems.
     The drafts, and the ids of the valid one (empty when none was)."""
-    from loopkit.judge.running import run_read_only
-    from loopkit.state import artifacts, cancel
-
     stamp = artifacts.new_attempt_id()
     drafts: list[Draft] = []
     previous: Draft | None = None
@@ -312,10 +346,8 @@ def run(
     repairs: int,
     issue_name: str,
     existing: bytes,
-) -> dict[str, Any]:
+) -> PlanDraft:
     """Draft, check and repair; append a valid plan; record the outcome. The document."""
-    from loopkit.plan.marking import append_plan
-
     source = str(tasks_path)
     tree = tree_files(ws.root)
     existing_ids = _ids(existing, source)
@@ -352,7 +384,7 @@ def run(
 
 def document(
     drafts: list[Draft], ids: list[str], *, settings: Settings, repairs: int, tasks_file: str
-) -> dict[str, Any]:
+) -> PlanDraft:
     """The plan-draft document of a run of drafts (schema plan-draft.json)."""
     result = outcome(drafts)
     written = ids if result != "given_up" else []
@@ -375,9 +407,6 @@ def document(
 def read_tasks(tasks_path: Path, ws: Workspace, source: str) -> bytes:
     """The TASKS.md as it is (b'' when there is none); BadInput when it is invalid already:
     a draft is checked with it, and its problems would be no draft's."""
-    from loopkit.plan.expanding import folders, prepare
-    from loopkit.plan.parsing import read_bytes
-
     if not tasks_path.exists():
         return b""
     raw = read_bytes(tasks_path)
@@ -411,8 +440,6 @@ def _ids(existing: bytes, source: str) -> list[str]:
 def record(ws: Workspace, doc: Mapping[str, Any]) -> None:
     """The draft's outcome as one ledger record (``lk report``'s plan-draft rates); a
     re-split (``lk-plan split``) names the task it split."""
-    from loopkit.decision import ledger
-
     book = ledger.Ledger(ws.state / ledger.DEFAULT_NAME)
     with book.transaction() as txn:
         history = txn.history(RECORD_TASK)

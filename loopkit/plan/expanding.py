@@ -16,6 +16,7 @@ import os
 from collections.abc import Callable, Collection
 from pathlib import Path
 
+from loopkit import git
 from loopkit.evidence import globs
 from loopkit.plan.parsing import Plan, PlanProblem, Task, slugify
 
@@ -33,16 +34,12 @@ def needs_tree(plan: Plan) -> bool:
 
 def root_of(start: Path) -> Path:
     """The repository holding ``start`` (a folder), else ``start`` itself."""
-    from loopkit import git
-
     found = git.plain_root(start)
     return found if found is not None else start
 
 
 def tree_files(root: Path) -> set[str]:
     """The repository-relative paths of the files under ``root`` (``/``-separated)."""
-    from loopkit import git
-
     if (root / ".git").exists():
         done = git.git(
             ["ls-files", "-z", "--cached", "--others", "--exclude-standard"],

@@ -11,6 +11,7 @@ so that each is marked on its own line from then on.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 from collections.abc import Collection, Iterator
 from pathlib import Path
@@ -19,7 +20,10 @@ from typing import TYPE_CHECKING
 from loopkit.errors import BadInput, LoopkitError
 from loopkit.exitcodes import ExitCode
 from loopkit.files import atomic_write
+from loopkit.plan.expanding import expand, root_of, tree_files
 from loopkit.plan.parsing import ITEM_LINE, STATUS_NOTE, parse, read_bytes, split_lines
+from loopkit.plan.readiness import effective_status
+from loopkit.text import clean
 
 if TYPE_CHECKING:
     from loopkit.plan.parsing import Task
@@ -129,8 +133,6 @@ def rewrite_line(line: bytes, status: str, reason: str | None) -> bytes:
 
 def clean_reason(reason: str) -> str:
     """A reason as a note on one TASKS.md line: one line, no control sequences, no parens."""
-    from loopkit.text import clean  # lazy: only marking writes a note
-
     one = clean(" ".join(reason.split()))
     one = one.replace("(", "[").replace(")", "]")
     return one[:200] if len(one) <= 200 else one[:197] + "..."
@@ -154,8 +156,6 @@ def plan_edit(
         raise BadInput("--status", f"expected one of {', '.join(MARKS)}, got {status!r}")
     plan = parse(raw, source=source)
     if any(t.each is not None and not t.slices for t in plan.tasks):
-        from loopkit.plan.expanding import expand, root_of, tree_files
-
         if tree is None:
             tree = tree_files(root_of(path.parent if path.parent.is_dir() else Path.cwd()))
         expand(plan, tree)
@@ -192,8 +192,6 @@ def plan_edit(
 def _roll_up(task: Task, status: str, lines: list[bytes], new: dict[int, bytes]) -> None:
     """A parent follows its slices: done once every slice is done, open again once one is
     reopened or parked (an open parent with a parked slice counts as parked)."""
-    from loopkit.plan.readiness import effective_status
-
     node, status_of = task, {id(task): status}
     while node.parent is not None:
         parent = node.parent
@@ -298,8 +296,6 @@ def apply_edit(edit: Edit, raw: bytes) -> bytes:
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[int]:
     """An advisory lock on the file path currently names (re-opened if it was replaced)."""
-    import fcntl
-
     for _ in range(50):
         fd = os.open(path, os.O_RDONLY)
         try:

@@ -318,105 +318,120 @@ def slugify(text: str) -> str:
 def parse(raw: bytes, *, source: str = "TASKS.md") -> Plan:
     """Parse a TASKS.md. Raises BadInput for bytes that are not a text file at all;
     everything else wrong is a problem in the returned plan (see ``check``)."""
-    body = decode(raw, source)
-    lines = body.split("\n")
-    found: list[tuple[Task, int, str]] = []  # (the task it concerns, line, message)
-    tasks: list[Task] = []
-    stack: list[Task] = []
-    last_key: dict[int, str | None] = {}
-    fence: str | None = None
+    reader = _Reader()
+    for lineno, line in enumerate(decode(raw, source).split("\n"), start=1):
+        text = _strip_eol(line)
+        reader.line(lineno, text.lstrip("\ufeff") if lineno == 1 else text)
+    return reader.plan(source)
 
-    def note(task: Task, line: int, message: str) -> None:
-        found.append((task, line, message))
 
-    def close(task: Task) -> None:
+class _Reader:
+    """A TASKS.md read line by line: the items found, the ones still open above the
+    current line (``stack``), and the problems noted."""
+
+    def __init__(self) -> None:
+        self.found: list[tuple[Task, int, str]] = []  # (the task it concerns, line, message)
+        self.tasks: list[Task] = []
+        self.stack: list[Task] = []
+        self.last_key: dict[int, str | None] = {}
+        self.fence: str | None = None
+
+    def note(self, task: Task, line: int, message: str) -> None:
+        self.found.append((task, line, message))
+
+    def close(self, task: Task) -> None:
         if task.has_plan and not task.ended:
-            note(
+            self.note(
                 task,
                 task.line,
                 "truncated plan: no 'end' marker line after its plan; a plan without "
                 "its end marker is refused",
             )
 
-    def pop_to(col: int) -> None:
-        while stack and stack[-1].indent >= col:
-            close(stack.pop())
+    def pop_to(self, col: int) -> None:
+        while self.stack and self.stack[-1].indent >= col:
+            self.close(self.stack.pop())
 
-    for lineno, line in enumerate(lines, start=1):
-        text = _strip_eol(line)
-        if lineno == 1:
-            text = text.lstrip("\ufeff")
+    def line(self, lineno: int, text: str) -> None:
+        """One line: a code fence, an item, a plan line of the deepest item it is
+        indented under, or prose."""
         fm = _FENCE.match(text)
-        if fence is not None:
-            if fm and fm.group(1) == fence:
-                fence = None
-            continue
+        if self.fence is not None:
+            if fm and fm.group(1) == self.fence:
+                self.fence = None
+            return
         if fm:
-            pop_to(_columns(text[: len(text) - len(text.lstrip())]))
-            fence = fm.group(1)
-            continue
+            self.pop_to(_columns(text[: len(text) - len(text.lstrip())]))
+            self.fence = fm.group(1)
+            return
         if not text.strip():
-            continue
+            return
         item = parse_item_line(text)
-        col = _columns(text[: len(text) - len(text.lstrip())])
         if item is not None:
-            col, it = item
-            pop_to(col)
-            kind, item_text, explicit, note_status, note_text = split_body(it.body)
-            task = Task(
-                text=item_text,
-                kind=kind,
-                status=STATUSES.get(it.mark, "open"),
-                line=lineno,
-                indent=col,
-                explicit_id=explicit,
-                reason=note_text if note_status else None,
+            self.item(lineno, *item)
+            return
+        self.pop_to(_columns(text[: len(text) - len(text.lstrip())]))
+        if self.stack:
+            _plan_line(self.stack[-1], text.strip(), lineno, self.last_key, self.note)
+
+    def item(self, lineno: int, col: int, it: _Item) -> None:
+        """A checklist item: a task, or a slice of the item it is indented under."""
+        self.pop_to(col)
+        kind, item_text, explicit, note_status, note_text = split_body(it.body)
+        task = Task(
+            text=item_text,
+            kind=kind,
+            status=STATUSES.get(it.mark, "open"),
+            line=lineno,
+            indent=col,
+            explicit_id=explicit,
+            reason=note_text if note_status else None,
+        )
+        if it.mark not in STATUSES:
+            self.note(
+                task,
+                lineno,
+                f"unknown status mark [{it.mark}]: expected [ ] open, [x] done or [!] parked",
             )
-            if it.mark not in STATUSES:
-                note(
-                    task,
-                    lineno,
-                    f"unknown status mark [{it.mark}]: expected [ ] open, [x] done or [!] parked",
-                )
-            if not item_text:
-                note(task, lineno, "empty item: a task needs a text")
-            if stack:
-                parent = stack[-1]
-                if parent.parent is not None and parent.parent.parent is not None:
-                    note(
-                        task,
-                        lineno,
-                        "slices do not nest deeper: a sub-slice (a slice's own slice, as "
-                        "lk-plan split writes) cannot hold slices of its own",
-                    )
-                elif parent.ended:
-                    note(
-                        task,
-                        lineno,
-                        f"slice after the 'end' marker of its parent (line {parent.end_line})",
-                    )
-                task.parent = parent
-                parent.slices.append(task)
-                parent.has_plan = True
-            stack.append(task)
-            last_key[id(task)] = None
-            tasks.append(task)
-            continue
-        # not an item: a plan line of the deepest item it is indented under, or prose
-        pop_to(col)
-        if not stack:
-            continue
-        _plan_line(stack[-1], text.strip(), lineno, last_key, note)
-    while stack:
-        close(stack.pop())
-    _assign_ids(tasks, note)
-    for i, t in enumerate(tasks):
-        t.index = i
-    # Built only now: a problem names its task's index and id, known once all are read.
-    problems = [
-        PlanProblem(f"$.tasks[{t.index}]", message, line, t.id) for t, line, message in found
-    ]
-    return Plan(tasks=tasks, problems=problems, source=source)
+        if not item_text:
+            self.note(task, lineno, "empty item: a task needs a text")
+        if self.stack:
+            self.slice_of(self.stack[-1], task, lineno)
+        self.stack.append(task)
+        self.last_key[id(task)] = None
+        self.tasks.append(task)
+
+    def slice_of(self, parent: Task, task: Task, lineno: int) -> None:
+        if parent.parent is not None and parent.parent.parent is not None:
+            self.note(
+                task,
+                lineno,
+                "slices do not nest deeper: a sub-slice (a slice's own slice, as "
+                "lk-plan split writes) cannot hold slices of its own",
+            )
+        elif parent.ended:
+            self.note(
+                task,
+                lineno,
+                f"slice after the 'end' marker of its parent (line {parent.end_line})",
+            )
+        task.parent = parent
+        parent.slices.append(task)
+        parent.has_plan = True
+
+    def plan(self, source: str) -> Plan:
+        """The plan once every line is read: open items closed, ids assigned."""
+        while self.stack:
+            self.close(self.stack.pop())
+        _assign_ids(self.tasks, self.note)
+        for i, t in enumerate(self.tasks):
+            t.index = i
+        # Built only now: a problem names its task's index and id, known once all are read.
+        problems = [
+            PlanProblem(f"$.tasks[{t.index}]", message, line, t.id)
+            for t, line, message in self.found
+        ]
+        return Plan(tasks=self.tasks, problems=problems, source=source)
 
 
 def _plan_line(
@@ -457,73 +472,137 @@ def _plan_line(
         last_key[id(task)] = None
         return
     key = m.group("key").lower().replace("_", "-")
-    value = m.group("value").strip()
     last_key[id(task)] = key
-    if key == "budget":
-        if task.budget:
-            problem("budget given twice")
-        task.budget = _parse_budget(value, problem)
-    elif key == "scope":
-        if value:
-            _add_scope(task, value.split(","), problem)
-    elif key == "depends":
-        for dep in (d.strip() for d in value.split(",")):
-            if not dep:
-                continue
-            dep = dep.removeprefix("#").removeprefix("{#").removesuffix("}")
-            if dep not in task.depends:
-                task.depends.append(dep)
-        if not value:
-            problem("depends: expected one or more task ids, comma separated")
-    elif key == "allow-empty":
-        v = value.lower()
-        if v in ("yes", "true", "on"):
-            task.allow_empty = True
-        elif v in ("no", "false", "off"):
-            task.allow_empty = False
-        else:
-            problem(f"allow-empty: expected yes or no, got {value[:40]!r}")
-    elif key == "accept":
-        if value:
-            task.accept.append(value)
-        else:
-            problem("accept: expected the acceptance statement")
-    elif key == "check":
-        command = value.strip().strip("`").strip()
-        if command:
-            task.checks.append(command)
-        else:
-            problem("check: expected a shell command (the task's own acceptance check)")
-    elif key == "note":
-        task.notes.append(value)
-    elif key in ("files", "new"):
-        if value:
-            _add_files(task, value.split(","), lineno, problem, new=key == "new")
-    elif key in ("issue", "closes"):
-        if not value:
-            problem(f"{key}: expected the issue (a number such as #42, or a URL)")
-        elif getattr(task, key) is not None:
-            problem(f"{key} given twice")
-        else:
-            setattr(task, key, value)
-    elif key == "each":
-        entry = value.strip("`").strip()
-        reason = globs.escape_reason(entry) if entry else None
-        if not entry:
-            problem("each: expected a glob, one slice per matching file")
-        elif task.each is not None:
-            problem("each given twice")
-        elif reason:
-            problem(f"each {entry!r} {reason}")
-        else:
-            task.each = globs.normalize(entry)
-            task.each_line = lineno
-    else:
+    read = _KEY_READERS.get(key)
+    if read is None:
         problem(
             f"unknown plan key {key!r}: expected one of "
             + ", ".join(f"{k}:" for k in PLAN_KEYS)
             + " or end"
         )
+        return
+    read(task, key, m.group("value").strip(), lineno, problem)
+
+
+#: What one plan key's reader is given: the task, the key, its value, the line number,
+#: and where a problem goes.
+KeyReader = Callable[[Task, str, str, int, Callable[[str], None]], None]
+
+
+def _read_budget(
+    task: Task, key: str, value: str, lineno: int, problem: Callable[[str], None]
+) -> None:
+    if task.budget:
+        problem("budget given twice")
+    task.budget = _parse_budget(value, problem)
+
+
+def _read_scope(
+    task: Task, key: str, value: str, lineno: int, problem: Callable[[str], None]
+) -> None:
+    if value:
+        _add_scope(task, value.split(","), problem)
+
+
+def _read_depends(
+    task: Task, key: str, value: str, lineno: int, problem: Callable[[str], None]
+) -> None:
+    for dep in (d.strip() for d in value.split(",")):
+        if not dep:
+            continue
+        dep = dep.removeprefix("#").removeprefix("{#").removesuffix("}")
+        if dep not in task.depends:
+            task.depends.append(dep)
+    if not value:
+        problem("depends: expected one or more task ids, comma separated")
+
+
+def _read_allow_empty(
+    task: Task, key: str, value: str, lineno: int, problem: Callable[[str], None]
+) -> None:
+    v = value.lower()
+    if v in ("yes", "true", "on"):
+        task.allow_empty = True
+    elif v in ("no", "false", "off"):
+        task.allow_empty = False
+    else:
+        problem(f"allow-empty: expected yes or no, got {value[:40]!r}")
+
+
+def _read_accept(
+    task: Task, key: str, value: str, lineno: int, problem: Callable[[str], None]
+) -> None:
+    if value:
+        task.accept.append(value)
+    else:
+        problem("accept: expected the acceptance statement")
+
+
+def _read_check(
+    task: Task, key: str, value: str, lineno: int, problem: Callable[[str], None]
+) -> None:
+    command = value.strip().strip("`").strip()
+    if command:
+        task.checks.append(command)
+    else:
+        problem("check: expected a shell command (the task's own acceptance check)")
+
+
+def _read_note(
+    task: Task, key: str, value: str, lineno: int, problem: Callable[[str], None]
+) -> None:
+    task.notes.append(value)
+
+
+def _read_files(
+    task: Task, key: str, value: str, lineno: int, problem: Callable[[str], None]
+) -> None:
+    if value:
+        _add_files(task, value.split(","), lineno, problem, new=key == "new")
+
+
+def _read_issue(
+    task: Task, key: str, value: str, lineno: int, problem: Callable[[str], None]
+) -> None:
+    if not value:
+        problem(f"{key}: expected the issue (a number such as #42, or a URL)")
+    elif getattr(task, key) is not None:
+        problem(f"{key} given twice")
+    else:
+        setattr(task, key, value)
+
+
+def _read_each(
+    task: Task, key: str, value: str, lineno: int, problem: Callable[[str], None]
+) -> None:
+    entry = value.strip("`").strip()
+    reason = globs.escape_reason(entry) if entry else None
+    if not entry:
+        problem("each: expected a glob, one slice per matching file")
+    elif task.each is not None:
+        problem("each given twice")
+    elif reason:
+        problem(f"each {entry!r} {reason}")
+    else:
+        task.each = globs.normalize(entry)
+        task.each_line = lineno
+
+
+#: Each plan key (``budget:``, ``scope:`` ...) and how its value is read.
+_KEY_READERS: dict[str, KeyReader] = {
+    "budget": _read_budget,
+    "scope": _read_scope,
+    "depends": _read_depends,
+    "allow-empty": _read_allow_empty,
+    "accept": _read_accept,
+    "check": _read_check,
+    "note": _read_note,
+    "files": _read_files,
+    "new": _read_files,
+    "issue": _read_issue,
+    "closes": _read_issue,
+    "each": _read_each,
+}
 
 
 def _add_scope(task: Task, entries: Iterable[str], problem: Any) -> None:

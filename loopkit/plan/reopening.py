@@ -10,6 +10,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from loopkit import git
+from loopkit.errors import EnvironmentProblem
+from loopkit.workspace import for_state_only
+
 #: The outcomes that park a task (``ratchet.steps``' park codes).
 PARKED_OUTCOMES = ("blocked", "failed", "budget_exhausted")
 
@@ -26,16 +30,12 @@ def reopen(
     whose mark never landed (a loop without --tasks, another branch's) is not one, and
     a recipe never gives a parked task a new budget by itself. The record says which.
     """
-    from loopkit.errors import EnvironmentProblem
-    from loopkit.workspace import for_state_only
-
     try:
         ws = for_state_only(Path(tasks_file).resolve().parent)
     except EnvironmentProblem:
         return None
     if by_hand and not (ws.state / "ledger.jsonl").is_file():
         return None  # nothing ever ran here (ledger.DEFAULT_NAME, asked without loading it)
-    from loopkit import git
     from loopkit.decision import ledger, records
 
     book = ledger.Ledger(ws.state / ledger.DEFAULT_NAME)
@@ -60,5 +60,4 @@ def reopen(
             **({"source": source} if source else {}),
         )
         txn.append(record)
-    record["ledger"] = str(book.path)
-    return record
+    return {**record, "ledger": str(book.path)}

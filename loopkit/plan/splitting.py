@@ -11,19 +11,32 @@ same lock as ``mark``; each outcome is one ledger ``draft`` record naming the ta
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from loopkit.decision import ledger
 from loopkit.errors import BadInput
 from loopkit.evidence import globs
 from loopkit.plan.checking import check
-from loopkit.plan.drafting import Draft, ask, document, record
+from loopkit.plan.drafting import (
+    MAX_PROMPT_FILES,
+    Draft,
+    ask,
+    document,
+    first_item,
+    placed,
+    record,
+)
 from loopkit.plan.expanding import expand, tree_files
-from loopkit.plan.parsing import ITEM_LINE, Plan, PlanProblem, Task, parse, read_bytes, split_lines
+from loopkit.plan.marking import replace_plan, rewrite_line
+from loopkit.plan.parsing import Plan, PlanProblem, Task, parse, read_bytes, split_lines
+from loopkit.plan.readiness import effective_status
 
 if TYPE_CHECKING:
     from loopkit.judge.running import Settings
+    from loopkit.sections import PlanDraft
     from loopkit.workspace import Workspace
 
 #: A split makes at least this many sub-slices (one would be the same task again).
@@ -53,8 +66,6 @@ under the task for you), in the order they should run, each in exactly this form
 def over_estimate(ws: Workspace, task_id: str) -> Mapping[str, Any] | None:
     """The estimate of the task's last attempt that recorded one (the ledger's), when
     that attempt's diff went over it; None otherwise."""
-    from loopkit.decision import ledger
-
     path = ws.state / ledger.DEFAULT_NAME
     records, _ = ledger.read(path) if path.exists() else ([], [])
     last: Mapping[str, Any] | None = None
@@ -78,8 +89,6 @@ def require_over(ws: Workspace, task_id: str) -> Mapping[str, Any]:
 
 def refusal(task: Task) -> str | None:
     """Why this task cannot be re-split without rewriting a plan; None when it can."""
-    from loopkit.plan.readiness import effective_status
-
     if effective_status(task) == "done":
         return "is done: a landed task is not re-split"
     if task.each is not None:
@@ -113,10 +122,6 @@ def insert(raw: bytes, task: Task, answer: str) -> tuple[bytes, int]:
     """TASKS.md with ``answer``'s lines indented under ``task`` before its ``end`` line,
     and the task's line opened again when it was parked; and the (0-based) index of the
     answer's first line in it. Every other byte is kept."""
-    import textwrap
-
-    from loopkit.plan.marking import rewrite_line
-
     assert task.end_line is not None
     answer = textwrap.dedent(answer)  # an answer indented as it will stand is the same
     lines = split_lines(raw)
@@ -145,25 +150,18 @@ def validate(
     source: str,
 ) -> tuple[list[PlanProblem], list[str]]:
     """The answer's problems (lines counted in the answer) and the ids of its items."""
-    import textwrap
-
-    if not answer.strip():
-        return [PlanProblem("$", "no slices in the answer: expected '- [ ] ...' items")], []
-    first = textwrap.dedent(answer).splitlines()[0]
-    m = ITEM_LINE.match(first)
-    if m is None or m.group("indent"):
-        return [PlanProblem("$", "the answer must start with an item '- [ ] ...'", 1)], []
+    refused = first_item(
+        textwrap.dedent(answer),
+        empty="no slices in the answer: expected '- [ ] ...' items",
+        not_item="the answer must start with an item '- [ ] ...'",
+    )
+    if refused is not None:
+        return [refused], []
     whole, start = insert(raw, task, answer)
     count = len(answer.splitlines())
-    try:
-        plan = parse(whole, source=source)
-    except BadInput as e:
-        return [PlanProblem("$", str(e))], []
-    expand(plan, tree)
-    out: list[PlanProblem] = []
-    for p in check(plan, contract=contract, tree=tree):
-        line = p.line - start if p.line is not None and start < p.line <= start + count else None
-        out.append(PlanProblem(p.path, p.message, line, p.task))
+    plan, out = placed(whole, start, count, contract=contract, tree=tree, source=source)
+    if plan is None:
+        return out, []
     parent = plan.find(task.id)
     new = [t for t in plan.tasks if start < t.line <= start + count]
     slices = [t for t in new if parent is not None and t.parent is parent]
@@ -203,8 +201,6 @@ def prompt(
     """What the model is asked: the task as written, what its last attempt changed against
     its estimate, the contract's objective and scope, the repository's files, the syntax
     -- and, for a repair, its last answer's problems."""
-    from loopkit.plan.drafting import MAX_PROMPT_FILES
-
     assert task.end_line is not None
     lines = split_lines(raw)[task.line - 1 : task.end_line]
     written = b"".join(lines).decode("utf-8", "replace")
@@ -275,11 +271,9 @@ def run(
     settings: Settings,
     repairs: int,
     only_over: bool,
-) -> dict[str, Any]:
+) -> PlanDraft:
     """Split, check and repair; write a valid split; record the outcome. The document
     (``written``: the caller commits the file, ``lk-plan split --commit``)."""
-    from loopkit.plan.marking import replace_plan
-
     source = str(tasks_path)
     raw, task = read_plan(tasks_path, ws, source, task_id)
     over = require_over(ws, task_id) if only_over else over_estimate(ws, task_id)

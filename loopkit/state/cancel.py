@@ -11,11 +11,14 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from loopkit import loader
 from loopkit.errors import EnvironmentProblem
 from loopkit.files import atomic_write
+
+if TYPE_CHECKING:
+    from loopkit.sections import Intent
 
 FILENAME = "cancel.json"
 
@@ -24,8 +27,8 @@ def _path(state: Path) -> Path:
     return state / FILENAME
 
 
-def request(state: Path, *, reason: str | None = None) -> dict[str, Any]:
-    intent = {
+def request(state: Path, *, reason: str | None = None) -> Intent:
+    intent: Intent = {
         "reason": reason or "cancelled by a person",
         "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "pid": os.getpid(),
@@ -45,7 +48,7 @@ def clear(state: Path) -> bool:
         return False
 
 
-def requested(state: Path) -> dict[str, Any] | None:
+def requested(state: Path) -> Intent | None:
     """The persisted intent, or None. A damaged file still counts as a request to stop."""
     try:
         raw = _path(state).read_text(encoding="utf-8")
@@ -53,6 +56,6 @@ def requested(state: Path) -> dict[str, Any] | None:
         return None
     try:
         data = loader.json_loads(raw)
-        return data if isinstance(data, dict) else {"reason": "cancelled"}
+        return cast("Intent", data) if isinstance(data, dict) else {"reason": "cancelled"}
     except loader.LoadError:
         return {"reason": "cancelled (intent file unreadable)"}

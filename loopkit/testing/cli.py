@@ -32,7 +32,10 @@ from types import FrameType
 import click
 
 from loopkit.cli._entry import command
+from loopkit.errors import BadInput, EnvironmentProblem
 from loopkit.exitcodes import SHARED_HELP
+from loopkit.testing import rehearse, script
+from loopkit.testing.server import ModelServer
 
 EPILOG = (
     """\b
@@ -93,10 +96,6 @@ def main(
     SIGTERM or SIGINT. The turn is read from the conversation, so `--resume` continues
     the script.
     """
-    from loopkit.errors import BadInput, EnvironmentProblem
-    from loopkit.testing import rehearse, script
-    from loopkit.testing.server import ModelServer
-
     if script_path == "-":
         scr = script.parse(sys.stdin.read(), source="<stdin>")
     else:

@@ -34,10 +34,14 @@ import sysconfig
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from loopkit import contract, git, proc, workspace
+from loopkit import contract, git, proc, scaffold, workspace
 from loopkit.decision import ledger
+from loopkit.testing import ModelServer, claude_env, from_data, overlay
+
+if TYPE_CHECKING:
+    from loopkit.sections import Record, ScriptTurn, WorkerSettings
 
 TASK_ID = "blank-line"
 HEADERS = "src/parser/headers.py"
@@ -102,7 +106,7 @@ def worker() -> int:
 # --- the claude variant: the same story as a model script ------------------------------------
 
 
-def claude_turns() -> list[dict[str, Any]]:
+def claude_turns() -> list[ScriptTurn]:
     """The model's side of the story. Attempt 2 resumes attempt 1's session, so its turns
     follow on (the server picks a turn by the assistant turns already in the conversation)."""
     path = "{{cwd}}/" + HEADERS
@@ -145,9 +149,7 @@ def claude_turns() -> list[dict[str, Any]]:
 
 def recipes_dir() -> Path:
     """The recipes (``loopkit.scaffold.recipes_dir``)."""
-    from loopkit.scaffold import recipes_dir as found
-
-    return found()
+    return scaffold.recipes_dir()
 
 
 def _say(text: str = "") -> None:
@@ -191,7 +193,7 @@ def make_repo(root: Path, worker_spec: Mapping[str, Any]) -> Path:
     return repo
 
 
-def _records(repo: Path) -> list[dict[str, Any]]:
+def _records(repo: Path) -> list[Record]:
     """The ledger's records (the demo's environment keeps the state in .loopkit/)."""
     records, _ = ledger.read(repo / workspace.DEFAULT_STATE / ledger.DEFAULT_NAME)
     return [record for _, record in records]
@@ -245,13 +247,11 @@ def run(provider: str, workdir: Path) -> int:
         if shutil.which("claude") is None:
             print("demo: the claude CLI is not on PATH (make agents installs it)", file=sys.stderr)
             return 4
-        from loopkit.testing import ModelServer, claude_env, from_data, overlay
-
         server = ModelServer(from_data(claude_turns()), log=workdir / "model-requests.jsonl")
         server.start()
         # The real CLI, pointed at the scripted server: no key, no network.
         base = overlay(claude_env(server.url, workdir / "claude-home", retries=0))
-        spec: dict[str, Any] = {"provider": "claude", "max_turns": 10, "timeout": 180}
+        spec: WorkerSettings = {"provider": "claude", "max_turns": 10, "timeout": 180}
     else:
         spec = {
             "provider": "command",

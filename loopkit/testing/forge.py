@@ -42,8 +42,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
+
+if TYPE_CHECKING:
+    from loopkit.sections import JSONObject
 
 #: The host gh speaks plain HTTP to (``api.github.localhost``).
 GH_HOST = "github.localhost"
@@ -63,12 +66,12 @@ class Repo:
     name: str
     path: Path
     default_branch: str = "main"
-    pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
-    issues: dict[int, dict[str, Any]] = field(default_factory=dict)
-    protection: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pulls: dict[int, JSONObject] = field(default_factory=dict)
+    issues: dict[int, JSONObject] = field(default_factory=dict)
+    protection: dict[str, JSONObject] = field(default_factory=dict)
     merge_queue: set[str] = field(default_factory=set)
     #: rulesets' rules per branch (``GET .../rules/branches/B``), besides a merge queue
-    rules: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    rules: dict[str, list[JSONObject]] = field(default_factory=dict)
     statuses: dict[str, dict[str, str]] = field(default_factory=dict)
     next_number: int = 1
 
@@ -102,7 +105,7 @@ class Forge:
         self.login = login
         self.repos: dict[str, Repo] = {}
         self.lock = threading.RLock()
-        self.log: list[dict[str, Any]] = []
+        self.log: list[JSONObject] = []
         self.port = 0
 
     # -- set-up (what a person does in the forge's web pages) ------------------------------
@@ -170,7 +173,7 @@ class Forge:
         )
         return done.stdout.decode().strip() if done.returncode == 0 else None
 
-    def _pull_view(self, repo: Repo, pr: dict[str, Any]) -> dict[str, Any]:
+    def _pull_view(self, repo: Repo, pr: JSONObject) -> JSONObject:
         head_sha = pr["merged_head"] if pr["merged"] else self._sha(repo, pr["head"])
         head_sha = head_sha or pr.get("last_head")  # a head branch deleted: its last commit
         return {
@@ -306,7 +309,7 @@ class Forge:
                 raise ForgeError(422, f"A pull request already exists for {repo.owner}:{head}.")
             number = repo.next_number
             repo.next_number += 1
-            new: dict[str, Any] = {
+            new: JSONObject = {
                 "number": number,
                 "state": "open",
                 "title": str(body.get("title") or head),
@@ -344,7 +347,7 @@ class Forge:
         raise ForgeError(404, "Not Found")
 
     def _merge(
-        self, repo: Repo, pr: dict[str, Any], body: dict[str, Any], *, queue: bool = False
+        self, repo: Repo, pr: JSONObject, body: JSONObject, *, queue: bool = False
     ) -> tuple[int, Any]:
         if pr["base"] in repo.merge_queue and not queue:
             raise ForgeError(405, "Changes must be made through the merge queue")

@@ -21,6 +21,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from loopkit.files import atomic_write
+
 #: The API key both CLIs are given: the scripted server accepts anything.
 REHEARSAL_KEY = "loopkit-rehearsal"
 
@@ -146,8 +148,6 @@ def codex_home(
     text = codex_config(
         base_url, model=model, retries=retries, stream_retries=stream_retries, env_key=env_key
     )
-    from loopkit.files import atomic_write
-
     atomic_write(home / "config.toml", text)
     return {"CODEX_HOME": str(home), env_key: api_key}
 
@@ -169,8 +169,6 @@ def gemini_env(
         "security": {"auth": {"selectedType": "gemini-api-key"}},
         "general": {"maxAttempts": max(1, min(10, int(retries) + 1))},
     }
-    from loopkit.files import atomic_write
-
     atomic_write(folder / "settings.json", json.dumps(settings, indent=2) + "\n")
     return {
         "HOME": str(home),
@@ -198,8 +196,6 @@ def qwen_env(
         # would take turns of the script.
         "memory": {"enableManagedAutoMemory": False, "enableAutoSkill": False},
     }
-    from loopkit.files import atomic_write
-
     atomic_write(folder / "settings.json", json.dumps(settings, indent=2) + "\n")
     url = base_url.rstrip("/")
     return {
@@ -234,8 +230,6 @@ def opencode_home(
             provider: {"options": {"baseURL": base_url.rstrip("/") + "/v1", "apiKey": api_key}}
         },
     }
-    from loopkit.files import atomic_write
-
     target = home / ".config" / "opencode" / "opencode.json"
     target.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(target, json.dumps(config, indent=2) + "\n")
@@ -275,8 +269,6 @@ def pi_home(
             "provider": {"maxRetries": 0},
         },
     }
-    from loopkit.files import atomic_write
-
     atomic_write(home / "models.json", json.dumps(models, indent=2) + "\n")
     atomic_write(home / "settings.json", json.dumps(settings, indent=2) + "\n")
     return {"PI_CODING_AGENT_DIR": str(home), "PI_OFFLINE": "1", "PI_TELEMETRY": "0"}

@@ -44,9 +44,13 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from loopkit import loader
 from loopkit.errors import BadInput
+
+if TYPE_CHECKING:
+    from loopkit.sections import JSONObject, ScriptCut, ScriptError, ScriptTool, ScriptTurn
 
 #: API names and the aliases a script may use for them.
 API_ALIASES: dict[str, str] = {
@@ -161,8 +165,6 @@ def load(path: str | Path) -> Script:
 
 def parse(text: str, *, source: str = "script") -> Script:
     """Parse YAML or JSON text into a validated script."""
-    from loopkit import loader
-
     try:
         data = loader.yaml_load(text)
     except loader.LoadError as e:
@@ -249,21 +251,18 @@ def _session(data: Any, path: str, bad: Any) -> dict[str, tuple[Turn, ...]]:
     return {api: per_api.get(api, common or ()) for api in APIS}
 
 
-def to_data(script: Script) -> dict[str, Any]:
+def to_data(script: Script) -> dict[str, object]:
     """The script back as plain data (what ``from_data`` accepts)."""
 
-    def turn(t: Turn) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def turn(t: Turn) -> ScriptTurn:
+        out: ScriptTurn = {}
         if t.text is not None:
             out["text"] = t.text
         if t.tools:
-            out["tools"] = [
-                {"name": c.name, "input": c.input, **({"id": c.id} if c.id else {})}
-                for c in t.tools
-            ]
+            out["tools"] = [tool(c) for c in t.tools]
         if t.error is not None:
             e = t.error
-            err: dict[str, Any] = {"status": e.status}
+            err: ScriptError = {"status": e.status}
             if e.type is not None:
                 err["type"] = e.type
             if e.message is not None:
@@ -280,7 +279,7 @@ def to_data(script: Script) -> dict[str, Any]:
                 err["in_stream"] = True
             out["error"] = err
         if t.cut is not None:
-            cut: dict[str, Any] = {"times": t.cut.times}
+            cut: ScriptCut = {"times": t.cut.times}
             if t.cut.after is not None:
                 cut["after"] = t.cut.after
             out["cut"] = cut
@@ -292,7 +291,13 @@ def to_data(script: Script) -> dict[str, Any]:
             out["usage"] = dict(t.usage)
         return out
 
-    def session(sc: Script) -> dict[str, Any]:
+    def tool(c: ToolCall) -> ScriptTool:
+        out: ScriptTool = {"name": c.name, "input": c.input}
+        if c.id:
+            out["id"] = c.id
+        return out
+
+    def session(sc: Script) -> dict[str, object]:
         return {api: [turn(t) for t in getattr(sc, api)] for api in APIS}
 
     if script.more:
@@ -339,7 +344,7 @@ def _str(value: Any, path: str, bad: Any) -> str:
     return value
 
 
-def _mapping(value: Any, path: str, bad: Any, keys: set[str]) -> dict[str, Any]:
+def _mapping(value: Any, path: str, bad: Any, keys: set[str]) -> JSONObject:
     if not isinstance(value, dict):
         raise bad(path, f"expected a mapping, got {_kind(value)}")
     for key in value:

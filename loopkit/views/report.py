@@ -15,15 +15,27 @@ from __future__ import annotations
 import html
 import math
 import re
+import shutil
 import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopkit import timing
 from loopkit.boundary.egress import refused_text
 from loopkit.decision import budget
 from loopkit.text import clean, clip, clip_words
+
+if TYPE_CHECKING:
+    from loopkit.sections import (
+        DraftRates,
+        Estimates,
+        Health,
+        PullRequests,
+        Report,
+        StageTimes,
+        TaskReport,
+    )
 
 NEAR_LIMIT = 0.8
 #: Outcome -> colour of its box in the HTML timeline.
@@ -77,7 +89,7 @@ def pull_requests(
     tasks: Sequence[Mapping[str, Any]],
     stacks: Sequence[Mapping[str, Any]],
     queue: Sequence[Mapping[str, Any]] = (),
-) -> dict[str, Any]:
+) -> PullRequests:
     """The pull-request panel: which terminal tasks a stack's slice carries to review
     (a pull request, or a pushed branch on a plain remote), what each merged one cost
     (every task's spend, parked ones too, over the merged slices), landings and returns:
@@ -125,7 +137,7 @@ def pull_requests(
 DRAFT_SLO = 0.95
 
 
-def plan_drafts(outcomes: Sequence[str]) -> dict[str, Any]:
+def plan_drafts(outcomes: Sequence[str]) -> DraftRates:
     """The plan-draft panel: of ``lk-plan draft``'s outcomes, the share valid the first
     time and the share valid at all (first time or after repair), against the SLO."""
     n = len(outcomes)
@@ -144,28 +156,29 @@ def plan_drafts(outcomes: Sequence[str]) -> dict[str, Any]:
 
 def estimates(
     landed: Sequence[Mapping[str, Any]], attempts: int, over: int, splits: int
-) -> dict[str, Any]:
+) -> Estimates:
     """The estimates panel: of the plan tasks that landed, the share whose diff stayed
     within the estimate (their ``budget:``) and the median actual/estimate; the attempts
     that over-ran their estimate, and the slices re-split (``lk-plan split``)."""
-    import statistics
-
     within = sum(1 for e in landed if e.get("within"))
-    out: dict[str, Any] = {
+    return {
         "landed": len(landed),
         "within": within,
         "within_share": round(within / len(landed), 4) if landed else None,
         "attempts": attempts,
         "over_estimate": over,
         "resplit": splits,
+        "median_lines_ratio": _median_ratio(landed, "lines_ratio"),
+        "median_files_ratio": _median_ratio(landed, "files_ratio"),
     }
-    for key in ("lines", "files"):
-        ratios = [float(e[f"{key}_ratio"]) for e in landed if e.get(f"{key}_ratio") is not None]
-        out[f"median_{key}_ratio"] = round(statistics.median(ratios), 4) if ratios else None
-    return out
 
 
-def stages(timed: Sequence[Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
+def _median_ratio(landed: Sequence[Mapping[str, Any]], key: str) -> float | None:
+    ratios = [float(e[key]) for e in landed if e.get(key) is not None]
+    return round(statistics.median(ratios), 4) if ratios else None
+
+
+def stages(timed: Sequence[Sequence[Mapping[str, Any]]]) -> StageTimes:
     """Where the timed attempts' time went (their records' ``timings``, loopkit.timing):
     per stage in the order stages run, the median seconds and git processes an attempt,
     and the median worker and check seconds."""
@@ -211,41 +224,88 @@ def _git_processes(entry: object) -> int:
 
 
 def build(
-    records: list[tuple[int, dict[str, Any]]],
+    records: Sequence[tuple[int, Mapping[str, Any]]],
     problems: list[Mapping[str, Any]] | None = None,
     *,
     ledger: str = "",
     generated_at: str = "",
     stacks: Sequence[Mapping[str, Any]] | None = None,
     queue: Sequence[Mapping[str, Any]] = (),
-) -> dict[str, Any]:
+) -> Report:
     """The report document for a ledger's records (in ledger order)."""
-    tasks: dict[str, dict[str, Any]] = {}
-    near_limit_runs = 0
-    runs = 0
-    refused_hosts: Counter[str] = Counter()
-    verify_refused_hosts: Counter[str] = Counter()  # the checks' (verify.network: egress)
-    near_by_budget: Counter[str] = Counter()
-    triggers: Counter[str] = Counter()
-    draft_outcomes: list[str] = []
-    last_estimate: dict[str, Mapping[str, Any]] = {}  # per task: its last attempt's
-    estimated = over_estimate = splits = 0
-    timed: list[Sequence[Mapping[str, Any]]] = []
+    tally = _Tally()
     for _, rec in records:
+        tally.add(rec)
+    task_list = list(tally.tasks.values())
+    health = _health(tally, task_list)
+    if stacks is not None:
+        health["pull_requests"] = pull_requests(task_list, stacks, queue)
+    return {
+        "kind": "loopkit/report",
+        "version": 1,
+        "ledger": ledger,
+        "generated_at": generated_at,
+        "records": len(records),
+        "tasks": task_list,
+        "health": health,
+        "problems": list(problems or []),
+    }
+
+
+class _Tally:
+    """The ledger's records folded, one at a time, into the report's tasks and the
+    counts its health is made of."""
+
+    def __init__(self) -> None:
+        self.tasks: dict[str, TaskReport] = {}
+        self.runs = 0
+        self.near_limit_runs = 0
+        self.near_by_budget: Counter[str] = Counter()
+        self.refused_hosts: Counter[str] = Counter()
+        self.verify_refused_hosts: Counter[str] = Counter()  # the checks' (verify.network)
+        self.triggers: Counter[str] = Counter()
+        self.draft_outcomes: list[str] = []
+        self.last_estimate: dict[str, Mapping[str, Any]] = {}  # per task: its last attempt's
+        self.estimated = self.over_estimate = self.splits = 0
+        self.timed: list[Sequence[Mapping[str, Any]]] = []
+
+    def add(self, rec: Mapping[str, Any]) -> None:
         if rec.get("type") == "draft":  # lk-plan draft's outcome: no task, no run
             draft = rec.get("draft") or {}
-            draft_outcomes.append(str(draft.get("outcome") or ""))
-            splits += bool(draft.get("split")) and draft.get("outcome") != "given_up"
-            continue
+            self.draft_outcomes.append(str(draft.get("outcome") or ""))
+            self.splits += bool(draft.get("split")) and draft.get("outcome") != "given_up"
+            return
         if rec.get("type") == "pool":  # a run's pool: its tasks' own records tell their runs
-            continue
+            return
         est = rec.get("estimate")
         if isinstance(est, Mapping):
-            last_estimate[str(rec.get("task_id") or "")] = est
-            estimated += 1
-            over_estimate += est.get("within") is False
+            self.last_estimate[str(rec.get("task_id") or "")] = est
+            self.estimated += 1
+            self.over_estimate += est.get("within") is False
+        t = self.task(rec)
+        t["last_at"] = rec.get("recorded_at")
+        decision = rec.get("decision") or None
+        if rec.get("type") == "admission":
+            if decision is None:
+                t["timeline"].append(
+                    {
+                        "attempt": rec.get("attempt"),
+                        "outcome": "admitted",
+                        "at": rec.get("recorded_at"),
+                        "failure_class": None,
+                        "reason": clean(str(rec["reason"])) if rec.get("reason") else None,
+                    }
+                )
+                return
+        else:
+            self.ran(t, rec)
+        if decision is not None:
+            _decided(t, decision, rec)
+
+    def task(self, rec: Mapping[str, Any]) -> TaskReport:
+        """The record's task as the report shows it (started by its first record)."""
         tid = str(rec.get("task_id") or "")
-        t = tasks.setdefault(
+        return self.tasks.setdefault(
             tid,
             {
                 "task_id": tid,
@@ -263,63 +323,60 @@ def build(
                 "timeline": [],
             },
         )
-        t["last_at"] = rec.get("recorded_at")
-        decision = rec.get("decision") or None
-        if rec.get("type") == "admission":
-            if decision is None:
-                t["timeline"].append(
-                    {
-                        "attempt": rec.get("attempt"),
-                        "outcome": "admitted",
-                        "at": rec.get("recorded_at"),
-                        "failure_class": None,
-                        "reason": clean(str(rec["reason"])) if rec.get("reason") else None,
-                    }
-                )
-                continue
-        else:
-            runs += 1
-            triggers[str((rec.get("trigger") or {}).get("kind") or "manual")] += 1
-            t["attempts"] += 1
-            usage = rec.get("usage") or {}
-            if usage.get("verified"):
-                t["verify_attempts"] += 1
-            usd = usage.get("cost_usd")
-            if usd is not None:
-                key = "cost_usd" if usage.get("cost_trusted") else "cost_untrusted_usd"
-                t[key] = round(t[key] + float(usd), 6)
-            t["tokens"] += int(usage.get("tokens") or 0)
-            t["wall_s"] = round(t["wall_s"] + float(usage.get("wall_s") or 0), 3)
-            for host, n in (((rec.get("run") or {}).get("refused_hosts")) or {}).items():
-                refused_hosts[host] += int(n)
-            for host, n in (((rec.get("verify") or {}).get("refused_hosts")) or {}).items():
-                verify_refused_hosts[host] += int(n)
-            if isinstance(rec.get("timings"), list):
-                timed.append(rec["timings"])
-            fractions = _run_fractions(rec)
-            over = [k for k, v in fractions.items() if v > NEAR_LIMIT]
-            if over:
-                near_limit_runs += 1
-                near_by_budget.update(over)
-        if decision is not None:
-            t["outcome"] = decision.get("outcome")
-            t["failure_class"] = decision.get("failure_class")
-            reason = clean(str(decision.get("reason") or ""))
-            t["why"] = reason.splitlines()[0] if reason.strip() else ""
-            t["timeline"].append(
-                {
-                    "attempt": rec.get("attempt"),
-                    "outcome": decision.get("outcome"),
-                    "failure_class": decision.get("failure_class"),
-                    "at": rec.get("recorded_at"),
-                    "reason": t["why"],
-                }
-            )
-    task_list = list(tasks.values())
+
+    def ran(self, t: TaskReport, rec: Mapping[str, Any]) -> None:
+        """An attempt that ran: what it spent, the hosts refused, its stages' times, the
+        budgets it came near."""
+        self.runs += 1
+        self.triggers[str((rec.get("trigger") or {}).get("kind") or "manual")] += 1
+        t["attempts"] += 1
+        usage = rec.get("usage") or {}
+        if usage.get("verified"):
+            t["verify_attempts"] += 1
+        usd = usage.get("cost_usd")
+        if usd is not None and usage.get("cost_trusted"):
+            t["cost_usd"] = round(t["cost_usd"] + float(usd), 6)
+        elif usd is not None:
+            t["cost_untrusted_usd"] = round(t["cost_untrusted_usd"] + float(usd), 6)
+        t["tokens"] += int(usage.get("tokens") or 0)
+        t["wall_s"] = round(t["wall_s"] + float(usage.get("wall_s") or 0), 3)
+        for host, n in (((rec.get("run") or {}).get("refused_hosts")) or {}).items():
+            self.refused_hosts[host] += int(n)
+        for host, n in (((rec.get("verify") or {}).get("refused_hosts")) or {}).items():
+            self.verify_refused_hosts[host] += int(n)
+        if isinstance(rec.get("timings"), list):
+            self.timed.append(rec["timings"])
+        over = [k for k, v in _run_fractions(rec).items() if v > NEAR_LIMIT]
+        if over:
+            self.near_limit_runs += 1
+            self.near_by_budget.update(over)
+
+
+def _decided(t: TaskReport, decision: Mapping[str, Any], rec: Mapping[str, Any]) -> None:
+    """The task's outcome as of its latest decision, and the decision on its timeline."""
+    t["outcome"] = decision.get("outcome")
+    t["failure_class"] = decision.get("failure_class")
+    reason = clean(str(decision.get("reason") or ""))
+    t["why"] = reason.splitlines()[0] if reason.strip() else ""
+    t["timeline"].append(
+        {
+            "attempt": rec.get("attempt"),
+            "outcome": decision.get("outcome"),
+            "failure_class": decision.get("failure_class"),
+            "at": rec.get("recorded_at"),
+            "reason": t["why"],
+        }
+    )
+
+
+def _health(tally: _Tally, task_list: list[TaskReport]) -> Health:
+    """The loop's health from the folded records: why tasks ended, how close runs came to
+    their budgets, what completed tasks cost, the estimates, the stages' times."""
+    runs = tally.runs
     completed = [t for t in task_list if t["outcome"] == "complete"]
     trusted = sum(t["cost_usd"] for t in completed)
     untrusted = sum(t["cost_untrusted_usd"] for t in completed)
-    health = {
+    return {
         "tasks": len(task_list),
         "runs": runs,
         "termination_reasons": dict(Counter(str(t["outcome"]) for t in task_list if t["outcome"])),
@@ -328,11 +385,11 @@ def build(
         ),
         "runs_near_budget": {
             "threshold": NEAR_LIMIT,
-            "runs": near_limit_runs,
-            "share": round(near_limit_runs / runs, 4) if runs else 0.0,
-            "by_budget": dict(near_by_budget),
+            "runs": tally.near_limit_runs,
+            "share": round(tally.near_limit_runs / runs, 4) if runs else 0.0,
+            "by_budget": dict(tally.near_by_budget),
         },
-        "triggers": dict(triggers),
+        "triggers": dict(tally.triggers),
         "p95_verify_attempts": _p95([t["verify_attempts"] for t in task_list if t["attempts"]]),
         "completed_tasks": len(completed),
         "cost_per_completed_task": {
@@ -343,28 +400,20 @@ def build(
             "trusted_usd": round(sum(t["cost_usd"] for t in task_list), 6),
             "untrusted_usd": round(sum(t["cost_untrusted_usd"] for t in task_list), 6),
         },
-    }
-    health["refused_hosts"] = dict(refused_hosts.most_common())
-    health["verify_refused_hosts"] = dict(verify_refused_hosts.most_common())
-    health["plan_drafts"] = plan_drafts(draft_outcomes)
-    health["estimates"] = estimates(
-        [last_estimate[t["task_id"]] for t in completed if t["task_id"] in last_estimate],
-        estimated,
-        over_estimate,
-        splits,
-    )
-    health["stages"] = stages(timed)
-    if stacks is not None:
-        health["pull_requests"] = pull_requests(task_list, stacks, queue)
-    return {
-        "kind": "loopkit/report",
-        "version": 1,
-        "ledger": ledger,
-        "generated_at": generated_at,
-        "records": len(records),
-        "tasks": task_list,
-        "health": health,
-        "problems": list(problems or []),
+        "refused_hosts": dict(tally.refused_hosts.most_common()),
+        "verify_refused_hosts": dict(tally.verify_refused_hosts.most_common()),
+        "plan_drafts": plan_drafts(tally.draft_outcomes),
+        "estimates": estimates(
+            [
+                tally.last_estimate[t["task_id"]]
+                for t in completed
+                if t["task_id"] in tally.last_estimate
+            ],
+            tally.estimated,
+            tally.over_estimate,
+            tally.splits,
+        ),
+        "stages": stages(tally.timed),
     }
 
 
@@ -385,13 +434,30 @@ def text(report: Mapping[str, Any], *, width: int | None = None) -> str:
     terminal's, else 100) bounds each line: the reason column gets what is left, cut at a
     word with an ellipsis."""
     if width is None:
-        import shutil
-
         width = shutil.get_terminal_size((100, 24)).columns
+    h = report["health"]
+    lines = [
+        *_task_table(report["tasks"], width),
+        "",
+        *_health_lines(h, report["records"]),
+        *_pull_request_lines(h.get("pull_requests")),
+        *_plan_lines(h.get("plan_drafts"), h.get("estimates")),
+        *_stage_lines(h.get("stages")),
+    ]
+    if report["problems"]:
+        lines.append(
+            f"  ledger problems: {len(report['problems'])} line(s) skipped (torn or damaged)"
+        )
+    # Ledger lines are input (hand edits, older writers): nothing reaches the terminal raw.
+    return clean("\n".join(lines)) + "\n"
+
+
+def _task_table(tasks: Sequence[Mapping[str, Any]], width: int) -> list[str]:
+    """One row per task; the reason column gets what ``width`` leaves."""
     rows = [
         ("task", "attempts", "outcome", "cost", "untrusted", "tokens", "time", "why it stopped")
     ]
-    for t in report["tasks"]:
+    for t in tasks:
         rows.append(
             (
                 t["task_id"],
@@ -406,20 +472,21 @@ def text(report: Mapping[str, Any], *, width: int | None = None) -> str:
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     room = max(20, width - sum(widths) - 2 * len(widths))
-    lines = []
-    for r in rows:
-        lines.append(
-            "  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True))
-            + "  "
-            + clip_words(r[-1], room)
-        )
-    h = report["health"]
+    return [
+        "  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True))
+        + "  "
+        + clip_words(r[-1], room)
+        for r in rows
+    ]
+
+
+def _health_lines(h: Mapping[str, Any], records: int) -> list[str]:
+    """The loop's health: why tasks ended, triggers, budgets neared, cost, refused hosts."""
     reasons = ", ".join(f"{k} {v}" for k, v in sorted(h["termination_reasons"].items())) or "-"
     near = h["runs_near_budget"]
     cpt = h["cost_per_completed_task"]
-    lines += [
-        "",
-        f"loop health ({h['tasks']} tasks, {h['runs']} runs, {report['records']} records)",
+    lines = [
+        f"loop health ({h['tasks']} tasks, {h['runs']} runs, {records} records)",
         f"  termination reasons: {reasons}",
         "  triggers: " + (", ".join(f"{k} {v}" for k, v in sorted(h["triggers"].items())) or "-"),
         f"  runs that used >{int(near['threshold'] * 100)}% of a budget: {near['runs']} "
@@ -437,23 +504,32 @@ def text(report: Mapping[str, Any], *, width: int | None = None) -> str:
     if h.get("verify_refused_hosts"):
         refused = refused_text(h["verify_refused_hosts"])
         lines.append(f"  hosts the egress gate refused the checks: {refused}")
-    prs = h.get("pull_requests")
-    # Only where pull requests are the way work lands (a stack, the merge queue): a local
-    # loop commits on its branch, and no pull request is missing there.
-    if prs and (prs["stacks"] or any(prs["queue"].values())):
-        cpm = prs["cost_per_merged"]
-        slo = "met" if prs["share_without"] < prs["slo_share"] else "MISSED"
-        lines += [
-            f"  ended without a pull request: {len(prs['without_pull_request'])} of "
-            f"{prs['terminal_tasks']} terminal tasks ({prs['share_without'] * 100:.0f}%; "
-            f"SLO < {prs['slo_share'] * 100:.0f}%: {slo})",
-            f"  cost per merged pull request: {_money(cpm['trusted_usd'])} trusted"
-            + (f", {_money(cpm['untrusted_usd'])} untrusted" if cpm["untrusted_usd"] else "")
-            + f" ({prs['merged']} merged)",
-            f"  landings vs returns: stacks {prs['landings']} landed, {prs['returns']} returned"
-            f"; queue {prs['queue']['landed']} landed, {prs['queue']['returned']} returned",
-        ]
-    drafts = h.get("plan_drafts")
+    return lines
+
+
+def _pull_request_lines(prs: Mapping[str, Any] | None) -> list[str]:
+    """The pull-request panel: only where pull requests are the way work lands (a stack,
+    the merge queue); a local loop commits on its branch, and no pull request is missing
+    there."""
+    if not prs or not (prs["stacks"] or any(prs["queue"].values())):
+        return []
+    cpm = prs["cost_per_merged"]
+    slo = "met" if prs["share_without"] < prs["slo_share"] else "MISSED"
+    return [
+        f"  ended without a pull request: {len(prs['without_pull_request'])} of "
+        f"{prs['terminal_tasks']} terminal tasks ({prs['share_without'] * 100:.0f}%; "
+        f"SLO < {prs['slo_share'] * 100:.0f}%: {slo})",
+        f"  cost per merged pull request: {_money(cpm['trusted_usd'])} trusted"
+        + (f", {_money(cpm['untrusted_usd'])} untrusted" if cpm["untrusted_usd"] else "")
+        + f" ({prs['merged']} merged)",
+        f"  landings vs returns: stacks {prs['landings']} landed, {prs['returns']} returned"
+        f"; queue {prs['queue']['landed']} landed, {prs['queue']['returned']} returned",
+    ]
+
+
+def _plan_lines(drafts: Mapping[str, Any] | None, est: Mapping[str, Any] | None) -> list[str]:
+    """How plan drafts fared against their SLO, and the plan tasks' estimates."""
+    lines = []
     if drafts and drafts["drafts"]:
         slo = drafts["slo_share"]
 
@@ -465,7 +541,6 @@ def text(report: Mapping[str, Any], *, width: int | None = None) -> str:
             f"    drafts valid first time: {rate(drafts['first_time_share'])}",
             f"    valid after repair: {rate(drafts['after_repair_share'])}",
         ]
-    est = h.get("estimates")
     if est and est["attempts"]:
         lines.append(
             f"  estimates: {_share(est['within_share'])} of {est['landed']} landed plan tasks "
@@ -474,23 +549,22 @@ def text(report: Mapping[str, Any], *, width: int | None = None) -> str:
             f"{est['over_estimate']} of {est['attempts']} attempts over, "
             f"{est['resplit']} re-split"
         )
-    timed = h.get("stages")
-    if timed and timed["attempts"]:
-        parts = [
-            f"{name} {v['median_s']:.3f}s"
-            + (f" (git {v['median_git_processes']:g})" if "median_git_processes" in v else "")
-            for name, v in timed["per_stage"].items()
-        ]
-        lines.append(
-            f"  where the time goes (median of {timed['attempts']} timed attempts; "
-            f"{timed['median_git_processes']:g} git processes an attempt): " + ", ".join(parts)
-        )
-    if report["problems"]:
-        lines.append(
-            f"  ledger problems: {len(report['problems'])} line(s) skipped (torn or damaged)"
-        )
-    # Ledger lines are input (hand edits, older writers): nothing reaches the terminal raw.
-    return clean("\n".join(lines)) + "\n"
+    return lines
+
+
+def _stage_lines(timed: Mapping[str, Any] | None) -> list[str]:
+    """Where an attempt's time goes, stage by stage (median of the timed attempts)."""
+    if not timed or not timed["attempts"]:
+        return []
+    parts = [
+        f"{name} {v['median_s']:.3f}s"
+        + (f" (git {v['median_git_processes']:g})" if "median_git_processes" in v else "")
+        for name, v in timed["per_stage"].items()
+    ]
+    return [
+        f"  where the time goes (median of {timed['attempts']} timed attempts; "
+        f"{timed['median_git_processes']:g} git processes an attempt): " + ", ".join(parts)
+    ]
 
 
 def _box(a: Mapping[str, Any]) -> str:

@@ -13,10 +13,67 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from loopkit import git
+from loopkit.boundary import usage as wire_usage
 from loopkit.decision import ledger as ledgers
+from loopkit.text import clean, clip
+from loopkit.worker import providers
+from loopkit.worker.providers.base import detect
+
+if TYPE_CHECKING:
+    from typing import Required, TypedDict
+
+    from loopkit.sections import JSONObject
+
+    class Lock(TypedDict):
+        """The loop's lock: its pid, and whether that process runs."""
+
+        pid: int
+        alive: bool
+
+    class Worker(TypedDict):
+        """A slice's loop at work beside this one (recipes/parallel.sh)."""
+
+        task: str
+        run: str
+        round: int
+        stage: str | None
+
+    class Status(TypedDict, total=False):
+        """schemas/status.json: what ``lk status`` prints."""
+
+        kind: Required[str]
+        version: Required[int]
+        state_dir: Required[str]
+        running: Required[bool]
+        pid: int | None
+        task: Required[str | None]
+        run: str
+        round: int
+        stage: str | None
+        last_document: str | None
+        elapsed_s: float | None
+        since_last_document_s: float | None
+        attempt_id: str | None
+        last_actions: list[str]
+        workers: list[Worker]
+        live: Spend
+        spent: Spend
+        wire: JSONObject
+
+    class Spend(TypedDict, total=False):
+        """What a worker or a task has spent so far, as far as it is known."""
+
+        attempts: int
+        input_tokens: int
+        output_tokens: int
+        cost_usd: float | None
+        turns: int
+
 
 STAGES = ("admit", "invoke", "diff", "verify", "judge", "decide")
 #: What runs after each stage's document is written (the stage now in progress).
@@ -41,13 +98,11 @@ def _pid_alive(pid: int) -> bool:
         return True
 
 
-def lock(state: Path, root: Path | None = None) -> dict[str, Any] | None:
+def lock(state: Path, root: Path | None = None) -> Lock | None:
     """The loop's lock, when there is one: its pid and whether it runs. It lives with the
     work tree at ``root`` (loopkit.ratchet.lock); without one, the state folder's."""
     folder = state
     if root is not None:
-        from loopkit import git
-
         try:
             folder = git.git_dirs(root).own / "loopkit"
         except git.GitError:
@@ -93,11 +148,8 @@ def _stage(run_dir: Path) -> tuple[int, str | None, str | None, float | None]:
     return round_, in_progress, last_name, last[0] if last else None
 
 
-def _last_actions(folder: Path, limit: int = 5) -> tuple[list[str], dict[str, Any]]:
+def _last_actions(folder: Path, limit: int = 5) -> tuple[list[str], Spend]:
     """The worker's last tool calls and its spend so far, from its stream on disk."""
-    from loopkit.worker import providers
-    from loopkit.worker.providers.base import detect
-
     stream = next((p for p in (folder / "stream.jsonl", folder / "output.log") if p.exists()), None)
     if stream is None:
         return [], {}
@@ -111,7 +163,7 @@ def _last_actions(folder: Path, limit: int = 5) -> tuple[list[str], dict[str, An
                     what = tool.command or ", ".join(tool.files_written or tool.files_read)
                     actions.append(f"{tool.name} {what}".strip())
     st = parser.state
-    spend = {
+    spend: Spend = {
         "input_tokens": st.input_tokens,
         "output_tokens": st.output_tokens,
         "cost_usd": st.cost_usd,
@@ -120,14 +172,12 @@ def _last_actions(folder: Path, limit: int = 5) -> tuple[list[str], dict[str, An
     return actions[-limit:], spend
 
 
-def gather(state: Path, *, now: float | None = None, root: Path | None = None) -> dict[str, Any]:
+def gather(state: Path, *, now: float | None = None, root: Path | None = None) -> Status:
     """The status document (schemas/status.json); ``root``: the work tree (where its lock
     is)."""
-    from loopkit.text import clean, clip
-
     now = time.time() if now is None else now
     held = lock(state, root)
-    body: dict[str, Any] = {
+    body: Status = {
         "kind": "loopkit/status",
         "version": 1,
         "state_dir": str(state),
@@ -146,27 +196,28 @@ def gather(state: Path, *, now: float | None = None, root: Path | None = None) -
     task = run_dir.parent.name
     attempt_dirs = [p for p in (state / "artifacts").glob("*") if p.is_dir()]
     current = _newest(attempt_dirs) if stage in ("admit", "invoke") else None
-    actions, live = _last_actions(current) if current is not None else ([], {})
+    actions: list[str] = []
+    live: Spend = {}
+    if current is not None:
+        actions, live = _last_actions(current)
     wire = None
     if current is not None:
-        from loopkit.boundary import usage as wire_usage
-
         wire = wire_usage.tally(current / "meter.jsonl")
-    history: dict[str, Any] = {}
+    history: Spend = {}  # the task's attempts so far and their trusted cost
     ledger_path = state / ledgers.DEFAULT_NAME
     if ledger_path.exists():
         records, _ = ledgers.read(ledger_path)
         for _, rec in records:
             if rec.get("task_id") == task and rec.get("type") == "attempt":
-                usage = rec.get("usage") or {}
+                usage: Mapping[str, Any] = rec.get("usage") or {}
                 history["attempts"] = history.get("attempts", 0) + 1
                 if isinstance(usage.get("cost_usd"), (int, float)):
                     history["cost_usd"] = round(
-                        history.get("cost_usd", 0.0) + float(usage["cost_usd"]), 6
+                        (history.get("cost_usd") or 0.0) + float(usage["cost_usd"]), 6
                     )
     # Slices side by side (recipes/parallel.sh): every run folder whose round has begun
     # and not been decided yet is a worker at it.
-    workers = []
+    workers: list[Worker] = []
     if body["running"]:
         for other in sorted(runs):
             r, st, done_last, _ = _stage(other)
@@ -174,26 +225,24 @@ def gather(state: Path, *, now: float | None = None, root: Path | None = None) -
                 workers.append(
                     {"task": other.parent.name, "run": str(other), "round": r, "stage": st}
                 )
-    body.update(
-        workers=workers,
-        task=task,
-        run=str(run_dir),
-        round=round_,
-        stage=stage if body["running"] else None,
-        last_document=last,
-        elapsed_s=round(now - started, 1) if started else None,
-        since_last_document_s=round(now - at, 1) if at else None,
-        attempt_id=current.name if current is not None else None,
-        last_actions=[clip(clean(a), 200) for a in actions],
-        live=live,
-        spent=history,
-    )
+    body["workers"] = workers
+    body["task"] = task
+    body["run"] = str(run_dir)
+    body["round"] = round_
+    body["stage"] = stage if body["running"] else None
+    body["last_document"] = last
+    body["elapsed_s"] = round(now - started, 1) if started else None
+    body["since_last_document_s"] = round(now - at, 1) if at else None
+    body["attempt_id"] = current.name if current is not None else None
+    body["last_actions"] = [clip(clean(a), 200) for a in actions]
+    body["live"] = live
+    body["spent"] = history
     if wire is not None:
         body["wire"] = wire
     return body
 
 
-def text(status: dict[str, Any]) -> str:
+def text(status: Status) -> str:
     """``lk status`` for a person."""
     if status.get("task") is None:
         return "no loop has run here yet\n"

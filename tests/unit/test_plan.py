@@ -755,3 +755,11 @@ def test_a_scope_naming_a_folder_is_read_as_the_folder() -> None:
         + "  end\n"
     )
     assert [p.message for p in plan.check(parsed(text), is_folder=folders.__contains__)] == []
+
+
+def test_every_plan_key_has_its_reader() -> None:
+    """The plan keys TASKS.md documents and the readers the parser dispatches to are the
+    same set: a key added to one and not the other fails here."""
+    from loopkit.plan import parsing
+
+    assert set(parsing._KEY_READERS) == set(parsing.PLAN_KEYS)

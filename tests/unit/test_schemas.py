@@ -173,29 +173,86 @@ def test_each_provider_recognises_its_own_saved_stream(path: Path) -> None:
     assert detect(path) == (owner if owner in providers.names() else "command")
 
 
-@pytest.mark.parametrize(
-    ("name", "typed"),
-    [
-        ("task", "Task"),
-        ("run", "Run"),
-        ("diff", "Diff"),
-        ("verify", "Verify"),
-        ("judge", "Judge"),
-        ("decision", "Decision"),
-    ],
-)
+#: loopkit.sections' typed dictionaries and the schema objects they spell out.
+TYPED = [
+    ("task", "Task"),
+    ("run", "Run"),
+    ("diff", "Diff"),
+    ("verify", "Verify"),
+    ("judge", "Judge"),
+    ("decision", "Decision"),
+    ("attempt", "Attempt"),
+    ("contract", "Contract"),
+    ("ledger-record", "Record"),
+    ("task#/properties/budget", "TaskBudget"),
+    ("task#/properties/source", "TaskSource"),
+    ("run#/properties/usage", "RunUsage"),
+    ("run#/properties/cost", "Cost"),
+    ("run#/properties/stuck", "Stuck"),
+    ("run#/properties/sandbox", "Sandboxed"),
+    ("run#/properties/state_seal", "StateSeal"),
+    ("run#/properties/git_control", "GitControl"),
+    ("run#/properties/meter", "Metered"),
+    ("diff#/properties/totals", "Totals"),
+    ("diff#/properties/policy", "Policy"),
+    ("verify#/properties/baseline", "Baseline"),
+    ("verify#/properties/whole_tree", "WholeTree"),
+    ("verify#/properties/proof", "Proof"),
+    ("judge#/properties/read_only", "ReadOnly"),
+    ("attempt#/properties/contract_source", "ContractSource"),
+    ("common#/$defs/timings/items", "Timing"),
+    ("common#/$defs/timings/items/properties/git", "GitTime"),
+    ("common#/$defs/timings/items/properties/checks/items", "CheckTime"),
+    ("contract#/properties/scope", "Scope"),
+    ("contract#/properties/criteria/items", "Criterion"),
+    ("contract#/properties/budgets", "Budgets"),
+    ("contract#/properties/worker", "WorkerSettings"),
+    ("contract#/properties/judge", "JudgeSettings"),
+    ("contract#/properties/verify", "VerifySettings"),
+    ("contract#/properties/sandbox", "SandboxSettings"),
+    ("contract#/properties/artifacts", "Artifacts"),
+    ("ledger-record#/properties/trigger", "Trigger"),
+    ("ledger-record#/properties/usage", "Spent"),
+    ("ledger-record#/properties/evidence", "Evidence"),
+    ("ledger-record#/properties/inputs", "Inputs"),
+    ("replay#/properties/disagreements/items", "Disagreement"),
+    ("judge#/properties/citations/items", "Citation"),
+    ("plan-draft", "PlanDraft"),
+    ("model-script#/$defs/tool", "ScriptTool"),
+    ("model-script#/$defs/error/oneOf/1", "ScriptError"),
+    ("model-script#/$defs/turn/oneOf/1", "ScriptTurn"),
+    ("model-script#/$defs/turn/oneOf/1/properties/cut/oneOf/1", "ScriptCut"),
+    ("report", "Report"),
+    ("report#/properties/health", "Health"),
+    ("report#/properties/health/properties/runs_near_budget", "NearBudget"),
+    ("report#/properties/health/properties/cost_per_completed_task", "Dollars"),
+    ("report#/properties/health/properties/pull_requests", "PullRequests"),
+    ("report#/properties/health/properties/plan_drafts", "DraftRates"),
+    ("report#/properties/health/properties/estimates", "Estimates"),
+    ("report#/properties/health/properties/stages", "StageTimes"),
+    ("plan-draft#/properties/drafts/items", "DraftTry"),
+    ("report#/properties/tasks/items", "TaskReport"),
+    ("report#/properties/tasks/items/properties/timeline/items", "Moment"),
+]
+
+
+@pytest.mark.parametrize(("name", "typed"), TYPED)
 def test_each_typed_section_is_its_schema(name: str, typed: str) -> None:
-    """loopkit.sections and schemas/<name>.json list the same fields, and agree on which
-    are required."""
+    """loopkit.sections and schemas/<name>.json (or the object at a path inside it) list
+    the same fields, and agree on which are required."""
     from loopkit import sections
 
     cls = getattr(sections, typed)
-    doc = schema.load(name)
+    file, _, pointer = name.partition("#")
+    doc = schema.load(file)
+    for step in pointer.strip("/").split("/") if pointer else []:
+        doc = doc[int(step)] if isinstance(doc, list) else doc[step]
     annotations = cls.__annotations__
     assert set(annotations) == set(doc["properties"]), name
+    spelled = {k: str(getattr(v, "__forward_arg__", v)) for k, v in annotations.items()}
     required = {
         k
-        for k, v in annotations.items()
-        if str(getattr(v, "__forward_arg__", v)).startswith("Required[")
+        for k, text in spelled.items()
+        if text.startswith("Required[") or (cls.__total__ and not text.startswith("NotRequired["))
     }
-    assert required == set(doc.get("required", [])) - set(), name
+    assert required == set(doc.get("required", [])), name

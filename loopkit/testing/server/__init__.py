@@ -33,12 +33,15 @@ import time
 from dataclasses import dataclass
 from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopkit.testing.script import Error, Script, Turn
 from loopkit.testing.server import anthropic, chat, gemini, openai
 from loopkit.testing.server.http import handler_for
 from loopkit.testing.server.wire import DEFAULT_USAGE, Wire, client_cwd
+
+if TYPE_CHECKING:
+    from loopkit.sections import JSONObject
 
 __all__ = ["DEFAULT_USAGE", "END_TEXT", "ModelServer", "Pick", "assistant_turns", "client_cwd"]
 
@@ -81,7 +84,7 @@ class ModelServer:
         self.script = script
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
-        self._requests: list[dict[str, Any]] = []
+        self._requests: list[JSONObject] = []
         self._counters: dict[tuple[str, int, int, str], int] = {}
         self._sessions: dict[tuple[str, str], int] = {}
         self._stopping = threading.Event()
@@ -149,12 +152,12 @@ class ModelServer:
 
     # -- the request log -------------------------------------------------------------
     @property
-    def requests(self) -> list[dict[str, Any]]:
+    def requests(self) -> list[JSONObject]:
         """Every request so far (a copy), oldest first."""
         with self._lock:
             return list(self._requests)
 
-    def model_requests(self, api: str | None = None) -> list[dict[str, Any]]:
+    def model_requests(self, api: str | None = None) -> list[JSONObject]:
         """The requests that asked for a model turn (optionally of one API)."""
         return [
             r
@@ -162,7 +165,7 @@ class ModelServer:
             if r.get("turn") is not None and (api is None or r.get("api") == api)
         ]
 
-    def record(self, entry: dict[str, Any]) -> None:
+    def record(self, entry: JSONObject) -> None:
         with self._lock:
             entry["seq"] = len(self._requests) + 1
             entry["t"] = round(time.monotonic() - self._started, 3)

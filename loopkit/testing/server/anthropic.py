@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopkit.testing.script import Error, Turn
 from loopkit.testing.server.wire import DEFAULT_USAGE, SIDE_TEXT, Event, fill, new_id
+
+if TYPE_CHECKING:
+    from loopkit.sections import JSONObject
 
 #: A cut without ``after`` comes after ``message_start`` and the first block's start.
 DEFAULT_CUT = 2
@@ -35,7 +38,7 @@ def wants_turn(body: Mapping[str, Any]) -> bool:
     return True
 
 
-def side_answer(body: Mapping[str, Any], *, model: str) -> dict[str, Any]:  # pragma: no cover
+def side_answer(body: Mapping[str, Any], *, model: str) -> JSONObject:  # pragma: no cover
     return answer(Turn(text=SIDE_TEXT), model=model, cwd=None)
 
 
@@ -48,9 +51,9 @@ def assistant_turns(body: Mapping[str, Any], *, said: Iterable[str] = ()) -> int
     return sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
 
 
-def answer(turn: Turn, *, model: str, cwd: str | None) -> dict[str, Any]:
+def answer(turn: Turn, *, model: str, cwd: str | None) -> JSONObject:
     """The assistant message for a turn."""
-    blocks: list[dict[str, Any]] = []
+    blocks: list[JSONObject] = []
     if turn.text is not None:
         blocks.append({"type": "text", "text": fill(turn.text, cwd)})
     for call in turn.tools:
@@ -76,7 +79,7 @@ def answer(turn: Turn, *, model: str, cwd: str | None) -> dict[str, Any]:
     }
 
 
-def events(message: dict[str, Any]) -> list[Event]:
+def events(message: JSONObject) -> list[Event]:
     """The message as a stream; a tool call's input arrives in two halves."""
     usage = message["usage"]
     out: list[Event] = [
@@ -94,7 +97,7 @@ def events(message: dict[str, Any]) -> list[Event]:
         )
     ]
     for i, block in enumerate(message["content"]):
-        start: dict[str, Any]
+        start: JSONObject
         if block["type"] == "text":
             start = {"type": "text", "text": ""}
             deltas = [{"type": "text_delta", "text": block["text"]}]
@@ -134,7 +137,7 @@ def events(message: dict[str, Any]) -> list[Event]:
     return out
 
 
-def error_body(error: Error) -> dict[str, Any]:
+def error_body(error: Error) -> JSONObject:
     etype = error.type or _ERROR_TYPES.get(
         error.status, "api_error" if error.status >= 500 else "invalid_request_error"
     )

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopkit.testing.script import Error, ToolCall, Turn
 from loopkit.testing.server.wire import (
@@ -28,6 +28,9 @@ from loopkit.testing.server.wire import (
     json_for,
     new_id,
 )
+
+if TYPE_CHECKING:
+    from loopkit.sections import JSONObject
 
 #: A cut without ``after`` comes after the first chunk (the role).
 DEFAULT_CUT = 1
@@ -64,9 +67,9 @@ def assistant_turns(body: Mapping[str, Any], *, said: Iterable[str] = ()) -> int
     )
 
 
-def answer(turn: Turn, *, model: str, cwd: str | None) -> dict[str, Any]:
+def answer(turn: Turn, *, model: str, cwd: str | None) -> JSONObject:
     """The ``chat.completion`` for a turn."""
-    message: dict[str, Any] = {
+    message: JSONObject = {
         "role": "assistant",
         "content": fill(turn.text, cwd) if turn.text is not None else None,
     }
@@ -80,7 +83,7 @@ def answer(turn: Turn, *, model: str, cwd: str | None) -> dict[str, Any]:
     )
 
 
-def side_answer(body: Mapping[str, Any], *, model: str) -> dict[str, Any]:
+def side_answer(body: Mapping[str, Any], *, model: str) -> JSONObject:
     """A side request's answer: JSON that fits its ``response_format`` when it asks for
     JSON, else a short text."""
     fmt = body.get("response_format")
@@ -94,11 +97,11 @@ def side_answer(body: Mapping[str, Any], *, model: str) -> dict[str, Any]:
     )
 
 
-def events(completion: dict[str, Any]) -> list[Event]:
+def events(completion: JSONObject) -> list[Event]:
     """The completion as chunks: role, text halves, tool calls, finish, usage, [DONE]."""
     message = completion["choices"][0]["message"]
 
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> Event:
+    def chunk(delta: JSONObject, finish: str | None = None) -> Event:
         return (
             "",
             {
@@ -141,7 +144,7 @@ def events(completion: dict[str, Any]) -> list[Event]:
     return out
 
 
-def error_body(error: Error) -> dict[str, Any]:
+def error_body(error: Error) -> JSONObject:
     etype = error.type or _ERROR_TYPES.get(
         error.status, "server_error" if error.status >= 500 else "invalid_request_error"
     )
@@ -161,9 +164,7 @@ def error_events(payload: Any, *, model: str) -> list[Event]:
     return [("", payload), ("", "[DONE]")]
 
 
-def _completion(
-    message: dict[str, Any], *, model: str, finish: str, usage: dict[str, Any]
-) -> dict[str, Any]:
+def _completion(message: JSONObject, *, model: str, finish: str, usage: JSONObject) -> JSONObject:
     return {
         "id": new_id("chatcmpl"),
         "object": "chat.completion",
@@ -174,7 +175,7 @@ def _completion(
     }
 
 
-def _usage(scripted: Mapping[str, int] | None) -> dict[str, Any]:
+def _usage(scripted: Mapping[str, int] | None) -> JSONObject:
     usage = {**DEFAULT_USAGE, **(scripted or {})}
     inp, out = usage.get("input_tokens", 0), usage.get("output_tokens", 0)
     return {
@@ -186,7 +187,7 @@ def _usage(scripted: Mapping[str, int] | None) -> dict[str, Any]:
     }
 
 
-def _call(call: ToolCall, cwd: str | None) -> dict[str, Any]:
+def _call(call: ToolCall, cwd: str | None) -> JSONObject:
     value = fill(call.input, cwd)
     return {
         "id": call.id or new_id("call"),

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopkit.testing.script import Error, ToolCall, Turn
 from loopkit.testing.server.wire import (
@@ -30,6 +30,9 @@ from loopkit.testing.server.wire import (
     json_for,
     new_id,
 )
+
+if TYPE_CHECKING:
+    from loopkit.sections import JSONObject
 
 #: A cut without ``after`` comes after the first piece of the stream.
 DEFAULT_CUT = 1
@@ -82,9 +85,9 @@ def assistant_turns(body: Mapping[str, Any], *, said: Iterable[str] = ()) -> int
     return count_turns(turns, said)
 
 
-def answer(turn: Turn, *, model: str, cwd: str | None) -> dict[str, Any]:
+def answer(turn: Turn, *, model: str, cwd: str | None) -> JSONObject:
     """The ``GenerateContentResponse`` for a turn."""
-    parts: list[dict[str, Any]] = []
+    parts: list[JSONObject] = []
     if turn.text is not None:
         parts.append({"text": fill(turn.text, cwd)})
     parts += [_call(call, cwd) for call in turn.tools]
@@ -92,7 +95,7 @@ def answer(turn: Turn, *, model: str, cwd: str | None) -> dict[str, Any]:
     return _response(parts, model=model, finish=finish, usage=_usage(turn.usage))
 
 
-def side_answer(body: Mapping[str, Any], *, model: str) -> dict[str, Any]:
+def side_answer(body: Mapping[str, Any], *, model: str) -> JSONObject:
     config = body.get("generationConfig")
     config = config if isinstance(config, dict) else {}
     text = SIDE_TEXT
@@ -102,13 +105,13 @@ def side_answer(body: Mapping[str, Any], *, model: str) -> dict[str, Any]:
     return _response([{"text": text}], model=model, finish="STOP", usage=_usage(None))
 
 
-def events(response: dict[str, Any]) -> list[Event]:
+def events(response: JSONObject) -> list[Event]:
     """The response in pieces: the text halves, then the calls with finish and usage."""
     candidate = response["candidates"][0]
     parts = candidate["content"]["parts"]
     texts = [p for p in parts if "text" in p]
     calls = [p for p in parts if "text" not in p]
-    pieces: list[list[dict[str, Any]]] = []
+    pieces: list[list[JSONObject]] = []
     for p in texts:
         half = len(p["text"]) // 2
         pieces += [[{"text": p["text"][:half]}], [{"text": p["text"][half:]}]]
@@ -117,7 +120,7 @@ def events(response: dict[str, Any]) -> list[Event]:
     out: list[Event] = []
     for i, piece in enumerate(pieces):
         last = i == len(pieces) - 1
-        data: dict[str, Any] = {
+        data: JSONObject = {
             "candidates": [
                 {
                     "content": {"role": "model", "parts": piece},
@@ -134,9 +137,9 @@ def events(response: dict[str, Any]) -> list[Event]:
     return out
 
 
-def error_body(error: Error) -> dict[str, Any]:
+def error_body(error: Error) -> JSONObject:
     status = error.type or _STATUS.get(error.status, "INTERNAL" if error.status >= 500 else "")
-    detail: dict[str, Any] = {
+    detail: JSONObject = {
         "code": error.status,
         "message": error.message or f"scripted {error.status} {status or 'error'}",
         "status": status or "FAILED_PRECONDITION",
@@ -158,9 +161,7 @@ def error_events(payload: Any, *, model: str) -> list[Event]:
     return [("", payload)]
 
 
-def _response(
-    parts: list[dict[str, Any]], *, model: str, finish: str, usage: dict[str, Any]
-) -> dict[str, Any]:
+def _response(parts: list[JSONObject], *, model: str, finish: str, usage: JSONObject) -> JSONObject:
     return {
         "candidates": [
             {"content": {"role": "model", "parts": parts}, "finishReason": finish, "index": 0}
@@ -171,7 +172,7 @@ def _response(
     }
 
 
-def _usage(scripted: Mapping[str, int] | None) -> dict[str, Any]:
+def _usage(scripted: Mapping[str, int] | None) -> JSONObject:
     usage = {**DEFAULT_USAGE, **(scripted or {})}
     inp, out = usage.get("input_tokens", 0), usage.get("output_tokens", 0)
     meta = {"promptTokenCount": inp, "candidatesTokenCount": out, "totalTokenCount": inp + out}
@@ -182,7 +183,7 @@ def _usage(scripted: Mapping[str, int] | None) -> dict[str, Any]:
     return meta
 
 
-def _call(call: ToolCall, cwd: str | None) -> dict[str, Any]:
+def _call(call: ToolCall, cwd: str | None) -> JSONObject:
     value = fill(call.input, cwd)
     args = value if isinstance(value, dict) else {"input": value}
     return {"functionCall": {"name": call.name, "args": args, "id": call.id or new_id("fc")}}

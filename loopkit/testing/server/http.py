@@ -9,6 +9,7 @@ a 404. Every request is recorded (credentials redacted) before it is answered.
 
 from __future__ import annotations
 
+import gzip
 import json
 import socket
 from http.server import BaseHTTPRequestHandler
@@ -19,6 +20,7 @@ from loopkit.testing.server import anthropic, chat, faults, gemini, openai
 from loopkit.testing.server.wire import DEFAULT_USAGE, Event, Wire, client_cwd, new_id
 
 if TYPE_CHECKING:
+    from loopkit.sections import JSONObject
     from loopkit.testing.script import Error
     from loopkit.testing.server import ModelServer
 
@@ -41,7 +43,7 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     # -- plumbing --------------------------------------------------------------------
-    def entry(self, body: Any = None) -> dict[str, Any]:
+    def entry(self, body: Any = None) -> JSONObject:
         """The request as the log records it."""
         headers = {
             k.lower(): ("<redacted>" if k.lower() in _REDACT else v)
@@ -135,8 +137,6 @@ class Handler(BaseHTTPRequestHandler):
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length > 0 else b""
         if self.headers.get("Content-Encoding", "").lower() == "gzip":
-            import gzip
-
             raw = gzip.decompress(raw)
         if not raw:
             return None
@@ -249,7 +249,7 @@ class Handler(BaseHTTPRequestHandler):
     def send_answer(
         self,
         wire: Wire,
-        answer: dict[str, Any],
+        answer: JSONObject,
         stream: bool,
         sse: bool,
         *,

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopkit.testing.script import Error, ToolCall, Turn
 from loopkit.testing.server.wire import DEFAULT_USAGE, SIDE_TEXT, Event, fill, new_id
+
+if TYPE_CHECKING:
+    from loopkit.sections import JSONObject
 
 #: A cut without ``after`` comes right after ``response.created``.
 DEFAULT_CUT = 1
@@ -44,7 +47,7 @@ def wants_turn(body: Mapping[str, Any]) -> bool:
     return True
 
 
-def side_answer(body: Mapping[str, Any], *, model: str) -> dict[str, Any]:  # pragma: no cover
+def side_answer(body: Mapping[str, Any], *, model: str) -> JSONObject:  # pragma: no cover
     return answer(Turn(text=SIDE_TEXT), model=model, cwd=None)
 
 
@@ -66,10 +69,10 @@ def assistant_turns(body: Mapping[str, Any], *, said: Iterable[str] = ()) -> int
     return turns
 
 
-def answer(turn: Turn, *, model: str, cwd: str | None) -> dict[str, Any]:
+def answer(turn: Turn, *, model: str, cwd: str | None) -> JSONObject:
     """The completed response for a turn."""
     response_id = new_id("resp")
-    items: list[dict[str, Any]] = []
+    items: list[JSONObject] = []
     if turn.text is not None:
         items.append(
             {
@@ -102,7 +105,7 @@ def answer(turn: Turn, *, model: str, cwd: str | None) -> dict[str, Any]:
     }
 
 
-def events(response: dict[str, Any]) -> list[Event]:
+def events(response: JSONObject) -> list[Event]:
     """The response as a stream: created, each item done, completed."""
     base = {"id": response["id"], "object": response["object"], "model": response["model"]}
     out: list[Event] = [
@@ -122,7 +125,7 @@ def events(response: dict[str, Any]) -> list[Event]:
     return out
 
 
-def error_body(error: Error) -> dict[str, Any]:
+def error_body(error: Error) -> JSONObject:
     etype = error.type or _ERROR_TYPES.get(
         error.status, "server_error" if error.status >= 500 else "invalid_request_error"
     )
@@ -149,7 +152,7 @@ def error_events(payload: Any, *, model: str) -> list[Event]:
     ]
 
 
-def _call(call: ToolCall, cwd: str | None) -> dict[str, Any]:
+def _call(call: ToolCall, cwd: str | None) -> JSONObject:
     call_id = call.id or new_id("call")
     if isinstance(call.input, str):  # a freeform tool such as apply_patch
         return {

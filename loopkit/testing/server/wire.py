@@ -15,9 +15,12 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from loopkit.testing.script import Error, Turn
+
+if TYPE_CHECKING:
+    from loopkit.sections import JSONObject
 
 #: Default token counts reported per response (a script turn's ``usage`` overrides them).
 DEFAULT_USAGE = {"input_tokens": 100, "output_tokens": 20}
@@ -54,19 +57,19 @@ class Wire(Protocol):
         the texts the script answers with, to tell the script's turns from a client's)."""
         ...
 
-    def side_answer(self, body: Mapping[str, Any], *, model: str) -> dict[str, Any]:
+    def side_answer(self, body: Mapping[str, Any], *, model: str) -> JSONObject:
         """The whole answer to a side request."""
         ...
 
-    def answer(self, turn: Turn, *, model: str, cwd: str | None) -> dict[str, Any]:
+    def answer(self, turn: Turn, *, model: str, cwd: str | None) -> JSONObject:
         """The whole answer to a request that does not stream."""
         ...
 
-    def events(self, answer: dict[str, Any]) -> list[Event]:
+    def events(self, answer: JSONObject) -> list[Event]:
         """The same answer as the events of a stream."""
         ...
 
-    def error_body(self, error: Error) -> dict[str, Any]:
+    def error_body(self, error: Error) -> JSONObject:
         """The API's usual error envelope for a scripted error."""
         ...
 
