@@ -14,6 +14,7 @@ from typing import Any
 from loopkit import git
 from loopkit.errors import BadInput, LoopkitError
 from loopkit.exitcodes import ExitCode
+from loopkit.sections import Task
 
 PREFIX = "refs/loopkit/stack/"
 FILE = "stack.json"
@@ -46,6 +47,8 @@ class Slice:
     issue: int | None = None
     merged: str = ""  # the commit the forge landed it as
     closed: str = ""  # why it left the stack unlanded (its pull request closed on the forge)
+    task: Task | None = None  # the task it was made for (lk stack address runs it again)
+    addressed: list[str] = field(default_factory=list)  # the forge's remarks addressed (keys)
 
 
 @dataclass

@@ -1,17 +1,22 @@
 """What each ``lk stack`` step does, without click: add (or replace) a verified slice,
-restack (move slices onto their new parents, each moved tree verified again), push
-(every branch at once, atomic with leases, then the pull requests), land (the bottom
-slice, by the forge's merge of exactly the verified head), show."""
+restack (move slices onto their new parents, each moved tree verified again), address
+(a slice's task run again with its pull request's review, the slices above verified on
+it, then pushed), push (every branch at once, atomic with leases, then the pull
+requests), land (the bottom slice, by the forge's merge of exactly the verified head),
+show."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from loopkit import git
 from loopkit.attest import store
+from loopkit.document import parse_attempt
 from loopkit.errors import BadInput, EnvironmentProblem
-from loopkit.forge import body, clients, onto, proof
+from loopkit.forge import address as readdress
+from loopkit.forge import body, clients, fleet, onto, proof
 from loopkit.forge import push as pushing
 from loopkit.forge.stack import (
     FORGES,
@@ -124,6 +129,7 @@ def add(
         evidence.update({k: v for k, v in body.from_document(doc).items() if v is not None})
     if ledger is not None and evidence.get("task"):
         evidence.update(body.from_ledger(ledger, str(evidence["task"])))
+    task = (doc or {}).get("task") or None
     if known is None:
         stack.slices.append(
             Slice(
@@ -134,11 +140,13 @@ def add(
                 head=head,
                 tree=tree,
                 evidence=evidence,
+                task=task,
             )
         )
     else:
         known.head, known.tree, known.evidence = head, tree, evidence
         known.title = title or known.title
+        known.task = task or known.task
     write(root, stack, old, message=f"{'replace' if known else 'add'} {slice_id} at {head[:12]}")
     return _result("add", stack, slice=slice_id)
 
@@ -208,16 +216,30 @@ def restack(root: Path, name: str, *, contract: Path, foreign: bool = False) -> 
     rebase) is marked landed, one whose pull request was closed leaves the stack, and a
     bottom slice whose change the target already holds is landed too -- never replayed
     as an empty commit. Then each live slice whose recorded fork point is no longer its
-    parent's head moves onto it (the bottom one onto the target's tip), and its new tree
-    is verified; all or nothing: one that fails its checks, does not apply, or a branch
-    someone else pushed (``foreign``: sync's, which pushes next) leaves the stack as it
-    was."""
+    parent's head moves onto it (``_move``); all or nothing: one that fails its checks,
+    does not apply, or a branch someone else pushed (``foreign``: sync's, which pushes
+    next) leaves the stack as it was."""
     stack, old = _load(root, name)
     tip = target_tip(root, stack)
+    followed = _follow(root, stack, tip, foreign=foreign)
+    moved = _move(root, stack, tip, contract, followed)
+    if moved or followed:
+        gone = [f"{f['slice']} {f['state']}" for f in followed]
+        write(root, stack, old, message="restack " + " ".join([*gone, *moved]))
+    return _result("restack", stack, moved=moved, followed=followed)
+
+
+def _move(
+    root: Path, stack: Stack, tip: str, contract: Path, followed: list[dict[str, Any]]
+) -> list[str]:
+    """Each live slice whose recorded fork point is no longer its parent's head moves onto
+    it (the bottom one onto the target's tip) and its new tree is verified; a bottom slice
+    with nothing left to apply is landed (added to ``followed``). The record in memory
+    only: a slice that fails its checks or does not apply raises (noted against it in the
+    record, nothing else written)."""
     parent = tip
     moved: list[str] = []
     at = ""  # the slice being moved (a refusal is noted against it)
-    followed = _follow(root, stack, tip, foreign=foreign)
     try:
         for s in stack.live():
             at = s.id
@@ -235,12 +257,89 @@ def restack(root: Path, name: str, *, contract: Path, foreign: bool = False) -> 
                 moved.append(s.id)
             parent = s.head
     except (Refused, Unverified) as e:
-        note_return(root, name, at, "restack", e.message)
+        note_return(root, stack.name, at, "restack", e.message)
         raise
-    if moved or followed:
-        gone = [f"{f['slice']} {f['state']}" for f in followed]
-        write(root, stack, old, message="restack " + " ".join([*gone, *moved]))
-    return _result("restack", stack, moved=moved, followed=followed)
+    return moved
+
+
+def address(
+    root: Path,
+    name: str,
+    slice_id: str,
+    *,
+    contract: Path,
+    state: Path,
+    task_text: str = "",
+    rounds: int = readdress.ROUNDS,
+) -> dict[str, Any]:
+    """The forge's review of one slice addressed: its review comments, reviews and failing
+    checks (those not addressed before) become its task's notes and feedback, the task
+    runs again (``readdress.rerun``: ``lk attempt`` at the slice's head, the recipes'
+    path), the verified tree becomes the slice's new commit, every slice above moves onto
+    it and is verified there, and only then is anything pushed (``push``, leased). A
+    slice above that fails its checks (exit 1) or does not apply (40): nothing recorded,
+    nothing pushed; the new commit is kept under ``refs/loopkit/review/``."""
+    stack, old = _load(root, name)
+    s = stack.find(slice_id)
+    if s is None:
+        raise BadInput("SLICE", f"no slice {slice_id!r} in stack {name}")
+    forge = clients.client(stack.forge, stack.repo)
+    if not isinstance(forge, clients.GitHub):
+        raise BadInput(
+            "SLICE",
+            f"stack {name} is on a {stack.forge} forge: review comments are read from GitHub",
+        )
+    tip = target_tip(root, stack)
+    followed = _follow(root, stack, tip, foreign=True)  # a branch someone else pushed: refused
+    if s.merged or s.closed:
+        raise BadInput("SLICE", f"{s.id} has left the stack ({'landed' if s.merged else s.closed})")
+    if s.pr is None:
+        raise BadInput("SLICE", f"{s.id} has no pull request yet: `lk stack push {name}` first")
+    pr = s.pr
+    remarks = [r for r in forge.remarks(pr, s.head) if r.key not in s.addressed]
+    shown = [asdict(r) for r in remarks]
+    if not remarks:
+        if followed:
+            write(root, stack, old, message="address: " + " ".join(f["slice"] for f in followed))
+        return _result("address", stack, slice=s.id, remarks=[], followed=followed, moved=[])
+    task = readdress.task_for(s, remarks, pr, text=task_text)
+    try:
+        fix = readdress.rerun(root, s, task, pr, contract=contract, state=state, rounds=rounds)
+    except Unverified as e:
+        note_return(root, name, s.id, "address", e.message)
+        raise
+    kept = f"refs/loopkit/review/{stack.name}/{s.id}/{fix.commit[:12]}"
+    git.out(["update-ref", kept, fix.commit], cwd=root)
+    was = s.head
+    s.evidence = {
+        **s.evidence,
+        **{k: v for k, v in body.from_document(fix.decided).items() if v is not None},
+        "verify": proof.summary(fix.decided["verify"]),
+        "addressed_from": was,
+    }
+    s.head, s.tree, s.task = fix.commit, fix.tree, task
+    s.addressed = [*s.addressed, *(r.key for r in remarks)]
+    try:
+        moved = _move(root, stack, tip, contract, followed)
+    except (Refused, Unverified) as e:
+        said = f"{e.message}; after {s.id}'s change for #{pr} (kept as {kept}): nothing pushed"
+        raise type(e)(said) from None
+    write(root, stack, old, message=f"address {s.id} (#{pr}) as {fix.commit[:12]}")
+    pushed: dict[str, Any] = {}
+    if stack.remote:
+        pushed = push(root, name)
+        stack = Stack.from_json(pushed["stack"], ref(name))
+    return _result(
+        "address",
+        stack,
+        slice=s.id,
+        remarks=shown,
+        commit=fix.commit,
+        moved=moved,
+        followed=followed,
+        pushed=pushed.get("pushed", []),
+        pulls=pushed.get("pulls", []),
+    )
 
 
 def sync(root: Path, name: str, *, contract: Path) -> dict[str, Any]:
@@ -424,8 +523,6 @@ def collect(
     saved attempts fetched under refs/loopkit/ (evidence a parked or dead job leaves), and
     each green slice added to the stack, its fork point the base the job was pinned to
     (restack then stacks them, verifying each moved tree)."""
-    from loopkit.forge import fleet
-
     results = [fleet.read_result(folder) for folder in folders]  # all readable, or nothing
     stack, old = read(root, check_name(name))
     if stack is None:  # the stack's settings recorded even when no job came back green
@@ -456,8 +553,6 @@ def collect(
                 )
             doc = None
             if (folder / "decided.json").is_file():
-                from loopkit.document import parse_attempt
-
                 doc = parse_attempt(
                     (folder / "decided.json").read_bytes(), source=str(folder / "decided.json")
                 )

@@ -21,7 +21,10 @@ What it answers (JSON, as GitHub does):
   when it asks for one); a strict rule of either kind refuses a head not up to date; a
   branch with a merge queue refuses the REST merge, and GraphQL's ``enqueuePullRequest``
   (``POST /graphql``, its ``expectedHeadOid`` checked) lands the pull request at once
-- commit statuses: ``POST .../statuses/SHA``, ``GET .../commits/SHA/status``
+- commit statuses: ``POST .../statuses/SHA``, ``GET .../commits/SHA/status``; check runs:
+  ``POST .../check-runs``, ``GET .../commits/SHA/check-runs``
+- a review: ``POST|GET .../pulls/N/reviews`` (``event`` COMMENT, REQUEST_CHANGES or
+  APPROVE, its ``comments`` on lines), review comments ``POST|GET .../pulls/N/comments``
 
 ``gh`` reaches it as the host ``github.localhost`` (which it speaks plain HTTP to, at
 ``api.github.localhost``) through ``HTTP_PROXY`` pointed here: see ``gh_env``. Git reaches
@@ -70,7 +73,18 @@ class Repo:
     #: rulesets' rules per branch (``GET .../rules/branches/B``), besides a merge queue
     rules: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     statuses: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: a status's description per commit and context (``statuses`` holds its state)
+    described: dict[str, dict[str, str]] = field(default_factory=dict)
+    check_runs: list[dict[str, Any]] = field(default_factory=list)
+    #: per pull request: its reviews, its review comments (on lines)
+    reviews: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    comments: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     next_number: int = 1
+    next_id: int = 1000
+
+    def new_id(self) -> int:
+        self.next_id += 1
+        return self.next_id
 
     @property
     def full_name(self) -> str:
@@ -236,16 +250,37 @@ class Forge:
                 return 200, listed
             if rest[:1] == ["statuses"] and len(rest) == 2 and method == "POST":
                 repo.statuses.setdefault(rest[1], {})[body["context"]] = body["state"]
+                repo.described.setdefault(rest[1], {})[body["context"]] = str(
+                    body.get("description") or ""
+                )
                 return 201, {"state": body["state"], "context": body["context"]}
             if rest[:1] == ["commits"] and len(rest) == 3 and rest[2] == "status":
                 got = repo.statuses.get(rest[1], {})
                 state = (
                     "success" if got and all(v == "success" for v in got.values()) else "pending"
                 )
+                said = repo.described.get(rest[1], {})
                 return 200, {
                     "state": state,
-                    "statuses": [{"context": k, "state": v} for k, v in got.items()],
+                    "statuses": [
+                        {"context": k, "state": v, "description": said.get(k, "")}
+                        for k, v in got.items()
+                    ],
                 }
+            if rest == ["check-runs"] and method == "POST":
+                run = {
+                    "id": repo.new_id(),
+                    "name": str(body["name"]),
+                    "head_sha": str(body["head_sha"]),
+                    "status": str(body.get("status") or "completed"),
+                    "conclusion": body.get("conclusion"),
+                    "output": body.get("output") or {},
+                }
+                repo.check_runs.append(run)
+                return 201, run
+            if rest[:1] == ["commits"] and len(rest) == 3 and rest[2] == "check-runs":
+                runs = [r for r in repo.check_runs if r["head_sha"] == rest[1]]
+                return 200, {"total_count": len(runs), "check_runs": runs}
         raise ForgeError(404, "Not Found")
 
     def _graphql(self, body: Any) -> tuple[int, Any]:
@@ -341,7 +376,59 @@ class Forge:
             return 200, self._pull_view(repo, pr)
         if rest[1:] == ["merge"] and method == "PUT":
             return self._merge(repo, pr, body or {})
+        if rest[1:] == ["comments"] and method == "GET":
+            return 200, list(repo.comments.get(pr["number"], []))
+        if rest[1:] == ["comments"] and method == "POST":
+            return 201, self._comment(repo, pr, body, review=None)
+        if rest[1:] == ["reviews"] and method == "GET":
+            return 200, list(repo.reviews.get(pr["number"], []))
+        if rest[1:] == ["reviews"] and method == "POST":
+            return 200, self._review(repo, pr, body)
         raise ForgeError(404, "Not Found")
+
+    def _comment(
+        self, repo: Repo, pr: dict[str, Any], body: Any, *, review: int | None
+    ) -> dict[str, Any]:
+        """A review comment on a line of the pull request's head (GitHub's shape)."""
+        if not body.get("body") or not body.get("path"):
+            raise ForgeError(422, "Validation Failed: a review comment needs body and path")
+        line = body.get("line")
+        comment = {
+            "id": repo.new_id(),
+            "pull_request_review_id": review,
+            "body": str(body["body"]),
+            "path": str(body["path"]),
+            "line": line,
+            "original_line": line,
+            "side": str(body.get("side") or "RIGHT"),
+            "commit_id": str(body.get("commit_id") or self._sha(repo, pr["head"]) or ""),
+            "in_reply_to_id": body.get("in_reply_to"),
+            "user": {"login": self.login},
+        }
+        repo.comments.setdefault(pr["number"], []).append(comment)
+        return comment
+
+    def _review(self, repo: Repo, pr: dict[str, Any], body: Any) -> dict[str, Any]:
+        """A review as the web page submits it: its event and its comments on lines."""
+        states = {
+            "COMMENT": "COMMENTED",
+            "REQUEST_CHANGES": "CHANGES_REQUESTED",
+            "APPROVE": "APPROVED",
+        }
+        state = states.get(str(body.get("event") or "COMMENT"))
+        if state is None:
+            raise ForgeError(422, f"Validation Failed: event {body.get('event')!r}")
+        review: dict[str, Any] = {
+            "id": repo.new_id(),
+            "state": state,
+            "body": str(body.get("body") or ""),
+            "commit_id": str(body.get("commit_id") or self._sha(repo, pr["head"]) or ""),
+            "user": {"login": self.login},
+        }
+        for c in body.get("comments") or []:
+            self._comment(repo, pr, {**c, "commit_id": review["commit_id"]}, review=review["id"])
+        repo.reviews.setdefault(pr["number"], []).append(review)
+        return review
 
     def _merge(
         self, repo: Repo, pr: dict[str, Any], body: dict[str, Any], *, queue: bool = False
