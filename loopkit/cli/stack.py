@@ -36,8 +36,9 @@ tree becomes the slice's new commit, every slice above moves onto it and is veri
 there, and only then is the stack pushed. A task that does not complete or a slice above
 that fails its checks: exit 1, nothing recorded or pushed (the slice named; the new
 commit kept under refs/loopkit/review/); a slice above that does not apply: 40.
-push pushes every changed branch and the
-stack's record in one atomic push, each leased on what this stack last pushed there,
+push checks by id, with git alone, that each slice's head is the tree
+its checks passed on and sits on the slice below (else 40, nothing pushed), then pushes
+every changed branch and the stack's record in one atomic push, each leased on what this stack last pushed there,
 plus the saved and parked attempts under refs/loopkit/ (evidence a dead run leaves);
 then opens or updates one pull request per slice, each based on the one below, its body
 the slice's evidence; the last one says "Closes #N" for --issue. --issues opens a child

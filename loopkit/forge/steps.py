@@ -369,10 +369,33 @@ def _evidence_refs(root: Path, stack: Stack) -> list[str]:
     return [r for r in listed.splitlines() if r and not r.startswith("refs/loopkit/stack/")]
 
 
+def _pushable(root: Path, stack: Stack) -> None:
+    """Every live slice as verified, checked by id with git alone (no check runs here: a
+    landing job that holds a write token runs no code a worker wrote): its head's tree is
+    the tree its evidence says passed, and it sits on the slice below it. Refused (40)
+    otherwise: nothing is pushed."""
+    parent = ""
+    for s in stack.live():
+        verify = s.evidence.get("verify") or {}
+        tree = tree_of(root, s.head)
+        if not (verify.get("passed") and verify.get("tree") == s.tree == tree):
+            raise Refused(
+                f"{s.id}: its head {s.head[:12]} (tree {tree[:12]}) is not the tree its "
+                f"checks passed on ({str(verify.get('tree') or 'none')[:12]}): nothing pushed"
+            )
+        if parent and s.fork != parent:
+            raise Refused(
+                f"{s.id} is not on the slice below it ({parent[:12]}): "
+                f"`lk stack restack {stack.name}` first; nothing pushed"
+            )
+        parent = s.head
+
+
 def push(root: Path, name: str, *, issues: bool = False) -> dict[str, Any]:
     stack, old = _load(root, name)
     if not stack.remote:
         raise BadInput("--remote", f"stack {name} has no remote to push to")
+    _pushable(root, stack)
     updates = [
         pushing.Update(f"refs/heads/{s.branch}", s.head, s.pushed)
         for s in stack.live()

@@ -173,3 +173,17 @@ def test_a_fix_that_breaks_the_slice_above_is_never_pushed(hostile: World) -> No
     # The worker's change is kept for a person to look at, not lost.
     kept = git(w.repo, "for-each-ref", "--format=%(objectname)", "refs/loopkit/review/demo/s2/")
     assert git(w.repo, "show", f"{kept.strip()}:x.txt") == "mine\n"
+
+
+def test_a_stack_not_restacked_onto_a_changed_slice_is_not_pushed(honest: World) -> None:
+    """s1 changed, the slices above not yet moved onto it: push refuses (40) by id, before
+    anything reaches the forge."""
+    s1, s2, s3 = _stack(w := honest)
+    git(w.repo, "checkout", "-q", "--detach", s1["head"])
+    w.commit("a.txt", "s1, reworked\n")
+    w.lk("add", "demo", "s1", "--contract", str(w.contract))
+    pushes = _pushes(w)
+    said = w.lk("push", "demo", code=40)["stderr"]
+    assert "s2 is not on the slice below it" in said and "restack" in said
+    assert _pushes(w) == pushes
+    assert [w.remote_sha(s["branch"]) for s in (s1, s2, s3)] == [s1["head"], s2["head"], s3["head"]]
