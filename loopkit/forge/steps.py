@@ -20,13 +20,16 @@ from loopkit.forge import body, clients, fleet, onto, proof
 from loopkit.forge import push as pushing
 from loopkit.forge.stack import (
     FORGES,
+    PUSHING,
     Refused,
     Slice,
     Stack,
     Unverified,
     check_name,
     note_return,
+    pending,
     read,
+    record,
     ref,
     resolve,
     tree_of,
@@ -155,7 +158,37 @@ def _load(root: Path, name: str) -> tuple[Stack, str]:
     stack, old = read(root, check_name(name))
     if stack is None:
         raise BadInput("NAME", f"no stack {name!r} here ({ref(name)} does not exist)")
+    if (
+        git.git(["rev-parse", "-q", "--verify", pending(name)], cwd=root, check=False).exit_code
+        == 0
+    ):
+        _settle(root, stack, old)
+        stack, old = _load(root, name)
     return stack, old
+
+
+def _settle(root: Path, stack: Stack, old: str) -> None:
+    """A push that stopped before it ended (its pending ref left): when the remote holds
+    the record it pushed, the local record becomes the pushed one; else the push did not
+    happen (it is atomic) and the record stays as it is."""
+    current = git.out(["rev-parse", pending(stack.name)], cwd=root)
+    meta = git.out(["rev-parse", f"{current}^"], cwd=root)
+    said = git.git(
+        ["ls-remote", stack.remote, ref(stack.name)], cwd=root, env=pushing.token_env()
+    )  # the remote's record now (an unreachable remote: exit 4, settled on the rerun)
+    theirs = said.stdout.decode().split("\t", 1)[0].strip()
+    if theirs == meta and git.out(["rev-parse", f"{meta}^"], cwd=root) == old:
+        _moved(root, stack.name, current, old)
+    else:
+        git.git(["update-ref", "-d", pending(stack.name)], cwd=root, check=False)
+
+
+def _moved(root: Path, name: str, current: str, old: str) -> None:
+    """The local record moved from ``old`` to the pushed ``current``; the pending ref gone."""
+    done = git.git(["update-ref", ref(name), current, old], cwd=root, check=False)
+    git.git(["update-ref", "-d", pending(name)], cwd=root, check=False)
+    if done.exit_code != 0:
+        raise Refused(f"stack {name}: its record moved while it was pushed; run it again")
 
 
 def _follow(root: Path, stack: Stack, tip: str, *, foreign: bool) -> list[dict[str, Any]]:
@@ -278,7 +311,8 @@ def address(
     path), the verified tree becomes the slice's new commit, every slice above moves onto
     it and is verified there, and only then is anything pushed (``push``, leased). A
     slice above that fails its checks (exit 1) or does not apply (40): nothing recorded,
-    nothing pushed; the new commit is kept under ``refs/loopkit/review/``."""
+    nothing pushed; the new commit is kept under ``refs/loopkit/review/``. Stopped after
+    the record was written, the rerun (nothing new to address) pushes what it holds."""
     stack, old = _load(root, name)
     s = stack.find(slice_id)
     if s is None:
@@ -301,7 +335,20 @@ def address(
     if not remarks:
         if followed:
             write(root, stack, old, message="address: " + " ".join(f["slice"] for f in followed))
-        return _result("address", stack, slice=s.id, remarks=[], followed=followed, moved=[])
+        pushed: dict[str, Any] = {}
+        if stack.remote and _unfinished(root, stack, old):
+            pushed = push(root, name)  # what a stopped address recorded and did not push
+            stack = Stack.from_json(pushed["stack"], ref(name))
+        return _result(
+            "address",
+            stack,
+            slice=s.id,
+            remarks=[],
+            followed=followed,
+            moved=[],
+            pushed=pushed.get("pushed", []),
+            pulls=pushed.get("pulls", []),
+        )
     task = readdress.task_for(s, remarks, pr, text=task_text)
     try:
         fix = readdress.rerun(root, s, task, pr, contract=contract, state=state, rounds=rounds)
@@ -325,7 +372,7 @@ def address(
         said = f"{e.message}; after {s.id}'s change for #{pr} (kept as {kept}): nothing pushed"
         raise type(e)(said) from None
     write(root, stack, old, message=f"address {s.id} (#{pr}) as {fix.commit[:12]}")
-    pushed: dict[str, Any] = {}
+    pushed = {}
     if stack.remote:
         pushed = push(root, name)
         stack = Stack.from_json(pushed["stack"], ref(name))
@@ -362,11 +409,21 @@ def sync(root: Path, name: str, *, contract: Path) -> dict[str, Any]:
     )
 
 
+def _unfinished(root: Path, stack: Stack, old: str) -> bool:
+    """Whether a push is owed: a live slice not pushed as it is, or a push that stopped
+    after the remote took it, before its pull requests were updated."""
+    if any(s.pushed != s.head for s in stack.live()):
+        return True
+    return git.out(["log", "-1", "--format=%s", old], cwd=root) == "loopkit stack: pushed"
+
+
 def _evidence_refs(root: Path, stack: Stack) -> list[str]:
     """The refs a dead run leaves as evidence (saved and parked attempts under
     refs/loopkit/, never the stack records): pushed as they are, never forced."""
     listed = git.out(["for-each-ref", "--format=%(refname)", "refs/loopkit/"], cwd=root)
-    return [r for r in listed.splitlines() if r and not r.startswith("refs/loopkit/stack/")]
+    return [
+        r for r in listed.splitlines() if r and not r.startswith(("refs/loopkit/stack/", PUSHING))
+    ]
 
 
 def _pushable(root: Path, stack: Stack) -> None:
@@ -404,16 +461,21 @@ def push(root: Path, name: str, *, issues: bool = False) -> dict[str, Any]:
     for s in stack.live():
         s.pushed = s.head
     before_meta = stack.pushed_meta
-    meta = write(root, stack, old, message="push")
+    # The record pushed (meta), and the one the local ref becomes once the remote took it
+    # (current): made before anything moves, the local ref moved only after the push, in
+    # one step, so a stop anywhere leaves either the old record or the pushed one (a
+    # rerun settles which from the pending ref: ``_settle``), never one whose leases are
+    # not what the remote holds.
+    meta = record(root, stack, old, message="push")
+    stack.pushed_meta = meta
+    current = record(root, stack, meta, message="pushed")
+    git.out(["update-ref", pending(name), current], cwd=root)
     try:
         pushing.push(root, stack.remote, [*updates, pushing.Update(ref(name), meta, before_meta)])
     except Refused:
-        git.git(["update-ref", ref(name), old, meta], cwd=root, check=False)
+        git.git(["update-ref", "-d", pending(name)], cwd=root, check=False)
         raise
-    stack.pushed_meta = meta
-    # Recorded before the forge is asked anything: a forge call that fails now must not
-    # leave the next push leasing the remote's record on a value it no longer holds.
-    current = write(root, stack, meta, message="pushed")
+    _moved(root, name, current, old)
     evidence = _evidence_refs(root, stack)
     kept: list[str] = []
     if evidence:

@@ -19,6 +19,8 @@ import yaml
 from loopkit.testing.forge import serving
 from tests.e2e.test_stack_forge import World
 from tests.helpers import git, require_tool
+from tests.helpers.evidence import BIN
+from tests.helpers.faults import Faults, group_left
 from tests.helpers.recipes import recipe_env, write_worker
 
 FIX = """
@@ -72,6 +74,11 @@ def honest(git_repo: Path, tmp_path: Path) -> Iterator[World]:
 @pytest.fixture
 def hostile(git_repo: Path, tmp_path: Path) -> Iterator[World]:
     yield from _world(git_repo, tmp_path, HOSTILE)
+
+
+@pytest.fixture
+def red(git_repo: Path, tmp_path: Path) -> Iterator[World]:
+    yield from _world(git_repo, tmp_path, 'Path("b.txt").write_text("BAD\\n")\n')
 
 
 def _stack(w: World) -> list[dict[str, Any]]:
@@ -187,3 +194,51 @@ def test_a_stack_not_restacked_onto_a_changed_slice_is_not_pushed(honest: World)
     assert "s2 is not on the slice below it" in said and "restack" in said
     assert _pushes(w) == pushes
     assert [w.remote_sha(s["branch"]) for s in (s1, s2, s3)] == [s1["head"], s2["head"], s3["head"]]
+
+
+@pytest.mark.parametrize("after", [False, True], ids=["before", "after"])
+def test_an_address_killed_at_its_push_is_finished_by_the_plain_rerun(
+    honest: World, after: bool
+) -> None:
+    """kill -9 of `lk stack address` at its push -- before it (the record written, nothing
+    pushed) or right after the remote took it (the local record not yet moved): the plain
+    rerun ends with the verified stack pushed, its pull requests updated, and pays the
+    worker nothing more."""
+    _, s2, s3 = _stack(w := honest)
+    _review(w, s2)
+    faults = Faults(w.tmp / "faults")
+    faults.arm("kill9", match="push --atomic", after=after)
+    argv = [str(BIN / "lk"), "stack", "address", "demo", "s2", "--contract", str(w.contract)]
+    first = faults.run(argv, cwd=w.repo, env=w.env)
+    assert first.returncode == -9 and faults.fired(), first.stderr
+    assert not group_left(int((faults.dir / "pgid").read_text()))
+    faults.disarm()
+    moved = [w.remote_sha(s["branch"]) != s["head"] for s in (s2, s3)]
+    assert moved == [after, after]
+    out = w.lk("address", "demo", "s2", "--contract", str(w.contract))
+    assert out["remarks"] == [] and (w.tmp / "worker" / "calls").read_text() == "1"
+    _, new2, new3 = out["stack"]["slices"]
+    assert new2["head"] != s2["head"] and new3["fork"] == new2["head"]
+    for s in (new2, new3):
+        assert w.remote_sha(s["branch"]) == s["head"] == s["pushed"]
+        assert f"Verified head `{s['head']}`" in w.gh(f"repos/o/r/pulls/{s['pr']}")["body"]
+    assert not git(w.repo, "for-each-ref", "refs/loopkit/stack-push/")
+    again = w.lk("push", "demo")  # the leases hold: the record is what the remote holds
+    assert again["pushed"] == []
+
+
+def test_a_task_that_does_not_complete_changes_nothing(red: World) -> None:
+    """The worker's change fails the slice's own checks round after round: exit 1, the
+    slice named, nothing recorded or pushed, the review still to be addressed."""
+    s1, s2, s3 = _stack(w := red)
+    _review(w, s2)
+    pushes = _pushes(w)
+    said = w.lk("address", "demo", "s2", "--contract", str(w.contract), "--rounds", "2", code=1)
+    lines = [line for line in said["stderr"].splitlines() if line.strip()]
+    assert len(lines) == 1 and "s2" in lines[0] and "did not complete" in lines[0], lines
+    assert (w.tmp / "worker" / "calls").read_text() == "2"
+    assert _pushes(w) == pushes
+    after = w.lk("show", "demo")["stack"]
+    assert [s["head"] for s in after["slices"]] == [s1["head"], s2["head"], s3["head"]]
+    assert after["slices"][1]["addressed"] == []
+    assert [(r["slice"], r["step"]) for r in after["returned"]] == [("s2", "address")]
