@@ -27,9 +27,9 @@ holds leaves the stack as landed (never replayed as an empty commit), one whose 
 request was closed leaves it unlanded, and a branch someone else pushed is refused (exit
 40, nothing moved). sync is restack then push: after a merge on the forge's web page,
 the slices above land on what landed, each verified, their pull requests retargeted.
-address takes what the forge asks of one slice -- its pull request's review comments,
-reviews that are not approvals, statuses and check runs failing on its head, those not
-addressed before -- as feedback: the slice's task (recorded from its decided document, or
+address takes what the forge asks of one slice -- its pull request's review comments
+and reviews that are not approvals (by its owner, members and collaborators only),
+statuses and check runs failing on its head, those not addressed before -- as feedback: the slice's task (recorded from its decided document, or
 --task) runs again through lk attempt in a worktree at its head, the remarks notes under
 the task, round after round while the decision is retry (at most --rounds); the verified
 tree becomes the slice's new commit, every slice above moves onto it and is verified

@@ -60,6 +60,13 @@ class Remark:
 REMARK_BYTES = 1200
 #: check run conclusions that ask for a change
 _FAILED = ("failure", "timed_out", "action_required", "startup_failure")
+#: Whose comments and reviews a worker is given: people with a say in the repository
+#: (anyone may comment on a public pull request; their text never reaches the worker).
+TRUSTED = ("OWNER", "MEMBER", "COLLABORATOR")
+
+
+def _trusted(item: dict[str, Any]) -> bool:
+    return str(item.get("author_association") or "NONE") in TRUSTED
 
 
 def _said(text: Any) -> str:
@@ -153,17 +160,22 @@ class GitHub(_Api):
 
     def remarks(self, number: int, head: str) -> list[Remark]:
         """What the reviewers and the checks ask of pull request ``number``: its review
-        comments (each on a line), the text of each review that is not an approval, and
-        each status or check run that failed on its ``head``."""
+        comments (each on a line), the text of each review that is not an approval -- from
+        people with a say in the repository (``TRUSTED``) -- and each status or check run
+        that failed on its ``head``."""
         base = f"repos/{self.repo}"
         out: list[Remark] = []
         for c in self.call("GET", f"{base}/pulls/{number}/comments?per_page=100") or []:
+            if not _trusted(c):
+                continue
             line = c.get("line") or c.get("original_line")
             where = f"{c.get('path')}:{line}" if line else str(c.get("path") or "")
             who = str((c.get("user") or {}).get("login") or "?")
             out.append(Remark(f"comment:{c['id']}", who, where, _said(c.get("body"))))
         for r in self.call("GET", f"{base}/pulls/{number}/reviews?per_page=100") or []:
             if r.get("state") in ("APPROVED", "DISMISSED") or not str(r.get("body") or "").strip():
+                continue
+            if not _trusted(r):
                 continue
             who = str((r.get("user") or {}).get("login") or "?")
             out.append(Remark(f"review:{r['id']}", who, "", _said(r.get("body"))))

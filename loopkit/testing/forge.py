@@ -24,7 +24,9 @@ What it answers (JSON, as GitHub does):
 - commit statuses: ``POST .../statuses/SHA``, ``GET .../commits/SHA/status``; check runs:
   ``POST .../check-runs``, ``GET .../commits/SHA/check-runs``
 - a review: ``POST|GET .../pulls/N/reviews`` (``event`` COMMENT, REQUEST_CHANGES or
-  APPROVE, its ``comments`` on lines), review comments ``POST|GET .../pulls/N/comments``
+  APPROVE, its ``comments`` on lines), review comments ``POST|GET .../pulls/N/comments``;
+  each with its author's ``author_association``: OWNER for the forge's own login, NONE for
+  a guest (``Forge.guests``: other people's tokens, which may call the API but not push)
 
 ``gh`` reaches it as the host ``github.localhost`` (which it speaks plain HTTP to, at
 ``api.github.localhost``) through ``HTTP_PROXY`` pointed here: see ``gh_env``. Git reaches
@@ -118,6 +120,9 @@ class Forge:
         self.lock = threading.RLock()
         self.log: list[dict[str, Any]] = []
         self.port = 0
+        #: other people's tokens (token -> login): they may use the API (comment, review)
+        #: but not push, and their association with a repository is NONE
+        self.guests: dict[str, str] = {}
 
     # -- set-up (what a person does in the forge's web pages) ------------------------------
 
@@ -201,12 +206,13 @@ class Forge:
         }
 
     def handle(
-        self, method: str, path: str, query: dict[str, list[str]], body: Any
+        self, method: str, path: str, query: dict[str, list[str]], body: Any, *, login: str = ""
     ) -> tuple[int, Any]:
+        login = login or self.login
         parts = [p for p in path.split("/") if p]
         with self.lock:
             if parts == ["user"]:
-                return 200, {"login": self.login}
+                return 200, {"login": login}
             if parts == ["graphql"] and method == "POST":
                 return self._graphql(body)
             if len(parts) < 3 or parts[0] != "repos":
@@ -221,7 +227,7 @@ class Forge:
                     "allow_merge_commit": True,
                 }
             if rest[:1] == ["pulls"]:
-                return self._pulls(repo, method, rest[1:], query, body)
+                return self._pulls(repo, method, rest[1:], query, body, login)
             if rest[:1] == ["issues"]:
                 return self._issues(repo, method, rest[1:], body)
             if rest[:1] == ["branches"] and len(rest) >= 3 and rest[-1] == "protection":
@@ -330,7 +336,13 @@ class Forge:
         _git(repo.path, "update-ref", "-d", f"refs/heads/{branch}", sha)
 
     def _pulls(
-        self, repo: Repo, method: str, rest: list[str], query: dict[str, list[str]], body: Any
+        self,
+        repo: Repo,
+        method: str,
+        rest: list[str],
+        query: dict[str, list[str]],
+        body: Any,
+        login: str,
     ) -> tuple[int, Any]:
         if not rest and method == "POST":
             head, base = str(body.get("head", "")), str(body.get("base", ""))
@@ -379,15 +391,22 @@ class Forge:
         if rest[1:] == ["comments"] and method == "GET":
             return 200, list(repo.comments.get(pr["number"], []))
         if rest[1:] == ["comments"] and method == "POST":
-            return 201, self._comment(repo, pr, body, review=None)
+            return 201, self._comment(repo, pr, body, login, review=None)
         if rest[1:] == ["reviews"] and method == "GET":
             return 200, list(repo.reviews.get(pr["number"], []))
         if rest[1:] == ["reviews"] and method == "POST":
-            return 200, self._review(repo, pr, body)
+            return 200, self._review(repo, pr, body, login)
         raise ForgeError(404, "Not Found")
 
+    def _user(self, login: str) -> dict[str, Any]:
+        """Who wrote a comment or a review, and their association with the repository."""
+        return {
+            "user": {"login": login},
+            "author_association": "OWNER" if login == self.login else "NONE",
+        }
+
     def _comment(
-        self, repo: Repo, pr: dict[str, Any], body: Any, *, review: int | None
+        self, repo: Repo, pr: dict[str, Any], body: Any, login: str, *, review: int | None
     ) -> dict[str, Any]:
         """A review comment on a line of the pull request's head (GitHub's shape)."""
         if not body.get("body") or not body.get("path"):
@@ -403,12 +422,12 @@ class Forge:
             "side": str(body.get("side") or "RIGHT"),
             "commit_id": str(body.get("commit_id") or self._sha(repo, pr["head"]) or ""),
             "in_reply_to_id": body.get("in_reply_to"),
-            "user": {"login": self.login},
+            **self._user(login),
         }
         repo.comments.setdefault(pr["number"], []).append(comment)
         return comment
 
-    def _review(self, repo: Repo, pr: dict[str, Any], body: Any) -> dict[str, Any]:
+    def _review(self, repo: Repo, pr: dict[str, Any], body: Any, login: str) -> dict[str, Any]:
         """A review as the web page submits it: its event and its comments on lines."""
         states = {
             "COMMENT": "COMMENTED",
@@ -423,10 +442,12 @@ class Forge:
             "state": state,
             "body": str(body.get("body") or ""),
             "commit_id": str(body.get("commit_id") or self._sha(repo, pr["head"]) or ""),
-            "user": {"login": self.login},
+            **self._user(login),
         }
         for c in body.get("comments") or []:
-            self._comment(repo, pr, {**c, "commit_id": review["commit_id"]}, review=review["id"])
+            self._comment(
+                repo, pr, {**c, "commit_id": review["commit_id"]}, login, review=review["id"]
+            )
         repo.reviews.setdefault(pr["number"], []).append(review)
         return review
 
@@ -576,6 +597,13 @@ class _Handler(BaseHTTPRequestHandler):
                 return password == self.forge.token
         return False
 
+    def _caller(self) -> str | None:
+        """Who calls the API: the forge's own login (its token), a guest's, or nobody."""
+        if self._authorized():
+            return self.forge.login
+        kind, _, value = (self.headers.get("Authorization") or "").partition(" ")
+        return self.forge.guests.get(value) if kind.lower() in ("token", "bearer") else None
+
     def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
         data = b"" if payload is None else json.dumps(payload).encode()
         self.send_response(status)
@@ -607,12 +635,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._git(url.path, url.query, raw)
             return
         self.forge.log.append({"method": self.command, "path": url.path})
-        if not self._authorized():
+        login = self._caller()
+        if login is None:
             self._send(401, {"message": "Bad credentials"})
             return
         try:
             body = json.loads(raw) if raw.strip() else {}
-            status, payload = self.forge.handle(self.command, url.path, parse_qs(url.query), body)
+            query = parse_qs(url.query)
+            status, payload = self.forge.handle(self.command, url.path, query, body, login=login)
         except ForgeError as e:
             status, payload = e.status, {"message": e.message}
         except (ValueError, KeyError, AttributeError, TypeError) as e:
