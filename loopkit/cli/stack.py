@@ -33,9 +33,11 @@ statuses and check runs failing on its head, those not addressed before -- as fe
 --task) runs again through lk attempt in a worktree at its head, the remarks notes under
 the task, round after round while the decision is retry (at most --rounds); the verified
 tree becomes the slice's new commit, every slice above moves onto it and is verified
-there, and only then is the stack pushed. A task that does not complete or a slice above
-that fails its checks: exit 1, nothing recorded or pushed (the slice named; the new
-commit kept under refs/loopkit/review/); a slice above that does not apply: 40.
+there, and only then is the stack pushed. A slice above that fails its checks is the
+worker's feedback for its next round. A task that does not complete, or a slice above
+still failing when the rounds are spent: exit 1, nothing recorded or pushed (the slice
+named; each new commit kept under refs/loopkit/review/); a slice above that does not
+apply: 40.
 push checks by id, with git alone, that each slice's head is the tree
 its checks passed on and sits on the slice below (else 40, nothing pushed), then pushes
 every changed branch and the stack's record in one atomic push, each leased on what this stack last pushed there,

@@ -61,24 +61,10 @@ def task_for(s: Slice, remarks: list[Remark], pr: int, *, text: str = "") -> Tas
     return task
 
 
-def rerun(
-    root: Path,
-    s: Slice,
-    task: Task,
-    pr: int,
-    *,
-    contract: Path,
-    state: Path,
-    rounds: int = ROUNDS,
-) -> Fix:
-    """``task`` run in a detached worktree at ``s.head`` through ``lk attempt`` until its
-    decision is not a retry; its verified tree committed on ``s.head``. Unverified (exit
-    1) when no round completes: nothing of it is recorded."""
-    if not contract.is_file():
-        raise EnvironmentProblem(f"{contract}: no loop contract to run {s.id}'s task with")
-    runs = state / "runs" / git.ref_component(task["id"]) / f"address-{os.getpid()}"
-    runs.mkdir(parents=True, exist_ok=True)
-    document: dict[str, Any] = {
+def first(s: Slice, task: Task, pr: int) -> dict[str, Any]:
+    """The first round's input: the task, and the review as the previous attempt's
+    feedback (a retry, as lk-decide would hand it on)."""
+    return {
         "kind": "loopkit/attempt",
         "version": 1,
         "task": task,
@@ -94,12 +80,54 @@ def rerun(
             ),
         },
     }
+
+
+def broke(decided: dict[str, Any], why: str) -> dict[str, Any]:
+    """The next round's input when a complete attempt broke a slice above it: its decided
+    document, a retry whose feedback is that slice's failure."""
+    decision = dict(decided.get("decision") or {})
+    decision.update(
+        outcome="retry",
+        reason="review: the change breaks a slice above it",
+        failure_class="verification_failure",
+        feedback=(
+            "Your change passed this slice's checks, but the slice stacked above it fails "
+            f"its checks on top of it: {why}\nAddress the review without breaking it."
+        ),
+        backoff_s=None,
+    )
+    decision.pop("exit_code", None)
+    # A fresh worktree at the slice's head: what the last run found in its own is not carried.
+    fresh = {k: v for k, v in decided.items() if k not in ("run", "diff")}
+    return {**fresh, "decision": decision}
+
+
+def rerun(
+    root: Path,
+    s: Slice,
+    document: dict[str, Any],
+    pr: int,
+    *,
+    contract: Path,
+    state: Path,
+    rounds: int = ROUNDS,
+) -> Fix:
+    """The task of ``document`` (``first``'s, or ``broke``'s) run in a detached worktree at
+    ``s.head`` through ``lk attempt`` until its decision is not a retry; its verified tree
+    committed on ``s.head``. Unverified (exit 1) when no round completes: nothing of it is
+    recorded."""
+    if not contract.is_file():
+        raise EnvironmentProblem(f"{contract}: no loop contract to run {s.id}'s task with")
+    task = document["task"]
+    runs = state / "runs" / git.ref_component(task["id"]) / f"address-{os.getpid()}"
+    runs.mkdir(parents=True, exist_ok=True)
+    done_before = len(list(runs.glob("*.log")))
     holder = Path(tempfile.mkdtemp(prefix="lk-address-"))
     room = holder / "tree"
     env = {**os.environ, "LOOPKIT_STATE_DIR": str(state)}
     try:
         git.out(["worktree", "add", "-q", "--detach", str(room), s.head], cwd=root)
-        for n in range(1, rounds + 1):
+        for n in range(done_before + 1, done_before + rounds + 1):
             keep = runs / str(n)
             argv = [*console("lk"), "attempt", "--contract", str(contract), "--base", s.head]
             done = proc.run(
@@ -111,7 +139,7 @@ def rerun(
             )
             decided = _read(keep)
             if done.exit_code == 0 and decided is not None:
-                return _commit(root, s, decided, pr, rounds=n)
+                return _commit(root, s, decided, pr, rounds=n - done_before)
             if done.exit_code not in _AGAIN or decided is None:
                 why = (decided or {}).get("decision", {}).get("reason") or _last_line(
                     runs / f"{n}.log"

@@ -311,8 +311,10 @@ def address(
     path), the verified tree becomes the slice's new commit, every slice above moves onto
     it and is verified there, and only then is anything pushed (``push``, leased). A
     slice above that fails its checks (exit 1) or does not apply (40): nothing recorded,
-    nothing pushed; the new commit is kept under ``refs/loopkit/review/``. Stopped after
-    the record was written, the rerun (nothing new to address) pushes what it holds."""
+    nothing pushed; the new commit is kept under ``refs/loopkit/review/``. A slice above
+    that fails is the worker's feedback for its next round, while ``rounds`` are left.
+    Stopped after the record was written, the rerun (nothing new to address) pushes what
+    it holds."""
     stack, old = _load(root, name)
     s = stack.find(slice_id)
     if s is None:
@@ -350,28 +352,45 @@ def address(
             pulls=pushed.get("pulls", []),
         )
     task = readdress.task_for(s, remarks, pr, text=task_text)
-    try:
-        fix = readdress.rerun(root, s, task, pr, contract=contract, state=state, rounds=rounds)
-    except Unverified as e:
-        note_return(root, name, s.id, "address", e.message)
-        raise
-    kept = f"refs/loopkit/review/{stack.name}/{s.id}/{fix.commit[:12]}"
-    git.out(["update-ref", kept, fix.commit], cwd=root)
-    was = s.head
-    s.evidence = {
-        **s.evidence,
-        **{k: v for k, v in body.from_document(fix.decided).items() if v is not None},
-        "verify": proof.summary(fix.decided["verify"]),
-        "addressed_from": was,
-    }
-    s.head, s.tree, s.task = fix.commit, fix.tree, task
-    s.addressed = [*s.addressed, *(r.key for r in remarks)]
-    try:
-        moved = _move(root, stack, tip, contract, followed)
-    except (Refused, Unverified) as e:
-        said = f"{e.message}; after {s.id}'s change for #{pr} (kept as {kept}): nothing pushed"
-        raise type(e)(said) from None
-    write(root, stack, old, message=f"address {s.id} (#{pr}) as {fix.commit[:12]}")
+    document = readdress.first(s, task, pr)
+    before = Stack.from_json(stack.to_json(), ref(name))  # the forge followed, nothing changed
+    left = rounds
+    while True:
+        try:
+            fix = readdress.rerun(
+                root, s, document, pr, contract=contract, state=state, rounds=left
+            )
+        except Unverified as e:
+            note_return(root, name, s.id, "address", e.message)
+            raise
+        left -= fix.rounds
+        kept = f"refs/loopkit/review/{stack.name}/{s.id}/{fix.commit[:12]}"
+        git.out(["update-ref", kept, fix.commit], cwd=root)
+        stack = Stack.from_json(before.to_json(), ref(name))
+        mine = stack.find(slice_id)
+        assert mine is not None
+        mine.evidence = {
+            **mine.evidence,
+            **{k: v for k, v in body.from_document(fix.decided).items() if v is not None},
+            "verify": proof.summary(fix.decided["verify"]),
+            "addressed_from": s.head,
+        }
+        mine.head, mine.tree, mine.task = fix.commit, fix.tree, task
+        mine.addressed = [*mine.addressed, *(r.key for r in remarks)]
+        landed = list(followed)
+        try:
+            moved = _move(root, stack, tip, contract, landed)
+        except (Refused, Unverified) as e:
+            said = f"{e.message}; after {s.id}'s change for #{pr} (kept as {kept})"
+            fresh, old = read(root, name)  # the refusal noted in the record meanwhile
+            before.returned = fresh.returned if fresh else before.returned
+            if isinstance(e, Refused) or left <= 0:
+                raise type(e)(f"{said}: nothing pushed") from None
+            document = readdress.broke(fix.decided, e.message)  # the worker is told, again
+            continue
+        followed = landed
+        break
+    write(root, stack, old, message=f"address {slice_id} (#{pr}) as {fix.commit[:12]}")
     pushed = {}
     if stack.remote:
         pushed = push(root, name)
@@ -379,7 +398,7 @@ def address(
     return _result(
         "address",
         stack,
-        slice=s.id,
+        slice=slice_id,
         remarks=shown,
         commit=fix.commit,
         moved=moved,

@@ -78,6 +78,14 @@ def hostile(git_repo: Path, tmp_path: Path) -> Iterator[World]:
 
 
 @pytest.fixture
+def learns(git_repo: Path, tmp_path: Path) -> Iterator[World]:
+    """Breaks the slice above in its first round, and mends it once told."""
+    yield from _world(
+        git_repo, tmp_path, FIX + 'if n == 1:\n    Path("x.txt").write_text("mine\\n")\n'
+    )
+
+
+@pytest.fixture
 def red(git_repo: Path, tmp_path: Path) -> Iterator[World]:
     yield from _world(git_repo, tmp_path, 'Path("b.txt").write_text("BAD\\n")\n')
 
@@ -164,10 +172,15 @@ def test_a_fix_that_breaks_the_slice_above_is_never_pushed(hostile: World) -> No
     _review(w, s2)
     before = git(w.repo, "rev-parse", "refs/loopkit/stack/demo").strip()
     pushes = _pushes(w)
-    said = w.lk("address", "demo", "s2", "--contract", str(w.contract), code=1)["stderr"]
+    args = ["address", "demo", "s2", "--contract", str(w.contract), "--rounds", "2"]
+    said = w.lk(*args, code=1)["stderr"]
     lines = [line for line in said.splitlines() if line.strip()]
     assert len(lines) == 1, said
     assert "s3" in lines[0] and "apart" in lines[0] and "nothing pushed" in lines[0]
+    # Told, the worker broke it again in its second round: then the rounds were spent.
+    assert (w.tmp / "worker" / "calls").read_text() == "2"
+    told = (w.tmp / "worker" / "handoff-2.md").read_text()
+    assert "the slice stacked above it fails" in told and "s3" in told and REVIEW in told
     # Nothing pushed: not one push reached the forge, its branches where they were.
     assert _pushes(w) == pushes
     for s in (s1, s2, s3):
@@ -176,11 +189,11 @@ def test_a_fix_that_breaks_the_slice_above_is_never_pushed(hostile: World) -> No
     after = w.lk("show", "demo")["stack"]
     assert [s["head"] for s in after["slices"]] == [s1["head"], s2["head"], s3["head"]]
     assert all(not s["addressed"] for s in after["slices"])
-    assert [(r["slice"], r["step"]) for r in after["returned"]] == [("s3", "restack")]
-    assert git(w.repo, "rev-parse", "refs/loopkit/stack/demo^").strip() == before
+    assert [(r["slice"], r["step"]) for r in after["returned"]] == [("s3", "restack")] * 2
+    assert git(w.repo, "rev-parse", "refs/loopkit/stack/demo~2").strip() == before
     # The worker's change is kept for a person to look at, not lost.
     kept = git(w.repo, "for-each-ref", "--format=%(objectname)", "refs/loopkit/review/demo/s2/")
-    assert git(w.repo, "show", f"{kept.strip()}:x.txt") == "mine\n"
+    assert all(git(w.repo, "show", f"{c}:x.txt") == "mine\n" for c in kept.split())
 
 
 def test_a_stack_not_restacked_onto_a_changed_slice_is_not_pushed(honest: World) -> None:
@@ -270,3 +283,23 @@ def test_a_passers_by_comment_never_reaches_the_worker(honest: World) -> None:
     handoff = (w.tmp / "worker" / "handoff-1.md").read_text()
     assert REVIEW in handoff and planted not in handoff
     assert all(r["who"] != "passerby" for r in out["remarks"])
+
+
+def test_the_slice_above_breaking_is_the_workers_feedback(learns: World) -> None:
+    """The first round's fix breaks s3; the worker is told so in its next round's handoff,
+    mends it, and only that round's tree -- s3 verified on it -- is pushed."""
+    _, s2, s3 = _stack(w := learns)
+    _review(w, s2)
+    out = w.lk("address", "demo", "s2", "--contract", str(w.contract))
+    assert (w.tmp / "worker" / "calls").read_text() == "2"
+    told = (w.tmp / "worker" / "handoff-2.md").read_text()
+    assert "the slice stacked above it fails" in told and "apart" in told
+    _, new2, new3 = out["stack"]["slices"]
+    assert out["commit"] == new2["head"] and "x.txt" not in git(
+        w.repo, "ls-tree", "--name-only", new2["head"]
+    )
+    assert new3["fork"] == new2["head"] and new3["evidence"]["verify"]["passed"]
+    assert new3["evidence"]["restacked_from"] == s3["head"]
+    for s in (new2, new3):
+        assert w.remote_sha(s["branch"]) == s["head"]
+    assert [(r["slice"], r["step"]) for r in out["stack"]["returned"]] == [("s3", "restack")]
