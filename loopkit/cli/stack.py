@@ -6,6 +6,7 @@ Usage:  lk stack add NAME SLICE [--head REV] [--fork REV] [--doc DECIDED.json] [
                      [--repo OWNER/NAME] [--issue N] [--contract loop.yaml]
         lk stack restack NAME [--contract loop.yaml]
         lk stack sync NAME [--contract loop.yaml]
+        lk stack address NAME SLICE [--task TEXT] [--rounds N] [--contract loop.yaml]
         lk stack push NAME [--issues]
         lk stack land NAME [--method squash|merge|rebase]
         lk stack show NAME
@@ -26,8 +27,20 @@ holds leaves the stack as landed (never replayed as an empty commit), one whose 
 request was closed leaves it unlanded, and a branch someone else pushed is refused (exit
 40, nothing moved). sync is restack then push: after a merge on the forge's web page,
 the slices above land on what landed, each verified, their pull requests retargeted.
-push pushes every changed branch and the
-stack's record in one atomic push, each leased on what this stack last pushed there,
+address takes what the forge asks of one slice -- its pull request's review comments
+and reviews that are not approvals (by its owner, members and collaborators only),
+statuses and check runs failing on its head, those not addressed before -- as feedback: the slice's task (recorded from its decided document, or
+--task) runs again through lk attempt in a worktree at its head, the remarks notes under
+the task, round after round while the decision is retry (at most --rounds); the verified
+tree becomes the slice's new commit, every slice above moves onto it and is verified
+there, and only then is the stack pushed. A slice above that fails its checks is the
+worker's feedback for its next round. A task that does not complete, or a slice above
+still failing when the rounds are spent: exit 1, nothing recorded or pushed (the slice
+named; each new commit kept under refs/loopkit/review/); a slice above that does not
+apply: 40.
+push checks by id, with git alone, that each slice's head is the tree
+its checks passed on and sits on the slice below (else 40, nothing pushed), then pushes
+every changed branch and the stack's record in one atomic push, each leased on what this stack last pushed there,
 plus the saved and parked attempts under refs/loopkit/ (evidence a dead run leaves);
 then opens or updates one pull request per slice, each based on the one below, its body
 the slice's evidence; the last one says "Closes #N" for --issue. --issues opens a child
@@ -50,7 +63,8 @@ its fork point the base the job was pinned to (then restack stacks them, verifie
 Input:  --doc: a decided attempt document (lk attempt's, a file or - for stdin).
 Output: one JSON line (schemas/stack-step.json): {"kind": "loopkit/stack-step",
         "version": 1, "step": ..., "stack": {the record}, ...}.
-Exit codes: 0 done; 1 a slice's checks failed (nothing recorded or moved); 40 refused,
+Exit codes: 0 done; 1 a slice's checks failed, or address's task did not complete
+        (nothing recorded or moved); 40 refused,
         nothing moved: a lease lost (the remote branch moved, a branch someone else
         pushed), a pull request merged elsewhere than the target, a slice that does not apply
         on its new parent, a head changed after verification, a forge that would land an
@@ -61,17 +75,26 @@ Exit codes: 0 done; 1 a slice's checks failed (nothing recorded or moved); 40 re
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
+from loopkit import contract, git
 from loopkit.cli._entry import CONTEXT, Group, options
+from loopkit.document import emit, parse_attempt
+from loopkit.errors import BadInput
 from loopkit.exitcodes import SHARED_HELP
+from loopkit.forge import address as readdress
+from loopkit.forge import fleet, steps
+from loopkit.handling import say
+from loopkit.workspace import for_state_only
 
 EPILOG = (
     "\b\nExit codes of lk stack:\n  0   done\n"
-    "  1   a slice's checks failed: nothing recorded, pushed or landed\n"
+    "  1   a slice's checks failed (or address's task did not complete): nothing\n"
+    "      recorded, pushed or landed\n"
     "  40  refused, nothing moved: a lease lost or a branch someone else pushed, a\n"
     "      conflict on restack, a head changed\n"
     "      after verification, a forge that does not demand up-to-date heads, a merge the\n"
@@ -81,9 +104,6 @@ EPILOG = (
 
 
 def _emit(result: dict[str, Any]) -> int:
-    from loopkit.document import emit
-    from loopkit.handling import say
-
     emit(result)
     stack = result["stack"]
     live = [s for s in stack["slices"] if not s["merged"] and not s.get("closed")]
@@ -92,8 +112,6 @@ def _emit(result: dict[str, Any]) -> int:
 
 
 def _root() -> Path:
-    from loopkit import git
-
     return git.locate(Path(".")).root
 
 
@@ -142,12 +160,6 @@ def add(
     name: str, slice_id: str, head_rev: str, doc: str | None, contract_path: str | None, **kw: Any
 ) -> int:
     """Record a verified slice on top of the stack (or a slice's new head)."""
-    import sys
-
-    from loopkit.document import parse_attempt
-    from loopkit.errors import BadInput
-    from loopkit.forge import steps
-    from loopkit.workspace import for_state_only
 
     root = _root()
     decided = None
@@ -178,7 +190,6 @@ def add(
 @_contract_opt
 def restack(name: str, contract_path: str | None) -> int:
     """Move each slice onto its parent's head from its fork point; verify each moved tree."""
-    from loopkit.forge import steps
 
     root = _root()
     return _emit(steps.restack(root, name, contract=_contract(contract_path, root)))
@@ -189,7 +200,6 @@ def restack(name: str, contract_path: str | None) -> int:
 @_contract_opt
 def sync(name: str, contract_path: str | None) -> int:
     """Follow the forge: drop merged and closed slices, restack the rest (verified), push."""
-    from loopkit.forge import steps
 
     root = _root()
     return _emit(steps.sync(root, name, contract=_contract(contract_path, root)))
@@ -197,10 +207,47 @@ def sync(name: str, contract_path: str | None) -> int:
 
 @main.command(epilog=EPILOG)
 @click.argument("name")
+@click.argument("slice_id", metavar="SLICE")
+@click.option(
+    "--task",
+    "task_text",
+    default="",
+    metavar="TEXT",
+    help="The slice's task, when it was added without a decided document.",
+)
+@click.option(
+    "--rounds",
+    type=click.IntRange(min=1),
+    default=readdress.ROUNDS,
+    show_default=True,
+    help="Attempts at most (the contract's budgets may stop it sooner).",
+)
+@_contract_opt
+def address(
+    name: str, slice_id: str, task_text: str, rounds: int, contract_path: str | None
+) -> int:
+    """Run a slice's task again with its pull request's review; verify it and the slices
+    above; push."""
+    root = _root()
+    result = steps.address(
+        root,
+        name,
+        slice_id,
+        contract=_contract(contract_path, root),
+        state=for_state_only().state,
+        task_text=task_text,
+        rounds=rounds,
+    )
+    if not result["remarks"]:
+        say("lk stack", f"{slice_id}: nothing new to address on its pull request")
+    return _emit(result)
+
+
+@main.command(epilog=EPILOG)
+@click.argument("name")
 @click.option("--issues", is_flag=True, help="Open a child issue per slice (once).")
 def push(name: str, issues: bool) -> int:
     """Push every slice atomically with leases; open or update its pull requests."""
-    from loopkit.forge import steps
 
     return _emit(steps.push(_root(), name, issues=issues))
 
@@ -215,7 +262,6 @@ def push(name: str, issues: bool) -> int:
 )
 def land(name: str, method: str) -> int:
     """Land the bottom slice: exactly its verified head, only on a forge that demands it."""
-    from loopkit.forge import steps
 
     return _emit(steps.land(_root(), name, method=method))
 
@@ -224,7 +270,6 @@ def land(name: str, method: str) -> int:
 @click.argument("name")
 def show(name: str) -> int:
     """Print the stack's record."""
-    from loopkit.forge import steps
 
     return _emit(steps.show(_root(), name))
 
@@ -234,10 +279,6 @@ def show(name: str) -> int:
 @click.option("--into", metavar="FILE", help="The ledger to fold into (default: this one's).")
 def fold(ledgers: tuple[str, ...], into: str | None) -> int:
     """Append the records of ledgers CI jobs sent back to one ledger, each record once."""
-    from loopkit.document import emit
-    from loopkit.forge import fleet
-    from loopkit.handling import say
-    from loopkit.workspace import for_state_only
 
     target = Path(into) if into else for_state_only().state / "ledger.jsonl"
     result = fleet.fold(target, [Path(p) for p in ledgers])
@@ -251,9 +292,6 @@ def fold(ledgers: tuple[str, ...], into: str | None) -> int:
 @click.option("--jobs", type=int, required=True, help="How many jobs share the budgets.")
 def share(contract_path: str, jobs: int) -> int:
     """Print the contract each of N fan-out jobs runs under: spanning budgets divided."""
-    from loopkit import contract
-    from loopkit.document import emit
-    from loopkit.forge import fleet
 
     raw = contract.read_file(contract_path)
     contract.checked(raw, contract_path)  # exit 3 on the first problem
@@ -268,10 +306,6 @@ def share(contract_path: str, jobs: int) -> int:
 @click.option("--code", type=int, required=True, help="The loop's exit code.")
 def pack(out: str, task_id: str, base: str, code: int) -> int:
     """Write what a fan-out job sends back (result, bundle, ledger, decided document)."""
-    from loopkit.document import emit
-    from loopkit.forge import fleet
-    from loopkit.handling import say
-    from loopkit.workspace import for_state_only
 
     ws = for_state_only()
     result = fleet.pack(ws.root, Path(out), task=task_id, base=base, code=code, state=ws.state)
@@ -287,8 +321,6 @@ def pack(out: str, task_id: str, base: str, code: int) -> int:
 @_contract_opt
 def collect(name: str, results: tuple[str, ...], contract_path: str | None, **kw: Any) -> int:
     """Fold the fan-out's results in: ledgers, saved attempts, each green slice added."""
-    from loopkit.forge import steps
-    from loopkit.workspace import for_state_only
 
     root = _root()
     ledger = for_state_only().state / "ledger.jsonl"

@@ -3,7 +3,9 @@ through ``gh api``, GitLab through ``glab api`` (both read their host and token 
 their users already set them up), and a plain remote, which has no pull requests.
 
 Every client answers the same few questions: open, find, update and merge a pull
-request, open an issue, and whether the target branch may be landed on at all -- only
+request, open an issue, what its reviewers and checks ask of it (GitHub: review comments,
+reviews, failing statuses and check runs on its head), and whether the target branch may
+be landed on at all -- only
 where the forge itself demands an up-to-date head (GitHub's strict required status
 checks, GitLab's fast-forward or semi-linear merges with a passing pipeline) or runs a
 merge queue (a merge train): elsewhere a merge checks the head and never the base, and an
@@ -22,6 +24,7 @@ from urllib.parse import quote
 from loopkit import proc
 from loopkit.errors import EnvironmentProblem
 from loopkit.forge.stack import Refused
+from loopkit.text import clean, cut
 
 
 @dataclass
@@ -33,6 +36,41 @@ class Pull:
     base: str
     merge_commit: str = ""
     node_id: str = ""
+
+
+@dataclass(frozen=True)
+class Remark:
+    """One thing the forge asks of a pull request: a review comment on a line, a review's
+    text, a check that failed on its head."""
+
+    key: str  # the forge's own: "comment:ID", "review:ID", "status:CONTEXT@SHA", "check:ID"
+    who: str  # the reviewer's login, or the check's name
+    where: str  # "path:line" for a comment on a line, else ""
+    text: str
+
+    def note(self, pr: int) -> str:
+        """The remark as the worker reads it (a note under its task)."""
+        at = f" on {self.where}" if self.where else ""
+        if self.key.startswith(("status:", "check:")):
+            return f"Check `{self.who}` failed on #{pr}'s head: {self.text}"
+        return f"Review of #{pr} by {self.who}{at}: {self.text}"
+
+
+#: A remark's text at most (the handoff cuts the whole again).
+REMARK_BYTES = 1200
+#: check run conclusions that ask for a change
+_FAILED = ("failure", "timed_out", "action_required", "startup_failure")
+#: Whose comments and reviews a worker is given: people with a say in the repository
+#: (anyone may comment on a public pull request; their text never reaches the worker).
+TRUSTED = ("OWNER", "MEMBER", "COLLABORATOR")
+
+
+def _trusted(item: dict[str, Any]) -> bool:
+    return str(item.get("author_association") or "NONE") in TRUSTED
+
+
+def _said(text: Any) -> str:
+    return cut(clean(str(text or "")).strip(), REMARK_BYTES)
 
 
 class ApiError(EnvironmentProblem):
@@ -119,6 +157,48 @@ class GitHub(_Api):
                 raise Refused(f"the forge refused the merge of #{number}: {e.message}") from None
             raise
         return str(got["sha"])
+
+    def remarks(self, number: int, head: str) -> list[Remark]:
+        """What the reviewers and the checks ask of pull request ``number``: its review
+        comments (each on a line), the text of each review that is not an approval -- from
+        people with a say in the repository (``TRUSTED``) -- and each status or check run
+        that failed on its ``head``."""
+        base = f"repos/{self.repo}"
+        out: list[Remark] = []
+        for c in self.call("GET", f"{base}/pulls/{number}/comments?per_page=100") or []:
+            if not _trusted(c):
+                continue
+            line = c.get("line") or c.get("original_line")
+            where = f"{c.get('path')}:{line}" if line else str(c.get("path") or "")
+            who = str((c.get("user") or {}).get("login") or "?")
+            out.append(Remark(f"comment:{c['id']}", who, where, _said(c.get("body"))))
+        for r in self.call("GET", f"{base}/pulls/{number}/reviews?per_page=100") or []:
+            if r.get("state") in ("APPROVED", "DISMISSED") or not str(r.get("body") or "").strip():
+                continue
+            if not _trusted(r):
+                continue
+            who = str((r.get("user") or {}).get("login") or "?")
+            out.append(Remark(f"review:{r['id']}", who, "", _said(r.get("body"))))
+        status = self.call("GET", f"{base}/commits/{head}/status") or {}
+        for st in status.get("statuses") or []:
+            if st.get("state") in ("failure", "error"):
+                what = _said(st.get("description") or st.get("state"))
+                out.append(
+                    Remark(f"status:{st.get('context')}@{head}", str(st["context"]), "", what)
+                )
+        try:
+            runs = self.call("GET", f"{base}/commits/{head}/check-runs?per_page=100") or {}
+        except ApiError as e:
+            if e.status != 404:
+                raise
+            runs = {}
+        for run in runs.get("check_runs") or []:
+            if run.get("conclusion") in _FAILED:
+                output = run.get("output") or {}
+                said = " ".join(str(output.get(k) or "") for k in ("title", "summary")).strip()
+                what = _said(said or run.get("conclusion"))
+                out.append(Remark(f"check:{run['id']}", str(run.get("name")), "", what))
+        return out
 
     def has_queue(self, branch: str) -> bool:
         """Whether ``branch`` takes pull requests through a merge queue (the REST merge

@@ -15,14 +15,17 @@ from loopkit import git, proc
 from loopkit.errors import EnvironmentProblem
 
 
-def _lk_verify() -> list[str]:
-    beside = Path(sys.executable).parent / "lk-verify"
+def console(name: str) -> list[str]:
+    """The argv of loopkit's console script ``name`` (``lk``, ``lk-verify``): the one
+    beside this Python, else on PATH, else its door through this Python."""
+    beside = Path(sys.executable).parent / name
     if beside.is_file():
         return [str(beside)]
-    found = shutil.which("lk-verify")
+    found = shutil.which(name)
     if found:
         return [found]
-    return [sys.executable, "-c", "from loopkit.cli.door import verify; verify()"]
+    door = "main" if name == "lk" else name.removeprefix("lk-")
+    return [sys.executable, "-c", f"from loopkit.cli.door import {door}; {door}()"]
 
 
 def verify(root: Path, commit: str, *, contract: Path, timeout_s: float = 3600) -> dict[str, Any]:
@@ -35,7 +38,7 @@ def verify(root: Path, commit: str, *, contract: Path, timeout_s: float = 3600) 
     try:
         git.out(["worktree", "add", "-q", "--detach", str(room), commit], cwd=root)
         done = proc.capture(
-            [*_lk_verify(), "--contract", str(contract), "--in-place"],
+            [*console("lk-verify"), "--contract", str(contract), "--in-place"],
             cwd=room,
             env={**os.environ, "LOOPKIT_STATE_DIR": str(holder / "state")},
             timeout=timeout_s,

@@ -14,6 +14,7 @@ from typing import Any
 from loopkit import git
 from loopkit.errors import BadInput, LoopkitError
 from loopkit.exitcodes import ExitCode
+from loopkit.sections import Task
 
 PREFIX = "refs/loopkit/stack/"
 FILE = "stack.json"
@@ -46,6 +47,8 @@ class Slice:
     issue: int | None = None
     merged: str = ""  # the commit the forge landed it as
     closed: str = ""  # why it left the stack unlanded (its pull request closed on the forge)
+    task: Task | None = None  # the task it was made for (lk stack address runs it again)
+    addressed: list[str] = field(default_factory=list)  # the forge's remarks addressed (keys)
 
 
 @dataclass
@@ -86,6 +89,15 @@ def ref(name: str) -> str:
     return PREFIX + git.ref_component(name)
 
 
+#: A push under way: the record the local ref becomes once the remote took the push (its
+#: parent, the record pushed); a push stopped before it ended is settled from it.
+PUSHING = "refs/loopkit/stack-push/"
+
+
+def pending(name: str) -> str:
+    return PUSHING + git.ref_component(name)
+
+
 def check_name(name: str) -> str:
     ok = name and all(c.isalnum() or c in "-_." for c in name) and not name.startswith(".")
     if not ok:
@@ -102,13 +114,18 @@ def read(root: Path, name: str) -> tuple[Stack | None, str]:
     return Stack.from_json(json.loads(raw), f"{ref(name)}:{FILE}"), commit
 
 
-def write(root: Path, stack: Stack, old: str, *, message: str) -> str:
-    """A new record commit on top of ``old``; the ref moves only if it still holds ``old``."""
+def record(root: Path, stack: Stack, old: str, *, message: str) -> str:
+    """The record as a new commit on top of ``old``; no ref moves."""
     text = json.dumps(stack.to_json(), indent=2, sort_keys=True) + "\n"
     blob = git.out(["hash-object", "-w", "--stdin"], cwd=root, input=text.encode())
     tree = git.out(["mktree"], cwd=root, input=f"100644 blob {blob}\t{FILE}\n".encode())
     parents = ["-p", old] if old else []
-    commit = git.out(["commit-tree", tree, *parents, "-m", f"loopkit stack: {message}"], cwd=root)
+    return git.out(["commit-tree", tree, *parents, "-m", f"loopkit stack: {message}"], cwd=root)
+
+
+def write(root: Path, stack: Stack, old: str, *, message: str) -> str:
+    """A new record commit on top of ``old``; the ref moves only if it still holds ``old``."""
+    commit = record(root, stack, old, message=message)
     done = git.git(
         ["update-ref", "-m", f"loopkit stack: {message}", ref(stack.name), commit, old],
         cwd=root,

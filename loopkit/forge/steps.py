@@ -1,27 +1,35 @@
 """What each ``lk stack`` step does, without click: add (or replace) a verified slice,
-restack (move slices onto their new parents, each moved tree verified again), push
-(every branch at once, atomic with leases, then the pull requests), land (the bottom
-slice, by the forge's merge of exactly the verified head), show."""
+restack (move slices onto their new parents, each moved tree verified again), address
+(a slice's task run again with its pull request's review, the slices above verified on
+it, then pushed), push (every branch at once, atomic with leases, then the pull
+requests), land (the bottom slice, by the forge's merge of exactly the verified head),
+show."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from loopkit import git
 from loopkit.attest import store
+from loopkit.document import parse_attempt
 from loopkit.errors import BadInput, EnvironmentProblem
-from loopkit.forge import body, clients, onto, proof
+from loopkit.forge import address as readdress
+from loopkit.forge import body, clients, fleet, onto, proof
 from loopkit.forge import push as pushing
 from loopkit.forge.stack import (
     FORGES,
+    PUSHING,
     Refused,
     Slice,
     Stack,
     Unverified,
     check_name,
     note_return,
+    pending,
     read,
+    record,
     ref,
     resolve,
     tree_of,
@@ -124,6 +132,7 @@ def add(
         evidence.update({k: v for k, v in body.from_document(doc).items() if v is not None})
     if ledger is not None and evidence.get("task"):
         evidence.update(body.from_ledger(ledger, str(evidence["task"])))
+    task = (doc or {}).get("task") or None
     if known is None:
         stack.slices.append(
             Slice(
@@ -134,11 +143,13 @@ def add(
                 head=head,
                 tree=tree,
                 evidence=evidence,
+                task=task,
             )
         )
     else:
         known.head, known.tree, known.evidence = head, tree, evidence
         known.title = title or known.title
+        known.task = task or known.task
     write(root, stack, old, message=f"{'replace' if known else 'add'} {slice_id} at {head[:12]}")
     return _result("add", stack, slice=slice_id)
 
@@ -147,7 +158,37 @@ def _load(root: Path, name: str) -> tuple[Stack, str]:
     stack, old = read(root, check_name(name))
     if stack is None:
         raise BadInput("NAME", f"no stack {name!r} here ({ref(name)} does not exist)")
+    if (
+        git.git(["rev-parse", "-q", "--verify", pending(name)], cwd=root, check=False).exit_code
+        == 0
+    ):
+        _settle(root, stack, old)
+        stack, old = _load(root, name)
     return stack, old
+
+
+def _settle(root: Path, stack: Stack, old: str) -> None:
+    """A push that stopped before it ended (its pending ref left): when the remote holds
+    the record it pushed, the local record becomes the pushed one; else the push did not
+    happen (it is atomic) and the record stays as it is."""
+    current = git.out(["rev-parse", pending(stack.name)], cwd=root)
+    meta = git.out(["rev-parse", f"{current}^"], cwd=root)
+    said = git.git(
+        ["ls-remote", stack.remote, ref(stack.name)], cwd=root, env=pushing.token_env()
+    )  # the remote's record now (an unreachable remote: exit 4, settled on the rerun)
+    theirs = said.stdout.decode().split("\t", 1)[0].strip()
+    if theirs == meta and git.out(["rev-parse", f"{meta}^"], cwd=root) == old:
+        _moved(root, stack.name, current, old)
+    else:
+        git.git(["update-ref", "-d", pending(stack.name)], cwd=root, check=False)
+
+
+def _moved(root: Path, name: str, current: str, old: str) -> None:
+    """The local record moved from ``old`` to the pushed ``current``; the pending ref gone."""
+    done = git.git(["update-ref", ref(name), current, old], cwd=root, check=False)
+    git.git(["update-ref", "-d", pending(name)], cwd=root, check=False)
+    if done.exit_code != 0:
+        raise Refused(f"stack {name}: its record moved while it was pushed; run it again")
 
 
 def _follow(root: Path, stack: Stack, tip: str, *, foreign: bool) -> list[dict[str, Any]]:
@@ -208,16 +249,30 @@ def restack(root: Path, name: str, *, contract: Path, foreign: bool = False) -> 
     rebase) is marked landed, one whose pull request was closed leaves the stack, and a
     bottom slice whose change the target already holds is landed too -- never replayed
     as an empty commit. Then each live slice whose recorded fork point is no longer its
-    parent's head moves onto it (the bottom one onto the target's tip), and its new tree
-    is verified; all or nothing: one that fails its checks, does not apply, or a branch
-    someone else pushed (``foreign``: sync's, which pushes next) leaves the stack as it
-    was."""
+    parent's head moves onto it (``_move``); all or nothing: one that fails its checks,
+    does not apply, or a branch someone else pushed (``foreign``: sync's, which pushes
+    next) leaves the stack as it was."""
     stack, old = _load(root, name)
     tip = target_tip(root, stack)
+    followed = _follow(root, stack, tip, foreign=foreign)
+    moved = _move(root, stack, tip, contract, followed)
+    if moved or followed:
+        gone = [f"{f['slice']} {f['state']}" for f in followed]
+        write(root, stack, old, message="restack " + " ".join([*gone, *moved]))
+    return _result("restack", stack, moved=moved, followed=followed)
+
+
+def _move(
+    root: Path, stack: Stack, tip: str, contract: Path, followed: list[dict[str, Any]]
+) -> list[str]:
+    """Each live slice whose recorded fork point is no longer its parent's head moves onto
+    it (the bottom one onto the target's tip) and its new tree is verified; a bottom slice
+    with nothing left to apply is landed (added to ``followed``). The record in memory
+    only: a slice that fails its checks or does not apply raises (noted against it in the
+    record, nothing else written)."""
     parent = tip
     moved: list[str] = []
     at = ""  # the slice being moved (a refusal is noted against it)
-    followed = _follow(root, stack, tip, foreign=foreign)
     try:
         for s in stack.live():
             at = s.id
@@ -235,12 +290,122 @@ def restack(root: Path, name: str, *, contract: Path, foreign: bool = False) -> 
                 moved.append(s.id)
             parent = s.head
     except (Refused, Unverified) as e:
-        note_return(root, name, at, "restack", e.message)
+        note_return(root, stack.name, at, "restack", e.message)
         raise
-    if moved or followed:
-        gone = [f"{f['slice']} {f['state']}" for f in followed]
-        write(root, stack, old, message="restack " + " ".join([*gone, *moved]))
-    return _result("restack", stack, moved=moved, followed=followed)
+    return moved
+
+
+def address(
+    root: Path,
+    name: str,
+    slice_id: str,
+    *,
+    contract: Path,
+    state: Path,
+    task_text: str = "",
+    rounds: int = readdress.ROUNDS,
+) -> dict[str, Any]:
+    """The forge's review of one slice addressed: its review comments, reviews and failing
+    checks (those not addressed before) become its task's notes and feedback, the task
+    runs again (``readdress.rerun``: ``lk attempt`` at the slice's head, the recipes'
+    path), the verified tree becomes the slice's new commit, every slice above moves onto
+    it and is verified there, and only then is anything pushed (``push``, leased). A
+    slice above that fails its checks (exit 1) or does not apply (40): nothing recorded,
+    nothing pushed; the new commit is kept under ``refs/loopkit/review/``. A slice above
+    that fails is the worker's feedback for its next round, while ``rounds`` are left.
+    Stopped after the record was written, the rerun (nothing new to address) pushes what
+    it holds."""
+    stack, old = _load(root, name)
+    s = stack.find(slice_id)
+    if s is None:
+        raise BadInput("SLICE", f"no slice {slice_id!r} in stack {name}")
+    forge = clients.client(stack.forge, stack.repo)
+    if not isinstance(forge, clients.GitHub):
+        raise BadInput(
+            "SLICE",
+            f"stack {name} is on a {stack.forge} forge: review comments are read from GitHub",
+        )
+    tip = target_tip(root, stack)
+    followed = _follow(root, stack, tip, foreign=True)  # a branch someone else pushed: refused
+    if s.merged or s.closed:
+        raise BadInput("SLICE", f"{s.id} has left the stack ({'landed' if s.merged else s.closed})")
+    if s.pr is None:
+        raise BadInput("SLICE", f"{s.id} has no pull request yet: `lk stack push {name}` first")
+    pr = s.pr
+    remarks = [r for r in forge.remarks(pr, s.head) if r.key not in s.addressed]
+    shown = [asdict(r) for r in remarks]
+    if not remarks:
+        if followed:
+            write(root, stack, old, message="address: " + " ".join(f["slice"] for f in followed))
+        pushed: dict[str, Any] = {}
+        if stack.remote and _unfinished(root, stack, old):
+            pushed = push(root, name)  # what a stopped address recorded and did not push
+            stack = Stack.from_json(pushed["stack"], ref(name))
+        return _result(
+            "address",
+            stack,
+            slice=s.id,
+            remarks=[],
+            followed=followed,
+            moved=[],
+            pushed=pushed.get("pushed", []),
+            pulls=pushed.get("pulls", []),
+        )
+    task = readdress.task_for(s, remarks, pr, text=task_text)
+    document = readdress.first(s, task, pr)
+    before = Stack.from_json(stack.to_json(), ref(name))  # the forge followed, nothing changed
+    left = rounds
+    while True:
+        try:
+            fix = readdress.rerun(
+                root, s, document, pr, contract=contract, state=state, rounds=left
+            )
+        except Unverified as e:
+            note_return(root, name, s.id, "address", e.message)
+            raise
+        left -= fix.rounds
+        kept = f"refs/loopkit/review/{stack.name}/{s.id}/{fix.commit[:12]}"
+        git.out(["update-ref", kept, fix.commit], cwd=root)
+        stack = Stack.from_json(before.to_json(), ref(name))
+        mine = stack.find(slice_id)
+        assert mine is not None
+        mine.evidence = {
+            **mine.evidence,
+            **{k: v for k, v in body.from_document(fix.decided).items() if v is not None},
+            "verify": proof.summary(fix.decided["verify"]),
+            "addressed_from": s.head,
+        }
+        mine.head, mine.tree, mine.task = fix.commit, fix.tree, task
+        mine.addressed = [*mine.addressed, *(r.key for r in remarks)]
+        landed = list(followed)
+        try:
+            moved = _move(root, stack, tip, contract, landed)
+        except (Refused, Unverified) as e:
+            said = f"{e.message}; after {s.id}'s change for #{pr} (kept as {kept})"
+            fresh, old = read(root, name)  # the refusal noted in the record meanwhile
+            before.returned = fresh.returned if fresh else before.returned
+            if isinstance(e, Refused) or left <= 0:
+                raise type(e)(f"{said}: nothing pushed") from None
+            document = readdress.broke(fix.decided, e.message)  # the worker is told, again
+            continue
+        followed = landed
+        break
+    write(root, stack, old, message=f"address {slice_id} (#{pr}) as {fix.commit[:12]}")
+    pushed = {}
+    if stack.remote:
+        pushed = push(root, name)
+        stack = Stack.from_json(pushed["stack"], ref(name))
+    return _result(
+        "address",
+        stack,
+        slice=slice_id,
+        remarks=shown,
+        commit=fix.commit,
+        moved=moved,
+        followed=followed,
+        pushed=pushed.get("pushed", []),
+        pulls=pushed.get("pulls", []),
+    )
 
 
 def sync(root: Path, name: str, *, contract: Path) -> dict[str, Any]:
@@ -263,17 +428,50 @@ def sync(root: Path, name: str, *, contract: Path) -> dict[str, Any]:
     )
 
 
+def _unfinished(root: Path, stack: Stack, old: str) -> bool:
+    """Whether a push is owed: a live slice not pushed as it is, or a push that stopped
+    after the remote took it, before its pull requests were updated."""
+    if any(s.pushed != s.head for s in stack.live()):
+        return True
+    return git.out(["log", "-1", "--format=%s", old], cwd=root) == "loopkit stack: pushed"
+
+
 def _evidence_refs(root: Path, stack: Stack) -> list[str]:
     """The refs a dead run leaves as evidence (saved and parked attempts under
     refs/loopkit/, never the stack records): pushed as they are, never forced."""
     listed = git.out(["for-each-ref", "--format=%(refname)", "refs/loopkit/"], cwd=root)
-    return [r for r in listed.splitlines() if r and not r.startswith("refs/loopkit/stack/")]
+    return [
+        r for r in listed.splitlines() if r and not r.startswith(("refs/loopkit/stack/", PUSHING))
+    ]
+
+
+def _pushable(root: Path, stack: Stack) -> None:
+    """Every live slice as verified, checked by id with git alone (no check runs here: a
+    landing job that holds a write token runs no code a worker wrote): its head's tree is
+    the tree its evidence says passed, and it sits on the slice below it. Refused (40)
+    otherwise: nothing is pushed."""
+    parent = ""
+    for s in stack.live():
+        verify = s.evidence.get("verify") or {}
+        tree = tree_of(root, s.head)
+        if not (verify.get("passed") and verify.get("tree") == s.tree == tree):
+            raise Refused(
+                f"{s.id}: its head {s.head[:12]} (tree {tree[:12]}) is not the tree its "
+                f"checks passed on ({str(verify.get('tree') or 'none')[:12]}): nothing pushed"
+            )
+        if parent and s.fork != parent:
+            raise Refused(
+                f"{s.id} is not on the slice below it ({parent[:12]}): "
+                f"`lk stack restack {stack.name}` first; nothing pushed"
+            )
+        parent = s.head
 
 
 def push(root: Path, name: str, *, issues: bool = False) -> dict[str, Any]:
     stack, old = _load(root, name)
     if not stack.remote:
         raise BadInput("--remote", f"stack {name} has no remote to push to")
+    _pushable(root, stack)
     updates = [
         pushing.Update(f"refs/heads/{s.branch}", s.head, s.pushed)
         for s in stack.live()
@@ -282,16 +480,21 @@ def push(root: Path, name: str, *, issues: bool = False) -> dict[str, Any]:
     for s in stack.live():
         s.pushed = s.head
     before_meta = stack.pushed_meta
-    meta = write(root, stack, old, message="push")
+    # The record pushed (meta), and the one the local ref becomes once the remote took it
+    # (current): made before anything moves, the local ref moved only after the push, in
+    # one step, so a stop anywhere leaves either the old record or the pushed one (a
+    # rerun settles which from the pending ref: ``_settle``), never one whose leases are
+    # not what the remote holds.
+    meta = record(root, stack, old, message="push")
+    stack.pushed_meta = meta
+    current = record(root, stack, meta, message="pushed")
+    git.out(["update-ref", pending(name), current], cwd=root)
     try:
         pushing.push(root, stack.remote, [*updates, pushing.Update(ref(name), meta, before_meta)])
     except Refused:
-        git.git(["update-ref", ref(name), old, meta], cwd=root, check=False)
+        git.git(["update-ref", "-d", pending(name)], cwd=root, check=False)
         raise
-    stack.pushed_meta = meta
-    # Recorded before the forge is asked anything: a forge call that fails now must not
-    # leave the next push leasing the remote's record on a value it no longer holds.
-    current = write(root, stack, meta, message="pushed")
+    _moved(root, name, current, old)
     evidence = _evidence_refs(root, stack)
     kept: list[str] = []
     if evidence:
@@ -424,8 +627,6 @@ def collect(
     saved attempts fetched under refs/loopkit/ (evidence a parked or dead job leaves), and
     each green slice added to the stack, its fork point the base the job was pinned to
     (restack then stacks them, verifying each moved tree)."""
-    from loopkit.forge import fleet
-
     results = [fleet.read_result(folder) for folder in folders]  # all readable, or nothing
     stack, old = read(root, check_name(name))
     if stack is None:  # the stack's settings recorded even when no job came back green
@@ -456,8 +657,6 @@ def collect(
                 )
             doc = None
             if (folder / "decided.json").is_file():
-                from loopkit.document import parse_attempt
-
                 doc = parse_attempt(
                     (folder / "decided.json").read_bytes(), source=str(folder / "decided.json")
                 )

@@ -21,7 +21,12 @@ What it answers (JSON, as GitHub does):
   when it asks for one); a strict rule of either kind refuses a head not up to date; a
   branch with a merge queue refuses the REST merge, and GraphQL's ``enqueuePullRequest``
   (``POST /graphql``, its ``expectedHeadOid`` checked) lands the pull request at once
-- commit statuses: ``POST .../statuses/SHA``, ``GET .../commits/SHA/status``
+- commit statuses: ``POST .../statuses/SHA``, ``GET .../commits/SHA/status``; check runs:
+  ``POST .../check-runs``, ``GET .../commits/SHA/check-runs``
+- a review: ``POST|GET .../pulls/N/reviews`` (``event`` COMMENT, REQUEST_CHANGES or
+  APPROVE, its ``comments`` on lines), review comments ``POST|GET .../pulls/N/comments``;
+  each with its author's ``author_association``: OWNER for the forge's own login, NONE for
+  a guest (``Forge.guests``: other people's tokens, which may call the API but not push)
 
 ``gh`` reaches it as the host ``github.localhost`` (which it speaks plain HTTP to, at
 ``api.github.localhost``) through ``HTTP_PROXY`` pointed here: see ``gh_env``. Git reaches
@@ -73,7 +78,18 @@ class Repo:
     #: rulesets' rules per branch (``GET .../rules/branches/B``), besides a merge queue
     rules: dict[str, list[JSONObject]] = field(default_factory=dict)
     statuses: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: a status's description per commit and context (``statuses`` holds its state)
+    described: dict[str, dict[str, str]] = field(default_factory=dict)
+    check_runs: list[dict[str, Any]] = field(default_factory=list)
+    #: per pull request: its reviews, its review comments (on lines)
+    reviews: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    comments: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     next_number: int = 1
+    next_id: int = 1000
+
+    def new_id(self) -> int:
+        self.next_id += 1
+        return self.next_id
 
     @property
     def full_name(self) -> str:
@@ -107,6 +123,9 @@ class Forge:
         self.lock = threading.RLock()
         self.log: list[JSONObject] = []
         self.port = 0
+        #: other people's tokens (token -> login): they may use the API (comment, review)
+        #: but not push, and their association with a repository is NONE
+        self.guests: dict[str, str] = {}
 
     # -- set-up (what a person does in the forge's web pages) ------------------------------
 
@@ -190,12 +209,13 @@ class Forge:
         }
 
     def handle(
-        self, method: str, path: str, query: dict[str, list[str]], body: Any
+        self, method: str, path: str, query: dict[str, list[str]], body: Any, *, login: str = ""
     ) -> tuple[int, Any]:
+        login = login or self.login
         parts = [p for p in path.split("/") if p]
         with self.lock:
             if parts == ["user"]:
-                return 200, {"login": self.login}
+                return 200, {"login": login}
             if parts == ["graphql"] and method == "POST":
                 return self._graphql(body)
             if len(parts) < 3 or parts[0] != "repos":
@@ -210,7 +230,7 @@ class Forge:
                     "allow_merge_commit": True,
                 }
             if rest[:1] == ["pulls"]:
-                return self._pulls(repo, method, rest[1:], query, body)
+                return self._pulls(repo, method, rest[1:], query, body, login)
             if rest[:1] == ["issues"]:
                 return self._issues(repo, method, rest[1:], body)
             if rest[:1] == ["branches"] and len(rest) >= 3 and rest[-1] == "protection":
@@ -239,16 +259,37 @@ class Forge:
                 return 200, listed
             if rest[:1] == ["statuses"] and len(rest) == 2 and method == "POST":
                 repo.statuses.setdefault(rest[1], {})[body["context"]] = body["state"]
+                repo.described.setdefault(rest[1], {})[body["context"]] = str(
+                    body.get("description") or ""
+                )
                 return 201, {"state": body["state"], "context": body["context"]}
             if rest[:1] == ["commits"] and len(rest) == 3 and rest[2] == "status":
                 got = repo.statuses.get(rest[1], {})
                 state = (
                     "success" if got and all(v == "success" for v in got.values()) else "pending"
                 )
+                said = repo.described.get(rest[1], {})
                 return 200, {
                     "state": state,
-                    "statuses": [{"context": k, "state": v} for k, v in got.items()],
+                    "statuses": [
+                        {"context": k, "state": v, "description": said.get(k, "")}
+                        for k, v in got.items()
+                    ],
                 }
+            if rest == ["check-runs"] and method == "POST":
+                run = {
+                    "id": repo.new_id(),
+                    "name": str(body["name"]),
+                    "head_sha": str(body["head_sha"]),
+                    "status": str(body.get("status") or "completed"),
+                    "conclusion": body.get("conclusion"),
+                    "output": body.get("output") or {},
+                }
+                repo.check_runs.append(run)
+                return 201, run
+            if rest[:1] == ["commits"] and len(rest) == 3 and rest[2] == "check-runs":
+                runs = [r for r in repo.check_runs if r["head_sha"] == rest[1]]
+                return 200, {"total_count": len(runs), "check_runs": runs}
         raise ForgeError(404, "Not Found")
 
     def _graphql(self, body: Any) -> tuple[int, Any]:
@@ -298,7 +339,13 @@ class Forge:
         _git(repo.path, "update-ref", "-d", f"refs/heads/{branch}", sha)
 
     def _pulls(
-        self, repo: Repo, method: str, rest: list[str], query: dict[str, list[str]], body: Any
+        self,
+        repo: Repo,
+        method: str,
+        rest: list[str],
+        query: dict[str, list[str]],
+        body: Any,
+        login: str,
     ) -> tuple[int, Any]:
         if not rest and method == "POST":
             head, base = str(body.get("head", "")), str(body.get("base", ""))
@@ -344,7 +391,68 @@ class Forge:
             return 200, self._pull_view(repo, pr)
         if rest[1:] == ["merge"] and method == "PUT":
             return self._merge(repo, pr, body or {})
+        if rest[1:] == ["comments"] and method == "GET":
+            return 200, list(repo.comments.get(pr["number"], []))
+        if rest[1:] == ["comments"] and method == "POST":
+            return 201, self._comment(repo, pr, body, login, review=None)
+        if rest[1:] == ["reviews"] and method == "GET":
+            return 200, list(repo.reviews.get(pr["number"], []))
+        if rest[1:] == ["reviews"] and method == "POST":
+            return 200, self._review(repo, pr, body, login)
         raise ForgeError(404, "Not Found")
+
+    def _user(self, login: str) -> dict[str, Any]:
+        """Who wrote a comment or a review, and their association with the repository."""
+        return {
+            "user": {"login": login},
+            "author_association": "OWNER" if login == self.login else "NONE",
+        }
+
+    def _comment(
+        self, repo: Repo, pr: dict[str, Any], body: Any, login: str, *, review: int | None
+    ) -> dict[str, Any]:
+        """A review comment on a line of the pull request's head (GitHub's shape)."""
+        if not body.get("body") or not body.get("path"):
+            raise ForgeError(422, "Validation Failed: a review comment needs body and path")
+        line = body.get("line")
+        comment = {
+            "id": repo.new_id(),
+            "pull_request_review_id": review,
+            "body": str(body["body"]),
+            "path": str(body["path"]),
+            "line": line,
+            "original_line": line,
+            "side": str(body.get("side") or "RIGHT"),
+            "commit_id": str(body.get("commit_id") or self._sha(repo, pr["head"]) or ""),
+            "in_reply_to_id": body.get("in_reply_to"),
+            **self._user(login),
+        }
+        repo.comments.setdefault(pr["number"], []).append(comment)
+        return comment
+
+    def _review(self, repo: Repo, pr: dict[str, Any], body: Any, login: str) -> dict[str, Any]:
+        """A review as the web page submits it: its event and its comments on lines."""
+        states = {
+            "COMMENT": "COMMENTED",
+            "REQUEST_CHANGES": "CHANGES_REQUESTED",
+            "APPROVE": "APPROVED",
+        }
+        state = states.get(str(body.get("event") or "COMMENT"))
+        if state is None:
+            raise ForgeError(422, f"Validation Failed: event {body.get('event')!r}")
+        review: dict[str, Any] = {
+            "id": repo.new_id(),
+            "state": state,
+            "body": str(body.get("body") or ""),
+            "commit_id": str(body.get("commit_id") or self._sha(repo, pr["head"]) or ""),
+            **self._user(login),
+        }
+        for c in body.get("comments") or []:
+            self._comment(
+                repo, pr, {**c, "commit_id": review["commit_id"]}, login, review=review["id"]
+            )
+        repo.reviews.setdefault(pr["number"], []).append(review)
+        return review
 
     def _merge(
         self, repo: Repo, pr: JSONObject, body: JSONObject, *, queue: bool = False
@@ -492,6 +600,13 @@ class _Handler(BaseHTTPRequestHandler):
                 return password == self.forge.token
         return False
 
+    def _caller(self) -> str | None:
+        """Who calls the API: the forge's own login (its token), a guest's, or nobody."""
+        if self._authorized():
+            return self.forge.login
+        kind, _, value = (self.headers.get("Authorization") or "").partition(" ")
+        return self.forge.guests.get(value) if kind.lower() in ("token", "bearer") else None
+
     def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
         data = b"" if payload is None else json.dumps(payload).encode()
         self.send_response(status)
@@ -523,12 +638,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._git(url.path, url.query, raw)
             return
         self.forge.log.append({"method": self.command, "path": url.path})
-        if not self._authorized():
+        login = self._caller()
+        if login is None:
             self._send(401, {"message": "Bad credentials"})
             return
         try:
             body = json.loads(raw) if raw.strip() else {}
-            status, payload = self.forge.handle(self.command, url.path, parse_qs(url.query), body)
+            query = parse_qs(url.query)
+            status, payload = self.forge.handle(self.command, url.path, query, body, login=login)
         except ForgeError as e:
             status, payload = e.status, {"message": e.message}
         except (ValueError, KeyError, AttributeError, TypeError) as e:

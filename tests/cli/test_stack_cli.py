@@ -42,6 +42,8 @@ def _refs(repo: Path) -> str:
         (["fold", "nowhere.jsonl"], 3, "nowhere.jsonl: no such ledger file"),
         (["share", "loop.yaml", "--jobs", "0"], 3, "--jobs: 0: at least one job"),
         (["land", "demo", "--method", "cherry-pick"], 2, "Invalid value"),
+        (["address", "demo", "s1"], 3, "no stack 'demo' here"),
+        (["address", "demo", "s1", "--rounds", "0"], 2, "Invalid value"),
     ],
 )
 def test_bad_input_is_one_line_and_its_code(
@@ -113,3 +115,16 @@ def test_add_show_and_a_plain_landing_leased_on_the_tip(git_repo: Path, tmp_path
     assert (prs["stacks"], prs["merged"], prs["landings"]) == (1, 1, 1)
     assert prs["returns"] == 2  # not pushed, then verified on another tip
     assert prs["queue"] == {"landed": 0, "returned": 0, "queued": 0}
+
+
+def test_address_refuses_a_slice_it_cannot_read_a_review_for(git_repo: Path) -> None:
+    """An unknown slice, and a stack on a plain remote (no pull requests, no review):
+    one line, exit 3, the record as it was."""
+    write_contract(git_repo)
+    assert _lk(git_repo, "add", "demo", "s1").returncode == 0
+    before = _refs(git_repo)
+    for slice_id, said in (("s9", "no slice 's9' in stack demo"), ("s1", "read from GitHub")):
+        done = _lk(git_repo, "address", "demo", slice_id)
+        assert done.returncode == 3 and said in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1 and done.stdout == ""
+    assert _refs(git_repo) == before
