@@ -30,11 +30,23 @@ import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from loopkit.boundary import listeners
 
 #: Where the sockets' folder appears inside the sandbox (under its private /tmp).
+
+
+class EgressSection(TypedDict, total=False):
+    """What the egress gate saw (``run.sandbox.egress``): the hosts allowed, and those
+    used and refused, with counts."""
+
+    mode: str
+    allowed: list[str]
+    used: dict[str, int]
+    refused: dict[str, int]
+
+
 INNER = "/tmp/.loopkit-egress"
 PROXY_PORT = 3128
 MODES = ("egress",)
@@ -159,7 +171,7 @@ class Gate:
         back.join()
         out.close()
 
-    def section(self) -> dict[str, Any]:
+    def section(self) -> EgressSection:
         with self._lock:
             return {
                 "allowed": sorted(self.allowed),
@@ -242,7 +254,7 @@ class Way:
         out.pop("all_proxy", None)
         return [sys.executable, "-I", "-S", bridge, *pairs, "--", *argv], out
 
-    def section(self) -> dict[str, Any]:
+    def section(self) -> EgressSection:
         """The record: the mode, the hosts allowed, used and refused (with counts)."""
         return {"mode": "egress", **self.gate.section()}
 

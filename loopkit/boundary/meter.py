@@ -55,7 +55,7 @@ from loopkit.boundary.dialects import (
     refusal,
 )
 from loopkit.boundary.prices import Prices
-from loopkit.boundary.usage import Reader, is_transient, summarize
+from loopkit.boundary.usage import Exchange, MeterSection, Reader, is_transient, summarize
 
 #: A request body over this is refused (413): its head says so, or it grows past it.
 MAX_BODY_BYTES = 32 << 20
@@ -135,7 +135,7 @@ class Meter:
         #: The person's credentials the worker did not get, and those it got raw.
         self.withheld: list[str] = []
         self.unmetered: list[str] = []
-        self.records: list[dict[str, Any]] = []
+        self.records: list[Exchange] = []
         self._lock = threading.Lock()
         parts = urlsplit(upstream.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -274,7 +274,7 @@ class Meter:
         a CLI retrying a 429 or a 5xx in silence)."""
         self._limit, self._trip = limit, trip
 
-    def record(self, entry: dict[str, Any]) -> None:
+    def record(self, entry: Exchange) -> None:
         line = json.dumps(entry, sort_keys=True) + "\n"
         trip = None
         with self._lock:
@@ -290,7 +290,7 @@ class Meter:
             trip()
 
     # -- the summary ------------------------------------------------------------------
-    def section(self, prices: Prices | None = None) -> dict[str, Any]:
+    def section(self, prices: Prices | None = None) -> MeterSection:
         """The run record's ``meter`` section (schemas/run.json), once every request
         under way has its record."""
         self.settled()
@@ -433,7 +433,7 @@ class _Handler(BaseHTTPRequestHandler):
             raise _Refused(404, why)
         return self._length()
 
-    def _refuse(self, refused: _Refused, entry: dict[str, Any], started: float) -> None:
+    def _refuse(self, refused: _Refused, entry: Exchange, started: float) -> None:
         # A small body still on the wire is read and dropped, so the client reads the
         # answer rather than a reset; a larger one is never read: the connection closes.
         try:
@@ -461,7 +461,7 @@ class _Handler(BaseHTTPRequestHandler):
         started = time.monotonic()
         when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         parts = urlsplit(self.path)
-        entry: dict[str, Any] = {"time": when, "method": self.command, "path": parts.path}
+        entry: Exchange = {"time": when, "method": self.command, "path": parts.path}
         try:
             length = self._check(parts)
         except _Refused as refused:
@@ -505,7 +505,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._relay(resp, entry, started)
 
-    def _relay(self, resp: http.client.HTTPResponse, entry: dict[str, Any], started: float) -> None:
+    def _relay(self, resp: http.client.HTTPResponse, entry: Exchange, started: float) -> None:
         """Stream the upstream's answer back as it arrives, reading its usage on the way,
         and record the request."""
         first = _ms(started)
@@ -553,15 +553,17 @@ class _Handler(BaseHTTPRequestHandler):
             self.meter.drop_connection()
         usage = reader.finish()
         entry.update(
-            status=resp.status,
-            model=usage.model,
-            input=usage.input,
-            output=usage.output,
-            cache_read=usage.cache_read,
-            cache_write=usage.cache_write,
-            stream=sse,
-            ttfb_ms=first,
-            latency_ms=_ms(started),
+            {
+                "status": resp.status,
+                "model": usage.model,
+                "input": usage.input,
+                "output": usage.output,
+                "cache_read": usage.cache_read,
+                "cache_write": usage.cache_write,
+                "stream": sse,
+                "ttfb_ms": first,
+                "latency_ms": _ms(started),
+            }
         )
         if usage.error or cut:
             entry["error"] = usage.error or f"cut: {cut}"
