@@ -21,7 +21,11 @@ write (claude's config folder, ``CODEX_HOME``) it declares itself
 
 from __future__ import annotations
 
+import atexit
+import fnmatch
 import os
+import shutil
+import stat
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -254,8 +258,6 @@ class Checks:
         argv = ["/bin/sh", "-c", command]
         if self._hosts is not None:
             if self._way is None:
-                import atexit
-
                 from loopkit.boundary.egress import Way
 
                 self._way = Way.start(self._hosts)
@@ -383,8 +385,6 @@ def _var_tmp() -> Path:
 
 def _private(folder: Path) -> bool:
     """Make ``folder`` (0700) or find it: a real folder of this user's, nobody else's."""
-    import stat
-
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         st = os.lstat(folder)
@@ -405,9 +405,6 @@ def seed_home(home: Path, files: Mapping[str, Path], *, keep: Sequence[str]) -> 
     the entries ``keep`` names (patterns: its sessions and their index, for a resume). Whatever a worker wrote
     there otherwise -- settings, hooks, helpers, base URLs, MCP servers, instructions --
     is gone before the next run, and never was in the person's own home."""
-    import fnmatch
-    import shutil
-
     home.mkdir(parents=True, exist_ok=True)
     for entry in os.scandir(home):
         if entry.name not in files and any(fnmatch.fnmatchcase(entry.name, k) for k in keep):

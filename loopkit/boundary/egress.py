@@ -23,6 +23,7 @@ socket bound in from outside:
 
 from __future__ import annotations
 
+import shutil
 import socket
 import socketserver
 import sys
@@ -31,6 +32,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TypedDict
+from urllib.parse import urlsplit
 
 from loopkit.boundary import listeners
 
@@ -108,8 +110,6 @@ class Gate:
                 table[target] = table.get(target, 0) + 1
 
     def _handle(self, conn: socket.socket) -> None:
-        from urllib.parse import urlsplit
-
         conn.settimeout(HEAD_S)
         head = b""
         try:
@@ -232,8 +232,6 @@ class Way:
         return cls(folder, gate, forwards)
 
     def stop(self) -> None:
-        import shutil
-
         self.gate.stop()
         shutil.rmtree(self.folder, ignore_errors=True)
 

@@ -9,6 +9,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypedDict
+from urllib.parse import urlsplit
 
 from loopkit.boundary.dialects import Upstream
 from loopkit.boundary.prices import Prices
@@ -214,8 +215,6 @@ def summarize(
     prices: Prices,
     log: Path | None = None,
 ) -> MeterSection:
-    from urllib.parse import urlsplit
-
     statuses: dict[str, int] = {}
     models: dict[str, None] = {}
     tokens = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}

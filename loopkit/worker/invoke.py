@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from loopkit import handoff
 from loopkit.boundary import dialects, secrets
@@ -31,6 +31,7 @@ from loopkit.worker.providers.base import (
     Event,
     Exit,
     Invocation,
+    JsonObject,
     Outcome,
     Provider,
     RunSpec,
@@ -43,6 +44,7 @@ from loopkit.worker.providers.shell import side_effects
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from loopkit import proc
+    from loopkit.boundary.containment import SandboxRecord
     from loopkit.boundary.usage import MeterSection
 
 DEFAULT_TIMEOUT_S = 900.0
@@ -53,15 +55,77 @@ STDERR_NAME = "stderr.log"
 HANDOFF_NAME = "handoff.md"
 
 
+class RunUsage(TypedDict):
+    input_tokens: int
+    output_tokens: int
+    turns: int
+    tool_calls: int
+
+
+class RunCost(TypedDict, total=False):
+    usd: float | None
+    source: str
+    trusted: bool
+    reported_usd: float | None
+
+
+class SideEffect(TypedDict):
+    tool: str
+    command: str
+    kinds: list[str]
+
+
+class RunRecord(TypedDict, total=False):
+    """The ``run`` section (schemas/run.json): what one worker run did and how it ended,
+    what loopkit saw of it (its meter, its sandbox) and, from ``attempt``, of the tree."""
+
+    provider: str
+    command: list[str]
+    session_id: str | None
+    exit_code: int | None
+    is_error: bool
+    stop_reason: str
+    claimed_complete: bool
+    final_message: str | None
+    effective_model: str | None
+    usage: RunUsage
+    cost: RunCost
+    api_retries: int
+    api_error_status: int | None
+    tool_errors: int
+    duration_s: float
+    transcript: str | None
+    resume_after: str | None
+    error: str | None
+    side_effects: list[SideEffect]
+    stuck: JsonObject | None
+    files_read: list[str]
+    files_written: list[str]
+    permission_denials: list[JsonObject]
+    terminal_reason: str | None
+    refused: list[JsonObject]
+    meter: MeterSection
+    sandbox: SandboxRecord
+    handoff: str
+    stderr: str
+    attempt_id: str
+    base: str
+    git_control: JsonObject
+    ignored_at_start: list[str]
+    special_files: list[Any]
+    carry: Any
+    state_seal: Any
+
+
 class Result:
-    record: dict[str, Any]
+    record: RunRecord
     state: RunState
     outcome: Outcome
     invocation: Invocation
 
     def __init__(
         self,
-        record: dict[str, Any],
+        record: RunRecord,
         state: RunState,
         outcome: Outcome,
         invocation: Invocation,
@@ -77,13 +141,13 @@ class _Watch:
 
     breaker: Breaker | None
     stop: Callable[[str], None]
-    side_effects: list[dict[str, Any]]
+    side_effects: list[SideEffect]
 
     def __init__(
         self,
         breaker: Breaker | None,
         stop: Callable[[str], None],
-        side_effects: list[dict[str, Any]] | None = None,
+        side_effects: list[SideEffect] | None = None,
     ) -> None:
         self.breaker = breaker
         self.stop = stop
@@ -408,7 +472,7 @@ def _wire_outcome(outcome: Outcome, stopped: str | None, metered: MeterSection) 
     return outcome
 
 
-def _apply_meter(record: dict[str, Any], metered: MeterSection, root: Path | None) -> None:
+def _apply_meter(record: RunRecord, metered: MeterSection, root: Path | None) -> None:
     """``run.meter``, and what it settles in the rest of the record: the retries seen on
     the wire (whichever CLI hid them), the last failing status, the model actually served,
     and the cost -- the metered usage at the price table's prices, trusted over the
@@ -504,10 +568,10 @@ def record_from(
     duration_s: float | None = None,
     transcript: str | None = None,
     cost_trusted: bool = False,
-) -> dict[str, Any]:
+) -> RunRecord:
     """The ``run`` section (schemas/run.json) from a parsed stream and its outcome."""
     usd = state.cost_usd
-    record: dict[str, Any] = {
+    record: RunRecord = {
         "provider": provider,
         "command": list(argv or []),
         "session_id": state.session_id,
@@ -1061,7 +1125,7 @@ def _fresh(document: dict[str, Any] | None) -> dict[str, Any]:
     return doc
 
 
-def normalize_transcript(path: str, *, provider: str | None = None) -> dict[str, Any]:
+def normalize_transcript(path: str, *, provider: str | None = None) -> RunRecord:
     """The ``run`` record of a saved stream (claude stream-json or json, codex --json)."""
 
     p = Path(path)
