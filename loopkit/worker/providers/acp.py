@@ -32,6 +32,7 @@ from loopkit.errors import BadInput, EnvironmentProblem
 from loopkit.text import clip
 from loopkit.worker import providers
 from loopkit.worker.acp.agents import AGENTS
+from loopkit.worker.providers import claude, codex
 from loopkit.worker.providers.base import (
     Event,
     Exit,
@@ -86,9 +87,7 @@ class AcpProvider(Provider):
         argv, env_names, home = agent_argv(spec)
         if home == "codex":
             # codex reads its key from the variable its config.toml names.
-            from loopkit.worker.providers.codex import provider_config
-
-            key = provider_config(spec.parent_env()).get("env_key")
+            key = codex.provider_config(spec.parent_env()).get("env_key")
             env_names = (*env_names, *([key] if key else []))
         argv += spec.extra_args
         where = spec.handoff_path.with_name(CONFIG_NAME) if spec.handoff_path else None
@@ -342,8 +341,6 @@ def _content_text(update: Mapping[str, Any]) -> str | None:
 
 
 def classify(state: RunState, end: Exit) -> Outcome:
-    from loopkit.worker.providers.claude import error_class
-
     if (ended := stopped_outcome(end)) is not None:
         return ended
     stop = state.terminal_reason
@@ -361,7 +358,7 @@ def classify(state: RunState, end: Exit) -> Outcome:
     if stop is None:
         if "loadSession" in errors or "session/load" in errors:
             return Outcome("invalid_request", True, clip(errors, 500))
-        reason, resume_after = error_class(state.api_error_status, errors)
+        reason, resume_after = claude.error_class(state.api_error_status, errors)
         if reason == "api_error" and "exited" in errors:
             reason = "crashed"
         return Outcome(reason, True, clip(errors or "the agent failed", 500), resume_after)

@@ -27,7 +27,7 @@ from loopkit import loader
 from loopkit.boundary.dialects import Api, Upstream, find_upstream
 from loopkit.files import atomic_write
 from loopkit.text import clip
-from loopkit.worker.providers import tools
+from loopkit.worker.providers import codex, tools
 from loopkit.worker.providers.base import (
     Event,
     Exit,
@@ -544,6 +544,4 @@ def reset_time(message: str) -> str | None:
         return datetime.fromtimestamp(int(m.group(1)), tz=timezone.utc).strftime(
             "%Y-%m-%dT%H:%M:%SZ"
         )
-    from loopkit.worker.providers.codex import parse_reset
-
-    return parse_reset(message)
+    return codex.parse_reset(message)

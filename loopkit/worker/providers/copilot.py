@@ -38,7 +38,7 @@ from typing import Any, ClassVar
 
 from loopkit.boundary.dialects import Api, Upstream, find_upstream
 from loopkit.text import clip
-from loopkit.worker.providers import tools
+from loopkit.worker.providers import codex, tools
 from loopkit.worker.providers.base import (
     Event,
     Exit,
@@ -279,13 +279,11 @@ class CopilotParser(StreamParser):
 
 
 def classify(state: RunState, end: Exit) -> Outcome:
-    from loopkit.worker.providers.codex import error_class
-
     if (stopped := stopped_outcome(end)) is not None:
         return stopped
     if state.errors:
         message = state.errors[-1]
-        reason, resume_after = error_class(message, state.api_error_status)
+        reason, resume_after = codex.error_class(message, state.api_error_status)
         return Outcome(reason, True, clip(message, 500), resume_after)
     if end.exit_code not in (0, None) or state.result_is_error:
         tail = end.stderr_tail.strip()

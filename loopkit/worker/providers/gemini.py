@@ -35,7 +35,7 @@ from loopkit import loader
 from loopkit.boundary.dialects import Api
 from loopkit.files import atomic_write
 from loopkit.text import clip
-from loopkit.worker.providers import tools
+from loopkit.worker.providers import claude, tools
 from loopkit.worker.providers.base import (
     Event,
     Exit,
@@ -361,8 +361,6 @@ _TERMINAL_QUOTA = re.compile(
 
 def error_class(status: int | None, message: str) -> tuple[str, str | None]:
     """(stop_reason, resume_after) for an API failure Gemini CLI reported."""
-    from loopkit.worker.providers import claude
-
     if status is None:
         status = _status_in(message)
     if status == 429 or "RESOURCE_EXHAUSTED" in message:

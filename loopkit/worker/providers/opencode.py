@@ -43,7 +43,7 @@ from typing import Any, ClassVar
 from loopkit.boundary.dialects import Api, Upstream
 from loopkit.files import atomic_write
 from loopkit.text import clip
-from loopkit.worker.providers import tools
+from loopkit.worker.providers import codex, tools
 from loopkit.worker.providers.base import (
     Event,
     Exit,
@@ -462,8 +462,6 @@ _STREAM_ERROR = re.compile(r'^.*message="stream error"(?!.*small=true).*$', re.M
 
 
 def classify(state: RunState, end: Exit) -> Outcome:
-    from loopkit.worker.providers.codex import error_class
-
     failures = len(_STREAM_ERROR.findall(end.stderr_tail))
     if failures and not state.api_retries:
         state.api_retries = failures - 1 if state.errors else failures
@@ -471,7 +469,7 @@ def classify(state: RunState, end: Exit) -> Outcome:
         return stopped
     if state.errors:
         message = state.errors[-1]
-        reason, resume_after = error_class(message, state.api_error_status)
+        reason, resume_after = codex.error_class(message, state.api_error_status)
         if state.api_error_status:
             message = f"HTTP {state.api_error_status}: {message}"
         return Outcome(reason, True, clip(message, 500), resume_after)

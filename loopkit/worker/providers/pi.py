@@ -36,7 +36,7 @@ from loopkit import loader
 from loopkit.boundary.dialects import Api, Upstream
 from loopkit.files import atomic_write
 from loopkit.text import clip
-from loopkit.worker.providers import tools
+from loopkit.worker.providers import codex, tools
 from loopkit.worker.providers.base import (
     Event,
     Exit,
@@ -379,15 +379,13 @@ class PiParser(StreamParser):
 
 
 def classify(state: RunState, end: Exit) -> Outcome:
-    from loopkit.worker.providers.codex import error_class
-
     if (stopped := stopped_outcome(end)) is not None:
         return stopped
     if state.errors:  # pi exits 0 after an API failure: the stream says so
         message = state.errors[-1]
         if message == "aborted":
             return Outcome("crashed", True, "pi aborted its turn")
-        reason, resume_after = error_class(message, state.api_error_status)
+        reason, resume_after = codex.error_class(message, state.api_error_status)
         return Outcome(reason, True, clip(message, 500), resume_after)
     if end.exit_code not in (0, None):
         tail = end.stderr_tail.strip()
