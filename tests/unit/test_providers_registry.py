@@ -61,7 +61,7 @@ def undocumented(names: Iterable[str]) -> list[str]:
 def test_the_agents_are_the_providers_with_a_cli_of_their_own() -> None:
     agents = providers.agents()
     assert agents == [n for n in providers.names() if n not in ("command", "acp")]
-    assert agents == ["claude", "codex", "gemini", "qwen", "opencode", "pi", "copilot"]
+    assert {"claude", "codex", "copilot"} <= set(agents)
 
 
 def test_every_agent_is_in_the_docs_table_and_pinned() -> None:
