@@ -21,21 +21,38 @@ write (claude's config folder, ``CODEX_HOME``) it declares itself
 
 from __future__ import annotations
 
+import atexit
+import fnmatch
 import os
+import shutil
+import stat
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from loopkit import places
 from loopkit.errors import EnvironmentProblem
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from loopkit.boundary.egress import Way
+    from loopkit.boundary.egress import EgressSection, Way
 
 MODES = ("auto", "required", "off")
 DEFAULTS: dict[str, Any] = {"mode": "auto", "network": None, "writable": []}
+
+
+class SandboxRecord(TypedDict, total=False):
+    """Where a run (``run.sandbox``) or the checks (``verify.sandbox``) ran: the mode
+    asked for, the network, whether a sandbox was used (its tool) and why (not), and
+    what the egress gate saw."""
+
+    mode: str
+    network: bool | str | None
+    used: bool
+    tool: str
+    reason: str
+    egress: EgressSection
 
 
 class Policy:
@@ -94,7 +111,7 @@ class Contained:
 
     argv: list[str]
     env: dict[str, str]
-    record: dict[str, Any]
+    record: SandboxRecord
     #: Files made for the run outside the hidden state folder (removed afterwards).
     scratch: Path | None
 
@@ -102,7 +119,7 @@ class Contained:
         self,
         argv: list[str],
         env: dict[str, str],
-        record: dict[str, Any],
+        record: SandboxRecord,
         scratch: Path | None = None,
     ) -> None:
         self.argv = argv
@@ -133,7 +150,7 @@ def contain(
     from loopkit.boundary import sandbox
 
     network = "egress" if way is not None else policy.network_for(False)
-    record: dict[str, Any] = {"mode": policy.mode, "network": network}
+    record: SandboxRecord = {"mode": policy.mode, "network": network}
     if policy.mode == "off":
         return Contained(list(argv), dict(env), {**record, "used": False, "reason": "mode: off"})
     found = sandbox.probe()
@@ -184,7 +201,7 @@ def contain(
             ),
         ],
     )
-    record.update(used=True, tool="bwrap", reason=found.reason)
+    record.update({"used": True, "tool": "bwrap", "reason": found.reason})
     return Contained(wrapped.argv, wrapped.env, record, scratch)
 
 
@@ -215,11 +232,11 @@ class Checks:
     """Where lk-verify's checks run (``for_checks``): the command line and environment
     for one check, and the record (``verify.sandbox``)."""
 
-    record: dict[str, Any]
+    record: SandboxRecord
 
     def __init__(
         self,
-        record: dict[str, Any],
+        record: SandboxRecord,
         args: dict[str, Any] | None,
         hosts: list[str] | None = None,
     ) -> None:
@@ -241,8 +258,6 @@ class Checks:
         argv = ["/bin/sh", "-c", command]
         if self._hosts is not None:
             if self._way is None:
-                import atexit
-
                 from loopkit.boundary.egress import Way
 
                 self._way = Way.start(self._hosts)
@@ -252,7 +267,7 @@ class Checks:
         wrapped = sandbox.wrap(argv, env=inner, egress=egress, **self._args)
         return wrapped.argv, wrapped.env, False
 
-    def recorded(self) -> dict[str, Any]:
+    def recorded(self) -> SandboxRecord:
         """The record (``verify.sandbox``) with what the egress gate saw of the checks so
         far (``egress``: the hosts allowed, used and refused), once one went through it."""
         if self._way is None:
@@ -303,7 +318,7 @@ def for_checks(
     # otherwise; unset, they share it.
     chosen = ((contract or {}).get("verify") or {}).get("network", policy.network)
     network: bool | str = "egress" if chosen == "egress" else chosen is None or bool(chosen)
-    record: dict[str, Any] = {"mode": policy.mode, "network": network}
+    record: SandboxRecord = {"mode": policy.mode, "network": network}
     if not usable:
         why = "mode: off" if policy.mode == "off" else sandbox.probe().reason
         return Checks({**record, "used": False, "reason": why}, None)
@@ -326,7 +341,7 @@ def for_checks(
         "hidden_extra": [*hidden, *hide],
         "network": network is True,
     }
-    record.update(used=True, tool="bwrap", reason=sandbox.probe().reason)
+    record.update({"used": True, "tool": "bwrap", "reason": sandbox.probe().reason})
     return Checks(record, args, hosts=policy.hosts if network == "egress" else None)
 
 
@@ -370,8 +385,6 @@ def _var_tmp() -> Path:
 
 def _private(folder: Path) -> bool:
     """Make ``folder`` (0700) or find it: a real folder of this user's, nobody else's."""
-    import stat
-
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         st = os.lstat(folder)
@@ -392,9 +405,6 @@ def seed_home(home: Path, files: Mapping[str, Path], *, keep: Sequence[str]) -> 
     the entries ``keep`` names (patterns: its sessions and their index, for a resume). Whatever a worker wrote
     there otherwise -- settings, hooks, helpers, base URLs, MCP servers, instructions --
     is gone before the next run, and never was in the person's own home."""
-    import fnmatch
-    import shutil
-
     home.mkdir(parents=True, exist_ok=True)
     for entry in os.scandir(home):
         if entry.name not in files and any(fnmatch.fnmatchcase(entry.name, k) for k in keep):

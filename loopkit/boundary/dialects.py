@@ -10,6 +10,7 @@ import posixpath
 import re
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 #: The dialects the meter speaks: where the real key goes, how a refusal looks.
 DIALECTS = ("anthropic", "openai", "gemini")
@@ -93,8 +94,6 @@ class Api:
     @property
     def vendor_domain(self) -> str:
         """``anthropic.com`` for ``https://api.anthropic.com``: its hosts are the vendor's."""
-        from urllib.parse import urlsplit
-
         host = urlsplit(self.default_upstream).hostname or ""
         return ".".join(host.split(".")[-2:])
 
@@ -183,8 +182,6 @@ def presented_token(headers: Any, query: str) -> str | None:
         scheme, _, value = str(auth).partition(" ")
         return value.strip() if scheme.lower() == "bearer" else str(auth).strip()
     if query:
-        from urllib.parse import parse_qs
-
         keys = parse_qs(query).get("key")
         if keys:
             return keys[0]

@@ -23,6 +23,7 @@ socket bound in from outside:
 
 from __future__ import annotations
 
+import shutil
 import socket
 import socketserver
 import sys
@@ -30,11 +31,24 @@ import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
+from urllib.parse import urlsplit
 
 from loopkit.boundary import listeners
 
 #: Where the sockets' folder appears inside the sandbox (under its private /tmp).
+
+
+class EgressSection(TypedDict, total=False):
+    """What the egress gate saw (``run.sandbox.egress``): the hosts allowed, and those
+    used and refused, with counts."""
+
+    mode: str
+    allowed: list[str]
+    used: dict[str, int]
+    refused: dict[str, int]
+
+
 INNER = "/tmp/.loopkit-egress"
 PROXY_PORT = 3128
 MODES = ("egress",)
@@ -96,8 +110,6 @@ class Gate:
                 table[target] = table.get(target, 0) + 1
 
     def _handle(self, conn: socket.socket) -> None:
-        from urllib.parse import urlsplit
-
         conn.settimeout(HEAD_S)
         head = b""
         try:
@@ -159,7 +171,7 @@ class Gate:
         back.join()
         out.close()
 
-    def section(self) -> dict[str, Any]:
+    def section(self) -> EgressSection:
         with self._lock:
             return {
                 "allowed": sorted(self.allowed),
@@ -220,8 +232,6 @@ class Way:
         return cls(folder, gate, forwards)
 
     def stop(self) -> None:
-        import shutil
-
         self.gate.stop()
         shutil.rmtree(self.folder, ignore_errors=True)
 
@@ -242,7 +252,7 @@ class Way:
         out.pop("all_proxy", None)
         return [sys.executable, "-I", "-S", bridge, *pairs, "--", *argv], out
 
-    def section(self) -> dict[str, Any]:
+    def section(self) -> EgressSection:
         """The record: the mode, the hosts allowed, used and refused (with counts)."""
         return {"mode": "egress", **self.gate.section()}
 

@@ -31,14 +31,21 @@ record's section), ``prices`` (the dated price table). This module is the proxy.
 
 from __future__ import annotations
 
+import hmac
+import http.client
 import json
+import secrets
 import socket
+import socketserver
 import threading
 import time
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
+from loopkit.boundary import listeners
 from loopkit.boundary.dialects import (
     FORWARDED_HEADERS,
     Upstream,
@@ -48,11 +55,7 @@ from loopkit.boundary.dialects import (
     refusal,
 )
 from loopkit.boundary.prices import Prices
-from loopkit.boundary.usage import Reader, is_transient, summarize
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    import http.client
+from loopkit.boundary.usage import Exchange, MeterSection, Reader, is_transient, summarize
 
 #: A request body over this is refused (413): its head says so, or it grows past it.
 MAX_BODY_BYTES = 32 << 20
@@ -98,11 +101,6 @@ class _Server:
 
     @staticmethod
     def make(meter: Meter, address: str | tuple[str, int], cap: int) -> Any:
-        import socketserver
-        from http.server import HTTPServer
-
-        from loopkit.boundary import listeners
-
         base: type = HTTPServer if isinstance(address, tuple) else socketserver.UnixStreamServer
 
         class Server(listeners.capped(base, cap, meter._lock)):  # type: ignore[misc]
@@ -129,9 +127,6 @@ class Meter:
         max_body: int = MAX_BODY_BYTES,
         max_connections: int = MAX_CONNECTIONS,
     ) -> None:
-        import secrets
-        from urllib.parse import urlsplit
-
         self.upstream = upstream
         self.token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         self.expires = time.time() + ttl_s
@@ -140,7 +135,7 @@ class Meter:
         #: The person's credentials the worker did not get, and those it got raw.
         self.withheld: list[str] = []
         self.unmetered: list[str] = []
-        self.records: list[dict[str, Any]] = []
+        self.records: list[Exchange] = []
         self._lock = threading.Lock()
         parts = urlsplit(upstream.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -231,8 +226,6 @@ class Meter:
     # -- what the handler asks --------------------------------------------------------
     def admits(self, presented: str | None) -> str | None:
         """None when ``presented`` is this run's live token, else why not."""
-        import hmac
-
         if not presented:
             return "no token"
         if not hmac.compare_digest(presented.encode(), self.token.encode()):
@@ -242,8 +235,6 @@ class Meter:
         return None
 
     def connection(self) -> http.client.HTTPConnection:
-        import http.client
-
         conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
         if conn is None:
             if self._scheme == "https":
@@ -283,7 +274,7 @@ class Meter:
         a CLI retrying a 429 or a 5xx in silence)."""
         self._limit, self._trip = limit, trip
 
-    def record(self, entry: dict[str, Any]) -> None:
+    def record(self, entry: Exchange) -> None:
         line = json.dumps(entry, sort_keys=True) + "\n"
         trip = None
         with self._lock:
@@ -299,7 +290,7 @@ class Meter:
             trip()
 
     # -- the summary ------------------------------------------------------------------
-    def section(self, prices: Prices | None = None) -> dict[str, Any]:
+    def section(self, prices: Prices | None = None) -> MeterSection:
         """The run record's ``meter`` section (schemas/run.json), once every request
         under way has its record."""
         self.settled()
@@ -359,267 +350,268 @@ def _body_chunks(rfile: Any, length: int | None, cap: int) -> Iterator[bytes]:
         rfile.readline(16)
 
 
-def _handler_for(meter: Meter) -> type:
-    from http.server import BaseHTTPRequestHandler
+class _Handler(BaseHTTPRequestHandler):
+    """One connection of a worker to its meter (``meter``: the run's)."""
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        server_version = "loopkit-meter"
-        timeout = IDLE_S  # any one read or write; the watchdog bounds a request's head
+    meter: Meter
+    protocol_version = "HTTP/1.1"
+    server_version = "loopkit-meter"
+    timeout = IDLE_S  # any one read or write; the watchdog bounds a request's head
 
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
 
-        def handle_one_request(self) -> None:
-            # Wait (at most IDLE_S) for a request's first byte, then give its head HEAD_S
-            # in all: a client sending a byte now and then is cut off all the same.
-            try:
-                if not self.rfile.peek(1):  # type: ignore[attr-defined]
-                    self.close_connection = True
-                    return
-            except OSError:
+    def handle_one_request(self) -> None:
+        # Wait (at most IDLE_S) for a request's first byte, then give its head HEAD_S
+        # in all: a client sending a byte now and then is cut off all the same.
+        try:
+            if not self.rfile.peek(1):  # type: ignore[attr-defined]
                 self.close_connection = True
                 return
-            meter.deadline(self.connection, HEAD_S)
-            try:
-                super().handle_one_request()
-            finally:
-                meter.deadline(self.connection, None)
+        except OSError:
+            self.close_connection = True
+            return
+        self.meter.deadline(self.connection, HEAD_S)
+        try:
+            super().handle_one_request()
+        finally:
+            self.meter.deadline(self.connection, None)
 
-        def handle_expect_100(self) -> bool:
-            return True  # "100 Continue" only once the token and the endpoint are checked
+    def handle_expect_100(self) -> bool:
+        return True  # "100 Continue" only once the token and the endpoint are checked
 
-        def do_POST(self) -> None:
-            self._proxy()
+    def do_POST(self) -> None:
+        self._proxy()
 
-        def do_GET(self) -> None:
-            self._proxy()
+    def do_GET(self) -> None:
+        self._proxy()
 
-        def do_PUT(self) -> None:
-            self._proxy()
+    def do_PUT(self) -> None:
+        self._proxy()
 
-        def do_DELETE(self) -> None:
-            self._proxy()
+    def do_DELETE(self) -> None:
+        self._proxy()
 
-        def _reply(self, status: int, payload: Any, *, close: bool = False) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            if close:
-                self.send_header("Connection", "close")
-                self.close_connection = True
+    def _reply(self, status: int, payload: Any, *, close: bool = False) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        if close:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _proxy(self) -> None:
+        self.meter.begin()
+        try:
+            self._forward()
+        finally:
+            self.meter.end()
+
+    def _length(self) -> int | None:
+        """The body's announced length (None: chunked); ``_Refused`` when it cannot
+        be read safely or is over the cap."""
+        if "chunked" in (self.headers.get("transfer-encoding") or "").lower():
+            return None
+        raw = (self.headers.get("content-length") or "0").strip()
+        if not raw.isdigit():
+            raise _Refused(400, "a malformed Content-Length")
+        if int(raw) > self.meter.max_body:
+            raise _Refused(413, f"a body over {self.meter.max_body} bytes")
+        return int(raw)
+
+    def _check(self, parts: Any) -> int | None:
+        """Everything the request's head decides, before any byte of its body is
+        read: the token, the endpoint, the size. Returns the body's length."""
+        why = self.meter.admits(presented_token(self.headers, parts.query))
+        if why is not None:
+            raise _Refused(401, why)
+        why = endpoint(self.meter.upstream.dialect, self.command, parts.path, self.meter.prefix)
+        if why is not None:
+            raise _Refused(404, why)
+        return self._length()
+
+    def _refuse(self, refused: _Refused, entry: Exchange, started: float) -> None:
+        # A small body still on the wire is read and dropped, so the client reads the
+        # answer rather than a reset; a larger one is never read: the connection closes.
+        try:
+            length = int(self.headers.get("content-length") or "x")
+        except ValueError:
+            length = -1
+        if 0 < length <= DRAIN_BYTES and refused.status != 413:
+            self.meter.deadline(self.connection, HEAD_S)
+            self.rfile.read(length)
+        self._reply(
+            refused.status,
+            refusal(self.meter.upstream.dialect, refused.status, f"loopkit meter: {refused.why}"),
+            close=True,
+        )
+        self.meter.record(
+            {
+                **entry,
+                "status": refused.status,
+                "refused": refused.why,
+                "latency_ms": _ms(started),
+            }
+        )
+
+    def _forward(self) -> None:
+        started = time.monotonic()
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        parts = urlsplit(self.path)
+        entry: Exchange = {"time": when, "method": self.command, "path": parts.path}
+        try:
+            length = self._check(parts)
+        except _Refused as refused:
+            self._refuse(refused, entry, started)
+            return
+        if "100-continue" in (self.headers.get("expect") or "").lower():
+            self.send_response_only(100)
             self.end_headers()
-            self.wfile.write(data)
-
-        def _proxy(self) -> None:
-            meter.begin()
+        query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "key"]
+        target = parts.path + ("?" + urlencode(query) if query else "")
+        headers = {k: v for k, v in self.headers.items() if k.lower() in FORWARDED_HEADERS}
+        headers.update(credential(self.meter.upstream))
+        headers["Accept-Encoding"] = "identity"  # the usage must be readable
+        self.meter.deadline(self.connection, BODY_S)
+        try:
             try:
-                self._forward()
+                resp = self._send(target, headers, length)
             finally:
-                meter.end()
-
-        def _length(self) -> int | None:
-            """The body's announced length (None: chunked); ``_Refused`` when it cannot
-            be read safely or is over the cap."""
-            if "chunked" in (self.headers.get("transfer-encoding") or "").lower():
-                return None
-            raw = (self.headers.get("content-length") or "0").strip()
-            if not raw.isdigit():
-                raise _Refused(400, "a malformed Content-Length")
-            if int(raw) > meter.max_body:
-                raise _Refused(413, f"a body over {meter.max_body} bytes")
-            return int(raw)
-
-        def _check(self, parts: Any) -> int | None:
-            """Everything the request's head decides, before any byte of its body is
-            read: the token, the endpoint, the size. Returns the body's length."""
-            why = meter.admits(presented_token(self.headers, parts.query))
-            if why is not None:
-                raise _Refused(401, why)
-            why = endpoint(meter.upstream.dialect, self.command, parts.path, meter.prefix)
-            if why is not None:
-                raise _Refused(404, why)
-            return self._length()
-
-        def _refuse(self, refused: _Refused, entry: dict[str, Any], started: float) -> None:
-            # A small body still on the wire is read and dropped, so the client reads the
-            # answer rather than a reset; a larger one is never read: the connection closes.
-            try:
-                length = int(self.headers.get("content-length") or "x")
-            except ValueError:
-                length = -1
-            if 0 < length <= DRAIN_BYTES and refused.status != 413:
-                meter.deadline(self.connection, HEAD_S)
-                self.rfile.read(length)
+                self.meter.deadline(self.connection, None)
+        except _Refused as refused:
+            self.meter.drop_connection()
+            self._refuse(refused, entry, started)
+            return
+        except (OSError, http.client.HTTPException) as e:
+            self.meter.drop_connection()
             self._reply(
-                refused.status,
-                refusal(meter.upstream.dialect, refused.status, f"loopkit meter: {refused.why}"),
+                502,
+                refusal(
+                    self.meter.upstream.dialect, 502, f"loopkit meter: upstream unreachable: {e}"
+                ),
                 close=True,
             )
-            meter.record(
+            self.meter.record(
                 {
                     **entry,
-                    "status": refused.status,
-                    "refused": refused.why,
+                    "status": 502,
+                    "error": f"unreachable: {e}",
                     "latency_ms": _ms(started),
                 }
             )
+            return
+        self._relay(resp, entry, started)
 
-        def _forward(self) -> None:
-            import http.client
-            from urllib.parse import parse_qsl, urlencode, urlsplit
-
-            started = time.monotonic()
-            when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-            parts = urlsplit(self.path)
-            entry: dict[str, Any] = {"time": when, "method": self.command, "path": parts.path}
-            try:
-                length = self._check(parts)
-            except _Refused as refused:
-                self._refuse(refused, entry, started)
-                return
-            if "100-continue" in (self.headers.get("expect") or "").lower():
-                self.send_response_only(100)
-                self.end_headers()
-            query = [
-                (k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "key"
-            ]
-            target = parts.path + ("?" + urlencode(query) if query else "")
-            headers = {k: v for k, v in self.headers.items() if k.lower() in FORWARDED_HEADERS}
-            headers.update(credential(meter.upstream))
-            headers["Accept-Encoding"] = "identity"  # the usage must be readable
-            meter.deadline(self.connection, BODY_S)
-            try:
-                try:
-                    resp = self._send(target, headers, length)
-                finally:
-                    meter.deadline(self.connection, None)
-            except _Refused as refused:
-                meter.drop_connection()
-                self._refuse(refused, entry, started)
-                return
-            except (OSError, http.client.HTTPException) as e:
-                meter.drop_connection()
-                self._reply(
-                    502,
-                    refusal(
-                        meter.upstream.dialect, 502, f"loopkit meter: upstream unreachable: {e}"
-                    ),
-                    close=True,
-                )
-                meter.record(
-                    {
-                        **entry,
-                        "status": 502,
-                        "error": f"unreachable: {e}",
-                        "latency_ms": _ms(started),
-                    }
-                )
-                return
-            first = _ms(started)
-            sse = "text/event-stream" in (resp.getheader("content-type") or "")
-            reader = Reader(sse)
-            self.send_response(resp.status, resp.reason)
-            for k, v in resp.getheaders():
-                if k.lower() not in HOP_BY_HOP:
-                    self.send_header(k, v)
-            answer_length = resp.getheader("content-length")
-            chunked = answer_length is None
-            if chunked:
-                self.send_header("Transfer-Encoding", "chunked")
-            else:
-                self.send_header("Content-Length", answer_length or "0")
-            self.end_headers()
-            cut = None
-            sent = 0
-            try:
-                while True:
-                    chunk = resp.read1(65536)
-                    if not chunk:
-                        break
-                    sent += len(chunk)
-                    reader.feed(chunk)
-                    if chunked:
-                        self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-                    else:
-                        self.wfile.write(chunk)
-                    self.wfile.flush()
-                if chunked:
-                    self.wfile.write(b"0\r\n\r\n")
-                    self.wfile.flush()
-                elif (
-                    answer_length is not None
-                    and answer_length.isdigit()
-                    and sent < int(answer_length)
-                ):
-                    raise http.client.IncompleteRead(b"", int(answer_length) - sent)
-            except (OSError, http.client.HTTPException) as e:
-                # The upstream cut its answer (or the worker went away): the worker sees
-                # the cut too, its connection closed short of what was promised.
-                cut = str(e) or type(e).__name__
-                self.close_connection = True
-                meter.drop_connection()
-            if resp.will_close or cut:
-                meter.drop_connection()
-            usage = reader.finish()
-            entry.update(
-                status=resp.status,
-                model=usage.model,
-                input=usage.input,
-                output=usage.output,
-                cache_read=usage.cache_read,
-                cache_write=usage.cache_write,
-                stream=sse,
-                ttfb_ms=first,
-                latency_ms=_ms(started),
-            )
-            if usage.error or cut:
-                entry["error"] = usage.error or f"cut: {cut}"
-            meter.record(entry)
-
-        def _send(self, target: str, headers: dict[str, str], length: int | None) -> Any:
-            """Send the request upstream, its body streamed from the client as it comes.
-            A body of up to ``REPLAYABLE_BYTES`` is held (bounded) so that a kept-alive
-            upstream connection that went stale can be retried once on a fresh one; a
-            larger one goes out on a fresh connection as it is read, never held whole."""
-            import http.client
-
-            body = _body_chunks(self.rfile, length, meter.max_body)
-            head = bytearray()
-            for chunk in body:
-                head += chunk
-                if len(head) > REPLAYABLE_BYTES:
+    def _relay(self, resp: http.client.HTTPResponse, entry: Exchange, started: float) -> None:
+        """Stream the upstream's answer back as it arrives, reading its usage on the way,
+        and record the request."""
+        first = _ms(started)
+        sse = "text/event-stream" in (resp.getheader("content-type") or "")
+        reader = Reader(sse)
+        self.send_response(resp.status, resp.reason)
+        for k, v in resp.getheaders():
+            if k.lower() not in HOP_BY_HOP:
+                self.send_header(k, v)
+        answer_length = resp.getheader("content-length")
+        chunked = answer_length is None
+        if chunked:
+            self.send_header("Transfer-Encoding", "chunked")
+        else:
+            self.send_header("Content-Length", answer_length or "0")
+        self.end_headers()
+        cut = None
+        sent = 0
+        try:
+            while True:
+                chunk = resp.read1(65536)
+                if not chunk:
                     break
-            else:
-                headers["Content-Length"] = str(len(head))
-                for again in (True, False):
-                    conn = meter.connection()
-                    try:
-                        conn.request(self.command, target, bytes(head), headers)
-                        return conn.getresponse()
-                    except (OSError, http.client.HTTPException):
-                        meter.drop_connection()
-                        if not again:
-                            raise
-            meter.drop_connection()
-            conn = meter.connection()
-            conn.putrequest(self.command, target, skip_accept_encoding=True)
-            if length is not None:
-                headers["Content-Length"] = str(length)
-            else:
-                headers["Transfer-Encoding"] = "chunked"
-            for k, v in headers.items():
-                conn.putheader(k, v)
-            conn.endheaders()
-            framed = length is None
-            for chunk in _chain(bytes(head), body):
-                conn.send(b"%x\r\n%s\r\n" % (len(chunk), chunk) if framed else chunk)
-            if framed:
-                conn.send(b"0\r\n\r\n")
-            return conn.getresponse()
+                sent += len(chunk)
+                reader.feed(chunk)
+                if chunked:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                else:
+                    self.wfile.write(chunk)
+                self.wfile.flush()
+            if chunked:
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+            elif (
+                answer_length is not None and answer_length.isdigit() and sent < int(answer_length)
+            ):
+                raise http.client.IncompleteRead(b"", int(answer_length) - sent)
+        except (OSError, http.client.HTTPException) as e:
+            # The upstream cut its answer (or the worker went away): the worker sees
+            # the cut too, its connection closed short of what was promised.
+            cut = str(e) or type(e).__name__
+            self.close_connection = True
+            self.meter.drop_connection()
+        if resp.will_close or cut:
+            self.meter.drop_connection()
+        usage = reader.finish()
+        entry.update(
+            {
+                "status": resp.status,
+                "model": usage.model,
+                "input": usage.input,
+                "output": usage.output,
+                "cache_read": usage.cache_read,
+                "cache_write": usage.cache_write,
+                "stream": sse,
+                "ttfb_ms": first,
+                "latency_ms": _ms(started),
+            }
+        )
+        if usage.error or cut:
+            entry["error"] = usage.error or f"cut: {cut}"
+        self.meter.record(entry)
 
-    return Handler
+    def _send(self, target: str, headers: dict[str, str], length: int | None) -> Any:
+        """Send the request upstream, its body streamed from the client as it comes.
+        A body of up to ``REPLAYABLE_BYTES`` is held (bounded) so that a kept-alive
+        upstream connection that went stale can be retried once on a fresh one; a
+        larger one goes out on a fresh connection as it is read, never held whole."""
+        body = _body_chunks(self.rfile, length, self.meter.max_body)
+        head = bytearray()
+        for chunk in body:
+            head += chunk
+            if len(head) > REPLAYABLE_BYTES:
+                break
+        else:
+            headers["Content-Length"] = str(len(head))
+            for again in (True, False):
+                conn = self.meter.connection()
+                try:
+                    conn.request(self.command, target, bytes(head), headers)
+                    return conn.getresponse()
+                except (OSError, http.client.HTTPException):
+                    self.meter.drop_connection()
+                    if not again:
+                        raise
+        self.meter.drop_connection()
+        conn = self.meter.connection()
+        conn.putrequest(self.command, target, skip_accept_encoding=True)
+        if length is not None:
+            headers["Content-Length"] = str(length)
+        else:
+            headers["Transfer-Encoding"] = "chunked"
+        for k, v in headers.items():
+            conn.putheader(k, v)
+        conn.endheaders()
+        framed = length is None
+        for chunk in _chain(bytes(head), body):
+            conn.send(b"%x\r\n%s\r\n" % (len(chunk), chunk) if framed else chunk)
+        if framed:
+            conn.send(b"0\r\n\r\n")
+        return conn.getresponse()
+
+
+def _handler_for(meter: Meter) -> type[_Handler]:
+    """The handler class of ``meter``'s connections."""
+    return type("Handler", (_Handler,), {"meter": meter})
 
 
 def _chain(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:

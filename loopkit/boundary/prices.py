@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from loopkit import loader
+
 
 class Prices:
     """A dated price table: USD per million tokens, per model (a served name matches the
@@ -19,8 +21,6 @@ class Prices:
 
     @classmethod
     def load(cls, environ: Mapping[str, str] | None = None) -> Prices:
-        from loopkit import loader
-
         env = os.environ if environ is None else environ
         chosen = env.get("LOOPKIT_PRICES")
         path = Path(chosen) if chosen else Path(__file__).with_name("prices.yaml")

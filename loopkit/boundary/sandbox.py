@@ -42,6 +42,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess  # for its TimeoutExpired; processes start in loopkit.proc
+import sys
+import tempfile
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -326,8 +328,6 @@ def tools_under(
     root; just the entry where the parent is the top itself or ``~/.local``), the prefix a
     virtualenv on PATH (or in ``more``) runs -- never the repository (bound on its own) or
     a top itself."""
-    import sys
-
     tops_real = [os.path.realpath(t) for t in tops if t]
     candidates: list[str] = [
         sys.prefix,
@@ -421,8 +421,6 @@ def wrap(
     then what must stay read-only inside them (``.git``, ``read_only_extra``, ``bound``),
     then what must not be seen at all (the state folder, ``hidden_extra``, credentials).
     """
-    import tempfile
-
     if bwrap is None:
         bwrap = binary()
         if bwrap is None:
@@ -455,52 +453,94 @@ def wrap(
             real = _abs(candidate)
             inside = top + real[len(origin) :] if real.startswith(origin + os.sep) else real
             protected.append((real, inside))
-    hidden = [_abs(p) for p in hidden_extra if os.path.lexists(_abs(p))]
+    covered = [*seen, *back, *writable]
+    hidden = _hidden(hidden_extra, private, covered, state_dir, top if source is not None else None)
+    mounts = _Mounts(private, [*back, *seen], writable, origin, top, protected, hidden)
+    args = _bwrap_args(bwrap, mounts, repo_writable, bound, egress, network, argv)
+
+    inner = dict(env)
+    inner["TMPDIR"] = "/tmp"  # the private one; a caller's TMPDIR is hidden or read-only
+    return Wrapped(args, inner)
+
+
+class _Mounts(NamedTuple):
+    """What a sandbox shows and how: the private home, what comes back read-only (tools,
+    shown paths), the writable extras, the repository (``origin`` shown at ``top``), its
+    read-only parts (host path, where it appears) and what is hidden."""
+
+    private: str | None
+    back: list[str]
+    writable: list[str]
+    origin: str
+    top: str
+    protected: list[tuple[str, str]]
+    hidden: list[str]
+
+
+def _hidden(
+    extra: Sequence[PathLike],
+    private: str | None,
+    covered: Sequence[str],
+    state_dir: PathLike | None,
+    elsewhere: str | None,
+) -> list[str]:
+    """What the sandbox must not show: ``extra``, the credential files under the private
+    home that a folder shown in it would bring back, the state folder (made to exist, so
+    the worker cannot create it first); nothing of ``elsewhere`` (a real work tree a
+    clean room does not show)."""
+    hidden = [_abs(p) for p in extra if os.path.lexists(_abs(p))]
     if private:
-        covered = [p for p in (*seen, *back, *writable) if p.startswith(private + os.sep)]
+        inside = [c for c in covered if c.startswith(private + os.sep)]
         for name in CREDENTIALS:
             secret = os.path.join(private, name)
             if os.path.lexists(secret) and any(
-                secret == c or secret.startswith(c + os.sep) for c in covered
+                secret == c or secret.startswith(c + os.sep) for c in inside
             ):
                 hidden.append(secret)
     if state_dir is not None:
         Path(state_dir).mkdir(parents=True, exist_ok=True)
         hidden.insert(0, _abs(state_dir))
-    if source is not None:  # the real work tree is not there: nothing of it to hide
-        hidden = [p for p in hidden if p != top and not p.startswith(top + os.sep)]
+    if elsewhere is not None:
+        hidden = [p for p in hidden if p != elsewhere and not p.startswith(elsewhere + os.sep)]
+    return list(dict.fromkeys(hidden))
 
+
+def _bwrap_args(
+    bwrap: str,
+    m: _Mounts,
+    repo_writable: bool,
+    bound: Sequence[tuple[PathLike, PathLike]],
+    egress: PathLike | None,
+    network: bool,
+    argv: Sequence[str],
+) -> list[str]:
+    """bwrap's command line, its mounts in order (a later mount covers an earlier one)."""
     args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    if private:
-        args += ["--tmpfs", private]
-    for p in dict.fromkeys([*back, *seen]):
+    if m.private:
+        args += ["--tmpfs", m.private]
+    for p in dict.fromkeys(m.back):
         args += ["--ro-bind", p, p]
-    for p in writable:
+    for p in m.writable:
         args += ["--bind", p, p]
-    args += ["--bind" if repo_writable else "--ro-bind", origin, top]
-    for src, dest in dict.fromkeys(protected):
+    args += ["--bind" if repo_writable else "--ro-bind", m.origin, m.top]
+    for src, dest in dict.fromkeys(m.protected):
         args += ["--ro-bind", src, dest]
     for host, rel in bound:
-        args += ["--ro-bind", _abs(host), os.path.join(top, os.fspath(rel))]
+        args += ["--ro-bind", _abs(host), os.path.join(m.top, os.fspath(rel))]
     if egress is not None:
-        from loopkit.boundary.egress import INNER
+        from loopkit.boundary.egress import INNER  # its listeners load only for egress
 
         args += ["--bind", _abs(egress), INNER]
         network = False
-    hidden = list(dict.fromkeys(hidden))
-    for p in hidden:
-        if any(p.startswith(h + os.sep) for h in hidden):
+    for p in m.hidden:
+        if any(p.startswith(h + os.sep) for h in m.hidden):
             continue  # under a hidden folder already (a worktree's git folder in the common one)
         args += _hide(p)
     args += ["--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session"]
     if not network:
         args.append("--unshare-net")
     args += _cap_drop()
-    args += ["--chdir", top, "--", *argv]
-
-    inner = dict(env)
-    inner["TMPDIR"] = "/tmp"  # the private one; a caller's TMPDIR is hidden or read-only
-    return Wrapped(args, inner)
+    return [*args, "--chdir", m.top, "--", *argv]
 
 
 def failed_to_start(exit_code: int | None, output: bytes) -> str | None:

@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+
+from loopkit.errors import EnvironmentProblem
 
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
 if TYPE_CHECKING:
@@ -143,8 +146,6 @@ def withhold(
     credential-shaped variable is dropped, unless the contract names it exactly
     (``named``, its ``env_allow``) -- then it is refused (``EnvironmentProblem``, exit 4),
     the meter meters ``metering`` alone, unless the contract marks it ``unmetered``."""
-    from loopkit.errors import EnvironmentProblem
-
     keep: dict[str, str] = {}
     dropped: list[str] = []
     raw: list[str] = []
@@ -184,8 +185,6 @@ def outside_hook_env(env: dict[str, str]) -> dict[str, str]:
     loopkit in a virtualenv of its own and puts it first on PATH (and in VIRTUAL_ENV).
     The checks must run with the user's tools -- their pytest, not a missing one -- so
     when this interpreter lives in an environment pre-commit built, it is taken out."""
-    import sys
-
     prefix = os.path.realpath(sys.prefix)
     if not _pre_commit_venv(prefix):
         return env
@@ -215,8 +214,6 @@ def project_env(env: Mapping[str, str], root: Path | None) -> dict[str, str]:
     runs loopkit, when it is not the project's -- is taken off PATH then, so a check's
     ``python`` and its tools are the project's, never loopkit's; and the environment
     pre-commit built for loopkit (``outside_hook_env``) is always taken off."""
-    import sys
-
     out = outside_hook_env(dict(env))
     if root is None:
         return out

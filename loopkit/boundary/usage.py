@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
+from urllib.parse import urlsplit
 
 from loopkit.boundary.dialects import Upstream
 from loopkit.boundary.prices import Prices
@@ -17,6 +18,65 @@ from loopkit.boundary.prices import Prices
 MAX_PARSED_BYTES = 8 << 20
 #: Requests recorded in the run record's ``meter.requests`` (the JSONL log has them all).
 MAX_LISTED = 200
+
+
+class Exchange(TypedDict, total=False):
+    """One request through the meter, as ``meter.jsonl`` and ``run.meter.listed`` hold it:
+    when, what, the answer's status and usage, or why the meter refused it."""
+
+    time: str
+    method: str
+    path: str
+    status: int
+    refused: str
+    error: str
+    model: str | None
+    input: int
+    output: int
+    cache_read: int
+    cache_write: int
+    stream: bool
+    ttfb_ms: float
+    latency_ms: float
+
+
+class MeterCost(TypedDict):
+    usd: float | None
+    trusted: bool
+    source: str
+    unpriced: list[str]
+
+
+class MeterSection(TypedDict, total=False):
+    """The run record's ``meter`` section (schemas/run.json)."""
+
+    upstream: str
+    dialect: str
+    requests: int
+    statuses: dict[str, int]
+    refused: int
+    transient: int
+    retried: int
+    last_status: int | None
+    models: list[str]
+    tokens: dict[str, int]
+    cost: MeterCost
+    latency_ms: dict[str, float | None]
+    log: str | None
+    listed: list[Exchange]
+    withheld: list[str]
+    unmetered: list[str]
+
+
+class Tally(TypedDict):
+    """What a meter log holds so far (``tally``)."""
+
+    requests: int
+    statuses: dict[str, int]
+    transient: int
+    refused: int
+    last_status: int | None
+    tokens: int
 
 
 class Usage:
@@ -65,7 +125,7 @@ class Usage:
             out = _n(meta.get("candidatesTokenCount")) + _n(meta.get("thoughtsTokenCount"))
             self.output = max(self.output, out)
 
-    def _usage(self, u: dict[str, Any]) -> None:
+    def _usage(self, u: Mapping[str, Any]) -> None:
         if "prompt_tokens" in u or "completion_tokens" in u:  # openai chat completions
             details = u.get("prompt_tokens_details")
             cached = _n(details.get("cached_tokens")) if isinstance(details, dict) else 0
@@ -149,14 +209,12 @@ class Reader:
 
 
 def summarize(
-    records: list[dict[str, Any]],
+    records: list[Exchange],
     *,
     upstream: Upstream,
     prices: Prices,
     log: Path | None = None,
-) -> dict[str, Any]:
-    from urllib.parse import urlsplit
-
+) -> MeterSection:
     statuses: dict[str, int] = {}
     models: dict[str, None] = {}
     tokens = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}
@@ -174,14 +232,20 @@ def summarize(
         if is_transient(r):
             transient += 1
         latencies.append(float(r.get("latency_ms") or 0))
+        used = {
+            "input": r.get("input") or 0,
+            "output": r.get("output") or 0,
+            "cache_read": r.get("cache_read") or 0,
+            "cache_write": r.get("cache_write") or 0,
+        }
         model = r.get("model")
         if model:
             models.setdefault(model, None)
             bucket = per_model.setdefault(model, dict.fromkeys(tokens, 0))
             for k in tokens:
-                bucket[k] += int(r.get(k) or 0)
+                bucket[k] += used[k]
         for k in tokens:
-            tokens[k] += int(r.get(k) or 0)
+            tokens[k] += used[k]
     usd = 0.0
     unpriced: list[str] = []
     sources: dict[str, None] = {}
@@ -231,7 +295,7 @@ def summarize(
     }
 
 
-def tally(log: Path) -> dict[str, Any] | None:
+def tally(log: Path) -> Tally | None:
     """What a run's meter log holds so far (``lk status`` reads it while the worker
     runs): requests, statuses, transient answers, refusals, the last status, tokens.
     None when the run is not metered."""
@@ -239,7 +303,7 @@ def tally(log: Path) -> dict[str, Any] | None:
         raw = log.read_bytes()
     except OSError:
         return None
-    out: dict[str, Any] = {
+    out: Tally = {
         "requests": 0,
         "statuses": {},
         "transient": 0,

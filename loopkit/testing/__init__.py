@@ -1,5 +1,5 @@
-"""Rehearse loops offline: a scripted model server for the real claude, codex, gemini and
-qwen CLIs.
+"""Rehearse loops offline: a scripted model server for the real worker CLIs (every
+provider with a ``rehearsal``: claude, codex, gemini, qwen, opencode, pi, copilot).
 
     from loopkit.testing import ModelServer, from_data, claude_env, codex_home
 
@@ -27,6 +27,9 @@ _EXPORTS = {
     "codex_config": "loopkit.testing.rehearse",
     "gemini_env": "loopkit.testing.rehearse",
     "qwen_env": "loopkit.testing.rehearse",
+    "opencode_home": "loopkit.testing.rehearse",
+    "pi_home": "loopkit.testing.rehearse",
+    "copilot_env": "loopkit.testing.rehearse",
     "overlay": "loopkit.testing.rehearse",
 }
 

@@ -1,8 +1,8 @@
-"""lk-model-server: serve a model script to the real worker CLIs (claude, codex, gemini,
-qwen, opencode, pi, copilot), offline.
+"""lk-model-server: serve a model script to the real worker CLIs (every provider with a
+CLI of its own: claude, codex, gemini, qwen, opencode, pi, copilot), offline.
 
 Usage:  lk-model-server SCRIPT [--port 0] [--host 127.0.0.1] [--log FILE]
-                        [--env claude|codex|gemini|qwen|opencode|pi|copilot --home DIR]
+                        [--env AGENT --home DIR]
                         [--retries N]
         lk-model-server SCRIPT --check
 
@@ -36,6 +36,24 @@ from loopkit.errors import BadInput, EnvironmentProblem
 from loopkit.exitcodes import SHARED_HELP
 from loopkit.testing import rehearse, script
 from loopkit.testing.server import ModelServer
+from loopkit.worker import providers
+
+
+class _Agents(click.Choice[str]):
+    """The registry's agents (``providers.agents()``), read when a value or the help
+    needs them: the providers load only then."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+
+    @property  # type: ignore[override]
+    def choices(self) -> list[str]:
+        return providers.agents()
+
+    @choices.setter
+    def choices(self, value: object) -> None:
+        pass
+
 
 EPILOG = (
     """\b
@@ -64,7 +82,7 @@ Exit codes:
 @click.option(
     "--env",
     "client",
-    type=click.Choice(["claude", "codex", "gemini", "qwen", "opencode", "pi", "copilot"]),
+    type=_Agents(),
     help="Also print the environment that points this CLI at the server.",
 )
 @click.option(
@@ -131,20 +149,8 @@ def main(
             "pid": os.getpid(),
             "log": log_path,
         }
-        if client == "claude" and home is not None:
-            ready["env"] = rehearse.claude_env(server.url, home, retries=retries)
-        elif client == "codex" and home is not None:
-            ready["env"] = rehearse.codex_home(server.url, home, retries=retries)
-        elif client == "opencode" and home is not None:
-            ready["env"] = rehearse.opencode_home(server.url, home)
-        elif client == "pi" and home is not None:
-            ready["env"] = rehearse.pi_home(server.url, home, retries=retries)
-        elif client == "copilot" and home is not None:
-            ready["env"] = rehearse.copilot_env(server.url, home)
-        elif client == "gemini" and home is not None:
-            ready["env"] = rehearse.gemini_env(server.url, home, retries=retries)
-        elif client == "qwen" and home is not None:
-            ready["env"] = rehearse.qwen_env(server.url, home, retries=retries)
+        if client is not None and home is not None:
+            ready["env"] = rehearse.env(client, server.url, home, retries=retries)
         click.echo(json.dumps(ready))
         while not stop.wait(0.1):
             pass

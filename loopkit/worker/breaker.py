@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Any
 
 from loopkit.text import pattern
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from loopkit.worker.providers.base import JsonObject
 
 DEFAULT_REPEATS = 3
 
@@ -58,7 +61,7 @@ class Trip:
     error: str  # normalized
     repeats: int
     example: str  # the last raw error (clipped)
-    input: dict[str, Any]
+    input: JsonObject
 
     def __init__(
         self,
@@ -66,7 +69,7 @@ class Trip:
         error: str,
         repeats: int,
         example: str,
-        input: dict[str, Any] | None = None,
+        input: JsonObject | None = None,
     ) -> None:
         self.tool = tool
         self.error = error
@@ -74,7 +77,7 @@ class Trip:
         self.example = example
         self.input = {} if input is None else input
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {
             "tool": self.tool,
             "error": self.error,
@@ -109,7 +112,7 @@ class Breaker:
         ok: bool,
         error: str | None = None,
         *,
-        input: dict[str, Any] | None = None,
+        input: JsonObject | None = None,
         wrote: bool = False,
     ) -> Trip | None:
         """Record one tool result; the Trip when this one makes K in a row (then sticky).

@@ -14,25 +14,38 @@ can run one provider invocation with the same limits and get the record and pars
 from __future__ import annotations
 
 import os
+import shutil
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
-from loopkit.boundary import secrets
+from loopkit import handoff
+from loopkit.boundary import dialects, secrets
 from loopkit.errors import BadInput, EnvironmentProblem
 from loopkit.text import clean, file_tail
+from loopkit.worker import providers
 from loopkit.worker.breaker import DEFAULT_REPEATS, Breaker
 from loopkit.worker.providers.base import (
     Event,
     Exit,
     Invocation,
+    JsonObject,
     Outcome,
     Provider,
     RunSpec,
     RunState,
+    StreamParser,
+    detect,
 )
 from loopkit.worker.providers.shell import side_effects
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from loopkit import proc
+    from loopkit.boundary.containment import SandboxRecord
+    from loopkit.boundary.usage import MeterSection
 
 DEFAULT_TIMEOUT_S = 900.0
 MAX_SIDE_EFFECTS = 100
@@ -42,15 +55,77 @@ STDERR_NAME = "stderr.log"
 HANDOFF_NAME = "handoff.md"
 
 
+class RunUsage(TypedDict):
+    input_tokens: int
+    output_tokens: int
+    turns: int
+    tool_calls: int
+
+
+class RunCost(TypedDict, total=False):
+    usd: float | None
+    source: str
+    trusted: bool
+    reported_usd: float | None
+
+
+class SideEffect(TypedDict):
+    tool: str
+    command: str
+    kinds: list[str]
+
+
+class RunRecord(TypedDict, total=False):
+    """The ``run`` section (schemas/run.json): what one worker run did and how it ended,
+    what loopkit saw of it (its meter, its sandbox) and, from ``attempt``, of the tree."""
+
+    provider: str
+    command: list[str]
+    session_id: str | None
+    exit_code: int | None
+    is_error: bool
+    stop_reason: str
+    claimed_complete: bool
+    final_message: str | None
+    effective_model: str | None
+    usage: RunUsage
+    cost: RunCost
+    api_retries: int
+    api_error_status: int | None
+    tool_errors: int
+    duration_s: float
+    transcript: str | None
+    resume_after: str | None
+    error: str | None
+    side_effects: list[SideEffect]
+    stuck: JsonObject | None
+    files_read: list[str]
+    files_written: list[str]
+    permission_denials: list[JsonObject]
+    terminal_reason: str | None
+    refused: list[JsonObject]
+    meter: MeterSection
+    sandbox: SandboxRecord
+    handoff: str
+    stderr: str
+    attempt_id: str
+    base: str
+    git_control: JsonObject
+    ignored_at_start: list[str]
+    special_files: list[Any]
+    carry: Any
+    state_seal: Any
+
+
 class Result:
-    record: dict[str, Any]
+    record: RunRecord
     state: RunState
     outcome: Outcome
     invocation: Invocation
 
     def __init__(
         self,
-        record: dict[str, Any],
+        record: RunRecord,
         state: RunState,
         outcome: Outcome,
         invocation: Invocation,
@@ -66,13 +141,13 @@ class _Watch:
 
     breaker: Breaker | None
     stop: Callable[[str], None]
-    side_effects: list[dict[str, Any]]
+    side_effects: list[SideEffect]
 
     def __init__(
         self,
         breaker: Breaker | None,
         stop: Callable[[str], None],
-        side_effects: list[dict[str, Any]] | None = None,
+        side_effects: list[SideEffect] | None = None,
     ) -> None:
         self.breaker = breaker
         self.stop = stop
@@ -188,9 +263,6 @@ def _meter_for(provider: Provider, spec: RunSpec, artifacts: Path, timeout: floa
     """The run's meter, started; None when it is off or there is no key to hide."""
     if spec.meter is False or spec.meter == "off":
         return None
-    from loopkit.boundary import dialects
-    from loopkit.boundary import meter as metering
-
     upstream = provider.upstream(spec)
     if not dialects.wanted(spec.meter, upstream):
         if spec.meter in ("on", True) and provider.api is not None:
@@ -198,6 +270,8 @@ def _meter_for(provider: Provider, spec: RunSpec, artifacts: Path, timeout: floa
             raise EnvironmentProblem(f"worker.meter: on, but no key to meter: set {names}")
         return None
     assert upstream is not None
+    from loopkit.boundary import meter as metering  # the proxy's http modules: only metered
+
     ttl = (timeout or DEFAULT_TIMEOUT_S) + metering.TTL_MARGIN_S
     try:
         return metering.Meter.start(upstream, ttl_s=ttl, log=artifacts / METER_LOG)
@@ -220,72 +294,42 @@ def _execute(
     started_mark: Path | None,
     meter: Any,
 ) -> Result:
-    from loopkit import proc
-
     assert spec.handoff_path is not None
     inv.write_files()
     if spec.handoff_path not in inv.files:
         spec.handoff_path.write_text(spec.prompt, encoding="utf-8")
     stream_path = artifacts / (OUTPUT_NAME if provider.name == "command" else STREAM_NAME)
     stderr_path = artifacts / STDERR_NAME
-    start_argv, start_env, sandboxed, scratch = inv.argv, inv.env, None, None
+    start, sandboxed, scratch = inv, None, None
     if jail is not None:
         contained = jail.apply(provider, inv)
-        start_argv, start_env = contained.argv, contained.env
+        start = inv.but(argv=contained.argv, env=contained.env)
         sandboxed, scratch = contained.record, contained.scratch
     parser = provider.parser()
     started = time.monotonic()
     already = should_stop() if should_stop is not None else None
-    if already:
-        # Asked to stop before the start (a persisted `lk cancel`): the worker never starts.
-        stream_path.write_bytes(b"")
-        stderr_path.write_bytes(b"")
-        watch = _Watch(breaker=None, stop=lambda reason: None)
-        finished = proc.Finished(exit_code=None, duration_s=0.0, stopped=already)
-    else:
-        if started_mark is not None:
-            try:
-                started_mark.write_bytes(b"")
-            except OSError:
-                pass  # a missing mark only means the attempt is charged: the safe side
+    if not already and started_mark is not None:
         try:
-            running = proc.spawn(
-                start_argv,
-                cwd=inv.cwd,
-                env=start_env,
-                stdin=inv.stdin,
-                stderr_path=stderr_path,
-                timeout=timeout,
-                should_stop=should_stop,
-            )
-        except FileNotFoundError:
-            raise EnvironmentProblem(f"{inv.argv[0]} not found: {provider.install_hint}") from None
-        watch = _Watch(
-            breaker=Breaker(breaker_repeats) if breaker_repeats else None, stop=running.stop
-        )
-        if meter is not None:
-            meter.watch(WIRE_STREAK, lambda: running.stop("transient"))
-        try:
-            with open(stream_path, "wb") as sink:
-                for line in running.lines():
-                    sink.write(line)
-                    for event in parser.feed(line):
-                        watch(event)
-                        if progress is not None:
-                            progress.event(event, parser.state)
-        except BaseException:
-            # Interrupted (Ctrl-C, SIGTERM) or failing: the worker runs in a session of its
-            # own, so no signal reaches it unless loopkit ends its group here.
-            running.stop("cancelled")
-            running.wait()
-            raise
-        finished = running.wait()
-        if scratch is not None:
-            import shutil
-
-            shutil.rmtree(scratch, ignore_errors=True)
-        if sandboxed is not None and sandboxed.get("used"):
-            _started_in_sandbox(finished.exit_code, stream_path, stderr_path, started_mark)
+            started_mark.write_bytes(b"")
+        except OSError:
+            pass  # a missing mark only means the attempt is charged: the safe side
+    finished, watch = _run(
+        start,
+        f"{inv.argv[0]} not found: {provider.install_hint}",
+        parser,
+        stream_path=stream_path,
+        stderr_path=stderr_path,
+        timeout=timeout,
+        breaker_repeats=breaker_repeats,
+        should_stop=should_stop,
+        progress=progress,
+        meter=meter,
+        already=already,
+    )
+    if scratch is not None and not already:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if not already and sandboxed is not None and sandboxed.get("used"):
+        _started_in_sandbox(finished.exit_code, stream_path, stderr_path, started_mark)
     state = parser.finish()
     end = Exit(
         exit_code=finished.exit_code,
@@ -328,6 +372,64 @@ def _execute(
     return Result(record=record, state=state, outcome=outcome, invocation=inv)
 
 
+def _run(
+    inv: Invocation,
+    missing: str,
+    parser: StreamParser,
+    *,
+    stream_path: Path,
+    stderr_path: Path,
+    timeout: float | None,
+    breaker_repeats: int | None,
+    should_stop: Callable[[], str | None] | None,
+    progress: Any,
+    meter: Any,
+    already: str | None,
+) -> tuple[proc.Finished, _Watch]:
+    """Start ``inv`` and read its stream to the end: saved line by line, parsed, watched
+    (the breaker, side effects, the progress line, the meter's streak of transient
+    answers); the whole process group stopped on an interrupt. ``missing``: the one line
+    when its program is not there. ``already``: why it is not started at all (a stop
+    asked before the start: a persisted ``lk cancel``)."""
+    from loopkit import proc
+
+    if already:
+        stream_path.write_bytes(b"")
+        stderr_path.write_bytes(b"")
+        watch = _Watch(breaker=None, stop=lambda reason: None)
+        return proc.Finished(exit_code=None, duration_s=0.0, stopped=already), watch
+    try:
+        running = proc.spawn(
+            inv.argv,
+            cwd=inv.cwd,
+            env=inv.env,
+            stdin=inv.stdin,
+            stderr_path=stderr_path,
+            timeout=timeout,
+            should_stop=should_stop,
+        )
+    except FileNotFoundError:
+        raise EnvironmentProblem(missing) from None
+    watch = _Watch(breaker=Breaker(breaker_repeats) if breaker_repeats else None, stop=running.stop)
+    if meter is not None:
+        meter.watch(WIRE_STREAK, lambda: running.stop("transient"))
+    try:
+        with open(stream_path, "wb") as sink:
+            for line in running.lines():
+                sink.write(line)
+                for event in parser.feed(line):
+                    watch(event)
+                    if progress is not None:
+                        progress.event(event, parser.state)
+    except BaseException:
+        # Interrupted (Ctrl-C, SIGTERM) or failing: the worker runs in a session of its
+        # own, so no signal reaches it unless loopkit ends its group here.
+        running.stop("cancelled")
+        running.wait()
+        raise
+    return running.wait(), watch
+
+
 def _started_in_sandbox(
     exit_code: int | None, stream: Path, stderr: Path, started_mark: Path | None
 ) -> None:
@@ -345,7 +447,7 @@ def _started_in_sandbox(
         raise sandbox.SandboxUnavailable(f"the worker's sandbox did not start: {why}")
 
 
-def _wire_outcome(outcome: Outcome, stopped: str | None, metered: dict[str, Any]) -> Outcome:
+def _wire_outcome(outcome: Outcome, stopped: str | None, metered: MeterSection) -> Outcome:
     """The outcome with what the meter saw on the wire: a worker the meter stopped after
     ``WIRE_STREAK`` transient answers in a row, and a failed run whose CLI hid the status
     (Claude Code reports a 529 it gave up on as no status at all), are rate limited when
@@ -370,15 +472,17 @@ def _wire_outcome(outcome: Outcome, stopped: str | None, metered: dict[str, Any]
     return outcome
 
 
-def _apply_meter(record: dict[str, Any], metered: dict[str, Any], root: Path | None) -> None:
+def _apply_meter(record: RunRecord, metered: MeterSection, root: Path | None) -> None:
     """``run.meter``, and what it settles in the rest of the record: the retries seen on
     the wire (whichever CLI hid them), the last failing status, the model actually served,
     and the cost -- the metered usage at the price table's prices, trusted over the
     CLI's own figure (which prices the model *name* it sent) when the answers came from
     the vendor's own hosts or a host the table names for that model."""
-    section = {k: v for k, v in metered.items() if k != "listed"}
-    if section.get("log"):
-        section["log"] = _rel(Path(section["log"]), root)
+    section = metered.copy()
+    section.pop("listed", None)
+    log = section.get("log")
+    if log:
+        section["log"] = _rel(Path(log), root)
     record["meter"] = section
     record["api_retries"] = max(int(record.get("api_retries") or 0), int(section["retried"]))
     last = section.get("last_status")
@@ -464,10 +568,10 @@ def record_from(
     duration_s: float | None = None,
     transcript: str | None = None,
     cost_trusted: bool = False,
-) -> dict[str, Any]:
+) -> RunRecord:
     """The ``run`` section (schemas/run.json) from a parsed stream and its outcome."""
     usd = state.cost_usd
-    record: dict[str, Any] = {
+    record: RunRecord = {
         "provider": provider,
         "command": list(argv or []),
         "session_id": state.session_id,
@@ -523,6 +627,7 @@ def _inside(path: str, root: Path) -> str:
 def _rel(path: Path, root: Path | None) -> str:
     if root is None:
         return str(path)
+
     from loopkit.state.artifacts import relative
 
     return relative(path.resolve(), root.resolve())
@@ -601,8 +706,7 @@ class Plan:
 
 def plan(req: Request, *, root: Path | None = None) -> Plan:
     """Resolve contract, provider and handoff; nothing is started."""
-    from loopkit import handoff
-    from loopkit.worker import providers
+
     from loopkit.workspace import resolve_contract
 
     found = resolve_contract(req.contract_path, req.document, start=req.cwd, root=root)
@@ -696,11 +800,12 @@ def dry_run(req: Request) -> dict[str, Any]:
 def attempt(req: Request) -> dict[str, Any]:
     """Run one attempt; return the document to print (attempt with ``run``, or run alone)."""
     from loopkit import git
+    from loopkit.background import Background
     from loopkit.boundary import containment
     from loopkit.document import attach
-    from loopkit.evidence import cleanroom, specialfiles
+    from loopkit.evidence import cleanroom, specialfiles, statcache
     from loopkit.state import artifacts, cancel
-    from loopkit.workspace import clear_cache, remembered, state_folder
+    from loopkit.workspace import remembered, state_folder
 
     # Where the tree started: a worker that commits its own change must not hide it from
     # lk-diff, which compares against this base when no other is given. One git call finds
@@ -712,8 +817,6 @@ def attempt(req: Request) -> dict[str, Any]:
     state_path = state_folder(root, where.index, env=req.environ, configured=configured)
     # What git ignores before the worker, asked beside the rest of this set-up (git's
     # walk of the tree meanwhile; the state folder is left out of it).
-    from loopkit.background import Background
-
     ignoring = Background(
         lambda: _ignored_at_start(req.document, root, state_path), name="lk-invoke-ignored"
     )
@@ -731,7 +834,6 @@ def attempt(req: Request) -> dict[str, Any]:
         return "cancelled" if cancel.requested(state_path) else None
 
     from loopkit.decision import ledger
-    from loopkit.evidence import statcache
 
     # What steers git and loopkit under .git, before the worker (loopkit's own exclude
     # line for the state folder is already written): lk-diff reports any change. Read
@@ -743,21 +845,17 @@ def attempt(req: Request) -> dict[str, Any]:
     task_section = (req.document or {}).get("task")
     task_id = str(task_section.get("id") or "") if isinstance(task_section, dict) else ""
     sealed = ledger.seal(state_path, task=task_id or None)
-    jail = Jail(
-        policy=policy,
-        root=root,
-        git_dirs=[where.index.parent, git.common_dir(root)],
-        state=state_path,
-        read_only=[
-            *_control_files(root, req, p.contract),
-            *(root / name for name in carry if name not in writable_carry),
-            *(
-                root / name
-                for name in cleanroom.VIRTUALENVS
-                if name not in carry and os.path.isdir(root / name)
-            ),
-        ],
-    )
+    read_only = [
+        *_control_files(root, req, p.contract),
+        *(root / name for name in carry if name not in writable_carry),
+        *(
+            root / name
+            for name in cleanroom.VIRTUALENVS
+            if name not in carry and os.path.isdir(root / name)
+        ),
+    ]
+    git_dirs = [where.index.parent, git.common_dir(root)]
+    jail = Jail(policy=policy, root=root, git_dirs=git_dirs, state=state_path, read_only=read_only)
 
     beside = _base_beside(
         req, root, state_path, base, p.contract, sealed, folder, carry, should_stop=cancelled
@@ -783,22 +881,7 @@ def attempt(req: Request) -> dict[str, Any]:
         req.progress.finished(str(result.record.get("stop_reason")), result.state)
     if beside is not None:
         sealed = beside.sealed(sealed, req.progress)
-    # FIFOs, sockets and device nodes the worker left: removed before anything lets git
-    # look at the tree (a FIFO named .gitignore blocks git for ever); lk-diff reports them.
-    # Walked beside the reading of .git below (which looks at no file of the tree).
-    clearing = Background(
-        lambda: specialfiles.clear_new(
-            root,
-            since_ns=started_ns,
-            prune=[os.path.relpath(state_path, root).replace(os.sep, "/"), *ignored],
-        ),
-        name="lk-invoke-special",
-    )
-    # Seen before the contract cache is emptied, so a planted entry is still reported.
-    during = git.control_changes(control, git.control_state(root, since=control))
-    # Whatever the worker wrote into the contract cache is never read as a checked contract.
-    clear_cache(root, keep=contracts)
-    special = clearing.result()
+    special, during = _settle(root, state_path, started_ns, ignored, control, contracts)
     record = {**result.record, "base": base} if base else dict(result.record)
     record["git_control"] = _git_control(req.document, control, during)
     record["ignored_at_start"] = ignored
@@ -816,6 +899,38 @@ def attempt(req: Request) -> dict[str, Any]:
     return doc
 
 
+def _settle(
+    root: Path,
+    state_path: Path,
+    started_ns: int,
+    ignored: list[str],
+    control: Any,
+    contracts: Any,
+) -> tuple[list[Any], Any]:
+    """The tree after the worker, before anything lets git look at it: the FIFOs, sockets
+    and device nodes it left removed (a FIFO named .gitignore blocks git for ever), what
+    it changed of what steers git and loopkit under .git, its contract cache emptied."""
+    from loopkit import git
+    from loopkit.background import Background
+    from loopkit.evidence import specialfiles
+    from loopkit.workspace import clear_cache
+
+    # Walked beside the reading of .git below (which looks at no file of the tree).
+    clearing = Background(
+        lambda: specialfiles.clear_new(
+            root,
+            since_ns=started_ns,
+            prune=[os.path.relpath(state_path, root).replace(os.sep, "/"), *ignored],
+        ),
+        name="lk-invoke-special",
+    )
+    # Seen before the contract cache is emptied, so a planted entry is still reported.
+    during = git.control_changes(control, git.control_state(root, since=control))
+    # Whatever the worker wrote into the contract cache is never read as a checked contract.
+    clear_cache(root, keep=contracts)
+    return clearing.result(), during
+
+
 class _BaseBeside:
     """The contract's criteria on the base tree, run in the clean room while the worker
     works (``loopkit.evidence.verify.baseline``): the base is known before the worker starts, and
@@ -829,9 +944,6 @@ class _BaseBeside:
     AFTER_S = 0.5
 
     def __init__(self, run: Any, started: float) -> None:
-        import threading
-
-        from loopkit.background import Background
 
         self.written: dict[str, str] = {}
         self.started = started
@@ -841,6 +953,8 @@ class _BaseBeside:
             if self.worker_done.wait(self.AFTER_S):
                 return None
             return run(self.written)
+
+        from loopkit.background import Background
 
         self.job = Background(later, name="lk-invoke-base")
 
@@ -927,12 +1041,13 @@ def _writable_carry(root: Path, carry: list[str], policy: Any) -> list[str]:
 
 def _control_files(root: Path, req: Request, contract: Mapping[str, Any] | None) -> list[Path]:
     """The files that steer the loop, inside the repository: read-only in the sandbox."""
-    from loopkit.workspace import SOURCE_KEY
 
     doc = req.document or {}
 
     def mapping(value: Any) -> Mapping[str, Any]:
         return value if isinstance(value, Mapping) else {}
+
+    from loopkit.workspace import SOURCE_KEY
 
     source = mapping(doc.get(SOURCE_KEY))
     task_source = mapping(mapping(doc.get("task")).get("source"))
@@ -959,7 +1074,7 @@ def _git_control(
     """``run.git_control``: the control state of .git as the task's first attempt found it
     (a retry carries it on: what one attempt changed, the next cannot make the new
     normal), and what changed while this worker ran."""
-    from loopkit import git, handoff
+    from loopkit import git
 
     earlier = ((handoff.previous_attempt(document) or {}).get("run") or {}).get("git_control")
     if (
@@ -988,7 +1103,7 @@ def _ignored_at_start(document: Mapping[str, Any] | None, root: Path, state: Pat
     file that is in no commit (a tool's self-ignoring ``.venv/.gitignore``, a
     ``secrets/.gitignore`` holding ``*``) is not among the base's rules, and a worker that
     empties it would otherwise get that folder committed."""
-    from loopkit import git, handoff
+    from loopkit import git
 
     earlier = ((handoff.previous_attempt(document) or {}).get("run") or {}).get("ignored_at_start")
     if isinstance(earlier, list) and all(isinstance(p, str) for p in earlier):
@@ -999,7 +1114,6 @@ def _ignored_at_start(document: Mapping[str, Any] | None, root: Path, state: Pat
 
 def _fresh(document: dict[str, Any] | None) -> dict[str, Any]:
     """A new attempt from a piped document: a finished attempt's sections are dropped."""
-    from loopkit import handoff
 
     if document is None:
         return {}
@@ -1011,10 +1125,8 @@ def _fresh(document: dict[str, Any] | None) -> dict[str, Any]:
     return doc
 
 
-def normalize_transcript(path: str, *, provider: str | None = None) -> dict[str, Any]:
+def normalize_transcript(path: str, *, provider: str | None = None) -> RunRecord:
     """The ``run`` record of a saved stream (claude stream-json or json, codex --json)."""
-    from loopkit.worker import providers
-    from loopkit.worker.providers.base import detect
 
     p = Path(path)
     if not p.is_file():

@@ -205,7 +205,7 @@ def test_a_cli_worker_finds_no_key_in_its_private_home(
     that config, not in any environment, not in the person's folder."""
     from tests.helpers import agents
 
-    getattr(agents, f"{name}_bin")()
+    agents.agent_bin(name)
     (git_repo / "hunt.py").write_text(CLI_HUNT)
     git(git_repo, "add", "hunt.py")
     git(git_repo, "commit", "-q", "-m", "the hunter")
@@ -219,7 +219,7 @@ def test_a_cli_worker_finds_no_key_in_its_private_home(
         tmp_path / "loop.yaml", worker={"provider": name}, sandbox={"mode": "required"}
     )
     with model_server(turns) as server:
-        env = getattr(agents, f"{name}_env_for")(server, person, api_key=REAL_KEY)
+        env = agents.env_for(name, server, person, api_key=REAL_KEY)
         env.pop("ANTHROPIC_API_KEY", None)
         env["LOOPKIT_HOMES"] = str(tmp_path / "homes")
         r = lk_invoke(["--contract", str(contract)], cwd=git_repo, env=env, timeout=300)

@@ -192,9 +192,9 @@ def _codex(server: Any, tmp: Path, fixes: list[str]) -> dict[str, Any]:
 
 
 def _pi(server: Any, tmp: Path, fixes: list[str]) -> dict[str, Any]:
-    from tests.helpers.agents import pi_env_for
+    from tests.helpers.agents import env_for
 
-    env = pi_env_for(server, tmp / "pi-agent")
+    env = env_for("pi", server, tmp / "pi-agent")
     keep = ("PI_CODING_AGENT_DIR", "PI_OFFLINE", "PI_TELEMETRY", "PATH")
     return {"provider": "pi", "worker": {}, "env": {k: env[k] for k in keep if k in env}}
 
@@ -218,7 +218,7 @@ def test_real_clis_and_a_scripted_command_and_a_provider_that_is_down(tmp_path: 
     infrastructure's failure: retried in a fresh tree, then set apart, never a false
     claim and never counted against an agent in the rate without it."""
     from loopkit.testing.server import ModelServer
-    from tests.helpers.agents import as_script, claude_bin, codex_bin, pi_bin
+    from tests.helpers.agents import agent_bin, as_script, claude_bin, codex_bin
     from tests.helpers.evals import FUNCS
 
     def start_server(turns: Any) -> ModelServer:
@@ -226,7 +226,7 @@ def test_real_clis_and_a_scripted_command_and_a_provider_that_is_down(tmp_path: 
 
     claude_bin()
     codex_bin()
-    pi_bin()
+    agent_bin("pi")
     names = ["add", "mul", "neg"]
     repo = make_repo(tmp_path, names)
     prices = tmp_path / "prices.yaml"

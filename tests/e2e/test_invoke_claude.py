@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.helpers.agents import claude_bin, claude_env_for, model_server
-from tests.helpers.invoke import Invoked, lk_invoke, pids_with, write_contract
+from tests.helpers.invoke import Invoked, invoke_agent, lk_invoke, pids_with, write_contract
 
 pytestmark = pytest.mark.agents
 
@@ -26,28 +26,8 @@ BAD_EDIT = {
 }
 
 
-def run(
-    repo: Path,
-    tmp: Path,
-    turns: Any,
-    *,
-    worker: dict[str, Any] | None = None,
-    args: tuple[str, ...] = (),
-    retries: int = 0,
-    home: str = "home",
-    server: Any = None,
-) -> Invoked:
-    claude_bin()
-    contract = write_contract(tmp / "loop.yaml", worker={"provider": "claude", **(worker or {})})
-
-    def go(s: Any) -> Invoked:
-        env = claude_env_for(s, tmp / home, retries=retries)
-        return lk_invoke(["--contract", str(contract), *args], cwd=repo, env=env)
-
-    if server is not None:
-        return go(server)
-    with model_server(turns) as s:
-        return go(s)
+def run(repo: Path, tmp: Path, turns: Any, *, home: str = "home", **kw: Any) -> Invoked:
+    return invoke_agent("claude", repo, tmp, turns, home=home, **kw)
 
 
 def test_writes_and_edits_a_file(git_repo: Path, tmp_path: Path) -> None:

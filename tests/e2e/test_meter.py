@@ -180,7 +180,7 @@ def test_gemini_and_qwen_through_the_meter(git_repo: Path, tmp_path: Path, name:
     # run's token and the meter's URL; the key stays outside, every request is metered.
     from tests.helpers import agents
 
-    getattr(agents, f"{name}_bin")()
+    agents.agent_bin(name)
     tool = "write_file"
     turns = [
         {"text": "Creating.", "tools": [{"name": tool, "input": {
@@ -190,7 +190,7 @@ def test_gemini_and_qwen_through_the_meter(git_repo: Path, tmp_path: Path, name:
     ]  # fmt: skip
     contract = write_contract(tmp_path / "loop.yaml", worker={"provider": name})
     with model_server(turns) as server:
-        env = getattr(agents, f"{name}_env_for")(server, tmp_path / "home")
+        env = agents.env_for(name, server, tmp_path / "home")
         key_var = "GEMINI_API_KEY" if name == "gemini" else "OPENAI_API_KEY"
         env[key_var] = REAL_KEY
         r = lk_invoke(["--contract", str(contract)], cwd=git_repo, env=env)
@@ -226,7 +226,7 @@ def test_opencode_pi_and_copilot_through_the_meter(
     # private copy of that config talks to the meter with the token; the key stays outside.
     from tests.helpers import agents
 
-    getattr(agents, f"{name}_bin")()
+    agents.agent_bin(name)
     turns = [
         {"text": "Creating.", "tools": [WRITES[name]],
          "usage": {"input_tokens": 400, "output_tokens": 30}},
@@ -235,7 +235,7 @@ def test_opencode_pi_and_copilot_through_the_meter(
     contract = write_contract(tmp_path / "loop.yaml", worker={"provider": name})
     person = tmp_path / "person"
     with model_server(turns) as server:
-        env = getattr(agents, f"{name}_env_for")(server, person, api_key=REAL_KEY)
+        env = agents.env_for(name, server, person, api_key=REAL_KEY)
         env.pop("ANTHROPIC_API_KEY", None)
         env["LOOPKIT_HOMES"] = str(tmp_path / "homes")
         r = lk_invoke(["--contract", str(contract)], cwd=git_repo, env=env, timeout=240)
@@ -271,9 +271,9 @@ def test_opencode_through_the_meter_ignores_a_project_config(
     is neither where the meter finds the key nor where the CLI's requests go: the run's
     config, merged last, points the provider at the meter."""
     from tests.helpers import git
-    from tests.helpers.agents import opencode_bin, opencode_env_for
+    from tests.helpers.agents import agent_bin, env_for
 
-    opencode_bin()
+    agent_bin("opencode")
     elsewhere = "http://127.0.0.1:9/v1"
     project = {"provider": {"anthropic": {"options": {"baseURL": elsewhere, "apiKey": "x"}}}}
     (git_repo / "opencode.json").write_text(json.dumps(project))
@@ -281,7 +281,7 @@ def test_opencode_through_the_meter_ignores_a_project_config(
     git(git_repo, "commit", "-q", "-m", "a project config")
     contract = write_contract(tmp_path / "loop.yaml", worker={"provider": "opencode"})
     with model_server([{"text": "Done."}]) as server:
-        env = opencode_env_for(server, tmp_path / "person", api_key=REAL_KEY)
+        env = env_for("opencode", server, tmp_path / "person", api_key=REAL_KEY)
         env.pop("ANTHROPIC_API_KEY", None)
         env["LOOPKIT_HOMES"] = str(tmp_path / "homes")
         r = lk_invoke(["--contract", str(contract)], cwd=git_repo, env=env, timeout=180)
@@ -325,7 +325,7 @@ def test_metered_from_no_settings_of_loopkits_making(
     completes metered."""
     from tests.helpers import agents
 
-    getattr(agents, f"{name}_bin")()
+    agents.agent_bin(name)
     person, suffix, dialect = ORDINARY[name]
     turns = [
         {"text": "Creating.", "tools": [WRITE_TOOLS[name]],

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers.agents import gemini_bin, gemini_env_for, model_server, qwen_bin, qwen_env_for
+from tests.helpers.agents import agent_bin, env_for, model_server
 from tests.helpers.recipes import Project, fail_message, make_project
 
 pytestmark = [pytest.mark.agents, pytest.mark.slow]
@@ -21,7 +21,7 @@ API = {"gemini": "gemini", "qwen": "chat"}
 
 
 def _loop(tmp_path: Path, provider: str, worker: dict[str, Any]) -> tuple[Project, Any]:
-    (gemini_bin if provider == "gemini" else qwen_bin)()
+    agent_bin(provider)
     p = make_project(tmp_path, "pass\n", files={"src/value.txt": "bad\n"}, budgets={"attempts": 1})
     data = json.loads((p.root / "loop.yaml").read_text())
     data["worker"] = {"provider": provider, "max_turns": 6, "timeout": 120, **worker}
@@ -30,8 +30,7 @@ def _loop(tmp_path: Path, provider: str, worker: dict[str, Any]) -> tuple[Projec
     # Qwen Code writes over a file only after reading it in the same conversation.
     turns = [{"tools": [READ]}, {"tools": [WRITE]}, {"text": "Done."}]
     with model_server({API[provider]: turns}) as server:
-        make_env = gemini_env_for if provider == "gemini" else qwen_env_for
-        env = make_env(server, tmp_path / "home")
+        env = env_for(provider, server, tmp_path / "home")
         proc = p.run(
             "loop.sh",
             "--contract",

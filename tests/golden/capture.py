@@ -23,13 +23,8 @@ sys.path.insert(0, str(HERE.parent.parent))
 from tests.helpers.agents import (  # noqa: E402
     claude_bin,
     claude_env_for,
-    codex_env_for,
-    copilot_env_for,
-    gemini_env_for,
+    env_for,
     model_server,
-    opencode_env_for,
-    pi_env_for,
-    qwen_env_for,
 )
 from tests.helpers.invoke import lk_invoke, lk_invoke_bin, write_contract  # noqa: E402
 
@@ -360,23 +355,11 @@ def capture(name: str, case: dict[str, Any]) -> None:
     worker = {"provider": case["provider"], **case.get("worker", {})}
     contract = write_contract(tmp / "loop.yaml", worker=worker)
     with model_server(case["turns"]) as server:
-        if case["provider"] == "claude":
-            env = claude_env_for(server, tmp / "home", retries=case.get("retries", 0))
-        elif case["provider"] == "gemini":
-            env = gemini_env_for(server, tmp / "home", retries=case.get("retries", 0))
-        elif case["provider"] == "qwen":
-            env = qwen_env_for(server, tmp / "home", retries=case.get("retries", 0))
-        elif case["provider"] == "copilot":
-            env = copilot_env_for(server, tmp / "home")
+        name = case["provider"]
+        home = tmp / ("pi-agent" if name == "pi" else "home")
+        env = env_for(name, server, home, retries=case.get("retries", 0))
+        if name != "codex":  # codex lays out helpers only outside the temporary folder
             env["LOOPKIT_HOMES"] = str(tmp / "homes")
-        elif case["provider"] == "pi":
-            env = pi_env_for(server, tmp / "pi-agent", retries=case.get("retries", 0))
-            env["LOOPKIT_HOMES"] = str(tmp / "homes")
-        elif case["provider"] == "opencode":
-            env = opencode_env_for(server, tmp / "home")
-            env["LOOPKIT_HOMES"] = str(tmp / "homes")
-        else:
-            env = codex_env_for(server, tmp / "home", retries=case.get("retries", 0))
         run = lk_invoke(["--contract", str(contract), "--timeout", "60"], cwd=repo, env=env)
     stream = repo / run.run["transcript"]
     text = stream.read_text(encoding="utf-8").replace(str(repo), "/repo")

@@ -35,7 +35,9 @@ Usage (a test module of any area):
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -47,9 +49,12 @@ from typing import Any
 
 import pytest
 
+from loopkit.boundary import containment
 from loopkit.testing import rehearse
 from loopkit.testing import script as scripts
 from loopkit.testing.server import ModelServer
+from loopkit.worker import providers
+from loopkit.worker.providers.codex import CODEX_MODEL
 from tests.conftest import require_tool
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -100,64 +105,47 @@ def _find(name: str) -> str:
     return require_tool(name)
 
 
+def agent_bin(name: str) -> str:
+    """The CLI of the registry's provider ``name`` (fails under `make test` when missing,
+    skips otherwise)."""
+    return _find(providers.get(name).binary or name)
+
+
 def claude_bin() -> str:
-    """The claude CLI (fails under `make test` when missing, skips otherwise)."""
-    return _find("claude")
+    return agent_bin("claude")
 
 
 def codex_bin() -> str:
-    """The codex CLI (fails under `make test` when missing, skips otherwise)."""
-    return _find("codex")
+    return agent_bin("codex")
 
 
-def opencode_bin() -> str:
-    """The opencode CLI (fails under `make test` when missing, skips otherwise)."""
-    return _find("opencode")
-
-
-def opencode_env_for(
-    server: ModelServer | str, home: str | Path, *, api_key: str = rehearse.REHEARSAL_KEY
-) -> dict[str, str]:
-    """The whole environment for opencode against ``server``; writes its opencode.json."""
-    url = server if isinstance(server, str) else server.url
-    env = rehearse.overlay(rehearse.opencode_home(url, home, api_key=api_key))
-    for var in ("XDG_STATE_HOME", "XDG_CACHE_HOME"):
-        env.pop(var, None)
-    env["PATH"] = _path_with_agents(env)
-    return env
-
-
-def pi_bin() -> str:
-    """The pi CLI (fails under `make test` when missing, skips otherwise)."""
-    return _find("pi")
-
-
-def pi_env_for(
+def env_for(
+    name: str,
     server: ModelServer | str,
     home: str | Path,
     *,
-    retries: int = 0,
+    retries: int | None = 0,
     api_key: str = rehearse.REHEARSAL_KEY,
+    model: str | None = None,
+    stream_retries: int | None = None,
 ) -> dict[str, str]:
-    """The whole environment for pi against ``server``; writes its models and settings."""
+    """The whole environment for the CLI ``name`` against ``server`` (os.environ without
+    the routing variables, its rehearsal on top, PATH with the installed agents); writes
+    its settings under ``home`` (``Provider.rehearsal``; ``stream_retries``: codex's)."""
     url = server if isinstance(server, str) else server.url
-    env = rehearse.overlay(rehearse.pi_home(url, home, retries=retries, api_key=api_key))
-    env["PATH"] = _path_with_agents(env)
-    return env
-
-
-def copilot_bin() -> str:
-    """The Copilot CLI (fails under `make test` when missing, skips otherwise)."""
-    return _find("copilot")
-
-
-def copilot_env_for(
-    server: ModelServer | str, home: str | Path, *, api_key: str = rehearse.REHEARSAL_KEY
-) -> dict[str, str]:
-    """The whole environment for copilot against ``server`` (offline, its BYOK settings)."""
-    url = server if isinstance(server, str) else server.url
-    env = rehearse.overlay(rehearse.copilot_env(url, home, api_key=api_key))
-    env.pop("XDG_CACHE_HOME", None)
+    env = rehearse.overlay(
+        rehearse.env(
+            name,
+            url,
+            home,
+            retries=retries,
+            api_key=api_key,
+            model=model,
+            stream_retries=stream_retries,
+        )
+    )
+    for var in ("XDG_STATE_HOME", "XDG_CACHE_HOME"):  # the person's: not the rehearsal's
+        env.pop(var, None)
     env["PATH"] = _path_with_agents(env)
     return env
 
@@ -172,11 +160,8 @@ def _path_with_agents(env: Mapping[str, str]) -> str:
 def claude_env_for(
     server: ModelServer | str, home: str | Path, *, retries: int | None = 0
 ) -> dict[str, str]:
-    """The whole environment for claude against ``server`` (os.environ + the rehearsal vars)."""
-    url = server if isinstance(server, str) else server.url
-    env = rehearse.overlay(rehearse.claude_env(url, home, retries=retries))
-    env["PATH"] = _path_with_agents(env)
-    return env
+    """The whole environment for claude against ``server`` (``env_for("claude", ...)``)."""
+    return env_for("claude", server, home, retries=retries)
 
 
 _MOVED_HOMES: list[Path] = []
@@ -188,11 +173,6 @@ def codex_home_outside_temp(home: str | Path) -> Path:
     dir"), and its apply_patch then fails. Beside loopkit's own provider homes (never in
     the temporary folder); removed when the test process ends. The same ``home`` maps to
     the same folder, so a resume finds its session."""
-    import atexit
-    import hashlib
-
-    from loopkit.boundary import containment
-
     home = Path(home)
     if not containment.under_temp(home):
         return home
@@ -211,43 +191,13 @@ def codex_env_for(
     *,
     retries: int = 0,
     stream_retries: int | None = None,
-    model: str = rehearse.CODEX_MODEL,
+    model: str = CODEX_MODEL,
 ) -> dict[str, str]:
-    """The whole environment for codex against ``server``; writes ``home/config.toml``."""
-    url = server if isinstance(server, str) else server.url
-    env = rehearse.overlay(
-        rehearse.codex_home(url, home, retries=retries, stream_retries=stream_retries, model=model)
+    """The whole environment for codex against ``server``; writes ``home/config.toml``
+    (with codex's own ``stream_retries`` and ``model`` beside ``env_for``'s)."""
+    return env_for(
+        "codex", server, home, retries=retries, stream_retries=stream_retries, model=model
     )
-    env["PATH"] = _path_with_agents(env)
-    return env
-
-
-def gemini_bin() -> str:
-    return _find("gemini")
-
-
-def qwen_bin() -> str:
-    return _find("qwen")
-
-
-def gemini_env_for(
-    server: ModelServer | str, home: str | Path, *, retries: int = 0
-) -> dict[str, str]:
-    """The whole environment for gemini against ``server``; writes its settings."""
-    url = server if isinstance(server, str) else server.url
-    env = rehearse.overlay(rehearse.gemini_env(url, home, retries=retries))
-    env["PATH"] = _path_with_agents(env)
-    return env
-
-
-def qwen_env_for(
-    server: ModelServer | str, home: str | Path, *, retries: int = 0
-) -> dict[str, str]:
-    """The whole environment for qwen against ``server``; writes its settings."""
-    url = server if isinstance(server, str) else server.url
-    env = rehearse.overlay(rehearse.qwen_env(url, home, retries=retries))
-    env["PATH"] = _path_with_agents(env)
-    return env
 
 
 @dataclass

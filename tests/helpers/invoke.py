@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from loopkit import schema
+from tests.helpers.agents import agent_bin, env_for, model_server
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 
@@ -100,3 +101,52 @@ def pids_with(marker: str) -> list[int]:
             if stat.split(")")[-1].split()[0] != "Z":
                 found.append(int(entry.name))
     return found
+
+
+def invoke_agent(
+    name: str,
+    repo: Path,
+    tmp: Path,
+    turns: Any,
+    *,
+    worker: Mapping[str, Any] | None = None,
+    args: Sequence[str] = (),
+    retries: int | None = 0,
+    server: Any = None,
+    home: str = "person",
+    timeout: int | None = None,
+) -> Invoked:
+    """``lk-invoke`` with the real CLI of the provider ``name`` against ``server`` (or a
+    scripted server for ``turns``): the person's home at ``tmp/home``
+    (its rehearsal written there), loopkit's private homes under ``tmp/homes`` (codex's
+    beside loopkit's own: it lays out its helpers only outside the temporary folder), the
+    run's own ``--timeout`` when given."""
+    agent_bin(name)
+    contract = write_contract(tmp / "loop.yaml", worker={"provider": name, **(worker or {})})
+    argv = ["--contract", str(contract), *(["--timeout", str(timeout)] if timeout else []), *args]
+
+    def go(s: Any) -> Invoked:
+        env = env_for(name, s, tmp / home, retries=retries)
+        if name not in ("claude", "codex"):
+            env["LOOPKIT_HOMES"] = str(tmp / "homes")
+        return lk_invoke(argv, cwd=repo, env=env, timeout=180)
+
+    if server is not None:
+        return go(server)
+    with model_server(turns) as s:
+        return go(s)
+
+
+def tree_status(repo: Path) -> list[str]:
+    """Every changed or new file of the work tree, ignored ones included, but loopkit's
+    own state folder."""
+    out = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all", "--ignored"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return sorted(
+        p for p in (line[3:] for line in out.splitlines()) if not p.startswith(".loopkit/")
+    )

@@ -37,6 +37,10 @@ from typing import IO, Any
 
 from loopkit.worker.acp.gate import Escape, Gate, Room, changed_paths, window
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from loopkit.worker.providers.base import JsonObject
+
 PROTOCOL_VERSION = 1
 #: Seconds an agent has to end its turn after ``session/cancel`` before it is ended.
 CANCEL_GRACE_S = 3.0
@@ -60,7 +64,7 @@ class Client:
             read_only=bool(config.get("read_only")),
         )
         self.room = Room(self.cwd)
-        self.inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self.inbox: queue.Queue[JsonObject | None] = queue.Queue()
         self.next_id = 0
         self.waiting: dict[int, str] = {}
         self.pending_permissions: list[Any] = []
@@ -74,7 +78,7 @@ class Client:
 
     # ------------------------------------------------------------------ the wire
 
-    def emit(self, line: dict[str, Any]) -> None:
+    def emit(self, line: JsonObject) -> None:
         text = json.dumps(line, ensure_ascii=False, separators=(",", ":"))
         if len(text) > MAX_LINE and line.get("acp") == "in":
             clipped = {"acp": "in", "clipped": len(text)}
@@ -85,7 +89,7 @@ class Client:
             self.out.write(text + "\n")
             self.out.flush()
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: JsonObject) -> None:
         assert self.agent is not None and self.agent.stdin is not None
         data = json.dumps({"jsonrpc": "2.0", **message}, separators=(",", ":")) + "\n"
         try:
@@ -94,7 +98,7 @@ class Client:
         except (BrokenPipeError, OSError):
             pass  # the agent is gone: its exit is what the run reports
 
-    def request(self, method: str, params: dict[str, Any]) -> int:
+    def request(self, method: str, params: JsonObject) -> int:
         self.next_id += 1
         self.waiting[self.next_id] = method
         self.send({"id": self.next_id, "method": method, "params": params})
@@ -182,7 +186,7 @@ class Client:
         reason = done.get("stopReason") if isinstance(done, dict) else None
         return self.end(reason if isinstance(reason, str) else None)
 
-    def call(self, method: str, params: dict[str, Any]) -> Any:
+    def call(self, method: str, params: JsonObject) -> Any:
         """Send a request and serve the agent until its answer: the result, or the error's
         text (a str) when the agent answered with one or ended first."""
         rid = self.request(method, params)
@@ -214,7 +218,7 @@ class Client:
                 return describe_error(msg.get("error"))
             return msg.get("result")
 
-    def serve(self, msg: dict[str, Any]) -> None:
+    def serve(self, msg: JsonObject) -> None:
         method = msg.get("method")
         params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
         assert isinstance(params, dict)
@@ -250,7 +254,7 @@ class Client:
         elif kind == "tool_call_update" and update.get("status") in ("completed", "failed"):
             self.fresh_turn = True
 
-    def permission(self, rid: Any, params: dict[str, Any]) -> None:
+    def permission(self, rid: Any, params: JsonObject) -> None:
         call = params.get("toolCall") if isinstance(params.get("toolCall"), dict) else {}
         assert isinstance(call, dict)
         offered = params.get("options")
@@ -284,7 +288,7 @@ class Client:
                 rid, {"outcome": {"outcome": "selected", "optionId": chosen.get("optionId")}}
             )
 
-    def write_file(self, rid: Any, params: dict[str, Any]) -> None:
+    def write_file(self, rid: Any, params: JsonObject) -> None:
         path, content = params.get("path"), params.get("content")
         if not isinstance(path, str) or not isinstance(content, str):
             self.reply(rid, error=(JSON_RPC_INVALID, "fs/write_text_file needs path and content"))
@@ -315,7 +319,7 @@ class Client:
         else:
             self.reply(rid, None)
 
-    def read_file(self, rid: Any, params: dict[str, Any]) -> None:
+    def read_file(self, rid: Any, params: JsonObject) -> None:
         path = params.get("path")
         rel = self.gate.relative(path) if isinstance(path, str) else None
         if rel is None:

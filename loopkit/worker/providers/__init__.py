@@ -2,11 +2,14 @@
 gemini, qwen, opencode, pi or copilot.
 
 Adding a provider is one module with a :class:`~loopkit.worker.providers.base.Provider`
-subclass and one line in ``_REGISTRY``; everything else follows the registry: the
-contract's validation, the commands' ``--provider`` choices, transcript sniffing (each
-provider's ``sniff``), what it may write in the sandbox (``contained``) -- and a test
-holds the schemas' provider enums to it. The interface is documented in
-``loopkit.worker.providers.base``.
+subclass -- what differs: its command line (``build``), its stream's reading (``parser``,
+``classify``, ``sniff``), its home and credential set-up (``api``, ``upstream``,
+``contained``, ``rehearsal``) -- and one line in ``_REGISTRY``. Everything else follows
+the registry: the contract's validation, the commands' ``--provider`` choices, transcript
+sniffing, the sandbox's writable homes, the model server's ``--env`` choices and
+environments (``agents()``, ``Provider.rehearsal``), the variables a rehearsal drops
+(``Provider.routes``) -- and tests hold the schemas' provider enums, the docs' tables and
+the end-to-end runs to it. The interface is documented in ``loopkit.worker.providers.base``.
 """
 
 from __future__ import annotations
@@ -44,3 +47,10 @@ def get(name: str) -> Provider:
     module, cls = target.split(":")
     provider: Provider = getattr(importlib.import_module(module), cls)()
     return provider
+
+
+def agents() -> list[str]:
+    """The providers with a CLI of their own: those a scripted model server rehearses
+    (``Provider.rehearsal``); command and acp run whatever they are given."""
+    base = importlib.import_module("loopkit.worker.providers.base").Provider.rehearsal
+    return [name for name in _REGISTRY if type(get(name)).rehearsal is not base]

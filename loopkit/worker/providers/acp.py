@@ -28,12 +28,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from loopkit.errors import EnvironmentProblem
+from loopkit.errors import BadInput, EnvironmentProblem
 from loopkit.text import clip
+from loopkit.worker import providers
+from loopkit.worker.acp.agents import AGENTS
+from loopkit.worker.providers import claude, codex
 from loopkit.worker.providers.base import (
     Event,
     Exit,
     Invocation,
+    JsonObject,
     Outcome,
     Provider,
     RunSpec,
@@ -58,16 +62,12 @@ WRITE_KINDS = ("edit", "delete", "move")
 def agent_argv(spec: RunSpec) -> tuple[list[str], tuple[str, ...], str | None]:
     """The agent's argv, the environment names it needs, and the provider whose private
     home it shares (claude, codex) -- from ``worker.command`` or ``worker.agent``."""
-    from loopkit.worker.acp.agents import AGENTS
-
     if spec.command:
         return shlex.split(spec.command), (), None
     name = spec.agent or "claude"
     try:
         argv, env_names, home = AGENTS[name]
     except KeyError:
-        from loopkit.errors import BadInput
-
         raise BadInput(
             "$.worker.agent", f"no ACP agent {name!r}; one of: {', '.join(AGENTS)}"
         ) from None
@@ -87,9 +87,7 @@ class AcpProvider(Provider):
         argv, env_names, home = agent_argv(spec)
         if home == "codex":
             # codex reads its key from the variable its config.toml names.
-            from loopkit.worker.providers.codex import provider_config
-
-            key = provider_config(spec.parent_env()).get("env_key")
+            key = codex.provider_config(spec.parent_env()).get("env_key")
             env_names = (*env_names, *([key] if key else []))
         argv += spec.extra_args
         where = spec.handoff_path.with_name(CONFIG_NAME) if spec.handoff_path else None
@@ -144,12 +142,8 @@ class AcpProvider(Provider):
         """A known agent built on claude or codex keeps its sessions where that provider's
         private home is (``containment.provider_home``); any other agent writes only its
         private home in the sandbox (a tmpfs gone with the run)."""
-        from loopkit.worker import providers
-
         argv = _config_of(inv).get("agent") or []
         exe = os.path.basename(str(argv[0])) if argv else ""
-        from loopkit.worker.acp.agents import AGENTS
-
         home = next((h for a, _, h in AGENTS.values() if a and a[0] == exe and h), None)
         if home is None:
             return inv, []
@@ -162,7 +156,7 @@ class AcpProvider(Provider):
         return classify(state, end)
 
 
-def _config_of(inv: Invocation) -> dict[str, Any]:
+def _config_of(inv: Invocation) -> JsonObject:
     path = inv.env.get(CONFIG_ENV)
     text = inv.files.get(Path(path)) if path else None
     if text is None:
@@ -184,7 +178,7 @@ class AcpParser(StreamParser):
         self.end_error: str | None = None
         self.prompting = False
 
-    def handle(self, obj: dict[str, Any]) -> list[Event]:
+    def handle(self, obj: JsonObject) -> list[Event]:
         kind = obj.get("acp")
         st = self.state
         if kind == "session":
@@ -231,7 +225,7 @@ class AcpParser(StreamParser):
                 return self._update(update)
         return []
 
-    def _update(self, update: dict[str, Any]) -> list[Event]:
+    def _update(self, update: JsonObject) -> list[Event]:
         kind = update.get("sessionUpdate")
         st = self.state
         if kind == "agent_message_chunk":
@@ -277,7 +271,7 @@ class AcpParser(StreamParser):
             events.append(Event("tool_result", tool=call))
         return events
 
-    def _gate(self, obj: dict[str, Any]) -> list[Event]:
+    def _gate(self, obj: JsonObject) -> list[Event]:
         if obj.get("allowed"):
             return []
         entry = {
@@ -319,7 +313,7 @@ def _fill(call: ToolCall, update: Mapping[str, Any], kind: str | None) -> None:
             for f in files_read_by(command):
                 if f not in call.files_read:
                     call.files_read.append(f)
-    from loopkit.worker.acp.gate import changed_paths
+    from loopkit.worker.acp.gate import changed_paths  # the scope's rules load only here
 
     paths = changed_paths(update)
     if kind in WRITE_KINDS:
@@ -347,8 +341,6 @@ def _content_text(update: Mapping[str, Any]) -> str | None:
 
 
 def classify(state: RunState, end: Exit) -> Outcome:
-    from loopkit.worker.providers.claude import error_class
-
     if (ended := stopped_outcome(end)) is not None:
         return ended
     stop = state.terminal_reason
@@ -366,7 +358,7 @@ def classify(state: RunState, end: Exit) -> Outcome:
     if stop is None:
         if "loadSession" in errors or "session/load" in errors:
             return Outcome("invalid_request", True, clip(errors, 500))
-        reason, resume_after = error_class(state.api_error_status, errors)
+        reason, resume_after = claude.error_class(state.api_error_status, errors)
         if reason == "api_error" and "exited" in errors:
             reason = "crashed"
         return Outcome(reason, True, clip(errors or "the agent failed", 500), resume_after)

@@ -35,7 +35,6 @@ Typical use (what ``loopkit.worker.invoke`` does, and what a read-only judge can
 
     from loopkit import proc
 
-    from loopkit.worker import providers
     from loopkit.worker.providers.base import Exit, RunSpec
 
     p = providers.get("claude")
@@ -63,11 +62,15 @@ import re
 import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple, TypedDict
+from urllib.parse import urlparse
 
 from loopkit import loader
+from loopkit.boundary.dialects import find_upstream
 from loopkit.boundary.secrets import allowed_env
+from loopkit.files import atomic_write
 from loopkit.text import clip
+from loopkit.worker import providers
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -89,7 +92,12 @@ STOP_REASONS = (
     "crashed",
 )
 
-#: Environment every worker gets when set (the rest of the parent's env is dropped).
+#: One free-form JSON object as a CLI gives it: a line of its stream, its config file, a
+#: tool's input. Read with ``as_dict`` / ``.get`` and checked where used.
+JsonObject = dict[str, Any]
+
+#: The key a rehearsal gives a CLI (``Provider.rehearsal``): a scripted server takes any.
+REHEARSAL_KEY = "loopkit-rehearsal"
 
 #: Bounds that keep memory flat however long the stream is.
 MAX_TOOL_CALLS = 2000
@@ -180,27 +188,47 @@ class RunSpec:
     ) -> RunSpec:
         """A spec from a contract's ``worker`` (or ``judge``) section; overrides win."""
         s = dict(section or {})
-        kw: dict[str, Any] = {
-            "prompt": prompt,
-            "model": s.get("model"),
-            "max_turns": s.get("max_turns"),
-            "max_cost_usd": s.get("max_cost_usd"),
-            "sandbox": s.get("sandbox"),
-            "allowed_tools": s.get("allowed_tools"),
-            "permission_mode": s.get("permission_mode"),
-            "command": s.get("command"),
-            "agent": s.get("agent"),
-            "env_allow": list(s.get("env_allow") or []),
-            "extra_args": list(s.get("extra_args") or []),
-            "meter": s.get("meter"),
-            "upstream": s.get("upstream"),
-            "unmetered": list(s.get("unmetered") or []),
-        }
-        kw.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**kw)
+        spec = cls(
+            prompt=prompt,
+            model=s.get("model"),
+            max_turns=s.get("max_turns"),
+            max_cost_usd=s.get("max_cost_usd"),
+            sandbox=s.get("sandbox"),
+            allowed_tools=s.get("allowed_tools"),
+            permission_mode=s.get("permission_mode"),
+            command=s.get("command"),
+            agent=s.get("agent"),
+            env_allow=list(s.get("env_allow") or []),
+            extra_args=list(s.get("extra_args") or []),
+            meter=s.get("meter"),
+            upstream=s.get("upstream"),
+            unmetered=list(s.get("unmetered") or []),
+        )
+        for name, value in overrides.items():
+            if value is not None:
+                setattr(spec, name, value)
+        return spec
 
     def parent_env(self) -> Mapping[str, str]:
         return self.environ if self.environ is not None else os.environ
+
+
+class Rehearsal(NamedTuple):
+    """A scripted model server to point a CLI at (``Provider.rehearsal``): its URL, the
+    home the CLI's settings go under, the CLI's own retries (None: its default), the key,
+    the model (None: the provider's choice), codex's stream reconnects (None: as
+    ``retries``)."""
+
+    base_url: str
+    home: Path
+    retries: int | None = None
+    api_key: str = REHEARSAL_KEY
+    model: str | None = None
+    stream_retries: int | None = None
+
+    @property
+    def url(self) -> str:
+        return self.base_url.rstrip("/")
 
 
 class Invocation:
@@ -215,7 +243,7 @@ class Invocation:
     model: str | None  # the model asked for (flag or the CLI's config), if known
     #: Settings the provider renders into its private home's config file (``contained``),
     #: for what its CLI takes from no flag (gemini's turn cap).
-    settings: dict[str, Any]
+    settings: JsonObject
     metered: bool  # talks to its API through loopkit's meter (no real key inside)
 
     def __init__(
@@ -227,7 +255,7 @@ class Invocation:
         files: dict[Path, str] | None = None,
         cost_trusted: bool = False,
         model: str | None = None,
-        settings: dict[str, Any] | None = None,
+        settings: JsonObject | None = None,
         metered: bool = False,
     ) -> None:
         self.metered = metered
@@ -248,10 +276,21 @@ class Invocation:
         return copy
 
     def write_files(self) -> None:
-        from loopkit.files import atomic_write
-
         for path, text in self.files.items():
             atomic_write(path, text)
+
+
+class ToolCallRecord(TypedDict):
+    """A tool call as a record holds it (``ToolCall.as_dict``)."""
+
+    id: str | None
+    name: str
+    input: JsonObject
+    ok: bool | None
+    error: str | None
+    command: str | None
+    files_read: list[str]
+    files_written: list[str]
 
 
 class ToolCall:
@@ -259,7 +298,7 @@ class ToolCall:
 
     id: str | None
     name: str
-    input: dict[str, Any]
+    input: JsonObject
     ok: bool | None  # None: no result yet
     error: str | None  # the tool's error text when it failed
     command: str | None  # the shell command it ran, if any
@@ -272,7 +311,7 @@ class ToolCall:
         self,
         id: str | None,
         name: str,
-        input: dict[str, Any],
+        input: JsonObject,
         ok: bool | None = None,
         error: str | None = None,
         command: str | None = None,
@@ -288,7 +327,7 @@ class ToolCall:
         self.files_read = [] if files_read is None else files_read
         self.files_written = [] if files_written is None else files_written
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> ToolCallRecord:
         return {
             "id": self.id,
             "name": self.name,
@@ -334,8 +373,8 @@ class RunState:
     result_subtype: str | None
     terminal_reason: str | None
     errors: list[str]  # provider error messages, in order
-    permission_denials: list[dict[str, Any]]
-    refused: list[dict[str, Any]]  # writes loopkit refused before they happened (acp)
+    permission_denials: list[JsonObject]
+    refused: list[JsonObject]  # writes loopkit refused before they happened (acp)
     tool_calls: list[ToolCall]  # at most MAX_TOOL_CALLS kept
     tool_call_count: int
     tool_errors: int
@@ -362,7 +401,7 @@ class RunState:
         result_subtype: str | None = None,
         terminal_reason: str | None = None,
         errors: list[str] | None = None,
-        permission_denials: list[dict[str, Any]] | None = None,
+        permission_denials: list[JsonObject] | None = None,
         tool_calls: list[ToolCall] | None = None,
         tool_call_count: int = 0,
         tool_errors: int = 0,
@@ -480,7 +519,7 @@ class Outcome:
 _SCAN = loader.scan_line
 
 
-def _object(text: str) -> dict[str, Any] | None:
+def _object(text: str) -> JsonObject | None:
     """The JSON object on one line, or None (not an object, not JSON, trailing garbage)."""
     start = 0
     if text[:1] != "{":
@@ -517,7 +556,7 @@ class StreamParser:
         text = text.strip()
         return self.plain(text) if text else []
 
-    def handle(self, obj: dict[str, Any]) -> list[Event]:  # pragma: no cover - abstract
+    def handle(self, obj: JsonObject) -> list[Event]:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def plain(self, line: str) -> list[Event]:
@@ -563,8 +602,6 @@ class Provider:
         ``worker.upstream`` wins), or None when no key is set or the provider has no API."""
         if self.api is None:
             return None
-        from loopkit.boundary.dialects import find_upstream
-
         return find_upstream(self.api, spec.parent_env(), url=spec.upstream)
 
     def metered(self, inv: Invocation, url: str, token: str, upstream: Upstream) -> Invocation:
@@ -600,6 +637,17 @@ class Provider:
     def not_found(self, inv: Invocation) -> str:
         """The one line for a worker whose program :meth:`locate` did not find."""
         return f"{inv.argv[0]} not found on PATH: {self.install_hint}"
+
+    #: Variables that would send the CLI to another backend or account: a rehearsal
+    #: (``loopkit.testing.rehearse.overlay``) drops them from the person's environment.
+    routes: ClassVar[tuple[str, ...]] = ()
+
+    def rehearsal(self, r: Rehearsal) -> dict[str, str] | None:
+        """What points the CLI at a scripted model server (loopkit's ``lk-model-server
+        --env``, ``loopkit.testing.rehearse``): the variables to set, its settings written
+        under ``r.home``. None: the provider has no CLI of its own to rehearse (command,
+        acp)."""
+        return None
 
 
 def unresolved_failure(state: RunState) -> ToolCall | None:
@@ -640,7 +688,7 @@ def stopped_outcome(end: Exit) -> Outcome | None:
     return Outcome(reason, True, stopped_message(end.stopped))
 
 
-def as_dict(value: Any) -> dict[str, Any]:
+def as_dict(value: Any) -> JsonObject:
     """``value`` when it is a JSON object, else an empty one (a stream's odd line)."""
     return value if isinstance(value, dict) else {}
 
@@ -650,11 +698,11 @@ def count(v: Any) -> int:
     return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
 
 
-def clip_input(value: Any) -> dict[str, Any]:
+def clip_input(value: Any) -> JsonObject:
     """A tool input kept small: long strings cut, so memory stays flat."""
     if not isinstance(value, dict):
         return {"value": clip(str(value), MAX_INPUT_CHARS)}
-    out: dict[str, Any] = {}
+    out: JsonObject = {}
     for k, v in value.items():
         if isinstance(v, str):
             out[k] = clip(v, MAX_INPUT_CHARS)
@@ -678,8 +726,6 @@ def is_vendor_url(url: str | None, vendor_hosts: Sequence[str]) -> bool:
     """True when ``url`` is unset or points at one of the vendor's own hosts."""
     if not url:
         return True
-    from urllib.parse import urlparse
-
     host = (urlparse(url).hostname or "").lower()
     return any(host == h or host.endswith("." + h) for h in vendor_hosts)
 
@@ -687,7 +733,6 @@ def is_vendor_url(url: str | None, vendor_hosts: Sequence[str]) -> bool:
 def detect(path: str | os.PathLike[str]) -> str:
     """The provider whose native stream ``path`` holds: the first registered provider
     that recognises one of its first JSON lines (``Provider.sniff``), else command."""
-    from loopkit.worker import providers
 
     candidates = [providers.get(name) for name in providers.names()]
     with open(path, "rb") as f:

@@ -16,6 +16,7 @@ Cost:   ``total_cost_usd`` is Claude Code's own price table for the model *name*
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from datetime import datetime, timezone
@@ -23,15 +24,18 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from loopkit import loader
-from loopkit.boundary.dialects import Api, Upstream
+from loopkit.boundary.dialects import Api, Upstream, find_upstream
+from loopkit.files import atomic_write
 from loopkit.text import clip
-from loopkit.worker.providers import tools
+from loopkit.worker.providers import codex, tools
 from loopkit.worker.providers.base import (
     Event,
     Exit,
     Invocation,
+    JsonObject,
     Outcome,
     Provider,
+    Rehearsal,
     RunSpec,
     RunState,
     StreamParser,
@@ -84,13 +88,39 @@ class ClaudeProvider(Provider):
         "https://api.anthropic.com",
     )
 
+    routes: ClassVar[tuple[str, ...]] = (
+        "ANTHROPIC_AUTH_TOKEN",
+        "ANTHROPIC_MODEL",
+        "ANTHROPIC_SMALL_FAST_MODEL",
+        "CLAUDE_CODE_USE_BEDROCK",
+        "CLAUDE_CODE_USE_VERTEX",
+        "CLAUDE_CODE_USE_FOUNDRY",
+        "CLAUDE_CONFIG_DIR",
+    )
+
+    def rehearsal(self, r: Rehearsal) -> dict[str, str]:
+        """``HOME``, the base URL and key, the side traffic off (without it the CLI
+        reaches for outside hosts and asks for a session title); ``retries`` caps its own
+        (its default, 10 with backoff, makes an error that never clears take minutes)."""
+        r.home.mkdir(parents=True, exist_ok=True)
+        env = {
+            "HOME": str(r.home),
+            "ANTHROPIC_BASE_URL": r.url,
+            "ANTHROPIC_API_KEY": r.api_key,
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_ERROR_REPORTING": "1",
+        }
+        if r.retries is not None:
+            env["CLAUDE_CODE_MAX_RETRIES"] = str(r.retries)
+        return env
+
     def upstream(self, spec: RunSpec) -> Upstream | None:
         """The key and base URL Claude Code would use: the environment's, with the ``env``
         of the person's own settings (their config folder's, the managed one) on top, as
         Claude Code applies them. Never a project's ``.claude/`` settings: the worker
         writes those, and the key must not follow a URL it chose."""
-        from loopkit.boundary.dialects import find_upstream
-
         parent = spec.parent_env()
         merged = dict(parent)
         for found in _settings_env(parent, spec.cwd, project=False):
@@ -245,10 +275,6 @@ def _unrouted_settings(path: Path) -> None:
             for k, v in env.items()
             if not (k.startswith(("ANTHROPIC_", "CLAUDE_CODE_USE_")) or k in BASE_URLS)
         }
-    import json
-
-    from loopkit.files import atomic_write
-
     atomic_write(path, json.dumps(data, indent=2) + "\n")
 
 
@@ -289,7 +315,7 @@ def _settings_env(
 
 
 class ClaudeParser(StreamParser):
-    #: What the CLI's tools do (``tools.TABLES``): Qwen Code's stream is this one, with
+    #: What the CLI's tools do (``tools.CLAUDE``): Qwen Code's stream is this one, with
     #: its own tool names.
     TOOLS: ClassVar[Mapping[str, tools.Tool]] = tools.CLAUDE
 
@@ -298,7 +324,7 @@ class ClaudeParser(StreamParser):
         self._pending: dict[str, ToolCall] = {}
         self._messages: set[str] = set()
 
-    def handle(self, obj: dict[str, Any]) -> list[Event]:
+    def handle(self, obj: JsonObject) -> list[Event]:
         t = obj.get("type")
         if t == "assistant":
             return self._assistant(obj)
@@ -310,7 +336,7 @@ class ClaudeParser(StreamParser):
             return self._system(obj)
         return []
 
-    def _system(self, obj: dict[str, Any]) -> list[Event]:
+    def _system(self, obj: JsonObject) -> list[Event]:
         st = self.state
         sub = obj.get("subtype")
         if sub == "init":
@@ -327,7 +353,7 @@ class ClaudeParser(StreamParser):
             return [Event("retry", text=text)]
         return []
 
-    def _assistant(self, obj: dict[str, Any]) -> list[Event]:
+    def _assistant(self, obj: JsonObject) -> list[Event]:
         st = self.state
         msg = obj.get("message")
         if not isinstance(msg, dict):
@@ -358,7 +384,7 @@ class ClaudeParser(StreamParser):
                 events.append(Event("tool_call", tool=call))
         return events
 
-    def _user(self, obj: dict[str, Any]) -> list[Event]:
+    def _user(self, obj: JsonObject) -> list[Event]:
         msg = obj.get("message")
         if not isinstance(msg, dict):
             return []
@@ -377,7 +403,7 @@ class ClaudeParser(StreamParser):
             events.append(Event("tool_result", tool=call))
         return events
 
-    def _result(self, obj: dict[str, Any]) -> list[Event]:
+    def _result(self, obj: JsonObject) -> list[Event]:
         st = self.state
         st.result_seen = True
         st.result_is_error = bool(obj.get("is_error"))
@@ -408,7 +434,7 @@ class ClaudeParser(StreamParser):
             st.add_error(text.strip())
         return [Event("result", text=st.final_message)]
 
-    def _usage(self, obj: dict[str, Any]) -> None:
+    def _usage(self, obj: JsonObject) -> None:
         st = self.state
         models = obj.get("modelUsage")
         if isinstance(models, dict) and models:
@@ -433,7 +459,7 @@ class ClaudeParser(StreamParser):
             st.output_tokens = count(usage.get("output_tokens"))
 
 
-def tool_call(block: dict[str, Any], table: Mapping[str, tools.Tool] = tools.CLAUDE) -> ToolCall:
+def tool_call(block: JsonObject, table: Mapping[str, tools.Tool] = tools.CLAUDE) -> ToolCall:
     """A ``tool_use`` block as a call, what it does read from the CLI's tool ``table``."""
     name = str(block.get("name") or "?")
     raw = block.get("input") if isinstance(block.get("input"), dict) else {}
@@ -442,7 +468,7 @@ def tool_call(block: dict[str, Any], table: Mapping[str, tools.Tool] = tools.CLA
     return tools.describe(call, raw, table)
 
 
-def result_text(block: dict[str, Any]) -> str:
+def result_text(block: JsonObject) -> str:
     c = block.get("content")
     if isinstance(c, str):
         text = c
@@ -518,6 +544,4 @@ def reset_time(message: str) -> str | None:
         return datetime.fromtimestamp(int(m.group(1)), tz=timezone.utc).strftime(
             "%Y-%m-%dT%H:%M:%SZ"
         )
-    from loopkit.worker.providers.codex import parse_reset
-
-    return parse_reset(message)
+    return codex.parse_reset(message)

@@ -24,13 +24,16 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from loopkit.boundary.dialects import Api, Upstream
+from loopkit.files import atomic_write
 from loopkit.text import clip
 from loopkit.worker.providers.base import (
     Event,
     Exit,
     Invocation,
+    JsonObject,
     Outcome,
     Provider,
+    Rehearsal,
     RunSpec,
     RunState,
     StreamParser,
@@ -46,6 +49,10 @@ from loopkit.worker.providers.shell import files_read_by
 DEFAULT_SANDBOX = "workspace-write"
 VENDOR_HOSTS = ("openai.com", "chatgpt.com")
 
+#: The model slug a rehearsal names: one of codex's own catalog, or codex warns and
+#: offers no ``apply_patch`` tool.
+CODEX_MODEL = "gpt-5.5"
+
 
 class CodexProvider(Provider):
     name: ClassVar[str] = "codex"
@@ -60,6 +67,28 @@ class CodexProvider(Provider):
         "OPENAI_BASE_URL",
         "https://api.openai.com/v1",
     )
+
+    routes: ClassVar[tuple[str, ...]] = (
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "OPENAI_MODEL",
+        "CODEX_API_KEY",
+    )
+
+    def rehearsal(self, r: Rehearsal) -> dict[str, str]:
+        """Writes ``home/config.toml`` for ``codex exec`` (:func:`rehearsal_config`);
+        ``CODEX_HOME`` and the key's variable. ``retries`` caps its request retries and
+        (unless ``stream_retries`` is given) its stream reconnects."""
+        r.home.mkdir(parents=True, exist_ok=True)
+        text = rehearsal_config(
+            r.base_url,
+            model=r.model or CODEX_MODEL,
+            retries=r.retries or 0,
+            stream_retries=r.stream_retries,
+            env_key=REHEARSAL_KEY_VAR,
+        )
+        atomic_write(r.home / "config.toml", text)
+        return {"CODEX_HOME": str(r.home), REHEARSAL_KEY_VAR: r.api_key}
 
     def upstream(self, spec: RunSpec) -> Upstream | None:
         """The active ``[model_providers.X]`` of config.toml when it names its key's
@@ -224,7 +253,7 @@ class CodexParser(StreamParser):
         self.turn_failed: str | None = None
         self.turn_completed = False
 
-    def handle(self, obj: dict[str, Any]) -> list[Event]:
+    def handle(self, obj: JsonObject) -> list[Event]:
         t = obj.get("type")
         st = self.state
         if t == "item.completed" or t == "item.started" or t == "item.updated":
@@ -267,7 +296,7 @@ class CodexParser(StreamParser):
             return [Event("error", text=msg)]
         return []
 
-    def _item(self, item: dict[str, Any], *, done: bool) -> list[Event]:
+    def _item(self, item: JsonObject, *, done: bool) -> list[Event]:
         kind = item.get("type")
         if kind in _TOOL_ITEMS:
             iid = item.get("id")
@@ -317,7 +346,7 @@ _EVENT_TYPES = frozenset(
 _TOOL_ITEMS = frozenset(("command_execution", "file_change", "mcp_tool_call", "web_search"))
 
 
-def _tool_call(item: dict[str, Any]) -> ToolCall:
+def _tool_call(item: JsonObject) -> ToolCall:
     kind = str(item.get("type"))
     iid = item.get("id")
     if kind == "command_execution":
@@ -344,7 +373,7 @@ def _tool_call(item: dict[str, Any]) -> ToolCall:
     return ToolCall(id=iid, name=kind, input=clip_input({"query": item.get("query")}))
 
 
-def _item_result(item: dict[str, Any]) -> tuple[bool, str | None]:
+def _item_result(item: JsonObject) -> tuple[bool, str | None]:
     status = item.get("status")
     if item.get("type") == "command_execution":
         code = item.get("exit_code")
@@ -451,3 +480,47 @@ def parse_reset(message: str, *, now: datetime | None = None) -> str | None:
 
 def _iso(t: datetime) -> str:
     return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+#: The variable a rehearsal's ``config.toml`` names for the key.
+REHEARSAL_KEY_VAR = "LOOPKIT_MODEL_KEY"
+
+
+def rehearsal_config(
+    base_url: str,
+    *,
+    model: str = CODEX_MODEL,
+    retries: int = 0,
+    stream_retries: int | None = None,
+    provider: str = "loopkit",
+    env_key: str = REHEARSAL_KEY_VAR,
+) -> str:
+    """The ``config.toml`` text that sends codex to ``base_url`` over the Responses API."""
+    url = base_url.rstrip("/")
+    if not url.endswith("/v1"):
+        url += "/v1"
+    streams = retries if stream_retries is None else stream_retries
+    return (
+        f"model = {_toml(model)}\n"
+        f"model_provider = {_toml(provider)}\n"
+        "\n"
+        f"[model_providers.{provider}]\n"
+        f"name = {_toml(provider)}\n"
+        f"base_url = {_toml(url)}\n"
+        f"env_key = {_toml(env_key)}\n"
+        'wire_api = "responses"\n'
+        f"request_max_retries = {int(retries)}\n"
+        f"stream_max_retries = {int(streams)}\n"
+        "\n"
+        "# Offline, analytics cost about 5 s a run and plugins reach for outside hosts.\n"
+        "[analytics]\n"
+        "enabled = false\n"
+        "\n"
+        "[features]\n"
+        "plugins = false\n"
+    )
+
+
+def _toml(value: str) -> str:
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{escaped}"'

@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import ClassVar
 
+from loopkit.boundary.dialects import KNOWN_APIS, find_upstream
 from loopkit.evidence.testresults import absent_program
 from loopkit.text import clip
 from loopkit.worker.providers.base import (
@@ -57,8 +58,6 @@ class CommandProvider(Provider):
         (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ``GEMINI_API_KEY``, ...): metered, the
         command gets the run's token in that variable and the meter's URL in the API's
         base-URL variable."""
-        from loopkit.boundary.dialects import KNOWN_APIS, find_upstream
-
         for api in KNOWN_APIS:
             if any(var in spec.env_allow for var in api.key_vars):
                 found = find_upstream(api, spec.parent_env(), url=spec.upstream)

@@ -38,13 +38,15 @@ from typing import Any, ClassVar
 
 from loopkit.boundary.dialects import Api, Upstream, find_upstream
 from loopkit.text import clip
-from loopkit.worker.providers import tools
+from loopkit.worker.providers import codex, tools
 from loopkit.worker.providers.base import (
     Event,
     Exit,
     Invocation,
+    JsonObject,
     Outcome,
     Provider,
+    Rehearsal,
     RunSpec,
     RunState,
     StreamParser,
@@ -90,6 +92,25 @@ class CopilotProvider(Provider):
     options: ClassVar[tuple[str, ...]] = ("allowed_tools", "env_allow", "resume", "extra_args")
 
     api: ClassVar[Api | None] = APIS["openai"]
+
+    routes: ClassVar[tuple[str, ...]] = ("COPILOT_HOME", "COPILOT_GITHUB_TOKEN")
+    #: The model a rehearsal names over its own-endpoint (BYOK) settings.
+    rehearsal_model: ClassVar[str] = "claude-sonnet-4.5"
+
+    def rehearsal(self, r: Rehearsal) -> dict[str, str]:
+        """Offline, its ``COPILOT_PROVIDER_*`` settings pointing at the server (the
+        Anthropic Messages API), ``COPILOT_HOME`` under ``home``. Its retries are its own."""
+        r.home.mkdir(parents=True, exist_ok=True)
+        return {
+            "HOME": str(r.home),
+            "COPILOT_HOME": str(r.home / ".copilot"),
+            "COPILOT_OFFLINE": "true",
+            "COPILOT_AUTO_UPDATE": "false",
+            "COPILOT_PROVIDER_BASE_URL": r.url,
+            "COPILOT_PROVIDER_TYPE": "anthropic",
+            "COPILOT_PROVIDER_API_KEY": r.api_key,
+            "COPILOT_MODEL": self.rehearsal_model,
+        }
 
     def upstream(self, spec: RunSpec) -> Upstream | None:
         """The endpoint and key of its own-endpoint mode, when the person set one (or
@@ -180,7 +201,7 @@ class CopilotParser(StreamParser):
         self._pending: dict[Any, ToolCall] = {}
         self.exit_code: int | None = None
 
-    def handle(self, obj: dict[str, Any]) -> list[Event]:
+    def handle(self, obj: JsonObject) -> list[Event]:
         t = obj.get("type")
         st = self.state
         data = as_dict(obj.get("data"))
@@ -223,7 +244,7 @@ class CopilotParser(StreamParser):
             return [Event("result", text=st.final_message)]
         return []
 
-    def _start(self, data: dict[str, Any]) -> list[Event]:
+    def _start(self, data: JsonObject) -> list[Event]:
         args = as_dict(data.get("arguments"))
         name = str(data.get("toolName") or "tool")
         call = tools.started(
@@ -231,7 +252,7 @@ class CopilotParser(StreamParser):
         )
         return [Event("tool_call", call)]
 
-    def _complete(self, data: dict[str, Any]) -> list[Event]:
+    def _complete(self, data: JsonObject) -> list[Event]:
         call = self._pending.pop(data.get("toolCallId"), None)
         if call is None:
             return []
@@ -258,13 +279,11 @@ class CopilotParser(StreamParser):
 
 
 def classify(state: RunState, end: Exit) -> Outcome:
-    from loopkit.worker.providers.codex import error_class
-
     if (stopped := stopped_outcome(end)) is not None:
         return stopped
     if state.errors:
         message = state.errors[-1]
-        reason, resume_after = error_class(message, state.api_error_status)
+        reason, resume_after = codex.error_class(message, state.api_error_status)
         return Outcome(reason, True, clip(message, 500), resume_after)
     if end.exit_code not in (0, None) or state.result_is_error:
         tail = end.stderr_tail.strip()

@@ -31,15 +31,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+from loopkit import loader
 from loopkit.boundary.dialects import Api
+from loopkit.files import atomic_write
 from loopkit.text import clip
-from loopkit.worker.providers import tools
+from loopkit.worker.providers import claude, tools
 from loopkit.worker.providers.base import (
     Event,
     Exit,
     Invocation,
+    JsonObject,
     Outcome,
     Provider,
+    Rehearsal,
     RunSpec,
     RunState,
     StreamParser,
@@ -47,6 +51,7 @@ from loopkit.worker.providers.base import (
     clip_input,
     count,
     http_status_in,
+    is_vendor_url,
     stopped_message,
 )
 
@@ -105,6 +110,28 @@ class GeminiProvider(Provider):
         "extra_args",
     )
 
+    routes: ClassVar[tuple[str, ...]] = (
+        "GEMINI_API_KEY",
+        "GEMINI_CLI_HOME",
+        "GEMINI_DEFAULT_AUTH_TYPE",
+        "GOOGLE_API_KEY",
+        "GOOGLE_GEMINI_BASE_URL",
+        "GOOGLE_GENAI_USE_VERTEXAI",
+        "GOOGLE_CLOUD_PROJECT",
+    )
+
+    def rehearsal(self, r: Rehearsal) -> dict[str, str]:
+        """``HOME``, the key and base URL; writes ``home/.gemini/settings.json``: API-key
+        auth and ``general.maxAttempts`` (``retries`` + 1; its default, 10 with backoff,
+        makes an error that never clears take minutes)."""
+        settings = {
+            "security": {"auth": {"selectedType": "gemini-api-key"}},
+            "general": {"maxAttempts": max(1, min(10, (r.retries or 0) + 1))},
+        }
+        (r.home / ".gemini").mkdir(parents=True, exist_ok=True)
+        atomic_write(r.home / ".gemini" / "settings.json", json.dumps(settings, indent=2) + "\n")
+        return {"HOME": str(r.home), "GEMINI_API_KEY": r.api_key, "GOOGLE_GEMINI_BASE_URL": r.url}
+
     def build(self, spec: RunSpec) -> Invocation:
         approval = "plan" if spec.read_only else (spec.permission_mode or DEFAULT_APPROVAL)
         # "--prompt=": a prompt that starts with "-" is still the prompt.
@@ -119,11 +146,9 @@ class GeminiProvider(Provider):
         env = self.env(spec)
         if env.get("GEMINI_API_KEY") and not env.get("GEMINI_DEFAULT_AUTH_TYPE"):
             env["GEMINI_DEFAULT_AUTH_TYPE"] = API_KEY_AUTH
-        settings: dict[str, Any] = {}
+        settings: JsonObject = {}
         if spec.max_turns:
             settings["model"] = {"maxSessionTurns": int(spec.max_turns)}
-        from loopkit.worker.providers.base import is_vendor_url
-
         return Invocation(
             argv=argv,
             env=env,
@@ -184,9 +209,6 @@ def render_settings(path: Path, overrides: Mapping[str, Any]) -> None:
     """``path`` (a CLI's settings.json, already seeded with the person's) with
     ``overrides`` merged in, one level deep; a file that is not a JSON object is
     replaced."""
-    from loopkit import loader
-    from loopkit.files import atomic_write
-
     try:
         data = loader.json_loads(path.read_bytes())
     except (OSError, ValueError):
@@ -211,7 +233,7 @@ class GeminiParser(StreamParser):
         self._in_turn = False
         self.result_error_type: str | None = None
 
-    def handle(self, obj: dict[str, Any]) -> list[Event]:
+    def handle(self, obj: JsonObject) -> list[Event]:
         t = obj.get("type")
         st = self.state
         if t == "message":
@@ -280,7 +302,7 @@ class GeminiParser(StreamParser):
         self.state.final_message = clip(text, 8000)
         return [Event("message", text=text)]
 
-    def _result(self, obj: dict[str, Any]) -> list[Event]:
+    def _result(self, obj: JsonObject) -> list[Event]:
         st = self.state
         st.result_seen = True
         st.result_is_error = obj.get("status") != "success"
@@ -339,8 +361,6 @@ _TERMINAL_QUOTA = re.compile(
 
 def error_class(status: int | None, message: str) -> tuple[str, str | None]:
     """(stop_reason, resume_after) for an API failure Gemini CLI reported."""
-    from loopkit.worker.providers import claude
-
     if status is None:
         status = _status_in(message)
     if status == 429 or "RESOURCE_EXHAUSTED" in message:

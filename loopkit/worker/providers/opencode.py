@@ -40,15 +40,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from loopkit.boundary.dialects import Api
+from loopkit.boundary.dialects import Api, Upstream
+from loopkit.files import atomic_write
 from loopkit.text import clip
-from loopkit.worker.providers import tools
+from loopkit.worker.providers import codex, tools
 from loopkit.worker.providers.base import (
     Event,
     Exit,
     Invocation,
+    JsonObject,
     Outcome,
     Provider,
+    Rehearsal,
     RunSpec,
     RunState,
     StreamParser,
@@ -83,6 +86,37 @@ class OpencodeProvider(Provider):
 
     options: ClassVar[tuple[str, ...]] = ("max_turns", "env_allow", "resume", "extra_args")
 
+    routes: ClassVar[tuple[str, ...]] = (
+        "OPENCODE_CONFIG",
+        "OPENCODE_CONFIG_CONTENT",
+        "OPENCODE_CONFIG_DIR",
+    )
+    #: The model a rehearsal names: ``provider/model``, the provider's base URL redirected.
+    rehearsal_model: ClassVar[str] = "anthropic/claude-sonnet-4-5"
+
+    def rehearsal(self, r: Rehearsal) -> dict[str, str]:
+        """Writes ``home/.config/opencode/opencode.json`` sending opencode to the server
+        (the Anthropic Messages API, ``options.baseURL``); ``HOME`` and the XDG folders
+        under ``home``, the catalog fetch and autoupdate off. Its retries are its own."""
+        model = r.model or self.rehearsal_model
+        options = {"baseURL": r.url + "/v1", "apiKey": r.api_key}
+        config = {
+            "model": model,
+            "autoupdate": False,
+            "share": "disabled",
+            "provider": {model.split("/", 1)[0]: {"options": options}},
+        }
+        target = r.home / ".config" / "opencode" / "opencode.json"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(target, json.dumps(config, indent=2) + "\n")
+        return {
+            "HOME": str(r.home),
+            "XDG_CONFIG_HOME": str(r.home / ".config"),
+            "XDG_DATA_HOME": str(r.home / ".local" / "share"),
+            "OPENCODE_DISABLE_MODELS_FETCH": "1",
+            "OPENCODE_DISABLE_AUTOUPDATE": "1",
+        }
+
     def __init__(self) -> None:
         self.steps: int | None = None  # the turn cap of the last build, for its parser
 
@@ -93,14 +127,12 @@ class OpencodeProvider(Provider):
         ``ANTHROPIC_API_KEY``, else the person's own config (``OPENCODE_CONFIG_CONTENT``,
         their global opencode.json, their ``auth.json``); never a project's opencode.json,
         which the worker writes. None when the run's model is another provider's."""
-        from loopkit.boundary.dialects import Upstream
-
         parent = spec.parent_env()
         configs = person_configs(parent)
         model = spec.model or next((c["model"] for c in configs if c.get("model")), None)
         if isinstance(model, str) and "/" in model and model.split("/", 1)[0] != PROVIDER:
             return None
-        options: dict[str, Any] = {}
+        options: JsonObject = {}
         for config in reversed(configs):  # the later wins, as opencode merges them
             options.update(
                 as_dict(as_dict(as_dict(config.get("provider")).get(PROVIDER)).get("options"))
@@ -207,7 +239,7 @@ def config_dirs(env: Mapping[str, str]) -> tuple[Path | None, Path | None]:
     return (Path(config) if config else None, Path(data) if data else None)
 
 
-def person_configs(env: Mapping[str, str]) -> list[dict[str, Any]]:
+def person_configs(env: Mapping[str, str]) -> list[JsonObject]:
     """The person's own opencode configs, the one that wins first: ``OPENCODE_CONFIG_CONTENT``,
     the file ``OPENCODE_CONFIG`` names, then the global files (never a project's)."""
     found = [_json_object(env.get("OPENCODE_CONFIG_CONTENT"))]
@@ -248,12 +280,12 @@ def _value(value: Any, env: Mapping[str, str]) -> str:
         return ""
 
 
-def _unkeyed(config: dict[str, Any]) -> dict[str, Any]:
+def _unkeyed(config: JsonObject) -> JsonObject:
     """``config`` without an ``apiKey`` in any provider's options."""
     providers = config.get("provider")
     if not isinstance(providers, dict):
         return config
-    out: dict[str, Any] = {}
+    out: JsonObject = {}
     for name, entry in providers.items():
         if isinstance(entry, dict) and isinstance(entry.get("options"), dict):
             options = {k: v for k, v in entry["options"].items() if k != "apiKey"}
@@ -271,12 +303,10 @@ def _unkeyed_file(path: Path) -> None:
     if not config and path.read_bytes().strip() not in (b"", b"{}"):
         path.unlink()
         return
-    from loopkit.files import atomic_write
-
     atomic_write(path, json.dumps(_unkeyed(config), indent=2) + "\n")
 
 
-def _read_config(path: Path) -> dict[str, Any]:
+def _read_config(path: Path) -> JsonObject:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
@@ -284,7 +314,7 @@ def _read_config(path: Path) -> dict[str, Any]:
     return _json_object(text, comments=True)
 
 
-def _json_object(text: str | None, *, comments: bool = False) -> dict[str, Any]:
+def _json_object(text: str | None, *, comments: bool = False) -> JsonObject:
     """The JSON object in ``text`` (JSONC: comments and trailing commas, with
     ``comments``), else {}."""
     if not text:
@@ -305,7 +335,7 @@ _COMMENT = re.compile(r'("(?:\\.|[^"\\])*")|//[^\n]*|/\*.*?\*/', re.S)
 _TRAILING_COMMA = re.compile(r'("(?:\\.|[^"\\])*")|,(?=\s*[}\]])')
 
 
-def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+def _merged(base: JsonObject, over: JsonObject) -> JsonObject:
     """``over`` laid over ``base``, objects merged key by key (as opencode merges)."""
     out = dict(base)
     for k, v in over.items():
@@ -316,7 +346,7 @@ def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 def run_config(spec: RunSpec, given: str | None) -> str:
     """``OPENCODE_CONFIG_CONTENT`` for one run: the person's (when it is a JSON object)
     with loopkit's turn cap, permissions and quiet settings laid over it."""
-    base: dict[str, Any] = {}
+    base: JsonObject = {}
     if given:
         try:
             parsed = json.loads(given)
@@ -345,7 +375,7 @@ class OpencodeParser(StreamParser):
         self.last_reason: str | None = None
         self.max_steps = max_steps
 
-    def handle(self, obj: dict[str, Any]) -> list[Event]:
+    def handle(self, obj: JsonObject) -> list[Event]:
         t = obj.get("type")
         st = self.state
         sid = obj.get("sessionID")
@@ -395,7 +425,7 @@ class OpencodeParser(StreamParser):
             self.state.terminal_reason = "max_turns"
         return self.state
 
-    def _tool(self, part: dict[str, Any]) -> list[Event]:
+    def _tool(self, part: JsonObject) -> list[Event]:
         state = as_dict(part.get("state"))
         raw = as_dict(state.get("input"))
         name = str(part.get("tool") or "tool")
@@ -432,8 +462,6 @@ _STREAM_ERROR = re.compile(r'^.*message="stream error"(?!.*small=true).*$', re.M
 
 
 def classify(state: RunState, end: Exit) -> Outcome:
-    from loopkit.worker.providers.codex import error_class
-
     failures = len(_STREAM_ERROR.findall(end.stderr_tail))
     if failures and not state.api_retries:
         state.api_retries = failures - 1 if state.errors else failures
@@ -441,7 +469,7 @@ def classify(state: RunState, end: Exit) -> Outcome:
         return stopped
     if state.errors:
         message = state.errors[-1]
-        reason, resume_after = error_class(message, state.api_error_status)
+        reason, resume_after = codex.error_class(message, state.api_error_status)
         if state.api_error_status:
             message = f"HTTP {state.api_error_status}: {message}"
         return Outcome(reason, True, clip(message, 500), resume_after)

@@ -34,14 +34,17 @@ from typing import Any, ClassVar
 
 from loopkit import loader
 from loopkit.boundary.dialects import Api, Upstream
+from loopkit.files import atomic_write
 from loopkit.text import clip
-from loopkit.worker.providers import tools
+from loopkit.worker.providers import codex, tools
 from loopkit.worker.providers.base import (
     Event,
     Exit,
     Invocation,
+    JsonObject,
     Outcome,
     Provider,
+    Rehearsal,
     RunSpec,
     RunState,
     StreamParser,
@@ -98,6 +101,31 @@ class PiProvider(Provider):
     options: ClassVar[tuple[str, ...]] = ("allowed_tools", "env_allow", "resume", "extra_args")
 
     api: ClassVar[Api | None] = Api("anthropic", ("ANTHROPIC_API_KEY",), None, DEFAULT_UPSTREAM)
+
+    routes: ClassVar[tuple[str, ...]] = ("PI_CODING_AGENT_DIR", "PI_CODING_AGENT_SESSION_DIR")
+    #: The model a rehearsal names (its built-in anthropic provider, the base URL redirected).
+    rehearsal_model: ClassVar[str] = "anthropic/claude-sonnet-4-5"
+
+    def rehearsal(self, r: Rehearsal) -> dict[str, str]:
+        """Writes pi's ``models.json`` (the anthropic provider's ``baseUrl``) and
+        ``settings.json`` (``retries`` agent-level retries, 10 ms apart; the SDK's own off)
+        into ``home``; ``PI_CODING_AGENT_DIR``, offline, no telemetry."""
+        retries = r.retries or 0
+        r.home.mkdir(parents=True, exist_ok=True)
+        models = {"providers": {"anthropic": {"baseUrl": r.url, "apiKey": r.api_key}}}
+        settings = {
+            "defaultProvider": "anthropic",
+            "defaultModel": self.rehearsal_model.split("/", 1)[1],
+            "retry": {
+                "enabled": retries > 0,
+                "maxRetries": retries,
+                "baseDelayMs": 10,
+                "provider": {"maxRetries": 0},
+            },
+        }
+        atomic_write(r.home / "models.json", json.dumps(models, indent=2) + "\n")
+        atomic_write(r.home / "settings.json", json.dumps(settings, indent=2) + "\n")
+        return {"PI_CODING_AGENT_DIR": str(r.home), "PI_OFFLINE": "1", "PI_TELEMETRY": "0"}
 
     def upstream(self, spec: RunSpec) -> Upstream | None:
         """The key and endpoint of pi's ``anthropic`` provider: the environment's
@@ -221,12 +249,10 @@ def _metered_models(path: Path, meter: Mapping[str, Any]) -> None:
         for name, entry in as_dict(data.get("providers")).items()
     }
     providers[PROVIDER] = {**as_dict(providers.get(PROVIDER)), **meter}
-    from loopkit.files import atomic_write
-
     atomic_write(path, json.dumps({**data, "providers": providers}, indent=2) + "\n")
 
 
-def _read(path: Path) -> dict[str, Any]:
+def _read(path: Path) -> JsonObject:
     try:
         data = loader.json_loads(path.read_bytes())
     except (OSError, ValueError):
@@ -257,7 +283,7 @@ class PiParser(StreamParser):
         self.stop_reason: str | None = None
         self.error_message: str | None = None
 
-    def handle(self, obj: dict[str, Any]) -> list[Event]:
+    def handle(self, obj: JsonObject) -> list[Event]:
         t = obj.get("type")
         st = self.state
         if t == "session":
@@ -288,7 +314,7 @@ class PiParser(StreamParser):
             return [Event("result", text=st.final_message)]
         return []
 
-    def _assistant(self, message: dict[str, Any]) -> list[Event]:
+    def _assistant(self, message: JsonObject) -> list[Event]:
         st = self.state
         usage = as_dict(message.get("usage"))
         st.input_tokens += count(usage.get("input"))
@@ -319,13 +345,13 @@ class PiParser(StreamParser):
             events.append(Event("message", text=st.final_message))
         return events
 
-    def _start(self, obj: dict[str, Any]) -> list[Event]:
+    def _start(self, obj: JsonObject) -> list[Event]:
         args = as_dict(obj.get("args"))
         name = str(obj.get("toolName") or "tool")
         call = tools.started(self.state, self._pending, obj.get("toolCallId"), name, args, tools.PI)
         return [Event("tool_call", call)]
 
-    def _end(self, obj: dict[str, Any]) -> list[Event]:
+    def _end(self, obj: JsonObject) -> list[Event]:
         call = self._pending.pop(obj.get("toolCallId"), None)
         events: list[Event] = []
         if call is None:  # an end without its start: count it all the same
@@ -353,15 +379,13 @@ class PiParser(StreamParser):
 
 
 def classify(state: RunState, end: Exit) -> Outcome:
-    from loopkit.worker.providers.codex import error_class
-
     if (stopped := stopped_outcome(end)) is not None:
         return stopped
     if state.errors:  # pi exits 0 after an API failure: the stream says so
         message = state.errors[-1]
         if message == "aborted":
             return Outcome("crashed", True, "pi aborted its turn")
-        reason, resume_after = error_class(message, state.api_error_status)
+        reason, resume_after = codex.error_class(message, state.api_error_status)
         return Outcome(reason, True, clip(message, 500), resume_after)
     if end.exit_code not in (0, None):
         tail = end.stderr_tail.strip()

@@ -22,20 +22,24 @@ Cost:   the CLI prints none: ``usd`` is null.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
 from loopkit.boundary.dialects import Api
+from loopkit.files import atomic_write
 from loopkit.text import clip
-from loopkit.worker.providers import tools
+from loopkit.worker.providers import claude, tools
 from loopkit.worker.providers.base import (
     Event,
     Exit,
     Invocation,
+    JsonObject,
     Outcome,
     Provider,
+    Rehearsal,
     RunSpec,
     RunState,
     is_vendor_url,
@@ -88,6 +92,33 @@ class QwenProvider(Provider):
         "resume",
         "extra_args",
     )
+
+    routes: ClassVar[tuple[str, ...]] = (
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "OPENAI_MODEL",
+        "QWEN_HOME",
+    )
+    #: The model a rehearsal names (any: the scripted server answers them all).
+    rehearsal_model: ClassVar[str] = "qwen3-coder-plus"
+
+    def rehearsal(self, r: Rehearsal) -> dict[str, str]:
+        """``HOME``, the key, the base URL (Chat Completions) and model; writes
+        ``home/.qwen/settings.json`` with the request retry cap
+        (``model.generationConfig.maxRetries``) and the background memory agent off (it
+        talks to the model after the run, with tools, and would take turns of the script)."""
+        settings = {
+            "model": {"generationConfig": {"maxRetries": r.retries or 0}},
+            "memory": {"enableManagedAutoMemory": False, "enableAutoSkill": False},
+        }
+        (r.home / ".qwen").mkdir(parents=True, exist_ok=True)
+        atomic_write(r.home / ".qwen" / "settings.json", json.dumps(settings, indent=2) + "\n")
+        return {
+            "HOME": str(r.home),
+            "OPENAI_API_KEY": r.api_key,
+            "OPENAI_BASE_URL": r.url if r.url.endswith("/v1") else r.url + "/v1",
+            "OPENAI_MODEL": r.model or self.rehearsal_model,
+        }
 
     def build(self, spec: RunSpec) -> Invocation:
         approval = "plan" if spec.read_only else (spec.permission_mode or DEFAULT_APPROVAL)
@@ -155,7 +186,7 @@ class QwenProvider(Provider):
         return classify(state, end)
 
 
-def _tool_uses(line: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _tool_uses(line: Mapping[str, Any]) -> list[JsonObject]:
     msg = line.get("message")
     content = msg.get("content") if isinstance(msg, dict) else None
     if not isinstance(content, list):
@@ -174,7 +205,7 @@ _ADVICE = re.compile(
 class QwenParser(ClaudeParser):
     TOOLS: ClassVar[Mapping[str, tools.Tool]] = tools.QWEN
 
-    def _system(self, obj: dict[str, Any]) -> list[Event]:
+    def _system(self, obj: JsonObject) -> list[Event]:
         if obj.get("subtype") != "retry":
             return super()._system(obj)
         st = self.state
@@ -183,7 +214,7 @@ class QwenParser(ClaudeParser):
         assert isinstance(data, dict)
         return [Event("retry", text=f"api retry {data.get('attempt')}: {data.get('reason')}")]
 
-    def _result(self, obj: dict[str, Any]) -> list[Event]:
+    def _result(self, obj: JsonObject) -> list[Event]:
         if isinstance(obj.get("result"), str):  # the same advice in the text, if any
             obj = {**obj, "result": _ADVICE.sub("", obj["result"])}
         events = super()._result(obj)
@@ -198,8 +229,6 @@ class QwenParser(ClaudeParser):
 
 
 def classify(state: RunState, end: Exit) -> Outcome:
-    from loopkit.worker.providers import claude
-
     tail = end.stderr_tail
     retrying = re.findall(r"^Retrying in .*$", tail, re.M)
     state.api_retries = max(state.api_retries, len(retrying))

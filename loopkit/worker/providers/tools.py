@@ -5,7 +5,7 @@ One table for every CLI whose stream names its tools, so the parsers share one r
 a row is ``tool name -> Tool(kind, argument names)``, where ``kind`` is ``read``,
 ``write`` or ``command`` and the argument names are tried in order (a list value names
 several files). A tool not in its CLI's table reads and writes nothing loopkit can see.
-Adding a CLI is adding its table to ``TABLES``.
+A new CLI's table may live here or in its own module.
 """
 
 from __future__ import annotations
@@ -78,15 +78,6 @@ COPILOT: dict[str, Tool] = {
     "edit": Tool(WRITE, ("path",)),
     "str_replace": Tool(WRITE, ("path",)),
     "bash": Tool(COMMAND, ("command",)),
-}
-
-TABLES: dict[str, Mapping[str, Tool]] = {
-    "claude": CLAUDE,
-    "gemini": GEMINI,
-    "qwen": QWEN,
-    "opencode": OPENCODE,
-    "pi": PI,
-    "copilot": COPILOT,
 }
 
 
