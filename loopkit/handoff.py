@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from loopkit.boundary.secrets import scrub
 from loopkit.text import clean, cut
 
 #: The whole handoff is cut to this many bytes (UTF-8).
@@ -267,8 +268,6 @@ def build(
     if len(text.encode("utf-8")) > limit:
         parts[5] = []
         text = _join(parts)
-    from loopkit.boundary.secrets import scrub
-
     return str(scrub(cut(text, limit)))
 
 

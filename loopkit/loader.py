@@ -226,8 +226,6 @@ def _check_nodes(loader: Any, root: Any) -> None:
     Walks the node tree (with an explicit stack: nesting depth is the document's) before
     anything is constructed; a node shared through an alias is checked once.
     """
-    import yaml
-
     seen: set[int] = set()
     stack: list[tuple[Any, str]] = [(root, "$")]
     while stack:
@@ -235,14 +233,14 @@ def _check_nodes(loader: Any, root: Any) -> None:
         if id(node) in seen:
             continue
         seen.add(id(node))
-        if isinstance(node, yaml.MappingNode):
+        if node.id == "mapping":  # the node classes' own names: yaml stays unloaded here
             keys: set[Any] = set()
             for key_node, value_node in node.value:
                 if key_node.tag == _YAML_MERGE:
                     stack.append((value_node, path))
                     continue
                 key: Any = None
-                if isinstance(key_node, yaml.ScalarNode):
+                if key_node.id == "scalar":
                     key = loader.construct_object(key_node)
                     try:
                         repeated = key in keys
@@ -253,7 +251,7 @@ def _check_nodes(loader: Any, root: Any) -> None:
                         raise _marked(f"duplicate key {key!r}", key_node, f"{path}.{key}")
                 stack.append((key_node, path))
                 stack.append((value_node, f"{path}.{key}" if key is not None else path))
-        elif isinstance(node, yaml.SequenceNode):
+        elif node.id == "sequence":
             for i, item in reversed(list(enumerate(node.value))):
                 stack.append((item, f"{path}[{i}]"))
         elif node.tag == _YAML_FLOAT:

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -71,8 +73,6 @@ def _is_command() -> bool:
     """Whether this process is a loopkit command (lk-invoke, lk, python -m loopkit.cli...),
     not a program that runs one in-process (a test runner, an embedding tool), whose
     other children are its own business."""
-    import sys
-
     first = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
     return first.startswith("lk") or "loopkit" in (sys.argv[0] if sys.argv else "")
 
@@ -469,8 +469,6 @@ def _wait_exact(proc: subprocess.Popen[bytes], timeout: float | None) -> int:
     except (AttributeError, OSError):  # no pidfd here, or the child is already reaped
         return proc.wait(timeout=timeout)
     try:
-        import select
-
         watch = select.poll()
         watch.register(fd, select.POLLIN)
         if not watch.poll(max(0, int(timeout * 1000))):

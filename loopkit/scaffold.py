@@ -25,6 +25,12 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from loopkit import contract, git, guidance
+from loopkit.errors import LoopkitError
+from loopkit.evidence.cleanroom import carried
+from loopkit.evidence.globs import matches
+from loopkit.files import atomic_write
+
 #: Top-level folders that are never the project's own source.
 _NOT_SOURCE = {
     "node_modules",
@@ -124,8 +130,6 @@ def detect(root: Path) -> Project:
     tests = [name for name in folders if name in _TEST_FOLDERS and _holds_files(root / name)]
     add_only = [f"{name}/**" for name in tests]
     rest = [f for f in files if not any(f.startswith(name + "/") for name in tests)]
-    from loopkit.evidence.globs import matches
-
     # Test folders deeper down (a monorepo's packages/a/test/).
     add_only += [f"**/{name}/**" for name in _TEST_FOLDERS if any(f"/{name}/" in f for f in rest)]
     add_only += [g for g in _TEST_FILES if any(matches(f, (g,)) for f in rest)]
@@ -148,8 +152,6 @@ def detect(root: Path) -> Project:
             for c in configs
             if _RUNNER.search(c) and matches(c, root_code) and not matches(c, project.protected)
         ]
-    from loopkit.evidence.cleanroom import carried
-
     found = carried(root, {"criteria": [{"run": project.test}]})
     project.carry = [c.name + "/" for c in found]
     if found:
@@ -234,9 +236,6 @@ def _holds_files(folder: Path) -> bool:
 def _seen(root: Path) -> tuple[list[str], set[str]]:
     """The files git sees at ``root`` and which top-level folders it ignores (``name/``);
     outside a repository (or without git), nothing is known of either."""
-    from loopkit import git
-    from loopkit.errors import LoopkitError
-
     try:
         files = git.listed_files(root)
         ignored = set(git.ignored(root, [name + "/" for name in _folders(root)]))
@@ -339,9 +338,6 @@ class Written:
 def write(root: Path, *, force: bool = False) -> tuple[Project, list[Written]]:
     """Write loop.yaml, TASKS.md, MEMORY.md and AGENTS.md at ``root`` (never overwriting
     without ``force``); the project found and what was written."""
-    from loopkit import contract, guidance
-    from loopkit.files import atomic_write
-
     project = detect(root)
     ctext = contract_text(project)
     data = contract.checked(contract.parse_text(ctext.encode(), "loop.yaml"), "loop.yaml")

@@ -311,6 +311,45 @@ def test_help_texts(project: Path) -> None:
         assert run(sub, "--help").exit_code == 0
 
 
+def test_help_lists_each_subcommand_as_click_would_without_loading_one(project: Path) -> None:
+    # `lk-plan --help` prints the list from the group's table; each line must be what click
+    # prints for the loaded command (its help's first sentence, shortened to the width),
+    # and none of the subcommands' code may load for it.
+    import os
+    import subprocess
+    import sys
+
+    import click
+
+    from loopkit.cli.plan import COMMANDS
+
+    ctx = click.Context(main)
+    for name, (_, first) in COMMANDS.items():
+        cmd = main.get_command(ctx, name)
+        assert cmd is not None and cmd.name == name
+        assert " ".join((cmd.help or "").partition("\n\n")[0].split()) == first, name
+    for width in ("50", "80", "200"):
+        shown = CliRunner().invoke(main, ["--help"], terminal_width=int(width))
+        listed = shown.stdout.partition("Commands:\n")[2]
+        for name, (_, first) in COMMANDS.items():
+            limit = int(width) - 6 - max(map(len, COMMANDS))
+            short = click.Command(name, help=first).get_short_help_str(limit)
+            assert f"  {name.ljust(max(map(len, COMMANDS)))}  {short}\n" in listed, (width, name)
+
+    code = (
+        "import sys; from loopkit.cli.plan import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith(('loopkit.cli.plan_',"
+        " 'loopkit.plan', 'loopkit.guidance', 'loopkit.contract', 'loopkit.workspace')))\n"
+        "print('LOADED=' + ','.join(loaded))"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPKIT_")}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
+    assert out.stdout.strip().splitlines()[-1] == "LOADED=", out.stderr
+
+
 def test_check_warns_when_a_writable_glob_covers_what_steers_the_loop(project: Path) -> None:
     write(project, "wide.yaml", CONTRACT_YAML.replace('writable: ["src/**"', 'writable: ["**"'))
     r = run("check", "wide.yaml")
