@@ -1,6 +1,6 @@
 """lk eval: which agent, model or configuration is better, on your own tasks.
 
-Usage:  lk eval run SUITE.yaml [--jobs N] [--state DIR] [--json | --html FILE]
+Usage:  lk eval run SUITE.yaml [--jobs N | --ray ADDRESS] [--state DIR] [--json | --html FILE]
                                [--compare CANDIDATE BASELINE] [--no-validate]
                                [--infra strict|counted|excluded]
         lk eval report SUITE.yaml [--state DIR] [--json | --html FILE]
@@ -21,7 +21,10 @@ retried whole in a fresh tree, then set apart: pass rates are reported with and 
 them. Every finished trial is appended to <state>/trials.jsonl, named by a hash of all
 that defines it (configuration, provider version, contract, task, base, loopkit's
 version); a rerun skips those, and never reuses a trial of a configuration changed under
-the same name. The bases are pinned by the first run (<state>/pins.json).
+the same name. The bases are pinned by the first run (<state>/pins.json). --ray ADDRESS
+fans the trials out on a Ray cluster (the extra loopkit-agents[ray]): each try one Ray
+task, the results the same as with --jobs, the resume the same; a try whose Ray worker
+died is an infrastructure failure, retried whole.
 
 Output: the report for a person on stdout (per configuration: pass@1 with a 95%
         task-level bootstrap interval, with and without infrastructure failures, pass@k,
@@ -52,7 +55,8 @@ EPILOG = (
     "  51  --compare: inconclusive (the sample cannot tell)\n"
     "  52  --compare: the candidate is worse\n"
     "  3   the suite is invalid, or a task fails validation; lk eval mine: no task\n"
-    "      validated, or a bad instance\n\n" + SHARED_HELP
+    "      validated, or a bad instance\n"
+    "  4   --ray: Ray is not installed, or no cluster answers at ADDRESS\n\n" + SHARED_HELP
 )
 
 
@@ -91,6 +95,13 @@ _compare = click.option(
 @main.command(epilog=EPILOG)
 @click.argument("suite_path", metavar="SUITE")
 @click.option("--jobs", type=click.IntRange(min=1), default=1, help="Trials at once [1].")
+@click.option(
+    "--ray",
+    "ray_address",
+    metavar="ADDRESS",
+    help="Fan the trials out on the Ray cluster at ADDRESS (host:port, or auto): each try "
+    "one Ray task of one CPU; --jobs then applies to validation. Needs loopkit-agents[ray].",
+)
 @click.option("--no-validate", is_flag=True, help="Skip checking the tasks against their base.")
 @_state_option
 @_json
@@ -100,6 +111,7 @@ _compare = click.option(
 def run(
     suite_path: str,
     jobs: int,
+    ray_address: str | None,
     no_validate: bool,
     state_dir: str | None,
     as_json: bool,
@@ -122,7 +134,7 @@ def run(
         if problems:
             raise BadInput(suite_path, "; ".join(problems))
         say("lk eval", f"{len(s.tasks)} task(s) valid at {runner.base[:12]}")
-    results = runner.run(jobs=jobs)
+    results = runner.run(jobs=jobs, ray=ray_address)
     return _report(runner, results, as_json, html_path, compare, reading)
 
 
