@@ -121,12 +121,14 @@ def run(
 ) -> int:
     """Run the suite's trials (those not finished yet), then report."""
     from loopkit.errors import BadInput
+    from loopkit.eval import cluster, trials
     from loopkit.eval import suite as suites
-    from loopkit.eval import trials
     from loopkit.handling import say
 
     s = suites.load(Path(suite_path))
     _check_compare(s, compare)
+    if ray_address is not None:
+        cluster.check(ray_address)
     runner = trials.Runner(s, _state_of(s, state_dir), say=lambda m: say("lk eval", m))
     runner.prepare()
     if not no_validate:

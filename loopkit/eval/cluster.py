@@ -18,6 +18,7 @@ run asks for it.
 from __future__ import annotations
 
 import contextlib
+import socket
 import sys
 import time
 from collections.abc import Sequence
@@ -36,9 +37,9 @@ def _once(runner: Runner, t: Trial, contract: Path, tries: int) -> object:
     return runner.once(t, contract, tries)
 
 
-def run(runner: Runner, todo: Sequence[Trial], address: str) -> None:
-    """Run ``todo`` on the Ray cluster at ``address`` ("auto": the one this machine is
-    in), recording each trial as it finishes."""
+def check(address: str) -> ModuleType:
+    """Ray, once it is installed and something answers at ``address``: before the run
+    validates its tasks, not after (Ray itself would try for minutes before it says so)."""
     try:
         import ray
         import ray.exceptions
@@ -46,6 +47,22 @@ def run(runner: Runner, todo: Sequence[Trial], address: str) -> None:
         raise EnvironmentProblem(
             "lk eval run --ray: Ray is not installed (pip install 'loopkit-agents[ray]')"
         ) from None
+    host, sep, port = address.rpartition(":")
+    if sep and host and port.isdigit() and "://" not in host:  # else "auto", ray://: Ray's
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
+        except OSError as e:
+            why = e.strerror or type(e).__name__
+            raise EnvironmentProblem(
+                f"lk eval run --ray {address}: no Ray cluster answers there ({why})"
+            ) from None
+    return ray
+
+
+def run(runner: Runner, todo: Sequence[Trial], address: str) -> None:
+    """Run ``todo`` on the Ray cluster at ``address`` ("auto": the one this machine is
+    in), recording each trial as it finishes."""
+    ray = check(address)
     # Ray's driver prints what its cluster reports (a worker that died) on stdout: here
     # that is the report's, so those lines go to stderr, with the progress.
     with contextlib.redirect_stdout(sys.stderr):

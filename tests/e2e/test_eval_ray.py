@@ -224,3 +224,31 @@ def test_ray_gives_each_trial_the_outcome_jobs_gives_and_a_killed_worker_is_infr
     assert left == [], left
     listed = subprocess.run(["git", "worktree", "list"], cwd=repo, capture_output=True, text=True)
     assert listed.stdout.count("\n") == 1  # only the repository itself
+
+
+def test_no_cluster_at_the_address_or_no_ray_is_one_line_before_anything_runs(
+    tmp_path: Path,
+) -> None:
+    """Nothing answers at the address: exit 4 at once, one line naming it, no state
+    folder made. Without Ray installed (a `ray` that cannot be imported first on the
+    path): exit 4, one line saying what to install."""
+    repo = make_repo(tmp_path, ["add"])
+    suite = write_suite(tmp_path, repo, ["add"], [command_config("good", fix=["add"])])
+    state = tmp_path / "state"
+    address = f"127.0.0.1:{_port()}"
+    r = lk("eval", "run", str(suite), "--ray", address, "--state", str(state), cwd=tmp_path)
+    assert r.returncode == 4, r.stderr
+    assert r.stderr.strip().splitlines() == [
+        f"lk: error: lk eval run --ray {address}: no Ray cluster answers there (Connection refused)"
+    ]
+    assert not state.exists()
+    broken = tmp_path / "no-ray" / "ray"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ImportError('not installed')\n")
+    env = {"PYTHONPATH": str(broken.parent)}
+    r = lk("eval", "run", str(suite), "--ray", "auto", "--state", str(state), cwd=tmp_path, env=env)
+    assert r.returncode == 4, r.stderr
+    assert r.stderr.strip().splitlines() == [
+        "lk: error: lk eval run --ray: Ray is not installed (pip install 'loopkit-agents[ray]')"
+    ]
+    assert not state.exists()
