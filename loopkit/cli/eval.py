@@ -1,6 +1,7 @@
 """lk eval: which agent, model or configuration is better, on your own tasks.
 
-Usage:  lk eval run SUITE.yaml [--jobs N | --ray ADDRESS] [--state DIR] [--json | --html FILE]
+Usage:  lk eval run SUITE.yaml [--jobs N | --ray ADDRESS] [--config NAME]... [--state DIR]
+                               [--json | --html FILE]
                                [--compare CANDIDATE BASELINE] [--no-validate]
                                [--infra strict|counted|excluded]
         lk eval report SUITE.yaml [--state DIR] [--json | --html FILE]
@@ -102,6 +103,14 @@ _compare = click.option(
     help="Fan the trials out on the Ray cluster at ADDRESS (host:port, or auto): each try "
     "one Ray task of one CPU; --jobs then applies to validation. Needs loopkit-agents[ray].",
 )
+@click.option(
+    "--config",
+    "only",
+    metavar="NAME",
+    multiple=True,
+    help="Run only this configuration's trials (repeatable): one CI job per configuration, "
+    "their trials.jsonl joined for lk eval report (docs/ci-fanout.md).",
+)
 @click.option("--no-validate", is_flag=True, help="Skip checking the tasks against their base.")
 @_state_option
 @_json
@@ -112,6 +121,7 @@ def run(
     suite_path: str,
     jobs: int,
     ray_address: str | None,
+    only: tuple[str, ...],
     no_validate: bool,
     state_dir: str | None,
     as_json: bool,
@@ -127,6 +137,8 @@ def run(
 
     s = suites.load(Path(suite_path))
     _check_compare(s, compare)
+    for name in only:
+        s.config(name)
     if ray_address is not None:
         cluster.check(ray_address)
     runner = trials.Runner(s, _state_of(s, state_dir), say=lambda m: say("lk eval", m))
@@ -136,7 +148,7 @@ def run(
         if problems:
             raise BadInput(suite_path, "; ".join(problems))
         say("lk eval", f"{len(s.tasks)} task(s) valid at {runner.base[:12]}")
-    results = runner.run(jobs=jobs, ray=ray_address)
+    results = runner.run(jobs=jobs, ray=ray_address, only=only)
     return _report(runner, results, as_json, html_path, compare, reading)
 
 

@@ -26,7 +26,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -544,17 +544,22 @@ class Runner:
         return None if done.exit_code == 0 else done.stderr.decode(errors="replace").strip()[:300]
 
     # -- the trials -----------------------------------------------------------------
-    def run(self, *, jobs: int = 1, ray: str | None = None) -> list[dict[str, Any]]:
+    def run(
+        self, *, jobs: int = 1, ray: str | None = None, only: Sequence[str] = ()
+    ) -> list[dict[str, Any]]:
         """Run every trial not finished yet; the results of all of them (the suite's as it
         is now: a trial of a changed configuration is a new one). ``ray``: the address of
         a Ray cluster to fan the trials out on (``loopkit.eval.cluster``), else ``jobs``
-        trials at once here."""
+        trials at once here. ``only``: these configurations' trials alone (a CI matrix's
+        share)."""
         order = self.trials()
         for t in order:
             self.config_log(t.config)
         finished, stale = self.current(read_results(self.state), order)
         done = {r["id"] for r in finished}
         todo = [t for t in order if t.hashes and t.hashes.id not in done]
+        if only:
+            todo = [t for t in todo if t.config.name in only]
         if done:
             self.say(f"resuming: {len(done)} of {len(order)} trials finished before")
         if stale:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -440,3 +441,42 @@ def test_a_killed_run_with_hidden_tests_leaves_no_temporary_tree(
     assert not left.exists()
     prefix = left.name.rsplit("-", 1)[0] + "-"
     assert [p for p in temp.glob(prefix + "*")] == []
+
+
+def test_a_ci_matrix_of_one_configuration_per_job_joins_into_the_whole_runs_report(
+    tmp_path: Path,
+) -> None:
+    """Each job of a CI matrix runs one configuration (--config) into its own state
+    folder; their trials.jsonl joined, lk eval report gives what one run of the whole
+    suite gives: the same trials, by name, the same figures and verdict."""
+    names = ["add", "mul", "neg"]
+    repo = make_repo(tmp_path, names)
+    configs = [command_config("good", fix=names), command_config("claims", fix=[])]
+    suite = write_suite(tmp_path, repo, names, configs, repeats=2)
+    joined = tmp_path / "joined"
+    joined.mkdir()
+    lines = []
+    for name in ("good", "claims"):
+        state = tmp_path / "jobs" / name
+        r = lk("eval", "run", str(suite), "--config", name, "--state", str(state), cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        mine = [json.loads(x) for x in (state / "trials.jsonl").read_text().splitlines()]
+        assert len(mine) == 6 and {x["config"] for x in mine} == {name}
+        lines += (state / "trials.jsonl").read_text().splitlines()
+        shutil.copy(state / "pins.json", joined / "pins.json")
+    (joined / "trials.jsonl").write_text("\n".join(lines) + "\n")
+    args = ("--json", "--compare", "good", "claims")
+    parts = lk("eval", "report", str(suite), "--state", str(joined), *args, cwd=tmp_path)
+    whole = lk("eval", "run", str(suite), "--state", str(tmp_path / "whole"), *args, cwd=tmp_path)
+    assert whole.returncode == parts.returncode == 0, (whole.stderr, parts.stderr)
+    a, b = json.loads(parts.stdout), json.loads(whole.stdout)
+    for name in ("good", "claims"):
+        assert a["configs"][name]["pass_at_1"] == b["configs"][name]["pass_at_1"]
+    assert a["comparisons"][0]["verdict"] == b["comparisons"][0]["verdict"]
+    assert a["trials"] == b["trials"]
+    ids = {
+        json.loads(x)["id"] for x in (tmp_path / "whole" / "trials.jsonl").read_text().splitlines()
+    }
+    assert ids == {json.loads(x)["id"] for x in lines}
+    bad = lk("eval", "run", str(suite), "--config", "nosuch", cwd=tmp_path)
+    assert bad.returncode == 3 and "no configuration named 'nosuch'" in bad.stderr
