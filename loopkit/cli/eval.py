@@ -148,7 +148,11 @@ def run(
         if problems:
             raise BadInput(suite_path, "; ".join(problems))
         say("lk eval", f"{len(s.tasks)} task(s) valid at {runner.base[:12]}")
-    results = runner.run(jobs=jobs, ray=ray_address, only=only)
+    if ray_address is not None:
+        cluster.run(runner, ray_address, only)
+        results = trials.read_results(runner.state)
+    else:
+        results = runner.run(jobs=jobs, only=only)
     return _report(runner, results, as_json, html_path, compare, reading)
 
 

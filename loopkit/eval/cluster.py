@@ -24,12 +24,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
 
 from loopkit.errors import EnvironmentProblem
-
-if TYPE_CHECKING:
-    from loopkit.eval.trials import Runner, Trial, Tries
+from loopkit.eval.trials import Runner, Trial, Tries
 
 
 def _once(runner: Runner, t: Trial, contract: Path, tries: int) -> object:
@@ -59,10 +56,12 @@ def check(address: str) -> ModuleType:
     return ray
 
 
-def run(runner: Runner, todo: Sequence[Trial], address: str) -> None:
-    """Run ``todo`` on the Ray cluster at ``address`` ("auto": the one this machine is
-    in), recording each trial as it finishes."""
+def run(runner: Runner, address: str, only: Sequence[str] = ()) -> None:
+    """``Runner.run`` on the Ray cluster at ``address`` ("auto": the one this machine is
+    in): every trial not finished yet (``only``: these configurations'), each recorded as
+    it finishes."""
     ray = check(address)
+    todo = runner.todo(only)
     # Ray's driver prints what its cluster reports (a worker that died) on stdout: here
     # that is the report's, so those lines go to stderr, with the progress.
     with contextlib.redirect_stdout(sys.stderr):
@@ -91,7 +90,7 @@ def _run(ray: ModuleType, runner: Runner, todo: Sequence[Trial], address: str) -
         counts: dict[str, Tries] = {}
         for t in todo:
             contract = runner.write_contract(runner.contract_of(t.config, t.task))
-            counts[t.key] = runner.tries()
+            counts[t.key] = Tries(runner.suite.infra_retries)
             submit(t, contract, 1)
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)

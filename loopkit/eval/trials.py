@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from loopkit.errors import BadInput
-from loopkit.eval import cluster, identity
+from loopkit.eval import identity
 from loopkit.eval.suite import Config, Suite, Task
 
 RESULTS = "trials.jsonl"
@@ -544,14 +544,10 @@ class Runner:
         return None if done.exit_code == 0 else done.stderr.decode(errors="replace").strip()[:300]
 
     # -- the trials -----------------------------------------------------------------
-    def run(
-        self, *, jobs: int = 1, ray: str | None = None, only: Sequence[str] = ()
-    ) -> list[dict[str, Any]]:
-        """Run every trial not finished yet; the results of all of them (the suite's as it
-        is now: a trial of a changed configuration is a new one). ``ray``: the address of
-        a Ray cluster to fan the trials out on (``loopkit.eval.cluster``), else ``jobs``
-        trials at once here. ``only``: these configurations' trials alone (a CI matrix's
-        share)."""
+    def todo(self, only: Sequence[str] = ()) -> list[Trial]:
+        """The trials not finished yet, in the order they start (the suite's as it is now:
+        a trial of a changed configuration is a new one); ``only``: these configurations'
+        alone (a CI matrix's share)."""
         order = self.trials()
         for t in order:
             self.config_log(t.config)
@@ -566,9 +562,13 @@ class Runner:
             self.say(
                 f"{stale} trial(s) in the log are of another configuration, task or base: not used"
             )
-        if ray is not None:
-            cluster.run(self, todo, ray)
-        elif jobs <= 1:
+        return todo
+
+    def run(self, *, jobs: int = 1, only: Sequence[str] = ()) -> list[dict[str, Any]]:
+        """Run every trial not finished yet, ``jobs`` at once (on a Ray cluster instead:
+        ``loopkit.eval.cluster``); the results of all of them."""
+        todo = self.todo(only)
+        if jobs <= 1:
             for t in todo:
                 self.record(self.trial(t))
         else:
@@ -604,15 +604,11 @@ class Runner:
         """One trial, its infrastructure failures retried whole in a fresh tree; what every
         try spent is the trial's."""
         contract = self.write_contract(self.contract_of(t.config, t.task))
-        tries = self.tries()
+        tries = Tries(self.suite.infra_retries)
         while True:
             done = tries.add(self.once(t, contract, tries.count + 1))
             if done is not None:
                 return done
-
-    def tries(self) -> Tries:
-        """A trial's count of tries, before its first."""
-        return Tries(self.suite.infra_retries)
 
     def lost(self, t: Trial, tries: int, why: str, started: float) -> dict[str, Any]:
         """The result of a try whose process was lost (a Ray worker or node died): an
