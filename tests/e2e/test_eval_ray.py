@@ -6,12 +6,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,12 +15,12 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import ray_cluster
 from tests.helpers.evals import command_config, lk, make_repo, write_suite
 
 pytest.importorskip("ray")
 pytestmark = pytest.mark.slow
 
-RAY = str(Path(sys.executable).parent / "ray")
 #: What a trial's outcome is, apart from its timing and cost.
 OUTCOME = (
     "key",
@@ -43,83 +39,10 @@ OUTCOME = (
 )
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _node(args: list[str], log: Path) -> subprocess.Popen[bytes]:
-    """One Ray node, its processes in a session of their own (ended with it), every
-    port of its own on 127.0.0.1."""
-    ports = [
-        "--node-manager-port",
-        "--object-manager-port",
-        "--dashboard-agent-listen-port",
-        "--dashboard-agent-grpc-port",
-        "--runtime-env-agent-port",
-        "--metrics-export-port",
-    ]
-    argv = [RAY, "start", *args, "--block", "--num-cpus", "1", "--node-ip-address", "127.0.0.1"]
-    argv += ["--object-store-memory", "100000000", "--disable-usage-stats"]
-    for p in ports:
-        argv += [p, str(_port())]
-    with open(log, "wb") as out:
-        return subprocess.Popen(
-            argv,
-            env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"},
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-
-def _nodes_alive(address: str) -> int:
-    probe = (
-        f"import ray; ray.init(address={address!r}, logging_level='ERROR', "
-        "log_to_driver=False); print(sum(1 for n in ray.nodes() if n['Alive']))"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120
-    )
-    return int(done.stdout.strip() or 0) if done.returncode == 0 else 0
-
-
-@pytest.fixture
-def cluster() -> Iterator[str]:
-    """A head node and a worker node; both ended (their whole sessions) after the test."""
-    temp = Path(tempfile.mkdtemp(prefix="lkray-"))  # short: Ray's sockets live in it
-    port = _port()
-    address = f"127.0.0.1:{port}"
-    nodes: list[subprocess.Popen[bytes]] = []
-    try:
-        nodes.append(
-            _node(
-                [
-                    "--head",
-                    "--port",
-                    str(port),
-                    "--include-dashboard=false",
-                    "--temp-dir",
-                    str(temp),
-                ],
-                temp / "head.log",
-            )
-        )
-        nodes.append(_node(["--address", address], temp / "worker.log"))
-        deadline = time.monotonic() + 240
-        while _nodes_alive(address) < 2:
-            assert time.monotonic() < deadline, (temp / "worker.log").read_text()[-2000:]
-            time.sleep(1)
+@pytest.fixture(name="cluster")
+def cluster_fixture() -> Iterator[str]:
+    with ray_cluster.cluster() as address:
         yield address
-    finally:
-        for node in nodes:
-            try:
-                os.killpg(node.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            node.wait()
-        shutil.rmtree(temp, ignore_errors=True)
 
 
 def _outcomes(state: Path) -> dict[str, dict[str, Any]]:
@@ -235,7 +158,7 @@ def test_no_cluster_at_the_address_or_no_ray_is_one_line_before_anything_runs(
     repo = make_repo(tmp_path, ["add"])
     suite = write_suite(tmp_path, repo, ["add"], [command_config("good", fix=["add"])])
     state = tmp_path / "state"
-    address = f"127.0.0.1:{_port()}"
+    address = f"127.0.0.1:{ray_cluster.free_port()}"
     r = lk("eval", "run", str(suite), "--ray", address, "--state", str(state), cwd=tmp_path)
     assert r.returncode == 4, r.stderr
     assert r.stderr.strip().splitlines() == [
