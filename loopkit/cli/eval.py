@@ -235,7 +235,8 @@ def plan(
     "--test-command",
     default="python3 -m pytest",
     metavar="CMD",
-    help="How the repository's tests run (pytest) [python3 -m pytest].",
+    help="How the repository's tests run: pytest, or unittest (a command with unittest in "
+    "it) [python3 -m pytest].",
 )
 @click.option(
     "--instances",
