@@ -32,27 +32,33 @@ from tests.helpers.evals import command_config, make_repo, write_suite
 TARGET_S = 3.0
 
 
-def main() -> int:
+def calc_suite(root: Path) -> tuple[Path, dict[str, str]]:
+    """The bench's suite in ``root`` (16 trials) and the environment to run it with."""
     names = ["add", "mul", "neg", "inc"]
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "bench",
+        "GIT_AUTHOR_EMAIL": "bench@example.invalid",
+        "GIT_COMMITTER_NAME": "bench",
+        "GIT_COMMITTER_EMAIL": "bench@example.invalid",
+    }
+    os.environ.update(env)
+    repo = make_repo(root, names)
+    subprocess.run(["git", "branch", "-M", "main"], cwd=repo, check=True)
+    suite = write_suite(
+        root,
+        repo,
+        names,
+        [command_config("a", fix=names), command_config("b", fix=names[:2])],
+        repeats=2,
+    )
+    return suite, env
+
+
+def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        env = {
-            **os.environ,
-            "GIT_AUTHOR_NAME": "bench",
-            "GIT_AUTHOR_EMAIL": "bench@example.invalid",
-            "GIT_COMMITTER_NAME": "bench",
-            "GIT_COMMITTER_EMAIL": "bench@example.invalid",
-        }
-        os.environ.update(env)
-        repo = make_repo(root, names)
-        subprocess.run(["git", "branch", "-M", "main"], cwd=repo, check=True)
-        suite = write_suite(
-            root,
-            repo,
-            names,
-            [command_config("a", fix=names), command_config("b", fix=names[:2])],
-            repeats=2,
-        )
+        suite, env = calc_suite(root)
         lk = Path(sys.executable).parent / "lk"
         done = subprocess.run(
             [str(lk), "eval", "run", str(suite), "--json"],

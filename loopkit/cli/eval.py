@@ -1,6 +1,7 @@
 """lk eval: which agent, model or configuration is better, on your own tasks.
 
-Usage:  lk eval run SUITE.yaml [--jobs N] [--state DIR] [--json | --html FILE]
+Usage:  lk eval run SUITE.yaml [--jobs N | --ray ADDRESS] [--config NAME]... [--state DIR]
+                               [--json | --html FILE]
                                [--compare CANDIDATE BASELINE] [--no-validate]
                                [--infra strict|counted|excluded]
         lk eval report SUITE.yaml [--state DIR] [--json | --html FILE]
@@ -21,7 +22,10 @@ retried whole in a fresh tree, then set apart: pass rates are reported with and 
 them. Every finished trial is appended to <state>/trials.jsonl, named by a hash of all
 that defines it (configuration, provider version, contract, task, base, loopkit's
 version); a rerun skips those, and never reuses a trial of a configuration changed under
-the same name. The bases are pinned by the first run (<state>/pins.json).
+the same name. The bases are pinned by the first run (<state>/pins.json). --ray ADDRESS
+fans the trials out on a Ray cluster (the extra loopkit-agents[ray]): each try one Ray
+task, the results the same as with --jobs, the resume the same; a try whose Ray worker
+died is an infrastructure failure, retried whole.
 
 Output: the report for a person on stdout (per configuration: pass@1 with a 95%
         task-level bootstrap interval, with and without infrastructure failures, pass@k,
@@ -52,7 +56,8 @@ EPILOG = (
     "  51  --compare: inconclusive (the sample cannot tell)\n"
     "  52  --compare: the candidate is worse\n"
     "  3   the suite is invalid, or a task fails validation; lk eval mine: no task\n"
-    "      validated, or a bad instance\n\n" + SHARED_HELP
+    "      validated, or a bad instance\n"
+    "  4   --ray: Ray is not installed, or no cluster answers at ADDRESS\n\n" + SHARED_HELP
 )
 
 
@@ -91,6 +96,21 @@ _compare = click.option(
 @main.command(epilog=EPILOG)
 @click.argument("suite_path", metavar="SUITE")
 @click.option("--jobs", type=click.IntRange(min=1), default=1, help="Trials at once [1].")
+@click.option(
+    "--ray",
+    "ray_address",
+    metavar="ADDRESS",
+    help="Fan the trials out on the Ray cluster at ADDRESS (host:port, or auto): each try "
+    "one Ray task of one CPU; --jobs then applies to validation. Needs loopkit-agents[ray].",
+)
+@click.option(
+    "--config",
+    "only",
+    metavar="NAME",
+    multiple=True,
+    help="Run only this configuration's trials (repeatable): one CI job per configuration, "
+    "their trials.jsonl joined for lk eval report (docs/ci-fanout.md).",
+)
 @click.option("--no-validate", is_flag=True, help="Skip checking the tasks against their base.")
 @_state_option
 @_json
@@ -100,6 +120,8 @@ _compare = click.option(
 def run(
     suite_path: str,
     jobs: int,
+    ray_address: str | None,
+    only: tuple[str, ...],
     no_validate: bool,
     state_dir: str | None,
     as_json: bool,
@@ -109,12 +131,16 @@ def run(
 ) -> int:
     """Run the suite's trials (those not finished yet), then report."""
     from loopkit.errors import BadInput
+    from loopkit.eval import cluster, trials
     from loopkit.eval import suite as suites
-    from loopkit.eval import trials
     from loopkit.handling import say
 
     s = suites.load(Path(suite_path))
     _check_compare(s, compare)
+    for name in only:
+        s.config(name)
+    if ray_address is not None:
+        cluster.check(ray_address)
     runner = trials.Runner(s, _state_of(s, state_dir), say=lambda m: say("lk eval", m))
     runner.prepare()
     if not no_validate:
@@ -122,7 +148,11 @@ def run(
         if problems:
             raise BadInput(suite_path, "; ".join(problems))
         say("lk eval", f"{len(s.tasks)} task(s) valid at {runner.base[:12]}")
-    results = runner.run(jobs=jobs)
+    if ray_address is not None:
+        cluster.run(runner, ray_address, only)
+        results = trials.read_results(runner.state)
+    else:
+        results = runner.run(jobs=jobs, only=only)
     return _report(runner, results, as_json, html_path, compare, reading)
 
 
@@ -205,7 +235,8 @@ def plan(
     "--test-command",
     default="python3 -m pytest",
     metavar="CMD",
-    help="How the repository's tests run (pytest) [python3 -m pytest].",
+    help="How the repository's tests run: pytest, or unittest (a command with unittest in "
+    "it) [python3 -m pytest].",
 )
 @click.option(
     "--instances",

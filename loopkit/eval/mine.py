@@ -8,8 +8,8 @@ trial's tree only to score it. Each candidate is validated before it becomes a t
 its test files are run at the base (with the commit's tests written in) and at the
 commit; FAIL_TO_PASS are the tests that pass with the real fix and not at the base,
 PASS_TO_PASS those that pass at both; a commit with no FAIL_TO_PASS is no task. The
-task's checks: FAIL_TO_PASS and PASS_TO_PASS by their pytest ids (hidden), and the
-changed source compiling (visible). ``lk eval run`` validates them again, through
+task's checks: FAIL_TO_PASS and PASS_TO_PASS by their ids, pytest's or unittest's
+(hidden), and the changed source compiling (visible). ``lk eval run`` validates them again, through
 lk-verify, before any trial.
 """
 
@@ -36,6 +36,13 @@ TEST_NAMES = ("test_*.py", "*_test.py", "conftest.py")
 TEST_FOLDERS = ("tests", "test", "testing")
 #: pytest's -rA summary: ``PASSED path::id`` / ``FAILED path::id - why``.
 RESULT = re.compile(r"^(PASSED|FAILED|ERROR|XPASS|XFAIL|SKIPPED) (.+)$", re.M)
+#: unittest's -v lines: ``test_x (pkg.mod.Case.test_x) ... ok`` (Python 3.11; before it
+#: the parenthesis names the class alone), a docstring's first line between, maybe.
+UNITTEST = re.compile(
+    r"^(\w+) \(([\w.]+)\)(?:\n(?!\w+ \()[^\n]*?)? \.\.\. "
+    r"(ok|FAIL|ERROR|skipped|expected failure|unexpected success)",
+    re.M,
+)
 #: Seconds one test run of a candidate may take.
 TEST_TIMEOUT = 600
 
@@ -97,8 +104,25 @@ def candidates(repo: Path, rev: str, limit: int) -> Iterator[Candidate]:
             yield Candidate(shas[0], shas[1], message.strip(), sources, tests)
 
 
+def is_unittest(command: list[str]) -> bool:
+    """Whether the test command is unittest's (``python3 -m unittest``), not pytest's."""
+    return "unittest" in command
+
+
+def modules(tests: list[str]) -> list[str]:
+    """unittest's names of test files: ``tests/test_x.py`` -> ``tests.test_x``."""
+    return [t.removesuffix(".py").replace("/", ".") for t in tests]
+
+
 def run_tests(tree: Path, command: list[str], tests: list[str]) -> tuple[set[str], set[str]]:
     """The ids of the tests that passed and of those that did not, in ``tests``."""
+    if is_unittest(command):
+        done = proc.run([*command, "-v", *modules(tests)], cwd=tree, timeout=TEST_TIMEOUT)
+        ran: dict[str, str] = {}
+        for name, where, status in UNITTEST.findall(done.output.decode(errors="replace")):
+            ran[where if where.endswith("." + name) else f"{where}.{name}"] = status
+        ok = {t for t, status in ran.items() if status in ("ok", "unexpected success")}
+        return ok, set(ran) - ok
     done = proc.run(
         [*command, "-rA", "-q", "-p", "no:cacheprovider", *tests],
         cwd=tree,
@@ -301,20 +325,10 @@ def _commit(repo: Path, base: str, patches: list[str], name: str) -> str:
 
 def as_task(m: Mined, command: list[str]) -> dict[str, object]:
     """The suite's entry for a mined task."""
-    run = shlex.join(command)
-    hidden = [
-        {
-            "name": "fail_to_pass",
-            "run": f"{run} -q -p no:cacheprovider {shlex.join(m.fail_to_pass)}",
-        }
-    ]
+    run = shlex.join(command) + ("" if is_unittest(command) else " -q -p no:cacheprovider")
+    hidden = [{"name": "fail_to_pass", "run": f"{run} {shlex.join(m.fail_to_pass)}"}]
     if m.pass_to_pass:
-        hidden.append(
-            {
-                "name": "pass_to_pass",
-                "run": f"{run} -q -p no:cacheprovider {shlex.join(m.pass_to_pass)}",
-            }
-        )
+        hidden.append({"name": "pass_to_pass", "run": f"{run} {shlex.join(m.pass_to_pass)}"})
     python = command[0] if command and "python" in Path(command[0]).name else "python3"
     return {
         "id": m.id,

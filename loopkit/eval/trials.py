@@ -26,7 +26,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +125,22 @@ class Runner:
         self.bases: dict[str, str] = {}
         self._contracts: dict[tuple[Path, str], dict[str, Any]] = {}
         self._configs: dict[str, tuple[str, dict[str, object]]] = {}
+        #: The prefix of this eval's trees in the system's temporary folder (hidden
+        #: tests' tasks): a rerun removes those a killed run left, and no other eval's.
+        self.temp_prefix = f"loopkit-eval-{identity.digest(str(state.resolve()))}-"
+
+    def __getstate__(self) -> dict[str, object]:
+        """What a Ray task gets (``loopkit.eval.cluster``): all but the locks and the
+        progress line, which stay with the run that started it."""
+        return {
+            k: v for k, v in self.__dict__.items() if k not in ("_git_lock", "_write_lock", "say")
+        }
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._git_lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self.say = lambda _line: None
 
     def repo_of(self, task: Task) -> Path:
         return task.repo or self.suite.repo
@@ -213,6 +229,8 @@ class Runner:
             if trees.exists():
                 shutil.rmtree(trees, ignore_errors=True)
             self._git(["worktree", "prune"], repo)
+        for left in Path(tempfile.gettempdir()).glob(self.temp_prefix + "*"):
+            shutil.rmtree(left, ignore_errors=True)
 
     def _git(self, args: list[str], repo: Path) -> str:
         from loopkit import git
@@ -377,7 +395,7 @@ class Runner:
         folder, which no other trial's sandbox shows."""
         from loopkit import git
 
-        tree = Path(tempfile.mkdtemp(prefix="loopkit-eval-")) / slug
+        tree = Path(tempfile.mkdtemp(prefix=self.temp_prefix)) / slug
         tree.mkdir()
         url = self.repo_of(task).resolve().as_uri()
         git.out(["init", "--quiet"], cwd=tree)
@@ -386,8 +404,11 @@ class Runner:
         return tree
 
     def drop_tree(self, tree: Path, task: Task) -> None:
+        """Remove a trial's tree and the loopkit state folders beside it."""
         from loopkit import git
 
+        for beside in (".state", ".score"):
+            shutil.rmtree(tree.parent / (tree.name + beside), ignore_errors=True)
         if task.hidden is not None:
             shutil.rmtree(tree.parent, ignore_errors=True)
             return
@@ -523,30 +544,39 @@ class Runner:
         return None if done.exit_code == 0 else done.stderr.decode(errors="replace").strip()[:300]
 
     # -- the trials -----------------------------------------------------------------
-    def run(self, *, jobs: int = 1) -> list[dict[str, Any]]:
-        """Run every trial not finished yet; the results of all of them (the suite's as it
-        is now: a trial of a changed configuration is a new one)."""
+    def todo(self, only: Sequence[str] = ()) -> list[Trial]:
+        """The trials not finished yet, in the order they start (the suite's as it is now:
+        a trial of a changed configuration is a new one); ``only``: these configurations'
+        alone (a CI matrix's share)."""
         order = self.trials()
         for t in order:
             self.config_log(t.config)
         finished, stale = self.current(read_results(self.state), order)
         done = {r["id"] for r in finished}
         todo = [t for t in order if t.hashes and t.hashes.id not in done]
+        if only:
+            todo = [t for t in todo if t.config.name in only]
         if done:
             self.say(f"resuming: {len(done)} of {len(order)} trials finished before")
         if stale:
             self.say(
                 f"{stale} trial(s) in the log are of another configuration, task or base: not used"
             )
+        return todo
+
+    def run(self, *, jobs: int = 1, only: Sequence[str] = ()) -> list[dict[str, Any]]:
+        """Run every trial not finished yet, ``jobs`` at once (on a Ray cluster instead:
+        ``loopkit.eval.cluster``); the results of all of them."""
+        todo = self.todo(only)
         if jobs <= 1:
             for t in todo:
-                self._record(self.trial(t))
+                self.record(self.trial(t))
         else:
             from concurrent.futures import ThreadPoolExecutor
 
             with ThreadPoolExecutor(max_workers=jobs) as pool:
                 for result in pool.map(self.trial, todo):
-                    self._record(result)
+                    self.record(result)
         return read_results(self.state)
 
     def config_log(self, config: Config) -> None:
@@ -558,7 +588,7 @@ class Runner:
         if not path.exists():
             atomic_write(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
 
-    def _record(self, result: dict[str, Any]) -> None:
+    def record(self, result: dict[str, Any]) -> None:
         line = json.dumps(result, sort_keys=True) + "\n"
         with self._write_lock, open(self.state / RESULTS, "a", encoding="utf-8") as f:
             f.write(line)
@@ -574,27 +604,26 @@ class Runner:
         """One trial, its infrastructure failures retried whole in a fresh tree; what every
         try spent is the trial's."""
         contract = self.write_contract(self.contract_of(t.config, t.task))
-        tries = 0
-        infra_seen: list[str] = []
-        spent: list[float | None] = []
-        tokens = 0
+        tries = Tries(self.suite.infra_retries)
         while True:
-            tries += 1
-            result = self._once(t, contract, tries)
-            spent.append(result["cost_usd"])
-            tokens += int(result["tokens"])
-            if not result.get("infra"):
-                break
-            infra_seen.append(str(result["infra"]))
-            if tries > self.suite.infra_retries:
-                break
-        result["tries"] = tries
-        result["infra_failures"] = infra_seen
-        result["cost_usd"] = None if None in spent else round(sum(c or 0.0 for c in spent), 6)
-        result["tokens"] = tokens
-        return result
+            done = tries.add(self.once(t, contract, tries.count + 1))
+            if done is not None:
+                return done
 
-    def _once(self, t: Trial, contract: Path, tries: int) -> dict[str, Any]:
+    def lost(self, t: Trial, tries: int, why: str, started: float) -> dict[str, Any]:
+        """The result of a try whose process was lost (a Ray worker or node died): an
+        infrastructure failure, its tree removed if it is still there."""
+        slug = f"{t.slug}--{tries}"
+        if t.task.hidden is None:
+            left = [self.state / "trees" / slug]
+        else:
+            left = list(Path(tempfile.gettempdir()).glob(f"{self.temp_prefix}*/{slug}"))
+        for tree in left:
+            self.drop_tree(tree, t.task)
+        return self._result(t, [], None, started, infra=why)
+
+    def once(self, t: Trial, contract: Path, tries: int) -> dict[str, Any]:
+        """The trial's try number ``tries``, in a fresh tree removed after it."""
         slug = f"{t.slug}--{tries}"
         tree = self.fresh_tree(slug, t.task)
         started = time.monotonic()
@@ -602,7 +631,6 @@ class Runner:
             return self._attempts(t, contract, tree, slug, started)
         finally:
             self.drop_tree(tree, t.task)
-            shutil.rmtree(tree.parent / (tree.name + ".state"), ignore_errors=True)
 
     def _attempts(
         self, t: Trial, contract: Path, tree: Path, slug: str, started: float
@@ -730,6 +758,35 @@ class Runner:
             "overhead_s": round(max(0.0, wall - agent_s), 3),
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
+
+
+class Tries:
+    """A trial's tries so far: each infrastructure failure is retried whole, up to
+    ``retries`` times; what every try spent is the trial's."""
+
+    def __init__(self, retries: int) -> None:
+        self.retries = retries
+        self.count = 0
+        self.infra: list[str] = []
+        self.spent: list[float | None] = []
+        self.tokens = 0
+
+    def add(self, result: dict[str, Any]) -> dict[str, Any] | None:
+        """Count one try's result: the trial's line when it is the last try, else None
+        (one more try is due)."""
+        self.count += 1
+        self.spent.append(result["cost_usd"])
+        self.tokens += int(result["tokens"])
+        if result.get("infra"):
+            self.infra.append(str(result["infra"]))
+            if self.count <= self.retries:
+                return None
+        result["tries"] = self.count
+        result["infra_failures"] = self.infra
+        spent = self.spent
+        result["cost_usd"] = None if None in spent else round(sum(c or 0.0 for c in spent), 6)
+        result["tokens"] = self.tokens
+        return result
 
 
 def _spent(run: Mapping[str, Any]) -> tuple[float | None, int, str]:

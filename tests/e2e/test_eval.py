@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import subprocess
+import sys
+import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from tests.helpers import git
 from tests.helpers.evals import (
     command_config,
     lk,
@@ -291,9 +298,6 @@ def test_real_clis_and_a_scripted_command_and_a_provider_that_is_down(tmp_path: 
 def test_a_killed_run_resumes_where_it_stopped(tmp_path: Path) -> None:
     """kill -9 in the middle of a trial: the rerun clears the worktree it left, skips the
     trials already written and runs each of the others once."""
-    import signal
-    import time
-
     names = ["add", "mul", "neg"]
     repo = make_repo(tmp_path, names)
     slow = command_config("slow", fix=names)
@@ -345,3 +349,134 @@ def test_attempts_give_the_agent_a_retry_with_the_feedback(tmp_path: Path) -> No
             json.loads(x)["rounds"] for x in (state / "trials.jsonl").read_text().splitlines()
         }
         assert rounds == {attempts}
+
+
+def test_a_killed_run_with_hidden_tests_leaves_no_temporary_tree(
+    tmp_path: Path, git_repo: Path
+) -> None:
+    """kill -9 while a trial with hidden tests runs: its tree (a repository of the base
+    alone, in the system's temporary folder) outlives the run; the rerun removes it, and
+    after it none of this eval's trees is left there."""
+    repo = git_repo
+    (repo / "add.py").write_text("def add(a, b):\n    return a - b\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "add, broken")
+    (repo / "add.py").write_text("def add(a, b):\n    return a + b\n")
+    (repo / "test_add.py").write_text("from add import add\nassert add(2, 3) == 5\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "add adds")
+    fix = git(repo, "rev-parse", "HEAD").strip()
+    agent = (
+        "import os, time; time.sleep(float(os.environ['SLEEP'])); "
+        "open('add.py', 'w').write('def add(a, b):\\n    return a + b\\n')"
+    )
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(
+        yaml.safe_dump(
+            {
+                "version": 1,
+                "name": "calc",
+                "repo": "repo",
+                "base": "HEAD~1",
+                "tasks": [
+                    {
+                        "id": "fix-add",
+                        "text": "Fix add() in add.py.",
+                        "criteria": [
+                            {"name": "compiles", "run": f"{sys.executable} -c 'import add'"}
+                        ],
+                        "scope": ["add.py"],
+                        "reference": fix,
+                        "hidden": {
+                            "from": fix,
+                            "paths": ["test_add.py"],
+                            "criteria": [{"name": "f2p", "run": f"{sys.executable} test_add.py"}],
+                        },
+                    }
+                ],
+                "configs": [
+                    {
+                        "name": "slow",
+                        "provider": "command",
+                        "worker": {
+                            "command": f'{sys.executable} -c "{agent}"',
+                            "env_allow": ["SLEEP"],
+                        },
+                        "env": {"SLEEP": "30"},
+                    }
+                ],
+                "repeats": 1,
+                "timeout": 120,
+            },
+            sort_keys=False,
+        )
+    )
+    temp = Path(tempfile.gettempdir())
+    before = set(temp.glob("loopkit-eval-*"))
+    first = subprocess.Popen(
+        ["lk", "eval", "run", str(suite)],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    mine: list[Path] = []
+    while not mine and time.monotonic() < deadline and first.poll() is None:
+        mine = [p for p in set(temp.glob("loopkit-eval-*/slow--fix-add--0--1")) - before]
+        time.sleep(0.1)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    assert len(mine) == 1, "the trial's tree never appeared"
+    left = mine[0].parent
+    time.sleep(1)
+    assert left.exists()  # what the kill left
+    # The rerun: the agent is quick now (the configuration changed: a new trial).
+    text = suite.read_text().replace("SLEEP: '30'", "SLEEP: '0'")
+    assert text != suite.read_text()
+    suite.write_text(text)
+    r = lk("eval", "run", str(suite), "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["configs"]["slow"]["pass_at_1"]["value"] == 1.0
+    assert not left.exists()
+    prefix = left.name.rsplit("-", 1)[0] + "-"
+    assert [p for p in temp.glob(prefix + "*")] == []
+
+
+def test_a_ci_matrix_of_one_configuration_per_job_joins_into_the_whole_runs_report(
+    tmp_path: Path,
+) -> None:
+    """Each job of a CI matrix runs one configuration (--config) into its own state
+    folder; their trials.jsonl joined, lk eval report gives what one run of the whole
+    suite gives: the same trials, by name, the same figures and verdict."""
+    names = ["add", "mul", "neg"]
+    repo = make_repo(tmp_path, names)
+    configs = [command_config("good", fix=names), command_config("claims", fix=[])]
+    suite = write_suite(tmp_path, repo, names, configs, repeats=2)
+    joined = tmp_path / "joined"
+    joined.mkdir()
+    lines = []
+    for name in ("good", "claims"):
+        state = tmp_path / "jobs" / name
+        r = lk("eval", "run", str(suite), "--config", name, "--state", str(state), cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        mine = [json.loads(x) for x in (state / "trials.jsonl").read_text().splitlines()]
+        assert len(mine) == 6 and {x["config"] for x in mine} == {name}
+        lines += (state / "trials.jsonl").read_text().splitlines()
+        shutil.copy(state / "pins.json", joined / "pins.json")
+    (joined / "trials.jsonl").write_text("\n".join(lines) + "\n")
+    args = ("--json", "--compare", "good", "claims")
+    parts = lk("eval", "report", str(suite), "--state", str(joined), *args, cwd=tmp_path)
+    whole = lk("eval", "run", str(suite), "--state", str(tmp_path / "whole"), *args, cwd=tmp_path)
+    assert whole.returncode == parts.returncode == 0, (whole.stderr, parts.stderr)
+    a, b = json.loads(parts.stdout), json.loads(whole.stdout)
+    for name in ("good", "claims"):
+        assert a["configs"][name]["pass_at_1"] == b["configs"][name]["pass_at_1"]
+    assert a["comparisons"][0]["verdict"] == b["comparisons"][0]["verdict"]
+    assert a["trials"] == b["trials"]
+    ids = {
+        json.loads(x)["id"] for x in (tmp_path / "whole" / "trials.jsonl").read_text().splitlines()
+    }
+    assert ids == {json.loads(x)["id"] for x in lines}
+    bad = lk("eval", "run", str(suite), "--config", "nosuch", cwd=tmp_path)
+    assert bad.returncode == 3 and "no configuration named 'nosuch'" in bad.stderr

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.helpers import git
 from tests.helpers.evals import lk
 from tests.helpers.history import make_history
 
@@ -257,3 +258,57 @@ def test_swe_bench_style_instances_import_across_repositories(visible: Path) -> 
     )
     assert bad.returncode == 3 and "line 1: missing base_commit" in bad.stderr
     assert not (visible / "bad.yaml").exists() and "Traceback" not in bad.stderr
+
+
+UNITTEST_CASE = """import unittest
+
+import mod
+
+
+class TestMod(unittest.TestCase):
+{tests}
+"""
+
+
+def test_a_unittest_project_is_mined_and_scored_without_pytest(visible: Path) -> None:
+    """A library tested with unittest alone (`python -m unittest`, no pytest): the commit
+    that adds sub() with its test is a task, its FAIL_TO_PASS and PASS_TO_PASS named by
+    unittest's ids; the correct agent passes its hidden checks, the wrong one fails."""
+    repo = visible / "lib"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "tests" / "__init__.py").write_text("")  # a package: unittest imports it so
+    git(repo, "init", "-q")
+    funcs = {"add": "return a + b", "sub": "return a - b"}
+    checks = {
+        "add": "self.assertEqual(mod.add(2, 3), 5)",
+        "sub": "self.assertEqual(mod.sub(5, 3), 2)",
+    }
+    for upto, message in ((1, "mod: add()"), (2, "mod: sub() subtracts")):
+        names = list(funcs)[:upto]
+        (repo / "mod.py").write_text(
+            "".join(f"def {n}(a, b):\n    {funcs[n]}\n\n\n" for n in names).rstrip() + "\n"
+        )
+        tests = "\n".join(f"    def test_{n}(self):\n        {checks[n]}\n" for n in names)
+        (repo / "tests" / "test_mod.py").write_text(UNITTEST_CASE.format(tests=tests))
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", message)
+    suite = visible / "suite.yaml"
+    unittest = ("--test-command", f"{PY} -m unittest")
+    mined = lk("eval", "mine", str(repo), "--out", str(suite), *unittest, cwd=visible)
+    assert mined.returncode == 0, mined.stderr
+    doc = yaml.safe_load(suite.read_text())
+    (task,) = doc["tasks"]
+    f2p, p2p = (c["run"] for c in task["hidden"]["criteria"])
+    assert f2p == f"{PY} -m unittest tests.test_mod.TestMod.test_sub"
+    assert p2p == f"{PY} -m unittest tests.test_mod.TestMod.test_add"
+    final = {"mod.py": (repo / "mod.py").read_text()}
+    doc["configs"] = [
+        config("correct", CORRECT, {"SOLUTION": json.dumps(final)}),
+        config("wrong", "print('Done')", {}),
+    ]
+    doc["repeats"] = 1
+    suite.write_text(yaml.safe_dump(doc, sort_keys=False))
+    r = lk("eval", "run", str(suite), "--json", "--state", str(visible / "state"), cwd=visible)
+    assert r.returncode == 0, r.stderr[-3000:]
+    c = json.loads(r.stdout)["configs"]
+    assert c["correct"]["pass_at_1"]["value"] == 1.0 and c["wrong"]["pass_at_1"]["value"] == 0.0
