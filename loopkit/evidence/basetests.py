@@ -28,9 +28,12 @@ tests run on a tree made for them, by construction rather than from a list of na
   ``build.rs``, ``go.mod``) unless the contract makes it writable (``lk init`` never
   does: its writable scope is the project's folders).
 
-A name in a comment counts as reaching the file (the rule reads words, not a language);
-what the code under test names is part of what it does, and a plain import of it gets
-the same. Go compiles every file of a package without naming it: an added ``.go`` file
+A name in a comment does not reach a file: comments are taken out of the code under test
+before its words are read (``#`` to the line's end in Python, shell, Ruby, YAML and TOML;
+``//`` to the line's end and ``/* ... */`` in JavaScript, TypeScript, Rust, Go, C and
+Java), so ``# tested with conftest`` beside a bug brings no ``conftest.py`` into the run.
+A name in the code itself (an import, a string) does: what the code under test names is
+part of what it does, and a plain import of it gets the same. Go compiles every file of a package without naming it: an added ``.go`` file
 the changed source does not name is absent from the base's tests' run.
 
 The worker's new tests run in a second run, on the whole tree (``verify.in_clean_room``).
@@ -40,6 +43,7 @@ one run.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -86,7 +90,7 @@ def tree(
     # The files the code under test reaches by name, and those they reach in turn: by
     # their module's name in the code (`helpers`), by their whole name or path in the
     # criteria's commands (`src/value.txt`: `jest` names the runner, not jest.config.js).
-    reached = [git.blob(root, e.oid) for e in taken if e.mode[:2] == "10"]
+    reached = [_code(e.path, git.blob(root, e.oid)) for e in taken if e.mode[:2] == "10"]
     commands = [t.encode("utf-8", "surrogateescape") for t in named_by]
     patterns = _globs_named(named_by)  # `for f in src/*.txt` names every file it matches
     gone = {was.path for _, was, now in changes if now.mode == git.ABSENT}
@@ -104,7 +108,7 @@ def tree(
         ]
         if not found:
             break
-        reached += [git.blob(root, now.oid) for _, now in found if now.mode[:2] == "10"]
+        reached += [_code(n.path, git.blob(root, n.oid)) for _, n in found if n.mode[:2] == "10"]
         added = [pair for pair in added if pair not in found]
     keep += [was for was, _ in added]
     return git.tree_edited(root, attempt, keep) if keep else attempt
@@ -114,10 +118,34 @@ def _globs_named(commands: Sequence[str]) -> list[str]:
     """The glob words of the criteria's commands (``src/*.txt``), relative to the
     repository: a command reaches each file such a word matches, as it reaches a file it
     names."""
-    import re
-
     found = re.findall(r"[\w./\[\]*?{}-]*[*?\[][\w./\[\]*?{}-]*", " ".join(commands))
     return [w.removeprefix("./") for w in found if not w.startswith(("/", "-"))]
+
+
+#: Comments by the file's extension: a line comment's opening, and whether ``/* */`` is one.
+_HASH = (rb"#", False)
+_SLASHES = (rb"//", True)
+_COMMENTS = {
+    **dict.fromkeys((b"py", b"pyi", b"sh", b"bash", b"rb", b"yaml", b"yml", b"toml"), _HASH),
+    **dict.fromkeys(
+        (b"js", b"mjs", b"cjs", b"jsx", b"ts", b"mts", b"cts", b"tsx", b"rs", b"go", b"c",
+         b"h", b"cc", b"cpp", b"hpp", b"java", b"kt", b"swift", b"scala", b"cs"),
+        _SLASHES,
+    ),
+}  # fmt: skip
+
+
+def _code(path: bytes, text: bytes) -> bytes:
+    """``text`` without its comments, by the extension of ``path``; a file of another kind
+    as it is. A comment's opening inside a string ends the line's words early: at worst a
+    name after it on that line reaches nothing (the base's file is then the one run)."""
+    kind = _COMMENTS.get(path.rpartition(b"/")[2].rpartition(b".")[2])
+    if kind is None:
+        return text
+    line, blocks = kind
+    if blocks:
+        text = re.sub(rb"/\*.*?\*/", b" ", text, flags=re.S)
+    return re.sub(rb"(?m)(^|[\s;,(){}\[\]])" + re.escape(line) + rb".*$", rb"\1", text)
 
 
 def _module(path: bytes) -> tuple[bytes, bytes]:
@@ -136,8 +164,6 @@ def _module(path: bytes) -> tuple[bytes, bytes]:
 def _named(path: bytes, texts: Sequence[bytes], *, whole: bool = False) -> bool:
     """Whether the file at ``path`` is named, as a word, in one of ``texts``: its name
     (``a.txt``), or (unless ``whole``) its module's name (``_module``)."""
-    import re
-
     base = path.rpartition(b"/")[2]
     stem = _module(path)[1]
     names = [base] + ([stem] if len(stem) >= 2 and not whole else [])

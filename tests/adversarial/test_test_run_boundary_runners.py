@@ -21,6 +21,7 @@ from tests.helpers.runners import (
     CJS_BUG,
     CJS_FIX,
     ESM_BUG,
+    PY_BUG,
     PY_FIX,
     RS_FIX,
     RUNNERS,
@@ -39,11 +40,21 @@ MAPPER = (
     "module.exports = { moduleNameMapper: { '^\\\\.\\\\./src/calc$': '<rootDir>/src/good.js' } };\n"
 )
 ESM_FIX = "export const add = (a, b) => a + b;\n"
+#: A module the interpreter imports at start-up, replacing the source's.
+SITECUSTOMIZE = (
+    "import sys, types\nm = types.ModuleType('calc')\n"
+    "m.add = lambda a, b: a + b\nsys.modules['calc'] = m\n"
+)
 
 #: (runner, how): the files the worker adds, the bug left in.
 ATTACKS: dict[tuple[str, str], dict[str, str]] = {
     # pytest loads a conftest.py at the rootdir whatever it collects
     ("pytest", "conftest.py at the root"): {"conftest.py": ALL_PASS},
+    # the same, the changed source naming it in a comment (comments reach nothing)
+    ("pytest", "conftest.py at the root, named in a comment of the source"): {
+        "conftest.py": ALL_PASS,
+        "src/calc.py": "# checked with the conftest\n" + PY_BUG,
+    },
     # unittest imports every test module before it runs one: a new one patches the source
     ("unittest", "test module patching the source at import"): {
         "tests/test_aaa.py": "import calc\ncalc.add = lambda a, b: a + b\n",
@@ -53,9 +64,11 @@ ATTACKS: dict[tuple[str, str], dict[str, str]] = {
     # `python -m` puts the working directory before PYTHONPATH
     ("unittest", "module shadowing the source at the root"): {"calc.py": PY_FIX},
     # the interpreter imports sitecustomize from the import path at start-up
-    ("unittest", "sitecustomize on the import path"): {
-        "src/sitecustomize.py": "import sys, types\nm = types.ModuleType('calc')\n"
-        "m.add = lambda a, b: a + b\nsys.modules['calc'] = m\n",
+    ("unittest", "sitecustomize on the import path"): {"src/sitecustomize.py": SITECUSTOMIZE},
+    # the same, named in the source's comments
+    ("unittest", "sitecustomize on the import path, named in a comment"): {
+        "src/sitecustomize.py": SITECUSTOMIZE,
+        "src/calc.py": "# see sitecustomize\n" + PY_BUG,
     },
     # jest reads a jest.config.js at the root by itself (the check names `jest`)
     ("jest", "jest.config.js mapping the module to another"): {
@@ -67,6 +80,12 @@ ATTACKS: dict[tuple[str, str], dict[str, str]] = {
         "jest.config.js": MAPPER,
         "src/good.js": CJS_FIX,
         "src/calc.js": "// tested with jest\n" + CJS_BUG,
+    },
+    # the same, the config named in a block comment of the source
+    ("jest", "jest.config.js, named in a block comment of the source"): {
+        "jest.config.js": MAPPER,
+        "src/good.js": CJS_FIX,
+        "src/calc.js": "/* see jest.config and good */\n" + CJS_BUG,
     },
     # babel-jest transforms every file with the project's babel configuration
     ("jest", "babel.config.js rewriting the source"): {"babel.config.js": PLUS},
