@@ -13,13 +13,16 @@ of ``.git`` before the worker starts, so that lk-diff can tell what the worker c
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import posixpath
+import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from loopkit.errors import EnvironmentProblem, LoopkitError
 from loopkit.exitcodes import ExitCode
+from loopkit.files import atomic_write
 
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
 if TYPE_CHECKING:
@@ -352,10 +355,16 @@ def locate(
     ``base=None``, except ``HEAD`` in a repository without commits, which resolves to the
     empty tree when ``unborn_ok``.
     """
-    if base is None:
-        found = _discover(path)
-        if found is not None:
-            return found
+    found = _discover(path)
+    if found is not None and base is None:
+        return found
+    if found is not None and base is not None:
+        # A commit git named as one here already (the HEAD ``lk task begin`` read, in the
+        # same process), HEAD's read from the ref files: no git call.
+        head = head_from_files(found.root) if base == "HEAD" else None
+        commit = head[0] if head else base
+        if commit in _COMMITS.get(os.path.realpath(found.root), ()):
+            return Located(root=found.root, index=found.index, base=commit)
     args = ["rev-parse", "--show-toplevel", "--git-path", "index"]
     if base is not None:
         args += ["--verify", "-q", "--end-of-options", f"{base}^{{commit}}"]
@@ -381,9 +390,22 @@ def locate(
 _COMMITS: dict[str, set[str]] = {}
 
 
-def _known_commit(root: str | os.PathLike[str], commit: str) -> None:
+#: Each such commit's tree, where git named it too.
+_TREES: dict[str, str] = {}
+
+
+def _known_commit(root: str | os.PathLike[str], commit: str, tree: str = "") -> None:
     if is_object_id(commit):
         _COMMITS.setdefault(os.path.realpath(root), set()).add(commit)
+        if is_object_id(tree):
+            _TREES[commit] = tree
+
+
+def known_commit(root: str | os.PathLike[str], commit: str, tree: str) -> None:
+    """``commit`` is a commit whose tree is ``tree``, as git just answered (``rev-parse
+    C^{commit} C^{tree}``): asked again in this process, ``locate`` and ``resolve`` answer
+    without git."""
+    _known_commit(root, commit, tree)
 
 
 def resolve(root: Path, base: str, *, unborn_ok: bool = True) -> str | None:
@@ -392,6 +414,9 @@ def resolve(root: Path, base: str, *, unborn_ok: bool = True) -> str | None:
     if base in _COMMITS.get(os.path.realpath(root), ()):
         return base
     if base.endswith("^{tree}"):  # never a commit: one question, not two
+        commit = base.removesuffix("^{tree}")
+        if commit in _TREES and commit in _COMMITS.get(os.path.realpath(root), ()):
+            return _TREES[commit]
         return _tree_or_empty(root, base, unborn_ok=unborn_ok)
     done = git(
         ["rev-parse", "--verify", "-q", "--end-of-options", f"{base}^{{commit}}"],
@@ -583,6 +608,58 @@ def git_dirs(root: str | os.PathLike[str]) -> GitDirs:
     )
 
 
+#: Settings a git call that writes objects or refs gets when they must reach the disk.
+FSYNC = ("-c", "core.fsync=loose-object,reference", "-c", "core.fsyncMethod=fsync")
+#: Config words that change how an object is stored: then git writes it.
+_STORE_WORDS = (b"objectformat", b"sharedrepository", b"include", b"compressionlevel")
+
+
+def dirs_of(git_dir: Path) -> GitDirs:
+    """The git folders of a work tree whose own git folder is ``git_dir``."""
+    try:
+        common = git_dir / (git_dir / "commondir").read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        common = git_dir
+    return GitDirs(own=git_dir, common=Path(os.path.normpath(common)))
+
+
+def write_blob(
+    root: str | os.PathLike[str],
+    data: bytes,
+    *,
+    durable: bool = False,
+    dirs: GitDirs | None = None,
+) -> str:
+    """``data`` as a blob in the repository's objects, and its id -- written as git writes
+    a loose object (compressed beside its place, then renamed in; ``durable``: flushed to
+    disk, the file and its folder) without starting git, where the store is the plain one
+    (SHA-1, not shared, no object directory from the environment); else by ``git
+    hash-object -w``. An object already there is left as it is (its content is its name).
+    ``dirs``: the git folders, when ``root`` is a git folder rather than a work tree."""
+    dirs = dirs or _git_dirs(root)
+    plain = dirs is not None and not any(
+        k in os.environ for k in ("GIT_OBJECT_DIRECTORY", *_DISCOVERY_ENV)
+    )
+    if dirs is not None and plain:
+        try:
+            with open(dirs.common / "config", "rb") as f:
+                text = f.read().lower()
+            plain = not any(word in text for word in _STORE_WORDS)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            plain = False
+    if dirs is None or not plain or not (dirs.common / "objects").is_dir():
+        flags = list(FSYNC) if durable else []
+        return out([*flags, "hash-object", "-w", "--stdin"], cwd=root, input=data).strip()
+    body = b"blob %d\0" % len(data) + data
+    oid = hashlib.sha1(body).hexdigest()
+    path = dirs.common / "objects" / oid[:2] / oid[2:]
+    if not path.exists():
+        atomic_write(path, zlib.compress(body), sync=durable, mode=0o444)
+    return oid
+
+
 # --------------------------------------------------------------------------- control state
 
 #: ``control_state`` keys that say where the work tree's HEAD points.
@@ -682,7 +759,9 @@ def _digest_into(state: dict[str, str], files: Sequence[tuple[str, str]]) -> Non
 #: state of the repository's and the user's own files, git's environment), the answer,
 #: and the digest of every other file it depends on (each file named and each include
 #: target, present or not). lk-invoke asks before and after the worker, lk-diff again.
-_configured_last: tuple[tuple[object, ...], list[tuple[str, str]], dict[str, str]] | None = None
+_configured_last: (
+    tuple[tuple[object, ...], list[tuple[str, str]], dict[str, str], dict[str, str]] | None
+) = None
 
 
 def _configured(
@@ -709,10 +788,23 @@ def _configured(
     if last is not None and last[0] == key:
         if all(_digest(Path(os.path.realpath(f))) == d for f, d in last[2].items()):
             return last[1]
-    found, includes = _configured_and_includes(root, dirs, defaults)
+    found, includes, values = _configured_and_includes(root, dirs, defaults)
     depends = {f: _digest(Path(os.path.realpath(f))) for f in [*(f for f, _ in found), *includes]}
-    _configured_last = (key, found, depends)
+    _configured_last = (key, found, depends, values)
     return found
+
+
+def config_value(root: str | os.PathLike[str], key: str) -> str | None:
+    """What ``git config --get KEY`` answers (the last value set; "" for a key set without
+    one), None when unset; ``key`` as git takes it (its section and name in any case). From
+    the listing the control state keeps (``_configured``): no git call while no file git
+    reads config from has changed since the last answer in this process."""
+    control_state(root)
+    last = _configured_last
+    section, _, rest = key.partition(".")
+    middle, _, name = rest.rpartition(".")  # a subsection keeps its case, as git's listing
+    canonical = ".".join(p for p in (section.lower(), middle, name.lower()) if p)
+    return last[3].get(canonical) if last is not None else None
 
 
 def user_files() -> list[tuple[str, str]]:
@@ -738,7 +830,7 @@ def user_files() -> list[tuple[str, str]]:
 
 def _configured_and_includes(
     root: str | os.PathLike[str], dirs: GitDirs, defaults: Sequence[tuple[str, str]]
-) -> tuple[list[tuple[str, str]], list[str]]:
+) -> tuple[list[tuple[str, str]], list[str], dict[str, str]]:
     """The files git reads for this repository because a config names them, as (path,
     control-state key ``git config file: PATH``): every config file an entry comes from
     (an ``include.path`` target, a global config elsewhere) and the ``core.attributesFile``
@@ -746,21 +838,23 @@ def _configured_and_includes(
     repository's own config files are ``.git/`` control state already, and ``defaults``
     (``user_files``) are watched by name. Beside them, every file an include names
     (``include.path``, ``includeIf.*.path``), whether git read an entry from it or not.
-    One git call."""
+    One git call; beside them, each key's last value (``config_value``)."""
     done = git(["config", "--list", "--show-origin", "-z"], cwd=root, check=False)
     if done.exit_code != 0:
-        return [], []
+        return [], [], {}
     includes: list[str] = []
+    values: dict[str, str] = {}
     fields = done.stdout.split(b"\0")
     own = {os.path.realpath(d) for d in (dirs.own, dirs.common)}
     found: dict[str, None] = {}
     for origin, entry in zip(fields[0::2], fields[1::2], strict=False):
+        key, _, value = entry.partition(b"\n")
+        values[key.decode("utf-8", "surrogateescape")] = value.decode("utf-8", "surrogateescape")
         if not origin.startswith(b"file:"):
             continue  # the command line's own settings (loopkit's), a blob, stdin
         source = os.path.join(root, os.fsdecode(origin[len(b"file:") :]))
         if os.path.dirname(os.path.realpath(source)) not in own:
             found[os.path.normpath(source)] = None
-        key, _, value = entry.partition(b"\n")
         if key.lower() in (b"core.attributesfile", b"core.excludesfile") and value:
             named = os.path.expanduser(os.fsdecode(value))
             found[os.path.normpath(os.path.join(root, named))] = None
@@ -775,7 +869,7 @@ def _configured_and_includes(
             includes.append(os.path.normpath(os.path.join(os.path.dirname(source), named)))
     by_name = {os.path.normpath(path) for path, _ in defaults}
     named_files = [(path, f"git config file: {path}") for path in found if path not in by_name]
-    return named_files, includes
+    return named_files, includes, values
 
 
 #: Files in info/ git writes for itself (update-server-info): not control state.

@@ -61,6 +61,7 @@ def head_tree(w: Where) -> tuple[str, str, str]:
     lines = done.stdout.decode("utf-8", "surrogateescape").split("\n")
     if done.exit_code == 0 and len(lines) >= 3 and git.is_object_id(lines[0]):
         branch = lines[2] if lines[2].startswith("refs/") else ""
+        git.known_commit(w.root, lines[0], lines[1])
         return lines[0], lines[1], branch
     if done.exit_code < 0 or done.exit_code > 128:  # killed: no answer, never "no commit"
         raise git.GitError(f"git rev-parse HEAD failed in {w.root} (exit {done.exit_code})")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from loopkit import git
+from loopkit.ratchet import trees
 from tests.helpers import git as run_git
 
 
@@ -38,3 +39,25 @@ def test_a_symbolic_ref_below_head_is_left_to_git(git_repo: Path) -> None:
     assert git.head_from_files(git_repo) is None
     (git_repo / ".git" / "HEAD").write_text("ref: refs/remotes/x\n")
     assert git.head_from_files(git_repo) is None
+
+
+def test_a_known_head_is_located_without_git_and_a_moved_one_is_asked(git_repo: Path) -> None:
+    w = trees.Where(git_repo, git.git_dirs(git_repo).own, git_repo / ".loopkit")
+    commit, tree, _ = trees.head_tree(w)  # as `lk task begin` reads it: now known
+    calls: list[list[str]] = []
+    real = git.git
+
+    def counted(args, **kw):  # type: ignore[no-untyped-def]
+        calls.append(list(args))
+        return real(args, **kw)
+
+    git.git = counted  # type: ignore[assignment]
+    try:
+        assert git.locate(git_repo, base="HEAD").base == commit
+        assert git.resolve(git_repo, f"{commit}^{{tree}}") == tree
+        assert calls == []
+        run_git(git_repo, "commit", "-q", "--allow-empty", "-m", "moved")  # behind its back
+        moved = git.locate(git_repo, base="HEAD").base
+    finally:
+        git.git = real  # type: ignore[assignment]
+    assert moved == _git_says(git_repo)[0] != commit
