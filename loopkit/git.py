@@ -1457,6 +1457,36 @@ def tree_listing(root: Path, tree: str) -> TreeListing:
     return found
 
 
+def no_attributes(root: Path, tree: str) -> bool:
+    """True only when no attribute can apply to a checkout of ``tree`` here: a listing of
+    it read in this process holds no ``.gitattributes``, and no other file git reads
+    attributes from has any (``info/attributes``, ``core.attributesFile``, the default
+    and the system one: each absent or empty), nor does a setting read them from a tree
+    (``GIT_ATTR_SOURCE``, ``attr.tree``). False whenever that is not known."""
+    listed = next((v for (_, t), v in _LISTINGS.items() if t == tree), None)
+    dirs = _git_dirs(root)
+    if listed is None or listed.attributes or dirs is None or "GIT_ATTR_SOURCE" in os.environ:
+        return False
+    if config_value(root, "attr.tree") is not None:
+        return False
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    files = [str(dirs.common / "info" / "attributes"), os.path.join(xdg, "git", "attributes")]
+    if not os.environ.get("GIT_ATTR_NOSYSTEM"):
+        files.append("/etc/gitattributes")
+    named = config_value(root, "core.attributesFile")
+    if named:
+        files.append(os.path.join(root, os.path.expanduser(named)))
+    for name in files:
+        try:
+            if os.path.getsize(name):
+                return False
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return False
+    return True
+
+
 def tree_folders(root: Path, tree: str) -> set[str]:
     """Every folder a checkout of ``tree`` has: its trees and its gitlinks (a submodule's
     folder), repository-relative as the file system names them, and "" for the top."""

@@ -719,7 +719,7 @@ def _index_to_commit(
             raise Refused(message, _result("refused", j, commit=j["commit"], reason=message))
         if keep is None:
             w.ok(["update-index", "-q", "--refresh"])
-        trees.checkout_converted(w, str(j["diff_base"]), str(j["commit"]))
+        trees.checkout_converted(w, str(j["diff_base"]), str(j["commit"]), tree=tree)
         return None
     label = f"{j.get('label') or 'land'}-after-verify"
     ref = _save(ctx, j, label, "changed after verification")

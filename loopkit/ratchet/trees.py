@@ -232,12 +232,15 @@ def sync_to(w: Where, target: str, index: str | None = None) -> None:
 CONVERTING = ("ident", "filter", "eol", "working-tree-encoding")
 
 
-def checkout_converted(w: Where, old: str, new: str) -> list[str]:
+def checkout_converted(w: Where, old: str, new: str, *, tree: str = "") -> list[str]:
     """The files that changed from ``old`` to ``new`` and that a checkout writes converted
     (``ident``, a filter, ``eol``, an encoding) written again from the index, as a checkout
     of ``new`` writes them: a worker wrote them as git stores them (``$Id$`` unexpanded),
     which ``git status`` finds clean though a clone holds other text. Call with the index
-    at ``new``. Returns the paths written."""
+    at ``new``. Returns the paths written. ``tree``: ``new``'s tree; when no attribute can
+    apply to it (``git.no_attributes``), nothing is asked."""
+    if tree and git.no_attributes(w.root, tree):
+        return []
     changed = w.out(["diff-tree", "-r", "-z", "--name-only", "--no-renames", old, new])
     paths = [p for p in changed.split("\0") if p]
     if not paths:
