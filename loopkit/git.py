@@ -783,7 +783,10 @@ def _configured(
             if k.startswith("GIT_") or k in ("HOME", "XDG_CONFIG_HOME")
         )
     )
-    key = (os.path.realpath(root), env, tuple(sorted(state.items())))
+    # A ref's value steers no config (``includeIf onbranch:`` reads the branch's name, in
+    # HEAD): a landing that moves the branch keeps the answer.
+    kept = sorted((k, v) for k, v in state.items() if not k.startswith(".git/refs/"))
+    key = (os.path.realpath(root), env, tuple(kept))
     last = _configured_last
     if last is not None and last[0] == key:
         if all(_digest(Path(os.path.realpath(f))) == d for f, d in last[2].items()):
