@@ -20,6 +20,17 @@ import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+from loopkit.discovery import (
+    DISCOVERY_ENV,
+    GitDirs,
+    discover,
+    find_dirs,
+    head_from_files,
+    packed_refs,
+    ref_from_files,
+)
+from loopkit.discovery import Located as Located  # the answer of ``locate``
+from loopkit.discovery import is_object_id as is_object_id  # one rule for an id
 from loopkit.errors import EnvironmentProblem, LoopkitError
 from loopkit.exitcodes import ExitCode
 from loopkit.files import atomic_write
@@ -178,7 +189,7 @@ def neutral_settings(cwd: str | os.PathLike[str]) -> list[tuple[str, str]]:
 def _may_define_filters(cwd: str | os.PathLike[str]) -> bool:
     """False only when the repository's config files surely define no filter driver (a
     section header naming one must contain ``filter``; an include, ``include``)."""
-    dirs = _git_dirs(cwd)
+    dirs = find_dirs(cwd)
     if dirs is None:
         return True
     for path in (dirs.common / "config", dirs.own / "config.worktree"):
@@ -323,27 +334,11 @@ def common_dir(root: str | os.PathLike[str]) -> Path:
 
 def index_path(root: str | os.PathLike[str]) -> Path:
     """The index file git uses at ``root`` (honours ``GIT_INDEX_FILE``, worktrees)."""
-    found = _discover(root)
+    found = discover(root)
     if found is not None:  # a plain repository: no git call
         return found.index
     p = Path(out(["rev-parse", "--git-path", "index"], cwd=root))
     return p if p.is_absolute() else (Path(root) / p).resolve()
-
-
-class Located:
-    """Where a repository is, found with one ``git rev-parse``. (This module's records
-    are plain classes, not dataclasses: ``lk workspace`` loads no ``dataclasses``.)"""
-
-    __slots__ = ("base", "index", "root")
-
-    def __init__(self, root: Path, index: Path, base: str | None) -> None:
-        self.root = root
-        self.index = index
-        #: The commit (or tree) asked for, resolved to an id; None if unknown.
-        self.base = base
-
-    def __repr__(self) -> str:
-        return f"Located(root={self.root!r}, index={self.index!r}, base={self.base!r})"
 
 
 def locate(
@@ -355,7 +350,7 @@ def locate(
     ``base=None``, except ``HEAD`` in a repository without commits, which resolves to the
     empty tree when ``unborn_ok``.
     """
-    found = _discover(path)
+    found = discover(path)
     if found is not None and base is None:
         return found
     if found is not None and base is not None:
@@ -444,63 +439,11 @@ def _tree_or_empty(root: Path, base: str, *, unborn_ok: bool) -> str | None:
     return None
 
 
-#: With any of these set, git's own discovery rules apply (so git is asked).
-_DISCOVERY_ENV = (
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_COMMON_DIR",
-    "GIT_CEILING_DIRECTORIES",
-    "GIT_DISCOVERY_ACROSS_FILESYSTEM",
-)
-
-
 def plain_root(path: str | os.PathLike[str] = ".") -> Path | None:
     """The root of the repository at ``path`` when it is found without starting git (a
     ``.git`` folder of our own), else None -- for commands that also work outside one."""
-    found = _discover(path)
+    found = discover(path)
     return found.root if found is not None else None
-
-
-def _discover(path: str | os.PathLike[str]) -> Located | None:
-    """The plain case of git's repository discovery, without starting git (about 7 ms here).
-
-    Only a ``.git`` folder of our own, with no worktree or bare setting in its config, is
-    recognised; anything else (a ``.git`` file, discovery variables, another owner) returns
-    None and git is asked.
-    """
-    if any(k in os.environ for k in _DISCOVERY_ENV):
-        return None
-    try:
-        here = os.path.realpath(path)
-    except OSError:
-        return None
-    if ".git" in here.split(os.sep):
-        return None
-    while True:
-        dotgit = os.path.join(here, ".git")
-        try:
-            st = os.stat(dotgit)
-        except OSError:
-            st = None
-        if st is not None:
-            if not os.path.isdir(dotgit) or st.st_uid != os.geteuid():
-                return None
-            try:
-                with open(os.path.join(dotgit, "config"), "rb") as f:
-                    config = f.read(65536).lower()
-            except OSError:
-                return None
-            if b"worktree" in config or b"bare = true" in config or b"bare=true" in config:
-                return None
-            if not os.path.isfile(os.path.join(dotgit, "HEAD")):
-                return None
-            chosen = os.environ.get("GIT_INDEX_FILE")
-            index = Path(os.path.abspath(chosen)) if chosen else Path(dotgit, "index")
-            return Located(root=Path(here), index=index, base=None)
-        parent = os.path.dirname(here)
-        if parent == here:
-            return None
-        here = parent
 
 
 def new_blob_ids(records: bytes) -> list[str]:
@@ -541,64 +484,9 @@ def object_sizes(
     return sizes
 
 
-class GitDirs:
-    """A work tree's git folders: its own (HEAD, the index; ``.git/worktrees/NAME`` for a
-    linked worktree) and the shared one (config, hooks, info, refs, modules)."""
-
-    __slots__ = ("common", "own")
-
-    def __init__(self, own: Path, common: Path) -> None:
-        self.own = own
-        self.common = common
-
-
-def _git_dirs(path: str | os.PathLike[str]) -> GitDirs | None:
-    """The git folders of the work tree at ``path``, found without starting git: a ``.git``
-    folder, or a ``.git`` file naming a linked worktree's folder. None when git's own
-    discovery must decide (discovery variables set, ``path`` inside a git folder)."""
-    if any(k in os.environ for k in _DISCOVERY_ENV):
-        return None
-    try:
-        here = os.path.realpath(path)
-    except OSError:
-        return None
-    if ".git" in here.split(os.sep):
-        return None
-    while True:
-        dotgit = os.path.join(here, ".git")
-        if os.path.isdir(dotgit):
-            own = dotgit
-            break
-        if os.path.isfile(dotgit):
-            try:
-                with open(dotgit, encoding="utf-8") as f:
-                    pointer = f.read().strip()
-            except (OSError, UnicodeDecodeError):
-                return None
-            if not pointer.startswith("gitdir:"):
-                return None
-            own = os.path.join(here, pointer[len("gitdir:") :].strip())
-            if not os.path.isdir(own):
-                return None
-            break
-        parent = os.path.dirname(here)
-        if parent == here:
-            return None
-        here = parent
-    common = own
-    try:
-        with open(os.path.join(own, "commondir"), encoding="utf-8") as f:
-            common = os.path.join(own, f.read().strip())
-    except FileNotFoundError:
-        pass
-    except (OSError, UnicodeDecodeError):
-        return None
-    return GitDirs(own=Path(os.path.normpath(own)), common=Path(os.path.normpath(common)))
-
-
 def git_dirs(root: str | os.PathLike[str]) -> GitDirs:
     """The git folders of the work tree at ``root`` (asks git only in unusual set-ups)."""
-    found = _git_dirs(root)
+    found = find_dirs(root)
     if found is not None:
         return found
     lines = out(["rev-parse", "--absolute-git-dir", "--git-common-dir"], cwd=root).splitlines()
@@ -614,15 +502,6 @@ FSYNC = ("-c", "core.fsync=loose-object,reference", "-c", "core.fsyncMethod=fsyn
 _STORE_WORDS = (b"objectformat", b"sharedrepository", b"include", b"compressionlevel")
 
 
-def dirs_of(git_dir: Path) -> GitDirs:
-    """The git folders of a work tree whose own git folder is ``git_dir``."""
-    try:
-        common = git_dir / (git_dir / "commondir").read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        common = git_dir
-    return GitDirs(own=git_dir, common=Path(os.path.normpath(common)))
-
-
 def write_blob(
     root: str | os.PathLike[str],
     data: bytes,
@@ -636,9 +515,9 @@ def write_blob(
     (SHA-1, not shared, no object directory from the environment); else by ``git
     hash-object -w``. An object already there is left as it is (its content is its name).
     ``dirs``: the git folders, when ``root`` is a git folder rather than a work tree."""
-    dirs = dirs or _git_dirs(root)
+    dirs = dirs or find_dirs(root)
     plain = dirs is not None and not any(
-        k in os.environ for k in ("GIT_OBJECT_DIRECTORY", *_DISCOVERY_ENV)
+        k in os.environ for k in ("GIT_OBJECT_DIRECTORY", *DISCOVERY_ENV)
     )
     if dirs is not None and plain:
         try:
@@ -935,64 +814,19 @@ def _walk(
                 state[f"{label}/{path.relative_to(top).as_posix()}"] = _digest(path)
 
 
-def head_from_files(root: str | os.PathLike[str]) -> tuple[str, str] | None:
-    """The commit at HEAD ("" for an unborn branch) and its branch ("" when detached), read
-    from git's files where their format is stable: the work tree's ``HEAD``, the branch's
-    loose file, ``packed-refs``. None when only git can say (another ref store, a symbolic
-    ref below HEAD, a HEAD not on a branch under ``refs/heads/``, discovery variables)."""
-    dirs = _git_dirs(root)
-    if dirs is None or (dirs.common / "reftable").is_dir():
-        return None
-    try:
-        text = (dirs.own / "HEAD").read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-    if is_object_id(text):
-        return text, ""
-    ref = text.removeprefix("ref: ")
-    if ref == text or not ref.startswith("refs/heads/"):
-        return None
-    value = _ref_value(root, dirs.common, ref)
-    if value == "absent":
-        return "", ref
-    return (value, ref) if is_object_id(value) else None
-
-
 def _ref_value(root: str | os.PathLike[str], common: Path, ref: str) -> str:
-    """The id a branch points at: its loose file, else its ``packed-refs`` line, else git's
-    answer (another ref store); ``absent`` for a branch without commits."""
-    try:
-        text = (common / ref).read_text(encoding="utf-8").strip()
-        if text:
-            return text
-    except (OSError, UnicodeDecodeError):
-        pass
-    packed = _packed_refs(common)
-    if ref in packed:
-        return packed[ref]
-    if not (common / "reftable").is_dir():
-        return "absent"
+    """The id a branch points at (``discovery.ref_from_files``), else git's answer (another
+    ref store); ``absent`` for a branch without commits."""
+    found = ref_from_files(common, ref)
+    if found is not None:
+        return found
     done = git(["rev-parse", "-q", "--verify", "--end-of-options", ref], cwd=root, check=False)
     return done.stdout.decode().strip() or "absent"
 
 
-def _packed_refs(common: Path) -> dict[str, str]:
-    try:
-        raw = (common / "packed-refs").read_bytes()
-    except OSError:
-        return {}
-    found: dict[str, str] = {}
-    for line in raw.decode("utf-8", "surrogateescape").splitlines():
-        if not line or line[0] in "#^":
-            continue
-        value, _, name = line.partition(" ")
-        found[name] = value
-    return found
-
-
 def _replace_refs(common: Path) -> dict[str, str]:
     """``refs/replace/*``: each makes git show another object in place of one."""
-    found = {k: v for k, v in _packed_refs(common).items() if k.startswith("refs/replace/")}
+    found = {k: v for k, v in packed_refs(common).items() if k.startswith("refs/replace/")}
     loose: dict[str, str] = {}
     _walk(common / "refs" / "replace", "refs/replace", loose)
     for name in loose:
@@ -1193,7 +1027,7 @@ class TreeWatch:
         #: Top-level names left out of every hash (a clean room's carried symlinks).
         self.skip = tuple(skip)
         if index is None:
-            found = _discover(root)
+            found = discover(root)
             index = found.index if found is not None else index_path(root)
         self.real = index
         self.path = _scratch_copy(self.real, seed)
@@ -1467,7 +1301,7 @@ def no_attributes(root: Path, tree: str) -> bool:
     and the system one: each absent or empty), nor does a setting read them from a tree
     (``GIT_ATTR_SOURCE``, ``attr.tree``). False whenever that is not known."""
     listed = next((v for (_, t), v in _LISTINGS.items() if t == tree), None)
-    dirs = _git_dirs(root)
+    dirs = find_dirs(root)
     if listed is None or listed.attributes or dirs is None or "GIT_ATTR_SOURCE" in os.environ:
         return False
     if config_value(root, "attr.tree") is not None:
@@ -1672,11 +1506,6 @@ def ensure_room(root: Path, path: Path, *, head: str | None) -> None:
         atomic_write(path / ".git" / "HEAD", f"{commit}\n")
     else:
         git(["update-ref", "--no-deref", "HEAD", commit], cwd=path)
-
-
-def is_object_id(text: str) -> bool:
-    """Whether ``text`` is a full object id (SHA-1 or SHA-256, lowercase hex)."""
-    return len(text) in (40, 64) and not text.strip("0123456789abcdef")
 
 
 def clean_worktree(path: Path) -> None:

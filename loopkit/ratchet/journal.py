@@ -32,7 +32,7 @@ import json
 import os
 from pathlib import Path
 
-from loopkit import git
+from loopkit import discovery, git
 from loopkit.errors import EnvironmentProblem
 from loopkit.files import atomic_write, sync_folder
 
@@ -120,7 +120,7 @@ def _written(folder: Path, data: dict[str, Any], *, twin_now: bool) -> str:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         blob = git.write_blob(
-            folder.parent, text.encode(), durable=True, dirs=git.dirs_of(folder.parent)
+            folder.parent, text.encode(), durable=True, dirs=discovery.dirs_of(folder.parent)
         )
         if twin_now:
             git.git([*git.FSYNC, "update-ref", REF, blob], cwd=folder.parent)

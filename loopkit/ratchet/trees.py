@@ -13,7 +13,7 @@ import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from loopkit import git
+from loopkit import discovery, git
 from loopkit.errors import EnvironmentProblem
 
 
@@ -43,7 +43,7 @@ class Where:
 def head(w: Where) -> tuple[str, str]:
     """The commit at HEAD ("" when none) and the branch it is on ("" when detached): from
     git's ref files where it can (no process), else git's answer."""
-    found = git.head_from_files(w.root)
+    found = discovery.head_from_files(w.root)
     if found is not None:
         return found
     commit, _, branch = head_tree(w)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loopkit import git
+from loopkit import discovery, git
 from tests.helpers import git as run_git
 
 
@@ -32,7 +32,7 @@ def test_a_blob_written_without_git_is_the_object_git_writes(
     linked = tmp_path / "linked"
     run_git(git_repo, "worktree", "add", "-q", "-b", "side", str(linked), "main")
     own = git.git_dirs(linked).own
-    other = git.write_blob(own, b"from a linked worktree\n", dirs=git.dirs_of(own))
+    other = git.write_blob(own, b"from a linked worktree\n", dirs=discovery.dirs_of(own))
     assert git.git(["cat-file", "blob", other], cwd=git_repo).stdout == b"from a linked worktree\n"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loopkit import git
+from loopkit import discovery, git
 from loopkit.ratchet import trees
 from tests.helpers import git as run_git
 
@@ -17,28 +17,32 @@ def _git_says(repo: Path) -> tuple[str, str]:
 
 
 def test_each_layout_reads_as_git_reads_it(git_repo: Path, tmp_path: Path) -> None:
-    assert git.head_from_files(git_repo) == _git_says(git_repo)  # a loose branch
+    assert discovery.head_from_files(git_repo) == _git_says(git_repo)  # a loose branch
     run_git(git_repo, "pack-refs", "--all")
     assert not (git_repo / ".git/refs/heads/main").exists()
-    assert git.head_from_files(git_repo) == _git_says(git_repo)  # packed-refs alone
+    assert discovery.head_from_files(git_repo) == _git_says(git_repo)  # packed-refs alone
     run_git(git_repo, "commit", "-q", "--allow-empty", "-m", "two")  # loose beats packed
-    assert git.head_from_files(git_repo) == _git_says(git_repo)
+    assert discovery.head_from_files(git_repo) == _git_says(git_repo)
     run_git(git_repo, "checkout", "-q", "--detach", "HEAD~1")
-    assert git.head_from_files(git_repo) == _git_says(git_repo)  # detached
+    assert discovery.head_from_files(git_repo) == _git_says(git_repo)  # detached
     run_git(git_repo, "checkout", "-q", "--orphan", "unborn")
-    assert git.head_from_files(git_repo) == ("", "refs/heads/unborn") == _git_says(git_repo)
+    assert discovery.head_from_files(git_repo) == ("", "refs/heads/unborn") == _git_says(git_repo)
     linked = tmp_path / "linked"
     run_git(git_repo, "worktree", "add", "-q", "-b", "side", str(linked), "main")
     run_git(linked, "commit", "-q", "--allow-empty", "-m", "side")
-    assert git.head_from_files(linked) == _git_says(linked) != git.head_from_files(git_repo)
+    assert (
+        discovery.head_from_files(linked)
+        == _git_says(linked)
+        != discovery.head_from_files(git_repo)
+    )
 
 
 def test_a_symbolic_ref_below_head_is_left_to_git(git_repo: Path) -> None:
     run_git(git_repo, "symbolic-ref", "refs/heads/alias", "refs/heads/main")
     run_git(git_repo, "symbolic-ref", "HEAD", "refs/heads/alias")
-    assert git.head_from_files(git_repo) is None
+    assert discovery.head_from_files(git_repo) is None
     (git_repo / ".git" / "HEAD").write_text("ref: refs/remotes/x\n")
-    assert git.head_from_files(git_repo) is None
+    assert discovery.head_from_files(git_repo) is None
 
 
 def test_a_known_head_is_located_without_git_and_a_moved_one_is_asked(git_repo: Path) -> None:
