@@ -30,17 +30,24 @@ class GitDirs:
         self.common = common
 
 
-def find_dirs(path: str | os.PathLike[str]) -> GitDirs | None:
-    """The git folders of the work tree at ``path``, found without starting git: a ``.git``
-    folder, or a ``.git`` file naming a linked worktree's folder. None when git's own
-    discovery must decide (discovery variables set, ``path`` inside a git folder)."""
+def _plain_start(path: str | os.PathLike[str]) -> str | None:
+    """Where the walk up from ``path`` starts (its real path), or None when git's own
+    rules decide: discovery variables set, or ``path`` inside a git folder."""
     if any(k in os.environ for k in DISCOVERY_ENV):
         return None
     try:
         here = os.path.realpath(path)
     except OSError:
         return None
-    if ".git" in here.split(os.sep):
+    return None if ".git" in here.split(os.sep) else here
+
+
+def find_dirs(path: str | os.PathLike[str]) -> GitDirs | None:
+    """The git folders of the work tree at ``path``, found without starting git: a ``.git``
+    folder, or a ``.git`` file naming a linked worktree's folder. None when git's own
+    discovery must decide (discovery variables set, ``path`` inside a git folder)."""
+    here = _plain_start(path)
+    if here is None:
         return None
     while True:
         dotgit = os.path.join(here, ".git")
@@ -106,13 +113,8 @@ def discover(path: str | os.PathLike[str]) -> Located | None:
     recognised; anything else (a ``.git`` file, discovery variables, another owner) returns
     None and git is asked.
     """
-    if any(k in os.environ for k in DISCOVERY_ENV):
-        return None
-    try:
-        here = os.path.realpath(path)
-    except OSError:
-        return None
-    if ".git" in here.split(os.sep):
+    here = _plain_start(path)
+    if here is None:
         return None
     while True:
         dotgit = os.path.join(here, ".git")
