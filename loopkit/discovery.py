@@ -7,6 +7,7 @@ git. Nothing here starts a process."""
 from __future__ import annotations
 
 import os
+import zlib
 from pathlib import Path
 
 #: With any of these set, git's own discovery rules apply (so git is asked).
@@ -166,6 +167,24 @@ def head_from_files(root: str | os.PathLike[str]) -> tuple[str, str] | None:
     if value == "absent":
         return "", ref
     return (value, ref) if is_object_id(value) else None
+
+
+def tree_from_files(common: Path, commit: str) -> str | None:
+    """The tree of ``commit`` read from its loose object (the first bytes of it inflated),
+    as git reads it; None when it is not a loose object here (packed, in an alternate, an
+    object directory from the environment) or not a commit (a tag's id: git peels it)."""
+    if not is_object_id(commit) or "GIT_OBJECT_DIRECTORY" in os.environ:
+        return None
+    try:
+        with open(common / "objects" / commit[:2] / commit[2:], "rb") as f:
+            head = zlib.decompressobj().decompress(f.read(4096), 32 + len(commit))
+    except (OSError, zlib.error):
+        return None
+    kind, _, body = head.partition(b"\0")
+    if not kind.startswith(b"commit ") or not body.startswith(b"tree "):
+        return None
+    tree = body[5 : 5 + len(commit)].decode("ascii", "replace")
+    return tree if is_object_id(tree) and len(tree) == len(commit) else None
 
 
 def ref_from_files(common: Path, ref: str) -> str | None:

@@ -51,8 +51,15 @@ def head(w: Where) -> tuple[str, str]:
 
 
 def head_tree(w: Where) -> tuple[str, str, str]:
-    """The commit at HEAD, its tree and the branch ("" for each that is not there): one
-    git call while HEAD has a commit."""
+    """The commit at HEAD, its tree and the branch ("" for each that is not there): read
+    from git's files when HEAD's commit is a loose object (a landed or marked commit is),
+    else one git call while HEAD has a commit."""
+    found = discovery.head_from_files(w.root)
+    dirs = discovery.find_dirs(w.root) if found and found[0] else None
+    tree = discovery.tree_from_files(dirs.common, found[0]) if found and dirs else None
+    if found and tree:
+        git.known_commit(w.root, found[0], tree)
+        return found[0], tree, found[1]
     done = git.git(
         ["rev-parse", "HEAD^{commit}", "HEAD^{tree}", "--symbolic-full-name", "HEAD"],
         cwd=w.root,

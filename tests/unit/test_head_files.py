@@ -65,3 +65,25 @@ def test_a_known_head_is_located_without_git_and_a_moved_one_is_asked(git_repo: 
     finally:
         git.git = real  # type: ignore[assignment]
     assert moved == _git_says(git_repo)[0] != commit
+
+
+def test_head_and_its_tree_read_from_files_are_what_git_says(git_repo: Path) -> None:
+    w = trees.Where(git_repo, git.git_dirs(git_repo).own, git_repo / ".loopkit")
+
+    def git_says() -> tuple[str, str, str]:
+        out = run_git(
+            git_repo, "rev-parse", "HEAD^{commit}", "HEAD^{tree}", "--symbolic-full-name", "HEAD"
+        )
+        commit, tree, branch = out.split("\n")[:3]
+        return commit, tree, branch
+
+    run_git(git_repo, "commit", "-q", "--allow-empty", "-m", "loose")
+    common = git.git_dirs(git_repo).common
+    assert discovery.tree_from_files(common, git_says()[0]) == git_says()[1]  # from the file
+    assert trees.head_tree(w) == git_says()
+    run_git(git_repo, "gc", "-q")  # packed: git is asked, and says the same
+    assert discovery.tree_from_files(common, git_says()[0]) is None
+    assert trees.head_tree(w) == git_says()
+    run_git(git_repo, "tag", "-a", "-m", "t", "v1")
+    tag = run_git(git_repo, "rev-parse", "v1").strip()
+    assert discovery.tree_from_files(common, tag) is None  # not a commit: git peels it
