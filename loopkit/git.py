@@ -344,13 +344,15 @@ def index_path(root: str | os.PathLike[str]) -> Path:
 def locate(
     path: str | os.PathLike[str] = ".", *, base: str | None = None, unborn_ok: bool = True
 ) -> Located:
-    """The repository root and index at ``path``, and ``base`` resolved (one git call).
+    """The repository root and index at ``path``, and ``base`` resolved (one git call; none
+    for a plain repository and a commit git named in this process, ``known_commit``).
 
     Exit 4 when ``path`` is not in a git repository. A ``base`` that names nothing gives
     ``base=None``, except ``HEAD`` in a repository without commits, which resolves to the
     empty tree when ``unborn_ok``.
     """
-    found = discover(path)
+    # With a base, the walk is worth it only when this process knows a commit already.
+    found = discover(path) if base is None or _COMMITS else None
     if found is not None and base is None:
         return found
     if found is not None and base is not None:
