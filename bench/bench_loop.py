@@ -15,6 +15,13 @@ same commit of the cached repository; medians of paired runs. The git processes 
 in one more round of each, through a ``git`` on PATH that writes a line per start and
 hands over to the real one (the timed rounds run without it).
 
+Paired against another loopkit (``LOOPKIT_BENCH_AGAINST``: the source tree of an earlier
+commit, e.g. ``git archive a69f713 | tar -x -C DIR``): each round runs its loop.sh too,
+its ``lk`` steps loading that tree's package (``PYTHONPATH``), and the figures say both,
+their paired ratio, and each one's git processes. The memory of one attempt: the peak of
+the sum of the resident sets of its whole process tree (sampled every 10 ms from /proc,
+in a round of its own after the timed ones).
+
     python bench/bench_loop.py [FILES [RUNS]]    # 10000 9; 100000 files: 1,000 folders;
                                                  # RUNS 0: only count git's processes
 """
@@ -28,6 +35,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -85,14 +93,50 @@ def build() -> Path:
     return repo
 
 
-def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
+AGAINST = os.environ.get("LOOPKIT_BENCH_AGAINST", "")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def tree_rss(pid: int) -> int:
+    """The bytes resident in ``pid`` and every process below it, now."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            total += int(Path(f"/proc/{p}/statm").read_text().split()[1]) * PAGE
+            for task in os.listdir(f"/proc/{p}/task"):
+                todo += [
+                    int(c) for c in Path(f"/proc/{p}/task/{task}/children").read_text().split()
+                ]
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+    return total
+
+
+def timed(argv: list[str], cwd: Path, env: dict[str, str], peak: list[int] | None = None) -> float:
+    """Seconds ``argv`` took; with ``peak``, its process tree's largest resident total."""
     start = time.perf_counter()
-    done = subprocess.run(
-        argv, cwd=cwd, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL
-    )
+    child = subprocess.Popen(
+        argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(0.01):
+            assert peak is not None
+            peak[0] = max(peak[0], tree_rss(child.pid))
+
+    watcher = threading.Thread(target=sample, daemon=True) if peak is not None else None
+    if watcher is not None:
+        watcher.start()
+    _, err = child.communicate()
     took = time.perf_counter() - start
-    if done.returncode != 0:
-        raise SystemExit(f"{argv[0]} failed ({done.returncode}): {done.stderr[-800:]}")
+    stop.set()
+    if watcher is not None:
+        watcher.join()
+    if child.returncode != 0:
+        raise SystemExit(f"{argv[0]} failed ({child.returncode}): {err[-800:]}")
     return took
 
 
@@ -160,51 +204,79 @@ def main() -> int:
     naive = "set -e; echo \"edit = '$TASK'\" >> pkg000/mod_000.py; true; git add -A; git commit -q -m naive"
     floor_argv = CLICK_FLOOR
     loops, naives, floors, pairs = [], [], [], []
+    theirs: list[float] = []  # the loop of LOOPKIT_BENCH_AGAINST
+    against: list[float] = []  # this loop / that loop, paired
     counts: dict[str, int] = {}
     stages: list[list[dict[str, object]]] = []
-    counts_by = ""
+    counts_by: dict[str, str] = {}
+    peaks: dict[str, int] = {}
+    kinds = ("loop", "naive", "against") if AGAINST else ("loop", "naive")
     print(f"load average before: {load()}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         env["LOOPKIT_CLEANROOM"] = str(Path(tmp) / "rooms")
         log = counting_git(Path(tmp))
         counted = {**env, "PATH": f"{tmp}{os.pathsep}{env['PATH']}"}
 
-        def one(kind: str, n: int, env: dict[str, str], *, record: bool = False) -> float:
+        def one(
+            kind: str,
+            n: int,
+            env: dict[str, str],
+            *,
+            record: bool = False,
+            peak: list[int] | None = None,
+        ) -> float:
             git(repo, "reset", "-q", "--hard", start)
             git(repo, "clean", "-fdxq", "-e", ".loopkit")
             shutil.rmtree(repo / ".loopkit", ignore_errors=True)
-            if kind == "loop":
-                argv = [str(RECIPES / "loop.sh"), "--fast", "--contract", "loop.yaml"]
-                took = timed([*argv, "--task-id", f"t{n}", "--task", "edit"], repo, env)
-                if record:
+            if kind in ("loop", "against"):
+                recipes = RECIPES if kind == "loop" else Path(AGAINST) / "recipes"
+                if kind == "against":  # its own package, its own clean rooms
+                    env = {**env, "PYTHONPATH": AGAINST,
+                           "LOOPKIT_CLEANROOM": env["LOOPKIT_CLEANROOM"] + "-against"}  # fmt: skip
+                argv = [str(recipes / "loop.sh"), "--fast", "--contract", "loop.yaml"]
+                took = timed([*argv, "--task-id", f"t{n}", "--task", "edit"], repo, env, peak)
+                if record and kind == "loop":
                     stages.append(timings(repo))
                 return took
             return timed(["sh", "-c", naive], repo, {**env, "TASK": f"t{n}"})
 
         for n in range(RUNS + 1):
-            took = {kind: one(kind, n, env, record=bool(n)) for kind in ("loop", "naive")}
+            took = {kind: one(kind, n, env, record=bool(n)) for kind in kinds}
             if n:
                 loops.append(took["loop"])
                 naives.append(took["naive"])
                 pairs.append(took["loop"] / took["naive"])
+                if AGAINST:
+                    theirs.append(took["against"])
+                    against.append(took["loop"] / took["against"])
             # The denominator: three samples a round (a lone one swung the ratio by 20 %).
             floors += [timed(floor_argv, repo, env) for _ in range(3)]
-        for kind in ("loop", "naive"):
+        for kind in kinds:
+            if AGAINST and kind != "naive":  # the kinds share the repository's git folder:
+                one(kind, RUNS + 1, env)  # its caches (the statement's roots) as its own left them
             log.unlink(missing_ok=True)
             one(kind, RUNS + 1, counted)
             counts[kind] = len(log.read_text().splitlines()) if log.exists() else 0
-            if kind == "loop" and log.exists():
+            if kind != "naive" and log.exists():
                 tally: dict[str, int] = {}
                 for line in log.read_text().splitlines():
                     word = subcommand(line.split())
                     tally[word] = tally.get(word, 0) + 1
-                counts_by = ", ".join(f"{k} {v}" for k, v in sorted(tally.items()))
+                counts_by[kind] = ", ".join(f"{k} {v}" for k, v in sorted(tally.items()))
+        for kind in kinds:
+            if kind != "naive" and RUNS:
+                peak = [0]
+                one(kind, RUNS + 2, env, peak=peak)
+                peaks[kind] = peak[0]
         git(repo, "reset", "-q", "--hard", start)
     print(f"load average after: {load()}")
     if not pairs:  # RUNS 0: the git processes counted, nothing timed
         print(
-            f"git processes: {counts['loop']} an attempt ({counts_by}); the naive ratchet {counts['naive']}"
+            f"git processes: {counts['loop']} an attempt ({counts_by['loop']}); the naive "
+            f"ratchet {counts['naive']}"
         )
+        if AGAINST:
+            print(f"against {AGAINST}: {counts['against']} ({counts_by['against']})")
         return 0
     loop, bare, floor = (statistics.median(x) for x in (loops, naives, floors))
     paired = statistics.median(pairs)
@@ -223,9 +295,18 @@ def main() -> int:
             f"where an attempt's time goes (medians, the ledger's timings): {stage_medians(stages)}"
         )
     print(
-        f"git processes: {counts['loop']} an attempt ({counts_by}); the naive ratchet "
+        f"git processes: {counts['loop']} an attempt ({counts_by['loop']}); the naive ratchet "
         f"{counts['naive']} (target <= {GIT_TARGET})"
     )
+    print(f"memory: one attempt's process tree at most {peaks['loop'] / 2**20:.0f} MiB resident")
+    if AGAINST:
+        print(
+            f"against {AGAINST}: its attempt {statistics.median(theirs) * 1000:.0f} ms; this "
+            f"one = {statistics.median(against):.2f}x it (median of {len(against)} pairs, "
+            f"{min(against):.2f}-{max(against):.2f}); its git processes {counts['against']} "
+            f"({counts_by['against']}); its process tree at most "
+            f"{peaks['against'] / 2**20:.0f} MiB"
+        )
     print(
         f"click floor {floor * 1000:.0f} ms; overhead = {ratio:.1f}x the floor "
         f"(target <= {TARGET:g}x, first step <= {FIRST_STEP:g}x)"

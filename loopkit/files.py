@@ -29,6 +29,7 @@ def atomic_write(
     *,
     sync: bool = False,
     keep_mode: bool = False,
+    mode: int | None = None,
     mtime_ns: int | None = None,
 ) -> None:
     """Write ``path`` whole or not at all (a temp file beside it, then a rename).
@@ -36,12 +37,12 @@ def atomic_write(
     ``sync`` flushes the file to disk before the rename and its folder after it (a ledger
     checkpoint, a checklist, a journal: a power loss leaves the old content or the new);
     ``keep_mode`` gives the new file the old one's permission bits (a user's file
-    rewritten in place keeps being executable, or private); ``mtime_ns``: its modification
+    rewritten in place keeps being executable, or private); ``mode``: the new file's
+    permission bits (else private, 0600, when there is none to keep); ``mtime_ns``: its modification
     time, set before it appears (an index copied with its own: git's racy-entry rule).
     Text is written as UTF-8, line endings untouched.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    mode = None
     if keep_mode:
         try:
             mode = stat.S_IMODE(os.stat(path).st_mode)

@@ -13,13 +13,27 @@ of ``.git`` before the worker starts, so that lk-diff can tell what the worker c
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import posixpath
+import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+from loopkit.discovery import (
+    DISCOVERY_ENV,
+    GitDirs,
+    discover,
+    find_dirs,
+    head_from_files,
+    packed_refs,
+    ref_from_files,
+)
+from loopkit.discovery import Located as Located  # the answer of ``locate``
+from loopkit.discovery import is_object_id as is_object_id  # one rule for an id
 from loopkit.errors import EnvironmentProblem, LoopkitError
 from loopkit.exitcodes import ExitCode
+from loopkit.files import atomic_write
 
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
 if TYPE_CHECKING:
@@ -175,7 +189,7 @@ def neutral_settings(cwd: str | os.PathLike[str]) -> list[tuple[str, str]]:
 def _may_define_filters(cwd: str | os.PathLike[str]) -> bool:
     """False only when the repository's config files surely define no filter driver (a
     section header naming one must contain ``filter``; an include, ``include``)."""
-    dirs = _git_dirs(cwd)
+    dirs = find_dirs(cwd)
     if dirs is None:
         return True
     for path in (dirs.common / "config", dirs.own / "config.worktree"):
@@ -320,42 +334,34 @@ def common_dir(root: str | os.PathLike[str]) -> Path:
 
 def index_path(root: str | os.PathLike[str]) -> Path:
     """The index file git uses at ``root`` (honours ``GIT_INDEX_FILE``, worktrees)."""
-    found = _discover(root)
+    found = discover(root)
     if found is not None:  # a plain repository: no git call
         return found.index
     p = Path(out(["rev-parse", "--git-path", "index"], cwd=root))
     return p if p.is_absolute() else (Path(root) / p).resolve()
 
 
-class Located:
-    """Where a repository is, found with one ``git rev-parse``. (This module's records
-    are plain classes, not dataclasses: ``lk workspace`` loads no ``dataclasses``.)"""
-
-    __slots__ = ("base", "index", "root")
-
-    def __init__(self, root: Path, index: Path, base: str | None) -> None:
-        self.root = root
-        self.index = index
-        #: The commit (or tree) asked for, resolved to an id; None if unknown.
-        self.base = base
-
-    def __repr__(self) -> str:
-        return f"Located(root={self.root!r}, index={self.index!r}, base={self.base!r})"
-
-
 def locate(
     path: str | os.PathLike[str] = ".", *, base: str | None = None, unborn_ok: bool = True
 ) -> Located:
-    """The repository root and index at ``path``, and ``base`` resolved (one git call).
+    """The repository root and index at ``path``, and ``base`` resolved (one git call; none
+    for a plain repository and a commit git named in this process, ``known_commit``).
 
     Exit 4 when ``path`` is not in a git repository. A ``base`` that names nothing gives
     ``base=None``, except ``HEAD`` in a repository without commits, which resolves to the
     empty tree when ``unborn_ok``.
     """
-    if base is None:
-        found = _discover(path)
-        if found is not None:
-            return found
+    # With a base, the walk is worth it only when this process knows a commit already.
+    found = discover(path) if base is None or _COMMITS else None
+    if found is not None and base is None:
+        return found
+    if found is not None and base is not None:
+        # A commit git named as one here already (the HEAD ``lk task begin`` read, in the
+        # same process), HEAD's read from the ref files: no git call.
+        head = head_from_files(found.root) if base == "HEAD" else None
+        commit = head[0] if head else base
+        if commit in _COMMITS.get(os.path.realpath(found.root), ()):
+            return Located(root=found.root, index=found.index, base=commit)
     args = ["rev-parse", "--show-toplevel", "--git-path", "index"]
     if base is not None:
         args += ["--verify", "-q", "--end-of-options", f"{base}^{{commit}}"]
@@ -381,9 +387,22 @@ def locate(
 _COMMITS: dict[str, set[str]] = {}
 
 
-def _known_commit(root: str | os.PathLike[str], commit: str) -> None:
+#: Each such commit's tree, where git named it too.
+_TREES: dict[str, str] = {}
+
+
+def _known_commit(root: str | os.PathLike[str], commit: str, tree: str = "") -> None:
     if is_object_id(commit):
         _COMMITS.setdefault(os.path.realpath(root), set()).add(commit)
+        if is_object_id(tree):
+            _TREES[commit] = tree
+
+
+def known_commit(root: str | os.PathLike[str], commit: str, tree: str) -> None:
+    """``commit`` is a commit whose tree is ``tree``, as git just answered (``rev-parse
+    C^{commit} C^{tree}``): asked again in this process, ``locate`` and ``resolve`` answer
+    without git."""
+    _known_commit(root, commit, tree)
 
 
 def resolve(root: Path, base: str, *, unborn_ok: bool = True) -> str | None:
@@ -392,6 +411,9 @@ def resolve(root: Path, base: str, *, unborn_ok: bool = True) -> str | None:
     if base in _COMMITS.get(os.path.realpath(root), ()):
         return base
     if base.endswith("^{tree}"):  # never a commit: one question, not two
+        commit = base.removesuffix("^{tree}")
+        if commit in _TREES and commit in _COMMITS.get(os.path.realpath(root), ()):
+            return _TREES[commit]
         return _tree_or_empty(root, base, unborn_ok=unborn_ok)
     done = git(
         ["rev-parse", "--verify", "-q", "--end-of-options", f"{base}^{{commit}}"],
@@ -419,63 +441,11 @@ def _tree_or_empty(root: Path, base: str, *, unborn_ok: bool) -> str | None:
     return None
 
 
-#: With any of these set, git's own discovery rules apply (so git is asked).
-_DISCOVERY_ENV = (
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_COMMON_DIR",
-    "GIT_CEILING_DIRECTORIES",
-    "GIT_DISCOVERY_ACROSS_FILESYSTEM",
-)
-
-
 def plain_root(path: str | os.PathLike[str] = ".") -> Path | None:
     """The root of the repository at ``path`` when it is found without starting git (a
     ``.git`` folder of our own), else None -- for commands that also work outside one."""
-    found = _discover(path)
+    found = discover(path)
     return found.root if found is not None else None
-
-
-def _discover(path: str | os.PathLike[str]) -> Located | None:
-    """The plain case of git's repository discovery, without starting git (about 7 ms here).
-
-    Only a ``.git`` folder of our own, with no worktree or bare setting in its config, is
-    recognised; anything else (a ``.git`` file, discovery variables, another owner) returns
-    None and git is asked.
-    """
-    if any(k in os.environ for k in _DISCOVERY_ENV):
-        return None
-    try:
-        here = os.path.realpath(path)
-    except OSError:
-        return None
-    if ".git" in here.split(os.sep):
-        return None
-    while True:
-        dotgit = os.path.join(here, ".git")
-        try:
-            st = os.stat(dotgit)
-        except OSError:
-            st = None
-        if st is not None:
-            if not os.path.isdir(dotgit) or st.st_uid != os.geteuid():
-                return None
-            try:
-                with open(os.path.join(dotgit, "config"), "rb") as f:
-                    config = f.read(65536).lower()
-            except OSError:
-                return None
-            if b"worktree" in config or b"bare = true" in config or b"bare=true" in config:
-                return None
-            if not os.path.isfile(os.path.join(dotgit, "HEAD")):
-                return None
-            chosen = os.environ.get("GIT_INDEX_FILE")
-            index = Path(os.path.abspath(chosen)) if chosen else Path(dotgit, "index")
-            return Located(root=Path(here), index=index, base=None)
-        parent = os.path.dirname(here)
-        if parent == here:
-            return None
-        here = parent
 
 
 def new_blob_ids(records: bytes) -> list[str]:
@@ -516,64 +486,9 @@ def object_sizes(
     return sizes
 
 
-class GitDirs:
-    """A work tree's git folders: its own (HEAD, the index; ``.git/worktrees/NAME`` for a
-    linked worktree) and the shared one (config, hooks, info, refs, modules)."""
-
-    __slots__ = ("common", "own")
-
-    def __init__(self, own: Path, common: Path) -> None:
-        self.own = own
-        self.common = common
-
-
-def _git_dirs(path: str | os.PathLike[str]) -> GitDirs | None:
-    """The git folders of the work tree at ``path``, found without starting git: a ``.git``
-    folder, or a ``.git`` file naming a linked worktree's folder. None when git's own
-    discovery must decide (discovery variables set, ``path`` inside a git folder)."""
-    if any(k in os.environ for k in _DISCOVERY_ENV):
-        return None
-    try:
-        here = os.path.realpath(path)
-    except OSError:
-        return None
-    if ".git" in here.split(os.sep):
-        return None
-    while True:
-        dotgit = os.path.join(here, ".git")
-        if os.path.isdir(dotgit):
-            own = dotgit
-            break
-        if os.path.isfile(dotgit):
-            try:
-                with open(dotgit, encoding="utf-8") as f:
-                    pointer = f.read().strip()
-            except (OSError, UnicodeDecodeError):
-                return None
-            if not pointer.startswith("gitdir:"):
-                return None
-            own = os.path.join(here, pointer[len("gitdir:") :].strip())
-            if not os.path.isdir(own):
-                return None
-            break
-        parent = os.path.dirname(here)
-        if parent == here:
-            return None
-        here = parent
-    common = own
-    try:
-        with open(os.path.join(own, "commondir"), encoding="utf-8") as f:
-            common = os.path.join(own, f.read().strip())
-    except FileNotFoundError:
-        pass
-    except (OSError, UnicodeDecodeError):
-        return None
-    return GitDirs(own=Path(os.path.normpath(own)), common=Path(os.path.normpath(common)))
-
-
 def git_dirs(root: str | os.PathLike[str]) -> GitDirs:
     """The git folders of the work tree at ``root`` (asks git only in unusual set-ups)."""
-    found = _git_dirs(root)
+    found = find_dirs(root)
     if found is not None:
         return found
     lines = out(["rev-parse", "--absolute-git-dir", "--git-common-dir"], cwd=root).splitlines()
@@ -581,6 +496,49 @@ def git_dirs(root: str | os.PathLike[str]) -> GitDirs:
     return GitDirs(
         own=Path(lines[0]), common=common if common.is_absolute() else Path(root) / common
     )
+
+
+#: Settings a git call that writes objects or refs gets when they must reach the disk.
+FSYNC = ("-c", "core.fsync=loose-object,reference", "-c", "core.fsyncMethod=fsync")
+#: Config words that change how an object is stored: then git writes it.
+_STORE_WORDS = (b"objectformat", b"sharedrepository", b"include", b"compressionlevel")
+
+
+def write_blob(
+    root: str | os.PathLike[str],
+    data: bytes,
+    *,
+    durable: bool = False,
+    dirs: GitDirs | None = None,
+) -> str:
+    """``data`` as a blob in the repository's objects, and its id -- written as git writes
+    a loose object (compressed beside its place, then renamed in; ``durable``: flushed to
+    disk, the file and its folder) without starting git, where the store is the plain one
+    (SHA-1, not shared, no object directory from the environment); else by ``git
+    hash-object -w``. An object already there is left as it is (its content is its name).
+    ``dirs``: the git folders, when ``root`` is a git folder rather than a work tree."""
+    dirs = dirs or find_dirs(root)
+    plain = dirs is not None and not any(
+        k in os.environ for k in ("GIT_OBJECT_DIRECTORY", *DISCOVERY_ENV)
+    )
+    if dirs is not None and plain:
+        try:
+            with open(dirs.common / "config", "rb") as f:
+                text = f.read().lower()
+            plain = not any(word in text for word in _STORE_WORDS)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            plain = False
+    if dirs is None or not plain or not (dirs.common / "objects").is_dir():
+        flags = list(FSYNC) if durable else []
+        return out([*flags, "hash-object", "-w", "--stdin"], cwd=root, input=data).strip()
+    body = b"blob %d\0" % len(data) + data
+    oid = hashlib.sha1(body).hexdigest()
+    path = dirs.common / "objects" / oid[:2] / oid[2:]
+    if not path.exists():
+        atomic_write(path, zlib.compress(body), sync=durable, mode=0o444)
+    return oid
 
 
 # --------------------------------------------------------------------------- control state
@@ -682,7 +640,9 @@ def _digest_into(state: dict[str, str], files: Sequence[tuple[str, str]]) -> Non
 #: state of the repository's and the user's own files, git's environment), the answer,
 #: and the digest of every other file it depends on (each file named and each include
 #: target, present or not). lk-invoke asks before and after the worker, lk-diff again.
-_configured_last: tuple[tuple[object, ...], list[tuple[str, str]], dict[str, str]] | None = None
+_configured_last: (
+    tuple[tuple[object, ...], list[tuple[str, str]], dict[str, str], dict[str, str]] | None
+) = None
 
 
 def _configured(
@@ -704,15 +664,31 @@ def _configured(
             if k.startswith("GIT_") or k in ("HOME", "XDG_CONFIG_HOME")
         )
     )
-    key = (os.path.realpath(root), env, tuple(sorted(state.items())))
+    # A ref's value steers no config (``includeIf onbranch:`` reads the branch's name, in
+    # HEAD): a landing that moves the branch keeps the answer.
+    kept = sorted((k, v) for k, v in state.items() if not k.startswith(".git/refs/"))
+    key = (os.path.realpath(root), env, tuple(kept))
     last = _configured_last
     if last is not None and last[0] == key:
         if all(_digest(Path(os.path.realpath(f))) == d for f, d in last[2].items()):
             return last[1]
-    found, includes = _configured_and_includes(root, dirs, defaults)
+    found, includes, values = _configured_and_includes(root, dirs, defaults)
     depends = {f: _digest(Path(os.path.realpath(f))) for f in [*(f for f, _ in found), *includes]}
-    _configured_last = (key, found, depends)
+    _configured_last = (key, found, depends, values)
     return found
+
+
+def config_value(root: str | os.PathLike[str], key: str) -> str | None:
+    """What ``git config --get KEY`` answers (the last value set; "" for a key set without
+    one), None when unset; ``key`` as git takes it (its section and name in any case). From
+    the listing the control state keeps (``_configured``): no git call while no file git
+    reads config from has changed since the last answer in this process."""
+    control_state(root)
+    last = _configured_last
+    section, _, rest = key.partition(".")
+    middle, _, name = rest.rpartition(".")  # a subsection keeps its case, as git's listing
+    canonical = ".".join(p for p in (section.lower(), middle, name.lower()) if p)
+    return last[3].get(canonical) if last is not None else None
 
 
 def user_files() -> list[tuple[str, str]]:
@@ -738,7 +714,7 @@ def user_files() -> list[tuple[str, str]]:
 
 def _configured_and_includes(
     root: str | os.PathLike[str], dirs: GitDirs, defaults: Sequence[tuple[str, str]]
-) -> tuple[list[tuple[str, str]], list[str]]:
+) -> tuple[list[tuple[str, str]], list[str], dict[str, str]]:
     """The files git reads for this repository because a config names them, as (path,
     control-state key ``git config file: PATH``): every config file an entry comes from
     (an ``include.path`` target, a global config elsewhere) and the ``core.attributesFile``
@@ -746,21 +722,23 @@ def _configured_and_includes(
     repository's own config files are ``.git/`` control state already, and ``defaults``
     (``user_files``) are watched by name. Beside them, every file an include names
     (``include.path``, ``includeIf.*.path``), whether git read an entry from it or not.
-    One git call."""
+    One git call; beside them, each key's last value (``config_value``)."""
     done = git(["config", "--list", "--show-origin", "-z"], cwd=root, check=False)
     if done.exit_code != 0:
-        return [], []
+        return [], [], {}
     includes: list[str] = []
+    values: dict[str, str] = {}
     fields = done.stdout.split(b"\0")
     own = {os.path.realpath(d) for d in (dirs.own, dirs.common)}
     found: dict[str, None] = {}
     for origin, entry in zip(fields[0::2], fields[1::2], strict=False):
+        key, _, value = entry.partition(b"\n")
+        values[key.decode("utf-8", "surrogateescape")] = value.decode("utf-8", "surrogateescape")
         if not origin.startswith(b"file:"):
             continue  # the command line's own settings (loopkit's), a blob, stdin
         source = os.path.join(root, os.fsdecode(origin[len(b"file:") :]))
         if os.path.dirname(os.path.realpath(source)) not in own:
             found[os.path.normpath(source)] = None
-        key, _, value = entry.partition(b"\n")
         if key.lower() in (b"core.attributesfile", b"core.excludesfile") and value:
             named = os.path.expanduser(os.fsdecode(value))
             found[os.path.normpath(os.path.join(root, named))] = None
@@ -775,7 +753,7 @@ def _configured_and_includes(
             includes.append(os.path.normpath(os.path.join(os.path.dirname(source), named)))
     by_name = {os.path.normpath(path) for path, _ in defaults}
     named_files = [(path, f"git config file: {path}") for path in found if path not in by_name]
-    return named_files, includes
+    return named_files, includes, values
 
 
 #: Files in info/ git writes for itself (update-server-info): not control state.
@@ -838,64 +816,19 @@ def _walk(
                 state[f"{label}/{path.relative_to(top).as_posix()}"] = _digest(path)
 
 
-def head_from_files(root: str | os.PathLike[str]) -> tuple[str, str] | None:
-    """The commit at HEAD ("" for an unborn branch) and its branch ("" when detached), read
-    from git's files where their format is stable: the work tree's ``HEAD``, the branch's
-    loose file, ``packed-refs``. None when only git can say (another ref store, a symbolic
-    ref below HEAD, a HEAD not on a branch under ``refs/heads/``, discovery variables)."""
-    dirs = _git_dirs(root)
-    if dirs is None or (dirs.common / "reftable").is_dir():
-        return None
-    try:
-        text = (dirs.own / "HEAD").read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-    if is_object_id(text):
-        return text, ""
-    ref = text.removeprefix("ref: ")
-    if ref == text or not ref.startswith("refs/heads/"):
-        return None
-    value = _ref_value(root, dirs.common, ref)
-    if value == "absent":
-        return "", ref
-    return (value, ref) if is_object_id(value) else None
-
-
 def _ref_value(root: str | os.PathLike[str], common: Path, ref: str) -> str:
-    """The id a branch points at: its loose file, else its ``packed-refs`` line, else git's
-    answer (another ref store); ``absent`` for a branch without commits."""
-    try:
-        text = (common / ref).read_text(encoding="utf-8").strip()
-        if text:
-            return text
-    except (OSError, UnicodeDecodeError):
-        pass
-    packed = _packed_refs(common)
-    if ref in packed:
-        return packed[ref]
-    if not (common / "reftable").is_dir():
-        return "absent"
+    """The id a branch points at (``discovery.ref_from_files``), else git's answer (another
+    ref store); ``absent`` for a branch without commits."""
+    found = ref_from_files(common, ref)
+    if found is not None:
+        return found
     done = git(["rev-parse", "-q", "--verify", "--end-of-options", ref], cwd=root, check=False)
     return done.stdout.decode().strip() or "absent"
 
 
-def _packed_refs(common: Path) -> dict[str, str]:
-    try:
-        raw = (common / "packed-refs").read_bytes()
-    except OSError:
-        return {}
-    found: dict[str, str] = {}
-    for line in raw.decode("utf-8", "surrogateescape").splitlines():
-        if not line or line[0] in "#^":
-            continue
-        value, _, name = line.partition(" ")
-        found[name] = value
-    return found
-
-
 def _replace_refs(common: Path) -> dict[str, str]:
     """``refs/replace/*``: each makes git show another object in place of one."""
-    found = {k: v for k, v in _packed_refs(common).items() if k.startswith("refs/replace/")}
+    found = {k: v for k, v in packed_refs(common).items() if k.startswith("refs/replace/")}
     loose: dict[str, str] = {}
     _walk(common / "refs" / "replace", "refs/replace", loose)
     for name in loose:
@@ -1096,7 +1029,7 @@ class TreeWatch:
         #: Top-level names left out of every hash (a clean room's carried symlinks).
         self.skip = tuple(skip)
         if index is None:
-            found = _discover(root)
+            found = discover(root)
             index = found.index if found is not None else index_path(root)
         self.real = index
         self.path = _scratch_copy(self.real, seed)
@@ -1363,6 +1296,36 @@ def tree_listing(root: Path, tree: str) -> TreeListing:
     return found
 
 
+def no_attributes(root: Path, tree: str) -> bool:
+    """True only when no attribute can apply to a checkout of ``tree`` here: a listing of
+    it read in this process holds no ``.gitattributes``, and no other file git reads
+    attributes from has any (``info/attributes``, ``core.attributesFile``, the default
+    and the system one: each absent or empty), nor does a setting read them from a tree
+    (``GIT_ATTR_SOURCE``, ``attr.tree``). False whenever that is not known."""
+    listed = next((v for (_, t), v in _LISTINGS.items() if t == tree), None)
+    dirs = find_dirs(root)
+    if listed is None or listed.attributes or dirs is None or "GIT_ATTR_SOURCE" in os.environ:
+        return False
+    if config_value(root, "attr.tree") is not None:
+        return False
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    files = [str(dirs.common / "info" / "attributes"), os.path.join(xdg, "git", "attributes")]
+    if not os.environ.get("GIT_ATTR_NOSYSTEM"):
+        files.append("/etc/gitattributes")
+    named = config_value(root, "core.attributesFile")
+    if named:
+        files.append(os.path.join(root, os.path.expanduser(named)))
+    for name in files:
+        try:
+            if os.path.getsize(name):
+                return False
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return False
+    return True
+
+
 def tree_folders(root: Path, tree: str) -> set[str]:
     """Every folder a checkout of ``tree`` has: its trees and its gitlinks (a submodule's
     folder), repository-relative as the file system names them, and "" for the top."""
@@ -1545,11 +1508,6 @@ def ensure_room(root: Path, path: Path, *, head: str | None) -> None:
         atomic_write(path / ".git" / "HEAD", f"{commit}\n")
     else:
         git(["update-ref", "--no-deref", "HEAD", commit], cwd=path)
-
-
-def is_object_id(text: str) -> bool:
-    """Whether ``text`` is a full object id (SHA-1 or SHA-256, lowercase hex)."""
-    return len(text) in (40, 64) and not text.strip("0123456789abcdef")
 
 
 def clean_worktree(path: Path) -> None:

@@ -48,8 +48,7 @@ def folder(root: Path) -> Path:
 
 
 def _config(root: Path, key: str) -> str:
-    done = git.git(["config", "--get", key], cwd=root, check=False)
-    return done.stdout.decode("utf-8", "replace").strip() if done.exit_code == 0 else ""
+    return (git.config_value(root, key) or "").strip()
 
 
 def signer(root: Path, *, identity: str) -> Signer:

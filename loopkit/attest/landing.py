@@ -21,8 +21,7 @@ if TYPE_CHECKING:
 
 
 def policy(root: Path) -> str:
-    done = git.git(["config", "--get", "loopkit.attest"], cwd=root, check=False)
-    value = done.stdout.decode().strip().lower() if done.exit_code == 0 else ""
+    value = (git.config_value(root, "loopkit.attest") or "").strip().lower()
     return value if value in ("off", "require") else "sign"
 
 

@@ -32,11 +32,14 @@ def criteria_digest(criteria: Sequence[Mapping[str, Any]]) -> str:
     return sha256(canonical(pairs)).hexdigest()
 
 
-def repository(root: Path, commit: str) -> list[str]:
+def repository(root: Path, commit: str, *, parent: str = "") -> list[str]:
     """The repository's identity at ``commit``: its root commits, sorted. A statement made
     in another repository names other roots (a fork shares them: its history is this
     one's). The last answer is kept (``<git common dir>/loopkit/attest/roots.json``): from
-    a descendant of that commit, only the history since is walked."""
+    a descendant of that commit, only the history since is walked. ``parent``: the
+    commit's one parent, when the caller made it so (a landing's ``commit-tree -p``): its
+    roots are the commit's, so a kept answer for it (or for the commit it was kept with)
+    needs no git call at all."""
     cache = git.git_dirs(root).common / "loopkit" / "attest" / "roots.json"
     known: dict[str, Any] = {}
     try:
@@ -44,21 +47,27 @@ def repository(root: Path, commit: str) -> list[str]:
     except (OSError, ValueError, loader.LoadError):
         pass
     since, roots = known.get("commit"), known.get("roots")
+    same = {since, known.get("parent")} - {None, ""}
     args = ["rev-list", "--max-parents=0", commit]
-    if (
-        isinstance(since, str)
-        and git.is_object_id(since)
-        and isinstance(roots, list)
-        and git.git(["merge-base", "--is-ancestor", since, commit], cwd=root, check=False).exit_code
-        == 0
-    ):
-        args.append(f"^{since}")
+    if isinstance(roots, list) and (commit in same or (parent and parent in same)):
+        found = sorted(map(str, roots))
     else:
-        roots = []
-    found = sorted({*map(str, roots), *git.out(args, cwd=root).split()})
+        if (
+            isinstance(since, str)
+            and git.is_object_id(since)
+            and isinstance(roots, list)
+            and git.git(
+                ["merge-base", "--is-ancestor", since, commit], cwd=root, check=False
+            ).exit_code
+            == 0
+        ):
+            args.append(f"^{since}")
+        else:
+            roots = []
+        found = sorted({*map(str, roots or []), *git.out(args, cwd=root).split()})
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(cache, json.dumps({"commit": commit, "roots": found}))
+        atomic_write(cache, json.dumps({"commit": commit, "parent": parent, "roots": found}))
     except OSError:
         pass  # a cache: the next call walks the whole history again
     return found
@@ -193,7 +202,7 @@ def build(
         },
         "cost": {"usd": cost.get("usd"), "trusted": bool(cost.get("trusted"))},
         "loopkit": {"version": __version__},
-        "repository": {"roots": repository(root, commit)},
+        "repository": {"roots": repository(root, commit, parent=base)},
         "bookkeeping": sorted(set(bookkeeping)),
     }
     return {

@@ -15,7 +15,7 @@ REF = "refs/notes/loopkit-attest"
 
 def put(root: Path, commit: str, envelope: bytes) -> str:
     """The envelope as ``commit``'s note, byte for byte; its blob's id."""
-    blob = git.out(["hash-object", "-w", "--stdin"], cwd=root, input=envelope)
+    blob = git.write_blob(root, envelope)
     for _ in range(3):  # another landing may have moved the notes ref meanwhile
         done = git.git(
             ["notes", "--ref", REF, "add", "-f", "-C", blob, commit], cwd=root, check=False

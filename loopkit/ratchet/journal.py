@@ -4,10 +4,13 @@ One JSON file in the work tree's own git folder (``<git-dir>/loopkit/task.json``
 the lock, out of every worker's reach under the sandbox), written whole or not at all and
 flushed to disk (the file, then its folder) before the step it announces begins. Its twin
 in git, the same text as a blob under the work tree's own ref ``refs/worktree/loopkit/
-task-journal``, is written just before it: a file torn or emptied anyway (a power loss, a
-disk that lied about its flush) is read back from its twin, and with neither the rerun
-rebuilds what it needs from git and the disk (``steps.recover``). It holds where the task
-began and the step in progress (``phase``):
+task-journal``, is written just before it -- or, for a step whose first act is a ref
+update (the landing's move of the branch), in that update's own transaction, so the twin
+says the step began exactly when git shows it did: a file torn or emptied anyway (a power
+loss, a disk that lied about its flush) is read back from its twin, and with neither the
+rerun rebuilds what it needs from git and the disk (``steps.recover``). The twin's blob is
+written without starting git (``git.write_blob``), its ref by one ``update-ref``. It holds
+where the task began and the step in progress (``phase``):
 
 ``attempt``  the worker may be running or may have run: the rerun saves the tree under a
              ref and brings the work tree back to the start
@@ -19,6 +22,8 @@ began and the step in progress (``phase``):
              retrospective (once), marks the task parked and commits the park record
 
 A task's journal goes once its last step is done; ``end`` keeps it when the task is not.
+Its twin stays until the next task's first write replaces it: only a torn file sends a
+rerun to the twin, and a task's first write writes the twin before the file.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import json
 import os
 from pathlib import Path
 
-from loopkit import git
+from loopkit import discovery, git
 from loopkit.errors import EnvironmentProblem
 from loopkit.files import atomic_write, sync_folder
 
@@ -39,8 +44,6 @@ NAME = "task.json"
 KIND = "loopkit/task-journal"
 #: the journal's twin: per work tree (git keeps ``refs/worktree/`` in the own git folder)
 REF = "refs/worktree/loopkit/task-journal"
-#: the twin's objects and ref flushed to disk as they are written
-_FSYNC = ["-c", "core.fsync=loose-object,reference", "-c", "core.fsyncMethod=fsync"]
 
 
 def path(folder: Path) -> Path:
@@ -92,15 +95,35 @@ def set_aside(folder: Path) -> Path:
     return bad
 
 
+def _text(data: dict[str, Any]) -> str:
+    data["kind"] = KIND
+    data["version"] = 1
+    return json.dumps(data, indent=1) + "\n"
+
+
 def write(folder: Path, data: dict[str, Any]) -> None:
+    """The journal written: its twin first, then the file."""
+    _written(folder, data, twin_now=True)
+
+
+def write_before(folder: Path, data: dict[str, Any]) -> str:
+    """The journal written for a step whose first act is a ref transaction: the file now,
+    and the twin's line for that transaction (``update <ref> <blob>``), its blob written.
+    Until the transaction commits, the twin still says the step before, as git does."""
+    return f"update {REF} {_written(folder, data, twin_now=False)}\n"
+
+
+def _written(folder: Path, data: dict[str, Any], *, twin_now: bool) -> str:
     data["kind"] = KIND
     data["version"] = 1
     text = json.dumps(data, indent=1) + "\n"
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        blob = git.out([*_FSYNC, "hash-object", "-w", "--stdin"], cwd=folder.parent,
-                       input=text.encode())  # fmt: skip
-        git.git([*_FSYNC, "update-ref", REF, blob], cwd=folder.parent)
+        blob = git.write_blob(
+            folder.parent, text.encode(), durable=True, dirs=discovery.dirs_of(folder.parent)
+        )
+        if twin_now:
+            git.git([*git.FSYNC, "update-ref", REF, blob], cwd=folder.parent)
         atomic_write(path(folder), text, sync=True)
     except OSError as e:
         raise EnvironmentProblem(
@@ -108,6 +131,7 @@ def write(folder: Path, data: dict[str, Any]) -> None:
         ) from None
     except git.GitError as e:
         raise EnvironmentProblem(f"cannot write the task journal's twin {REF}: {e}") from None
+    return blob
 
 
 def remove(folder: Path) -> None:
@@ -118,6 +142,3 @@ def remove(folder: Path) -> None:
         pass
     except OSError as e:
         raise EnvironmentProblem(f"cannot remove {path(folder)}: {e.strerror}") from None
-    # A twin left by a stop between the two is never read: only a torn file sends a
-    # rerun to it, and every write writes the twin first.
-    git.git(["update-ref", "-d", REF], cwd=folder.parent, check=False)

@@ -607,7 +607,7 @@ class Queue:
             return commit
         if not edit.changed:
             return commit
-        blob = self.out(["hash-object", "-w", "--stdin"], input=apply_edit(edit, raw))
+        blob = git.write_blob(self.root, apply_edit(edit, raw))
         from loopkit.ratchet import trees
 
         where = trees.Where(self.root, git.git_dirs(self.root).own, self.root / ".loopkit")

@@ -570,8 +570,8 @@ def land(
     j.update(
         phase="landing", commit=commit, tree=tree, label=label, elsewhere=ctx.attempt_in is not None
     )
-    journal.write(ctx.folder, j)
-    return _finish_landing(ctx, j, fresh_stat=fresh_stat, at=at)
+    twin = journal.write_before(ctx.folder, j)
+    return _finish_landing(ctx, j, fresh_stat=fresh_stat, at=at, twin=twin)
 
 
 def _is_tree(root: Path, oid: str) -> bool:
@@ -637,18 +637,28 @@ def _fast_forward_check(ctx: Context, j: dict[str, Any], commit: str, label: str
 
 
 def _finish_landing(
-    ctx: Context, j: dict[str, Any], *, fresh_stat: bool = False, at: tuple[str, str] | None = None
+    ctx: Context,
+    j: dict[str, Any],
+    *,
+    fresh_stat: bool = False,
+    at: tuple[str, str] | None = None,
+    twin: str = "",
 ) -> dict[str, Any]:
     """The landing from its journal: the branch moved to the commit (by compare-and-swap),
     the index and work tree brought to it, the task marked. ``at``: HEAD's commit and
-    branch as the landing just read them (a rerun reads them again)."""
+    branch as the landing just read them (a rerun reads them again); ``twin``: the
+    journal's twin, moved in the branch's own transaction (``journal.write_before``)."""
     w = ctx.where(j)
     task, commit, base = str(j["task"]), str(j["commit"]), str(j["base"])
     head, branch = at or trees.head(w)
     after = None
     if j["phase"] == "landing":
         if head == base and branch == (j.get("branch") or ""):
-            if w.ok(["update-ref", "-m", f"loopkit: {task} complete", "HEAD", commit, base]):
+            move = f"update HEAD {commit} {base or '0' * len(commit)}\n{twin}".encode()
+            flags = list(git.FSYNC) if twin else []
+            if w.ok(
+                [*flags, "update-ref", "-m", f"loopkit: {task} complete", "--stdin"], input=move
+            ):
                 head = commit
             else:
                 head, branch = trees.head(w)
@@ -709,7 +719,7 @@ def _index_to_commit(
             raise Refused(message, _result("refused", j, commit=j["commit"], reason=message))
         if keep is None:
             w.ok(["update-index", "-q", "--refresh"])
-        trees.checkout_converted(w, str(j["diff_base"]), str(j["commit"]))
+        trees.checkout_converted(w, str(j["diff_base"]), str(j["commit"]), tree=tree)
         return None
     label = f"{j.get('label') or 'land'}-after-verify"
     ref = _save(ctx, j, label, "changed after verification")

@@ -13,7 +13,7 @@ import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from loopkit import git
+from loopkit import discovery, git
 from loopkit.errors import EnvironmentProblem
 
 
@@ -43,7 +43,7 @@ class Where:
 def head(w: Where) -> tuple[str, str]:
     """The commit at HEAD ("" when none) and the branch it is on ("" when detached): from
     git's ref files where it can (no process), else git's answer."""
-    found = git.head_from_files(w.root)
+    found = discovery.head_from_files(w.root)
     if found is not None:
         return found
     commit, _, branch = head_tree(w)
@@ -51,8 +51,15 @@ def head(w: Where) -> tuple[str, str]:
 
 
 def head_tree(w: Where) -> tuple[str, str, str]:
-    """The commit at HEAD, its tree and the branch ("" for each that is not there): one
-    git call while HEAD has a commit."""
+    """The commit at HEAD, its tree and the branch ("" for each that is not there): read
+    from git's files when HEAD's commit is a loose object (a landed or marked commit is),
+    else one git call while HEAD has a commit."""
+    found = discovery.head_from_files(w.root)
+    dirs = discovery.find_dirs(w.root) if found and found[0] else None
+    tree = discovery.tree_from_files(dirs.common, found[0]) if found and dirs else None
+    if found and tree:
+        git.known_commit(w.root, found[0], tree)
+        return found[0], tree, found[1]
     done = git.git(
         ["rev-parse", "HEAD^{commit}", "HEAD^{tree}", "--symbolic-full-name", "HEAD"],
         cwd=w.root,
@@ -61,6 +68,7 @@ def head_tree(w: Where) -> tuple[str, str, str]:
     lines = done.stdout.decode("utf-8", "surrogateescape").split("\n")
     if done.exit_code == 0 and len(lines) >= 3 and git.is_object_id(lines[0]):
         branch = lines[2] if lines[2].startswith("refs/") else ""
+        git.known_commit(w.root, lines[0], lines[1])
         return lines[0], lines[1], branch
     if done.exit_code < 0 or done.exit_code > 128:  # killed: no answer, never "no commit"
         raise git.GitError(f"git rev-parse HEAD failed in {w.root} (exit {done.exit_code})")
@@ -231,12 +239,15 @@ def sync_to(w: Where, target: str, index: str | None = None) -> None:
 CONVERTING = ("ident", "filter", "eol", "working-tree-encoding")
 
 
-def checkout_converted(w: Where, old: str, new: str) -> list[str]:
+def checkout_converted(w: Where, old: str, new: str, *, tree: str = "") -> list[str]:
     """The files that changed from ``old`` to ``new`` and that a checkout writes converted
     (``ident``, a filter, ``eol``, an encoding) written again from the index, as a checkout
     of ``new`` writes them: a worker wrote them as git stores them (``$Id$`` unexpanded),
     which ``git status`` finds clean though a clone holds other text. Call with the index
-    at ``new``. Returns the paths written."""
+    at ``new``. Returns the paths written. ``tree``: ``new``'s tree; when no attribute can
+    apply to it (``git.no_attributes``), nothing is asked."""
+    if tree and git.no_attributes(w.root, tree):
+        return []
     changed = w.out(["diff-tree", "-r", "-z", "--name-only", "--no-renames", old, new])
     paths = [p for p in changed.split("\0") if p]
     if not paths:

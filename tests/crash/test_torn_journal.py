@@ -33,3 +33,14 @@ def test_a_torn_journal_is_recovered_from(tmp_path: Path, kind: str, match: str)
     t = run_trial(tmp_path, 0, 0, kind, match=match, after=True)
     assert t.damaged, f"no journal was open at {match!r}"
     assert t.held, f"{kind} after {t.call[:60]!r}: {t.problems}"
+
+
+def test_a_journal_torn_as_the_branch_is_about_to_move_is_an_attempt_again(
+    tmp_path: Path,
+) -> None:
+    """Killed just before the landing's one transaction (the branch and the twin): the
+    file already says "landing", the twin still "attempt", as git does. Torn, the rerun
+    reads the twin and finishes from there -- never a landing git did not make."""
+    t = run_trial(tmp_path, 0, 0, "torn", match="loopkit: alpha complete", after=False)
+    assert t.damaged, "no journal was open as the branch was about to move"
+    assert t.held, f"torn before {t.call[:60]!r}: {t.problems}"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from loopkit import discovery
 from loopkit import git as lkgit
 from tests.helpers import git
 from tests.helpers.evidence import attempt, by_path, one_json, rules, run, write_contract
@@ -373,7 +374,7 @@ def test_linked_worktree_and_verify_agree_on_the_tree(repo: Path, tmp_path: Path
 
 def test_repository_discovery_without_git_agrees_with_git(repo: Path, tmp_path: Path) -> None:
     sub = repo / "src"
-    found = lkgit._discover(sub)
+    found = discovery.discover(sub)
     assert found is not None
     top = git(sub, "rev-parse", "--show-toplevel").strip()
     index = git(sub, "rev-parse", "--git-path", "index").strip()
@@ -382,9 +383,9 @@ def test_repository_discovery_without_git_agrees_with_git(repo: Path, tmp_path: 
     # Anything unusual is left to git itself: a .git file (linked worktree), not a repo.
     wt = tmp_path / "wt2"
     git(repo, "worktree", "add", "-q", str(wt))
-    assert lkgit._discover(wt) is None
+    assert discovery.discover(wt) is None
     assert lkgit.locate(wt).root == wt.resolve()
-    assert lkgit._discover(tmp_path) is None
+    assert discovery.discover(tmp_path) is None
 
 
 def test_tree_watch_sees_every_change_and_skips_write_tree_when_none(repo: Path) -> None:

@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "loopkit.files",
         "loopkit.background",
         "loopkit.proc",
+        "loopkit.discovery",
         "loopkit.git",
         "loopkit.places",
         "loopkit.schema",
