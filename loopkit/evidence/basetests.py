@@ -135,6 +135,14 @@ _COMMENTS = {
 }  # fmt: skip
 
 
+#: The kinds of file code reaches by their module's name (``import helpers``,
+#: ``require('./data')``, ``mod util;``); any other file it reaches only by its whole name
+#: (``open("data.txt")``): a ``go.mod`` is not reached by the word ``go``.
+_MODULES = {*_COMMENTS, b"json", b"node", b"so", b"pyd", b"wasm", b"pyx"} - {
+    b"sh", b"bash", b"yaml", b"yml", b"toml",
+}  # fmt: skip
+
+
 def _code(path: bytes, text: bytes) -> bytes:
     """``text`` without its comments, by the extension of ``path``; a file of another kind
     as it is. A comment's opening inside a string ends the line's words early: at worst a
@@ -166,7 +174,8 @@ def _named(path: bytes, texts: Sequence[bytes], *, whole: bool = False) -> bool:
     (``a.txt``), or (unless ``whole``) its module's name (``_module``)."""
     base = path.rpartition(b"/")[2]
     stem = _module(path)[1]
-    names = [base] + ([stem] if len(stem) >= 2 and not whole else [])
+    importable = base.rpartition(b".")[2] in _MODULES or b"." not in base
+    names = [base] + ([stem] if len(stem) >= 2 and importable and not whole else [])
     words = [re.compile(rb"(?<![\w-])" + re.escape(n) + rb"(?![\w.-])") for n in names]
     return any(w.search(t) for w in words for t in texts)
 

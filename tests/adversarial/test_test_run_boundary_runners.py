@@ -21,6 +21,7 @@ from tests.helpers.runners import (
     CJS_BUG,
     CJS_FIX,
     ESM_BUG,
+    GO_BUG,
     PY_BUG,
     PY_FIX,
     RS_FIX,
@@ -132,6 +133,11 @@ ATTACKS: dict[tuple[str, str], dict[str, str]] = {
     # a go.mod in the package's folder makes it a module of its own: ./... skips it
     ("go", "go.mod making the package a module of its own"): {
         "calc/go.mod": "module example.com/other\n\ngo 1.19\n",
+    },
+    # the same, the changed source saying `go` in its code (a go.mod is no module of it)
+    ("go", "go.mod, the source saying go"): {
+        "calc/go.mod": "module example.com/other\n\ngo 1.19\n",
+        "calc/calc.go": GO_BUG.replace("func Add", 'var Tool = "go"\n\nfunc Add'),
     },
 }
 
