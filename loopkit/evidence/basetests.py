@@ -40,6 +40,7 @@ one run.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -114,8 +115,6 @@ def _globs_named(commands: Sequence[str]) -> list[str]:
     """The glob words of the criteria's commands (``src/*.txt``), relative to the
     repository: a command reaches each file such a word matches, as it reaches a file it
     names."""
-    import re
-
     found = re.findall(r"[\w./\[\]*?{}-]*[*?\[][\w./\[\]*?{}-]*", " ".join(commands))
     return [w.removeprefix("./") for w in found if not w.startswith(("/", "-"))]
 
@@ -136,8 +135,6 @@ def _module(path: bytes) -> tuple[bytes, bytes]:
 def _named(path: bytes, texts: Sequence[bytes], *, whole: bool = False) -> bool:
     """Whether the file at ``path`` is named, as a word, in one of ``texts``: its name
     (``a.txt``), or (unless ``whole``) its module's name (``_module``)."""
-    import re
-
     base = path.rpartition(b"/")[2]
     stem = _module(path)[1]
     names = [base] + ([stem] if len(stem) >= 2 and not whole else [])
@@ -205,8 +202,6 @@ def proving(contract: Mapping[str, Any] | None, task: Mapping[str, Any] | None) 
 
 def says_fix(task: Mapping[str, Any] | None) -> bool:
     """Whether the task's text says it fixes something (fix, fixes, fixed, fixing, bug)."""
-    import re
-
     words = str((task or {}).get("text") or "")
     return bool(re.search(r"\bfix(?:es|ed|ing)?\b|\bbugs?\b", words, re.I))
 

@@ -10,6 +10,7 @@ the tree it started from.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -19,12 +20,10 @@ from typing import Any
 
 from loopkit import digest, git, proc, text
 from loopkit.errors import BadInput, LoopkitError
-from loopkit.evidence import fingerprint, globs, specialfiles
+from loopkit.evidence import basetests, cleanroom, fingerprint, globs, specialfiles
+from loopkit.files import atomic_write
+from loopkit.loader import json_loads
 from loopkit.state import artifacts
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from loopkit.evidence import cleanroom
 
 #: The verify section as lk-verify recorded it, in the attempt's artifact folder.
 RECORD_NAME = "verify.json"
@@ -173,8 +172,6 @@ def in_clean_room(
     base's code under test (``basetests.without_fix``), and the verification passes only
     when a test fails there and passes on the attempt (``proof``).
     """
-    from loopkit.evidence import basetests, cleanroom
-
     if tree is None:
         tree = git.tree_hash(root, index=index)
     links = room_links(contract, carry)
@@ -346,7 +343,6 @@ def _jail(
 ) -> Any:
     """The sandbox the checks run in (``containment.for_checks``), for the room synced."""
     from loopkit.boundary import containment
-    from loopkit.evidence import cleanroom
 
     cleanroom.make_reset_dirs(room.path, reset)
     real = Path(os.path.realpath(root))
@@ -584,12 +580,7 @@ def baseline(
     can leave a result in (the git folder's cache, for a commit hook), whose results are
     read as they are. ``written`` receives the name and sha256 of a result this call
     wrote (lk-invoke seals it: the base run beside the worker)."""
-    import json
-
     from loopkit.contract import is_task_check
-    from loopkit.evidence import basetests, cleanroom
-    from loopkit.files import atomic_write
-    from loopkit.loader import json_loads
 
     plain = basetests.plain(criteria)
     tree = git.resolve(root, f"{base}^{{tree}}") or base
@@ -645,8 +636,6 @@ def baseline(
 
 def base_key(tree: str, plain: Sequence[Mapping[str, Any]]) -> str:
     """What a base result is kept under: the tree and the checks' names and commands."""
-    import json
-
     named = [[c["name"], c["run"], c.get("junit")] for c in plain]
     return digest.sha256(json.dumps([tree, named]).encode()).hexdigest()[:32]
 
@@ -660,10 +649,6 @@ def keep_as_base(
     check again. Only a whole run in the clean room whose checks left the tree as it was
     (``tree_after``), none cut short, every check of the contract there; read back only
     as sealed by the next lk-invoke, like every base result."""
-    import json
-
-    from loopkit.evidence import basetests
-    from loopkit.files import atomic_write
 
     plain = basetests.plain(criteria)
     checks = body.get("checks")
@@ -783,12 +768,11 @@ def ratchet(
     blocking.update(_whole_tree_blocking(body, text))
     if demand and not required and not named_any:
         # Every check, but the base's failing tests, left as they were, are still the base's.
-        from loopkit.evidence.basetests import says_fix
 
         same = {
             str(k["name"])
             for k in known
-            if "tests" in k and not says_fix(task) and _elsewhere(k["tests"], task)
+            if "tests" in k and not basetests.says_fix(task) and _elsewhere(k["tests"], task)
         }
         required = names
         blocking = {
