@@ -131,6 +131,31 @@ class Run(TypedDict, total=False):
     special_files: NotRequired[list[dict[str, str]]]
 
 
+class DiffFile(TypedDict, total=False):
+    """schemas/diff.json#/properties/files/items"""
+
+    path: Required[str]
+    status: Required[str]
+    added: Required[int]
+    deleted: Required[int]
+    old_path: NotRequired[str]
+    binary: NotRequired[bool]
+    old_mode: NotRequired[str]
+    new_mode: NotRequired[str]
+    symlink: NotRequired[bool]
+    symlink_target: NotRequired[str]
+    submodule: NotRequired[bool]
+    bytes: NotRequired[int]
+
+
+class ScopeViolation(TypedDict, total=False):
+    """schemas/diff.json#/properties/violations/items"""
+
+    rule: Required[str]
+    path: Required[str]
+    detail: NotRequired[str]
+
+
 class Diff(TypedDict, total=False):
     """schemas/diff.json"""
 
@@ -138,9 +163,9 @@ class Diff(TypedDict, total=False):
     version: NotRequired[int]
     base: Required[str]
     tree: Required[Any]
-    files: Required[list[Any]]
+    files: Required[list[DiffFile]]
     totals: Required[Totals]
-    violations: Required[list[Any]]
+    violations: Required[list[ScopeViolation]]
     within_policy: Required[bool]
     base_ref: NotRequired[str]
     policy: NotRequired[Policy | None]

@@ -195,6 +195,8 @@ TYPED = [
     ("run#/properties/meter", "Metered"),
     ("diff#/properties/totals", "Totals"),
     ("diff#/properties/policy", "Policy"),
+    ("diff#/properties/files/items", "DiffFile"),
+    ("diff#/properties/violations/items", "ScopeViolation"),
     ("verify#/properties/baseline", "Baseline"),
     ("verify#/properties/whole_tree", "WholeTree"),
     ("verify#/properties/proof", "Proof"),
