@@ -33,6 +33,10 @@ from typing import Any
 
 from loopkit.text import pattern
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from loopkit.sections import TestCounts
+
 #: Failing ids kept per check in the documents (the count is always whole).
 MAX_IDS = 500
 #: A JUnit report larger than this is not read.
@@ -52,9 +56,9 @@ class Tests:
         self.passed = None if passed is None else frozenset(passed - failed)
         self.total = total
 
-    def section(self) -> dict[str, Any]:
+    def section(self) -> TestCounts:
         """What the documents keep: the source, the counts and the failing ids (sorted)."""
-        out: dict[str, Any] = {
+        out: TestCounts = {
             "source": self.source,
             "failed": sorted(self.failed)[:MAX_IDS],
             "failed_count": len(self.failed),

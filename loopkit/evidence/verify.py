@@ -16,7 +16,7 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from loopkit import digest, git, proc, text
 from loopkit.errors import BadInput, LoopkitError
@@ -24,6 +24,10 @@ from loopkit.evidence import basetests, cleanroom, fingerprint, globs, specialfi
 from loopkit.files import atomic_write
 from loopkit.loader import json_loads
 from loopkit.state import artifacts
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from loopkit.sections import BaseCheck, Baseline, CannotRun, Check, KnownFailure, Verify
 
 #: The verify section as lk-verify recorded it, in the attempt's artifact folder.
 RECORD_NAME = "verify.json"
@@ -36,7 +40,7 @@ _CHUNK = 1 << 20
 
 #: progress(event, index, total, name, finished-check-or-None): "start" as a check starts,
 #: "ran" once its process ended (None), "end" once its result is known.
-Progress = Callable[[str, int, int, str, "dict[str, Any] | None"], None]
+Progress = Callable[[str, int, int, str, "Check | None"], None]
 #: launch(command, env) -> (argv or shell text, env, shell?): how one check is started.
 Launch = Callable[[str, Mapping[str, str]], "tuple[list[str] | str, dict[str, str], bool]"]
 
@@ -73,7 +77,7 @@ def _sha256_file(path: Path) -> tuple[str, bytes]:
 class Result:
     """The ``verify`` section, and whether every check passed."""
 
-    def __init__(self, body: dict[str, Any], moved: Mapping[str, str] | None = None) -> None:
+    def __init__(self, body: Verify, moved: Mapping[str, str] | None = None) -> None:
         self.body = body
         #: What the checks changed of the tree they ran on: path -> status (A, M, D, T).
         self.moved = dict(moved or {})
@@ -291,7 +295,7 @@ def in_clean_room(
     return result
 
 
-def _phased(body: dict[str, Any], first: Mapping[str, Any], tests_tree: str) -> None:
+def _phased(body: Verify, first: Verify, tests_tree: str) -> None:
     """The two runs as one section: ``checks`` holds the base's tests' run for each plain
     criterion (what the ratchet judges) and the whole tree's for a task's own checks;
     ``whole_tree`` the whole tree's run of the plain criteria (the worker's new tests with
@@ -313,11 +317,7 @@ def _phased(body: dict[str, Any], first: Mapping[str, Any], tests_tree: str) -> 
         [(c["name"], c["fingerprint"]) for c in body["checks"]]
         + [(f"{c['name']} (whole tree)", c["fingerprint"]) for c in whole if not c["passed"]]
     )
-    stuck = [
-        {"name": c["name"], "command": c["command"], "why": c["cannot_run"]}
-        for c in body["checks"]
-        if c.get("cannot_run")
-    ]
+    stuck = _cannot_run(body["checks"])
     body.pop("environment", None)
     if stuck:
         body["environment"] = stuck
@@ -393,7 +393,7 @@ def _run(
     )
     current = before
     moved: dict[str, str] = {}  # path -> status, of what the checks changed in the tree
-    checks: list[dict[str, Any]] = []
+    checks: list[Check] = []
     base_env = dict(os.environ if env is None else env)
     user_home = os.path.expanduser("~")
     total = len(criteria)
@@ -432,7 +432,7 @@ def _run(
             if why:
                 raise sandbox.SandboxUnavailable(f"the checks' sandbox did not start: {why}")
         passed = done.exit_code == 0 and not done.timed_out
-        entry: dict[str, Any] = {
+        entry: Check = {
             "name": name,
             "command": str(c["run"]),
             "exit_code": done.exit_code,
@@ -473,7 +473,7 @@ def _run(
             break
     passed_all = all(c["passed"] for c in checks) and len(checks) == total
     changed = any(c.get("changed_tree") for c in checks)
-    body: dict[str, Any] = {
+    body: Verify = {
         "tree": before,
         "tree_after": current,
         "tree_changed": changed,
@@ -482,11 +482,7 @@ def _run(
         "checks": checks,
         "skipped": [str(c["name"]) for c in criteria[len(checks) :]],
     }
-    stuck = [
-        {"name": c["name"], "command": c["command"], "why": c["cannot_run"]}
-        for c in checks
-        if c.get("cannot_run")
-    ]
+    stuck = _cannot_run(checks)
     if stuck:
         body["environment"] = stuck
     if changed:
@@ -495,8 +491,17 @@ def _run(
     return Result(body, moved)
 
 
+def _cannot_run(checks: Sequence[Check]) -> list[CannotRun]:
+    """The checks that could not run at all (``environment``)."""
+    return [
+        {"name": c["name"], "command": c["command"], "why": c["cannot_run"]}
+        for c in checks
+        if "cannot_run" in c
+    ]
+
+
 def _read_tests(
-    entry: dict[str, Any],
+    entry: Check,
     criterion: Mapping[str, Any],
     cwd: Path,
     log: Path,
@@ -571,7 +576,7 @@ def baseline(
     kept_in: Path | None = None,
     written: dict[str, str] | None = None,
     should_stop: Callable[[], str | None] | None = None,
-) -> dict[str, Any]:
+) -> Baseline:
     """The contract's criteria run on the untouched tree of commit ``base`` (in the clean
     room), remembered by tree and commands: a task's later attempts, and the next task
     that starts from the same tree, reuse them -- but only a result that was there, with
@@ -590,7 +595,7 @@ def baseline(
         # The checks just ran on the base's own tree (a reproduction, no worker): those
         # are its results. Kept for the attempts after it, which the seal then covers.
         kept = [_at_base(c) for c in same.get("checks") or []]
-        out: dict[str, Any] = {
+        out: Baseline = {
             "tree": tree,
             "checks": [c for c in kept if not is_task_check(c["name"])],
         }
@@ -603,7 +608,7 @@ def baseline(
         )
         found = json_loads(raw) if trusted else None
         if isinstance(found, dict) and isinstance(found.get("checks"), list):
-            return found
+            return cast("Baseline", found)
     except (OSError, ValueError, LoopkitError):
         pass
     with cleanroom.occupied(root):
@@ -623,7 +628,7 @@ def baseline(
         )
         cleanroom.settle(room, intact=result.body["tree_after"] == tree)
     out = {"tree": tree, "checks": [_at_base(c) for c in result.body["checks"]]}
-    if result.body["tree_changed"]:
+    if result.body.get("tree_changed"):
         return out  # the checks (or someone) changed the base's files there: not kept
     if any(c.get("cancelled") for c in result.body["checks"]):
         return out  # a cut-short run is no result
@@ -667,19 +672,24 @@ def keep_as_base(
     return True
 
 
-def _at_base(check: Mapping[str, Any]) -> dict[str, Any]:
+def _at_base(check: Mapping[str, Any]) -> BaseCheck:
     """What the base keeps of one check: its verdict, fingerprint, per-test results and
     whether it could run at all."""
-    out = {"name": check["name"], "passed": check["passed"], "fingerprint": check["fingerprint"]}
-    for key in ("tests", "cannot_run"):
-        if key in check:
-            out[key] = check[key]
+    out: BaseCheck = {
+        "name": check["name"],
+        "passed": check["passed"],
+        "fingerprint": check["fingerprint"],
+    }
+    if "tests" in check:
+        out["tests"] = check["tests"]
+    if "cannot_run" in check:
+        out["cannot_run"] = check["cannot_run"]
     return out
 
 
 def ratchet(
-    body: dict[str, Any],
-    base: Mapping[str, Any],
+    body: Verify,
+    base: Baseline,
     *,
     task: Mapping[str, Any] | None = None,
     demand: bool = True,
@@ -717,15 +727,15 @@ def ratchet(
     text = _task_words(task)
     required: list[str] = []
     blocking: dict[str, str | None] = {}  # name -> the fingerprint it blocks with
-    known: list[dict[str, Any]] = []
+    known: list[KnownFailure] = []
     named_any = any(is_task_check(n) for n in names)
-    environment: list[dict[str, Any]] = []
+    environment: list[CannotRun] = []
     for c in body["checks"]:
         name = str(c["name"])
-        b = at_base.get(name) or {}
+        b: BaseCheck = at_base.get(name) or {}
         now_ids = testresults.failed_ids(c.get("tests"))
         base_ids = testresults.failed_ids(b.get("tests"))
-        same_source = (c.get("tests") or {}).get("source") == (b.get("tests") or {}).get("source")
+        same_source = _source(c) == _source(b)
         named = _named(text, now_ids or (), base_ids or ())
         named_any = named_any or bool(named)
         if c.get("cannot_run") and (not b or b.get("cannot_run")):
@@ -781,7 +791,7 @@ def ratchet(
             if not c["passed"] and c["name"] not in same
         }
         known = [k for k in known if k["name"] in same]
-    body["baseline"] = dict(base)
+    body["baseline"] = base.copy()
     body["required"] = required
     body["known_failures"] = known
     body.pop("environment", None)
@@ -792,7 +802,12 @@ def ratchet(
     body["fingerprint"] = fingerprint.combine(blocking.items())
 
 
-def _whole_tree_blocking(body: Mapping[str, Any], text: str) -> dict[str, str | None]:
+def _source(check: Check | BaseCheck) -> str | None:
+    """Where a check's per-test results were read from (None: it has none)."""
+    return check["tests"]["source"] if "tests" in check else None
+
+
+def _whole_tree_blocking(body: Verify, text: str) -> dict[str, str | None]:
     """The whole tree's run (``whole_tree``: the worker's new tests beside the base's),
     judged against the base's tests' run of the same criterion: a test failing there that
     did not fail in the base's tests' run blocks (a new test, or one the worker's added
@@ -800,9 +815,9 @@ def _whole_tree_blocking(body: Mapping[str, Any], text: str) -> dict[str, str | 
     blocks when the base's tests' run of it passed."""
     from loopkit.evidence import testresults
 
-    first = {str(c["name"]): c for c in body["checks"]}
+    first: dict[str, Mapping[str, Any]] = {str(c["name"]): c for c in body["checks"]}
     out: dict[str, str | None] = {}
-    for c in (body.get("whole_tree") or {}).get("checks") or []:
+    for c in body["whole_tree"]["checks"] if "whole_tree" in body else []:
         if c["passed"]:
             continue
         name = str(c["name"])
