@@ -10,6 +10,7 @@ the tree it started from.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -178,36 +179,21 @@ def in_clean_room(
     """
     if tree is None:
         tree = git.tree_hash(root, index=index)
-    links = room_links(contract, carry)
-    base_tree = git.resolve(root, f"{head}^{{tree}}") if head else None
-    commands = [str(c["run"]) for c in criteria]
-    tests_tree = (
-        basetests.tree(root, base_tree, tree, contract, named_by=commands) if base_tree else tree
-    )
-    plain = basetests.plain(criteria) if tests_tree != tree else []
+    base_tree, tests_tree, plain = _base_tests(root, criteria, tree, head, contract)
     first: Result | None = None
     unfixed: Result | None = None
+    links = room_links(contract, carry)
     with cleanroom.held(root, tree, head=head, carry=links, early=early) as room:
         jail = _jail(root, room, contract, carry, state, env, reset)
-        result = run_checks(
-            room.path,
-            criteria,
-            log_dir=log_dir,
-            fail_fast=fail_fast,
-            progress=progress,
-            env=env,
-            skip=(*room.carried, *carry),
-            home=root,
-            synced=tree,
-            launch=jail.command,
-            should_stop=should_stop,
-            between=lambda changed: cleanroom.restore(room, root, changed=changed, reset=reset),
+        ran = functools.partial(
+            _run_on, root=root, jail=jail, carry=carry, env=env, reset=reset, stop=should_stop
         )
+        result = ran(room, room, criteria, tree, log_dir, fail_fast=fail_fast, progress=progress)
         body = result.body
         touched: list[str] = []
         moved = result.moved
         if body.get("tree_changed"):
-            touched = sorted(p for p, status in moved.items() if status != "A")
+            touched = _edited(moved)
             body["changed_by_checks"] = touched
             body["debris"] = sorted(p for p, status in moved.items() if status == "A")[:200]
         stopped = any(c.get("cancelled") for c in body["checks"])
@@ -215,24 +201,18 @@ def in_clean_room(
             # The base's tests, as the base had them (``basetests``): the room brought to
             # that tree (only the files that differ are written), the plain criteria again.
             at = cleanroom.moved(room, root, tests_tree, reset=reset)
-            first = run_checks(
-                room.path,
+            first = ran(
+                room,
+                at,
                 plain,
-                log_dir=log_dir / "base-tests",
+                tests_tree,
+                log_dir / "base-tests",
                 fail_fast=fail_fast,
                 progress=None
                 if progress is None
                 else lambda ev, i, n, name, e: progress(ev, i, n, f"{name} (the base's tests)", e),
-                env=env,
-                skip=(*room.carried, *carry),
-                home=root,
-                synced=tests_tree,
-                launch=jail.command,
-                should_stop=should_stop,
-                between=lambda changed: cleanroom.restore(at, root, changed=changed, reset=reset),
             )
-            moved = first.moved
-            touched = sorted(p for p, status in moved.items() if status != "A")
+            touched = _edited(first.moved)
             room = at
         unfixed_tree = (
             basetests.without_fix(root, base_tree, tree, contract)
@@ -242,26 +222,93 @@ def in_clean_room(
         if unfixed_tree and unfixed_tree != tree:
             # The attempt's tests on the base's code under test: what they show of the change.
             back = cleanroom.moved(room, root, unfixed_tree, reset=reset)
-            unfixed = run_checks(
-                room.path,
-                basetests.plain(criteria),
-                log_dir=log_dir / "without-fix",
-                env=env,
-                skip=(*room.carried, *carry),
-                home=root,
-                synced=unfixed_tree,
-                launch=jail.command,
-                should_stop=should_stop,
-                between=lambda changed: cleanroom.restore(back, root, changed=changed, reset=reset),
+            unfixed = ran(
+                room, back, basetests.plain(criteria), unfixed_tree, log_dir / "without-fix"
             )
-            moved = unfixed.moved
-            touched = sorted(p for p, status in moved.items() if status != "A")
+            touched = _edited(unfixed.moved)
             room = back
         body["sandbox"] = jail.recorded()  # after every run: the hosts refused to any of them
         # New files alone (debris) leave the tree's own files as they were: the next sync
         # removes them anyway.
         cleanroom.settle(room, intact=body["tree"] == tree and not touched)
     body["clean_room"] = True
+    carried = (root, carry, carry_before)
+    _judged(body, tree, first, tests_tree, touched, prove, unfixed, carried)
+    return result
+
+
+def _base_tests(
+    root: Path,
+    criteria: Sequence[Mapping[str, Any]],
+    tree: str,
+    head: str | None,
+    contract: Mapping[str, Any] | None,
+) -> tuple[str | None, str, list[Mapping[str, Any]]]:
+    """The base's tree (None without a head), the base's tests' tree (``basetests.tree``;
+    ``tree`` itself when there is no base or nothing to take back), and the criteria that
+    run again there (none when it is ``tree``)."""
+    base_tree = git.resolve(root, f"{head}^{{tree}}") if head else None
+    commands = [str(c["run"]) for c in criteria]
+    tests_tree = (
+        basetests.tree(root, base_tree, tree, contract, named_by=commands) if base_tree else tree
+    )
+    return base_tree, tests_tree, basetests.plain(criteria) if tests_tree != tree else []
+
+
+def _edited(moved: Mapping[str, str]) -> list[str]:
+    """The files of the tree the checks changed or deleted (``moved``: path -> status; a
+    new file, ``A``, is debris)."""
+    return sorted(p for p, status in moved.items() if status != "A")
+
+
+def _run_on(
+    room: cleanroom.Room,
+    into: cleanroom.Room,
+    criteria: Sequence[Mapping[str, Any]],
+    tree: str,
+    log_dir: Path,
+    *,
+    root: Path,
+    jail: Any,
+    carry: Sequence[str],
+    env: Mapping[str, str] | None,
+    reset: Sequence[str],
+    stop: Callable[[], str | None] | None,
+    fail_fast: bool = False,
+    progress: Progress | None = None,
+) -> Result:
+    """One run of ``criteria`` in the clean room (``room``) as synced to ``tree``
+    (``into``: what each check's changes are undone to), in the checks' sandbox."""
+    return run_checks(
+        room.path,
+        criteria,
+        log_dir=log_dir,
+        fail_fast=fail_fast,
+        progress=progress,
+        env=env,
+        skip=(*room.carried, *carry),
+        home=root,
+        synced=tree,
+        launch=jail.command,
+        should_stop=stop,
+        between=lambda changed: cleanroom.restore(into, root, changed=changed, reset=reset),
+    )
+
+
+def _judged(
+    body: Verify,
+    tree: str,
+    first: Result | None,
+    tests_tree: str,
+    touched: list[str],
+    prove: bool,
+    unfixed: Result | None,
+    carry: tuple[Path, Sequence[str], Mapping[str, str] | None],
+) -> None:
+    """The clean room's runs judged as one section: the base's tests' run (``first``), the
+    proof when asked (``prove``; ``unfixed``: the run without the fix, None when there is
+    none), what the checks changed of the tree (``touched``) and of the carried paths
+    (``carry``: the root, the paths, their fingerprints when the worker started)."""
     problems: list[str] = []
     if first is not None:
         _phased(body, first.body, tests_tree)
@@ -285,14 +332,14 @@ def in_clean_room(
                 f"the checks changed {len(touched)} file(s) of the tree they verified "
                 f"({', '.join(touched[:5])}): no check ran on the tree they left"
             )
-    moved_carry = cleanroom.changed_carry(carry_before, root, carry)
+    root, carried, carry_before = carry
+    moved_carry = cleanroom.changed_carry(carry_before, root, carried)
     if moved_carry:
         body["carry_changed"] = moved_carry
         problems.append("carried paths changed since the worker started: " + ", ".join(moved_carry))
     if problems:
         body["passed"] = False
         body["problems"] = problems
-    return result
 
 
 def _phased(body: Verify, first: Verify, tests_tree: str) -> None:
@@ -431,28 +478,8 @@ def _run(
             why = sandbox.failed_to_start(done.exit_code, end)
             if why:
                 raise sandbox.SandboxUnavailable(f"the checks' sandbox did not start: {why}")
-        passed = done.exit_code == 0 and not done.timed_out
-        entry: Check = {
-            "name": name,
-            "command": str(c["run"]),
-            "exit_code": done.exit_code,
-            "passed": passed,
-            "timed_out": done.timed_out,
-            "duration_s": round(done.duration_s, 3),
-            "output_tail": text.tail(end, lines=TAIL_LINES, limit=TAIL_BYTES),
-            "output_sha256": digest,
-            "output_bytes": log.stat().st_size,
-            "fingerprint": None
-            if passed
-            else fingerprint.of_output(
-                end,
-                exit_code=done.exit_code,
-                timed_out=done.timed_out,
-                roots=roots,
-                home=user_home,
-            ),
-            "log": artifacts.relative(log, home),
-        }
+        entry = _entry(name, str(c["run"]), done, log, (digest, end), roots, user_home, home)
+        passed = entry["passed"]
         if not passed:
             _read_tests(entry, c, where.root, log, end, started, path=run_env.get("PATH"))
         if stopped:
@@ -471,6 +498,55 @@ def _run(
             progress("end", i, total, name, entry)
         if stopped or (fail_fast and not passed):
             break
+    return _section(criteria, checks, before, current, moved)
+
+
+def _entry(
+    name: str,
+    command: str,
+    done: proc.Finished,
+    log: Path,
+    output: tuple[str, bytes],
+    roots: Sequence[str],
+    user_home: str,
+    home: Path,
+) -> Check:
+    """One check's result as its process ended: ``output`` is its output's sha256 and
+    last bytes (``_sha256_file``)."""
+    digest, end = output
+    passed = done.exit_code == 0 and not done.timed_out
+    return {
+        "name": name,
+        "command": command,
+        "exit_code": done.exit_code,
+        "passed": passed,
+        "timed_out": done.timed_out,
+        "duration_s": round(done.duration_s, 3),
+        "output_tail": text.tail(end, lines=TAIL_LINES, limit=TAIL_BYTES),
+        "output_sha256": digest,
+        "output_bytes": log.stat().st_size,
+        "fingerprint": None
+        if passed
+        else fingerprint.of_output(
+            end,
+            exit_code=done.exit_code,
+            timed_out=done.timed_out,
+            roots=roots,
+            home=user_home,
+        ),
+        "log": artifacts.relative(log, home),
+    }
+
+
+def _section(
+    criteria: Sequence[Mapping[str, Any]],
+    checks: list[Check],
+    before: str,
+    current: str,
+    moved: Mapping[str, str],
+) -> Result:
+    """The ``verify`` section of the checks that ran, from tree ``before`` to ``current``."""
+    total = len(criteria)
     passed_all = all(c["passed"] for c in checks) and len(checks) == total
     changed = any(c.get("changed_tree") for c in checks)
     body: Verify = {
@@ -778,19 +854,41 @@ def ratchet(
     blocking.update(_whole_tree_blocking(body, text))
     if demand and not required and not named_any:
         # Every check, but the base's failing tests, left as they were, are still the base's.
-
-        same = {
-            str(k["name"])
-            for k in known
-            if "tests" in k and not basetests.says_fix(task) and _elsewhere(k["tests"], task)
-        }
         required = names
-        blocking = {
-            str(c["name"]): c["fingerprint"]
-            for c in body["checks"]
-            if not c["passed"] and c["name"] not in same
-        }
-        known = [k for k in known if k["name"] in same]
+        blocking, known = _but_the_bases(body, known, task)
+    _record(body, base, required=required, known=known, environment=environment, blocking=blocking)
+
+
+def _but_the_bases(
+    body: Verify, known: list[KnownFailure], task: Mapping[str, Any] | None
+) -> tuple[dict[str, str | None], list[KnownFailure]]:
+    """With every check required (``ratchet``'s ``demand``): what blocks -- each failing
+    check but one whose failing tests are the base's, left as they were and outside the
+    task's scope (``_elsewhere``) -- and the known failures that stay known."""
+    same = {
+        str(k["name"])
+        for k in known
+        if "tests" in k and not basetests.says_fix(task) and _elsewhere(k["tests"], task)
+    }
+    blocking = {
+        str(c["name"]): c["fingerprint"]
+        for c in body["checks"]
+        if not c["passed"] and c["name"] not in same
+    }
+    return blocking, [k for k in known if k["name"] in same]
+
+
+def _record(
+    body: Verify,
+    base: Baseline,
+    *,
+    required: list[str],
+    known: list[KnownFailure],
+    environment: list[CannotRun],
+    blocking: Mapping[str, str | None],
+) -> None:
+    """The ratchet's verdict written into the section: what was required, known to fail,
+    the environment's failures; passed, and the fingerprint of what blocks."""
     body["baseline"] = base.copy()
     body["required"] = required
     body["known_failures"] = known
