@@ -131,6 +131,31 @@ class Run(TypedDict, total=False):
     special_files: NotRequired[list[dict[str, str]]]
 
 
+class DiffFile(TypedDict, total=False):
+    """schemas/diff.json#/properties/files/items"""
+
+    path: Required[str]
+    status: Required[str]
+    added: Required[int]
+    deleted: Required[int]
+    old_path: NotRequired[str]
+    binary: NotRequired[bool]
+    old_mode: NotRequired[str]
+    new_mode: NotRequired[str]
+    symlink: NotRequired[bool]
+    symlink_target: NotRequired[str]
+    submodule: NotRequired[bool]
+    bytes: NotRequired[int]
+
+
+class ScopeViolation(TypedDict, total=False):
+    """schemas/diff.json#/properties/violations/items"""
+
+    rule: Required[str]
+    path: Required[str]
+    detail: NotRequired[str]
+
+
 class Diff(TypedDict, total=False):
     """schemas/diff.json"""
 
@@ -138,12 +163,56 @@ class Diff(TypedDict, total=False):
     version: NotRequired[int]
     base: Required[str]
     tree: Required[Any]
-    files: Required[list[Any]]
+    files: Required[list[DiffFile]]
     totals: Required[Totals]
-    violations: Required[list[Any]]
+    violations: Required[list[ScopeViolation]]
     within_policy: Required[bool]
     base_ref: NotRequired[str]
     policy: NotRequired[Policy | None]
+
+
+class TestCounts(TypedDict, total=False):
+    """schemas/verify.json#/$defs/tests"""
+
+    source: Required[str]
+    failed: Required[list[str]]
+    failed_count: Required[int]
+    passed_count: NotRequired[int]
+    total: NotRequired[int]
+
+
+class Check(TypedDict, total=False):
+    """schemas/verify.json#/properties/checks/items"""
+
+    name: Required[str]
+    command: Required[str]
+    exit_code: Required[int | None]
+    passed: Required[bool]
+    duration_s: Required[float]
+    output_tail: Required[str]
+    output_sha256: Required[str]
+    fingerprint: Required[str | None]
+    log: NotRequired[str | None]
+    timed_out: NotRequired[bool]
+    cancelled: NotRequired[bool]
+    output_bytes: NotRequired[int]
+    changed_tree: NotRequired[bool]
+    tree_after: NotRequired[str]
+    tests: NotRequired[TestCounts]
+    cannot_run: NotRequired[str]
+    judged: NotRequired[str]
+    regressions: NotRequired[list[str]]
+    blocking_tests: NotRequired[list[str]]
+    run_on: NotRequired[str]
+    per_test_unread: NotRequired[str]
+
+
+class CannotRun(TypedDict):
+    """schemas/verify.json#/$defs/environment/items"""
+
+    name: str
+    command: str
+    why: str
 
 
 class Verify(TypedDict, total=False):
@@ -155,7 +224,7 @@ class Verify(TypedDict, total=False):
     tree_after: NotRequired[Any]
     passed: Required[bool]
     fingerprint: Required[Any]
-    checks: Required[list[Any]]
+    checks: Required[list[Check]]
     tree_changed: NotRequired[bool]
     changed_by_checks: NotRequired[list[Any]]
     attempt_id: NotRequired[Any]
@@ -166,8 +235,8 @@ class Verify(TypedDict, total=False):
     problems: NotRequired[list[Any]]
     baseline: NotRequired[Baseline]
     required: NotRequired[list[Any]]
-    known_failures: NotRequired[list[Any]]
-    environment: NotRequired[list[Any]]
+    known_failures: NotRequired[list[KnownFailure]]
+    environment: NotRequired[list[CannotRun]]
     sandbox: NotRequired[Sandboxed]
     carried: NotRequired[list[Any]]
     not_shown: NotRequired[list[Any]]
@@ -511,17 +580,35 @@ class Policy(TypedDict, total=False):
     changed_bytes: int | None
 
 
+class BaseCheck(TypedDict, total=False):
+    """schemas/verify.json#/properties/baseline/properties/checks/items"""
+
+    name: str
+    passed: bool
+    fingerprint: str | None
+    tests: TestCounts
+    cannot_run: str
+
+
 class Baseline(TypedDict, total=False):
     """schemas/verify.json#/properties/baseline"""
 
     tree: str
-    checks: list[JSONObject]
+    checks: list[BaseCheck]
+
+
+class KnownFailure(TypedDict, total=False):
+    """schemas/verify.json#/properties/known_failures/items"""
+
+    name: str
+    fingerprint: str | None
+    tests: list[str]
 
 
 class WholeTree(TypedDict, total=False):
     """schemas/verify.json#/properties/whole_tree"""
 
-    checks: Required[list[Any]]
+    checks: Required[list[Check]]
     passed: Required[bool]
     skipped: NotRequired[list[str]]
 

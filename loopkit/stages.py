@@ -36,6 +36,8 @@ TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a featur
 if TYPE_CHECKING:
     from typing import Any
 
+    from loopkit.sections import Verify
+
 
 class Attempt:
     """What one ``lk attempt`` carries from a stage to the next beside the document: work a
@@ -465,7 +467,7 @@ class _Checks:
         )
         checks.ratchet(result.body, at_base, task=(doc or {}).get("task"))
 
-    def against_head(self, body: dict[str, Any]) -> None:
+    def against_head(self, body: Verify) -> None:
         """The ratchet for a commit hook: HEAD's results (run once per tree in the clean
         room, kept in the git folder's cache, out of a worker's reach) are the base."""
         ws = self.ws
@@ -544,7 +546,7 @@ def _say_judged(check: dict[str, Any], body: dict[str, Any]) -> None:
         )
 
 
-def _explain_unseen(body: dict[str, Any], run: Any, carry: Any, reset: Any, ws: Any) -> None:
+def _explain_unseen(body: Verify, run: Any, carry: Any, reset: Any, ws: Any) -> None:
     """A failing check in the clean room, and ignored paths of the work tree it did not
     see: one line naming them and the key that shows them (``verify.carry``), so neither
     a person nor the agent chases a failure that is the set-up's."""

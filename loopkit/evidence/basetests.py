@@ -51,6 +51,10 @@ from typing import Any
 from loopkit import git
 from loopkit.evidence import globs
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from loopkit.sections import Proof
+
 
 def source_scope(contract: Mapping[str, Any] | None) -> tuple[list[str], list[str]]:
     """The globs of the code under test: (what is in, what is taken out of it)."""
@@ -240,13 +244,11 @@ def proving(contract: Mapping[str, Any] | None, task: Mapping[str, Any] | None) 
 
 def says_fix(task: Mapping[str, Any] | None) -> bool:
     """Whether the task's text says it fixes something (fix, fixes, fixed, fixing, bug)."""
-    import re
-
     words = str((task or {}).get("text") or "")
     return bool(re.search(r"\bfix(?:es|ed|ing)?\b|\bbugs?\b", words, re.I))
 
 
-def proof(first: Mapping[str, Any], unfixed: Mapping[str, Any]) -> dict[str, Any]:
+def proof(first: Mapping[str, Any], unfixed: Mapping[str, Any]) -> Proof:
     """The ``proof`` section: the tests that fail on the attempt's tests with the base's
     code under test (``unfixed``, a run on ``without_fix``) and pass on the attempt
     (``first``: the runs on the attempt's trees, by criterion), each with both results;
@@ -280,7 +282,7 @@ def proof(first: Mapping[str, Any], unfixed: Mapping[str, Any]) -> dict[str, Any
             {"check": name, "id": t, "without_fix": "failed", "attempt": "passed"}
             for t in sorted(before - now)
         ]
-    out: dict[str, Any] = {"proven": bool(tests), "tests": tests[: testresults.MAX_IDS]}
+    out: Proof = {"proven": bool(tests), "tests": tests[: testresults.MAX_IDS]}
     if not tests:
         why.append(
             "no test fails on the unfixed code and passes with the change: a test that "

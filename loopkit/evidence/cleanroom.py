@@ -33,15 +33,18 @@ conftest files, node's module resolution) can reach the working tree's files.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import stat
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from loopkit import git
 from loopkit.digest import sha256
+from loopkit.files import atomic_write
 from loopkit.places import ROOM_ENV as ROOM_ENV
 from loopkit.places import home_of as home_of
 from loopkit.places import rooms as rooms
@@ -53,8 +56,6 @@ from loopkit.values import Value
 def occupied(root: Path) -> Iterator[None]:
     """Hold the clean room of ``root``'s repository for one verification (two loops in two
     worktrees of one repository take turns)."""
-    import fcntl
-
     lock = home_of(root).with_suffix(".lock")
     lock.parent.mkdir(parents=True, exist_ok=True)
     with open(lock, "a") as f:
@@ -121,8 +122,6 @@ def settle(room: Room, *, intact: bool) -> None:
     sync) and its index is the one the sync wrote -- the next sync then reads only what
     differs (``prepare``)."""
     if intact and room.stamp and _stamp(room.path) == room.stamp:
-        from loopkit.files import atomic_write
-
         attributes = json.dumps(git.tree_listing(room.path, room.tree).attributes)
         atomic_write(room.path / ".git" / SETTLED, f"{room.tree} {room.stamp}\n{attributes}\n")
 
@@ -235,8 +234,6 @@ class EarlyRoom:
     asked for another tree, head or carried paths, or never ran."""
 
     def __init__(self, root: Path, *, head: str | None, carry: Sequence[str]) -> None:
-        import threading
-
         from loopkit.background import Background
 
         self._for = (root, head, tuple(carry))

@@ -12,13 +12,25 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from loopkit import git
 from loopkit.errors import BadInput
 from loopkit.evidence import scope
 from loopkit.text import is_utf8 as _is_utf8
 from loopkit.text import shown
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from loopkit.sections import Diff, DiffFile
+
+    class _Parsed(DiffFile, total=False):
+        """A file as parse_records reads it: with its new blob's id, until its size is read."""
+
+        _id: str
+
+
+_Named = TypeVar("_Named", bound="Mapping[str, Any]")
 
 STATUS = {
     "A": "added",
@@ -63,13 +75,15 @@ def _text(b: bytes) -> str:
     return b.decode("utf-8", "surrogateescape")
 
 
-def _shown_names(entry: dict[str, Any], keys: Sequence[str]) -> dict[str, Any]:
+def _shown_names(entry: _Named, keys: Sequence[str]) -> _Named:
     if all(not isinstance(entry.get(k), str) or _is_utf8(entry[k]) for k in keys):
         return entry
-    return {k: shown(v) if k in keys and isinstance(v, str) else v for k, v in entry.items()}
+    return cast(
+        "_Named", {k: shown(v) if k in keys and isinstance(v, str) else v for k, v in entry.items()}
+    )
 
 
-def parse_records(data: bytes) -> list[dict[str, Any]]:
+def parse_records(data: bytes) -> list[_Parsed]:
     """Files from ``git diff-index -z --raw --numstat`` output, in git's (path) order."""
     fields = data.split(b"\0")
     raws: list[_Raw] = []
@@ -109,10 +123,10 @@ def parse_records(data: bytes) -> list[dict[str, Any]]:
         )
         # A rename's numstat names both paths in the next two fields.
         i += 3 if rest == b"" else 1
-    files: list[dict[str, Any]] = []
+    files: list[_Parsed] = []
     for k, r in enumerate(raws):
         a, d = stats[k] if k < len(stats) else (0, 0)
-        entry: dict[str, Any] = {
+        entry: _Parsed = {
             "path": r.path,
             "status": r.status,
             "added": a or 0,
@@ -144,9 +158,9 @@ def _symlink_target(root: Path, path: str, blob: str) -> str:
 
 
 class Result:
-    body: dict[str, Any]
+    body: Diff
 
-    def __init__(self, body: dict[str, Any]) -> None:
+    def __init__(self, body: Diff) -> None:
         self.body = body
 
     @property
@@ -161,7 +175,7 @@ class Facts:
     base: str
     base_ref: str
     tree: str
-    files: list[dict[str, Any]]
+    files: list[DiffFile]
     #: Nested repositories without a commit: in no tree, not even as a gitlink.
     unborn: list[str]
     #: The git folders' control state (``git.control_state``), when it was asked for.
@@ -177,7 +191,7 @@ class Facts:
         base: str,
         base_ref: str,
         tree: str,
-        files: list[dict[str, Any]],
+        files: list[DiffFile],
         unborn: list[str] | None = None,
         git_control: dict[str, str] | None = None,
         ignored_at_base: list[str] | None = None,
@@ -243,14 +257,16 @@ def gather_at(
             where.root, base_id, index=where.index, seed=seed, on_tree=on_tree
         ) as changes:
             records, tree, blob_sizes, unborn = changes
-            files = parse_records(records)  # while git write-tree still runs
+            parsed = parse_records(records)  # while git write-tree still runs
             sizes = blob_sizes()
-            for f in files:
+            files: list[DiffFile] = []
+            for f in parsed:
                 blob = f.pop("_id", None)
                 if blob is not None:
                     f["bytes"] = sizes.get(blob, 0)
                 if f.get("symlink"):
                     f["symlink_target"] = _symlink_target(where.root, f["path"], str(blob))
+                files.append(f)
             tree_id = tree()
         _count_hidden_lines(where.root, base_id(), tree_id, files)
         control = controlling.result() if controlling is not None else None
@@ -274,7 +290,7 @@ def gather_at(
     )
 
 
-def _ignored_at_base(root: Path, base: str, files: list[dict[str, Any]]) -> list[str]:
+def _ignored_at_base(root: Path, base: str, files: Sequence[DiffFile]) -> list[str]:
     """The files the change brings in that the base's ignore rules ignore.
 
     A worker that rewrites a ``.gitignore`` (``# nothing``, ``!.env``; one that ignores
@@ -287,7 +303,7 @@ def _ignored_at_base(root: Path, base: str, files: list[dict[str, Any]]) -> list
 
 
 def _ignored_at_start(
-    files: list[dict[str, Any]], ignored: Sequence[str], already: set[str]
+    files: Sequence[DiffFile], ignored: Sequence[str], already: set[str]
 ) -> list[str]:
     """The files the change brings in that were ignored when the task started: one of
     ``ignored``'s files, or under one of its folders (``dir/``). What an ignore file in no
@@ -307,7 +323,7 @@ def _ignored_at_start(
     ]
 
 
-def _count_hidden_lines(root: Path, base: str, tree: str, files: list[dict[str, Any]]) -> None:
+def _count_hidden_lines(root: Path, base: str, tree: str, files: Sequence[DiffFile]) -> None:
     """Files only the worker's attributes made binary get their lines counted.
 
     ``-diff`` or ``binary`` on a path makes git's numstat give no line counts, so a worker
@@ -391,6 +407,57 @@ def git_control_violations(
     return out
 
 
+def _tree_violations(
+    facts: Facts, special_files: Sequence[Mapping[str, Any]]
+) -> list[scope.Violation]:
+    """What the change brings in that no change may, whatever the policy: files ignored at
+    the base or when the task started, the special files lk-invoke removed after the
+    worker, and file names that are not UTF-8."""
+    found: list[scope.Violation] = []
+    found += [
+        scope.Violation(
+            scope.IGNORED_AT_BASE,
+            path,
+            "ignored by the .gitignore rules of the base: a rewritten .gitignore lets it "
+            "into the change (a file the repository keeps out of git is not the worker's "
+            "to add)",
+        )
+        for path in facts.ignored_at_base
+    ]
+    found += [
+        scope.Violation(
+            scope.IGNORED_AT_BASE,
+            path,
+            "ignored when the task started, by an ignore file in no commit (a tool's own, "
+            "or one that ignores itself): emptying or deleting it lets it into the change",
+        )
+        for path in facts.ignored_at_start
+    ]
+    found += [
+        scope.Violation(
+            scope.SPECIAL_FILE,
+            str(f.get("path")),
+            f"a {f.get('type') or 'special file'} the worker left, removed after its run: git "
+            "holds only files, symlinks and folders, and reading a FIFO blocks (git reads "
+            "one named .gitignore or .gitattributes)",
+        )
+        for f in special_files
+        if isinstance(f, Mapping)
+    ]
+    found += [
+        scope.Violation(
+            scope.PATH_NOT_UTF8,
+            name,
+            "the file name is not UTF-8: the evidence cannot name it as it is (shown with "
+            "\\x escapes) and a checkout on macOS or Windows cannot write it",
+        )
+        for f in facts.files
+        for name in (f["path"], f.get("old_path"))
+        if name is not None and not _is_utf8(name)
+    ]
+    return found
+
+
 def assess(
     facts: Facts,
     *,
@@ -431,52 +498,12 @@ def assess(
         violations.append(scope.Violation(scope.CONTROL_FILE, "*", drift))
     violations += nested_repositories(facts)
     violations += git_control_violations(git_control, facts.git_control)
-    violations += [
-        scope.Violation(
-            scope.IGNORED_AT_BASE,
-            path,
-            "ignored by the .gitignore rules of the base: a rewritten .gitignore lets it "
-            "into the change (a file the repository keeps out of git is not the worker's "
-            "to add)",
-        )
-        for path in facts.ignored_at_base
-    ]
-    violations += [
-        scope.Violation(
-            scope.IGNORED_AT_BASE,
-            path,
-            "ignored when the task started, by an ignore file in no commit (a tool's own, "
-            "or one that ignores itself): emptying or deleting it lets it into the change",
-        )
-        for path in facts.ignored_at_start
-    ]
-    violations += [
-        scope.Violation(
-            scope.SPECIAL_FILE,
-            str(f.get("path")),
-            f"a {f.get('type') or 'special file'} the worker left, removed after its run: git "
-            "holds only files, symlinks and folders, and reading a FIFO blocks (git reads "
-            "one named .gitignore or .gitattributes)",
-        )
-        for f in special_files
-        if isinstance(f, Mapping)
-    ]
-    violations += [
-        scope.Violation(
-            scope.PATH_NOT_UTF8,
-            name,
-            "the file name is not UTF-8: the evidence cannot name it as it is (shown with "
-            "\\x escapes) and a checkout on macOS or Windows cannot write it",
-        )
-        for f in files
-        for name in (f["path"], f.get("old_path"))
-        if name is not None and not _is_utf8(name)
-    ]
+    violations += _tree_violations(facts, special_files)
     added = sum(f["added"] for f in files)
     deleted = sum(f["deleted"] for f in files)
     files = [_shown_names(f, ("path", "old_path", "symlink_target")) for f in files]
     listed = [_shown_names(v.as_dict(), ("path", "detail")) for v in violations]
-    body: dict[str, Any] = {
+    body: Diff = {
         "base": facts.base,
         "base_ref": facts.base_ref,
         "tree": facts.tree,

@@ -20,6 +20,11 @@ from typing import Any
 from loopkit.evidence.globs import matches
 from loopkit.values import Value
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from loopkit.sections import Policy as PolicySection
+    from loopkit.sections import ScopeViolation
+
 #: Rule names, as they appear in ``violations[].rule``.
 PROTECTED = "protected"
 PROTECTED_DELETED = "protected_deleted"
@@ -125,7 +130,7 @@ class Policy(Value):
         """The same policy with ``changed`` fields replaced."""
         return Policy(**{**{name: getattr(self, name) for name in self._fields}, **changed})
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> PolicySection:
         return {
             "writable": list(self.writable),
             "protected": list(self.protected),
@@ -183,8 +188,8 @@ class Violation(Value):
     def __init__(self, rule: str, path: str, detail: str = "") -> None:
         self._set(rule=rule, path=path, detail=detail)
 
-    def as_dict(self) -> dict[str, str]:
-        d = {"rule": self.rule, "path": self.path}
+    def as_dict(self) -> ScopeViolation:
+        d: ScopeViolation = {"rule": self.rule, "path": self.path}
         if self.detail:
             d["detail"] = self.detail
         return d

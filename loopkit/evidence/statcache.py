@@ -30,7 +30,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from loopkit import git
 from loopkit.digest import file_sha256, sha256
+from loopkit.files import atomic_write
 
 NAME = "stat-index"
 #: The key of its sha256 in the state seal (``ledger.seal``).
@@ -101,8 +103,6 @@ class Handoff:
         """A copy of ``index`` (holding ``tree``) at ``file``, its mtime kept (git's
         racy-entry rule), hashed from the very bytes written: no one can change it between
         the write and the hash."""
-        from loopkit.files import atomic_write
-
         data = index.read_bytes()
         atomic_write(file, data, mtime_ns=os.stat(index).st_mtime_ns)
         return cls(file, tree, sha256(data).hexdigest())
@@ -125,7 +125,6 @@ def ensure(state: Path, real_index: Path) -> None:
     _sweep(state)
     if path(state).exists():
         return
-    from loopkit import git
 
     try:
         git.copy_index(real_index, path(state))
@@ -137,8 +136,6 @@ def seed(state: Path, seal: Any) -> Path | None:
     """What a tree hash after the worker starts from: the stat cache while it is what
     lk-invoke sealed (``run.state_seal``), ``git.NO_INDEX`` once it changed, and None (the
     real index) with no seal to go by."""
-    from loopkit import git
-
     sealed = seal.get(SEAL_KEY) if isinstance(seal, Mapping) else None
     if not isinstance(sealed, str) or not sealed:
         return None

@@ -22,13 +22,20 @@ Nothing here trusts more than the check itself: the check is the worker's code t
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shlex
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from loopkit.text import pattern
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from loopkit.sections import TestCounts
 
 #: Failing ids kept per check in the documents (the count is always whole).
 MAX_IDS = 500
@@ -49,9 +56,9 @@ class Tests:
         self.passed = None if passed is None else frozenset(passed - failed)
         self.total = total
 
-    def section(self) -> dict[str, Any]:
+    def section(self) -> TestCounts:
         """What the documents keep: the source, the counts and the failing ids (sorted)."""
-        out: dict[str, Any] = {
+        out: TestCounts = {
             "source": self.source,
             "failed": sorted(self.failed)[:MAX_IDS],
             "failed_count": len(self.failed),
@@ -145,8 +152,6 @@ def _junit(cwd: Path, spec: str, started: float) -> Tests | None:
 
 
 def _go_json(text: str) -> Tests | None:
-    import json
-
     failed: set[str] = set()
     passed: set[str] = set()
     seen = False
@@ -424,8 +429,6 @@ def _hidden(program: str, path: str | None) -> str | None:
     """Why a program the check could not find is there all the same, outside the checks'
     sandbox: under /tmp (the sandbox's own /tmp is private and empty), or elsewhere it
     hides. None when it is nowhere to be found."""
-    import shutil
-
     if path is None:
         return None
     found = program if "/" in program else shutil.which(program, path=path)
@@ -441,8 +444,6 @@ def _hidden(program: str, path: str | None) -> str | None:
 
 def _which(program: str, path: str | None) -> str:
     """``: `python` is /p/.venv/bin/python (the checks' PATH)``, or nothing when unknown."""
-    import shutil
-
     if path is None:
         return ""
     found = program if "/" in program else shutil.which(program, path=path)
@@ -462,8 +463,6 @@ def _searched(path: str | None, *, inside: bool = False) -> str:
 
 def _program(command: str) -> str:
     """The program a shell command starts (its first word after ``VAR=value`` settings)."""
-    import shlex
-
     try:
         words = shlex.split(command)
     except ValueError:
@@ -493,8 +492,6 @@ def absent_program(command: str, *, path: str | None, cwd: str | None = None) ->
     """The program the shell command starts when it is not found on ``path`` (with
     ``cwd``: a path to a program, from there, that is not an executable file), else None
     -- also for a shell builtin or keyword, or a word the shell expands first."""
-    import shutil
-
     program = _program(command)
     if not program or program in _SHELL_WORDS or any(c in program for c in "$`*?~;&|<>(){}"):
         return None

@@ -10,21 +10,25 @@ the tree it started from.
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from loopkit import digest, git, proc, text
 from loopkit.errors import BadInput, LoopkitError
-from loopkit.evidence import fingerprint, globs, specialfiles
+from loopkit.evidence import basetests, cleanroom, fingerprint, globs, specialfiles
+from loopkit.files import atomic_write
+from loopkit.loader import json_loads
 from loopkit.state import artifacts
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from loopkit.evidence import cleanroom
+    from loopkit.sections import BaseCheck, Baseline, CannotRun, Check, KnownFailure, Verify
 
 #: The verify section as lk-verify recorded it, in the attempt's artifact folder.
 RECORD_NAME = "verify.json"
@@ -37,7 +41,7 @@ _CHUNK = 1 << 20
 
 #: progress(event, index, total, name, finished-check-or-None): "start" as a check starts,
 #: "ran" once its process ended (None), "end" once its result is known.
-Progress = Callable[[str, int, int, str, "dict[str, Any] | None"], None]
+Progress = Callable[[str, int, int, str, "Check | None"], None]
 #: launch(command, env) -> (argv or shell text, env, shell?): how one check is started.
 Launch = Callable[[str, Mapping[str, str]], "tuple[list[str] | str, dict[str, str], bool]"]
 
@@ -74,7 +78,7 @@ def _sha256_file(path: Path) -> tuple[str, bytes]:
 class Result:
     """The ``verify`` section, and whether every check passed."""
 
-    def __init__(self, body: dict[str, Any], moved: Mapping[str, str] | None = None) -> None:
+    def __init__(self, body: Verify, moved: Mapping[str, str] | None = None) -> None:
         self.body = body
         #: What the checks changed of the tree they ran on: path -> status (A, M, D, T).
         self.moved = dict(moved or {})
@@ -173,40 +177,23 @@ def in_clean_room(
     base's code under test (``basetests.without_fix``), and the verification passes only
     when a test fails there and passes on the attempt (``proof``).
     """
-    from loopkit.evidence import basetests, cleanroom
-
     if tree is None:
         tree = git.tree_hash(root, index=index)
-    links = room_links(contract, carry)
-    base_tree = git.resolve(root, f"{head}^{{tree}}") if head else None
-    commands = [str(c["run"]) for c in criteria]
-    tests_tree = (
-        basetests.tree(root, base_tree, tree, contract, named_by=commands) if base_tree else tree
-    )
-    plain = basetests.plain(criteria) if tests_tree != tree else []
+    base_tree, tests_tree, plain = _base_tests(root, criteria, tree, head, contract)
     first: Result | None = None
     unfixed: Result | None = None
+    links = room_links(contract, carry)
     with cleanroom.held(root, tree, head=head, carry=links, early=early) as room:
         jail = _jail(root, room, contract, carry, state, env, reset)
-        result = run_checks(
-            room.path,
-            criteria,
-            log_dir=log_dir,
-            fail_fast=fail_fast,
-            progress=progress,
-            env=env,
-            skip=(*room.carried, *carry),
-            home=root,
-            synced=tree,
-            launch=jail.command,
-            should_stop=should_stop,
-            between=lambda changed: cleanroom.restore(room, root, changed=changed, reset=reset),
+        ran = functools.partial(
+            _run_on, root=root, jail=jail, carry=carry, env=env, reset=reset, stop=should_stop
         )
+        result = ran(room, room, criteria, tree, log_dir, fail_fast=fail_fast, progress=progress)
         body = result.body
         touched: list[str] = []
         moved = result.moved
         if body.get("tree_changed"):
-            touched = sorted(p for p, status in moved.items() if status != "A")
+            touched = _edited(moved)
             body["changed_by_checks"] = touched
             body["debris"] = sorted(p for p, status in moved.items() if status == "A")[:200]
         stopped = any(c.get("cancelled") for c in body["checks"])
@@ -214,24 +201,18 @@ def in_clean_room(
             # The base's tests, as the base had them (``basetests``): the room brought to
             # that tree (only the files that differ are written), the plain criteria again.
             at = cleanroom.moved(room, root, tests_tree, reset=reset)
-            first = run_checks(
-                room.path,
+            first = ran(
+                room,
+                at,
                 plain,
-                log_dir=log_dir / "base-tests",
+                tests_tree,
+                log_dir / "base-tests",
                 fail_fast=fail_fast,
                 progress=None
                 if progress is None
                 else lambda ev, i, n, name, e: progress(ev, i, n, f"{name} (the base's tests)", e),
-                env=env,
-                skip=(*room.carried, *carry),
-                home=root,
-                synced=tests_tree,
-                launch=jail.command,
-                should_stop=should_stop,
-                between=lambda changed: cleanroom.restore(at, root, changed=changed, reset=reset),
             )
-            moved = first.moved
-            touched = sorted(p for p, status in moved.items() if status != "A")
+            touched = _edited(first.moved)
             room = at
         unfixed_tree = (
             basetests.without_fix(root, base_tree, tree, contract)
@@ -241,26 +222,93 @@ def in_clean_room(
         if unfixed_tree and unfixed_tree != tree:
             # The attempt's tests on the base's code under test: what they show of the change.
             back = cleanroom.moved(room, root, unfixed_tree, reset=reset)
-            unfixed = run_checks(
-                room.path,
-                basetests.plain(criteria),
-                log_dir=log_dir / "without-fix",
-                env=env,
-                skip=(*room.carried, *carry),
-                home=root,
-                synced=unfixed_tree,
-                launch=jail.command,
-                should_stop=should_stop,
-                between=lambda changed: cleanroom.restore(back, root, changed=changed, reset=reset),
+            unfixed = ran(
+                room, back, basetests.plain(criteria), unfixed_tree, log_dir / "without-fix"
             )
-            moved = unfixed.moved
-            touched = sorted(p for p, status in moved.items() if status != "A")
+            touched = _edited(unfixed.moved)
             room = back
         body["sandbox"] = jail.recorded()  # after every run: the hosts refused to any of them
         # New files alone (debris) leave the tree's own files as they were: the next sync
         # removes them anyway.
         cleanroom.settle(room, intact=body["tree"] == tree and not touched)
     body["clean_room"] = True
+    carried = (root, carry, carry_before)
+    _judged(body, tree, first, tests_tree, touched, prove, unfixed, carried)
+    return result
+
+
+def _base_tests(
+    root: Path,
+    criteria: Sequence[Mapping[str, Any]],
+    tree: str,
+    head: str | None,
+    contract: Mapping[str, Any] | None,
+) -> tuple[str | None, str, list[Mapping[str, Any]]]:
+    """The base's tree (None without a head), the base's tests' tree (``basetests.tree``;
+    ``tree`` itself when there is no base or nothing to take back), and the criteria that
+    run again there (none when it is ``tree``)."""
+    base_tree = git.resolve(root, f"{head}^{{tree}}") if head else None
+    commands = [str(c["run"]) for c in criteria]
+    tests_tree = (
+        basetests.tree(root, base_tree, tree, contract, named_by=commands) if base_tree else tree
+    )
+    return base_tree, tests_tree, basetests.plain(criteria) if tests_tree != tree else []
+
+
+def _edited(moved: Mapping[str, str]) -> list[str]:
+    """The files of the tree the checks changed or deleted (``moved``: path -> status; a
+    new file, ``A``, is debris)."""
+    return sorted(p for p, status in moved.items() if status != "A")
+
+
+def _run_on(
+    room: cleanroom.Room,
+    into: cleanroom.Room,
+    criteria: Sequence[Mapping[str, Any]],
+    tree: str,
+    log_dir: Path,
+    *,
+    root: Path,
+    jail: Any,
+    carry: Sequence[str],
+    env: Mapping[str, str] | None,
+    reset: Sequence[str],
+    stop: Callable[[], str | None] | None,
+    fail_fast: bool = False,
+    progress: Progress | None = None,
+) -> Result:
+    """One run of ``criteria`` in the clean room (``room``) as synced to ``tree``
+    (``into``: what each check's changes are undone to), in the checks' sandbox."""
+    return run_checks(
+        room.path,
+        criteria,
+        log_dir=log_dir,
+        fail_fast=fail_fast,
+        progress=progress,
+        env=env,
+        skip=(*room.carried, *carry),
+        home=root,
+        synced=tree,
+        launch=jail.command,
+        should_stop=stop,
+        between=lambda changed: cleanroom.restore(into, root, changed=changed, reset=reset),
+    )
+
+
+def _judged(
+    body: Verify,
+    tree: str,
+    first: Result | None,
+    tests_tree: str,
+    touched: list[str],
+    prove: bool,
+    unfixed: Result | None,
+    carry: tuple[Path, Sequence[str], Mapping[str, str] | None],
+) -> None:
+    """The clean room's runs judged as one section: the base's tests' run (``first``), the
+    proof when asked (``prove``; ``unfixed``: the run without the fix, None when there is
+    none), what the checks changed of the tree (``touched``) and of the carried paths
+    (``carry``: the root, the paths, their fingerprints when the worker started)."""
     problems: list[str] = []
     if first is not None:
         _phased(body, first.body, tests_tree)
@@ -284,17 +332,17 @@ def in_clean_room(
                 f"the checks changed {len(touched)} file(s) of the tree they verified "
                 f"({', '.join(touched[:5])}): no check ran on the tree they left"
             )
-    moved_carry = cleanroom.changed_carry(carry_before, root, carry)
+    root, carried, carry_before = carry
+    moved_carry = cleanroom.changed_carry(carry_before, root, carried)
     if moved_carry:
         body["carry_changed"] = moved_carry
         problems.append("carried paths changed since the worker started: " + ", ".join(moved_carry))
     if problems:
         body["passed"] = False
         body["problems"] = problems
-    return result
 
 
-def _phased(body: dict[str, Any], first: Mapping[str, Any], tests_tree: str) -> None:
+def _phased(body: Verify, first: Verify, tests_tree: str) -> None:
     """The two runs as one section: ``checks`` holds the base's tests' run for each plain
     criterion (what the ratchet judges) and the whole tree's for a task's own checks;
     ``whole_tree`` the whole tree's run of the plain criteria (the worker's new tests with
@@ -316,11 +364,7 @@ def _phased(body: dict[str, Any], first: Mapping[str, Any], tests_tree: str) -> 
         [(c["name"], c["fingerprint"]) for c in body["checks"]]
         + [(f"{c['name']} (whole tree)", c["fingerprint"]) for c in whole if not c["passed"]]
     )
-    stuck = [
-        {"name": c["name"], "command": c["command"], "why": c["cannot_run"]}
-        for c in body["checks"]
-        if c.get("cannot_run")
-    ]
+    stuck = _cannot_run(body["checks"])
     body.pop("environment", None)
     if stuck:
         body["environment"] = stuck
@@ -346,7 +390,6 @@ def _jail(
 ) -> Any:
     """The sandbox the checks run in (``containment.for_checks``), for the room synced."""
     from loopkit.boundary import containment
-    from loopkit.evidence import cleanroom
 
     cleanroom.make_reset_dirs(room.path, reset)
     real = Path(os.path.realpath(root))
@@ -397,7 +440,7 @@ def _run(
     )
     current = before
     moved: dict[str, str] = {}  # path -> status, of what the checks changed in the tree
-    checks: list[dict[str, Any]] = []
+    checks: list[Check] = []
     base_env = dict(os.environ if env is None else env)
     user_home = os.path.expanduser("~")
     total = len(criteria)
@@ -435,28 +478,8 @@ def _run(
             why = sandbox.failed_to_start(done.exit_code, end)
             if why:
                 raise sandbox.SandboxUnavailable(f"the checks' sandbox did not start: {why}")
-        passed = done.exit_code == 0 and not done.timed_out
-        entry: dict[str, Any] = {
-            "name": name,
-            "command": str(c["run"]),
-            "exit_code": done.exit_code,
-            "passed": passed,
-            "timed_out": done.timed_out,
-            "duration_s": round(done.duration_s, 3),
-            "output_tail": text.tail(end, lines=TAIL_LINES, limit=TAIL_BYTES),
-            "output_sha256": digest,
-            "output_bytes": log.stat().st_size,
-            "fingerprint": None
-            if passed
-            else fingerprint.of_output(
-                end,
-                exit_code=done.exit_code,
-                timed_out=done.timed_out,
-                roots=roots,
-                home=user_home,
-            ),
-            "log": artifacts.relative(log, home),
-        }
+        entry = _entry(name, str(c["run"]), done, log, (digest, end), roots, user_home, home)
+        passed = entry["passed"]
         if not passed:
             _read_tests(entry, c, where.root, log, end, started, path=run_env.get("PATH"))
         if stopped:
@@ -475,9 +498,58 @@ def _run(
             progress("end", i, total, name, entry)
         if stopped or (fail_fast and not passed):
             break
+    return _section(criteria, checks, before, current, moved)
+
+
+def _entry(
+    name: str,
+    command: str,
+    done: proc.Finished,
+    log: Path,
+    output: tuple[str, bytes],
+    roots: Sequence[str],
+    user_home: str,
+    home: Path,
+) -> Check:
+    """One check's result as its process ended: ``output`` is its output's sha256 and
+    last bytes (``_sha256_file``)."""
+    digest, end = output
+    passed = done.exit_code == 0 and not done.timed_out
+    return {
+        "name": name,
+        "command": command,
+        "exit_code": done.exit_code,
+        "passed": passed,
+        "timed_out": done.timed_out,
+        "duration_s": round(done.duration_s, 3),
+        "output_tail": text.tail(end, lines=TAIL_LINES, limit=TAIL_BYTES),
+        "output_sha256": digest,
+        "output_bytes": log.stat().st_size,
+        "fingerprint": None
+        if passed
+        else fingerprint.of_output(
+            end,
+            exit_code=done.exit_code,
+            timed_out=done.timed_out,
+            roots=roots,
+            home=user_home,
+        ),
+        "log": artifacts.relative(log, home),
+    }
+
+
+def _section(
+    criteria: Sequence[Mapping[str, Any]],
+    checks: list[Check],
+    before: str,
+    current: str,
+    moved: Mapping[str, str],
+) -> Result:
+    """The ``verify`` section of the checks that ran, from tree ``before`` to ``current``."""
+    total = len(criteria)
     passed_all = all(c["passed"] for c in checks) and len(checks) == total
     changed = any(c.get("changed_tree") for c in checks)
-    body: dict[str, Any] = {
+    body: Verify = {
         "tree": before,
         "tree_after": current,
         "tree_changed": changed,
@@ -486,11 +558,7 @@ def _run(
         "checks": checks,
         "skipped": [str(c["name"]) for c in criteria[len(checks) :]],
     }
-    stuck = [
-        {"name": c["name"], "command": c["command"], "why": c["cannot_run"]}
-        for c in checks
-        if c.get("cannot_run")
-    ]
+    stuck = _cannot_run(checks)
     if stuck:
         body["environment"] = stuck
     if changed:
@@ -499,8 +567,17 @@ def _run(
     return Result(body, moved)
 
 
+def _cannot_run(checks: Sequence[Check]) -> list[CannotRun]:
+    """The checks that could not run at all (``environment``)."""
+    return [
+        {"name": c["name"], "command": c["command"], "why": c["cannot_run"]}
+        for c in checks
+        if "cannot_run" in c
+    ]
+
+
 def _read_tests(
-    entry: dict[str, Any],
+    entry: Check,
     criterion: Mapping[str, Any],
     cwd: Path,
     log: Path,
@@ -575,7 +652,7 @@ def baseline(
     kept_in: Path | None = None,
     written: dict[str, str] | None = None,
     should_stop: Callable[[], str | None] | None = None,
-) -> dict[str, Any]:
+) -> Baseline:
     """The contract's criteria run on the untouched tree of commit ``base`` (in the clean
     room), remembered by tree and commands: a task's later attempts, and the next task
     that starts from the same tree, reuse them -- but only a result that was there, with
@@ -584,12 +661,7 @@ def baseline(
     can leave a result in (the git folder's cache, for a commit hook), whose results are
     read as they are. ``written`` receives the name and sha256 of a result this call
     wrote (lk-invoke seals it: the base run beside the worker)."""
-    import json
-
     from loopkit.contract import is_task_check
-    from loopkit.evidence import basetests, cleanroom
-    from loopkit.files import atomic_write
-    from loopkit.loader import json_loads
 
     plain = basetests.plain(criteria)
     tree = git.resolve(root, f"{base}^{{tree}}") or base
@@ -599,7 +671,7 @@ def baseline(
         # The checks just ran on the base's own tree (a reproduction, no worker): those
         # are its results. Kept for the attempts after it, which the seal then covers.
         kept = [_at_base(c) for c in same.get("checks") or []]
-        out: dict[str, Any] = {
+        out: Baseline = {
             "tree": tree,
             "checks": [c for c in kept if not is_task_check(c["name"])],
         }
@@ -612,7 +684,7 @@ def baseline(
         )
         found = json_loads(raw) if trusted else None
         if isinstance(found, dict) and isinstance(found.get("checks"), list):
-            return found
+            return cast("Baseline", found)
     except (OSError, ValueError, LoopkitError):
         pass
     with cleanroom.occupied(root):
@@ -632,7 +704,7 @@ def baseline(
         )
         cleanroom.settle(room, intact=result.body["tree_after"] == tree)
     out = {"tree": tree, "checks": [_at_base(c) for c in result.body["checks"]]}
-    if result.body["tree_changed"]:
+    if result.body.get("tree_changed"):
         return out  # the checks (or someone) changed the base's files there: not kept
     if any(c.get("cancelled") for c in result.body["checks"]):
         return out  # a cut-short run is no result
@@ -645,8 +717,6 @@ def baseline(
 
 def base_key(tree: str, plain: Sequence[Mapping[str, Any]]) -> str:
     """What a base result is kept under: the tree and the checks' names and commands."""
-    import json
-
     named = [[c["name"], c["run"], c.get("junit")] for c in plain]
     return digest.sha256(json.dumps([tree, named]).encode()).hexdigest()[:32]
 
@@ -660,10 +730,6 @@ def keep_as_base(
     check again. Only a whole run in the clean room whose checks left the tree as it was
     (``tree_after``), none cut short, every check of the contract there; read back only
     as sealed by the next lk-invoke, like every base result."""
-    import json
-
-    from loopkit.evidence import basetests
-    from loopkit.files import atomic_write
 
     plain = basetests.plain(criteria)
     checks = body.get("checks")
@@ -682,19 +748,24 @@ def keep_as_base(
     return True
 
 
-def _at_base(check: Mapping[str, Any]) -> dict[str, Any]:
+def _at_base(check: Mapping[str, Any]) -> BaseCheck:
     """What the base keeps of one check: its verdict, fingerprint, per-test results and
     whether it could run at all."""
-    out = {"name": check["name"], "passed": check["passed"], "fingerprint": check["fingerprint"]}
-    for key in ("tests", "cannot_run"):
-        if key in check:
-            out[key] = check[key]
+    out: BaseCheck = {
+        "name": check["name"],
+        "passed": check["passed"],
+        "fingerprint": check["fingerprint"],
+    }
+    if "tests" in check:
+        out["tests"] = check["tests"]
+    if "cannot_run" in check:
+        out["cannot_run"] = check["cannot_run"]
     return out
 
 
 def ratchet(
-    body: dict[str, Any],
-    base: Mapping[str, Any],
+    body: Verify,
+    base: Baseline,
     *,
     task: Mapping[str, Any] | None = None,
     demand: bool = True,
@@ -732,15 +803,15 @@ def ratchet(
     text = _task_words(task)
     required: list[str] = []
     blocking: dict[str, str | None] = {}  # name -> the fingerprint it blocks with
-    known: list[dict[str, Any]] = []
+    known: list[KnownFailure] = []
     named_any = any(is_task_check(n) for n in names)
-    environment: list[dict[str, Any]] = []
+    environment: list[CannotRun] = []
     for c in body["checks"]:
         name = str(c["name"])
-        b = at_base.get(name) or {}
+        b: BaseCheck = at_base.get(name) or {}
         now_ids = testresults.failed_ids(c.get("tests"))
         base_ids = testresults.failed_ids(b.get("tests"))
-        same_source = (c.get("tests") or {}).get("source") == (b.get("tests") or {}).get("source")
+        same_source = _source(c) == _source(b)
         named = _named(text, now_ids or (), base_ids or ())
         named_any = named_any or bool(named)
         if c.get("cannot_run") and (not b or b.get("cannot_run")):
@@ -783,21 +854,42 @@ def ratchet(
     blocking.update(_whole_tree_blocking(body, text))
     if demand and not required and not named_any:
         # Every check, but the base's failing tests, left as they were, are still the base's.
-        from loopkit.evidence.basetests import says_fix
-
-        same = {
-            str(k["name"])
-            for k in known
-            if "tests" in k and not says_fix(task) and _elsewhere(k["tests"], task)
-        }
         required = names
-        blocking = {
-            str(c["name"]): c["fingerprint"]
-            for c in body["checks"]
-            if not c["passed"] and c["name"] not in same
-        }
-        known = [k for k in known if k["name"] in same]
-    body["baseline"] = dict(base)
+        blocking, known = _but_the_bases(body, known, task)
+    _record(body, base, required=required, known=known, environment=environment, blocking=blocking)
+
+
+def _but_the_bases(
+    body: Verify, known: list[KnownFailure], task: Mapping[str, Any] | None
+) -> tuple[dict[str, str | None], list[KnownFailure]]:
+    """With every check required (``ratchet``'s ``demand``): what blocks -- each failing
+    check but one whose failing tests are the base's, left as they were and outside the
+    task's scope (``_elsewhere``) -- and the known failures that stay known."""
+    same = {
+        str(k["name"])
+        for k in known
+        if "tests" in k and not basetests.says_fix(task) and _elsewhere(k["tests"], task)
+    }
+    blocking = {
+        str(c["name"]): c["fingerprint"]
+        for c in body["checks"]
+        if not c["passed"] and c["name"] not in same
+    }
+    return blocking, [k for k in known if k["name"] in same]
+
+
+def _record(
+    body: Verify,
+    base: Baseline,
+    *,
+    required: list[str],
+    known: list[KnownFailure],
+    environment: list[CannotRun],
+    blocking: Mapping[str, str | None],
+) -> None:
+    """The ratchet's verdict written into the section: what was required, known to fail,
+    the environment's failures; passed, and the fingerprint of what blocks."""
+    body["baseline"] = base.copy()
     body["required"] = required
     body["known_failures"] = known
     body.pop("environment", None)
@@ -808,7 +900,12 @@ def ratchet(
     body["fingerprint"] = fingerprint.combine(blocking.items())
 
 
-def _whole_tree_blocking(body: Mapping[str, Any], text: str) -> dict[str, str | None]:
+def _source(check: Check | BaseCheck) -> str | None:
+    """Where a check's per-test results were read from (None: it has none)."""
+    return check["tests"]["source"] if "tests" in check else None
+
+
+def _whole_tree_blocking(body: Verify, text: str) -> dict[str, str | None]:
     """The whole tree's run (``whole_tree``: the worker's new tests beside the base's),
     judged against the base's tests' run of the same criterion: a test failing there that
     did not fail in the base's tests' run blocks (a new test, or one the worker's added
@@ -816,9 +913,9 @@ def _whole_tree_blocking(body: Mapping[str, Any], text: str) -> dict[str, str | 
     blocks when the base's tests' run of it passed."""
     from loopkit.evidence import testresults
 
-    first = {str(c["name"]): c for c in body["checks"]}
+    first: dict[str, Mapping[str, Any]] = {str(c["name"]): c for c in body["checks"]}
     out: dict[str, str | None] = {}
-    for c in (body.get("whole_tree") or {}).get("checks") or []:
+    for c in body["whole_tree"]["checks"] if "whole_tree" in body else []:
         if c["passed"]:
             continue
         name = str(c["name"])

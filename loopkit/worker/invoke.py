@@ -1001,7 +1001,7 @@ def _base_beside(
     env = verify.check_env(contract, req.document, root=root)
     criteria = list(contract["criteria"])
 
-    def run(written: dict[str, str]) -> dict[str, Any]:
+    def run(written: dict[str, str]) -> Mapping[str, Any]:
         return verify.baseline(
             root,
             state,
