@@ -27,8 +27,6 @@ from loopkit.worker.providers.base import detect
 if TYPE_CHECKING:
     from typing import Required, TypedDict
 
-    from loopkit.sections import JSONObject
-
     class Lock(TypedDict):
         """The loop's lock: its pid, and whether that process runs."""
 
@@ -63,7 +61,7 @@ if TYPE_CHECKING:
         workers: list[Worker]
         live: Spend
         spent: Spend
-        wire: JSONObject
+        wire: wire_usage.Tally
 
     class Spend(TypedDict, total=False):
         """What a worker or a task has spent so far, as far as it is known."""
