@@ -1038,3 +1038,177 @@ class PoolAsk(TypedDict):
     jobs: int
     task: str
     history: History
+
+
+class CheckSummary(TypedDict):
+    """One check of a verification, as a pull request's body shows it."""
+
+    name: str | None
+    passed: bool
+    duration_s: float | None
+
+
+class VerifySummary(TypedDict):
+    """What a pull request's body shows of a verification (``proof.summary``)."""
+
+    tree: str | None
+    passed: bool
+    checks: list[CheckSummary]
+
+
+class JudgeSummary(TypedDict):
+    """The judge's verdict, as a pull request's body shows it."""
+
+    verdict: str | None
+    grounded: bool | None
+    citations: list[str]
+
+
+class SliceEvidence(TypedDict, total=False):
+    """A slice's ``evidence`` (schemas/stack-step.json#/$defs/slice, described there):
+    what its pull request's body shows. Every key may be missing: a record written by
+    an older loopkit, or a slice added without a decided document or a ledger."""
+
+    verify: VerifySummary
+    task: str  # the task's id, as the decided document named it
+    attempt: int
+    outcome: str
+    judge: JudgeSummary
+    attempts: int
+    cost_usd: float
+    cost_trusted: bool
+    outcomes: list[str]
+    refused_hosts: dict[str, int]
+    restacked_from: str
+    addressed_from: str
+
+
+class Returned(TypedDict):
+    """schemas/stack-step.json#/$defs/stack/properties/returned/items"""
+
+    slice: str
+    step: str
+    why: str
+
+
+class SliceRecord(TypedDict, total=False):
+    """schemas/stack-step.json#/$defs/slice"""
+
+    id: Required[str]
+    branch: Required[str]
+    title: Required[str]
+    fork: Required[str]
+    head: Required[str]
+    tree: Required[str]
+    evidence: Required[SliceEvidence]
+    pushed: Required[str]
+    pr: Required[int | None]
+    issue: Required[int | None]
+    merged: Required[str]
+    closed: NotRequired[str]
+    task: NotRequired[Task | None]
+    addressed: NotRequired[list[str]]
+
+
+class StackRecord(TypedDict, total=False):
+    """schemas/stack-step.json#/$defs/stack"""
+
+    kind: Required[str]
+    version: Required[int]
+    name: Required[str]
+    target: Required[str]
+    remote: Required[str]
+    forge: Required[str]
+    repo: Required[str]
+    issue: Required[int | None]
+    slices: Required[list[SliceRecord]]
+    pushed_meta: Required[str]
+    returned: NotRequired[list[Returned]]
+
+
+class Followed(TypedDict, total=False):
+    """schemas/stack-step.json#/properties/followed/items"""
+
+    slice: Required[str]
+    state: Required[str]
+    pr: NotRequired[int | None]
+    landed: NotRequired[str]
+
+
+class PullShown(TypedDict, total=False):
+    """schemas/stack-step.json#/properties/pulls/items"""
+
+    slice: str
+    number: int
+    base: str
+
+
+class Outcome(TypedDict, total=False):
+    """schemas/stack-step.json#/properties/outcomes/items"""
+
+    task: Required[str]
+    code: Required[int]
+    slice: NotRequired[str]
+
+
+class RemarkShown(TypedDict):
+    """schemas/stack-step.json#/properties/remarks/items"""
+
+    key: str
+    who: str
+    where: str
+    text: str
+
+
+class StepSaid(TypedDict, total=False):
+    """What a step of ``lk stack`` says besides its stack: the optional properties of
+    schemas/stack-step.json (``StackStep`` adds the rest)."""
+
+    slice: str
+    moved: list[str]
+    followed: list[Followed]
+    pushed: list[str]
+    evidence_refs: list[str]
+    pulls: list[PullShown]
+    landed: str
+    tree: str
+    method: str
+    outcomes: list[Outcome]
+    folded: int
+    remarks: list[RemarkShown]
+    commit: str
+    queued: bool
+
+
+class StackStep(StepSaid, total=False):
+    """schemas/stack-step.json"""
+
+    kind: Required[str]
+    version: Required[int]
+    step: Required[str]
+    stack: Required[StackRecord]
+
+
+class SliceResult(TypedDict):
+    """schemas/slice-result.json"""
+
+    kind: str
+    version: int
+    task: str
+    code: int
+    base: str
+    head: str
+    bundle: bool
+    saved: list[str]
+
+
+class LedgerFold(TypedDict, total=False):
+    """schemas/ledger-fold.json"""
+
+    kind: Required[str]
+    version: Required[int]
+    ledger: Required[str]
+    sources: Required[list[str]]
+    added: Required[int]
+    known: Required[int]
+    skipped_lines: NotRequired[int]

@@ -55,7 +55,7 @@ def _landings() -> tuple[list[dict[str, Any]] | None, list[dict[str, Any]]]:
     except LoopkitError:
         return None, []
 
-    return [s.to_json() for s in read_all(root)], Queue(root).entries()
+    return [dict(s.to_json()) for s in read_all(root)], Queue(root).entries()
 
 
 @command(epilog=EPILOG)

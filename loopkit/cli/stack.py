@@ -89,6 +89,7 @@ from loopkit.exitcodes import SHARED_HELP
 from loopkit.forge import address as readdress
 from loopkit.forge import fleet, steps
 from loopkit.handling import say
+from loopkit.sections import StackStep
 from loopkit.workspace import for_state_only
 
 EPILOG = (
@@ -103,7 +104,7 @@ EPILOG = (
 )
 
 
-def _emit(result: dict[str, Any]) -> int:
+def _emit(result: StackStep) -> int:
     emit(result)
     stack = result["stack"]
     live = [s for s in stack["slices"] if not s["merged"] and not s.get("closed")]
@@ -162,7 +163,7 @@ def add(
     """Record a verified slice on top of the stack (or a slice's new head)."""
 
     root = _root()
-    decided = None
+    decided: Any = None  # parse_attempt's answer: an attempt document
     if doc:
         source = "<stdin>" if doc == "-" else doc
         try:

@@ -17,7 +17,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from loopkit import git, proc
 from loopkit.errors import BadInput, EnvironmentProblem
@@ -25,6 +25,9 @@ from loopkit.forge.clients import Remark
 from loopkit.forge.proof import console
 from loopkit.forge.stack import Slice, Unverified
 from loopkit.sections import Task
+
+if TYPE_CHECKING:
+    from loopkit.sections import Attempt, Decision
 
 #: Rounds of one address at most (the contract's budgets may stop it sooner).
 ROUNDS = 4
@@ -40,7 +43,7 @@ class Fix:
 
     commit: str
     tree: str
-    decided: dict[str, Any]  # the decided attempt document
+    decided: Attempt  # the decided attempt document
     rounds: int
 
 
@@ -61,7 +64,7 @@ def task_for(s: Slice, remarks: list[Remark], pr: int, *, text: str = "") -> Tas
     return task
 
 
-def first(s: Slice, task: Task, pr: int) -> dict[str, Any]:
+def first(s: Slice, task: Task, pr: int) -> Attempt:
     """The first round's input: the task, and the review as the previous attempt's
     feedback (a retry, as lk-decide would hand it on)."""
     return {
@@ -82,30 +85,33 @@ def first(s: Slice, task: Task, pr: int) -> dict[str, Any]:
     }
 
 
-def broke(decided: dict[str, Any], why: str) -> dict[str, Any]:
+def broke(decided: Attempt, why: str) -> Attempt:
     """The next round's input when a complete attempt broke a slice above it: its decided
     document, a retry whose feedback is that slice's failure."""
-    decision = dict(decided.get("decision") or {})
-    decision.update(
-        outcome="retry",
-        reason="review: the change breaks a slice above it",
-        failure_class="verification_failure",
-        feedback=(
+    decision: Decision = {
+        **decided["decision"],  # a complete attempt's: lk-decide wrote it
+        "outcome": "retry",
+        "reason": "review: the change breaks a slice above it",
+        "failure_class": "verification_failure",
+        "feedback": (
             "Your change passed this slice's checks, but the slice stacked above it fails "
             f"its checks on top of it: {why}\nAddress the review without breaking it."
         ),
-        backoff_s=None,
-    )
+        "backoff_s": None,
+    }
     decision.pop("exit_code", None)
     # A fresh worktree at the slice's head: what the last run found in its own is not carried.
-    fresh = {k: v for k, v in decided.items() if k not in ("run", "diff")}
-    return {**fresh, "decision": decision}
+    fresh = decided.copy()
+    fresh.pop("run", None)
+    fresh.pop("diff", None)
+    fresh["decision"] = decision
+    return fresh
 
 
 def rerun(
     root: Path,
     s: Slice,
-    document: dict[str, Any],
+    document: Attempt,
     pr: int,
     *,
     contract: Path,
@@ -141,9 +147,8 @@ def rerun(
             if done.exit_code == 0 and decided is not None:
                 return _commit(root, s, decided, pr, rounds=n - done_before)
             if done.exit_code not in _AGAIN or decided is None:
-                why = (decided or {}).get("decision", {}).get("reason") or _last_line(
-                    runs / f"{n}.log"
-                )
+                said = decided.get("decision") if decided else None
+                why = (said.get("reason") if said else None) or _last_line(runs / f"{n}.log")
                 raise Unverified(
                     f"{s.id}: its task did not complete with #{pr}'s review (lk attempt exited "
                     f"{done.exit_code}: {why}); nothing recorded or pushed; see {runs}"
@@ -159,11 +164,11 @@ def rerun(
         shutil.rmtree(holder, ignore_errors=True)
 
 
-def _read(keep: Path) -> dict[str, Any] | None:
+def _read(keep: Path) -> Attempt | None:
     path = keep.parent / f"{keep.name}-decide.json"
     try:
         lines = path.read_text(encoding="utf-8").strip().splitlines()
-        got = json.loads(lines[-1]) if lines else None
+        got: Attempt | None = json.loads(lines[-1]) if lines else None
     except (OSError, ValueError):
         return None
     return got if isinstance(got, dict) else None
@@ -177,10 +182,11 @@ def _last_line(log: Path) -> str:
     return said[-1][:300] if said else "no decision"
 
 
-def _commit(root: Path, s: Slice, decided: dict[str, Any], pr: int, *, rounds: int) -> Fix:
+def _commit(root: Path, s: Slice, decided: Attempt, pr: int, *, rounds: int) -> Fix:
     """The complete attempt's verified tree, committed on the slice's head."""
-    tree = str((decided.get("verify") or {}).get("tree") or "")
-    if not (decided.get("verify") or {}).get("passed") or not tree:
+    verify = decided.get("verify")
+    tree = str((verify.get("tree") if verify else None) or "")
+    if not (verify and verify.get("passed")) or not tree:
         raise Unverified(f"{s.id}: the attempt completed without a verified tree")
     message = f"{s.title}: address the review of #{pr}"
     commit = git.out(["commit-tree", tree, "-p", s.head, "-m", message], cwd=root)

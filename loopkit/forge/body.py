@@ -8,26 +8,28 @@ a slice's own child issue.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from loopkit.boundary.egress import refused_text
 from loopkit.forge.stack import Slice, Stack
 
+if TYPE_CHECKING:
+    from loopkit.sections import Attempt, SliceEvidence
+
 MARK = "<!-- loopkit:stack -->"
 
 
-def from_document(doc: dict[str, Any]) -> dict[str, Any]:
-    """The evidence a decided attempt document carries."""
-    task = doc.get("task") or {}
-    decision = doc.get("decision") or {}
-    judge = doc.get("judge") or {}
-    out: dict[str, Any] = {
-        "task": task.get("id"),
-        "attempt": decision.get("attempt"),
-        "outcome": decision.get("outcome"),
-    }
+def from_document(doc: Attempt) -> SliceEvidence:
+    """The evidence a decided attempt document carries (what it does not name left out)."""
+    task, decision, judge = doc.get("task"), doc.get("decision"), doc.get("judge")
+    out: SliceEvidence = {}
+    if task and task.get("id") is not None:
+        out["task"] = task["id"]
+    if decision and decision.get("attempt") is not None:
+        out["attempt"] = decision["attempt"]
+    if decision and decision.get("outcome") is not None:
+        out["outcome"] = decision["outcome"]
     if judge:
         out["judge"] = {
             "verdict": judge.get("verdict"),
@@ -37,7 +39,7 @@ def from_document(doc: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def from_ledger(ledger: Path, task: str) -> dict[str, Any]:
+def from_ledger(ledger: Path, task: str) -> SliceEvidence:
     """The task's attempts and cost, from the ledger (nothing when there is none)."""
     if not task or not ledger.is_file():
         return {}
@@ -47,9 +49,10 @@ def from_ledger(ledger: Path, task: str) -> dict[str, Any]:
     runs = [r for _, r in records if r.get("task_id") == task and r.get("type") != "admission"]
     cost, trusted = 0.0, True
     for r in runs:
-        usage: Mapping[str, Any] = r.get("usage") or {}
-        if usage.get("cost_usd") is not None:
-            cost += float(usage["cost_usd"])
+        usage = r.get("usage")
+        spent = usage.get("cost_usd") if usage else None
+        if usage and spent is not None:
+            cost += float(spent)
             trusted = trusted and bool(usage.get("cost_trusted"))
     outcomes = [str(d.get("outcome")) for r in runs if (d := r.get("decision"))]
     refused: dict[str, int] = {}
@@ -78,8 +81,8 @@ def render(stack: Stack, s: Slice, signed: frozenset[str] = frozenset()) -> str:
         f"Verified head `{s.head}` (tree `{s.tree}`), built on `{s.fork[:12]}`.",
         "",
     ]
-    verify = ev.get("verify") or {}
-    if verify.get("checks"):
+    verify = ev.get("verify")
+    if verify and verify.get("checks"):
         lines += ["| check | result | seconds |", "|---|---|---|"]
         for c in verify["checks"]:
             secs = c.get("duration_s")
@@ -102,7 +105,7 @@ def render(stack: Stack, s: Slice, signed: frozenset[str] = frozenset()) -> str:
         lines += [what + ".", ""]
     if ev.get("refused_hosts"):
         lines += [f"Hosts the egress gate refused: {refused_text(ev['refused_hosts'])}.", ""]
-    judge = ev.get("judge") or {}
+    judge = ev.get("judge")
     if judge:
         lines.append(f"Judge: {judge.get('verdict')} (grounded: {judge.get('grounded')}).")
         lines += [f"- {c}" for c in judge.get("citations") or []]

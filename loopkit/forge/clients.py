@@ -17,14 +17,161 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 from urllib.parse import quote
 
 from loopkit import proc
 from loopkit.errors import EnvironmentProblem
 from loopkit.forge.stack import Refused
 from loopkit.text import clean, cut
+
+#: What loopkit reads of the forges' answers (their REST APIs' shapes, not loopkit's):
+#: only the fields read below; ``total=False`` where the forge may leave one out.
+
+
+class _GitHubRef(TypedDict, total=False):
+    sha: str | None
+    ref: str
+
+
+class _GitHubPull(TypedDict, total=False):
+    """GET /repos/{repo}/pulls/{number}, one item of GET /repos/{repo}/pulls."""
+
+    number: int
+    html_url: str
+    state: str  # open, closed
+    merged: bool
+    head: _GitHubRef
+    base: _GitHubRef
+    merge_commit_sha: str | None
+    node_id: str
+
+
+class _GitHubUser(TypedDict, total=False):
+    login: str
+
+
+class _GitHubComment(TypedDict, total=False):
+    """An item of GET /repos/{repo}/pulls/{number}/comments (a review comment)."""
+
+    id: int
+    user: _GitHubUser | None
+    path: str
+    line: int | None
+    original_line: int | None
+    body: str
+    author_association: str
+
+
+class _GitHubReview(TypedDict, total=False):
+    """An item of GET /repos/{repo}/pulls/{number}/reviews."""
+
+    id: int
+    user: _GitHubUser | None
+    state: str  # APPROVED, CHANGES_REQUESTED, COMMENTED, DISMISSED, PENDING
+    body: str | None
+    author_association: str
+
+
+class _GitHubStatus(TypedDict, total=False):
+    context: str
+    state: str  # error, failure, pending, success
+    description: str | None
+
+
+class _GitHubStatuses(TypedDict, total=False):
+    """GET /repos/{repo}/commits/{ref}/status (the combined status)."""
+
+    statuses: list[_GitHubStatus]
+
+
+class _GitHubCheckOutput(TypedDict, total=False):
+    title: str | None
+    summary: str | None
+
+
+class _GitHubCheckRun(TypedDict, total=False):
+    id: int
+    name: str
+    conclusion: str | None
+    output: _GitHubCheckOutput
+
+
+class _GitHubCheckRuns(TypedDict, total=False):
+    """GET /repos/{repo}/commits/{ref}/check-runs."""
+
+    check_runs: list[_GitHubCheckRun]
+
+
+class _GitHubRuleParameters(TypedDict, total=False):
+    strict_required_status_checks_policy: bool
+
+
+class _GitHubRule(TypedDict, total=False):
+    """An item of GET /repos/{repo}/rules/branches/{branch}."""
+
+    type: str
+    parameters: _GitHubRuleParameters
+
+
+class _GitHubRequiredChecks(TypedDict, total=False):
+    strict: bool
+
+
+class _GitHubProtection(TypedDict, total=False):
+    """GET /repos/{repo}/branches/{branch}/protection."""
+
+    required_status_checks: _GitHubRequiredChecks | None
+
+
+class _GitHubError(TypedDict, total=False):
+    message: str
+
+
+class _GitHubQueued(TypedDict, total=False):
+    """POST /graphql (enqueuePullRequest): the errors when the forge refused."""
+
+    errors: list[_GitHubError]
+
+
+class _GitHubMerged(TypedDict):
+    """PUT /repos/{repo}/pulls/{number}/merge."""
+
+    sha: str
+
+
+class _GitHubIssue(TypedDict):
+    """POST /repos/{repo}/issues."""
+
+    number: int
+
+
+class _GitLabIssue(TypedDict):
+    """POST /projects/{id}/issues."""
+
+    iid: int
+
+
+class _GitLabMergeRequest(TypedDict, total=False):
+    """GET /projects/{id}/merge_requests/{iid}, one item of GET .../merge_requests."""
+
+    iid: int
+    web_url: str
+    state: str  # opened, closed, locked, merged
+    sha: str | None
+    target_branch: str
+    squash_commit_sha: str | None
+    merge_commit_sha: str | None
+
+
+class _GitLabProject(TypedDict, total=False):
+    """GET /projects/{id}."""
+
+    merge_trains_enabled: bool
+    merge_method: str  # merge, rebase_merge, ff
+    only_allow_merge_if_pipeline_succeeds: bool
 
 
 @dataclass
@@ -65,11 +212,11 @@ _FAILED = ("failure", "timed_out", "action_required", "startup_failure")
 TRUSTED = ("OWNER", "MEMBER", "COLLABORATOR")
 
 
-def _trusted(item: dict[str, Any]) -> bool:
+def _trusted(item: _GitHubComment | _GitHubReview) -> bool:
     return str(item.get("author_association") or "NONE") in TRUSTED
 
 
-def _said(text: Any) -> str:
+def _said(text: object) -> str:
     return cut(clean(str(text or "")).strip(), REMARK_BYTES)
 
 
@@ -85,7 +232,9 @@ _STATUS = re.compile(r"\(HTTP (\d{3})\)")
 class _Api:
     tool = ""
 
-    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    def call(self, method: str, path: str, body: Mapping[str, object] | None = None) -> Any:
+        """The forge's answer to one request, as its JSON (None when empty): annotated
+        with what it is where it is read."""
         exe = shutil.which(self.tool)
         if exe is None:
             raise EnvironmentProblem(f"{self.tool} is not installed (it speaks to the forge)")
@@ -114,7 +263,7 @@ class GitHub(_Api):
     def __init__(self, repo: str) -> None:
         self.repo = repo
 
-    def _pull(self, got: dict[str, Any]) -> Pull:
+    def _pull(self, got: _GitHubPull) -> Pull:
         state = "merged" if got.get("merged") else str(got.get("state"))
         return Pull(
             number=int(got["number"]),
@@ -128,11 +277,13 @@ class GitHub(_Api):
 
     def find_pull(self, branch: str) -> Pull | None:
         owner = self.repo.split("/")[0]
-        got = self.call("GET", f"repos/{self.repo}/pulls?state=open&head={owner}:{quote(branch)}")
+        got: list[_GitHubPull] | None = self.call(
+            "GET", f"repos/{self.repo}/pulls?state=open&head={owner}:{quote(branch)}"
+        )
         return self._pull(got[0]) if got else None
 
     def open_pull(self, *, head: str, base: str, title: str, body: str) -> Pull:
-        got = self.call(
+        got: _GitHubPull = self.call(
             "POST",
             f"repos/{self.repo}/pulls",
             {"head": head, "base": base, "title": title, "body": body},
@@ -143,11 +294,12 @@ class GitHub(_Api):
         self.call("PATCH", f"repos/{self.repo}/pulls/{number}", {"base": base, "body": body})
 
     def get_pull(self, number: int) -> Pull:
-        return self._pull(self.call("GET", f"repos/{self.repo}/pulls/{number}"))
+        got: _GitHubPull = self.call("GET", f"repos/{self.repo}/pulls/{number}")
+        return self._pull(got)
 
     def merge(self, number: int, *, sha: str, method: str, title: str) -> str:
         try:
-            got = self.call(
+            got: _GitHubMerged = self.call(
                 "PUT",
                 f"repos/{self.repo}/pulls/{number}/merge",
                 {"sha": sha, "merge_method": method, "commit_title": title},
@@ -165,34 +317,40 @@ class GitHub(_Api):
         that failed on its ``head``."""
         base = f"repos/{self.repo}"
         out: list[Remark] = []
-        for c in self.call("GET", f"{base}/pulls/{number}/comments?per_page=100") or []:
+        comments: list[_GitHubComment] | None = self.call(
+            "GET", f"{base}/pulls/{number}/comments?per_page=100"
+        )
+        for c in comments or []:
             if not _trusted(c):
                 continue
             line = c.get("line") or c.get("original_line")
             where = f"{c.get('path')}:{line}" if line else str(c.get("path") or "")
             who = str((c.get("user") or {}).get("login") or "?")
             out.append(Remark(f"comment:{c['id']}", who, where, _said(c.get("body"))))
-        for r in self.call("GET", f"{base}/pulls/{number}/reviews?per_page=100") or []:
+        reviews: list[_GitHubReview] | None = self.call(
+            "GET", f"{base}/pulls/{number}/reviews?per_page=100"
+        )
+        for r in reviews or []:
             if r.get("state") in ("APPROVED", "DISMISSED") or not str(r.get("body") or "").strip():
                 continue
             if not _trusted(r):
                 continue
             who = str((r.get("user") or {}).get("login") or "?")
             out.append(Remark(f"review:{r['id']}", who, "", _said(r.get("body"))))
-        status = self.call("GET", f"{base}/commits/{head}/status") or {}
-        for st in status.get("statuses") or []:
+        status: _GitHubStatuses | None = self.call("GET", f"{base}/commits/{head}/status")
+        for st in (status or {}).get("statuses") or []:
             if st.get("state") in ("failure", "error"):
                 what = _said(st.get("description") or st.get("state"))
                 out.append(
                     Remark(f"status:{st.get('context')}@{head}", str(st["context"]), "", what)
                 )
+        runs: _GitHubCheckRuns | None = None
         try:
-            runs = self.call("GET", f"{base}/commits/{head}/check-runs?per_page=100") or {}
+            runs = self.call("GET", f"{base}/commits/{head}/check-runs?per_page=100")
         except ApiError as e:
             if e.status != 404:
                 raise
-            runs = {}
-        for run in runs.get("check_runs") or []:
+        for run in (runs or {}).get("check_runs") or []:
             if run.get("conclusion") in _FAILED:
                 output = run.get("output") or {}
                 said = " ".join(str(output.get(k) or "") for k in ("title", "summary")).strip()
@@ -204,7 +362,9 @@ class GitHub(_Api):
         """Whether ``branch`` takes pull requests through a merge queue (the REST merge
         is refused there: a pull request is enqueued instead)."""
         try:
-            rules = self.call("GET", f"repos/{self.repo}/rules/branches/{quote(branch)}")
+            rules: list[_GitHubRule] | None = self.call(
+                "GET", f"repos/{self.repo}/rules/branches/{quote(branch)}"
+            )
         except ApiError as e:
             if e.status != 404:
                 raise
@@ -218,22 +378,22 @@ class GitHub(_Api):
             "mutation($id: ID!, $sha: GitObjectID) { enqueuePullRequest(input: "
             "{pullRequestId: $id, expectedHeadOid: $sha}) { mergeQueueEntry { id } } }"
         )
-        got = self.call(
+        got: _GitHubQueued | None = self.call(
             "POST", "graphql", {"query": query, "variables": {"id": pull.node_id, "sha": sha}}
         )
-        errors = (got or {}).get("errors") if isinstance(got, dict) else None
+        errors = got.get("errors") if isinstance(got, dict) else None
         if errors:
             raise Refused(f"the forge refused to queue #{pull.number}: {errors[0].get('message')}")
 
     def landing_guard(self, branch: str) -> str | None:
         """None when the forge lands on ``branch`` only up-to-date heads or through a
         queue; else why landing there is refused."""
+        rules: list[_GitHubRule] | None = []
         try:
             rules = self.call("GET", f"repos/{self.repo}/rules/branches/{quote(branch)}")
         except ApiError as e:
             if e.status != 404:
                 raise
-            rules = []
         for rule in rules or []:
             if rule.get("type") == "merge_queue":
                 return None
@@ -243,7 +403,9 @@ class GitHub(_Api):
             ):
                 return None  # a ruleset's "require branches to be up to date"
         try:
-            got = self.call("GET", f"repos/{self.repo}/branches/{quote(branch)}/protection")
+            got: _GitHubProtection = self.call(
+                "GET", f"repos/{self.repo}/branches/{quote(branch)}/protection"
+            )
         except ApiError as e:
             if e.status == 404:
                 return f"{branch} is not protected: the forge would merge a head never tested on its tip"
@@ -262,9 +424,10 @@ class GitHub(_Api):
         )
 
     def open_issue(self, *, title: str, body: str) -> int:
-        return int(
-            self.call("POST", f"repos/{self.repo}/issues", {"title": title, "body": body})["number"]
+        got: _GitHubIssue = self.call(
+            "POST", f"repos/{self.repo}/issues", {"title": title, "body": body}
         )
+        return int(got["number"])
 
     def close_issue(self, number: int) -> None:
         self.call("PATCH", f"repos/{self.repo}/issues/{number}", {"state": "closed"})
@@ -276,7 +439,7 @@ class GitLab(_Api):
     def __init__(self, repo: str) -> None:
         self.project = f"projects/{quote(repo, safe='')}"
 
-    def _pull(self, got: dict[str, Any]) -> Pull:
+    def _pull(self, got: _GitLabMergeRequest) -> Pull:
         state = {"opened": "open", "merged": "merged"}.get(str(got.get("state")), "closed")
         return Pull(
             number=int(got["iid"]),
@@ -288,13 +451,13 @@ class GitLab(_Api):
         )
 
     def find_pull(self, branch: str) -> Pull | None:
-        got = self.call(
+        got: list[_GitLabMergeRequest] | None = self.call(
             "GET", f"{self.project}/merge_requests?state=opened&source_branch={quote(branch)}"
         )
         return self._pull(got[0]) if got else None
 
     def open_pull(self, *, head: str, base: str, title: str, body: str) -> Pull:
-        got = self.call(
+        got: _GitLabMergeRequest = self.call(
             "POST",
             f"{self.project}/merge_requests",
             {"source_branch": head, "target_branch": base, "title": title, "description": body},
@@ -309,11 +472,12 @@ class GitLab(_Api):
         )
 
     def get_pull(self, number: int) -> Pull:
-        return self._pull(self.call("GET", f"{self.project}/merge_requests/{number}"))
+        got: _GitLabMergeRequest = self.call("GET", f"{self.project}/merge_requests/{number}")
+        return self._pull(got)
 
     def merge(self, number: int, *, sha: str, method: str, title: str) -> str:
         try:
-            got = self.call(
+            got: _GitLabMergeRequest = self.call(
                 "PUT",
                 f"{self.project}/merge_requests/{number}/merge",
                 {"sha": sha, "squash": method == "squash", "squash_commit_message": title},
@@ -325,7 +489,8 @@ class GitLab(_Api):
         return str(got.get("squash_commit_sha") or got.get("merge_commit_sha") or "")
 
     def has_queue(self, branch: str) -> bool:
-        return bool(self.call("GET", self.project).get("merge_trains_enabled"))
+        got: _GitLabProject = self.call("GET", self.project)
+        return bool(got.get("merge_trains_enabled"))
 
     def enqueue(self, pull: Pull, *, sha: str) -> None:
         """Onto the merge train, naming the verified head (``sha``)."""
@@ -341,7 +506,7 @@ class GitLab(_Api):
             raise
 
     def landing_guard(self, branch: str) -> str | None:
-        got = self.call("GET", self.project)
+        got: _GitLabProject = self.call("GET", self.project)
         if got.get("merge_trains_enabled"):
             return None
         if got.get("merge_method") in ("ff", "rebase_merge") and got.get(
@@ -354,7 +519,9 @@ class GitLab(_Api):
         )
 
     def open_issue(self, *, title: str, body: str) -> int:
-        got = self.call("POST", f"{self.project}/issues", {"title": title, "description": body})
+        got: _GitLabIssue = self.call(
+            "POST", f"{self.project}/issues", {"title": title, "description": body}
+        )
         return int(got["iid"])
 
     def close_issue(self, number: int) -> None:

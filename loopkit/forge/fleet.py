@@ -11,24 +11,34 @@ content less its sequence number, which each ledger numbers on its own."""
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Final, Literal
 
+from loopkit import git
+from loopkit.attest import store
 from loopkit.digest import sha256
 from loopkit.errors import BadInput
 
+if TYPE_CHECKING:
+    from loopkit.sections import Contract, LedgerFold, Record, SliceResult
+
 #: The budgets one run's admission reserves from and a fleet shares: divided by the jobs.
-SHARED_BUDGETS = ("cost_usd", "tokens", "wall_seconds")
+SHARED_BUDGETS: Final[tuple[Literal["cost_usd", "tokens", "wall_seconds"], ...]] = (
+    "cost_usd",
+    "tokens",
+    "wall_seconds",
+)
 
 
-def share(contract: dict[str, Any], jobs: int) -> dict[str, Any]:
+def share(contract: Contract, jobs: int) -> Contract:
     """The contract each of ``jobs`` jobs runs under: the spanning budgets divided (a
     whole-number budget rounded down, never below 1); everything else as it was."""
     if jobs < 1:
         raise BadInput("--jobs", f"{jobs}: at least one job")
-    out = dict(contract)
-    budgets = dict(out.get("budgets") or {})
+    out = contract.copy()
+    budgets = (out.get("budgets") or {}).copy()
     for key in SHARED_BUDGETS:
         value = budgets.get(key)
         if isinstance(value, bool) or not isinstance(value, int | float):
@@ -42,15 +52,15 @@ def share(contract: dict[str, Any], jobs: int) -> dict[str, Any]:
     return out
 
 
-def _identity(record: Mapping[str, Any]) -> str:
+def _identity(record: Mapping[str, object]) -> str:
     body = {k: v for k, v in record.items() if k != "seq"}
     return sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def fold(into: Path, sources: Sequence[Path]) -> dict[str, Any]:
-    from loopkit.decision import ledger as ledgers
+def fold(into: Path, sources: Sequence[Path]) -> LedgerFold:
+    from loopkit.decision import ledger as ledgers  # fold's alone: lk stack starts without it
 
-    incoming: list[tuple[str, Mapping[str, Any]]] = []
+    incoming: list[tuple[str, Record]] = []
     problems = 0
     for source in sources:
         if not source.is_file():
@@ -82,17 +92,12 @@ def fold(into: Path, sources: Sequence[Path]) -> dict[str, Any]:
     }
 
 
-def pack(root: Path, out: Path, *, task: str, base: str, code: int, state: Path) -> dict[str, Any]:
+def pack(root: Path, out: Path, *, task: str, base: str, code: int, state: Path) -> SliceResult:
     """What a fan-out job sends back, into ``out``: ``result.json`` (the task, the loop's
     exit code, the base it was pinned to, the commit it ended on), ``slice.bundle`` (that
     commit and the attempts saved under refs/loopkit/, as a git bundle: no push, no
     credential), ``ledger.jsonl`` (the job's ledger) and ``decided.json`` (the last
     decided document: its evidence)."""
-    import shutil
-
-    from loopkit import git
-    from loopkit.attest import store
-
     out.mkdir(parents=True, exist_ok=True)
     head = git.out(["rev-parse", "HEAD"], cwd=root)
     base = git.out(["rev-parse", f"{base}^{{commit}}"], cwd=root)
@@ -116,7 +121,7 @@ def pack(root: Path, out: Path, *, task: str, base: str, code: int, state: Path)
     decided = sorted(runs.glob("*/*-decide.json"), key=lambda p: p.stat().st_mtime)
     if decided:
         shutil.copyfile(decided[-1], out / "decided.json")
-    result = {
+    result: SliceResult = {
         "kind": "loopkit/slice-result",
         "version": 1,
         "task": task,
@@ -130,10 +135,10 @@ def pack(root: Path, out: Path, *, task: str, base: str, code: int, state: Path)
     return result
 
 
-def read_result(folder: Path) -> dict[str, Any]:
+def read_result(folder: Path) -> SliceResult:
     path = folder / "result.json"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data: SliceResult = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise BadInput(str(path), "no such file: not a folder lk stack pack wrote") from None
     except ValueError as e:

@@ -9,10 +9,13 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from loopkit import git, proc
 from loopkit.errors import EnvironmentProblem
+
+if TYPE_CHECKING:
+    from loopkit.sections import Verify, VerifySummary
 
 
 def console(name: str) -> list[str]:
@@ -28,7 +31,7 @@ def console(name: str) -> list[str]:
     return [sys.executable, "-c", f"from loopkit.cli.door import {door}; {door}()"]
 
 
-def verify(root: Path, commit: str, *, contract: Path, timeout_s: float = 3600) -> dict[str, Any]:
+def verify(root: Path, commit: str, *, contract: Path, timeout_s: float = 3600) -> Verify:
     """lk-verify's section for ``commit``'s tree: ``passed``, ``tree``, ``checks``."""
     if not contract.is_file():
         raise EnvironmentProblem(f"{contract}: no loop contract to verify a slice with")
@@ -44,7 +47,7 @@ def verify(root: Path, commit: str, *, contract: Path, timeout_s: float = 3600) 
             timeout=timeout_s,
         )
         text = done.stdout.decode("utf-8", "replace")
-        section: dict[str, Any] | None = None
+        section: Verify | None = None
         for line in reversed(text.splitlines()):
             if line.startswith("{"):
                 try:
@@ -67,7 +70,7 @@ def verify(root: Path, commit: str, *, contract: Path, timeout_s: float = 3600) 
         shutil.rmtree(holder, ignore_errors=True)
 
 
-def summary(section: dict[str, Any]) -> dict[str, Any]:
+def summary(section: Verify) -> VerifySummary:
     """What a pull request's body shows of a verification."""
     return {
         "tree": section.get("tree"),

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loopkit import git
+from loopkit.digest import sha256
 from loopkit.forge.stack import Refused
 
 
@@ -77,8 +78,6 @@ def fetch(root: Path, remote: str, branch: str) -> str:
     """The remote's ``branch`` now (fetched into refs/remotes/REMOTE/BRANCH)."""
     name = remote
     if git.ref_component(remote) != remote or "/" in remote:  # a URL or a path
-        from loopkit.digest import sha256
-
         name = "loopkit-" + sha256(remote.encode()).hexdigest()[:12]
     local = f"refs/remotes/{name}/{branch}"
     git.out(

@@ -9,12 +9,15 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from loopkit import git
 from loopkit.errors import BadInput, LoopkitError
 from loopkit.exitcodes import ExitCode
-from loopkit.sections import Task
+
+if TYPE_CHECKING:
+    from loopkit.sections import Returned, SliceEvidence, StackRecord, Task
+
 
 PREFIX = "refs/loopkit/stack/"
 FILE = "stack.json"
@@ -33,6 +36,10 @@ class Unverified(LoopkitError):
     code = ExitCode.FAILED_CHECK
 
 
+def _none() -> SliceEvidence:
+    return {}
+
+
 @dataclass
 class Slice:
     id: str
@@ -41,7 +48,7 @@ class Slice:
     fork: str  # the commit the slice was built on: its parent's head at the time
     head: str  # the slice's commit
     tree: str  # the tree its checks passed on (== head's tree)
-    evidence: dict[str, Any] = field(default_factory=dict)
+    evidence: SliceEvidence = field(default_factory=_none)
     pushed: str = ""  # the commit last pushed to the remote branch ("" never)
     pr: int | None = None
     issue: int | None = None
@@ -62,7 +69,7 @@ class Stack:
     slices: list[Slice] = field(default_factory=list)
     pushed_meta: str = ""  # the record's commit last pushed (the lease on the remote's)
     #: landings and restacks refused: {"slice", "step", "why"} (the report's returns)
-    returned: list[dict[str, Any]] = field(default_factory=list)
+    returned: list[Returned] = field(default_factory=list)
 
     def live(self) -> list[Slice]:
         return [s for s in self.slices if not s.merged and not s.closed]
@@ -70,11 +77,11 @@ class Stack:
     def find(self, slice_id: str) -> Slice | None:
         return next((s for s in self.slices if s.id == slice_id), None)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": "loopkit/stack", "version": 1, **asdict(self)}
+    def to_json(self) -> StackRecord:
+        return cast("StackRecord", {"kind": "loopkit/stack", "version": 1, **asdict(self)})
 
     @classmethod
-    def from_json(cls, data: Any, source: str) -> Stack:
+    def from_json(cls, data: object, source: str) -> Stack:
         if not isinstance(data, dict) or data.get("kind") != "loopkit/stack":
             raise BadInput(source, "not a loopkit/stack record")
         try:

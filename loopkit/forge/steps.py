@@ -7,9 +7,8 @@ show."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopkit import git
 from loopkit.attest import store
@@ -36,8 +35,23 @@ from loopkit.forge.stack import (
     write,
 )
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
-def _result(step: str, stack: Stack, **extra: Any) -> dict[str, Any]:
+    from loopkit.sections import (
+        Attempt,
+        Followed,
+        Outcome,
+        PullShown,
+        RemarkShown,
+        SliceEvidence,
+        StackStep,
+        StepSaid,
+        VerifySummary,
+    )
+
+
+def _result(step: str, stack: Stack, **extra: Unpack[StepSaid]) -> StackStep:
     return {
         "kind": "loopkit/stack-step",
         "version": 1,
@@ -58,7 +72,7 @@ def target_tip(root: Path, stack: Stack) -> str:
     return resolve(root, f"refs/heads/{stack.target}")
 
 
-def _verified(root: Path, commit: str, contract: Path, what: str) -> dict[str, Any]:
+def _verified(root: Path, commit: str, contract: Path, what: str) -> VerifySummary:
     section = proof.verify(root, commit, contract=contract)
     if not section.get("passed"):
         failed = [c.get("name") for c in section.get("checks") or [] if not c.get("passed")]
@@ -81,10 +95,10 @@ def add(
     forge: str = "",
     repo: str = "",
     issue: int | None = None,
-    doc: dict[str, Any] | None = None,
+    doc: Attempt | None = None,
     ledger: Path | None = None,
     fork_rev: str = "",
-) -> dict[str, Any]:
+) -> StackStep:
     """``fork_rev``: the commit the slice was built on when it is not its parent's head --
     slices built side by side from one base (a CI fan-out) are stacked by restack, each
     moved from that base onto the slice below it."""
@@ -121,18 +135,19 @@ def add(
         fork = git.out(["merge-base", target_tip(root, stack), head], cwd=root)
     if not _ancestor(root, fork, head):
         raise Refused(f"{slice_id}: {head[:12]} is not built on its parent {fork[:12]}")
-    evidence: dict[str, Any] = {}
-    section = (doc or {}).get("verify") or {}
-    decided = ((doc or {}).get("decision") or {}).get("outcome") == "complete"
-    if decided and section.get("passed") and section.get("tree") == tree:
+    evidence: SliceEvidence = {}
+    section = doc.get("verify") if doc else None
+    decision = doc.get("decision") if doc else None
+    decided = decision is not None and decision.get("outcome") == "complete"
+    if decided and section and section.get("passed") and section.get("tree") == tree:
         evidence["verify"] = proof.summary(section)  # the attempt's own evidence, this tree
     else:
         evidence["verify"] = _verified(root, head, contract, slice_id)
     if doc:
-        evidence.update({k: v for k, v in body.from_document(doc).items() if v is not None})
+        evidence.update(body.from_document(doc))
     if ledger is not None and evidence.get("task"):
         evidence.update(body.from_ledger(ledger, str(evidence["task"])))
-    task = (doc or {}).get("task") or None
+    task = (doc.get("task") if doc else None) or None
     if known is None:
         stack.slices.append(
             Slice(
@@ -191,7 +206,7 @@ def _moved(root: Path, name: str, current: str, old: str) -> None:
         raise Refused(f"stack {name}: its record moved while it was pushed; run it again")
 
 
-def _follow(root: Path, stack: Stack, tip: str, *, foreign: bool) -> list[dict[str, Any]]:
+def _follow(root: Path, stack: Stack, tip: str, *, foreign: bool) -> list[Followed]:
     """What the forge shows of each live slice's pull request, applied to the record: a
     merged one is marked landed (the commit the forge names, which the target must hold),
     a closed one leaves the stack (never reopened); with ``foreign``, an open one whose
@@ -200,7 +215,7 @@ def _follow(root: Path, stack: Stack, tip: str, *, foreign: bool) -> list[dict[s
     forge = clients.client(stack.forge, stack.repo)
     if forge is None:
         return []
-    followed: list[dict[str, Any]] = []
+    followed: list[Followed] = []
     for s in stack.live():
         if s.pr is not None:
             try:
@@ -213,7 +228,7 @@ def _follow(root: Path, stack: Stack, tip: str, *, foreign: bool) -> list[dict[s
 
 def _follow_one(
     root: Path, stack: Stack, s: Slice, pr: clients.Pull, tip: str, foreign: bool
-) -> list[dict[str, Any]]:
+) -> list[Followed]:
     """One slice's pull request followed (``_follow``)."""
     if pr.state == "merged":
         landed = pr.merge_commit
@@ -244,7 +259,7 @@ def _follow_one(
     return []
 
 
-def restack(root: Path, name: str, *, contract: Path, foreign: bool = False) -> dict[str, Any]:
+def restack(root: Path, name: str, *, contract: Path, foreign: bool = False) -> StackStep:
     """First the forge is followed: a slice whose pull request merged (merge, squash or
     rebase) is marked landed, one whose pull request was closed leaves the stack, and a
     bottom slice whose change the target already holds is landed too -- never replayed
@@ -263,7 +278,7 @@ def restack(root: Path, name: str, *, contract: Path, foreign: bool = False) -> 
 
 
 def _move(
-    root: Path, stack: Stack, tip: str, contract: Path, followed: list[dict[str, Any]]
+    root: Path, stack: Stack, tip: str, contract: Path, followed: list[Followed]
 ) -> list[str]:
     """Each live slice whose recorded fork point is no longer its parent's head moves onto
     it (the bottom one onto the target's tip) and its new tree is verified; a bottom slice
@@ -304,7 +319,7 @@ def address(
     state: Path,
     task_text: str = "",
     rounds: int = readdress.ROUNDS,
-) -> dict[str, Any]:
+) -> StackStep:
     """The forge's review of one slice addressed: its review comments, reviews and failing
     checks (those not addressed before) become its task's notes and feedback, the task
     runs again (``readdress.rerun``: ``lk attempt`` at the slice's head, the recipes'
@@ -333,14 +348,16 @@ def address(
         raise BadInput("SLICE", f"{s.id} has no pull request yet: `lk stack push {name}` first")
     pr = s.pr
     remarks = [r for r in forge.remarks(pr, s.head) if r.key not in s.addressed]
-    shown = [asdict(r) for r in remarks]
+    shown: list[RemarkShown] = [
+        {"key": r.key, "who": r.who, "where": r.where, "text": r.text} for r in remarks
+    ]
     if not remarks:
         if followed:
             write(root, stack, old, message="address: " + " ".join(f["slice"] for f in followed))
-        pushed: dict[str, Any] = {}
+        pushed: StepSaid = {}
         if stack.remote and _unfinished(root, stack, old):
-            pushed = push(root, name)  # what a stopped address recorded and did not push
-            stack = Stack.from_json(pushed["stack"], ref(name))
+            sent = push(root, name)  # what a stopped address recorded and did not push
+            stack, pushed = Stack.from_json(sent["stack"], ref(name)), sent
         return _result(
             "address",
             stack,
@@ -371,7 +388,7 @@ def address(
         assert mine is not None
         mine.evidence = {
             **mine.evidence,
-            **{k: v for k, v in body.from_document(fix.decided).items() if v is not None},
+            **body.from_document(fix.decided),
             "verify": proof.summary(fix.decided["verify"]),
             "addressed_from": s.head,
         }
@@ -393,8 +410,8 @@ def address(
     write(root, stack, old, message=f"address {slice_id} (#{pr}) as {fix.commit[:12]}")
     pushed = {}
     if stack.remote:
-        pushed = push(root, name)
-        stack = Stack.from_json(pushed["stack"], ref(name))
+        sent = push(root, name)
+        stack, pushed = Stack.from_json(sent["stack"], ref(name)), sent
     return _result(
         "address",
         stack,
@@ -408,16 +425,16 @@ def address(
     )
 
 
-def sync(root: Path, name: str, *, contract: Path) -> dict[str, Any]:
+def sync(root: Path, name: str, *, contract: Path) -> StackStep:
     """The stack follows the forge: restack (landed and closed slices leave it, the rest
     move onto what landed, each moved tree verified), then push (leased) and retarget
     every open pull request onto the branch below it, the bottom one onto the target."""
     done = restack(root, name, contract=contract, foreign=True)
     stack, _ = _load(root, name)
-    pushed: dict[str, Any] = {}
+    pushed: StepSaid = {}
     if stack.remote and stack.live():
-        pushed = push(root, name)
-        stack = Stack.from_json(pushed["stack"], ref(name))
+        sent = push(root, name)
+        stack, pushed = Stack.from_json(sent["stack"], ref(name)), sent
     return _result(
         "sync",
         stack,
@@ -452,12 +469,13 @@ def _pushable(root: Path, stack: Stack) -> None:
     otherwise: nothing is pushed."""
     parent = ""
     for s in stack.live():
-        verify = s.evidence.get("verify") or {}
+        verify = s.evidence.get("verify")
+        said = verify.get("tree") if verify else None
         tree = tree_of(root, s.head)
-        if not (verify.get("passed") and verify.get("tree") == s.tree == tree):
+        if not (verify and verify.get("passed") and said == s.tree == tree):
             raise Refused(
                 f"{s.id}: its head {s.head[:12]} (tree {tree[:12]}) is not the tree its "
-                f"checks passed on ({str(verify.get('tree') or 'none')[:12]}): nothing pushed"
+                f"checks passed on ({str(said or 'none')[:12]}): nothing pushed"
             )
         if parent and s.fork != parent:
             raise Refused(
@@ -467,7 +485,7 @@ def _pushable(root: Path, stack: Stack) -> None:
         parent = s.head
 
 
-def push(root: Path, name: str, *, issues: bool = False) -> dict[str, Any]:
+def push(root: Path, name: str, *, issues: bool = False) -> StackStep:
     stack, old = _load(root, name)
     if not stack.remote:
         raise BadInput("--remote", f"stack {name} has no remote to push to")
@@ -507,7 +525,7 @@ def push(root: Path, name: str, *, issues: bool = False) -> dict[str, Any]:
         kept = evidence if done.exit_code == 0 else []
     published = store.publish(root, stack.remote, env=pushing.token_env())  # the statements
     forge = clients.client(stack.forge, stack.repo)
-    pulls: list[dict[str, Any]] = []
+    pulls: list[PullShown] = []
     if forge is not None:
         live = stack.live()
         signed = frozenset(s.id for s in live if published and store.get(root, s.head))
@@ -537,7 +555,7 @@ def push(root: Path, name: str, *, issues: bool = False) -> dict[str, Any]:
     return _result("push", stack, pushed=[u.ref for u in updates], evidence_refs=kept, pulls=pulls)
 
 
-def land(root: Path, name: str, *, method: str = "squash") -> dict[str, Any]:
+def land(root: Path, name: str, *, method: str = "squash") -> StackStep:
     try:
         return _land(root, name, method=method)
     except Refused as e:
@@ -548,7 +566,7 @@ def land(root: Path, name: str, *, method: str = "squash") -> dict[str, Any]:
         raise
 
 
-def _land(root: Path, name: str, *, method: str) -> dict[str, Any]:
+def _land(root: Path, name: str, *, method: str) -> StackStep:
     """The bottom slice lands, as the forge's merge of exactly its verified head, only
     where the forge lands up-to-date heads alone; then the landed tree is checked equal to
     the verified one. A plain remote: the target moves to the verified head itself,
@@ -622,7 +640,7 @@ def collect(
     contract: Path,
     ledger: Path,
     **stack_kw: Any,
-) -> dict[str, Any]:
+) -> StackStep:
     """The fan-out's results, in plan order: each job's ledger folded into ``ledger``, its
     saved attempts fetched under refs/loopkit/ (evidence a parked or dead job leaves), and
     each green slice added to the stack, its fork point the base the job was pinned to
@@ -637,7 +655,7 @@ def collect(
     if stack.forge not in FORGES:
         raise BadInput("--forge", f"{stack.forge!r}: one of {', '.join(FORGES)}")
     write(root, stack, old, message="collect")
-    outcomes: list[dict[str, Any]] = []
+    outcomes: list[Outcome] = []
     folded = 0
     for folder, result in zip(folders, results, strict=True):
         task = str(result["task"])
@@ -647,7 +665,7 @@ def collect(
         if result.get("bundle") and bundle.is_file():
             git.out(["fetch", "-q", str(bundle), "refs/loopkit/*:refs/loopkit/*"], cwd=root)
             store.take(root, str(bundle))  # the job's signed statements, if it has any
-        entry: dict[str, Any] = {"task": task, "code": result["code"]}
+        entry: Outcome = {"task": task, "code": result["code"]}
         if result["code"] == 0 and result["head"] != result["base"] and bundle.is_file():
             git.out(["fetch", "-q", str(bundle), "HEAD"], cwd=root)
             head = git.out(["rev-parse", "FETCH_HEAD"], cwd=root)
@@ -655,7 +673,7 @@ def collect(
                 raise BadInput(
                     str(bundle), f"holds {head[:12]}, result.json says {result['head'][:12]}"
                 )
-            doc = None
+            doc: Any = None  # parse_attempt's answer: an attempt document (an ``Attempt``)
             if (folder / "decided.json").is_file():
                 doc = parse_attempt(
                     (folder / "decided.json").read_bytes(), source=str(folder / "decided.json")
@@ -678,6 +696,6 @@ def collect(
     return _result("collect", stack, outcomes=outcomes, folded=folded)
 
 
-def show(root: Path, name: str) -> dict[str, Any]:
+def show(root: Path, name: str) -> StackStep:
     stack, _ = _load(root, name)
     return _result("show", stack)

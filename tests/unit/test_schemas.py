@@ -240,6 +240,16 @@ TYPED = [
     ("plan-draft#/properties/drafts/items", "DraftTry"),
     ("report#/properties/tasks/items", "TaskReport"),
     ("report#/properties/tasks/items/properties/timeline/items", "Moment"),
+    ("stack-step", "StackStep"),
+    ("stack-step#/$defs/stack", "StackRecord"),
+    ("stack-step#/$defs/slice", "SliceRecord"),
+    ("stack-step#/$defs/stack/properties/returned/items", "Returned"),
+    ("stack-step#/properties/followed/items", "Followed"),
+    ("stack-step#/properties/pulls/items", "PullShown"),
+    ("stack-step#/properties/outcomes/items", "Outcome"),
+    ("stack-step#/properties/remarks/items", "RemarkShown"),
+    ("slice-result", "SliceResult"),
+    ("ledger-fold", "LedgerFold"),
 ]
 
 
