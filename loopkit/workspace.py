@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -31,6 +32,7 @@ from loopkit import SCHEMA_VERSION, __version__, git, loader
 from loopkit.digest import sha256
 from loopkit.document import emit, read_attempt
 from loopkit.errors import BadInput, EnvironmentProblem
+from loopkit.files import atomic_write
 
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
 if TYPE_CHECKING:
@@ -195,8 +197,6 @@ def report(contract_path: str | None, *, as_json: bool) -> None:
     if as_json:
         emit(body)
         return
-    import shlex  # only for a shell's lines
-
     lines = []
     for key in ("root", "state_dir", "contract", "contract_sha256", "memory", "task"):
         value = body.get(key)
@@ -317,8 +317,6 @@ def _parsed(raw: bytes, source: str, sha: str, root: Path | None) -> dict[str, A
 
     data = contracts.checked(contracts.parse_text(raw, source), source)
     if cached is not None:
-        from loopkit.files import atomic_write  # lk-plan next meets cached contracts
-
         try:
             atomic_write(cached, _dumps(data))
         except OSError:
@@ -365,8 +363,6 @@ def clear_cache(root: Path, *, keep: Mapping[str, bytes] | None = None) -> None:
     shutil.rmtree(folder, ignore_errors=True)
     if not keep:
         return
-    from loopkit.files import atomic_write
-
     try:
         folder.mkdir(parents=True, exist_ok=True)
         for name, data in keep.items():

@@ -21,9 +21,15 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypedDict
 
-from loopkit import handoff
-from loopkit.boundary import dialects, secrets
+from loopkit import git, handoff, proc
+from loopkit.background import Background
+from loopkit.boundary import containment, dialects, egress, sandbox, secrets
+from loopkit.decision import ledger
+from loopkit.document import attach
 from loopkit.errors import BadInput, EnvironmentProblem
+from loopkit.evidence import cleanroom, specialfiles, statcache, verify
+from loopkit.state import artifacts, cancel
+from loopkit.state.artifacts import relative
 from loopkit.text import clean, file_tail
 from loopkit.worker import providers
 from loopkit.worker.breaker import DEFAULT_REPEATS, Breaker
@@ -40,10 +46,10 @@ from loopkit.worker.providers.base import (
     detect,
 )
 from loopkit.worker.providers.shell import side_effects
+from loopkit.workspace import SOURCE_KEY, clear_cache, remembered, resolve_contract, state_folder
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from loopkit import proc
     from loopkit.boundary.containment import SandboxRecord
     from loopkit.boundary.usage import MeterSection
 
@@ -244,7 +250,6 @@ def _way_for(jail: Jail, meter: Any) -> Any:
     """The run's egress (``loopkit.boundary.egress``) when its sandbox will have no
     network but the meter and the allowed hosts: ``sandbox.network: egress``, the default
     for a metered worker, where a sandbox can start."""
-    from loopkit.boundary import egress, sandbox
 
     if jail.policy.mode == "off" or jail.policy.network_for(meter is not None) != "egress":
         return None
@@ -391,7 +396,6 @@ def _run(
     answers); the whole process group stopped on an interrupt. ``missing``: the one line
     when its program is not there. ``already``: why it is not started at all (a stop
     asked before the start: a persisted ``lk cancel``)."""
-    from loopkit import proc
 
     if already:
         stream_path.write_bytes(b"")
@@ -436,7 +440,6 @@ def _started_in_sandbox(
     """A sandbox that never started (bwrap's own complaint alone, exit 1, no output) is a
     set-up error: the worker never ran, so its attempt is not charged (the mark goes) and
     the run is not its crash. Raises :class:`SandboxUnavailable` then (exit 4)."""
-    from loopkit.boundary import sandbox
 
     if exit_code != 1 or stream.stat().st_size:
         return
@@ -534,7 +537,6 @@ class Jail:
         self.way: Any = None  # the run's egress, when its sandbox has no network
 
     def apply(self, provider: Provider, inv: Invocation) -> Any:
-        from loopkit.boundary import containment
 
         inner, writable = provider.contained(inv) if self.policy.mode != "off" else (inv, [])
         state = str(self.state.resolve())
@@ -628,8 +630,6 @@ def _rel(path: Path, root: Path | None) -> str:
     if root is None:
         return str(path)
 
-    from loopkit.state.artifacts import relative
-
     return relative(path.resolve(), root.resolve())
 
 
@@ -706,8 +706,6 @@ class Plan:
 
 def plan(req: Request, *, root: Path | None = None) -> Plan:
     """Resolve contract, provider and handoff; nothing is started."""
-
-    from loopkit.workspace import resolve_contract
 
     found = resolve_contract(req.contract_path, req.document, start=req.cwd, root=root)
     contract = found.contract
@@ -799,13 +797,6 @@ def dry_run(req: Request) -> dict[str, Any]:
 
 def attempt(req: Request) -> dict[str, Any]:
     """Run one attempt; return the document to print (attempt with ``run``, or run alone)."""
-    from loopkit import git
-    from loopkit.background import Background
-    from loopkit.boundary import containment
-    from loopkit.document import attach
-    from loopkit.evidence import cleanroom, specialfiles, statcache
-    from loopkit.state import artifacts, cancel
-    from loopkit.workspace import remembered, state_folder
 
     # Where the tree started: a worker that commits its own change must not hide it from
     # lk-diff, which compares against this base when no other is given. One git call finds
@@ -832,8 +823,6 @@ def attempt(req: Request) -> dict[str, Any]:
 
     def cancelled() -> str | None:
         return "cancelled" if cancel.requested(state_path) else None
-
-    from loopkit.decision import ledger
 
     # What steers git and loopkit under .git, before the worker (loopkit's own exclude
     # line for the state folder is already written): lk-diff reports any change. Read
@@ -910,10 +899,6 @@ def _settle(
     """The tree after the worker, before anything lets git look at it: the FIFOs, sockets
     and device nodes it left removed (a FIFO named .gitignore blocks git for ever), what
     it changed of what steers git and loopkit under .git, its contract cache emptied."""
-    from loopkit import git
-    from loopkit.background import Background
-    from loopkit.evidence import specialfiles
-    from loopkit.workspace import clear_cache
 
     # Walked beside the reading of .git below (which looks at no file of the tree).
     clearing = Background(
@@ -953,8 +938,6 @@ class _BaseBeside:
             if self.worker_done.wait(self.AFTER_S):
                 return None
             return run(self.written)
-
-        from loopkit.background import Background
 
         self.job = Background(later, name="lk-invoke-base")
 
@@ -996,7 +979,6 @@ def _base_beside(
     ``should_stop`` (``lk cancel``) ends its running check at once."""
     if req.document is None or not base or not contract or not contract.get("criteria"):
         return None
-    from loopkit.evidence import cleanroom, verify
 
     env = verify.check_env(contract, req.document, root=root)
     criteria = list(contract["criteria"])
@@ -1023,7 +1005,6 @@ def _base_beside(
 def _writable_carry(root: Path, carry: list[str], policy: Any) -> list[str]:
     """The carried paths the worker can write: all of them without a sandbox; in one,
     those the contract's ``sandbox.writable`` covers."""
-    from loopkit.boundary import containment, sandbox
 
     if policy.mode == "off" or not sandbox.probe().available:
         return list(carry)
@@ -1046,8 +1027,6 @@ def _control_files(root: Path, req: Request, contract: Mapping[str, Any] | None)
 
     def mapping(value: Any) -> Mapping[str, Any]:
         return value if isinstance(value, Mapping) else {}
-
-    from loopkit.workspace import SOURCE_KEY
 
     source = mapping(doc.get(SOURCE_KEY))
     task_source = mapping(mapping(doc.get("task")).get("source"))
@@ -1074,7 +1053,6 @@ def _git_control(
     """``run.git_control``: the control state of .git as the task's first attempt found it
     (a retry carries it on: what one attempt changed, the next cannot make the new
     normal), and what changed while this worker ran."""
-    from loopkit import git
 
     earlier = ((handoff.previous_attempt(document) or {}).get("run") or {}).get("git_control")
     if (
@@ -1103,7 +1081,6 @@ def _ignored_at_start(document: Mapping[str, Any] | None, root: Path, state: Pat
     file that is in no commit (a tool's self-ignoring ``.venv/.gitignore``, a
     ``secrets/.gitignore`` holding ``*``) is not among the base's rules, and a worker that
     empties it would otherwise get that folder committed."""
-    from loopkit import git
 
     earlier = ((handoff.previous_attempt(document) or {}).get("run") or {}).get("ignored_at_start")
     if isinstance(earlier, list) and all(isinstance(p, str) for p in earlier):
