@@ -23,25 +23,23 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
 from loopkit import SCHEMA_VERSION, __version__, git, loader
 from loopkit.digest import sha256
-from loopkit.document import emit, read_attempt
+from loopkit.document import emit, read_attempt, vouched
 from loopkit.errors import BadInput, EnvironmentProblem
-from loopkit.files import atomic_write
 
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
 if TYPE_CHECKING:
     from typing import Any
 
+    from loopkit.sections import Attempt, Task
+
 STATE_ENV = "LOOPKIT_STATE_DIR"
 DEFAULT_STATE = ".loopkit"
-#: Where a document records the contract file it was built from (path and sha256).
-SOURCE_KEY = "contract_source"
 
 
 class Workspace:
@@ -52,7 +50,7 @@ class Workspace:
         self,
         root: Path,
         index: Path,
-        document: dict[str, Any] | None = None,
+        document: Mapping[str, Any] | None = None,
         contract: dict[str, Any] | None = None,
         contract_from: str | None = None,
         contract_sha256: str | None = None,
@@ -79,7 +77,7 @@ class Workspace:
         cls,
         *,
         contract_path: str | None = None,
-        document: dict[str, Any] | None = None,
+        document: Mapping[str, Any] | None = None,
         cwd: str | os.PathLike[str] | None = None,
         environ: Mapping[str, str] | None = None,
         require_contract: bool = False,
@@ -115,8 +113,8 @@ class Workspace:
     # ------------------------------------------------------------------ answers
 
     @property
-    def task(self) -> dict[str, Any] | None:
-        task = (self.document or {}).get("task")
+    def task(self) -> Task | None:
+        task: Task | None = (self.document or {}).get("task")
         return task if isinstance(task, dict) else None
 
     @property
@@ -141,7 +139,7 @@ class Workspace:
         """The files that steer the loop, repository-relative: the contract file, the
         memory file and the task's TASKS.md. A worker may change none of them."""
         out: list[str] = []
-        task_source = (self.task or {}).get("source") or {}
+        task_source = (self.task.get("source") if self.task else None) or {}
         candidates = [
             self.contract_from if self.contract_from != "<stdin>" else None,
             str(self.memory_file()) if self.memory_file() else None,
@@ -165,7 +163,7 @@ class Workspace:
             return None
         return self.root / memory
 
-    def stamp(self, document: dict[str, Any]) -> None:
+    def stamp(self, document: Attempt) -> None:
         """Record in ``document`` the contract this workspace works under (the snapshot
         every later stage reads) and where it came from."""
         Found(self.contract, self.contract_from, self.contract_sha256).stamp(document)
@@ -181,7 +179,7 @@ class Workspace:
             "contract": self.contract_from,
             "contract_sha256": self.contract_sha256,
             "memory": str(memory) if memory else None,
-            "task": (self.task or {}).get("id"),
+            "task": self.task.get("id") if self.task else None,
             "scope": (self.contract or {}).get("scope"),
         }
 
@@ -197,6 +195,8 @@ def report(contract_path: str | None, *, as_json: bool) -> None:
     if as_json:
         emit(body)
         return
+    import shlex  # only for a shell's lines
+
     lines = []
     for key in ("root", "state_dir", "contract", "contract_sha256", "memory", "task"):
         value = body.get(key)
@@ -224,12 +224,12 @@ class Found:
         #: Set when the contract file changed since the attempt started: the snapshot rules.
         self.drift = drift
 
-    def stamp(self, document: dict[str, Any]) -> None:
+    def stamp(self, document: Attempt) -> None:
         if self.contract is not None and not isinstance(document.get("contract"), Mapping):
-            document["contract"] = self.contract
-        if self.source and self.sha256 and SOURCE_KEY not in document:
+            document["contract"] = vouched(self.contract)
+        if self.source and self.sha256 and "contract_source" not in document:
             path = self.source if self.source == "<stdin>" else os.path.abspath(self.source)
-            document[SOURCE_KEY] = {"path": path, "sha256": self.sha256}
+            document["contract_source"] = {"path": path, "sha256": self.sha256}
 
 
 def find_default(*folders: Path | None) -> Path | None:
@@ -266,7 +266,7 @@ def resolve_contract(
     if path:
         raw = _read(path)
         sha = _sha256(raw)
-        recorded = (document or {}).get(SOURCE_KEY)
+        recorded = (document or {}).get("contract_source")
         same_file = isinstance(recorded, Mapping) and recorded.get("path") == os.path.abspath(path)
         if isinstance(piped, Mapping) and isinstance(recorded, Mapping) and same_file:
             # The file this attempt started under: if it changed since (a worker edited
@@ -285,7 +285,7 @@ def resolve_contract(
     if isinstance(piped, Mapping):
         # Already checked against its schema when the document was read.
         data = _trusted(piped)
-        recorded = (document or {}).get(SOURCE_KEY)
+        recorded = (document or {}).get("contract_source")
         was = recorded if isinstance(recorded, Mapping) else {}
         return Found(_with_task(data, task), was.get("path") or "<stdin>", was.get("sha256"))
     default = find_default(start, root)
@@ -317,6 +317,8 @@ def _parsed(raw: bytes, source: str, sha: str, root: Path | None) -> dict[str, A
 
     data = contracts.checked(contracts.parse_text(raw, source), source)
     if cached is not None:
+        from loopkit.files import atomic_write  # lk-plan next meets cached contracts
+
         try:
             atomic_write(cached, _dumps(data))
         except OSError:
@@ -363,6 +365,8 @@ def clear_cache(root: Path, *, keep: Mapping[str, bytes] | None = None) -> None:
     shutil.rmtree(folder, ignore_errors=True)
     if not keep:
         return
+    from loopkit.files import atomic_write
+
     try:
         folder.mkdir(parents=True, exist_ok=True)
         for name, data in keep.items():

@@ -22,9 +22,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from loopkit import git, handoff, proc
-from loopkit.background import Background
-from loopkit.boundary import containment, dialects, egress, sandbox, secrets
-from loopkit.decision import ledger
+from loopkit.boundary import containment, dialects, secrets
 from loopkit.document import attach
 from loopkit.errors import BadInput, EnvironmentProblem
 from loopkit.evidence import cleanroom, specialfiles, statcache, verify
@@ -46,12 +44,13 @@ from loopkit.worker.providers.base import (
     detect,
 )
 from loopkit.worker.providers.shell import side_effects
-from loopkit.workspace import SOURCE_KEY, clear_cache, remembered, resolve_contract, state_folder
+from loopkit.workspace import clear_cache, remembered, resolve_contract, state_folder
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from loopkit.boundary.containment import SandboxRecord
     from loopkit.boundary.usage import MeterSection
+    from loopkit.sections import Attempt, JSONObject
 
 DEFAULT_TIMEOUT_S = 900.0
 MAX_SIDE_EFFECTS = 100
@@ -250,6 +249,7 @@ def _way_for(jail: Jail, meter: Any) -> Any:
     """The run's egress (``loopkit.boundary.egress``) when its sandbox will have no
     network but the meter and the allowed hosts: ``sandbox.network: egress``, the default
     for a metered worker, where a sandbox can start."""
+    from loopkit.boundary import egress, sandbox
 
     if jail.policy.mode == "off" or jail.policy.network_for(meter is not None) != "egress":
         return None
@@ -440,6 +440,7 @@ def _started_in_sandbox(
     """A sandbox that never started (bwrap's own complaint alone, exit 1, no output) is a
     set-up error: the worker never ran, so its attempt is not charged (the mark goes) and
     the run is not its crash. Raises :class:`SandboxUnavailable` then (exit 4)."""
+    from loopkit.boundary import sandbox
 
     if exit_code != 1 or stream.stat().st_size:
         return
@@ -639,7 +640,7 @@ def _rel(path: Path, root: Path | None) -> str:
 class Request:
     """What lk-invoke was asked to do (flags win over the contract)."""
 
-    document: dict[str, Any] | None
+    document: Attempt | None
     contract_path: str | None
     provider: str | None
     command: str | None
@@ -657,7 +658,7 @@ class Request:
 
     def __init__(
         self,
-        document: dict[str, Any] | None = None,
+        document: Attempt | None = None,
         contract_path: str | None = None,
         provider: str | None = None,
         command: str | None = None,
@@ -721,7 +722,7 @@ def plan(req: Request, *, root: Path | None = None) -> Plan:
             "--command",
             "the command provider needs a command: --command CMD or worker.command in the contract",
         )
-    doc = req.document or {}
+    doc: Mapping[str, Any] = req.document or {}
     task = doc.get("task") if isinstance(doc.get("task"), dict) else None
     if not task and not contract and name != "command":
         raise BadInput(
@@ -797,6 +798,8 @@ def dry_run(req: Request) -> dict[str, Any]:
 
 def attempt(req: Request) -> dict[str, Any]:
     """Run one attempt; return the document to print (attempt with ``run``, or run alone)."""
+    from loopkit.background import Background  # the attempt's own: not lk-judge's
+    from loopkit.decision import ledger
 
     # Where the tree started: a worker that commits its own change must not hide it from
     # lk-diff, which compares against this base when no other is given. One git call finds
@@ -831,7 +834,7 @@ def attempt(req: Request) -> dict[str, Any]:
     statcache.ensure(state_path, where.index)  # the first attempt's, from the user's index
     # lk-decide refuses a ledger the worker touched; other tasks' records may be appended
     # meanwhile (slices side by side share one ledger), never this task's.
-    task_section = (req.document or {}).get("task")
+    task_section = req.document.get("task") if req.document else None
     task_id = str(task_section.get("id") or "") if isinstance(task_section, dict) else ""
     sealed = ledger.seal(state_path, task=task_id or None)
     read_only = [
@@ -899,6 +902,7 @@ def _settle(
     """The tree after the worker, before anything lets git look at it: the FIFOs, sockets
     and device nodes it left removed (a FIFO named .gitignore blocks git for ever), what
     it changed of what steers git and loopkit under .git, its contract cache emptied."""
+    from loopkit.background import Background
 
     # Walked beside the reading of .git below (which looks at no file of the tree).
     clearing = Background(
@@ -929,6 +933,7 @@ class _BaseBeside:
     AFTER_S = 0.5
 
     def __init__(self, run: Any, started: float) -> None:
+        from loopkit.background import Background
 
         self.written: dict[str, str] = {}
         self.started = started
@@ -1005,6 +1010,7 @@ def _base_beside(
 def _writable_carry(root: Path, carry: list[str], policy: Any) -> list[str]:
     """The carried paths the worker can write: all of them without a sandbox; in one,
     those the contract's ``sandbox.writable`` covers."""
+    from loopkit.boundary import sandbox
 
     if policy.mode == "off" or not sandbox.probe().available:
         return list(carry)
@@ -1023,12 +1029,12 @@ def _writable_carry(root: Path, carry: list[str], policy: Any) -> list[str]:
 def _control_files(root: Path, req: Request, contract: Mapping[str, Any] | None) -> list[Path]:
     """The files that steer the loop, inside the repository: read-only in the sandbox."""
 
-    doc = req.document or {}
+    doc: Mapping[str, Any] = req.document or {}
 
     def mapping(value: Any) -> Mapping[str, Any]:
         return value if isinstance(value, Mapping) else {}
 
-    source = mapping(doc.get(SOURCE_KEY))
+    source = mapping(doc.get("contract_source"))
     task_source = mapping(mapping(doc.get("task")).get("source"))
     names = [
         req.contract_path,
@@ -1089,7 +1095,7 @@ def _ignored_at_start(document: Mapping[str, Any] | None, root: Path, state: Pat
     return git.ignored_now(root, leave_out=(own,))[:MAX_IGNORED_AT_START]
 
 
-def _fresh(document: dict[str, Any] | None) -> dict[str, Any]:
+def _fresh(document: Attempt | None) -> JSONObject:
     """A new attempt from a piped document: a finished attempt's sections are dropped."""
 
     if document is None:
