@@ -497,7 +497,7 @@ class _Checks:
         checks.ratchet(body, at_head, demand=False)
 
 
-def _say_results(body: dict[str, Any]) -> None:
+def _say_results(body: Mapping[str, Any]) -> None:
     """A line on stderr for each check that failed (and why), changed the tree, or was
     judged against the base; each check that cannot run; each problem of the evidence."""
     known = {k.get("name") for k in body.get("known_failures") or []}
@@ -529,7 +529,7 @@ def _say_results(body: dict[str, Any]) -> None:
         say("lk-verify", f"not verified: {problem}")
 
 
-def _say_judged(check: dict[str, Any], body: dict[str, Any]) -> None:
+def _say_judged(check: Mapping[str, Any], body: Mapping[str, Any]) -> None:
     """How a check red at the base was judged: per test, or as a whole (and why)."""
     if check["passed"] or "required" not in body:
         return
@@ -567,7 +567,7 @@ def _explain_unseen(body: dict[str, Any], run: Any, carry: Any, reset: Any, ws: 
         say("lk-verify", body["hint"])
 
 
-def _summary(body: dict[str, Any], saved: Any, root: Any) -> str:
+def _summary(body: Mapping[str, Any], saved: Any, root: Any) -> str:
     """The checks for a person: one line each, the tail of a failing one under it."""
     lines = []
     for c in body["checks"]:

@@ -82,7 +82,7 @@ def _run(
     return code
 
 
-def _print(result: dict[str, Any], as_shell: bool) -> None:
+def _print(result: Mapping[str, Any], as_shell: bool) -> None:
     if as_shell:
         for name, key in _SHELL.items():  # only what this step answers: nothing else is reset
             if key in result:
