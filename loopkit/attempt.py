@@ -29,15 +29,17 @@ TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a featur
 if TYPE_CHECKING:
     from typing import IO, Any
 
+    from loopkit.sections import Attempt as Document  # the document; Attempt: the run
+
 
 def run(
-    doc: dict[str, Any],
+    doc: Document,
     *,
     contract_path: str | None = None,
     base: str | None = None,
     resume: str | None = None,
     keep: str | None = None,
-) -> tuple[int, dict[str, Any] | None]:
+) -> tuple[int, Document | None]:
     """One attempt on the document ``doc`` (validated by the caller): admission to
     decision, each stage the stage command's own function on the document the stage
     before it left. The decision's exit code (a failing stage's own) and the last
@@ -80,8 +82,8 @@ def run(
 
 
 def run_reproduce(
-    doc: dict[str, Any], *, contract_path: str | None, base: str, keep: str
-) -> tuple[int, dict[str, Any] | None]:
+    doc: Document, *, contract_path: str | None, base: str, keep: str
+) -> tuple[int, Document | None]:
     """Round 0 (``lk task begin --reproduce``): lk-diff and lk-verify on the untouched
     tree, no worker, then lk-decide when the checks fail -- the ledger holds the failure,
     so a first fix that fails the same way replans. ``(0, None)`` when the checks pass;
@@ -121,7 +123,7 @@ SHELL_FIELDS = {
 }
 
 
-def shell(doc: dict[str, Any] | None) -> str:
+def shell(doc: Document | None) -> str:
     """``doc`` (a document, or None) as LK_DOC_* assignments: empty for null, false or
     missing, true as ``true``, objects and lists as JSON; LK_DOC_FAILING names the
     failing checks. Nothing for no document."""
@@ -141,15 +143,16 @@ def shell(doc: dict[str, Any] | None) -> str:
         return str(value)
 
     fields = {name: get(path) for name, path in SHELL_FIELDS.items()}
-    checks = (doc.get("verify") or {}).get("checks") or []
+    verify: Mapping[str, Any] = doc.get("verify") or {}
+    checks = verify.get("checks") or []
     fields["FAILING"] = ", ".join(
         str(c.get("name")) for c in checks if isinstance(c, dict) and c.get("passed") is False
     )
     return "".join(f"LK_DOC_{name}={shlex.quote(value)}\n" for name, value in fields.items())
 
 
-def _kind(doc: dict[str, Any] | None) -> str | None:
-    task = (doc or {}).get("task") or {}
+def _kind(doc: Document | None) -> str | None:
+    task = doc.get("task") if doc else None
     return task.get("kind") if isinstance(task, dict) else None
 
 
@@ -169,10 +172,10 @@ class _Runner:
         self,
         name: str,
         options: Mapping[str, object],
-        doc: dict[str, Any] | None,
+        doc: Document | None,
         *,
         ok: tuple[int, ...],
-    ) -> tuple[int, dict[str, Any] | None]:
+    ) -> tuple[int, Document | None]:
         run = STAGES[name]
         prog = "lk-decide" if name == "admit" else f"lk-{name}"
         err = self.keep.with_name(f"{self.keep.name}-{name}.err") if self.keep else None
@@ -203,7 +206,7 @@ class _Runner:
         return rc, out
 
 
-def text(doc: dict[str, Any] | None) -> str:
+def text(doc: Mapping[str, Any] | None) -> str:
     """``doc`` as a stage command prints it: one line of JSON (nothing for None)."""
     return "" if doc is None else dumps(doc) + "\n"
 

@@ -18,6 +18,8 @@ TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a featur
 if TYPE_CHECKING:
     from typing import IO, Any
 
+    from loopkit.sections import Attempt, JSONObject
+
 ATTEMPT_KIND = "loopkit/attempt"
 #: Set to 1 to validate every document a command prints (tests set it).
 VALIDATE_OUTPUT_ENV = "LOOPKIT_VALIDATE_OUTPUT"
@@ -26,10 +28,17 @@ MAX_STDIN_BYTES = 64 * 1024 * 1024
 SECTIONS = ("task", "run", "diff", "verify", "judge", "decision")
 
 
-def new_attempt(**sections: Any) -> dict[str, Any]:
-    doc: dict[str, Any] = {"kind": ATTEMPT_KIND, "version": SCHEMA_VERSION}
+def new_attempt(**sections: Any) -> Attempt:
+    doc = {"kind": ATTEMPT_KIND, "version": SCHEMA_VERSION}
     doc.update({k: v for k, v in sections.items() if v is not None})
-    return doc
+    attempt: Attempt = vouched(doc)
+    return attempt
+
+
+def vouched(value: object) -> Any:
+    """``value`` as the typed document (loopkit.sections) its schema check, or loopkit
+    building it, vouches it is: where open JSON becomes a typed attempt or section."""
+    return value
 
 
 def section(kind: str, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -38,12 +47,12 @@ def section(kind: str, body: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def attach(
-    document: dict[str, Any] | None,
+    document: Attempt | JSONObject | None,
     name: str,
     body: Mapping[str, Any],
     *,
     attempt_id: str | None = None,
-) -> dict[str, Any]:
+) -> Attempt | JSONObject:
     """What a command prints once its work is done: the piped attempt ``document`` with
     its section ``name`` set to ``body``, or -- nothing piped -- the section alone
     (``kind: loopkit/<name>``) carrying ``attempt_id`` so the next command of a pipe
@@ -52,7 +61,8 @@ def attach(
     if name not in SECTIONS:
         raise ValueError(f"no section {name!r}")
     if document is not None:
-        document[name] = dict(body)
+        sections: JSONObject = vouched(document)  # the section is named at run time
+        sections[name] = dict(body)
         if name != "decision":  # lk-decide's entry goes into its ledger record (controller)
             timing.add(document, name, body)
         return document
@@ -72,9 +82,7 @@ def stdin_has_data(stream: IO[str] | None = None) -> bool:
         return False
 
 
-def read_attempt(
-    stream: IO[str] | None = None, *, source: str = "<stdin>"
-) -> dict[str, Any] | None:
+def read_attempt(stream: IO[str] | None = None, *, source: str = "<stdin>") -> Attempt | None:
     """The piped attempt document, validated; None when nothing is piped (or it is empty).
     A stream marked ``checked`` (``lk attempt`` hands each stage the document the stage
     before it printed, from one it validated itself) is parsed, not validated again."""
@@ -89,12 +97,16 @@ def read_attempt(
         ) from None
     if len(raw) > MAX_STDIN_BYTES:
         raise BadInput(source, f"more than {MAX_STDIN_BYTES} bytes: expected one attempt document")
-    return parse_attempt(raw, source=source, checked=bool(getattr(stream, "checked", False)))
+    doc = parse_attempt(raw, source=source, checked=bool(getattr(stream, "checked", False)))
+    attempt: Attempt | None = vouched(doc)
+    return attempt
 
 
 def parse_attempt(
     raw: str | bytes, *, source: str = "<stdin>", checked: bool = False
 ) -> dict[str, Any] | None:
+    """``raw`` as an attempt document, validated (see ``read_attempt``), as open JSON:
+    ``read_attempt`` (or ``vouched``) types it."""
     if isinstance(raw, bytes):
         if b"\x00" in raw:
             raise BadInput(source, "binary data: expected a JSON attempt document")
@@ -123,7 +135,7 @@ def parse_attempt(
         # A section a command printed alone (`lk-invoke | lk-diff | ...` without lk-plan):
         # the pipe goes on with an attempt document holding that section.
         body = {k: v for k, v in doc.items() if k not in ("kind", "version")}
-        doc = new_attempt(**{name: body})
+        doc = {"kind": ATTEMPT_KIND, "version": SCHEMA_VERSION, name: body}
         for key in ("attempt_id", "started_at"):  # the attempt's own, kept for the next command
             if key in body:
                 doc[key] = body[key]

@@ -34,8 +34,10 @@ from loopkit.workspace import Workspace, _cache_folder
 
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any
 
+    from loopkit.sections import Attempt as Document  # the document; Attempt here: the run
     from loopkit.sections import Verify
 
 
@@ -48,9 +50,9 @@ class Attempt:
 
     def __init__(self) -> None:
         #: The document the stage running now works on.
-        self.doc: dict[str, Any] | None = None
+        self.doc: Document | None = None
         #: The document it left (``document.handed``); None until it is done.
-        self.out: dict[str, Any] | None = None
+        self.out: Document | None = None
         #: Whether the stage running now may begin later stages' work (set around lk-diff
         #: and lk-verify).
         self.early = False
@@ -99,16 +101,16 @@ class Attempt:
         self.drop_handed()
 
 
-def _taken(within: Attempt | None) -> dict[str, Any] | None:
+def _taken(within: Attempt | None) -> Document | None:
     """The stage's document: the one the attempt hands it, else the piped one (read and
     validated)."""
     return within.doc if within is not None else document.read_attempt()
 
 
-def _leave(within: Attempt | None, doc: dict[str, Any]) -> None:
+def _leave(within: Attempt | None, doc: Mapping[str, Any]) -> None:
     """The stage's document: left for the attempt's next stage, else printed."""
     if within is not None:
-        within.out = document.handed(doc)
+        within.out = document.vouched(document.handed(doc))
     else:
         document.emit(doc)
 
@@ -240,21 +242,22 @@ def diff(
     from loopkit.evidence import diff as changes  # lk-diff's own core: not for the others
 
     doc = _taken(within)
-    recorded = (doc or {}).get("diff") or {}
-    started = ((doc or {}).get("run") or {}).get("base")  # HEAD before the worker ran
+    seen: Mapping[str, Any] = doc or {}
+    recorded = seen.get("diff") or {}
+    started = (seen.get("run") or {}).get("base")  # HEAD before the worker ran
     asked = recorded.get("base") or base or started or "HEAD"
     ws = Workspace.open(contract_path=contract_path, document=doc)
     where = git.Located(root=ws.root, index=ws.index, base=None)
     terms = ws.contract
-    started = ((doc or {}).get("run") or {}).get("git_control")  # .git before the worker
-    seed = statcache.seed(ws.state, ((doc or {}).get("run") or {}).get("state_seal"))
+    started = (seen.get("run") or {}).get("git_control")  # .git before the worker
+    seed = statcache.seed(ws.state, (seen.get("run") or {}).get("state_seal"))
     result = changes.assess(
         changes.gather_at(
             where,
             asked,
             git_control=started,
             seed=seed,
-            ignored_at_start=((doc or {}).get("run") or {}).get("ignored_at_start"),
+            ignored_at_start=(seen.get("run") or {}).get("ignored_at_start"),
             on_tree=_early_work(within, ws, doc, terms, seed)
             if within is not None and within.early
             else None,
@@ -263,7 +266,7 @@ def diff(
         control=ws.control_files() if doc is not None else (),
         drift=ws.contract_drift,
         git_control=started,
-        special_files=((doc or {}).get("run") or {}).get("special_files") or (),
+        special_files=(seen.get("run") or {}).get("special_files") or (),
     )
     if terms is None:
         say("lk-diff", "no contract: the scope policy was not checked")
@@ -371,7 +374,7 @@ class _Checks:
         *,
         only: Sequence[str],
         fail_fast: bool,
-        doc: dict[str, Any] | None,
+        doc: Document | None,
         attempt: Any,
     ) -> None:
         self.ws, self.terms, self.chosen = ws, terms, chosen
@@ -400,11 +403,12 @@ class _Checks:
             self.against_head(result.body)
         return result
 
-    def in_clean_room(self, doc: dict[str, Any] | None, shown: Any, within: Attempt | None) -> Any:
+    def in_clean_room(self, doc: Document | None, shown: Any, within: Attempt | None) -> Any:
         """The checks in the clean room on the attempt's tree, then (a check failed) the
         same checks on the base's tree: never worse than the base."""
         ws, terms = self.ws, self.terms
-        run = (doc or {}).get("run") or {}
+        seen: Mapping[str, Any] = doc or {}
+        run: Mapping[str, Any] = seen.get("run") or {}
         carried = cleanroom.carried(ws.root, terms)
         carry = [c.name for c in carried]
         reset = cleanroom.reset_dirs(ws.root)
@@ -427,13 +431,13 @@ class _Checks:
             tree=_checked_tree(doc),
             early=within.take_room() if within is not None else None,
             should_stop=self.cancelled,
-            prove=basetests.proving(terms, (doc or {}).get("task")),
+            prove=basetests.proving(terms, seen.get("task")),
         )
         if within is not None and within.tree is not None:
             within.tree.wait()  # it ran beside the clean room's hash; done first
         # The base: the commit the worker started from; with no worker (a
         # reproduction on the untouched tree), the one lk-diff measured from.
-        base = run.get("base") or (None if run else ((doc or {}).get("diff") or {}).get("base"))
+        base = run.get("base") or (None if run else (seen.get("diff") or {}).get("base"))
         stopped = any(c.get("cancelled") for c in result.body["checks"])
         if base and not self.only and not result.passed and not stopped:
             if within is not None:
@@ -445,12 +449,13 @@ class _Checks:
         return result
 
     def against_base(
-        self, result: Any, base: str, doc: dict[str, Any] | None, *, carry: Any, reset: Any
+        self, result: Any, base: str, doc: Document | None, *, carry: Any, reset: Any
     ) -> None:
         """Never worse than the base: the criteria's results on the untouched tree. Asked
         only when a check failed: when every check passes, nothing can be worse than the
         base, and the tree is not checked out and run twice."""
-        run = (doc or {}).get("run") or {}
+        seen: Mapping[str, Any] = doc or {}
+        run: Mapping[str, Any] = seen.get("run") or {}
         at_base = checks.baseline(
             self.ws.root,
             self.ws.state,
@@ -465,7 +470,7 @@ class _Checks:
             same=None if run else result.body,
             should_stop=self.cancelled,
         )
-        checks.ratchet(result.body, at_base, task=(doc or {}).get("task"))
+        checks.ratchet(result.body, at_base, task=seen.get("task"))
 
     def against_head(self, body: Verify) -> None:
         """The ratchet for a commit hook: HEAD's results (run once per tree in the clean
@@ -493,7 +498,7 @@ class _Checks:
         checks.ratchet(body, at_head, demand=False)
 
 
-def _say_results(body: dict[str, Any]) -> None:
+def _say_results(body: Mapping[str, Any]) -> None:
     """A line on stderr for each check that failed (and why), changed the tree, or was
     judged against the base; each check that cannot run; each problem of the evidence."""
     known = {k.get("name") for k in body.get("known_failures") or []}
@@ -525,7 +530,7 @@ def _say_results(body: dict[str, Any]) -> None:
         say("lk-verify", f"not verified: {problem}")
 
 
-def _say_judged(check: dict[str, Any], body: dict[str, Any]) -> None:
+def _say_judged(check: Mapping[str, Any], body: Mapping[str, Any]) -> None:
     """How a check red at the base was judged: per test, or as a whole (and why)."""
     if check["passed"] or "required" not in body:
         return
@@ -563,7 +568,7 @@ def _explain_unseen(body: Verify, run: Any, carry: Any, reset: Any, ws: Any) -> 
         say("lk-verify", body["hint"])
 
 
-def _summary(body: dict[str, Any], saved: Any, root: Any) -> str:
+def _summary(body: Mapping[str, Any], saved: Any, root: Any) -> str:
     """The checks for a person: one line each, the tail of a failing one under it."""
     lines = []
     for c in body["checks"]:
@@ -661,7 +666,7 @@ def _early_tree_after(attempt: Attempt, shown: Any, root: Path, state: Path, run
 
 
 def _early_work(
-    attempt: Attempt, ws: Any, doc: dict[str, Any] | None, terms: Any, seed: Path | None
+    attempt: Attempt, ws: Any, doc: Document | None, terms: Any, seed: Path | None
 ) -> Any:
     """Within ``lk attempt``, as lk-diff begins: what lk-diff hands the tree it writes
     (and the index holding it) to, for the stages after it --
@@ -674,8 +679,9 @@ def _early_work(
     room = None
     if doc is not None and isinstance(terms, dict):
         carry = [c.name for c in cleanroom.carried(ws.root, terms)]
+        run: Mapping[str, Any] = doc.get("run") or {}
         room = cleanroom.EarlyRoom(
-            ws.root, head=(doc.get("run") or {}).get("base"), carry=checks.room_links(terms, carry)
+            ws.root, head=run.get("base"), carry=checks.room_links(terms, carry)
         )
         attempt.room = room
     handed = statcache.beside(ws.state, "diff")
@@ -689,10 +695,11 @@ def _early_work(
     return begin
 
 
-def _checked_tree(doc: dict[str, Any] | None) -> str | None:
+def _checked_tree(doc: Document | None) -> str | None:
     """The tree lk-diff checked (diff.tree): the one to verify, so the scope policy and the
     checks judge the same tree. None without one: the working tree is hashed instead."""
-    tree = ((doc or {}).get("diff") or {}).get("tree")
+    seen: Mapping[str, Any] = doc or {}
+    tree = (seen.get("diff") or {}).get("tree")
     return tree if isinstance(tree, str) and tree else None
 
 

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
+    from loopkit.sections import Attempt, JSONObject, Timing
+
 #: Set to 1 to have each stage say its timing on stderr as it ends.
 SWITCH_ENV = "LOOPKIT_TIMINGS"
 #: The stage that adds each section of the attempt document.
@@ -61,11 +63,11 @@ def git_processes() -> int:
     return _git_processes
 
 
-def entry(section: str, body: Mapping[str, Any]) -> dict[str, Any]:
+def entry(section: str, body: Mapping[str, Any]) -> Timing:
     """The timing entry of the stage that adds ``section`` with ``body``, taken now."""
     with _lock:
         took, count, git_s = time.perf_counter() - _began, _git_processes, _git_s
-    out: dict[str, Any] = {
+    out: Timing = {
         "stage": STAGE_OF.get(section, section),
         "s": round(took, 4),
         "git": {"processes": count, "s": round(git_s, 4)},
@@ -75,17 +77,18 @@ def entry(section: str, body: Mapping[str, Any]) -> dict[str, Any]:
     elif section == "verify":
         checks = body.get("checks")
         if isinstance(checks, list):
-            out["checks"] = [
+            times: list[Any] = [
                 {"name": c.get("name"), "s": c.get("duration_s")}
                 for c in checks
                 if isinstance(c, dict) and isinstance(c.get("duration_s"), (int, float))
             ]
+            out["checks"] = times
     if os.environ.get(SWITCH_ENV) == "1":
         sys.stderr.write(f"{line(out)}\n")
     return out
 
 
-def add(document: dict[str, Any], section: str, body: Mapping[str, Any]) -> None:
+def add(document: Attempt | JSONObject, section: str, body: Mapping[str, Any]) -> None:
     """Append the stage's entry to the document's ``timings`` (the stages so far)."""
     kept = document.get("timings")
     # The worker's run is an attempt's first timed stage: whatever came before is not its.

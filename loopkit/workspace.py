@@ -29,17 +29,17 @@ from pathlib import Path
 
 from loopkit import SCHEMA_VERSION, __version__, git, loader
 from loopkit.digest import sha256
-from loopkit.document import emit, read_attempt
+from loopkit.document import emit, read_attempt, vouched
 from loopkit.errors import BadInput, EnvironmentProblem
 
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
 if TYPE_CHECKING:
     from typing import Any
 
+    from loopkit.sections import Attempt, Task
+
 STATE_ENV = "LOOPKIT_STATE_DIR"
 DEFAULT_STATE = ".loopkit"
-#: Where a document records the contract file it was built from (path and sha256).
-SOURCE_KEY = "contract_source"
 
 
 class Workspace:
@@ -50,7 +50,7 @@ class Workspace:
         self,
         root: Path,
         index: Path,
-        document: dict[str, Any] | None = None,
+        document: Mapping[str, Any] | None = None,
         contract: dict[str, Any] | None = None,
         contract_from: str | None = None,
         contract_sha256: str | None = None,
@@ -77,7 +77,7 @@ class Workspace:
         cls,
         *,
         contract_path: str | None = None,
-        document: dict[str, Any] | None = None,
+        document: Mapping[str, Any] | None = None,
         cwd: str | os.PathLike[str] | None = None,
         environ: Mapping[str, str] | None = None,
         require_contract: bool = False,
@@ -113,8 +113,8 @@ class Workspace:
     # ------------------------------------------------------------------ answers
 
     @property
-    def task(self) -> dict[str, Any] | None:
-        task = (self.document or {}).get("task")
+    def task(self) -> Task | None:
+        task: Task | None = (self.document or {}).get("task")
         return task if isinstance(task, dict) else None
 
     @property
@@ -139,7 +139,7 @@ class Workspace:
         """The files that steer the loop, repository-relative: the contract file, the
         memory file and the task's TASKS.md. A worker may change none of them."""
         out: list[str] = []
-        task_source = (self.task or {}).get("source") or {}
+        task_source = (self.task.get("source") if self.task else None) or {}
         candidates = [
             self.contract_from if self.contract_from != "<stdin>" else None,
             str(self.memory_file()) if self.memory_file() else None,
@@ -163,7 +163,7 @@ class Workspace:
             return None
         return self.root / memory
 
-    def stamp(self, document: dict[str, Any]) -> None:
+    def stamp(self, document: Attempt) -> None:
         """Record in ``document`` the contract this workspace works under (the snapshot
         every later stage reads) and where it came from."""
         Found(self.contract, self.contract_from, self.contract_sha256).stamp(document)
@@ -179,7 +179,7 @@ class Workspace:
             "contract": self.contract_from,
             "contract_sha256": self.contract_sha256,
             "memory": str(memory) if memory else None,
-            "task": (self.task or {}).get("id"),
+            "task": self.task.get("id") if self.task else None,
             "scope": (self.contract or {}).get("scope"),
         }
 
@@ -224,12 +224,12 @@ class Found:
         #: Set when the contract file changed since the attempt started: the snapshot rules.
         self.drift = drift
 
-    def stamp(self, document: dict[str, Any]) -> None:
+    def stamp(self, document: Attempt) -> None:
         if self.contract is not None and not isinstance(document.get("contract"), Mapping):
-            document["contract"] = self.contract
-        if self.source and self.sha256 and SOURCE_KEY not in document:
+            document["contract"] = vouched(self.contract)
+        if self.source and self.sha256 and "contract_source" not in document:
             path = self.source if self.source == "<stdin>" else os.path.abspath(self.source)
-            document[SOURCE_KEY] = {"path": path, "sha256": self.sha256}
+            document["contract_source"] = {"path": path, "sha256": self.sha256}
 
 
 def find_default(*folders: Path | None) -> Path | None:
@@ -266,7 +266,7 @@ def resolve_contract(
     if path:
         raw = _read(path)
         sha = _sha256(raw)
-        recorded = (document or {}).get(SOURCE_KEY)
+        recorded = (document or {}).get("contract_source")
         same_file = isinstance(recorded, Mapping) and recorded.get("path") == os.path.abspath(path)
         if isinstance(piped, Mapping) and isinstance(recorded, Mapping) and same_file:
             # The file this attempt started under: if it changed since (a worker edited
@@ -285,7 +285,7 @@ def resolve_contract(
     if isinstance(piped, Mapping):
         # Already checked against its schema when the document was read.
         data = _trusted(piped)
-        recorded = (document or {}).get(SOURCE_KEY)
+        recorded = (document or {}).get("contract_source")
         was = recorded if isinstance(recorded, Mapping) else {}
         return Found(_with_task(data, task), was.get("path") or "<stdin>", was.get("sha256"))
     default = find_default(start, root)

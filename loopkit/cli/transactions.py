@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from loopkit import git
 from loopkit.background import Background
-from loopkit.document import emit, parse_attempt, read_attempt, stdin_has_data
+from loopkit.document import emit, parse_attempt, read_attempt, stdin_has_data, vouched
 from loopkit.errors import BadInput, UsageProblem
 from loopkit.handling import say
 from loopkit.ratchet import lock, steps
@@ -22,7 +22,10 @@ from loopkit.ratchet.steps import Context, Refused
 
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any
+
+    from loopkit.sections import Attempt
 
 
 #: --shell: the result's fields a loop reads, by their variable's name.
@@ -79,7 +82,7 @@ def _run(
     return code
 
 
-def _print(result: dict[str, Any], as_shell: bool) -> None:
+def _print(result: Mapping[str, Any], as_shell: bool) -> None:
     if as_shell:
         for name, key in _SHELL.items():  # only what this step answers: nothing else is reset
             if key in result:
@@ -109,11 +112,12 @@ def _doc(path: str | None, *, checked: bool = False) -> dict[str, Any] | None:
     return parse_attempt(lines[-1] if lines else b"", source=source, checked=checked)
 
 
-def _decided(path: str | None) -> dict[str, Any]:
+def _decided(path: str | None) -> Attempt:
     doc = _doc(path, checked=True)
     if doc is None:
         raise BadInput(path or "<stdin>", "no document: expected the decided attempt document")
-    return doc
+    decided: Attempt = vouched(doc)
+    return decided
 
 
 def _ctx(attempt_in: str | None = None) -> Any:
@@ -126,7 +130,7 @@ def _releasing(end: bool, owner: int | None) -> int | None:
     return (owner or os.getppid()) if end else None
 
 
-def _label_of(doc: dict[str, Any], label: str) -> str:
+def _label_of(doc: Mapping[str, Any], label: str) -> str:
     attempt = (doc.get("decision") or {}).get("attempt")
     return label or (str(attempt) if attempt else "attempt")
 
@@ -242,7 +246,7 @@ def _rounds(
             )
             if decided is not None:
                 doc = decided
-                outcome = (doc.get("decision") or {}).get("outcome")
+                outcome = doc.get("decision", {}).get("outcome")
                 _say(f"round 0: the checks fail on the untouched tree ({outcome}); recorded")
                 sys.stdout.write(attempts.shell(doc) if as_shell else attempts.text(doc))
                 code = settle_step(code, doc, owner=owner, as_shell=as_shell, label="0")
@@ -302,7 +306,7 @@ def attempt(
 
 
 def _round(
-    doc: dict[str, Any],
+    doc: Attempt,
     *,
     contract_path: str | None,
     base: str | None,
@@ -323,14 +327,15 @@ def _round(
     return rc
 
 
-def _start(begun: dict[str, Any]) -> dict[str, Any]:
+def _start(begun: dict[str, Any]) -> Attempt:
     """The start document ``lk task begin`` wrote (its own: parsed, not validated again)."""
 
     with open(begun["start"], encoding="utf-8") as f:
         doc = parse_attempt(f.read(), source=str(begun["start"]), checked=True)
     if doc is None:
         raise BadInput(str(begun["start"]), "no start document")
-    return doc
+    start: Attempt = vouched(doc)
+    return start
 
 
 def save(
@@ -345,7 +350,8 @@ def save(
     if not label and document is None:
         raise UsageProblem("lk task save needs a LABEL (or --doc, whose attempt names it)")
     name = label or _label_of(document or {}, "")
-    outcome = str(((document or {}).get("decision") or {}).get("outcome") or "")
+    decision: Mapping[str, Any] = (document.get("decision") if document else None) or {}
+    outcome = str(decision.get("outcome") or "")
     code = _run(
         lambda: steps.save(_ctx(attempt_in), label=name, why=why or outcome or "saved"), as_shell
     )
@@ -360,7 +366,7 @@ def save(
 def land(
     *,
     doc: str | None = None,
-    document: dict[str, Any] | None = None,
+    document: Attempt | None = None,
     label: str = "",
     stat_cache: bool = False,
     attempt_in: str | None = None,
@@ -381,7 +387,7 @@ def land(
 def park(
     *,
     doc: str | None = None,
-    document: dict[str, Any] | None = None,
+    document: Attempt | None = None,
     label: str = "",
     outcome: str = "",
     attempt_in: str | None = None,
@@ -390,7 +396,8 @@ def park(
     owner: int | None = None,
 ) -> int:
     document = document or _decided(doc)
-    why = outcome or str((document.get("decision") or {}).get("outcome") or "failed")
+    decision: Mapping[str, Any] = document.get("decision") or {}
+    why = outcome or str(decision.get("outcome") or "failed")
     return _run(
         lambda: steps.park(
             _ctx(attempt_in), document, label=_label_of(document, label), outcome=why
@@ -418,7 +425,7 @@ def cancel(
 
 
 def settle_step(
-    code: int, document: dict[str, Any], *, owner: int | None, as_shell: bool, label: str = ""
+    code: int, document: Attempt, *, owner: int | None, as_shell: bool, label: str = ""
 ) -> int:
     """``lk attempt --settle``: the step the decision's exit ``code`` calls for, in the
     attempt's own process -- complete lands (from lk-decide's fresh stat cache), retry and
@@ -430,7 +437,8 @@ def settle_step(
     if code == 0:
         step = land(document=document, stat_cache=True, end=True, owner=owner, as_shell=as_shell)
     elif code in (10, 11):
-        why = str((document.get("decision") or {}).get("outcome") or "retry")
+        decision: Mapping[str, Any] = document.get("decision") or {}
+        why = str(decision.get("outcome") or "retry")
         step = _run(lambda: steps.save(_ctx(), label=label, why=why), as_shell)
     elif code in (20, 21, 22):
         step = park(document=document, label=label, end=True, owner=owner, as_shell=as_shell)

@@ -29,7 +29,7 @@ from loopkit.decision.records import (
     pool_record,
     replay,
 )
-from loopkit.document import attach, new_attempt
+from loopkit.document import attach, new_attempt, vouched
 from loopkit.errors import BadInput
 from loopkit.evidence import statcache
 from loopkit.evidence.verify import RECORD_NAME, keep_as_base
@@ -39,11 +39,11 @@ from loopkit.state.artifacts import assign_attempt_id
 from loopkit.workspace import Workspace, for_state_only
 
 if TYPE_CHECKING:
-    from loopkit.sections import Contract, JSONObject, PoolAsk, Record, View
+    from loopkit.sections import Attempt, Contract, JSONObject, PoolAsk, Record, View
 
 
 class Result:
-    document: dict[str, Any]
+    document: Mapping[str, Any]
     code: int
     summary: str
     warnings: list[str]
@@ -52,7 +52,7 @@ class Result:
 
     def __init__(
         self,
-        document: dict[str, Any],
+        document: Mapping[str, Any],
         code: int,
         summary: str,
         warnings: list[str] | None = None,
@@ -66,7 +66,7 @@ class Result:
 
 
 class _Setup:
-    document: dict[str, Any]
+    document: Attempt
     contract: Contract
     root: Path
     state: Path
@@ -74,7 +74,7 @@ class _Setup:
 
     def __init__(
         self,
-        document: dict[str, Any],
+        document: Attempt,
         contract: Contract,
         root: Path,
         state: Path,
@@ -87,9 +87,7 @@ class _Setup:
         self.ledger = ledger
 
 
-def _setup(
-    document: dict[str, Any] | None, contract_path: str | None, ledger_path: str | None
-) -> _Setup:
+def _setup(document: Attempt | None, contract_path: str | None, ledger_path: str | None) -> _Setup:
     doc = document if document is not None else new_attempt()
     ws = Workspace.open(contract_path=contract_path, document=doc, require_contract=True)
     contract = cast("Contract", ws.contract or {})
@@ -166,7 +164,7 @@ class EarlyTree:
 
 
 def decide(
-    document: dict[str, Any] | None,
+    document: Attempt | None,
     *,
     contract_path: str | None = None,
     ledger_path: str | None = None,
@@ -305,7 +303,7 @@ def _settle_pool(
 
 
 def admit(
-    document: dict[str, Any] | None,
+    document: Attempt | None,
     *,
     contract_path: str | None = None,
     ledger_path: str | None = None,
@@ -382,7 +380,8 @@ def admit(
     if waited >= POOL_POLL_S:
         notes.append(f"waited {waited:.1f}s for the run's pool ({pool_id})")
     warnings[:0] = [f"ledger {s.ledger.path}: {p}" for p in s.ledger.problems]
-    doc["admission"] = admission
+    undeclared: JSONObject = vouched(doc)  # the run's share, read by lk-invoke
+    undeclared["admission"] = admission
     if refused is not None:
         attach(doc, "decision", refused)
         return Result(

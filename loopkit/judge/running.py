@@ -32,7 +32,7 @@ from loopkit.worker.providers.base import Exit, RunSpec
 from loopkit.workspace import Workspace
 
 if TYPE_CHECKING:
-    from loopkit.sections import Judge
+    from loopkit.sections import Attempt, Judge
     from loopkit.worker.providers.base import RunState
 
 DEFAULT_TIMEOUT_S = 600.0
@@ -278,7 +278,7 @@ def stream_cwd(path: Path, *, lines: int = 20) -> str | None:
 
 
 def evaluate(
-    document: dict[str, Any] | None,
+    document: Attempt | None,
     *,
     contract_path: str | None = None,
     goal: str | None = None,
@@ -314,7 +314,7 @@ def evaluate(
     the_goal = goal_for(goal=goal, document=document, contract=contract)
     settings = Settings.resolve(contract, provider=provider, model=model)
     root = ws.root
-    doc = document or {}
+    doc: Mapping[str, Any] = document or {}
     before = git.tree_hash(root)
     prompt = build_prompt(
         the_goal.text,

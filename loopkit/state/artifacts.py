@@ -11,9 +11,12 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Any
 
 from loopkit.errors import BadInput
+
+TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
+if TYPE_CHECKING:
+    from loopkit.sections import Attempt, JSONObject
 
 #: An attempt id: one folder name (schemas/common.json#/$defs/attempt_id), never a path.
 SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -28,7 +31,7 @@ def new_attempt_id() -> str:
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + os.urandom(3).hex()
 
 
-def assign_attempt_id(document: dict[str, Any]) -> str:
+def assign_attempt_id(document: Attempt | JSONObject) -> str:
     """Give ``document`` an attempt id if it has none (it is written into the document),
     and return the id. An id the document brings is checked before anything is named
     after it (exit 3)."""

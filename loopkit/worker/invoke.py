@@ -21,9 +21,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypedDict
 
-from loopkit import handoff
-from loopkit.boundary import dialects, secrets
+from loopkit import git, handoff, proc
+from loopkit.boundary import containment, dialects, secrets
+from loopkit.document import attach
 from loopkit.errors import BadInput, EnvironmentProblem
+from loopkit.evidence import cleanroom, specialfiles, statcache, verify
+from loopkit.state import artifacts, cancel
+from loopkit.state.artifacts import relative
 from loopkit.text import clean, file_tail
 from loopkit.worker import providers
 from loopkit.worker.breaker import DEFAULT_REPEATS, Breaker
@@ -40,12 +44,13 @@ from loopkit.worker.providers.base import (
     detect,
 )
 from loopkit.worker.providers.shell import side_effects
+from loopkit.workspace import clear_cache, remembered, resolve_contract, state_folder
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from loopkit import proc
     from loopkit.boundary.containment import SandboxRecord
     from loopkit.boundary.usage import MeterSection
+    from loopkit.sections import Attempt, JSONObject
 
 DEFAULT_TIMEOUT_S = 900.0
 MAX_SIDE_EFFECTS = 100
@@ -391,7 +396,6 @@ def _run(
     answers); the whole process group stopped on an interrupt. ``missing``: the one line
     when its program is not there. ``already``: why it is not started at all (a stop
     asked before the start: a persisted ``lk cancel``)."""
-    from loopkit import proc
 
     if already:
         stream_path.write_bytes(b"")
@@ -534,7 +538,6 @@ class Jail:
         self.way: Any = None  # the run's egress, when its sandbox has no network
 
     def apply(self, provider: Provider, inv: Invocation) -> Any:
-        from loopkit.boundary import containment
 
         inner, writable = provider.contained(inv) if self.policy.mode != "off" else (inv, [])
         state = str(self.state.resolve())
@@ -628,8 +631,6 @@ def _rel(path: Path, root: Path | None) -> str:
     if root is None:
         return str(path)
 
-    from loopkit.state.artifacts import relative
-
     return relative(path.resolve(), root.resolve())
 
 
@@ -639,7 +640,7 @@ def _rel(path: Path, root: Path | None) -> str:
 class Request:
     """What lk-invoke was asked to do (flags win over the contract)."""
 
-    document: dict[str, Any] | None
+    document: Attempt | None
     contract_path: str | None
     provider: str | None
     command: str | None
@@ -657,7 +658,7 @@ class Request:
 
     def __init__(
         self,
-        document: dict[str, Any] | None = None,
+        document: Attempt | None = None,
         contract_path: str | None = None,
         provider: str | None = None,
         command: str | None = None,
@@ -707,8 +708,6 @@ class Plan:
 def plan(req: Request, *, root: Path | None = None) -> Plan:
     """Resolve contract, provider and handoff; nothing is started."""
 
-    from loopkit.workspace import resolve_contract
-
     found = resolve_contract(req.contract_path, req.document, start=req.cwd, root=root)
     contract = found.contract
     worker = dict((contract or {}).get("worker") or {})
@@ -723,7 +722,7 @@ def plan(req: Request, *, root: Path | None = None) -> Plan:
             "--command",
             "the command provider needs a command: --command CMD or worker.command in the contract",
         )
-    doc = req.document or {}
+    doc: Mapping[str, Any] = req.document or {}
     task = doc.get("task") if isinstance(doc.get("task"), dict) else None
     if not task and not contract and name != "command":
         raise BadInput(
@@ -799,13 +798,8 @@ def dry_run(req: Request) -> dict[str, Any]:
 
 def attempt(req: Request) -> dict[str, Any]:
     """Run one attempt; return the document to print (attempt with ``run``, or run alone)."""
-    from loopkit import git
-    from loopkit.background import Background
-    from loopkit.boundary import containment
-    from loopkit.document import attach
-    from loopkit.evidence import cleanroom, specialfiles, statcache
-    from loopkit.state import artifacts, cancel
-    from loopkit.workspace import remembered, state_folder
+    from loopkit.background import Background  # the attempt's own: not lk-judge's
+    from loopkit.decision import ledger
 
     # Where the tree started: a worker that commits its own change must not hide it from
     # lk-diff, which compares against this base when no other is given. One git call finds
@@ -833,8 +827,6 @@ def attempt(req: Request) -> dict[str, Any]:
     def cancelled() -> str | None:
         return "cancelled" if cancel.requested(state_path) else None
 
-    from loopkit.decision import ledger
-
     # What steers git and loopkit under .git, before the worker (loopkit's own exclude
     # line for the state folder is already written): lk-diff reports any change. Read
     # beside the rest of the set-up, and waited for before the worker starts.
@@ -842,7 +834,7 @@ def attempt(req: Request) -> dict[str, Any]:
     statcache.ensure(state_path, where.index)  # the first attempt's, from the user's index
     # lk-decide refuses a ledger the worker touched; other tasks' records may be appended
     # meanwhile (slices side by side share one ledger), never this task's.
-    task_section = (req.document or {}).get("task")
+    task_section = req.document.get("task") if req.document else None
     task_id = str(task_section.get("id") or "") if isinstance(task_section, dict) else ""
     sealed = ledger.seal(state_path, task=task_id or None)
     read_only = [
@@ -910,10 +902,7 @@ def _settle(
     """The tree after the worker, before anything lets git look at it: the FIFOs, sockets
     and device nodes it left removed (a FIFO named .gitignore blocks git for ever), what
     it changed of what steers git and loopkit under .git, its contract cache emptied."""
-    from loopkit import git
     from loopkit.background import Background
-    from loopkit.evidence import specialfiles
-    from loopkit.workspace import clear_cache
 
     # Walked beside the reading of .git below (which looks at no file of the tree).
     clearing = Background(
@@ -944,6 +933,7 @@ class _BaseBeside:
     AFTER_S = 0.5
 
     def __init__(self, run: Any, started: float) -> None:
+        from loopkit.background import Background
 
         self.written: dict[str, str] = {}
         self.started = started
@@ -953,8 +943,6 @@ class _BaseBeside:
             if self.worker_done.wait(self.AFTER_S):
                 return None
             return run(self.written)
-
-        from loopkit.background import Background
 
         self.job = Background(later, name="lk-invoke-base")
 
@@ -996,7 +984,6 @@ def _base_beside(
     ``should_stop`` (``lk cancel``) ends its running check at once."""
     if req.document is None or not base or not contract or not contract.get("criteria"):
         return None
-    from loopkit.evidence import cleanroom, verify
 
     env = verify.check_env(contract, req.document, root=root)
     criteria = list(contract["criteria"])
@@ -1023,7 +1010,7 @@ def _base_beside(
 def _writable_carry(root: Path, carry: list[str], policy: Any) -> list[str]:
     """The carried paths the worker can write: all of them without a sandbox; in one,
     those the contract's ``sandbox.writable`` covers."""
-    from loopkit.boundary import containment, sandbox
+    from loopkit.boundary import sandbox
 
     if policy.mode == "off" or not sandbox.probe().available:
         return list(carry)
@@ -1042,14 +1029,12 @@ def _writable_carry(root: Path, carry: list[str], policy: Any) -> list[str]:
 def _control_files(root: Path, req: Request, contract: Mapping[str, Any] | None) -> list[Path]:
     """The files that steer the loop, inside the repository: read-only in the sandbox."""
 
-    doc = req.document or {}
+    doc: Mapping[str, Any] = req.document or {}
 
     def mapping(value: Any) -> Mapping[str, Any]:
         return value if isinstance(value, Mapping) else {}
 
-    from loopkit.workspace import SOURCE_KEY
-
-    source = mapping(doc.get(SOURCE_KEY))
+    source = mapping(doc.get("contract_source"))
     task_source = mapping(mapping(doc.get("task")).get("source"))
     names = [
         req.contract_path,
@@ -1074,7 +1059,6 @@ def _git_control(
     """``run.git_control``: the control state of .git as the task's first attempt found it
     (a retry carries it on: what one attempt changed, the next cannot make the new
     normal), and what changed while this worker ran."""
-    from loopkit import git
 
     earlier = ((handoff.previous_attempt(document) or {}).get("run") or {}).get("git_control")
     if (
@@ -1103,7 +1087,6 @@ def _ignored_at_start(document: Mapping[str, Any] | None, root: Path, state: Pat
     file that is in no commit (a tool's self-ignoring ``.venv/.gitignore``, a
     ``secrets/.gitignore`` holding ``*``) is not among the base's rules, and a worker that
     empties it would otherwise get that folder committed."""
-    from loopkit import git
 
     earlier = ((handoff.previous_attempt(document) or {}).get("run") or {}).get("ignored_at_start")
     if isinstance(earlier, list) and all(isinstance(p, str) for p in earlier):
@@ -1112,7 +1095,7 @@ def _ignored_at_start(document: Mapping[str, Any] | None, root: Path, state: Pat
     return git.ignored_now(root, leave_out=(own,))[:MAX_IGNORED_AT_START]
 
 
-def _fresh(document: dict[str, Any] | None) -> dict[str, Any]:
+def _fresh(document: Attempt | None) -> JSONObject:
     """A new attempt from a piped document: a finished attempt's sections are dropped."""
 
     if document is None:

@@ -24,6 +24,7 @@ import os
 import shlex
 import shutil
 import sys
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -92,7 +93,6 @@ class AcpProvider(Provider):
         argv += spec.extra_args
         where = spec.handoff_path.with_name(CONFIG_NAME) if spec.handoff_path else None
         if where is None:  # a dry run, or a caller without artifacts: nothing made here
-            import tempfile
             import uuid
 
             where = Path(tempfile.gettempdir()) / f"loopkit-acp-{uuid.uuid4().hex}.json"

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from loopkit import loader
+from loopkit.boundary import containment
 from loopkit.boundary.dialects import Api, Upstream, find_upstream
 from loopkit.files import atomic_write
 from loopkit.text import clip
@@ -203,7 +204,6 @@ class ClaudeProvider(Provider):
         settings, credentials and instructions copied in afresh each run, the sessions
         kept for ``--resume``; nothing the worker writes there reaches the person's own
         ``claude`` later."""
-        from loopkit.boundary import containment
 
         config = inv.env.get("CLAUDE_CONFIG_DIR")
         home = inv.env.get("HOME")

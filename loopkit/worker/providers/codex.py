@@ -23,6 +23,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, ClassVar
 
+from loopkit.boundary import containment
 from loopkit.boundary.dialects import Api, Upstream
 from loopkit.files import atomic_write
 from loopkit.text import clip
@@ -171,7 +172,6 @@ class CodexProvider(Provider):
         # A private CODEX_HOME (containment.provider_home): the person's config and
         # credentials copied in afresh each run, the sessions kept for a resume; a
         # `notify` program or an instruction the worker writes never reaches the person.
-        from loopkit.boundary import containment
 
         files = {
             name: Path(home) / name

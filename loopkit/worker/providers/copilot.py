@@ -36,6 +36,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+from loopkit.boundary import containment
 from loopkit.boundary.dialects import Api, Upstream, find_upstream
 from loopkit.text import clip
 from loopkit.worker.providers import codex, tools
@@ -161,7 +162,6 @@ class CopilotProvider(Provider):
     def contained(self, inv: Invocation) -> tuple[Invocation, list[Path]]:
         """Copilot's config, sessions and logs move to a private ``COPILOT_HOME``: the
         person's config copied in afresh each run, the sessions kept for ``--resume``."""
-        from loopkit.boundary import containment
 
         source = copilot_home(inv.env)
         if source is None:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from loopkit import loader
+from loopkit.boundary import containment
 from loopkit.boundary.dialects import Api
 from loopkit.files import atomic_write
 from loopkit.text import clip
@@ -180,7 +181,6 @@ class GeminiProvider(Provider):
         (``containment.provider_home``): the person's settings and credentials copied in
         afresh, loopkit's settings (``QUIET``, the turn cap) rendered on top, the sessions
         kept for ``--resume``; nothing the worker writes there reaches the person."""
-        from loopkit.boundary import containment
 
         base = inv.env.get("GEMINI_CLI_HOME") or inv.env.get("HOME")
         source = Path(base) / ".gemini" if base else None

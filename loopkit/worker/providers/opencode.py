@@ -40,6 +40,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+from loopkit.boundary import containment
 from loopkit.boundary.dialects import Api, Upstream
 from loopkit.files import atomic_write
 from loopkit.text import clip
@@ -191,7 +192,6 @@ class OpencodeProvider(Provider):
         """opencode's settings and sessions move to a private home: the person's settings
         and credentials copied in afresh each run, its sessions kept for ``--session``;
         nothing the worker writes there reaches the person's own opencode."""
-        from loopkit.boundary import containment
 
         config, data = config_dirs(inv.env)
         if config is None or data is None:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from loopkit import loader
+from loopkit.boundary import containment
 from loopkit.boundary.dialects import Api, Upstream
 from loopkit.files import atomic_write
 from loopkit.text import clip
@@ -199,7 +200,6 @@ class PiProvider(Provider):
         """pi's settings, custom models, credentials and sessions move to a private copy
         of its folder: the person's files copied in afresh each run, the sessions kept
         for ``--session``."""
-        from loopkit.boundary import containment
 
         home = containment.provider_home(inv.cwd, self.name)
         if inv.env.get("PI_CODING_AGENT_DIR") == str(home):  # moved there already (metered)

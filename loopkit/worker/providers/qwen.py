@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+from loopkit.boundary import containment
 from loopkit.boundary.dialects import Api
 from loopkit.files import atomic_write
 from loopkit.text import clip
@@ -45,6 +46,7 @@ from loopkit.worker.providers.base import (
     is_vendor_url,
 )
 from loopkit.worker.providers.claude import ClaudeParser
+from loopkit.worker.providers.gemini import render_settings
 
 DEFAULT_APPROVAL = "yolo"
 DEFAULT_MAX_TURNS = 30
@@ -162,8 +164,6 @@ class QwenProvider(Provider):
         ``~/.qwen``): in loopkit's runs a private copy (``containment.provider_home``),
         the person's settings and credentials copied in afresh, ``QUIET`` rendered on
         top, the sessions kept for ``--resume``."""
-        from loopkit.boundary import containment
-        from loopkit.worker.providers.gemini import render_settings
 
         config = inv.env.get("QWEN_HOME")
         home = inv.env.get("HOME")
