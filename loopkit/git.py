@@ -33,7 +33,6 @@ from loopkit.discovery import Located as Located  # the answer of ``locate``
 from loopkit.discovery import is_object_id as is_object_id  # one rule for an id
 from loopkit.errors import EnvironmentProblem, LoopkitError
 from loopkit.exitcodes import ExitCode
-from loopkit.files import atomic_write
 
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
 if TYPE_CHECKING:
@@ -537,6 +536,8 @@ def write_blob(
     oid = hashlib.sha1(body).hexdigest()
     path = dirs.common / "objects" / oid[:2] / oid[2:]
     if not path.exists():
+        from loopkit.files import atomic_write  # not at import: lk-plan next never writes
+
         atomic_write(path, zlib.compress(body), sync=durable, mode=0o444)
     return oid
 
