@@ -38,14 +38,19 @@ worktree the lander's checks run in).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
+import shutil
+import sys
+import time
 from pathlib import Path
 
-from loopkit import git
+from loopkit import digest, git
 from loopkit.errors import BadInput, EnvironmentProblem, LoopkitError
 from loopkit.exitcodes import ExitCode
 from loopkit.files import atomic_write
+from loopkit.ratchet import lock, trees
 
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
 if TYPE_CHECKING:
@@ -188,7 +193,6 @@ class Queue:
         if not onto.startswith("refs/"):
             onto = f"refs/heads/{onto}"
         self.tip(onto)
-        from loopkit.ratchet import lock
 
         with lock.guard(self._dir("")):
             for e in self.entries():
@@ -243,7 +247,6 @@ class Queue:
     ) -> dict[str, Any]:
         """Land every queued entry in order (see the module's docstring); returns what
         landed and what was returned. Refused (exit 4) while another lander runs."""
-        from loopkit import digest
 
         try:
             contract_sha = digest.sha256(contract.read_bytes()).hexdigest()
@@ -274,10 +277,6 @@ class Queue:
         that the lander's process holds while it lands: a dead process holds none -- a
         zombie no parent reaps, a pid used again by another process. ``loop.lock`` names
         the holder (its pid) for a person."""
-        import fcntl
-        import time
-
-        from loopkit.ratchet import lock
 
         folder = self._dir("")
         pid = owner or os.getpid()
@@ -549,11 +548,8 @@ class Queue:
         if not alive:  # never made, or half made by a lander that was stopped
             self.ok(["worktree", "prune"])
             if room.exists():
-                import shutil
-
                 shutil.rmtree(room)
             self.out(["worktree", "add", "-q", "--detach", str(room), tip])
-        from loopkit.ratchet import trees
 
         git.git(["update-ref", "--no-deref", "HEAD", tip], cwd=room)
         where = trees.Where(room, git.git_dirs(room).own, room / ".loopkit")
@@ -608,7 +604,6 @@ class Queue:
         if not edit.changed:
             return commit
         blob = git.write_blob(self.root, apply_edit(edit, raw))
-        from loopkit.ratchet import trees
 
         where = trees.Where(self.root, git.git_dirs(self.root).own, self.root / ".loopkit")
         with trees.scratch_index(where) as index:
@@ -725,7 +720,6 @@ def _subject(text: str) -> str:
 
 
 def _python() -> str:
-    import sys
 
     return sys.executable
 

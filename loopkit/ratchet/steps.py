@@ -15,12 +15,17 @@ unsafe reset path, a full disk, a path or ref that cannot be written).
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import time
 from pathlib import Path
 
 from loopkit import git
+from loopkit.background import Background
 from loopkit.errors import BadInput, EnvironmentProblem, LoopkitError
 from loopkit.exitcodes import ExitCode
+from loopkit.files import atomic_write
 from loopkit.ratchet import journal, lock, memory, trees
 
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
@@ -124,7 +129,6 @@ def begin(
     (with ``document``; without one, the lock and the recovery alone). ``outer``: the pid
     of the loop that started this one and holds the lock for it (``LK_LOCK_OWNER``).
     A begin that fails after taking the lock releases it."""
-    from loopkit.background import Background
     from loopkit.workspace import Workspace
 
     ws = None
@@ -256,10 +260,6 @@ def _finished(recovered: Sequence[Mapping[str, Any]], task: Any) -> dict[str, An
 def _keep_start(state: Path, task: str, document: Mapping[str, Any], owner: int) -> Path:
     """Keep the start document as ``<state>/runs/<task>/<run>/start.json`` (the run folder
     a loop keeps each round's documents in), before the journal that names it is written."""
-    import json
-    import time
-
-    from loopkit.files import atomic_write
 
     run = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{owner}"
     start = state / "runs" / git.ref_component(task) / run / "start.json"
@@ -273,9 +273,6 @@ def _keep_start(state: Path, task: str, document: Mapping[str, Any], owner: int)
 
 def note(ctx: Context, text: str) -> dict[str, Any]:
     """Add ``text`` to the task's notes in its start document."""
-    import json
-
-    from loopkit.files import atomic_write
 
     j = _task_journal(ctx)
     start = Path(str(j.get("start_doc") or ""))
@@ -384,7 +381,6 @@ def _parent_inside(root: Path, target: Path) -> bool:
 
 def _reset(ctx: Context, j: Mapping[str, Any]) -> None:
     """Wipe every reset path; a directory is recreated empty, never left missing."""
-    import shutil
 
     for stripped in j.get("reset_paths") or ():
         target = ctx.root / stripped
@@ -1021,7 +1017,6 @@ def _rebuild(ctx: Context) -> dict[str, Any]:
 def _last_start(state: Path) -> tuple[str, Path | None, str]:
     """The task, run folder and checklist (the task's ``source.file``) of the last start
     document a loop kept (``_keep_start``)."""
-    import json
 
     best: tuple[int, Path] | None = None
     for start in state.glob("runs/*/*/start.json"):
