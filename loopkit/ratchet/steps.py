@@ -201,7 +201,7 @@ def _start(
     reset_paths: Sequence[str],
     memory_file: str | None,
     walked: tuple[bool, list[str]] | None = None,
-) -> dict[str, Any]:
+) -> journal.TaskJournal:
     task = _doc_get(document, "task", "id")
     if not isinstance(task, str) or not task:
         raise BadInput("<stdin>", "the document names no task (expected a string)", path="task.id")
@@ -216,7 +216,7 @@ def _start(
         raise EnvironmentProblem("the repository has no commit yet")
     is_dirty, ignored = walked if walked is not None else trees.start_walk(w)
     w.start_ignored = ignored
-    j: dict[str, Any] = {
+    j: journal.TaskJournal = {
         "task": task,
         "owner": owner,
         "phase": "attempt",
@@ -285,7 +285,7 @@ def note(ctx: Context, text: str) -> dict[str, Any]:
     return _result("note", j, start=str(start))
 
 
-def _record_dirty_start(ctx: Context, w: trees.Where, j: dict[str, Any]) -> None:
+def _record_dirty_start(ctx: Context, w: trees.Where, j: journal.TaskJournal) -> None:
     """--allow-dirty: the user's uncommitted state saved as ``user-start`` (the diff base,
     what a park restores) and what was staged as ``user-index``."""
     task, base = j["task"], j["base"]
@@ -407,7 +407,7 @@ def _reset(ctx: Context, j: Mapping[str, Any]) -> None:
 # ----------------------------------------------------------------------------------- save
 
 
-def _task_journal(ctx: Context) -> dict[str, Any]:
+def _task_journal(ctx: Context) -> journal.TaskJournal:
     j = journal.load(ctx.folder)
     if j is None:
         raise EnvironmentProblem(
@@ -468,7 +468,7 @@ def cancel(ctx: Context, *, label: str) -> dict[str, Any]:
 
 
 def _branch_check(
-    ctx: Context, j: dict[str, Any], what: str, ref: str | None, label: str
+    ctx: Context, j: journal.TaskJournal, what: str, ref: str | None, label: str
 ) -> tuple[str, str]:
     """Return HEAD's commit and branch when it is where the task began (on its branch);
     else save the tree (unless ``ref`` holds it), put back a branch rewound to an ancestor,
@@ -564,7 +564,13 @@ def land(
         _fast_forward_check(ctx, j, commit, label)
     _attest(ctx, j, document, commit, str(tree), label)
     j.update(
-        phase="landing", commit=commit, tree=tree, label=label, elsewhere=ctx.attempt_in is not None
+        {
+            "phase": "landing",
+            "commit": commit,
+            "tree": tree,
+            "label": label,
+            "elsewhere": ctx.attempt_in is not None,
+        }
     )
     twin = journal.write_before(ctx.folder, j)
     return _finish_landing(ctx, j, fresh_stat=fresh_stat, at=at, twin=twin)
@@ -588,7 +594,12 @@ def _message(document: Mapping[str, Any], task: str, label: str) -> str:
 
 
 def _attest(
-    ctx: Context, j: dict[str, Any], document: Mapping[str, Any], commit: str, tree: str, label: str
+    ctx: Context,
+    j: journal.TaskJournal,
+    document: Mapping[str, Any],
+    commit: str,
+    tree: str,
+    label: str,
 ) -> None:
     """The landing's signed statement, the commit's note before the branch moves to it
     (loopkit.attest.landing); under ``loopkit.attest=require``, none refuses the landing."""
@@ -612,7 +623,7 @@ def _attest(
         raise Refused(text, _result("refused", j, ref=ref, reason=text)) from None
 
 
-def _fast_forward_check(ctx: Context, j: dict[str, Any], commit: str, label: str) -> None:
+def _fast_forward_check(ctx: Context, j: journal.TaskJournal, commit: str, label: str) -> None:
     """The checks ran in another worktree: the branch here takes the commit only as a
     fast-forward from where the task began. Else the green commit is kept under
     ``refs/loopkit/<task>/green-<label>`` and the landing refused (40)."""
@@ -634,7 +645,7 @@ def _fast_forward_check(ctx: Context, j: dict[str, Any], commit: str, label: str
 
 def _finish_landing(
     ctx: Context,
-    j: dict[str, Any],
+    j: journal.TaskJournal,
     *,
     fresh_stat: bool = False,
     at: tuple[str, str] | None = None,
@@ -810,17 +821,19 @@ def park(ctx: Context, document: Mapping[str, Any], *, label: str, outcome: str)
     _branch_check(ctx, j, f"the revert of {task}", ref, label)
     reason = memory.one_line(f"{outcome}: {_doc_get(document, 'decision', 'reason') or ''}", 200)
     j.update(
-        phase="parking",
-        saved=ref,
-        outcome=outcome,
-        reason=reason,
-        entry=memory.entry(document, outcome, ref),
+        {
+            "phase": "parking",
+            "saved": ref,
+            "outcome": outcome,
+            "reason": reason,
+            "entry": memory.entry(document, outcome, ref),
+        }
     )
     journal.write(ctx.folder, j)
     return _finish_parking(ctx, j)
 
 
-def _finish_parking(ctx: Context, j: dict[str, Any]) -> dict[str, Any]:
+def _finish_parking(ctx: Context, j: journal.TaskJournal) -> dict[str, Any]:
     w = ctx.where(j)
     task, ref = str(j["task"]), str(j["saved"])
     head, _ = trees.head(w)
@@ -931,7 +944,7 @@ def recover(ctx: Context, *, owner: int) -> list[dict[str, Any]]:
     return [_recover_attempt(ctx, j)]
 
 
-def _recover_attempt(ctx: Context, j: dict[str, Any]) -> dict[str, Any]:
+def _recover_attempt(ctx: Context, j: journal.TaskJournal) -> dict[str, Any]:
     w = ctx.where(j)
     task, base = str(j["task"]), str(j["base"])
     head, _ = trees.head(w)
