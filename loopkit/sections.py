@@ -448,6 +448,28 @@ class Inputs(TypedDict, total=False):
     pool: NotRequired[JSONObject]
 
 
+class QueueEntry(TypedDict, total=False):
+    """schemas/queue.json#/$defs/entry: a task verified and committed, waiting to land
+    (loopkit.ratchet.queue keeps one file of it per entry)."""
+
+    kind: Required[str]
+    version: Required[int]
+    seq: Required[int]
+    id: Required[str]
+    task: Required[str]
+    text: NotRequired[str]
+    tree: Required[str]
+    base: Required[str]
+    commit: Required[str]
+    ref: Required[str]
+    onto: Required[str]
+    tasks: NotRequired[str]
+    document: NotRequired[str]
+    status: Required[str]  # queued | landed | returned
+    landed: NotRequired[JSONObject]
+    returned: NotRequired[JSONObject]
+
+
 class Entry(TypedDict, total=False):
     """A ledger record as loopkit.decision.records makes it, before the ledger numbers it
     (``Record`` less its kind, version and seq)."""

@@ -57,6 +57,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
     from typing import Any
 
+    from loopkit.sections import QueueEntry
+
 REFS = "refs/loopkit/queue/"
 #: Per branch, the last tip the lander trusts: one it landed, or one it verified green.
 TRUSTED = "refs/loopkit/trusted/"
@@ -117,14 +119,22 @@ class Queue:
             return None
         return data if isinstance(data, dict) else None
 
-    def entries(self) -> list[dict[str, Any]]:
+    def _read_entry(self, path: Path) -> QueueEntry | None:
+        """An entry's file as ``_save_entry`` wrote it (None when missing or unreadable)."""
+        try:
+            data: QueueEntry = json.loads(path.read_bytes())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def entries(self) -> list[QueueEntry]:
         """Every entry, oldest first."""
         folder = self.folder / "entries"
         if not folder.is_dir():
             return []
         out = []
         for p in sorted(folder.glob("*.json")):
-            data = self._read(p)
+            data = self._read_entry(p)
             if data and data.get("kind") == ENTRY_KIND:
                 out.append(data)
         return sorted(out, key=lambda e: int(e.get("seq") or 0))
@@ -156,7 +166,7 @@ class Queue:
         tasks: str | None = None,
         source: str = "<stdin>",
         worktree: Path | None = None,
-    ) -> dict[str, Any]:
+    ) -> QueueEntry:
         """Queue a complete attempt: its verified tree as a commit on its base, under a ref,
         and an entry. Adding the same task's same tree again returns the entry there is.
         ``worktree``: where it ran, the document being the one ``lk attempt --keep`` kept
@@ -208,7 +218,7 @@ class Queue:
             self.out(["update-ref", "-m", "loopkit: queue", ref, commit])
             doc_path = self._dir("docs") / f"{entry_id}.json"
             self._write(doc_path, document)
-            entry: dict[str, Any] = {
+            entry: QueueEntry = {
                 "kind": ENTRY_KIND,
                 "version": 1,
                 "seq": seq,
@@ -371,7 +381,7 @@ class Queue:
         if not j or j.get("kind") != JOURNAL_KIND:
             self._forget()
             return None
-        entry = self._read(self.folder / "entries" / f"{j.get('entry')}.json")
+        entry = self._read_entry(self.folder / "entries" / f"{j.get('entry')}.json")
         if entry is None or entry.get("status") != "queued" or j.get("phase") != "landing":
             self._forget()
             return None
@@ -383,7 +393,7 @@ class Queue:
         self._forget()
         return None
 
-    def _land_one(self, entry: dict[str, Any]) -> dict[str, Any]:
+    def _land_one(self, entry: QueueEntry) -> dict[str, Any]:
         onto = str(entry["onto"])
         for _ in range(MAX_REBUILDS):
             tip = self.tip(onto)
@@ -616,7 +626,7 @@ class Queue:
             ["commit-tree", tree, "-p", commit, "-m", f"loopkit: mark {entry['task']} done"]
         )
 
-    def _landed(self, entry: dict[str, Any], j: Mapping[str, Any]) -> dict[str, Any]:
+    def _landed(self, entry: QueueEntry, j: Mapping[str, Any]) -> dict[str, Any]:
         self._bring_checkout(str(entry["onto"]), str(j["tip"]), str(j["commit"]))
         entry["status"] = "landed"
         entry["landed"] = {
@@ -653,7 +663,7 @@ class Queue:
 
     def _return(
         self,
-        entry: dict[str, Any],
+        entry: QueueEntry,
         tip: str,
         *,
         conflicts: list[str] | None = None,

@@ -184,6 +184,7 @@ TYPED = [
     ("attempt", "Attempt"),
     ("contract", "Contract"),
     ("ledger-record", "Record"),
+    ("queue#/$defs/entry", "QueueEntry"),
     ("task#/properties/budget", "TaskBudget"),
     ("task#/properties/source", "TaskSource"),
     ("run#/properties/usage", "RunUsage"),
