@@ -448,6 +448,37 @@ class Inputs(TypedDict, total=False):
     pool: NotRequired[JSONObject]
 
 
+class AttestCheck(TypedDict, total=False):
+    """schemas/attest-statement.json#/$defs/predicate/properties/checks/items: a check
+    that verified the landed tree, its output and tests by digest."""
+
+    name: Required[str]
+    command: Required[str]
+    runner: Required[str]
+    exit_code: NotRequired[int | None]
+    passed: Required[bool]
+    duration_s: Required[float | None]
+    output_sha256: NotRequired[str | None]
+    tests_sha256: NotRequired[str | None]
+
+
+class AttestPredicate(TypedDict, total=False):
+    """schemas/attest-statement.json#/$defs/predicate: what verified a landed commit."""
+
+    base: Required[str]
+    task: Required[JSONObject]
+    contract: Required[JSONObject]
+    checks: Required[list[AttestCheck]]
+    attempts: Required[list[JSONObject]]
+    decision: Required[JSONObject]
+    worker: Required[JSONObject]
+    judge: Required[JSONObject | None]
+    cost: Required[JSONObject]
+    loopkit: Required[JSONObject]
+    repository: Required[JSONObject]
+    bookkeeping: NotRequired[list[str]]
+
+
 class QueueEntry(TypedDict, total=False):
     """schemas/queue.json#/$defs/entry: a task verified and committed, waiting to land
     (loopkit.ratchet.queue keeps one file of it per entry)."""

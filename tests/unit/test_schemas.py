@@ -185,6 +185,8 @@ TYPED = [
     ("contract", "Contract"),
     ("ledger-record", "Record"),
     ("queue#/$defs/entry", "QueueEntry"),
+    ("attest-statement#/$defs/predicate", "AttestPredicate"),
+    ("attest-statement#/$defs/predicate/properties/checks/items", "AttestCheck"),
     ("task#/properties/budget", "TaskBudget"),
     ("task#/properties/source", "TaskSource"),
     ("run#/properties/usage", "RunUsage"),
