@@ -479,6 +479,52 @@ class AttestPredicate(TypedDict, total=False):
     bookkeeping: NotRequired[list[str]]
 
 
+class EvalTrials(TypedDict, total=False):
+    """schemas/eval.json#/properties/trials: how many trials the report counts."""
+
+    expected: Required[int]
+    finished: Required[int]
+    stale: NotRequired[int]
+
+
+class EvalReport(TypedDict, total=False):
+    """schemas/eval.json: ``lk eval report``'s document."""
+
+    kind: Required[str]
+    version: Required[int]
+    suite: Required[str]
+    base: Required[str]
+    repeats: Required[int]
+    seed: Required[int]
+    trials: Required[EvalTrials]
+    configs: Required[dict[str, JSONObject]]  # per configuration: its rates and counts
+    comparisons: Required[list[JSONObject]]
+    bases: NotRequired[dict[str, str]]
+    infra_reading: NotRequired[str]
+
+
+class EvalPlanRow(TypedDict):
+    """schemas/eval-plan.json#/properties/plan/items: what one number of repeats needs."""
+
+    repeats: int
+    tasks: int
+    trials: int
+
+
+class EvalPlan(TypedDict):
+    """schemas/eval-plan.json: ``lk eval plan``'s document."""
+
+    kind: str
+    version: int
+    effect: float
+    rate: float
+    spread: float
+    configs: int
+    power: float
+    alpha: float
+    plan: list[EvalPlanRow]
+
+
 class QueueEntry(TypedDict, total=False):
     """schemas/queue.json#/$defs/entry: a task verified and committed, waiting to land
     (loopkit.ratchet.queue keeps one file of it per entry)."""
