@@ -16,6 +16,9 @@ import contextlib
 import hashlib
 import os
 import posixpath
+import re
+import stat
+import time
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -266,7 +269,6 @@ def stale_lock_cleared(lock: Path) -> bool:
     """Remove ``lock`` when its owner is gone -- no process holds it open (read through
     /proc) and it is older than a moment -- and say whether it is gone. Without /proc
     nothing is removed."""
-    import time
 
     try:
         age = time.time() - lock.stat().st_mtime
@@ -767,7 +769,6 @@ def _module_data(name: str) -> bool:
 
 def _digest(path: Path) -> str:
     """sha256 of a file's kind, executable bit and content (of a symlink: its target)."""
-    import stat
 
     from loopkit.digest import sha256
 
@@ -1119,7 +1120,6 @@ def ref_component(name: str) -> str:
     """``name`` (a task id) made safe for one component of a ref and a folder name (``lk
     task``'s refs and run folders): other characters become ``-``, no leading ``.`` or
     ``-``, no ``..``, no ``.lock`` ending."""
-    import re
 
     out = re.sub(r"[^A-Za-z0-9._-]", "-", name)
     out = re.sub(r"^[.-]*", "", out)
@@ -1175,7 +1175,6 @@ def lines_in_tree(root: Path, tree: str, lines: Sequence[str]) -> dict[str, int]
 def _unborn_repositories(done: proc.Captured) -> list[str]:
     """The nested repositories without a commit that made ``git add`` fail (empty when
     anything else went wrong too)."""
-    import re
 
     found: list[str] = []
     for line in done.stderr.decode("utf-8", "surrogateescape").splitlines():
@@ -1479,7 +1478,7 @@ def ensure_room(root: Path, path: Path, *, head: str | None) -> None:
     ``head`` (default: root's HEAD). It has a fresh config and no hooks, and is not
     registered in the repository (``git worktree list`` does not show it); remade when
     what is there is not that."""
-    import shutil
+    import shutil  # not at import: lk plan next and the other readers never remove
 
     objects = str((common_dir(root) / "objects").resolve())
     alternates = path / ".git" / "objects" / "info" / "alternates"
@@ -1504,7 +1503,6 @@ def ensure_room(root: Path, path: Path, *, head: str | None) -> None:
     if is_object_id(commit):
         # The room is loopkit's own repository: its detached HEAD is written as git would
         # write it (the id and a newline, whole or not at all), without a git process.
-        from loopkit.files import atomic_write  # not at import: lk-plan next never writes
 
         atomic_write(path / ".git" / "HEAD", f"{commit}\n")
     else:
@@ -1639,7 +1637,7 @@ def worktree_changes(
     the moment it is written, with the scratch index that holds it (in the thread that
     wrote it; the index is gone once this returns).
     """
-    from loopkit.background import Background
+    from loopkit.background import Background  # threads: not for lk plan next
 
     with TreeWatch(root, index=index, seed=seed) as watch:
         watch.refresh()

@@ -448,6 +448,105 @@ class Inputs(TypedDict, total=False):
     pool: NotRequired[JSONObject]
 
 
+class AttestCheck(TypedDict, total=False):
+    """schemas/attest-statement.json#/$defs/predicate/properties/checks/items: a check
+    that verified the landed tree, its output and tests by digest."""
+
+    name: Required[str]
+    command: Required[str]
+    runner: Required[str]
+    exit_code: NotRequired[int | None]
+    passed: Required[bool]
+    duration_s: Required[float | None]
+    output_sha256: NotRequired[str | None]
+    tests_sha256: NotRequired[str | None]
+
+
+class AttestPredicate(TypedDict, total=False):
+    """schemas/attest-statement.json#/$defs/predicate: what verified a landed commit."""
+
+    base: Required[str]
+    task: Required[JSONObject]
+    contract: Required[JSONObject]
+    checks: Required[list[AttestCheck]]
+    attempts: Required[list[JSONObject]]
+    decision: Required[JSONObject]
+    worker: Required[JSONObject]
+    judge: Required[JSONObject | None]
+    cost: Required[JSONObject]
+    loopkit: Required[JSONObject]
+    repository: Required[JSONObject]
+    bookkeeping: NotRequired[list[str]]
+
+
+class EvalTrials(TypedDict, total=False):
+    """schemas/eval.json#/properties/trials: how many trials the report counts."""
+
+    expected: Required[int]
+    finished: Required[int]
+    stale: NotRequired[int]
+
+
+class EvalReport(TypedDict, total=False):
+    """schemas/eval.json: ``lk eval report``'s document."""
+
+    kind: Required[str]
+    version: Required[int]
+    suite: Required[str]
+    base: Required[str]
+    repeats: Required[int]
+    seed: Required[int]
+    trials: Required[EvalTrials]
+    configs: Required[dict[str, JSONObject]]  # per configuration: its rates and counts
+    comparisons: Required[list[JSONObject]]
+    bases: NotRequired[dict[str, str]]
+    infra_reading: NotRequired[str]
+
+
+class EvalPlanRow(TypedDict):
+    """schemas/eval-plan.json#/properties/plan/items: what one number of repeats needs."""
+
+    repeats: int
+    tasks: int
+    trials: int
+
+
+class EvalPlan(TypedDict):
+    """schemas/eval-plan.json: ``lk eval plan``'s document."""
+
+    kind: str
+    version: int
+    effect: float
+    rate: float
+    spread: float
+    configs: int
+    power: float
+    alpha: float
+    plan: list[EvalPlanRow]
+
+
+class QueueEntry(TypedDict, total=False):
+    """schemas/queue.json#/$defs/entry: a task verified and committed, waiting to land
+    (loopkit.ratchet.queue keeps one file of it per entry)."""
+
+    kind: Required[str]
+    version: Required[int]
+    seq: Required[int]
+    id: Required[str]
+    task: Required[str]
+    text: NotRequired[str]
+    tree: Required[str]
+    base: Required[str]
+    commit: Required[str]
+    ref: Required[str]
+    onto: Required[str]
+    tasks: NotRequired[str]
+    document: NotRequired[str]
+    status: Required[str]  # queued | landed | returned
+    landed: NotRequired[JSONObject]
+    returned: NotRequired[JSONObject]
+
+
 class Entry(TypedDict, total=False):
     """A ledger record as loopkit.decision.records makes it, before the ledger numbers it
     (``Record`` less its kind, version and seq)."""

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from typing import Any
 
+    from loopkit.sections import AttestCheck, AttestPredicate
+
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://loopkit.dev/attest/landing/v1"
 
@@ -80,7 +82,7 @@ def _get(doc: Mapping[str, Any], *path: str) -> Any:
     return value
 
 
-def _check(c: Mapping[str, Any], runner: str) -> dict[str, Any]:
+def _check(c: Mapping[str, Any], runner: str) -> AttestCheck:
     tests = c.get("tests")
     return {
         "name": str(c.get("name")),
@@ -173,7 +175,7 @@ def build(
     runner = _runner(document)
     checks = [_check(c, runner) for c in _get(document, "verify", "checks") or []]
     criteria = _get(document, "contract", "criteria") or []
-    predicate: dict[str, Any] = {
+    predicate: AttestPredicate = {
         "base": base,
         "task": {"id": str(task.get("id") or ""), "text": str(task.get("text") or "")[:500]},
         "contract": {

@@ -39,6 +39,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from loopkit.sections import QueueEntry
+
 EPILOG = (
     "\b\nExit codes of lk report:\n  0   reported (torn or damaged ledger lines are skipped, "
     "with a warning)\n  3   --ledger names no file, or --otlp no http(s) URL\n"
@@ -46,7 +48,7 @@ EPILOG = (
 )
 
 
-def _landings() -> tuple[list[dict[str, Any]] | None, list[dict[str, Any]]]:
+def _landings() -> tuple[list[dict[str, Any]] | None, list[QueueEntry]]:
     """The stacks lk stack recorded here and the merge queue's entries (the pull-request
     panel); None and nothing outside git."""
 

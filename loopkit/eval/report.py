@@ -17,6 +17,10 @@ from typing import Any
 
 from loopkit.eval import stats
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from loopkit.sections import EvalPlan, EvalPlanRow, EvalReport
+
 KIND = "loopkit/eval"
 PLAN_KIND = "loopkit/eval-plan"
 #: The repeats ``lk eval plan`` lists.
@@ -39,7 +43,7 @@ def summarize(
     compare: tuple[str, str] | None = None,
     reading: str = "strict",
     stale: int = 0,
-) -> dict[str, Any]:
+) -> EvalReport:
     """The report of ``results`` (the suite's current trials). ``reading``: which count of
     the infrastructure's failures the comparisons (and the gate) use -- ``counted`` as
     the agent's failures, ``excluded`` (left out), or ``strict``: per comparison, the
@@ -205,12 +209,10 @@ def _median(values: Sequence[float]) -> float | None:
     return round(statistics.median(values), 3) if values else None
 
 
-def plan(
-    *, effect: float, rate: float, spread: float, configs: int, power: float
-) -> dict[str, Any]:
+def plan(*, effect: float, rate: float, spread: float, configs: int, power: float) -> EvalPlan:
     """``lk eval plan``: per number of repeats, the tasks (and trials) a comparison of
     ``configs`` configurations needs to detect ``effect`` (schemas/eval-plan.json)."""
-    rows = []
+    rows: list[EvalPlanRow] = []
     for r in PLAN_REPEATS:
         n = stats.plan(
             effect=effect, rate=rate, repeats=r, spread=spread, comparisons=configs - 1, power=power
@@ -229,7 +231,7 @@ def plan(
     }
 
 
-def plan_text(doc: dict[str, Any]) -> str:
+def plan_text(doc: EvalPlan) -> str:
     lines = [
         f"to detect {doc['effect'] * 100:.0f} points over a {doc['rate'] * 100:.0f}% baseline "
         f"(5% two-sided, {doc['power'] * 100:.0f}% power, {doc['configs']} configurations, "
@@ -267,7 +269,7 @@ _READ = {
 }
 
 
-def text(doc: dict[str, Any]) -> str:
+def text(doc: EvalReport) -> str:
     """The report a person reads in a minute."""
     t = doc["trials"]
     lines = [
@@ -341,7 +343,7 @@ Cell = tuple[str, str | None]
 GLYPH = {"passed": "✓", "failed": "✗", "infra": "!"}
 
 
-def html(doc: dict[str, Any], cells: dict[str, dict[str, list[Cell]]] | None = None) -> str:
+def html(doc: EvalReport, cells: dict[str, dict[str, list[Cell]]] | None = None) -> str:
     """One self-contained page: pass@1 per configuration with its interval, cost against
     pass rate (the frontier), the comparisons, and per task (hardest first) each trial's
     outcome linked to its transcript or documents (``cells``: config -> task -> trials)."""
@@ -368,7 +370,7 @@ def html(doc: dict[str, Any], cells: dict[str, dict[str, list[Cell]]] | None = N
     )
 
 
-def _bars(doc: dict[str, Any]) -> str:
+def _bars(doc: EvalReport) -> str:
     names = list(doc["configs"])
     bar_h, gap, left, width = 22, 10, 160, 420
     height = len(names) * (bar_h + gap) + 30
@@ -415,7 +417,7 @@ def frontier(points: dict[str, tuple[float, float]]) -> list[str]:
     return out
 
 
-def _frontier(doc: dict[str, Any]) -> str:
+def _frontier(doc: EvalReport) -> str:
     """pass@1 (with its interval) against the mean cost of a trial, per configuration."""
     points: dict[str, tuple[float, float]] = {}
     for name, c in doc["configs"].items():
@@ -459,7 +461,7 @@ def _frontier(doc: dict[str, Any]) -> str:
     return "".join(parts)
 
 
-def _tasks_table(doc: dict[str, Any], cells: dict[str, dict[str, list[Cell]]]) -> str:
+def _tasks_table(doc: EvalReport, cells: dict[str, dict[str, list[Cell]]]) -> str:
     """Rows: tasks, hardest first (the mean pass rate over the configurations, the
     infrastructure's failures left out); a cell per configuration, a mark per trial."""
     names = list(doc["configs"])

@@ -40,7 +40,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loopkit import loader
 from loopkit.errors import BadInput
+from loopkit.worker import providers
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 #: A task's id, as lk attempt takes it (schemas/attempt.json).
@@ -157,8 +159,6 @@ class Suite:
 
 def load(path: Path) -> Suite:
     """The suite at ``path``, validated; BadInput listing every problem."""
-    from loopkit import loader
-    from loopkit.worker import providers
 
     try:
         data = loader.yaml_load(path.read_text(encoding="utf-8"))

@@ -27,12 +27,16 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from loopkit import git, loader, proc
 from loopkit.errors import BadInput
 from loopkit.eval import identity
 from loopkit.eval.suite import Config, Suite, Task
+from loopkit.files import atomic_write
+from loopkit.worker import providers
 
 RESULTS = "trials.jsonl"
 #: The commit each (repository, base) was pinned to by the eval's first run.
@@ -152,7 +156,6 @@ class Runner:
         A base is pinned once per eval: the first run writes ``pins.json`` and every
         rerun starts from the same commits, wherever the branch has moved since (a
         report reads them too). ``clear=False``: only read (``lk eval report``)."""
-        from loopkit.files import atomic_write
 
         pins = self._read_pins()
         fresh = False
@@ -182,7 +185,6 @@ class Runner:
         return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
     def _resolve(self, repo: Path, ref: str) -> str:
-        from loopkit import git
 
         try:
             return git.out(["rev-parse", "--verify", f"{ref}^{{commit}}"], cwd=repo).strip()
@@ -193,7 +195,6 @@ class Runner:
 
     def _contract_at(self, repo: Path, base: str) -> dict[str, Any]:
         """The suite's contract as it is at ``base`` ({} without one)."""
-        from loopkit import git, loader
 
         if (repo, base) in self._contracts:
             return self._contracts[(repo, base)]
@@ -214,7 +215,6 @@ class Runner:
     def _clear_trees(self) -> None:
         """Remove the worktrees a killed run left: a kill during ``git worktree add``
         leaves its entry locked ("initializing"), which a prune keeps."""
-        from loopkit import git
 
         trees = (self.state / "trees").resolve()
         for repo in dict.fromkeys(self.repo_of(t) for t in self.suite.tasks):
@@ -233,7 +233,6 @@ class Runner:
             shutil.rmtree(left, ignore_errors=True)
 
     def _git(self, args: list[str], repo: Path) -> str:
-        from loopkit import git
 
         with self._git_lock:
             return git.out(args, cwd=repo)
@@ -287,7 +286,6 @@ class Runner:
 
     def write_contract(self, contract: Mapping[str, Any]) -> Path:
         """The contract's file, named by its hash: the log keeps every one that ran."""
-        from loopkit.files import atomic_write
 
         path = self.state / "contracts" / f"{identity.digest(contract)}.json"
         if not path.exists():
@@ -297,8 +295,6 @@ class Runner:
     def config_of(self, config: Config) -> tuple[str, dict[str, object]]:
         """The configuration's hash and its record (the provider's executable hashed)."""
         if config.name not in self._configs:
-            from loopkit.worker import providers
-
             exe = identity.config_executable(providers.get(config.provider).binary, config.worker)
             path_var = config.env.get("PATH", self.environ.get("PATH"))
             record = identity.config_record(
@@ -393,7 +389,6 @@ class Runner:
         commit alone (fetched shallow): none of the repository's later commits -- the
         fix, its tests -- is in its objects. It lies in a folder of the system's temporary
         folder, which no other trial's sandbox shows."""
-        from loopkit import git
 
         tree = Path(tempfile.mkdtemp(prefix=self.temp_prefix)) / slug
         tree.mkdir()
@@ -405,7 +400,6 @@ class Runner:
 
     def drop_tree(self, tree: Path, task: Task) -> None:
         """Remove a trial's tree and the loopkit state folders beside it."""
-        from loopkit import git
 
         for beside in (".state", ".score"):
             shutil.rmtree(tree.parent / (tree.name + beside), ignore_errors=True)
@@ -473,7 +467,6 @@ class Runner:
     def validate(self, *, jobs: int = 1) -> list[str]:
         """Each task fails at its base, and its reference (if any) passes: the problems
         (``jobs`` tasks at once)."""
-        from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             return [p for found in pool.map(self._validate, self.suite.tasks) for p in found]
@@ -515,7 +508,6 @@ class Runner:
     def _verify(
         self, tree: Path, contract: Path, state: str = ".state"
     ) -> tuple[int | None, bytes]:
-        from loopkit import proc
 
         env = {**self.environ, "LOOPKIT_STATE_DIR": str(tree.parent / (tree.name + state))}
         done = proc.run(
@@ -524,7 +516,6 @@ class Runner:
         return done.exit_code, done.output
 
     def _apply_reference(self, tree: Path, task: Task) -> str | None:
-        from loopkit import git, proc
 
         reference = str(task.reference)
         patch = (self.suite.path.parent / reference).resolve()
@@ -572,8 +563,6 @@ class Runner:
             for t in todo:
                 self.record(self.trial(t))
         else:
-            from concurrent.futures import ThreadPoolExecutor
-
             with ThreadPoolExecutor(max_workers=jobs) as pool:
                 for result in pool.map(self.trial, todo):
                     self.record(result)
@@ -581,7 +570,6 @@ class Runner:
 
     def config_log(self, config: Config) -> None:
         """The configuration's record, named by its hash, in the eval log's folder."""
-        from loopkit.files import atomic_write
 
         digest, record = self.config_of(config)
         path = self.state / "configs" / f"{digest}.json"
@@ -635,7 +623,6 @@ class Runner:
     def _attempts(
         self, t: Trial, contract: Path, tree: Path, slug: str, started: float
     ) -> dict[str, Any]:
-        from loopkit import proc
 
         doc: dict[str, Any] = {
             "kind": "loopkit/attempt",
@@ -670,7 +657,6 @@ class Runner:
             if code not in (10, 11) or _infra(after, code):
                 break
             doc = after
-        from loopkit.files import atomic_write
 
         atomic_write(self.state / "documents" / f"{slug}.json", json.dumps(rounds) + "\n")
         saved = self._keep_transcripts(tree, rounds, slug)

@@ -38,7 +38,43 @@ from loopkit.files import atomic_write, sync_folder
 
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, TypedDict
+
+    class TaskJournal(TypedDict, total=False):
+        """The journal's keys: ``begin`` writes the first block, each later step adds its own."""
+
+        kind: str
+        version: int
+        task: str
+        owner: int
+        phase: str  # attempt | landing | marking | parking
+        base: str  # the commit the task began on
+        branch: str  # the branch HEAD named then ("" when detached)
+        diff_base: str  # what the attempt's diff is taken against
+        start_tree: str
+        start_index: str  # the index's tree at a dirty start ("" when clean)
+        start_ignored: list[str]
+        user_start: str  # the ref keeping a dirty start
+        state: str  # the state folder
+        tasks: str  # the checklist to mark ("" for none)
+        memory: str  # the memory file ("" for none)
+        reset_paths: list[str]
+        reset_dirs: list[str]
+        start_doc: str  # the begin document kept in the state folder
+        # landing
+        commit: str
+        tree: Any  # the verified tree as the document gave it
+        label: str
+        elsewhere: bool  # the attempt ran in a work tree of its own
+        # parking
+        saved: str  # the ref holding the attempt
+        outcome: str
+        reason: str
+        entry: str  # the retrospective's text
+        reverted: bool
+        # end
+        stopped: str  # the ref saving a tree the loop left without a decision
+
 
 NAME = "task.json"
 KIND = "loopkit/task-journal"
@@ -50,15 +86,15 @@ def path(folder: Path) -> Path:
     return folder / NAME
 
 
-def _parse(raw: bytes) -> dict[str, Any] | None:
+def _parse(raw: bytes) -> TaskJournal | None:
     try:
-        data = json.loads(raw)
+        data: TaskJournal = json.loads(raw)  # a journal this module wrote: TaskJournal's keys
     except ValueError:
         return None
     return data if isinstance(data, dict) and data.get("kind") == KIND else None
 
 
-def load(folder: Path) -> dict[str, Any] | None:
+def load(folder: Path) -> TaskJournal | None:
     """The journal, or None when there is none or it is torn (``torn`` tells which)."""
     p = path(folder)
     try:
@@ -78,7 +114,7 @@ def torn(folder: Path) -> bool:
         return False
 
 
-def twin(folder: Path) -> dict[str, Any] | None:
+def twin(folder: Path) -> TaskJournal | None:
     """The journal as its twin in git holds it (None when there is none)."""
     done = git.git(["cat-file", "blob", REF], cwd=folder.parent, check=False)
     return _parse(done.stdout) if done.exit_code == 0 else None
@@ -95,25 +131,25 @@ def set_aside(folder: Path) -> Path:
     return bad
 
 
-def _text(data: dict[str, Any]) -> str:
+def _text(data: TaskJournal) -> str:
     data["kind"] = KIND
     data["version"] = 1
     return json.dumps(data, indent=1) + "\n"
 
 
-def write(folder: Path, data: dict[str, Any]) -> None:
+def write(folder: Path, data: TaskJournal) -> None:
     """The journal written: its twin first, then the file."""
     _written(folder, data, twin_now=True)
 
 
-def write_before(folder: Path, data: dict[str, Any]) -> str:
+def write_before(folder: Path, data: TaskJournal) -> str:
     """The journal written for a step whose first act is a ref transaction: the file now,
     and the twin's line for that transaction (``update <ref> <blob>``), its blob written.
     Until the transaction commits, the twin still says the step before, as git does."""
     return f"update {REF} {_written(folder, data, twin_now=False)}\n"
 
 
-def _written(folder: Path, data: dict[str, Any], *, twin_now: bool) -> str:
+def _written(folder: Path, data: TaskJournal, *, twin_now: bool) -> str:
     data["kind"] = KIND
     data["version"] = 1
     text = json.dumps(data, indent=1) + "\n"

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shutil
 from pathlib import Path
 
 from loopkit.errors import EnvironmentProblem
@@ -187,6 +188,4 @@ def _remove(path: Path) -> None:
     if path.is_symlink() or path.is_file():
         path.unlink()
     elif path.exists():
-        import shutil
-
         shutil.rmtree(path)

@@ -38,19 +38,26 @@ worktree the lander's checks run in).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
+import shutil
+import sys
+import time
 from pathlib import Path
 
-from loopkit import git
+from loopkit import digest, git
 from loopkit.errors import BadInput, EnvironmentProblem, LoopkitError
 from loopkit.exitcodes import ExitCode
 from loopkit.files import atomic_write
+from loopkit.ratchet import lock, trees
 
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
     from typing import Any
+
+    from loopkit.sections import QueueEntry
 
 REFS = "refs/loopkit/queue/"
 #: Per branch, the last tip the lander trusts: one it landed, or one it verified green.
@@ -112,14 +119,22 @@ class Queue:
             return None
         return data if isinstance(data, dict) else None
 
-    def entries(self) -> list[dict[str, Any]]:
+    def _read_entry(self, path: Path) -> QueueEntry | None:
+        """An entry's file as ``_save_entry`` wrote it (None when missing or unreadable)."""
+        try:
+            data: QueueEntry = json.loads(path.read_bytes())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def entries(self) -> list[QueueEntry]:
         """Every entry, oldest first."""
         folder = self.folder / "entries"
         if not folder.is_dir():
             return []
         out = []
         for p in sorted(folder.glob("*.json")):
-            data = self._read(p)
+            data = self._read_entry(p)
             if data and data.get("kind") == ENTRY_KIND:
                 out.append(data)
         return sorted(out, key=lambda e: int(e.get("seq") or 0))
@@ -151,7 +166,7 @@ class Queue:
         tasks: str | None = None,
         source: str = "<stdin>",
         worktree: Path | None = None,
-    ) -> dict[str, Any]:
+    ) -> QueueEntry:
         """Queue a complete attempt: its verified tree as a commit on its base, under a ref,
         and an entry. Adding the same task's same tree again returns the entry there is.
         ``worktree``: where it ran, the document being the one ``lk attempt --keep`` kept
@@ -188,7 +203,6 @@ class Queue:
         if not onto.startswith("refs/"):
             onto = f"refs/heads/{onto}"
         self.tip(onto)
-        from loopkit.ratchet import lock
 
         with lock.guard(self._dir("")):
             for e in self.entries():
@@ -204,7 +218,7 @@ class Queue:
             self.out(["update-ref", "-m", "loopkit: queue", ref, commit])
             doc_path = self._dir("docs") / f"{entry_id}.json"
             self._write(doc_path, document)
-            entry: dict[str, Any] = {
+            entry: QueueEntry = {
                 "kind": ENTRY_KIND,
                 "version": 1,
                 "seq": seq,
@@ -243,7 +257,6 @@ class Queue:
     ) -> dict[str, Any]:
         """Land every queued entry in order (see the module's docstring); returns what
         landed and what was returned. Refused (exit 4) while another lander runs."""
-        from loopkit import digest
 
         try:
             contract_sha = digest.sha256(contract.read_bytes()).hexdigest()
@@ -274,10 +287,6 @@ class Queue:
         that the lander's process holds while it lands: a dead process holds none -- a
         zombie no parent reaps, a pid used again by another process. ``loop.lock`` names
         the holder (its pid) for a person."""
-        import fcntl
-        import time
-
-        from loopkit.ratchet import lock
 
         folder = self._dir("")
         pid = owner or os.getpid()
@@ -372,7 +381,7 @@ class Queue:
         if not j or j.get("kind") != JOURNAL_KIND:
             self._forget()
             return None
-        entry = self._read(self.folder / "entries" / f"{j.get('entry')}.json")
+        entry = self._read_entry(self.folder / "entries" / f"{j.get('entry')}.json")
         if entry is None or entry.get("status") != "queued" or j.get("phase") != "landing":
             self._forget()
             return None
@@ -384,7 +393,7 @@ class Queue:
         self._forget()
         return None
 
-    def _land_one(self, entry: dict[str, Any]) -> dict[str, Any]:
+    def _land_one(self, entry: QueueEntry) -> dict[str, Any]:
         onto = str(entry["onto"])
         for _ in range(MAX_REBUILDS):
             tip = self.tip(onto)
@@ -549,11 +558,8 @@ class Queue:
         if not alive:  # never made, or half made by a lander that was stopped
             self.ok(["worktree", "prune"])
             if room.exists():
-                import shutil
-
                 shutil.rmtree(room)
             self.out(["worktree", "add", "-q", "--detach", str(room), tip])
-        from loopkit.ratchet import trees
 
         git.git(["update-ref", "--no-deref", "HEAD", tip], cwd=room)
         where = trees.Where(room, git.git_dirs(room).own, room / ".loopkit")
@@ -608,7 +614,6 @@ class Queue:
         if not edit.changed:
             return commit
         blob = git.write_blob(self.root, apply_edit(edit, raw))
-        from loopkit.ratchet import trees
 
         where = trees.Where(self.root, git.git_dirs(self.root).own, self.root / ".loopkit")
         with trees.scratch_index(where) as index:
@@ -621,7 +626,7 @@ class Queue:
             ["commit-tree", tree, "-p", commit, "-m", f"loopkit: mark {entry['task']} done"]
         )
 
-    def _landed(self, entry: dict[str, Any], j: Mapping[str, Any]) -> dict[str, Any]:
+    def _landed(self, entry: QueueEntry, j: Mapping[str, Any]) -> dict[str, Any]:
         self._bring_checkout(str(entry["onto"]), str(j["tip"]), str(j["commit"]))
         entry["status"] = "landed"
         entry["landed"] = {
@@ -658,7 +663,7 @@ class Queue:
 
     def _return(
         self,
-        entry: dict[str, Any],
+        entry: QueueEntry,
         tip: str,
         *,
         conflicts: list[str] | None = None,
@@ -725,7 +730,6 @@ def _subject(text: str) -> str:
 
 
 def _python() -> str:
-    import sys
 
     return sys.executable
 

@@ -15,12 +15,17 @@ unsafe reset path, a full disk, a path or ref that cannot be written).
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import time
 from pathlib import Path
 
 from loopkit import git
+from loopkit.background import Background
 from loopkit.errors import BadInput, EnvironmentProblem, LoopkitError
 from loopkit.exitcodes import ExitCode
+from loopkit.files import atomic_write
 from loopkit.ratchet import journal, lock, memory, trees
 
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
@@ -124,7 +129,6 @@ def begin(
     (with ``document``; without one, the lock and the recovery alone). ``outer``: the pid
     of the loop that started this one and holds the lock for it (``LK_LOCK_OWNER``).
     A begin that fails after taking the lock releases it."""
-    from loopkit.background import Background
     from loopkit.workspace import Workspace
 
     ws = None
@@ -197,7 +201,7 @@ def _start(
     reset_paths: Sequence[str],
     memory_file: str | None,
     walked: tuple[bool, list[str]] | None = None,
-) -> dict[str, Any]:
+) -> journal.TaskJournal:
     task = _doc_get(document, "task", "id")
     if not isinstance(task, str) or not task:
         raise BadInput("<stdin>", "the document names no task (expected a string)", path="task.id")
@@ -212,7 +216,7 @@ def _start(
         raise EnvironmentProblem("the repository has no commit yet")
     is_dirty, ignored = walked if walked is not None else trees.start_walk(w)
     w.start_ignored = ignored
-    j: dict[str, Any] = {
+    j: journal.TaskJournal = {
         "task": task,
         "owner": owner,
         "phase": "attempt",
@@ -256,10 +260,6 @@ def _finished(recovered: Sequence[Mapping[str, Any]], task: Any) -> dict[str, An
 def _keep_start(state: Path, task: str, document: Mapping[str, Any], owner: int) -> Path:
     """Keep the start document as ``<state>/runs/<task>/<run>/start.json`` (the run folder
     a loop keeps each round's documents in), before the journal that names it is written."""
-    import json
-    import time
-
-    from loopkit.files import atomic_write
 
     run = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{owner}"
     start = state / "runs" / git.ref_component(task) / run / "start.json"
@@ -273,9 +273,6 @@ def _keep_start(state: Path, task: str, document: Mapping[str, Any], owner: int)
 
 def note(ctx: Context, text: str) -> dict[str, Any]:
     """Add ``text`` to the task's notes in its start document."""
-    import json
-
-    from loopkit.files import atomic_write
 
     j = _task_journal(ctx)
     start = Path(str(j.get("start_doc") or ""))
@@ -288,7 +285,7 @@ def note(ctx: Context, text: str) -> dict[str, Any]:
     return _result("note", j, start=str(start))
 
 
-def _record_dirty_start(ctx: Context, w: trees.Where, j: dict[str, Any]) -> None:
+def _record_dirty_start(ctx: Context, w: trees.Where, j: journal.TaskJournal) -> None:
     """--allow-dirty: the user's uncommitted state saved as ``user-start`` (the diff base,
     what a park restores) and what was staged as ``user-index``."""
     task, base = j["task"], j["base"]
@@ -384,7 +381,6 @@ def _parent_inside(root: Path, target: Path) -> bool:
 
 def _reset(ctx: Context, j: Mapping[str, Any]) -> None:
     """Wipe every reset path; a directory is recreated empty, never left missing."""
-    import shutil
 
     for stripped in j.get("reset_paths") or ():
         target = ctx.root / stripped
@@ -411,7 +407,7 @@ def _reset(ctx: Context, j: Mapping[str, Any]) -> None:
 # ----------------------------------------------------------------------------------- save
 
 
-def _task_journal(ctx: Context) -> dict[str, Any]:
+def _task_journal(ctx: Context) -> journal.TaskJournal:
     j = journal.load(ctx.folder)
     if j is None:
         raise EnvironmentProblem(
@@ -472,7 +468,7 @@ def cancel(ctx: Context, *, label: str) -> dict[str, Any]:
 
 
 def _branch_check(
-    ctx: Context, j: dict[str, Any], what: str, ref: str | None, label: str
+    ctx: Context, j: journal.TaskJournal, what: str, ref: str | None, label: str
 ) -> tuple[str, str]:
     """Return HEAD's commit and branch when it is where the task began (on its branch);
     else save the tree (unless ``ref`` holds it), put back a branch rewound to an ancestor,
@@ -568,7 +564,13 @@ def land(
         _fast_forward_check(ctx, j, commit, label)
     _attest(ctx, j, document, commit, str(tree), label)
     j.update(
-        phase="landing", commit=commit, tree=tree, label=label, elsewhere=ctx.attempt_in is not None
+        {
+            "phase": "landing",
+            "commit": commit,
+            "tree": tree,
+            "label": label,
+            "elsewhere": ctx.attempt_in is not None,
+        }
     )
     twin = journal.write_before(ctx.folder, j)
     return _finish_landing(ctx, j, fresh_stat=fresh_stat, at=at, twin=twin)
@@ -592,7 +594,12 @@ def _message(document: Mapping[str, Any], task: str, label: str) -> str:
 
 
 def _attest(
-    ctx: Context, j: dict[str, Any], document: Mapping[str, Any], commit: str, tree: str, label: str
+    ctx: Context,
+    j: journal.TaskJournal,
+    document: Mapping[str, Any],
+    commit: str,
+    tree: str,
+    label: str,
 ) -> None:
     """The landing's signed statement, the commit's note before the branch moves to it
     (loopkit.attest.landing); under ``loopkit.attest=require``, none refuses the landing."""
@@ -616,7 +623,7 @@ def _attest(
         raise Refused(text, _result("refused", j, ref=ref, reason=text)) from None
 
 
-def _fast_forward_check(ctx: Context, j: dict[str, Any], commit: str, label: str) -> None:
+def _fast_forward_check(ctx: Context, j: journal.TaskJournal, commit: str, label: str) -> None:
     """The checks ran in another worktree: the branch here takes the commit only as a
     fast-forward from where the task began. Else the green commit is kept under
     ``refs/loopkit/<task>/green-<label>`` and the landing refused (40)."""
@@ -638,7 +645,7 @@ def _fast_forward_check(ctx: Context, j: dict[str, Any], commit: str, label: str
 
 def _finish_landing(
     ctx: Context,
-    j: dict[str, Any],
+    j: journal.TaskJournal,
     *,
     fresh_stat: bool = False,
     at: tuple[str, str] | None = None,
@@ -814,17 +821,19 @@ def park(ctx: Context, document: Mapping[str, Any], *, label: str, outcome: str)
     _branch_check(ctx, j, f"the revert of {task}", ref, label)
     reason = memory.one_line(f"{outcome}: {_doc_get(document, 'decision', 'reason') or ''}", 200)
     j.update(
-        phase="parking",
-        saved=ref,
-        outcome=outcome,
-        reason=reason,
-        entry=memory.entry(document, outcome, ref),
+        {
+            "phase": "parking",
+            "saved": ref,
+            "outcome": outcome,
+            "reason": reason,
+            "entry": memory.entry(document, outcome, ref),
+        }
     )
     journal.write(ctx.folder, j)
     return _finish_parking(ctx, j)
 
 
-def _finish_parking(ctx: Context, j: dict[str, Any]) -> dict[str, Any]:
+def _finish_parking(ctx: Context, j: journal.TaskJournal) -> dict[str, Any]:
     w = ctx.where(j)
     task, ref = str(j["task"]), str(j["saved"])
     head, _ = trees.head(w)
@@ -935,7 +944,7 @@ def recover(ctx: Context, *, owner: int) -> list[dict[str, Any]]:
     return [_recover_attempt(ctx, j)]
 
 
-def _recover_attempt(ctx: Context, j: dict[str, Any]) -> dict[str, Any]:
+def _recover_attempt(ctx: Context, j: journal.TaskJournal) -> dict[str, Any]:
     w = ctx.where(j)
     task, base = str(j["task"]), str(j["base"])
     head, _ = trees.head(w)
@@ -1021,7 +1030,6 @@ def _rebuild(ctx: Context) -> dict[str, Any]:
 def _last_start(state: Path) -> tuple[str, Path | None, str]:
     """The task, run folder and checklist (the task's ``source.file``) of the last start
     document a loop kept (``_keep_start``)."""
-    import json
 
     best: tuple[int, Path] | None = None
     for start in state.glob("runs/*/*/start.json"):
