@@ -1503,6 +1503,7 @@ def ensure_room(root: Path, path: Path, *, head: str | None) -> None:
     if is_object_id(commit):
         # The room is loopkit's own repository: its detached HEAD is written as git would
         # write it (the id and a newline, whole or not at all), without a git process.
+        from loopkit.files import atomic_write  # not at import: lk-plan next never writes
 
         atomic_write(path / ".git" / "HEAD", f"{commit}\n")
     else:
