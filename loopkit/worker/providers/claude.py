@@ -196,11 +196,7 @@ class ClaudeProvider(base.Provider):
         else:
             return inv, []
         # Metered, the person's login stays outside too: the worker has only its token.
-        files = {
-            name: source / name
-            for name in PERSON_FILES
-            if not (inv.metered and name in CREDENTIAL_FILES)
-        }
+        files = base.person_files(inv, source, PERSON_FILES, CREDENTIAL_FILES)
         files[".claude.json"] = state
         private = containment.seed_home(
             containment.provider_home(inv.cwd, self.name), files, keep=SESSION_FOLDERS

@@ -158,11 +158,7 @@ class CodexProvider(base.Provider):
         # `notify` program or an instruction the worker writes never reaches the person.
         from loopkit.boundary import containment
 
-        files = {
-            name: Path(home) / name
-            for name in PERSON_FILES
-            if not (inv.metered and name in CREDENTIAL_FILES)
-        }
+        files = base.person_files(inv, Path(home), PERSON_FILES, CREDENTIAL_FILES)
         private = containment.seed_home(
             containment.provider_home(inv.cwd, self.name), files, keep=SESSION_FOLDERS
         )

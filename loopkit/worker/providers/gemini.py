@@ -31,7 +31,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from loopkit import loader
 from loopkit.boundary.dialects import Api
 from loopkit.files import atomic_write
 from loopkit.text import clip
@@ -168,16 +167,12 @@ class GeminiProvider(base.Provider):
         source = Path(home) / ".gemini" if home else None
         private = containment.provider_home(inv.cwd, self.name)
         dot = private / ".gemini"
-        files = {
-            name: source / name
-            for name in PERSON_FILES
-            if source and not (inv.metered and name in CREDENTIAL_FILES)
-        }
+        files = base.person_files(inv, source, PERSON_FILES, CREDENTIAL_FILES)
         containment.seed_home(dot, files, keep=SESSION_FOLDERS)
         # Metered, the only way in is the run's token as an API key: headless, gemini
         # takes the base URL for a gateway login unless its settings select that.
         metered = {"security": {"auth": {"selectedType": API_KEY_AUTH}}} if inv.metered else {}
-        render_settings(dot / "settings.json", {**QUIET, **inv.settings, **metered})
+        base.render_settings(dot / "settings.json", {**QUIET, **inv.settings, **metered})
         return inv.but(env={**inv.env, "GEMINI_CLI_HOME": str(private)}), [private]
 
     def parser(self) -> GeminiParser:
@@ -185,24 +180,6 @@ class GeminiProvider(base.Provider):
 
     def classify(self, state: base.RunState, end: base.Exit) -> base.Outcome:
         return classify(state, end)
-
-
-def render_settings(path: Path, overrides: Mapping[str, Any]) -> None:
-    """``path`` (a CLI's settings.json, already seeded with the person's) with
-    ``overrides`` merged in, one level deep; a file that is not a JSON object is
-    replaced."""
-    try:
-        data = loader.json_loads(path.read_bytes())
-    except (OSError, ValueError):
-        data = {}
-    if not isinstance(data, dict):
-        data = {}
-    for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(data.get(key), dict):
-            data[key] = {**data[key], **value}
-        else:
-            data[key] = value
-    atomic_write(path, json.dumps(data, indent=2) + "\n")
 
 
 class GeminiParser(base.StreamParser):

@@ -126,14 +126,7 @@ class OpencodeProvider(base.Provider):
             key = _value(options.get("apiKey"), parent)
         if not key:
             key = _login(parent)
-        if not key:
-            return None
-        given_url = options.get("baseURL")
-        url = spec.upstream or (
-            given_url if isinstance(given_url, str) and given_url else DEFAULT_UPSTREAM
-        )
-        assert self.api is not None
-        return Upstream(url, key, "ANTHROPIC_API_KEY", self.api)
+        return self.keyed_upstream(spec, key, options.get("baseURL"))
 
     def metered(
         self, inv: base.Invocation, url: str, token: str, upstream: Upstream

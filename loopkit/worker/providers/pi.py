@@ -132,14 +132,7 @@ class PiProvider(base.Provider):
                 key = _value(login.get("key"), parent)
         if not key:
             key = _value(entry.get("apiKey"), parent)
-        if not key:
-            return None
-        given_url = entry.get("baseUrl")
-        url = spec.upstream or (
-            given_url if isinstance(given_url, str) and given_url else DEFAULT_UPSTREAM
-        )
-        assert self.api is not None
-        return Upstream(url, key, "ANTHROPIC_API_KEY", self.api)
+        return self.keyed_upstream(spec, key, entry.get("baseUrl"))
 
     def metered(
         self, inv: base.Invocation, url: str, token: str, upstream: Upstream
@@ -196,11 +189,7 @@ class PiProvider(base.Provider):
         if source is None:
             return inv, []
         # Metered, the person's login stays outside: the worker has only its token.
-        files = {
-            name: source / name
-            for name in PERSON_FILES
-            if not (inv.metered and name in CREDENTIAL_FILES)
-        }
+        files = base.person_files(inv, source, PERSON_FILES, CREDENTIAL_FILES)
         private = containment.seed_home(home, files, keep=SESSION_FOLDERS)
         meter = inv.settings.get(METER_SETTING)
         if inv.metered and isinstance(meter, dict):

@@ -151,20 +151,15 @@ class QwenProvider(base.Provider):
         the person's settings and credentials copied in afresh, ``QUIET`` rendered on
         top, the sessions kept for ``--resume``."""
         from loopkit.boundary import containment
-        from loopkit.worker.providers.gemini import render_settings
 
         config = inv.env.get("QWEN_HOME")
         home = inv.env.get("HOME")
         source = Path(config) if config else Path(home) / ".qwen" if home else None
-        files = {
-            name: source / name
-            for name in PERSON_FILES
-            if source and not (inv.metered and name in CREDENTIAL_FILES)
-        }
+        files = base.person_files(inv, source, PERSON_FILES, CREDENTIAL_FILES)
         private = containment.seed_home(
             containment.provider_home(inv.cwd, self.name), files, keep=SESSION_FOLDERS
         )
-        render_settings(private / "settings.json", {**QUIET, **inv.settings})
+        base.render_settings(private / "settings.json", {**QUIET, **inv.settings})
         return inv.but(env={**inv.env, "QWEN_HOME": str(private)}), [private]
 
     def parser(self) -> QwenParser:
