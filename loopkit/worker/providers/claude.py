@@ -27,6 +27,7 @@ from loopkit import loader
 from loopkit.boundary.dialects import Api, Upstream, find_upstream
 from loopkit.files import atomic_write
 from loopkit.text import clip
+from loopkit.worker.acp import agents
 from loopkit.worker.providers import base, codex, tools
 
 DEFAULT_MAX_TURNS = 30
@@ -50,13 +51,7 @@ class ClaudeProvider(base.Provider):
         "install Claude Code: npm install -g @anthropic-ai/claude-code (or `make agents`)"
     )
     env_names: ClassVar[tuple[str, ...]] = (
-        "ANTHROPIC_",
-        "CLAUDE_CODE_",
-        "CLAUDE_CONFIG_DIR",
-        "DISABLE_AUTOUPDATER",
-        "DISABLE_TELEMETRY",
-        "DISABLE_ERROR_REPORTING",
-        "MAX_THINKING_TOKENS",
+        *agents.CLAUDE_ENV,
         "BASH_DEFAULT_TIMEOUT_MS",
         "BASH_MAX_TIMEOUT_MS",
         "API_TIMEOUT_MS",
