@@ -99,6 +99,9 @@ JsonObject = dict[str, Any]
 #: The key a rehearsal gives a CLI (``Provider.rehearsal``): a scripted server takes any.
 REHEARSAL_KEY = "loopkit-rehearsal"
 
+#: The worker options of a CLI with a turn cap and approval modes (gemini, qwen).
+APPROVAL_OPTIONS = ("max_turns", "permission_mode", "env_allow", "resume", "extra_args")
+
 #: Bounds that keep memory flat however long the stream is.
 MAX_TOOL_CALLS = 2000
 MAX_INPUT_CHARS = 500

@@ -83,13 +83,7 @@ class GeminiProvider(base.Provider):
         "GOOGLE_GEMINI_BASE_URL",
         "https://generativelanguage.googleapis.com",
     )
-    options: ClassVar[tuple[str, ...]] = (
-        "max_turns",
-        "permission_mode",
-        "env_allow",
-        "resume",
-        "extra_args",
-    )
+    options: ClassVar[tuple[str, ...]] = base.APPROVAL_OPTIONS
 
     routes: ClassVar[tuple[str, ...]] = (
         "GEMINI_API_KEY",

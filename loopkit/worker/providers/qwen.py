@@ -73,13 +73,7 @@ class QwenProvider(base.Provider):
     api: ClassVar[Api | None] = Api(
         "openai", ("OPENAI_API_KEY",), "OPENAI_BASE_URL", "https://api.openai.com/v1"
     )
-    options: ClassVar[tuple[str, ...]] = (
-        "max_turns",
-        "permission_mode",
-        "env_allow",
-        "resume",
-        "extra_args",
-    )
+    options: ClassVar[tuple[str, ...]] = base.APPROVAL_OPTIONS
 
     routes: ClassVar[tuple[str, ...]] = (
         "OPENAI_API_KEY",
