@@ -18,7 +18,9 @@ import sys
 STREAM = _socket.SOCK_STREAM
 
 
-def _pump(src: _socket.socket, dst: _socket.socket, done: "_thread.LockType | None") -> None:
+def pump(src: _socket.socket, dst: _socket.socket, done: "_thread.LockType | None" = None) -> None:
+    """Copies ``src`` to ``dst`` until ``src`` ends, then half-closes ``dst`` (and
+    releases ``done``); a broken connection ends it quietly. Egress relays with it too."""
     try:
         while True:
             data = src.recv(65536)
@@ -47,8 +49,8 @@ def _relay(fd: int, path: str) -> None:
         return
     done = _thread.allocate_lock()
     done.acquire()
-    _thread.start_new_thread(_pump, (out, conn, done))
-    _pump(conn, out, None)
+    _thread.start_new_thread(pump, (out, conn, done))
+    pump(conn, out)
     done.acquire()
     conn.close()
     out.close()

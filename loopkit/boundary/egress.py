@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TypedDict
 from urllib.parse import urlsplit
 
-from loopkit.boundary import listeners
+from loopkit.boundary import bridge, listeners
 
 #: Where the sockets' folder appears inside the sandbox (under its private /tmp).
 
@@ -165,9 +165,9 @@ class Gate:
                 (first + "\r\n".join([*kept, "Connection: close"]) + "\r\n\r\n").encode("latin-1")
                 + rest
             )
-        back = threading.Thread(target=_pump, args=(out, conn), daemon=True)
+        back = threading.Thread(target=bridge.pump, args=(out, conn), daemon=True)
         back.start()
-        _pump(conn, out)
+        bridge.pump(conn, out)
         back.join()
         out.close()
 
@@ -191,22 +191,6 @@ def _answer(conn: socket.socket, status: int, message: str) -> None:
         )
     except OSError:
         pass
-
-
-def _pump(src: socket.socket, dst: socket.socket) -> None:
-    try:
-        while True:
-            data = src.recv(65536)
-            if not data:
-                break
-            dst.sendall(data)
-    except OSError:
-        pass
-    finally:
-        try:
-            dst.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
 
 
 class Way:

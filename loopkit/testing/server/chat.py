@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from loopkit.testing.script import Error, ToolCall, Turn
+from loopkit.testing.server import openai
 from loopkit.testing.server.wire import (
     DEFAULT_USAGE,
     SIDE_TEXT,
@@ -35,13 +36,6 @@ if TYPE_CHECKING:
 #: A cut without ``after`` comes after the first chunk (the role).
 DEFAULT_CUT = 1
 
-_ERROR_TYPES = {
-    400: "invalid_request_error",
-    401: "invalid_request_error",
-    403: "permission_error",
-    404: "invalid_request_error",
-    429: "rate_limit_exceeded",
-}
 _ERROR_CODES = {401: "invalid_api_key", 404: "model_not_found", 429: "rate_limit_exceeded"}
 
 
@@ -145,7 +139,7 @@ def events(completion: JSONObject) -> list[Event]:
 
 
 def error_body(error: Error) -> JSONObject:
-    etype = error.type or _ERROR_TYPES.get(
+    etype = error.type or openai.ERROR_TYPES.get(
         error.status, "server_error" if error.status >= 500 else "invalid_request_error"
     )
     return {

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 #: A cut without ``after`` comes right after ``response.created``.
 DEFAULT_CUT = 1
 
-_ERROR_TYPES = {
+ERROR_TYPES = {
     400: "invalid_request_error",
     401: "invalid_request_error",
     403: "permission_error",
@@ -126,7 +126,7 @@ def events(response: JSONObject) -> list[Event]:
 
 
 def error_body(error: Error) -> JSONObject:
-    etype = error.type or _ERROR_TYPES.get(
+    etype = error.type or ERROR_TYPES.get(
         error.status, "server_error" if error.status >= 500 else "invalid_request_error"
     )
     return {

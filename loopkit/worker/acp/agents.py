@@ -7,6 +7,17 @@ names (exact, or prefixes ending in ``_``) it needs passed on. Any other agent r
 
 from __future__ import annotations
 
+#: What Claude Code reads from the environment (its CLI reads a few more: claude.py).
+CLAUDE_ENV = (
+    "ANTHROPIC_",
+    "CLAUDE_CODE_",
+    "CLAUDE_CONFIG_DIR",
+    "DISABLE_AUTOUPDATER",
+    "DISABLE_TELEMETRY",
+    "DISABLE_ERROR_REPORTING",
+    "MAX_THINKING_TOKENS",
+)
+
 #: name -> (argv, environment names, the home its sessions live in: a provider's name)
 AGENTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str | None]] = {
     # npm @zed-industries/claude-agent-acp (Claude Code through the Claude Agent SDK).
@@ -14,15 +25,7 @@ AGENTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str | None]] = {
     # CLI refuses to start in as root.
     "claude": (
         ("claude-agent-acp",),
-        (
-            "ANTHROPIC_",
-            "CLAUDE_CODE_",
-            "CLAUDE_CONFIG_DIR",
-            "DISABLE_AUTOUPDATER",
-            "DISABLE_TELEMETRY",
-            "DISABLE_ERROR_REPORTING",
-            "MAX_THINKING_TOKENS",
-        ),
+        CLAUDE_ENV,
         "claude",
     ),
     # npm @zed-industries/codex-acp

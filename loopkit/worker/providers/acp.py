@@ -33,23 +33,7 @@ from loopkit.errors import BadInput, EnvironmentProblem
 from loopkit.text import clip
 from loopkit.worker import providers
 from loopkit.worker.acp.agents import AGENTS
-from loopkit.worker.providers import claude, codex
-from loopkit.worker.providers.base import (
-    Event,
-    Exit,
-    Invocation,
-    JsonObject,
-    Outcome,
-    Provider,
-    RunSpec,
-    RunState,
-    StreamParser,
-    ToolCall,
-    clip_input,
-    count,
-    http_status_in,
-    stopped_outcome,
-)
+from loopkit.worker.providers import base, claude, codex
 from loopkit.worker.providers.shell import files_read_by
 
 CONFIG_ENV = "LOOPKIT_ACP_CONFIG"
@@ -60,7 +44,7 @@ READ_KINDS = ("read",)
 WRITE_KINDS = ("edit", "delete", "move")
 
 
-def agent_argv(spec: RunSpec) -> tuple[list[str], tuple[str, ...], str | None]:
+def agent_argv(spec: base.RunSpec) -> tuple[list[str], tuple[str, ...], str | None]:
     """The agent's argv, the environment names it needs, and the provider whose private
     home it shares (claude, codex) -- from ``worker.command`` or ``worker.agent``."""
     if spec.command:
@@ -75,7 +59,7 @@ def agent_argv(spec: RunSpec) -> tuple[list[str], tuple[str, ...], str | None]:
     return list(argv), env_names, home
 
 
-class AcpProvider(Provider):
+class AcpProvider(base.Provider):
     name: ClassVar[str] = "acp"
     binary: ClassVar[str | None] = "the ACP agent"
     install_hint: ClassVar[str] = (
@@ -84,7 +68,7 @@ class AcpProvider(Provider):
     )
     options: ClassVar[tuple[str, ...]] = ("max_turns", "env_allow", "resume", "agent", "command")
 
-    def build(self, spec: RunSpec) -> Invocation:
+    def build(self, spec: base.RunSpec) -> base.Invocation:
         argv, env_names, home = agent_argv(spec)
         if home == "codex":
             # codex reads its key from the variable its config.toml names.
@@ -109,7 +93,7 @@ class AcpProvider(Provider):
         }
         env = self.env(spec, extra=env_names)
         env[CONFIG_ENV] = str(where)
-        return Invocation(
+        return base.Invocation(
             argv=[sys.executable, "-m", "loopkit.worker.acp"],
             env=env,
             cwd=spec.cwd,
@@ -118,7 +102,7 @@ class AcpProvider(Provider):
             model=spec.model,
         )
 
-    def locate(self, inv: Invocation) -> str | None:
+    def locate(self, inv: base.Invocation) -> str | None:
         """The agent's executable (the client itself is this Python); a missing agent is
         named with its own name, not the client's."""
         argv = _config_of(inv).get("agent") or []
@@ -138,7 +122,7 @@ class AcpProvider(Provider):
     def sniff(cls, line: Mapping[str, Any]) -> bool:
         return line.get("acp") in ("start", "in", "gate", "end", "session")
 
-    def contained(self, inv: Invocation) -> tuple[Invocation, list[Path]]:
+    def contained(self, inv: base.Invocation) -> tuple[base.Invocation, list[Path]]:
         """A known agent built on claude or codex keeps its sessions where that provider's
         private home is (``containment.provider_home``); any other agent writes only its
         private home in the sandbox (a tmpfs gone with the run)."""
@@ -152,11 +136,11 @@ class AcpProvider(Provider):
     def parser(self) -> AcpParser:
         return AcpParser()
 
-    def classify(self, state: RunState, end: Exit) -> Outcome:
+    def classify(self, state: base.RunState, end: base.Exit) -> base.Outcome:
         return classify(state, end)
 
 
-def _config_of(inv: Invocation) -> JsonObject:
+def _config_of(inv: base.Invocation) -> base.JsonObject:
     path = inv.env.get(CONFIG_ENV)
     text = inv.files.get(Path(path)) if path else None
     if text is None:
@@ -165,10 +149,10 @@ def _config_of(inv: Invocation) -> JsonObject:
     return data if isinstance(data, dict) else {}
 
 
-class AcpParser(StreamParser):
+class AcpParser(base.StreamParser):
     def __init__(self) -> None:
         super().__init__()
-        self._calls: dict[str, ToolCall] = {}
+        self._calls: dict[str, base.ToolCall] = {}
         self._announced: set[str] = set()
         self._kinds: dict[str, str] = {}
         self._message: list[str] = []
@@ -178,19 +162,19 @@ class AcpParser(StreamParser):
         self.end_error: str | None = None
         self.prompting = False
 
-    def handle(self, obj: JsonObject) -> list[Event]:
+    def handle(self, obj: base.JsonObject) -> list[base.Event]:
         kind = obj.get("acp")
         st = self.state
         if kind == "session":
             st.session_id = obj.get("sessionId") or st.session_id
             self.prompting = True
-            return [Event("init")]
+            return [base.Event("init")]
         if kind == "model":
             if not obj.get("error") and isinstance(obj.get("modelId"), str):
                 st.model = obj["modelId"]
             return []
         if kind == "turn":
-            st.turns = count(obj.get("n")) or st.turns
+            st.turns = base.count(obj.get("n")) or st.turns
             return []
         if kind == "gate":
             return self._gate(obj)
@@ -203,8 +187,8 @@ class AcpParser(StreamParser):
             st.terminal_reason = self.stop_reason
             if self.end_error:
                 st.add_error(str(self.end_error))
-                st.api_error_status = http_status_in(str(self.end_error))
-            return [Event("result", text=st.final_message)]
+                st.api_error_status = base.http_status_in(str(self.end_error))
+            return [base.Event("result", text=st.final_message)]
         if kind != "in":
             return []
         msg = obj.get("msg")
@@ -225,7 +209,7 @@ class AcpParser(StreamParser):
                 return self._update(update)
         return []
 
-    def _update(self, update: JsonObject) -> list[Event]:
+    def _update(self, update: base.JsonObject) -> list[base.Event]:
         kind = update.get("sessionUpdate")
         st = self.state
         if kind == "agent_message_chunk":
@@ -238,7 +222,7 @@ class AcpParser(StreamParser):
                 whole = "".join(self._message).strip()
                 if whole:
                     st.final_message = clip(whole, 8000)
-                    return [Event("message", text=text)] if text.strip() else []
+                    return [base.Event("message", text=text)] if text.strip() else []
             return []
         if kind == "usage_update":
             cost = update.get("cost")
@@ -254,24 +238,24 @@ class AcpParser(StreamParser):
             return []
         call = self._calls.get(cid)
         if call is None:
-            call = ToolCall(id=cid, name="?", input={})
+            call = base.ToolCall(id=cid, name="?", input={})
             self._calls[cid] = call
             st.add_tool(call)
         if isinstance(update.get("kind"), str):
             self._kinds[cid] = update["kind"]
         _fill(call, update, self._kinds.get(cid))
-        events: list[Event] = []
+        events: list[base.Event] = []
         status = update.get("status")
         if cid not in self._announced and (call.input or status in ("completed", "failed")):
             self._announced.add(cid)
-            events.append(Event("tool_call", tool=call))
+            events.append(base.Event("tool_call", tool=call))
         if status in ("completed", "failed") and call.ok is None:
             error = _content_text(update) or update.get("rawOutput")
             st.settle(call, ok=status == "completed", error=str(error) if error else None)
-            events.append(Event("tool_result", tool=call))
+            events.append(base.Event("tool_result", tool=call))
         return events
 
-    def _gate(self, obj: JsonObject) -> list[Event]:
+    def _gate(self, obj: base.JsonObject) -> list[base.Event]:
         if obj.get("allowed"):
             return []
         entry = {
@@ -290,21 +274,21 @@ class AcpParser(StreamParser):
             return
         st = self.state
         st.input_tokens = (
-            count(usage.get("inputTokens"))
-            + count(usage.get("cachedReadTokens"))
-            + count(usage.get("cachedWriteTokens"))
+            base.count(usage.get("inputTokens"))
+            + base.count(usage.get("cachedReadTokens"))
+            + base.count(usage.get("cachedWriteTokens"))
         )
-        st.output_tokens = count(usage.get("outputTokens"))
+        st.output_tokens = base.count(usage.get("outputTokens"))
 
 
-def _fill(call: ToolCall, update: Mapping[str, Any], kind: str | None) -> None:
+def _fill(call: base.ToolCall, update: Mapping[str, Any], kind: str | None) -> None:
     """What an update tells of a call (ACP sends a call's fields as they become known)."""
     title = update.get("title")
     if isinstance(title, str) and title:
         call.name = clip(title, 200)
     raw = update.get("rawInput")
     if isinstance(raw, dict) and raw:
-        call.input = clip_input(raw)
+        call.input = base.clip_input(raw)
         command = raw.get("command")
         if isinstance(command, list):
             command = shlex.join(str(c) for c in command)
@@ -340,52 +324,58 @@ def _content_text(update: Mapping[str, Any]) -> str | None:
     return clip(text, 2000) if text else None
 
 
-def classify(state: RunState, end: Exit) -> Outcome:
-    if (ended := stopped_outcome(end)) is not None:
+def classify(state: base.RunState, end: base.Exit) -> base.Outcome:
+    if (ended := base.stopped_outcome(end)) is not None:
         return ended
     stop = state.terminal_reason
     errors = "; ".join(state.errors)
     if not state.result_seen:
         tail = end.stderr_tail.strip()
         last = tail.splitlines()[-1] if tail else "no end line in the stream"
-        return Outcome("crashed", True, clip(f"the ACP client exited {end.exit_code}: {last}", 500))
+        return base.Outcome(
+            "crashed", True, clip(f"the ACP client exited {end.exit_code}: {last}", 500)
+        )
     # The client's own stop (the turn cap, a SIGTERM) wins over how the agent ended.
     stopped = _stopped_of(state)
     if stopped == "max_turns":
-        return Outcome("max_turns", True, f"reached the turn limit after {state.turns} turns")
+        return base.Outcome("max_turns", True, f"reached the turn limit after {state.turns} turns")
     if stopped == "cancelled":
-        return Outcome("cancelled", True, "cancelled: session/cancel sent to the agent")
+        return base.Outcome("cancelled", True, "cancelled: session/cancel sent to the agent")
     if stop is None:
         if "loadSession" in errors or "session/load" in errors:
-            return Outcome("invalid_request", True, clip(errors, 500))
+            return base.Outcome("invalid_request", True, clip(errors, 500))
         reason, resume_after = claude.error_class(state.api_error_status, errors)
         if reason == "api_error" and "exited" in errors:
             reason = "crashed"
-        return Outcome(reason, True, clip(errors or "the agent failed", 500), resume_after)
+        return base.Outcome(reason, True, clip(errors or "the agent failed", 500), resume_after)
     if stop in ("max_tokens", "max_turn_requests"):
-        return Outcome("max_turns", True, f"the agent stopped: {stop}")
+        return base.Outcome("max_turns", True, f"the agent stopped: {stop}")
     if stop == "refusal":
-        return Outcome("permission_denied", True, "the agent refused to go on (stopReason refusal)")
+        return base.Outcome(
+            "permission_denied", True, "the agent refused to go on (stopReason refusal)"
+        )
     if stop == "cancelled" and state.refused:
         # Some agents (codex's) end the turn when a tool is refused: the refusal was
         # loopkit's, so the run ended without a claim and the next attempt is told why.
-        return Outcome(
+        return base.Outcome(
             "completed",
             False,
             f"the agent ended its turn after loopkit refused a write ({_refusal(state)})",
         )
     if stop == "cancelled":
-        return Outcome("cancelled", True, "the agent ended its turn as cancelled")
+        return base.Outcome("cancelled", True, "the agent ended its turn as cancelled")
     if end.exit_code not in (0, None):
-        return Outcome("crashed", True, f"the ACP client exited {end.exit_code} after the turn")
-    return Outcome("completed", False, None, claimed_complete=stop == "end_turn")
+        return base.Outcome(
+            "crashed", True, f"the ACP client exited {end.exit_code} after the turn"
+        )
+    return base.Outcome("completed", False, None, claimed_complete=stop == "end_turn")
 
 
-def _refusal(state: RunState) -> str:
+def _refusal(state: base.RunState) -> str:
     first = state.refused[0]
     more = f" and {len(state.refused) - 1} more" if len(state.refused) > 1 else ""
     return f"{first.get('rule')}: {first.get('path')}{more}"
 
 
-def _stopped_of(state: RunState) -> str | None:
+def _stopped_of(state: base.RunState) -> str | None:
     return state.result_subtype

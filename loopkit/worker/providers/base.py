@@ -66,7 +66,7 @@ from typing import Any, ClassVar, NamedTuple, TypedDict
 from urllib.parse import urlparse
 
 from loopkit import loader
-from loopkit.boundary.dialects import find_upstream
+from loopkit.boundary.dialects import Upstream, find_upstream
 from loopkit.boundary.secrets import allowed_env
 from loopkit.files import atomic_write
 from loopkit.text import clip
@@ -74,7 +74,7 @@ from loopkit.worker import providers
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from loopkit.boundary.dialects import Api, Upstream
+    from loopkit.boundary.dialects import Api
 
 #: stop_reason values (schemas/run.json). "completed" is the only one that is not an error.
 STOP_REASONS = (
@@ -98,6 +98,9 @@ JsonObject = dict[str, Any]
 
 #: The key a rehearsal gives a CLI (``Provider.rehearsal``): a scripted server takes any.
 REHEARSAL_KEY = "loopkit-rehearsal"
+
+#: The worker options of a CLI with a turn cap and approval modes (gemini, qwen).
+APPROVAL_OPTIONS = ("max_turns", "permission_mode", "env_allow", "resume", "extra_args")
 
 #: Bounds that keep memory flat however long the stream is.
 MAX_TOOL_CALLS = 2000
@@ -604,6 +607,16 @@ class Provider:
             return None
         return find_upstream(self.api, spec.parent_env(), url=spec.upstream)
 
+    def keyed_upstream(self, spec: RunSpec, key: str, given_url: object) -> Upstream | None:
+        """A key the CLI found in its own files, with the endpoint it would send it to:
+        ``worker.upstream``, else the base URL its files give, else the API's own; None
+        without a key."""
+        if not key or self.api is None:
+            return None
+        chosen = given_url if isinstance(given_url, str) and given_url else None
+        url = spec.upstream or chosen or self.api.default_upstream
+        return Upstream(url, key, self.api.key_vars[0], self.api)
+
     def metered(self, inv: Invocation, url: str, token: str, upstream: Upstream) -> Invocation:
         """``inv`` talking through the meter at ``url``: the key variable holds the run's
         ``token``, the base URL variable the meter's URL, and no other credential of the
@@ -728,6 +741,35 @@ def is_vendor_url(url: str | None, vendor_hosts: Sequence[str]) -> bool:
         return True
     host = (urlparse(url).hostname or "").lower()
     return any(host == h or host.endswith("." + h) for h in vendor_hosts)
+
+
+def render_settings(path: Path, overrides: Mapping[str, Any]) -> None:
+    """``path`` (a CLI's settings.json, already seeded with the person's) with
+    ``overrides`` merged in, one level deep; a file that is not a JSON object is
+    replaced."""
+    try:
+        data = loader.json_loads(path.read_bytes())
+    except (OSError, ValueError):
+        data = {}
+    if not isinstance(data, dict):
+        data = {}
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(data.get(key), dict):
+            data[key] = {**data[key], **value}
+        else:
+            data[key] = value
+    atomic_write(path, json.dumps(data, indent=2) + "\n")
+
+
+def person_files(
+    inv: Invocation, source: Path | None, names: Sequence[str], credentials: Sequence[str]
+) -> dict[str, Path]:
+    """The person's files (``names`` in their own folder ``source``) a private home is
+    seeded with every run; a metered run gets none of the ``credentials``: the worker
+    has only its token."""
+    if source is None:
+        return {}
+    return {n: source / n for n in names if not (inv.metered and n in credentials)}
 
 
 def detect(path: str | os.PathLike[str]) -> str:

@@ -28,25 +28,8 @@ from loopkit.boundary import containment
 from loopkit.boundary.dialects import Api, Upstream, find_upstream
 from loopkit.files import atomic_write
 from loopkit.text import clip
-from loopkit.worker.providers import codex, tools
-from loopkit.worker.providers.base import (
-    Event,
-    Exit,
-    Invocation,
-    JsonObject,
-    Outcome,
-    Provider,
-    Rehearsal,
-    RunSpec,
-    RunState,
-    StreamParser,
-    ToolCall,
-    clip_input,
-    count,
-    http_status_in,
-    is_vendor_url,
-    stopped_outcome,
-)
+from loopkit.worker.acp import agents
+from loopkit.worker.providers import base, codex, tools
 
 DEFAULT_MAX_TURNS = 30
 READ_ONLY_TOOLS = ("Read", "Glob", "Grep")
@@ -62,20 +45,14 @@ MANAGED_SETTINGS = Path("/etc/claude-code/managed-settings.json")
 COST_SOURCE = "claude-code price table"
 
 
-class ClaudeProvider(Provider):
+class ClaudeProvider(base.Provider):
     name: ClassVar[str] = "claude"
     binary: ClassVar[str | None] = "claude"
     install_hint: ClassVar[str] = (
         "install Claude Code: npm install -g @anthropic-ai/claude-code (or `make agents`)"
     )
     env_names: ClassVar[tuple[str, ...]] = (
-        "ANTHROPIC_",
-        "CLAUDE_CODE_",
-        "CLAUDE_CONFIG_DIR",
-        "DISABLE_AUTOUPDATER",
-        "DISABLE_TELEMETRY",
-        "DISABLE_ERROR_REPORTING",
-        "MAX_THINKING_TOKENS",
+        *agents.CLAUDE_ENV,
         "BASH_DEFAULT_TIMEOUT_MS",
         "BASH_MAX_TIMEOUT_MS",
         "API_TIMEOUT_MS",
@@ -99,7 +76,7 @@ class ClaudeProvider(Provider):
         "CLAUDE_CONFIG_DIR",
     )
 
-    def rehearsal(self, r: Rehearsal) -> dict[str, str]:
+    def rehearsal(self, r: base.Rehearsal) -> dict[str, str]:
         """``HOME``, the base URL and key, the side traffic off (without it the CLI
         reaches for outside hosts and asks for a session title); ``retries`` caps its own
         (its default, 10 with backoff, makes an error that never clears take minutes)."""
@@ -117,7 +94,7 @@ class ClaudeProvider(Provider):
             env["CLAUDE_CODE_MAX_RETRIES"] = str(r.retries)
         return env
 
-    def upstream(self, spec: RunSpec) -> Upstream | None:
+    def upstream(self, spec: base.RunSpec) -> Upstream | None:
         """The key and base URL Claude Code would use: the environment's, with the ``env``
         of the person's own settings (their config folder's, the managed one) on top, as
         Claude Code applies them. Never a project's ``.claude/`` settings: the worker
@@ -129,7 +106,7 @@ class ClaudeProvider(Provider):
         assert self.api is not None
         return find_upstream(self.api, merged, url=spec.upstream)
 
-    def build(self, spec: RunSpec) -> Invocation:
+    def build(self, spec: base.RunSpec) -> base.Invocation:
         argv = [self.binary or "claude", "-p", spec.prompt]
         argv += ["--output-format", "stream-json", "--verbose"]
         argv += ["--max-turns", str(spec.max_turns or DEFAULT_MAX_TURNS)]
@@ -149,7 +126,7 @@ class ClaudeProvider(Provider):
             argv += ["--resume", spec.resume]
         argv += spec.extra_args
         env = self.env(spec)
-        return Invocation(
+        return base.Invocation(
             argv=argv,
             env=env,
             cwd=spec.cwd,
@@ -197,7 +174,7 @@ class ClaudeProvider(Provider):
             return isinstance(event, dict) and event.get("type") in _MESSAGES_EVENTS
         return False
 
-    def contained(self, inv: Invocation) -> tuple[Invocation, list[Path]]:
+    def contained(self, inv: base.Invocation) -> tuple[base.Invocation, list[Path]]:
         """Claude Code writes its sessions and settings to its config folder
         (``CLAUDE_CONFIG_DIR``, else ``~/.claude`` and ``~/.claude.json``). In loopkit's
         runs that folder is a private copy (``containment.provider_home``): the person's
@@ -214,11 +191,7 @@ class ClaudeProvider(Provider):
         else:
             return inv, []
         # Metered, the person's login stays outside too: the worker has only its token.
-        files = {
-            name: source / name
-            for name in PERSON_FILES
-            if not (inv.metered and name in CREDENTIAL_FILES)
-        }
+        files = base.person_files(inv, source, PERSON_FILES, CREDENTIAL_FILES)
         files[".claude.json"] = state
         private = containment.seed_home(
             containment.provider_home(inv.cwd, self.name), files, keep=SESSION_FOLDERS
@@ -232,7 +205,7 @@ class ClaudeProvider(Provider):
     def parser(self) -> ClaudeParser:
         return ClaudeParser()
 
-    def classify(self, state: RunState, end: Exit) -> Outcome:
+    def classify(self, state: base.RunState, end: base.Exit) -> base.Outcome:
         return classify(state, end)
 
 
@@ -290,7 +263,9 @@ def cost_trusted(env: Mapping[str, str], cwd: Path) -> bool:
     """
     sources = [env, *_settings_env(env, cwd)]
     return all(
-        is_vendor_url(src.get(var), hosts) for src in sources for var, hosts in BASE_URLS.items()
+        base.is_vendor_url(src.get(var), hosts)
+        for src in sources
+        for var, hosts in BASE_URLS.items()
     )
 
 
@@ -314,17 +289,17 @@ def _settings_env(
     return found
 
 
-class ClaudeParser(StreamParser):
+class ClaudeParser(base.StreamParser):
     #: What the CLI's tools do (``tools.CLAUDE``): Qwen Code's stream is this one, with
     #: its own tool names.
     TOOLS: ClassVar[Mapping[str, tools.Tool]] = tools.CLAUDE
 
     def __init__(self) -> None:
         super().__init__()
-        self._pending: dict[str, ToolCall] = {}
+        self._pending: dict[str, base.ToolCall] = {}
         self._messages: set[str] = set()
 
-    def handle(self, obj: JsonObject) -> list[Event]:
+    def handle(self, obj: base.JsonObject) -> list[base.Event]:
         t = obj.get("type")
         if t == "assistant":
             return self._assistant(obj)
@@ -336,13 +311,13 @@ class ClaudeParser(StreamParser):
             return self._system(obj)
         return []
 
-    def _system(self, obj: JsonObject) -> list[Event]:
+    def _system(self, obj: base.JsonObject) -> list[base.Event]:
         st = self.state
         sub = obj.get("subtype")
         if sub == "init":
             st.session_id = obj.get("session_id") or st.session_id
             st.model = obj.get("model") or st.model
-            return [Event("init")]
+            return [base.Event("init")]
         if sub == "api_retry":
             st.api_retries += 1
             status = obj.get("error_status")
@@ -350,10 +325,10 @@ class ClaudeParser(StreamParser):
                 st.api_error_status = status
             err = obj.get("error")
             text = f"api retry {obj.get('attempt')}: {status or ''} {err or ''}".strip()
-            return [Event("retry", text=text)]
+            return [base.Event("retry", text=text)]
         return []
 
-    def _assistant(self, obj: JsonObject) -> list[Event]:
+    def _assistant(self, obj: base.JsonObject) -> list[base.Event]:
         st = self.state
         msg = obj.get("message")
         if not isinstance(msg, dict):
@@ -366,7 +341,7 @@ class ClaudeParser(StreamParser):
         if isinstance(msg.get("model"), str) and msg["model"] != "<synthetic>":
             st.model = msg["model"]
         st.session_id = st.session_id or obj.get("session_id")
-        events: list[Event] = []
+        events: list[base.Event] = []
         for block in msg.get("content") or ():
             if not isinstance(block, dict):
                 continue
@@ -375,23 +350,23 @@ class ClaudeParser(StreamParser):
                 text = block.get("text")
                 if isinstance(text, str) and text.strip():
                     st.final_message = clip(text.strip(), 8000)
-                    events.append(Event("message", text=text))
+                    events.append(base.Event("message", text=text))
             elif bt == "tool_use":
                 call = tool_call(block, self.TOOLS)
                 st.add_tool(call)
                 if call.id:
                     self._pending[call.id] = call
-                events.append(Event("tool_call", tool=call))
+                events.append(base.Event("tool_call", tool=call))
         return events
 
-    def _user(self, obj: JsonObject) -> list[Event]:
+    def _user(self, obj: base.JsonObject) -> list[base.Event]:
         msg = obj.get("message")
         if not isinstance(msg, dict):
             return []
         content = msg.get("content")
         if not isinstance(content, list):
             return []
-        events: list[Event] = []
+        events: list[base.Event] = []
         for block in content:
             if not isinstance(block, dict) or block.get("type") != "tool_result":
                 continue
@@ -400,10 +375,10 @@ class ClaudeParser(StreamParser):
                 continue
             failed = bool(block.get("is_error"))
             self.state.settle(call, ok=not failed, error=result_text(block) if failed else None)
-            events.append(Event("tool_result", tool=call))
+            events.append(base.Event("tool_result", tool=call))
         return events
 
-    def _result(self, obj: JsonObject) -> list[Event]:
+    def _result(self, obj: base.JsonObject) -> list[base.Event]:
         st = self.state
         st.result_seen = True
         st.result_is_error = bool(obj.get("is_error"))
@@ -426,15 +401,18 @@ class ClaudeParser(StreamParser):
         for d in obj.get("permission_denials") or ():
             if isinstance(d, dict) and len(st.permission_denials) < 50:
                 st.permission_denials.append(
-                    {"tool": d.get("tool_name"), "input": clip_input(d.get("tool_input") or {})}
+                    {
+                        "tool": d.get("tool_name"),
+                        "input": base.clip_input(d.get("tool_input") or {}),
+                    }
                 )
         for e in obj.get("errors") or ():
             st.add_error(e if isinstance(e, str) else str(e))
         if st.result_is_error and isinstance(text, str) and text.strip():
             st.add_error(text.strip())
-        return [Event("result", text=st.final_message)]
+        return [base.Event("result", text=st.final_message)]
 
-    def _usage(self, obj: JsonObject) -> None:
+    def _usage(self, obj: base.JsonObject) -> None:
         st = self.state
         models = obj.get("modelUsage")
         if isinstance(models, dict) and models:
@@ -442,9 +420,11 @@ class ClaudeParser(StreamParser):
             for name, mu in models.items():
                 if not isinstance(mu, dict):
                     continue
-                inp += count(mu.get("inputTokens")) + count(mu.get("cacheReadInputTokens"))
-                inp += count(mu.get("cacheCreationInputTokens"))
-                out += count(mu.get("outputTokens"))
+                inp += base.count(mu.get("inputTokens")) + base.count(
+                    mu.get("cacheReadInputTokens")
+                )
+                inp += base.count(mu.get("cacheCreationInputTokens"))
+                out += base.count(mu.get("outputTokens"))
                 if st.model is None:
                     st.model = name
             st.input_tokens, st.output_tokens = inp, out
@@ -452,23 +432,25 @@ class ClaudeParser(StreamParser):
         usage = obj.get("usage")
         if isinstance(usage, dict):
             st.input_tokens = (
-                count(usage.get("input_tokens"))
-                + count(usage.get("cache_read_input_tokens"))
-                + count(usage.get("cache_creation_input_tokens"))
+                base.count(usage.get("input_tokens"))
+                + base.count(usage.get("cache_read_input_tokens"))
+                + base.count(usage.get("cache_creation_input_tokens"))
             )
-            st.output_tokens = count(usage.get("output_tokens"))
+            st.output_tokens = base.count(usage.get("output_tokens"))
 
 
-def tool_call(block: JsonObject, table: Mapping[str, tools.Tool] = tools.CLAUDE) -> ToolCall:
+def tool_call(
+    block: base.JsonObject, table: Mapping[str, tools.Tool] = tools.CLAUDE
+) -> base.ToolCall:
     """A ``tool_use`` block as a call, what it does read from the CLI's tool ``table``."""
     name = str(block.get("name") or "?")
     raw = block.get("input") if isinstance(block.get("input"), dict) else {}
     assert isinstance(raw, dict)
-    call = ToolCall(id=block.get("id"), name=name, input=clip_input(raw))
+    call = base.ToolCall(id=block.get("id"), name=name, input=base.clip_input(raw))
     return tools.describe(call, raw, table)
 
 
-def result_text(block: JsonObject) -> str:
+def result_text(block: base.JsonObject) -> str:
     c = block.get("content")
     if isinstance(c, str):
         text = c
@@ -486,47 +468,51 @@ _USAGE_LIMIT = re.compile(r"usage limit|limit reached|out of (extra )?usage|quot
 _RESET_EPOCH = re.compile(r"\|\s*(\d{10})\b")
 
 
-def classify(state: RunState, end: Exit) -> Outcome:
+def classify(state: base.RunState, end: base.Exit) -> base.Outcome:
     claimed = False
-    if (stopped := stopped_outcome(end)) is not None:
+    if (stopped := base.stopped_outcome(end)) is not None:
         return stopped
     if state.result_seen:
         errors = "; ".join(state.errors)
         if state.result_subtype == "error_max_turns" or state.terminal_reason == "max_turns":
-            return Outcome("max_turns", True, f"reached the turn limit after {state.turns} turns")
+            return base.Outcome(
+                "max_turns", True, f"reached the turn limit after {state.turns} turns"
+            )
         if state.result_subtype == "error_max_budget_usd":
-            return Outcome("max_turns", True, "reached the per-run cost cap (--max-budget-usd)")
+            return base.Outcome(
+                "max_turns", True, "reached the per-run cost cap (--max-budget-usd)"
+            )
         if state.result_is_error or (state.result_subtype or "success") != "success":
             reason, resume_after = error_class(state.api_error_status, errors)
             message = errors or f"claude reported an error ({state.result_subtype})"
             if state.api_error_status:
                 message = f"HTTP {state.api_error_status}: {message}"
-            return Outcome(reason, True, clip(message, 500), resume_after)
+            return base.Outcome(reason, True, clip(message, 500), resume_after)
         if state.permission_denials and not state.files_written:
             tools = sorted({str(d.get("tool")) for d in state.permission_denials})
-            return Outcome(
+            return base.Outcome(
                 "permission_denied",
                 False,
                 f"tools denied by the permission mode: {', '.join(tools)}",
             )
         claimed = end.exit_code in (0, None)
         if end.exit_code not in (0, None):
-            return Outcome("crashed", True, f"claude exited {end.exit_code} after its result")
-        return Outcome("completed", False, None, claimed_complete=claimed)
+            return base.Outcome("crashed", True, f"claude exited {end.exit_code} after its result")
+        return base.Outcome("completed", False, None, claimed_complete=claimed)
     # No result line: the CLI died, refused its flags, or its session id was unknown.
     tail = end.stderr_tail.strip()
     if re.search(r"No conversation found|unknown option|error: option|invalid", tail, re.I):
-        return Outcome("invalid_request", True, clip(tail.splitlines()[-1], 500))
+        return base.Outcome("invalid_request", True, clip(tail.splitlines()[-1], 500))
     if re.search(r"invalid api key|authentication|401|403|not logged in|/login", tail, re.I):
-        return Outcome("auth_error", True, clip(tail.splitlines()[-1], 500))
+        return base.Outcome("auth_error", True, clip(tail.splitlines()[-1], 500))
     last = tail.splitlines()[-1] if tail else "no result line in the stream"
-    return Outcome("crashed", True, clip(f"claude exited {end.exit_code}: {last}", 500))
+    return base.Outcome("crashed", True, clip(f"claude exited {end.exit_code}: {last}", 500))
 
 
 def error_class(status: int | None, message: str) -> tuple[str, str | None]:
     """(stop_reason, resume_after) for an API failure that survived the CLI's retries."""
     if status is None:
-        status = http_status_in(message)
+        status = base.http_status_in(message)
     if _USAGE_LIMIT.search(message):
         return "usage_limit", reset_time(message)
     if status == 429:

@@ -27,24 +27,7 @@ from loopkit.boundary import containment
 from loopkit.boundary.dialects import Api, Upstream
 from loopkit.files import atomic_write
 from loopkit.text import clip
-from loopkit.worker.providers.base import (
-    Event,
-    Exit,
-    Invocation,
-    JsonObject,
-    Outcome,
-    Provider,
-    Rehearsal,
-    RunSpec,
-    RunState,
-    StreamParser,
-    ToolCall,
-    clip_input,
-    count,
-    http_status_in,
-    is_vendor_url,
-    stopped_outcome,
-)
+from loopkit.worker.providers import base
 from loopkit.worker.providers.shell import files_read_by
 
 DEFAULT_SANDBOX = "workspace-write"
@@ -55,7 +38,7 @@ VENDOR_HOSTS = ("openai.com", "chatgpt.com")
 CODEX_MODEL = "gpt-5.5"
 
 
-class CodexProvider(Provider):
+class CodexProvider(base.Provider):
     name: ClassVar[str] = "codex"
     binary: ClassVar[str | None] = "codex"
     install_hint: ClassVar[str] = (
@@ -76,7 +59,7 @@ class CodexProvider(Provider):
         "CODEX_API_KEY",
     )
 
-    def rehearsal(self, r: Rehearsal) -> dict[str, str]:
+    def rehearsal(self, r: base.Rehearsal) -> dict[str, str]:
         """Writes ``home/config.toml`` for ``codex exec`` (:func:`rehearsal_config`);
         ``CODEX_HOME`` and the key's variable. ``retries`` caps its request retries and
         (unless ``stream_retries`` is given) its stream reconnects."""
@@ -91,7 +74,7 @@ class CodexProvider(Provider):
         atomic_write(r.home / "config.toml", text)
         return {"CODEX_HOME": str(r.home), REHEARSAL_KEY_VAR: r.api_key}
 
-    def upstream(self, spec: RunSpec) -> Upstream | None:
+    def upstream(self, spec: base.RunSpec) -> Upstream | None:
         """The active ``[model_providers.X]`` of config.toml when it names its key's
         variable (``env_key``) and base URL; else the built-in OpenAI provider's."""
         parent = spec.parent_env()
@@ -106,7 +89,9 @@ class CodexProvider(Provider):
             return Upstream(url, key, var, self.api, section=config["name"])
         return super().upstream(spec)
 
-    def metered(self, inv: Invocation, url: str, token: str, upstream: Upstream) -> Invocation:
+    def metered(
+        self, inv: base.Invocation, url: str, token: str, upstream: Upstream
+    ) -> base.Invocation:
         """Through the meter: the key's variable holds the token; the base URL is the
         meter's -- in ``OPENAI_BASE_URL`` for the built-in provider, as a ``-c`` override of
         the config's ``[model_providers.X] base_url`` otherwise."""
@@ -120,7 +105,7 @@ class CodexProvider(Provider):
         argv[at:at] = ["-c", f"model_providers.{upstream.section}.base_url={json.dumps(url)}"]
         return out.but(argv=argv, env=env)
 
-    def build(self, spec: RunSpec) -> Invocation:
+    def build(self, spec: base.RunSpec) -> base.Invocation:
         sandbox = "read-only" if spec.read_only else (spec.sandbox or DEFAULT_SANDBOX)
         argv = [self.binary or "codex", "exec", "--json", "--sandbox", sandbox]
         argv += ["--skip-git-repo-check"]
@@ -136,12 +121,12 @@ class CodexProvider(Provider):
         extra = [config["env_key"]] if config.get("env_key") else []
         env = self.env(spec, extra=extra)
         base_url = config.get("base_url") or parent.get("OPENAI_BASE_URL")
-        return Invocation(
+        return base.Invocation(
             argv=argv,
             env=env,
             cwd=spec.cwd,
             stdin=None,
-            cost_trusted=is_vendor_url(base_url, VENDOR_HOSTS),
+            cost_trusted=base.is_vendor_url(base_url, VENDOR_HOSTS),
             model=spec.model or config.get("model"),
         )
 
@@ -157,7 +142,7 @@ class CodexProvider(Provider):
             return set(line) == {"type", "message"} and isinstance(line["message"], str)
         return t in _EVENT_TYPES
 
-    def contained(self, inv: Invocation) -> tuple[Invocation, list[Path]]:
+    def contained(self, inv: base.Invocation) -> tuple[base.Invocation, list[Path]]:
         """Codex writes its sessions under ``CODEX_HOME`` (else ``~/.codex``). Its own
         sandbox cannot start inside loopkit's as root (no uid map), and loopkit's is the
         boundary: inside it, codex runs with ``--sandbox danger-full-access``."""
@@ -173,11 +158,7 @@ class CodexProvider(Provider):
         # credentials copied in afresh each run, the sessions kept for a resume; a
         # `notify` program or an instruction the worker writes never reaches the person.
 
-        files = {
-            name: Path(home) / name
-            for name in PERSON_FILES
-            if not (inv.metered and name in CREDENTIAL_FILES)
-        }
+        files = base.person_files(inv, Path(home), PERSON_FILES, CREDENTIAL_FILES)
         private = containment.seed_home(
             containment.provider_home(inv.cwd, self.name), files, keep=SESSION_FOLDERS
         )
@@ -187,7 +168,7 @@ class CodexProvider(Provider):
     def parser(self) -> CodexParser:
         return CodexParser()
 
-    def classify(self, state: RunState, end: Exit) -> Outcome:
+    def classify(self, state: base.RunState, end: base.Exit) -> base.Outcome:
         return classify(state, end)
 
 
@@ -246,14 +227,14 @@ def _config_by_pattern(raw: str) -> dict[str, str]:
     return out
 
 
-class CodexParser(StreamParser):
+class CodexParser(base.StreamParser):
     def __init__(self) -> None:
         super().__init__()
-        self._pending: dict[Any, ToolCall] = {}
+        self._pending: dict[Any, base.ToolCall] = {}
         self.turn_failed: str | None = None
         self.turn_completed = False
 
-    def handle(self, obj: JsonObject) -> list[Event]:
+    def handle(self, obj: base.JsonObject) -> list[base.Event]:
         t = obj.get("type")
         st = self.state
         if t == "item.completed" or t == "item.started" or t == "item.updated":
@@ -263,7 +244,7 @@ class CodexParser(StreamParser):
             return []
         if t == "thread.started":
             st.session_id = obj.get("thread_id") or st.session_id
-            return [Event("init")]
+            return [base.Event("init")]
         if t == "turn.started":
             st.turns += 1
             return []
@@ -273,9 +254,9 @@ class CodexParser(StreamParser):
             self.turn_completed = True
             usage = obj.get("usage")
             if isinstance(usage, dict):
-                st.input_tokens += count(usage.get("input_tokens"))
-                st.output_tokens += count(usage.get("output_tokens"))
-            return [Event("result", text=st.final_message)]
+                st.input_tokens += base.count(usage.get("input_tokens"))
+                st.output_tokens += base.count(usage.get("output_tokens"))
+            return [base.Event("result", text=st.final_message)]
         if t == "turn.failed":
             st.result_seen = True
             st.result_is_error = True
@@ -283,20 +264,20 @@ class CodexParser(StreamParser):
             msg = err.get("message") if isinstance(err, dict) else None
             self.turn_failed = str(msg or "turn failed")
             st.add_error(self.turn_failed)
-            return [Event("error", text=self.turn_failed)]
+            return [base.Event("error", text=self.turn_failed)]
         if t == "error":
             msg = str(obj.get("message") or "")
             if re.match(r"^\s*Reconnecting", msg):
                 st.api_retries += 1
-                status = http_status_in(msg)
+                status = base.http_status_in(msg)
                 if status:
                     st.api_error_status = status
-                return [Event("retry", text=msg)]
+                return [base.Event("retry", text=msg)]
             st.add_error(msg)
-            return [Event("error", text=msg)]
+            return [base.Event("error", text=msg)]
         return []
 
-    def _item(self, item: JsonObject, *, done: bool) -> list[Event]:
+    def _item(self, item: base.JsonObject, *, done: bool) -> list[base.Event]:
         kind = item.get("type")
         if kind in _TOOL_ITEMS:
             iid = item.get("id")
@@ -307,26 +288,26 @@ class CodexParser(StreamParser):
                     return []
                 ok, error = _item_result(item)
                 self.state.settle(call, ok=ok, error=error)
-                return [Event("tool_result", call)]
+                return [base.Event("tool_result", call)]
             call = _tool_call(item)
             self.state.add_tool(call)
             if not done:
                 if iid is not None:
                     self._pending[iid] = call
-                return [Event("tool_call", call)]
+                return [base.Event("tool_call", call)]
             ok, error = _item_result(item)
             self.state.settle(call, ok=ok, error=error)
-            return [Event("tool_call", call), Event("tool_result", call)]
+            return [base.Event("tool_call", call), base.Event("tool_result", call)]
         if kind == "agent_message":
             text = item.get("text")
             if done and isinstance(text, str) and text.strip():
                 self.state.final_message = clip(text.strip(), 8000)
-                return [Event("message", text=text)]
+                return [base.Event("message", text=text)]
             return []
         if kind == "error" and done:
             msg = str(item.get("message") or "error")
             self.state.add_error(msg)
-            return [Event("error", text=msg)]
+            return [base.Event("error", text=msg)]
         return []
 
 
@@ -346,12 +327,12 @@ _EVENT_TYPES = frozenset(
 _TOOL_ITEMS = frozenset(("command_execution", "file_change", "mcp_tool_call", "web_search"))
 
 
-def _tool_call(item: JsonObject) -> ToolCall:
+def _tool_call(item: base.JsonObject) -> base.ToolCall:
     kind = str(item.get("type"))
     iid = item.get("id")
     if kind == "command_execution":
         command = str(item.get("command") or "")
-        return ToolCall(
+        return base.ToolCall(
             iid,
             "shell",
             {"command": command if len(command) <= 2000 else clip(command, 2000)},
@@ -361,7 +342,7 @@ def _tool_call(item: JsonObject) -> ToolCall:
     if kind == "file_change":
         raw = item.get("changes")
         changes = [c for c in raw if isinstance(c, dict)][:200] if isinstance(raw, list) else []
-        return ToolCall(
+        return base.ToolCall(
             iid,
             "apply_patch",
             {"changes": changes},
@@ -369,11 +350,11 @@ def _tool_call(item: JsonObject) -> ToolCall:
         )
     if kind == "mcp_tool_call":
         name = f"mcp:{item.get('server')}/{item.get('tool')}"
-        return ToolCall(id=iid, name=name, input=clip_input(item.get("arguments") or {}))
-    return ToolCall(id=iid, name=kind, input=clip_input({"query": item.get("query")}))
+        return base.ToolCall(id=iid, name=name, input=base.clip_input(item.get("arguments") or {}))
+    return base.ToolCall(id=iid, name=kind, input=base.clip_input({"query": item.get("query")}))
 
 
-def _item_result(item: JsonObject) -> tuple[bool, str | None]:
+def _item_result(item: base.JsonObject) -> tuple[bool, str | None]:
     status = item.get("status")
     if item.get("type") == "command_execution":
         code = item.get("exit_code")
@@ -389,23 +370,23 @@ def _item_result(item: JsonObject) -> tuple[bool, str | None]:
     return True, None
 
 
-def classify(state: RunState, end: Exit) -> Outcome:
-    if (stopped := stopped_outcome(end)) is not None:
+def classify(state: base.RunState, end: base.Exit) -> base.Outcome:
+    if (stopped := base.stopped_outcome(end)) is not None:
         return stopped
     failed = state.result_is_error or (state.errors and not state.result_seen)
     if failed:
         message = state.errors[-1] if state.errors else "turn failed"
         reason, resume_after = error_class(message, state.api_error_status)
-        return Outcome(reason, True, clip(message, 500), resume_after)
+        return base.Outcome(reason, True, clip(message, 500), resume_after)
     if state.result_seen and end.exit_code in (0, None):
-        return Outcome("completed", False, None, claimed_complete=True)
+        return base.Outcome("completed", False, None, claimed_complete=True)
     tail = end.stderr_tail.strip()
     last = tail.splitlines()[-1] if tail else "no turn.completed in the stream"
     if re.search(r"unexpected argument|invalid value|Usage:|no rollout found|not found", tail):
-        return Outcome("invalid_request", True, clip(last, 500))
+        return base.Outcome("invalid_request", True, clip(last, 500))
     if re.search(r"401|403|Unauthorized|api key|OPENAI_API_KEY", tail, re.I):
-        return Outcome("auth_error", True, clip(last, 500))
-    return Outcome("crashed", True, clip(f"codex exited {end.exit_code}: {last}", 500))
+        return base.Outcome("auth_error", True, clip(last, 500))
+    return base.Outcome("crashed", True, clip(f"codex exited {end.exit_code}: {last}", 500))
 
 
 _USAGE_LIMIT = re.compile(r"usage limit|usage_limit|insufficient_quota|quota exceeded", re.I)
@@ -415,7 +396,7 @@ def error_class(message: str, status: int | None = None) -> tuple[str, str | Non
     """(stop_reason, resume_after) from a codex error message."""
     if _USAGE_LIMIT.search(message):
         return "usage_limit", parse_reset(message)
-    found = http_status_in(message) or status
+    found = base.http_status_in(message) or status
     if found == 429 or re.search(r"rate.?limit|too many requests", message, re.I):
         return "rate_limited", None
     if found in (401, 403) or re.search(

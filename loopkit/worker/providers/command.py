@@ -24,17 +24,7 @@ from typing import ClassVar
 from loopkit.boundary.dialects import KNOWN_APIS, find_upstream
 from loopkit.evidence.testresults import absent_program
 from loopkit.text import clip
-from loopkit.worker.providers.base import (
-    Event,
-    Exit,
-    Invocation,
-    Outcome,
-    Provider,
-    RunSpec,
-    RunState,
-    StreamParser,
-    stopped_outcome,
-)
+from loopkit.worker.providers import base
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -46,14 +36,14 @@ HANDOFF_ENV = "LOOPKIT_HANDOFF"
 SHELL = "/bin/sh"
 
 
-class CommandProvider(Provider):
+class CommandProvider(base.Provider):
     name: ClassVar[str] = "command"
     binary: ClassVar[str | None] = None
     install_hint: ClassVar[str] = "give the worker command in the contract (worker.command)"
     env_names: ClassVar[tuple[str, ...]] = ()
     options: ClassVar[tuple[str, ...]] = ("command", "env_allow", "extra_args")
 
-    def upstream(self, spec: RunSpec) -> Upstream | None:
+    def upstream(self, spec: base.RunSpec) -> Upstream | None:
         """A command's model API is the one whose key ``worker.env_allow`` passes on
         (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ``GEMINI_API_KEY``, ...): metered, the
         command gets the run's token in that variable and the meter's URL in the API's
@@ -65,7 +55,7 @@ class CommandProvider(Provider):
                     return found
         return None
 
-    def build(self, spec: RunSpec) -> Invocation:
+    def build(self, spec: base.RunSpec) -> base.Invocation:
         if not spec.command:
             raise ValueError("the command provider needs a command (worker.command or --command)")
         handoff = spec.handoff_path or Path(
@@ -85,7 +75,7 @@ class CommandProvider(Provider):
         if spec.read_only:
             env["LOOPKIT_READ_ONLY"] = "1"
         argv = [SHELL, "-c", spec.command, *(["sh", *spec.extra_args] if spec.extra_args else [])]
-        return Invocation(
+        return base.Invocation(
             argv=argv,
             env=env,
             cwd=spec.cwd,
@@ -94,41 +84,43 @@ class CommandProvider(Provider):
             cost_trusted=False,
         )
 
-    def locate(self, inv: Invocation) -> str | None:
+    def locate(self, inv: base.Invocation) -> str | None:
         """The shell, when the program the command starts is there (a program on PATH, a
         path to one from the repository, or the shell's own word); None when it is not:
         a set-up error before the worker starts, never its crash."""
         return None if self._absent(inv) else SHELL
 
-    def not_found(self, inv: Invocation) -> str:
+    def not_found(self, inv: base.Invocation) -> str:
         program = self._absent(inv)
         where = "from the repository" if "/" in str(program) else "on PATH"
         return f"worker.command: {program} not found {where} (or not executable)"
 
-    def _absent(self, inv: Invocation) -> str | None:
+    def _absent(self, inv: base.Invocation) -> str | None:
         return absent_program(inv.argv[2], path=inv.env.get("PATH"), cwd=str(inv.cwd))
 
     def parser(self) -> CommandParser:
         return CommandParser()
 
-    def classify(self, state: RunState, end: Exit) -> Outcome:
-        if (stopped := stopped_outcome(end)) is not None:
+    def classify(self, state: base.RunState, end: base.Exit) -> base.Outcome:
+        if (stopped := base.stopped_outcome(end)) is not None:
             return stopped
         if end.exit_code == 0:
-            return Outcome("completed", False, None, claimed_complete=True)
+            return base.Outcome("completed", False, None, claimed_complete=True)
         last = state.last_text or _last_line(end.stderr_tail) or "no output"
         if end.exit_code == TEMPFAIL:
-            return Outcome("api_error", True, clip(f"transient failure (exit 75): {last}", 500))
+            return base.Outcome(
+                "api_error", True, clip(f"transient failure (exit 75): {last}", 500)
+            )
         if end.exit_code == 127:
             last = _last_line(end.stderr_tail) or last
-            return Outcome("crashed", True, clip(f"command not found (exit 127): {last}", 500))
-        return Outcome("crashed", True, clip(f"command exited {end.exit_code}: {last}", 500))
+            return base.Outcome("crashed", True, clip(f"command not found (exit 127): {last}", 500))
+        return base.Outcome("crashed", True, clip(f"command exited {end.exit_code}: {last}", 500))
 
 
-class CommandParser(StreamParser):
+class CommandParser(base.StreamParser):
     """Plain lines: only the last non-empty one is kept (memory stays flat)."""
 
-    def feed(self, line: bytes | str) -> list[Event]:
+    def feed(self, line: bytes | str) -> list[base.Event]:
         self.state.lines += 1
         if isinstance(line, bytes):
             line = line.decode("utf-8", "replace")
@@ -137,7 +129,7 @@ class CommandParser(StreamParser):
             self.state.last_text = clip(s, 2000)
         return []
 
-    def finish(self) -> RunState:
+    def finish(self) -> base.RunState:
         self.state.final_message = self.state.last_text
         self.state.result_seen = True
         return self.state

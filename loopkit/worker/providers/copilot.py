@@ -39,23 +39,7 @@ from typing import Any, ClassVar
 from loopkit.boundary import containment
 from loopkit.boundary.dialects import Api, Upstream, find_upstream
 from loopkit.text import clip
-from loopkit.worker.providers import codex, tools
-from loopkit.worker.providers.base import (
-    Event,
-    Exit,
-    Invocation,
-    JsonObject,
-    Outcome,
-    Provider,
-    Rehearsal,
-    RunSpec,
-    RunState,
-    StreamParser,
-    ToolCall,
-    as_dict,
-    stopped_outcome,
-    unresolved_failure,
-)
+from loopkit.worker.providers import base, codex, tools
 
 READ_ONLY_TOOLS = ("view", "grep", "glob")
 #: Its own-endpoint (BYOK) settings, in the order it prefers the keys.
@@ -77,7 +61,7 @@ APIS = {
 }
 
 
-class CopilotProvider(Provider):
+class CopilotProvider(base.Provider):
     name: ClassVar[str] = "copilot"
     binary: ClassVar[str | None] = "copilot"
     install_hint: ClassVar[str] = (
@@ -98,7 +82,7 @@ class CopilotProvider(Provider):
     #: The model a rehearsal names over its own-endpoint (BYOK) settings.
     rehearsal_model: ClassVar[str] = "claude-sonnet-4.5"
 
-    def rehearsal(self, r: Rehearsal) -> dict[str, str]:
+    def rehearsal(self, r: base.Rehearsal) -> dict[str, str]:
         """Offline, its ``COPILOT_PROVIDER_*`` settings pointing at the server (the
         Anthropic Messages API), ``COPILOT_HOME`` under ``home``. Its retries are its own."""
         r.home.mkdir(parents=True, exist_ok=True)
@@ -113,7 +97,7 @@ class CopilotProvider(Provider):
             "COPILOT_MODEL": self.rehearsal_model,
         }
 
-    def upstream(self, spec: RunSpec) -> Upstream | None:
+    def upstream(self, spec: base.RunSpec) -> Upstream | None:
         """The endpoint and key of its own-endpoint mode, when the person set one (or
         ``worker.upstream`` names it); None for GitHub's routing, an azure endpoint or a
         key command."""
@@ -125,11 +109,13 @@ class CopilotProvider(Provider):
             return None
         return find_upstream(api, parent, url=spec.upstream)
 
-    def metered(self, inv: Invocation, url: str, token: str, upstream: Upstream) -> Invocation:
+    def metered(
+        self, inv: base.Invocation, url: str, token: str, upstream: Upstream
+    ) -> base.Invocation:
         out = super().metered(inv, url, token, upstream)
         return out.but(env={k: v for k, v in out.env.items() if k != KEY_COMMAND})
 
-    def build(self, spec: RunSpec) -> Invocation:
+    def build(self, spec: base.RunSpec) -> base.Invocation:
         prompt = spec.prompt
         if prompt[:1] == "-":  # it would be read as an option
             prompt = " " + prompt
@@ -148,7 +134,7 @@ class CopilotProvider(Provider):
         env = self.env(spec)
         env.setdefault("COPILOT_AUTO_UPDATE", "false")
         model = spec.model or env.get("COPILOT_MODEL")
-        return Invocation(argv=argv, env=env, cwd=spec.cwd, stdin=None, model=model)
+        return base.Invocation(argv=argv, env=env, cwd=spec.cwd, stdin=None, model=model)
 
     @classmethod
     def sniff(cls, line: Mapping[str, Any]) -> bool:
@@ -159,7 +145,7 @@ class CopilotProvider(Provider):
             return "sessionId" in line and "exitCode" in line
         return isinstance(t, str) and "." in t and isinstance(line.get("data"), dict)
 
-    def contained(self, inv: Invocation) -> tuple[Invocation, list[Path]]:
+    def contained(self, inv: base.Invocation) -> tuple[base.Invocation, list[Path]]:
         """Copilot's config, sessions and logs move to a private ``COPILOT_HOME``: the
         person's config copied in afresh each run, the sessions kept for ``--resume``."""
 
@@ -177,7 +163,7 @@ class CopilotProvider(Provider):
     def parser(self) -> CopilotParser:
         return CopilotParser()
 
-    def classify(self, state: RunState, end: Exit) -> Outcome:
+    def classify(self, state: base.RunState, end: base.Exit) -> base.Outcome:
         return classify(state, end)
 
 
@@ -195,16 +181,16 @@ def copilot_home(env: Mapping[str, str]) -> Path | None:
     return Path(home, ".copilot") if home else None
 
 
-class CopilotParser(StreamParser):
+class CopilotParser(base.StreamParser):
     def __init__(self) -> None:
         super().__init__()
-        self._pending: dict[Any, ToolCall] = {}
+        self._pending: dict[Any, base.ToolCall] = {}
         self.exit_code: int | None = None
 
-    def handle(self, obj: JsonObject) -> list[Event]:
+    def handle(self, obj: base.JsonObject) -> list[base.Event]:
         t = obj.get("type")
         st = self.state
-        data = as_dict(obj.get("data"))
+        data = base.as_dict(obj.get("data"))
         if t == "assistant.turn_start":
             st.turns += 1
         elif t == "assistant.message":
@@ -213,14 +199,14 @@ class CopilotParser(StreamParser):
                 st.model = data["model"]
             if isinstance(text, str) and text.strip():
                 st.final_message = clip(text.strip(), 8000)
-                return [Event("message", text=text)]
+                return [base.Event("message", text=text)]
         elif t == "tool.execution_start":
             return self._start(data)
         elif t == "tool.execution_complete":
             return self._complete(data)
         elif t == "assistant.turn_retry":
             st.api_retries += 1
-            return [Event("retry", text=str(data.get("message") or "retry"))]
+            return [base.Event("retry", text=str(data.get("message") or "retry"))]
         elif t == "model.call_failure":
             status = data.get("statusCode")
             if isinstance(status, int) and not isinstance(status, bool):
@@ -232,7 +218,7 @@ class CopilotParser(StreamParser):
             message = str(data.get("message") or data.get("errorType") or "error")
             st.add_error(message)
             st.result_is_error = True
-            return [Event("error", text=message)]
+            return [base.Event("error", text=message)]
         elif t == "result":
             st.result_seen = True
             if isinstance(obj.get("sessionId"), str):
@@ -241,18 +227,18 @@ class CopilotParser(StreamParser):
             self.exit_code = code if isinstance(code, int) else None
             if st.result_is_error is None:
                 st.result_is_error = bool(self.exit_code)
-            return [Event("result", text=st.final_message)]
+            return [base.Event("result", text=st.final_message)]
         return []
 
-    def _start(self, data: JsonObject) -> list[Event]:
-        args = as_dict(data.get("arguments"))
+    def _start(self, data: base.JsonObject) -> list[base.Event]:
+        args = base.as_dict(data.get("arguments"))
         name = str(data.get("toolName") or "tool")
         call = tools.started(
             self.state, self._pending, data.get("toolCallId"), name, args, tools.COPILOT
         )
-        return [Event("tool_call", call)]
+        return [base.Event("tool_call", call)]
 
-    def _complete(self, data: JsonObject) -> list[Event]:
+    def _complete(self, data: base.JsonObject) -> list[base.Event]:
         call = self._pending.pop(data.get("toolCallId"), None)
         if call is None:
             return []
@@ -262,46 +248,46 @@ class CopilotParser(StreamParser):
             if paths:
                 call.files_written = paths[:200]
         if data.get("success") is not True:
-            err = as_dict(data.get("error"))
+            err = base.as_dict(data.get("error"))
             message = str(err.get("message") or "tool failed")
             if err.get("code") == "denied":
                 self.state.permission_denials.append({"tool": call.name, "input": call.input})
             self.state.settle(call, ok=False, error=message)
-            return [Event("tool_result", call)]
-        code = as_dict(data.get("shellExecution")).get("exitCode")
+            return [base.Event("tool_result", call)]
+        code = base.as_dict(data.get("shellExecution")).get("exitCode")
         if isinstance(code, int) and not isinstance(code, bool) and code != 0:
-            out = str(as_dict(data.get("result")).get("content") or "")[-2000:].strip()
+            out = str(base.as_dict(data.get("result")).get("content") or "")[-2000:].strip()
             tail = "\n".join(out.rsplit("\n", 5)[-5:])
             self.state.settle(call, ok=False, error=f"exit {code}: {tail}")
         else:
             self.state.settle(call, ok=True)
-        return [Event("tool_result", call)]
+        return [base.Event("tool_result", call)]
 
 
-def classify(state: RunState, end: Exit) -> Outcome:
-    if (stopped := stopped_outcome(end)) is not None:
+def classify(state: base.RunState, end: base.Exit) -> base.Outcome:
+    if (stopped := base.stopped_outcome(end)) is not None:
         return stopped
     if state.errors:
         message = state.errors[-1]
         reason, resume_after = codex.error_class(message, state.api_error_status)
-        return Outcome(reason, True, clip(message, 500), resume_after)
+        return base.Outcome(reason, True, clip(message, 500), resume_after)
     if end.exit_code not in (0, None) or state.result_is_error:
         tail = end.stderr_tail.strip()
         last = tail.splitlines()[-1] if tail else "no error in the stream"
         if "session" in last.lower() and "not found" in last.lower():
-            return Outcome("invalid_request", True, clip(last, 500))
-        return Outcome("crashed", True, clip(f"copilot exited {end.exit_code}: {last}", 500))
+            return base.Outcome("invalid_request", True, clip(last, 500))
+        return base.Outcome("crashed", True, clip(f"copilot exited {end.exit_code}: {last}", 500))
     if not state.result_seen:
-        return Outcome("crashed", True, "copilot ended without its result line")
-    failed = unresolved_failure(state)
+        return base.Outcome("crashed", True, "copilot ended without its result line")
+    failed = base.unresolved_failure(state)
     if state.permission_denials and (failed is None or failed.name in _denied(state)):
         tools = ", ".join(sorted(_denied(state)))
-        return Outcome("permission_denied", False, f"copilot denied: {tools}")
+        return base.Outcome("permission_denied", False, f"copilot denied: {tools}")
     if failed is not None:
         why = f"claimed done after a failed {failed.name}: {failed.error}"
-        return Outcome("completed", False, clip(why, 500))
-    return Outcome("completed", False, None, claimed_complete=True)
+        return base.Outcome("completed", False, clip(why, 500))
+    return base.Outcome("completed", False, None, claimed_complete=True)
 
 
-def _denied(state: RunState) -> set[str]:
+def _denied(state: base.RunState) -> set[str]:
     return {str(d.get("tool")) for d in state.permission_denials}

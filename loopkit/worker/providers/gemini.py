@@ -31,30 +31,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from loopkit import loader
 from loopkit.boundary import containment
 from loopkit.boundary.dialects import Api
 from loopkit.files import atomic_write
 from loopkit.text import clip
-from loopkit.worker.providers import claude, tools
-from loopkit.worker.providers.base import (
-    Event,
-    Exit,
-    Invocation,
-    JsonObject,
-    Outcome,
-    Provider,
-    Rehearsal,
-    RunSpec,
-    RunState,
-    StreamParser,
-    ToolCall,
-    clip_input,
-    count,
-    http_status_in,
-    is_vendor_url,
-    stopped_message,
-)
+from loopkit.worker.providers import base, claude, tools
 
 DEFAULT_APPROVAL = "yolo"
 VENDOR_HOSTS = ("googleapis.com",)
@@ -90,7 +71,7 @@ _RETRY_LINE = re.compile(r"^Attempt \d+ failed\b.*$", re.M)
 _RETRIED = re.compile(r"Retrying (?:after \d+ ?ms|with backoff)")
 
 
-class GeminiProvider(Provider):
+class GeminiProvider(base.Provider):
     name: ClassVar[str] = "gemini"
     binary: ClassVar[str | None] = "gemini"
     install_hint: ClassVar[str] = (
@@ -103,13 +84,7 @@ class GeminiProvider(Provider):
         "GOOGLE_GEMINI_BASE_URL",
         "https://generativelanguage.googleapis.com",
     )
-    options: ClassVar[tuple[str, ...]] = (
-        "max_turns",
-        "permission_mode",
-        "env_allow",
-        "resume",
-        "extra_args",
-    )
+    options: ClassVar[tuple[str, ...]] = base.APPROVAL_OPTIONS
 
     routes: ClassVar[tuple[str, ...]] = (
         "GEMINI_API_KEY",
@@ -121,7 +96,7 @@ class GeminiProvider(Provider):
         "GOOGLE_CLOUD_PROJECT",
     )
 
-    def rehearsal(self, r: Rehearsal) -> dict[str, str]:
+    def rehearsal(self, r: base.Rehearsal) -> dict[str, str]:
         """``HOME``, the key and base URL; writes ``home/.gemini/settings.json``: API-key
         auth and ``general.maxAttempts`` (``retries`` + 1; its default, 10 with backoff,
         makes an error that never clears take minutes)."""
@@ -133,7 +108,7 @@ class GeminiProvider(Provider):
         atomic_write(r.home / ".gemini" / "settings.json", json.dumps(settings, indent=2) + "\n")
         return {"HOME": str(r.home), "GEMINI_API_KEY": r.api_key, "GOOGLE_GEMINI_BASE_URL": r.url}
 
-    def build(self, spec: RunSpec) -> Invocation:
+    def build(self, spec: base.RunSpec) -> base.Invocation:
         approval = "plan" if spec.read_only else (spec.permission_mode or DEFAULT_APPROVAL)
         # "--prompt=": a prompt that starts with "-" is still the prompt.
         argv = [self.binary or "gemini", f"--prompt={spec.prompt}"]
@@ -147,15 +122,15 @@ class GeminiProvider(Provider):
         env = self.env(spec)
         if env.get("GEMINI_API_KEY") and not env.get("GEMINI_DEFAULT_AUTH_TYPE"):
             env["GEMINI_DEFAULT_AUTH_TYPE"] = API_KEY_AUTH
-        settings: JsonObject = {}
+        settings: base.JsonObject = {}
         if spec.max_turns:
             settings["model"] = {"maxSessionTurns": int(spec.max_turns)}
-        return Invocation(
+        return base.Invocation(
             argv=argv,
             env=env,
             cwd=spec.cwd,
             stdin=None,
-            cost_trusted=is_vendor_url(env.get("GOOGLE_GEMINI_BASE_URL"), VENDOR_HOSTS),
+            cost_trusted=base.is_vendor_url(env.get("GOOGLE_GEMINI_BASE_URL"), VENDOR_HOSTS),
             model=spec.model,
             settings=settings,
         )
@@ -175,65 +150,43 @@ class GeminiProvider(Provider):
             return "status" in line and "stats" in line
         return False
 
-    def contained(self, inv: Invocation) -> tuple[Invocation, list[Path]]:
+    def contained(self, inv: base.Invocation) -> tuple[base.Invocation, list[Path]]:
         """Gemini CLI keeps its settings, credentials and sessions in ``.gemini`` under
         ``GEMINI_CLI_HOME`` (else ``$HOME``). In loopkit's runs that is a private home
         (``containment.provider_home``): the person's settings and credentials copied in
         afresh, loopkit's settings (``QUIET``, the turn cap) rendered on top, the sessions
         kept for ``--resume``; nothing the worker writes there reaches the person."""
 
-        base = inv.env.get("GEMINI_CLI_HOME") or inv.env.get("HOME")
-        source = Path(base) / ".gemini" if base else None
+        home = inv.env.get("GEMINI_CLI_HOME") or inv.env.get("HOME")
+        source = Path(home) / ".gemini" if home else None
         private = containment.provider_home(inv.cwd, self.name)
         dot = private / ".gemini"
-        files = {
-            name: source / name
-            for name in PERSON_FILES
-            if source and not (inv.metered and name in CREDENTIAL_FILES)
-        }
+        files = base.person_files(inv, source, PERSON_FILES, CREDENTIAL_FILES)
         containment.seed_home(dot, files, keep=SESSION_FOLDERS)
         # Metered, the only way in is the run's token as an API key: headless, gemini
         # takes the base URL for a gateway login unless its settings select that.
         metered = {"security": {"auth": {"selectedType": API_KEY_AUTH}}} if inv.metered else {}
-        render_settings(dot / "settings.json", {**QUIET, **inv.settings, **metered})
+        base.render_settings(dot / "settings.json", {**QUIET, **inv.settings, **metered})
         return inv.but(env={**inv.env, "GEMINI_CLI_HOME": str(private)}), [private]
 
     def parser(self) -> GeminiParser:
         return GeminiParser()
 
-    def classify(self, state: RunState, end: Exit) -> Outcome:
+    def classify(self, state: base.RunState, end: base.Exit) -> base.Outcome:
         return classify(state, end)
 
 
-def render_settings(path: Path, overrides: Mapping[str, Any]) -> None:
-    """``path`` (a CLI's settings.json, already seeded with the person's) with
-    ``overrides`` merged in, one level deep; a file that is not a JSON object is
-    replaced."""
-    try:
-        data = loader.json_loads(path.read_bytes())
-    except (OSError, ValueError):
-        data = {}
-    if not isinstance(data, dict):
-        data = {}
-    for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(data.get(key), dict):
-            data[key] = {**data[key], **value}
-        else:
-            data[key] = value
-    atomic_write(path, json.dumps(data, indent=2) + "\n")
-
-
-class GeminiParser(StreamParser):
+class GeminiParser(base.StreamParser):
     TOOLS: ClassVar[Mapping[str, tools.Tool]] = tools.GEMINI
 
     def __init__(self) -> None:
         super().__init__()
-        self._pending: dict[str, ToolCall] = {}
+        self._pending: dict[str, base.ToolCall] = {}
         self._text: list[str] = []
         self._in_turn = False
         self.result_error_type: str | None = None
 
-    def handle(self, obj: JsonObject) -> list[Event]:
+    def handle(self, obj: base.JsonObject) -> list[base.Event]:
         t = obj.get("type")
         st = self.state
         if t == "message":
@@ -252,14 +205,16 @@ class GeminiParser(StreamParser):
             self._turn()
             raw = obj.get("parameters") if isinstance(obj.get("parameters"), dict) else {}
             assert isinstance(raw, dict)
-            call = ToolCall(
-                id=obj.get("tool_id"), name=str(obj.get("tool_name") or "?"), input=clip_input(raw)
+            call = base.ToolCall(
+                id=obj.get("tool_id"),
+                name=str(obj.get("tool_name") or "?"),
+                input=base.clip_input(raw),
             )
             tools.describe(call, raw, self.TOOLS)
             st.add_tool(call)
             if call.id:
                 self._pending[str(call.id)] = call
-            return [*events, Event("tool_call", tool=call)]
+            return [*events, base.Event("tool_call", tool=call)]
         if t == "tool_result":
             self._in_turn = False
             done = self._pending.pop(str(obj.get("tool_id")), None)
@@ -272,18 +227,18 @@ class GeminiParser(StreamParser):
             st.settle(done, ok=ok, error=None if ok else str(message or "tool failed"))
             if not ok and _refused(err.get("type"), done, self.TOOLS):
                 st.permission_denials.append({"tool": done.name, "input": done.input})
-            return [Event("tool_result", tool=done)]
+            return [base.Event("tool_result", tool=done)]
         if t == "init":
             st.session_id = obj.get("session_id") or st.session_id
             if isinstance(obj.get("model"), str) and obj["model"] != "auto":
                 st.model = obj["model"]
-            return [Event("init")]
+            return [base.Event("init")]
         if t == "error":
             message = str(obj.get("message") or "error")
             if obj.get("severity") == "warning":
                 return []
             st.add_error(message)
-            return [Event("error", text=message)]
+            return [base.Event("error", text=message)]
         if t == "result":
             return [*self._said(), *self._result(obj)]
         return []
@@ -294,15 +249,15 @@ class GeminiParser(StreamParser):
             if not self.state.result_seen:
                 self.state.turns += 1
 
-    def _said(self) -> list[Event]:
+    def _said(self) -> list[base.Event]:
         text = "".join(self._text).strip()
         self._text = []
         if not text:
             return []
         self.state.final_message = clip(text, 8000)
-        return [Event("message", text=text)]
+        return [base.Event("message", text=text)]
 
-    def _result(self, obj: JsonObject) -> list[Event]:
+    def _result(self, obj: base.JsonObject) -> list[base.Event]:
         st = self.state
         st.result_seen = True
         st.result_is_error = obj.get("status") != "success"
@@ -317,22 +272,22 @@ class GeminiParser(StreamParser):
                 st.api_error_status = status
         stats = obj.get("stats")
         if isinstance(stats, dict):
-            st.input_tokens = count(stats.get("input_tokens"))
-            st.output_tokens = count(stats.get("output_tokens"))
+            st.input_tokens = base.count(stats.get("input_tokens"))
+            st.output_tokens = base.count(stats.get("output_tokens"))
             models = stats.get("models")
             if st.model is None and isinstance(models, dict):
                 # The model that did the work: the router's classifier is listed too.
                 used = {
-                    name: count(m.get("total_tokens"))
+                    name: base.count(m.get("total_tokens"))
                     for name, m in models.items()
                     if isinstance(m, dict)
                 }
                 if used and max(used.values()) > 0:
                     st.model = max(used, key=lambda name: used[name])
-        return [Event("result", text=st.final_message)]
+        return [base.Event("result", text=st.final_message)]
 
 
-def _refused(kind: Any, call: ToolCall, table: Mapping[str, tools.Tool]) -> bool:
+def _refused(kind: Any, call: base.ToolCall, table: Mapping[str, tools.Tool]) -> bool:
     """A write or a command the approval mode did not allow (not offered, or denied)."""
     if tools.kind_of(table, call.name) not in (tools.WRITE, tools.COMMAND):
         return False
@@ -344,7 +299,7 @@ def _refused(kind: Any, call: ToolCall, table: Mapping[str, tools.Tool]) -> bool
 def _status_in(message: str) -> int | None:
     """The HTTP status of an API error message (the envelope's ``code``, else a number)."""
     m = re.search(r'"code"\s*:\s*(\d{3})', message)
-    return int(m.group(1)) if m else http_status_in(message)
+    return int(m.group(1)) if m else base.http_status_in(message)
 
 
 def retries_on_stderr(stderr: str) -> int:
@@ -370,7 +325,7 @@ def error_class(status: int | None, message: str) -> tuple[str, str | None]:
     return claude.error_class(status, message)
 
 
-def classify(state: RunState, end: Exit) -> Outcome:
+def classify(state: base.RunState, end: base.Exit) -> base.Outcome:
     state.api_retries = max(state.api_retries, retries_on_stderr(end.stderr_tail))
     if end.stopped:
         reason = end.stopped if end.stopped in ("timeout", "cancelled", "stuck") else "cancelled"
@@ -381,30 +336,30 @@ def classify(state: RunState, end: Exit) -> Outcome:
             last = failing[-1]
             cause, resume_after = error_class(_status_in(last), last)
             message = f"timed out retrying a failing request ({len(failing)} attempts): {last}"
-            return Outcome(cause, True, clip(message, 500), resume_after)
-        return Outcome(reason, True, stopped_message(reason))
+            return base.Outcome(cause, True, clip(message, 500), resume_after)
+        return base.Outcome(reason, True, base.stopped_message(reason))
     if state.result_seen and state.result_is_error:
         message = state.errors[-1] if state.errors else "gemini reported an error"
         if "turn" in (state.result_subtype or "").lower():
-            return Outcome("max_turns", True, clip(message, 500))
+            return base.Outcome("max_turns", True, clip(message, 500))
         reason, resume_after = error_class(state.api_error_status, message)
         if state.api_error_status:
             message = f"HTTP {state.api_error_status}: {message}"
-        return Outcome(reason, True, clip(message, 500), resume_after)
+        return base.Outcome(reason, True, clip(message, 500), resume_after)
     if state.result_seen and end.exit_code in (0, None):
         if state.permission_denials:
-            return Outcome("permission_denied", False, denied_message(state))
-        return Outcome("completed", False, None, claimed_complete=True)
+            return base.Outcome("permission_denied", False, denied_message(state))
+        return base.Outcome("completed", False, None, claimed_complete=True)
     known = EXIT_CODES.get(end.exit_code or 0)
     tail = end.stderr_tail.strip()
     last = tail.splitlines()[-1] if tail else "no result line in the stream"
     if known:
-        return Outcome(known[0], True, clip(f"{known[1]}: {last}", 500))
+        return base.Outcome(known[0], True, clip(f"{known[1]}: {last}", 500))
     if state.result_seen:
-        return Outcome("crashed", True, f"gemini exited {end.exit_code} after its result")
-    return Outcome("crashed", True, clip(f"gemini exited {end.exit_code}: {last}", 500))
+        return base.Outcome("crashed", True, f"gemini exited {end.exit_code} after its result")
+    return base.Outcome("crashed", True, clip(f"gemini exited {end.exit_code}: {last}", 500))
 
 
-def denied_message(state: RunState) -> str:
+def denied_message(state: base.RunState) -> str:
     names = sorted({str(d.get("tool")) for d in state.permission_denials})
     return f"tools refused by the approval mode: {', '.join(names)}"

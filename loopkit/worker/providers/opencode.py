@@ -44,25 +44,7 @@ from loopkit.boundary import containment
 from loopkit.boundary.dialects import Api, Upstream
 from loopkit.files import atomic_write
 from loopkit.text import clip
-from loopkit.worker.providers import codex, tools
-from loopkit.worker.providers.base import (
-    Event,
-    Exit,
-    Invocation,
-    JsonObject,
-    Outcome,
-    Provider,
-    Rehearsal,
-    RunSpec,
-    RunState,
-    StreamParser,
-    ToolCall,
-    as_dict,
-    clip_input,
-    count,
-    stopped_outcome,
-    unresolved_failure,
-)
+from loopkit.worker.providers import base, codex, tools
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -79,7 +61,7 @@ COST_SOURCE = "opencode price table (not trusted)"
 EVENT_TYPES = frozenset(("step_start", "step_finish", "text", "tool_use", "reasoning", "error"))
 
 
-class OpencodeProvider(Provider):
+class OpencodeProvider(base.Provider):
     name: ClassVar[str] = "opencode"
     binary: ClassVar[str | None] = "opencode"
     install_hint: ClassVar[str] = "install opencode: npm install -g opencode-ai (or `make agents`)"
@@ -95,7 +77,7 @@ class OpencodeProvider(Provider):
     #: The model a rehearsal names: ``provider/model``, the provider's base URL redirected.
     rehearsal_model: ClassVar[str] = "anthropic/claude-sonnet-4-5"
 
-    def rehearsal(self, r: Rehearsal) -> dict[str, str]:
+    def rehearsal(self, r: base.Rehearsal) -> dict[str, str]:
         """Writes ``home/.config/opencode/opencode.json`` sending opencode to the server
         (the Anthropic Messages API, ``options.baseURL``); ``HOME`` and the XDG folders
         under ``home``, the catalog fetch and autoupdate off. Its retries are its own."""
@@ -123,7 +105,7 @@ class OpencodeProvider(Provider):
 
     api: ClassVar[Api | None] = Api("anthropic", ("ANTHROPIC_API_KEY",), None, DEFAULT_UPSTREAM)
 
-    def upstream(self, spec: RunSpec) -> Upstream | None:
+    def upstream(self, spec: base.RunSpec) -> Upstream | None:
         """The key and endpoint of opencode's ``anthropic`` provider: the environment's
         ``ANTHROPIC_API_KEY``, else the person's own config (``OPENCODE_CONFIG_CONTENT``,
         their global opencode.json, their ``auth.json``); never a project's opencode.json,
@@ -133,24 +115,23 @@ class OpencodeProvider(Provider):
         model = spec.model or next((c["model"] for c in configs if c.get("model")), None)
         if isinstance(model, str) and "/" in model and model.split("/", 1)[0] != PROVIDER:
             return None
-        options: JsonObject = {}
+        options: base.JsonObject = {}
         for config in reversed(configs):  # the later wins, as opencode merges them
             options.update(
-                as_dict(as_dict(as_dict(config.get("provider")).get(PROVIDER)).get("options"))
+                base.as_dict(
+                    base.as_dict(base.as_dict(config.get("provider")).get(PROVIDER)).get("options")
+                )
             )
         key = parent.get("ANTHROPIC_API_KEY", "").strip()
         if not key:
             key = _value(options.get("apiKey"), parent)
         if not key:
             key = _login(parent)
-        if not key:
-            return None
-        base = options.get("baseURL")
-        url = spec.upstream or (base if isinstance(base, str) and base else DEFAULT_UPSTREAM)
-        assert self.api is not None
-        return Upstream(url, key, "ANTHROPIC_API_KEY", self.api)
+        return self.keyed_upstream(spec, key, options.get("baseURL"))
 
-    def metered(self, inv: Invocation, url: str, token: str, upstream: Upstream) -> Invocation:
+    def metered(
+        self, inv: base.Invocation, url: str, token: str, upstream: Upstream
+    ) -> base.Invocation:
         """Through the meter: ``OPENCODE_CONFIG_CONTENT``, merged last, gives the
         anthropic provider the meter's URL and the run's token (over any project config
         the worker writes); no ``apiKey`` of the person's is passed on. The file
@@ -161,14 +142,14 @@ class OpencodeProvider(Provider):
         named = env.pop("OPENCODE_CONFIG", None)
         content = _json_object(env.get("OPENCODE_CONFIG_CONTENT"))
         config = _unkeyed(_merged(_read_config(Path(named)), content) if named else content)
-        provider = as_dict(config.get("provider"))
-        entry = as_dict(provider.get(PROVIDER))
-        entry["options"] = {**as_dict(entry.get("options")), "baseURL": url, "apiKey": token}
+        provider = base.as_dict(config.get("provider"))
+        entry = base.as_dict(provider.get(PROVIDER))
+        entry["options"] = {**base.as_dict(entry.get("options")), "baseURL": url, "apiKey": token}
         config["provider"] = {**provider, PROVIDER: entry}
         env["OPENCODE_CONFIG_CONTENT"] = json.dumps(config, separators=(",", ":"))
         return out.but(env=env)
 
-    def build(self, spec: RunSpec) -> Invocation:
+    def build(self, spec: base.RunSpec) -> base.Invocation:
         self.steps = spec.max_turns or DEFAULT_MAX_TURNS
         argv = [self.binary or "opencode", "run", "--format", "json"]
         argv += ["--print-logs", "--log-level", "ERROR"]
@@ -181,14 +162,14 @@ class OpencodeProvider(Provider):
         env = self.env(spec)
         env["OPENCODE_CONFIG_CONTENT"] = run_config(spec, env.get("OPENCODE_CONFIG_CONTENT"))
         env.setdefault("OPENCODE_DISABLE_AUTOUPDATE", "1")
-        return Invocation(argv=argv, env=env, cwd=spec.cwd, stdin=None, model=spec.model)
+        return base.Invocation(argv=argv, env=env, cwd=spec.cwd, stdin=None, model=spec.model)
 
     @classmethod
     def sniff(cls, line: Mapping[str, Any]) -> bool:
         """run --format json events: a known type with a string ``sessionID``."""
         return line.get("type") in EVENT_TYPES and isinstance(line.get("sessionID"), str)
 
-    def contained(self, inv: Invocation) -> tuple[Invocation, list[Path]]:
+    def contained(self, inv: base.Invocation) -> tuple[base.Invocation, list[Path]]:
         """opencode's settings and sessions move to a private home: the person's settings
         and credentials copied in afresh each run, its sessions kept for ``--session``;
         nothing the worker writes there reaches the person's own opencode."""
@@ -218,7 +199,7 @@ class OpencodeProvider(Provider):
     def parser(self) -> OpencodeParser:
         return OpencodeParser(max_steps=self.steps)
 
-    def classify(self, state: RunState, end: Exit) -> Outcome:
+    def classify(self, state: base.RunState, end: base.Exit) -> base.Outcome:
         return classify(state, end)
 
 
@@ -239,7 +220,7 @@ def config_dirs(env: Mapping[str, str]) -> tuple[Path | None, Path | None]:
     return (Path(config) if config else None, Path(data) if data else None)
 
 
-def person_configs(env: Mapping[str, str]) -> list[JsonObject]:
+def person_configs(env: Mapping[str, str]) -> list[base.JsonObject]:
     """The person's own opencode configs, the one that wins first: ``OPENCODE_CONFIG_CONTENT``,
     the file ``OPENCODE_CONFIG`` names, then the global files (never a project's)."""
     found = [_json_object(env.get("OPENCODE_CONFIG_CONTENT"))]
@@ -257,7 +238,7 @@ def _login(env: Mapping[str, str]) -> str:
     _, data = config_dirs(env)
     if data is None:
         return ""
-    entry = as_dict(_read_config(data / "opencode" / "auth.json").get(PROVIDER))
+    entry = base.as_dict(_read_config(data / "opencode" / "auth.json").get(PROVIDER))
     key = entry.get("key")
     return key.strip() if entry.get("type") == "api" and isinstance(key, str) else ""
 
@@ -280,12 +261,12 @@ def _value(value: Any, env: Mapping[str, str]) -> str:
         return ""
 
 
-def _unkeyed(config: JsonObject) -> JsonObject:
+def _unkeyed(config: base.JsonObject) -> base.JsonObject:
     """``config`` without an ``apiKey`` in any provider's options."""
     providers = config.get("provider")
     if not isinstance(providers, dict):
         return config
-    out: JsonObject = {}
+    out: base.JsonObject = {}
     for name, entry in providers.items():
         if isinstance(entry, dict) and isinstance(entry.get("options"), dict):
             options = {k: v for k, v in entry["options"].items() if k != "apiKey"}
@@ -306,7 +287,7 @@ def _unkeyed_file(path: Path) -> None:
     atomic_write(path, json.dumps(_unkeyed(config), indent=2) + "\n")
 
 
-def _read_config(path: Path) -> JsonObject:
+def _read_config(path: Path) -> base.JsonObject:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
@@ -314,7 +295,7 @@ def _read_config(path: Path) -> JsonObject:
     return _json_object(text, comments=True)
 
 
-def _json_object(text: str | None, *, comments: bool = False) -> JsonObject:
+def _json_object(text: str | None, *, comments: bool = False) -> base.JsonObject:
     """The JSON object in ``text`` (JSONC: comments and trailing commas, with
     ``comments``), else {}."""
     if not text:
@@ -335,37 +316,37 @@ _COMMENT = re.compile(r'("(?:\\.|[^"\\])*")|//[^\n]*|/\*.*?\*/', re.S)
 _TRAILING_COMMA = re.compile(r'("(?:\\.|[^"\\])*")|,(?=\s*[}\]])')
 
 
-def _merged(base: JsonObject, over: JsonObject) -> JsonObject:
-    """``over`` laid over ``base``, objects merged key by key (as opencode merges)."""
-    out = dict(base)
+def _merged(under: base.JsonObject, over: base.JsonObject) -> base.JsonObject:
+    """``over`` laid over ``under``, objects merged key by key (as opencode merges)."""
+    out = dict(under)
     for k, v in over.items():
         out[k] = _merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
     return out
 
 
-def run_config(spec: RunSpec, given: str | None) -> str:
+def run_config(spec: base.RunSpec, given: str | None) -> str:
     """``OPENCODE_CONFIG_CONTENT`` for one run: the person's (when it is a JSON object)
     with loopkit's turn cap, permissions and quiet settings laid over it."""
-    base: JsonObject = {}
+    person: base.JsonObject = {}
     if given:
         try:
             parsed = json.loads(given)
         except ValueError:
             parsed = None
         if isinstance(parsed, dict):
-            base = parsed
-    agent = dict(base.get("agent") or {})
+            person = parsed
+    agent = dict(person.get("agent") or {})
     build = dict(agent.get("build") or {})
     build["steps"] = spec.max_turns or DEFAULT_MAX_TURNS
     agent["build"] = build
     agent["title"] = {**dict(agent.get("title") or {}), "disable": True}  # one request less
-    out = {**base, "agent": agent, "snapshot": False, "autoupdate": False, "share": "disabled"}
+    out = {**person, "agent": agent, "snapshot": False, "autoupdate": False, "share": "disabled"}
     if spec.read_only:
-        out["permission"] = {**dict(base.get("permission") or {}), **READ_ONLY_PERMISSION}
+        out["permission"] = {**dict(person.get("permission") or {}), **READ_ONLY_PERMISSION}
     return json.dumps(out, separators=(",", ":"))
 
 
-class OpencodeParser(StreamParser):
+class OpencodeParser(base.StreamParser):
     """``max_steps``: the cap the run was built with. At the cap opencode asks the model
     for text only (a message the stream never shows) and takes at least one more step,
     so more steps than the cap mean the cap was reached."""
@@ -375,15 +356,15 @@ class OpencodeParser(StreamParser):
         self.last_reason: str | None = None
         self.max_steps = max_steps
 
-    def handle(self, obj: JsonObject) -> list[Event]:
+    def handle(self, obj: base.JsonObject) -> list[base.Event]:
         t = obj.get("type")
         st = self.state
         sid = obj.get("sessionID")
         first = st.session_id is None and isinstance(sid, str)
         if first:
             st.session_id = sid
-        events = [Event("init")] if first else []
-        part = as_dict(obj.get("part"))
+        events = [base.Event("init")] if first else []
+        part = base.as_dict(obj.get("part"))
         if t == "step_start":
             st.turns += 1
             self.last_reason = None
@@ -391,15 +372,15 @@ class OpencodeParser(StreamParser):
             text = part.get("text")
             if isinstance(text, str) and text.strip():
                 st.final_message = clip(text.strip(), 8000)
-                events.append(Event("message", text=text))
+                events.append(base.Event("message", text=text))
         elif t == "tool_use":
             events += self._tool(part)
         elif t == "step_finish":
             self.last_reason = str(part.get("reason") or "")
             tokens = part.get("tokens")
             if isinstance(tokens, dict):
-                st.input_tokens += count(tokens.get("input"))
-                st.output_tokens += count(tokens.get("output"))
+                st.input_tokens += base.count(tokens.get("input"))
+                st.output_tokens += base.count(tokens.get("output"))
             cost = part.get("cost")
             if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost >= 0:
                 st.cost_usd = (st.cost_usd or 0.0) + float(cost)
@@ -407,34 +388,34 @@ class OpencodeParser(StreamParser):
             if self.last_reason == "stop":
                 st.result_seen = True
                 st.result_is_error = False
-                events.append(Event("result", text=st.final_message))
+                events.append(base.Event("result", text=st.final_message))
         elif t == "error":
-            err = as_dict(obj.get("error"))
-            data = as_dict(err.get("data"))
+            err = base.as_dict(obj.get("error"))
+            data = base.as_dict(err.get("data"))
             message = str(data.get("message") or err.get("name") or "error")
             status = data.get("statusCode")
             if isinstance(status, int) and not isinstance(status, bool):
                 st.api_error_status = status
             st.add_error(f"{err.get('name') or 'error'}: {message}")
             st.result_is_error = True
-            events.append(Event("error", text=message))
+            events.append(base.Event("error", text=message))
         return events
 
-    def finish(self) -> RunState:
+    def finish(self) -> base.RunState:
         if self.max_steps is not None and self.state.turns > self.max_steps:
             self.state.terminal_reason = "max_turns"
         return self.state
 
-    def _tool(self, part: JsonObject) -> list[Event]:
-        state = as_dict(part.get("state"))
-        raw = as_dict(state.get("input"))
+    def _tool(self, part: base.JsonObject) -> list[base.Event]:
+        state = base.as_dict(part.get("state"))
+        raw = base.as_dict(state.get("input"))
         name = str(part.get("tool") or "tool")
-        call = ToolCall(part.get("callID"), name, clip_input(raw))
+        call = base.ToolCall(part.get("callID"), name, base.clip_input(raw))
         if name == "invalid":  # the model named a tool opencode does not have
             call.name = str(raw.get("tool") or "invalid")
             self.state.add_tool(call)
             self.state.settle(call, ok=False, error=str(raw.get("error") or "no such tool"))
-            return [Event("tool_call", call), Event("tool_result", call)]
+            return [base.Event("tool_call", call), base.Event("tool_result", call)]
         tools.describe(call, raw, tools.OPENCODE)
         self.state.add_tool(call)
         status = state.get("status")
@@ -443,7 +424,7 @@ class OpencodeParser(StreamParser):
             if _REJECTED.search(str(state.get("error") or "")):
                 self.state.permission_denials.append({"tool": name, "input": call.input})
         elif status == "completed":
-            meta = as_dict(state.get("metadata"))
+            meta = base.as_dict(state.get("metadata"))
             code = meta.get("exit")
             if name == "bash" and isinstance(code, int) and code != 0:
                 out = str(state.get("output") or "")[-2000:].strip()
@@ -452,8 +433,8 @@ class OpencodeParser(StreamParser):
             else:
                 self.state.settle(call, ok=True)
         else:
-            return [Event("tool_call", call)]
-        return [Event("tool_call", call), Event("tool_result", call)]
+            return [base.Event("tool_call", call)]
+        return [base.Event("tool_call", call), base.Event("tool_result", call)]
 
 
 _REJECTED = re.compile(r"rejected permission|permission.*denied|not allowed", re.I)
@@ -461,31 +442,33 @@ _REJECTED = re.compile(r"rejected permission|permission.*denied|not allowed", re
 _STREAM_ERROR = re.compile(r'^.*message="stream error"(?!.*small=true).*$', re.M)
 
 
-def classify(state: RunState, end: Exit) -> Outcome:
+def classify(state: base.RunState, end: base.Exit) -> base.Outcome:
     failures = len(_STREAM_ERROR.findall(end.stderr_tail))
     if failures and not state.api_retries:
         state.api_retries = failures - 1 if state.errors else failures
-    if (stopped := stopped_outcome(end)) is not None:
+    if (stopped := base.stopped_outcome(end)) is not None:
         return stopped
     if state.errors:
         message = state.errors[-1]
         reason, resume_after = codex.error_class(message, state.api_error_status)
         if state.api_error_status:
             message = f"HTTP {state.api_error_status}: {message}"
-        return Outcome(reason, True, clip(message, 500), resume_after)
+        return base.Outcome(reason, True, clip(message, 500), resume_after)
     if end.exit_code not in (0, None):
         tail = end.stderr_tail.strip()
         last = tail.splitlines()[-1] if tail else "no error event in the stream"
-        return Outcome("crashed", True, clip(f"opencode exited {end.exit_code}: {last}", 500))
+        return base.Outcome("crashed", True, clip(f"opencode exited {end.exit_code}: {last}", 500))
     if state.terminal_reason == "max_turns":
-        return Outcome("max_turns", True, f"reached the step limit after {state.turns - 1} steps")
+        return base.Outcome(
+            "max_turns", True, f"reached the step limit after {state.turns - 1} steps"
+        )
     if state.permission_denials:
         tools = sorted({str(d.get("tool")) for d in state.permission_denials})
-        return Outcome("permission_denied", False, f"opencode rejected: {', '.join(tools)}")
+        return base.Outcome("permission_denied", False, f"opencode rejected: {', '.join(tools)}")
     if not state.result_seen:
-        return Outcome("crashed", True, "opencode ended without a final answer")
-    failed = unresolved_failure(state)
+        return base.Outcome("crashed", True, "opencode ended without a final answer")
+    failed = base.unresolved_failure(state)
     if failed is not None:
         why = f"claimed done after a failed {failed.name}: {failed.error}"
-        return Outcome("completed", False, clip(why, 500))
-    return Outcome("completed", False, None, claimed_complete=True)
+        return base.Outcome("completed", False, clip(why, 500))
+    return base.Outcome("completed", False, None, claimed_complete=True)

@@ -37,25 +37,7 @@ from loopkit.boundary import containment
 from loopkit.boundary.dialects import Api, Upstream
 from loopkit.files import atomic_write
 from loopkit.text import clip
-from loopkit.worker.providers import codex, tools
-from loopkit.worker.providers.base import (
-    Event,
-    Exit,
-    Invocation,
-    JsonObject,
-    Outcome,
-    Provider,
-    Rehearsal,
-    RunSpec,
-    RunState,
-    StreamParser,
-    ToolCall,
-    as_dict,
-    count,
-    http_status_in,
-    stopped_outcome,
-    unresolved_failure,
-)
+from loopkit.worker.providers import base, codex, tools
 
 READ_ONLY_TOOLS = ("read", "grep", "find", "ls")
 #: The provider whose API the meter stands in for, and its endpoint when no baseUrl is set.
@@ -84,7 +66,7 @@ EVENT_TYPES = frozenset(
 )
 
 
-class PiProvider(Provider):
+class PiProvider(base.Provider):
     name: ClassVar[str] = "pi"
     binary: ClassVar[str | None] = "pi"
     install_hint: ClassVar[str] = (
@@ -107,7 +89,7 @@ class PiProvider(Provider):
     #: The model a rehearsal names (its built-in anthropic provider, the base URL redirected).
     rehearsal_model: ClassVar[str] = "anthropic/claude-sonnet-4-5"
 
-    def rehearsal(self, r: Rehearsal) -> dict[str, str]:
+    def rehearsal(self, r: base.Rehearsal) -> dict[str, str]:
         """Writes pi's ``models.json`` (the anthropic provider's ``baseUrl``) and
         ``settings.json`` (``retries`` agent-level retries, 10 ms apart; the SDK's own off)
         into ``home``; ``PI_CODING_AGENT_DIR``, offline, no telemetry."""
@@ -128,7 +110,7 @@ class PiProvider(Provider):
         atomic_write(r.home / "settings.json", json.dumps(settings, indent=2) + "\n")
         return {"PI_CODING_AGENT_DIR": str(r.home), "PI_OFFLINE": "1", "PI_TELEMETRY": "0"}
 
-    def upstream(self, spec: RunSpec) -> Upstream | None:
+    def upstream(self, spec: base.RunSpec) -> Upstream | None:
         """The key and endpoint of pi's ``anthropic`` provider: the environment's
         ``ANTHROPIC_API_KEY``, else the person's own folder (an ``api_key`` login in
         auth.json, the provider's ``apiKey`` in models.json); never a file of the project.
@@ -141,22 +123,21 @@ class PiProvider(Provider):
         chosen = wanted or settings.get("defaultProvider") or PROVIDER
         if chosen != PROVIDER:
             return None
-        entry = as_dict(as_dict(_read(folder / "models.json").get("providers")).get(PROVIDER))
+        entry = base.as_dict(
+            base.as_dict(_read(folder / "models.json").get("providers")).get(PROVIDER)
+        )
         key = parent.get("ANTHROPIC_API_KEY", "").strip()
         if not key:
-            login = as_dict(_read(folder / "auth.json").get(PROVIDER))
+            login = base.as_dict(_read(folder / "auth.json").get(PROVIDER))
             if login.get("type") == "api_key":
                 key = _value(login.get("key"), parent)
         if not key:
             key = _value(entry.get("apiKey"), parent)
-        if not key:
-            return None
-        base = entry.get("baseUrl")
-        url = spec.upstream or (base if isinstance(base, str) and base else DEFAULT_UPSTREAM)
-        assert self.api is not None
-        return Upstream(url, key, "ANTHROPIC_API_KEY", self.api)
+        return self.keyed_upstream(spec, key, entry.get("baseUrl"))
 
-    def metered(self, inv: Invocation, url: str, token: str, upstream: Upstream) -> Invocation:
+    def metered(
+        self, inv: base.Invocation, url: str, token: str, upstream: Upstream
+    ) -> base.Invocation:
         """Through the meter: pi reads its endpoint from ``models.json`` alone, so the run
         moves to its private folder now (``contained``, sandbox or not), whose models.json
         sends the anthropic provider to the meter with the run's token."""
@@ -167,7 +148,7 @@ class PiProvider(Provider):
         )
         return self.contained(out)[0]
 
-    def build(self, spec: RunSpec) -> Invocation:
+    def build(self, spec: base.RunSpec) -> base.Invocation:
         argv = [self.binary or "pi", "-p", "--mode", "json"]
         if spec.model:
             argv += ["--model", spec.model]
@@ -186,7 +167,7 @@ class PiProvider(Provider):
         env = self.env(spec)
         env.setdefault("PI_OFFLINE", "1")  # no update check at start-up
         env.setdefault("PI_TELEMETRY", "0")
-        return Invocation(argv=argv, env=env, cwd=spec.cwd, stdin=None, model=spec.model)
+        return base.Invocation(argv=argv, env=env, cwd=spec.cwd, stdin=None, model=spec.model)
 
     @classmethod
     def sniff(cls, line: Mapping[str, Any]) -> bool:
@@ -196,7 +177,7 @@ class PiProvider(Provider):
             return isinstance(line.get("version"), int) and isinstance(line.get("cwd"), str)
         return t in EVENT_TYPES
 
-    def contained(self, inv: Invocation) -> tuple[Invocation, list[Path]]:
+    def contained(self, inv: base.Invocation) -> tuple[base.Invocation, list[Path]]:
         """pi's settings, custom models, credentials and sessions move to a private copy
         of its folder: the person's files copied in afresh each run, the sessions kept
         for ``--session``."""
@@ -208,11 +189,7 @@ class PiProvider(Provider):
         if source is None:
             return inv, []
         # Metered, the person's login stays outside: the worker has only its token.
-        files = {
-            name: source / name
-            for name in PERSON_FILES
-            if not (inv.metered and name in CREDENTIAL_FILES)
-        }
+        files = base.person_files(inv, source, PERSON_FILES, CREDENTIAL_FILES)
         private = containment.seed_home(home, files, keep=SESSION_FOLDERS)
         meter = inv.settings.get(METER_SETTING)
         if inv.metered and isinstance(meter, dict):
@@ -224,7 +201,7 @@ class PiProvider(Provider):
     def parser(self) -> PiParser:
         return PiParser()
 
-    def classify(self, state: RunState, end: Exit) -> Outcome:
+    def classify(self, state: base.RunState, end: base.Exit) -> base.Outcome:
         return classify(state, end)
 
 
@@ -246,13 +223,13 @@ def _metered_models(path: Path, meter: Mapping[str, Any]) -> None:
         name: {k: v for k, v in entry.items() if k != "apiKey"}
         if isinstance(entry, dict)
         else entry
-        for name, entry in as_dict(data.get("providers")).items()
+        for name, entry in base.as_dict(data.get("providers")).items()
     }
-    providers[PROVIDER] = {**as_dict(providers.get(PROVIDER)), **meter}
+    providers[PROVIDER] = {**base.as_dict(providers.get(PROVIDER)), **meter}
     atomic_write(path, json.dumps({**data, "providers": providers}, indent=2) + "\n")
 
 
-def _read(path: Path) -> JsonObject:
+def _read(path: Path) -> base.JsonObject:
     try:
         data = loader.json_loads(path.read_bytes())
     except (OSError, ValueError):
@@ -276,25 +253,25 @@ def agent_dir(env: Mapping[str, str]) -> Path | None:
     return Path(home, ".pi", "agent") if home else None
 
 
-class PiParser(StreamParser):
+class PiParser(base.StreamParser):
     def __init__(self) -> None:
         super().__init__()
-        self._pending: dict[Any, ToolCall] = {}
+        self._pending: dict[Any, base.ToolCall] = {}
         self.stop_reason: str | None = None
         self.error_message: str | None = None
 
-    def handle(self, obj: JsonObject) -> list[Event]:
+    def handle(self, obj: base.JsonObject) -> list[base.Event]:
         t = obj.get("type")
         st = self.state
         if t == "session":
             if isinstance(obj.get("id"), str):
                 st.session_id = obj["id"]
-            return [Event("init")]
+            return [base.Event("init")]
         if t == "turn_start":
             st.turns += 1
             return []
         if t == "message_end":
-            message = as_dict(obj.get("message"))
+            message = base.as_dict(obj.get("message"))
             if message.get("role") == "assistant":
                 return self._assistant(message)
             return []
@@ -304,35 +281,35 @@ class PiParser(StreamParser):
             return self._end(obj)
         if t == "auto_retry_start":
             st.api_retries += 1
-            status = http_status_in(str(obj.get("errorMessage") or "")[:8])
+            status = base.http_status_in(str(obj.get("errorMessage") or "")[:8])
             if status:
                 st.api_error_status = status
-            return [Event("retry", text=str(obj.get("errorMessage") or ""))]
+            return [base.Event("retry", text=str(obj.get("errorMessage") or ""))]
         if t == "agent_end":
             st.result_seen = True
             st.result_is_error = self.stop_reason in ("error", "aborted")
-            return [Event("result", text=st.final_message)]
+            return [base.Event("result", text=st.final_message)]
         return []
 
-    def _assistant(self, message: JsonObject) -> list[Event]:
+    def _assistant(self, message: base.JsonObject) -> list[base.Event]:
         st = self.state
-        usage = as_dict(message.get("usage"))
-        st.input_tokens += count(usage.get("input"))
-        st.output_tokens += count(usage.get("output"))
-        total = as_dict(usage.get("cost")).get("total")
+        usage = base.as_dict(message.get("usage"))
+        st.input_tokens += base.count(usage.get("input"))
+        st.output_tokens += base.count(usage.get("output"))
+        total = base.as_dict(usage.get("cost")).get("total")
         if isinstance(total, (int, float)) and not isinstance(total, bool) and total > 0:
             st.cost_usd = (st.cost_usd or 0.0) + float(total)
             st.cost_source = COST_SOURCE
         if isinstance(message.get("model"), str):
             st.model = message["model"]
         self.stop_reason = str(message.get("stopReason") or "")
-        events: list[Event] = []
+        events: list[base.Event] = []
         if self.stop_reason in ("error", "aborted"):
             self.error_message = str(message.get("errorMessage") or self.stop_reason)
-            status = http_status_in(self.error_message[:8])
+            status = base.http_status_in(self.error_message[:8])
             if status:
                 st.api_error_status = status
-            return [Event("error", text=self.error_message)]
+            return [base.Event("error", text=self.error_message)]
         self.error_message = None
         blocks = message.get("content")
         texts = [
@@ -342,24 +319,24 @@ class PiParser(StreamParser):
         ]
         if texts:
             st.final_message = clip("\n".join(texts).strip(), 8000)
-            events.append(Event("message", text=st.final_message))
+            events.append(base.Event("message", text=st.final_message))
         return events
 
-    def _start(self, obj: JsonObject) -> list[Event]:
-        args = as_dict(obj.get("args"))
+    def _start(self, obj: base.JsonObject) -> list[base.Event]:
+        args = base.as_dict(obj.get("args"))
         name = str(obj.get("toolName") or "tool")
         call = tools.started(self.state, self._pending, obj.get("toolCallId"), name, args, tools.PI)
-        return [Event("tool_call", call)]
+        return [base.Event("tool_call", call)]
 
-    def _end(self, obj: JsonObject) -> list[Event]:
+    def _end(self, obj: base.JsonObject) -> list[base.Event]:
         call = self._pending.pop(obj.get("toolCallId"), None)
-        events: list[Event] = []
+        events: list[base.Event] = []
         if call is None:  # an end without its start: count it all the same
             events += self._start(obj)
             call = self._pending.pop(obj.get("toolCallId"), None)
             if call is None:
                 return events
-        result = as_dict(obj.get("result"))
+        result = base.as_dict(obj.get("result"))
         blocks = result.get("content")
         text = "\n".join(
             str(b.get("text"))
@@ -370,33 +347,33 @@ class PiParser(StreamParser):
             self.state.settle(call, ok=False, error="\n".join(text.rsplit("\n", 5)[-5:]))
         else:
             self.state.settle(call, ok=True)
-        return [*events, Event("tool_result", call)]
+        return [*events, base.Event("tool_result", call)]
 
-    def finish(self) -> RunState:
+    def finish(self) -> base.RunState:
         if self.error_message:
             self.state.add_error(self.error_message)
         return self.state
 
 
-def classify(state: RunState, end: Exit) -> Outcome:
-    if (stopped := stopped_outcome(end)) is not None:
+def classify(state: base.RunState, end: base.Exit) -> base.Outcome:
+    if (stopped := base.stopped_outcome(end)) is not None:
         return stopped
     if state.errors:  # pi exits 0 after an API failure: the stream says so
         message = state.errors[-1]
         if message == "aborted":
-            return Outcome("crashed", True, "pi aborted its turn")
+            return base.Outcome("crashed", True, "pi aborted its turn")
         reason, resume_after = codex.error_class(message, state.api_error_status)
-        return Outcome(reason, True, clip(message, 500), resume_after)
+        return base.Outcome(reason, True, clip(message, 500), resume_after)
     if end.exit_code not in (0, None):
         tail = end.stderr_tail.strip()
         last = tail.splitlines()[-1] if tail else "no agent_end in the stream"
         if "not found" in last.lower() and "session" in last.lower():
-            return Outcome("invalid_request", True, clip(last, 500))
-        return Outcome("crashed", True, clip(f"pi exited {end.exit_code}: {last}", 500))
+            return base.Outcome("invalid_request", True, clip(last, 500))
+        return base.Outcome("crashed", True, clip(f"pi exited {end.exit_code}: {last}", 500))
     if not state.result_seen:
-        return Outcome("crashed", True, "pi ended without agent_end")
-    failed = unresolved_failure(state)
+        return base.Outcome("crashed", True, "pi ended without agent_end")
+    failed = base.unresolved_failure(state)
     if failed is not None:
         why = f"claimed done after a failed {failed.name}: {failed.error}"
-        return Outcome("completed", False, clip(why, 500))
-    return Outcome("completed", False, None, claimed_complete=True)
+        return base.Outcome("completed", False, clip(why, 500))
+    return base.Outcome("completed", False, None, claimed_complete=True)

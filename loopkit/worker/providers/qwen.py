@@ -32,21 +32,8 @@ from loopkit.boundary import containment
 from loopkit.boundary.dialects import Api
 from loopkit.files import atomic_write
 from loopkit.text import clip
-from loopkit.worker.providers import claude, tools
-from loopkit.worker.providers.base import (
-    Event,
-    Exit,
-    Invocation,
-    JsonObject,
-    Outcome,
-    Provider,
-    Rehearsal,
-    RunSpec,
-    RunState,
-    is_vendor_url,
-)
+from loopkit.worker.providers import base, claude, tools
 from loopkit.worker.providers.claude import ClaudeParser
-from loopkit.worker.providers.gemini import render_settings
 
 DEFAULT_APPROVAL = "yolo"
 DEFAULT_MAX_TURNS = 30
@@ -77,7 +64,7 @@ QUIET = {
 }
 
 
-class QwenProvider(Provider):
+class QwenProvider(base.Provider):
     name: ClassVar[str] = "qwen"
     binary: ClassVar[str | None] = "qwen"
     install_hint: ClassVar[str] = (
@@ -87,13 +74,7 @@ class QwenProvider(Provider):
     api: ClassVar[Api | None] = Api(
         "openai", ("OPENAI_API_KEY",), "OPENAI_BASE_URL", "https://api.openai.com/v1"
     )
-    options: ClassVar[tuple[str, ...]] = (
-        "max_turns",
-        "permission_mode",
-        "env_allow",
-        "resume",
-        "extra_args",
-    )
+    options: ClassVar[tuple[str, ...]] = base.APPROVAL_OPTIONS
 
     routes: ClassVar[tuple[str, ...]] = (
         "OPENAI_API_KEY",
@@ -104,7 +85,7 @@ class QwenProvider(Provider):
     #: The model a rehearsal names (any: the scripted server answers them all).
     rehearsal_model: ClassVar[str] = "qwen3-coder-plus"
 
-    def rehearsal(self, r: Rehearsal) -> dict[str, str]:
+    def rehearsal(self, r: base.Rehearsal) -> dict[str, str]:
         """``HOME``, the key, the base URL (Chat Completions) and model; writes
         ``home/.qwen/settings.json`` with the request retry cap
         (``model.generationConfig.maxRetries``) and the background memory agent off (it
@@ -122,7 +103,7 @@ class QwenProvider(Provider):
             "OPENAI_MODEL": r.model or self.rehearsal_model,
         }
 
-    def build(self, spec: RunSpec) -> Invocation:
+    def build(self, spec: base.RunSpec) -> base.Invocation:
         approval = "plan" if spec.read_only else (spec.permission_mode or DEFAULT_APPROVAL)
         argv = [self.binary or "qwen", f"--prompt={spec.prompt}"]
         argv += ["--output-format", "stream-json", "--approval-mode", approval]
@@ -135,12 +116,12 @@ class QwenProvider(Provider):
         env = self.env(spec)
         # The yolo warning on every run says what loopkit's sandbox already answers.
         env.setdefault("QWEN_CODE_SUPPRESS_YOLO_WARNING", "1")
-        return Invocation(
+        return base.Invocation(
             argv=argv,
             env=env,
             cwd=spec.cwd,
             stdin=None,
-            cost_trusted=is_vendor_url(env.get("OPENAI_BASE_URL"), VENDOR_HOSTS),
+            cost_trusted=base.is_vendor_url(env.get("OPENAI_BASE_URL"), VENDOR_HOSTS),
             model=spec.model or env.get("OPENAI_MODEL"),
         )
 
@@ -159,34 +140,29 @@ class QwenProvider(Provider):
             return any(b.get("name") in tools.QWEN for b in _tool_uses(line))
         return False
 
-    def contained(self, inv: Invocation) -> tuple[Invocation, list[Path]]:
+    def contained(self, inv: base.Invocation) -> tuple[base.Invocation, list[Path]]:
         """Qwen Code keeps settings, credentials and sessions in ``QWEN_HOME`` (else
         ``~/.qwen``): in loopkit's runs a private copy (``containment.provider_home``),
         the person's settings and credentials copied in afresh, ``QUIET`` rendered on
         top, the sessions kept for ``--resume``."""
-
         config = inv.env.get("QWEN_HOME")
         home = inv.env.get("HOME")
         source = Path(config) if config else Path(home) / ".qwen" if home else None
-        files = {
-            name: source / name
-            for name in PERSON_FILES
-            if source and not (inv.metered and name in CREDENTIAL_FILES)
-        }
+        files = base.person_files(inv, source, PERSON_FILES, CREDENTIAL_FILES)
         private = containment.seed_home(
             containment.provider_home(inv.cwd, self.name), files, keep=SESSION_FOLDERS
         )
-        render_settings(private / "settings.json", {**QUIET, **inv.settings})
+        base.render_settings(private / "settings.json", {**QUIET, **inv.settings})
         return inv.but(env={**inv.env, "QWEN_HOME": str(private)}), [private]
 
     def parser(self) -> QwenParser:
         return QwenParser()
 
-    def classify(self, state: RunState, end: Exit) -> Outcome:
+    def classify(self, state: base.RunState, end: base.Exit) -> base.Outcome:
         return classify(state, end)
 
 
-def _tool_uses(line: Mapping[str, Any]) -> list[JsonObject]:
+def _tool_uses(line: Mapping[str, Any]) -> list[base.JsonObject]:
     msg = line.get("message")
     content = msg.get("content") if isinstance(msg, dict) else None
     if not isinstance(content, list):
@@ -205,16 +181,16 @@ _ADVICE = re.compile(
 class QwenParser(ClaudeParser):
     TOOLS: ClassVar[Mapping[str, tools.Tool]] = tools.QWEN
 
-    def _system(self, obj: JsonObject) -> list[Event]:
+    def _system(self, obj: base.JsonObject) -> list[base.Event]:
         if obj.get("subtype") != "retry":
             return super()._system(obj)
         st = self.state
         st.api_retries += 1
         data = obj.get("data") if isinstance(obj.get("data"), dict) else {}
         assert isinstance(data, dict)
-        return [Event("retry", text=f"api retry {data.get('attempt')}: {data.get('reason')}")]
+        return [base.Event("retry", text=f"api retry {data.get('attempt')}: {data.get('reason')}")]
 
-    def _result(self, obj: JsonObject) -> list[Event]:
+    def _result(self, obj: base.JsonObject) -> list[base.Event]:
         if isinstance(obj.get("result"), str):  # the same advice in the text, if any
             obj = {**obj, "result": _ADVICE.sub("", obj["result"])}
         events = super()._result(obj)
@@ -228,7 +204,7 @@ class QwenParser(ClaudeParser):
         return events
 
 
-def classify(state: RunState, end: Exit) -> Outcome:
+def classify(state: base.RunState, end: base.Exit) -> base.Outcome:
     tail = end.stderr_tail
     retrying = re.findall(r"^Retrying in .*$", tail, re.M)
     state.api_retries = max(state.api_retries, len(retrying))
@@ -239,13 +215,13 @@ def classify(state: RunState, end: Exit) -> Outcome:
         m = _API_ERROR.search(last)
         reason, resume_after = claude.error_class(int(m.group(1)) if m else None, last)
         message = f"timed out retrying a failing request ({len(retrying)} retries): {last}"
-        return Outcome(reason, True, clip(message, 500), resume_after)
+        return base.Outcome(reason, True, clip(message, 500), resume_after)
     if not state.result_seen and not end.stopped and "max session turns" in tail:
-        return Outcome("max_turns", True, f"reached the turn limit after {state.turns} turns")
+        return base.Outcome("max_turns", True, f"reached the turn limit after {state.turns} turns")
     outcome = claude.classify(state, end)
     if outcome.stop_reason == "completed" and refused_writes(state):
         names = sorted(refused_writes(state))
-        return Outcome(
+        return base.Outcome(
             "permission_denied", False, f"writes refused by the approval mode: {', '.join(names)}"
         )
     if outcome.error:
@@ -253,7 +229,7 @@ def classify(state: RunState, end: Exit) -> Outcome:
     return outcome
 
 
-def refused_writes(state: RunState) -> set[str]:
+def refused_writes(state: base.RunState) -> set[str]:
     """The write and command tools among the run's permission denials."""
     kinds = (tools.WRITE, tools.COMMAND)
     return {
