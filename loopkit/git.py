@@ -1246,6 +1246,25 @@ def blob(root: Path, object_id: str) -> bytes:
     return git(["cat-file", "blob", object_id], cwd=root).stdout
 
 
+def blobs(root: Path, object_ids: Sequence[str]) -> list[bytes]:
+    """The contents of blobs, in the order asked: one ``git cat-file --batch`` for all (none
+    when there is none to read)."""
+    if not object_ids:
+        return []
+    batch = "".join(f"{oid}\n" for oid in object_ids).encode()
+    data = git(["cat-file", "--batch"], cwd=root, input=batch).stdout
+    found, at = [], 0
+    for oid in object_ids:
+        header_end = data.index(b"\n", at)
+        parts = data[at:header_end].split()
+        if len(parts) != 3 or parts[1] != b"blob":
+            raise GitError(f"git cat-file: {oid} is no blob ({data[at:header_end]!r})")
+        size = int(parts[2])
+        found.append(data[header_end + 1 : header_end + 1 + size])
+        at = header_end + 1 + size + 1
+    return found
+
+
 def lines_in_tree(root: Path, tree: str, lines: Sequence[str]) -> dict[str, int]:
     """How many times each of ``lines`` is, whole, a line of a text file of ``tree``
     (those found at all)."""
@@ -1441,14 +1460,7 @@ def _write_tree_files(root: Path, tree: str, name: str, into: str) -> None:
         wanted.append((parts[2].decode(), os.fsdecode(found)))
     if not wanted:
         return
-    batch = "".join(f"{oid}\n" for oid, _ in wanted).encode()
-    data = git(["cat-file", "--batch"], cwd=root, input=batch).stdout
-    at = 0
-    for _, rel in wanted:
-        header_end = data.index(b"\n", at)
-        size = int(data[at:header_end].split()[2])
-        body = data[header_end + 1 : header_end + 1 + size]
-        at = header_end + 1 + size + 1
+    for (_, rel), body in zip(wanted, blobs(root, [oid for oid, _ in wanted]), strict=True):
         target = os.path.join(into, rel)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         with open(target, "wb") as f:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from loopkit import discovery, git
 from tests.helpers import git as run_git
 
@@ -65,3 +67,15 @@ def test_a_key_is_looked_up_in_any_case_its_subsection_as_written(git_repo: Path
     assert git.config_value(git_repo, "GPG.ssh.ALLOWEDSIGNERSFILE") == "/x"
     assert git.config_value(git_repo, "remote.Up.URL") == "/y"
     assert git.config_value(git_repo, "remote.up.url") is None  # as git config --get says
+
+
+def test_blobs_are_read_in_one_batch_in_the_order_asked(git_repo: Path) -> None:
+    datas = [b"one\n", b"", b"three\x00\nwith a newline at the end\n\n", b"one\n"]
+    ids = [git.write_blob(git_repo, d) for d in datas]
+    assert git.blobs(git_repo, ids) == datas
+    assert git.blobs(git_repo, []) == []
+    tree = git.out(["rev-parse", "HEAD^{tree}"], cwd=git_repo)
+    with pytest.raises(git.GitError):  # a tree, or an id the store lacks: never its bytes
+        git.blobs(git_repo, [ids[0], tree])
+    with pytest.raises(git.GitError):
+        git.blobs(git_repo, ["0" * 40])
