@@ -469,21 +469,64 @@ def object_sizes(
     root: str | os.PathLike[str], ids: Sequence[str], *, env: Mapping[str, str] | None = None
 ) -> dict[str, int]:
     """The size in bytes of each object named, from git's object store (one ``cat-file``
-    for all of them, nothing read into memory); ids git does not have are left out."""
+    for all of them, nothing read into memory; none for those stored loose, whose size
+    heads their file: the blobs a ``git add`` just wrote); ids git does not have are left
+    out."""
+    sizes = _loose_sizes(root, ids, env)
+    ids = [i for i in ids if i not in sizes]
     if not ids:
-        return {}
+        return sizes
     done = git(
         ["cat-file", "--batch-check=%(objectname) %(objectsize)"],
         cwd=root,
         env=env,
         input="".join(f"{i}\n" for i in ids).encode(),
     )
-    sizes: dict[str, int] = {}
     for line in done.stdout.decode("ascii", "replace").splitlines():
         name, _, size = line.partition(" ")
         if size.isdigit():  # "<id> missing" has no size
             sizes[name] = int(size)
     return sizes
+
+
+def _loose_sizes(
+    root: str | os.PathLike[str], ids: Sequence[str], env: Mapping[str, str] | None
+) -> dict[str, int]:
+    """``object_sizes`` of the ids stored as loose objects in the plain store, read from
+    each file's header (``<type> <size>\\0``, what ``cat-file --batch-check`` reads of
+    it too); the others are left to git."""
+    dirs = find_dirs(root)
+    if dirs is None or not _plain_store(dirs, env):
+        return {}
+    sizes: dict[str, int] = {}
+    for oid in ids:
+        if not is_object_id(oid):
+            continue
+        try:
+            with open(dirs.common / "objects" / oid[:2] / oid[2:], "rb") as f:
+                head = zlib.decompressobj().decompress(f.read(256), 64)
+        except (OSError, zlib.error):
+            continue
+        kind, _, rest = head.partition(b" ")
+        size, nul, _ = rest.partition(b"\0")
+        if nul and kind in (b"blob", b"tree", b"commit", b"tag") and size.isdigit():
+            sizes[oid] = int(size)
+    return sizes
+
+
+def _plain_store(dirs: GitDirs, env: Mapping[str, str] | None = None) -> bool:
+    """Is the object store the plain one: SHA-1, not shared, no object directory from the
+    environment (``write_blob``, ``object_sizes``)?"""
+    if any(k in os.environ or k in (env or {}) for k in ("GIT_OBJECT_DIRECTORY", *DISCOVERY_ENV)):
+        return False
+    try:
+        with open(dirs.common / "config", "rb") as f:
+            text = f.read().lower()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return not any(word in text for word in _STORE_WORDS)
 
 
 def git_dirs(root: str | os.PathLike[str]) -> GitDirs:
@@ -518,19 +561,7 @@ def write_blob(
     hash-object -w``. An object already there is left as it is (its content is its name).
     ``dirs``: the git folders, when ``root`` is a git folder rather than a work tree."""
     dirs = dirs or find_dirs(root)
-    plain = dirs is not None and not any(
-        k in os.environ for k in ("GIT_OBJECT_DIRECTORY", *DISCOVERY_ENV)
-    )
-    if dirs is not None and plain:
-        try:
-            with open(dirs.common / "config", "rb") as f:
-                text = f.read().lower()
-            plain = not any(word in text for word in _STORE_WORDS)
-        except FileNotFoundError:
-            pass
-        except OSError:
-            plain = False
-    if dirs is None or not plain or not (dirs.common / "objects").is_dir():
+    if dirs is None or not _plain_store(dirs) or not (dirs.common / "objects").is_dir():
         flags = list(FSYNC) if durable else []
         return out([*flags, "hash-object", "-w", "--stdin"], cwd=root, input=data).strip()
     body = b"blob %d\0" % len(data) + data
