@@ -958,17 +958,18 @@ def _index_may_hold(index: str, names: Sequence[str]) -> bool:
 
 
 def index_tree(
-    index: str | os.PathLike[str], earlier: tuple[bytes, str] | None = None
+    index: str | os.PathLike[str], earlier: tuple[bytes, str | None] | None = None
 ) -> str | None:
     """The tree ``git write-tree`` would answer for the index file ``index``, without it.
 
     From the cache tree git keeps in the file (its ``TREE`` extension) when git left it
     whole -- write-tree itself answers from that record then; else, with ``earlier`` (the
-    bytes of this index before git last wrote it, and the tree they held), that tree when
-    every entry's path, mode, object id and flags are still the same (only stat data
-    moved: a racily clean file read again, say), as a tree is made of nothing else. None
-    -- ask ``write-tree`` -- otherwise, or when the file is no version 2 or 3 index that
-    parses to its last byte (version 4, a split index).
+    bytes of this index before git last wrote it, and the tree they held -- None: the one
+    their own whole cache tree names), that tree when every entry's path, mode, object id
+    and flags are still the same (only stat data moved: a racily clean file read again,
+    say), as a tree is made of nothing else. None -- ask ``write-tree`` -- otherwise, or
+    when the file is no version 2 or 3 index that parses to its last byte (version 4, a
+    split index).
     """
     try:
         with open(index, "rb") as f:
@@ -978,7 +979,7 @@ def index_tree(
     found = _index_layout(data)
     if found is None:
         return None
-    root, starts = found
+    root, starts, width = found
     if root or earlier is None:
         return root or None
     then, tree = earlier
@@ -993,22 +994,25 @@ def index_tree(
             or then[at + 40 : nxt] != data[at + 40 : nxt]
         ):
             return None
-    return tree
+    # Its entries laid out as these: its extensions start where these do.
+    return tree or _cache_tree_root(then, starts[-1], width) or None
 
 
-def _index_layout(data: bytes) -> tuple[str, list[int]] | None:
-    """A version 2 or 3 index's whole cache-tree root (``""`` if none) and where its entries
-    start (the last number: where they end); None when ``data`` is no such index."""
+def _index_layout(data: bytes) -> tuple[str, list[int], int] | None:
+    """A version 2 or 3 index's whole cache-tree root (``""`` if none), where its entries
+    start (the last number: where they end) and its ids' width; None when ``data`` is no
+    such index."""
     if data[:4] != b"DIRC" or data[4:8] not in (b"\0\0\0\2", b"\0\0\0\3"):
         return None
     for width in (20, 32):  # sha1, sha256: the one that parses up to the checksum
-        found = _layout(data, width)
-        if found is not None:
-            return found
+        starts = _entry_starts(data, width)
+        root = _cache_tree_root(data, starts[-1], width) if starts else None
+        if starts and root is not None:
+            return root, starts, width
     return None
 
 
-def _layout(data: bytes, width: int) -> tuple[str, list[int]] | None:
+def _entry_starts(data: bytes, width: int) -> list[int] | None:
     end = len(data) - width
     pos = 12
     starts = []
@@ -1026,6 +1030,13 @@ def _layout(data: bytes, width: int) -> tuple[str, list[int]] | None:
                 return None
         pos += (name_at - pos + length + 8) & ~7
     starts.append(pos)
+    return starts
+
+
+def _cache_tree_root(data: bytes, pos: int, width: int) -> str | None:
+    """The whole root of the cache tree among the extensions from ``pos`` (``""`` when
+    none); None when they do not end at the checksum, or the index is split."""
+    end = len(data) - width
     root = ""
     while pos + 8 <= end:
         kind, size = data[pos : pos + 4], int.from_bytes(data[pos + 4 : pos + 8], "big")
@@ -1037,7 +1048,7 @@ def _layout(data: bytes, width: int) -> tuple[str, list[int]] | None:
             line, _, rest = body[1:].partition(b"\n")
             if line.split(b" ")[0].isdigit() and len(rest) >= width:
                 root = rest[:width].hex()
-    return (root, starts) if pos == end else None
+    return root if pos == end else None
 
 
 def _copy_fd(src: int, dst: int, size: int) -> None:
@@ -1192,10 +1203,9 @@ class TreeWatch:
                 before = f.read()
         except OSError:
             before = b""
-        held = self._last or index_tree(self.path)
         if self.refresh() or self._last is None:
             # Told by the index itself when it can (``index_tree``): one process less.
-            earlier = (before, held) if held else None
+            earlier = (before, self._last) if before else None
             self._last = index_tree(self.path, earlier) or out(
                 ["write-tree"], cwd=self.root, env=self.env
             )

@@ -117,8 +117,7 @@ def live_tree(
             w.out(["read-tree", "HEAD"], env=env)
         # The tree the index held before ``add`` (its whole cache tree), so that when add
         # moved only stat data the index tells the tree after it too: no write-tree.
-        held = git.index_tree(index) if expect is not None else None
-        earlier = (index.read_bytes(), held) if held else None
+        earlier = (index.read_bytes(), None) if expect is not None and index.exists() else None
         w.out(["-c", "advice.addEmbeddedRepo=false", "add", "-A", "--", "."], env=env)
         if expect is not None:
             tree = git.index_tree(index, earlier) or w.out(["write-tree"], env=env)

@@ -68,6 +68,7 @@ def test_only_stat_data_moved_keeps_the_tree_a_new_id_does_not(git_repo: Path) -
     run_git(git_repo, "update-index", "--refresh")
     assert index.read_bytes() != before
     assert git.index_tree(index, (before, tree)) == tree == _written(git_repo, index)
+    assert git.index_tree(index, (before, None)) == tree  # the tree its own cache tree names
     # A file rewritten to the same size, its mtime put back: git reads it again (ctime),
     # its id changes, and the earlier tree is not taken for it.
     before = index.read_bytes()
@@ -77,6 +78,7 @@ def test_only_stat_data_moved_keeps_the_tree_a_new_id_does_not(git_repo: Path) -
     os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
     run_git(git_repo, "add", "-A")
     assert git.index_tree(index, (before, tree)) is None
+    assert git.index_tree(index, (before, None)) is None
     assert _written(git_repo, index) != tree
 
 
