@@ -470,21 +470,64 @@ def object_sizes(
     root: str | os.PathLike[str], ids: Sequence[str], *, env: Mapping[str, str] | None = None
 ) -> dict[str, int]:
     """The size in bytes of each object named, from git's object store (one ``cat-file``
-    for all of them, nothing read into memory); ids git does not have are left out."""
+    for all of them, nothing read into memory; none for those stored loose, whose size
+    heads their file: the blobs a ``git add`` just wrote); ids git does not have are left
+    out."""
+    sizes = _loose_sizes(root, ids, env)
+    ids = [i for i in ids if i not in sizes]
     if not ids:
-        return {}
+        return sizes
     done = git(
         ["cat-file", "--batch-check=%(objectname) %(objectsize)"],
         cwd=root,
         env=env,
         input="".join(f"{i}\n" for i in ids).encode(),
     )
-    sizes: dict[str, int] = {}
     for line in done.stdout.decode("ascii", "replace").splitlines():
         name, _, size = line.partition(" ")
         if size.isdigit():  # "<id> missing" has no size
             sizes[name] = int(size)
     return sizes
+
+
+def _loose_sizes(
+    root: str | os.PathLike[str], ids: Sequence[str], env: Mapping[str, str] | None
+) -> dict[str, int]:
+    """``object_sizes`` of the ids stored as loose objects in the plain store, read from
+    each file's header (``<type> <size>\\0``, what ``cat-file --batch-check`` reads of
+    it too); the others are left to git."""
+    dirs = find_dirs(root)
+    if dirs is None or not _plain_store(dirs, env):
+        return {}
+    sizes: dict[str, int] = {}
+    for oid in ids:
+        if not is_object_id(oid):
+            continue
+        try:
+            with open(dirs.common / "objects" / oid[:2] / oid[2:], "rb") as f:
+                head = zlib.decompressobj().decompress(f.read(256), 64)
+        except (OSError, zlib.error):
+            continue
+        kind, _, rest = head.partition(b" ")
+        size, nul, _ = rest.partition(b"\0")
+        if nul and kind in (b"blob", b"tree", b"commit", b"tag") and size.isdigit():
+            sizes[oid] = int(size)
+    return sizes
+
+
+def _plain_store(dirs: GitDirs, env: Mapping[str, str] | None = None) -> bool:
+    """Is the object store the plain one: SHA-1, not shared, no object directory from the
+    environment (``write_blob``, ``object_sizes``)?"""
+    if any(k in os.environ or k in (env or {}) for k in ("GIT_OBJECT_DIRECTORY", *DISCOVERY_ENV)):
+        return False
+    try:
+        with open(dirs.common / "config", "rb") as f:
+            text = f.read().lower()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return not any(word in text for word in _STORE_WORDS)
 
 
 def git_dirs(root: str | os.PathLike[str]) -> GitDirs:
@@ -519,19 +562,7 @@ def write_blob(
     hash-object -w``. An object already there is left as it is (its content is its name).
     ``dirs``: the git folders, when ``root`` is a git folder rather than a work tree."""
     dirs = dirs or find_dirs(root)
-    plain = dirs is not None and not any(
-        k in os.environ for k in ("GIT_OBJECT_DIRECTORY", *DISCOVERY_ENV)
-    )
-    if dirs is not None and plain:
-        try:
-            with open(dirs.common / "config", "rb") as f:
-                text = f.read().lower()
-            plain = not any(word in text for word in _STORE_WORDS)
-        except FileNotFoundError:
-            pass
-        except OSError:
-            plain = False
-    if dirs is None or not plain or not (dirs.common / "objects").is_dir():
+    if dirs is None or not _plain_store(dirs) or not (dirs.common / "objects").is_dir():
         flags = list(FSYNC) if durable else []
         return out([*flags, "hash-object", "-w", "--stdin"], cwd=root, input=data).strip()
     body = b"blob %d\0" % len(data) + data
@@ -928,6 +959,100 @@ def _index_may_hold(index: str, names: Sequence[str]) -> bool:
     return any(os.fsencode(name) in data for name in names)
 
 
+def index_tree(
+    index: str | os.PathLike[str], earlier: tuple[bytes, str | None] | None = None
+) -> str | None:
+    """The tree ``git write-tree`` would answer for the index file ``index``, without it.
+
+    From the cache tree git keeps in the file (its ``TREE`` extension) when git left it
+    whole -- write-tree itself answers from that record then; else, with ``earlier`` (the
+    bytes of this index before git last wrote it, and the tree they held -- None: the one
+    their own whole cache tree names), that tree when every entry's path, mode, object id
+    and flags are still the same (only stat data moved: a racily clean file read again,
+    say), as a tree is made of nothing else. None -- ask ``write-tree`` -- otherwise, or
+    when the file is no version 2 or 3 index that parses to its last byte (version 4, a
+    split index).
+    """
+    try:
+        with open(index, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    found = _index_layout(data)
+    if found is None:
+        return None
+    root, starts, width = found
+    if root or earlier is None:
+        return root or None
+    then, tree = earlier
+    # The same bytes everywhere but in the entries' stat data (the 40 bytes before each
+    # id, less the mode): the same entries, so the same tree.
+    if then[:12] != data[:12] or len(then) < starts[-1]:
+        return None
+    for k in range(len(starts) - 1):
+        at, nxt = starts[k], starts[k + 1]
+        if (
+            then[at + 24 : at + 28] != data[at + 24 : at + 28]
+            or then[at + 40 : nxt] != data[at + 40 : nxt]
+        ):
+            return None
+    # Its entries laid out as these: its extensions start where these do.
+    return tree or _cache_tree_root(then, starts[-1], width) or None
+
+
+def _index_layout(data: bytes) -> tuple[str, list[int], int] | None:
+    """A version 2 or 3 index's whole cache-tree root (``""`` if none), where its entries
+    start (the last number: where they end) and its ids' width; None when ``data`` is no
+    such index."""
+    if data[:4] != b"DIRC" or data[4:8] not in (b"\0\0\0\2", b"\0\0\0\3"):
+        return None
+    for width in (20, 32):  # sha1, sha256: the one that parses up to the checksum
+        starts = _entry_starts(data, width)
+        root = _cache_tree_root(data, starts[-1], width) if starts else None
+        if starts and root is not None:
+            return root, starts, width
+    return None
+
+
+def _entry_starts(data: bytes, width: int) -> list[int] | None:
+    end = len(data) - width
+    pos = 12
+    starts = []
+    for _ in range(int.from_bytes(data[8:12], "big")):
+        starts.append(pos)
+        at = pos + 40 + width  # the flags: extended, stage, the path's length
+        if at + 2 > end:
+            return None
+        flags = (data[at] << 8) | data[at + 1]
+        name_at = at + 4 if flags & 0x4000 else at + 2
+        length = flags & 0xFFF
+        if length == 0xFFF:
+            length = data.find(b"\0", name_at) - name_at
+            if length < 0:
+                return None
+        pos += (name_at - pos + length + 8) & ~7
+    starts.append(pos)
+    return starts
+
+
+def _cache_tree_root(data: bytes, pos: int, width: int) -> str | None:
+    """The whole root of the cache tree among the extensions from ``pos`` (``""`` when
+    none); None when they do not end at the checksum, or the index is split."""
+    end = len(data) - width
+    root = ""
+    while pos + 8 <= end:
+        kind, size = data[pos : pos + 4], int.from_bytes(data[pos + 4 : pos + 8], "big")
+        body = data[pos + 8 : pos + 8 + size]
+        pos += 8 + size
+        if kind == b"link":
+            return None  # a split index: its entries are elsewhere
+        if kind == b"TREE" and body[:1] == b"\0":  # the root's entry: "\0<count> <subtrees>\n"
+            line, _, rest = body[1:].partition(b"\n")
+            if line.split(b" ")[0].isdigit() and len(rest) >= width:
+                root = rest[:width].hex()
+    return root if pos == end else None
+
+
 def _copy_fd(src: int, dst: int, size: int) -> None:
     """Copy ``size`` bytes in the kernel where it can (one call, no GIL held meanwhile)."""
     done = 0
@@ -1075,8 +1200,17 @@ class TreeWatch:
 
     def hash(self) -> str:
         """The tree id of the working tree as it stands now."""
+        try:
+            with open(self.path, "rb") as f:
+                before = f.read()
+        except OSError:
+            before = b""
         if self.refresh() or self._last is None:
-            self._last = out(["write-tree"], cwd=self.root, env=self.env)
+            # Told by the index itself when it can (``index_tree``): one process less.
+            earlier = (before, self._last) if before else None
+            self._last = index_tree(self.path, earlier) or out(
+                ["write-tree"], cwd=self.root, env=self.env
+            )
         return self._last
 
     def keep(self, dest: Path) -> None:
@@ -1152,6 +1286,25 @@ def refs_under(root: Path, prefix: str) -> list[tuple[str, str, str]]:
 def blob(root: Path, object_id: str) -> bytes:
     """The content of a blob (a file as git stored it)."""
     return git(["cat-file", "blob", object_id], cwd=root).stdout
+
+
+def blobs(root: Path, object_ids: Sequence[str]) -> list[bytes]:
+    """The contents of blobs, in the order asked: one ``git cat-file --batch`` for all (none
+    when there is none to read)."""
+    if not object_ids:
+        return []
+    batch = "".join(f"{oid}\n" for oid in object_ids).encode()
+    data = git(["cat-file", "--batch"], cwd=root, input=batch).stdout
+    found, at = [], 0
+    for oid in object_ids:
+        header_end = data.index(b"\n", at)
+        parts = data[at:header_end].split()
+        if len(parts) != 3 or parts[1] != b"blob":
+            raise GitError(f"git cat-file: {oid} is no blob ({data[at:header_end]!r})")
+        size = int(parts[2])
+        found.append(data[header_end + 1 : header_end + 1 + size])
+        at = header_end + 1 + size + 1
+    return found
 
 
 def lines_in_tree(root: Path, tree: str, lines: Sequence[str]) -> dict[str, int]:
@@ -1348,14 +1501,7 @@ def _write_tree_files(root: Path, tree: str, name: str, into: str) -> None:
         wanted.append((parts[2].decode(), os.fsdecode(found)))
     if not wanted:
         return
-    batch = "".join(f"{oid}\n" for oid, _ in wanted).encode()
-    data = git(["cat-file", "--batch"], cwd=root, input=batch).stdout
-    at = 0
-    for _, rel in wanted:
-        header_end = data.index(b"\n", at)
-        size = int(data[at:header_end].split()[2])
-        body = data[header_end + 1 : header_end + 1 + size]
-        at = header_end + 1 + size + 1
+    for (_, rel), body in zip(wanted, blobs(root, [oid for oid, _ in wanted]), strict=True):
         target = os.path.join(into, rel)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         with open(target, "wb") as f:

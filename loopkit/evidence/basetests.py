@@ -94,7 +94,7 @@ def tree(
     # The files the code under test reaches by name, and those they reach in turn: by
     # their module's name in the code (`helpers`), by their whole name or path in the
     # criteria's commands (`src/value.txt`: `jest` names the runner, not jest.config.js).
-    reached = [_code(e.path, git.blob(root, e.oid)) for e in taken if e.mode[:2] == "10"]
+    reached: list[bytes] = []  # read once an added file is left to ask about
     commands = [t.encode("utf-8", "surrogateescape") for t in named_by]
     patterns = _globs_named(named_by)  # `for f in src/*.txt` names every file it matches
     gone = {was.path for _, was, now in changes if now.mode == git.ABSENT}
@@ -102,6 +102,8 @@ def tree(
     shadows = [pair for pair in added if pair[1].path in shadowing]
     keep += [was for was, _ in shadows]
     added = [pair for pair in added if pair not in shadows]
+    if added:  # the code under test the attempt holds: one read for all of it
+        reached = _codes(root, taken)
     while added:
         found = [
             (was, now)
@@ -112,10 +114,19 @@ def tree(
         ]
         if not found:
             break
-        reached += [_code(n.path, git.blob(root, n.oid)) for _, n in found if n.mode[:2] == "10"]
+        reached += _codes(root, [n for _, n in found])
         added = [pair for pair in added if pair not in found]
     keep += [was for was, _ in added]
     return git.tree_edited(root, attempt, keep) if keep else attempt
+
+
+def _codes(root: Path, entries: Sequence[git.Entry]) -> list[bytes]:
+    """``_code`` of each file among ``entries`` (not links, not submodules), read at once."""
+    files = [e for e in entries if e.mode[:2] == "10"]
+    return [
+        _code(e.path, b)
+        for e, b in zip(files, git.blobs(root, [e.oid for e in files]), strict=True)
+    ]
 
 
 def _globs_named(commands: Sequence[str]) -> list[str]:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from loopkit import discovery, git
 from tests.helpers import git as run_git
 
@@ -65,3 +67,37 @@ def test_a_key_is_looked_up_in_any_case_its_subsection_as_written(git_repo: Path
     assert git.config_value(git_repo, "GPG.ssh.ALLOWEDSIGNERSFILE") == "/x"
     assert git.config_value(git_repo, "remote.Up.URL") == "/y"
     assert git.config_value(git_repo, "remote.up.url") is None  # as git config --get says
+
+
+def test_blobs_are_read_in_one_batch_in_the_order_asked(git_repo: Path) -> None:
+    datas = [b"one\n", b"", b"three\x00\nwith a newline at the end\n\n", b"one\n"]
+    ids = [git.write_blob(git_repo, d) for d in datas]
+    assert git.blobs(git_repo, ids) == datas
+    assert git.blobs(git_repo, []) == []
+    tree = git.out(["rev-parse", "HEAD^{tree}"], cwd=git_repo)
+    with pytest.raises(git.GitError):  # a tree, or an id the store lacks: never its bytes
+        git.blobs(git_repo, [ids[0], tree])
+    with pytest.raises(git.GitError):
+        git.blobs(git_repo, ["0" * 40])
+
+
+def test_sizes_read_from_loose_objects_are_gits(git_repo: Path) -> None:
+    """A loose object's size is read from its own header, a packed one's asked of git:
+    both as ``cat-file --batch-check`` says, a missing id left out."""
+    packed = git.write_blob(git_repo, b"packed " * 100)
+    run_git(git_repo, "repack", "-adq")
+    loose = [git.write_blob(git_repo, d) for d in (b"", b"x\n", bytes(range(256)) * 999)]
+    tree = git.out(["rev-parse", "HEAD^{tree}"], cwd=git_repo)
+    ids = [*loose, packed, tree, "1" * 40]
+    sizes = git.object_sizes(git_repo, ids)
+    checked = git.out(
+        ["cat-file", "--batch-check=%(objectname) %(objectsize)"],
+        cwd=git_repo,
+        input="".join(f"{i}\n" for i in ids).encode(),
+    )
+    want = {
+        n: int(s) for n, _, s in (x.partition(" ") for x in checked.splitlines()) if s.isdigit()
+    }
+    assert sizes == want
+    assert set(sizes) == {*loose, packed, tree}
+    assert sizes[loose[2]] == 256 * 999
