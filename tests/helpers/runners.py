@@ -50,9 +50,15 @@ class Runner:
         return self.files[self.source]
 
 
-def _js_tool(name: str) -> str:
-    path = RUNNERS_BIN / name
-    return str(path) if path.exists() else require_tool(name)
+def _js_env(name: str) -> dict[str, str]:
+    """The recipe's environment for the JavaScript runner ``name``: ``make runners``' folder
+    first on PATH, as a project's ``node_modules/.bin`` would be (the checks' sandbox shows
+    a PATH entry's node_modules where it sits under its private /tmp, as in a checkout
+    cloned there); else the one on PATH."""
+    if (RUNNERS_BIN / name).exists():
+        return {"PATH": f"{RUNNERS_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    require_tool(name)
+    return {}
 
 
 #: A pytest hook that reports every test as passed.
@@ -126,7 +132,7 @@ def _jest() -> Runner:
             "src/calc.js": CJS_BUG,
             "tests/calc.test.js": "const { add } = require('../src/calc');\n" + JS_TEST,
         },
-        check=f"{_js_tool('jest')} --ci --no-cache tests",
+        check="jest --ci --no-cache tests",
         source="src/calc.js",
         fix=CJS_FIX,
         failing="test_add",
@@ -136,6 +142,7 @@ def _jest() -> Runner:
             "test('more', () => { expect(add(1, 2)).toBe(3); });\n",
         ),
         protected=["package.json"],
+        env=_js_env("jest"),
     )
 
 
@@ -147,7 +154,7 @@ def _vitest() -> Runner:
             "src/calc.js": ESM_BUG,
             "tests/calc.test.js": "import { add } from '../src/calc';\n" + JS_TEST,
         },
-        check=f"{_js_tool('vitest')} run --globals tests",
+        check="vitest run --globals tests",
         source="src/calc.js",
         fix="export const add = (a, b) => a + b;\n",
         failing="test_add",
@@ -157,6 +164,7 @@ def _vitest() -> Runner:
             "test('more', () => { expect(add(1, 2)).toBe(3); });\n",
         ),
         protected=["package.json"],
+        env=_js_env("vitest"),
     )
 
 
