@@ -18,6 +18,7 @@ import os
 import posixpath
 import re
 import stat
+import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -565,7 +566,11 @@ def write_blob(
     if dirs is None or not _plain_store(dirs) or not (dirs.common / "objects").is_dir():
         flags = list(FSYNC) if durable else []
         return out([*flags, "hash-object", "-w", "--stdin"], cwd=root, input=data).strip()
-    body = b"blob %d\0" % len(data) + data
+    return _write_loose(dirs, b"blob", data, durable=durable)
+
+
+def _write_loose(dirs: GitDirs, kind: bytes, data: bytes, *, durable: bool) -> str:
+    body = b"%s %d\0" % (kind, len(data)) + data
     oid = hashlib.sha1(body).hexdigest()
     path = dirs.common / "objects" / oid[:2] / oid[2:]
     if not path.exists():
@@ -573,6 +578,82 @@ def write_blob(
 
         atomic_write(path, zlib.compress(body), sync=durable, mode=0o444)
     return oid
+
+
+def _loose_kind(dirs: GitDirs, oid: str) -> bytes | None:
+    """The type of the loose object ``oid`` from its header; None when it is not loose."""
+    try:
+        with open(dirs.common / "objects" / oid[:2] / oid[2:], "rb") as f:
+            head = zlib.decompressobj().decompress(f.read(4096), 32)
+    except (OSError, zlib.error):
+        return None
+    return head.partition(b" ")[0] or None
+
+
+#: Bytes git trims from the ends of a name or an e-mail address (``crud`` in its ident.c).
+_CRUD = frozenset(b" .,:;<>\"\\'") | frozenset(range(33))
+
+
+def _ident(root: str | os.PathLike[str], role: str, when: int) -> bytes | None:
+    """``Name <email> seconds +zone`` as ``git commit-tree`` writes the ``role`` (author,
+    committer) now, from the environment and the config listing loopkit keeps; None where
+    git's own rules would do more than take the values as they are (a date from the
+    environment, a name git would trim or guess)."""
+    if f"GIT_{role.upper()}_DATE" in os.environ:
+        return None
+    name = os.environ.get(f"GIT_{role.upper()}_NAME")
+    if name is None:
+        name = config_value(root, f"{role}.name") or config_value(root, "user.name")
+    email = os.environ.get(f"GIT_{role.upper()}_EMAIL")
+    if email is None:
+        email = config_value(root, f"{role}.email") or config_value(root, "user.email")
+        email = email or os.environ.get("EMAIL")
+    try:
+        parts = [(name or "").encode("utf-8"), (email or "").encode("utf-8")]
+    except UnicodeEncodeError:
+        return None
+    if not all(p and p[0] not in _CRUD and p[-1] not in _CRUD for p in parts):
+        return None
+    if any(c in p for p in parts for c in b"<>\n"):
+        return None
+    offset = time.localtime(when).tm_gmtoff // 60
+    zone = f"{'-' if offset < 0 else '+'}{abs(offset) // 60:02d}{abs(offset) % 60:02d}"
+    return b"%s <%s> %d %s" % (parts[0], parts[1], when, zone.encode())
+
+
+def commit_object(root: Path, tree: str, parent: str, message: str) -> str | None:
+    """The commit ``git commit-tree TREE -p PARENT -m MESSAGE`` makes, written by loopkit
+    itself as a loose object (flushed to disk), byte for byte the object git writes; None
+    -- ask git -- where git would do more than that: a store that is not the plain one, a
+    tree that is not a loose tree object here, signing or another encoding configured, an
+    identity from git's guesses."""
+    dirs = find_dirs(root)
+    if dirs is None or not _plain_store(dirs) or not is_object_id(parent):
+        return None
+    if _loose_kind(dirs, tree) != b"tree":
+        return None
+    if config_value(root, "commit.gpgsign") not in (None, "false") or config_value(
+        root, "i18n.commitencoding"
+    ):
+        return None
+    when = int(time.time())
+    author, committer = _ident(root, "author", when), _ident(root, "committer", when)
+    try:
+        text = message.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    if author is None or committer is None:
+        return None
+    body = b"tree %s\nparent %s\nauthor %s\ncommitter %s\n\n%s" % (
+        tree.encode(),
+        parent.encode(),
+        author,
+        committer,
+        text,
+    )
+    if not body.endswith(b"\n"):
+        body += b"\n"
+    return _write_loose(dirs, b"commit", body, durable=True)
 
 
 # --------------------------------------------------------------------------- control state
@@ -959,6 +1040,17 @@ def _index_may_hold(index: str, names: Sequence[str]) -> bool:
     return any(os.fsencode(name) in data for name in names)
 
 
+#: The trees of the indexes this process kept (``TreeWatch.keep``), by their bytes' digest.
+_INDEX_TREES: dict[bytes, str] = {}
+
+
+def tree_of_index(data: bytes) -> str | None:
+    """The tree of an index whose bytes are ``data``, when this process hashed a tree
+    through an index of these very bytes and kept it: an ``earlier`` for ``index_tree``
+    that needs no whole cache tree."""
+    return _INDEX_TREES.get(hashlib.sha1(data).digest()) if _INDEX_TREES else None
+
+
 def index_tree(
     index: str | os.PathLike[str], earlier: tuple[bytes, str | None] | None = None
 ) -> str | None:
@@ -1215,8 +1307,11 @@ class TreeWatch:
 
     def keep(self, dest: Path) -> None:
         """Leave a copy of the scratch index (its stat data as fresh as the last hash) at
-        ``dest``."""
+        ``dest``; its tree is remembered by its bytes (``tree_of_index``)."""
         copy_index(Path(self.path), dest)
+        if self._last is not None:
+            with contextlib.suppress(OSError):
+                _INDEX_TREES[hashlib.sha1(dest.read_bytes()).digest()] = self._last
 
     def close(self) -> None:
         for p in (self.path, self.path + ".lock"):
@@ -1374,9 +1469,47 @@ ABSENT = "000000"
 
 def tree_diff(root: Path, old: str, new: str) -> list[tuple[str, Entry, Entry]]:
     """Each path that differs between two trees: its status letter (A, M, D, T), and the
-    path as ``old`` and as ``new`` hold it (``ABSENT`` where one does not)."""
+    path as ``old`` and as ``new`` hold it (``ABSENT`` where one does not). Files and
+    gitlinks only: the folders they are in are ``tree_changes``'s too."""
+    return [c for c in tree_changes(root, old, new) if _TREE not in (c[1].mode, c[2].mode)]
+
+
+_TREE = "040000"
+_GITLINK = "160000"
+
+
+class _Once:
+    """One answer, computed by the first thread that asks; the others wait for it."""
+
+    __slots__ = ("lock", "value")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.value: list[tuple[str, Entry, Entry]] | None = None
+
+
+#: Pairs of trees already compared in this process, by their ids (a tree's content never
+#: changes): the clean room's sync and the base's tests ask for the same pair, from two
+#: threads, and get one ``diff-tree``.
+_CHANGES: dict[tuple[str, str], _Once] = {}
+_CHANGES_LOCK = threading.Lock()
+
+
+def tree_changes(root: Path, old: str, new: str) -> list[tuple[str, Entry, Entry]]:
+    """``tree_diff`` with the folders too: a folder made or removed is a record of its own
+    (mode ``040000`` on the side that holds it), one whose content changed is ``M``. One
+    ``diff-tree`` a process for each pair."""
+    with _CHANGES_LOCK:
+        once = _CHANGES.setdefault((old, new), _Once())
+    with once.lock:
+        if once.value is None:
+            once.value = _tree_changes(root, old, new)
+        return once.value
+
+
+def _tree_changes(root: Path, old: str, new: str) -> list[tuple[str, Entry, Entry]]:
     done = git(
-        ["diff-tree", "-r", "-z", "--raw", "--no-renames", "--no-abbrev", old, new],
+        ["diff-tree", "-r", "-t", "-z", "--raw", "--no-renames", "--no-abbrev", old, new],
         cwd=root,
         env={"GIT_INDEX_FILE": str(NO_INDEX)},  # two trees: the worker's index is not asked
     )
@@ -1446,6 +1579,35 @@ def tree_listing(root: Path, tree: str) -> TreeListing:
             mode, _, oid = meta.decode("ascii").split(" ")
             attributes.append((os.fsdecode(path), mode, oid))
     found = _LISTINGS[key] = TreeListing(frozenset(folders), tuple(sorted(attributes)))
+    return found
+
+
+def listing_after(root: Path, held: str, listing: TreeListing, tree: str) -> TreeListing:
+    """``tree``'s listing from ``held``'s (``listing``, which the caller vouches for) and
+    the two trees' changes (``tree_changes``: one ``diff-tree`` of what differs, which the
+    base's tests read too) -- no listing of the whole tree. The same answer as
+    ``tree_listing``'s, kept as its."""
+    key = (os.path.realpath(root), tree)
+    found = _LISTINGS.get(key)
+    if found is not None:
+        return found
+    folders = set(listing.folders)
+    attributes = {p: (m, o) for p, m, o in listing.attributes}
+    for _, was, now in tree_changes(root, held, tree):
+        name = os.fsdecode(now.path)
+        if now.mode in (_TREE, _GITLINK):
+            folders.add(name)
+            attributes.pop(name, None)
+        elif was.mode in (_TREE, _GITLINK):
+            folders.discard(name)
+        if now.mode not in (_TREE, _GITLINK) and posixpath.basename(now.path) == b".gitattributes":
+            if now.mode == ABSENT:
+                attributes.pop(name, None)
+            else:
+                attributes[name] = (now.mode, now.oid)
+    found = _LISTINGS[key] = TreeListing(
+        frozenset(folders), tuple(sorted((p, m, o) for p, (m, o) in attributes.items()))
+    )
     return found
 
 
@@ -1668,7 +1830,7 @@ def sync_worktree(
     *,
     held: str | None = None,
     cleaned: bool = False,
-    held_attributes: tuple[tuple[str, str, str], ...] | None = None,
+    held_listing: TreeListing | None = None,
 ) -> None:
     """Make the work tree at ``path`` hold exactly ``tree``: everything untracked or ignored
     (nested repositories too) removed (``clean_worktree``; already done when ``cleaned``),
@@ -1681,17 +1843,18 @@ def sync_worktree(
     are the same tree); else, or when git refuses (a file it would write is not as the
     index says), every file is checked against the index (``--reset``).
 
-    ``held_attributes``: ``held``'s ``.gitattributes`` entries (``tree_listing``): whether
-    they change is then read from ``tree``'s listing (which the checks' folder list uses
-    too) instead of a diff against the index."""
+    ``held_listing``: ``held``'s listing (``tree_listing``): ``tree``'s is then made from it
+    and what differs between the two trees (``listing_after``, which the checks' folder
+    list uses too), and whether a ``.gitattributes`` changes read from the two, instead of
+    a diff against the index."""
     if not cleaned:
         clean_worktree(path)
     if held == tree:
         return
     if (
         _attributes_change(path, tree)
-        if held is None or held_attributes is None
-        else tree_listing(path, tree).attributes != held_attributes
+        if held is None or held_listing is None
+        else listing_after(path, held, held_listing, tree).attributes != held_listing.attributes
     ):
         # git rewrites only the files whose content differs: those the old attributes
         # checked out (LF where `eol=crlf` now asks CRLF, `$Id$` unexpanded, UTF-8 where a

@@ -68,11 +68,12 @@ def occupied(root: Path) -> Iterator[None]:
 
 #: In the clean room's git folder: the tree its files held when the last checks ended, and
 #: the stamp of its index then -- the index the sync wrote, untouched (``settle``); on a
-#: second line, that tree's ``.gitattributes`` entries (``git.tree_listing``).
+#: second line, that tree's ``.gitattributes`` entries, on a third its folders
+#: (``git.tree_listing``): the next sync makes the next tree's listing from them.
 SETTLED = "loopkit-settled"
 
-#: A settled tree and its ``.gitattributes`` entries (None: not known).
-Held = tuple[str, tuple[tuple[str, str, str], ...] | None]
+#: A settled tree and its listing (None: not known).
+Held = tuple[str, git.TreeListing | None]
 
 
 class Room(Value):
@@ -102,7 +103,7 @@ def _held(path: Path) -> Held | None:
     that does not end leaves none behind, and the next sync checks every file."""
     mark = path / ".git" / SETTLED
     try:
-        first, _, second = mark.read_text(encoding="utf-8").partition("\n")
+        first, second, third = [*mark.read_text(encoding="utf-8").split("\n"), "", ""][:3]
         mark.unlink()
     except (OSError, UnicodeDecodeError):
         return None
@@ -111,9 +112,10 @@ def _held(path: Path) -> Held | None:
         return None
     try:
         attributes = tuple((str(p), str(m), str(o)) for p, m, o in json.loads(second))
+        folders = frozenset(str(f) for f in json.loads(third))
     except (ValueError, TypeError):
-        attributes = None  # not listed: the sync asks the index
-    return tree, attributes
+        return tree, None  # not listed: the sync asks the index
+    return tree, git.TreeListing(folders, attributes)
 
 
 def settle(room: Room, *, intact: bool) -> None:
@@ -122,8 +124,10 @@ def settle(room: Room, *, intact: bool) -> None:
     sync) and its index is the one the sync wrote -- the next sync then reads only what
     differs (``prepare``)."""
     if intact and room.stamp and _stamp(room.path) == room.stamp:
-        attributes = json.dumps(git.tree_listing(room.path, room.tree).attributes)
-        atomic_write(room.path / ".git" / SETTLED, f"{room.tree} {room.stamp}\n{attributes}\n")
+        listing = git.tree_listing(room.path, room.tree)
+        attributes, folders = json.dumps(listing.attributes), json.dumps(sorted(listing.folders))
+        mark = f"{room.tree} {room.stamp}\n{attributes}\n{folders}\n"
+        atomic_write(room.path / ".git" / SETTLED, mark)
 
 
 def prepare(
@@ -152,8 +156,8 @@ def _cleared(root: Path, *, head: str | None) -> tuple[Path, Held | None]:
 def _synced(root: Path, path: Path, tree: str, held: Held | None, carry: Sequence[str]) -> Room:
     """The other half (``_cleared`` done): the room brought to ``tree``, the carried paths
     linked in."""
-    was, attributes = held or (None, None)
-    git.sync_worktree(path, tree, held=was, cleaned=True, held_attributes=attributes)
+    was, listing = held or (None, None)
+    git.sync_worktree(path, tree, held=was, cleaned=True, held_listing=listing)
     stamp = _stamp(path)
     return Room(path=path, tree=tree, carried=_link(root, path, carry), stamp=stamp)
 
@@ -177,8 +181,8 @@ def moved(room: Room, root: Path, tree: str, *, reset: Sequence[str] = ()) -> Ro
     """The room, its checks done and the files of its tree as the sync wrote them, brought
     to another ``tree``: what the checks left removed, only the files that differ written
     (``git read-tree -m``), the carried links and reset folders made again."""
-    listed = git.tree_listing(room.path, room.tree).attributes
-    git.sync_worktree(room.path, tree, held=room.tree, held_attributes=listed)
+    listed = git.tree_listing(room.path, room.tree)
+    git.sync_worktree(room.path, tree, held=room.tree, held_listing=listed)
     _link(root, room.path, room.carried)
     make_reset_dirs(room.path, reset)
     return Room(path=room.path, tree=tree, carried=room.carried, stamp=_stamp(room.path))

@@ -533,13 +533,16 @@ def land(
         )
     tree = _doc_get(document, "verify", "tree")
     # commit-tree takes nothing but a tree: only when it fails is git asked what it was.
-    done = None
+    done, commit = None, None
     if isinstance(tree, str) and git.is_object_id(tree):
         parent, message = str(j["diff_base"]), _message(document, task, label)
-        done = git.git(
-            ["commit-tree", tree, "-p", parent, "-m", message], cwd=ctx.root, check=False
-        )
-    if done is None or (done.exit_code != 0 and not _is_tree(ctx.root, tree)):
+        commit = git.commit_object(ctx.root, tree, parent, message)
+        if commit is None:
+            done = git.git(
+                ["commit-tree", tree, "-p", parent, "-m", message], cwd=ctx.root, check=False
+            )
+            commit = done.stdout.decode().strip() if done.exit_code == 0 else None
+    if commit is None and (done is None or not _is_tree(ctx.root, tree)):
         ref = _save(ctx, j, label, "complete, no verified tree")
         journal.remove(ctx.folder)
         message = (
@@ -551,7 +554,7 @@ def land(
     at = None
     if ctx.attempt_in is None:
         at = _branch_check(ctx, j, f"the commit of {task}", None, label)
-    if done.exit_code != 0:
+    if commit is None:
         ref = _save(ctx, j, label, "complete, commit failed")
         journal.remove(ctx.folder)
         text = (
@@ -559,7 +562,6 @@ def land(
             f"green tree is left on disk and saved as {ref}; the task is NOT marked done"
         )
         raise Refused(text, _result("refused", j, ref=ref, reason=text))
-    commit = done.stdout.decode().strip()
     if ctx.attempt_in is not None:
         _fast_forward_check(ctx, j, commit, label)
     _attest(ctx, j, document, commit, str(tree), label)

@@ -115,9 +115,11 @@ def live_tree(
             shutil.copy2(seed, index)  # with its mtime: git's racy-entry rule
         elif head(w)[0]:
             w.out(["read-tree", "HEAD"], env=env)
-        # The tree the index held before ``add`` (its whole cache tree), so that when add
-        # moved only stat data the index tells the tree after it too: no write-tree.
-        earlier = (index.read_bytes(), None) if expect is not None and index.exists() else None
+        # The tree the index held before ``add`` (its whole cache tree, or the tree this
+        # process hashed through an index of the same bytes), so that when add moved only
+        # stat data the index tells the tree after it too: no write-tree.
+        data = index.read_bytes() if expect is not None and index.exists() else None
+        earlier = (data, git.tree_of_index(data)) if data is not None else None
         w.out(["-c", "advice.addEmbeddedRepo=false", "add", "-A", "--", "."], env=env)
         if expect is not None:
             tree = git.index_tree(index, earlier) or w.out(["write-tree"], env=env)
