@@ -173,18 +173,32 @@ def tree_from_files(common: Path, commit: str) -> str | None:
     """The tree of ``commit`` read from its loose object (the first bytes of it inflated),
     as git reads it; None when it is not a loose object here (packed, in an alternate, an
     object directory from the environment) or not a commit (a tag's id: git peels it)."""
-    if not is_object_id(commit) or "GIT_OBJECT_DIRECTORY" in os.environ:
+    head = loose_object(common, commit, 32 + len(commit))
+    if head is None or head[0] != b"commit" or not head[1].startswith(b"tree "):
+        return None
+    tree = head[1][5 : 5 + len(commit)].decode("ascii", "replace")
+    return tree if is_object_id(tree) and len(tree) == len(commit) else None
+
+
+def loose_object(common: Path, oid: str, size: int = -1) -> tuple[bytes, bytes] | None:
+    """The type and content of the loose object ``oid`` (only the first ``size`` bytes
+    inflated, header included, when given); None when it is not a loose object here
+    (packed, in an alternate, an object directory from the environment)."""
+    if not is_object_id(oid) or "GIT_OBJECT_DIRECTORY" in os.environ:
         return None
     try:
-        with open(common / "objects" / commit[:2] / commit[2:], "rb") as f:
-            head = zlib.decompressobj().decompress(f.read(4096), 32 + len(commit))
+        with open(common / "objects" / oid[:2] / oid[2:], "rb") as f:
+            if size < 0:
+                data = zlib.decompress(f.read())
+            else:
+                data = zlib.decompressobj().decompress(f.read(4096 + size), size)
     except (OSError, zlib.error):
         return None
-    kind, _, body = head.partition(b"\0")
-    if not kind.startswith(b"commit ") or not body.startswith(b"tree "):
+    header, _, body = data.partition(b"\0")
+    kind, _, length = header.partition(b" ")
+    if not length.isdigit() or (size < 0 and int(length) != len(body)):
         return None
-    tree = body[5 : 5 + len(commit)].decode("ascii", "replace")
-    return tree if is_object_id(tree) and len(tree) == len(commit) else None
+    return kind, body
 
 
 def ref_from_files(common: Path, ref: str) -> str | None:

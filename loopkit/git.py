@@ -30,6 +30,7 @@ from loopkit.discovery import (
     discover,
     find_dirs,
     head_from_files,
+    loose_object,
     packed_refs,
     ref_from_files,
 )
@@ -580,14 +581,149 @@ def _write_loose(dirs: GitDirs, kind: bytes, data: bytes, *, durable: bool) -> s
     return oid
 
 
-def _loose_kind(dirs: GitDirs, oid: str) -> bytes | None:
-    """The type of the loose object ``oid`` from its header; None when it is not loose."""
+#: Words in a config file that make a ref's write more than a file's (``write_own_ref``).
+_REF_WORDS = (b"refstorage", b"include", b"precomposeunicode")
+#: ``core.logAllRefUpdates`` as every non-bare repository has it: no reflog for refs/worktree.
+_NO_REFLOG = re.compile(
+    rb"logallrefupdates[ \t]*(?:=[ \t]*(true|false|yes|no|on|off|1|0)?)?[ \t]*$"
+)
+
+
+def write_own_ref(dirs: GitDirs, ref: str, oid: str) -> bool:
+    """Point the work tree's own ref ``ref`` (``refs/worktree/...``) at ``oid`` as git's
+    files backend does -- a lock file made exclusively, the id written and flushed, renamed
+    into place, the folder flushed -- without starting git. False, nothing written, where
+    git would do more or otherwise (a reflog asked for, another ref store, an include or a
+    setting from the environment, the lock held, a file in the ref's way): ask git then."""
+    if not ref.startswith("refs/worktree/") or not is_object_id(oid) or _reflogs(dirs) != "":
+        return False
+    return _moved_ref(dirs.own, ref, oid, None, b"")
+
+
+def _reflogs(dirs: GitDirs) -> str | None:
+    """``core.logAllRefUpdates`` as every config file git reads for ``dirs`` sets it: ""
+    (unset, or a plain yes or no: no reflog for refs/worktree/), "false"; None where a
+    ref's write is more than a file's (``_REF_WORDS``, "always", settings from the
+    environment, a file that cannot be read)."""
+    if any(k in os.environ for k in ("GIT_CONFIG", "GIT_CONFIG_COUNT", "GIT_CONFIG_PARAMETERS")):
+        return None  # settings of the environment's own (``-c``, ``GIT_CONFIG_KEY_0``)
+    files = [dirs.common / "config", dirs.own / "config.worktree"]
+    files += [Path(name) for name, _key in user_files()[:-2]]  # the config files
+    last = ""
+    for file in files:
+        try:
+            text = file.read_bytes().lower()
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return None
+        if any(word in text for word in _REF_WORDS):
+            return None
+        for line in (x.strip() for x in text.splitlines() if b"logallrefupdates" in x):
+            found = _NO_REFLOG.fullmatch(line)
+            if found is None:
+                return None  # "always": git writes a reflog for every ref
+            last = "false" if found.group(1) in (b"false", b"no", b"off", b"0") else ""
+    return last
+
+
+def _moved_ref(folder: Path, ref: str, oid: str, old: str | None, log: bytes) -> bool:
+    """``ref`` under ``folder`` moved to ``oid`` under its lock, as git's files backend
+    does; only from ``old`` when given (the value the ref file holds, or ``absent`` -- a
+    ref only in ``packed-refs`` is then read from there), with the reflog line ``log``
+    appended (none when empty). False, nothing moved, when the lock is held, the ref
+    moved meanwhile, or a file is in the way."""
+    target = folder / ref
+    lock = target.with_name(target.name + ".lock")
     try:
-        with open(dirs.common / "objects" / oid[:2] / oid[2:], "rb") as f:
-            head = zlib.decompressobj().decompress(f.read(4096), 32)
-    except (OSError, zlib.error):
-        return None
-    return head.partition(b" ")[0] or None
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except OSError:
+        return False
+    try:
+        try:
+            if old is not None and ref_from_files(folder, ref) != old:
+                raise OSError("moved meanwhile")
+            os.write(fd, f"{oid}\n".encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if log:
+            logs = folder / "logs" / ref
+            logs.parent.mkdir(parents=True, exist_ok=True)
+            with open(logs, "ab") as f:
+                f.write(log)
+        os.rename(lock, target)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(lock)
+        return False
+    flushed = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY)  # the rename, flushed
+    try:
+        os.fsync(flushed)
+    finally:
+        os.close(flushed)
+    return True
+
+
+_NOTE_MESSAGE = b"Notes added by 'git notes add'"
+
+
+def add_note(root: Path, ref: str, commit: str, blob: str) -> bool:
+    """``git notes --ref REF add -f -C BLOB COMMIT`` done by loopkit itself: the notes tree
+    with ``commit``'s note set, a commit of it on the ref's last, the ref moved under its
+    lock from the value read (its reflog line as git writes it) -- the objects as git
+    writes them. False, nothing moved, where git would do more or otherwise: a store or
+    ref store that is not the plain one, notes that are not one flat tree of loose
+    objects (git fans a tree out as it grows), an identity from git's guesses, the ref
+    moved meanwhile. Then ask git."""
+    dirs = find_dirs(root)
+    if dirs is None or not _plain_store(dirs) or _reflogs(dirs) != "":
+        return False
+    if not (is_object_id(commit) and is_object_id(blob) and len(commit) == 40):
+        return False
+    old = ref_from_files(dirs.common, ref)
+    notes: dict[bytes, bytes] = {}
+    if old is None:
+        return False
+    if old != "absent":
+        last = loose_object(dirs.common, old)
+        if last is None or last[0] != b"commit" or not last[1].startswith(b"tree "):
+            return False
+        tree = loose_object(dirs.common, last[1][5:45].decode("ascii", "replace"))
+        if tree is None or tree[0] != b"tree":
+            return False
+        body, at = tree[1], 0
+        while at < len(body):
+            end = body.index(b"\0", at)
+            mode, _, name = body[at:end].partition(b" ")
+            if mode != b"100644" or len(name) != 40 or name.strip(b"0123456789abcdef"):
+                return False  # a folder of a fanned-out tree, or not a note
+            notes[name] = body[end + 1 : end + 21]
+            at = end + 21
+    notes[commit.encode()] = bytes.fromhex(blob)
+    tree_id = _write_loose(
+        dirs,
+        b"tree",
+        b"".join(b"100644 %s\0%s" % (k, notes[k]) for k in sorted(notes)),
+        durable=True,
+    )
+    when = int(time.time())
+    author, committer = _ident(root, "author", when), _ident(root, "committer", when)
+    if author is None or committer is None:
+        return False
+    parent = b"" if old == "absent" else b"parent %s\n" % old.encode()
+    body = b"tree %s\n%sauthor %s\ncommitter %s\n\n%s\n" % (
+        tree_id.encode(),
+        parent,
+        author,
+        committer,
+        _NOTE_MESSAGE,
+    )
+    new = _write_loose(dirs, b"commit", body, durable=True)
+    was = "0" * 40 if old == "absent" else old
+    log = b"%s %s %s\tnotes: %s\n" % (was.encode(), new.encode(), committer, _NOTE_MESSAGE)
+    return _moved_ref(dirs.common, ref, new, old, log)
 
 
 #: Bytes git trims from the ends of a name or an e-mail address (``crud`` in its ident.c).
@@ -599,7 +735,9 @@ def _ident(root: str | os.PathLike[str], role: str, when: int) -> bytes | None:
     committer) now, from the environment and the config listing loopkit keeps; None where
     git's own rules would do more than take the values as they are (a date from the
     environment, a name git would trim or guess)."""
-    if f"GIT_{role.upper()}_DATE" in os.environ:
+    date = os.environ.get(f"GIT_{role.upper()}_DATE")
+    stamp = _date(date) if date is not None else _now(when)
+    if stamp is None:
         return None
     name = os.environ.get(f"GIT_{role.upper()}_NAME")
     if name is None:
@@ -616,9 +754,42 @@ def _ident(root: str | os.PathLike[str], role: str, when: int) -> bytes | None:
         return None
     if any(c in p for p in parts for c in b"<>\n"):
         return None
+    return b"%s <%s> %d %s" % (parts[0], parts[1], stamp[0], stamp[1].encode())
+
+
+def _now(when: int) -> tuple[int, str]:
     offset = time.localtime(when).tm_gmtoff // 60
-    zone = f"{'-' if offset < 0 else '+'}{abs(offset) // 60:02d}{abs(offset) % 60:02d}"
-    return b"%s <%s> %d %s" % (parts[0], parts[1], when, zone.encode())
+    return when, f"{'-' if offset < 0 else '+'}{abs(offset) // 60:02d}{abs(offset) % 60:02d}"
+
+
+#: The dates ``_date`` reads as git does: git's own form (``@1700000000 +0200``), and ISO
+#: 8601 to the second with its zone (``2026-01-01T00:00:00Z``, ``... 00:00:00 +01:00``).
+_RAW_DATE = re.compile(r"@?(\d{9,}) ([+-]\d{4})")
+_ISO_DATE = re.compile(r"(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d) ?(Z|[+-]\d\d:?\d\d)")
+
+
+def _date(text: str) -> tuple[int, str] | None:
+    """A date from the environment as git reads it (seconds, zone); None for any other
+    form (git's reading of those is git's)."""
+    raw = _RAW_DATE.fullmatch(text)
+    if raw:
+        return int(raw.group(1)), raw.group(2)
+    iso = _ISO_DATE.fullmatch(text)
+    if not iso:
+        return None
+    year, month, day, hour, minute, second = (int(iso.group(k)) for k in range(1, 7))
+    if not (1 <= month <= 12 and 1 <= day <= 31 and hour < 24 and minute < 60 and second < 60):
+        return None
+    zone = "+0000" if iso.group(7) == "Z" else iso.group(7).replace(":", "")
+    minutes = int(zone[1:3]) * 60 + int(zone[3:5])
+    # Days since 1970-01-01 of a proleptic Gregorian date (the civil-days formula).
+    y = year - (month <= 2)
+    era = y // 400
+    of_era = y - era * 400
+    of_year = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    days = era * 146097 + of_era * 365 + of_era // 4 - of_era // 100 + of_year - 719468
+    seconds = days * 86400 + hour * 3600 + minute * 60 + second
+    return seconds - (minutes if zone[0] == "+" else -minutes) * 60, zone
 
 
 def commit_object(root: Path, tree: str, parent: str, message: str) -> str | None:
@@ -630,7 +801,7 @@ def commit_object(root: Path, tree: str, parent: str, message: str) -> str | Non
     dirs = find_dirs(root)
     if dirs is None or not _plain_store(dirs) or not is_object_id(parent):
         return None
-    if _loose_kind(dirs, tree) != b"tree":
+    if (loose_object(dirs.common, tree, 16) or (b"",))[0] != b"tree":
         return None
     if config_value(root, "commit.gpgsign") not in (None, "false") or config_value(
         root, "i18n.commitencoding"
@@ -1469,12 +1640,18 @@ ABSENT = "000000"
 
 def tree_diff(root: Path, old: str, new: str) -> list[tuple[str, Entry, Entry]]:
     """Each path that differs between two trees: its status letter (A, M, D, T), and the
-    path as ``old`` and as ``new`` hold it (``ABSENT`` where one does not). Files and
-    gitlinks only: the folders they are in are ``tree_changes``'s too."""
-    return [c for c in tree_changes(root, old, new) if _TREE not in (c[1].mode, c[2].mode)]
+    path as ``old`` and as ``new`` hold it (``ABSENT`` where one does not). One
+    ``diff-tree`` a process for each pair, none for the pair lk-diff's records answered
+    (``worktree_changes``): the clean room's sync and the base's tests ask for the same
+    pair, from two threads."""
+    with _CHANGES_LOCK:
+        once = _CHANGES.setdefault((old, new), _Once())
+    with once.lock:
+        if once.value is None:
+            once.value = _tree_diff(root, old, new)
+        return once.value
 
 
-_TREE = "040000"
 _GITLINK = "160000"
 
 
@@ -1483,33 +1660,20 @@ class _Once:
 
     __slots__ = ("lock", "value")
 
-    def __init__(self) -> None:
+    def __init__(self, value: list[tuple[str, Entry, Entry]] | None = None) -> None:
         self.lock = threading.Lock()
-        self.value: list[tuple[str, Entry, Entry]] | None = None
+        self.value = value
 
 
 #: Pairs of trees already compared in this process, by their ids (a tree's content never
-#: changes): the clean room's sync and the base's tests ask for the same pair, from two
-#: threads, and get one ``diff-tree``.
+#: changes).
 _CHANGES: dict[tuple[str, str], _Once] = {}
 _CHANGES_LOCK = threading.Lock()
 
 
-def tree_changes(root: Path, old: str, new: str) -> list[tuple[str, Entry, Entry]]:
-    """``tree_diff`` with the folders too: a folder made or removed is a record of its own
-    (mode ``040000`` on the side that holds it), one whose content changed is ``M``. One
-    ``diff-tree`` a process for each pair."""
-    with _CHANGES_LOCK:
-        once = _CHANGES.setdefault((old, new), _Once())
-    with once.lock:
-        if once.value is None:
-            once.value = _tree_changes(root, old, new)
-        return once.value
-
-
-def _tree_changes(root: Path, old: str, new: str) -> list[tuple[str, Entry, Entry]]:
+def _tree_diff(root: Path, old: str, new: str) -> list[tuple[str, Entry, Entry]]:
     done = git(
-        ["diff-tree", "-r", "-t", "-z", "--raw", "--no-renames", "--no-abbrev", old, new],
+        ["diff-tree", "-r", "-z", "--raw", "--no-renames", "--no-abbrev", old, new],
         cwd=root,
         env={"GIT_INDEX_FILE": str(NO_INDEX)},  # two trees: the worker's index is not asked
     )
@@ -1523,6 +1687,75 @@ def _tree_changes(root: Path, old: str, new: str) -> list[tuple[str, Entry, Entr
         path = fields[i + 1]
         out.append((status[:1], Entry(path, old_mode, old_oid), Entry(path, new_mode, new_oid)))
     return out
+
+
+def _read_diff(records: bytes) -> list[tuple[str, Entry, Entry]] | None:
+    """``tree_diff``'s answer read from lk-diff's ``diff-index -M --raw`` records of an
+    index against a commit: a rename is the path gone and the path made, as
+    ``--no-renames`` says it. None for a copy (``-C``: not asked, not read)."""
+    fields = records.split(b"\0")
+    out: list[tuple[str, Entry, Entry]] = []
+    i = 0
+    while i < len(fields) - 1 and fields[i].startswith(b":"):
+        old_mode, new_mode, old_oid, new_oid, status = fields[i][1:].decode("ascii").split()
+        if status[:1] == "C":
+            return None
+        if status[:1] == "R":
+            gone, made = fields[i + 1], fields[i + 2]
+            zero = "0" * len(old_oid)
+            out.append(("D", Entry(gone, old_mode, old_oid), Entry(gone, ABSENT, zero)))
+            out.append(("A", Entry(made, ABSENT, zero), Entry(made, new_mode, new_oid)))
+            i += 3
+            continue
+        path = fields[i + 1]
+        out.append((status[:1], Entry(path, old_mode, old_oid), Entry(path, new_mode, new_oid)))
+        i += 2
+    out.sort(key=lambda c: c[1].path)
+    return out
+
+
+class _Told:
+    """The pair (a commit's tree, the tree lk-diff's index holds) answered from lk-diff's
+    records (``worktree_changes``): the tree is written beside ``diff-index`` and the
+    clean room's sync may ask the moment it is, so whoever asks first waits for the
+    records -- or asks git, if they never come."""
+
+    def __init__(self, base_tree: str | None) -> None:
+        self.base_tree = base_tree
+        self._guard = threading.Lock()
+        self._records: bytes | None = None
+        self._waiting: _Once | None = None
+        self._given = False
+
+    def tree(self, new: str) -> None:
+        """The tree is written (before anyone asks about the pair)."""
+        if self.base_tree is None:
+            return
+        with self._guard:
+            if self._given:  # the records came first (or never will)
+                if self._records is not None:
+                    value = _read_diff(self._records)
+                    with _CHANGES_LOCK:
+                        _CHANGES.setdefault((self.base_tree, new), _Once(value))
+                return
+            once = _Once()
+            once.lock.acquire()
+            with _CHANGES_LOCK:
+                if _CHANGES.setdefault((self.base_tree, new), once) is not once:
+                    once.lock.release()
+                    return
+            self._waiting = once
+
+    def records(self, records: bytes | None) -> None:
+        """The records (None: none came); a pair waiting for them is answered."""
+        with self._guard:
+            if self._given:
+                return
+            self._records, self._given = records, True
+            waiting, self._waiting = self._waiting, None
+        if waiting is not None:
+            waiting.value = _read_diff(records) if records is not None else None
+            waiting.lock.release()
 
 
 def tree_edited(root: Path, tree: str, entries: Sequence[Entry]) -> str:
@@ -1548,14 +1781,21 @@ def tree_edited(root: Path, tree: str, entries: Sequence[Entry]) -> str:
 
 class TreeListing:
     """What one listing of a tree says: every folder a checkout of it has (its trees and
-    gitlinks, repository-relative, "" for the top) and each ``.gitattributes`` entry
-    (path, mode, id), sorted."""
+    gitlinks, repository-relative, "" for the top), each ``.gitattributes`` entry (path,
+    mode, id), sorted, and how many entries each of its trees holds directly (``counts``:
+    a folder is gone with its last entry)."""
 
-    __slots__ = ("attributes", "folders")
+    __slots__ = ("attributes", "counts", "folders")
 
-    def __init__(self, folders: frozenset[str], attributes: tuple[tuple[str, str, str], ...]):
+    def __init__(
+        self,
+        folders: frozenset[str],
+        attributes: tuple[tuple[str, str, str], ...],
+        counts: Mapping[str, int],
+    ) -> None:
         self.folders = folders
         self.attributes = attributes
+        self.counts = counts
 
 
 #: Listings already read, by repository and tree id (a tree's content never changes).
@@ -1571,42 +1811,72 @@ def tree_listing(root: Path, tree: str) -> TreeListing:
     done = git(["ls-tree", "-r", "-t", "-z", tree], cwd=root)  # "<mode> <type> <id>\t<path>"
     folders = {""}
     attributes = []
+    counts: dict[str, int] = {}
     for entry in done.stdout.split(b"\0"):
         meta, _, path = entry.partition(b"\t")
+        if not meta:
+            continue
+        name = os.fsdecode(path)
+        parent = posixpath.dirname(name)
+        counts[parent] = counts.get(parent, 0) + 1
         if meta[:7] in (b"040000 ", b"160000 "):
-            folders.add(os.fsdecode(path))
+            folders.add(name)
         elif posixpath.basename(path) == b".gitattributes":
             mode, _, oid = meta.decode("ascii").split(" ")
-            attributes.append((os.fsdecode(path), mode, oid))
-    found = _LISTINGS[key] = TreeListing(frozenset(folders), tuple(sorted(attributes)))
+            attributes.append((name, mode, oid))
+    found = TreeListing(frozenset(folders), tuple(sorted(attributes)), counts)
+    _LISTINGS[key] = found
     return found
 
 
 def listing_after(root: Path, held: str, listing: TreeListing, tree: str) -> TreeListing:
     """``tree``'s listing from ``held``'s (``listing``, which the caller vouches for) and
-    the two trees' changes (``tree_changes``: one ``diff-tree`` of what differs, which the
-    base's tests read too) -- no listing of the whole tree. The same answer as
-    ``tree_listing``'s, kept as its."""
+    what differs between the two trees (``tree_diff``, which the base's tests read too and
+    lk-diff's own records answer in the same process) -- no listing of the whole tree. The
+    same answer as ``tree_listing``'s, kept as its."""
     key = (os.path.realpath(root), tree)
     found = _LISTINGS.get(key)
     if found is not None:
         return found
     folders = set(listing.folders)
+    counts = dict(listing.counts)
     attributes = {p: (m, o) for p, m, o in listing.attributes}
-    for _, was, now in tree_changes(root, held, tree):
-        name = os.fsdecode(now.path)
-        if now.mode in (_TREE, _GITLINK):
+
+    def entry_gone(name: str) -> None:
+        parent = posixpath.dirname(name)
+        counts[parent] -= 1
+        if not counts[parent] and parent:  # its last entry: the folder goes too
+            del counts[parent]
+            folders.discard(parent)
+            entry_gone(parent)
+
+    def entry_made(name: str) -> None:
+        parent = posixpath.dirname(name)
+        if parent and not counts.get(parent):
+            entry_made(parent)
+            folders.add(parent)
+        counts[parent] = counts.get(parent, 0) + 1
+
+    changes = [(os.fsdecode(now.path), was, now) for _, was, now in tree_diff(root, held, tree)]
+    for name, _, now in changes:  # what goes first: a file where a folder was, and back
+        if now.mode == ABSENT:
+            entry_gone(name)
+    for name, was, now in changes:
+        if was.mode == ABSENT:
+            entry_made(name)
+        if now.mode == _GITLINK:
             folders.add(name)
-            attributes.pop(name, None)
-        elif was.mode in (_TREE, _GITLINK):
+        elif was.mode == _GITLINK:
             folders.discard(name)
-        if now.mode not in (_TREE, _GITLINK) and posixpath.basename(now.path) == b".gitattributes":
-            if now.mode == ABSENT:
+        if posixpath.basename(now.path) == b".gitattributes":
+            if now.mode in (ABSENT, _GITLINK):
                 attributes.pop(name, None)
             else:
                 attributes[name] = (now.mode, now.oid)
     found = _LISTINGS[key] = TreeListing(
-        frozenset(folders), tuple(sorted((p, m, o) for p, (m, o) in attributes.items()))
+        frozenset(folders),
+        tuple(sorted((p, m, o) for p, (m, o) in attributes.items())),
+        counts,
     )
     return found
 
@@ -1954,8 +2224,11 @@ def worktree_changes(
         env = watch.env
         base_id = base() if callable(base) else base
 
+        told = _Told(_TREES.get(base_id))
+
         def write() -> str:
             tree = out(["write-tree"], cwd=root, env=env)
+            told.tree(tree)
             if on_tree is not None:
                 on_tree(tree, Path(watch.path))  # as write-tree left it: its cache tree whole
             return tree
@@ -1986,11 +2259,13 @@ def worktree_changes(
                 cwd=root,
                 env=env,
             )
+            told.records(done.stdout)  # the pair's changes: the room's sync, the base's tests
             # The new side's sizes from the same records: one listing of the change.
             ids = new_blob_ids(done.stdout)
             sizer = Background(lambda: object_sizes(root, ids, env=env), name="loopkit-blob-sizes")
             yield done.stdout, tree, sizes, list(watch.unborn)
         finally:
+            told.records(None)  # none came (diff-index failed): a pair waiting asks git
             writer.wait()  # the scratch index goes only once write-tree is done with it
             if sizer is not None:
                 sizer.wait()

@@ -68,8 +68,9 @@ def occupied(root: Path) -> Iterator[None]:
 
 #: In the clean room's git folder: the tree its files held when the last checks ended, and
 #: the stamp of its index then -- the index the sync wrote, untouched (``settle``); on a
-#: second line, that tree's ``.gitattributes`` entries, on a third its folders
-#: (``git.tree_listing``): the next sync makes the next tree's listing from them.
+#: second line, that tree's ``.gitattributes`` entries, on a third its folders and on a
+#: fourth their entries' counts (``git.tree_listing``): the next sync makes the next
+#: tree's listing from them.
 SETTLED = "loopkit-settled"
 
 #: A settled tree and its listing (None: not known).
@@ -103,7 +104,9 @@ def _held(path: Path) -> Held | None:
     that does not end leaves none behind, and the next sync checks every file."""
     mark = path / ".git" / SETTLED
     try:
-        first, second, third = [*mark.read_text(encoding="utf-8").split("\n"), "", ""][:3]
+        first, second, third, fourth = [*mark.read_text(encoding="utf-8").split("\n"), "", "", ""][
+            :4
+        ]
         mark.unlink()
     except (OSError, UnicodeDecodeError):
         return None
@@ -113,9 +116,10 @@ def _held(path: Path) -> Held | None:
     try:
         attributes = tuple((str(p), str(m), str(o)) for p, m, o in json.loads(second))
         folders = frozenset(str(f) for f in json.loads(third))
-    except (ValueError, TypeError):
+        counts = {str(f): int(n) for f, n in json.loads(fourth).items()}
+    except (ValueError, TypeError, AttributeError):
         return tree, None  # not listed: the sync asks the index
-    return tree, git.TreeListing(folders, attributes)
+    return tree, git.TreeListing(folders, attributes, counts)
 
 
 def settle(room: Room, *, intact: bool) -> None:
@@ -126,7 +130,8 @@ def settle(room: Room, *, intact: bool) -> None:
     if intact and room.stamp and _stamp(room.path) == room.stamp:
         listing = git.tree_listing(room.path, room.tree)
         attributes, folders = json.dumps(listing.attributes), json.dumps(sorted(listing.folders))
-        mark = f"{room.tree} {room.stamp}\n{attributes}\n{folders}\n"
+        counts = json.dumps(listing.counts, sort_keys=True)
+        mark = f"{room.tree} {room.stamp}\n{attributes}\n{folders}\n{counts}\n"
         atomic_write(room.path / ".git" / SETTLED, mark)
 
 

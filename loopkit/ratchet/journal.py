@@ -155,10 +155,9 @@ def _written(folder: Path, data: TaskJournal, *, twin_now: bool) -> str:
     text = json.dumps(data, indent=1) + "\n"
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        blob = git.write_blob(
-            folder.parent, text.encode(), durable=True, dirs=discovery.dirs_of(folder.parent)
-        )
-        if twin_now:
+        dirs = discovery.dirs_of(folder.parent)
+        blob = git.write_blob(folder.parent, text.encode(), durable=True, dirs=dirs)
+        if twin_now and not git.write_own_ref(dirs, REF, blob):
             git.git([*git.FSYNC, "update-ref", REF, blob], cwd=folder.parent)
         atomic_write(path(folder), text, sync=True)
     except OSError as e:

@@ -1,8 +1,9 @@
 """A commit loopkit writes without starting git is the object ``git commit-tree`` writes
-for the same tree, parent, message and moment (same id, ``fsck --strict`` clean); where
-git would do more than write it (a date from the environment, signing, another
-encoding, an identity git would trim, a tree that is not a loose tree object here),
-git is asked instead."""
+for the same tree, parent, message and moment (same id, ``fsck --strict`` clean), with
+the dates of the environment in the forms git's own and ISO 8601 give them; where git
+would do more than write it (a date in another form, signing, another encoding, an
+identity git would trim, a tree that is not a loose tree object here), git is asked
+instead."""
 
 from __future__ import annotations
 
@@ -67,10 +68,10 @@ def test_the_commit_is_the_object_commit_tree_writes(
 @pytest.mark.parametrize(
     "setting",
     [
-        ("env", "GIT_AUTHOR_DATE", "@1700000000 +0000"),
+        ("env", "GIT_AUTHOR_DATE", "yesterday noon"),
         ("config", "commit.gpgSign", "true"),
         ("config", "i18n.commitEncoding", "ISO-8859-1"),
-        ("config", "user.name", " Trimmed Name."),
+        ("env", "GIT_AUTHOR_NAME", " Trimmed Name."),
         ("env", "GIT_COMMITTER_EMAIL", "<odd>@example.org"),
         ("packed", "", ""),
     ],
@@ -91,3 +92,26 @@ def test_what_git_would_do_more_for_is_left_to_git(
         run_git(git_repo, "commit", "-qm", "holds the tree")
         run_git(git_repo, "gc", "-q", "--prune=now")
     assert git.commit_object(git_repo, tree, parent, MESSAGE) is None
+
+
+@pytest.mark.parametrize(
+    "date",
+    [
+        "2026-01-01T00:00:00Z",
+        "2026-01-01T05:30:00+05:30",
+        "2026-01-01 00:00:00 +0100",
+        "@1700000000 +0200",
+        "1700000000 -0130",
+        "2024-02-29T12:00:00Z",
+        "1999-12-31T23:59:59-08:00",
+    ],
+)
+def test_a_date_from_the_environment_is_read_as_git_reads_it(
+    git_repo: Path, monkeypatch: pytest.MonkeyPatch, date: str
+) -> None:
+    monkeypatch.setenv("GIT_AUTHOR_DATE", date)
+    monkeypatch.setenv("GIT_COMMITTER_DATE", date)
+    tree, parent = _new_tree(git_repo), run_git(git_repo, "rev-parse", "HEAD").strip()
+    ours = git.commit_object(git_repo, tree, parent, MESSAGE)
+    theirs = git.out(["commit-tree", tree, "-p", parent, "-m", MESSAGE], cwd=git_repo)
+    assert ours == theirs.strip()

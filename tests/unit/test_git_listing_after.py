@@ -17,8 +17,8 @@ def _tree(repo: Path) -> str:
     return run_git(repo, "write-tree").strip()
 
 
-def _fresh(listing: git.TreeListing) -> tuple[frozenset[str], tuple[tuple[str, str, str], ...]]:
-    return listing.folders, listing.attributes
+def _fresh(listing: git.TreeListing) -> tuple[object, ...]:
+    return listing.folders, listing.attributes, dict(listing.counts)
 
 
 def test_a_listing_made_from_the_changes_is_gits(git_repo: Path) -> None:
@@ -51,6 +51,7 @@ def test_a_listing_made_from_the_changes_is_gits(git_repo: Path) -> None:
     trees.append(_tree(r))
     for old, new in zip(trees, trees[1:] + trees[:1], strict=True):
         git._LISTINGS.clear()
+        git._CHANGES.clear()
         held = git.tree_listing(r, old)
         git._LISTINGS.clear()
         made = git.listing_after(r, old, held, new)
@@ -63,6 +64,44 @@ def test_the_changes_of_a_pair_are_asked_once(git_repo: Path) -> None:
     old = run_git(r, "rev-parse", "HEAD^{tree}").strip()
     (r / "n.txt").write_text("n\n")
     new = _tree(r)
-    first = git.tree_changes(r, old, new)
-    assert git.tree_changes(r, old, new) is first
-    assert [(s, e.path) for s, _, e in git.tree_diff(r, old, new)] == [("A", b"n.txt")]
+    first = git.tree_diff(r, old, new)
+    assert git.tree_diff(r, old, new) is first
+    assert [(s, e.path) for s, _, e in first] == [("A", b"n.txt")]
+
+
+def _entries(changes: list[tuple[str, git.Entry, git.Entry]]) -> list[tuple[object, ...]]:
+    return sorted((s, w.path, w.mode, w.oid, n.mode, n.oid) for s, w, n in changes)
+
+
+def test_lk_diffs_records_answer_the_pair_as_diff_tree_does(git_repo: Path) -> None:
+    """A rename found by ``-M`` is the path gone and the path made; a type change, an exec
+    bit, a symlink, a folder that becomes a file, a file in a new folder: as ``diff-tree``."""
+    r = git_repo
+    body = "".join(f"line {i} long enough to be found renamed\n" for i in range(40))
+    (r / "moved.txt").write_text(body)
+    (r / "tool.sh").write_text("echo\n")
+    (r / "link").write_text("was a file\n")
+    (r / "d").mkdir()
+    (r / "d/inside.txt").write_text("d\n")
+    run_git(r, "add", "-A")
+    run_git(r, "commit", "-qm", "base")
+    base = run_git(r, "rev-parse", "HEAD").strip()
+    base_tree = run_git(r, "rev-parse", "HEAD^{tree}").strip()
+    git.known_commit(r, base, base_tree)
+    (r / "moved.txt").rename(r / "renamed.txt")
+    (r / "tool.sh").chmod(0o755)
+    (r / "link").unlink()
+    (r / "link").symlink_to("renamed.txt")
+    (r / "d/inside.txt").unlink()
+    (r / "d").rmdir()
+    (r / "d").write_text("a file now\n")
+    (r / "new/deep").mkdir(parents=True)
+    (r / "new/deep/f.txt").write_text("f\n")
+    git._CHANGES.clear()
+    with git.worktree_changes(r, base) as (records, tree, _sizes, _unborn):
+        assert b"\0renamed.txt\0" in records and b" R" in records
+        new = tree()
+    told = git.tree_diff(r, base_tree, new)  # answered from the records
+    git._CHANGES.clear()
+    asked = git.tree_diff(r, base_tree, new)  # asked of git
+    assert _entries(told) == _entries(asked) and len(asked) == 7
