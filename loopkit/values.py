@@ -68,6 +68,8 @@ class _Made:
 
 
 _NO_DEFAULT = object()
+#: Each record class's fields, in order.
+_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def field(*, default_factory: Callable[[], T]) -> T:
@@ -90,10 +92,11 @@ def record(
     cls: type[T] | None = None, /, *, slots: bool = False
 ) -> type[T] | Callable[[type[T]], type[T]]:
     """A record class: its ``__init__`` takes the annotated fields in order and sets them,
-    a field's class value being its default (``field`` for one made anew). What
-    ``@dataclass`` gives a plain record, without loading ``dataclasses``: the ``__init__``
-    is written when the first record is made. ``slots=True``: the class gets ``__slots__``
-    for its fields (it is made again, as ``dataclass(slots=True)`` makes it)."""
+    a field's class value being its default (``field`` for one made anew), then calls
+    the class's ``__post_init__`` if it has one. What ``@dataclass`` gives a plain record,
+    without loading ``dataclasses``: the ``__init__`` is written when the first record is
+    made; records compare by identity. ``slots=True``: the class gets ``__slots__`` for
+    its fields (it is made again, as ``dataclass(slots=True)`` makes it)."""
 
     def wrap(cls: type[T]) -> type[T]:
         names = tuple(
@@ -121,6 +124,7 @@ def record(
             init(self, *args, **kwargs)
 
         cls.__init__ = first  # type: ignore[method-assign]
+        _FIELDS[cls] = names
         return cls
 
     return wrap if cls is None else wrap(cls)
@@ -145,8 +149,15 @@ def _init_for(
         else:
             params.append(name)
         lines.append(f"  self.{name} = {name}")
+    if hasattr(cls, "__post_init__"):
+        lines.append("  self.__post_init__()")
     source = f"def __init__({', '.join(params)}):\n" + "\n".join(lines or ["  pass"])
     exec(compile(source, f"<record {cls.__qualname__}>", "exec"), given)
     init: Callable[..., None] = given["__init__"]  # type: ignore[assignment]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     return init
+
+
+def fields_of(record: object) -> dict[str, object]:
+    """A record's fields and their values, in the order the class declares them."""
+    return {name: getattr(record, name) for name in _FIELDS[type(record)]}

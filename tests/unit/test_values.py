@@ -15,7 +15,7 @@ import pytest
 
 from loopkit.evidence.cleanroom import Room
 from loopkit.evidence.scope import Change, Policy, Violation
-from loopkit.values import Value, field, record
+from loopkit.values import Value, field, fields_of, record
 
 
 def test_equal_by_fields_and_only_within_one_type() -> None:
@@ -78,6 +78,14 @@ class _Slotted:
     note: str | None = None
 
 
+@record
+class _Derived:
+    text: str
+
+    def __post_init__(self) -> None:
+        self.words = self.text.split()
+
+
 def test_a_record_takes_its_fields_in_order_with_their_defaults() -> None:
     assert _Sample("a").described() == "a:0:"
     assert _Sample("b", 2, ["x"]).described() == "b:2:x"
@@ -108,6 +116,14 @@ def test_a_slotted_record_has_no_dict_and_records_compare_by_identity() -> None:
     assert _Slotted.__qualname__ == "_Slotted" and _Slotted.__init__.__qualname__.startswith(
         "_Slotted."
     )
+
+
+def test_a_record_gives_its_fields_in_order_and_runs_its_post_init() -> None:
+    assert fields_of(_Sample("a", 1, ["t"])) == {"name": "a", "size": 1, "tags": ["t"]}
+    assert list(fields_of(_Sample(tags=[], size=2, name="b"))) == ["name", "size", "tags"]
+    assert fields_of(_Slotted("s")) == {"name": "s", "note": None}
+    d = _Derived("two words")
+    assert d.words == ["two", "words"] and fields_of(d) == {"text": "two words"}
 
 
 def test_records_load_neither_dataclasses_nor_typing() -> None:

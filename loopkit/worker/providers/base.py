@@ -62,7 +62,7 @@ import re
 import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, NamedTuple, TypedDict
+from typing import Any, ClassVar, NamedTuple, TypedDict, cast
 from urllib.parse import urlparse
 
 from loopkit import loader
@@ -70,7 +70,7 @@ from loopkit.boundary.dialects import Upstream, find_upstream
 from loopkit.boundary.secrets import allowed_env
 from loopkit.files import atomic_write
 from loopkit.text import clip
-from loopkit.values import field, record
+from loopkit.values import field, fields_of, record
 from loopkit.worker import providers
 
 TYPE_CHECKING = False
@@ -245,16 +245,7 @@ class ToolCall:
     files_written: list[str] = field(default_factory=list)
 
     def as_dict(self) -> ToolCallRecord:
-        return {
-            "id": self.id,
-            "name": self.name,
-            "input": self.input,
-            "ok": self.ok,
-            "error": self.error,
-            "command": self.command,
-            "files_read": self.files_read,
-            "files_written": self.files_written,
-        }
+        return cast("ToolCallRecord", fields_of(self))
 
 
 @record(slots=True)
