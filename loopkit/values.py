@@ -91,12 +91,13 @@ if TYPE_CHECKING:
 def record(
     cls: type[T] | None = None, /, *, slots: bool = False
 ) -> type[T] | Callable[[type[T]], type[T]]:
-    """A record class: its ``__init__`` takes the annotated fields in order and sets them,
-    a field's class value being its default (``field`` for one made anew), then calls
-    the class's ``__post_init__`` if it has one. What ``@dataclass`` gives a plain record,
-    without loading ``dataclasses``: the ``__init__`` is written when the first record is
-    made; records compare by identity. ``slots=True``: the class gets ``__slots__`` for
-    its fields (it is made again, as ``dataclass(slots=True)`` makes it)."""
+    """A record class: its ``__init__`` takes the fields the class annotates (not its
+    bases'), in order, and sets them, a field's class value being its default (``field``
+    for one made anew), then calls the class's ``__post_init__`` if it has one. What
+    ``@dataclass`` gives a plain record, without loading ``dataclasses``: the ``__init__``
+    is written when the first record is made (~0.1 ms); records compare by identity.
+    ``slots=True``: the class gets ``__slots__`` for its fields (it is made again, as
+    ``dataclass(slots=True)`` makes it)."""
 
     def wrap(cls: type[T]) -> type[T]:
         names = tuple(
