@@ -106,6 +106,9 @@ def record(
             if not str(kind).startswith("ClassVar")
         )
         defaults = {name: cls.__dict__[name] for name in names if name in cls.__dict__}
+        for name, default in defaults.items():
+            if isinstance(default, (list, dict, set)):  # one object every record would share
+                raise ValueError(f"{cls.__name__}.{name}: a mutable default; use field()")
         if slots:
             body = {
                 key: value

@@ -118,6 +118,14 @@ def test_a_slotted_record_has_no_dict_and_records_compare_by_identity() -> None:
     )
 
 
+def test_a_record_refuses_a_default_every_record_would_share() -> None:
+    with pytest.raises(ValueError, match=r"Shared\.tags: a mutable default"):
+
+        @record
+        class Shared:
+            tags: list[str] = []  # noqa: RUF012
+
+
 def test_a_record_gives_its_fields_in_order_and_runs_its_post_init() -> None:
     assert fields_of(_Sample("a", 1, ["t"])) == {"name": "a", "size": 1, "tags": ["t"]}
     assert list(fields_of(_Sample(tags=[], size=2, name="b"))) == ["name", "size", "tags"]
