@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from loopkit import timing
+from loopkit.values import record
 
 #: Seconds between SIGTERM and SIGKILL when a group is stopped.
 GRACE_S = 2.0
@@ -201,28 +202,20 @@ def _reap(pids: set[int]) -> None:
             os.waitpid(pid, os.WNOHANG)
 
 
+@record
 class Finished:
     """A process that has ended (or was ended).
 
-    This module's records are plain classes: every command builds them, and
-    ``dataclasses`` (with ``inspect`` under it) costs a command that needs no click --
-    ``lk workspace`` -- more of its start-up than its whole work."""
+    This module's records are ``loopkit.values.record`` classes: every command builds
+    them, and ``dataclasses`` (with ``inspect`` under it) costs a command that needs no
+    click -- ``lk workspace`` -- more of its start-up than its whole work."""
 
-    def __init__(
-        self,
-        exit_code: int | None,  # None when loopkit killed it
-        duration_s: float,
-        timed_out: bool = False,
-        stopped: str | None = None,  # why loopkit stopped it: "timeout", "cancelled", ...
-        output: bytes = b"",  # captured output (when not written to a file)
-        output_path: Path | None = None,
-    ) -> None:
-        self.exit_code = exit_code
-        self.duration_s = duration_s
-        self.timed_out = timed_out
-        self.stopped = stopped
-        self.output = output
-        self.output_path = output_path
+    exit_code: int | None  # None when loopkit killed it
+    duration_s: float
+    timed_out: bool = False
+    stopped: str | None = None  # why loopkit stopped it: "timeout", "cancelled", ...
+    output: bytes = b""  # captured output (when not written to a file)
+    output_path: Path | None = None
 
 
 def _signal_group(pgid: int, sig: int) -> bool:

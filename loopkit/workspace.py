@@ -31,6 +31,7 @@ from loopkit import SCHEMA_VERSION, __version__, git, loader
 from loopkit.digest import sha256
 from loopkit.document import emit, read_attempt, vouched
 from loopkit.errors import BadInput, EnvironmentProblem
+from loopkit.values import field, record
 
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
 if TYPE_CHECKING:
@@ -42,33 +43,23 @@ STATE_ENV = "LOOPKIT_STATE_DIR"
 DEFAULT_STATE = ".loopkit"
 
 
+@record
 class Workspace:
-    """The answers one command works with; built by ``Workspace.open``. (A plain class,
-    as ``Found`` is: ``lk workspace`` loads no ``dataclasses``.)"""
+    """The answers one command works with; built by ``Workspace.open``. (A record, as
+    ``Found`` is: ``lk workspace`` loads no ``dataclasses``.)"""
 
-    def __init__(
-        self,
-        root: Path,
-        index: Path,
-        document: Mapping[str, Any] | None = None,
-        contract: dict[str, Any] | None = None,
-        contract_from: str | None = None,
-        contract_sha256: str | None = None,
-        contract_drift: str | None = None,
-        environ: Mapping[str, str] | None = None,
-    ) -> None:
-        self.root = root
-        self.index = index
-        self.document = document
-        self.contract = contract
-        #: Where the contract came from: a file path, "<stdin>" (the piped document) or None.
-        self.contract_from = contract_from
-        #: The contract file's sha256, when it came from a file.
-        self.contract_sha256 = contract_sha256
-        #: Why the contract file on disk is not the one this attempt started under, if so.
-        self.contract_drift = contract_drift
-        self.environ: Mapping[str, str] = environ if environ is not None else os.environ
-        self._state: Path | None = None
+    root: Path
+    index: Path
+    document: Mapping[str, Any] | None = None
+    contract: dict[str, Any] | None = None
+    #: Where the contract came from: a file path, "<stdin>" (the piped document) or None.
+    contract_from: str | None = None
+    #: The contract file's sha256, when it came from a file.
+    contract_sha256: str | None = None
+    #: Why the contract file on disk is not the one this attempt started under, if so.
+    contract_drift: str | None = None
+    environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
+    _state: Path | None = None  # the state folder, once asked for
 
     # ------------------------------------------------------------------ building
 
@@ -208,21 +199,15 @@ def report(contract_path: str | None, *, as_json: bool) -> None:
 # --------------------------------------------------------------------------- contract
 
 
+@record
 class Found:
     """A resolved contract (task applied), where it came from, and its file's sha256."""
 
-    def __init__(
-        self,
-        contract: dict[str, Any] | None,
-        source: str | None,
-        sha256: str | None,
-        drift: str | None = None,
-    ) -> None:
-        self.contract = contract
-        self.source = source
-        self.sha256 = sha256
-        #: Set when the contract file changed since the attempt started: the snapshot rules.
-        self.drift = drift
+    contract: dict[str, Any] | None
+    source: str | None
+    sha256: str | None
+    #: Set when the contract file changed since the attempt started: the snapshot rules.
+    drift: str | None = None
 
     def stamp(self, document: Attempt) -> None:
         if self.contract is not None and not isinstance(document.get("contract"), Mapping):

@@ -33,6 +33,7 @@ from typing import Any, TypedDict
 
 from loopkit import places
 from loopkit.errors import EnvironmentProblem
+from loopkit.values import record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -106,6 +107,7 @@ class Policy:
         return self.network
 
 
+@record
 class Contained:
     """The command to start, the environment to start it with, and the record."""
 
@@ -113,19 +115,7 @@ class Contained:
     env: dict[str, str]
     record: SandboxRecord
     #: Files made for the run outside the hidden state folder (removed afterwards).
-    scratch: Path | None
-
-    def __init__(
-        self,
-        argv: list[str],
-        env: dict[str, str],
-        record: SandboxRecord,
-        scratch: Path | None = None,
-    ) -> None:
-        self.argv = argv
-        self.env = env
-        self.record = record
-        self.scratch = scratch
+    scratch: Path | None = None
 
 
 def contain(

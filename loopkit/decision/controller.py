@@ -36,55 +36,30 @@ from loopkit.evidence.verify import RECORD_NAME, keep_as_base
 from loopkit.exitcodes import OUTCOME_CODES
 from loopkit.state import cancel, retention
 from loopkit.state.artifacts import assign_attempt_id
+from loopkit.values import field, record
 from loopkit.workspace import Workspace, for_state_only
 
 if TYPE_CHECKING:
     from loopkit.sections import Attempt, Contract, JSONObject, PoolAsk, Record, View
 
 
+@record
 class Result:
     document: Mapping[str, Any]
     code: int
     summary: str
-    warnings: list[str]
+    warnings: list[str] = field(default_factory=list)
     #: Normal events a person may want to know of (a checkpoint written, artifacts pruned).
-    notes: list[str]
-
-    def __init__(
-        self,
-        document: Mapping[str, Any],
-        code: int,
-        summary: str,
-        warnings: list[str] | None = None,
-        notes: list[str] | None = None,
-    ) -> None:
-        self.document = document
-        self.code = code
-        self.summary = summary
-        self.warnings = [] if warnings is None else warnings
-        self.notes = [] if notes is None else notes
+    notes: list[str] = field(default_factory=list)
 
 
+@record
 class _Setup:
     document: Attempt
     contract: Contract
     root: Path
     state: Path
     ledger: ledgers.Ledger
-
-    def __init__(
-        self,
-        document: Attempt,
-        contract: Contract,
-        root: Path,
-        state: Path,
-        ledger: ledgers.Ledger,
-    ) -> None:
-        self.document = document
-        self.contract = contract
-        self.root = root
-        self.state = state
-        self.ledger = ledger
 
 
 def _setup(document: Attempt | None, contract_path: str | None, ledger_path: str | None) -> _Setup:

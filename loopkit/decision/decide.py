@@ -30,6 +30,7 @@ from loopkit.digest import sha256
 from loopkit.evidence import globs
 from loopkit.exitcodes import OUTCOME_CODES
 from loopkit.text import clean
+from loopkit.values import record
 
 if TYPE_CHECKING:
     from loopkit.sections import Decision, Evidence, JSONObject, View
@@ -415,26 +416,20 @@ def _protected_changed_by_checks(
 Classified = tuple[str, str, str, "JSONObject"]
 
 
+@record
 class _Case:
     """One attempt that did not complete, as the rules read it: its sections, its task's
     history, the evidence's state, and the extra fields the decision will carry."""
 
-    def __init__(
-        self,
-        document: Mapping[str, Any],
-        h: Mapping[str, Any],
-        ev: Mapping[str, Any],
-        *,
-        changed: bool,
-        allow_empty: bool,
-        violations: list[dict[str, str]],
-    ) -> None:
-        self.document = document
-        self.h = h
-        self.ev = ev
-        self.changed = changed
-        self.allow_empty = allow_empty
-        self.violations = violations
+    document: Mapping[str, Any]
+    h: Mapping[str, Any]
+    ev: Mapping[str, Any]
+    changed: bool
+    allow_empty: bool
+    violations: list[dict[str, str]]
+
+    def __post_init__(self) -> None:
+        document = self.document
         self.run: Mapping[str, Any] | None = document.get("run") or None
         self.verify: Mapping[str, Any] | None = document.get("verify") or None
         self.diff: Mapping[str, Any] | None = document.get("diff") or None

@@ -80,75 +80,43 @@ class Hidden:
 CONFIG_KEYS = {"name", "provider", "model", "worker", "env"}
 
 
+@dataclass(eq=False)
 class Task:
-    def __init__(
-        self,
-        id: str,
-        text: str,
-        criteria: list[dict[str, Any]] | None,
-        scope: list[str] | None,
-        reference: str | None,
-        repo: Path | None = None,
-        base: str | None = None,
-        hidden: Hidden | None = None,
-    ) -> None:
-        self.id = id
-        self.text = text
-        self.criteria = criteria
-        self.scope = scope
-        self.reference = reference
-        #: The task's own repository and base (else the suite's).
-        self.repo = repo
-        self.base = base
-        self.hidden = hidden
+    id: str
+    text: str
+    criteria: list[dict[str, Any]] | None
+    scope: list[str] | None
+    reference: str | None
+    #: The task's own repository and base (else the suite's).
+    repo: Path | None = None
+    base: str | None = None
+    hidden: Hidden | None = None
 
 
+@dataclass(eq=False)
 class Config:
-    def __init__(
-        self,
-        name: str,
-        provider: str,
-        model: str | None,
-        worker: dict[str, Any],
-        env: dict[str, str],
-    ) -> None:
-        self.name = name
-        self.provider = provider
-        self.model = model
-        self.worker = worker
-        self.env = env
+    name: str
+    provider: str
+    model: str | None
+    worker: dict[str, Any]
+    env: dict[str, str]
 
 
+@dataclass(eq=False)
 class Suite:
-    def __init__(
-        self,
-        path: Path,
-        name: str,
-        repo: Path,
-        base: str,
-        contract: str | None,
-        tasks: list[Task],
-        configs: list[Config],
-        repeats: int,
-        seed: int,
-        attempts: int,
-        infra_retries: int,
-        timeout: float,
-        margin: float,
-    ) -> None:
-        self.path = path
-        self.name = name
-        self.repo = repo
-        self.base = base
-        self.contract = contract
-        self.tasks = tasks
-        self.configs = configs
-        self.repeats = repeats
-        self.seed = seed
-        self.attempts = attempts
-        self.infra_retries = infra_retries
-        self.timeout = timeout
-        self.margin = margin
+    path: Path
+    name: str
+    repo: Path
+    base: str
+    contract: str | None
+    tasks: list[Task]
+    configs: list[Config]
+    repeats: int
+    seed: int
+    attempts: int
+    infra_retries: int
+    timeout: float
+    margin: float
 
     def config(self, name: str) -> Config:
         for c in self.configs:

@@ -19,6 +19,7 @@ from loopkit.errors import BadInput
 from loopkit.evidence import scope
 from loopkit.text import is_utf8 as _is_utf8
 from loopkit.text import shown
+from loopkit.values import field, record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -46,6 +47,7 @@ SYMLINK_MODE = "120000"
 SUBMODULE_MODE = "160000"
 
 
+@record
 class _Raw:
     status: str
     old_mode: str
@@ -53,22 +55,6 @@ class _Raw:
     new_id: str
     path: str
     old_path: str | None
-
-    def __init__(
-        self,
-        status: str,
-        old_mode: str,
-        new_mode: str,
-        new_id: str,
-        path: str,
-        old_path: str | None,
-    ) -> None:
-        self.status = status
-        self.old_mode = old_mode
-        self.new_mode = new_mode
-        self.new_id = new_id
-        self.path = path
-        self.old_path = old_path
 
 
 def _text(b: bytes) -> str:
@@ -168,6 +154,7 @@ class Result:
         return bool(self.body["within_policy"])
 
 
+@record
 class Facts:
     """What git says about the change, before any policy is applied."""
 
@@ -177,35 +164,13 @@ class Facts:
     tree: str
     files: list[DiffFile]
     #: Nested repositories without a commit: in no tree, not even as a gitlink.
-    unborn: list[str]
+    unborn: list[str] = field(default_factory=list)
     #: The git folders' control state (``git.control_state``), when it was asked for.
-    git_control: dict[str, str] | None
+    git_control: dict[str, str] | None = None
     #: Files in the change that the base's ignore rules ignore (``_ignored_at_base``).
-    ignored_at_base: list[str]
+    ignored_at_base: list[str] = field(default_factory=list)
     #: Files in the change that were ignored when the task started (``_ignored_at_start``).
-    ignored_at_start: list[str]
-
-    def __init__(
-        self,
-        root: Path,
-        base: str,
-        base_ref: str,
-        tree: str,
-        files: list[DiffFile],
-        unborn: list[str] | None = None,
-        git_control: dict[str, str] | None = None,
-        ignored_at_base: list[str] | None = None,
-        ignored_at_start: list[str] | None = None,
-    ) -> None:
-        self.root = root
-        self.base = base
-        self.base_ref = base_ref
-        self.tree = tree
-        self.files = files
-        self.unborn = [] if unborn is None else unborn
-        self.git_control = git_control
-        self.ignored_at_base = [] if ignored_at_base is None else ignored_at_base
-        self.ignored_at_start = [] if ignored_at_start is None else ignored_at_start
+    ignored_at_start: list[str] = field(default_factory=list)
 
 
 def gather(cwd: str | os.PathLike[str], *, base: str | None = None) -> Facts:

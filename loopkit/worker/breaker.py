@@ -19,6 +19,7 @@ import re
 from functools import lru_cache
 
 from loopkit.text import pattern
+from loopkit.values import field, fields_of, record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -56,55 +57,27 @@ def _normalize(error: str, limit: int) -> str:
     return " ".join(text.split())[:limit]
 
 
+@record
 class Trip:
     tool: str
     error: str  # normalized
     repeats: int
     example: str  # the last raw error (clipped)
-    input: JsonObject
-
-    def __init__(
-        self,
-        tool: str,
-        error: str,
-        repeats: int,
-        example: str,
-        input: JsonObject | None = None,
-    ) -> None:
-        self.tool = tool
-        self.error = error
-        self.repeats = repeats
-        self.example = example
-        self.input = {} if input is None else input
+    input: JsonObject = field(default_factory=dict)
 
     def as_dict(self) -> JsonObject:
-        return {
-            "tool": self.tool,
-            "error": self.error,
-            "repeats": self.repeats,
-            "example": self.example,
-            "input": self.input,
-        }
+        return fields_of(self)
 
     def message(self) -> str:
         """The run's error line for a worker stopped by this trip."""
         return f"stuck: {self.tool} failed the same way {self.repeats} times in a row: {self.error}"
 
 
+@record
 class Breaker:
-    repeats: int
-    tripped: Trip | None
-    _last: dict[str, tuple[str, int]]
-
-    def __init__(
-        self,
-        repeats: int = DEFAULT_REPEATS,
-        tripped: Trip | None = None,
-        _last: dict[str, tuple[str, int]] | None = None,
-    ) -> None:
-        self.repeats = repeats
-        self.tripped = tripped
-        self._last = {} if _last is None else _last
+    repeats: int = DEFAULT_REPEATS
+    tripped: Trip | None = None
+    _last: dict[str, tuple[str, int]] = field(default_factory=dict)
 
     def observe(
         self,

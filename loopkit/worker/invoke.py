@@ -29,6 +29,7 @@ from loopkit.evidence import cleanroom, specialfiles, statcache, verify
 from loopkit.state import artifacts, cancel
 from loopkit.state.artifacts import relative
 from loopkit.text import clean, file_tail
+from loopkit.values import field, record
 from loopkit.worker import providers
 from loopkit.worker.breaker import DEFAULT_REPEATS, Breaker
 from loopkit.worker.providers.base import (
@@ -122,23 +123,12 @@ class RunRecord(TypedDict, total=False):
     state_seal: Any
 
 
+@record
 class Result:
     record: RunRecord
     state: RunState
     outcome: Outcome
     invocation: Invocation
-
-    def __init__(
-        self,
-        record: RunRecord,
-        state: RunState,
-        outcome: Outcome,
-        invocation: Invocation,
-    ) -> None:
-        self.record = record
-        self.state = state
-        self.outcome = outcome
-        self.invocation = invocation
 
 
 class _Watch:
@@ -509,6 +499,7 @@ def _apply_meter(record: RunRecord, metered: MeterSection, root: Path | None) ->
         }
 
 
+@record
 class Jail:
     """Where a run's sandbox is: the repository, its git folders, the state folder and
     the control files, and the contract's policy (``loopkit.boundary.containment``)."""
@@ -517,25 +508,9 @@ class Jail:
     root: Path
     git_dirs: list[Path]
     state: Path
-    read_only: list[Path]
-    repo_writable: bool
-
-    def __init__(
-        self,
-        policy: Any,
-        root: Path,
-        git_dirs: list[Path],
-        state: Path,
-        read_only: list[Path] | None = None,
-        repo_writable: bool = True,
-    ) -> None:
-        self.policy = policy
-        self.root = root
-        self.git_dirs = git_dirs
-        self.state = state
-        self.read_only = [] if read_only is None else read_only
-        self.repo_writable = repo_writable
-        self.way: Any = None  # the run's egress, when its sandbox has no network
+    read_only: list[Path] = field(default_factory=list)
+    repo_writable: bool = True
+    way: Any = None  # the run's egress, when its sandbox has no network (set by apply)
 
     def apply(self, provider: Provider, inv: Invocation) -> Any:
 
@@ -637,72 +612,34 @@ def _rel(path: Path, root: Path | None) -> str:
 # --------------------------------------------------------------------------- lk-invoke
 
 
+@record
 class Request:
     """What lk-invoke was asked to do (flags win over the contract)."""
 
-    document: Attempt | None
-    contract_path: str | None
-    provider: str | None
-    command: str | None
-    model: str | None
-    resume: str | None
-    timeout: float | None
-    cwd: Path
-    environ: Mapping[str, str] | None
+    document: Attempt | None = None
+    contract_path: str | None = None
+    provider: str | None = None
+    command: str | None = None
+    model: str | None = None
+    resume: str | None = None
+    timeout: float | None = None
+    cwd: Path = field(default_factory=Path.cwd)
+    environ: Mapping[str, str] | None = None
     #: Live lines for a person (``loopkit.worker.progress.Progress``); None: silent.
-    progress: Any
+    progress: Any = None
     #: A file written the moment the worker is about to start (``lk attempt --keep``'s
     #: ``PREFIX-worker``): a recovery tells an attempt whose worker ran from one that
     #: stopped before it (``ratchet.steps.worker_ran``).
-    started_mark: Path | None
-
-    def __init__(
-        self,
-        document: Attempt | None = None,
-        contract_path: str | None = None,
-        provider: str | None = None,
-        command: str | None = None,
-        model: str | None = None,
-        resume: str | None = None,
-        timeout: float | None = None,
-        cwd: Path | None = None,
-        environ: Mapping[str, str] | None = None,
-        progress: Any = None,
-        started_mark: Path | None = None,
-    ) -> None:
-        self.started_mark = started_mark
-        self.document = document
-        self.contract_path = contract_path
-        self.provider = provider
-        self.command = command
-        self.model = model
-        self.resume = resume
-        self.timeout = timeout
-        self.cwd = Path.cwd() if cwd is None else cwd
-        self.environ = environ
-        self.progress = progress
+    started_mark: Path | None = None
 
 
+@record
 class Plan:
     provider: Provider
     spec: RunSpec
     contract: dict[str, Any] | None
     worker: dict[str, Any]
     timeout: float
-
-    def __init__(
-        self,
-        provider: Provider,
-        spec: RunSpec,
-        contract: dict[str, Any] | None,
-        worker: dict[str, Any],
-        timeout: float,
-    ) -> None:
-        self.provider = provider
-        self.spec = spec
-        self.contract = contract
-        self.worker = worker
-        self.timeout = timeout
 
 
 def plan(req: Request, *, root: Path | None = None) -> Plan:

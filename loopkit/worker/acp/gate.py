@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from loopkit.evidence import scope
+from loopkit.values import record
 
 #: Rules a refusal names (beside the scope's own: protected, add_only, outside_writable).
 OUTSIDE_REPOSITORY = "outside_repository"
@@ -34,19 +35,13 @@ READING_KINDS = ("read", "search", "think", "fetch")
 PATH_KEYS = ("file_path", "path", "notebook_path", "filePath", "filepath", "target", "new_path")
 
 
+@record(slots=True)
 class Verdict:
     """One decision: allowed or not, the rule that refused, the path it is about."""
 
     allowed: bool
-    rule: str | None
-    path: str | None
-
-    __slots__ = ("allowed", "path", "rule")
-
-    def __init__(self, allowed: bool, rule: str | None = None, path: str | None = None) -> None:
-        self.allowed = allowed
-        self.rule = rule
-        self.path = path
+    rule: str | None = None
+    path: str | None = None
 
 
 class Gate:

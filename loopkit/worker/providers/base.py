@@ -62,7 +62,7 @@ import re
 import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, NamedTuple, TypedDict
+from typing import Any, ClassVar, NamedTuple, TypedDict, cast
 from urllib.parse import urlparse
 
 from loopkit import loader
@@ -70,6 +70,7 @@ from loopkit.boundary.dialects import Upstream, find_upstream
 from loopkit.boundary.secrets import allowed_env
 from loopkit.files import atomic_write
 from loopkit.text import clip
+from loopkit.values import field, fields_of, record
 from loopkit.worker import providers
 
 TYPE_CHECKING = False
@@ -108,82 +109,37 @@ MAX_INPUT_CHARS = 500
 MAX_ERROR_CHARS = 2000
 
 
+@record
 class RunSpec:
     """What one worker (or judge) run should do; providers read only what they know."""
 
     prompt: str
-    cwd: Path
-    model: str | None
-    max_turns: int | None
-    max_cost_usd: float | None
-    sandbox: str | None  # codex: read-only | workspace-write | danger-full-access
-    allowed_tools: list[str] | None  # claude --allowedTools
-    permission_mode: str | None  # claude --permission-mode (default acceptEdits)
-    resume: str | None  # a session id to continue
-    read_only: bool  # a judge: no writes, no shell
-    command: str | None  # the command provider's shell command (acp: the agent's)
-    agent: str | None  # acp: a known agent by name (loopkit.worker.acp.agents)
-    scope: Mapping[str, Any] | None  # the contract's scope (acp answers permissions from it)
-    control: list[str]  # the files that steer the loop, repository-relative (acp)
-    env_allow: list[str]  # more variable names to pass on
-    extra_args: list[str]
-    handoff_path: Path | None  # where the command provider's handoff file goes
-    attempt: int | None
-    task_id: str | None
-    environ: Mapping[str, str] | None  # the parent's env (default os.environ)
-    meter: Any  # worker.meter: "auto" (None), "on", "off" (loopkit.boundary.meter)
-    upstream: str | None  # worker.upstream: the real API's base URL, over the environment's
-    unmetered: list[str]  # worker.unmetered: credentials passed on raw beside the meter
-
-    def __init__(
-        self,
-        prompt: str,
-        cwd: Path | None = None,
-        model: str | None = None,
-        max_turns: int | None = None,
-        max_cost_usd: float | None = None,
-        sandbox: str | None = None,
-        allowed_tools: list[str] | None = None,
-        permission_mode: str | None = None,
-        resume: str | None = None,
-        read_only: bool = False,
-        command: str | None = None,
-        agent: str | None = None,
-        scope: Mapping[str, Any] | None = None,
-        control: list[str] | None = None,
-        env_allow: list[str] | None = None,
-        extra_args: list[str] | None = None,
-        handoff_path: Path | None = None,
-        attempt: int | None = None,
-        task_id: str | None = None,
-        environ: Mapping[str, str] | None = None,
-        meter: Any = None,
-        upstream: str | None = None,
-        unmetered: list[str] | None = None,
-    ) -> None:
-        self.meter = meter
-        self.upstream = upstream
-        self.unmetered = [] if unmetered is None else unmetered
-        self.prompt = prompt
-        self.cwd = Path.cwd() if cwd is None else cwd
-        self.model = model
-        self.max_turns = max_turns
-        self.max_cost_usd = max_cost_usd
-        self.sandbox = sandbox
-        self.allowed_tools = allowed_tools
-        self.permission_mode = permission_mode
-        self.resume = resume
-        self.read_only = read_only
-        self.command = command
-        self.agent = agent
-        self.scope = scope
-        self.control = [] if control is None else control
-        self.env_allow = [] if env_allow is None else env_allow
-        self.extra_args = [] if extra_args is None else extra_args
-        self.handoff_path = handoff_path
-        self.attempt = attempt
-        self.task_id = task_id
-        self.environ = environ
+    cwd: Path = field(default_factory=Path.cwd)
+    model: str | None = None
+    max_turns: int | None = None
+    max_cost_usd: float | None = None
+    sandbox: str | None = None  # codex: read-only | workspace-write | danger-full-access
+    allowed_tools: list[str] | None = None  # claude --allowedTools
+    permission_mode: str | None = None  # claude --permission-mode (default acceptEdits)
+    resume: str | None = None  # a session id to continue
+    read_only: bool = False  # a judge: no writes, no shell
+    command: str | None = None  # the command provider's shell command (acp: the agent's)
+    agent: str | None = None  # acp: a known agent by name (loopkit.worker.acp.agents)
+    #: The contract's scope (acp answers permissions from it).
+    scope: Mapping[str, Any] | None = None
+    #: The files that steer the loop, repository-relative (acp).
+    control: list[str] = field(default_factory=list)
+    env_allow: list[str] = field(default_factory=list)  # more variable names to pass on
+    extra_args: list[str] = field(default_factory=list)
+    handoff_path: Path | None = None  # where the command provider's handoff file goes
+    attempt: int | None = None
+    task_id: str | None = None
+    environ: Mapping[str, str] | None = None  # the parent's env (default os.environ)
+    meter: Any = None  # worker.meter: "auto" (None), "on", "off" (loopkit.boundary.meter)
+    upstream: str | None = None  # worker.upstream: the real API's base URL, over the environment's
+    unmetered: list[str] = field(
+        default_factory=list
+    )  # worker.unmetered: credentials passed on raw beside the meter
 
     @classmethod
     def from_section(
@@ -234,42 +190,21 @@ class Rehearsal(NamedTuple):
         return self.base_url.rstrip("/")
 
 
+@record
 class Invocation:
     """A process ready to start: nothing has run yet."""
 
     argv: list[str]
     env: dict[str, str]
     cwd: Path
-    stdin: bytes | None  # None: /dev/null
-    files: dict[Path, str]  # written before the start
-    cost_trusted: bool  # the CLI talks to its vendor's own endpoint
-    model: str | None  # the model asked for (flag or the CLI's config), if known
+    stdin: bytes | None = None  # None: /dev/null
+    files: dict[Path, str] = field(default_factory=dict)  # written before the start
+    cost_trusted: bool = False  # the CLI talks to its vendor's own endpoint
+    model: str | None = None  # the model asked for (flag or the CLI's config), if known
     #: Settings the provider renders into its private home's config file (``contained``),
     #: for what its CLI takes from no flag (gemini's turn cap).
-    settings: JsonObject
-    metered: bool  # talks to its API through loopkit's meter (no real key inside)
-
-    def __init__(
-        self,
-        argv: list[str],
-        env: dict[str, str],
-        cwd: Path,
-        stdin: bytes | None = None,
-        files: dict[Path, str] | None = None,
-        cost_trusted: bool = False,
-        model: str | None = None,
-        settings: JsonObject | None = None,
-        metered: bool = False,
-    ) -> None:
-        self.metered = metered
-        self.argv = argv
-        self.env = env
-        self.cwd = cwd
-        self.stdin = stdin
-        self.files = {} if files is None else files
-        self.cost_trusted = cost_trusted
-        self.model = model
-        self.settings = {} if settings is None else settings
+    settings: JsonObject = field(default_factory=dict)
+    metered: bool = False  # talks to its API through loopkit's meter (no real key inside)
 
     def but(self, **changed: Any) -> Invocation:
         """A copy with ``changed`` fields replaced (this one is left as it is)."""
@@ -296,149 +231,62 @@ class ToolCallRecord(TypedDict):
     files_written: list[str]
 
 
+@record(slots=True)
 class ToolCall:
     """One tool use seen in the stream, completed by its result when that arrives."""
 
     id: str | None
     name: str
     input: JsonObject
-    ok: bool | None  # None: no result yet
-    error: str | None  # the tool's error text when it failed
-    command: str | None  # the shell command it ran, if any
-    files_read: list[str]
-    files_written: list[str]
-
-    __slots__ = ("command", "error", "files_read", "files_written", "id", "input", "name", "ok")
-
-    def __init__(
-        self,
-        id: str | None,
-        name: str,
-        input: JsonObject,
-        ok: bool | None = None,
-        error: str | None = None,
-        command: str | None = None,
-        files_read: list[str] | None = None,
-        files_written: list[str] | None = None,
-    ) -> None:
-        self.id = id
-        self.name = name
-        self.input = input
-        self.ok = ok
-        self.error = error
-        self.command = command
-        self.files_read = [] if files_read is None else files_read
-        self.files_written = [] if files_written is None else files_written
+    ok: bool | None = None  # None: no result yet
+    error: str | None = None  # the tool's error text when it failed
+    command: str | None = None  # the shell command it ran, if any
+    files_read: list[str] = field(default_factory=list)
+    files_written: list[str] = field(default_factory=list)
 
     def as_dict(self) -> ToolCallRecord:
-        return {
-            "id": self.id,
-            "name": self.name,
-            "input": self.input,
-            "ok": self.ok,
-            "error": self.error,
-            "command": self.command,
-            "files_read": self.files_read,
-            "files_written": self.files_written,
-        }
+        return cast("ToolCallRecord", fields_of(self))
 
 
+@record(slots=True)
 class Event:
     """A normalized event returned by ``StreamParser.feed``."""
 
     kind: str  # init | message | tool_call | tool_result | retry | error | result
-    tool: ToolCall | None
-    text: str | None
-
-    __slots__ = ("kind", "text", "tool")
-
-    def __init__(self, kind: str, tool: ToolCall | None = None, text: str | None = None) -> None:
-        self.kind = kind
-        self.tool = tool
-        self.text = text
+    tool: ToolCall | None = None
+    text: str | None = None
 
 
+@record
 class RunState:
     """Everything learned from a stream so far (bounded in size)."""
 
-    session_id: str | None
-    model: str | None
-    final_message: str | None
-    turns: int
-    input_tokens: int
-    output_tokens: int
-    cost_usd: float | None
-    cost_source: str | None
-    api_retries: int
-    api_error_status: int | None  # the last HTTP status the CLI reported
-    result_seen: bool  # the provider printed its final result / turn end
-    result_is_error: bool | None
-    result_subtype: str | None
-    terminal_reason: str | None
-    errors: list[str]  # provider error messages, in order
-    permission_denials: list[JsonObject]
-    refused: list[JsonObject]  # writes loopkit refused before they happened (acp)
-    tool_calls: list[ToolCall]  # at most MAX_TOOL_CALLS kept
-    tool_call_count: int
-    tool_errors: int
-    lines: int
-    bad_lines: int
-    last_text: str | None  # last non-empty plain line (the command provider)
-    _files_read: dict[str, None]
-    _files_written: dict[str, None]
-
-    def __init__(
-        self,
-        session_id: str | None = None,
-        model: str | None = None,
-        final_message: str | None = None,
-        turns: int = 0,
-        input_tokens: int = 0,
-        output_tokens: int = 0,
-        cost_usd: float | None = None,
-        cost_source: str | None = None,
-        api_retries: int = 0,
-        api_error_status: int | None = None,
-        result_seen: bool = False,
-        result_is_error: bool | None = None,
-        result_subtype: str | None = None,
-        terminal_reason: str | None = None,
-        errors: list[str] | None = None,
-        permission_denials: list[JsonObject] | None = None,
-        tool_calls: list[ToolCall] | None = None,
-        tool_call_count: int = 0,
-        tool_errors: int = 0,
-        lines: int = 0,
-        bad_lines: int = 0,
-        last_text: str | None = None,
-        _files_read: dict[str, None] | None = None,
-        _files_written: dict[str, None] | None = None,
-    ) -> None:
-        self.session_id = session_id
-        self.model = model
-        self.final_message = final_message
-        self.turns = turns
-        self.input_tokens = input_tokens
-        self.output_tokens = output_tokens
-        self.cost_usd = cost_usd
-        self.cost_source = cost_source
-        self.api_retries = api_retries
-        self.api_error_status = api_error_status
-        self.result_seen = result_seen
-        self.result_is_error = result_is_error
-        self.result_subtype = result_subtype
-        self.terminal_reason = terminal_reason
-        self.errors = [] if errors is None else errors
-        self.permission_denials = [] if permission_denials is None else permission_denials
-        self.refused = []
-        self.tool_calls = [] if tool_calls is None else tool_calls
-        self.tool_call_count = tool_call_count
-        self.tool_errors = tool_errors
-        self.lines = lines
-        self.bad_lines = bad_lines
-        self.last_text = last_text
-        self._files_read = {} if _files_read is None else _files_read
-        self._files_written = {} if _files_written is None else _files_written
+    session_id: str | None = None
+    model: str | None = None
+    final_message: str | None = None
+    turns: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+    cost_source: str | None = None
+    api_retries: int = 0
+    api_error_status: int | None = None  # the last HTTP status the CLI reported
+    result_seen: bool = False  # the provider printed its final result / turn end
+    result_is_error: bool | None = None
+    result_subtype: str | None = None
+    terminal_reason: str | None = None
+    errors: list[str] = field(default_factory=list)  # provider error messages, in order
+    permission_denials: list[JsonObject] = field(default_factory=list)
+    #: Writes loopkit refused before they happened (acp).
+    refused: list[JsonObject] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)  # at most MAX_TOOL_CALLS kept
+    tool_call_count: int = 0
+    tool_errors: int = 0
+    lines: int = 0
+    bad_lines: int = 0
+    last_text: str | None = None  # last non-empty plain line (the command provider)
+    _files_read: dict[str, None] = field(default_factory=dict)
+    _files_written: dict[str, None] = field(default_factory=dict)
 
     @property
     def files_read(self) -> list[str]:
@@ -476,44 +324,22 @@ class RunState:
             self.errors.append(clip(message, MAX_ERROR_CHARS))
 
 
+@record
 class Exit:
     """How the process ended, as loopkit saw it."""
 
     exit_code: int | None  # None when loopkit stopped it
-    stopped: str | None  # "timeout", "cancelled", "stuck", ... (who stopped it and why)
-    stderr_tail: str
-
-    def __init__(
-        self,
-        exit_code: int | None,
-        stopped: str | None = None,
-        stderr_tail: str = "",
-    ) -> None:
-        self.exit_code = exit_code
-        self.stopped = stopped
-        self.stderr_tail = stderr_tail
+    stopped: str | None = None  # "timeout", "cancelled", "stuck", ... (who stopped it and why)
+    stderr_tail: str = ""
 
 
+@record
 class Outcome:
     stop_reason: str
     is_error: bool
-    error: str | None
-    resume_after: str | None
-    claimed_complete: bool
-
-    def __init__(
-        self,
-        stop_reason: str,
-        is_error: bool,
-        error: str | None = None,
-        resume_after: str | None = None,
-        claimed_complete: bool = False,
-    ) -> None:
-        self.stop_reason = stop_reason
-        self.is_error = is_error
-        self.error = error
-        self.resume_after = resume_after
-        self.claimed_complete = claimed_complete
+    error: str | None = None
+    resume_after: str | None = None
+    claimed_complete: bool = False
 
 
 #: The C scanner behind json.loads, called directly: one JSON line is one object, and the
