@@ -110,16 +110,17 @@ class Upstream:
 
 #: The APIs a command worker may hold a key for: naming the key's variable in
 #: ``worker.env_allow`` meters it like a provider's (the command gets the token).
-KNOWN_APIS = (
-    Api("anthropic", ("ANTHROPIC_API_KEY",), "ANTHROPIC_BASE_URL", "https://api.anthropic.com"),
-    Api("openai", ("OPENAI_API_KEY",), "OPENAI_BASE_URL", "https://api.openai.com/v1"),
-    Api(
-        "gemini",
-        ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
-        "GOOGLE_GEMINI_BASE_URL",
-        "https://generativelanguage.googleapis.com",
-    ),
+ANTHROPIC = Api(
+    "anthropic", ("ANTHROPIC_API_KEY",), "ANTHROPIC_BASE_URL", "https://api.anthropic.com"
 )
+OPENAI = Api("openai", ("OPENAI_API_KEY",), "OPENAI_BASE_URL", "https://api.openai.com/v1")
+GEMINI = Api(
+    "gemini",
+    ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+    "GOOGLE_GEMINI_BASE_URL",
+    "https://generativelanguage.googleapis.com",
+)
+KNOWN_APIS = (ANTHROPIC, OPENAI, GEMINI)
 
 
 def find_upstream(

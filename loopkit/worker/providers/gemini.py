@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from loopkit.boundary import containment
+from loopkit.boundary import containment, dialects
 from loopkit.boundary.dialects import Api
 from loopkit.files import atomic_write
 from loopkit.text import clip
@@ -76,12 +76,7 @@ class GeminiProvider(base.Provider):
     name: ClassVar[str] = "gemini"
     npm: ClassVar[tuple[str, str] | None] = ("Gemini CLI", "@google/gemini-cli")
     env_names: ClassVar[tuple[str, ...]] = ("GEMINI_", "GOOGLE_", "CLOUDSDK_", "NO_BROWSER")
-    api: ClassVar[Api | None] = Api(
-        "gemini",
-        ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
-        "GOOGLE_GEMINI_BASE_URL",
-        "https://generativelanguage.googleapis.com",
-    )
+    api: ClassVar[Api | None] = dialects.GEMINI
     options: ClassVar[tuple[str, ...]] = base.APPROVAL_OPTIONS
 
     routes: ClassVar[tuple[str, ...]] = (

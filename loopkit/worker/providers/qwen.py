@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from loopkit.boundary import containment
+from loopkit.boundary import containment, dialects
 from loopkit.boundary.dialects import Api
 from loopkit.files import atomic_write
 from loopkit.text import clip
@@ -67,9 +67,7 @@ class QwenProvider(base.Provider):
     name: ClassVar[str] = "qwen"
     npm: ClassVar[tuple[str, str] | None] = ("Qwen Code", "@qwen-code/qwen-code")
     env_names: ClassVar[tuple[str, ...]] = ("QWEN_", "OPENAI_", "DASHSCOPE_API_KEY")
-    api: ClassVar[Api | None] = Api(
-        "openai", ("OPENAI_API_KEY",), "OPENAI_BASE_URL", "https://api.openai.com/v1"
-    )
+    api: ClassVar[Api | None] = dialects.OPENAI
     options: ClassVar[tuple[str, ...]] = base.APPROVAL_OPTIONS
 
     routes: ClassVar[tuple[str, ...]] = (
