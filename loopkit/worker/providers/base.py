@@ -595,8 +595,8 @@ class Provider:
     #: ``name`` and ``install_hint`` says how to install it.
     npm: ClassVar[tuple[str, str] | None] = None
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
+    def __init_subclass__(cls) -> None:
+        super().__init_subclass__()
         if cls.npm is not None and "npm" in cls.__dict__:
             title, package = cls.npm
             cls.binary = cls.name
