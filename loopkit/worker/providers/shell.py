@@ -102,20 +102,22 @@ def side_effects(command: str) -> list[str]:
     return list(dict.fromkeys(_each_command(command, _MAYBE_EFFECTS, _effect)))
 
 
-@lru_cache(maxsize=1024)
 def _each_command(
     command: str, maybe: str, reading: Callable[[list[str]], Iterable[str]]
 ) -> tuple[str, ...]:
     """What ``reading`` finds in the words of each simple command of ``command``, in
     order; nothing when the cheap pre-check ``maybe`` does not match the line."""
-    if not pattern(maybe).search(command):
-        return ()
-    return tuple(
-        found
-        for cmd in simple_commands(command)
-        if (words := _words(cmd))
-        for found in reading(words)
-    )
+    return _found(command, reading) if pattern(maybe).search(command) else ()
+
+
+@lru_cache(maxsize=1024)
+def _found(command: str, reading: Callable[[list[str]], Iterable[str]]) -> tuple[str, ...]:
+    out: list[str] = []
+    for cmd in simple_commands(command):
+        words = _words(cmd)
+        if words:
+            out.extend(reading(words))
+    return tuple(out)
 
 
 def _operands_read(words: list[str]) -> list[str]:
@@ -146,4 +148,7 @@ def _operands_read(words: list[str]) -> list[str]:
 
 def _effect(words: list[str]) -> list[str]:
     line = " ".join([words[0].rsplit("/", 1)[-1], *words[1:]])
-    return next(([kind] for kind, effect in _EFFECTS if pattern(effect).search(line)), [])
+    for kind, effect in _EFFECTS:
+        if pattern(effect).search(line):
+            return [kind]
+    return []
