@@ -9,7 +9,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -80,6 +80,10 @@ class Api:
     def __post_init__(self) -> None:
         if self.dialect not in DIALECTS:
             raise ValueError(f"unknown dialect {self.dialect!r}")
+
+    def with_keys(self, *more: str) -> Api:
+        """This API, its key also looked for in ``more`` (a CLI's own variable names)."""
+        return replace(self, key_vars=(*self.key_vars, *more))
 
     @property
     def vendor_domain(self) -> str:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from loopkit import loader
-from loopkit.boundary import containment
+from loopkit.boundary import containment, dialects
 from loopkit.boundary.dialects import Api, Upstream, find_upstream
 from loopkit.files import atomic_write
 from loopkit.text import clip
@@ -56,12 +56,7 @@ class ClaudeProvider(base.Provider):
         "IS_SANDBOX",
     )
 
-    api: ClassVar[Api | None] = Api(
-        "anthropic",
-        ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"),
-        "ANTHROPIC_BASE_URL",
-        "https://api.anthropic.com",
-    )
+    api: ClassVar[Api | None] = dialects.ANTHROPIC.with_keys("ANTHROPIC_AUTH_TOKEN")
 
     routes: ClassVar[tuple[str, ...]] = (
         "ANTHROPIC_AUTH_TOKEN",

@@ -23,7 +23,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, ClassVar
 
-from loopkit.boundary import containment
+from loopkit.boundary import containment, dialects
 from loopkit.boundary.dialects import Api, Upstream
 from loopkit.files import atomic_write
 from loopkit.text import clip
@@ -42,12 +42,7 @@ class CodexProvider(base.Provider):
     name: ClassVar[str] = "codex"
     npm: ClassVar[tuple[str, str] | None] = ("the Codex CLI", "@openai/codex")
     env_names: ClassVar[tuple[str, ...]] = ("OPENAI_", "CODEX_", "RUST_LOG")
-    api: ClassVar[Api | None] = Api(
-        "openai",
-        ("OPENAI_API_KEY", "CODEX_API_KEY"),
-        "OPENAI_BASE_URL",
-        "https://api.openai.com/v1",
-    )
+    api: ClassVar[Api | None] = dialects.OPENAI.with_keys("CODEX_API_KEY")
 
     routes: ClassVar[tuple[str, ...]] = (
         "OPENAI_API_KEY",
