@@ -342,8 +342,7 @@ def classify(state: base.RunState, end: base.Exit) -> base.Outcome:
             return base.Outcome("permission_denied", False, denied_message(state))
         return base.Outcome("completed", False, None, claimed_complete=True)
     known = EXIT_CODES.get(end.exit_code or 0)
-    tail = end.stderr_tail.strip()
-    last = tail.splitlines()[-1] if tail else "no result line in the stream"
+    last = base.last_line(end, "no result line in the stream")
     if known:
         return base.Outcome(known[0], True, clip(f"{known[1]}: {last}", 500))
     if state.result_seen:
