@@ -9,6 +9,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -61,6 +62,7 @@ ENDPOINTS: dict[str, tuple[tuple[str, re.Pattern[str]], ...]] = {
 }
 
 
+@dataclass(eq=False)
 class Api:
     """Where a provider's CLI finds its model API: the variables that hold the key (the
     first set one is used), the variable that holds the base URL, the dialect, and the
@@ -73,23 +75,15 @@ class Api:
     key_vars: tuple[str, ...]
     base_url_var: str | None
     default_upstream: str
-    bearer_vars: tuple[str, ...]
+    bearer_vars: tuple[str, ...] = ("ANTHROPIC_AUTH_TOKEN",)
 
-    def __init__(
-        self,
-        dialect: str,
-        key_vars: tuple[str, ...],
-        base_url_var: str | None,
-        default_upstream: str,
-        bearer_vars: tuple[str, ...] = ("ANTHROPIC_AUTH_TOKEN",),
-    ) -> None:
-        if dialect not in DIALECTS:
-            raise ValueError(f"unknown dialect {dialect!r}")
-        self.dialect = dialect
-        self.key_vars = key_vars
-        self.base_url_var = base_url_var
-        self.default_upstream = default_upstream
-        self.bearer_vars = bearer_vars
+    def __post_init__(self) -> None:
+        if self.dialect not in DIALECTS:
+            raise ValueError(f"unknown dialect {self.dialect!r}")
+
+    def with_keys(self, *more: str) -> Api:
+        """This API, its key also looked for in ``more`` (a CLI's own variable names)."""
+        return replace(self, key_vars=(*self.key_vars, *more))
 
     @property
     def vendor_domain(self) -> str:
@@ -98,6 +92,7 @@ class Api:
         return ".".join(host.split(".")[-2:])
 
 
+@dataclass(eq=False)
 class Upstream:
     """The real endpoint and key one run's meter forwards to (found outside the sandbox)."""
 
@@ -107,16 +102,10 @@ class Upstream:
     api: Api
     #: The CLI's own name for this endpoint in its config (codex's ``[model_providers.X]``),
     #: when the base URL lives there rather than in a variable.
-    section: str | None
+    section: str | None = None
 
-    def __init__(
-        self, url: str, key: str, key_var: str, api: Api, section: str | None = None
-    ) -> None:
-        self.url = url.rstrip("/")
-        self.key = key
-        self.key_var = key_var
-        self.api = api
-        self.section = section
+    def __post_init__(self) -> None:
+        self.url = self.url.rstrip("/")
 
     @property
     def dialect(self) -> str:
@@ -125,16 +114,17 @@ class Upstream:
 
 #: The APIs a command worker may hold a key for: naming the key's variable in
 #: ``worker.env_allow`` meters it like a provider's (the command gets the token).
-KNOWN_APIS = (
-    Api("anthropic", ("ANTHROPIC_API_KEY",), "ANTHROPIC_BASE_URL", "https://api.anthropic.com"),
-    Api("openai", ("OPENAI_API_KEY",), "OPENAI_BASE_URL", "https://api.openai.com/v1"),
-    Api(
-        "gemini",
-        ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
-        "GOOGLE_GEMINI_BASE_URL",
-        "https://generativelanguage.googleapis.com",
-    ),
+ANTHROPIC = Api(
+    "anthropic", ("ANTHROPIC_API_KEY",), "ANTHROPIC_BASE_URL", "https://api.anthropic.com"
 )
+OPENAI = Api("openai", ("OPENAI_API_KEY",), "OPENAI_BASE_URL", "https://api.openai.com/v1")
+GEMINI = Api(
+    "gemini",
+    ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+    "GOOGLE_GEMINI_BASE_URL",
+    "https://generativelanguage.googleapis.com",
+)
+KNOWN_APIS = (ANTHROPIC, OPENAI, GEMINI)
 
 
 def find_upstream(

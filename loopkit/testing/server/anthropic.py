@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from loopkit.testing.script import Error, Turn
+from loopkit.testing.server import wire
 from loopkit.testing.server.wire import DEFAULT_USAGE, SIDE_TEXT, Event, fill, new_id
 
 if TYPE_CHECKING:
@@ -32,10 +33,7 @@ _ERROR_TYPES = {
 }
 
 
-def wants_turn(body: Mapping[str, Any]) -> bool:
-    """Every request takes a turn: these clients send no side requests that need telling
-    apart (see docs/model-server.md)."""
-    return True
+wants_turn = wire.every_request_a_turn
 
 
 def side_answer(body: Mapping[str, Any], *, model: str) -> JSONObject:  # pragma: no cover

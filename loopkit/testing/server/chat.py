@@ -20,15 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from loopkit.testing.script import Error, ToolCall, Turn
 from loopkit.testing.server import openai
-from loopkit.testing.server.wire import (
-    DEFAULT_USAGE,
-    SIDE_TEXT,
-    Event,
-    count_turns,
-    fill,
-    json_for,
-    new_id,
-)
+from loopkit.testing.server.wire import DEFAULT_USAGE, Event, count_turns, fill, new_id, side_text
 
 if TYPE_CHECKING:
     from loopkit.sections import JSONObject
@@ -81,11 +73,12 @@ def side_answer(body: Mapping[str, Any], *, model: str) -> JSONObject:
     """A side request's answer: JSON that fits its ``response_format`` when it asks for
     JSON, else a short text."""
     fmt = body.get("response_format")
-    text = SIDE_TEXT
-    if isinstance(fmt, dict) and fmt.get("type") in ("json_object", "json_schema"):
-        schema = fmt.get("json_schema")
-        schema = schema.get("schema") if isinstance(schema, dict) else None
-        text = json.dumps(json_for(schema) if schema is not None else {})
+    fmt = fmt if isinstance(fmt, dict) else {}
+    schema = fmt.get("json_schema")
+    text = side_text(
+        fmt.get("type") in ("json_object", "json_schema"),
+        schema.get("schema") if isinstance(schema, dict) else None,
+    )
     return _completion(
         {"role": "assistant", "content": text}, model=model, finish="stop", usage=_usage(None)
     )

@@ -16,20 +16,11 @@ schema when one is asked for, without taking a turn of the script.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from loopkit.testing.script import Error, ToolCall, Turn
-from loopkit.testing.server.wire import (
-    DEFAULT_USAGE,
-    SIDE_TEXT,
-    Event,
-    count_turns,
-    fill,
-    json_for,
-    new_id,
-)
+from loopkit.testing.server.wire import DEFAULT_USAGE, Event, count_turns, fill, new_id, side_text
 
 if TYPE_CHECKING:
     from loopkit.sections import JSONObject
@@ -98,10 +89,8 @@ def answer(turn: Turn, *, model: str, cwd: str | None) -> JSONObject:
 def side_answer(body: Mapping[str, Any], *, model: str) -> JSONObject:
     config = body.get("generationConfig")
     config = config if isinstance(config, dict) else {}
-    text = SIDE_TEXT
-    if config.get("responseMimeType") == "application/json":
-        schema = config.get("responseJsonSchema") or config.get("responseSchema")
-        text = json.dumps(json_for(schema) if schema is not None else {})
+    schema = config.get("responseJsonSchema") or config.get("responseSchema")
+    text = side_text(config.get("responseMimeType") == "application/json", schema)
     return _response([{"text": text}], model=model, finish="STOP", usage=_usage(None))
 
 

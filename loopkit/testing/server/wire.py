@@ -12,6 +12,7 @@ Gemini name no events), and data that is a string is sent as it is (``[DONE]``).
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
@@ -76,6 +77,20 @@ class Wire(Protocol):
     def error_events(self, payload: Any, *, model: str) -> list[Event]:
         """An error sent inside a stream that began with a 200."""
         ...
+
+
+def every_request_a_turn(body: Mapping[str, Any]) -> bool:
+    """``wants_turn`` of an API whose clients send no side requests that need telling
+    apart (see docs/model-server.md): every request takes a turn."""
+    return True
+
+
+def side_text(asks_json: bool, schema: Any) -> str:
+    """What a side request is answered: JSON that fits ``schema`` (``{}`` without one)
+    when it asks for JSON, else ``SIDE_TEXT``."""
+    if not asks_json:
+        return SIDE_TEXT
+    return json.dumps(json_for(schema) if schema is not None else {})
 
 
 def new_id(prefix: str) -> str:

@@ -330,8 +330,7 @@ def classify(state: base.RunState, end: base.Exit) -> base.Outcome:
     stop = state.terminal_reason
     errors = "; ".join(state.errors)
     if not state.result_seen:
-        tail = end.stderr_tail.strip()
-        last = tail.splitlines()[-1] if tail else "no end line in the stream"
+        last = base.last_line(end, "no end line in the stream")
         return base.Outcome(
             "crashed", True, clip(f"the ACP client exited {end.exit_code}: {last}", 500)
         )

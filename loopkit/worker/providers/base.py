@@ -392,16 +392,42 @@ class StreamParser:
         self.state.last_text = clip(line, MAX_ERROR_CHARS)
         return []
 
+    def retried(self, text: str, status: int | None = None) -> list[Event]:
+        """The CLI retries a failed request (``status``: the HTTP status it got, if said)."""
+        self.state.api_retries += 1
+        if status:
+            self.state.api_error_status = status
+        return [Event("retry", text=text)]
+
+    def message(self, text: object) -> list[Event]:
+        """The worker said ``text``: the run's final message so far; nothing when blank."""
+        if not isinstance(text, str) or not text.strip():
+            return []
+        self.state.final_message = clip(text.strip(), 8000)
+        return [Event("message", text=text)]
+
     def finish(self) -> RunState:
         return self.state
 
 
 class Provider:
-    """A worker CLI. Subclasses set ``name``, ``binary``, ``install_hint``."""
+    """A worker CLI. Subclasses set ``name``, and ``npm`` or ``binary`` and
+    ``install_hint``."""
 
     name: ClassVar[str] = ""
     binary: ClassVar[str | None] = None
     install_hint: ClassVar[str] = ""
+    #: A CLI installed from npm: (what it is called, its package). ``binary`` is then
+    #: ``name`` and ``install_hint`` says how to install it.
+    npm: ClassVar[tuple[str, str] | None] = None
+
+    def __init_subclass__(cls) -> None:
+        super().__init_subclass__()
+        if cls.npm is not None and "npm" in cls.__dict__:
+            title, package = cls.npm
+            cls.binary = cls.name
+            cls.install_hint = f"install {title}: npm install -g {package} (or `make agents`)"
+
     #: Variable names (exact) and prefixes (ending in "_") of the provider's own settings.
     env_names: ClassVar[tuple[str, ...]] = ()
 
@@ -525,6 +551,44 @@ def stopped_outcome(end: Exit) -> Outcome | None:
         return None
     reason = end.stopped if end.stopped in ("timeout", "cancelled", "stuck") else "cancelled"
     return Outcome(reason, True, stopped_message(end.stopped))
+
+
+def claimed_outcome(failed: ToolCall | None) -> Outcome:
+    """A run that ended saying it is done: a claim of completion, unless a tool call
+    failed and nothing later made it good (``unresolved_failure``)."""
+    if failed is None:
+        return Outcome("completed", False, None, claimed_complete=True)
+    return Outcome(
+        "completed", False, clip(f"claimed done after a failed {failed.name}: {failed.error}", 500)
+    )
+
+
+def last_line(end: Exit, missing: str) -> str:
+    """The last line the process wrote on stderr; ``missing`` when it wrote none."""
+    tail = end.stderr_tail.strip()
+    return tail.splitlines()[-1] if tail else missing
+
+
+def exited_outcome(cli: str, end: Exit, missing: str) -> Outcome:
+    """A CLI that exited with an error of its own: an unknown session it was asked to
+    resume is an invalid request, anything else a crash, told by its last stderr line
+    (``missing`` when it wrote none)."""
+    last = last_line(end, missing)
+    if "session" in last.lower() and "not found" in last.lower():
+        return Outcome("invalid_request", True, clip(last, 500))
+    return Outcome("crashed", True, clip(f"{cli} exited {end.exit_code}: {last}", 500))
+
+
+def flags(*pairs: tuple[str, str | None]) -> list[str]:
+    """``[flag, value]`` for each pair whose value is given (a model, a session id)."""
+    return [part for flag, value in pairs if value for part in (flag, value)]
+
+
+def tool_list(spec: RunSpec, read_only: Sequence[str]) -> str | None:
+    """The tools a run may use, comma-separated: ``read_only`` for a judge, else the
+    contract's ``allowed_tools``; None: the CLI's own choice."""
+    chosen = read_only if spec.read_only else spec.allowed_tools
+    return ",".join(chosen) if chosen else None
 
 
 def as_dict(value: Any) -> JsonObject:

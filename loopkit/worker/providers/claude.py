@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from loopkit import loader
-from loopkit.boundary import containment
+from loopkit.boundary import containment, dialects
 from loopkit.boundary.dialects import Api, Upstream, find_upstream
 from loopkit.files import atomic_write
 from loopkit.text import clip
@@ -47,10 +47,7 @@ COST_SOURCE = "claude-code price table"
 
 class ClaudeProvider(base.Provider):
     name: ClassVar[str] = "claude"
-    binary: ClassVar[str | None] = "claude"
-    install_hint: ClassVar[str] = (
-        "install Claude Code: npm install -g @anthropic-ai/claude-code (or `make agents`)"
-    )
+    npm: ClassVar[tuple[str, str] | None] = ("Claude Code", "@anthropic-ai/claude-code")
     env_names: ClassVar[tuple[str, ...]] = (
         *agents.CLAUDE_ENV,
         "BASH_DEFAULT_TIMEOUT_MS",
@@ -59,12 +56,7 @@ class ClaudeProvider(base.Provider):
         "IS_SANDBOX",
     )
 
-    api: ClassVar[Api | None] = Api(
-        "anthropic",
-        ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"),
-        "ANTHROPIC_BASE_URL",
-        "https://api.anthropic.com",
-    )
+    api: ClassVar[Api | None] = dialects.ANTHROPIC.with_keys("ANTHROPIC_AUTH_TOKEN")
 
     routes: ClassVar[tuple[str, ...]] = (
         "ANTHROPIC_AUTH_TOKEN",
@@ -319,13 +311,10 @@ class ClaudeParser(base.StreamParser):
             st.model = obj.get("model") or st.model
             return [base.Event("init")]
         if sub == "api_retry":
-            st.api_retries += 1
             status = obj.get("error_status")
-            if isinstance(status, int):
-                st.api_error_status = status
             err = obj.get("error")
             text = f"api retry {obj.get('attempt')}: {status or ''} {err or ''}".strip()
-            return [base.Event("retry", text=text)]
+            return self.retried(text, status if isinstance(status, int) else None)
         return []
 
     def _assistant(self, obj: base.JsonObject) -> list[base.Event]:
@@ -347,10 +336,7 @@ class ClaudeParser(base.StreamParser):
                 continue
             bt = block.get("type")
             if bt == "text":
-                text = block.get("text")
-                if isinstance(text, str) and text.strip():
-                    st.final_message = clip(text.strip(), 8000)
-                    events.append(base.Event("message", text=text))
+                events += self.message(block.get("text"))
             elif bt == "tool_use":
                 call = tool_call(block, self.TOOLS)
                 st.add_tool(call)

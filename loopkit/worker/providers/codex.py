@@ -23,7 +23,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, ClassVar
 
-from loopkit.boundary import containment
+from loopkit.boundary import containment, dialects
 from loopkit.boundary.dialects import Api, Upstream
 from loopkit.files import atomic_write
 from loopkit.text import clip
@@ -40,17 +40,9 @@ CODEX_MODEL = "gpt-5.5"
 
 class CodexProvider(base.Provider):
     name: ClassVar[str] = "codex"
-    binary: ClassVar[str | None] = "codex"
-    install_hint: ClassVar[str] = (
-        "install the Codex CLI: npm install -g @openai/codex (or `make agents`)"
-    )
+    npm: ClassVar[tuple[str, str] | None] = ("the Codex CLI", "@openai/codex")
     env_names: ClassVar[tuple[str, ...]] = ("OPENAI_", "CODEX_", "RUST_LOG")
-    api: ClassVar[Api | None] = Api(
-        "openai",
-        ("OPENAI_API_KEY", "CODEX_API_KEY"),
-        "OPENAI_BASE_URL",
-        "https://api.openai.com/v1",
-    )
+    api: ClassVar[Api | None] = dialects.OPENAI.with_keys("CODEX_API_KEY")
 
     routes: ClassVar[tuple[str, ...]] = (
         "OPENAI_API_KEY",
@@ -268,11 +260,7 @@ class CodexParser(base.StreamParser):
         if t == "error":
             msg = str(obj.get("message") or "")
             if re.match(r"^\s*Reconnecting", msg):
-                st.api_retries += 1
-                status = base.http_status_in(msg)
-                if status:
-                    st.api_error_status = status
-                return [base.Event("retry", text=msg)]
+                return self.retried(msg, base.http_status_in(msg))
             st.add_error(msg)
             return [base.Event("error", text=msg)]
         return []
@@ -299,11 +287,7 @@ class CodexParser(base.StreamParser):
             self.state.settle(call, ok=ok, error=error)
             return [base.Event("tool_call", call), base.Event("tool_result", call)]
         if kind == "agent_message":
-            text = item.get("text")
-            if done and isinstance(text, str) and text.strip():
-                self.state.final_message = clip(text.strip(), 8000)
-                return [base.Event("message", text=text)]
-            return []
+            return self.message(item.get("text")) if done else []
         if kind == "error" and done:
             msg = str(item.get("message") or "error")
             self.state.add_error(msg)
@@ -375,9 +359,7 @@ def classify(state: base.RunState, end: base.Exit) -> base.Outcome:
         return stopped
     failed = state.result_is_error or (state.errors and not state.result_seen)
     if failed:
-        message = state.errors[-1] if state.errors else "turn failed"
-        reason, resume_after = error_class(message, state.api_error_status)
-        return base.Outcome(reason, True, clip(message, 500), resume_after)
+        return error_outcome(state.errors[-1] if state.errors else "turn failed", state)
     if state.result_seen and end.exit_code in (0, None):
         return base.Outcome("completed", False, None, claimed_complete=True)
     tail = end.stderr_tail.strip()
@@ -390,6 +372,12 @@ def classify(state: base.RunState, end: base.Exit) -> base.Outcome:
 
 
 _USAGE_LIMIT = re.compile(r"usage limit|usage_limit|insufficient_quota|quota exceeded", re.I)
+
+
+def error_outcome(message: str, state: base.RunState) -> base.Outcome:
+    """A run that ended on the API error ``message``, in codex's classes."""
+    reason, resume_after = error_class(message, state.api_error_status)
+    return base.Outcome(reason, True, clip(message, 500), resume_after)
 
 
 def error_class(message: str, status: int | None = None) -> tuple[str, str | None]:

@@ -38,7 +38,6 @@ from typing import Any, ClassVar
 
 from loopkit.boundary import containment
 from loopkit.boundary.dialects import Api, Upstream, find_upstream
-from loopkit.text import clip
 from loopkit.worker.providers import base, codex, tools
 
 READ_ONLY_TOOLS = ("view", "grep", "glob")
@@ -63,10 +62,7 @@ APIS = {
 
 class CopilotProvider(base.Provider):
     name: ClassVar[str] = "copilot"
-    binary: ClassVar[str | None] = "copilot"
-    install_hint: ClassVar[str] = (
-        "install the Copilot CLI: npm install -g @github/copilot (or `make agents`)"
-    )
+    npm: ClassVar[tuple[str, str] | None] = ("the Copilot CLI", "@github/copilot")
     env_names: ClassVar[tuple[str, ...]] = (
         "COPILOT_",
         "GH_TOKEN",
@@ -122,14 +118,8 @@ class CopilotProvider(base.Provider):
         argv = [self.binary or "copilot", "-p", prompt, "--output-format", "json"]
         # Its own approvals stop at the working directory: no temp-folder exception.
         argv += ["--allow-all-tools", "--disallow-temp-dir"]
-        if spec.model:
-            argv += ["--model", spec.model]
-        if spec.resume:
-            argv += ["--resume", spec.resume]
-        if spec.read_only:
-            argv += ["--available-tools", ",".join(READ_ONLY_TOOLS)]
-        elif spec.allowed_tools:
-            argv += ["--available-tools", ",".join(spec.allowed_tools)]
+        argv += base.flags(("--model", spec.model), ("--resume", spec.resume))
+        argv += base.flags(("--available-tools", base.tool_list(spec, READ_ONLY_TOOLS)))
         argv += spec.extra_args
         env = self.env(spec)
         env.setdefault("COPILOT_AUTO_UPDATE", "false")
@@ -194,19 +184,15 @@ class CopilotParser(base.StreamParser):
         if t == "assistant.turn_start":
             st.turns += 1
         elif t == "assistant.message":
-            text = data.get("content")
             if isinstance(data.get("model"), str):
                 st.model = data["model"]
-            if isinstance(text, str) and text.strip():
-                st.final_message = clip(text.strip(), 8000)
-                return [base.Event("message", text=text)]
+            return self.message(data.get("content"))
         elif t == "tool.execution_start":
             return self._start(data)
         elif t == "tool.execution_complete":
             return self._complete(data)
         elif t == "assistant.turn_retry":
-            st.api_retries += 1
-            return [base.Event("retry", text=str(data.get("message") or "retry"))]
+            return self.retried(str(data.get("message") or "retry"))
         elif t == "model.call_failure":
             status = data.get("statusCode")
             if isinstance(status, int) and not isinstance(status, bool):
@@ -268,25 +254,16 @@ def classify(state: base.RunState, end: base.Exit) -> base.Outcome:
     if (stopped := base.stopped_outcome(end)) is not None:
         return stopped
     if state.errors:
-        message = state.errors[-1]
-        reason, resume_after = codex.error_class(message, state.api_error_status)
-        return base.Outcome(reason, True, clip(message, 500), resume_after)
+        return codex.error_outcome(state.errors[-1], state)
     if end.exit_code not in (0, None) or state.result_is_error:
-        tail = end.stderr_tail.strip()
-        last = tail.splitlines()[-1] if tail else "no error in the stream"
-        if "session" in last.lower() and "not found" in last.lower():
-            return base.Outcome("invalid_request", True, clip(last, 500))
-        return base.Outcome("crashed", True, clip(f"copilot exited {end.exit_code}: {last}", 500))
+        return base.exited_outcome("copilot", end, "no error in the stream")
     if not state.result_seen:
         return base.Outcome("crashed", True, "copilot ended without its result line")
     failed = base.unresolved_failure(state)
     if state.permission_denials and (failed is None or failed.name in _denied(state)):
         tools = ", ".join(sorted(_denied(state)))
         return base.Outcome("permission_denied", False, f"copilot denied: {tools}")
-    if failed is not None:
-        why = f"claimed done after a failed {failed.name}: {failed.error}"
-        return base.Outcome("completed", False, clip(why, 500))
-    return base.Outcome("completed", False, None, claimed_complete=True)
+    return base.claimed_outcome(failed)
 
 
 def _denied(state: base.RunState) -> set[str]:

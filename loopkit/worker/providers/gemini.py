@@ -1,7 +1,8 @@
 """Gemini CLI (``gemini -p``) as a worker: argv, stream-json events, error classes.
 
-Run:    gemini --prompt=PROMPT --output-format stream-json --skip-trust
-        --approval-mode yolo|auto_edit|default|plan [-m MODEL] [--resume ID]   stdin /dev/null
+Run:    gemini --prompt=PROMPT --output-format stream-json
+        --approval-mode yolo|auto_edit|default|plan --skip-trust [-m MODEL] [--resume ID]
+        stdin /dev/null
         (a judge runs ``--approval-mode plan``: read-only). There is no turn-limit flag:
         the turn cap is ``model.maxSessionTurns`` in the settings loopkit renders into
         the run's private home (inside the sandbox; without it the person's own settings
@@ -31,7 +32,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from loopkit.boundary import containment
+from loopkit.boundary import containment, dialects
 from loopkit.boundary.dialects import Api
 from loopkit.files import atomic_write
 from loopkit.text import clip
@@ -73,17 +74,9 @@ _RETRIED = re.compile(r"Retrying (?:after \d+ ?ms|with backoff)")
 
 class GeminiProvider(base.Provider):
     name: ClassVar[str] = "gemini"
-    binary: ClassVar[str | None] = "gemini"
-    install_hint: ClassVar[str] = (
-        "install Gemini CLI: npm install -g @google/gemini-cli (or `make agents`)"
-    )
+    npm: ClassVar[tuple[str, str] | None] = ("Gemini CLI", "@google/gemini-cli")
     env_names: ClassVar[tuple[str, ...]] = ("GEMINI_", "GOOGLE_", "CLOUDSDK_", "NO_BROWSER")
-    api: ClassVar[Api | None] = Api(
-        "gemini",
-        ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
-        "GOOGLE_GEMINI_BASE_URL",
-        "https://generativelanguage.googleapis.com",
-    )
+    api: ClassVar[Api | None] = dialects.GEMINI
     options: ClassVar[tuple[str, ...]] = base.APPROVAL_OPTIONS
 
     routes: ClassVar[tuple[str, ...]] = (
@@ -109,16 +102,7 @@ class GeminiProvider(base.Provider):
         return {"HOME": str(r.home), "GEMINI_API_KEY": r.api_key, "GOOGLE_GEMINI_BASE_URL": r.url}
 
     def build(self, spec: base.RunSpec) -> base.Invocation:
-        approval = "plan" if spec.read_only else (spec.permission_mode or DEFAULT_APPROVAL)
-        # "--prompt=": a prompt that starts with "-" is still the prompt.
-        argv = [self.binary or "gemini", f"--prompt={spec.prompt}"]
-        argv += ["--output-format", "stream-json"]
-        argv += ["--skip-trust", "--approval-mode", approval]
-        if spec.model:
-            argv += ["-m", spec.model]
-        if spec.resume:
-            argv += ["--resume", spec.resume]
-        argv += spec.extra_args
+        argv = command_line(self.binary or "gemini", spec, "--skip-trust")
         env = self.env(spec)
         if env.get("GEMINI_API_KEY") and not env.get("GEMINI_DEFAULT_AUTH_TYPE"):
             env["GEMINI_DEFAULT_AUTH_TYPE"] = API_KEY_AUTH
@@ -174,6 +158,16 @@ class GeminiProvider(base.Provider):
 
     def classify(self, state: base.RunState, end: base.Exit) -> base.Outcome:
         return classify(state, end)
+
+
+def command_line(program: str, spec: base.RunSpec, *options: str) -> list[str]:
+    """The argv Gemini CLI and its fork Qwen Code share: the prompt (``--prompt=``: one
+    that starts with "-" is still the prompt), stream-json, the approval mode (``plan``,
+    read-only, for a judge), the CLI's own ``options``, the model and the session."""
+    approval = "plan" if spec.read_only else (spec.permission_mode or DEFAULT_APPROVAL)
+    argv = [program, f"--prompt={spec.prompt}", "--output-format", "stream-json"]
+    argv += ["--approval-mode", approval, *options]
+    return [*argv, *base.flags(("-m", spec.model), ("--resume", spec.resume)), *spec.extra_args]
 
 
 class GeminiParser(base.StreamParser):
@@ -252,10 +246,7 @@ class GeminiParser(base.StreamParser):
     def _said(self) -> list[base.Event]:
         text = "".join(self._text).strip()
         self._text = []
-        if not text:
-            return []
-        self.state.final_message = clip(text, 8000)
-        return [base.Event("message", text=text)]
+        return self.message(text)
 
     def _result(self, obj: base.JsonObject) -> list[base.Event]:
         st = self.state
@@ -351,8 +342,7 @@ def classify(state: base.RunState, end: base.Exit) -> base.Outcome:
             return base.Outcome("permission_denied", False, denied_message(state))
         return base.Outcome("completed", False, None, claimed_complete=True)
     known = EXIT_CODES.get(end.exit_code or 0)
-    tail = end.stderr_tail.strip()
-    last = tail.splitlines()[-1] if tail else "no result line in the stream"
+    last = base.last_line(end, "no result line in the stream")
     if known:
         return base.Outcome(known[0], True, clip(f"{known[1]}: {last}", 500))
     if state.result_seen:

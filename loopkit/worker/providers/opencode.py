@@ -63,8 +63,7 @@ EVENT_TYPES = frozenset(("step_start", "step_finish", "text", "tool_use", "reaso
 
 class OpencodeProvider(base.Provider):
     name: ClassVar[str] = "opencode"
-    binary: ClassVar[str | None] = "opencode"
-    install_hint: ClassVar[str] = "install opencode: npm install -g opencode-ai (or `make agents`)"
+    npm: ClassVar[tuple[str, str] | None] = ("opencode", "opencode-ai")
     env_names: ClassVar[tuple[str, ...]] = ("OPENCODE_", "XDG_CONFIG_HOME", "XDG_DATA_HOME")
 
     options: ClassVar[tuple[str, ...]] = ("max_turns", "env_allow", "resume", "extra_args")
@@ -153,11 +152,7 @@ class OpencodeProvider(base.Provider):
         self.steps = spec.max_turns or DEFAULT_MAX_TURNS
         argv = [self.binary or "opencode", "run", "--format", "json"]
         argv += ["--print-logs", "--log-level", "ERROR"]
-        if spec.model:
-            argv += ["-m", spec.model]
-        if spec.resume:
-            argv += ["--session", spec.resume]
-        argv += spec.extra_args
+        argv += [*base.flags(("-m", spec.model), ("--session", spec.resume)), *spec.extra_args]
         argv += ["--", spec.prompt]
         env = self.env(spec)
         env["OPENCODE_CONFIG_CONTENT"] = run_config(spec, env.get("OPENCODE_CONFIG_CONTENT"))
@@ -369,10 +364,7 @@ class OpencodeParser(base.StreamParser):
             st.turns += 1
             self.last_reason = None
         elif t == "text":
-            text = part.get("text")
-            if isinstance(text, str) and text.strip():
-                st.final_message = clip(text.strip(), 8000)
-                events.append(base.Event("message", text=text))
+            events += self.message(part.get("text"))
         elif t == "tool_use":
             events += self._tool(part)
         elif t == "step_finish":
@@ -455,8 +447,7 @@ def classify(state: base.RunState, end: base.Exit) -> base.Outcome:
             message = f"HTTP {state.api_error_status}: {message}"
         return base.Outcome(reason, True, clip(message, 500), resume_after)
     if end.exit_code not in (0, None):
-        tail = end.stderr_tail.strip()
-        last = tail.splitlines()[-1] if tail else "no error event in the stream"
+        last = base.last_line(end, "no error event in the stream")
         return base.Outcome("crashed", True, clip(f"opencode exited {end.exit_code}: {last}", 500))
     if state.terminal_reason == "max_turns":
         return base.Outcome(
@@ -467,8 +458,4 @@ def classify(state: base.RunState, end: base.Exit) -> base.Outcome:
         return base.Outcome("permission_denied", False, f"opencode rejected: {', '.join(tools)}")
     if not state.result_seen:
         return base.Outcome("crashed", True, "opencode ended without a final answer")
-    failed = base.unresolved_failure(state)
-    if failed is not None:
-        why = f"claimed done after a failed {failed.name}: {failed.error}"
-        return base.Outcome("completed", False, clip(why, 500))
-    return base.Outcome("completed", False, None, claimed_complete=True)
+    return base.claimed_outcome(base.unresolved_failure(state))

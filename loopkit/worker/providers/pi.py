@@ -68,10 +68,7 @@ EVENT_TYPES = frozenset(
 
 class PiProvider(base.Provider):
     name: ClassVar[str] = "pi"
-    binary: ClassVar[str | None] = "pi"
-    install_hint: ClassVar[str] = (
-        "install pi: npm install -g @mariozechner/pi-coding-agent (or `make agents`)"
-    )
+    npm: ClassVar[tuple[str, str] | None] = ("pi", "@mariozechner/pi-coding-agent")
     env_names: ClassVar[tuple[str, ...]] = (
         "PI_",
         "ANTHROPIC_API_KEY",
@@ -150,14 +147,8 @@ class PiProvider(base.Provider):
 
     def build(self, spec: base.RunSpec) -> base.Invocation:
         argv = [self.binary or "pi", "-p", "--mode", "json"]
-        if spec.model:
-            argv += ["--model", spec.model]
-        if spec.resume:
-            argv += ["--session", spec.resume]
-        if spec.read_only:
-            argv += ["--tools", ",".join(READ_ONLY_TOOLS)]
-        elif spec.allowed_tools:
-            argv += ["--tools", ",".join(spec.allowed_tools)]
+        argv += base.flags(("--model", spec.model), ("--session", spec.resume))
+        argv += base.flags(("--tools", base.tool_list(spec, READ_ONLY_TOOLS)))
         argv += spec.extra_args
         # pi reads a leading "-" as an option and "@x" as a file: a space keeps it a prompt.
         prompt = spec.prompt
@@ -280,11 +271,8 @@ class PiParser(base.StreamParser):
         if t == "tool_execution_end":
             return self._end(obj)
         if t == "auto_retry_start":
-            st.api_retries += 1
-            status = base.http_status_in(str(obj.get("errorMessage") or "")[:8])
-            if status:
-                st.api_error_status = status
-            return [base.Event("retry", text=str(obj.get("errorMessage") or ""))]
+            said = str(obj.get("errorMessage") or "")
+            return self.retried(said, base.http_status_in(said[:8]))
         if t == "agent_end":
             st.result_seen = True
             st.result_is_error = self.stop_reason in ("error", "aborted")
@@ -359,21 +347,11 @@ def classify(state: base.RunState, end: base.Exit) -> base.Outcome:
     if (stopped := base.stopped_outcome(end)) is not None:
         return stopped
     if state.errors:  # pi exits 0 after an API failure: the stream says so
-        message = state.errors[-1]
-        if message == "aborted":
+        if state.errors[-1] == "aborted":
             return base.Outcome("crashed", True, "pi aborted its turn")
-        reason, resume_after = codex.error_class(message, state.api_error_status)
-        return base.Outcome(reason, True, clip(message, 500), resume_after)
+        return codex.error_outcome(state.errors[-1], state)
     if end.exit_code not in (0, None):
-        tail = end.stderr_tail.strip()
-        last = tail.splitlines()[-1] if tail else "no agent_end in the stream"
-        if "not found" in last.lower() and "session" in last.lower():
-            return base.Outcome("invalid_request", True, clip(last, 500))
-        return base.Outcome("crashed", True, clip(f"pi exited {end.exit_code}: {last}", 500))
+        return base.exited_outcome("pi", end, "no agent_end in the stream")
     if not state.result_seen:
         return base.Outcome("crashed", True, "pi ended without agent_end")
-    failed = base.unresolved_failure(state)
-    if failed is not None:
-        why = f"claimed done after a failed {failed.name}: {failed.error}"
-        return base.Outcome("completed", False, clip(why, 500))
-    return base.Outcome("completed", False, None, claimed_complete=True)
+    return base.claimed_outcome(base.unresolved_failure(state))

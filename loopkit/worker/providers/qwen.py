@@ -28,14 +28,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from loopkit.boundary import containment
+from loopkit.boundary import containment, dialects
 from loopkit.boundary.dialects import Api
 from loopkit.files import atomic_write
 from loopkit.text import clip
-from loopkit.worker.providers import base, claude, tools
+from loopkit.worker.providers import base, claude, gemini, tools
 from loopkit.worker.providers.claude import ClaudeParser
 
-DEFAULT_APPROVAL = "yolo"
 DEFAULT_MAX_TURNS = 30
 #: The hosts of the model services Qwen Code is made for.
 VENDOR_HOSTS = ("aliyuncs.com", "qwen.ai", "openai.com")
@@ -66,14 +65,9 @@ QUIET = {
 
 class QwenProvider(base.Provider):
     name: ClassVar[str] = "qwen"
-    binary: ClassVar[str | None] = "qwen"
-    install_hint: ClassVar[str] = (
-        "install Qwen Code: npm install -g @qwen-code/qwen-code (or `make agents`)"
-    )
+    npm: ClassVar[tuple[str, str] | None] = ("Qwen Code", "@qwen-code/qwen-code")
     env_names: ClassVar[tuple[str, ...]] = ("QWEN_", "OPENAI_", "DASHSCOPE_API_KEY")
-    api: ClassVar[Api | None] = Api(
-        "openai", ("OPENAI_API_KEY",), "OPENAI_BASE_URL", "https://api.openai.com/v1"
-    )
+    api: ClassVar[Api | None] = dialects.OPENAI
     options: ClassVar[tuple[str, ...]] = base.APPROVAL_OPTIONS
 
     routes: ClassVar[tuple[str, ...]] = (
@@ -104,15 +98,8 @@ class QwenProvider(base.Provider):
         }
 
     def build(self, spec: base.RunSpec) -> base.Invocation:
-        approval = "plan" if spec.read_only else (spec.permission_mode or DEFAULT_APPROVAL)
-        argv = [self.binary or "qwen", f"--prompt={spec.prompt}"]
-        argv += ["--output-format", "stream-json", "--approval-mode", approval]
-        argv += ["--max-session-turns", str(spec.max_turns or DEFAULT_MAX_TURNS)]
-        if spec.model:
-            argv += ["-m", spec.model]
-        if spec.resume:
-            argv += ["--resume", spec.resume]
-        argv += spec.extra_args
+        turns = str(spec.max_turns or DEFAULT_MAX_TURNS)
+        argv = gemini.command_line(self.binary or "qwen", spec, "--max-session-turns", turns)
         env = self.env(spec)
         # The yolo warning on every run says what loopkit's sandbox already answers.
         env.setdefault("QWEN_CODE_SUPPRESS_YOLO_WARNING", "1")
@@ -184,11 +171,8 @@ class QwenParser(ClaudeParser):
     def _system(self, obj: base.JsonObject) -> list[base.Event]:
         if obj.get("subtype") != "retry":
             return super()._system(obj)
-        st = self.state
-        st.api_retries += 1
-        data = obj.get("data") if isinstance(obj.get("data"), dict) else {}
-        assert isinstance(data, dict)
-        return [base.Event("retry", text=f"api retry {data.get('attempt')}: {data.get('reason')}")]
+        data = base.as_dict(obj.get("data"))
+        return self.retried(f"api retry {data.get('attempt')}: {data.get('reason')}")
 
     def _result(self, obj: base.JsonObject) -> list[base.Event]:
         if isinstance(obj.get("result"), str):  # the same advice in the text, if any

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 
 from loopkit.text import pattern
@@ -93,62 +94,61 @@ def _words(cmd: str) -> list[str]:
 
 def files_read_by(command: str) -> list[str]:
     """Files a command line reads, by the words of its reading commands."""
-    return list(_files_read_by(command))
-
-
-@lru_cache(maxsize=512)
-def _files_read_by(command: str) -> tuple[str, ...]:
-    if not pattern(_MAYBE_READS).search(command):
-        return ()
-    out: list[str] = []
-    for cmd in simple_commands(command):
-        words = _words(cmd)
-        if not words:
-            continue
-        prog = words[0].rsplit("/", 1)[-1]
-        if prog not in _READERS:
-            continue
-        operands: list[str] = []
-        skip = False
-        explicit_script = False
-        for w in words[1:]:
-            if skip:
-                skip = False
-                continue
-            if w in ("-e", "-f") and prog in _PATTERN_FIRST:
-                explicit_script = True
-            if w in _VALUE_OPTS and (w not in ("-n", "-c") or prog in _N_TAKES_VALUE):
-                skip = True
-                continue
-            if w.startswith("-") and w != "-":
-                continue
-            if w.startswith(("<", ">", "2>")):
-                continue
-            operands.append(w)
-        if prog in _PATTERN_FIRST and not explicit_script and operands:
-            operands = operands[1:]
-        out.extend(o for o in operands if o != "-" and not re.search(r"[*?]", o))
-    return tuple(out)
+    return list(_each_command(command, _MAYBE_READS, _operands_read))
 
 
 def side_effects(command: str) -> list[str]:
     """The kinds of outside effects in a command line ([] when it stays in the tree)."""
-    return list(_side_effects(command))
+    return list(dict.fromkeys(_each_command(command, _MAYBE_EFFECTS, _effect)))
 
 
-@lru_cache(maxsize=512)
-def _side_effects(command: str) -> tuple[str, ...]:
-    if not pattern(_MAYBE_EFFECTS).search(command):
-        return ()
-    kinds: list[str] = []
+def _each_command(
+    command: str, maybe: str, reading: Callable[[list[str]], Iterable[str]]
+) -> tuple[str, ...]:
+    """What ``reading`` finds in the words of each simple command of ``command``, in
+    order; nothing when the cheap pre-check ``maybe`` does not match the line."""
+    return _found(command, reading) if pattern(maybe).search(command) else ()
+
+
+@lru_cache(maxsize=1024)
+def _found(command: str, reading: Callable[[list[str]], Iterable[str]]) -> tuple[str, ...]:
+    out: list[str] = []
     for cmd in simple_commands(command):
         words = _words(cmd)
-        if not words:
+        if words:
+            out.extend(reading(words))
+    return tuple(out)
+
+
+def _operands_read(words: list[str]) -> list[str]:
+    prog = words[0].rsplit("/", 1)[-1]
+    if prog not in _READERS:
+        return []
+    operands: list[str] = []
+    skip = False
+    explicit_script = False
+    for w in words[1:]:
+        if skip:
+            skip = False
             continue
-        line = " ".join([words[0].rsplit("/", 1)[-1], *words[1:]])
-        for kind, effect in _EFFECTS:
-            if pattern(effect).search(line):
-                if kind not in kinds:
-                    kinds.append(kind)
-                break
-    return tuple(kinds)
+        if w in ("-e", "-f") and prog in _PATTERN_FIRST:
+            explicit_script = True
+        if w in _VALUE_OPTS and (w not in ("-n", "-c") or prog in _N_TAKES_VALUE):
+            skip = True
+            continue
+        if w.startswith("-") and w != "-":
+            continue
+        if w.startswith(("<", ">", "2>")):
+            continue
+        operands.append(w)
+    if prog in _PATTERN_FIRST and not explicit_script and operands:
+        operands = operands[1:]
+    return [o for o in operands if o != "-" and not re.search(r"[*?]", o)]
+
+
+def _effect(words: list[str]) -> list[str]:
+    line = " ".join([words[0].rsplit("/", 1)[-1], *words[1:]])
+    for kind, effect in _EFFECTS:
+        if pattern(effect).search(line):
+            return [kind]
+    return []

@@ -24,6 +24,17 @@ class Tool(NamedTuple):
 
 READ, WRITE, COMMAND = "read", "write", "command"
 
+
+def _table(path: str, *, read: tuple[str, ...], write: tuple[str, ...]) -> dict[str, Tool]:
+    """A CLI whose file tools all name their file by ``path`` and whose shell tool is
+    ``bash``."""
+    return {
+        **dict.fromkeys(read, Tool(READ, (path,))),
+        **dict.fromkeys(write, Tool(WRITE, (path,))),
+        "bash": Tool(COMMAND, ("command",)),
+    }
+
+
 CLAUDE: dict[str, Tool] = {
     "Read": Tool(READ, ("file_path",)),
     "NotebookRead": Tool(READ, ("notebook_path", "file_path")),
@@ -54,31 +65,13 @@ QWEN: dict[str, Tool] = {
 }
 
 #: opencode 1.18 (``patch`` and ``multiedit`` name the file as ``edit`` does).
-OPENCODE: dict[str, Tool] = {
-    "read": Tool(READ, ("filePath",)),
-    "write": Tool(WRITE, ("filePath",)),
-    "edit": Tool(WRITE, ("filePath",)),
-    "multiedit": Tool(WRITE, ("filePath",)),
-    "patch": Tool(WRITE, ("filePath",)),
-    "bash": Tool(COMMAND, ("command",)),
-}
+OPENCODE = _table("filePath", read=("read",), write=("write", "edit", "multiedit", "patch"))
 
 #: pi 0.73 (paths relative to the working directory, or absolute).
-PI: dict[str, Tool] = {
-    "read": Tool(READ, ("path",)),
-    "write": Tool(WRITE, ("path",)),
-    "edit": Tool(WRITE, ("path",)),
-    "bash": Tool(COMMAND, ("command",)),
-}
+PI = _table("path", read=("read",), write=("write", "edit"))
 
 #: GitHub Copilot CLI 1.0 (its ``fileEdits`` on completion name what was really written).
-COPILOT: dict[str, Tool] = {
-    "view": Tool(READ, ("path",)),
-    "create": Tool(WRITE, ("path",)),
-    "edit": Tool(WRITE, ("path",)),
-    "str_replace": Tool(WRITE, ("path",)),
-    "bash": Tool(COMMAND, ("command",)),
-}
+COPILOT = _table("path", read=("view",), write=("create", "edit", "str_replace"))
 
 
 def kind_of(table: Mapping[str, Tool], name: str) -> str | None:
