@@ -46,7 +46,7 @@ from pathlib import Path
 
 import click
 
-from loopkit.cli._entry import CONTEXT, Group
+from loopkit.cli._entry import group
 from loopkit.exitcodes import SHARED_HELP, ExitCode
 
 EPILOG = (
@@ -61,7 +61,7 @@ EPILOG = (
 )
 
 
-@click.group(cls=Group, context_settings=CONTEXT, epilog=EPILOG)
+@group(epilog=EPILOG)
 def main() -> None:
     """Evals: the same tasks across configurations x repeats, scored by loopkit."""
 

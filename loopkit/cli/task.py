@@ -34,11 +34,9 @@ one line names it; the plain rerun finishes once the cause is gone).
 
 from __future__ import annotations
 
-import click
-
 from loopkit.cli import options
 from loopkit.cli import transactions as t
-from loopkit.cli._entry import CONTEXT, Group, declared
+from loopkit.cli._entry import declared, group
 from loopkit.exitcodes import SHARED_HELP
 
 EPILOG = (
@@ -51,7 +49,7 @@ EPILOG = (
 )
 
 
-@click.group(cls=Group, context_settings=CONTEXT, epilog=EPILOG)
+@group(epilog=EPILOG)
 def main() -> None:
     """The ratchet's transactions: begin a task, save a tree, land or park an attempt, end."""
 
