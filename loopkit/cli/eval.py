@@ -44,8 +44,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import click
 
@@ -96,9 +96,9 @@ _compare = click.option(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Shown:
-    """What lk eval run and report share: where the trials are kept, how the report shows."""
+class Shown(NamedTuple):
+    """What lk eval run and report share: where the trials are kept, how the report shows.
+    (A named tuple: typing is loaded with click already, dataclasses is not.)"""
 
     state_dir: str | None
     as_json: bool
