@@ -1,4 +1,5 @@
-"""Writing files so that a crash leaves the old content or the new, never half of one."""
+"""Writing files so that a crash leaves the old content or the new, never half of one; and
+finding the folders of files loopkit ships (schemas, recipes)."""
 
 from __future__ import annotations
 
@@ -75,3 +76,14 @@ def sync_folder(folder: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def shipped(folder: str, marker: str, missing: str) -> Path:
+    """The ``folder`` loopkit ships: inside the installed package (a wheel), else beside it
+    in the source tree -- the first that holds ``marker``. FileNotFoundError(``missing``)
+    when neither does."""
+    package = Path(__file__).resolve().parent
+    for candidate in (package / folder, package.parent / folder):
+        if (candidate / marker).is_file():
+            return candidate
+    raise FileNotFoundError(missing)

@@ -29,7 +29,7 @@ from loopkit import contract, git, guidance
 from loopkit.errors import LoopkitError
 from loopkit.evidence.cleanroom import carried
 from loopkit.evidence.globs import matches
-from loopkit.files import atomic_write
+from loopkit.files import atomic_write, shipped
 
 #: Top-level folders that are never the project's own source.
 _NOT_SOURCE = {
@@ -321,11 +321,7 @@ size, its exact scope, what it depends on, and an `end` line.
 
 def recipes_dir() -> Path:
     """The recipes: inside the installed package (wheel), else the source tree's recipes/."""
-    package = Path(__file__).resolve().parent
-    for candidate in (package / "recipes", package.parent / "recipes"):
-        if (candidate / "loop.sh").is_file():
-            return candidate
-    raise FileNotFoundError("recipes/loop.sh not found next to the loopkit package")
+    return shipped("recipes", "loop.sh", "recipes/loop.sh not found next to the loopkit package")
 
 
 @dataclass(repr=False, eq=False, match_args=False)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from loopkit import loader
 from loopkit.errors import BadInput
+from loopkit.files import shipped
 from loopkit.text import pattern
 
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
@@ -33,11 +34,9 @@ BASE_URI = "https://loopkit.dev/schema/v1/"
 
 @functools.cache
 def schema_dir() -> Path:
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "schemas", here.parent / "schemas"):
-        if (candidate / "attempt.json").is_file():
-            return candidate
-    raise FileNotFoundError("loopkit's schemas are missing from this installation")
+    return shipped(
+        "schemas", "attempt.json", "loopkit's schemas are missing from this installation"
+    )
 
 
 def names() -> list[str]:

@@ -15,6 +15,7 @@ errors are raised (loopkit.errors) for the one handler (loopkit.handling) to rep
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -152,18 +153,11 @@ def decide(
         return 0
     doc = _taken(within)
     if admit:
-        result = controller.admit(
-            doc, contract_path=contract_path, ledger_path=ledger_path, trigger=trigger
-        )
+        step = controller.admit
     else:
         early = within.take_tree() if within is not None else None
-        result = controller.decide(
-            doc,
-            contract_path=contract_path,
-            ledger_path=ledger_path,
-            trigger=trigger,
-            early=early,
-        )
+        step = functools.partial(controller.decide, early=early)
+    result = step(doc, contract_path=contract_path, ledger_path=ledger_path, trigger=trigger)
     for line in result.warnings:
         say("lk-decide", f"warning: {line}")
     for line in result.notes:

@@ -12,7 +12,7 @@ import click
 from loopkit.cli.options import Arg, Opt
 from loopkit.handling import handle, say
 
-__all__ = ["CONTEXT", "Command", "Group", "command", "declared", "handle", "say"]
+__all__ = ["CONTEXT", "Command", "Group", "command", "declared", "group", "handle", "say"]
 
 
 class _Handled:
@@ -96,3 +96,9 @@ def command(**kwargs: Any) -> Callable[[Callable[..., Any]], Command]:
     """``@command()`` -- a click command under loopkit's error handler."""
     kwargs.setdefault("context_settings", CONTEXT)
     return click.command(cls=Command, **kwargs)
+
+
+def group(**kwargs: Any) -> Callable[[Callable[..., Any]], Group]:
+    """``@group()`` -- a click group under loopkit's error handler."""
+    kwargs.setdefault("context_settings", CONTEXT)
+    return click.group(cls=Group, **kwargs)

@@ -24,7 +24,7 @@ import click
 
 from loopkit import git
 from loopkit.attest import check, store
-from loopkit.cli._entry import CONTEXT, Group, say
+from loopkit.cli._entry import group, say
 from loopkit.errors import BadInput
 from loopkit.exitcodes import SHARED_HELP
 
@@ -41,7 +41,7 @@ EPILOG = (
 )
 
 
-@click.group(cls=Group, context_settings=CONTEXT, epilog=EPILOG)
+@group(epilog=EPILOG)
 def main() -> None:
     """Verify (or show) the signed statement of what verified a landed commit."""
 

@@ -42,11 +42,14 @@ Exit codes: 0 done (with --compare: the candidate is better); 50 no difference; 
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import click
 
-from loopkit.cli._entry import CONTEXT, Group
+from loopkit.cli._entry import group, options
 from loopkit.exitcodes import SHARED_HELP, ExitCode
 
 EPILOG = (
@@ -61,7 +64,7 @@ EPILOG = (
 )
 
 
-@click.group(cls=Group, context_settings=CONTEXT, epilog=EPILOG)
+@group(epilog=EPILOG)
 def main() -> None:
     """Evals: the same tasks across configurations x repeats, scored by loopkit."""
 
@@ -93,6 +96,36 @@ _compare = click.option(
 )
 
 
+class Shown(NamedTuple):
+    """What lk eval run and report share: where the trials are kept, how the report shows.
+    (A named tuple: typing is loaded with click already, dataclasses is not.)"""
+
+    state_dir: str | None
+    as_json: bool
+    html_path: str | None
+    compare: tuple[str, str] | None
+    reading: str
+
+
+def _shown(command: Callable[..., int]) -> Callable[..., int]:
+    """``command`` with the options of ``Shown`` (after its own), handed to it as one."""
+
+    @functools.wraps(command)
+    def call(
+        *,
+        state_dir: str | None,
+        as_json: bool,
+        html_path: str | None,
+        compare: tuple[str, str] | None,
+        reading: str,
+        **own: object,
+    ) -> int:
+        return command(shown=Shown(state_dir, as_json, html_path, compare, reading), **own)
+
+    shared: Callable[..., int] = options(_state_option, _json, _html, _compare, _infra)(call)
+    return shared
+
+
 @main.command(epilog=EPILOG)
 @click.argument("suite_path", metavar="SUITE")
 @click.option("--jobs", type=click.IntRange(min=1), default=1, help="Trials at once [1].")
@@ -112,22 +145,14 @@ _compare = click.option(
     "their trials.jsonl joined for lk eval report (docs/ci-fanout.md).",
 )
 @click.option("--no-validate", is_flag=True, help="Skip checking the tasks against their base.")
-@_state_option
-@_json
-@_html
-@_compare
-@_infra
+@_shown
 def run(
     suite_path: str,
     jobs: int,
     ray_address: str | None,
     only: tuple[str, ...],
     no_validate: bool,
-    state_dir: str | None,
-    as_json: bool,
-    html_path: str | None,
-    compare: tuple[str, str] | None,
-    reading: str,
+    shown: Shown,
 ) -> int:
     """Run the suite's trials (those not finished yet), then report."""
     from loopkit.errors import BadInput
@@ -136,12 +161,12 @@ def run(
     from loopkit.handling import say
 
     s = suites.load(Path(suite_path))
-    _check_compare(s, compare)
+    _check_compare(s, shown.compare)
     for name in only:
         s.config(name)
     if ray_address is not None:
         cluster.check(ray_address)
-    runner = trials.Runner(s, _state_of(s, state_dir), say=lambda m: say("lk eval", m))
+    runner = trials.Runner(s, _state_of(s, shown.state_dir), say=lambda m: say("lk eval", m))
     runner.prepare()
     if not no_validate:
         problems = runner.validate(jobs=jobs)
@@ -153,37 +178,26 @@ def run(
         results = trials.read_results(runner.state)
     else:
         results = runner.run(jobs=jobs, only=only)
-    return _report(runner, results, as_json, html_path, compare, reading)
+    return _report(runner, results, shown)
 
 
 @main.command(epilog=EPILOG)
 @click.argument("suite_path", metavar="SUITE")
-@_state_option
-@_json
-@_html
-@_compare
-@_infra
-def report(
-    suite_path: str,
-    state_dir: str | None,
-    as_json: bool,
-    html_path: str | None,
-    compare: tuple[str, str] | None,
-    reading: str,
-) -> int:
+@_shown
+def report(suite_path: str, shown: Shown) -> int:
     """Report what the trials finished so far show (nothing runs)."""
     from loopkit.errors import BadInput
     from loopkit.eval import suite as suites
     from loopkit.eval import trials
 
     s = suites.load(Path(suite_path))
-    _check_compare(s, compare)
-    runner = trials.Runner(s, _state_of(s, state_dir))
+    _check_compare(s, shown.compare)
+    runner = trials.Runner(s, _state_of(s, shown.state_dir))
     results = trials.read_results(runner.state)
     if not results:
         raise BadInput(suite_path, "no finished trials yet: run `lk eval run` first")
     runner.prepare(clear=False)
-    return _report(runner, results, as_json, html_path, compare, reading)
+    return _report(runner, results, shown)
 
 
 @main.command(epilog=EPILOG)
@@ -332,14 +346,7 @@ VERDICT_CODES = {
 }
 
 
-def _report(
-    runner: object,
-    results: list[dict[str, object]],
-    as_json: bool,
-    html_path: str | None,
-    compare: tuple[str, str] | None,
-    reading: str,
-) -> int:
+def _report(runner: object, results: list[dict[str, object]], shown: Shown) -> int:
     from loopkit.document import emit
     from loopkit.eval import report as reports
     from loopkit.eval.trials import Runner
@@ -352,17 +359,17 @@ def _report(
         suite=runner.suite,
         base=runner.base,
         bases=runner.bases,
-        compare=compare,
-        reading=reading,
+        compare=shown.compare,
+        reading=shown.reading,
         stale=stale,
     )
-    if as_json:
+    if shown.as_json:
         emit(doc, schema_name="eval")
     else:
         click.echo(reports.text(doc), nl=False)
-    if html_path:
-        page = Path(html_path)
+    if shown.html_path:
+        page = Path(shown.html_path)
         atomic_write(page, reports.html(doc, runner.cells(current, page.resolve().parent)))
-    if compare is None:
+    if shown.compare is None:
         return 0
     return int(VERDICT_CODES[str(doc["comparisons"][0]["verdict"])])

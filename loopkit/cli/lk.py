@@ -18,49 +18,37 @@ from loopkit import __version__
 from loopkit.cli._entry import CONTEXT, Group
 from loopkit.exitcodes import SHARED_HELP
 
+#: name -> one-line help; the command is ``main`` in ``loopkit.cli.<name>`` unless
+#: ``_ELSEWHERE`` names its module.
+_HELP = {
+    "plan": "Validate contracts and plans; pick and mark tasks.",
+    "invoke": "Run one bounded worker attempt.",
+    "diff": "Collect the change from git; enforce scope.",
+    "verify": "Run the acceptance checks on this tree.",
+    "judge": "A read-only, grounded model judge for goals.",
+    "decide": "Decide the next step; append to the ledger.",
+    "attempt": "One attempt, admission to decision, in one process.",
+    "task": "The ratchet's transactions: begin, save, land, park, cancel, end.",
+    "queue": "The merge queue: each green attempt landed verified on the tip.",
+    "attest": "Verify the signed statement of a landed commit.",
+    "report": "Summarize the ledger.",
+    "stack": "A verified pull request per slice, stacked: add, restack, push, land, fold.",
+    "cancel": "Persist (or clear) the intent to cancel.",
+    "schema": "Print a published JSON Schema.",
+    "workspace": "Print the root, contract and state folder.",
+    "init": "Scaffold loop.yaml, TASKS.md and AGENTS.md here.",
+    "recipes": "Where the ready-made loops are (--copy DIR).",
+    "show": "One task's attempts, saved trees and memory.",
+    "status": "What is running now (--watch to follow it).",
+    "model-server": "Run the scripted model server.",
+    "eval": "Compare agents and models on your tasks: trials, pass rates, a verdict.",
+}
+_ELSEWHERE = {"model-server": "loopkit.testing.cli"}
+
 #: name -> (module, attribute, one-line help)
 COMMANDS: dict[str, tuple[str, str, str]] = {
-    "plan": ("loopkit.cli.plan", "main", "Validate contracts and plans; pick and mark tasks."),
-    "invoke": ("loopkit.cli.invoke", "main", "Run one bounded worker attempt."),
-    "diff": ("loopkit.cli.diff", "main", "Collect the change from git; enforce scope."),
-    "verify": ("loopkit.cli.verify", "main", "Run the acceptance checks on this tree."),
-    "judge": ("loopkit.cli.judge", "main", "A read-only, grounded model judge for goals."),
-    "decide": ("loopkit.cli.decide", "main", "Decide the next step; append to the ledger."),
-    "attempt": (
-        "loopkit.cli.attempt",
-        "main",
-        "One attempt, admission to decision, in one process.",
-    ),
-    "task": (
-        "loopkit.cli.task",
-        "main",
-        "The ratchet's transactions: begin, save, land, park, cancel, end.",
-    ),
-    "queue": (
-        "loopkit.cli.queue",
-        "main",
-        "The merge queue: each green attempt landed verified on the tip.",
-    ),
-    "attest": ("loopkit.cli.attest", "main", "Verify the signed statement of a landed commit."),
-    "report": ("loopkit.cli.report", "main", "Summarize the ledger."),
-    "stack": (
-        "loopkit.cli.stack",
-        "main",
-        "A verified pull request per slice, stacked: add, restack, push, land, fold.",
-    ),
-    "cancel": ("loopkit.cli.cancel", "main", "Persist (or clear) the intent to cancel."),
-    "schema": ("loopkit.cli.schema", "main", "Print a published JSON Schema."),
-    "workspace": ("loopkit.cli.workspace", "main", "Print the root, contract and state folder."),
-    "init": ("loopkit.cli.init", "main", "Scaffold loop.yaml, TASKS.md and AGENTS.md here."),
-    "recipes": ("loopkit.cli.recipes", "main", "Where the ready-made loops are (--copy DIR)."),
-    "show": ("loopkit.cli.show", "main", "One task's attempts, saved trees and memory."),
-    "status": ("loopkit.cli.status", "main", "What is running now (--watch to follow it)."),
-    "model-server": ("loopkit.testing.cli", "main", "Run the scripted model server."),
-    "eval": (
-        "loopkit.cli.eval",
-        "main",
-        "Compare agents and models on your tasks: trials, pass rates, a verdict.",
-    ),
+    name: (_ELSEWHERE.get(name, f"loopkit.cli.{name}"), "main", text)
+    for name, text in _HELP.items()
 }
 
 

@@ -64,6 +64,21 @@ def _contract(metavar: str = "FILE", help: str = CONTRACT) -> Opt:
     return Opt("--contract", "contract_path", metavar=metavar, help=help)
 
 
+#: Options more than one command takes, each command with its own help:
+#: names -> (kwarg, kind, metavar).
+_SHARED = {
+    "--resume": ("resume", "value", "ID"),
+    "--provider": ("provider", "choice", None),
+    "--model": ("model", "value", "M"),
+    "--transcript": ("transcript", "value", "FILE"),
+}
+
+
+def _shared(names: str, help: str) -> Opt:
+    kwarg, kind, metavar = _SHARED[names]
+    return Opt(names, kwarg, kind, help, metavar=metavar)
+
+
 WORKSPACE = (
     Opt("--contract", "contract", metavar="FILE", help=CONTRACT),
     Opt("--json", "as_json", "flag", "One JSON document instead of NAME=VALUE lines."),
@@ -72,12 +87,7 @@ WORKSPACE = (
 ATTEMPT = (
     _contract(),
     Opt("--base", "base", metavar="REF", help="What lk-diff measures the change from (--base)."),
-    Opt(
-        "--resume",
-        "resume",
-        metavar="ID",
-        help="Continue this worker session (lk-invoke --resume).",
-    ),
+    _shared("--resume", "Continue this worker session (lk-invoke --resume)."),
     Opt(
         "--keep",
         "keep",
@@ -182,25 +192,15 @@ DECIDE = (
 
 INVOKE = (
     _contract(help="The loop contract."),
-    Opt(
-        "--provider",
-        "provider",
-        "choice",
-        "The worker (default: the contract's worker.provider).",
-    ),
+    _shared("--provider", "The worker (default: the contract's worker.provider)."),
     Opt(
         "--command",
         "command",
         metavar="CMD",
         help="Shell command for the command worker (acp: the agent's command).",
     ),
-    Opt("--model", "model", metavar="M", help="Model for the worker (overrides worker.model)."),
-    Opt(
-        "--resume",
-        "resume",
-        metavar="ID",
-        help="Continue this session (claude/codex; acp: session/load).",
-    ),
+    _shared("--model", "Model for the worker (overrides worker.model)."),
+    _shared("--resume", "Continue this session (claude/codex; acp: session/load)."),
     Opt(
         "--timeout",
         "timeout",
@@ -209,11 +209,9 @@ INVOKE = (
         metavar="S",
     ),
     Opt("--dry-run", "dry_run", "flag", "Print argv and handoff as JSON; run nothing."),
-    Opt(
+    _shared(
         "--transcript",
-        "transcript",
-        metavar="FILE",
-        help="Normalize a saved stream (claude stream-json/json, codex --json, acp); run nothing.",
+        "Normalize a saved stream (claude stream-json/json, codex --json, acp); run nothing.",
     ),
     Opt(
         "--quiet -q",
@@ -226,20 +224,11 @@ INVOKE = (
 JUDGE = (
     _contract("F"),
     Opt("--goal", "goal", metavar="TEXT", help="The goal to judge (else the task's GOAL text)."),
-    Opt(
-        "--provider",
-        "provider",
-        "choice",
-        "The judge's provider (else the contract's judge.provider).",
-    ),
-    Opt(
-        "--model", "model", metavar="M", help="The judge's model (else the contract's judge.model)."
-    ),
-    Opt(
+    _shared("--provider", "The judge's provider (else the contract's judge.provider)."),
+    _shared("--model", "The judge's model (else the contract's judge.model)."),
+    _shared(
         "--transcript",
-        "transcript",
-        metavar="FILE",
-        help="Judge a saved judge transcript (claude stream-json/json, codex JSONL); run nothing.",
+        "Judge a saved judge transcript (claude stream-json/json, codex JSONL); run nothing.",
     ),
 )
 

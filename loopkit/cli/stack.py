@@ -76,6 +76,7 @@ Exit codes: 0 done; 1 a slice's checks failed, or address's task did not complet
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -186,24 +187,25 @@ def add(
     )
 
 
-@main.command(epilog=EPILOG)
-@click.argument("name")
-@_contract_opt
-def restack(name: str, contract_path: str | None) -> int:
-    """Move each slice onto its parent's head from its fork point; verify each moved tree."""
+def _moving(step: Callable[..., StackStep]) -> Callable[[str, str | None], int]:
+    """A step that moves the stack ``name`` (restack, sync) as its command runs it."""
 
-    root = _root()
-    return _emit(steps.restack(root, name, contract=_contract(contract_path, root)))
+    def run(name: str, contract_path: str | None) -> int:
+        root = _root()
+        return _emit(step(root, name, contract=_contract(contract_path, root)))
+
+    return run
 
 
-@main.command(epilog=EPILOG)
-@click.argument("name")
-@_contract_opt
-def sync(name: str, contract_path: str | None) -> int:
-    """Follow the forge: drop merged and closed slices, restack the rest (verified), push."""
-
-    root = _root()
-    return _emit(steps.sync(root, name, contract=_contract(contract_path, root)))
+#: The steps that take the stack's name and the contract alone, and their help.
+_MOVES = {
+    "restack": "Move each slice onto its parent's head from its fork point; verify each moved tree.",
+    "sync": "Follow the forge: drop merged and closed slices, restack the rest (verified), push.",
+}
+for _step, _help in _MOVES.items():
+    main.command(_step, help=_help, epilog=EPILOG)(
+        click.argument("name")(_contract_opt(_moving(getattr(steps, _step))))
+    )
 
 
 @main.command(epilog=EPILOG)

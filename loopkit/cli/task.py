@@ -34,13 +34,9 @@ one line names it; the plain rerun finishes once the cause is gone).
 
 from __future__ import annotations
 
-from typing import Any
-
-import click
-
 from loopkit.cli import options
 from loopkit.cli import transactions as t
-from loopkit.cli._entry import CONTEXT, Group, declared
+from loopkit.cli._entry import declared, group
 from loopkit.exitcodes import SHARED_HELP
 
 EPILOG = (
@@ -53,15 +49,15 @@ EPILOG = (
 )
 
 
-@click.group(cls=Group, context_settings=CONTEXT, epilog=EPILOG)
+@group(epilog=EPILOG)
 def main() -> None:
     """The ratchet's transactions: begin a task, save a tree, land or park an attempt, end."""
 
 
-@main.command(epilog=EPILOG)
-@declared(options.TASK["begin"])
-def begin(**kw: Any) -> int:
-    """Take the lock, finish what a stopped loop left, record where the task begins.
+#: ``lk task VERB``: its help; the step is loopkit.cli.transactions.VERB, its parameters
+#: loopkit.cli.options.TASK[VERB].
+STEPS = {
+    "begin": """Take the lock, finish what a stopped loop left, record where the task begins.
 
     The start document is kept as <state>/runs/<task>/<run>/start.json (run_dir, start).
     Reset paths come from --reset-path and $RESET_PATHS (split on blanks, never globbed).
@@ -78,51 +74,18 @@ def begin(**kw: Any) -> int:
     a note goes into the start document (no attempt spent); failing, lk-decide records the
     failure and its step is taken (saved as <task>/0, or parked). With --shell, LK_ROUND
     names the last round that ran; the exit is its decision's.
-    """
-    return t.begin(**kw)
-
-
-@main.command(epilog=EPILOG)
-@declared(options.TASK["save"])
-def save(**kw: Any) -> int:
-    """Save the work tree as it stands under refs/loopkit/<task>/<LABEL>[-N].
+    """,
+    "save": """Save the work tree as it stands under refs/loopkit/<task>/<LABEL>[-N].
 
     With --doc and --shell, the decision's fields a loop acts on follow (LK_DOC_OUTCOME,
     LK_DOC_ATTEMPT, LK_DOC_REASON, LK_DOC_BACKOFF, LK_DOC_SESSION, ...: as lk attempt
-    --shell prints them)."""
-    return t.save(**kw)
+    --shell prints them).""",
+    "land": "Commit exactly the tree a complete decision's checks ran on; mark the task done.",
+    "park": "Save, revert, reset, write the retrospective, mark parked, commit the record.",
+    "cancel": "Save the tree under refs/loopkit/<task>/cancelled and leave it as it is.",
+    "note": "Add TEXT to the task's notes in its start document (the handoff carries it).",
+    "end": "Release the lock; a task still open is saved and kept for the next begin.",
+}
 
-
-@main.command(epilog=EPILOG)
-@declared(options.TASK["land"])
-def land(**kw: Any) -> int:
-    """Commit exactly the tree a complete decision's checks ran on; mark the task done."""
-    return t.land(**kw)
-
-
-@main.command(epilog=EPILOG)
-@declared(options.TASK["park"])
-def park(**kw: Any) -> int:
-    """Save, revert, reset, write the retrospective, mark parked, commit the record."""
-    return t.park(**kw)
-
-
-@main.command(epilog=EPILOG)
-@declared(options.TASK["cancel"])
-def cancel(**kw: Any) -> int:
-    """Save the tree under refs/loopkit/<task>/cancelled and leave it as it is."""
-    return t.cancel(**kw)
-
-
-@main.command(epilog=EPILOG)
-@declared(options.TASK["note"])
-def note(**kw: Any) -> int:
-    """Add TEXT to the task's notes in its start document (the handoff carries it)."""
-    return t.note(**kw)
-
-
-@main.command(epilog=EPILOG)
-@declared(options.TASK["end"])
-def end(**kw: Any) -> int:
-    """Release the lock; a task still open is saved and kept for the next begin."""
-    return t.end(**kw)
+for _verb, _help in STEPS.items():
+    main.command(_verb, help=_help, epilog=EPILOG)(declared(options.TASK[_verb])(getattr(t, _verb)))
