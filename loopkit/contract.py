@@ -503,20 +503,9 @@ def _unexpandable(value: Any, where: str, out: list[Problem]) -> None:
 
 def parse_text(raw: bytes, source: str) -> Any:
     """Parse a contract file's bytes (YAML, or JSON which YAML also reads)."""
-    if len(raw) > MAX_CONTRACT_BYTES:
-        raise BadInput(
-            source, f"file is {len(raw)} bytes; a contract is at most {MAX_CONTRACT_BYTES}"
-        )
-    if b"\x00" in raw:
-        raise BadInput(source, "binary data: expected a YAML or JSON loop contract")
-    try:
-        body = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise BadInput(
-            source, f"not UTF-8 text (byte {e.start}): expected a YAML or JSON loop contract"
-        ) from None
-    if not body.strip():
-        raise BadInput(source, "empty file: expected a YAML or JSON loop contract")
+    body = loader.file_text(
+        raw, source, "a YAML or JSON loop contract", most=MAX_CONTRACT_BYTES, noun="a contract"
+    )
     try:
         if source.endswith(".json") or body.lstrip().startswith("{"):
             return loader.json_loads(body)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from loopkit import loader
 from loopkit.decision import ledger
 from loopkit.errors import BadInput
 from loopkit.judge.running import run_read_only
@@ -112,12 +113,7 @@ def read_issue(source: str, read_stdin: Callable[[int], bytes]) -> str:
             raise BadInput(source, f"cannot read: {e.strerror}") from None
     if len(raw) > MAX_ISSUE_BYTES:
         raise BadInput(name, f"an issue is at most {MAX_ISSUE_BYTES} bytes")
-    if b"\x00" in raw:
-        raise BadInput(name, "binary data: expected the issue's text")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise BadInput(name, f"not UTF-8 text (byte {e.start})") from None
+    text = loader.decoded(raw, name, "the issue's text", not_utf8="not UTF-8 text (byte {})")
     if not text.strip():
         raise BadInput(name, "empty: expected the issue's text")
     return text.strip()

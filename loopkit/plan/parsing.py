@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from loopkit import loader
 from loopkit.errors import BadInput
 from loopkit.evidence import globs
 
@@ -217,19 +218,9 @@ def read_bytes(path: str | os.PathLike[str]) -> bytes:
 
 def decode(raw: bytes, source: str) -> str:
     """UTF-8 text of a TASKS.md (a leading BOM is kept as a character, then ignored)."""
-    if len(raw) > MAX_TASKS_BYTES:
-        raise BadInput(source, f"file is {len(raw)} bytes; a TASKS.md is at most {MAX_TASKS_BYTES}")
-    if b"\x00" in raw:
-        raise BadInput(source, "binary data: expected a Markdown checklist (TASKS.md)")
-    try:
-        body = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise BadInput(
-            source, f"not UTF-8 text (byte {e.start}): expected a Markdown checklist (TASKS.md)"
-        ) from None
-    if not body.strip():
-        raise BadInput(source, "empty file: expected a Markdown checklist (TASKS.md)")
-    return body
+    return loader.file_text(
+        raw, source, "a Markdown checklist (TASKS.md)", most=MAX_TASKS_BYTES, noun="a TASKS.md"
+    )
 
 
 def split_lines(raw: bytes) -> list[bytes]:
