@@ -1,10 +1,12 @@
-"""Writing files so that a crash leaves the old content or the new, never half of one."""
+"""Writing files so that a crash leaves the old content or the new, never half of one;
+finding the newest of some (``newest``)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 
 #: The mode of a new file when ``keep_mode`` finds none to keep (0644, as git checks out).
@@ -75,3 +77,16 @@ def sync_folder(folder: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def newest(paths: Iterable[Path]) -> Path | None:
+    """The path last modified (one gone meanwhile is passed over); None when there is none."""
+    best: tuple[int, Path] | None = None
+    for path in paths:
+        try:
+            at = path.stat().st_mtime_ns
+        except OSError:
+            continue
+        if best is None or at > best[0]:
+            best = (at, path)
+    return best[1] if best else None
