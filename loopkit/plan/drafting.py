@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loopkit import loader
-from loopkit.decision import ledger
+from loopkit.decision import ledger, records
 from loopkit.errors import BadInput
 from loopkit.judge.running import run_read_only
 from loopkit.plan.checking import check, threshold
@@ -441,16 +441,15 @@ def record(ws: Workspace, doc: Mapping[str, Any]) -> None:
         history = txn.history(RECORD_TASK)
         txn.append(
             {
-                "type": "draft",
-                "task_id": RECORD_TASK,
-                "attempt": int(history.get("attempts") or 0) + 1,
-                "attempt_id": None,
-                "trigger": {"kind": "manual", "source": "lk-plan draft"},
-                "started_at": None,
-                "recorded_at": ledger.now_iso(),
-                "decision": None,
-                "reason": (f"re-split of {doc['split']}" if doc.get("split") else "plan draft")
-                + f" {doc['outcome']}: {len(doc['drafts'])} draft(s)",
+                **records.manual_record(
+                    "draft",
+                    RECORD_TASK,
+                    history,
+                    source="lk-plan draft",
+                    now=ledger.now_iso(),
+                    reason=(f"re-split of {doc['split']}" if doc.get("split") else "plan draft")
+                    + f" {doc['outcome']}: {len(doc['drafts'])} draft(s)",
+                ),
                 "draft": {
                     "outcome": doc["outcome"],
                     "drafts": len(doc["drafts"]),
