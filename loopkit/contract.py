@@ -180,6 +180,17 @@ def _show(v: Any) -> str:
     )
 
 
+#: The keys the worker and the judge share: which model runs, how, and within what.
+_MODEL_RUN: dict[str, Check] = {
+    "provider": one_of(*PROVIDERS),
+    "model": text,
+    "command": text,
+    "agent": one_of(*ACP_AGENTS),
+    "max_turns": positive_int,
+    "timeout": positive_number,
+    "env_allow": string_list,
+}
+
 # Section -> key -> check. A key absent here is an unknown key.
 _SECTIONS: dict[str, dict[str, Check]] = {
     "scope": {
@@ -207,17 +218,11 @@ _SECTIONS: dict[str, dict[str, Check]] = {
     # transient failures wait base_s, doubling, up to max_s (with jitter)
     "backoff": {"base_s": positive_number, "max_s": positive_number},
     "worker": {
-        "provider": one_of(*PROVIDERS),
-        "model": text,
-        "command": text,
-        "agent": one_of(*ACP_AGENTS),
-        "max_turns": positive_int,
+        **_MODEL_RUN,
         "max_cost_usd": positive_number,
-        "timeout": positive_number,
         "sandbox": one_of(*SANDBOXES),
         "allowed_tools": string_list,
         "permission_mode": text,
-        "env_allow": string_list,
         "breaker_repeats": positive_int,
         "resume": boolean,
         "extra_args": string_list,
@@ -237,14 +242,8 @@ _SECTIONS: dict[str, dict[str, Check]] = {
         "unmetered": string_list,
     },
     "judge": {
-        "provider": one_of(*PROVIDERS),
-        "model": text,
-        "command": text,
-        "agent": one_of(*ACP_AGENTS),
+        **_MODEL_RUN,
         "goal": text,
-        "timeout": positive_number,
-        "max_turns": positive_int,
-        "env_allow": string_list,
         # the review gate: every task's change is judged before it lands, not only a GOAL's
         "review": boolean,
     },
