@@ -134,7 +134,7 @@ _TAIL_MARK = "\n--- output of "
 MAX_TESTS = 15
 
 
-def _rules(title: str, broken: Sequence[Mapping[str, Any]] | None) -> list[str]:
+def _rules(title: str, broken: Sequence[Mapping[str, object]] | None) -> list[str]:
     """``title`` over the paths and the rules they broke (the first MAX_VIOLATIONS)."""
     if not broken:
         return []
