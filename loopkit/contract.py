@@ -180,6 +180,17 @@ def _show(v: Any) -> str:
     )
 
 
+#: The keys the worker and the judge share: which model runs, how, and within what.
+_MODEL_RUN: dict[str, Check] = {
+    "provider": one_of(*PROVIDERS),
+    "model": text,
+    "command": text,
+    "agent": one_of(*ACP_AGENTS),
+    "max_turns": positive_int,
+    "timeout": positive_number,
+    "env_allow": string_list,
+}
+
 # Section -> key -> check. A key absent here is an unknown key.
 _SECTIONS: dict[str, dict[str, Check]] = {
     "scope": {
@@ -207,17 +218,11 @@ _SECTIONS: dict[str, dict[str, Check]] = {
     # transient failures wait base_s, doubling, up to max_s (with jitter)
     "backoff": {"base_s": positive_number, "max_s": positive_number},
     "worker": {
-        "provider": one_of(*PROVIDERS),
-        "model": text,
-        "command": text,
-        "agent": one_of(*ACP_AGENTS),
-        "max_turns": positive_int,
+        **_MODEL_RUN,
         "max_cost_usd": positive_number,
-        "timeout": positive_number,
         "sandbox": one_of(*SANDBOXES),
         "allowed_tools": string_list,
         "permission_mode": text,
-        "env_allow": string_list,
         "breaker_repeats": positive_int,
         "resume": boolean,
         "extra_args": string_list,
@@ -237,14 +242,8 @@ _SECTIONS: dict[str, dict[str, Check]] = {
         "unmetered": string_list,
     },
     "judge": {
-        "provider": one_of(*PROVIDERS),
-        "model": text,
-        "command": text,
-        "agent": one_of(*ACP_AGENTS),
+        **_MODEL_RUN,
         "goal": text,
-        "timeout": positive_number,
-        "max_turns": positive_int,
-        "env_allow": string_list,
         # the review gate: every task's change is judged before it lands, not only a GOAL's
         "review": boolean,
     },
@@ -503,20 +502,9 @@ def _unexpandable(value: Any, where: str, out: list[Problem]) -> None:
 
 def parse_text(raw: bytes, source: str) -> Any:
     """Parse a contract file's bytes (YAML, or JSON which YAML also reads)."""
-    if len(raw) > MAX_CONTRACT_BYTES:
-        raise BadInput(
-            source, f"file is {len(raw)} bytes; a contract is at most {MAX_CONTRACT_BYTES}"
-        )
-    if b"\x00" in raw:
-        raise BadInput(source, "binary data: expected a YAML or JSON loop contract")
-    try:
-        body = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise BadInput(
-            source, f"not UTF-8 text (byte {e.start}): expected a YAML or JSON loop contract"
-        ) from None
-    if not body.strip():
-        raise BadInput(source, "empty file: expected a YAML or JSON loop contract")
+    body = loader.file_text(
+        raw, source, "a YAML or JSON loop contract", most=MAX_CONTRACT_BYTES, noun="a contract"
+    )
     try:
         if source.endswith(".json") or body.lstrip().startswith("{"):
             return loader.json_loads(body)

@@ -108,14 +108,9 @@ def parse_attempt(
     """``raw`` as an attempt document, validated (see ``read_attempt``), as open JSON:
     ``read_attempt`` (or ``vouched``) types it."""
     if isinstance(raw, bytes):
-        if b"\x00" in raw:
-            raise BadInput(source, "binary data: expected a JSON attempt document")
-        try:
-            raw = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise BadInput(
-                source, f"not UTF-8 (byte {e.start}): expected a JSON attempt document"
-            ) from None
+        raw = loader.decoded(
+            raw, source, "a JSON attempt document", not_utf8="not UTF-8 (byte {}): expected {}"
+        )
     if not raw.strip():
         return None
     if "\x00" in raw:

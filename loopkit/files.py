@@ -1,11 +1,13 @@
-"""Writing files so that a crash leaves the old content or the new, never half of one; and
-finding the folders of files loopkit ships (schemas, recipes)."""
+"""Writing files so that a crash leaves the old content or the new, never half of one;
+finding the folders of files loopkit ships (schemas, recipes) and the newest of some
+files (``newest``)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 
 #: The mode of a new file when ``keep_mode`` finds none to keep (0644, as git checks out).
@@ -87,3 +89,16 @@ def shipped(folder: str, marker: str, missing: str) -> Path:
         if (candidate / marker).is_file():
             return candidate
     raise FileNotFoundError(missing)
+
+
+def newest(paths: Iterable[Path]) -> Path | None:
+    """The path last modified (one gone meanwhile is passed over); None when there is none."""
+    best: tuple[int, Path] | None = None
+    for path in paths:
+        try:
+            at = path.stat().st_mtime_ns
+        except OSError:
+            continue
+        if best is None or at > best[0]:
+            best = (at, path)
+    return best[1] if best else None

@@ -99,13 +99,7 @@ def _feedback(previous: Mapping[str, Any] | None) -> list[str]:
     if out and verify.get("hint"):
         out.append(f"(Note: {cut(str(verify['hint']), 400)})")
     diff = previous.get("diff") or {}
-    violations = diff.get("violations") or []
-    if violations:
-        out.append("### Scope violations (these changes were not allowed)")
-        for v in violations[:MAX_VIOLATIONS]:
-            out.append(f"- {v.get('path')}: {v.get('rule')}")
-        if len(violations) > MAX_VIOLATIONS:
-            out.append(f"- ... and {len(violations) - MAX_VIOLATIONS} more")
+    out += _rules("### Scope violations (these changes were not allowed)", diff.get("violations"))
     judge = previous.get("judge") or {}
     if judge and (judge.get("verdict") != "MET" or not judge.get("grounded", True)):
         out.append(f"### Reviewer: {judge.get('verdict', 'NOT_MET')}")
@@ -113,12 +107,7 @@ def _feedback(previous: Mapping[str, Any] | None) -> list[str]:
             out.append(cut(str(judge["feedback"]).strip(), FEEDBACK_BYTES))
     run = previous.get("run") or {}
     refused = [r for r in run.get("refused") or [] if isinstance(r, Mapping)]
-    if refused:
-        out.append("### Writes refused before they happened (outside the scope)")
-        for r in refused[:MAX_VIOLATIONS]:
-            out.append(f"- {r.get('path')}: {r.get('rule')}")
-        if len(refused) > MAX_VIOLATIONS:
-            out.append(f"- ... and {len(refused) - MAX_VIOLATIONS} more")
+    out += _rules("### Writes refused before they happened (outside the scope)", refused)
     if run.get("stuck"):
         st = run["stuck"]
         out.append(
@@ -143,6 +132,16 @@ def _feedback(previous: Mapping[str, Any] | None) -> list[str]:
 #: Where lk-decide's feedback carries a failing check's output (loopkit.decision.decide).
 _TAIL_MARK = "\n--- output of "
 MAX_TESTS = 15
+
+
+def _rules(title: str, broken: Sequence[Mapping[str, object]] | None) -> list[str]:
+    """``title`` over the paths and the rules they broke (the first MAX_VIOLATIONS)."""
+    if not broken:
+        return []
+    out = [title, *(f"- {b.get('path')}: {b.get('rule')}" for b in broken[:MAX_VIOLATIONS])]
+    if len(broken) > MAX_VIOLATIONS:
+        out.append(f"- ... and {len(broken) - MAX_VIOLATIONS} more")
+    return out
 
 
 def _checks(verify: Mapping[str, Any]) -> list[str]:

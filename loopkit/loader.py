@@ -16,6 +16,8 @@ The fast C parsers do the work; the checks cost a call per mapping and per float
 the position of a refusal is found afterwards, on the error path only. Event streams of
 worker CLIs, read line by line on a hot path, use ``scan_line``: it refuses non-finite
 numbers but lets a repeated key pass (the vendors' streams are not files a person edits).
+A file's bytes become text first through ``file_text`` (or ``decoded``): binary data, bytes
+that are not UTF-8 and an empty or oversized file are ``BadInput`` naming what was expected.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import json
 import math
 import re
 from collections.abc import Callable
+
+from loopkit.errors import BadInput
 
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
 if TYPE_CHECKING:
@@ -95,6 +99,34 @@ def json_loads(text: str | bytes) -> Any:
         raise LoadError("not JSON: nested too deeply") from None
     except ValueError as e:  # a hook refused something, or an integer too long for int()
         raise _located(text) or LoadError(f"not JSON: {e}") from None
+
+
+def decoded(
+    raw: bytes,
+    source: str,
+    expected: str,
+    *,
+    not_utf8: str = "not UTF-8 text (byte {}): expected {}",
+) -> str:
+    """``raw`` as UTF-8 text; BadInput for binary data (a NUL byte) or bytes that are not
+    UTF-8 (``not_utf8`` is formatted with the byte's offset and ``expected``)."""
+    if b"\x00" in raw:
+        raise BadInput(source, f"binary data: expected {expected}")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BadInput(source, not_utf8.format(e.start, expected)) from None
+
+
+def file_text(raw: bytes, source: str, expected: str, *, most: int, noun: str) -> str:
+    """The text of a file read whole (``decoded``); BadInput too when it is over ``most``
+    bytes (``noun`` names what it should be: "a contract") or holds nothing but blanks."""
+    if len(raw) > most:
+        raise BadInput(source, f"file is {len(raw)} bytes; {noun} is at most {most}")
+    body = decoded(raw, source, expected)
+    if not body.strip():
+        raise BadInput(source, f"empty file: expected {expected}")
+    return body
 
 
 #: ``scan_line(text, start) -> (value, end)``: the JSON value at ``start``, read by the C

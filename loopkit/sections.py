@@ -88,28 +88,42 @@ class Cost(TypedDict, total=False):
     reported_usd: NotRequired[float | None]
 
 
-class Run(TypedDict, total=False):
-    """schemas/run.json"""
+class _Section(TypedDict, total=False):
+    """What a section of the attempt document carries when it is printed alone
+    (loopkit.document.section): the fields of Run, Diff, Verify, Judge and Decision."""
 
     kind: NotRequired[str]
     version: NotRequired[int]
+
+
+class _ModelRun(_Section, total=False):
+    """What the worker's run (Run) and the judge's (Judge) both record of the model
+    process: its provider and command, session, transcript, spend, time, error and the
+    files it wrote."""
+
     provider: Required[str]
     command: NotRequired[list[Any]]
     session_id: NotRequired[str | None]
+    usage: NotRequired[RunUsage]
+    cost: NotRequired[Cost]
+    duration_s: NotRequired[float]
+    transcript: NotRequired[str | None]
+    error: NotRequired[str | None]
+    files_written: NotRequired[list[Any]]
+
+
+class Run(_ModelRun, total=False):
+    """schemas/run.json"""
+
     exit_code: NotRequired[int | None]
     is_error: Required[bool]
     stop_reason: Required[str]
     claimed_complete: NotRequired[bool]
     final_message: NotRequired[str | None]
     effective_model: NotRequired[str | None]
-    usage: NotRequired[RunUsage]
-    cost: NotRequired[Cost]
     api_retries: NotRequired[int]
     tool_errors: NotRequired[int]
-    duration_s: NotRequired[float]
-    transcript: NotRequired[str | None]
     resume_after: NotRequired[str | None]
-    error: NotRequired[str | None]
     side_effects: NotRequired[list[Any]]
     stuck: NotRequired[Stuck | None]
     attempt_id: NotRequired[Any]
@@ -118,7 +132,6 @@ class Run(TypedDict, total=False):
     handoff: NotRequired[str | None]
     stderr: NotRequired[str | None]
     files_read: NotRequired[list[Any]]
-    files_written: NotRequired[list[Any]]
     permission_denials: NotRequired[list[Any]]
     refused: NotRequired[list[JSONObject]]
     base: NotRequired[str]
@@ -156,11 +169,9 @@ class ScopeViolation(TypedDict, total=False):
     detail: NotRequired[str]
 
 
-class Diff(TypedDict, total=False):
+class Diff(_Section, total=False):
     """schemas/diff.json"""
 
-    kind: NotRequired[str]
-    version: NotRequired[int]
     base: Required[str]
     tree: Required[Any]
     files: Required[list[DiffFile]]
@@ -215,11 +226,9 @@ class CannotRun(TypedDict):
     why: str
 
 
-class Verify(TypedDict, total=False):
+class Verify(_Section, total=False):
     """schemas/verify.json"""
 
-    kind: NotRequired[str]
-    version: NotRequired[int]
     tree: Required[Any]
     tree_after: NotRequired[Any]
     passed: Required[bool]
@@ -246,43 +255,30 @@ class Verify(TypedDict, total=False):
     proof: NotRequired[Proof]
 
 
-class Judge(TypedDict, total=False):
+class Judge(_ModelRun, total=False):
     """schemas/judge.json"""
 
-    kind: NotRequired[str]
-    version: NotRequired[int]
     verdict: Required[str]
     grounded: Required[bool]
     trusted: Required[bool]
     files_read: Required[list[Any]]
     feedback: Required[str]
-    provider: Required[str]
     goal: NotRequired[str]
     reason: NotRequired[str | None]
     said: NotRequired[Any]
     verdict_line: NotRequired[str | None]
     goal_source: NotRequired[str]
     model: NotRequired[str | None]
-    session_id: NotRequired[str | None]
     stop_reason: NotRequired[str | None]
-    error: NotRequired[str | None]
     denied: NotRequired[list[Any]]
-    files_written: NotRequired[list[Any]]
     citations: NotRequired[list[Any]]
     read_only: NotRequired[ReadOnly]
-    duration_s: NotRequired[float]
-    transcript: NotRequired[str | None]
-    command: NotRequired[list[Any]]
     tool_calls: NotRequired[int]
-    usage: NotRequired[RunUsage]
-    cost: NotRequired[Cost]
 
 
-class Decision(TypedDict, total=False):
+class Decision(_Section, total=False):
     """schemas/decision.json"""
 
-    kind: NotRequired[str]
-    version: NotRequired[int]
     outcome: Required[str]
     reason: Required[str]
     failure_class: Required[str | None]

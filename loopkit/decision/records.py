@@ -17,6 +17,8 @@ from loopkit.decision import classify as fc
 from loopkit.decision import decide as decider
 
 if TYPE_CHECKING:
+    from typing import TypedDict
+
     from loopkit.sections import (
         Admission,
         Decision,
@@ -30,6 +32,20 @@ if TYPE_CHECKING:
         Timing,
         Trigger,
     )
+
+    class ManualHead(TypedDict, closed=True):
+        """What a record no decision made begins with (``manual_record``); closed: it
+        holds no other key, so it spreads into an ``Entry``."""
+
+        type: str
+        task_id: str
+        attempt: int
+        attempt_id: None
+        trigger: Trigger
+        started_at: None
+        recorded_at: str
+        decision: None
+        reason: str
 
 
 def summarize(view: Mapping[str, Any]) -> Summary:
@@ -275,6 +291,24 @@ def pool_record(
     }
 
 
+def manual_record(
+    kind: str, task_id: str, history: Mapping[str, Any], *, source: str, now: str, reason: str
+) -> ManualHead:
+    """The head of a record no decision made (a reopen, a recovered interruption, a plan
+    draft): the task's next attempt, triggered by hand (``source`` says how)."""
+    return {
+        "type": kind,
+        "task_id": task_id,
+        "attempt": int(history.get("attempts") or 0) + 1,
+        "attempt_id": None,
+        "trigger": {"kind": "manual", "source": source},
+        "started_at": None,
+        "recorded_at": now,
+        "decision": None,
+        "reason": reason,
+    }
+
+
 def reopen_record(
     task_id: str,
     history: Mapping[str, Any],
@@ -289,15 +323,14 @@ def reopen_record(
     (``budget.fold``)."""
     epoch = int(history.get("epoch") or 0) + 1
     return {
-        "type": "reopen",
-        "task_id": task_id,
-        "attempt": int(history.get("attempts") or 0) + 1,
-        "attempt_id": None,
-        "trigger": {"kind": "manual", "source": source},
-        "started_at": None,
-        "recorded_at": now,
-        "decision": None,
-        "reason": reason or f"reopened: budget epoch {epoch}",
+        **manual_record(
+            "reopen",
+            task_id,
+            history,
+            source=source,
+            now=now,
+            reason=reason or f"reopened: budget epoch {epoch}",
+        ),
         "epoch": epoch,
         "inputs": {"document": {"task": {"id": task_id}}, "history": dict(history)},
     }
@@ -312,15 +345,14 @@ def interrupted_record(
     ``ran``: whether its worker ran at all (one that never did is numbered, not charged)."""
     return {
         "ran": ran,
-        "type": "interrupted",
-        "task_id": task_id,
-        "attempt": int(history.get("attempts") or 0) + 1,
-        "attempt_id": None,
-        "trigger": {"kind": "manual", "source": "recovery at the next start"},
-        "started_at": None,
-        "recorded_at": now,
-        "decision": None,
-        "reason": reason or "interrupted: the loop ended before a decision",
+        **manual_record(
+            "interrupted",
+            task_id,
+            history,
+            source="recovery at the next start",
+            now=now,
+            reason=reason or "interrupted: the loop ended before a decision",
+        ),
         "inputs": {"document": {"task": {"id": task_id}}, "history": dict(history)},
     }
 

@@ -690,17 +690,18 @@ def baseline(
     with cleanroom.occupied(root):
         room = cleanroom.prepare(root, tree, head=base, carry=room_links(contract, carry))
         jail = _jail(root, room, contract, carry, state, env, reset)
-        result = run_checks(
-            room.path,
+        result = _run_on(
+            room,
+            room,
             plain,
-            log_dir=log_dir / "baseline",
+            tree,
+            log_dir / "baseline",
+            root=root,
+            jail=jail,
+            carry=carry,
             env=env,
-            skip=(*room.carried, *carry),
-            home=root,
-            synced=tree,
-            launch=jail.command,
-            should_stop=should_stop,
-            between=lambda changed: cleanroom.restore(room, root, changed=changed, reset=reset),
+            reset=reset,
+            stop=should_stop,
         )
         cleanroom.settle(room, intact=result.body["tree_after"] == tree)
     out = {"tree": tree, "checks": [_at_base(c) for c in result.body["checks"]]}

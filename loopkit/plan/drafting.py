@@ -14,13 +14,14 @@ from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from loopkit.decision import ledger
+from loopkit import loader
+from loopkit.decision import ledger, records
 from loopkit.errors import BadInput
 from loopkit.judge.running import run_read_only
 from loopkit.plan.checking import check, threshold
 from loopkit.plan.expanding import expand, folders, prepare, tree_files
 from loopkit.plan.marking import append_plan
-from loopkit.plan.parsing import ITEM_LINE, Plan, PlanProblem, parse, read_bytes
+from loopkit.plan.parsing import ITEM_LINE, Plan, PlanProblem, Task, parse, read_bytes
 from loopkit.state import artifacts, cancel
 
 if TYPE_CHECKING:
@@ -112,12 +113,7 @@ def read_issue(source: str, read_stdin: Callable[[int], bytes]) -> str:
             raise BadInput(source, f"cannot read: {e.strerror}") from None
     if len(raw) > MAX_ISSUE_BYTES:
         raise BadInput(name, f"an issue is at most {MAX_ISSUE_BYTES} bytes")
-    if b"\x00" in raw:
-        raise BadInput(name, "binary data: expected the issue's text")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise BadInput(name, f"not UTF-8 text (byte {e.start})") from None
+    text = loader.decoded(raw, name, "the issue's text", not_utf8="not UTF-8 text (byte {})")
     if not text.strip():
         raise BadInput(name, "empty: expected the issue's text")
     return text.strip()
@@ -167,75 +163,80 @@ def validate(
     source: str,
 ) -> tuple[list[PlanProblem], list[str]]:
     """The draft's problems (lines counted in the draft) and the ids of its items."""
-    refused = first_item(
+    whole, offset = joined(existing, draft)
+    _, new, out = placed(
         draft,
+        whole,
+        offset,
+        None,
         empty="no plan items in the answer: expected '- [ ] ...' items",
         not_item="the draft must start with a top-level item '- [ ] ...'",
+        contract=contract,
+        tree=tree,
+        source=source,
     )
-    if refused is not None:
-        return [refused], []
-    whole, offset = joined(existing, draft)
-    plan, out = placed(whole, offset, None, contract=contract, tree=tree, source=source)
-    if plan is None:
-        return out, []
-    new = [t for t in plan.tasks if t.line > offset]
     for t in new:
-        line = t.line - offset
-
-        def add(where: str, message: str, task: Any = t, at: int = line) -> None:
-            out.append(PlanProblem(f"$.tasks[{task.index}]{where}", message, at, task.id))
-
         if t.expanded:
             continue
         if t.status != "open":
-            add("", "a drafted item is open: '- [ ]', not done or parked")
+            out.append(on_item(t, offset, "a drafted item is open: '- [ ]', not done or parked"))
         if not t.has_plan:
             if not any(p.task == t.id and p.message.startswith("no plan") for p in out):
-                add("", "no plan: a drafted item needs budget:, scope:, files: and end")
+                message = "no plan: a drafted item needs budget:, scope:, files: and end"
+                out.append(on_item(t, offset, message))
         elif not t.slices and t.each is None and not t.files:
-            add(".files", "no files: list: name the exact files it changes (+path for new)")
+            out.append(on_item(t, offset, NO_FILES, ".files"))
     out.sort(key=lambda p: p.line if p.line is not None else 0)
     return out, [t.id for t in new if not t.expanded]
 
 
-def first_item(answer: str, *, empty: str, not_item: str) -> PlanProblem | None:
-    """Why a model's answer cannot be placed in the plan at all -- nothing in it (``empty``),
-    or a first line that is not a top-level item (``not_item``) -- else None."""
-    if not answer.strip():
-        return PlanProblem("$", empty)
-    m = ITEM_LINE.match(answer.splitlines()[0])
-    if m is None or m.group("indent"):
-        return PlanProblem("$", not_item, 1)
-    return None
+#: An item of a model's answer with no files: line.
+NO_FILES = "no files: list: name the exact files it changes (+path for new)"
+
+
+def on_item(task: Task, start: int, message: str, where: str = "") -> PlanProblem:
+    """A problem of ``task``, an item of a model's answer placed after line ``start``."""
+    return PlanProblem(f"$.tasks[{task.index}]{where}", message, task.line - start, task.id)
 
 
 def placed(
+    answer: str,
     whole: bytes,
     start: int,
     count: int | None,
     *,
+    empty: str,
+    not_item: str,
     contract: Mapping[str, Any] | None,
     tree: Collection[str],
     source: str,
-) -> tuple[Plan | None, list[PlanProblem]]:
-    """A model's answer placed in the plan file (``whole``, the answer's ``count`` lines
-    after line ``start``; None: to the end) parsed, expanded and checked: the plan (None
-    when the bytes are not a plan at all) and its problems, each line counted in the
-    answer (None for a problem outside it)."""
+) -> tuple[Plan | None, list[Task], list[PlanProblem]]:
+    """A model's ``answer`` placed in the plan file (``whole``, the answer's ``count``
+    lines after line ``start``; None: to the end) parsed, expanded and checked: the plan
+    (None when the bytes are not a plan at all, or the answer has nothing in it: ``empty``,
+    or starts with a line that is not a top-level item: ``not_item``), its items from the
+    answer, and its problems, each line counted in the answer (None for one outside it)."""
+    if not answer.strip():
+        return None, [], [PlanProblem("$", empty)]
+    m = ITEM_LINE.match(answer.splitlines()[0])
+    if m is None or m.group("indent"):
+        return None, [], [PlanProblem("$", not_item, 1)]
     try:
         plan = parse(whole, source=source)
     except BadInput as e:
-        return None, [PlanProblem("$", str(e))]
+        return None, [], [PlanProblem("$", str(e))]
     expand(plan, tree)
-    out: list[PlanProblem] = []
-    for p in check(plan, contract=contract, tree=tree):
-        inside = (
-            p.line is not None and p.line > start and (count is None or p.line <= start + count)
+
+    def inside(line: int | None) -> bool:
+        return line is not None and line > start and (count is None or line <= start + count)
+
+    out = [
+        PlanProblem(
+            p.path, p.message, p.line - start if inside(p.line) and p.line else None, p.task
         )
-        out.append(
-            PlanProblem(p.path, p.message, p.line - start if inside and p.line else None, p.task)
-        )
-    return plan, out
+        for p in check(plan, contract=contract, tree=tree)
+    ]
+    return plan, [t for t in plan.tasks if inside(t.line)], out
 
 
 def prompt(
@@ -250,8 +251,6 @@ def prompt(
     repository's files, the plan syntax -- and, for a repair, its last draft's problems."""
     split_lines, split_files = threshold(contract)
     scope = (contract or {}).get("scope") or {}
-    shown = files[:MAX_PROMPT_FILES]
-    more = len(files) - len(shown)
     parts = [
         "You draft a plan for the issue below: checklist items for TASKS.md. Read the "
         "repository as you need, change nothing, and answer with the plan items only, in "
@@ -265,29 +264,43 @@ def prompt(
         if scope.get("protected"):
             lines.append(f"- protected (never in a plan): {', '.join(scope['protected'])}")
         parts.append("## Scope\n\n" + "\n".join(lines))
-    parts.append(
-        "## Repository files\n\n"
-        + "\n".join(shown)
-        + (f"\n... and {more} more" if more > 0 else "")
-    )
+    parts.append(files_part(files))
     if existing_ids:
         parts.append("## Ids already taken\n\n" + ", ".join(existing_ids))
     parts.append(
         SYNTAX.replace("SPLIT_LINES", str(split_lines)).replace("SPLIT_FILES", str(split_files))
     )
     if previous is not None:
-        problems = "\n".join(
-            f"- line {p.line}: {p.path}: {p.message}" if p.line else f"- {p.path}: {p.message}"
-            for p in previous.problems
-        )
-        parts.append(
-            "## Your previous draft was refused\n\n```markdown\n"
-            + previous.text
-            + "```\n\nProblems (lines counted in that draft):\n"
-            + problems
-            + "\n\nAnswer with the whole corrected plan."
-        )
+        parts.append(refused_part(previous, "draft", "Answer with the whole corrected plan."))
     return "\n\n".join(parts) + "\n"
+
+
+def files_part(files: list[str]) -> str:
+    """A prompt's list of the repository's files (the first MAX_PROMPT_FILES of them)."""
+    shown = files[:MAX_PROMPT_FILES]
+    more = len(files) - len(shown)
+    return (
+        "## Repository files\n\n"
+        + "\n".join(shown)
+        + (f"\n... and {more} more" if more > 0 else "")
+    )
+
+
+def refused_part(previous: Draft, name: str, again: str) -> str:
+    """A repair prompt's part: the model's previous ``name`` (its draft, its answer), its
+    problems, and what to answer ``again``."""
+    problems = "\n".join(
+        f"- line {p.line}: {p.path}: {p.message}" if p.line else f"- {p.path}: {p.message}"
+        for p in previous.problems
+    )
+    return (
+        f"## Your previous {name} was refused\n\n```markdown\n"
+        + previous.text
+        + f"```\n\nProblems (lines counted in that {name}):\n"
+        + problems
+        + "\n\n"
+        + again
+    )
 
 
 def outcome(drafts: list[Draft]) -> str:
@@ -445,16 +458,15 @@ def record(ws: Workspace, doc: Mapping[str, Any]) -> None:
         history = txn.history(RECORD_TASK)
         txn.append(
             {
-                "type": "draft",
-                "task_id": RECORD_TASK,
-                "attempt": int(history.get("attempts") or 0) + 1,
-                "attempt_id": None,
-                "trigger": {"kind": "manual", "source": "lk-plan draft"},
-                "started_at": None,
-                "recorded_at": ledger.now_iso(),
-                "decision": None,
-                "reason": (f"re-split of {doc['split']}" if doc.get("split") else "plan draft")
-                + f" {doc['outcome']}: {len(doc['drafts'])} draft(s)",
+                **records.manual_record(
+                    "draft",
+                    RECORD_TASK,
+                    history,
+                    source="lk-plan draft",
+                    now=ledger.now_iso(),
+                    reason=(f"re-split of {doc['split']}" if doc.get("split") else "plan draft")
+                    + f" {doc['outcome']}: {len(doc['drafts'])} draft(s)",
+                ),
                 "draft": {
                     "outcome": doc["outcome"],
                     "drafts": len(doc["drafts"]),

@@ -165,13 +165,13 @@ def plan_edit(
         raise BadInput(source, f"no task with id {task_id!r} (ids: {known})")
     lines = split_lines(raw)
     if task.expanded:
-        return _write_out(lines, path, task, status, reason, raw, tree)
-    index = task.line - 1
-    old = lines[index]
-    new = {index: rewrite_line(old, status, reason)}
-    _roll_up(task, status, lines, new)
-    first, last = min(new), max(new)
-    region = b"".join(new.get(i, lines[i]) for i in range(first, last + 1))
+        first, last, own, region, line = _write_out(lines, task, status, reason, raw)
+    else:
+        own, line = lines[task.line - 1], task.line
+        new = {task.line - 1: rewrite_line(own, status, reason)}
+        _roll_up(task, status, lines, new)
+        first, last = min(new), max(new)
+        region = b"".join(new.get(i, lines[i]) for i in range(first, last + 1))
     return Edit(
         path,
         task_id,
@@ -180,11 +180,11 @@ def plan_edit(
         b"".join(lines[first : last + 1]),
         region,
         count=last - first + 1,
-        own=old,
+        own=own,
         status=status,
         reason=reason,
         old_status=task.status,
-        line=task.line,
+        line=line,
         tree=tree,
     )
 
@@ -209,35 +209,17 @@ def _roll_up(task: Task, status: str, lines: list[bytes], new: dict[int, bytes])
 
 
 def _write_out(
-    lines: list[bytes],
-    path: Path,
-    task: Task,
-    status: str,
-    reason: str | None,
-    raw: bytes,
-    tree: Collection[str] | None,
-) -> Edit:
+    lines: list[bytes], task: Task, status: str, reason: str | None, raw: bytes
+) -> tuple[int, int, bytes, bytes, int]:
     """The first mark of an ``each:`` slice: the item's slices written before its ``end``
-    line (the item's own lines kept byte for byte), this one with its new status."""
+    line (the item's own lines kept byte for byte), this one with its new status. The
+    region's first and last index, the item as read, what replaces it, the slice's line."""
     parent = task.parent
     assert parent is not None and parent.end_line is not None
     first, end = parent.line - 1, parent.end_line - 1
     own = b"".join(lines[first : end + 1])
     if status == task.status and not reason:  # already so: nothing to write out
-        return Edit(
-            path,
-            task.id,
-            raw,
-            first,
-            own,
-            own,
-            count=end - first + 1,
-            own=own,
-            status=status,
-            old_status=task.status,
-            line=task.line,
-            tree=tree,
-        )
+        return first, end, own, own, task.line
     end_line = lines[end]
     body = end_line.rstrip(b"\r\n")
     eol = end_line[len(body) :] or (b"\r\n" if b"\r\n" in raw else b"\n")
@@ -253,22 +235,7 @@ def _write_out(
         top = rewrite_line(top, "open", None)
     region = top + b"".join(lines[first + 1 : end]) + b"".join(inserted) + end_line
     marked = [s.id for s in parent.slices].index(task.id)
-    slice_line = end + 1 + _item_offset(block, marked)
-    return Edit(
-        path,
-        task.id,
-        raw,
-        first,
-        own,
-        region,
-        count=end - first + 1,
-        own=own,
-        status=status,
-        reason=reason,
-        old_status=task.status,
-        line=slice_line,
-        tree=tree,
-    )
+    return first, end, own, region, end + 1 + _item_offset(block, marked)
 
 
 def _item_offset(block: list[str], n: int) -> int:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from loopkit import loader
 from loopkit.errors import BadInput
 from loopkit.evidence import globs
 
@@ -147,22 +148,12 @@ class Task:
         }
         if self.allow_empty:
             out["allow_empty"] = True
-        if self.accept:
-            out["accept"] = list(self.accept)
-        if self.checks:
-            out["checks"] = list(self.checks)
-        if self.notes:
-            out["notes"] = list(self.notes)
-        if self.files:
-            out["files"] = list(self.files)
-        if self.new_files:
-            out["new_files"] = list(self.new_files)
-        if self.issue is not None:
-            out["issue"] = self.issue
-        if self.closes is not None:
-            out["closes"] = self.closes
-        if self.each is not None:
-            out["each"] = self.each
+        for name in ("accept", "checks", "notes", "files", "new_files"):
+            if items := getattr(self, name):
+                out[name] = list(items)
+        for name in ("issue", "closes", "each"):
+            if (value := getattr(self, name)) is not None:
+                out[name] = value
         if self.expanded:
             out["expanded"] = True
         if self.reason is not None:
@@ -217,19 +208,9 @@ def read_bytes(path: str | os.PathLike[str]) -> bytes:
 
 def decode(raw: bytes, source: str) -> str:
     """UTF-8 text of a TASKS.md (a leading BOM is kept as a character, then ignored)."""
-    if len(raw) > MAX_TASKS_BYTES:
-        raise BadInput(source, f"file is {len(raw)} bytes; a TASKS.md is at most {MAX_TASKS_BYTES}")
-    if b"\x00" in raw:
-        raise BadInput(source, "binary data: expected a Markdown checklist (TASKS.md)")
-    try:
-        body = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise BadInput(
-            source, f"not UTF-8 text (byte {e.start}): expected a Markdown checklist (TASKS.md)"
-        ) from None
-    if not body.strip():
-        raise BadInput(source, "empty file: expected a Markdown checklist (TASKS.md)")
-    return body
+    return loader.file_text(
+        raw, source, "a Markdown checklist (TASKS.md)", most=MAX_TASKS_BYTES, noun="a TASKS.md"
+    )
 
 
 def split_lines(raw: bytes) -> list[bytes]:
@@ -529,29 +510,25 @@ def _read_allow_empty(
         problem(f"allow-empty: expected yes or no, got {value[:40]!r}")
 
 
-def _read_accept(
+#: The keys each line of which adds one entry to a list of the task: key -> (the list,
+#: the problem when the value is empty; None where an empty entry is kept).
+_LISTED: dict[str, tuple[str, str | None]] = {
+    "accept": ("accept", "accept: expected the acceptance statement"),
+    "check": ("checks", "check: expected a shell command (the task's own acceptance check)"),
+    "note": ("notes", None),
+}
+
+
+def _read_listed(
     task: Task, key: str, value: str, lineno: int, problem: Callable[[str], None]
 ) -> None:
-    if value:
-        task.accept.append(value)
+    """An ``accept:``, ``check:`` (a command: backticks around it dropped) or ``note:``."""
+    entries, empty = _LISTED[key]
+    entry = value.strip("`").strip() if key == "check" else value
+    if entry or empty is None:
+        getattr(task, entries).append(entry)
     else:
-        problem("accept: expected the acceptance statement")
-
-
-def _read_check(
-    task: Task, key: str, value: str, lineno: int, problem: Callable[[str], None]
-) -> None:
-    command = value.strip().strip("`").strip()
-    if command:
-        task.checks.append(command)
-    else:
-        problem("check: expected a shell command (the task's own acceptance check)")
-
-
-def _read_note(
-    task: Task, key: str, value: str, lineno: int, problem: Callable[[str], None]
-) -> None:
-    task.notes.append(value)
+        problem(empty)
 
 
 def _read_files(
@@ -594,9 +571,9 @@ _KEY_READERS: dict[str, KeyReader] = {
     "scope": _read_scope,
     "depends": _read_depends,
     "allow-empty": _read_allow_empty,
-    "accept": _read_accept,
-    "check": _read_check,
-    "note": _read_note,
+    "accept": _read_listed,
+    "check": _read_listed,
+    "note": _read_listed,
     "files": _read_files,
     "new": _read_files,
     "issue": _read_issue,

@@ -21,13 +21,15 @@ from loopkit.errors import BadInput
 from loopkit.evidence import globs
 from loopkit.plan.checking import check
 from loopkit.plan.drafting import (
-    MAX_PROMPT_FILES,
+    NO_FILES,
     Draft,
     ask,
     document,
-    first_item,
+    files_part,
+    on_item,
     placed,
     record,
+    refused_part,
 )
 from loopkit.plan.expanding import expand, tree_files
 from loopkit.plan.marking import replace_plan, rewrite_line
@@ -150,20 +152,23 @@ def validate(
     source: str,
 ) -> tuple[list[PlanProblem], list[str]]:
     """The answer's problems (lines counted in the answer) and the ids of its items."""
-    refused = first_item(
-        textwrap.dedent(answer),
-        empty="no slices in the answer: expected '- [ ] ...' items",
-        not_item="the answer must start with an item '- [ ] ...'",
-    )
-    if refused is not None:
-        return [refused], []
+    answer = textwrap.dedent(answer)
     whole, start = insert(raw, task, answer)
     count = len(answer.splitlines())
-    plan, out = placed(whole, start, count, contract=contract, tree=tree, source=source)
+    plan, new, out = placed(
+        answer,
+        whole,
+        start,
+        count,
+        empty="no slices in the answer: expected '- [ ] ...' items",
+        not_item="the answer must start with an item '- [ ] ...'",
+        contract=contract,
+        tree=tree,
+        source=source,
+    )
     if plan is None:
         return out, []
     parent = plan.find(task.id)
-    new = [t for t in plan.tasks if start < t.line <= start + count]
     slices = [t for t in new if parent is not None and t.parent is parent]
     if len(slices) < MIN_SLICES:
         out.append(
@@ -173,17 +178,12 @@ def validate(
             )
         )
     for t in new:
-        line = t.line - start
-
-        def add(where: str, message: str, task_: Task = t, at: int = line) -> None:
-            out.append(PlanProblem(f"$.tasks[{task_.index}]{where}", message, at, task_.id))
-
         if t.status != "open":
-            add("", "a slice of a split is open: '- [ ]', not done or parked")
+            out.append(on_item(t, start, "a slice of a split is open: '- [ ]', not done or parked"))
         if not t.has_plan:
-            add("", "no plan: a slice needs budget:, scope:, files: and end")
+            out.append(on_item(t, start, "no plan: a slice needs budget:, scope:, files: and end"))
         elif not t.files:
-            add(".files", "no files: list: name the exact files it changes (+path for new)")
+            out.append(on_item(t, start, NO_FILES, ".files"))
     out.sort(key=lambda p: p.line if p.line is not None else 0)
     return out, [t.id for t in slices]
 
@@ -221,27 +221,11 @@ def prompt(
         parts.append("## Objective\n\n" + str(contract["objective"]))
     if scope.get("protected"):
         parts.append("## Protected (never in a slice)\n\n" + ", ".join(scope["protected"]))
-    shown = files[:MAX_PROMPT_FILES]
-    more = len(files) - len(shown)
-    parts.append(
-        "## Repository files\n\n"
-        + "\n".join(shown)
-        + (f"\n... and {more} more" if more > 0 else "")
-    )
+    parts.append(files_part(files))
     parts.append("## Ids already taken\n\n" + ", ".join(ids))
     parts.append(SYNTAX.replace("TASK_SCOPE", ", ".join(task.scope) or "the repository"))
     if previous is not None:
-        problems = "\n".join(
-            f"- line {p.line}: {p.path}: {p.message}" if p.line else f"- {p.path}: {p.message}"
-            for p in previous.problems
-        )
-        parts.append(
-            "## Your previous answer was refused\n\n```markdown\n"
-            + previous.text
-            + "```\n\nProblems (lines counted in that answer):\n"
-            + problems
-            + "\n\nAnswer with all the slices, corrected."
-        )
+        parts.append(refused_part(previous, "answer", "Answer with all the slices, corrected."))
     return "\n\n".join(parts) + "\n"
 
 

@@ -25,7 +25,7 @@ from loopkit import git
 from loopkit.background import Background
 from loopkit.errors import BadInput, EnvironmentProblem, LoopkitError
 from loopkit.exitcodes import ExitCode
-from loopkit.files import atomic_write
+from loopkit.files import atomic_write, newest
 from loopkit.ratchet import journal, lock, memory, trees
 
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
@@ -1032,19 +1032,11 @@ def _rebuild(ctx: Context) -> dict[str, Any]:
 def _last_start(state: Path) -> tuple[str, Path | None, str]:
     """The task, run folder and checklist (the task's ``source.file``) of the last start
     document a loop kept (``_keep_start``)."""
-
-    best: tuple[int, Path] | None = None
-    for start in state.glob("runs/*/*/start.json"):
-        try:
-            at = start.stat().st_mtime_ns
-        except OSError:
-            continue
-        if best is None or at > best[0]:
-            best = (at, start)
-    if best is None:
+    start = newest(state.glob("runs/*/*/start.json"))
+    if start is None:
         return "", None, ""
     try:
-        doc = json.loads(best[1].read_text(encoding="utf-8"))
+        doc = json.loads(start.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return "", None, ""
     task, source = _doc_get(doc, "task", "id"), _doc_get(doc, "task", "source", "file")
@@ -1052,7 +1044,7 @@ def _last_start(state: Path) -> tuple[str, Path | None, str]:
         return "", None, ""
     return (
         task,
-        best[1].parent,
+        start.parent,
         source if isinstance(source, str) and Path(source).is_file() else "",
     )
 

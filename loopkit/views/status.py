@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from loopkit import git
 from loopkit.boundary import usage as wire_usage
 from loopkit.decision import ledger as ledgers
+from loopkit.files import newest
 from loopkit.text import clean, clip
 from loopkit.worker import providers
 from loopkit.worker.providers.base import detect
@@ -113,18 +114,6 @@ def lock(state: Path, root: Path | None = None) -> Lock | None:
     return {"pid": pid, "alive": pid > 0 and _pid_alive(pid)}
 
 
-def _newest(paths: list[Path]) -> Path | None:
-    best: tuple[float, Path] | None = None
-    for p in paths:
-        try:
-            m = p.stat().st_mtime
-        except OSError:
-            continue
-        if best is None or m > best[0]:
-            best = (m, p)
-    return best[1] if best else None
-
-
 def _stage(run_dir: Path) -> tuple[int, str | None, str | None, float | None]:
     """(round, the stage in progress, the last document written whole, when) for a run
     folder. A recipe opens a stage's document as the stage starts (empty until the
@@ -184,7 +173,7 @@ def gather(state: Path, *, now: float | None = None, root: Path | None = None) -
         "task": None,
     }
     runs = [p for p in (state / "runs").glob("*/*") if p.is_dir()]
-    run_dir = _newest(runs)
+    run_dir = newest(runs)
     if run_dir is None:
         return body
     round_, stage, last, at = _stage(run_dir)
@@ -193,7 +182,7 @@ def gather(state: Path, *, now: float | None = None, root: Path | None = None) -
     )
     task = run_dir.parent.name
     attempt_dirs = [p for p in (state / "artifacts").glob("*") if p.is_dir()]
-    current = _newest(attempt_dirs) if stage in ("admit", "invoke") else None
+    current = newest(attempt_dirs) if stage in ("admit", "invoke") else None
     actions: list[str] = []
     live: Spend = {}
     if current is not None:
