@@ -305,3 +305,29 @@ def test_the_queue_builds_only_on_a_tip_it_landed_or_verified(tmp_path: Path) ->
     assert p.git("rev-parse", "main").strip() == red  # nothing landed on it
     record = json.loads((p.root / ".git/loopkit/queue/untrusted.jsonl").read_text())
     assert record["tip"] == red and record["failed"] == ["sum"]
+
+
+def test_a_filter_driver_in_the_repositorys_config_never_runs_in_the_lander(
+    tmp_path: Path,
+) -> None:
+    # The queue's room is a worktree kept inside the git folder: the config it shares with
+    # the checkout defines filter drivers, and none may run in the lander's git calls
+    # (the room's sync, lk-verify's hashes there, the checkout brought along).
+    p = _project(tmp_path)
+    base = p.head()
+    _add(p, attempt(p, "set-a", base=base))
+    _add(p, attempt(p, "add-c", base=base))  # rebuilt on set-a: verified in the room
+    mark = tmp_path / "filter-ran"
+    script = tmp_path / "filter"
+    script.write_text(f'#!/bin/sh\necho "$@" >> {mark}\nexec cat\n')
+    script.chmod(0o755)
+    with open(p.root / ".git/config", "a") as f:
+        f.write(f'[filter "x"]\n\tclean = {script}\n\tsmudge = {script}\n')
+        f.write(f'[filter "p"]\n\tprocess = {script}\n\trequired = true\n')
+    (p.root / ".git/info").mkdir(exist_ok=True)
+    (p.root / ".git/info/attributes").write_text("*.txt filter=x\n*.md filter=p\n")
+    done = lk(p, "queue", "land")
+    assert done.returncode == 0, done.stderr
+    assert [e["verification"] for e in out(done)["landed"]] == ["entry", "ran"]
+    assert (p.root / "src/c.txt").read_text() == "c\n"  # the checkout brought along
+    assert not mark.exists(), f"a filter driver ran in the lander:\n{mark.read_text()}"
