@@ -34,8 +34,8 @@ class GitDirs:
 def _plain_start(path: str | os.PathLike[str]) -> str | None:
     """Where the walk up from ``path`` starts (its real path), or None when git's own
     rules decide: discovery variables set, or ``path`` inside a git folder -- unless
-    ``path`` has a ``.git`` of its own (a worktree kept in a git folder, as the merge
-    queue's room is): git looks for ``.git`` first at each level, so it stops there too."""
+    ``path`` has a ``.git`` of its own (a worktree kept in a git folder): git looks for
+    ``.git`` first at each level, so it stops there too."""
     if any(k in os.environ for k in DISCOVERY_ENV):
         return None
     try:

@@ -548,7 +548,8 @@ class Queue:
     def _run_verify(self, tree: str) -> dict[str, Any]:
         """lk-verify's run of ``tree`` in the repository's clean room, in the checks'
         sandbox (``stages.verify_tree``, in this process): the room synced to ``tree`` from
-        the object store, shown at this checkout's path, no file of the checkout read."""
+        the object store and shown at this checkout's path, the checkout's carried paths
+        (``verify.carry``) linked in read-only, as for an attempt."""
         from loopkit import stages  # the checks' code: for a landing that runs them alone
 
         try:

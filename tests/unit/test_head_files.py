@@ -90,7 +90,7 @@ def test_head_and_its_tree_read_from_files_are_what_git_says(git_repo: Path) -> 
 
 
 def test_a_worktree_kept_in_the_git_folder_is_found_as_git_finds_it(git_repo: Path) -> None:
-    # The merge queue's room is such a worktree: its own .git file stops git's walk there.
+    # A worktree kept inside the git folder: its own .git file stops git's walk there.
     room = git_repo / ".git" / "loopkit" / "queue" / "room"
     run_git(git_repo, "worktree", "add", "-q", "--detach", str(room), "HEAD")
     said = git.out(["rev-parse", "--absolute-git-dir", "--git-common-dir"], cwd=room)
