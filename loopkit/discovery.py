@@ -33,14 +33,18 @@ class GitDirs:
 
 def _plain_start(path: str | os.PathLike[str]) -> str | None:
     """Where the walk up from ``path`` starts (its real path), or None when git's own
-    rules decide: discovery variables set, or ``path`` inside a git folder."""
+    rules decide: discovery variables set, or ``path`` inside a git folder -- unless
+    ``path`` has a ``.git`` of its own (a worktree kept in a git folder): git looks for
+    ``.git`` first at each level, so it stops there too."""
     if any(k in os.environ for k in DISCOVERY_ENV):
         return None
     try:
         here = os.path.realpath(path)
     except OSError:
         return None
-    return None if ".git" in here.split(os.sep) else here
+    if ".git" in here.split(os.sep) and not os.path.lexists(os.path.join(here, ".git")):
+        return None
+    return here
 
 
 def find_dirs(path: str | os.PathLike[str]) -> GitDirs | None:

@@ -356,6 +356,41 @@ def verify(
     return 0 if result.passed else 1
 
 
+def verify_tree(root: Path, tree: str, *, contract_path: str) -> dict[str, Any]:
+    """The merge queue's verification of ``tree`` (``loopkit.ratchet.queue``, in the
+    lander's own process): lk-verify's clean room of the worktree at ``root`` synced to
+    ``tree`` from the object store, every criterion run there once in the checks' sandbox,
+    as for a piped attempt -- but with no base to be judged against and no proof asked
+    (the question is only whether ``tree`` is green). The section is kept beside its logs
+    (``verify.json``), as lk-verify keeps it; nothing is printed."""
+    env = {k: v for k, v in os.environ.items() if k != "LOOPKIT_STATE_DIR"}
+    ws = Workspace.open(contract_path=contract_path, cwd=root, environ=env, require_contract=True)
+    terms = ws.contract or {}
+    chosen = checks.select(terms["criteria"], ())
+    attempt = artifacts.assign_attempt_id({})
+    run = _Checks(ws, terms, chosen, only=(), fail_fast=False, doc=None, attempt=attempt)
+    proc.guard()  # nothing a check starts outlives it, nor this command
+    carried = cleanroom.carried(ws.root, terms)
+    result = checks.in_clean_room(
+        ws.root,
+        chosen,
+        index=ws.index,
+        head=None,
+        carry=[c.name for c in carried],
+        contract=terms,
+        state=ws.state,
+        reset=cleanroom.reset_dirs(ws.root),
+        log_dir=run.log_dir,
+        env=run.env,
+        tree=tree,
+        should_stop=run.cancelled,
+    )
+    result.body["carried"] = [{"path": c.name, "why": c.why} for c in carried]
+    atomic_write(run.log_dir / checks.RECORD_NAME, document.dumps(result.body))
+    # As lk-verify prints it with nothing piped: the section alone, with its attempt id.
+    return dict(document.attach(None, "verify", result.body, attempt_id=attempt))
+
+
 class _Checks:
     """One lk-verify's chosen checks and what every way of running them shares: the
     workspace, the contract, the log folder, the checks' environment."""

@@ -14,8 +14,9 @@ Output: one JSON line (schemas/queue.json): {"kind": "loopkit/queue", "version":
 add queues the attempt: its verified tree is kept as a commit on its base under
 refs/loopkit/queue/<entry>; the branch does not move. land (one lander at a time: a lock
 in the repository's git folder) takes every queued entry in order, rebuilds it on the
-branch's tip (git merge-tree), verifies exactly that tree with lk-verify (in its own
-worktree; a tree verified before is not run again) and moves the branch by
+branch's tip (git merge-tree), verifies exactly that tree as lk-verify does (in the
+clean room, the checks in their sandbox; a tree verified before is not run again) and
+moves the branch by
 compare-and-swap; with --tasks given to add, a commit marking the task done follows. A
 conflicting or red entry is returned to its task, never landed: the document under
 "returned" (decision retry, the failure as feedback) is the previous attempt its next

@@ -9,9 +9,11 @@ holding the queue's lock) takes the entries in order and, for each:
 1. rebuilds it on the branch's current tip: the entry's tree as it stands when the tip is
    its base, else a 3-way merge of the entry's commit onto the tip (``git merge-tree
    --write-tree``: plumbing, no work tree, no index);
-2. verifies exactly that tree with ``lk-verify`` in the queue's own worktree (the room) --
-   unless the tree was verified already: the entry's own verification when the merge gave
-   back its tree unchanged, or an earlier run's for the same tree and contract;
+2. verifies exactly that tree as ``lk-verify`` does for an attempt, in this process
+   (``stages.verify_tree``): the repository's clean room synced to it, every check in the
+   checks' sandbox -- unless the tree was verified already: the entry's own verification
+   when the merge gave back its tree unchanged, or an earlier run's for the same tree and
+   contract;
 3. moves the branch by compare-and-swap (``git update-ref BRANCH NEW TIP``): the verified
    commit, then, when the entry names a checklist, a commit marking its task done. A tip
    that moved meanwhile is not a failure: the entry is rebuilt on the new tip.
@@ -31,8 +33,8 @@ sandboxed worker): ``loopkit/queue/entries/<id>.json`` (the entries),
 ``docs/<id>.json`` (each entry's decided document), ``returned/<id>.json`` (the document
 a returned entry hands its task), ``verified/<tree>-<contract>.json`` (verifications by
 tree), ``lander.json`` (the journal), ``lander.flock`` and ``loop.lock`` (the lander's lock:
-the flock its process holds, the pid it names) and ``room/`` (the
-worktree the lander's checks run in).
+the flock its process holds, the pid it names). Landers before this one kept a worktree
+``room/`` there for their checks; none is made now.
 """
 
 from __future__ import annotations
@@ -41,8 +43,6 @@ import contextlib
 import fcntl
 import json
 import os
-import shutil
-import sys
 import time
 from pathlib import Path
 
@@ -252,7 +252,6 @@ class Queue:
         contract: Path,
         *,
         owner: int | None = None,
-        verify_argv: list[str] | None = None,
         wait: bool = False,
     ) -> dict[str, Any]:
         """Land every queued entry in order (see the module's docstring); returns what
@@ -266,7 +265,6 @@ class Queue:
         returned: list[dict[str, Any]] = []
         with self._lander(owner, wait=wait):
             self.contract, self.contract_sha = contract, contract_sha
-            self.verify_argv = verify_argv
             recovered = self._recover()
             if recovered is not None:
                 landed.append(recovered)
@@ -487,7 +485,7 @@ class Queue:
         # Verified afresh, never from the cache: what put the tip there could write it too.
         tree = self.out(["rev-parse", f"{tip}^{{tree}}"])
         self.say(f"{onto} is at {tip[:12]}, a commit the queue did not land: verifying it")
-        verify = self._run_verify(tree, tip)
+        verify = self._run_verify(tree)
         if verify.get("passed"):
             self.say(f"{onto}: {tip[:12]} (not landed by the queue) is green: landing on it")
             self._trust(onto, tip)
@@ -543,51 +541,24 @@ class Queue:
         if known and known.get("tree") == tree:
             return known, "cache"
         self.say(f"{entry['task']}: verifying {tree[:12]} (on top of {tip[:12]})")
-        verify = self._run_verify(tree, tip)
+        verify = self._run_verify(tree)
         self._write(cache, verify)
         return verify, "ran"
 
-    def room(self) -> Path:
-        return self.folder / "room"
+    def _run_verify(self, tree: str) -> dict[str, Any]:
+        """lk-verify's run of ``tree`` in the repository's clean room, in the checks'
+        sandbox (``stages.verify_tree``, in this process): the room synced to ``tree`` from
+        the object store and shown at this checkout's path, the checkout's carried paths
+        (``verify.carry``) linked in read-only, as for an attempt."""
+        from loopkit import stages  # the checks' code: for a landing that runs them alone
 
-    def _run_verify(self, tree: str, tip: str) -> dict[str, Any]:
-        room = self.room()
-        alive = (room / ".git").is_file() and git.git(
-            ["rev-parse", "--verify", "-q", "HEAD"], cwd=room, check=False
-        ).exit_code == 0
-        if not alive:  # never made, or half made by a lander that was stopped
-            self.ok(["worktree", "prune"])
-            if room.exists():
-                shutil.rmtree(room)
-            self.out(["worktree", "add", "-q", "--detach", str(room), tip])
-
-        git.git(["update-ref", "--no-deref", "HEAD", tip], cwd=room)
-        where = trees.Where(room, git.git_dirs(room).own, room / ".loopkit")
-        trees.sync_to(where, tree)
-        from loopkit import proc
-
-        argv = self.verify_argv or [
-            _python(),
-            "-c",
-            "import sys; from loopkit.cli.verify import main; sys.argv[0] = 'lk-verify'; "
-            "sys.exit(main())",
-        ]
-        env = {k: v for k, v in os.environ.items() if k != "LOOPKIT_STATE_DIR"}
-        done = proc.capture([*argv, "--contract", str(self.contract)], cwd=room, env=env)
-        lines = done.stdout.decode("utf-8", "replace").strip().splitlines()
         try:
-            verify = json.loads(lines[-1]) if lines else None
-        except ValueError:
-            verify = None
-        if done.exit_code not in (0, 1) or not isinstance(verify, dict):
-            err = done.stderr.decode("utf-8", "replace").strip().splitlines()
-            raise EnvironmentProblem(
-                f"lk-verify could not verify {tree[:12]} in {room} (exit {done.exit_code}): "
-                f"{err[-1] if err else 'no output'}"
-            )
+            verify = stages.verify_tree(self.root, tree, contract_path=str(self.contract))
+        except BadInput as e:  # the contract: lk-verify could not run (exit 4, as ever)
+            raise EnvironmentProblem(f"lk-verify could not verify {tree[:12]}: {e}") from None
         if verify.get("tree") != tree:
             raise EnvironmentProblem(
-                f"the queue's room {room} did not hold {tree[:12]} when it was verified "
+                f"the clean room did not hold {tree[:12]} when it was verified "
                 f"(it held {str(verify.get('tree'))[:12]})"
             )
         return verify
@@ -727,11 +698,6 @@ class Queue:
 def _subject(text: str) -> str:
     line = " ".join(str(text).split())
     return line if len(line) <= 60 else line[:57] + "..."
-
-
-def _python() -> str:
-
-    return sys.executable
 
 
 def _repo_path(root: Path, path: str) -> str:

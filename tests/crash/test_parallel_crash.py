@@ -17,8 +17,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.longest]
 
 CASES = [
     ("kill9", "merge-tree", True),  # the second entry's merged tree built
-    ("kill9", "checkout-index", True),  # the lander verifying it in its room
-    ("term", "checkout-index", False),  # a CI runner's cancel there
+    # The lander verifying it: its clean room's HEAD read (the lander's call alone), the
+    # room not yet synced.
+    ("kill9", "rev-parse --verify -q HEAD", True),
+    ("term", "rev-parse --verify -q HEAD", False),  # a CI runner's cancel there
     ("kill9", "update-ref -m loopkit: land 000001", True),  # the branch moved, not the checkout
     ("int", "refs/loopkit/queue/000001", True),  # queued, not landed
     ("roref", "update-ref -m loopkit: land 000001", False),  # the branch cannot move

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from loopkit.boundary import sandbox
 from tests.helpers.queue import attempt, doc, lk, out
 from tests.helpers.recipes import make_project, recipe_env, write_worker
 
@@ -40,12 +41,12 @@ TASKS = "- [ ] do set-a {#set-a}\n- [ ] do set-b {#set-b}\n- [ ] do add-c {#add-
 
 
 def _project(tmp_path: Path, **kw: object):
+    kw.setdefault("checks", [SUM])
     return make_project(
         tmp_path,
         WORKER,
         files={"src/a.txt": "1\n", "src/b.txt": "1\n"},
         tasks=TASKS,
-        checks=[SUM],
         **kw,  # type: ignore[arg-type]
     )
 
@@ -136,8 +137,10 @@ def test_the_branch_moving_under_the_lander_is_rebuilt_never_overwritten(tmp_pat
     # A check that, the first time it runs, lands a commit of its own on main (another
     # lander, a person's push): the compare-and-swap must fail and the entry be rebuilt.
     mover = tmp_path / "move-once"
+    # Without a sandbox the check reaches the repository's git folder by its path (its own
+    # folder is the clean room's).
     move = (
-        f"if [ -f {mover} ]; then rm {mover}; r=$(git rev-parse --git-common-dir); "
+        f"if [ -f {mover} ]; then rm {mover}; r={tmp_path / 'repo' / '.git'}; "
         'c=$(git --git-dir="$r" commit-tree "$(git --git-dir="$r" rev-parse main^{tree})" '
         '-p main -m sneaked); git --git-dir="$r" update-ref refs/heads/main "$c"; fi; true'
     )
@@ -305,3 +308,58 @@ def test_the_queue_builds_only_on_a_tip_it_landed_or_verified(tmp_path: Path) ->
     assert p.git("rev-parse", "main").strip() == red  # nothing landed on it
     record = json.loads((p.root / ".git/loopkit/queue/untrusted.jsonl").read_text())
     assert record["tip"] == red and record["failed"] == ["sum"]
+
+
+def test_a_filter_driver_in_the_repositorys_config_never_runs_in_the_lander(
+    tmp_path: Path,
+) -> None:
+    # The queue's room is a worktree kept inside the git folder: the config it shares with
+    # the checkout defines filter drivers, and none may run in the lander's git calls
+    # (the room's sync, lk-verify's hashes there, the checkout brought along).
+    p = _project(tmp_path)
+    base = p.head()
+    _add(p, attempt(p, "set-a", base=base))
+    _add(p, attempt(p, "add-c", base=base))  # rebuilt on set-a: verified in the room
+    mark = tmp_path / "filter-ran"
+    script = tmp_path / "filter"
+    script.write_text(f'#!/bin/sh\necho "$@" >> {mark}\nexec cat\n')
+    script.chmod(0o755)
+    with open(p.root / ".git/config", "a") as f:
+        f.write(f'[filter "x"]\n\tclean = {script}\n\tsmudge = {script}\n')
+        f.write(f'[filter "p"]\n\tprocess = {script}\n\trequired = true\n')
+    (p.root / ".git/info").mkdir(exist_ok=True)
+    (p.root / ".git/info/attributes").write_text("*.txt filter=x\n*.md filter=p\n")
+    done = lk(p, "queue", "land")
+    assert done.returncode == 0, done.stderr
+    assert [e["verification"] for e in out(done)["landed"]] == ["entry", "ran"]
+    assert (p.root / "src/c.txt").read_text() == "c\n"  # the checkout brought along
+    assert not mark.exists(), f"a filter driver ran in the lander:\n{mark.read_text()}"
+
+
+def test_the_landers_checks_run_in_the_checks_sandbox(tmp_path: Path) -> None:
+    # The checks run the worker's code: on the tip, as in its attempt, they run in the
+    # clean room inside the checks' sandbox -- nothing outside it written, not the
+    # repository's checkout nor its git folder (the record of trusted tips, the branch).
+    available, reason = sandbox.probe()
+    if not available:
+        pytest.skip(f"no sandbox: {reason}")
+    outside = tmp_path / "escaped"
+    real = tmp_path / "repo"
+    escape = (
+        f"echo escaped >> {outside}; echo escaped >> {real}/src/escaped.txt; "
+        f"git --git-dir={real}/.git update-ref refs/loopkit/trusted/main HEAD; true"
+    )
+    p = _project(tmp_path, checks=[SUM, {"name": "escape", "run": escape, "timeout": 30}])
+    base = p.head()
+    _add(p, attempt(p, "set-a", base=base))
+    _add(p, attempt(p, "add-c", base=base))  # rebuilt on set-a: its checks run by the lander
+    assert not outside.exists()  # the attempts' own checks ran in their sandbox
+    done = lk(p, "queue", "land")
+    assert done.returncode == 0, done.stderr
+    assert [e["verification"] for e in out(done)["landed"]] == ["entry", "ran"]
+    assert not outside.exists(), "a check the lander ran wrote outside its sandbox"
+    assert not (real / "src/escaped.txt").exists()
+    assert p.git("rev-parse", "refs/loopkit/trusted/main") == p.git("rev-parse", "main")
+    (record,) = (real / ".git/loopkit/queue/verified").iterdir()
+    verify = json.loads(record.read_text())
+    assert verify["clean_room"] is True and verify["sandbox"]["used"] is True

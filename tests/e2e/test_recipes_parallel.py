@@ -87,7 +87,7 @@ def test_three_slices_at_once_each_landed_verified_on_the_tip(tmp_path: Path) ->
         assert a + b <= 3, commit
     assert p.git("status", "--porcelain", "--untracked-files=no") == ""
     # Every worktree is gone, each after its work was saved under a ref.
-    assert len(p.git("worktree", "list").splitlines()) == 2  # the checkout and the lander's room
+    assert len(p.git("worktree", "list").splitlines()) == 1  # the checkout alone
     assert list((tmp_path / "wts").iterdir()) == []
 
 

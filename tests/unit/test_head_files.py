@@ -87,3 +87,17 @@ def test_head_and_its_tree_read_from_files_are_what_git_says(git_repo: Path) -> 
     run_git(git_repo, "tag", "-a", "-m", "t", "v1")
     tag = run_git(git_repo, "rev-parse", "v1").strip()
     assert discovery.tree_from_files(common, tag) is None  # not a commit: git peels it
+
+
+def test_a_worktree_kept_in_the_git_folder_is_found_as_git_finds_it(git_repo: Path) -> None:
+    # A worktree kept inside the git folder: its own .git file stops git's walk there.
+    room = git_repo / ".git" / "loopkit" / "queue" / "room"
+    run_git(git_repo, "worktree", "add", "-q", "--detach", str(room), "HEAD")
+    said = git.out(["rev-parse", "--absolute-git-dir", "--git-common-dir"], cwd=room)
+    own, common = said.splitlines()
+    found = discovery.find_dirs(room)
+    assert found is not None
+    assert (found.own, found.common) == (Path(own).resolve(), (room / common).resolve())
+    # A folder inside the git folder with no .git of its own: git's rules decide.
+    assert discovery.find_dirs(git_repo / ".git" / "loopkit") is None
+    assert discovery.find_dirs(git_repo / ".git" / "refs") is None
