@@ -41,7 +41,11 @@ from loopkit.exitcodes import ExitCode
 
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
 if TYPE_CHECKING:
+    from typing import TypeVar
+
     from loopkit import proc  # loaded by the first git call: finding a repository runs none
+
+    _T = TypeVar("_T")
 
 #: Keep git from reading a user's pager, editor or locale into our parsing, and from
 #: reading objects through ``refs/replace/`` (a worker could otherwise make the base
@@ -676,11 +680,13 @@ def add_note(root: Path, ref: str, commit: str, blob: str) -> bool:
     writes them. False, nothing moved, where git would do more or otherwise: a store or
     ref store that is not the plain one, notes that are not one flat tree of loose
     objects (git fans a tree out as it grows), an identity from git's guesses, the ref
-    moved meanwhile. Then ask git."""
+    moved meanwhile, an encoding configured (git names it in the commit). Then ask git."""
     dirs = find_dirs(root)
     if dirs is None or not _plain_store(dirs) or _reflogs(dirs) != "":
         return False
     if not (is_object_id(commit) and is_object_id(blob) and len(commit) == 40):
+        return False
+    if config_value(root, "i18n.commitencoding"):
         return False
     old = ref_from_files(dirs.common, ref)
     notes: dict[bytes, bytes] = {}
@@ -1393,6 +1399,29 @@ def index_stamp(path: str | os.PathLike[str]) -> tuple[int, int, int] | None:
     except OSError:
         return None
     return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def unmoved(root: str | os.PathLike[str], read: Callable[[], _T], *, wait: float = 10.0) -> _T:
+    """``read()`` of the checkout at ``root`` (its files, its index) with no git process
+    moving it meanwhile -- a lander's checkout of what it landed, a person's ``git
+    checkout``. git writes a checkout's files under its index's lock and the index anew at
+    the end, so a read that began and ended with no lock there and the same index saw one
+    state; else it is read again. A lock held past ``wait`` seconds (one a killed git left)
+    and the read is taken as it comes, as it is outside a repository."""
+    dirs = find_dirs(root)
+    if dirs is None:
+        return read()
+    index = dirs.own / "index"
+    lock = dirs.own / "index.lock"
+    deadline = time.monotonic() + wait
+    while True:
+        late = time.monotonic() > deadline
+        before = index_stamp(index)
+        if late or not lock.exists():
+            got = read()
+            if late or (not lock.exists() and index_stamp(index) == before):
+                return got
+        time.sleep(0.02)
 
 
 class TreeWatch:
@@ -2121,6 +2150,11 @@ def sync_worktree(
         clean_worktree(path)
     if held == tree:
         return
+    if held is not None and held_listing is not None:
+        try:
+            listing_after(path, held, held_listing, tree)
+        except GitError:  # the store lost ``held`` (a repository put back at this path, a
+            held = held_listing = None  # prune): every file is checked against the index
     if (
         _attributes_change(path, tree)
         if held is None or held_listing is None

@@ -356,7 +356,7 @@ def verify(
     return 0 if result.passed else 1
 
 
-def verify_tree(root: Path, tree: str, *, contract_path: str) -> dict[str, Any]:
+def verify_tree(root: Path, tree: str, contract_path: str) -> dict[str, Any]:
     """The merge queue's verification of ``tree`` (``loopkit.ratchet.queue``, in the
     lander's own process): lk-verify's clean room of the worktree at ``root`` synced to
     ``tree`` from the object store, every criterion run there once in the checks' sandbox,

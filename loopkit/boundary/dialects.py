@@ -9,9 +9,10 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from loopkit.values import record
 
 #: The dialects the meter speaks: where the real key goes, how a refusal looks.
 DIALECTS = ("anthropic", "openai", "gemini")
@@ -62,7 +63,7 @@ ENDPOINTS: dict[str, tuple[tuple[str, re.Pattern[str]], ...]] = {
 }
 
 
-@dataclass(eq=False)
+@record
 class Api:
     """Where a provider's CLI finds its model API: the variables that hold the key (the
     first set one is used), the variable that holds the base URL, the dialect, and the
@@ -83,7 +84,10 @@ class Api:
 
     def with_keys(self, *more: str) -> Api:
         """This API, its key also looked for in ``more`` (a CLI's own variable names)."""
-        return replace(self, key_vars=(*self.key_vars, *more))
+        more_keys = (*self.key_vars, *more)
+        return Api(
+            self.dialect, more_keys, self.base_url_var, self.default_upstream, self.bearer_vars
+        )
 
     @property
     def vendor_domain(self) -> str:
@@ -92,7 +96,7 @@ class Api:
         return ".".join(host.split(".")[-2:])
 
 
-@dataclass(eq=False)
+@record
 class Upstream:
     """The real endpoint and key one run's meter forwards to (found outside the sandbox)."""
 

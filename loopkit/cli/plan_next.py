@@ -14,7 +14,7 @@ from loopkit.document import emit, new_attempt
 from loopkit.errors import BadInput
 from loopkit.plan.checking import check
 from loopkit.plan.expanding import folders_of, prepare
-from loopkit.plan.parsing import parse, read_bytes
+from loopkit.plan.parsing import Plan, parse, read_bytes
 from loopkit.plan.readiness import blocked_by, effective_status, is_ready, ready_tasks, summary
 from loopkit.plan.reopening import reopen
 from loopkit.workspace import resolve_contract
@@ -56,9 +56,17 @@ def next_cmd(
             "--contract", "no contract: pass --contract FILE, or add loop.yaml to this folder"
         )
     contract = resolved.contract
-    raw = read_bytes(tasks_file)
-    parsed = parse(raw, source=tasks_file)
-    tree = prepare(parsed, tasks_file)
+
+    def read() -> tuple[Plan, set[str] | None]:
+        parsed = parse(read_bytes(tasks_file), source=tasks_file)
+        return parsed, prepare(parsed, tasks_file)
+
+    # TASKS.md and the files it names read as one checkout: a lander moving it to what it
+    # landed (the task marked done, its new file there) is waited out, never read halfway.
+    if tasks_file in ("-", "<stdin>"):
+        parsed, tree = read()
+    else:
+        parsed, tree = git.unmoved(Path(tasks_file).resolve().parent, read)
     problems = check(parsed, contract=contract, tree=tree, is_folder=folders_of(tasks_file))
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""

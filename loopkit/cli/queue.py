@@ -131,7 +131,9 @@ def land(contract_path: str | None, wait: bool = False) -> int:
     contract = Path(contract_path) if contract_path else q.root / "loop.yaml"
     if not contract.is_file():
         raise EnvironmentProblem(f"{contract}: no such contract (pass --contract FILE)")
-    result = q.land(contract.resolve(), wait=wait)
+    from loopkit.stages import verify_tree  # the checks' code: only a landing runs them
+
+    result = q.land(contract.resolve(), verify=verify_tree, wait=wait)
     _emit({"step": "land", **result})
     return 1 if result["returned"] else 0
 

@@ -59,6 +59,10 @@ if TYPE_CHECKING:
 
     from loopkit.sections import QueueEntry
 
+    #: lk-verify's run of a tree in the clean room: (checkout, tree, contract path) to
+    #: the verify section.
+    Verifier = Callable[[Path, str, str], dict[str, Any]]
+
 REFS = "refs/loopkit/queue/"
 #: Per branch, the last tip the lander trusts: one it landed, or one it verified green.
 TRUSTED = "refs/loopkit/trusted/"
@@ -251,11 +255,14 @@ class Queue:
         self,
         contract: Path,
         *,
+        verify: Verifier,
         owner: int | None = None,
         wait: bool = False,
     ) -> dict[str, Any]:
         """Land every queued entry in order (see the module's docstring); returns what
-        landed and what was returned. Refused (exit 4) while another lander runs."""
+        landed and what was returned. Refused (exit 4) while another lander runs.
+        ``verify`` is lk-verify's run of a tree (``stages.verify_tree``, handed down by
+        the command so this layer does not reach up to the stages)."""
 
         try:
             contract_sha = digest.sha256(contract.read_bytes()).hexdigest()
@@ -264,7 +271,7 @@ class Queue:
         landed: list[dict[str, Any]] = []
         returned: list[dict[str, Any]] = []
         with self._lander(owner, wait=wait):
-            self.contract, self.contract_sha = contract, contract_sha
+            self.contract, self.contract_sha, self.verify = contract, contract_sha, verify
             recovered = self._recover()
             if recovered is not None:
                 landed.append(recovered)
@@ -550,10 +557,8 @@ class Queue:
         sandbox (``stages.verify_tree``, in this process): the room synced to ``tree`` from
         the object store and shown at this checkout's path, the checkout's carried paths
         (``verify.carry``) linked in read-only, as for an attempt."""
-        from loopkit import stages  # the checks' code: for a landing that runs them alone
-
         try:
-            verify = stages.verify_tree(self.root, tree, contract_path=str(self.contract))
+            verify = self.verify(self.root, tree, str(self.contract))
         except BadInput as e:  # the contract: lk-verify could not run (exit 4, as ever)
             raise EnvironmentProblem(f"lk-verify could not verify {tree[:12]}: {e}") from None
         if verify.get("tree") != tree:

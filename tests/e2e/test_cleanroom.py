@@ -104,6 +104,30 @@ def test_a_mark_that_does_not_hold_is_not_taken(project: Path, tmp_path: Path, f
     assert (room / "check.py").read_text() == CHECK_PY
 
 
+def test_a_room_settled_on_a_tree_the_store_lost_checks_every_file(
+    project: Path, tmp_path: Path
+) -> None:
+    # The repository put back at the same path (a backup restored, a fresh clone, a prune):
+    # the room's mark names a tree its store no longer has. The sync checks every file
+    # instead of asking git for a difference it cannot give (the naive sync stops there).
+    import shutil
+
+    first = _verify(project, tmp_path)
+    room = cleanroom.home_of(project)
+    assert (room / ".git" / cleanroom.SETTLED).read_text().split()[0] == first["tree"]
+    shutil.rmtree(project / ".git")
+    git.git(["init", "-q"], cwd=project)
+    (project / "value.txt").write_text("good\n")
+    (project / "pkg" / "m3.py").unlink()
+    git.git(["add", "-A"], cwd=project)
+    git.git(["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "again"], cwd=project)
+    assert git.git(["cat-file", "-e", first["tree"]], cwd=project, check=False).exit_code != 0
+    body = _verify(project, tmp_path)
+    assert body["passed"] is True, body
+    assert body["tree"] == git.tree_hash(project) == _room_tree(room)
+    assert not (room / "pkg" / "m3.py").exists()
+
+
 def _lock_is_free(root: Path) -> bool:
     """Whether another holder could take the clean room now (a second flock, not waiting)."""
     import fcntl

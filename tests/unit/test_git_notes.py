@@ -2,7 +2,7 @@
 same notes tree, a commit on the ref's last one, the ref moved under its lock with
 git's reflog line; git reads it, adds after it, and ``fsck --strict`` is clean. Where
 git would do more (notes packed away, a fanned-out notes tree, the ref moved, a reflog
-for every ref) git is asked instead."""
+for every ref, a commit encoding) git is asked instead."""
 
 from __future__ import annotations
 
@@ -65,7 +65,9 @@ def test_a_note_added_without_git_is_the_note_git_adds(git_repo: Path, tmp_path:
     run_git(git_repo, "fsck", "--strict")
 
 
-@pytest.mark.parametrize("case", ["packed", "fanned out", "reflog always", "first note"])
+@pytest.mark.parametrize(
+    "case", ["packed", "fanned out", "reflog always", "an encoding", "first note"]
+)
 def test_where_git_would_do_more_it_is_asked(git_repo: Path, case: str) -> None:
     a, b = _commits(git_repo, 2)
     blob = _blob(git_repo, "statement\n")
@@ -82,6 +84,8 @@ def test_where_git_would_do_more_it_is_asked(git_repo: Path, case: str) -> None:
         tree = git.out(["mktree"], cwd=git_repo, input=f"040000 tree {inner}\t{a[:2]}\n".encode())
         commit = git.out(["commit-tree", tree, "-m", "fanned"], cwd=git_repo)
         run_git(git_repo, "update-ref", REF, commit)
+    elif case == "an encoding":  # git names it in the notes commit it writes
+        run_git(git_repo, "config", "i18n.commitEncoding", "ISO-8859-1")
     else:
         run_git(git_repo, "config", "core.logAllRefUpdates", "always")
     before = run_git(git_repo, "rev-parse", REF)
