@@ -21,7 +21,7 @@ import stat
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from loopkit.discovery import (
@@ -677,10 +677,11 @@ def add_note(root: Path, ref: str, commit: str, blob: str) -> bool:
     """``git notes --ref REF add -f -C BLOB COMMIT`` done by loopkit itself: the notes tree
     with ``commit``'s note set, a commit of it on the ref's last, the ref moved under its
     lock from the value read (its reflog line as git writes it) -- the objects as git
-    writes them. False, nothing moved, where git would do more or otherwise: a store or
-    ref store that is not the plain one, notes that are not one flat tree of loose
-    objects (git fans a tree out as it grows), an identity from git's guesses, the ref
-    moved meanwhile, an encoding configured (git names it in the commit). Then ask git."""
+    writes them, fanned out as git fans them (``_notes_tree``). False, nothing moved,
+    where git would do more or otherwise: a store or ref store that is not the plain one,
+    notes git would fan out deeper than one level of folders or that are not loose here,
+    an identity from git's guesses, the ref moved meanwhile, an encoding configured (git
+    names it in the commit). Then ask git."""
     dirs = find_dirs(root)
     if dirs is None or not _plain_store(dirs) or _reflogs(dirs) != "":
         return False
@@ -689,34 +690,23 @@ def add_note(root: Path, ref: str, commit: str, blob: str) -> bool:
     if config_value(root, "i18n.commitencoding"):
         return False
     old = ref_from_files(dirs.common, ref)
-    notes: dict[bytes, bytes] = {}
     if old is None:
         return False
+    top: dict[bytes, tuple[bytes, bytes]] = {}  # name -> (mode, id) of the notes tree's top
     if old != "absent":
         last = loose_object(dirs.common, old)
         if last is None or last[0] != b"commit" or not last[1].startswith(b"tree "):
             return False
-        tree = loose_object(dirs.common, last[1][5:45].decode("ascii", "replace"))
-        if tree is None or tree[0] != b"tree":
+        listed = _tree_entries(dirs, last[1][5:45].decode("ascii", "replace"))
+        if listed is None:
             return False
-        body, at = tree[1], 0
-        while at < len(body):
-            end = body.index(b"\0", at)
-            mode, _, name = body[at:end].partition(b" ")
-            if mode != b"100644" or len(name) != 40 or name.strip(b"0123456789abcdef"):
-                return False  # a folder of a fanned-out tree, or not a note
-            notes[name] = body[end + 1 : end + 21]
-            at = end + 21
-    notes[commit.encode()] = bytes.fromhex(blob)
-    tree_id = _write_loose(
-        dirs,
-        b"tree",
-        b"".join(b"100644 %s\0%s" % (k, notes[k]) for k in sorted(notes)),
-        durable=True,
-    )
+        top = listed
     when = int(time.time())
     author, committer = _ident(root, "author", when), _ident(root, "committer", when)
     if author is None or committer is None:
+        return False
+    tree_id = _notes_tree(dirs, top, commit.encode(), bytes.fromhex(blob))
+    if tree_id is None:
         return False
     parent = b"" if old == "absent" else b"parent %s\n" % old.encode()
     body = b"tree %s\n%sauthor %s\ncommitter %s\n\n%s\n" % (
@@ -730,6 +720,86 @@ def add_note(root: Path, ref: str, commit: str, blob: str) -> bool:
     was = "0" * 40 if old == "absent" else old
     log = b"%s %s %s\tnotes: %s\n" % (was.encode(), new.encode(), committer, _NOTE_MESSAGE)
     return _moved_ref(dirs.common, ref, new, old, log)
+
+
+_HEX = b"0123456789abcdef"
+
+
+def _tree_entries(dirs: GitDirs, tree: str) -> dict[bytes, tuple[bytes, bytes]] | None:
+    """A loose tree's entries, name -> (mode, raw id); None when it is not one here."""
+    found = loose_object(dirs.common, tree)
+    if found is None or found[0] != b"tree":
+        return None
+    body, at, entries = found[1], 0, {}
+    while at < len(body):
+        end = body.index(b"\0", at)
+        mode, _, name = body[at:end].partition(b" ")
+        entries[name] = (mode, body[end + 1 : end + 21])
+        at = end + 21
+    return entries
+
+
+def _spread(names: Iterable[bytes], digit: int) -> bool:
+    """Whether every one of the 16 hex digits at ``digit`` starts at least two of
+    ``names``: git's sign (notes.c ``determine_fanout``) that a level of its notes tree
+    is full enough to be written as a level of folders."""
+    seen: dict[int, int] = {}
+    for name in names:
+        seen[name[digit]] = seen.get(name[digit], 0) + 1
+    return len(seen) == 16 and min(seen.values()) >= 2
+
+
+def _notes_tree(
+    dirs: GitDirs, top: dict[bytes, tuple[bytes, bytes]], key: bytes, note: bytes
+) -> str | None:
+    """The notes tree git writes once ``key``'s note is ``note``, from the last one's top
+    entries -- flat (every note named by its commit) or one level of folders named by a
+    commit's first two digits, as git chooses: folders once every first digit starts two
+    notes, a second level (which is then git's to write) once a folder's every third
+    digit does. None where the notes are not one of those two shapes of loose trees."""
+
+    def is_note(name: bytes, mode: bytes, width: int) -> bool:
+        return mode == b"100644" and len(name) == width and not name.strip(_HEX)
+
+    flat = all(is_note(n, m, 40) for n, (m, _) in top.items())
+    if flat:
+        notes = {n: i for n, (_, i) in top.items()}
+        notes[key] = note
+        if not _spread(notes, 0):
+            return _write_tree_of(dirs, {n: (b"100644", i) for n, i in notes.items()})
+        folders: dict[bytes, dict[bytes, bytes]] = {}
+        for name, oid in notes.items():  # fanned out now, as git fans them
+            folders.setdefault(name[:2], {})[name[2:]] = oid
+    else:
+        if not all(
+            m == b"40000" and len(n) == 2 and not n.strip(_HEX) for n, (m, _) in top.items()
+        ):
+            return None
+        if len({n[:1] for n in top}) < 16:
+            return None  # a folder level git would fold back: git's to write
+        folder = top.get(key[:2])
+        inner: dict[bytes, bytes] = {}
+        if folder is not None:
+            listed = _tree_entries(dirs, folder[1].hex())
+            if listed is None or not all(is_note(n, m, 38) for n, (m, _) in listed.items()):
+                return None
+            inner = {n: i for n, (_, i) in listed.items()}
+        inner[key[2:]] = note
+        folders = {key[:2]: inner}
+    written = dict(top) if not flat else {}
+    for prefix, inner in folders.items():
+        if len(inner) > 1 and _spread(inner, 0):
+            return None  # git would fan this folder out once more
+        made = _write_tree_of(dirs, {n: (b"100644", i) for n, i in inner.items()})
+        written[prefix] = (b"40000", bytes.fromhex(made))
+    return _write_tree_of(dirs, written)
+
+
+def _write_tree_of(dirs: GitDirs, entries: dict[bytes, tuple[bytes, bytes]]) -> str:
+    """A tree of ``entries`` (name -> mode, raw id; files and folders whose names sort
+    alike) written as a loose object, flushed."""
+    body = b"".join(b"%s %s\0%s" % (entries[n][0], n, entries[n][1]) for n in sorted(entries))
+    return _write_loose(dirs, b"tree", body, durable=True)
 
 
 #: Bytes git trims from the ends of a name or an e-mail address (``crud`` in its ident.c).

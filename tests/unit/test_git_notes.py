@@ -91,3 +91,33 @@ def test_where_git_would_do_more_it_is_asked(git_repo: Path, case: str) -> None:
     before = run_git(git_repo, "rev-parse", REF)
     assert not git.add_note(git_repo, REF, b, blob)
     assert run_git(git_repo, "rev-parse", REF) == before
+
+
+def test_notes_fan_out_into_folders_as_git_fans_them(git_repo: Path, tmp_path: Path) -> None:
+    # git writes its notes flat until every first hex digit starts two notes, then in
+    # folders named by a commit's first two digits: step by step, the tree loopkit writes
+    # is the tree git writes for the same notes, through the change of shape and after.
+    twin = tmp_path / "twin"
+    shutil.copytree(git_repo, twin, symlinks=True)
+    note = _blob(git_repo, "statement\n")
+    _blob(twin, "statement\n")
+    names = "\n".join(f"o{i}" for i in range(240))
+    for repo in (git_repo, twin):
+        for i in range(240):
+            (repo / f"o{i}").write_text(f"object {i}\n")
+    objects = git.out(["hash-object", "-w", "--stdin-paths"], cwd=git_repo, input=names.encode())
+    git.out(["hash-object", "-w", "--stdin-paths"], cwd=twin, input=names.encode())
+    shapes = set()
+    for i, obj in enumerate(objects.split()):
+        assert git.add_note(git_repo, REF, obj, note), f"note {i} went to git"
+        run_git(twin, "notes", "--ref", REF, "add", "-f", "-C", note, obj)
+        ours, theirs = (
+            run_git(r, "rev-parse", f"{REF}^{{tree}}").strip() for r in (git_repo, twin)
+        )
+        assert ours == theirs, f"note {i}: the notes tree is not git's"
+        top = run_git(git_repo, "ls-tree", f"{REF}^{{tree}}").split("\n", 1)[0]
+        shapes.add(top.split()[1])
+    assert shapes == {"blob", "tree"}  # flat first, in folders since
+    run_git(git_repo, "fsck", "--strict")
+    listed = run_git(git_repo, "notes", "--ref", REF, "list").split()
+    assert len(listed) == 2 * 240
