@@ -10,6 +10,7 @@ loading, and is used.
 from __future__ import annotations
 
 import os
+import stat
 
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
 if TYPE_CHECKING:
@@ -66,4 +67,30 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
         h = sha256(size=os.fstat(f.fileno()).st_size)
         while block := f.read(1 << 20):
             h.update(block)
+    return h.hexdigest()
+
+
+def file_digest(path: str | os.PathLike[str]) -> str:
+    """sha256 of a file's kind, executable bit and content (of a symlink: where it points),
+    as hex; ``absent`` when there is none, ``unreadable: WHY`` when it cannot be read."""
+
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return "absent"
+    except OSError as e:
+        return f"unreadable: {e.strerror}"
+    h = sha256(size=st.st_size)
+    if stat.S_ISLNK(st.st_mode):
+        h.update(b"link\0" + os.fsencode(os.readlink(path)))
+    elif stat.S_ISREG(st.st_mode):
+        h.update(b"file x\0" if st.st_mode & 0o111 else b"file -\0")
+        try:
+            with open(path, "rb") as f:
+                while block := f.read(1 << 20):
+                    h.update(block)
+        except OSError as e:
+            return f"unreadable: {e.strerror}"
+    else:
+        h.update(f"special {stat.S_IFMT(st.st_mode)}".encode())
     return h.hexdigest()

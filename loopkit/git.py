@@ -6,8 +6,9 @@ Every call runs with the configuration a worker could have written made harmless
 ``neutral_settings``): no hook, no fsmonitor, no untracked cache, no replace objects, no
 clean/smudge/process filter that the repository's own config defines, no external diff
 or textconv. A worker with a shell can write ``.git/config``; nothing it writes there runs
-inside loopkit's own git calls. ``control_state`` is the other half: what lk-invoke records
-of ``.git`` before the worker starts, so that lk-diff can tell what the worker changed.
+inside loopkit's own git calls. ``loopkit.control`` is the other half: what lk-invoke
+records of ``.git`` before the worker starts, so that lk-diff can tell what the worker
+changed.
 """
 
 from __future__ import annotations
@@ -17,22 +18,19 @@ import hashlib
 import os
 import posixpath
 import re
-import stat
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+from loopkit.digest import file_digest
 from loopkit.discovery import (
     DISCOVERY_ENV,
     GitDirs,
     discover,
     find_dirs,
     head_from_files,
-    loose_object,
-    packed_refs,
-    ref_from_files,
 )
 from loopkit.discovery import Located as Located  # the answer of ``locate``
 from loopkit.discovery import is_object_id as is_object_id  # one rule for an id
@@ -503,7 +501,7 @@ def _loose_sizes(
     each file's header (``<type> <size>\\0``, what ``cat-file --batch-check`` reads of
     it too); the others are left to git."""
     dirs = find_dirs(root)
-    if dirs is None or not _plain_store(dirs, env):
+    if dirs is None or not plain_store(dirs, env):
         return {}
     sizes: dict[str, int] = {}
     for oid in ids:
@@ -521,9 +519,9 @@ def _loose_sizes(
     return sizes
 
 
-def _plain_store(dirs: GitDirs, env: Mapping[str, str] | None = None) -> bool:
+def plain_store(dirs: GitDirs, env: Mapping[str, str] | None = None) -> bool:
     """Is the object store the plain one: SHA-1, not shared, no object directory from the
-    environment (``write_blob``, ``object_sizes``)?"""
+    environment (``gitstore.write_blob``, ``object_sizes``)?"""
     if any(k in os.environ or k in (env or {}) for k in ("GIT_OBJECT_DIRECTORY", *DISCOVERY_ENV)):
         return False
     try:
@@ -554,471 +552,28 @@ FSYNC = ("-c", "core.fsync=loose-object,reference", "-c", "core.fsyncMethod=fsyn
 _STORE_WORDS = (b"objectformat", b"sharedrepository", b"include", b"compressionlevel")
 
 
-def write_blob(
-    root: str | os.PathLike[str],
-    data: bytes,
-    *,
-    durable: bool = False,
-    dirs: GitDirs | None = None,
-) -> str:
-    """``data`` as a blob in the repository's objects, and its id -- written as git writes
-    a loose object (compressed beside its place, then renamed in; ``durable``: flushed to
-    disk, the file and its folder) without starting git, where the store is the plain one
-    (SHA-1, not shared, no object directory from the environment); else by ``git
-    hash-object -w``. An object already there is left as it is (its content is its name).
-    ``dirs``: the git folders, when ``root`` is a git folder rather than a work tree."""
-    dirs = dirs or find_dirs(root)
-    if dirs is None or not _plain_store(dirs) or not (dirs.common / "objects").is_dir():
-        flags = list(FSYNC) if durable else []
-        return out([*flags, "hash-object", "-w", "--stdin"], cwd=root, input=data).strip()
-    return _write_loose(dirs, b"blob", data, durable=durable)
-
-
-def _write_loose(dirs: GitDirs, kind: bytes, data: bytes, *, durable: bool) -> str:
-    body = b"%s %d\0" % (kind, len(data)) + data
-    oid = hashlib.sha1(body).hexdigest()
-    path = dirs.common / "objects" / oid[:2] / oid[2:]
-    if not path.exists():
-        from loopkit.files import atomic_write  # not at import: lk-plan next never writes
-
-        atomic_write(path, zlib.compress(body), sync=durable, mode=0o444)
-    return oid
-
-
-#: Words in a config file that make a ref's write more than a file's (``write_own_ref``).
-_REF_WORDS = (b"refstorage", b"include", b"precomposeunicode")
-#: ``core.logAllRefUpdates`` as every non-bare repository has it: no reflog for refs/worktree.
-_NO_REFLOG = re.compile(
-    rb"logallrefupdates[ \t]*(?:=[ \t]*(true|false|yes|no|on|off|1|0)?)?[ \t]*$"
-)
-
-
-def write_own_ref(dirs: GitDirs, ref: str, oid: str) -> bool:
-    """Point the work tree's own ref ``ref`` (``refs/worktree/...``) at ``oid`` as git's
-    files backend does -- a lock file made exclusively, the id written and flushed, renamed
-    into place, the folder flushed -- without starting git. False, nothing written, where
-    git would do more or otherwise (a reflog asked for, another ref store, an include or a
-    setting from the environment, the lock held, a file in the ref's way): ask git then."""
-    if not ref.startswith("refs/worktree/") or not is_object_id(oid) or _reflogs(dirs) != "":
-        return False
-    return _moved_ref(dirs.own, ref, oid, None, b"")
-
-
-def _reflogs(dirs: GitDirs) -> str | None:
-    """``core.logAllRefUpdates`` as every config file git reads for ``dirs`` sets it: ""
-    (unset, or a plain yes or no: no reflog for refs/worktree/), "false"; None where a
-    ref's write is more than a file's (``_REF_WORDS``, "always", settings from the
-    environment, a file that cannot be read)."""
-    if any(k in os.environ for k in ("GIT_CONFIG", "GIT_CONFIG_COUNT", "GIT_CONFIG_PARAMETERS")):
-        return None  # settings of the environment's own (``-c``, ``GIT_CONFIG_KEY_0``)
-    files = [dirs.common / "config", dirs.own / "config.worktree"]
-    files += [Path(name) for name, _key in user_files()[:-2]]  # the config files
-    last = ""
-    for file in files:
-        try:
-            text = file.read_bytes().lower()
-        except FileNotFoundError:
-            continue
-        except OSError:
-            return None
-        if any(word in text for word in _REF_WORDS):
-            return None
-        for line in (x.strip() for x in text.splitlines() if b"logallrefupdates" in x):
-            found = _NO_REFLOG.fullmatch(line)
-            if found is None:
-                return None  # "always": git writes a reflog for every ref
-            last = "false" if found.group(1) in (b"false", b"no", b"off", b"0") else ""
-    return last
-
-
-def _moved_ref(folder: Path, ref: str, oid: str, old: str | None, log: bytes) -> bool:
-    """``ref`` under ``folder`` moved to ``oid`` under its lock, as git's files backend
-    does; only from ``old`` when given (the value the ref file holds, or ``absent`` -- a
-    ref only in ``packed-refs`` is then read from there), with the reflog line ``log``
-    appended (none when empty). False, nothing moved, when the lock is held, the ref
-    moved meanwhile, or a file is in the way."""
-    target = folder / ref
-    lock = target.with_name(target.name + ".lock")
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    except OSError:
-        return False
-    try:
-        try:
-            if old is not None and ref_from_files(folder, ref) != old:
-                raise OSError("moved meanwhile")
-            os.write(fd, f"{oid}\n".encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        if log:
-            logs = folder / "logs" / ref
-            logs.parent.mkdir(parents=True, exist_ok=True)
-            with open(logs, "ab") as f:
-                f.write(log)
-        os.rename(lock, target)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(lock)
-        return False
-    flushed = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY)  # the rename, flushed
-    try:
-        os.fsync(flushed)
-    finally:
-        os.close(flushed)
-    return True
-
-
-_NOTE_MESSAGE = b"Notes added by 'git notes add'"
-
-
-def add_note(root: Path, ref: str, commit: str, blob: str) -> bool:
-    """``git notes --ref REF add -f -C BLOB COMMIT`` done by loopkit itself: the notes tree
-    with ``commit``'s note set, a commit of it on the ref's last, the ref moved under its
-    lock from the value read (its reflog line as git writes it) -- the objects as git
-    writes them, fanned out as git fans them (``_notes_tree``). False, nothing moved,
-    where git would do more or otherwise: a store or ref store that is not the plain one,
-    notes git would fan out deeper than one level of folders or that are not loose here,
-    an identity from git's guesses, the ref moved meanwhile, an encoding configured (git
-    names it in the commit). Then ask git."""
-    dirs = find_dirs(root)
-    if dirs is None or not _plain_store(dirs) or _reflogs(dirs) != "":
-        return False
-    if not (is_object_id(commit) and is_object_id(blob) and len(commit) == 40):
-        return False
-    if config_value(root, "i18n.commitencoding"):
-        return False
-    old = ref_from_files(dirs.common, ref)
-    if old is None:
-        return False
-    top: dict[bytes, tuple[bytes, bytes]] = {}  # name -> (mode, id) of the notes tree's top
-    if old != "absent":
-        last = loose_object(dirs.common, old)
-        if last is None or last[0] != b"commit" or not last[1].startswith(b"tree "):
-            return False
-        listed = _tree_entries(dirs, last[1][5:45].decode("ascii", "replace"))
-        if listed is None:
-            return False
-        top = listed
-    when = int(time.time())
-    author, committer = _ident(root, "author", when), _ident(root, "committer", when)
-    if author is None or committer is None:
-        return False
-    tree_id = _notes_tree(dirs, top, commit.encode(), bytes.fromhex(blob))
-    if tree_id is None:
-        return False
-    parent = b"" if old == "absent" else b"parent %s\n" % old.encode()
-    body = b"tree %s\n%sauthor %s\ncommitter %s\n\n%s\n" % (
-        tree_id.encode(),
-        parent,
-        author,
-        committer,
-        _NOTE_MESSAGE,
-    )
-    new = _write_loose(dirs, b"commit", body, durable=True)
-    was = "0" * 40 if old == "absent" else old
-    log = b"%s %s %s\tnotes: %s\n" % (was.encode(), new.encode(), committer, _NOTE_MESSAGE)
-    return _moved_ref(dirs.common, ref, new, old, log)
-
-
-_HEX = b"0123456789abcdef"
-
-
-def _tree_entries(dirs: GitDirs, tree: str) -> dict[bytes, tuple[bytes, bytes]] | None:
-    """A loose tree's entries, name -> (mode, raw id); None when it is not one here."""
-    found = loose_object(dirs.common, tree)
-    if found is None or found[0] != b"tree":
-        return None
-    body, at, entries = found[1], 0, {}
-    while at < len(body):
-        end = body.index(b"\0", at)
-        mode, _, name = body[at:end].partition(b" ")
-        entries[name] = (mode, body[end + 1 : end + 21])
-        at = end + 21
-    return entries
-
-
-def _spread(names: Iterable[bytes], digit: int) -> bool:
-    """Whether every one of the 16 hex digits at ``digit`` starts at least two of
-    ``names``: git's sign (notes.c ``determine_fanout``) that a level of its notes tree
-    is full enough to be written as a level of folders."""
-    seen: dict[int, int] = {}
-    for name in names:
-        seen[name[digit]] = seen.get(name[digit], 0) + 1
-    return len(seen) == 16 and min(seen.values()) >= 2
-
-
-def _notes_tree(
-    dirs: GitDirs, top: dict[bytes, tuple[bytes, bytes]], key: bytes, note: bytes
-) -> str | None:
-    """The notes tree git writes once ``key``'s note is ``note``, from the last one's top
-    entries -- flat (every note named by its commit) or one level of folders named by a
-    commit's first two digits, as git chooses: folders once every first digit starts two
-    notes, a second level (which is then git's to write) once a folder's every third
-    digit does. None where the notes are not one of those two shapes of loose trees."""
-
-    def is_note(name: bytes, mode: bytes, width: int) -> bool:
-        return mode == b"100644" and len(name) == width and not name.strip(_HEX)
-
-    flat = all(is_note(n, m, 40) for n, (m, _) in top.items())
-    if flat:
-        notes = {n: i for n, (_, i) in top.items()}
-        notes[key] = note
-        if not _spread(notes, 0):
-            return _write_tree_of(dirs, {n: (b"100644", i) for n, i in notes.items()})
-        folders: dict[bytes, dict[bytes, bytes]] = {}
-        for name, oid in notes.items():  # fanned out now, as git fans them
-            folders.setdefault(name[:2], {})[name[2:]] = oid
-    else:
-        if not all(
-            m == b"40000" and len(n) == 2 and not n.strip(_HEX) for n, (m, _) in top.items()
-        ):
-            return None
-        if len({n[:1] for n in top}) < 16:
-            return None  # a folder level git would fold back: git's to write
-        folder = top.get(key[:2])
-        inner: dict[bytes, bytes] = {}
-        if folder is not None:
-            listed = _tree_entries(dirs, folder[1].hex())
-            if listed is None or not all(is_note(n, m, 38) for n, (m, _) in listed.items()):
-                return None
-            inner = {n: i for n, (_, i) in listed.items()}
-        inner[key[2:]] = note
-        folders = {key[:2]: inner}
-    written = dict(top) if not flat else {}
-    for prefix, inner in folders.items():
-        if len(inner) > 1 and _spread(inner, 0):
-            return None  # git would fan this folder out once more
-        made = _write_tree_of(dirs, {n: (b"100644", i) for n, i in inner.items()})
-        written[prefix] = (b"40000", bytes.fromhex(made))
-    return _write_tree_of(dirs, written)
-
-
-def _write_tree_of(dirs: GitDirs, entries: dict[bytes, tuple[bytes, bytes]]) -> str:
-    """A tree of ``entries`` (name -> mode, raw id; files and folders whose names sort
-    alike) written as a loose object, flushed."""
-    body = b"".join(b"%s %s\0%s" % (entries[n][0], n, entries[n][1]) for n in sorted(entries))
-    return _write_loose(dirs, b"tree", body, durable=True)
-
-
-#: Bytes git trims from the ends of a name or an e-mail address (``crud`` in its ident.c).
-_CRUD = frozenset(b" .,:;<>\"\\'") | frozenset(range(33))
-
-
-def _ident(root: str | os.PathLike[str], role: str, when: int) -> bytes | None:
-    """``Name <email> seconds +zone`` as ``git commit-tree`` writes the ``role`` (author,
-    committer) now, from the environment and the config listing loopkit keeps; None where
-    git's own rules would do more than take the values as they are (a date from the
-    environment, a name git would trim or guess)."""
-    date = os.environ.get(f"GIT_{role.upper()}_DATE")
-    stamp = _date(date) if date is not None else _now(when)
-    if stamp is None:
-        return None
-    name = os.environ.get(f"GIT_{role.upper()}_NAME")
-    if name is None:
-        name = config_value(root, f"{role}.name") or config_value(root, "user.name")
-    email = os.environ.get(f"GIT_{role.upper()}_EMAIL")
-    if email is None:
-        email = config_value(root, f"{role}.email") or config_value(root, "user.email")
-        email = email or os.environ.get("EMAIL")
-    try:
-        parts = [(name or "").encode("utf-8"), (email or "").encode("utf-8")]
-    except UnicodeEncodeError:
-        return None
-    if not all(p and p[0] not in _CRUD and p[-1] not in _CRUD for p in parts):
-        return None
-    if any(c in p for p in parts for c in b"<>\n"):
-        return None
-    return b"%s <%s> %d %s" % (parts[0], parts[1], stamp[0], stamp[1].encode())
-
-
-def _now(when: int) -> tuple[int, str]:
-    offset = time.localtime(when).tm_gmtoff // 60
-    return when, f"{'-' if offset < 0 else '+'}{abs(offset) // 60:02d}{abs(offset) % 60:02d}"
-
-
-#: The dates ``_date`` reads as git does: git's own form (``@1700000000 +0200``), and ISO
-#: 8601 to the second with its zone (``2026-01-01T00:00:00Z``, ``... 00:00:00 +01:00``).
-_RAW_DATE = re.compile(r"@?(\d{9,}) ([+-]\d{4})")
-_ISO_DATE = re.compile(r"(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d) ?(Z|[+-]\d\d:?\d\d)")
-
-
-def _date(text: str) -> tuple[int, str] | None:
-    """A date from the environment as git reads it (seconds, zone); None for any other
-    form (git's reading of those is git's)."""
-    raw = _RAW_DATE.fullmatch(text)
-    if raw:
-        return int(raw.group(1)), raw.group(2)
-    iso = _ISO_DATE.fullmatch(text)
-    if not iso:
-        return None
-    year, month, day, hour, minute, second = (int(iso.group(k)) for k in range(1, 7))
-    if not (1 <= month <= 12 and 1 <= day <= 31 and hour < 24 and minute < 60 and second < 60):
-        return None
-    zone = "+0000" if iso.group(7) == "Z" else iso.group(7).replace(":", "")
-    minutes = int(zone[1:3]) * 60 + int(zone[3:5])
-    # Days since 1970-01-01 of a proleptic Gregorian date (the civil-days formula).
-    y = year - (month <= 2)
-    era = y // 400
-    of_era = y - era * 400
-    of_year = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
-    days = era * 146097 + of_era * 365 + of_era // 4 - of_era // 100 + of_year - 719468
-    seconds = days * 86400 + hour * 3600 + minute * 60 + second
-    return seconds - (minutes if zone[0] == "+" else -minutes) * 60, zone
-
-
-def commit_object(root: Path, tree: str, parent: str, message: str) -> str | None:
-    """The commit ``git commit-tree TREE -p PARENT -m MESSAGE`` makes, written by loopkit
-    itself as a loose object (flushed to disk), byte for byte the object git writes; None
-    -- ask git -- where git would do more than that: a store that is not the plain one, a
-    tree that is not a loose tree object here, signing or another encoding configured, an
-    identity from git's guesses."""
-    dirs = find_dirs(root)
-    if dirs is None or not _plain_store(dirs) or not is_object_id(parent):
-        return None
-    if (loose_object(dirs.common, tree, 16) or (b"",))[0] != b"tree":
-        return None
-    if config_value(root, "commit.gpgsign") not in (None, "false") or config_value(
-        root, "i18n.commitencoding"
-    ):
-        return None
-    when = int(time.time())
-    author, committer = _ident(root, "author", when), _ident(root, "committer", when)
-    try:
-        text = message.encode("utf-8")
-    except UnicodeEncodeError:
-        return None
-    if author is None or committer is None:
-        return None
-    body = b"tree %s\nparent %s\nauthor %s\ncommitter %s\n\n%s" % (
-        tree.encode(),
-        parent.encode(),
-        author,
-        committer,
-        text,
-    )
-    if not body.endswith(b"\n"):
-        body += b"\n"
-    return _write_loose(dirs, b"commit", body, durable=True)
-
-
-# --------------------------------------------------------------------------- control state
-
-#: ``control_state`` keys that say where the work tree's HEAD points.
-HEAD_KEY = ".git/HEAD"
-#: A control-state key whose value is loopkit's to change (lk-invoke drops the contract
-#: cache after each worker run): lk-invoke watches it around the worker instead.
-CACHE_PREFIX = ".git/loopkit/cache/"
-#: Folders of a submodule's git folder that hold its history, not its controls.
-_MODULE_DATA = frozenset({"objects", "refs", "logs", "lfs", "worktrees"})
-_MODULE_DATA_FILES = frozenset({"index", "HEAD", "ORIG_HEAD", "FETCH_HEAD", "packed-refs"})
-
-
-def control_state(
-    root: str | os.PathLike[str], *, since: Mapping[str, str] | None = None
-) -> dict[str, str]:
-    """What in the git folders steers git and loopkit: path -> content hash, for each file
-    a worker could change to move what judges it.
-
-    - the config (``config``, ``config.worktree``), ``commondir``, and whether ``.git`` is
-      a folder or points into a repository (which one);
-    - ``hooks/*`` (git runs only exact hook names: ``*.sample`` files are left out), with
-      the executable bit;
-    - ``info/*`` (``exclude``, ``attributes``, ``sparse-checkout``, ``grafts``...);
-    - ``modules/*`` (a submodule's config, hooks and info, not its history);
-    - ``loopkit/cache/*`` (the checked-contract cache);
-    - ``HEAD`` (its text: ``ref: refs/heads/main`` or a commit id), the branch it names
-      (the commit id it points at, loose or packed), and ``refs/replace/*``.
-
-    - the user's own git files outside the repository (``user_files``: the global and
-      system config, the default attributes and ignore files), keyed ``~/.gitconfig``...,
-      and the files a config names (``_configured_and_includes``: ``git config file: PATH``);
-
-    Keys are ``.git/``-relative paths (a linked worktree's own files as if its git folder
-    were ``.git``), and those of ``user_files``. Plain file reads, no git call (except for refs git keeps in a form
-    other than loose files and ``packed-refs``). With ``since`` (an earlier state), the
-    branch its HEAD named is read too, wherever HEAD points now.
-    """
-    dirs = git_dirs(root)
-    state: dict[str, str] = {}
-    dotgit = Path(root) / ".git"
-    if dotgit.is_dir() and not dotgit.is_symlink():
-        state[".git"] = "folder"
-    else:
-        # Which repository it points into; not which worktree (a retry may run in another).
-        state[".git"] = f"linked worktree of {dirs.common}"
-    files = [(dirs.common / "config", "config")]
-    if dirs.own != dirs.common:
-        files += [(dirs.own / "config.worktree", "config.worktree")]
-        files += [(dirs.own / "commondir", "commondir")]
-    else:
-        files += [(dirs.common / "config.worktree", "config.worktree")]
-    for path, key in files:
-        value = _digest(path)
-        if value != "absent":
-            state[f".git/{key}"] = value
-    _walk(dirs.common / "hooks", ".git/hooks", state, skip=lambda name: name.endswith(".sample"))
-    # info/refs is git's own listing for dumb transports, rewritten by a background
-    # `git gc` (after any commit): it steers nothing, and must not look like a worker.
-    _walk(dirs.common / "info", ".git/info", state, skip=_NOT_CONTROL.__contains__)
-    if dirs.own != dirs.common:
-        _walk(
-            dirs.own / "info",
-            f".git/worktrees/{dirs.own.name}/info",
-            state,
-            skip=_NOT_CONTROL.__contains__,
-        )
-    _walk(dirs.common / "modules", ".git/modules", state, prune=_MODULE_DATA, skip=_module_data)
-    _walk(dirs.common / "loopkit" / "cache", CACHE_PREFIX.rstrip("/"), state)
-    try:
-        head = (dirs.own / "HEAD").read_text(encoding="utf-8", errors="surrogateescape").strip()
-    except OSError:
-        head = "absent"
-    state[HEAD_KEY] = head
-    for named in (head, (since or {}).get(HEAD_KEY, "")):
-        if named.startswith("ref:"):
-            ref = named[len("ref:") :].strip()
-            state[f".git/{ref}"] = _ref_value(root, dirs.common, ref)
-    for ref, value in _replace_refs(dirs.common).items():
-        state[f".git/{ref}"] = value
-    defaults = user_files()
-    _digest_into(state, defaults)
-    _digest_into(state, _configured(root, dirs, defaults, state))
-    return state
-
-
-def _digest_into(state: dict[str, str], files: Sequence[tuple[str, str]]) -> None:
-    for file, key in files:
-        # What git reads: a dotfiles symlink's target's content, and where it points.
-        value = _digest(Path(os.path.realpath(file)))
-        if value != "absent" and os.path.islink(file):
-            value = f"{value} via a symlink to {os.readlink(file)}"
-        if value != "absent":
-            state[key] = value
-
-
-#: ``_configured_and_includes``' last answer in this process: what it was read from (the control
-#: state of the repository's and the user's own files, git's environment), the answer,
-#: and the digest of every other file it depends on (each file named and each include
+#: ``_configured_and_includes``' last answer in this process: what it was read from (the
+#: repository's and the user's config files, HEAD, git's environment), the answer, and
+#: the digest of every other file it depends on (each file named and each include
 #: target, present or not). lk-invoke asks before and after the worker, lk-diff again.
 _configured_last: (
     tuple[tuple[object, ...], list[tuple[str, str]], dict[str, str], dict[str, str]] | None
 ) = None
 
 
-def _configured(
+def configured_files(
     root: str | os.PathLike[str],
-    dirs: GitDirs,
-    defaults: Sequence[tuple[str, str]],
-    state: dict[str, str],
+    dirs: GitDirs | None = None,
+    defaults: Sequence[tuple[str, str]] | None = None,
 ) -> list[tuple[str, str]]:
-    """``_configured_and_includes``, without its git call when nothing it depends on changed since
-    the last answer: every file git read config from is either in ``state`` already (the
-    repository's config files, HEAD for ``includeIf onbranch:``, the user's files) or
-    named in the answer, and an include target that held no entry (empty, or absent) is
-    digested too -- so a worker filling one is seen as when git is asked."""
+    """``_configured_and_includes``' files, without its git call when nothing it depends
+    on changed since the last answer: the repository's config files, HEAD (for
+    ``includeIf onbranch:``) and the user's files (``defaults``, ``user_files``) are
+    digested, every file named in the answer too, and an include target that held no
+    entry (empty, or absent) -- so a worker filling one is seen as when git is asked."""
     global _configured_last
+    dirs = dirs or git_dirs(root)
+    defaults = user_files() if defaults is None else defaults
     env = tuple(
         sorted(
             (k, v)
@@ -1028,14 +583,17 @@ def _configured(
     )
     # A ref's value steers no config (``includeIf onbranch:`` reads the branch's name, in
     # HEAD): a landing that moves the branch keeps the answer.
-    kept = sorted((k, v) for k, v in state.items() if not k.startswith(".git/refs/"))
-    key = (os.path.realpath(root), env, tuple(kept))
+    read = [dirs.common / "config", dirs.common / "config.worktree", dirs.own / "HEAD"]
+    read += [dirs.own / "config.worktree", dirs.own / "commondir"]
+    read += [Path(f) for f, _ in defaults]
+    steering = tuple(file_digest(os.path.realpath(f)) for f in read)
+    key = (os.path.realpath(root), str(dirs.common), str(dirs.own), env, steering)
     last = _configured_last
     if last is not None and last[0] == key:
-        if all(_digest(Path(os.path.realpath(f))) == d for f, d in last[2].items()):
+        if all(file_digest(os.path.realpath(f)) == d for f, d in last[2].items()):
             return last[1]
     found, includes, values = _configured_and_includes(root, dirs, defaults)
-    depends = {f: _digest(Path(os.path.realpath(f))) for f in [*(f for f, _ in found), *includes]}
+    depends = {f: file_digest(os.path.realpath(f)) for f in [*(f for f, _ in found), *includes]}
     _configured_last = (key, found, depends, values)
     return found
 
@@ -1043,9 +601,9 @@ def _configured(
 def config_value(root: str | os.PathLike[str], key: str) -> str | None:
     """What ``git config --get KEY`` answers (the last value set; "" for a key set without
     one), None when unset; ``key`` as git takes it (its section and name in any case). From
-    the listing the control state keeps (``_configured``): no git call while no file git
-    reads config from has changed since the last answer in this process."""
-    control_state(root)
+    the listing ``configured_files`` keeps: no git call while no file git reads config
+    from has changed since the last answer in this process."""
+    configured_files(root)
     last = _configured_last
     section, _, rest = key.partition(".")
     middle, _, name = rest.rpartition(".")  # a subsection keeps its case, as git's listing
@@ -1116,116 +674,6 @@ def _configured_and_includes(
     by_name = {os.path.normpath(path) for path, _ in defaults}
     named_files = [(path, f"git config file: {path}") for path in found if path not in by_name]
     return named_files, includes, values
-
-
-#: Files in info/ git writes for itself (update-server-info): not control state.
-_NOT_CONTROL = frozenset({"refs"})
-
-
-def _module_data(name: str) -> bool:
-    return name in _MODULE_DATA_FILES or name.endswith(".lock")
-
-
-def _digest(path: Path) -> str:
-    """sha256 of a file's kind, executable bit and content (of a symlink: its target)."""
-
-    from loopkit.digest import sha256
-
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return "absent"
-    except OSError as e:
-        return f"unreadable: {e.strerror}"
-    h = sha256(size=st.st_size)
-    if stat.S_ISLNK(st.st_mode):
-        h.update(b"link\0" + os.fsencode(os.readlink(path)))
-    elif stat.S_ISREG(st.st_mode):
-        h.update(b"file x\0" if st.st_mode & 0o111 else b"file -\0")
-        try:
-            with open(path, "rb") as f:
-                while block := f.read(1 << 20):
-                    h.update(block)
-        except OSError as e:
-            return f"unreadable: {e.strerror}"
-    else:
-        h.update(f"special {stat.S_IFMT(st.st_mode)}".encode())
-    return h.hexdigest()
-
-
-def _walk(
-    top: Path,
-    label: str,
-    state: dict[str, str],
-    *,
-    prune: frozenset[str] = frozenset(),
-    skip: Callable[[str], bool] | None = None,
-) -> None:
-    """Every file under ``top`` (symlinks not followed) into ``state`` as ``label/REL``."""
-    for folder, subdirs, names in os.walk(top):
-        subdirs[:] = sorted(d for d in subdirs if d not in prune)
-        for name in sorted(names):
-            if skip is not None and skip(name):
-                continue
-            path = Path(folder) / name
-            rel = path.relative_to(top).as_posix()
-            state[f"{label}/{rel}"] = _digest(path)
-        # A symlink to a folder is listed among subdirs but not walked: record it.
-        for d in subdirs:
-            path = Path(folder) / d
-            if path.is_symlink():
-                state[f"{label}/{path.relative_to(top).as_posix()}"] = _digest(path)
-
-
-def _ref_value(root: str | os.PathLike[str], common: Path, ref: str) -> str:
-    """The id a branch points at (``discovery.ref_from_files``), else git's answer (another
-    ref store); ``absent`` for a branch without commits."""
-    found = ref_from_files(common, ref)
-    if found is not None:
-        return found
-    done = git(["rev-parse", "-q", "--verify", "--end-of-options", ref], cwd=root, check=False)
-    return done.stdout.decode().strip() or "absent"
-
-
-def _replace_refs(common: Path) -> dict[str, str]:
-    """``refs/replace/*``: each makes git show another object in place of one."""
-    found = {k: v for k, v in packed_refs(common).items() if k.startswith("refs/replace/")}
-    loose: dict[str, str] = {}
-    _walk(common / "refs" / "replace", "refs/replace", loose)
-    for name in loose:
-        try:
-            found[name] = (common / name).read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError):
-            found[name] = "unreadable"
-    return found
-
-
-def control_digest(state: Mapping[str, str]) -> str:
-    """One sha256 over a whole control state (its full hashes)."""
-    from loopkit.digest import sha256
-
-    h = sha256()
-    for key in sorted(state):
-        h.update(f"{key}\0{state[key]}\n".encode("utf-8", "surrogateescape"))
-    return h.hexdigest()
-
-
-def short(value: str) -> str:
-    """A control-state value as the attempt document records it: a file's sha256 cut to
-    16 hex digits (the record's ``digest`` keeps the full strength), anything else as is."""
-    if len(value) == 64 and all(c in "0123456789abcdef" for c in value):
-        return value[:16]
-    return value
-
-
-def control_changes(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
-    """The keys whose value differs between two control states (either may be shortened
-    by ``short``), in order."""
-    return [
-        key
-        for key in sorted(set(before) | set(after))
-        if short(before.get(key, "absent")) != short(after.get(key, "absent"))
-    ]
 
 
 def empty_tree(root: str | os.PathLike[str]) -> str:

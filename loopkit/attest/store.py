@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loopkit import git
+from loopkit import git, gitstore
 
 REF = "refs/notes/loopkit-attest"
 
 
 def put(root: Path, commit: str, envelope: bytes) -> str:
     """The envelope as ``commit``'s note, byte for byte; its blob's id."""
-    blob = git.write_blob(root, envelope)
-    if git.add_note(root, REF, commit, blob):  # no git started where git would only do that
+    blob = gitstore.write_blob(root, envelope)
+    if gitstore.add_note(root, REF, commit, blob):  # no git started where git would only do that
         return blob
     for _ in range(3):  # another landing may have moved the notes ref meanwhile
         done = git.git(

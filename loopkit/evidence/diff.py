@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+from loopkit import control as controls
 from loopkit import git
 from loopkit.errors import BadInput
 from loopkit.evidence import scope
@@ -165,7 +166,7 @@ class Facts:
     files: list[DiffFile]
     #: Nested repositories without a commit: in no tree, not even as a gitlink.
     unborn: list[str] = field(default_factory=list)
-    #: The git folders' control state (``git.control_state``), when it was asked for.
+    #: The git folders' control state (``controls.control_state``), when it was asked for.
     git_control: dict[str, str] | None = None
     #: Files in the change that the base's ignore rules ignore (``_ignored_at_base``).
     ignored_at_base: list[str] = field(default_factory=list)
@@ -206,7 +207,7 @@ def gather_at(
         paths = git_control.get("paths")
         since = {str(k): str(v) for k, v in paths.items()} if isinstance(paths, Mapping) else {}
         controlling = Background(
-            lambda: git.control_state(where.root, since=since), name="lk-diff-control"
+            lambda: controls.control_state(where.root, since=since), name="lk-diff-control"
         )
 
     resolver = Background(lambda: git.resolve(where.root, base_ref), name="lk-diff-base")
@@ -354,16 +355,21 @@ def git_control_violations(
     was = {str(k): str(v) for k, v in paths.items()}
     keys = {str(k) for k in started.get("changed") or () if isinstance(k, str)}
     during = set(keys)
-    if started.get("digest") != git.control_digest(now):
-        keys |= {k for k in git.control_changes(was, now) if not k.startswith(git.CACHE_PREFIX)}
-    head = was.get(git.HEAD_KEY, "")
+    if started.get("digest") != controls.control_digest(now):
+        keys |= {
+            k for k in controls.control_changes(was, now) if not k.startswith(controls.CACHE_PREFIX)
+        }
+    head = was.get(controls.HEAD_KEY, "")
     branch = f".git/{head[len('ref:') :].strip()}" if head.startswith("ref:") else None
     out: list[scope.Violation] = []
     for key in sorted(keys):
-        before, after = git.short(was.get(key, "absent")), git.short(now.get(key, "absent"))
+        before, after = (
+            controls.short(was.get(key, "absent")),
+            controls.short(now.get(key, "absent")),
+        )
         when = "while the worker ran" if key in during else "since the worker started"
-        if key in (git.HEAD_KEY, branch):
-            name = "HEAD" if key == git.HEAD_KEY else key.removeprefix(".git/")
+        if key in (controls.HEAD_KEY, branch):
+            name = "HEAD" if key == controls.HEAD_KEY else key.removeprefix(".git/")
             moved = f"was {before}, now {after}" if before != after else "moved"
             out.append(scope.Violation(scope.HEAD_MOVED, name, f"{name} {moved} {when}"))
         else:

@@ -9,7 +9,7 @@ update (the landing's move of the branch), in that update's own transaction, so 
 says the step began exactly when git shows it did: a file torn or emptied anyway (a power
 loss, a disk that lied about its flush) is read back from its twin, and with neither the
 rerun rebuilds what it needs from git and the disk (``steps.recover``). The twin's blob is
-written without starting git (``git.write_blob``), its ref by one ``update-ref``. It holds
+written without starting git (``gitstore.write_blob``), its ref by one ``update-ref``. It holds
 where the task began and the step in progress (``phase``):
 
 ``attempt``  the worker may be running or may have run: the rerun saves the tree under a
@@ -32,7 +32,7 @@ import json
 import os
 from pathlib import Path
 
-from loopkit import discovery, git
+from loopkit import discovery, git, gitstore
 from loopkit.errors import EnvironmentProblem
 from loopkit.files import atomic_write, sync_folder
 
@@ -156,8 +156,8 @@ def _written(folder: Path, data: TaskJournal, *, twin_now: bool) -> str:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         dirs = discovery.dirs_of(folder.parent)
-        blob = git.write_blob(folder.parent, text.encode(), durable=True, dirs=dirs)
-        if twin_now and not git.write_own_ref(dirs, REF, blob):
+        blob = gitstore.write_blob(folder.parent, text.encode(), durable=True, dirs=dirs)
+        if twin_now and not gitstore.write_own_ref(dirs, REF, blob):
             git.git([*git.FSYNC, "update-ref", REF, blob], cwd=folder.parent)
         atomic_write(path(folder), text, sync=True)
     except OSError as e:

@@ -46,7 +46,7 @@ import os
 import time
 from pathlib import Path
 
-from loopkit import digest, git
+from loopkit import digest, git, gitstore
 from loopkit.errors import BadInput, EnvironmentProblem, LoopkitError
 from loopkit.exitcodes import ExitCode
 from loopkit.files import atomic_write
@@ -589,7 +589,7 @@ class Queue:
             return commit
         if not edit.changed:
             return commit
-        blob = git.write_blob(self.root, apply_edit(edit, raw))
+        blob = gitstore.write_blob(self.root, apply_edit(edit, raw))
 
         where = trees.Where(self.root, git.git_dirs(self.root).own, self.root / ".loopkit")
         with trees.scratch_index(where) as index:

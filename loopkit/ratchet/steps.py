@@ -21,7 +21,7 @@ import shutil
 import time
 from pathlib import Path
 
-from loopkit import git
+from loopkit import git, gitstore
 from loopkit.background import Background
 from loopkit.errors import BadInput, EnvironmentProblem, LoopkitError
 from loopkit.exitcodes import ExitCode
@@ -536,7 +536,7 @@ def land(
     done, commit = None, None
     if isinstance(tree, str) and git.is_object_id(tree):
         parent, message = str(j["diff_base"]), _message(document, task, label)
-        commit = git.commit_object(ctx.root, tree, parent, message)
+        commit = gitstore.commit_object(ctx.root, tree, parent, message)
         if commit is None:
             done = git.git(
                 ["commit-tree", tree, "-p", parent, "-m", message], cwd=ctx.root, check=False

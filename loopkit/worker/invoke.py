@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypedDict
 
+from loopkit import control as controls
 from loopkit import git, handoff, proc
 from loopkit.boundary import containment, dialects, secrets
 from loopkit.document import attach
@@ -767,7 +768,7 @@ def attempt(req: Request) -> dict[str, Any]:
     # What steers git and loopkit under .git, before the worker (loopkit's own exclude
     # line for the state folder is already written): lk-diff reports any change. Read
     # beside the rest of the set-up, and waited for before the worker starts.
-    controlling = Background(lambda: git.control_state(root), name="lk-invoke-control")
+    controlling = Background(lambda: controls.control_state(root), name="lk-invoke-control")
     statcache.ensure(state_path, where.index)  # the first attempt's, from the user's index
     # lk-decide refuses a ledger the worker touched; other tasks' records may be appended
     # meanwhile (slices side by side share one ledger), never this task's.
@@ -851,7 +852,7 @@ def _settle(
         name="lk-invoke-special",
     )
     # Seen before the contract cache is emptied, so a planted entry is still reported.
-    during = git.control_changes(control, git.control_state(root, since=control))
+    during = controls.control_changes(control, controls.control_state(root, since=control))
     # Whatever the worker wrote into the contract cache is never read as a checked contract.
     clear_cache(root, keep=contracts)
     return clearing.result(), during
@@ -1006,8 +1007,8 @@ def _git_control(
         found = {"digest": earlier["digest"], "paths": dict(earlier["paths"])}
     else:
         found = {
-            "digest": git.control_digest(before),
-            "paths": {k: git.short(v) for k, v in before.items()},
+            "digest": controls.control_digest(before),
+            "paths": {k: controls.short(v) for k, v in before.items()},
         }
     return {**found, "changed": during}
 

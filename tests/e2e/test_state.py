@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from loopkit import control
 from loopkit import git as gits
 from loopkit.errors import EnvironmentProblem
 from loopkit.workspace import STATE_ENV, Workspace, state_folder
@@ -85,9 +86,9 @@ def test_cancel_and_report_find_the_state_folder_the_contract_names(git_repo: Pa
 def test_git_s_own_info_refs_is_not_control_state(git_repo: Path) -> None:
     """A background `git gc` (after any commit) rewrites .git/info/refs: that is git
     talking to itself, never a worker moving what judges it."""
-    before = gits.control_state(git_repo)
+    before = control.control_state(git_repo)
     git(git_repo, "update-server-info")
     assert (git_repo / ".git" / "info" / "refs").exists()
-    assert gits.control_state(git_repo) == before
+    assert control.control_state(git_repo) == before
     (git_repo / ".git" / "info" / "attributes").write_text("* filter=evil\n")
-    assert gits.control_state(git_repo) != before
+    assert control.control_state(git_repo) != before

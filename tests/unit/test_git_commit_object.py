@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from loopkit import git
+from loopkit import git, gitstore
 from tests.helpers import git as run_git
 
 MESSAGE = "loopkit: t1: edit\n\nwhy, in a line é\n\nLoopkit-Task: t1\nLoopkit-Tree: x"
@@ -53,7 +53,7 @@ def test_the_commit_is_the_object_commit_tree_writes(
     run_git(git_repo, "config", "user.email", "a@example.org")
     run_git(git_repo, "config", "committer.name", "The Lander")
     tree, parent = _new_tree(git_repo), run_git(git_repo, "rev-parse", "HEAD").strip()
-    ours = git.commit_object(git_repo, tree, parent, MESSAGE)
+    ours = gitstore.commit_object(git_repo, tree, parent, MESSAGE)
     assert ours is not None
     body = run_git(git_repo, "cat-file", "commit", ours)
     when = re.search(r"^author .* (\d+ [+-]\d{4})$", body, re.M)
@@ -91,7 +91,7 @@ def test_what_git_would_do_more_for_is_left_to_git(
     else:
         run_git(git_repo, "commit", "-qm", "holds the tree")
         run_git(git_repo, "gc", "-q", "--prune=now")
-    assert git.commit_object(git_repo, tree, parent, MESSAGE) is None
+    assert gitstore.commit_object(git_repo, tree, parent, MESSAGE) is None
 
 
 @pytest.mark.parametrize(
@@ -112,6 +112,6 @@ def test_a_date_from_the_environment_is_read_as_git_reads_it(
     monkeypatch.setenv("GIT_AUTHOR_DATE", date)
     monkeypatch.setenv("GIT_COMMITTER_DATE", date)
     tree, parent = _new_tree(git_repo), run_git(git_repo, "rev-parse", "HEAD").strip()
-    ours = git.commit_object(git_repo, tree, parent, MESSAGE)
+    ours = gitstore.commit_object(git_repo, tree, parent, MESSAGE)
     theirs = git.out(["commit-tree", tree, "-p", parent, "-m", MESSAGE], cwd=git_repo)
     assert ours == theirs.strip()

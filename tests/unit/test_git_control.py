@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from loopkit import git, proc
+from loopkit import control, git, proc
 from loopkit.evidence import diff
 
 SHA = "a" * 64
@@ -19,15 +19,15 @@ STARTED = {
     ".git/config": SHA,
     ".git/info/exclude": "b" * 64,
     ".git/loopkit/cache/contract-x.json": "c" * 64,
-    git.HEAD_KEY: "ref: refs/heads/main",
+    control.HEAD_KEY: "ref: refs/heads/main",
     ".git/refs/heads/main": BASE,
 }
 
 
 def _record(state: dict[str, str], changed: list[str] | None = None) -> dict[str, object]:
     return {
-        "digest": git.control_digest(state),
-        "paths": {k: git.short(v) for k, v in state.items()},
+        "digest": control.control_digest(state),
+        "paths": {k: control.short(v) for k, v in state.items()},
         "changed": changed or [],
     }
 
@@ -47,8 +47,8 @@ def test_an_unchanged_state_has_no_violation() -> None:
         ({".git/hooks/pre-commit": "e" * 64}, {("git_control_changed", ".git/hooks/pre-commit")}),
         ({".git/info/exclude": None}, {("git_control_changed", ".git/info/exclude")}),
         ({".git/refs/heads/main": MOVED}, {("head_moved", "refs/heads/main")}),
-        ({git.HEAD_KEY: "ref: refs/heads/other"}, {("head_moved", "HEAD")}),
-        ({git.HEAD_KEY: BASE}, {("head_moved", "HEAD")}),
+        ({control.HEAD_KEY: "ref: refs/heads/other"}, {("head_moved", "HEAD")}),
+        ({control.HEAD_KEY: BASE}, {("head_moved", "HEAD")}),
         # loopkit empties its cache after the worker: that is no violation.
         ({".git/loopkit/cache/contract-x.json": None}, set()),
     ],
@@ -77,11 +77,13 @@ def test_no_record_no_comparison() -> None:
 
 
 def test_short_cuts_only_sha256_hex() -> None:
-    assert git.short(SHA) == "a" * 16
-    assert git.short(BASE) == BASE
-    assert git.short("ref: refs/heads/main") == "ref: refs/heads/main"
-    assert git.control_changes({"k": git.short(SHA)}, {"k": SHA}) == []
-    assert git.control_changes({"k": "ref: refs/heads/ma"}, {"k": "ref: refs/heads/main"}) == ["k"]
+    assert control.short(SHA) == "a" * 16
+    assert control.short(BASE) == BASE
+    assert control.short("ref: refs/heads/main") == "ref: refs/heads/main"
+    assert control.control_changes({"k": control.short(SHA)}, {"k": SHA}) == []
+    assert control.control_changes({"k": "ref: refs/heads/ma"}, {"k": "ref: refs/heads/main"}) == [
+        "k"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -181,20 +183,20 @@ def test_the_users_own_git_files_are_control_state(
     user_repo: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     repo, home = user_repo
-    before = git.control_state(repo)
+    before = control.control_state(repo)
     assert not [k for k in before if k.startswith("~")]  # none there: none recorded
     (home / ".config" / "git" / "attributes").write_text("* -diff\n")
     (home / ".gitconfig").write_text("[alias]\n\tst = status\n")
-    after = git.control_state(repo)
-    assert git.control_changes(before, after) == ["~/.config/git/attributes", "~/.gitconfig"]
+    after = control.control_state(repo)
+    assert control.control_changes(before, after) == ["~/.config/git/attributes", "~/.gitconfig"]
     # A dotfiles symlink: what it points at is what git reads, and watched.
     (home / ".gitconfig").unlink()
     (tmp_path / "dotfiles").write_text("[user]\n\tname = me\n")
     (home / ".gitconfig").symlink_to(tmp_path / "dotfiles")
-    linked = git.control_state(repo)
+    linked = control.control_state(repo)
     with open(tmp_path / "dotfiles", "a") as f:
         f.write(f"[core]\n\tattributesFile = {tmp_path / 'absent'}\n")  # no file there
-    assert git.control_changes(linked, git.control_state(repo)) == ["~/.gitconfig"]
+    assert control.control_changes(linked, control.control_state(repo)) == ["~/.gitconfig"]
     # Where git would read them instead: $XDG_CONFIG_HOME, $GIT_CONFIG_GLOBAL, the system's.
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "global"))
@@ -218,7 +220,7 @@ def test_the_files_a_config_names_are_control_state(user_repo: tuple[Path, Path]
     )
     (home / "conf.d" / "extra").write_text("[alias]\n\tst = status\n")
     (home / "ignore-all").write_text(".env\n")
-    before = git.control_state(repo)
+    before = control.control_state(repo)
     keys = {k for k in before if k.startswith("git config file: ")}
     assert keys == {
         f"git config file: {home / 'conf.d' / 'extra'}",
@@ -227,7 +229,7 @@ def test_the_files_a_config_names_are_control_state(user_repo: tuple[Path, Path]
     (home / "ignore-all").write_text("# nothing\n")
     (home / "attrs").write_text("* -diff\n")
     (home / "conf.d" / "extra").write_text("[alias]\n\tst = status -s\n")
-    changed = git.control_changes(before, git.control_state(repo))
+    changed = control.control_changes(before, control.control_state(repo))
     assert changed == sorted(
         f"git config file: {home / n}" for n in ("attrs", "conf.d/extra", "ignore-all")
     )
@@ -244,25 +246,25 @@ def test_the_config_listing_is_asked_again_only_when_a_file_it_reads_changed(
     repo, home = user_repo
     (home / ".gitconfig").write_text("[include]\n\tpath = extra.cfg\n\tpath = later.cfg\n")
     (home / "extra.cfg").write_text("")  # empty: git reads no entry from it
-    before = git.control_state(repo)
+    before = control.control_state(repo)
     timing.begin()
-    assert git.control_state(repo) == before
+    assert control.control_state(repo) == before
     assert timing.git_processes() == 0  # nothing changed: no git call
     attributes = tmp_path / "attrs"
     attributes.write_text("* -diff\n")
     (home / "extra.cfg").write_text(f"[core]\n\tattributesFile = {attributes}\n")
-    filled = git.control_state(repo)
-    assert git.control_changes(before, filled) == [
+    filled = control.control_state(repo)
+    assert control.control_changes(before, filled) == [
         f"git config file: {attributes}",
         f"git config file: {home / 'extra.cfg'}",
     ]
     (home / "later.cfg").write_text("[alias]\n\tx = status\n")  # an include not there before
-    assert f"git config file: {home / 'later.cfg'}" in git.control_changes(
-        filled, git.control_state(repo)
+    assert f"git config file: {home / 'later.cfg'}" in control.control_changes(
+        filled, control.control_state(repo)
     )
     # The repository's own config named it: a new entry there is asked about again.
     subprocess.run(
         ["git", "config", "core.excludesFile", str(tmp_path / "ex")], cwd=repo, check=True
     )
     (tmp_path / "ex").write_text("*.log\n")
-    assert f"git config file: {tmp_path / 'ex'}" in git.control_state(repo)
+    assert f"git config file: {tmp_path / 'ex'}" in control.control_state(repo)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from loopkit import git
+from loopkit import git, gitstore
 from tests.helpers import git as run_git
 
 REF = "refs/notes/test-attest"
@@ -38,7 +38,7 @@ def test_a_note_added_without_git_is_the_note_git_adds(git_repo: Path, tmp_path:
     shutil.copytree(git_repo, twin, symlinks=True)
     blob = _blob(git_repo, '{"statement": 1}\n')
     before = run_git(git_repo, "rev-parse", REF).strip()
-    assert git.add_note(git_repo, REF, b, blob)
+    assert gitstore.add_note(git_repo, REF, b, blob)
     assert run_git(git_repo, "notes", "--ref", REF, "show", b) == '{"statement": 1}\n'
     assert run_git(git_repo, "rev-parse", f"{REF}~1").strip() == before
     # The tree git makes for the same note.
@@ -58,7 +58,7 @@ def test_a_note_added_without_git_is_the_note_git_adds(git_repo: Path, tmp_path:
     assert ours.split(" ", 1)[0] == theirs.split(" ", 1)[0]
     # Replaced, then git adds after it.
     other = _blob(git_repo, "again\n")
-    assert git.add_note(git_repo, REF, b, other)
+    assert gitstore.add_note(git_repo, REF, b, other)
     run_git(git_repo, "notes", "--ref", REF, "add", "-m", "git again", c)
     listed = run_git(git_repo, "notes", "--ref", REF, "list").split()
     assert {a, b, c} <= set(listed) and other in listed and blob not in listed
@@ -72,7 +72,7 @@ def test_where_git_would_do_more_it_is_asked(git_repo: Path, case: str) -> None:
     a, b = _commits(git_repo, 2)
     blob = _blob(git_repo, "statement\n")
     if case == "first note":  # no notes yet: ours is the first, with no parent
-        assert git.add_note(git_repo, REF, b, blob)
+        assert gitstore.add_note(git_repo, REF, b, blob)
         assert run_git(git_repo, "rev-list", "--count", REF).strip() == "1"
         return
     run_git(git_repo, "notes", "--ref", REF, "add", "-m", "by git", a)
@@ -89,7 +89,7 @@ def test_where_git_would_do_more_it_is_asked(git_repo: Path, case: str) -> None:
     else:
         run_git(git_repo, "config", "core.logAllRefUpdates", "always")
     before = run_git(git_repo, "rev-parse", REF)
-    assert not git.add_note(git_repo, REF, b, blob)
+    assert not gitstore.add_note(git_repo, REF, b, blob)
     assert run_git(git_repo, "rev-parse", REF) == before
 
 
@@ -109,7 +109,7 @@ def test_notes_fan_out_into_folders_as_git_fans_them(git_repo: Path, tmp_path: P
     git.out(["hash-object", "-w", "--stdin-paths"], cwd=twin, input=names.encode())
     shapes = set()
     for i, obj in enumerate(objects.split()):
-        assert git.add_note(git_repo, REF, obj, note), f"note {i} went to git"
+        assert gitstore.add_note(git_repo, REF, obj, note), f"note {i} went to git"
         run_git(twin, "notes", "--ref", REF, "add", "-f", "-C", note, obj)
         ours, theirs = (
             run_git(r, "rev-parse", f"{REF}^{{tree}}").strip() for r in (git_repo, twin)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from loopkit import discovery, git
+from loopkit import discovery, git, gitstore
 from tests.helpers import git as run_git
 
 
@@ -25,23 +25,23 @@ def test_a_blob_written_without_git_is_the_object_git_writes(
     git_repo: Path, tmp_path: Path
 ) -> None:
     data = b"journal \x00 text\n" * 50
-    oid = git.write_blob(git_repo, data, durable=True)
+    oid = gitstore.write_blob(git_repo, data, durable=True)
     assert oid == git.out(["hash-object", "--stdin"], cwd=git_repo, input=data).strip()
     assert git.git(["cat-file", "blob", oid], cwd=git_repo).stdout == data
     assert oid in _objects(git_repo)  # loose, where git looks first
     assert git.git(["fsck", "--strict", "--no-dangling"], cwd=git_repo).exit_code == 0
-    assert git.write_blob(git_repo, data) == oid  # there already: left as it is
+    assert gitstore.write_blob(git_repo, data) == oid  # there already: left as it is
     linked = tmp_path / "linked"
     run_git(git_repo, "worktree", "add", "-q", "-b", "side", str(linked), "main")
     own = git.git_dirs(linked).own
-    other = git.write_blob(own, b"from a linked worktree\n", dirs=discovery.dirs_of(own))
+    other = gitstore.write_blob(own, b"from a linked worktree\n", dirs=discovery.dirs_of(own))
     assert git.git(["cat-file", "blob", other], cwd=git_repo).stdout == b"from a linked worktree\n"
 
 
 def test_a_sha256_store_is_left_to_git(tmp_path: Path) -> None:
     repo = tmp_path / "r"
     run_git(tmp_path, "init", "-q", "--object-format=sha256", str(repo))
-    oid = git.write_blob(repo, b"x\n")
+    oid = gitstore.write_blob(repo, b"x\n")
     assert len(oid) == 64
     assert git.git(["cat-file", "blob", oid], cwd=repo).stdout == b"x\n"
 
@@ -71,7 +71,7 @@ def test_a_key_is_looked_up_in_any_case_its_subsection_as_written(git_repo: Path
 
 def test_blobs_are_read_in_one_batch_in_the_order_asked(git_repo: Path) -> None:
     datas = [b"one\n", b"", b"three\x00\nwith a newline at the end\n\n", b"one\n"]
-    ids = [git.write_blob(git_repo, d) for d in datas]
+    ids = [gitstore.write_blob(git_repo, d) for d in datas]
     assert git.blobs(git_repo, ids) == datas
     assert git.blobs(git_repo, []) == []
     tree = git.out(["rev-parse", "HEAD^{tree}"], cwd=git_repo)
@@ -84,9 +84,9 @@ def test_blobs_are_read_in_one_batch_in_the_order_asked(git_repo: Path) -> None:
 def test_sizes_read_from_loose_objects_are_gits(git_repo: Path) -> None:
     """A loose object's size is read from its own header, a packed one's asked of git:
     both as ``cat-file --batch-check`` says, a missing id left out."""
-    packed = git.write_blob(git_repo, b"packed " * 100)
+    packed = gitstore.write_blob(git_repo, b"packed " * 100)
     run_git(git_repo, "repack", "-adq")
-    loose = [git.write_blob(git_repo, d) for d in (b"", b"x\n", bytes(range(256)) * 999)]
+    loose = [gitstore.write_blob(git_repo, d) for d in (b"", b"x\n", bytes(range(256)) * 999)]
     tree = git.out(["rev-parse", "HEAD^{tree}"], cwd=git_repo)
     ids = [*loose, packed, tree, "1" * 40]
     sizes = git.object_sizes(git_repo, ids)

@@ -34,6 +34,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "loopkit.proc",
         "loopkit.discovery",
         "loopkit.git",
+        "loopkit.control",  # the tamper check: what steers git, hashed before and after
+        "loopkit.gitstore",  # the objects and refs loopkit writes without starting git
         "loopkit.places",
         "loopkit.schema",
         "loopkit.sections",
