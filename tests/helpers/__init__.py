@@ -34,5 +34,5 @@ def require_tool(name: str) -> str:
     if path:
         return path
     if os.environ.get("LOOPKIT_REQUIRE_AGENTS") == "1":
-        pytest.fail(f"{name} is not installed; `make test` installs it (make agents)")
-    pytest.skip(f"{name} not installed (run `make agents`)")
+        pytest.fail(f"{name} is not installed; `make test` installs it (make agents, make tools)")
+    pytest.skip(f"{name} not installed (run `make agents` or `make tools`)")

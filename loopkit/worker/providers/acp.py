@@ -27,7 +27,7 @@ import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from loopkit.errors import BadInput, EnvironmentProblem
 from loopkit.text import clip
@@ -60,13 +60,13 @@ def agent_argv(spec: base.RunSpec) -> tuple[list[str], tuple[str, ...], str | No
 
 
 class AcpProvider(base.Provider):
-    name: ClassVar[str] = "acp"
-    binary: ClassVar[str | None] = "the ACP agent"
-    install_hint: ClassVar[str] = (
+    name = "acp"
+    binary = "the ACP agent"
+    install_hint = (
         "install the agent's ACP command (docs/acp.md names each; `make agents` installs "
         "claude-agent-acp and codex-acp)"
     )
-    options: ClassVar[tuple[str, ...]] = ("max_turns", "env_allow", "resume", "agent", "command")
+    options = ("max_turns", "env_allow", "resume", "agent", "command")
 
     def build(self, spec: base.RunSpec) -> base.Invocation:
         argv, env_names, home = agent_argv(spec)

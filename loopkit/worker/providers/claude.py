@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 from loopkit import loader
 from loopkit.boundary import containment, dialects
-from loopkit.boundary.dialects import Api, Upstream, find_upstream
+from loopkit.boundary.dialects import Upstream, find_upstream
 from loopkit.files import atomic_write
 from loopkit.text import clip
 from loopkit.worker.acp import agents
@@ -46,9 +46,9 @@ COST_SOURCE = "claude-code price table"
 
 
 class ClaudeProvider(base.Provider):
-    name: ClassVar[str] = "claude"
-    npm: ClassVar[tuple[str, str] | None] = ("Claude Code", "@anthropic-ai/claude-code")
-    env_names: ClassVar[tuple[str, ...]] = (
+    name = "claude"
+    npm = ("Claude Code", "@anthropic-ai/claude-code")
+    env_names = (
         *agents.CLAUDE_ENV,
         "BASH_DEFAULT_TIMEOUT_MS",
         "BASH_MAX_TIMEOUT_MS",
@@ -56,9 +56,9 @@ class ClaudeProvider(base.Provider):
         "IS_SANDBOX",
     )
 
-    api: ClassVar[Api | None] = dialects.ANTHROPIC.with_keys("ANTHROPIC_AUTH_TOKEN")
+    api = dialects.ANTHROPIC.with_keys("ANTHROPIC_AUTH_TOKEN")
 
-    routes: ClassVar[tuple[str, ...]] = (
+    routes = (
         "ANTHROPIC_AUTH_TOKEN",
         "ANTHROPIC_MODEL",
         "ANTHROPIC_SMALL_FAST_MODEL",
@@ -126,7 +126,7 @@ class ClaudeProvider(base.Provider):
             cost_trusted=cost_trusted(env, spec.cwd),
         )
 
-    options: ClassVar[tuple[str, ...]] = (
+    options = (
         "max_turns",
         "max_cost_usd",
         "allowed_tools",

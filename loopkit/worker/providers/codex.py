@@ -21,10 +21,10 @@ import re
 from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from loopkit.boundary import containment, dialects
-from loopkit.boundary.dialects import Api, Upstream
+from loopkit.boundary.dialects import Upstream
 from loopkit.files import atomic_write
 from loopkit.text import clip
 from loopkit.worker.providers import base
@@ -39,12 +39,12 @@ CODEX_MODEL = "gpt-5.5"
 
 
 class CodexProvider(base.Provider):
-    name: ClassVar[str] = "codex"
-    npm: ClassVar[tuple[str, str] | None] = ("the Codex CLI", "@openai/codex")
-    env_names: ClassVar[tuple[str, ...]] = ("OPENAI_", "CODEX_", "RUST_LOG")
-    api: ClassVar[Api | None] = dialects.OPENAI.with_keys("CODEX_API_KEY")
+    name = "codex"
+    npm = ("the Codex CLI", "@openai/codex")
+    env_names = ("OPENAI_", "CODEX_", "RUST_LOG")
+    api = dialects.OPENAI.with_keys("CODEX_API_KEY")
 
-    routes: ClassVar[tuple[str, ...]] = (
+    routes = (
         "OPENAI_API_KEY",
         "OPENAI_BASE_URL",
         "OPENAI_MODEL",
@@ -122,7 +122,7 @@ class CodexProvider(base.Provider):
             model=spec.model or config.get("model"),
         )
 
-    options: ClassVar[tuple[str, ...]] = ("sandbox", "env_allow", "resume", "extra_args")
+    options = ("sandbox", "env_allow", "resume", "extra_args")
 
     @classmethod
     def sniff(cls, line: Mapping[str, Any]) -> bool:

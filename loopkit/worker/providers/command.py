@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import ClassVar
 
 from loopkit.boundary.dialects import KNOWN_APIS, find_upstream
 from loopkit.evidence.testresults import absent_program
@@ -37,11 +36,11 @@ SHELL = "/bin/sh"
 
 
 class CommandProvider(base.Provider):
-    name: ClassVar[str] = "command"
-    binary: ClassVar[str | None] = None
-    install_hint: ClassVar[str] = "give the worker command in the contract (worker.command)"
-    env_names: ClassVar[tuple[str, ...]] = ()
-    options: ClassVar[tuple[str, ...]] = ("command", "env_allow", "extra_args")
+    name = "command"
+    binary = None
+    install_hint = "give the worker command in the contract (worker.command)"
+    env_names = ()
+    options = ("command", "env_allow", "extra_args")
 
     def upstream(self, spec: base.RunSpec) -> Upstream | None:
         """A command's model API is the one whose key ``worker.env_allow`` passes on

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from loopkit.boundary import containment
 from loopkit.boundary.dialects import Api, Upstream, find_upstream
@@ -61,22 +61,22 @@ APIS = {
 
 
 class CopilotProvider(base.Provider):
-    name: ClassVar[str] = "copilot"
-    npm: ClassVar[tuple[str, str] | None] = ("the Copilot CLI", "@github/copilot")
-    env_names: ClassVar[tuple[str, ...]] = (
+    name = "copilot"
+    npm = ("the Copilot CLI", "@github/copilot")
+    env_names = (
         "COPILOT_",
         "GH_TOKEN",
         "GITHUB_TOKEN",
         "GH_HOST",
     )
 
-    options: ClassVar[tuple[str, ...]] = ("allowed_tools", "env_allow", "resume", "extra_args")
+    options = ("allowed_tools", "env_allow", "resume", "extra_args")
 
-    api: ClassVar[Api | None] = APIS["openai"]
+    api = APIS["openai"]
 
-    routes: ClassVar[tuple[str, ...]] = ("COPILOT_HOME", "COPILOT_GITHUB_TOKEN")
+    routes = ("COPILOT_HOME", "COPILOT_GITHUB_TOKEN")
     #: The model a rehearsal names over its own-endpoint (BYOK) settings.
-    rehearsal_model: ClassVar[str] = "claude-sonnet-4.5"
+    rehearsal_model = "claude-sonnet-4.5"
 
     def rehearsal(self, r: base.Rehearsal) -> dict[str, str]:
         """Offline, its ``COPILOT_PROVIDER_*`` settings pointing at the server (the

@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from loopkit.boundary import containment, dialects
-from loopkit.boundary.dialects import Api
 from loopkit.files import atomic_write
 from loopkit.text import clip
 from loopkit.worker.providers import base, claude, tools
@@ -73,13 +72,13 @@ _RETRIED = re.compile(r"Retrying (?:after \d+ ?ms|with backoff)")
 
 
 class GeminiProvider(base.Provider):
-    name: ClassVar[str] = "gemini"
-    npm: ClassVar[tuple[str, str] | None] = ("Gemini CLI", "@google/gemini-cli")
-    env_names: ClassVar[tuple[str, ...]] = ("GEMINI_", "GOOGLE_", "CLOUDSDK_", "NO_BROWSER")
-    api: ClassVar[Api | None] = dialects.GEMINI
-    options: ClassVar[tuple[str, ...]] = base.APPROVAL_OPTIONS
+    name = "gemini"
+    npm = ("Gemini CLI", "@google/gemini-cli")
+    env_names = ("GEMINI_", "GOOGLE_", "CLOUDSDK_", "NO_BROWSER")
+    api = dialects.GEMINI
+    options = base.APPROVAL_OPTIONS
 
-    routes: ClassVar[tuple[str, ...]] = (
+    routes = (
         "GEMINI_API_KEY",
         "GEMINI_CLI_HOME",
         "GEMINI_DEFAULT_AUTH_TYPE",

@@ -38,7 +38,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from loopkit.boundary import containment
 from loopkit.boundary.dialects import Api, Upstream
@@ -62,19 +62,19 @@ EVENT_TYPES = frozenset(("step_start", "step_finish", "text", "tool_use", "reaso
 
 
 class OpencodeProvider(base.Provider):
-    name: ClassVar[str] = "opencode"
-    npm: ClassVar[tuple[str, str] | None] = ("opencode", "opencode-ai")
-    env_names: ClassVar[tuple[str, ...]] = ("OPENCODE_", "XDG_CONFIG_HOME", "XDG_DATA_HOME")
+    name = "opencode"
+    npm = ("opencode", "opencode-ai")
+    env_names = ("OPENCODE_", "XDG_CONFIG_HOME", "XDG_DATA_HOME")
 
-    options: ClassVar[tuple[str, ...]] = ("max_turns", "env_allow", "resume", "extra_args")
+    options = ("max_turns", "env_allow", "resume", "extra_args")
 
-    routes: ClassVar[tuple[str, ...]] = (
+    routes = (
         "OPENCODE_CONFIG",
         "OPENCODE_CONFIG_CONTENT",
         "OPENCODE_CONFIG_DIR",
     )
     #: The model a rehearsal names: ``provider/model``, the provider's base URL redirected.
-    rehearsal_model: ClassVar[str] = "anthropic/claude-sonnet-4-5"
+    rehearsal_model = "anthropic/claude-sonnet-4-5"
 
     def rehearsal(self, r: base.Rehearsal) -> dict[str, str]:
         """Writes ``home/.config/opencode/opencode.json`` sending opencode to the server
@@ -102,7 +102,7 @@ class OpencodeProvider(base.Provider):
     def __init__(self) -> None:
         self.steps: int | None = None  # the turn cap of the last build, for its parser
 
-    api: ClassVar[Api | None] = Api("anthropic", ("ANTHROPIC_API_KEY",), None, DEFAULT_UPSTREAM)
+    api = Api("anthropic", ("ANTHROPIC_API_KEY",), None, DEFAULT_UPSTREAM)
 
     def upstream(self, spec: base.RunSpec) -> Upstream | None:
         """The key and endpoint of opencode's ``anthropic`` provider: the environment's

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from loopkit import loader
 from loopkit.boundary import containment
@@ -67,9 +67,9 @@ EVENT_TYPES = frozenset(
 
 
 class PiProvider(base.Provider):
-    name: ClassVar[str] = "pi"
-    npm: ClassVar[tuple[str, str] | None] = ("pi", "@mariozechner/pi-coding-agent")
-    env_names: ClassVar[tuple[str, ...]] = (
+    name = "pi"
+    npm = ("pi", "@mariozechner/pi-coding-agent")
+    env_names = (
         "PI_",
         "ANTHROPIC_API_KEY",
         "ANTHROPIC_OAUTH_TOKEN",
@@ -78,13 +78,13 @@ class PiProvider(base.Provider):
         "OPENROUTER_API_KEY",
     )
 
-    options: ClassVar[tuple[str, ...]] = ("allowed_tools", "env_allow", "resume", "extra_args")
+    options = ("allowed_tools", "env_allow", "resume", "extra_args")
 
-    api: ClassVar[Api | None] = Api("anthropic", ("ANTHROPIC_API_KEY",), None, DEFAULT_UPSTREAM)
+    api = Api("anthropic", ("ANTHROPIC_API_KEY",), None, DEFAULT_UPSTREAM)
 
-    routes: ClassVar[tuple[str, ...]] = ("PI_CODING_AGENT_DIR", "PI_CODING_AGENT_SESSION_DIR")
+    routes = ("PI_CODING_AGENT_DIR", "PI_CODING_AGENT_SESSION_DIR")
     #: The model a rehearsal names (its built-in anthropic provider, the base URL redirected).
-    rehearsal_model: ClassVar[str] = "anthropic/claude-sonnet-4-5"
+    rehearsal_model = "anthropic/claude-sonnet-4-5"
 
     def rehearsal(self, r: base.Rehearsal) -> dict[str, str]:
         """Writes pi's ``models.json`` (the anthropic provider's ``baseUrl``) and

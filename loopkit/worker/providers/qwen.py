@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from loopkit.boundary import containment, dialects
-from loopkit.boundary.dialects import Api
 from loopkit.files import atomic_write
 from loopkit.text import clip
 from loopkit.worker.providers import base, claude, gemini, tools
@@ -64,20 +63,20 @@ QUIET = {
 
 
 class QwenProvider(base.Provider):
-    name: ClassVar[str] = "qwen"
-    npm: ClassVar[tuple[str, str] | None] = ("Qwen Code", "@qwen-code/qwen-code")
-    env_names: ClassVar[tuple[str, ...]] = ("QWEN_", "OPENAI_", "DASHSCOPE_API_KEY")
-    api: ClassVar[Api | None] = dialects.OPENAI
-    options: ClassVar[tuple[str, ...]] = base.APPROVAL_OPTIONS
+    name = "qwen"
+    npm = ("Qwen Code", "@qwen-code/qwen-code")
+    env_names = ("QWEN_", "OPENAI_", "DASHSCOPE_API_KEY")
+    api = dialects.OPENAI
+    options = base.APPROVAL_OPTIONS
 
-    routes: ClassVar[tuple[str, ...]] = (
+    routes = (
         "OPENAI_API_KEY",
         "OPENAI_BASE_URL",
         "OPENAI_MODEL",
         "QWEN_HOME",
     )
     #: The model a rehearsal names (any: the scripted server answers them all).
-    rehearsal_model: ClassVar[str] = "qwen3-coder-plus"
+    rehearsal_model = "qwen3-coder-plus"
 
     def rehearsal(self, r: base.Rehearsal) -> dict[str, str]:
         """``HOME``, the key, the base URL (Chat Completions) and model; writes
