@@ -342,32 +342,13 @@ def address(
         )
     tip = target_tip(root, stack)
     followed = _follow(root, stack, tip, foreign=True)  # a branch someone else pushed: refused
-    if s.merged or s.closed:
-        raise BadInput("SLICE", f"{s.id} has left the stack ({'landed' if s.merged else s.closed})")
-    if s.pr is None:
-        raise BadInput("SLICE", f"{s.id} has no pull request yet: `lk stack push {name}` first")
-    pr = s.pr
+    pr = _open_pull(s, name)
     remarks = [r for r in forge.remarks(pr, s.head) if r.key not in s.addressed]
     shown: list[RemarkShown] = [
         {"key": r.key, "who": r.who, "where": r.where, "text": r.text} for r in remarks
     ]
     if not remarks:
-        if followed:
-            write(root, stack, old, message="address: " + " ".join(f["slice"] for f in followed))
-        pushed: StepSaid = {}
-        if stack.remote and _unfinished(root, stack, old):
-            sent = push(root, name)  # what a stopped address recorded and did not push
-            stack, pushed = Stack.from_json(sent["stack"], ref(name)), sent
-        return _result(
-            "address",
-            stack,
-            slice=s.id,
-            remarks=[],
-            followed=followed,
-            moved=[],
-            pushed=pushed.get("pushed", []),
-            pulls=pushed.get("pulls", []),
-        )
+        return _nothing_to_address(root, name, stack, old, s.id, followed)
     task = readdress.task_for(s, remarks, pr, text=task_text)
     document = readdress.first(s, task, pr)
     before = Stack.from_json(stack.to_json(), ref(name))  # the forge followed, nothing changed
@@ -408,7 +389,7 @@ def address(
         followed = landed
         break
     write(root, stack, old, message=f"address {slice_id} (#{pr}) as {fix.commit[:12]}")
-    pushed = {}
+    pushed: StepSaid = {}
     if stack.remote:
         sent = push(root, name)
         stack, pushed = Stack.from_json(sent["stack"], ref(name)), sent
@@ -420,6 +401,38 @@ def address(
         commit=fix.commit,
         moved=moved,
         followed=followed,
+        pushed=pushed.get("pushed", []),
+        pulls=pushed.get("pulls", []),
+    )
+
+
+def _open_pull(s: Slice, name: str) -> int:
+    """The pull request of a slice still in the stack (after the forge was followed)."""
+    if s.merged or s.closed:
+        raise BadInput("SLICE", f"{s.id} has left the stack ({'landed' if s.merged else s.closed})")
+    if s.pr is None:
+        raise BadInput("SLICE", f"{s.id} has no pull request yet: `lk stack push {name}` first")
+    return s.pr
+
+
+def _nothing_to_address(
+    root: Path, name: str, stack: Stack, old: str, slice_id: str, followed: list[Followed]
+) -> StackStep:
+    """``address`` with no new remark: the forge's moves recorded, and what a stopped
+    address recorded and did not push, pushed."""
+    if followed:
+        write(root, stack, old, message="address: " + " ".join(f["slice"] for f in followed))
+    pushed: StepSaid = {}
+    if stack.remote and _unfinished(root, stack, old):
+        sent = push(root, name)  # what a stopped address recorded and did not push
+        stack, pushed = Stack.from_json(sent["stack"], ref(name)), sent
+    return _result(
+        "address",
+        stack,
+        slice=slice_id,
+        remarks=[],
+        followed=followed,
+        moved=[],
         pushed=pushed.get("pushed", []),
         pulls=pushed.get("pulls", []),
     )
