@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from loopkit import loader
+from loopkit.document import vouched
 from loopkit.errors import BadInput
 from loopkit.evidence import globs
 from loopkit.worker import providers
@@ -21,6 +22,8 @@ from loopkit.worker.acp import agents as acp_agents
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
 if TYPE_CHECKING:
     from typing import Any
+
+    from loopkit.sections import Contract
 
 CONTRACT_VERSION = 1
 #: The registered providers (loopkit.worker.providers): contract validation follows the registry.
@@ -458,7 +461,7 @@ def control_warnings(data: Mapping[str, Any], *, contract_file: str) -> list[dic
     return out
 
 
-def with_defaults(data: Mapping[str, Any]) -> dict[str, Any]:
+def with_defaults(data: Mapping[str, Any]) -> Contract:
     """A validated contract with every default filled in (a new dict)."""
     out = copy.deepcopy(dict(data))
     out.pop("kind", None)
@@ -481,7 +484,8 @@ def with_defaults(data: Mapping[str, Any]) -> dict[str, Any]:
                 sandbox[key] = [_home(p) for p in sandbox[key]]
     if isinstance(out.get("state_dir"), str):
         out["state_dir"] = _home(out["state_dir"])
-    return out
+    filled: Contract = vouched(out)
+    return filled
 
 
 #: The sandbox's path lists, where ``~`` is expanded.
@@ -526,7 +530,7 @@ def read_file(path: str | os.PathLike[str]) -> Any:
     return parse_text(raw, str(path))
 
 
-def checked(data: Any, source: str, *, prefix: str = "$") -> dict[str, Any]:
+def checked(data: Any, source: str, *, prefix: str = "$") -> Contract:
     """A parsed contract validated and with its defaults; BadInput naming the first
     problem (exit 3) otherwise. ``prefix`` places the paths (``$.contract`` in a document)."""
     problems = validate(data)
@@ -537,12 +541,12 @@ def checked(data: Any, source: str, *, prefix: str = "$") -> dict[str, Any]:
     return with_defaults(data)
 
 
-def load(path: str | os.PathLike[str]) -> dict[str, Any]:
+def load(path: str | os.PathLike[str]) -> Contract:
     """Read and validate a contract file (exit 3 on the first problem)."""
     return checked(read_file(path), str(path))
 
 
-def apply_task(contract: Mapping[str, Any], task: Mapping[str, Any]) -> dict[str, Any]:
+def apply_task(contract: Mapping[str, Any], task: Mapping[str, Any]) -> Contract:
     """The contract narrowed to one task: its scope replaces writable, its budget caps the diff."""
     out = copy.deepcopy(dict(contract))
     scope = task.get("scope") or []
@@ -567,7 +571,8 @@ def apply_task(contract: Mapping[str, Any], task: Mapping[str, Any]) -> dict[str
             for i, cmd in enumerate(own, 1)
         ]
         out["criteria"] = criteria
-    return out
+    narrowed: Contract = vouched(out)
+    return narrowed
 
 
 #: The names of a task's own checks among the criteria: task-1, task-2, ...

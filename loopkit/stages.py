@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from loopkit.sections import Attempt as Document  # the document; Attempt here: the run
-    from loopkit.sections import Verify
+    from loopkit.sections import Contract, Verify
 
 
 class Attempt:
@@ -326,9 +326,11 @@ def verify(
         check.require(Path.cwd(), "HEAD")
     doc = _taken(within)
     ws = Workspace.open(contract_path=contract_path, document=doc, require_contract=True)
-    terms = ws.contract or {}
+    terms = ws.contract
+    assert terms is not None  # require_contract
     if within is not None:
-        within.review = bool((terms.get("judge") or {}).get("review"))
+        judge = terms.get("judge")
+        within.review = bool(judge and judge.get("review"))
     chosen = checks.select(terms["criteria"], only)
     attempt = artifacts.assign_attempt_id(doc if doc is not None else {})
     run = _Checks(ws, terms, chosen, only=only, fail_fast=fail_fast, doc=doc, attempt=attempt)
@@ -365,7 +367,8 @@ def verify_tree(root: Path, tree: str, contract_path: str) -> dict[str, Any]:
     (``verify.json``), as lk-verify keeps it; nothing is printed."""
     env = {k: v for k, v in os.environ.items() if k != "LOOPKIT_STATE_DIR"}
     ws = Workspace.open(contract_path=contract_path, cwd=root, environ=env, require_contract=True)
-    terms = ws.contract or {}
+    terms = ws.contract
+    assert terms is not None  # require_contract
     chosen = checks.select(terms["criteria"], ())
     attempt = artifacts.assign_attempt_id({})
     run = _Checks(ws, terms, chosen, only=(), fail_fast=False, doc=None, attempt=attempt)
@@ -398,7 +401,7 @@ class _Checks:
     def __init__(
         self,
         ws: Workspace,
-        terms: dict[str, Any],
+        terms: Contract,
         chosen: Any,
         *,
         only: Sequence[str],

@@ -37,7 +37,7 @@ TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a featur
 if TYPE_CHECKING:
     from typing import Any
 
-    from loopkit.sections import Attempt, Task
+    from loopkit.sections import Attempt, Contract, Task
 
 STATE_ENV = "LOOPKIT_STATE_DIR"
 DEFAULT_STATE = ".loopkit"
@@ -51,7 +51,7 @@ class Workspace:
     root: Path
     index: Path
     document: Mapping[str, Any] | None = None
-    contract: dict[str, Any] | None = None
+    contract: Contract | None = None
     #: Where the contract came from: a file path, "<stdin>" (the piped document) or None.
     contract_from: str | None = None
     #: The contract file's sha256, when it came from a file.
@@ -119,7 +119,7 @@ class Workspace:
 
     @property
     def configured_state(self) -> str | None:
-        value = (self.contract or {}).get("state_dir")
+        value = self.contract.get("state_dir") if self.contract else None
         return value if isinstance(value, str) and value else None
 
     def state_path(self) -> Path:
@@ -149,7 +149,7 @@ class Workspace:
         return out
 
     def memory_file(self) -> Path | None:
-        memory = (self.contract or {}).get("memory")
+        memory = self.contract.get("memory") if self.contract else None
         if not isinstance(memory, str) or not memory:
             return None
         return self.root / memory
@@ -171,7 +171,7 @@ class Workspace:
             "contract_sha256": self.contract_sha256,
             "memory": str(memory) if memory else None,
             "task": self.task.get("id") if self.task else None,
-            "scope": (self.contract or {}).get("scope"),
+            "scope": self.contract.get("scope") if self.contract else None,
         }
 
 
@@ -203,7 +203,7 @@ def report(contract_path: str | None, *, as_json: bool) -> None:
 class Found:
     """A resolved contract (task applied), where it came from, and its file's sha256."""
 
-    contract: dict[str, Any] | None
+    contract: Contract | None
     source: str | None
     sha256: str | None
     #: Set when the contract file changed since the attempt started: the snapshot rules.
@@ -281,7 +281,7 @@ def resolve_contract(
     return Found(_with_task(_parsed(raw, str(default), sha, cache), task), str(default), sha)
 
 
-def _parsed(raw: bytes, source: str, sha: str, root: Path | None) -> dict[str, Any]:
+def _parsed(raw: bytes, source: str, sha: str, root: Path | None) -> Contract:
     """The contract file's bytes parsed and checked, remembered by their content.
 
     A commit hook runs lk-verify on every commit with the same loop.yaml: its checked
@@ -295,7 +295,8 @@ def _parsed(raw: bytes, source: str, sha: str, root: Path | None) -> dict[str, A
         try:
             data = loader.json_loads(cached.read_bytes())
             if isinstance(data, dict) and data.get("criteria"):
-                return data
+                kept: Contract = vouched(data)
+                return kept
         except (OSError, ValueError):
             pass
     from loopkit import contract as contracts  # a contract met before needs no checking
@@ -377,7 +378,7 @@ def _cache_file(root: Path | None, sha: str) -> Path | None:
     return _cache_folder(root) / f"contract-{key[:32]}.json"
 
 
-def _trusted(piped: Mapping[str, Any]) -> dict[str, Any]:
+def _trusted(piped: Mapping[str, Any]) -> Contract:
     """A piped document's contract: it passed schemas/contract.json when the document was
     read (the hand-written validator and the schema agree, a test holds them to it), so
     only its defaults are filled in -- not validated again in every stage."""
@@ -386,7 +387,7 @@ def _trusted(piped: Mapping[str, Any]) -> dict[str, Any]:
     return with_defaults(piped)
 
 
-def _with_task(contract: dict[str, Any], task: Any) -> dict[str, Any]:
+def _with_task(contract: Contract, task: Any) -> Contract:
     if isinstance(task, Mapping):
         from loopkit.contract import apply_task
 

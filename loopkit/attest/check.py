@@ -23,6 +23,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from loopkit.sections import Criterion
+
 KIND = "loopkit/attest-verify"
 
 
@@ -89,7 +91,7 @@ def _subject(st: Any, digest: str) -> str | None:
 DEFAULT_CONTRACT = "loop.yaml"
 
 
-def _criteria_at(root: Path, commit: str, path: str) -> list[dict[str, Any]] | str:
+def _criteria_at(root: Path, commit: str, path: str) -> list[Criterion] | str:
     """The contract's criteria at ``commit``, or why they cannot be read."""
     done = git.git(["cat-file", "blob", f"{commit}:{path}"], cwd=root, check=False)
     if done.exit_code != 0:

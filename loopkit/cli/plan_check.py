@@ -127,7 +127,7 @@ def check_cmd(file: str, contract_path: str | None, kind: str, as_json: bool = F
                 for p in check(parsed, contract=contract, tree=tree, is_folder=folders_of(source))
             ]
             warnings = goal_warnings(parsed, contract=contract)
-            warnings += _missing_programs((contract or {}).get("criteria"))
+            warnings += _missing_programs(contract.get("criteria") if contract else None)
             ids = parsed.by_id()
             tasks = []
             for t in parsed.tasks:

@@ -176,7 +176,8 @@ def _commit(ws: Workspace, tasks_path: Path, task_id: str) -> str | None:
 
 def _provider(ws: Workspace, provider: str | None) -> str | None:
     """``--provider``, checked; BadInput when neither it nor the contract's judge names one."""
-    if not provider and not ((ws.contract or {}).get("judge") or {}).get("provider"):
+    judge = ws.contract.get("judge") if ws.contract else None
+    if not provider and not (judge and judge.get("provider")):
         raise BadInput(
             "--provider",
             "no provider: pass --provider NAME (claude, codex, ...) or set judge.provider in "

@@ -319,7 +319,7 @@ def evaluate(
     prompt = build_prompt(
         the_goal.text,
         root=root,
-        objective=(contract or {}).get("objective"),
+        objective=contract.get("objective") if contract else None,
         diff=doc.get("diff"),
         verify=doc.get("verify"),
         tree=before,

@@ -52,7 +52,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from loopkit.boundary.containment import SandboxRecord
     from loopkit.boundary.usage import MeterSection
-    from loopkit.sections import Attempt, JSONObject
+    from loopkit.sections import Attempt, Contract, JSONObject
 
 DEFAULT_TIMEOUT_S = 900.0
 MAX_SIDE_EFFECTS = 100
@@ -638,7 +638,7 @@ class Request:
 class Plan:
     provider: Provider
     spec: RunSpec
-    contract: dict[str, Any] | None
+    contract: Contract | None
     worker: dict[str, Any]
     timeout: float
 
@@ -648,7 +648,7 @@ def plan(req: Request, *, root: Path | None = None) -> Plan:
 
     found = resolve_contract(req.contract_path, req.document, start=req.cwd, root=root)
     contract = found.contract
-    worker = dict((contract or {}).get("worker") or {})
+    worker: dict[str, Any] = dict((contract.get("worker") if contract else None) or {})
     name = req.provider or ("command" if req.command else worker.get("provider") or "command")
     try:
         provider = providers.get(name)
@@ -669,7 +669,7 @@ def plan(req: Request, *, root: Path | None = None) -> Plan:
         )
     base = root or req.cwd
     previous = handoff.previous_attempt(req.document)
-    memory = handoff.read_memory(base, (contract or {}).get("memory"))
+    memory = handoff.read_memory(base, contract.get("memory") if contract else None)
     prompt = handoff.build(task=task, contract=contract, previous=previous, memory=memory)
     env = req.environ if req.environ is not None else os.environ
     spec = RunSpec.from_section(
@@ -680,7 +680,7 @@ def plan(req: Request, *, root: Path | None = None) -> Plan:
         resume=req.resume,
         command=command,
         task_id=task.get("id") if task else None,
-        scope=(contract or {}).get("scope"),
+        scope=contract.get("scope") if contract else None,
         control=_steering(base, req, contract, found.source),
         attempt=_attempt_number(req.document, env),
         environ=env,
@@ -745,7 +745,7 @@ def attempt(req: Request) -> dict[str, Any]:
     where = git.locate(req.cwd, base="HEAD", unborn_ok=False)
     root, base = where.root, where.base
     p = plan(req, root=root)
-    configured = (p.contract or {}).get("state_dir")
+    configured = p.contract.get("state_dir") if p.contract else None
     state_path = state_folder(root, where.index, env=req.environ, configured=configured)
     # What git ignores before the worker, asked beside the rest of this set-up (git's
     # walk of the tree meanwhile; the state folder is left out of it).
