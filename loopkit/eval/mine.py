@@ -168,7 +168,7 @@ def write_hidden(repo: Path, commit: str, paths: list[str], tree: Path) -> None:
     """The files ``paths`` as they are at ``commit``, written over ``tree`` (whatever the
     agent left there under those names)."""
     for rel in paths:
-        body = proc.capture(["git", "show", f"{commit}:{rel}"], cwd=repo)
+        body = git.git(["show", f"{commit}:{rel}"], cwd=repo, check=False)
         if body.exit_code != 0:
             continue
         dest = tree / rel
@@ -182,7 +182,7 @@ def write_hidden(repo: Path, commit: str, paths: list[str], tree: Path) -> None:
 
 
 def _exists(repo: Path, commit: str, path: str) -> bool:
-    return proc.capture(["git", "cat-file", "-e", f"{commit}:{path}"], cwd=repo).exit_code == 0
+    return git.git(["cat-file", "-e", f"{commit}:{path}"], cwd=repo, check=False).exit_code == 0
 
 
 def slug(c: Candidate) -> str:
@@ -309,8 +309,11 @@ def _commit(repo: Path, base: str, patches: list[str], name: str) -> str:
         git.out(["worktree", "add", "--detach", "--quiet", str(tree), base], cwd=repo)
         try:
             for patch in patches:
-                done = proc.capture(
-                    ["git", "apply", "--whitespace=nowarn", "-"], cwd=tree, input=patch.encode()
+                done = git.git(
+                    ["apply", "--whitespace=nowarn", "-"],
+                    cwd=tree,
+                    input=patch.encode(),
+                    check=False,
                 )
                 if done.exit_code != 0:
                     why = done.stderr.decode(errors="replace").strip()[:200]

@@ -520,7 +520,7 @@ class Runner:
         reference = str(task.reference)
         patch = (self.suite.path.parent / reference).resolve()
         if patch.is_file():
-            done = proc.capture(["git", "apply", "--whitespace=nowarn", str(patch)], cwd=tree)
+            done = git.git(["apply", "--whitespace=nowarn", str(patch)], cwd=tree, check=False)
             return (
                 None if done.exit_code == 0 else done.stderr.decode(errors="replace").strip()[:300]
             )
@@ -531,7 +531,7 @@ class Runner:
             ).stdout
         except git.GitError:
             return "neither a patch file nor a commit"
-        done = proc.capture(["git", "apply", "--whitespace=nowarn", "-"], cwd=tree, input=diff)
+        done = git.git(["apply", "--whitespace=nowarn", "-"], cwd=tree, input=diff, check=False)
         return None if done.exit_code == 0 else done.stderr.decode(errors="replace").strip()[:300]
 
     # -- the trials -----------------------------------------------------------------
