@@ -1,14 +1,22 @@
 """lk-plan next while a lander moves the checkout under it (parallel.sh runs both at
 once): TASKS.md and the files it names are read as one checkout, never halfway through
 git's rewrite of it -- a task marked open again beside the new file it declares, still
-there, is not a plan that lies."""
+there, is not a plan that lies.
+
+The move happens at an exact point, not by chance: a ``sitecustomize`` on the command's
+PYTHONPATH holds its first listing of the tree (TASKS.md already read) until the test has
+moved the checkout the whole way, as git does (``read-tree -u -m`` under the index's lock,
+then HEAD). So the test does not depend on timing."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
-import threading
+import time
 from pathlib import Path
+
+import pytest
 
 from tests.helpers import git
 
@@ -17,50 +25,83 @@ OPEN = (
 )
 DONE = OPEN.replace("- [ ]", "- [x]", 1)
 
+#: Loaded at start-up by lk-plan's interpreter: its first listing of the tree says so
+#: (``LK_READING``) and waits for the test's move to be whole (``LK_MOVED``).
+HOOK = """
+import os, time
+from pathlib import Path
 
-def test_lk_plan_next_never_reads_a_checkout_halfway_moved(git_repo: Path) -> None:
+from loopkit.plan import expanding
+
+_real = expanding.tree_files
+_reading, _moved = Path(os.environ["LK_READING"]), Path(os.environ["LK_MOVED"])
+
+
+def tree_files(root):
+    if not _reading.exists():
+        _reading.write_text("reading")
+        for _ in range(12000):  # two minutes at most
+            if _moved.exists():
+                break
+            time.sleep(0.01)
+    return _real(root)
+
+
+expanding.tree_files = tree_files
+"""
+
+
+def _wait_for(path: Path, process: subprocess.Popen[str]) -> None:
+    for _ in range(12000):
+        if path.exists() or process.poll() is not None:
+            return
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize(
+    ("start", "code"),
+    [("opened", 1), ("landed", 0)],
+    ids=["a landing moves it forward", "a returned landing moves it back"],
+)
+def test_lk_plan_next_never_reads_a_checkout_halfway_moved(
+    git_repo: Path, tmp_path: Path, start: str, code: int
+) -> None:
     (git_repo / "loop.yaml").write_text(
-        'version: 1\nobjective: Thank.\nscope: {writable: ["NEWS.txt", "P/**"]}\n'
+        'version: 1\nobjective: Thank.\nscope: {writable: ["NEWS.txt"]}\n'
         'criteria: [{name: t, run: "true"}]\n'
     )
     (git_repo / "TASKS.md").write_text(OPEN)
     git(git_repo, "add", "-A")
     git(git_repo, "commit", "-qm", "plan")
-    opened = git(git_repo, "rev-parse", "HEAD").strip()
-    # What a landing brings: the task marked done, its new file, and enough besides that
-    # git's rewrite of the checkout takes a while. git writes in its index's order: the
-    # new NEWS.txt, then P/, and TASKS.md last -- halfway, the file is there and the task
-    # still open.
+    commits = {"opened": git(git_repo, "rev-parse", "HEAD").strip()}
+    # What a landing brings: the task marked done and its new file.
     (git_repo / "TASKS.md").write_text(DONE)
-    (git_repo / "P").mkdir()
-    for i in range(2000):
-        (git_repo / "P" / f"{i}.txt").write_text(f"{i}\n")
     (git_repo / "NEWS.txt").write_text("thanks\n")
     git(git_repo, "add", "-A")
     git(git_repo, "commit", "-qm", "thank landed")
-    landed = git(git_repo, "rev-parse", "HEAD").strip()
+    commits["landed"] = git(git_repo, "rev-parse", "HEAD").strip()
+    other = "landed" if start == "opened" else "opened"
+    git(git_repo, "checkout", "-q", "--detach", commits[start])
 
-    stop = threading.Event()
-
-    def lander() -> None:  # the checkout back and forth, as git moves it, now and then
-        at, other = landed, opened
-        while not stop.wait(0.1):
-            subprocess.run(["git", "read-tree", "-u", "-m", at, other], cwd=git_repo, check=True)
-            subprocess.run(["git", "update-ref", "HEAD", other], cwd=git_repo, check=True)
-            at, other = other, at
-
-    moving = threading.Thread(target=lander)
-    moving.start()
-    codes = []
-    try:
-        for _ in range(20):
-            done = subprocess.run(
-                [str(Path(sys.executable).parent / "lk-plan"), "next", "TASKS.md", "--contract", "loop.yaml"],
-                cwd=git_repo, capture_output=True, text=True, check=False,
-            )  # fmt: skip
-            codes.append((done.returncode, done.stderr.strip().splitlines()[-1:]))
-    finally:
-        stop.set()
-        moving.join()
-    # 0: the task handed out (the checkout before the landing); 1: nothing ready (after).
-    assert all(code in (0, 1) for code, _ in codes), codes
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(HOOK)
+    reading, moved = tmp_path / "reading", tmp_path / "moved"
+    env = {**os.environ, "PYTHONPATH": str(hook), "LK_READING": str(reading)}
+    env["LK_MOVED"] = str(moved)
+    lk_plan = str(Path(sys.executable).parent / "lk-plan")
+    reader = subprocess.Popen(
+        [lk_plan, "next", "TASKS.md", "--contract", "loop.yaml"],
+        cwd=git_repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    _wait_for(reading, reader)
+    assert reading.exists(), reader.communicate()  # TASKS.md read, the tree not yet listed
+    git(git_repo, "read-tree", "-u", "-m", commits[start], commits[other])
+    git(git_repo, "update-ref", "--no-deref", "HEAD", commits[other])
+    moved.write_text("moved")
+    out, err = reader.communicate(timeout=120)
+    # What the checkout holds once moved: forward, the task done (1: nothing ready); back,
+    # the task open and its new file gone (0: handed out).
+    assert reader.returncode == code, err
+    if code == 0:
+        assert '"thank"' in out

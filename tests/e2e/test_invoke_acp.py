@@ -283,7 +283,7 @@ def test_the_wall_clock_timeout_ends_the_agent(
     start = time.monotonic()
     worker = {"timeout": 4, "env_allow": ["LOOPKIT_TEST_MARK"]}
     r = run(git_repo, tmp_path, [{"delay": 60, "text": "too late"}], worker=worker)
-    assert time.monotonic() - start < 30
+    assert time.monotonic() - start < 50  # the 60 s answer was not waited out
     assert r.returncode == 1
     assert r.run["stop_reason"] == "timeout" and r.run["is_error"] is True
     assert pids_with(marker) == []  # the client, the adapter and Claude Code all ended

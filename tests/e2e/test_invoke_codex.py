@@ -86,7 +86,7 @@ def test_timeout_leaves_no_process_behind(git_repo: Path, tmp_path: Path) -> Non
         args=("--timeout", "4"),
         home=home,
     )
-    assert time.monotonic() - start < 20
+    assert time.monotonic() - start < 100  # the 120 s sleep was not waited out
     assert r.returncode == 1
     assert r.run["stop_reason"] == "timeout"
     time.sleep(0.3)
@@ -102,4 +102,4 @@ def test_stuck_command_is_stopped_by_the_breaker(git_repo: Path, tmp_path: Path)
     rec = r.run
     assert rec["stop_reason"] == "stuck" and rec["stuck"]["repeats"] == 3
     assert "No module named" in rec["stuck"]["error"]
-    assert requests <= 5
+    assert requests < len(turns)  # stopped before the script ran out (its last turn gives up)

@@ -330,7 +330,7 @@ def test_a_timeout_ends_the_sandbox_and_its_daemon(git_repo: Path) -> None:
     marker = f"300.{os.getpid()}3"
     start = time.monotonic()
     done = sh(git_repo, DAEMON.format(t=marker) + "; sleep 60", timeout=1)
-    assert done.timed_out and time.monotonic() - start < 10
+    assert done.timed_out and time.monotonic() - start < 50  # the 60 s sleep: not waited out
     assert _gone(marker)
 
 
