@@ -65,6 +65,7 @@ tools: ## Install the system tools the tests drive where missing: gh, rsync, go,
 	if [ $${#missing[@]} -gt 0 ]; then \
 	  command -v apt-get >/dev/null || { echo "make tools: install $${missing[*]} (no apt-get here)" >&2; exit 1; }; \
 	  sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	  [ -z "$$sudo" ] || command -v sudo >/dev/null || { echo "make tools: install $${missing[*]} as root (apt-get install $${missing[*]})" >&2; exit 1; }; \
 	  echo "make tools: apt-get install $${missing[*]}"; \
 	  $$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$${missing[@]}" >/dev/null; \
 	fi
