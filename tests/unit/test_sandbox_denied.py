@@ -59,8 +59,17 @@ def test_another_user_is_judged_by_its_own_rights(shared: Path) -> None:
     """As ``nobody``: root's folder is not writable, a folder open to all is."""
     made(shared, "roots", uid=0, mode=0o755)
     made(shared, "open", uid=0, mode=0o777)
+    # loopkit where nobody can read it (the checkout's own parents may be private).
+    source = shared / "source"
+    shutil.copytree(
+        REPO / "loopkit", source / "loopkit", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    for folder, _, files in os.walk(source):
+        os.chmod(folder, 0o755)
+        for name in files:
+            os.chmod(os.path.join(folder, name), 0o644)
     code = (
-        f"import os, sys; sys.path.insert(0, {str(REPO)!r})\n"
+        f"import os, sys; sys.path.insert(0, {str(source)!r})\n"
         "from loopkit.boundary.sandbox import denied\n"
         f"print(denied({str(shared / 'roots')!r}, os.W_OK))\n"
         f"print(denied({str(shared / 'open')!r}, os.W_OK))\n"
