@@ -7,6 +7,7 @@ model is called. The rules are table-driven: a new key is one line in ``_FIELDS`
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping
@@ -16,8 +17,7 @@ from loopkit import loader
 from loopkit.document import vouched
 from loopkit.errors import BadInput
 from loopkit.evidence import globs
-from loopkit.worker import providers
-from loopkit.worker.acp import agents as acp_agents
+from loopkit.evidence.basetests import TASK_CHECK_PREFIX, is_task_check
 
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
 if TYPE_CHECKING:
@@ -26,9 +26,6 @@ if TYPE_CHECKING:
     from loopkit.sections import Contract
 
 CONTRACT_VERSION = 1
-#: The registered providers (loopkit.worker.providers): contract validation follows the registry.
-PROVIDERS = tuple(providers.names())
-ACP_AGENTS = tuple(acp_agents.names())
 SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
 DEFAULT_FILENAMES = ("loop.yaml", "loop.yml", "loop.json")
 #: Contracts larger than this are refused before parsing (no sane contract is this big).
@@ -149,6 +146,27 @@ def glob_list(v: Any, where: str, out: list[Problem]) -> None:
             out.append(Problem(p, f"glob {item!r} {reason}"))
 
 
+@functools.cache
+def allowed(key: str) -> tuple[str, ...]:
+    """The names a contract may give ``worker.KEY`` and ``judge.KEY`` (``provider``,
+    ``agent``): the published schema's (``tests/unit/test_schemas.py`` holds them to the
+    providers' registry and the ACP agents' table, so a new provider is still one module
+    and one registry line)."""
+    from loopkit import schema  # read when a contract is checked, not for one met before
+
+    node = schema.load("contract")["properties"]["worker"]["properties"][key]
+    return tuple(node["enum"])
+
+
+def allowed_name(key: str) -> Check:
+    """One of the names ``allowed(key)`` lists."""
+
+    def check(v: Any, where: str, out: list[Problem]) -> None:
+        one_of(*allowed(key))(v, where, out)
+
+    return check
+
+
 def one_of(*choices: str) -> Check:
     def check(v: Any, where: str, out: list[Problem]) -> None:
         if v not in choices:
@@ -185,10 +203,10 @@ def _show(v: Any) -> str:
 
 #: The keys the worker and the judge share: which model runs, how, and within what.
 _MODEL_RUN: dict[str, Check] = {
-    "provider": one_of(*PROVIDERS),
+    "provider": allowed_name("provider"),
     "model": text,
     "command": text,
-    "agent": one_of(*ACP_AGENTS),
+    "agent": allowed_name("agent"),
     "max_turns": positive_int,
     "timeout": positive_number,
     "env_allow": string_list,
@@ -385,7 +403,9 @@ def validate(data: Any) -> list[Problem]:
     if isinstance(judge, Mapping):
         if "provider" not in judge:
             out.append(
-                Problem("$.judge.provider", "missing: expected one of " + ", ".join(PROVIDERS))
+                Problem(
+                    "$.judge.provider", "missing: expected one of " + ", ".join(allowed("provider"))
+                )
             )
         elif judge.get("provider") == "command" and "command" not in judge:
             out.append(Problem("$.judge.command", "provider 'command' needs a command to run"))
@@ -573,15 +593,3 @@ def apply_task(contract: Mapping[str, Any], task: Mapping[str, Any]) -> Contract
         out["criteria"] = criteria
     narrowed: Contract = vouched(out)
     return narrowed
-
-
-#: The names of a task's own checks among the criteria: task-1, task-2, ...
-TASK_CHECK_PREFIX = "task-"
-
-
-def is_task_check(name: object) -> bool:
-    return (
-        isinstance(name, str)
-        and name.startswith(TASK_CHECK_PREFIX)
-        and name[len(TASK_CHECK_PREFIX) :].isdigit()
-    )

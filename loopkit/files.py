@@ -1,6 +1,5 @@
-"""Writing files so that a crash leaves the old content or the new, never half of one;
-finding the folders of files loopkit ships (schemas, recipes) and the newest of some
-files (``newest``)."""
+"""Writing files so that a crash leaves the old content or the new, never half of one, and
+the newest of some files (``newest``)."""
 
 from __future__ import annotations
 
@@ -78,17 +77,6 @@ def sync_folder(folder: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def shipped(folder: str, marker: str, missing: str) -> Path:
-    """The ``folder`` loopkit ships: inside the installed package (a wheel), else beside it
-    in the source tree -- the first that holds ``marker``. FileNotFoundError(``missing``)
-    when neither does."""
-    package = Path(__file__).resolve().parent
-    for candidate in (package / folder, package.parent / folder):
-        if (candidate / marker).is_file():
-            return candidate
-    raise FileNotFoundError(missing)
 
 
 def newest(paths: Iterable[Path]) -> Path | None:

@@ -25,11 +25,11 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from loopkit import contract, git, guidance
+from loopkit import contract, git, guidance, shipped
 from loopkit.errors import LoopkitError
 from loopkit.evidence.cleanroom import carried
 from loopkit.evidence.globs import matches
-from loopkit.files import atomic_write, shipped
+from loopkit.files import atomic_write
 
 #: Top-level folders that are never the project's own source.
 _NOT_SOURCE = {

@@ -18,9 +18,8 @@ import functools
 from collections.abc import Callable
 from pathlib import Path
 
-from loopkit import loader
+from loopkit import loader, shipped
 from loopkit.errors import BadInput
-from loopkit.files import shipped
 from loopkit.text import pattern
 
 TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)

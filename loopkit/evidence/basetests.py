@@ -224,10 +224,21 @@ def _name(path: bytes) -> str:
     return path.decode("utf-8", "surrogateescape")
 
 
+#: The names of a task's own checks among the criteria (TASKS.md ``check:`` lines, added
+#: by ``contract.apply_task``): task-1, task-2, ... They judge the attempt, never the base.
+TASK_CHECK_PREFIX = "task-"
+
+
+def is_task_check(name: object) -> bool:
+    return (
+        isinstance(name, str)
+        and name.startswith(TASK_CHECK_PREFIX)
+        and name[len(TASK_CHECK_PREFIX) :].isdigit()
+    )
+
+
 def plain(criteria: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The criteria that judge the base's tests: the contract's own, not a task's."""
-    from loopkit.contract import is_task_check
-
     return [c for c in criteria if not is_task_check(c.get("name"))]
 
 

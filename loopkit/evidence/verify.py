@@ -661,8 +661,6 @@ def baseline(
     can leave a result in (the git folder's cache, for a commit hook), whose results are
     read as they are. ``written`` receives the name and sha256 of a result this call
     wrote (lk-invoke seals it: the base run beside the worker)."""
-    from loopkit.contract import is_task_check
-
     plain = basetests.plain(criteria)
     tree = git.resolve(root, f"{base}^{{tree}}") or base
     key = base_key(tree, plain)
@@ -673,7 +671,7 @@ def baseline(
         kept = [_at_base(c) for c in same.get("checks") or []]
         out: Baseline = {
             "tree": tree,
-            "checks": [c for c in kept if not is_task_check(c["name"])],
+            "checks": [c for c in kept if not basetests.is_task_check(c["name"])],
         }
         atomic_write(cached, json.dumps(out, allow_nan=False))
         return out
@@ -796,7 +794,6 @@ def ratchet(
     environment's failure, not the task's: it is listed in ``environment``, and the
     verification does not pass (a check that cannot run guards nothing).
     """
-    from loopkit.contract import is_task_check
     from loopkit.evidence import testresults
 
     at_base = {str(c["name"]): c for c in base.get("checks") or []}
@@ -805,7 +802,7 @@ def ratchet(
     required: list[str] = []
     blocking: dict[str, str | None] = {}  # name -> the fingerprint it blocks with
     known: list[KnownFailure] = []
-    named_any = any(is_task_check(n) for n in names)
+    named_any = any(basetests.is_task_check(n) for n in names)
     environment: list[CannotRun] = []
     for c in body["checks"]:
         name = str(c["name"])
@@ -817,7 +814,7 @@ def ratchet(
         named_any = named_any or bool(named)
         if c.get("cannot_run") and (not b or b.get("cannot_run")):
             environment.append({"name": name, "command": c["command"], "why": c["cannot_run"]})
-        if is_task_check(name) or b.get("passed", True):
+        if basetests.is_task_check(name) or b.get("passed", True):
             c["judged"] = "per_test" if now_ids is not None else "per_check"
             required.append(name)
             if not c["passed"]:
@@ -850,7 +847,7 @@ def ratchet(
         c["judged"] = "per_check"
         known.append({"name": name, "fingerprint": c["fingerprint"]})
     for n in body.get("skipped") or []:
-        if is_task_check(n) or (at_base.get(n) or {}).get("passed", True):
+        if basetests.is_task_check(n) or (at_base.get(n) or {}).get("passed", True):
             required.append(n)
     blocking.update(_whole_tree_blocking(body, text))
     if demand and not required and not named_any:

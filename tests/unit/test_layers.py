@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "loopkit"
 #: Lowest first. An entry is a module, or a package and everything below it; ``=name``
 #: is that module alone (a package's own file, not its submodules).
 LAYERS: tuple[tuple[str, ...], ...] = (
-    # the basics every room shares, and the tables the contract is checked against
+    # the basics every room shares
     (
         "loopkit",
         "loopkit.exitcodes",
@@ -40,17 +40,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "loopkit.schema",
         "loopkit.sections",
         "loopkit.handling",
-        "=loopkit.worker",
-        "=loopkit.worker.providers",  # the registry: names -> modules, loaded on use
-        "=loopkit.worker.acp",
-        "loopkit.worker.acp.agents",
     ),
     ("loopkit.state",),  # the state folder: attempt folders, retention, cancellation
     ("loopkit.boundary",),  # what a run may reach
     ("loopkit.document", "loopkit.handoff"),
-    ("loopkit.evidence.globs", "loopkit.evidence.scope"),
-    ("loopkit.contract", "loopkit.guidance"),
     ("loopkit.evidence",),
+    ("loopkit.contract", "loopkit.guidance"),
     ("loopkit.workspace",),
     ("loopkit.decision",),  # the rules, the budgets, the ledger
     ("loopkit.worker",),

@@ -137,7 +137,7 @@ def test_every_provider_list_follows_the_registry() -> None:
     from loopkit.worker import providers
 
     names = providers.names()
-    assert list(contract.PROVIDERS) == names
+    assert list(contract.allowed("provider")) == names
     for cmd in (invoke.main, judge.main):
         choice = next(p for p in cmd.params if p.name == "provider").type
         assert list(choice.choices) == names  # type: ignore[attr-defined]
@@ -157,6 +157,13 @@ def test_every_provider_list_follows_the_registry() -> None:
 
     seen = [e for n in ("contract", "run", "judge") for e in enums(schema.load(n))]
     assert seen and all(e == names for e in seen), seen
+    # The ACP agents a contract may name are the table's (loopkit.worker.acp.agents).
+    from loopkit.worker.acp import agents
+
+    sections = schema.load("contract")["properties"]
+    for section in ("worker", "judge"):
+        assert sections[section]["properties"]["agent"]["enum"] == agents.names()
+    assert list(contract.allowed("agent")) == agents.names()
 
 
 @pytest.mark.parametrize(
