@@ -46,13 +46,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from loopkit import git
 from loopkit.evidence import globs
 
-TYPE_CHECKING = False
+TYPE_CHECKING = False  # typing stays unloaded at run time (start-up is a feature)
 if TYPE_CHECKING:
+    from typing import Any
+
     from loopkit.sections import Proof
 
 
