@@ -5,11 +5,11 @@ Adding a provider is one module with a :class:`~loopkit.worker.providers.base.Pr
 subclass -- what differs: its command line (``build``), its stream's reading (``parser``,
 ``classify``, ``sniff``), its home and credential set-up (``api``, ``upstream``,
 ``contained``, ``rehearsal``) -- and one line in ``_REGISTRY``. Everything else follows
-the registry: the contract's validation, the commands' ``--provider`` choices, transcript
-sniffing, the sandbox's writable homes, the model server's ``--env`` choices and
-environments (``agents()``, ``Provider.rehearsal``), the variables a rehearsal drops
-(``Provider.routes``) -- and tests hold the schemas' provider enums, the docs' tables and
-the end-to-end runs to it. The interface is documented in ``loopkit.worker.providers.base``.
+the registry: the commands' ``--provider`` choices, transcript sniffing, the sandbox's
+writable homes, the model server's ``--env`` choices and environments (``agents()``,
+``Provider.rehearsal``), the variables a rehearsal drops (``Provider.routes``) -- and tests
+hold the schemas' provider enums (which the contract is checked against), the docs'
+tables and the end-to-end runs to it. The interface is documented in ``loopkit.worker.providers.base``.
 """
 
 from __future__ import annotations
