@@ -924,21 +924,29 @@ def unmoved(root: str | os.PathLike[str], read: Callable[[], _T], *, wait: float
     moving it meanwhile -- a lander's checkout of what it landed, a person's ``git
     checkout``. git writes a checkout's files under its index's lock and the index anew at
     the end, so a read that began and ended with no lock there and the same index saw one
-    state; else it is read again. A lock held past ``wait`` seconds (one a killed git left)
-    and the read is taken as it comes, as it is outside a repository."""
+    state; else it is read again. A lock a live git holds open is waited for while it
+    holds it; one no process holds (a killed git left it) is waited out for ``wait``
+    seconds, and then the read is taken as it comes, as it is outside a repository (and
+    where /proc cannot say who holds a file). An index rewritten under every read for six
+    times ``wait`` is taken as it comes too."""
     dirs = find_dirs(root)
     if dirs is None:
         return read()
     index = dirs.own / "index"
     lock = dirs.own / "index.lock"
     deadline = time.monotonic() + wait
+    give_up, asked = deadline + 5 * wait, 0.0
     while True:
-        late = time.monotonic() > deadline
+        now = time.monotonic()
         before = index_stamp(index)
-        if late or not lock.exists():
+        if not lock.exists():
             got = read()
-            if late or (not lock.exists() and index_stamp(index) == before):
+            if now > give_up or (not lock.exists() and index_stamp(index) == before):
                 return got
+        elif now > deadline and now - asked >= 1.0:  # who holds it: asked once a second
+            asked = now
+            if not (os.path.isdir("/proc/self/fd") and _held_open(lock)):
+                return read()  # a lock no git holds: nothing is moving the checkout
         time.sleep(0.02)
 
 

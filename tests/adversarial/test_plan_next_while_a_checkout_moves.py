@@ -105,3 +105,70 @@ def test_lk_plan_next_never_reads_a_checkout_halfway_moved(
     assert reader.returncode == code, err
     if code == 0:
         assert '"thank"' in out
+
+
+#: Loaded at start-up by lk-plan's interpreter: the first time it asks who holds the
+#: index's lock (its wait for the lock is over), it says so (``LK_ASKED``).
+ASKING = """
+import os
+from pathlib import Path
+
+from loopkit import git
+
+_real = git._held_open
+_asked = Path(os.environ["LK_ASKED"])
+
+
+def _held_open(path):
+    _asked.write_text("asked")
+    return _real(path)
+
+
+git._held_open = _held_open
+"""
+
+
+def test_lk_plan_next_waits_for_a_live_git_that_holds_the_index_past_its_wait(
+    git_repo: Path, tmp_path: Path
+) -> None:
+    """A git in the middle of a long checkout -- the index's lock held open, the task's new
+    file written, TASKS.md not yet -- is waited for past lk-plan's wait for a lock (10 s),
+    which is for a lock no process holds (one a killed git left)."""
+    (git_repo / "loop.yaml").write_text(
+        'version: 1\nobjective: Thank.\nscope: {writable: ["NEWS.txt"]}\n'
+        'criteria: [{name: t, run: "true"}]\n'
+    )
+    (git_repo / "TASKS.md").write_text(OPEN)
+    git(git_repo, "add", "-A")
+    git(git_repo, "commit", "-qm", "plan")
+    (git_repo / "TASKS.md").write_text(DONE)
+    (git_repo / "NEWS.txt").write_text("thanks\n")
+    git(git_repo, "add", "-A")
+    git(git_repo, "commit", "-qm", "thank landed")
+    landed = git(git_repo, "rev-parse", "HEAD").strip()
+    git(git_repo, "checkout", "-q", "--detach", "HEAD~1")
+    final = tmp_path / "final-index"  # the index git will write at the end of its checkout
+    subprocess.run(
+        ["git", "read-tree", landed], cwd=git_repo, env={**os.environ, "GIT_INDEX_FILE": str(final)},
+        check=True,
+    )  # fmt: skip
+
+    lock = git_repo / ".git" / "index.lock"
+    hook, asked = tmp_path / "hook", tmp_path / "asked"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(ASKING)
+    env = {**os.environ, "PYTHONPATH": str(hook), "LK_ASKED": str(asked)}
+    with open(lock, "wb") as held:  # held open by a live process, as git holds it
+        (git_repo / "NEWS.txt").write_text("thanks\n")  # halfway: the new file, the task open
+        reader = subprocess.Popen(
+            [str(Path(sys.executable).parent / "lk-plan"), "next", "TASKS.md", "--contract", "loop.yaml"],
+            cwd=git_repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        _wait_for(asked, reader)  # lk-plan's wait is over and it asks who holds the lock
+        (git_repo / "TASKS.md").write_text(DONE)  # the rest of the checkout, as git ends it
+        held.write(final.read_bytes())
+    lock.rename(git_repo / ".git" / "index")
+    git(git_repo, "update-ref", "--no-deref", "HEAD", landed)
+    _, err = reader.communicate(timeout=120)
+    assert asked.exists(), err
+    assert reader.returncode == 1, err  # the checkout as git left it: the task done
