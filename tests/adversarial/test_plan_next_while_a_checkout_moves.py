@@ -58,14 +58,8 @@ def _wait_for(path: Path, process: subprocess.Popen[str]) -> None:
         time.sleep(0.01)
 
 
-@pytest.mark.parametrize(
-    ("start", "code"),
-    [("opened", 1), ("landed", 0)],
-    ids=["a landing moves it forward", "a returned landing moves it back"],
-)
-def test_lk_plan_next_never_reads_a_checkout_halfway_moved(
-    git_repo: Path, tmp_path: Path, start: str, code: int
-) -> None:
+def _planned(git_repo: Path) -> dict[str, str]:
+    """The plan's commit (the task open) and the landing's (the task done, its new file)."""
     (git_repo / "loop.yaml").write_text(
         'version: 1\nobjective: Thank.\nscope: {writable: ["NEWS.txt"]}\n'
         'criteria: [{name: t, run: "true"}]\n'
@@ -74,12 +68,23 @@ def test_lk_plan_next_never_reads_a_checkout_halfway_moved(
     git(git_repo, "add", "-A")
     git(git_repo, "commit", "-qm", "plan")
     commits = {"opened": git(git_repo, "rev-parse", "HEAD").strip()}
-    # What a landing brings: the task marked done and its new file.
     (git_repo / "TASKS.md").write_text(DONE)
     (git_repo / "NEWS.txt").write_text("thanks\n")
     git(git_repo, "add", "-A")
     git(git_repo, "commit", "-qm", "thank landed")
     commits["landed"] = git(git_repo, "rev-parse", "HEAD").strip()
+    return commits
+
+
+@pytest.mark.parametrize(
+    ("start", "code"),
+    [("opened", 1), ("landed", 0)],
+    ids=["a landing moves it forward", "a returned landing moves it back"],
+)
+def test_lk_plan_next_never_reads_a_checkout_halfway_moved(
+    git_repo: Path, tmp_path: Path, start: str, code: int
+) -> None:
+    commits = _planned(git_repo)
     other = "landed" if start == "opened" else "opened"
     git(git_repo, "checkout", "-q", "--detach", commits[start])
 
@@ -134,18 +139,7 @@ def test_lk_plan_next_waits_for_a_live_git_that_holds_the_index_past_its_wait(
     """A git in the middle of a long checkout -- the index's lock held open, the task's new
     file written, TASKS.md not yet -- is waited for past lk-plan's wait for a lock (10 s),
     which is for a lock no process holds (one a killed git left)."""
-    (git_repo / "loop.yaml").write_text(
-        'version: 1\nobjective: Thank.\nscope: {writable: ["NEWS.txt"]}\n'
-        'criteria: [{name: t, run: "true"}]\n'
-    )
-    (git_repo / "TASKS.md").write_text(OPEN)
-    git(git_repo, "add", "-A")
-    git(git_repo, "commit", "-qm", "plan")
-    (git_repo / "TASKS.md").write_text(DONE)
-    (git_repo / "NEWS.txt").write_text("thanks\n")
-    git(git_repo, "add", "-A")
-    git(git_repo, "commit", "-qm", "thank landed")
-    landed = git(git_repo, "rev-parse", "HEAD").strip()
+    landed = _planned(git_repo)["landed"]
     git(git_repo, "checkout", "-q", "--detach", "HEAD~1")
     final = tmp_path / "final-index"  # the index git will write at the end of its checkout
     subprocess.run(
