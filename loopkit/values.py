@@ -165,3 +165,10 @@ def _init_for(
 def fields_of(record: object) -> dict[str, object]:
     """A record's fields and their values, in the order the class declares them."""
     return {name: getattr(record, name) for name in _FIELDS[type(record)]}
+
+
+def replaced(record: T, **changes: object) -> T:
+    """A copy of a record with ``changes`` to some of its fields (``dataclasses.replace``
+    for a ``record`` class)."""
+    made: T = type(record)(**{**fields_of(record), **changes})
+    return made

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from loopkit.values import record
+from loopkit.values import record, replaced
 
 #: The dialects the meter speaks: where the real key goes, how a refusal looks.
 DIALECTS = ("anthropic", "openai", "gemini")
@@ -84,10 +84,7 @@ class Api:
 
     def with_keys(self, *more: str) -> Api:
         """This API, its key also looked for in ``more`` (a CLI's own variable names)."""
-        more_keys = (*self.key_vars, *more)
-        return Api(
-            self.dialect, more_keys, self.base_url_var, self.default_upstream, self.bearer_vars
-        )
+        return replaced(self, key_vars=(*self.key_vars, *more))
 
     @property
     def vendor_domain(self) -> str:
