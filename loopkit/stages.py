@@ -326,8 +326,7 @@ def verify(
         check.require(Path.cwd(), "HEAD")
     doc = _taken(within)
     ws = Workspace.open(contract_path=contract_path, document=doc, require_contract=True)
-    terms = ws.contract
-    assert terms is not None  # require_contract
+    terms = ws.terms
     if within is not None:
         judge = terms.get("judge")
         within.review = bool(judge and judge.get("review"))
@@ -367,8 +366,7 @@ def verify_tree(root: Path, tree: str, contract_path: str) -> dict[str, Any]:
     (``verify.json``), as lk-verify keeps it; nothing is printed."""
     env = {k: v for k, v in os.environ.items() if k != "LOOPKIT_STATE_DIR"}
     ws = Workspace.open(contract_path=contract_path, cwd=root, environ=env, require_contract=True)
-    terms = ws.contract
-    assert terms is not None  # require_contract
+    terms = ws.terms
     chosen = checks.select(terms["criteria"], ())
     attempt = artifacts.assign_attempt_id({})
     run = _Checks(ws, terms, chosen, only=(), fail_fast=False, doc=None, attempt=attempt)

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from loopkit.sections import Attempt, Contract, Task
 
 STATE_ENV = "LOOPKIT_STATE_DIR"
+NO_CONTRACT = "no contract: pass --contract FILE, pipe an attempt document, or add loop.yaml"
 DEFAULT_STATE = ".loopkit"
 
 
@@ -86,10 +87,7 @@ class Workspace:
             raise
         found = resolve_contract(contract_path, document, start=here, root=where.root)
         if found.contract is None and require_contract:
-            raise BadInput(
-                "--contract",
-                "no contract: pass --contract FILE, pipe an attempt document, or add loop.yaml",
-            )
+            raise BadInput("--contract", NO_CONTRACT)
         return cls(
             root=where.root,
             index=where.index,
@@ -102,6 +100,13 @@ class Workspace:
         )
 
     # ------------------------------------------------------------------ answers
+
+    @property
+    def terms(self) -> Contract:
+        """The contract, which ``open(require_contract=True)`` made sure of."""
+        if self.contract is None:
+            raise BadInput("--contract", NO_CONTRACT)
+        return self.contract
 
     @property
     def task(self) -> Task | None:

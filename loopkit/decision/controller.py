@@ -15,7 +15,7 @@ import os
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from loopkit import git, loader, timing
 from loopkit.background import Background
@@ -65,7 +65,7 @@ class _Setup:
 def _setup(document: Attempt | None, contract_path: str | None, ledger_path: str | None) -> _Setup:
     doc = document if document is not None else new_attempt()
     ws = Workspace.open(contract_path=contract_path, document=doc, require_contract=True)
-    contract = cast("Contract", ws.contract or {})
+    contract = ws.terms
     ws.stamp(doc)
     path = Path(ledger_path) if ledger_path else ws.state / ledgers.DEFAULT_NAME
     assign_attempt_id(doc)
