@@ -1676,15 +1676,16 @@ def sync_worktree(
         clean_worktree(path)
     if held == tree:
         return
+    after = None
     if held is not None and held_listing is not None:
         try:
-            listing_after(path, held, held_listing, tree)
+            after = listing_after(path, held, held_listing, tree)
         except GitError:  # the store lost ``held`` (a repository put back at this path, a
-            held = held_listing = None  # prune): every file is checked against the index
+            held = None  # prune): every file is checked against the index
     if (
         _attributes_change(path, tree)
-        if held is None or held_listing is None
-        else listing_after(path, held, held_listing, tree).attributes != held_listing.attributes
+        if after is None or held_listing is None
+        else after.attributes != held_listing.attributes
     ):
         # git rewrites only the files whose content differs: those the old attributes
         # checked out (LF where `eol=crlf` now asks CRLF, `$Id$` unexpanded, UTF-8 where a
