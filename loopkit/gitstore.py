@@ -159,8 +159,6 @@ def add_note(root: Path, ref: str, commit: str, blob: str) -> bool:
         return False
     if not (is_object_id(commit) and is_object_id(blob) and len(commit) == 40):
         return False
-    if git.config_value(root, "i18n.commitencoding"):
-        return False
     old = ref_from_files(dirs.common, ref)
     if old is None:
         return False
@@ -173,22 +171,13 @@ def add_note(root: Path, ref: str, commit: str, blob: str) -> bool:
         if listed is None:
             return False
         top = listed
-    when = int(time.time())
-    author, committer = _ident(root, "author", when), _ident(root, "committer", when)
-    if author is None or committer is None:
-        return False
     tree_id = _notes_tree(dirs, top, commit.encode(), bytes.fromhex(blob))
     if tree_id is None:
         return False
-    parent = b"" if old == "absent" else b"parent %s\n" % old.encode()
-    body = b"tree %s\n%sauthor %s\ncommitter %s\n\n%s\n" % (
-        tree_id.encode(),
-        parent,
-        author,
-        committer,
-        _NOTE_MESSAGE,
-    )
-    new = _write_loose(dirs, b"commit", body, durable=True)
+    made = _commit(root, dirs, tree_id, None if old == "absent" else old, _NOTE_MESSAGE)
+    if made is None:
+        return False
+    new, committer = made
     was = "0" * 40 if old == "absent" else old
     log = b"%s %s %s\tnotes: %s\n" % (was.encode(), new.encode(), committer, _NOTE_MESSAGE)
     return _moved_ref(dirs.common, ref, new, old, log)
@@ -351,25 +340,37 @@ def commit_object(root: Path, tree: str, parent: str, message: str) -> str | Non
         return None
     if (loose_object(dirs.common, tree, 16) or (b"",))[0] != b"tree":
         return None
-    if git.config_value(root, "commit.gpgsign") not in (None, "false") or git.config_value(
-        root, "i18n.commitencoding"
-    ):
+    if git.config_value(root, "commit.gpgsign") not in (None, "false"):
         return None
-    when = int(time.time())
-    author, committer = _ident(root, "author", when), _ident(root, "committer", when)
     try:
         text = message.encode("utf-8")
     except UnicodeEncodeError:
         return None
+    made = _commit(root, dirs, tree, parent, text)
+    return made[0] if made else None
+
+
+def _commit(
+    root: Path, dirs: GitDirs, tree: str, parent: str | None, message: bytes
+) -> tuple[str, bytes] | None:
+    """A commit of ``tree`` on ``parent`` (none: a root commit) saying ``message``, by git's
+    identity now, written as a loose object and flushed: its id and the committer line
+    (a reflog line names it). None where git would write it otherwise: an encoding
+    configured (git names it in the commit), an identity from git's guesses."""
+    if git.config_value(root, "i18n.commitencoding"):
+        return None
+    when = int(time.time())
+    author, committer = _ident(root, "author", when), _ident(root, "committer", when)
     if author is None or committer is None:
         return None
-    body = b"tree %s\nparent %s\nauthor %s\ncommitter %s\n\n%s" % (
+    parents = b"" if parent is None else b"parent %s\n" % parent.encode()
+    body = b"tree %s\n%sauthor %s\ncommitter %s\n\n%s" % (
         tree.encode(),
-        parent.encode(),
+        parents,
         author,
         committer,
-        text,
+        message,
     )
     if not body.endswith(b"\n"):
         body += b"\n"
-    return _write_loose(dirs, b"commit", body, durable=True)
+    return _write_loose(dirs, b"commit", body, durable=True), committer
